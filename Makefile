@@ -1,0 +1,120 @@
+# cumemtrace - top-level build.  `make` builds everything into $(BUILD)/;
+# `make test` runs the whole suite; `make demo` shows a post-mortem on the
+# simulated GPU.  Variables: CC, BUILD, SAN (e.g. SAN=address,undefined builds
+# an instrumented tree in build-san/ unless BUILD is given), PREFIX, PYTHON.
+
+CC      ?= cc
+PREFIX  ?= /usr/local
+SAN     ?=
+ifeq ($(SAN),)
+BUILD   ?= build
+SANFLAGS :=
+else
+BUILD   ?= build-san
+SANFLAGS := -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
+endif
+PYTHON  ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CSTD    := -std=c11 -D_GNU_SOURCE
+OPT     ?= -O2 -g
+CFLAGS_ALL = $(CSTD) $(OPT) $(WARN) $(SANFLAGS) -fPIC -Isrc/common -Iinclude $(CFLAGS)
+LDFLAGS_ALL = $(SANFLAGS) $(LDFLAGS)
+
+COMMON_SRC  := $(wildcard src/common/*.c)
+PRELOAD_SRC := $(wildcard src/preload/*.c)
+PRELOAD_ASM := $(wildcard src/preload/*.S)
+CLI_SRC     := $(wildcard src/cli/*.c)
+SIMDRV_SRC  := $(wildcard tests/sim/driver*.c) tests/sim/sim_common.c
+SIMRT_SRC   := $(wildcard tests/sim/runtime*.c)
+
+PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(BUILD)/obj/%.o) $(PRELOAD_ASM:%.S=$(BUILD)/obj/%.o) \
+               $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/obj/%.o) $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
+SIMDRV_OBJ  := $(SIMDRV_SRC:%.c=$(BUILD)/obj/%.o) $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
+SIMRT_OBJ   := $(SIMRT_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/sim/sim_common.o \
+               $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
+
+LIB     := $(BUILD)/libcumemtrace.so
+CLI     := $(BUILD)/cumemtrace
+SIMDRV  := $(BUILD)/sim/libcuda.so.1
+SIMRT   := $(BUILD)/sim/libcudart.so.13
+SIMRTA  := $(BUILD)/sim/libcudart_static.a
+
+.PHONY: all lib cli sim test test-unit test-e2e test-san demo install uninstall \
+        clean bench fuzz deps check-deps
+all: lib cli sim
+lib: $(LIB)
+cli: $(CLI)
+sim: $(SIMDRV) $(SIMRT) $(SIMRTA)
+
+# ---- objects ----
+$(BUILD)/obj/src/preload/%.o: src/preload/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -fvisibility=hidden -MMD -MP -c $< -o $@
+$(BUILD)/obj/src/preload/%.o: src/preload/%.S
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(SANFLAGS) -fPIC -c $< -o $@
+$(BUILD)/obj/src/common/%.o: src/common/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -fvisibility=hidden -MMD -MP -c $< -o $@
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -I$(BUILD)/gen -MMD -MP -c $< -o $@
+
+# ---- the preloaded library: no DT_NEEDED on libunwind (see src/preload/unwind.c) ----
+$(LIB): $(PRELOAD_OBJ) src/preload/exports.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ $(PRELOAD_OBJ) $(LDFLAGS_ALL) \
+	    -Wl,--version-script=src/preload/exports.map -Wl,-soname,libcumemtrace.so \
+	    -Wl,-z,now -Wl,-z,relro -ldl -lpthread
+
+# ---- the command-line tool (may link libstdc++ for __cxa_demangle) ----
+$(CLI): $(CLI_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $(CLI_OBJ) $(LDFLAGS_ALL) -lstdc++ -lm
+
+# ---- the simulated device: a test double, never installed ----
+$(BUILD)/gen/cudart_lookups.h: tests/data/cudart-13.0-getprocaddress.tsv
+	@mkdir -p $(dir $@)
+	awk -F'\t' 'BEGIN{print "/* generated from $< - do not edit */"} {printf "{\"%s\", %d, %d},\n", $$1, $$2, $$3}' $< > $@
+$(BUILD)/obj/tests/sim/runtime.o: $(BUILD)/gen/cudart_lookups.h
+$(SIMDRV): $(SIMDRV_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ $(SIMDRV_OBJ) $(LDFLAGS_ALL) -Wl,-soname,libcuda.so.1 -lpthread
+	ln -sf libcuda.so.1 $(BUILD)/sim/libcuda.so
+$(SIMRT): $(SIMRT_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ $(SIMRT_OBJ) $(LDFLAGS_ALL) -Wl,-soname,libcudart.so.13 -ldl -lpthread
+	ln -sf libcudart.so.13 $(BUILD)/sim/libcudart.so
+$(SIMRTA): $(SIMRT_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $(SIMRT_OBJ)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+include tests/tests.mk
+-include $(filter-out tests/tests.mk,$(wildcard tests/*.mk))
+
+# ---- demo, install, clean ----
+demo: check-deps all $(BUILD)/examples/train_sim
+	@scripts/demo.sh $(BUILD)
+
+$(BUILD)/examples/%: examples/%.c $(SIMRT)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -rdynamic -o $@ $< -L$(BUILD)/sim -lcudart $(LDFLAGS_ALL)
+
+install: lib cli
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include
+	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libcumemtrace.so
+	install -m 0755 $(CLI) $(DESTDIR)$(PREFIX)/bin/cumemtrace
+	install -m 0644 include/cumemtrace.h $(DESTDIR)$(PREFIX)/include/cumemtrace.h
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/lib/libcumemtrace.so $(DESTDIR)$(PREFIX)/bin/cumemtrace \
+	      $(DESTDIR)$(PREFIX)/include/cumemtrace.h
+
+check-deps:
+	@scripts/install-deps.sh --check-or-install
+
+clean:
+	rm -rf build build-san

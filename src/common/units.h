@@ -1,0 +1,24 @@
+/* units.h - byte sizes as people write them ("24GiB", "512MiB", "1.5G").
+ * Stateless; linked by the library, the CLI and the simulated device.
+ */
+#ifndef CUMEMTRACE_UNITS_H
+#define CUMEMTRACE_UNITS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Parses a size: a decimal number (fraction allowed) followed by an optional
+ * unit, case-insensitive: B, K/KiB, M/MiB, G/GiB, T/TiB (powers of 1024) or
+ * KB/MB/GB/TB (powers of 1000).  Surrounding spaces are allowed.
+ * Returns 0 and stores the rounded byte count in *out, or -1 on a malformed
+ * or overflowing value (*out untouched). */
+int units_parse_size(const char *s, uint64_t *out);
+
+/* Formats bytes with binary units and three significant digits ("1.50 GiB",
+ * "512 B") into buf (at least 16 bytes) and returns buf. */
+char *units_format_bytes(uint64_t bytes, char *buf, size_t len);
+
+/* As units_format_bytes, with an explicit sign ("+20.0 MiB", "-512 B", "0 B"). */
+char *units_format_signed(int64_t bytes, char *buf, size_t len);
+
+#endif

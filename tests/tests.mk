@@ -1,0 +1,66 @@
+# tests/tests.mk - test binaries and the `test` targets (included by Makefile).
+#
+# Unit tests (cmocka), one binary per tests/unit/test_<stem>.c:
+#   test_sim_*    exercise the simulated device through its public ABI
+#   test_cli_*    link the CLI's objects (all but main.o)
+#   test_<stem>   link src/preload/<stem>.o and the objects it names in
+#                 <stem>_DEPS below (pure-C parts of the library)
+# End-to-end tests (pytest, tests/e2e/) run the programs in tests/progs/ under
+# LD_PRELOAD against the simulated device.  Program names say how they reach
+# CUDA: rt_* link the shared runtime, static_* the static archive, drv_* the
+# driver, other names link neither (they dlopen what they need).
+
+UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
+PROG_SRC  := $(wildcard tests/progs/*.c)
+PROG_BIN  := $(PROG_SRC:tests/progs/%.c=$(BUILD)/tests/progs/%)
+PROG_LIBS := $(wildcard tests/progs/lib*.c)
+SIMDIR     = $(abspath $(BUILD)/sim)
+UNIT_LD    = -lcmocka -ldl -lpthread -lm
+CLI_LIBOBJ = $(filter-out $(BUILD)/obj/src/cli/main.o,$(CLI_OBJ))
+PRELOAD_LIBOBJ = $(filter-out $(BUILD)/obj/src/preload/hooks_%.o,$(PRELOAD_OBJ))
+
+.SECONDEXPANSION:
+$(BUILD)/tests/unit/test_sim_%: tests/unit/test_sim_%.c $(SIMDRV) $(SIMRT)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/sim -o $@ $< -L$(BUILD)/sim -lcudart -lcuda \
+	    -Wl,-rpath,$(SIMDIR) $(LDFLAGS_ALL) $(UNIT_LD)
+$(BUILD)/tests/unit/test_cli_%: tests/unit/test_cli_%.c $$(CLI_LIBOBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Isrc/cli -o $@ $< $(CLI_LIBOBJ) $(LDFLAGS_ALL) $(UNIT_LD) -lstdc++
+$(BUILD)/tests/unit/test_%: tests/unit/test_%.c $$(PRELOAD_LIBOBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Isrc/preload -o $@ $< $(PRELOAD_LIBOBJ) $(LDFLAGS_ALL) $(UNIT_LD)
+
+# ---- programs the end-to-end tests run ----
+PROG_CFLAGS = $(CSTD) -O1 -g -Wall -Wextra -Werror -fPIC -Isrc/common -Iinclude -rdynamic $(SANFLAGS)
+$(BUILD)/tests/progs/lib%.so: tests/progs/lib%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(PROG_CFLAGS) -shared -o $@ $< -ldl
+$(BUILD)/tests/progs/rt_%: tests/progs/rt_%.c $(SIMRT)
+	@mkdir -p $(dir $@)
+	$(CC) $(PROG_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcudart -lcuda -ldl -lpthread
+$(BUILD)/tests/progs/static_%: tests/progs/static_%.c $(SIMRTA)
+	@mkdir -p $(dir $@)
+	$(CC) $(PROG_CFLAGS) -o $@ $< $(SIMRTA) -ldl -lpthread
+$(BUILD)/tests/progs/drv_%: tests/progs/drv_%.c $(SIMDRV)
+	@mkdir -p $(dir $@)
+	$(CC) $(PROG_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcuda -ldl -lpthread
+$(BUILD)/tests/progs/%: tests/progs/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(PROG_CFLAGS) -o $@ $< -ldl -lpthread
+$(BUILD)/tests/progs/%: tests/progs/%.cpp
+	@mkdir -p $(dir $@)
+	c++ -O1 -g -fPIC -shared -o $@ $<
+
+test-bins: all $(UNIT_BIN) $(PROG_BIN) $(PROG_CXX_BIN)
+
+test-unit: test-bins
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+
+test-e2e: test-bins
+	CUMEMTRACE_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/e2e
+
+# The whole suite: what the README and CI run.
+test: check-deps
+	@$(MAKE) --no-print-directory test-unit test-e2e
