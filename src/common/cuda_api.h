@@ -42,9 +42,13 @@ CUresult cuGetErrorName(CUresult error, const char **pStr);
 CUresult cuDeviceGet(CUdevice *device, int ordinal);
 CUresult cuDeviceGetCount(int *count);
 CUresult cuDeviceGetName(char *name, int len, CUdevice dev);
+CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev); /* pre-3.2 ABI */
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev); /* pre-11.0 entry points */
+CUresult cuDevicePrimaryCtxReset(CUdevice dev);
+CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags);
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);
 CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags,
@@ -53,7 +57,9 @@ CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags);
 CUresult cuCtxGetCurrent(CUcontext *pctx);
 CUresult cuCtxSetCurrent(CUcontext ctx);
 CUresult cuCtxGetDevice(CUdevice *device);
+CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx); /* 13.0 */
 CUresult cuCtxSynchronize(void);
+CUresult cuCtxSynchronize_v2(CUcontext ctx); /* 13.0 */
 
 /* ---- driver: linear device, managed and pinned host memory ---- */
 CUresult cuMemGetInfo(unsigned int *free, unsigned int *total);

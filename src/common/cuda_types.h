@@ -150,6 +150,7 @@ typedef enum cudaError {
     cudaErrorInsufficientDriver = 35,
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
+    cudaErrorDeviceUninitialized = 201,
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorSymbolNotFound = 500,
     cudaErrorIllegalAddress = 700,

@@ -1,0 +1,65 @@
+/* errors.c - see errors.h. */
+#include "errors.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+struct entry {
+    int code;
+    const char *name;
+    const char *text;
+    const char *hint;
+};
+
+static const struct entry table[] = {
+#define XX(n, t, h) {CLI_E##n, #n, t, h},
+    CLI_ERRNO_MAP(XX)
+#undef XX
+};
+
+static const struct entry *find(int code)
+{
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (table[i].code == code)
+            return &table[i];
+    return NULL;
+}
+
+int errors_set(struct cli_error *err, int code, const char *fmt, ...)
+{
+    if (err == NULL)
+        return code;
+    err->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void errors_print(const struct cli_error *err)
+{
+    const char *hint = errors_hint(err->code);
+    if (hint != NULL)
+        fprintf(stderr, "cumemtrace: %s (%s)\n", err->msg, hint);
+    else
+        fprintf(stderr, "cumemtrace: %s\n", err->msg);
+}
+
+const char *errors_name(int code)
+{
+    const struct entry *e = find(code);
+    return e ? e->name : NULL;
+}
+
+const char *errors_text(int code)
+{
+    const struct entry *e = find(code);
+    return e ? e->text : NULL;
+}
+
+const char *errors_hint(int code)
+{
+    const struct entry *e = find(code);
+    return e ? e->hint : NULL;
+}

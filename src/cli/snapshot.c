@@ -1,0 +1,156 @@
+/* snapshot.c - lifetime and small queries of the snapshot model. */
+#include "snapshot.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kind_names[KIND_COUNT] = {
+    "device", "managed", "async", "vmm", "host_pinned", "other",
+};
+
+void snapshot_ctx_init(struct snapctx *ctx)
+{
+    memset(ctx, 0, sizeof *ctx);
+    arena_init(&ctx->arena);
+    hmap_init(&ctx->strings, &ctx->arena);
+    hmap_init(&ctx->frames_by_key, &ctx->arena);
+    hmap_init(&ctx->names, &ctx->arena);
+    hmap_init(&ctx->demangled, &ctx->arena);
+    for (int i = 0; i < BY_COUNT; i++)
+        hmap_init(&ctx->site_keys[i], &ctx->arena);
+}
+
+void snapshot_ctx_free(struct snapctx *ctx)
+{
+    hmap_free(&ctx->strings);
+    hmap_free(&ctx->frames_by_key);
+    hmap_free(&ctx->names);
+    hmap_free(&ctx->demangled);
+    for (int i = 0; i < BY_COUNT; i++) {
+        hmap_free(&ctx->site_keys[i]);
+        free(ctx->sites[i]);
+    }
+    free(ctx->frames);
+    free(ctx->demangled_names);
+    arena_free(&ctx->arena);
+    memset(ctx, 0, sizeof *ctx);
+}
+
+static void groups_free(struct snap_groups *g)
+{
+    free(g->v);
+    memset(g, 0, sizeof *g);
+}
+
+void snapshot_free(struct snapshot *s)
+{
+    if (s == NULL)
+        return;
+    free(s->process.cmdline);
+    free(s->config.limits);
+    for (size_t i = 0; i < s->ndevices; i++) {
+        groups_free(&s->devices[i].live);
+        groups_free(&s->devices[i].at_peak);
+        free(s->devices[i].hist);
+    }
+    free(s->devices);
+    groups_free(&s->host.live);
+    groups_free(&s->host.at_peak);
+    groups_free(&s->oom.live);
+    free(s->ooms.dumps);
+    free(s->events.v);
+    free(s->stacks);
+    memset(s, 0, sizeof *s);
+}
+
+const char *snapshot_intern(struct snapctx *ctx, const char *s, size_t n)
+{
+    uint32_t v;
+    const char *key;
+    if (hmap_get_or_add(&ctx->strings, s, n, 0, &v, &key) != 0)
+        return NULL;
+    return key;
+}
+
+uint32_t snapshot_stack_index(const struct snapshot *s, int64_t id)
+{
+    size_t lo = 0, hi = s->nstacks;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->stacks[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < s->nstacks && s->stacks[lo].id == id)
+        return (uint32_t)lo;
+    return SNAP_NO_STACK;
+}
+
+const char *snapshot_kind_name(int kind)
+{
+    if (kind < 0 || kind >= KIND_COUNT)
+        return "other";
+    return kind_names[kind];
+}
+
+int snapshot_kind_parse(const char *name)
+{
+    for (int k = 0; k < KIND_OTHER; k++)
+        if (strcmp(name, kind_names[k]) == 0)
+            return k;
+    /* DESIGN.md spells it with a hyphen; accept both spellings. */
+    if (strcmp(name, "host-pinned") == 0)
+        return KIND_HOST_PINNED;
+    return KIND_OTHER;
+}
+
+const char *snapshot_cause_name(const struct snap_oom *oom)
+{
+    switch (oom->cause) {
+    case CAUSE_EXHAUSTED: return "exhausted";
+    case CAUSE_FRAGMENTATION: return "fragmentation";
+    case CAUSE_LIMIT: return "limit";
+    default: return oom->cause_name ? oom->cause_name : "unknown";
+    }
+}
+
+const struct snap_device *snapshot_device(const struct snapshot *s, int64_t ordinal)
+{
+    for (size_t i = 0; i < s->ndevices; i++)
+        if (s->devices[i].ordinal == ordinal)
+            return &s->devices[i];
+    return NULL;
+}
+
+bool snapshot_is_oom(const struct snapshot *s)
+{
+    return s->oom.present;
+}
+
+uint64_t snapshot_max_peak(const struct snapshot *s)
+{
+    uint64_t m = 0;
+    for (size_t i = 0; i < s->ndevices; i++)
+        if (s->devices[i].peak_bytes > m)
+            m = s->devices[i].peak_bytes;
+    return m;
+}
+
+int snapshot_vec_reserve(void **v, size_t *cap, size_t elem, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap : 8;
+    while (n < need) {
+        if (n > SIZE_MAX / 2 / elem)
+            return -1;
+        n *= 2;
+    }
+    void *p = realloc(*v, n * elem);
+    if (p == NULL)
+        return -1;
+    *v = p;
+    *cap = n;
+    return 0;
+}

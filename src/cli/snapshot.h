@@ -1,0 +1,267 @@
+/* snapshot.h - the in-memory model of a snapshot (docs/snapshot-format.md).
+ *
+ * One struct snapshot per file; the strings, frames and call-site tables of
+ * every snapshot loaded together live in one struct snapctx, so that the
+ * same frame name is the same pointer in two files (diff matches call sites
+ * by pointer equality).
+ *
+ * Unknown values: the format writes null for what the library did not know.
+ * Such a field holds SNAP_UNKNOWN (unsigned) or SNAP_UNKNOWN_I64 (signed),
+ * and views print "?" rather than a made-up number.
+ */
+#ifndef CUMEMTRACE_CLI_SNAPSHOT_H
+#define CUMEMTRACE_CLI_SNAPSHOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "hmap.h"
+
+#define SNAP_FORMAT_VERSION 1 /* the newest version this tool reads */
+
+#define SNAP_UNKNOWN UINT64_MAX
+#define SNAP_UNKNOWN_I64 INT64_MIN
+#define SNAP_NO_STACK UINT32_MAX /* a group or event without a stack */
+
+enum snap_kind {
+    KIND_DEVICE,
+    KIND_MANAGED,
+    KIND_ASYNC,
+    KIND_VMM,
+    KIND_HOST_PINNED,
+    KIND_OTHER, /* a kind name this version does not know */
+    KIND_COUNT
+};
+#define DEVICE_KINDS 4 /* the by_kind keys: device, managed, async, vmm */
+
+enum oom_cause { CAUSE_UNKNOWN, CAUSE_EXHAUSTED, CAUSE_FRAGMENTATION, CAUSE_LIMIT };
+
+enum frame_type { FRAME_NATIVE, FRAME_PYTHON, FRAME_MARKER };
+
+/* A distinct frame (after naming: two frames that print the same are one). */
+struct frame {
+    const char *name;   /* module!symbol, module+0xoff, file:line:func, [marker] */
+    const char *module; /* native: module basename; python: the file; marker: NULL */
+    uint8_t type;       /* enum frame_type */
+    bool named;         /* python, or native with a symbol */
+};
+
+/* Grouping of call sites, the --by option of diff. */
+enum site_by { BY_STACK, BY_FUNCTION, BY_MODULE, BY_COUNT };
+
+/* A call site under one grouping: what views print and diff matches. */
+struct site {
+    const char *label;      /* the frame (or module) that names the site */
+    uint32_t stack;         /* a stack of the site (index in its snapshot), for the chain */
+    const struct snapshot *snap; /* the snapshot that stack belongs to */
+};
+
+struct snap_stack {
+    int64_t id;          /* as in the file, >= 1 */
+    const char *entry;   /* CUDA entry point, e.g. "cudaMalloc" */
+    uint32_t *frames;    /* frame indices in snapctx, innermost first */
+    uint32_t nframes;
+    uint32_t site[BY_COUNT]; /* site ids, computed on first use */
+};
+
+/* Allocations grouped by call site (live, at_peak, oom.live). */
+struct snap_group {
+    int64_t stack_id; /* as in the file */
+    uint32_t stack;   /* index into snapshot.stacks, or SNAP_NO_STACK */
+    uint8_t kind;     /* enum snap_kind; KIND_DEVICE when the file omits it */
+    uint64_t bytes;
+    uint64_t count;
+};
+
+struct snap_groups {
+    struct snap_group *v;
+    size_t n, cap;
+};
+
+struct snap_kind_stats {
+    uint64_t current_bytes, peak_bytes, allocs, frees, failures;
+    int64_t peak_time_ns;
+};
+
+struct snap_vmm {
+    bool present;
+    uint64_t reserved_bytes, mapped_bytes, physical_bytes;
+    uint64_t reserved_peak_bytes, mapped_peak_bytes;
+};
+
+struct snap_frag {
+    bool present;
+    uint64_t granularity_bytes, requested_bytes, rounded_bytes;
+    uint64_t small_count, small_bytes;
+};
+
+struct snap_bucket {
+    uint64_t le, count, bytes;
+};
+
+struct snap_device {
+    int64_t ordinal;
+    uint64_t total_bytes, free_bytes, limit_bytes; /* may be SNAP_UNKNOWN */
+    uint64_t current_bytes, peak_bytes;
+    int64_t peak_time_ns;
+    struct snap_kind_stats by_kind[DEVICE_KINDS];
+    struct snap_vmm vmm;
+    struct snap_frag frag;
+    struct snap_groups live, at_peak;
+    struct snap_bucket *hist;
+    size_t nhist, hist_cap;
+};
+
+struct snap_host {
+    bool present;
+    struct snap_kind_stats stats;
+    struct snap_groups live, at_peak;
+};
+
+struct snap_process {
+    int64_t pid, ppid, rank; /* rank SNAP_UNKNOWN_I64 when null */
+    const char *exe, *host, *tool_version; /* NULL when unknown */
+    const char **cmdline;
+    size_t ncmdline, cmdline_cap;
+    int64_t start_wall_ns, dump_time_ns;
+};
+
+struct snap_limit {
+    int64_t device;
+    uint64_t bytes;
+};
+
+struct snap_config {
+    uint64_t depth, event_cap;
+    int python, native; /* 1, 0, or -1 unknown */
+    struct snap_limit *limits;
+    size_t nlimits, limits_cap;
+};
+
+struct snap_counters {
+    uint64_t unknown_frees, unknown_free_calls, failed_frees, stacks;
+    uint64_t live_allocations, oom_dumps_suppressed;
+};
+
+struct snap_oom {
+    bool present;
+    uint64_t requested_bytes;
+    int64_t device; /* -1 host-pinned */
+    uint8_t kind;
+    const char *entry_point;
+    int64_t thread, time_ns;
+    int64_t stack_id;
+    uint32_t stack;
+    uint64_t total_bytes, free_bytes, limit_bytes; /* may be SNAP_UNKNOWN */
+    uint64_t tracked_bytes, untracked_bytes;
+    uint64_t by_kind[DEVICE_KINDS];
+    uint8_t cause; /* enum oom_cause */
+    const char *cause_name; /* as written, for an unknown cause */
+    uint64_t shortfall_bytes, attempts;
+    int recovered; /* 1, 0, -1 unknown */
+    uint64_t released_bytes, released_count;
+    struct snap_groups live;
+};
+
+struct snap_ooms {
+    uint64_t count, failed_attempts, recovered, retry_released_bytes;
+    const char **dumps;
+    size_t ndumps, dumps_cap;
+};
+
+struct snap_event {
+    int64_t t_ns;
+    int64_t delta;   /* signed bytes */
+    uint64_t current; /* the device's current_bytes after the event */
+    int64_t stack_id; /* 0 when null */
+    int32_t device;  /* -1 host-pinned */
+    uint8_t kind;
+};
+
+struct snap_events {
+    uint64_t cap, recorded, stride;
+    int thinned; /* 1, 0, -1 unknown */
+    struct snap_event *v;
+    size_t n, alloc;
+};
+
+struct snapctx;
+
+struct snapshot {
+    struct snapctx *ctx;
+    const char *file;       /* the path given on the command line */
+    uint64_t file_bytes;
+    int64_t version;
+    const char *reason;     /* "exit", "oom", "signal", "api" (as written) */
+    int64_t sequence;
+    struct snap_process process;
+    struct snap_config config;
+    struct snap_device *devices; /* ascending ordinal */
+    size_t ndevices, devices_cap;
+    struct snap_host host;
+    struct snap_counters counters;
+    struct snap_oom oom;
+    struct snap_ooms ooms;
+    struct snap_events events;
+    struct snap_stack *stacks; /* sorted by id */
+    size_t nstacks, stacks_cap;
+};
+
+/* Shared by every snapshot loaded in one run of the tool. */
+struct snapctx {
+    struct arena arena;  /* strings, frames' names, stack frame arrays */
+    struct hmap strings; /* interned strings */
+    struct hmap frames_by_key; /* raw frame -> index in frames */
+    struct hmap names;   /* frame name -> index in frames (named dedupe) */
+    struct hmap demangled; /* mangled symbol -> interned demangled name id */
+    struct frame *frames;
+    size_t nframes, frames_cap;
+    struct hmap site_keys[BY_COUNT];
+    struct site *sites[BY_COUNT];
+    size_t nsites[BY_COUNT], sites_cap[BY_COUNT];
+    const char **demangled_names; /* by value of the demangled map */
+    size_t ndemangled, demangled_cap;
+};
+
+/* Prepares an empty context. */
+void snapshot_ctx_init(struct snapctx *ctx);
+
+/* Releases everything in the context (snapshots must be freed first). */
+void snapshot_ctx_free(struct snapctx *ctx);
+
+/* Releases what a snapshot owns outside the context; safe on a zeroed or
+ * partially read snapshot. */
+void snapshot_free(struct snapshot *s);
+
+/* Interns n bytes of s; NULL when out of memory. */
+const char *snapshot_intern(struct snapctx *ctx, const char *s, size_t n);
+
+/* Index of the stack with this id in s->stacks, or SNAP_NO_STACK. */
+uint32_t snapshot_stack_index(const struct snapshot *s, int64_t id);
+
+/* The kind's name as the format writes it ("host_pinned"), or "other". */
+const char *snapshot_kind_name(int kind);
+
+/* KIND_* for a name ("host-pinned" is accepted too), KIND_OTHER if unknown. */
+int snapshot_kind_parse(const char *name);
+
+/* "exhausted", "fragmentation", "limit", or the name as written. */
+const char *snapshot_cause_name(const struct snap_oom *oom);
+
+/* The device with that ordinal, or NULL. */
+const struct snap_device *snapshot_device(const struct snapshot *s, int64_t ordinal);
+
+/* True when the snapshot is an OOM post-mortem (reason "oom" and an oom
+ * object). */
+bool snapshot_is_oom(const struct snapshot *s);
+
+/* The highest device peak of the snapshot (0 without devices). */
+uint64_t snapshot_max_peak(const struct snapshot *s);
+
+/* Grows a vector of elem-sized items so that it holds at least need;
+ * returns 0 or -1 on OOM (the vector is unchanged then). */
+int snapshot_vec_reserve(void **v, size_t *cap, size_t elem, size_t need);
+
+#endif

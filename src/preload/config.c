@@ -1,0 +1,159 @@
+/* config.c - CUMEMTRACE_* environment variables.  Read once, with
+ * secure_getenv so a setuid host cannot be steered by its caller. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "log.h"
+#include "record.h"
+#include "units.h"
+
+struct config config = {
+    .depth = CONFIG_DEFAULT_DEPTH,
+    .event_cap = CONFIG_DEFAULT_EVENTS,
+    .max_oom_dumps = CONFIG_DEFAULT_MAX_OOM_DUMPS,
+    .output = CONFIG_DEFAULT_OUTPUT,
+};
+
+static bool parse_uint(const char *s, unsigned long long max,
+                       unsigned long long *out)
+{
+    char *end;
+    if (!isdigit((unsigned char)*s))
+        return false;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+static void load_log(void)
+{
+    const char *v = secure_getenv("CUMEMTRACE_LOG");
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    if (v == NULL || *v == '\0')
+        return;
+    for (int i = 0; i < 4; i++)
+        if (strcasecmp(v, names[i]) == 0) {
+            log_threshold = (enum log_level)i;
+            return;
+        }
+    if (strcasecmp(v, "warning") == 0)
+        return;
+    log_msg(LOG_WARN, "ignoring CUMEMTRACE_LOG='%s': expected error, warn, "
+                      "info or debug; using warn", v);
+}
+
+static void load_uint(const char *name, unsigned long long min,
+                      unsigned long long max, unsigned long long *out)
+{
+    const char *v = secure_getenv(name);
+    unsigned long long x;
+    if (v == NULL || *v == '\0')
+        return;
+    if (parse_uint(v, max, &x) && x >= min) {
+        *out = x;
+        return;
+    }
+    LOG(LOG_WARN, "ignoring %s='%s': expected an integer from %llu to %llu; "
+                  "using %llu", name, v, min, max, *out);
+}
+
+static void load_limits(void)
+{
+    const char *v = secure_getenv("CUMEMTRACE_LIMIT");
+    uint64_t bytes;
+    if (v != NULL && *v != '\0') {
+        if (units_parse_size(v, &bytes) == 0 && bytes > 0)
+            config.limit_all = bytes;
+        else
+            LOG(LOG_WARN, "ignoring CUMEMTRACE_LIMIT='%s': expected a size "
+                          "like 24GiB; running without a limit", v);
+    }
+    for (int d = 0; d < RECORD_MAX_DEVICES; d++)
+        record_set_limit(d, config.limit_all);
+    /* Per-device overrides: CUMEMTRACE_LIMIT_<n>. */
+    extern char **environ;
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "CUMEMTRACE_LIMIT_", 17) != 0)
+            continue;
+        char name[64];
+        const char *eq = strchr(*e, '=');
+        if (eq == NULL || (size_t)(eq - *e) >= sizeof name)
+            continue;
+        memcpy(name, *e, (size_t)(eq - *e));
+        name[eq - *e] = '\0';
+        unsigned long long dev;
+        const char *val = secure_getenv(name);
+        if (val == NULL)
+            continue;
+        if (!parse_uint(name + 17, RECORD_MAX_DEVICES - 1, &dev)) {
+            LOG(LOG_WARN, "ignoring %s: the suffix must be a device ordinal "
+                          "from 0 to %d", name, RECORD_MAX_DEVICES - 1);
+            continue;
+        }
+        if (units_parse_size(val, &bytes) != 0 || bytes == 0) {
+            LOG(LOG_WARN, "ignoring %s='%s': expected a size like 24GiB",
+                name, val);
+            continue;
+        }
+        record_set_limit((int)dev, bytes);
+    }
+}
+
+void config_load(void)
+{
+    load_log();
+    const char *v = secure_getenv("CUMEMTRACE_DISABLE");
+    if (v != NULL && *v != '\0') {
+        if (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0 ||
+            strcasecmp(v, "yes") == 0)
+            config.disabled = true;
+        else if (!(strcmp(v, "0") == 0 || strcasecmp(v, "false") == 0 ||
+                   strcasecmp(v, "no") == 0))
+            LOG(LOG_WARN, "ignoring CUMEMTRACE_DISABLE='%s': expected 1 or 0; "
+                          "tracing stays on", v);
+    }
+
+    unsigned long long x = config.depth;
+    load_uint("CUMEMTRACE_DEPTH", 0, RECORD_MAX_DEPTH, &x);
+    config.depth = (unsigned)x;
+    x = config.event_cap;
+    load_uint("CUMEMTRACE_EVENTS", 0, 1ULL << 28, &x);
+    config.event_cap = (size_t)x;
+    x = config.max_oom_dumps;
+    load_uint("CUMEMTRACE_MAX_OOM_DUMPS", 0, 1000000, &x);
+    config.max_oom_dumps = (unsigned)x;
+
+    v = secure_getenv("CUMEMTRACE_OUTPUT");
+    if (v != NULL && *v != '\0') {
+        if (strlen(v) < sizeof config.output)
+            strcpy(config.output, v);
+        else
+            LOG(LOG_WARN, "ignoring CUMEMTRACE_OUTPUT: longer than %zu bytes; "
+                          "writing to the current directory",
+                sizeof config.output - 1);
+    }
+    v = secure_getenv("CUMEMTRACE_MANIFEST");
+    if (v != NULL && strlen(v) < sizeof config.manifest)
+        strcpy(config.manifest, v);
+    v = secure_getenv("CUMEMTRACE_SIGNAL");
+    if (v != NULL && *v != '\0') {
+        const char *name = strncasecmp(v, "SIG", 3) == 0 ? v + 3 : v;
+        if (strcasecmp(name, "USR1") == 0)
+            config.dump_signal = SIGUSR1;
+        else if (strcasecmp(name, "USR2") == 0)
+            config.dump_signal = SIGUSR2;
+        else
+            LOG(LOG_WARN, "ignoring CUMEMTRACE_SIGNAL='%s': expected USR1 or "
+                          "USR2; no signal handler installed", v);
+    }
+    load_limits();
+}

@@ -1,0 +1,31 @@
+/* config.h - settings read once from the environment at initialisation. */
+#ifndef CUMEMTRACE_CONFIG_H
+#define CUMEMTRACE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct config {
+    bool disabled;          /* CUMEMTRACE_DISABLE=1: pure pass-through */
+    unsigned depth;         /* CUMEMTRACE_DEPTH, native frames per stack */
+    char output[4096];      /* CUMEMTRACE_OUTPUT pattern or directory */
+    size_t event_cap;       /* CUMEMTRACE_EVENTS */
+    unsigned max_oom_dumps; /* CUMEMTRACE_MAX_OOM_DUMPS */
+    uint64_t limit_all;     /* CUMEMTRACE_LIMIT, 0 = none */
+    char manifest[4096];    /* CUMEMTRACE_MANIFEST (set by `cumemtrace run`) */
+    int dump_signal;        /* CUMEMTRACE_SIGNAL: USR1/USR2 asks for a dump */
+};
+
+extern struct config config;
+
+#define CONFIG_DEFAULT_DEPTH 32
+#define CONFIG_DEFAULT_EVENTS 262144 /* 8 MiB of 32-byte events */
+#define CONFIG_DEFAULT_MAX_OOM_DUMPS 8
+#define CONFIG_DEFAULT_OUTPUT "cumemtrace.%e.%p.json"
+
+/* Reads every CUMEMTRACE_* variable with secure_getenv.  A malformed value
+ * logs one warning naming the variable and the default used instead. */
+void config_load(void);
+
+#endif

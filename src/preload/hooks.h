@@ -1,0 +1,90 @@
+/* hooks.h - what every wrapper shares: the re-entry guard, the device of a
+ * call, and reporting an allocation, a failure or a free to the tracker.
+ *
+ * A wrapper does three things (DESIGN.md): call the real function, tell the
+ * tracker what happened, return the real result unchanged.  The guard makes
+ * only the outermost CUDA call of a thread count: the runtime's cudaMalloc
+ * calling the driver's cuMemAlloc_v2 through a pointer we handed out is one
+ * allocation, recorded with the stack of the application's call.  The guard
+ * is also held while the library initialises.
+ */
+#ifndef CUMEMTRACE_HOOKS_H
+#define CUMEMTRACE_HOOKS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "record.h"
+#include "resolve.h"
+
+extern __thread int hooks_depth __attribute__((tls_model("initial-exec")));
+extern volatile int hooks_ready;  /* set once initialisation finished */
+extern volatile int hooks_touched; /* the process called a wrapper */
+extern volatile int hooks_dump_requested; /* set by the opt-in signal */
+
+/* Runs initialisation if it has not run (pthread_once).  */
+void hooks_init_once(void);
+/* Writes the snapshot a signal asked for (called outside every lock). */
+void hooks_service_dump_request(void);
+
+/* True when this call should be traced: outermost on this thread, tracing
+ * enabled.  Every call must be paired with hook_leave(). */
+static inline bool hook_enter(void)
+{
+    if (hooks_depth++ != 0)
+        return false;
+    if (__builtin_expect(!hooks_ready, 0))
+        hooks_init_once();
+    hooks_touched = 1;
+    if (__builtin_expect(hooks_dump_requested, 0))
+        hooks_service_dump_request();
+    extern bool hooks_enabled;
+    return hooks_enabled;
+}
+
+static inline void hook_leave(void)
+{
+    hooks_depth--;
+}
+
+/* Device ordinal of the calling thread's current context (driver calls) or
+ * current device (runtime calls); 0 when it cannot be told. */
+int hooks_driver_device(void);
+int hooks_runtime_device(void);
+
+/* One allocation call, from before the real call to after it. */
+struct hook_alloc {
+    unsigned slot;         /* entry point (resolve.h) */
+    enum record_kind kind;
+    int device;            /* -1: ask the driver/runtime for the current one */
+    uint64_t requested;    /* bytes asked for (an estimate for pitched calls) */
+    bool traced;           /* outermost call with tracing on */
+    bool reserved;         /* bytes reserved against CUMEMTRACE_LIMIT */
+};
+
+/* Before the real call.  Returns false when CUMEMTRACE_LIMIT refuses the
+ * request: the wrapper then returns its API's out-of-memory code without
+ * calling the real function (the post-mortem is already recorded).
+ * `runtime` says how to find the current device. */
+bool hooks_alloc_begin(struct hook_alloc *c, bool runtime);
+/* After the real call: ok = success, oom = the API's out-of-memory code.
+ * addr/size: the new allocation (size = bytes charged). */
+void hooks_alloc_end(struct hook_alloc *c, bool ok, bool oom, uintptr_t addr,
+                     uint64_t size, bool is_handle);
+
+/* One free call.  The entry is taken out before the real free, so another
+ * thread cannot be handed the same address in between. */
+struct hook_free {
+    void *token;
+    bool traced;
+};
+void hooks_free_begin(struct hook_free *f, uintptr_t addr,
+                      enum record_kind kind_hint);
+void hooks_free_end(struct hook_free *f, bool ok);
+
+/* cuMemGetInfo/cudaMemGetInfo: remembers the truth for post-mortems and,
+ * under CUMEMTRACE_LIMIT, shows the limited card (total = limit, free =
+ * min(free, limit - tracked), never negative).  NULL outputs tolerated. */
+void hooks_meminfo(int device, size_t *free_bytes, size_t *total_bytes);
+
+#endif

@@ -1,0 +1,119 @@
+/* hooks_vmm.c - virtual memory management wrappers (cuMemCreate & co.), the
+ * path of PyTorch's expandable segments and of NCCL's buffers.
+ *
+ * Usage is physical memory: counted at cuMemCreate, by handle, and released
+ * at the handle's *last* cuMemRelease (NCCL retains handles and releases
+ * twice; cuMemRetainAllocationHandle adds a reference).  Address space from
+ * cuMemAddressReserve is not usage; it and the mapped bytes are tracked on
+ * their own so a report can say reserved vs mapped vs physical.  Handles we
+ * did not create (imported from another process) are not this process's
+ * memory: their mappings are ignored.  A cuMemCreate located on the host
+ * (HOST, HOST_NUMA) is host memory, counted as host-pinned.
+ *
+ * Order: bookkeeping of map/unmap/reserve happens after a successful real
+ * call; a handle's last release is taken out before the real release, like a
+ * free, so a recycled handle value cannot meet a stale entry.
+ */
+#include "hooks.h"
+
+#define NO_DRIVER CUDA_ERROR_NOT_INITIALIZED
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                     const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    PFN(cuMemCreate) real = REAL(cuMemCreate);
+    if (real == NULL)
+        return NO_DRIVER;
+    struct hook_alloc c = {.slot = SLOT_cuMemCreate, .kind = KIND_VMM,
+                           .device = -1, .requested = size};
+    if (prop != NULL) {
+        if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+            c.device = prop->location.id;
+        else
+            c.kind = KIND_HOST_PINNED;
+    }
+    if (!hooks_alloc_begin(&c, false))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = real(handle, size, prop, flags);
+    hooks_alloc_end(&c, r == CUDA_SUCCESS, r == CUDA_ERROR_OUT_OF_MEMORY,
+                    r == CUDA_SUCCESS ? (uintptr_t)*handle : 0, size, true);
+    return r;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    PFN(cuMemRelease) real = REAL(cuMemRelease);
+    if (real == NULL)
+        return NO_DRIVER;
+    struct hook_free f = {NULL, hook_enter()};
+    if (f.traced)
+        f.token = record_vmm_release((uintptr_t)handle);
+    CUresult r = real(handle);
+    if (f.traced && r != CUDA_SUCCESS && f.token == NULL)
+        record_vmm_retain((uintptr_t)handle); /* undo the dropped reference */
+    hooks_free_end(&f, r == CUDA_SUCCESS);
+    return r;
+}
+
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle,
+                                     void *addr)
+{
+    PFN(cuMemRetainAllocationHandle) real = REAL(cuMemRetainAllocationHandle);
+    if (real == NULL)
+        return NO_DRIVER;
+    CUresult r = real(handle, addr);
+    if (hook_enter() && r == CUDA_SUCCESS)
+        record_vmm_retain((uintptr_t)*handle);
+    hook_leave();
+    return r;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                  CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    PFN(cuMemMap) real = REAL(cuMemMap);
+    if (real == NULL)
+        return NO_DRIVER;
+    CUresult r = real(ptr, size, offset, handle, flags);
+    if (hook_enter() && r == CUDA_SUCCESS)
+        record_vmm_map(ptr, size, (uintptr_t)handle);
+    hook_leave();
+    return r;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    PFN(cuMemUnmap) real = REAL(cuMemUnmap);
+    if (real == NULL)
+        return NO_DRIVER;
+    CUresult r = real(ptr, size);
+    if (hook_enter() && r == CUDA_SUCCESS)
+        record_vmm_unmap(ptr, size);
+    hook_leave();
+    return r;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
+                             CUdeviceptr addr, unsigned long long flags)
+{
+    PFN(cuMemAddressReserve) real = REAL(cuMemAddressReserve);
+    if (real == NULL)
+        return NO_DRIVER;
+    CUresult r = real(ptr, size, alignment, addr, flags);
+    if (hook_enter() && r == CUDA_SUCCESS)
+        record_vmm_reserve(hooks_driver_device(), *ptr, size);
+    hook_leave();
+    return r;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    PFN(cuMemAddressFree) real = REAL(cuMemAddressFree);
+    if (real == NULL)
+        return NO_DRIVER;
+    CUresult r = real(ptr, size);
+    if (hook_enter() && r == CUDA_SUCCESS)
+        record_vmm_unreserve(ptr);
+    hook_leave();
+    return r;
+}

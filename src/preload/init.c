@@ -1,0 +1,142 @@
+/* init.c - start-up, exit snapshot, fork handling and the public API.
+ *
+ * Start-up runs once (pthread_once): from our constructor, or from the first
+ * wrapper if another library's constructor calls CUDA before ours ran.  It
+ * holds the re-entry guard, so CUDA calls made while we initialise are passed
+ * through untraced.
+ *
+ * Exit: an atexit handler registered at start-up writes the exit snapshot
+ * from our tables only - it never calls CUDA, whose own exit handlers may
+ * already have torn the driver down.  A process that never called a wrapper
+ * writes nothing (DataLoader workers, shell wrappers).
+ *
+ * Fork: the tracker lock is taken across fork() and the child starts with
+ * empty tables and no held lock.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "config.h"
+#include "cumemtrace.h"
+#include "hooks.h"
+#include "log.h"
+#include "oom.h"
+#include "output.h"
+#include "record.h"
+#include "snapshot_write.h"
+#include "unwind.h"
+
+int64_t clock_origin_ns;
+volatile int hooks_ready, hooks_touched, hooks_dump_requested;
+bool hooks_enabled;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int exit_written;
+
+static void at_exit(void)
+{
+    if (!hooks_enabled)
+        return;
+    hooks_depth++;
+    if (hooks_touched && !__atomic_exchange_n(&exit_written, 1, __ATOMIC_ACQ_REL))
+        snapshot_write("exit", NULL, NULL, NULL, 0);
+    resolve_log_summary();
+    hooks_depth--;
+}
+
+static void fork_prepare(void)
+{
+    record_atfork_prepare();
+}
+
+static void fork_parent(void)
+{
+    record_atfork_parent();
+}
+
+static void fork_child(void)
+{
+    record_atfork_child();
+    oom_atfork_child();
+    hooks_touched = 0;
+    hooks_dump_requested = 0;
+    exit_written = 0;
+}
+
+static void on_dump_signal(int sig)
+{
+    (void)sig;
+    hooks_dump_requested = 1; /* served by the next wrapper, outside locks */
+}
+
+void hooks_service_dump_request(void)
+{
+    if (__atomic_exchange_n(&hooks_dump_requested, 0, __ATOMIC_ACQ_REL))
+        snapshot_write("signal", NULL, NULL, NULL, 0);
+}
+
+static void init(void)
+{
+    hooks_depth++;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_origin_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+
+    config_load();
+    if (config.disabled) {
+        hooks_ready = 1;
+        hooks_depth--;
+        return;
+    }
+    record_init(config.event_cap);
+    output_init();
+    unwind_init();
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    atexit(at_exit);
+    if (config.dump_signal != 0) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_dump_signal;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(config.dump_signal, &sa, NULL);
+    }
+    hooks_enabled = true;
+    hooks_ready = 1;
+    hooks_depth--;
+}
+
+void hooks_init_once(void)
+{
+    pthread_once(&once, init);
+}
+
+__attribute__((constructor)) static void cumemtrace_load(void)
+{
+    hooks_init_once();
+}
+
+/* ---- public API (include/cumemtrace.h) ---- */
+
+__attribute__((visibility("default"))) int cumemtrace_dump(const char *path)
+{
+    hooks_init_once();
+    if (!hooks_enabled) {
+        log_msg(LOG_WARN, "cumemtrace_dump: tracing is disabled "
+                          "(CUMEMTRACE_DISABLE is set); no snapshot written");
+        return -1;
+    }
+    hooks_depth++;
+    int r = snapshot_write("api", path, NULL, NULL, 0);
+    hooks_depth--;
+    return r;
+}
+
+__attribute__((visibility("default"))) const char *cumemtrace_version(void)
+{
+    return "0.1.0";
+}

@@ -1,0 +1,22 @@
+/* log.h - the library's only voice: one-line messages on stderr, prefixed
+ * "cumemtrace: ", filtered by CUMEMTRACE_LOG (error, warn, info, debug). */
+#ifndef CUMEMTRACE_LOG_H
+#define CUMEMTRACE_LOG_H
+
+enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
+
+extern enum log_level log_threshold;
+
+/* Formats and writes one line with a single write(2): no stdio locks, safe in
+ * any hook.  Messages longer than 1 KiB are truncated. */
+void log_msg(enum log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#define log_enabled(level) ((level) <= log_threshold)
+#define LOG(level, ...)                      \
+    do {                                     \
+        if (log_enabled(level))              \
+            log_msg((level), __VA_ARGS__);   \
+    } while (0)
+
+#endif

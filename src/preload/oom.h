@@ -1,0 +1,53 @@
+/* oom.h - out-of-memory post-mortems and retry chains. */
+#ifndef CUMEMTRACE_OOM_H
+#define CUMEMTRACE_OOM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "record.h"
+
+/* One out-of-memory event: the first failure of a chain of retries of the
+ * same request on one thread, updated by each further attempt. */
+struct oom_info {
+    uint64_t requested;
+    enum record_kind kind;
+    int device;              /* -1 for host-pinned */
+    unsigned slot;           /* entry point */
+    uint32_t tid;
+    int64_t time_ns;
+    uint32_t stack;          /* stack id */
+    int64_t free_bytes, total_bytes; /* real cuMemGetInfo; -1 unknown */
+    uint64_t limit;          /* CUMEMTRACE_LIMIT in force, 0 none */
+    uint64_t tracked;        /* this process on that device */
+    uint64_t by_kind[KIND_COUNT];
+    uint64_t untracked;      /* total - free - tracked, floored at 0 */
+    const char *cause;       /* "limit", "fragmentation", "exhausted" */
+    uint64_t shortfall;
+    unsigned attempts;
+    bool recovered;
+    uint64_t released_bytes, released_count;
+    bool open;               /* a retry may still extend this chain */
+    char path[4096];         /* post-mortem file, "" if not written */
+};
+
+/* Process-wide OOM totals for every snapshot. */
+struct oom_summary {
+    uint64_t count, failed_attempts, recovered, retry_released_bytes;
+    uint64_t suppressed; /* post-mortems not written: CUMEMTRACE_MAX_OOM_DUMPS */
+    unsigned ndumps;
+    char dumps[8][1024]; /* the first 8 post-mortem files */
+};
+
+/* Called by the hooks; cheap unless the calling thread has an open chain. */
+void oom_on_failure(unsigned slot, enum record_kind kind, int device,
+                    uint64_t requested, bool by_limit,
+                    struct record_stack *stack, int64_t now);
+void oom_on_success(enum record_kind kind, int device, uint64_t requested,
+                    int64_t now);
+void oom_on_free(uint64_t bytes);
+
+void oom_summary_get(struct oom_summary *out);
+void oom_atfork_child(void);
+
+#endif

@@ -1,0 +1,41 @@
+/* output.h - where snapshot files go, and writing them safely. */
+#ifndef CUMEMTRACE_OUTPUT_H
+#define CUMEMTRACE_OUTPUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Process facts used in names and in snapshots, filled at initialisation. */
+struct output_process {
+    char exe[256];   /* executable basename; a Python script's stem */
+    char host[256];
+    int rank;        /* RANK / OMPI_COMM_WORLD_RANK / SLURM_PROCID, or -1 */
+    long long start_wall_ns;
+};
+extern struct output_process output_process;
+
+void output_init(void);
+
+/* Expands CUMEMTRACE_OUTPUT for one dump: %p pid, %e exe, %h host, %r rank,
+ * %t start time, %% percent; a directory gets the default file name.  Dumps
+ * other than the exit snapshot get ".<reason>.<seq>" before ".json".
+ * Returns 0, or -1 if the result does not fit. */
+int output_expand(const char *pattern, const char *reason, unsigned seq,
+                  char *out, size_t len);
+
+/* Creates a private temporary file beside `final` (O_EXCL, O_NOFOLLOW, mode
+ * 0644 at most); returns its fd, or -1 with errno set. */
+int output_open_temp(const char *final, char *tmp, size_t tmplen);
+
+/* Publishes the temporary file under `final`.  replace=false never replaces
+ * an existing file (or symlink): a free name "<final>.<n>" is taken instead;
+ * replace=true renames over a file this process wrote itself.  Stores the
+ * name used in `actual`.  Returns 0, or -1 with errno set (tmp removed). */
+int output_commit(const char *tmp, const char *final, bool replace,
+                  char *actual, size_t len);
+
+/* Appends `path` to CUMEMTRACE_MANIFEST (how `cumemtrace run` learns which
+ * files its children wrote). */
+void output_manifest(const char *path);
+
+#endif

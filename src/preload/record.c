@@ -1,0 +1,842 @@
+/* record.c - live allocations keyed by address, the deduplicated stack
+ * table, per-pool counters and exact peak attribution.
+ *
+ * Workload: one insert per allocation, one lookup+delete per free, one stack
+ * intern per allocation (a hash lookup once the stack is known); dumps are
+ * rare.  Everything here runs inside the host process, on its allocation
+ * path: no syscalls, and after warm-up no malloc except when a new stack or a
+ * new slab of entries is needed.
+ *
+ * Pools: a pool is one device ordinal (0..63) or host-pinned memory.  A
+ * device pool's `current` is device + managed + async + vmm bytes.
+ *
+ * Peak attribution in O(1) (DESIGN.md): each pool has an `epoch` that a new
+ * peak increments.  Before a site's `current` changes, if its epoch is older
+ * than the pool's, its `current` is what it held at the latest peak, so it is
+ * saved into `at_peak` and the epoch refreshed.  At dump time a site whose
+ * epoch is still older was untouched since the peak: at_peak = current.
+ * Invariant (asserted in tests): the sites' at_peak of a pool sum to its peak.
+ *
+ * Threads: one mutex guards every table and counter.  Stack capture (the
+ * expensive part) happens before the lock is taken; stacks are immutable once
+ * published, so dumps read their frames without the lock.
+ *
+ * Limitations: a stream-ordered free is accounted when it is issued, not when
+ * the stream reaches it; managed memory is assumed resident on its device.
+ */
+#include "record.h"
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool nomem; /* set by uthash when an insert could not allocate */
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) (nomem = true)
+#define HASH_FUNCTION(keyptr, keylen, hashv) \
+    ((hashv) = hash_key((const void *)(keyptr), (keylen)))
+
+static inline unsigned hash_key(const void *key, size_t len)
+{
+    /* Keys are addresses, handles or precomputed 64-bit stack hashes:
+     * one 64-bit mix is enough, and far cheaper than uthash's Jenkins. */
+    uint64_t x = 0;
+    memcpy(&x, key, len < sizeof x ? len : sizeof x);
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (unsigned)x;
+}
+
+#include <uthash.h>
+
+/* ---- structures ---- */
+
+struct site {
+    struct record_site s;
+    struct site *next; /* the stack's other sites (other pools) */
+};
+
+struct stack_node {
+    uint64_t hash;
+    UT_hash_handle hh;
+    struct stack_node *collide; /* different stacks with an equal hash */
+    struct site *sites;
+    struct record_stack s; /* last: flexible frames[] */
+};
+
+struct live {
+    uintptr_t addr;
+    uint64_t size, requested;
+    int64_t t_ns;
+    struct site *site; /* next free entry while on the free list */
+    uint32_t tid;
+    uint16_t refs;     /* VMM handle references; 0 for other kinds */
+    uint8_t is_handle; /* lives in `handles`, not in `live` */
+    UT_hash_handle hh;
+};
+
+struct mapping {
+    uintptr_t addr;
+    uint64_t size;
+    uint32_t pool;
+    UT_hash_handle hh;
+};
+
+struct reservation {
+    uintptr_t addr;
+    uint64_t size;
+    uint32_t pool;
+    UT_hash_handle hh;
+};
+
+struct pool {
+    bool active;
+    uint64_t current, peak, epoch;
+    int64_t peak_time;
+    uint64_t limit, inflight;
+    int64_t free_bytes, total_bytes;
+    struct record_kind_stats kinds[KIND_COUNT];
+    struct record_vmm_stats vmm;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pool pools[RECORD_POOLS];
+static struct live *live_table, *handles, *free_entries;
+static struct mapping *mappings;
+static struct reservation *reservations;
+static struct stack_node *stack_table, **stacks_by_id;
+static size_t nstacks, stacks_cap;
+static struct record_counters counters;
+
+/* Entries come from slabs: no malloc per allocation after warm-up. */
+#define SLAB_ENTRIES 1024
+struct slab {
+    struct slab *next;
+    struct live e[SLAB_ENTRIES];
+};
+static struct slab *slabs;
+
+static struct record_event *events;
+static size_t event_cap, nevents;
+static uint64_t events_recorded, event_stride = 1;
+static bool events_failed;
+
+static __thread uint32_t tid_cache __attribute__((tls_model("initial-exec")));
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static uint32_t current_tid(void)
+{
+    if (tid_cache == 0)
+        tid_cache = (uint32_t)syscall(SYS_gettid);
+    return tid_cache;
+}
+
+const char *record_kind_name(enum record_kind kind)
+{
+    static const char *const names[KIND_COUNT] = {
+        "device", "managed", "async", "vmm", "host_pinned"};
+    return (unsigned)kind < KIND_COUNT ? names[kind] : "unknown";
+}
+
+static uint32_t pool_of(enum record_kind kind, int device)
+{
+    if (kind == KIND_HOST_PINNED)
+        return RECORD_HOST_POOL;
+    if (device < 0)
+        return 0;
+    if (device >= RECORD_MAX_DEVICES)
+        return RECORD_MAX_DEVICES - 1;
+    return (uint32_t)device;
+}
+
+void record_init(size_t cap)
+{
+    pthread_mutex_lock(&lock);
+    event_cap = cap;
+    for (int i = 0; i < RECORD_POOLS; i++) {
+        pools[i].free_bytes = -1;
+        pools[i].total_bytes = -1;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+/* ---- stacks ---- */
+
+static uint64_t stack_hash(unsigned entry, void *const *frames, unsigned depth)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ULL * (entry + 1);
+    for (unsigned i = 0; i < depth; i++) {
+        h ^= (uint64_t)(uintptr_t)frames[i];
+        h *= 0xff51afd7ed558ccdULL;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+static bool stack_equal(const struct record_stack *s, unsigned entry,
+                        void *const *frames, unsigned depth)
+{
+    return s->entry == entry && s->depth == depth &&
+           memcmp(s->frames, frames, depth * sizeof(void *)) == 0;
+}
+
+struct record_stack *record_stack_intern(unsigned entry, void *const *frames,
+                                         unsigned depth)
+{
+    if (depth > RECORD_MAX_DEPTH)
+        depth = RECORD_MAX_DEPTH;
+    uint64_t h = stack_hash(entry, frames, depth);
+    struct stack_node *n, *head;
+
+    pthread_mutex_lock(&lock);
+    HASH_FIND(hh, stack_table, &h, sizeof h, head);
+    for (n = head; n != NULL; n = n->collide)
+        if (stack_equal(&n->s, entry, frames, depth))
+            goto out;
+
+    if (nstacks == stacks_cap) {
+        size_t cap = stacks_cap ? stacks_cap * 2 : 1024;
+        struct stack_node **p = realloc(stacks_by_id, cap * sizeof *p);
+        if (p == NULL)
+            goto fail;
+        stacks_by_id = p;
+        stacks_cap = cap;
+    }
+    n = malloc(sizeof *n + depth * sizeof(void *));
+    if (n == NULL)
+        goto fail;
+    memset(n, 0, sizeof *n);
+    n->hash = h;
+    n->s.id = (uint32_t)nstacks + 1;
+    n->s.depth = (uint16_t)depth;
+    n->s.entry = (uint16_t)entry;
+    memcpy(n->s.frames, frames, depth * sizeof(void *));
+    if (head != NULL) {
+        n->collide = head->collide;
+        head->collide = n;
+    } else {
+        HASH_ADD(hh, stack_table, hash, sizeof n->hash, n);
+        if (nomem) {
+            nomem = false;
+            free(n);
+            goto fail;
+        }
+    }
+    stacks_by_id[nstacks++] = n;
+    counters.stacks = nstacks;
+out:
+    pthread_mutex_unlock(&lock);
+    return &n->s;
+fail:
+    pthread_mutex_unlock(&lock);
+    return NULL;
+}
+
+static struct stack_node *node_of(struct record_stack *s)
+{
+    return (struct stack_node *)((char *)s - offsetof(struct stack_node, s));
+}
+
+/* The shared stack of allocations whose stack could not be stored. */
+static struct stack_node unknown;
+
+static struct record_stack *unknown_stack_locked(void)
+{
+    if (unknown.s.id == 0) {
+        if (nstacks == stacks_cap) {
+            size_t cap = stacks_cap ? stacks_cap * 2 : 1024;
+            struct stack_node **p = realloc(stacks_by_id, cap * sizeof *p);
+            if (p == NULL)
+                return NULL;
+            stacks_by_id = p;
+            stacks_cap = cap;
+        }
+        unknown.s.id = (uint32_t)nstacks + 1;
+        unknown.s.entry = 0xffff;
+        stacks_by_id[nstacks++] = &unknown;
+        counters.stacks = nstacks;
+    }
+    return &unknown.s;
+}
+
+static struct site *site_get_locked(struct record_stack *stack, uint32_t pool,
+                                    enum record_kind kind)
+{
+    if (stack == NULL && (stack = unknown_stack_locked()) == NULL)
+        return NULL;
+    struct stack_node *n = node_of(stack);
+    for (struct site *s = n->sites; s != NULL; s = s->next)
+        if (s->s.pool == pool && s->s.kind == kind)
+            return s;
+    struct site *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return NULL;
+    s->s.stack = stack;
+    s->s.pool = pool;
+    s->s.kind = (uint8_t)kind;
+    s->next = n->sites;
+    n->sites = s;
+    return s;
+}
+
+/* ---- entries ---- */
+
+static struct live *entry_new_locked(void)
+{
+    if (free_entries == NULL) {
+        struct slab *sl = malloc(sizeof *sl);
+        if (sl == NULL)
+            return NULL;
+        sl->next = slabs;
+        slabs = sl;
+        for (int i = SLAB_ENTRIES - 1; i >= 0; i--) {
+            sl->e[i].site = (struct site *)free_entries;
+            free_entries = &sl->e[i];
+        }
+    }
+    struct live *e = free_entries;
+    free_entries = (struct live *)e->site;
+    memset(e, 0, sizeof *e);
+    return e;
+}
+
+static void entry_free_locked(struct live *e)
+{
+    e->site = (struct site *)free_entries;
+    free_entries = e;
+}
+
+/* ---- counters ---- */
+
+static void event_push_locked(int64_t now, int64_t delta, const struct site *s,
+                              const struct pool *p)
+{
+    if (event_cap == 0 || events_failed)
+        return;
+    uint64_t seq = events_recorded++;
+    if (seq % event_stride != 0)
+        return;
+    if (events == NULL) {
+        events = malloc(event_cap * sizeof *events);
+        if (events == NULL) {
+            events_failed = true;
+            return;
+        }
+    }
+    if (nevents == event_cap) {
+        /* Thin deterministically: keep every other event, i.e. those whose
+         * sequence number is a multiple of the doubled stride. */
+        size_t j = 0;
+        for (size_t i = 0; i < nevents; i += 2)
+            events[j++] = events[i];
+        nevents = j;
+        event_stride *= 2;
+        if (seq % event_stride != 0)
+            return;
+    }
+    struct record_event *ev = &events[nevents++];
+    ev->t_ns = now;
+    ev->delta = delta;
+    ev->current = p->current;
+    ev->stack = s->s.stack ? s->s.stack->id : 0;
+    ev->pool = s->s.pool == RECORD_HOST_POOL ? -1 : (int16_t)s->s.pool;
+    ev->kind = s->s.kind;
+}
+
+/* Applies +/- bytes of one allocation to its site and pool.  The site is
+ * updated first and the pool's epoch bumped after, so a site that sets a new
+ * peak counts as "untouched since the peak" - its current is its at_peak. */
+static void account_locked(struct site *s, int64_t bytes, int64_t now)
+{
+    struct pool *p = &pools[s->s.pool];
+    struct record_kind_stats *k = &p->kinds[s->s.kind];
+
+    if (s->s.epoch != p->epoch) {
+        s->s.at_peak = s->s.current;
+        s->s.at_peak_count = s->s.count;
+        s->s.epoch = p->epoch;
+    }
+    s->s.current += (uint64_t)bytes;
+    s->s.count += bytes >= 0 ? 1 : (uint64_t)-1;
+    p->current += (uint64_t)bytes;
+    k->current += (uint64_t)bytes;
+    p->active = true;
+    if (bytes >= 0) {
+        k->allocs++;
+        if (k->current > k->peak) {
+            k->peak = k->current;
+            k->peak_time = now;
+        }
+        if (p->current > p->peak) {
+            p->peak = p->current;
+            p->peak_time = now;
+            p->epoch++;
+        }
+    } else {
+        k->frees++;
+    }
+    event_push_locked(now, bytes, s, p);
+}
+
+void record_alloc(const struct record_alloc *a, struct record_stack *stack,
+                  int64_t now)
+{
+    uint32_t tid = current_tid();
+    uint32_t pool = pool_of(a->kind, a->device);
+
+    pthread_mutex_lock(&lock);
+    struct site *s = site_get_locked(stack, pool, a->kind);
+    struct live *e = s ? entry_new_locked() : NULL;
+    if (e == NULL)
+        goto out;
+    e->addr = a->addr;
+    e->size = a->size;
+    e->requested = a->requested;
+    e->t_ns = now;
+    e->site = s;
+    e->tid = tid;
+    if (a->is_handle) {
+        /* cuMemCreate handle (device- or host-located): refcounted. */
+        struct live *old;
+        e->is_handle = 1;
+        e->refs = 1;
+        HASH_FIND(hh, handles, &e->addr, sizeof e->addr, old);
+        if (old != NULL) /* driver reused a handle we missed the release of */
+            HASH_DELETE(hh, handles, old);
+        HASH_ADD(hh, handles, addr, sizeof e->addr, e);
+    } else {
+        struct live *old;
+        HASH_FIND(hh, live_table, &e->addr, sizeof e->addr, old);
+        if (old != NULL) {
+            /* Freed behind our back (e.g. by a context reset): drop it. */
+            HASH_DELETE(hh, live_table, old);
+            account_locked(old->site, -(int64_t)old->size, now);
+            counters.live--;
+            entry_free_locked(old);
+        }
+        HASH_ADD(hh, live_table, addr, sizeof e->addr, e);
+    }
+    if (nomem) {
+        nomem = false;
+        entry_free_locked(e);
+        goto out;
+    }
+    counters.live++;
+    account_locked(s, (int64_t)a->size, now);
+out:
+    pthread_mutex_unlock(&lock);
+}
+
+static bool kind_matches(enum record_kind have, enum record_kind want)
+{
+    if (want == KIND_COUNT)
+        return true;
+    if (want == KIND_HOST_PINNED)
+        return have == KIND_HOST_PINNED;
+    return have != KIND_HOST_PINNED;
+}
+
+void *record_free_take(uintptr_t addr, enum record_kind kind_hint)
+{
+    struct live *e;
+    pthread_mutex_lock(&lock);
+    HASH_FIND(hh, live_table, &addr, sizeof addr, e);
+    if (e != NULL && !kind_matches(e->site->s.kind, kind_hint))
+        e = NULL; /* the real call will refuse it too */
+    if (e != NULL)
+        HASH_DELETE(hh, live_table, e);
+    else
+        counters.unknown_frees++;
+    pthread_mutex_unlock(&lock);
+    return e;
+}
+
+void record_free_finish(void *token, bool ok, int64_t now)
+{
+    struct live *e = token;
+    if (e == NULL)
+        return;
+    pthread_mutex_lock(&lock);
+    if (ok) {
+        account_locked(e->site, -(int64_t)e->size, now);
+        counters.live--;
+        entry_free_locked(e);
+    } else {
+        counters.failed_frees++;
+        if (e->is_handle) {
+            e->refs = 1;
+            HASH_ADD(hh, handles, addr, sizeof e->addr, e);
+        } else {
+            HASH_ADD(hh, live_table, addr, sizeof e->addr, e);
+        }
+        if (nomem) { /* cannot put it back: forget it rather than lie */
+            nomem = false;
+            account_locked(e->site, -(int64_t)e->size, now);
+            counters.live--;
+            entry_free_locked(e);
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+uint64_t record_token_size(const void *token)
+{
+    return token ? ((const struct live *)token)->size : 0;
+}
+
+int record_token_device(const void *token)
+{
+    if (token == NULL)
+        return -1;
+    uint32_t pool = ((const struct live *)token)->site->s.pool;
+    return pool == RECORD_HOST_POOL ? -1 : (int)pool;
+}
+
+void record_failure(enum record_kind kind, int device)
+{
+    pthread_mutex_lock(&lock);
+    struct pool *p = &pools[pool_of(kind, device)];
+    p->kinds[kind].failures++;
+    p->active = true;
+    pthread_mutex_unlock(&lock);
+}
+
+/* ---- VMM ---- */
+
+void record_vmm_reserve(int device, uintptr_t addr, uint64_t size)
+{
+    struct reservation *r = malloc(sizeof *r);
+    if (r == NULL)
+        return;
+    r->addr = addr;
+    r->size = size;
+    r->pool = pool_of(KIND_VMM, device);
+    pthread_mutex_lock(&lock);
+    struct reservation *old;
+    HASH_FIND(hh, reservations, &addr, sizeof addr, old);
+    if (old == NULL) {
+        HASH_ADD(hh, reservations, addr, sizeof r->addr, r);
+        if (nomem) {
+            nomem = false;
+        } else {
+            struct record_vmm_stats *v = &pools[r->pool].vmm;
+            v->reserved += size;
+            if (v->reserved > v->reserved_peak)
+                v->reserved_peak = v->reserved;
+            pools[r->pool].active = true;
+            r = NULL;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    free(r);
+}
+
+void record_vmm_unreserve(uintptr_t addr)
+{
+    struct reservation *r;
+    pthread_mutex_lock(&lock);
+    HASH_FIND(hh, reservations, &addr, sizeof addr, r);
+    if (r != NULL) {
+        HASH_DELETE(hh, reservations, r);
+        pools[r->pool].vmm.reserved -= r->size;
+    }
+    pthread_mutex_unlock(&lock);
+    free(r);
+}
+
+void record_vmm_map(uintptr_t addr, uint64_t size, uintptr_t handle)
+{
+    struct mapping *m = malloc(sizeof *m);
+    if (m == NULL)
+        return;
+    pthread_mutex_lock(&lock);
+    struct live *h;
+    struct mapping *old;
+    HASH_FIND(hh, handles, &handle, sizeof handle, h);
+    HASH_FIND(hh, mappings, &addr, sizeof addr, old);
+    /* Imported handles (IPC, fabric) are not ours: their mappings are not
+     * this process's memory either. */
+    if (h != NULL && old == NULL) {
+        m->addr = addr;
+        m->size = size;
+        m->pool = h->site->s.pool;
+        HASH_ADD(hh, mappings, addr, sizeof m->addr, m);
+        if (nomem) {
+            nomem = false;
+        } else {
+            struct record_vmm_stats *v = &pools[m->pool].vmm;
+            v->mapped += size;
+            if (v->mapped > v->mapped_peak)
+                v->mapped_peak = v->mapped;
+            m = NULL;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    free(m);
+}
+
+void record_vmm_unmap(uintptr_t addr, uint64_t size)
+{
+    pthread_mutex_lock(&lock);
+    uintptr_t a = addr, end = addr + size;
+    while (a < end) {
+        struct mapping *m;
+        HASH_FIND(hh, mappings, &a, sizeof a, m);
+        if (m == NULL)
+            break;
+        HASH_DELETE(hh, mappings, m);
+        pools[m->pool].vmm.mapped -= m->size;
+        a += m->size ? m->size : end - a;
+        free(m);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+bool record_vmm_retain(uintptr_t handle)
+{
+    struct live *h;
+    pthread_mutex_lock(&lock);
+    HASH_FIND(hh, handles, &handle, sizeof handle, h);
+    if (h != NULL && h->refs < UINT16_MAX)
+        h->refs++;
+    pthread_mutex_unlock(&lock);
+    return h != NULL;
+}
+
+void *record_vmm_release(uintptr_t handle)
+{
+    struct live *h;
+    pthread_mutex_lock(&lock);
+    HASH_FIND(hh, handles, &handle, sizeof handle, h);
+    if (h != NULL) {
+        if (h->refs > 1) {
+            h->refs--;
+            h = NULL;
+        } else {
+            HASH_DELETE(hh, handles, h);
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return h;
+}
+
+/* ---- limit and device truth ---- */
+
+void record_set_limit(int device, uint64_t bytes)
+{
+    pthread_mutex_lock(&lock);
+    pools[pool_of(KIND_DEVICE, device)].limit = bytes;
+    pthread_mutex_unlock(&lock);
+}
+
+uint64_t record_limit(int device)
+{
+    return pools[pool_of(KIND_DEVICE, device)].limit;
+}
+
+bool record_limit_reserve(int device, uint64_t bytes)
+{
+    struct pool *p = &pools[pool_of(KIND_DEVICE, device)];
+    if (p->limit == 0) /* set once at init, before any hook runs */
+        return true;
+    bool ok;
+    pthread_mutex_lock(&lock);
+    ok = p->current + p->inflight + bytes <= p->limit &&
+         p->current + p->inflight + bytes >= bytes;
+    if (ok)
+        p->inflight += bytes;
+    pthread_mutex_unlock(&lock);
+    return ok;
+}
+
+void record_limit_settle(int device, uint64_t bytes)
+{
+    struct pool *p = &pools[pool_of(KIND_DEVICE, device)];
+    if (p->limit == 0)
+        return;
+    pthread_mutex_lock(&lock);
+    assert(p->inflight >= bytes);
+    p->inflight -= bytes;
+    pthread_mutex_unlock(&lock);
+}
+
+uint64_t record_current(int pool)
+{
+    uint64_t v;
+    pthread_mutex_lock(&lock);
+    v = pools[pool < 0 ? RECORD_HOST_POOL : pool_of(KIND_DEVICE, pool)].current;
+    pthread_mutex_unlock(&lock);
+    return v;
+}
+
+void record_meminfo(int device, uint64_t free_bytes, uint64_t total_bytes)
+{
+    pthread_mutex_lock(&lock);
+    struct pool *p = &pools[pool_of(KIND_DEVICE, device)];
+    p->free_bytes = (int64_t)free_bytes;
+    p->total_bytes = (int64_t)total_bytes;
+    pthread_mutex_unlock(&lock);
+}
+
+/* ---- dump support ---- */
+
+static unsigned bucket_of(uint64_t size)
+{
+    if (size <= 1)
+        return 0;
+    return 64 - (unsigned)__builtin_clzll(size - 1);
+}
+
+static void histogram_locked(struct record_view *v, struct live *table)
+{
+    for (struct live *e = table; e != NULL; e = e->hh.next) {
+        struct record_pool_view *pv = &v->pools[e->site->s.pool];
+        unsigned b = bucket_of(e->size);
+        pv->hist_count[b]++;
+        pv->hist_bytes[b] += e->size;
+        pv->requested += e->requested;
+        if (e->size >= (1u << 20)) {
+            pv->rounded += (e->size + RECORD_GRANULARITY - 1) /
+                           RECORD_GRANULARITY * RECORD_GRANULARITY;
+        } else {
+            /* NVIDIA sub-allocates small requests; 512 B is its alignment */
+            pv->rounded += (e->size + 511) / 512 * 512;
+            pv->small_count++;
+            pv->small_bytes += e->size;
+        }
+    }
+}
+
+int record_view_take(struct record_view *v)
+{
+    memset(v, 0, sizeof *v);
+    pthread_mutex_lock(&lock);
+    size_t nsites = 0;
+    for (size_t i = 0; i < nstacks; i++)
+        for (struct site *s = stacks_by_id[i]->sites; s; s = s->next)
+            nsites++;
+    v->sites = malloc((nsites ? nsites : 1) * sizeof *v->sites);
+    v->stacks = malloc((nstacks ? nstacks : 1) * sizeof *v->stacks);
+    v->events = malloc((nevents ? nevents : 1) * sizeof *v->events);
+    if (!v->sites || !v->stacks || !v->events) {
+        pthread_mutex_unlock(&lock);
+        record_view_free(v);
+        return -1;
+    }
+    for (int i = 0; i < RECORD_POOLS; i++) {
+        struct pool *p = &pools[i];
+        struct record_pool_view *pv = &v->pools[i];
+        pv->active = p->active;
+        pv->current = p->current;
+        pv->peak = p->peak;
+        pv->peak_time = p->peak_time;
+        pv->limit = p->limit;
+        pv->free_bytes = p->free_bytes;
+        pv->total_bytes = p->total_bytes;
+        memcpy(pv->kinds, p->kinds, sizeof pv->kinds);
+        pv->vmm = p->vmm;
+    }
+    histogram_locked(v, live_table);
+    histogram_locked(v, handles);
+    for (size_t i = 0; i < nstacks; i++) {
+        v->stacks[i] = &stacks_by_id[i]->s;
+        for (struct site *s = stacks_by_id[i]->sites; s; s = s->next) {
+            struct record_site_view *sv = &v->sites[v->nsites++];
+            bool saved = s->s.epoch == pools[s->s.pool].epoch;
+            sv->stack = s->s.stack;
+            sv->pool = s->s.pool;
+            sv->kind = s->s.kind;
+            sv->current = s->s.current;
+            sv->count = s->s.count;
+            sv->at_peak = saved ? s->s.at_peak : s->s.current;
+            sv->at_peak_count = saved ? s->s.at_peak_count : s->s.count;
+        }
+    }
+    v->nstacks = nstacks;
+    memcpy(v->events, events ? events : v->events, nevents * sizeof *events);
+    v->nevents = nevents;
+    v->events_recorded = events_recorded;
+    v->event_stride = event_stride;
+    v->event_cap = event_cap;
+    v->counters = counters;
+    pthread_mutex_unlock(&lock);
+    return 0;
+}
+
+void record_view_free(struct record_view *v)
+{
+    free(v->sites);
+    free(v->stacks);
+    free(v->events);
+    memset(v, 0, sizeof *v);
+}
+
+/* ---- fork ---- */
+
+void record_atfork_prepare(void)
+{
+    pthread_mutex_lock(&lock);
+}
+
+void record_atfork_parent(void)
+{
+    pthread_mutex_unlock(&lock);
+}
+
+void record_atfork_child(void)
+{
+    /* Only the forking thread survives, and it holds the lock: tear every
+     * table down so the child starts empty, keeping the configuration. */
+    HASH_CLEAR(hh, live_table);
+    HASH_CLEAR(hh, handles);
+    struct mapping *m, *mt;
+    HASH_ITER(hh, mappings, m, mt) {
+        HASH_DELETE(hh, mappings, m);
+        free(m);
+    }
+    struct reservation *r, *rt;
+    HASH_ITER(hh, reservations, r, rt) {
+        HASH_DELETE(hh, reservations, r);
+        free(r);
+    }
+    while (slabs != NULL) {
+        struct slab *next = slabs->next;
+        free(slabs);
+        slabs = next;
+    }
+    free_entries = NULL;
+    HASH_CLEAR(hh, stack_table);
+    for (size_t i = 0; i < nstacks; i++) {
+        struct stack_node *n = stacks_by_id[i];
+        while (n->sites != NULL) {
+            struct site *next = n->sites->next;
+            free(n->sites);
+            n->sites = next;
+        }
+        if (n != &unknown)
+            free(n);
+    }
+    unknown.s.id = 0;
+    free(stacks_by_id);
+    stacks_by_id = NULL;
+    nstacks = stacks_cap = 0;
+    free(events);
+    events = NULL;
+    nevents = 0;
+    events_recorded = 0;
+    event_stride = 1;
+    events_failed = false;
+    memset(&counters, 0, sizeof counters);
+    for (int i = 0; i < RECORD_POOLS; i++) {
+        uint64_t limit = pools[i].limit;
+        memset(&pools[i], 0, sizeof pools[i]);
+        pools[i].limit = limit;
+        pools[i].free_bytes = pools[i].total_bytes = -1;
+    }
+    tid_cache = 0;
+    pthread_mutex_unlock(&lock);
+}

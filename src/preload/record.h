@@ -1,0 +1,202 @@
+/* record.h - the tracker: live allocations, deduplicated stacks, per-device
+ * counters and exact peak attribution.  Pure C, no CUDA: unit-testable alone
+ * (tests/unit/test_record.c).  See record.c for the design and invariants.
+ */
+#ifndef CUMEMTRACE_RECORD_H
+#define CUMEMTRACE_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Devices we keep counters for; an ordinal beyond this is folded into the
+ * last slot with a warning (no machine has 64 GPUs in one process today). */
+#define RECORD_MAX_DEVICES 64
+/* Pool index of page-locked host memory; pools 0..63 are device ordinals. */
+#define RECORD_HOST_POOL RECORD_MAX_DEVICES
+#define RECORD_POOLS (RECORD_MAX_DEVICES + 1)
+/* Deepest native stack we store (CUMEMTRACE_DEPTH is clamped to this). */
+#define RECORD_MAX_DEPTH 256
+
+enum record_kind {
+    KIND_DEVICE,      /* cudaMalloc, cuMemAlloc, pitch, 3D */
+    KIND_MANAGED,     /* cudaMallocManaged, cuMemAllocManaged */
+    KIND_ASYNC,       /* stream-ordered pools */
+    KIND_VMM,         /* physical memory of cuMemCreate handles */
+    KIND_HOST_PINNED, /* page-locked host memory */
+    KIND_COUNT
+};
+
+const char *record_kind_name(enum record_kind kind);
+
+/* Counters of one kind within one pool. */
+struct record_kind_stats {
+    uint64_t current;  /* bytes held now */
+    uint64_t peak;     /* max of current */
+    int64_t peak_time; /* ns since start when peak was first reached */
+    uint64_t allocs, frees, failures;
+};
+
+/* Virtual-memory bookkeeping of one device (cuMemAddressReserve/cuMemMap). */
+struct record_vmm_stats {
+    uint64_t reserved, reserved_peak; /* address space, not memory */
+    uint64_t mapped, mapped_peak;     /* bytes of handles mapped into it */
+};
+
+/* A deduplicated call stack.  Immutable once created and never freed while
+ * the process lives, so a dump may read it without the lock. */
+struct record_stack {
+    uint32_t id;      /* 1-based, dense: the id written to snapshots */
+    uint16_t depth;   /* number of frames */
+    uint16_t entry;   /* which CUDA entry point (hooks' slot number) */
+    void *frames[];   /* return addresses, innermost first */
+};
+
+/* What one stack holds in one pool (device or host).  `at_peak` and
+ * `at_peak_count` are valid only when `epoch` equals the pool's epoch; see
+ * the peak-attribution comment in record.c. */
+struct record_site {
+    struct record_stack *stack;
+    uint64_t current, at_peak;
+    uint64_t count, at_peak_count;
+    uint64_t epoch;
+    uint32_t pool;
+    uint8_t kind;
+};
+
+/* One entry of the time-ordered event log. */
+struct record_event {
+    int64_t t_ns;
+    int64_t delta;     /* + allocation, - free, in bytes */
+    uint64_t current;  /* the pool's current bytes right after the event */
+    uint32_t stack;    /* stack id, 0 if unknown (frees of unseen pointers) */
+    int16_t pool;      /* device ordinal, or -1 for host-pinned */
+    uint8_t kind;
+};
+
+/* A live allocation as the hooks describe it. */
+struct record_alloc {
+    uintptr_t addr;      /* device pointer, host pointer or VMM handle */
+    uint64_t size;       /* bytes charged (pitch*height for pitched) */
+    uint64_t requested;  /* bytes the caller asked for */
+    enum record_kind kind;
+    int device;          /* ordinal; ignored for KIND_HOST_PINNED */
+    bool is_handle;      /* a cuMemCreate handle: refcounted, see VMM */
+};
+
+/* Snapshot of the process-wide counters. */
+struct record_counters {
+    uint64_t unknown_frees; /* frees of addresses never seen allocated */
+    uint64_t failed_frees;  /* real frees that failed (entry kept) */
+    uint64_t stacks, live;
+};
+
+/* Initialises the tracker; event_cap is the event-log bound (0 = no log).
+ * Safe to call once before any other function. */
+void record_init(size_t event_cap);
+
+/* Returns the stack for (entry, frames[0..depth)), creating it if new; NULL
+ * only when memory is exhausted (the allocation is then still counted, under
+ * a shared "unknown" stack).  Takes the lock briefly. */
+struct record_stack *record_stack_intern(unsigned entry, void *const *frames,
+                                         unsigned depth);
+
+/* Records a successful allocation made at `stack` (may be NULL). */
+void record_alloc(const struct record_alloc *a, struct record_stack *stack,
+                  int64_t now_ns);
+
+/* Frees are two-phase so the address cannot be reused by another thread
+ * between our bookkeeping and the driver's: take the entry out before the
+ * real free, then finish with the real result.  record_free_take returns an
+ * opaque token, or NULL when the address was never seen (counted as unknown).
+ * `kind_hint`: if not KIND_COUNT, an entry of another kind is left alone
+ * (returns NULL): KIND_HOST_PINNED takes only host-pinned entries,
+ * KIND_DEVICE only device-side ones (device, managed, async). */
+void *record_free_take(uintptr_t addr, enum record_kind kind_hint);
+/* ok=true: the memory is gone, update counters; ok=false: the real free
+ * failed, put the entry back unchanged.  `token` may be NULL (no-op). */
+void record_free_finish(void *token, bool ok, int64_t now_ns);
+/* Size and kind of a taken entry (for the limit and for VMM handles). */
+uint64_t record_token_size(const void *token);
+int record_token_device(const void *token);
+
+/* Counts a failed allocation attempt of `kind` on `device`. */
+void record_failure(enum record_kind kind, int device);
+
+/* VMM: reservations, mappings and handle references (see hooks_vmm.c). */
+void record_vmm_reserve(int device, uintptr_t addr, uint64_t size);
+void record_vmm_unreserve(uintptr_t addr);
+void record_vmm_map(uintptr_t addr, uint64_t size, uintptr_t handle);
+void record_vmm_unmap(uintptr_t addr, uint64_t size);
+/* Adds a reference to a tracked cuMemCreate handle; false if unknown. */
+bool record_vmm_retain(uintptr_t handle);
+/* Drops a reference; returns a free token (see record_free_take) when this
+ * was the last one, NULL otherwise or when the handle is unknown. */
+void *record_vmm_release(uintptr_t handle);
+
+/* Memory limit (CUMEMTRACE_LIMIT): 0 = none. */
+void record_set_limit(int device, uint64_t bytes);
+uint64_t record_limit(int device);
+/* Reserves `bytes` against the device's limit before the real call; false if
+ * the request would exceed it.  Always true without a limit.  Every true
+ * return must be matched by record_limit_settle() after the call. */
+bool record_limit_reserve(int device, uint64_t bytes);
+void record_limit_settle(int device, uint64_t bytes);
+
+/* Tracked bytes of a pool right now (device: device+managed+async+vmm). */
+uint64_t record_current(int pool);
+
+/* Remembers the driver's latest (free, total) for a device. */
+void record_meminfo(int device, uint64_t free_bytes, uint64_t total_bytes);
+
+/* ---- dump support: a consistent copy taken under the lock ---- */
+
+struct record_pool_view {
+    bool active;                /* any activity at all */
+    uint64_t current, peak;
+    int64_t peak_time;
+    uint64_t limit;
+    int64_t free_bytes, total_bytes; /* -1 when never seen */
+    struct record_kind_stats kinds[KIND_COUNT];
+    struct record_vmm_stats vmm;
+    /* histogram of live sizes: bucket b holds sizes in (2^(b-1), 2^b] */
+    uint64_t hist_count[65], hist_bytes[65];
+    uint64_t requested, rounded, small_count, small_bytes;
+};
+
+struct record_site_view {
+    struct record_stack *stack;
+    uint32_t pool;
+    uint8_t kind;
+    uint64_t current, count;         /* live now */
+    uint64_t at_peak, at_peak_count; /* held at the pool's peak */
+};
+
+struct record_view {
+    struct record_pool_view pools[RECORD_POOLS];
+    struct record_site_view *sites;
+    size_t nsites;
+    struct record_stack **stacks; /* index id-1 */
+    size_t nstacks;
+    struct record_event *events;
+    size_t nevents;
+    uint64_t events_recorded, event_stride;
+    size_t event_cap;
+    struct record_counters counters;
+};
+
+/* Fills *v with a consistent copy (allocated; free with record_view_free).
+ * Returns 0, or -1 when memory is exhausted. */
+int record_view_take(struct record_view *v);
+void record_view_free(struct record_view *v);
+
+/* Allocation granularity used for the "rounded" fragmentation figure. */
+#define RECORD_GRANULARITY (2u << 20)
+
+/* fork(): prepare takes the lock, parent releases it, child resets every
+ * table to empty (the child did not allocate the parent's memory). */
+void record_atfork_prepare(void);
+void record_atfork_parent(void);
+void record_atfork_child(void);
+
+#endif

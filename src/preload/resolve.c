@@ -1,0 +1,243 @@
+/* resolve.c - makes every path to a CUDA allocation function land on a
+ * wrapper, and finds each wrapper's real function.
+ *
+ * The paths (DESIGN.md): the dynamic linker (our exported symbols come first
+ * in the global scope); dlsym(handle, name) on libcuda (old runtimes, old
+ * NCCL - our dlsym override in dlsym_*.S); cuGetProcAddress(_v2), how every
+ * runtime since 11.3, shared or static, reaches the driver; and
+ * cudaGetDriverEntryPoint(ByVersion), how PyTorch and NCCL get the VMM calls.
+ *
+ * Real functions, in order of preference: whatever handed us the call's
+ * pointer (dlsym on a handle, cuGetProcAddress), then dlsym(RTLD_NEXT), then
+ * the driver's own cuGetProcAddress, then a scan of loaded libraries - the
+ * last one matters because Python loads extension modules RTLD_LOCAL, so
+ * libcudart under torch is invisible to RTLD_NEXT.
+ *
+ * Rules learnt from others' bugs: dlsym(RTLD_NEXT) of any other caller is
+ * forwarded by a tail jump so glibc still sees *that* caller; only names we
+ * wrap are touched (cudnnCreate is not ours); a handle is never replaced by
+ * RTLD_DEFAULT; nothing heavy runs inside dlsym; a real pointer that is our
+ * own wrapper is never stored (that would recurse).
+ *
+ * Threads: real pointers are published with atomic compare-and-swap; two
+ * threads resolving the same slot find the same answer.
+ */
+#include "resolve.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+
+void *resolve_reals[SLOT_COUNT];
+void *(*resolve_real_dlsym)(void *, const char *);
+
+static unsigned char how[SLOT_COUNT];
+static void *libcuda_handle; /* a handle the application used for cu* */
+
+struct slot_info {
+    const char *name, *base;
+    int version;
+    int ptsz;
+    void *wrapper;
+};
+
+#define SLOT_INFO(sym, b, ver, p) {#sym, b, ver, p, (void *)&sym},
+#define HELPER_INFO(sym, b, ver, p) {#sym, b, ver, p, NULL},
+static const struct slot_info slots[SLOT_COUNT] = {
+    CUMEMTRACE_DRIVER_HOOKS(SLOT_INFO)
+    CUMEMTRACE_RUNTIME_HOOKS(SLOT_INFO)
+    CUMEMTRACE_HELPERS(HELPER_INFO)
+};
+
+static const char *const how_names[] = {
+    "not resolved", "dynamic link (RTLD_NEXT)", "dlsym on a library handle",
+    "cuGetProcAddress", "cudaGetDriverEntryPoint", "scan of loaded libraries"};
+
+const char *resolve_name(unsigned slot)
+{
+    return slot < SLOT_COUNT ? slots[slot].name : "?";
+}
+
+static bool is_wrapper(const void *p)
+{
+    for (int i = 0; i < SLOT_WRAPPED_END; i++)
+        if (slots[i].wrapper == p)
+            return true;
+    return false;
+}
+
+static void init_real_dlsym(void)
+{
+    void *p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (p == NULL)
+        p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    __atomic_store_n((void **)&resolve_real_dlsym, p, __ATOMIC_RELEASE);
+}
+
+static void *real_dlsym(void *handle, const char *name)
+{
+    if (resolve_real_dlsym == NULL)
+        init_real_dlsym();
+    return resolve_real_dlsym ? resolve_real_dlsym(handle, name) : NULL;
+}
+
+/* Publishes `fn` as the real function of `slot` unless one is known. */
+static void store_real(int slot, void *fn, enum resolve_how h)
+{
+    void *expected = NULL;
+    if (fn == NULL || is_wrapper(fn))
+        return;
+    if (__atomic_compare_exchange_n(&resolve_reals[slot], &expected, fn, false,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        how[slot] = (unsigned char)h;
+        LOG(LOG_DEBUG, "%s: real function %p found by %s", slots[slot].name,
+            fn, how_names[h]);
+    }
+}
+
+/* ---- scanning loaded libraries ---- */
+
+struct scan {
+    const char *name;
+    void *found;
+};
+
+static int scan_one(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    struct scan *sc = data;
+    if (info->dlpi_name == NULL || info->dlpi_name[0] == '\0')
+        return 0;
+    void *h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+    if (h == NULL)
+        return 0;
+    void *p = real_dlsym(h, sc->name);
+    dlclose(h);
+    if (p != NULL && !is_wrapper(p)) {
+        sc->found = p;
+        return 1;
+    }
+    return 0;
+}
+
+static void *driver_lookup(int slot)
+{
+    const struct slot_info *s = &slots[slot];
+    cuuint64_t flags = s->ptsz ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+                               : CU_GET_PROC_ADDRESS_DEFAULT;
+    void *fn = NULL;
+    PFN(cuGetProcAddress_v2) gpa2 = resolve_reals[SLOT_cuGetProcAddress_v2];
+    PFN(cuGetProcAddress) gpa1 = resolve_reals[SLOT_cuGetProcAddress];
+    CUdriverProcAddressQueryResult st;
+    if (gpa2 != NULL && gpa2(s->base, &fn, s->version, flags, &st) == CUDA_SUCCESS)
+        return fn;
+    if (gpa1 != NULL && gpa1(s->base, &fn, s->version, flags) == CUDA_SUCCESS)
+        return fn;
+    return NULL;
+}
+
+void *resolve_slow(enum resolve_slot slot)
+{
+    const char *name = slots[slot].name;
+    void *p = real_dlsym(RTLD_NEXT, name);
+    if (p != NULL && !is_wrapper(p)) {
+        store_real(slot, p, HOW_DYNAMIC);
+        return resolve_reals[slot];
+    }
+    bool driver = slot < SLOT_DRIVER_END ||
+                  (slot >= SLOT_WRAPPED_END && strncmp(name, "cuda", 4) != 0);
+    if (driver && slot != SLOT_cuGetProcAddress &&
+        slot != SLOT_cuGetProcAddress_v2 && (p = driver_lookup(slot)) != NULL) {
+        store_real(slot, p, HOW_PROCADDRESS);
+        return resolve_reals[slot];
+    }
+    void *h = __atomic_load_n(&libcuda_handle, __ATOMIC_ACQUIRE);
+    if (driver && h != NULL && (p = real_dlsym(h, name)) != NULL) {
+        store_real(slot, p, HOW_DLSYM);
+        return resolve_reals[slot];
+    }
+    struct scan sc = {name, NULL};
+    dl_iterate_phdr(scan_one, &sc);
+    if (sc.found != NULL) {
+        store_real(slot, sc.found, HOW_SCAN);
+        return resolve_reals[slot];
+    }
+    return NULL;
+}
+
+/* ---- substitution ---- */
+
+static int slot_by_name(const char *name)
+{
+    for (int i = 0; i < SLOT_WRAPPED_END; i++)
+        if (strcmp(slots[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+void *resolve_dlsym_substitute(void *handle, const char *name)
+{
+    if (resolve_real_dlsym == NULL)
+        init_real_dlsym();
+    if (handle == RTLD_NEXT || handle == RTLD_DEFAULT || name == NULL ||
+        name[0] != 'c' || name[1] != 'u' || config.disabled)
+        return NULL; /* the real dlsym answers, on the caller's behalf */
+    int slot = slot_by_name(name);
+    if (slot < 0)
+        return NULL;
+    void *p = real_dlsym(handle, name);
+    if (p == NULL || p == slots[slot].wrapper)
+        return p;
+    store_real(slot, p, HOW_DLSYM);
+    if (slot < SLOT_DRIVER_END)
+        __atomic_store_n(&libcuda_handle, handle, __ATOMIC_RELEASE);
+    LOG(LOG_DEBUG, "dlsym(%p, \"%s\") -> cumemtrace wrapper", handle, name);
+    return slots[slot].wrapper;
+}
+
+void *resolve_substitute_proc(const char *symbol, void *fn, int version,
+                              unsigned long long flags, enum resolve_how h)
+{
+    if (symbol == NULL || fn == NULL || symbol[0] != 'c' || symbol[1] != 'u' ||
+        config.disabled || is_wrapper(fn))
+        return fn;
+    bool ptds = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+    int best = -1;
+    long best_rank = -1;
+    for (int i = 0; i < SLOT_DRIVER_END; i++) {
+        const struct slot_info *s = &slots[i];
+        if (strcmp(s->base, symbol) != 0)
+            continue;
+        if (resolve_reals[i] == fn) { /* known by identity: exact */
+            best = i;
+            break;
+        }
+        if (s->version > version || (s->ptsz && !ptds))
+            continue;
+        long rank = (long)s->ptsz * 1000000 + s->version;
+        if (rank > best_rank) {
+            best_rank = rank;
+            best = i;
+        }
+    }
+    if (best < 0)
+        return fn;
+    store_real(best, fn, h);
+    LOG(LOG_DEBUG, "%s(\"%s\", version %d, flags %llu) -> wrapper %s",
+        how_names[h], symbol, version, flags, slots[best].name);
+    return slots[best].wrapper;
+}
+
+void resolve_log_summary(void)
+{
+    if (!log_enabled(LOG_DEBUG))
+        return;
+    for (int i = 0; i < SLOT_WRAPPED_END; i++)
+        if (how[i] != HOW_NONE)
+            log_msg(LOG_DEBUG, "wrapped %s: real function by %s", slots[i].name,
+                    how_names[how[i]]);
+}

@@ -1,0 +1,82 @@
+/* resolve.h - where each wrapper's real function comes from. */
+#ifndef CUMEMTRACE_RESOLVE_H
+#define CUMEMTRACE_RESOLVE_H
+
+#include <stdint.h>
+
+/* The wrapped entry points are exported (exports.map lists them); everything
+ * else in the library is hidden by -fvisibility=hidden. */
+#pragma GCC visibility push(default)
+#include "cuda_api.h"
+
+/* Runtime entry points that exist in libcudart but not in cuda_api.h. */
+cudaError_t cudaGetDriverEntryPoint_ptsz(
+    const char *symbol, void **funcPtr, unsigned long long flags,
+    enum cudaDriverEntryPointQueryResult *driverStatus);
+cudaError_t cudaGetDriverEntryPointByVersion_ptsz(
+    const char *symbol, void **funcPtr, unsigned int cudaVersion,
+    unsigned long long flags,
+    enum cudaDriverEntryPointQueryResult *driverStatus);
+#pragma GCC visibility pop
+
+#include "hooks_table.h"
+
+enum resolve_slot {
+#define SLOT_ENUM(sym, base, ver, ptsz) SLOT_##sym,
+    CUMEMTRACE_DRIVER_HOOKS(SLOT_ENUM)
+    SLOT_DRIVER_END,
+    SLOT_RUNTIME_BEGIN = SLOT_DRIVER_END - 1,
+    CUMEMTRACE_RUNTIME_HOOKS(SLOT_ENUM)
+    SLOT_WRAPPED_END,
+    SLOT_HELPERS_BEGIN = SLOT_WRAPPED_END - 1,
+    CUMEMTRACE_HELPERS(SLOT_ENUM)
+    SLOT_COUNT
+#undef SLOT_ENUM
+};
+
+/* How a slot's real function was found (for CUMEMTRACE_LOG=debug). */
+enum resolve_how {
+    HOW_NONE,
+    HOW_DYNAMIC,     /* dlsym(RTLD_NEXT): the dynamic linker's next definition */
+    HOW_DLSYM,       /* the application's dlsym(handle, name) */
+    HOW_PROCADDRESS, /* cuGetProcAddress */
+    HOW_ENTRYPOINT,  /* cudaGetDriverEntryPoint(ByVersion) */
+    HOW_SCAN         /* found in a library loaded RTLD_LOCAL */
+};
+
+#define PFN(sym) __typeof__(&sym)
+
+extern void *resolve_reals[SLOT_COUNT];
+
+/* Returns the real function of a slot, resolving it on first use; NULL when
+ * no library in the process defines it. */
+void *resolve_slow(enum resolve_slot slot);
+
+static inline void *resolve_real(enum resolve_slot slot)
+{
+    void *p = __atomic_load_n(&resolve_reals[slot], __ATOMIC_ACQUIRE);
+    return p ? p : resolve_slow(slot);
+}
+
+#define REAL(sym) ((PFN(sym))resolve_real(SLOT_##sym))
+
+/* Name of a slot (the exported symbol). */
+const char *resolve_name(unsigned slot);
+
+/* Post-processes a driver look-up that returned `fn` for (symbol, version,
+ * flags): returns our wrapper for that exact ABI variant (remembering `fn` as
+ * its real function), or `fn` unchanged when the symbol is not ours. */
+void *resolve_substitute_proc(const char *symbol, void *fn, int version,
+                              unsigned long long flags, enum resolve_how how);
+
+/* Logs, at debug level, how every wrapped entry point was resolved. */
+void resolve_log_summary(void);
+
+/* Called from the dlsym trampoline (dlsym_*.S): our wrapper for (handle,
+ * name), or NULL to let the real dlsym answer on the caller's behalf. */
+void *resolve_dlsym_substitute(void *handle, const char *name);
+
+/* The real dlsym, for the trampoline's tail jump and for our own look-ups. */
+extern void *(*resolve_real_dlsym)(void *, const char *);
+
+#endif

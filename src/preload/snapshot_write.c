@@ -1,0 +1,547 @@
+/* snapshot_write.c - turns the tracker's state into the documented JSON
+ * snapshot (docs/snapshot-format.md, the contract with the CLI).
+ *
+ * Order: take a consistent copy of the tracker under its lock
+ * (record_view_take), release it, then symbolise and write without holding
+ * anything the host's threads could wait on.  Symbolisation happens here and
+ * only here: dladdr() of (return address - 1) gives the module, the offset
+ * from its load base (stable across ASLR) and the dynamic symbol, through a
+ * direct-mapped cache because most frames repeat across stacks.
+ * Output goes through a private buffer and write(2), never stdio, into a
+ * temporary file published atomically by output.c.
+ */
+#include "snapshot_write.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "config.h"
+#include "log.h"
+#include "oom.h"
+#include "output.h"
+#include "record.h"
+#include "resolve.h"
+#include "units.h"
+
+#define TOOL_VERSION "0.1.0"
+#define FORMAT_VERSION 1
+
+/* ---- a minimal buffered JSON emitter ---- */
+
+struct jw {
+    int fd;
+    int err; /* first errno, writing stops after it */
+    size_t n;
+    char buf[1 << 16];
+};
+
+static void jw_flush(struct jw *w)
+{
+    size_t off = 0;
+    while (off < w->n && w->err == 0) {
+        ssize_t k = write(w->fd, w->buf + off, w->n - off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            w->err = k < 0 ? errno : EIO;
+        else
+            off += (size_t)k;
+    }
+    w->n = 0;
+}
+
+static void jw_raw(struct jw *w, const char *s, size_t len)
+{
+    while (len > 0) {
+        if (w->n == sizeof w->buf)
+            jw_flush(w);
+        size_t k = sizeof w->buf - w->n;
+        if (k > len)
+            k = len;
+        memcpy(w->buf + w->n, s, k);
+        w->n += k;
+        s += k;
+        len -= k;
+    }
+}
+
+static void jw_s(struct jw *w, const char *s)
+{
+    jw_raw(w, s, strlen(s));
+}
+
+static void jw_fmt(struct jw *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void jw_fmt(struct jw *w, const char *fmt, ...)
+{
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        jw_raw(w, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
+}
+
+/* A JSON string; NULL becomes null. */
+static void jw_str(struct jw *w, const char *s)
+{
+    if (s == NULL) {
+        jw_s(w, "null");
+        return;
+    }
+    jw_raw(w, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            char e[2] = {'\\', (char)*p};
+            jw_raw(w, e, 2);
+        } else if (*p < 0x20) {
+            jw_fmt(w, "\\u%04x", *p);
+        } else {
+            jw_raw(w, (const char *)p, 1);
+        }
+    }
+    jw_raw(w, "\"", 1);
+}
+
+static void jw_i64_or_null(struct jw *w, int64_t v)
+{
+    if (v < 0)
+        jw_s(w, "null");
+    else
+        jw_fmt(w, "%" PRId64, v);
+}
+
+/* ---- symbolisation ---- */
+
+struct sym {
+    void *addr;
+    const char *module; /* basename, points into dli_fname */
+    const char *symbol;
+    uintptr_t offset;
+};
+
+#define SYMCACHE_SIZE 65536 /* power of two; ~2.5 MiB only while dumping */
+
+static const struct sym *symbolize(struct sym *cache, void *addr)
+{
+    uintptr_t a = (uintptr_t)addr;
+    struct sym *s = &cache[(a ^ (a >> 16)) & (SYMCACHE_SIZE - 1)];
+    if (s->addr == addr && s->module != NULL)
+        return s;
+    Dl_info info;
+    s->addr = addr;
+    /* A return address points after the call; -1 lands inside it. */
+    if (dladdr((void *)(a - 1), &info) != 0 && info.dli_fname != NULL) {
+        const char *slash = strrchr(info.dli_fname, '/');
+        s->module = slash ? slash + 1 : info.dli_fname;
+        if (s->module[0] == '\0')
+            s->module = output_process.exe;
+        s->symbol = info.dli_sname;
+        s->offset = a - 1 - (uintptr_t)info.dli_fbase;
+    } else {
+        s->module = "?";
+        s->symbol = NULL;
+        s->offset = a - 1;
+    }
+    return s;
+}
+
+/* ---- sections ---- */
+
+static void write_process(struct jw *w, int64_t now)
+{
+    jw_fmt(w, "\"process\":{\"pid\":%d,\"ppid\":%d,\"exe\":", (int)getpid(),
+           (int)getppid());
+    jw_str(w, output_process.exe);
+    jw_s(w, ",\"cmdline\":[");
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[8192];
+        ssize_t len = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (len > 0) {
+            buf[len] = '\0';
+            for (ssize_t off = 0; off < len; off += (ssize_t)strlen(buf + off) + 1) {
+                if (off)
+                    jw_s(w, ",");
+                jw_str(w, buf + off);
+            }
+        }
+    }
+    jw_s(w, "],\"host\":");
+    jw_str(w, output_process.host);
+    jw_s(w, ",\"rank\":");
+    if (output_process.rank >= 0)
+        jw_fmt(w, "%d", output_process.rank);
+    else
+        jw_s(w, "null");
+    jw_fmt(w, ",\"start_wall_ns\":%lld,\"dump_time_ns\":%" PRId64
+              ",\"tool_version\":\"" TOOL_VERSION "\"},\n",
+           output_process.start_wall_ns, now);
+}
+
+static void write_config(struct jw *w)
+{
+    jw_fmt(w, "\"config\":{\"depth\":%u,\"event_cap\":%zu,\"limit_bytes\":[",
+           config.depth, config.event_cap);
+    bool first = true;
+    for (int d = 0; d < RECORD_MAX_DEVICES; d++) {
+        uint64_t l = record_limit(d);
+        if (l == 0 || (l == config.limit_all && d > 0))
+            continue;
+        jw_fmt(w, "%s{\"device\":%d,\"bytes\":%" PRIu64 "}", first ? "" : ",",
+               d, l);
+        first = false;
+    }
+    jw_s(w, "],\"python\":false,\"native\":true},\n");
+}
+
+static void write_kind_stats(struct jw *w, const struct record_kind_stats *k)
+{
+    jw_fmt(w, "{\"current_bytes\":%" PRIu64 ",\"peak_bytes\":%" PRIu64
+              ",\"peak_time_ns\":%" PRId64 ",\"allocs\":%" PRIu64
+              ",\"frees\":%" PRIu64 ",\"failures\":%" PRIu64 "}",
+           k->current, k->peak, k->peak_time, k->allocs, k->frees, k->failures);
+}
+
+static int by_pool_current(const void *a, const void *b)
+{
+    const struct record_site_view *x = a, *y = b;
+    if (x->pool != y->pool)
+        return x->pool < y->pool ? -1 : 1;
+    if (x->current != y->current)
+        return x->current > y->current ? -1 : 1;
+    return x->stack->id < y->stack->id ? -1 : x->stack->id > y->stack->id;
+}
+
+static int by_pool_peak(const void *a, const void *b)
+{
+    const struct record_site_view *x = a, *y = b;
+    if (x->pool != y->pool)
+        return x->pool < y->pool ? -1 : 1;
+    if (x->at_peak != y->at_peak)
+        return x->at_peak > y->at_peak ? -1 : 1;
+    return x->stack->id < y->stack->id ? -1 : x->stack->id > y->stack->id;
+}
+
+/* Sites of `pool` in the order of the last sort, `peak` picking the field;
+ * at most `max` groups (0 = all). */
+static void write_groups(struct jw *w, const struct record_view *v,
+                         uint32_t pool, bool peak, size_t max)
+{
+    size_t n = 0;
+    jw_s(w, "[");
+    for (size_t i = 0; i < v->nsites; i++) {
+        const struct record_site_view *s = &v->sites[i];
+        uint64_t bytes = peak ? s->at_peak : s->current;
+        uint64_t count = peak ? s->at_peak_count : s->count;
+        if (s->pool != pool || (bytes == 0 && count == 0))
+            continue;
+        if (max && n == max)
+            break;
+        jw_s(w, n++ ? ",\n  " : "\n  ");
+        jw_fmt(w, "{\"stack\":%u,", s->stack->id);
+        if (!peak)
+            jw_fmt(w, "\"kind\":\"%s\",", record_kind_name(s->kind));
+        jw_fmt(w, "\"bytes\":%" PRIu64 ",\"count\":%" PRIu64 "}", bytes, count);
+    }
+    jw_s(w, "]");
+}
+
+static void write_live_and_peak(struct jw *w, struct record_view *v,
+                                uint32_t pool)
+{
+    qsort(v->sites, v->nsites, sizeof *v->sites, by_pool_current);
+    jw_s(w, ",\"live\":");
+    write_groups(w, v, pool, false, 0);
+    qsort(v->sites, v->nsites, sizeof *v->sites, by_pool_peak);
+    jw_s(w, ",\"at_peak\":");
+    write_groups(w, v, pool, true, 0);
+}
+
+static void write_device(struct jw *w, struct record_view *v, int d)
+{
+    const struct record_pool_view *p = &v->pools[d];
+    jw_fmt(w, "{\"ordinal\":%d,\"total_bytes\":", d);
+    jw_i64_or_null(w, p->total_bytes);
+    jw_s(w, ",\"free_bytes\":");
+    jw_i64_or_null(w, p->free_bytes);
+    jw_s(w, ",\"limit_bytes\":");
+    if (p->limit)
+        jw_fmt(w, "%" PRIu64, p->limit);
+    else
+        jw_s(w, "null");
+    jw_fmt(w, ",\"current_bytes\":%" PRIu64 ",\"peak_bytes\":%" PRIu64
+              ",\"peak_time_ns\":%" PRId64 ",\n \"by_kind\":{",
+           p->current, p->peak, p->peak_time);
+    for (int k = 0; k < KIND_HOST_PINNED; k++) {
+        jw_fmt(w, "%s\"%s\":", k ? "," : "", record_kind_name(k));
+        write_kind_stats(w, &p->kinds[k]);
+    }
+    jw_fmt(w, "},\n \"vmm\":{\"reserved_bytes\":%" PRIu64 ",\"mapped_bytes\":%" PRIu64
+              ",\"physical_bytes\":%" PRIu64 ",\"reserved_peak_bytes\":%" PRIu64
+              ",\"mapped_peak_bytes\":%" PRIu64 "},\n \"histogram\":[",
+           p->vmm.reserved, p->vmm.mapped, p->kinds[KIND_VMM].current,
+           p->vmm.reserved_peak, p->vmm.mapped_peak);
+    bool first = true;
+    for (int b = 0; b < 65; b++) {
+        if (p->hist_count[b] == 0)
+            continue;
+        jw_fmt(w, "%s{\"le\":%" PRIu64 ",\"count\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
+               first ? "" : ",", b == 64 ? UINT64_MAX : (uint64_t)1 << b,
+               p->hist_count[b], p->hist_bytes[b]);
+        first = false;
+    }
+    jw_fmt(w, "],\n \"fragmentation\":{\"granularity_bytes\":%u,\"requested_bytes\":%"
+              PRIu64 ",\"rounded_bytes\":%" PRIu64 ",\"small_count\":%" PRIu64
+              ",\"small_bytes\":%" PRIu64 "}",
+           RECORD_GRANULARITY, p->requested, p->rounded, p->small_count,
+           p->small_bytes);
+    write_live_and_peak(w, v, (uint32_t)d);
+    jw_s(w, "}");
+}
+
+static void write_host(struct jw *w, struct record_view *v)
+{
+    const struct record_pool_view *p = &v->pools[RECORD_HOST_POOL];
+    const struct record_kind_stats *k = &p->kinds[KIND_HOST_PINNED];
+    jw_fmt(w, "\"host_pinned\":{\"current_bytes\":%" PRIu64 ",\"peak_bytes\":%"
+              PRIu64 ",\"peak_time_ns\":%" PRId64 ",\"allocs\":%" PRIu64
+              ",\"frees\":%" PRIu64 ",\"failures\":%" PRIu64,
+           p->current, p->peak, p->peak_time, k->allocs, k->frees, k->failures);
+    write_live_and_peak(w, v, RECORD_HOST_POOL);
+    jw_s(w, "},\n");
+}
+
+static void write_oom(struct jw *w, struct record_view *v,
+                      const struct oom_info *o)
+{
+    if (o == NULL) {
+        jw_s(w, "\"oom\":null,\n");
+        return;
+    }
+    jw_fmt(w, "\"oom\":{\"requested_bytes\":%" PRIu64 ",\"device\":%d,"
+              "\"kind\":\"%s\",\"entry_point\":\"%s\",\"thread\":%u,"
+              "\"time_ns\":%" PRId64 ",\"stack\":%u,\"total_bytes\":",
+           o->requested, o->device, record_kind_name(o->kind),
+           resolve_name(o->slot), o->tid, o->time_ns, o->stack);
+    jw_i64_or_null(w, o->total_bytes);
+    jw_s(w, ",\"free_bytes\":");
+    jw_i64_or_null(w, o->free_bytes);
+    jw_s(w, ",\"limit_bytes\":");
+    if (o->limit)
+        jw_fmt(w, "%" PRIu64, o->limit);
+    else
+        jw_s(w, "null");
+    jw_fmt(w, ",\"tracked_bytes\":%" PRIu64 ",\"untracked_bytes\":", o->tracked);
+    if (o->total_bytes >= 0)
+        jw_fmt(w, "%" PRIu64, o->untracked);
+    else
+        jw_s(w, "null");
+    jw_s(w, ",\"by_kind\":{");
+    for (int k = 0; k < KIND_HOST_PINNED; k++)
+        jw_fmt(w, "%s\"%s\":%" PRIu64, k ? "," : "", record_kind_name(k),
+               o->by_kind[k]);
+    jw_fmt(w, "},\"cause\":\"%s\",\"shortfall_bytes\":%" PRIu64
+              ",\"attempts\":%u,\"recovered\":%s,\"released_bytes\":%" PRIu64
+              ",\"released_count\":%" PRIu64 ",\"live\":",
+           o->cause, o->shortfall, o->attempts, o->recovered ? "true" : "false",
+           o->released_bytes, o->released_count);
+    qsort(v->sites, v->nsites, sizeof *v->sites, by_pool_current);
+    write_groups(w, v, o->device < 0 ? RECORD_HOST_POOL : (uint32_t)o->device,
+                 false, 50);
+    jw_s(w, "},\n");
+}
+
+static void write_ooms(struct jw *w)
+{
+    struct oom_summary *s = malloc(sizeof *s);
+    if (s == NULL) {
+        jw_s(w, "\"ooms\":{\"count\":0,\"failed_attempts\":0,\"recovered\":0,"
+                "\"retry_released_bytes\":0,\"dumps\":[]},\n");
+        return;
+    }
+    oom_summary_get(s);
+    jw_fmt(w, "\"ooms\":{\"count\":%" PRIu64 ",\"failed_attempts\":%" PRIu64
+              ",\"recovered\":%" PRIu64 ",\"retry_released_bytes\":%" PRIu64
+              ",\"suppressed\":%" PRIu64 ",\"dumps\":[",
+           s->count, s->failed_attempts, s->recovered, s->retry_released_bytes,
+           s->suppressed);
+    for (unsigned i = 0; i < s->ndumps; i++) {
+        if (i)
+            jw_s(w, ",");
+        jw_str(w, s->dumps[i]);
+    }
+    jw_s(w, "]},\n");
+    free(s);
+}
+
+static void write_events(struct jw *w, const struct record_view *v)
+{
+    jw_fmt(w, "\"events\":{\"cap\":%zu,\"recorded\":%" PRIu64 ",\"stride\":%" PRIu64
+              ",\"thinned\":%s,\"columns\":[\"t_ns\",\"device\",\"kind\",\"delta\","
+              "\"stack\",\"current\"],\"data\":[",
+           v->event_cap, v->events_recorded, v->event_stride,
+           v->event_stride > 1 ? "true" : "false");
+    for (size_t i = 0; i < v->nevents; i++) {
+        const struct record_event *e = &v->events[i];
+        jw_fmt(w, "%s[%" PRId64 ",%d,\"%s\",%" PRId64 ",%u,%" PRIu64 "]",
+               i ? ",\n " : "\n ", e->t_ns, e->pool, record_kind_name(e->kind),
+               e->delta, e->stack, e->current);
+    }
+    jw_s(w, "]},\n");
+}
+
+static void write_stacks(struct jw *w, const struct record_view *v)
+{
+    struct sym *cache = calloc(SYMCACHE_SIZE, sizeof *cache);
+    jw_s(w, "\"stacks\":[");
+    for (size_t i = 0; i < v->nstacks; i++) {
+        const struct record_stack *s = v->stacks[i];
+        jw_fmt(w, "%s{\"id\":%u,\"entry\":", i ? ",\n " : "\n ", s->id);
+        jw_str(w, s->entry == 0xffff ? "unknown" : resolve_name(s->entry));
+        jw_s(w, ",\"frames\":[");
+        for (unsigned f = 0; f < s->depth; f++) {
+            struct sym one;
+            const struct sym *y;
+            if (cache != NULL) {
+                y = symbolize(cache, s->frames[f]);
+            } else {
+                memset(&one, 0, sizeof one);
+                y = symbolize(&one, s->frames[f]); /* cache of one */
+            }
+            jw_s(w, f ? ",{\"module\":" : "{\"module\":");
+            jw_str(w, y->module);
+            jw_fmt(w, ",\"offset\":%" PRIuPTR ",\"symbol\":", y->offset);
+            jw_str(w, y->symbol);
+            jw_s(w, "}");
+        }
+        jw_s(w, "]}");
+    }
+    jw_s(w, "]\n");
+    free(cache);
+}
+
+static void write_document(struct jw *w, struct record_view *v,
+                           const char *reason, unsigned seq,
+                           const struct oom_info *oom, int64_t now)
+{
+    jw_fmt(w, "{\"format\":\"cumemtrace\",\"version\":%d,\"reason\":\"%s\","
+              "\"sequence\":%u,\n",
+           FORMAT_VERSION, reason, seq);
+    write_process(w, now);
+    write_config(w);
+    jw_s(w, "\"devices\":[");
+    bool first = true;
+    for (int d = 0; d < RECORD_MAX_DEVICES; d++) {
+        if (!v->pools[d].active)
+            continue;
+        jw_s(w, first ? "\n" : ",\n");
+        write_device(w, v, d);
+        first = false;
+    }
+    jw_s(w, "],\n");
+    write_host(w, v);
+    jw_fmt(w, "\"counters\":{\"unknown_frees\":%" PRIu64 ",\"failed_frees\":%"
+              PRIu64 ",\"stacks\":%" PRIu64 ",\"live_allocations\":%" PRIu64 "},\n",
+           v->counters.unknown_frees, v->counters.failed_frees,
+           v->counters.stacks, v->counters.live);
+    write_oom(w, v, oom);
+    write_ooms(w);
+    write_events(w, v);
+    write_stacks(w, v);
+    jw_s(w, "}\n");
+}
+
+static void announce(const char *path, const struct record_view *v)
+{
+    uint64_t peak = 0;
+    int dev = -1;
+    for (int d = 0; d < RECORD_MAX_DEVICES; d++)
+        if (v->pools[d].active && v->pools[d].peak >= peak) {
+            peak = v->pools[d].peak;
+            dev = d;
+        }
+    char b[32];
+    if (dev >= 0)
+        log_msg(LOG_INFO, "wrote %s (peak %s on GPU %d)", path,
+                units_format_bytes(peak, b, sizeof b), dev);
+    else
+        log_msg(LOG_INFO, "wrote %s", path);
+}
+
+int snapshot_write(const char *reason, const char *path,
+                   const struct oom_info *oom, char *out_path, size_t out_len)
+{
+    static unsigned sequence;
+    unsigned seq = __atomic_fetch_add(&sequence, 1, __ATOMIC_RELAXED);
+    char final[4096], tmp[4200], actual[4200];
+    bool replace = path != NULL && oom != NULL;
+
+    if (path != NULL) {
+        snprintf(final, sizeof final, "%s", path);
+    } else if (output_expand(config.output, reason, seq, final, sizeof final) != 0) {
+        log_msg(LOG_WARN, "cannot name the snapshot: CUMEMTRACE_OUTPUT='%s' "
+                          "expands to more than %zu bytes; set a shorter one",
+                config.output, sizeof final - 1);
+        return -1;
+    }
+
+    struct record_view v;
+    if (record_view_take(&v) != 0) {
+        log_msg(LOG_WARN, "cannot write snapshot '%s': out of memory", final);
+        return -1;
+    }
+    struct jw *w = malloc(sizeof *w);
+    int fd = w ? output_open_temp(final, tmp, sizeof tmp) : -1;
+    if (fd < 0) {
+        int err = w ? errno : ENOMEM;
+        log_msg(LOG_WARN, "cannot write snapshot '%s': %s (set "
+                          "CUMEMTRACE_OUTPUT to a writable directory)",
+                final, strerror(err));
+        free(w);
+        record_view_free(&v);
+        return -1;
+    }
+    w->fd = fd;
+    w->err = 0;
+    w->n = 0;
+    write_document(w, &v, reason, seq, oom, clock_now_ns());
+    jw_flush(w);
+    int err = w->err;
+    if (close(fd) != 0 && err == 0)
+        err = errno;
+    free(w);
+    if (err != 0) {
+        unlink(tmp);
+        log_msg(LOG_WARN, "cannot write snapshot '%s': %s (free some space or "
+                          "set CUMEMTRACE_OUTPUT elsewhere)", final, strerror(err));
+        record_view_free(&v);
+        return -1;
+    }
+    if (output_commit(tmp, final, replace, actual, sizeof actual) != 0) {
+        log_msg(LOG_WARN, "cannot write snapshot '%s': %s (set "
+                          "CUMEMTRACE_OUTPUT to a writable directory)",
+                final, strerror(errno));
+        record_view_free(&v);
+        return -1;
+    }
+    if (!replace) {
+        output_manifest(actual);
+        if (oom == NULL)
+            announce(actual, &v);
+    }
+    if (out_path != NULL)
+        snprintf(out_path, out_len, "%s", actual);
+    record_view_free(&v);
+    return 0;
+}

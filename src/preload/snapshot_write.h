@@ -1,0 +1,19 @@
+/* snapshot_write.h - the JSON snapshot (docs/snapshot-format.md). */
+#ifndef CUMEMTRACE_SNAPSHOT_WRITE_H
+#define CUMEMTRACE_SNAPSHOT_WRITE_H
+
+#include <stddef.h>
+
+struct oom_info;
+
+/* Writes one snapshot for `reason` ("exit", "oom", "signal", "api").
+ * path: NULL to name it from CUMEMTRACE_OUTPUT, or a file this process wrote
+ * before (rewritten in place: an OOM chain updating its post-mortem) or an
+ * explicit target (cumemtrace_dump).  oom: the failing request, or NULL.
+ * The name used goes to out_path when given.  Returns 0, or -1 after one
+ * warning that names the file and the cause.  Never called with the
+ * tracker lock held. */
+int snapshot_write(const char *reason, const char *path,
+                   const struct oom_info *oom, char *out_path, size_t out_len);
+
+#endif
