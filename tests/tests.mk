@@ -3,8 +3,8 @@
 # Unit tests (cmocka), one binary per tests/unit/test_<stem>.c:
 #   test_sim_*    exercise the simulated device through its public ABI
 #   test_cli_*    link the CLI's objects (all but main.o)
-#   test_<stem>   link src/preload/<stem>.o and the objects it names in
-#                 <stem>_DEPS below (pure-C parts of the library)
+#   test_<stem>   link src/preload/<stem>.o and src/common (the pure-C,
+#                 CUDA-free parts of the library, e.g. record.c)
 # End-to-end tests (pytest, tests/e2e/) run the programs in tests/progs/ under
 # LD_PRELOAD against the simulated device.  Program names say how they reach
 # CUDA: rt_* link the shared runtime, static_* the static archive, drv_* the
@@ -12,13 +12,15 @@
 
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
-PROG_SRC  := $(wildcard tests/progs/*.c)
-PROG_BIN  := $(PROG_SRC:tests/progs/%.c=$(BUILD)/tests/progs/%)
 PROG_LIBS := $(wildcard tests/progs/lib*.c)
+PROG_CXX  := $(wildcard tests/progs/lib*.cpp)
+PROG_SRC  := $(filter-out $(PROG_LIBS),$(wildcard tests/progs/*.c))
+PROG_BIN  := $(PROG_SRC:tests/progs/%.c=$(BUILD)/tests/progs/%) \
+             $(PROG_LIBS:tests/progs/%.c=$(BUILD)/tests/progs/%.so) \
+             $(PROG_CXX:tests/progs/%.cpp=$(BUILD)/tests/progs/%.so)
 SIMDIR     = $(abspath $(BUILD)/sim)
 UNIT_LD    = -lcmocka -ldl -lpthread -lm
 CLI_LIBOBJ = $(filter-out $(BUILD)/obj/src/cli/main.o,$(CLI_OBJ))
-PRELOAD_LIBOBJ = $(filter-out $(BUILD)/obj/src/preload/hooks_%.o,$(PRELOAD_OBJ))
 
 .SECONDEXPANSION:
 $(BUILD)/tests/unit/test_sim_%: tests/unit/test_sim_%.c $(SIMDRV) $(SIMRT)
@@ -28,15 +30,19 @@ $(BUILD)/tests/unit/test_sim_%: tests/unit/test_sim_%.c $(SIMDRV) $(SIMRT)
 $(BUILD)/tests/unit/test_cli_%: tests/unit/test_cli_%.c $$(CLI_LIBOBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Isrc/cli -o $@ $< $(CLI_LIBOBJ) $(LDFLAGS_ALL) $(UNIT_LD) -lstdc++
-$(BUILD)/tests/unit/test_%: tests/unit/test_%.c $$(PRELOAD_LIBOBJ)
+$(BUILD)/tests/unit/test_%: tests/unit/test_%.c $(BUILD)/obj/src/preload/%.o $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Isrc/preload -o $@ $< $(PRELOAD_LIBOBJ) $(LDFLAGS_ALL) $(UNIT_LD)
+	$(CC) $(CFLAGS_ALL) -Isrc/preload -o $@ $< $(BUILD)/obj/src/preload/$*.o \
+	    $(COMMON_SRC:%.c=$(BUILD)/obj/%.o) $(LDFLAGS_ALL) $(UNIT_LD)
 
 # ---- programs the end-to-end tests run ----
 PROG_CFLAGS = $(CSTD) -O1 -g -Wall -Wextra -Werror -fPIC -Isrc/common -Iinclude -rdynamic $(SANFLAGS)
 $(BUILD)/tests/progs/lib%.so: tests/progs/lib%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(PROG_CFLAGS) -shared -o $@ $< -ldl
+$(BUILD)/tests/progs/lib%.so: tests/progs/lib%.cpp
+	@mkdir -p $(dir $@)
+	c++ -O1 -g -fPIC -shared $(SANFLAGS) -o $@ $<
 $(BUILD)/tests/progs/rt_%: tests/progs/rt_%.c $(SIMRT)
 	@mkdir -p $(dir $@)
 	$(CC) $(PROG_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcudart -lcuda -ldl -lpthread
@@ -49,11 +55,9 @@ $(BUILD)/tests/progs/drv_%: tests/progs/drv_%.c $(SIMDRV)
 $(BUILD)/tests/progs/%: tests/progs/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(PROG_CFLAGS) -o $@ $< -ldl -lpthread
-$(BUILD)/tests/progs/%: tests/progs/%.cpp
-	@mkdir -p $(dir $@)
-	c++ -O1 -g -fPIC -shared -o $@ $<
+$(BUILD)/tests/progs/static_workload: tests/progs/rt_workload.c
 
-test-bins: all $(UNIT_BIN) $(PROG_BIN) $(PROG_CXX_BIN)
+test-bins: all $(UNIT_BIN) $(PROG_BIN) $(EXTRA_TEST_BINS)
 
 test-unit: test-bins
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done

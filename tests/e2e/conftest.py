@@ -1,0 +1,120 @@
+"""Shared fixtures for the end-to-end tests: run a program from
+tests/progs under LD_PRELOAD=libcumemtrace.so against the simulated device
+and load the snapshots it wrote."""
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("CUMEMTRACE_BUILD", ROOT / "build"))
+LIB = BUILD / "libcumemtrace.so"
+SIM = BUILD / "sim"
+PROGS = BUILD / "tests" / "progs"
+CLI = BUILD / "cumemtrace"
+MiB = 1 << 20
+
+
+def _sanitizer_runtime():
+    """An instrumented library must come after its sanitizer runtime in
+    LD_PRELOAD; find which one (if any) the library needs."""
+    out = subprocess.run(["ldd", str(LIB)], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        for name in ("libasan.so", "libtsan.so"):
+            if name in line and "=>" in line:
+                return line.split("=>")[1].split()[0]
+    return None
+
+
+SAN_RUNTIME = _sanitizer_runtime() if LIB.exists() else None
+
+
+class Result:
+    def __init__(self, proc, cwd):
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self.cwd = cwd
+        self.files = sorted(cwd.glob("cumemtrace.*.json"))
+        self.snapshots = [json.loads(f.read_text()) for f in self.files]
+
+    def only(self, reason="exit"):
+        snaps = [s for s in self.snapshots if s["reason"] == reason]
+        assert len(snaps) == 1, (
+            f"expected one {reason} snapshot, got {[str(f) for f in self.files]}"
+            f"\nstderr:\n{self.stderr}")
+        return snaps[0]
+
+
+def base_env(extra=None, preload=True, extra_preload=(), preload_first=()):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CUMEMTRACE_", "SIMCUDA_", "LD_", "RANK",
+                                "OMPI_", "SLURM_"))}
+    env["LD_LIBRARY_PATH"] = str(SIM)
+    libs = [str(p) for p in preload_first]
+    if preload:
+        libs.append(str(LIB))
+    libs += [str(p) for p in extra_preload]
+    if SAN_RUNTIME and libs:
+        libs.insert(0, SAN_RUNTIME)
+    if libs:
+        env["LD_PRELOAD"] = " ".join(libs)
+    env.setdefault("ASAN_OPTIONS", "detect_leaks=0")
+    if extra:
+        env.update(extra)
+    return env
+
+
+@pytest.fixture
+def run(tmp_path):
+    """run(args, env=None, preload=True, ...) -> Result, in a fresh cwd."""
+    def _run(args, env=None, check=True, **kw):
+        args = [str(PROGS / args[0]) if not os.path.isabs(str(args[0])) and
+                (PROGS / args[0]).exists() else str(args[0])] + [str(a) for a in args[1:]]
+        proc = subprocess.run(args, cwd=tmp_path, env=base_env(env, **kw),
+                              capture_output=True, text=True, timeout=120)
+        res = Result(proc, tmp_path)
+        if check:
+            assert proc.returncode == 0, (
+                f"{args} exited {proc.returncode}\nstdout:\n{proc.stdout}"
+                f"\nstderr:\n{proc.stderr}")
+        return res
+    return _run
+
+
+# ---- helpers to read snapshots ----
+
+def device(snap, ordinal=0):
+    for d in snap["devices"]:
+        if d["ordinal"] == ordinal:
+            return d
+    raise AssertionError(f"no device {ordinal} in snapshot: "
+                         f"{[d['ordinal'] for d in snap['devices']]}")
+
+
+def stacks(snap):
+    return {s["id"]: s for s in snap["stacks"]}
+
+
+def symbols(snap, stack_id):
+    return [f.get("symbol") for f in stacks(snap)[stack_id]["frames"]]
+
+
+def entry(snap, stack_id):
+    return stacks(snap)[stack_id]["entry"]
+
+
+def groups_by_entry(groups, snap):
+    """{entry point name: total bytes} over live/at_peak groups."""
+    out = {}
+    for g in groups:
+        e = entry(snap, g["stack"])
+        out[e] = out.get(e, 0) + g["bytes"]
+    return out
+
+
+def bytes_from(groups, snap, symbol):
+    """Bytes of the groups whose stack has `symbol` among its frames."""
+    return sum(g["bytes"] for g in groups if symbol in symbols(snap, g["stack"]))

@@ -1,0 +1,141 @@
+"""Every path to a CUDA allocation lands on a wrapper, and each allocation is
+counted exactly once, with exact bytes, per kind (issue: complete
+interception).  Scenarios live in tests/progs/*.c."""
+import re
+
+from conftest import MiB, bytes_from, device, entry, groups_by_entry, stacks
+
+PITCH = 1024  # the simulated device pitches 1000-byte rows to 1024
+
+
+def check_basic(snap, alloc_entry):
+    d = device(snap)
+    k = d["by_kind"]
+    pitched = PITCH * 100
+    cube = PITCH * 10 * 10
+    assert k["device"]["allocs"] == 4
+    assert k["device"]["frees"] == 3
+    assert k["device"]["current_bytes"] == 64 * MiB
+    assert k["device"]["peak_bytes"] == 96 * MiB + pitched + cube
+    assert k["managed"]["current_bytes"] == 8 * MiB
+    assert k["async"] == {**k["async"], "current_bytes": 0,
+                          "peak_bytes": 16 * MiB, "allocs": 1, "frees": 1}
+    assert d["current_bytes"] == 72 * MiB
+    assert d["peak_bytes"] == 120 * MiB + pitched + cube
+    # at_peak sums exactly to the peak, and names the call sites
+    assert sum(g["bytes"] for g in d["at_peak"]) == d["peak_bytes"]
+    assert bytes_from(d["at_peak"], snap, "alloc_weights") == 64 * MiB
+    assert bytes_from(d["at_peak"], snap, "alloc_activations") == 32 * MiB
+    # what is still live at exit: weights and managed
+    assert sum(g["bytes"] for g in d["live"]) == 72 * MiB
+    assert bytes_from(d["live"], snap, "alloc_weights") == 64 * MiB
+    assert bytes_from(d["live"], snap, "alloc_activations") == 0
+    weights = [g for g in d["live"] if g["bytes"] == 64 * MiB][0]
+    assert entry(snap, weights["stack"]) == alloc_entry
+    hp = snap["host_pinned"]
+    assert (hp["current_bytes"], hp["peak_bytes"], hp["allocs"], hp["frees"]) == \
+        (4 * MiB, 5 * MiB, 2, 1)
+
+
+def test_shared_runtime_records_at_the_runtime_call_once(run):
+    r = run(["rt_workload", "basic"])
+    snap = r.only("exit")
+    check_basic(snap, "cudaMalloc")
+    entries = {s["entry"] for s in snap["stacks"]}
+    # the runtime reached the driver through our cuGetProcAddress wrapper,
+    # yet nothing was counted twice at the driver level
+    assert not entries & {"cuMemAlloc_v2", "cuMemHostAlloc", "cuMemAllocAsync"}
+    assert {"cudaMalloc", "cudaMallocHost", "cudaMallocManaged",
+            "cudaMallocPitch", "cudaMalloc3D", "cudaMallocAsync"} <= entries
+
+
+def test_static_runtime_is_seen_at_the_driver(run):
+    r = run(["static_workload", "basic"])
+    snap = r.only("exit")
+    check_basic(snap, "cuMemAlloc_v2")
+    entries = {s["entry"] for s in snap["stacks"]}
+    assert {"cuMemAlloc_v2", "cuMemHostAlloc", "cuMemAllocManaged",
+            "cuMemAllocPitch_v2", "cuMemAllocAsync"} <= entries
+
+
+def test_driver_linked_directly(run):
+    r = run(["drv_workload", "kinds"])
+    d = device(r.only("exit"))
+    k = d["by_kind"]
+    assert k["device"]["allocs"] == 3 and k["device"]["frees"] == 2
+    assert k["device"]["current_bytes"] == 6 * MiB
+    assert k["managed"]["peak_bytes"] == 4 * MiB
+    assert k["managed"]["current_bytes"] == 0
+    assert k["async"]["peak_bytes"] == 12 * MiB
+    assert k["async"]["current_bytes"] == 0
+    hp = r.only("exit")["host_pinned"]
+    assert (hp["peak_bytes"], hp["current_bytes"], hp["allocs"], hp["frees"]) \
+        == (4 * MiB, 0, 2, 2)
+
+
+def test_dlopen_dlsym_and_cugetprocaddress(run):
+    r = run(["dl_driver"])
+    snap = r.only("exit")
+    d = device(snap)
+    assert d["by_kind"]["device"]["allocs"] == 2
+    assert d["by_kind"]["device"]["frees"] == 1
+    assert d["current_bytes"] == 9 * MiB
+    assert groups_by_entry(d["live"], snap) == {"cuMemAlloc_v2": 9 * MiB}
+
+
+def test_driver_entry_point_vmm(run):
+    snap = run(["rt_workload", "entrypoint"]).only("exit")
+    d = device(snap)
+    assert d["by_kind"]["vmm"]["current_bytes"] == 20 * MiB
+    assert d["by_kind"]["vmm"]["peak_bytes"] == 40 * MiB
+    assert d["vmm"]["reserved_bytes"] == 64 * MiB
+    assert d["vmm"]["mapped_bytes"] == 20 * MiB
+    assert d["vmm"]["mapped_peak_bytes"] == 40 * MiB
+    assert d["vmm"]["physical_bytes"] == 20 * MiB
+    assert groups_by_entry(d["live"], snap) == {"cuMemCreate": 20 * MiB}
+
+
+def test_vmm_cleanup_returns_everything(run):
+    snap = run(["rt_workload", "entrypoint"],
+               env={"WORKLOAD_VMM_CLEANUP": "1"}).only("exit")
+    d = device(snap)
+    assert d["current_bytes"] == 0
+    assert d["vmm"] == {**d["vmm"], "reserved_bytes": 0, "mapped_bytes": 0,
+                        "physical_bytes": 0}
+
+
+def test_vmm_physical_freed_at_last_release(run):
+    r = run(["drv_workload", "vmm"], env={"WORKLOAD_DUMP_MID": "1"})
+    mid = [s for s in r.snapshots if s["reason"] == "api"]
+    assert len(mid) == 0  # named mid.json, not cumemtrace.*
+    import json
+    mid = json.loads((r.cwd / "mid.json").read_text())
+    assert device(mid)["by_kind"]["vmm"]["current_bytes"] == 8 * MiB
+    end = r.only("exit")
+    k = device(end)["by_kind"]["vmm"]
+    assert (k["current_bytes"], k["peak_bytes"], k["allocs"], k["frees"]) == \
+        (0, 8 * MiB, 1, 1)
+    # cuMemCreate on a host NUMA node is host memory
+    assert end["host_pinned"]["current_bytes"] == 4 * MiB
+
+
+def test_debug_log_says_how_each_entry_point_was_resolved(run):
+    r = run(["rt_workload", "basic"], env={"CUMEMTRACE_LOG": "debug"})
+    assert re.search(r'cuGetProcAddress\("cuMemAlloc", version 3020, flags 0\) '
+                     r'-> wrapper cuMemAlloc_v2', r.stderr), r.stderr
+    assert 'dlsym(' in r.stderr and '"cuGetProcAddress_v2") -> cumemtrace wrapper' in r.stderr
+    assert "wrapped cudaMalloc: real function by dynamic link" in r.stderr
+    assert re.search(r'"cuMemAllocAsync", version 11020, flags 2\) -> wrapper '
+                     r'cuMemAllocAsync_ptsz', r.stderr), r.stderr
+
+
+def test_stacks_carry_module_offset_and_symbol(run):
+    snap = run(["rt_workload", "basic"]).only("exit")
+    for s in snap["stacks"]:
+        for f in s["frames"]:
+            assert set(f) >= {"module", "offset", "symbol"}
+            assert "/" not in f["module"]
+            assert f["module"] != "libcumemtrace.so"  # our frames are skipped
+    frames = [f for s in snap["stacks"] for f in s["frames"]]
+    assert any(f["module"] == "rt_workload" and f["symbol"] == "main"
+               for f in frames)

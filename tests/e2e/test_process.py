@@ -1,0 +1,169 @@
+"""Process-level behaviour: what the application keeps seeing, threads,
+fork, files only when CUDA was touched, configuration and output files."""
+import json
+import os
+import re
+import subprocess
+
+from conftest import LIB, MiB, base_env, device
+
+
+def test_errors_reach_the_application_unchanged(run):
+    bare = run(["rt_workload", "errors"], preload=False)
+    traced = run(["rt_workload", "errors"])
+    assert traced.stdout == bare.stdout
+    snap = traced.only("exit")
+    d = device(snap)
+    assert d["by_kind"]["device"]["failures"] == 1   # the 1 PiB request
+    assert snap["counters"]["unknown_frees"] == 2    # double free + foreign
+    assert d["current_bytes"] == 0
+
+
+def test_threads_keep_counters_exact(run):
+    snap = run(["rt_workload", "threads", "8"]).only("exit")
+    d = device(snap)
+    expected_peak = sum((t + 1) * 4096 + i * 512
+                        for t in range(8) for i in range(50))
+    assert d["current_bytes"] == 0
+    assert d["peak_bytes"] == expected_peak
+    k = d["by_kind"]["device"]
+    assert k["allocs"] == k["frees"] == 8 * 50 + 8 * 2000
+    assert sum(g["bytes"] for g in d["at_peak"]) == expected_peak
+    assert snap["counters"]["live_allocations"] == 0
+
+
+def test_fork_child_starts_empty(run):
+    r = run(["rt_workload", "fork"])
+    pids = {s["process"]["pid"]: s for s in r.snapshots}
+    assert len(r.snapshots) == 2, [str(f) for f in r.files]
+    parent = [s for s in r.snapshots if s["process"]["pid"] ==
+              min(pids)][0]
+    child = [s for s in r.snapshots if s is not parent][0]
+    assert child["process"]["ppid"] == parent["process"]["pid"]
+    assert device(child)["peak_bytes"] == 5 * MiB
+    assert device(parent)["peak_bytes"] == 10 * MiB
+    assert device(parent)["current_bytes"] == 0
+
+
+def test_no_cuda_no_file(run, tmp_path):
+    r = run(["plain"])
+    assert r.files == []
+    assert r.stderr == ""
+    proc = subprocess.run(["sh", "-c", "true; echo hi"], cwd=tmp_path,
+                          env=base_env(), capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout == "hi\n"
+    assert list(tmp_path.glob("cumemtrace.*")) == []
+
+
+def test_disable_is_pure_pass_through(run):
+    r = run(["rt_workload", "basic"], env={"CUMEMTRACE_DISABLE": "1"})
+    assert r.files == []
+    assert "cumemtrace" not in r.stderr
+
+
+def test_exit_line_names_the_file(run):
+    r = run(["rt_workload", "basic"])
+    name = r.files[0].name
+    assert re.fullmatch(r"cumemtrace\.rt_workload\.\d+\.json", name)
+    assert f"cumemtrace: wrote {name} (peak " in r.stderr
+
+
+def test_output_pattern_and_rank(run, tmp_path):
+    (tmp_path / "out").mkdir()
+    r = run(["rt_workload", "basic"],
+            env={"CUMEMTRACE_OUTPUT": "out/run-%e-%r-%p.json", "RANK": "3"})
+    files = list((tmp_path / "out").iterdir())
+    assert len(files) == 1
+    assert re.fullmatch(r"run-rt_workload-3-\d+\.json", files[0].name)
+    snap = json.loads(files[0].read_text())
+    assert snap["process"]["rank"] == 3
+
+
+def test_output_directory_and_never_clobber(run, tmp_path):
+    out = tmp_path / "dir"
+    out.mkdir()
+    run(["rt_workload", "basic"], env={"CUMEMTRACE_OUTPUT": str(out)})
+    first = list(out.iterdir())
+    assert len(first) == 1
+    # a symlink planted at the next name is neither followed nor replaced
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    r = run(["rt_workload", "basic"],
+            env={"CUMEMTRACE_OUTPUT": str(tmp_path / "fixed.json")})
+    (tmp_path / "link.json").symlink_to(victim)
+    r = run(["rt_workload", "basic"],
+            env={"CUMEMTRACE_OUTPUT": str(tmp_path / "link.json")})
+    assert victim.read_text() == "precious"
+    assert (tmp_path / "link.json.1").exists()
+    assert os.stat(tmp_path / "link.json.1").st_mode & 0o777 <= 0o644
+    r = run(["rt_workload", "basic"],
+            env={"CUMEMTRACE_OUTPUT": str(tmp_path / "fixed.json")})
+    assert (tmp_path / "fixed.json.1").exists()  # the first one is kept
+    assert not list(tmp_path.glob(".cumemtrace-tmp*"))
+
+
+def test_unwritable_output_warns_and_the_host_carries_on(run):
+    r = run(["rt_workload", "basic"],
+            env={"CUMEMTRACE_OUTPUT": "/nonexistent/dir/x.json"})
+    assert r.returncode == 0
+    lines = [l for l in r.stderr.splitlines() if "cumemtrace" in l]
+    assert len(lines) == 1, r.stderr
+    assert "cannot write snapshot '/nonexistent/dir/x.json'" in lines[0]
+    assert "CUMEMTRACE_OUTPUT" in lines[0]
+
+
+def test_malformed_settings_warn_once_each_and_fall_back(run):
+    r = run(["rt_workload", "basic"],
+            env={"CUMEMTRACE_DEPTH": "deep", "CUMEMTRACE_LOG": "loud",
+                 "CUMEMTRACE_LIMIT": "lots", "CUMEMTRACE_DISABLE": "maybe"})
+    err = r.stderr
+    assert "ignoring CUMEMTRACE_DEPTH='deep'" in err
+    assert "ignoring CUMEMTRACE_LOG='loud'" in err
+    assert "ignoring CUMEMTRACE_LIMIT='lots'" in err
+    assert "ignoring CUMEMTRACE_DISABLE='maybe'" in err
+    snap = r.only("exit")
+    assert snap["config"]["depth"] == 32
+    assert snap["config"]["limit_bytes"] == []
+
+
+def test_depth_setting_bounds_stacks(run):
+    snap = run(["rt_workload", "basic"], env={"CUMEMTRACE_DEPTH": "2"}).only()
+    assert max(len(s["frames"]) for s in snap["stacks"]) <= 2
+    assert snap["config"]["depth"] == 2
+    snap = run(["rt_workload", "basic"], env={"CUMEMTRACE_DEPTH": "0"}).only()
+    assert all(s["frames"] == [] for s in snap["stacks"])
+    assert device(snap)["current_bytes"] == 72 * MiB
+
+
+def test_manifest_lists_written_files(run, tmp_path):
+    manifest = tmp_path / "manifest"
+    manifest.write_text("")
+    r = run(["rt_workload", "fork"], env={"CUMEMTRACE_MANIFEST": str(manifest)})
+    listed = sorted(manifest.read_text().split())
+    assert listed == sorted(str(f) for f in r.files)
+
+
+def test_signal_dump_is_opt_in(run, tmp_path):
+    # without CUMEMTRACE_SIGNAL the host's SIGUSR2 disposition is untouched
+    code = subprocess.run(
+        ["sh", "-c", "kill -USR2 $$; echo survived"], cwd=tmp_path,
+        env=base_env(), capture_output=True, text=True)
+    assert "survived" not in code.stdout
+
+
+def test_symbol_list_is_exactly_what_we_export():
+    out = subprocess.run(["nm", "-D", "--defined-only", str(LIB)],
+                         capture_output=True, text=True, check=True).stdout
+    names = {l.split()[-1] for l in out.splitlines() if l.strip()}
+    names = {n for n in names if not n.startswith("_")} | \
+        {n for n in names if n.startswith("_") and not n.startswith("__")}
+    wrapped = {n for n in names if re.match(r"cu(da)?[A-Z]", n)}
+    assert names - wrapped == {"dlsym", "cumemtrace_dump", "cumemtrace_version"}
+    # the wrapped set is the one in hooks_table.h, nothing else
+    table = open(os.path.join(os.path.dirname(__file__), "..", "..", "src",
+                              "preload", "hooks_table.h")).read()
+    listed = set(re.findall(r"^\s+X\((\w+),", table, re.M))
+    assert wrapped == listed
+    needed = subprocess.run(["readelf", "-d", str(LIB)], capture_output=True,
+                            text=True, check=True).stdout
+    assert "libunwind" not in needed

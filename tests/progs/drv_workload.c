@@ -1,0 +1,122 @@
+/* drv_workload.c - allocation scenarios through the driver API, linked
+ * against libcuda.so.1 (the ordinary LD_PRELOAD interposition path). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <dlfcn.h>
+
+#include "cuda_api.h"
+
+static void *dlsym_default(const char *name)
+{
+    return dlsym(RTLD_DEFAULT, name);
+}
+
+#define MiB (1024ull * 1024)
+#define CHECK(call, want)                                                   \
+    do {                                                                    \
+        int got_ = (int)(call);                                             \
+        if (got_ != (int)(want)) {                                          \
+            fprintf(stderr, "%s:%d: %s returned %d, expected %d\n",         \
+                    __FILE__, __LINE__, #call, got_, (int)(want));          \
+            exit(1);                                                        \
+        }                                                                   \
+    } while (0)
+
+static void context(int ordinal)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    CHECK(cuInit(0), CUDA_SUCCESS);
+    CHECK(cuDeviceGet(&dev, ordinal), CUDA_SUCCESS);
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev), CUDA_SUCCESS);
+    CHECK(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+}
+
+static int kinds(void)
+{
+    CUdeviceptr d, pitched, managed, as, pooled;
+    CUdeviceptr_v1 old;
+    size_t pitch;
+    void *h, *h2;
+    context(0);
+    CHECK(cuMemAlloc_v2(&d, 6 * MiB), CUDA_SUCCESS);
+    CHECK(cuMemAlloc(&old, 2 * MiB), CUDA_SUCCESS);
+    CHECK(cuMemAllocPitch_v2(&pitched, &pitch, 1000, 64, 4), CUDA_SUCCESS);
+    CHECK(cuMemAllocManaged(&managed, 4 * MiB, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+    CHECK(cuMemAllocHost_v2(&h, 3 * MiB), CUDA_SUCCESS);
+    CHECK(cuMemHostAlloc(&h2, 1 * MiB, 0), CUDA_SUCCESS);
+    CHECK(cuMemAllocAsync(&as, 5 * MiB, NULL), CUDA_SUCCESS);
+    CUmemoryPool pool;
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = 0;
+    CHECK(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
+    CHECK(cuMemAllocFromPoolAsync_ptsz(&pooled, 7 * MiB, pool, NULL), CUDA_SUCCESS);
+    printf("pitch %zu\n", pitch);
+
+    CHECK(cuMemFree_v2(pitched), CUDA_SUCCESS);
+    CHECK(cuMemFree(old), CUDA_SUCCESS);
+    CHECK(cuMemFreeAsync(as, NULL), CUDA_SUCCESS);
+    CHECK(cuMemFreeAsync_ptsz(pooled, NULL), CUDA_SUCCESS);
+    CHECK(cuMemFreeHost(h2), CUDA_SUCCESS);
+    CHECK(cuMemFreeHost(h), CUDA_SUCCESS);
+    CHECK(cuMemFree_v2(managed), CUDA_SUCCESS);
+    /* live at exit: d (6 MiB device) */
+    (void)d;
+    return 0;
+}
+
+/* NCCL's pattern: create, map, retain the handle from the address, release
+ * twice; physical memory is gone only at the last release. */
+static int vmm(void)
+{
+    context(0);
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    size_t gran = 0;
+    CHECK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle h, again, host;
+    CHECK(cuMemAddressReserve(&va, 32 * MiB, 0, 0, 0), CUDA_SUCCESS);
+    CHECK(cuMemCreate(&h, 8 * MiB, &prop, 0), CUDA_SUCCESS);
+    CHECK(cuMemMap(va, 8 * MiB, 0, h, 0), CUDA_SUCCESS);
+    CHECK(cuMemRetainAllocationHandle(&again, (void *)(uintptr_t)va), CUDA_SUCCESS);
+    if (again != h)
+        return fprintf(stderr, "retained handle differs\n"), 1;
+    CHECK(cuMemRelease(h), CUDA_SUCCESS);       /* 1st release: still held */
+    if (getenv("WORKLOAD_DUMP_MID")) {
+        int (*dump)(const char *) = NULL;
+        *(void **)&dump = dlsym_default("cumemtrace_dump");
+        if (dump)
+            dump("mid.json");
+    }
+    CHECK(cuMemUnmap(va, 8 * MiB), CUDA_SUCCESS);
+    CHECK(cuMemRelease(again), CUDA_SUCCESS);   /* last release: freed */
+    CHECK(cuMemAddressFree(va, 32 * MiB), CUDA_SUCCESS);
+
+    /* host-located physical memory is host memory, not device memory */
+    CUmemAllocationProp hp = prop;
+    hp.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    hp.location.id = 0;
+    CHECK(cuMemCreate(&host, 4 * MiB, &hp, 0), CUDA_SUCCESS);
+    /* live at exit: host (4 MiB host) */
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *s = argc > 1 ? argv[1] : "kinds";
+    if (strcmp(s, "kinds") == 0)
+        return kinds();
+    if (strcmp(s, "vmm") == 0)
+        return vmm();
+    fprintf(stderr, "unknown scenario %s\n", s);
+    return 2;
+}

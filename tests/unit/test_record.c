@@ -1,0 +1,233 @@
+/* test_record.c - the tracker on its own: exact peak attribution against a
+ * brute-force model, frees, VMM reference counts, the limit, event thinning
+ * and the fork reset. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "record.h"
+
+static struct record_stack *stack_n(unsigned n)
+{
+    void *frames[2] = {(void *)(uintptr_t)(0x1000 + n), (void *)0x2000};
+    return record_stack_intern(1, frames, 2);
+}
+
+static void alloc(uintptr_t addr, uint64_t size, enum record_kind kind,
+                  int dev, struct record_stack *st, int64_t t)
+{
+    struct record_alloc a = {addr, size, size, kind, dev, false};
+    record_alloc(&a, st, t);
+}
+
+static void release(uintptr_t addr, int64_t t)
+{
+    void *tok = record_free_take(addr, KIND_COUNT);
+    assert_non_null(tok);
+    record_free_finish(tok, true, t);
+}
+
+static const struct record_site_view *site(const struct record_view *v,
+                                           const struct record_stack *st,
+                                           uint32_t pool)
+{
+    for (size_t i = 0; i < v->nsites; i++)
+        if (v->sites[i].stack == st && v->sites[i].pool == pool)
+            return &v->sites[i];
+    return NULL;
+}
+
+/* Random alloc/free sequence on 8 stacks; a brute-force model copies every
+ * stack's holdings at each new peak.  The O(1) epochs must agree exactly. */
+static void peak_attribution_matches_brute_force(void **state)
+{
+    (void)state;
+    enum { STACKS = 8, OPS = 20000, SLOTS = 256 };
+    struct record_stack *st[STACKS];
+    uint64_t held[STACKS] = {0}, at_peak[STACKS] = {0};
+    uint64_t cur = 0, peak = 0;
+    struct { uintptr_t addr; uint64_t size; int s; } live[SLOTS];
+    memset(live, 0, sizeof live);
+    for (int i = 0; i < STACKS; i++)
+        st[i] = stack_n(100 + (unsigned)i);
+    srand(7);
+    for (int op = 0; op < OPS; op++) {
+        int slot = rand() % SLOTS;
+        if (live[slot].addr == 0) {
+            int s = rand() % STACKS;
+            uint64_t size = (uint64_t)(rand() % 1000 + 1) * 512;
+            live[slot].addr = 0x10000000u + (uintptr_t)slot * 0x100000u;
+            live[slot].size = size;
+            live[slot].s = s;
+            alloc(live[slot].addr, size, KIND_DEVICE, 3, st[s], op);
+            held[s] += size;
+            cur += size;
+            if (cur > peak) {
+                peak = cur;
+                memcpy(at_peak, held, sizeof held);
+            }
+        } else {
+            release(live[slot].addr, op);
+            held[live[slot].s] -= live[slot].size;
+            cur -= live[slot].size;
+            live[slot].addr = 0;
+        }
+    }
+    struct record_view v;
+    assert_int_equal(record_view_take(&v), 0);
+    assert_int_equal(v.pools[3].peak, peak);
+    assert_int_equal(v.pools[3].current, cur);
+    uint64_t sum = 0;
+    for (int i = 0; i < STACKS; i++) {
+        const struct record_site_view *sv = site(&v, st[i], 3);
+        assert_non_null(sv);
+        assert_int_equal(sv->at_peak, at_peak[i]);
+        assert_int_equal(sv->current, held[i]);
+        sum += sv->at_peak;
+    }
+    assert_int_equal(sum, peak);
+    record_view_free(&v);
+    for (int i = 0; i < SLOTS; i++)
+        if (live[i].addr)
+            release(live[i].addr, OPS);
+}
+
+static void kinds_and_pools_are_separate(void **state)
+{
+    (void)state;
+    struct record_stack *s = stack_n(1);
+    alloc(0xa000, 100, KIND_DEVICE, 1, s, 1);
+    alloc(0xb000, 200, KIND_MANAGED, 1, s, 2);
+    alloc(0xc000, 300, KIND_HOST_PINNED, -1, s, 3);
+    struct record_view v;
+    assert_int_equal(record_view_take(&v), 0);
+    assert_int_equal(v.pools[1].current, 300);
+    assert_int_equal(v.pools[1].kinds[KIND_DEVICE].current, 100);
+    assert_int_equal(v.pools[1].kinds[KIND_MANAGED].current, 200);
+    assert_int_equal(v.pools[RECORD_HOST_POOL].current, 300);
+    record_view_free(&v);
+    /* cuMemFreeHost must not take a device pointer, nor cuMemFree a host one */
+    assert_null(record_free_take(0xa000, KIND_HOST_PINNED));
+    assert_null(record_free_take(0xc000, KIND_DEVICE));
+    release(0xa000, 4);
+    release(0xb000, 5);
+    release(0xc000, 6);
+    assert_int_equal(record_current(1), 0);
+}
+
+static void failed_free_puts_the_entry_back(void **state)
+{
+    (void)state;
+    alloc(0xd000, 4096, KIND_DEVICE, 0, stack_n(2), 1);
+    void *tok = record_free_take(0xd000, KIND_DEVICE);
+    assert_non_null(tok);
+    assert_null(record_free_take(0xd000, KIND_DEVICE)); /* taken: not visible */
+    record_free_finish(tok, false, 2);
+    assert_int_equal(record_current(0), 4096);
+    release(0xd000, 3);
+    assert_int_equal(record_current(0), 0);
+}
+
+static void vmm_handle_freed_at_last_release(void **state)
+{
+    (void)state;
+    struct record_alloc a = {0x77, 2u << 20, 2u << 20, KIND_VMM, 2, true};
+    record_alloc(&a, stack_n(3), 1);
+    record_vmm_reserve(2, 0x900000000, 8u << 20);
+    record_vmm_map(0x900000000, 2u << 20, 0x77);
+    assert_true(record_vmm_retain(0x77));
+    assert_false(record_vmm_retain(0x78)); /* imported: not ours */
+    record_vmm_map(0x900200000, 2u << 20, 0x78);
+    assert_null(record_vmm_release(0x77));
+    assert_int_equal(record_current(2), 2u << 20);
+    void *tok = record_vmm_release(0x77);
+    assert_non_null(tok);
+    record_free_finish(tok, true, 2);
+    assert_int_equal(record_current(2), 0);
+    struct record_view v;
+    assert_int_equal(record_view_take(&v), 0);
+    assert_int_equal(v.pools[2].vmm.mapped, 2u << 20);
+    assert_int_equal(v.pools[2].vmm.reserved, 8u << 20);
+    record_view_free(&v);
+    record_vmm_unmap(0x900000000, 2u << 20);
+    record_vmm_unreserve(0x900000000);
+    assert_int_equal(record_view_take(&v), 0);
+    assert_int_equal(v.pools[2].vmm.mapped, 0);
+    assert_int_equal(v.pools[2].vmm.reserved, 0);
+    assert_int_equal(v.pools[2].vmm.mapped_peak, 2u << 20);
+    record_view_free(&v);
+}
+
+static void limit_reserves_before_the_call(void **state)
+{
+    (void)state;
+    record_set_limit(5, 1000);
+    assert_true(record_limit_reserve(5, 600));
+    assert_false(record_limit_reserve(5, 600)); /* in flight counts */
+    record_limit_settle(5, 600);
+    alloc(0xe000, 600, KIND_DEVICE, 5, stack_n(4), 1);
+    assert_false(record_limit_reserve(5, 401));
+    assert_true(record_limit_reserve(5, 400));
+    record_limit_settle(5, 400);
+    release(0xe000, 2);
+    record_set_limit(5, 0);
+    assert_true(record_limit_reserve(5, UINT64_MAX / 2));
+}
+
+static void stacks_are_deduplicated(void **state)
+{
+    (void)state;
+    void *f[3] = {(void *)1, (void *)2, (void *)3};
+    struct record_stack *a = record_stack_intern(7, f, 3);
+    struct record_stack *b = record_stack_intern(7, f, 3);
+    struct record_stack *c = record_stack_intern(8, f, 3); /* other entry */
+    struct record_stack *d = record_stack_intern(7, f, 2);
+    assert_ptr_equal(a, b);
+    assert_ptr_not_equal(a, c);
+    assert_ptr_not_equal(a, d);
+    assert_int_equal(a->depth, 3);
+}
+
+static void events_thin_deterministically(void **state)
+{
+    (void)state;
+    record_atfork_prepare();
+    record_atfork_child(); /* a fresh tracker (also tests the reset) */
+    record_init(8);
+    struct record_stack *s = stack_n(9);
+    for (int i = 0; i < 20; i++) {
+        alloc(0xf000, 10, KIND_DEVICE, 0, s, i * 2);
+        release(0xf000, i * 2 + 1);
+    }
+    struct record_view v;
+    assert_int_equal(record_view_take(&v), 0);
+    assert_int_equal(v.events_recorded, 40);
+    assert_true(v.nevents <= 8);
+    assert_int_equal(v.event_stride, 8);
+    for (size_t i = 0; i < v.nevents; i++) /* seq 0, 8, 16...: allocations */
+        assert_int_equal(v.events[i].t_ns, (int64_t)(i * 8));
+    assert_int_equal(v.events[0].current, 10);
+    assert_int_equal(v.pools[0].peak, 10);
+    assert_int_equal(v.counters.live, 0);
+    record_view_free(&v);
+}
+
+int main(void)
+{
+    record_init(1024);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(peak_attribution_matches_brute_force),
+        cmocka_unit_test(kinds_and_pools_are_separate),
+        cmocka_unit_test(failed_free_puts_the_entry_back),
+        cmocka_unit_test(vmm_handle_freed_at_last_release),
+        cmocka_unit_test(limit_reserves_before_the_call),
+        cmocka_unit_test(stacks_are_deduplicated),
+        cmocka_unit_test(events_thin_deterministically),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
