@@ -45,7 +45,7 @@ $(BUILD)/tests/progs/lib%.so: tests/progs/lib%.cpp
 	c++ -O1 -g -fPIC -shared $(SANFLAGS) -o $@ $<
 $(BUILD)/tests/progs/rt_%: tests/progs/rt_%.c $(SIMRT)
 	@mkdir -p $(dir $@)
-	$(CC) $(PROG_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcudart -lcuda -ldl -lpthread
+	$(CC) $(PROG_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcudart -ldl -lpthread
 $(BUILD)/tests/progs/static_%: tests/progs/static_%.c $(SIMRTA)
 	@mkdir -p $(dir $@)
 	$(CC) $(PROG_CFLAGS) -o $@ $< $(SIMRTA) -ldl -lpthread

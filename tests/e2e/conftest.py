@@ -69,13 +69,19 @@ def base_env(extra=None, preload=True, extra_preload=(), preload_first=()):
 
 @pytest.fixture
 def run(tmp_path):
-    """run(args, env=None, preload=True, ...) -> Result, in a fresh cwd."""
+    """run(args, env=None, preload=True, ...) -> Result, each call in a fresh
+    directory under tmp_path (so snapshots of different runs never mix)."""
+    counter = [0]
+
     def _run(args, env=None, check=True, **kw):
+        counter[0] += 1
+        cwd = tmp_path / f"run{counter[0]}"
+        cwd.mkdir()
         args = [str(PROGS / args[0]) if not os.path.isabs(str(args[0])) and
                 (PROGS / args[0]).exists() else str(args[0])] + [str(a) for a in args[1:]]
-        proc = subprocess.run(args, cwd=tmp_path, env=base_env(env, **kw),
+        proc = subprocess.run(args, cwd=cwd, env=base_env(env, **kw),
                               capture_output=True, text=True, timeout=120)
-        res = Result(proc, tmp_path)
+        res = Result(proc, cwd)
         if check:
             assert proc.returncode == 0, (
                 f"{args} exited {proc.returncode}\nstdout:\n{proc.stdout}"

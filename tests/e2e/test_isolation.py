@@ -21,7 +21,10 @@ def bindings(env, tmp_path):
 
 def test_cxx_exceptions_still_unwind_through_libgcc(tmp_path):
     found = bindings(base_env(), tmp_path)
-    assert found, "no _Unwind_RaiseException binding seen"
+    # libunwind, loaded privately by us, may bind its own references to
+    # itself; every other library must get libgcc_s's.
+    found = [(u, p) for u, p in found if "libunwind" not in u]
+    assert any("libstdc++" in u for u, _ in found), found
     for user, provider in found:
         assert "libgcc_s" in provider, (user, provider)
 

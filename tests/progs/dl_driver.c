@@ -7,18 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_api.h"
+#include "progs.h"
 
-#define MiB (1024ull * 1024)
-#define CHECK(call, want)                                                   \
-    do {                                                                    \
-        int got_ = (int)(call);                                             \
-        if (got_ != (int)(want)) {                                          \
-            fprintf(stderr, "%s:%d: %s returned %d, expected %d\n",         \
-                    __FILE__, __LINE__, #call, got_, (int)(want));          \
-            exit(1);                                                        \
-        }                                                                   \
-    } while (0)
 
 #define GET(h, sym) ((PFN(sym))need(dlsym(h, #sym), #sym))
 

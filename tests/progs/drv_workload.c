@@ -6,23 +6,13 @@
 
 #include <dlfcn.h>
 
-#include "cuda_api.h"
+#include "progs.h"
 
 static void *dlsym_default(const char *name)
 {
     return dlsym(RTLD_DEFAULT, name);
 }
 
-#define MiB (1024ull * 1024)
-#define CHECK(call, want)                                                   \
-    do {                                                                    \
-        int got_ = (int)(call);                                             \
-        if (got_ != (int)(want)) {                                          \
-            fprintf(stderr, "%s:%d: %s returned %d, expected %d\n",         \
-                    __FILE__, __LINE__, #call, got_, (int)(want));          \
-            exit(1);                                                        \
-        }                                                                   \
-    } while (0)
 
 static void context(int ordinal)
 {

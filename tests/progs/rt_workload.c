@@ -10,9 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cuda_api.h"
+#include "progs.h"
 
-#define MiB (1024ull * 1024)
 
 #define CHECK(call, want)                                                   \
     do {                                                                    \

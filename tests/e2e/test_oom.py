@@ -1,0 +1,128 @@
+"""Out-of-memory post-mortems on the simulated card: each cause, retry
+chains of a PyTorch-like caching allocator, the memory limit, the dump cap
+(issue: OOM post-mortem).  Scenarios are in tests/progs/rt_oom.c."""
+import json
+
+from conftest import MiB, device, entry
+
+CARD = {"SIMCUDA_MEMORY": "256MiB"}
+
+
+def ooms(r):
+    return sorted((s for s in r.snapshots if s["reason"] == "oom"),
+                  key=lambda s: s["sequence"])
+
+
+def cumemtrace_lines(stderr):
+    return [l for l in stderr.splitlines() if l.startswith("cumemtrace")]
+
+
+def test_exhausted_reports_truth_and_untracked(run):
+    r = run(["rt_oom", "exhaust"], env=dict(CARD, SIMCUDA_RESERVED="16MiB"))
+    [pm] = ooms(r)
+    o = pm["oom"]
+    assert o["requested_bytes"] == 1024 * MiB
+    assert o["entry_point"] == "cudaMalloc"
+    assert (o["device"], o["kind"]) == (0, "device")
+    assert o["total_bytes"] == 256 * MiB
+    assert o["free_bytes"] == 200 * MiB
+    assert o["tracked_bytes"] == 40 * MiB
+    assert o["untracked_bytes"] == 16 * MiB
+    assert o["cause"] == "exhausted"
+    assert o["shortfall_bytes"] == 824 * MiB
+    assert (o["attempts"], o["recovered"]) == (1, False)
+    assert o["by_kind"]["device"] == 40 * MiB
+    assert sum(g["bytes"] for g in o["live"]) == 40 * MiB
+    assert "exhaust" in [f["symbol"] for f in
+                         {s["id"]: s for s in pm["stacks"]}[o["stack"]]["frames"]]
+    lines = cumemtrace_lines(r.stderr)
+    assert lines[0].startswith("cumemtrace: error: out of memory: cudaMalloc of "
+                               "1.00 GiB on GPU 0 failed (exhausted)")
+    assert "untracked 16.0 MiB" in lines[1]
+    oom_file = [f.name for f in r.files if ".oom." in f.name][0]
+    assert oom_file in lines[2] and "cumemtrace report" in lines[2]
+    assert len(lines) == 4  # three-line block + the exit line
+
+
+def test_placement_fragmentation(run):
+    r = run(["rt_oom", "fragment"], env=CARD)
+    frag = [s for s in ooms(r) if s["oom"]["requested_bytes"] == 4 * MiB]
+    assert len(frag) == 1
+    o = frag[0]["oom"]
+    assert o["cause"] == "fragmentation"
+    assert o["free_bytes"] == 128 * MiB
+    assert o["tracked_bytes"] == 128 * MiB
+    hist = device(frag[0])["histogram"]
+    assert hist == [{"le": 2 * MiB, "count": 64, "bytes": 128 * MiB}]
+
+
+def test_caching_allocator_recovers(run):
+    r = run(["rt_oom", "recover"], env=CARD)
+    assert r.stdout == "recovered\n"
+    [pm] = ooms(r)
+    o = pm["oom"]
+    assert (o["attempts"], o["recovered"]) == (1, True)
+    assert (o["released_bytes"], o["released_count"]) == (120 * MiB, 6)
+    end = r.only("exit")["ooms"]
+    assert (end["count"], end["recovered"], end["retry_released_bytes"]) == \
+        (1, 1, 120 * MiB)
+    oom_file = [f.name for f in r.files if ".oom." in f.name]
+    assert end["dumps"] == oom_file
+
+
+def test_caching_allocator_finally_fails_one_file(run):
+    r = run(["rt_oom", "fail"], env=CARD)
+    assert r.stdout == "failed\n"
+    [pm] = ooms(r)  # the retry updated the same post-mortem
+    o = pm["oom"]
+    assert (o["attempts"], o["recovered"]) == (2, False)
+    assert o["released_bytes"] == 120 * MiB
+    assert o["cause"] == "fragmentation"  # 136 MiB free, no 100 MiB hole
+    assert o["free_bytes"] == 136 * MiB
+    end = r.only("exit")["ooms"]
+    assert (end["count"], end["failed_attempts"], end["recovered"]) == (1, 2, 0)
+    blocks = [l for l in r.stderr.splitlines() if "out of memory" in l]
+    assert len(blocks) == 1
+
+
+def test_limit_rehearses_a_smaller_card(run):
+    r = run(["rt_oom", "limit"], env=dict(CARD, CUMEMTRACE_LIMIT="100MiB"))
+    assert r.stdout == f"limited free {36 * MiB} total {100 * MiB}\n"
+    [pm] = ooms(r)
+    o = pm["oom"]
+    assert o["cause"] == "limit"
+    assert o["limit_bytes"] == 100 * MiB
+    assert o["shortfall_bytes"] == 28 * MiB
+    assert o["total_bytes"] == 256 * MiB  # the real card, for the record
+    d = device(r.only("exit"))
+    assert d["limit_bytes"] == 100 * MiB
+    assert d["current_bytes"] == 94 * MiB
+    assert d["by_kind"]["device"]["failures"] == 1
+    assert "refused by CUMEMTRACE_LIMIT=100 MiB" in r.stderr
+
+
+def test_per_device_limit(run):
+    r = run(["rt_oom", "limit"], env=dict(CARD, CUMEMTRACE_LIMIT_0="100MiB"))
+    assert ooms(r)[0]["oom"]["cause"] == "limit"
+    r = run(["rt_oom", "exhaust"], env=dict(CARD, CUMEMTRACE_LIMIT_1="1MiB"))
+    assert ooms(r)[0]["oom"]["cause"] == "exhausted"
+
+
+def test_vmm_and_async_failures(run):
+    o = ooms(run(["rt_oom", "vmm"], env=CARD))[0]["oom"]
+    assert (o["kind"], o["entry_point"]) == ("vmm", "cuMemCreate")
+    o = ooms(run(["rt_oom", "async"], env=CARD))[0]["oom"]
+    assert (o["kind"], o["entry_point"]) == ("async", "cudaMallocAsync")
+
+
+def test_post_mortems_are_capped(run):
+    r = run(["rt_oom", "several"], env=dict(CARD, CUMEMTRACE_MAX_OOM_DUMPS="2"))
+    assert len(ooms(r)) == 2
+    end = r.only("exit")["ooms"]
+    assert (end["count"], end["suppressed"]) == (3, 1)
+    assert len(end["dumps"]) == 2
+
+
+def test_disabled_writes_nothing_even_at_oom(run):
+    r = run(["rt_oom", "exhaust"], env=dict(CARD, CUMEMTRACE_DISABLE="1"))
+    assert r.files == [] and "cumemtrace" not in r.stderr

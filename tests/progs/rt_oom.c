@@ -1,0 +1,190 @@
+/* rt_oom.c - out-of-memory scenarios for the post-mortem tests, on a small
+ * simulated card (the tests set SIMCUDA_MEMORY).  Includes a PyTorch-like
+ * caching allocator: 2 MiB segments for requests <= 1 MiB, 20 MiB for
+ * 1-10 MiB, exact size above; on a failed cudaMalloc it frees its cached
+ * segments and retries, as c10's CUDACachingAllocator does (DESIGN.md). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "progs.h"
+
+
+/* ---- a tiny caching allocator ---- */
+
+struct segment {
+    void *ptr;
+    size_t size;
+    int in_use;
+};
+static struct segment cache[4096];
+static int nseg;
+
+static size_t segment_size(size_t n)
+{
+    if (n <= 1 * MiB)
+        return 2 * MiB;
+    if (n <= 10 * MiB)
+        return 20 * MiB;
+    return n;
+}
+
+static size_t release_cached(void)
+{
+    size_t freed = 0;
+    for (int i = 0; i < nseg; i++)
+        if (cache[i].ptr && !cache[i].in_use) {
+            CHECK(cudaFree(cache[i].ptr), cudaSuccess);
+            freed += cache[i].size;
+            cache[i].ptr = NULL;
+        }
+    return freed;
+}
+
+__attribute__((noinline)) static void *cached_malloc(size_t n)
+{
+    size_t size = segment_size(n);
+    for (int i = 0; i < nseg; i++)
+        if (cache[i].ptr && !cache[i].in_use && cache[i].size == size) {
+            cache[i].in_use = 1;
+            return cache[i].ptr;
+        }
+    void *p;
+    cudaError_t r = cudaMalloc(&p, size);
+    if (r == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        release_cached(); /* free everything cached, then retry once */
+        r = cudaMalloc(&p, size);
+    }
+    if (r != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL; /* torch.OutOfMemoryError */
+    }
+    cache[nseg].ptr = p;
+    cache[nseg].size = size;
+    cache[nseg].in_use = 1;
+    nseg++;
+    return p;
+}
+
+static void cached_free(void *p)
+{
+    for (int i = 0; i < nseg; i++)
+        if (cache[i].ptr == p)
+            cache[i].in_use = 0;
+}
+
+/* ---- scenarios ---- */
+
+/* On a 256 MiB card: twelve 20 MiB segments, six of them returned to the
+ * cache, then a 100 MiB tensor.  The first cudaMalloc fails; releasing the
+ * cache frees 120 MiB.  If the six were contiguous the retry succeeds
+ * ("recover"); if they alternate, no 100 MiB hole exists ("fail"). */
+static int caching(int contiguous)
+{
+    void *held[12];
+    void *p;
+    for (int i = 0; i < 12; i++)
+        if ((held[i] = cached_malloc(5 * MiB)) == NULL)
+            return fprintf(stderr, "card too small\n"), 1;
+    for (int i = 0; i < 6; i++)
+        cached_free(held[contiguous ? i : 2 * i]);
+    p = cached_malloc(100 * MiB);
+    printf("%s\n", p ? "recovered" : "failed");
+    return 0;
+}
+
+__attribute__((noinline)) int fragment(void)
+{
+    /* 2 MiB blocks across the whole card, then free every other one: half
+     * the card is free, yet no 4 MiB hole exists. */
+    void *p[1024];
+    int n = 0;
+    while (n < 1024 && cudaMalloc(&p[n], 2 * MiB) == cudaSuccess)
+        n++;
+    (void)cudaGetLastError();
+    for (int i = 0; i < n; i += 2)
+        CHECK(cudaFree(p[i]), cudaSuccess);
+    void *q;
+    CHECK(cudaMalloc(&q, 4 * MiB), cudaErrorMemoryAllocation);
+    return 0;
+}
+
+__attribute__((noinline)) int exhaust(void)
+{
+    void *p;
+    CHECK(cudaMalloc(&p, 40 * MiB), cudaSuccess);
+    CHECK(cudaMalloc(&p, 1024 * MiB), cudaErrorMemoryAllocation);
+    return 0;
+}
+
+static int limit(void)
+{
+    void *a, *b;
+    size_t f, t;
+    CHECK(cudaMalloc(&a, 64 * MiB), cudaSuccess);
+    CHECK(cudaMemGetInfo(&f, &t), cudaSuccess);
+    printf("limited free %zu total %zu\n", f, t);
+    (void)cudaMemGetInfo(NULL, &t); /* must not crash under a limit */
+    (void)cudaGetLastError();
+    CHECK(cudaMalloc(&b, 64 * MiB), cudaErrorMemoryAllocation);
+    CHECK(cudaGetLastError(), cudaSuccess); /* refused before the runtime */
+    CHECK(cudaMalloc(&b, 30 * MiB), cudaSuccess);
+    return 0;
+}
+
+static int vmm(void)
+{
+    void *fn;
+    enum cudaDriverEntryPointQueryResult st;
+    void *d;
+    CHECK(cudaMalloc(&d, 512), cudaSuccess);
+    CHECK(cudaGetDriverEntryPoint("cuMemCreate", &fn, 0, &st), cudaSuccess);
+    PFN(cuMemCreate) create = (PFN(cuMemCreate))fn;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemGenericAllocationHandle h;
+    CHECK(create(&h, 1024 * MiB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    return 0;
+}
+
+static int async(void)
+{
+    void *p;
+    CHECK(cudaMallocAsync(&p, 1024 * MiB, NULL), cudaErrorMemoryAllocation);
+    return 0;
+}
+
+static int several(void)
+{
+    void *p;
+    CHECK(cudaMalloc(&p, 1001 * MiB), cudaErrorMemoryAllocation);
+    CHECK(cudaMalloc(&p, 1002 * MiB), cudaErrorMemoryAllocation);
+    CHECK(cudaMalloc(&p, 1003 * MiB), cudaErrorMemoryAllocation);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *s = argc > 1 ? argv[1] : "";
+    if (strcmp(s, "recover") == 0)
+        return caching(1);
+    if (strcmp(s, "fail") == 0)
+        return caching(0);
+    if (strcmp(s, "fragment") == 0)
+        return fragment();
+    if (strcmp(s, "exhaust") == 0)
+        return exhaust();
+    if (strcmp(s, "limit") == 0)
+        return limit();
+    if (strcmp(s, "vmm") == 0)
+        return vmm();
+    if (strcmp(s, "async") == 0)
+        return async();
+    if (strcmp(s, "several") == 0)
+        return several();
+    fprintf(stderr, "unknown scenario %s\n", s);
+    return 2;
+}
