@@ -117,4 +117,4 @@ check-deps:
 	@scripts/install-deps.sh --check-or-install
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-tsan

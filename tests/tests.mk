@@ -68,3 +68,12 @@ test-e2e: test-bins
 # The whole suite: what the README and CI run.
 test: check-deps
 	@$(MAKE) --no-print-directory test-unit test-e2e
+
+# Sanitizer variants (CI runs both): the whole suite under ASan+UBSan, and
+# the threaded and fork tests under TSan.
+test-san: check-deps
+	@$(MAKE) --no-print-directory SAN=address,undefined test-unit test-e2e
+test-tsan: check-deps
+	@$(MAKE) --no-print-directory SAN=thread BUILD=build-tsan test-bins
+	CUMEMTRACE_BUILD=$(abspath build-tsan) $(PYTHON) -m pytest -q -p no:cacheprovider \
+	    tests/e2e/test_process.py -k "threads or fork"

@@ -18,8 +18,8 @@
 #include "resolve.h"
 
 extern __thread int hooks_depth __attribute__((tls_model("initial-exec")));
-extern volatile int hooks_ready;  /* set once initialisation finished */
-extern volatile int hooks_touched; /* the process called a wrapper */
+extern int hooks_ready;          /* set once initialisation finished */
+extern int hooks_touched;        /* the process called a wrapper */
 extern volatile int hooks_dump_requested; /* set by the opt-in signal */
 
 /* Runs initialisation if it has not run (pthread_once).  */
@@ -33,10 +33,12 @@ static inline bool hook_enter(void)
 {
     if (hooks_depth++ != 0)
         return false;
-    if (__builtin_expect(!hooks_ready, 0))
+    if (__builtin_expect(!__atomic_load_n(&hooks_ready, __ATOMIC_ACQUIRE), 0))
         hooks_init_once();
-    hooks_touched = 1;
-    if (__builtin_expect(hooks_dump_requested, 0))
+    /* test first: a store on every call would bounce the cache line */
+    if (!__atomic_load_n(&hooks_touched, __ATOMIC_RELAXED))
+        __atomic_store_n(&hooks_touched, 1, __ATOMIC_RELAXED);
+    if (__builtin_expect(__atomic_load_n(&hooks_dump_requested, __ATOMIC_RELAXED), 0))
         hooks_service_dump_request();
     extern bool hooks_enabled;
     return hooks_enabled;

@@ -31,7 +31,8 @@
 #include "unwind.h"
 
 int64_t clock_origin_ns;
-volatile int hooks_ready, hooks_touched, hooks_dump_requested;
+int hooks_ready, hooks_touched;
+volatile int hooks_dump_requested;
 bool hooks_enabled;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -42,7 +43,8 @@ static void at_exit(void)
     if (!hooks_enabled)
         return;
     hooks_depth++;
-    if (hooks_touched && !__atomic_exchange_n(&exit_written, 1, __ATOMIC_ACQ_REL))
+    if (__atomic_load_n(&hooks_touched, __ATOMIC_RELAXED) &&
+        !__atomic_exchange_n(&exit_written, 1, __ATOMIC_ACQ_REL))
         snapshot_write("exit", NULL, NULL, NULL, 0);
     resolve_log_summary();
     hooks_depth--;
@@ -88,7 +90,7 @@ static void init(void)
 
     config_load();
     if (config.disabled) {
-        hooks_ready = 1;
+        __atomic_store_n(&hooks_ready, 1, __ATOMIC_RELEASE);
         hooks_depth--;
         return;
     }
@@ -106,7 +108,7 @@ static void init(void)
         sigaction(config.dump_signal, &sa, NULL);
     }
     hooks_enabled = true;
-    hooks_ready = 1;
+    __atomic_store_n(&hooks_ready, 1, __ATOMIC_RELEASE);
     hooks_depth--;
 }
 

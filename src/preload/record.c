@@ -628,20 +628,21 @@ void *record_vmm_release(uintptr_t handle)
 
 void record_set_limit(int device, uint64_t bytes)
 {
-    pthread_mutex_lock(&lock);
-    pools[pool_of(KIND_DEVICE, device)].limit = bytes;
-    pthread_mutex_unlock(&lock);
+    __atomic_store_n(&pools[pool_of(KIND_DEVICE, device)].limit, bytes,
+                     __ATOMIC_RELAXED);
 }
 
 uint64_t record_limit(int device)
 {
-    return pools[pool_of(KIND_DEVICE, device)].limit;
+    return __atomic_load_n(&pools[pool_of(KIND_DEVICE, device)].limit,
+                           __ATOMIC_RELAXED);
 }
 
 bool record_limit_reserve(int device, uint64_t bytes)
 {
     struct pool *p = &pools[pool_of(KIND_DEVICE, device)];
-    if (p->limit == 0) /* set once at init, before any hook runs */
+    /* set once at init, before any hook runs */
+    if (__atomic_load_n(&p->limit, __ATOMIC_RELAXED) == 0)
         return true;
     bool ok;
     pthread_mutex_lock(&lock);
@@ -656,7 +657,7 @@ bool record_limit_reserve(int device, uint64_t bytes)
 void record_limit_settle(int device, uint64_t bytes)
 {
     struct pool *p = &pools[pool_of(KIND_DEVICE, device)];
-    if (p->limit == 0)
+    if (__atomic_load_n(&p->limit, __ATOMIC_RELAXED) == 0)
         return;
     pthread_mutex_lock(&lock);
     assert(p->inflight >= bytes);

@@ -32,6 +32,15 @@
 #include "config.h"
 #include "log.h"
 
+/* ThreadSanitizer's runtime calls dlsym - ours - while it initialises,
+ * before it can take the function-entry callbacks instrumented code makes:
+ * the dlsym path must not be instrumented. */
+#if defined(__clang__)
+#define DLSYM_PATH __attribute__((disable_sanitizer_instrumentation))
+#else
+#define DLSYM_PATH __attribute__((no_sanitize("thread")))
+#endif
+
 void *resolve_reals[SLOT_COUNT];
 void *(*resolve_real_dlsym)(void *, const char *);
 
@@ -62,7 +71,7 @@ const char *resolve_name(unsigned slot)
     return slot < SLOT_COUNT ? slots[slot].name : "?";
 }
 
-static bool is_wrapper(const void *p)
+DLSYM_PATH static bool is_wrapper(const void *p)
 {
     for (int i = 0; i < SLOT_WRAPPED_END; i++)
         if (slots[i].wrapper == p)
@@ -70,7 +79,7 @@ static bool is_wrapper(const void *p)
     return false;
 }
 
-static void init_real_dlsym(void)
+DLSYM_PATH static void init_real_dlsym(void)
 {
     void *p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
     if (p == NULL)
@@ -78,7 +87,7 @@ static void init_real_dlsym(void)
     __atomic_store_n((void **)&resolve_real_dlsym, p, __ATOMIC_RELEASE);
 }
 
-static void *real_dlsym(void *handle, const char *name)
+DLSYM_PATH static void *real_dlsym(void *handle, const char *name)
 {
     if (resolve_real_dlsym == NULL)
         init_real_dlsym();
@@ -86,7 +95,7 @@ static void *real_dlsym(void *handle, const char *name)
 }
 
 /* Publishes `fn` as the real function of `slot` unless one is known. */
-static void store_real(int slot, void *fn, enum resolve_how h)
+DLSYM_PATH static void store_real(int slot, void *fn, enum resolve_how h)
 {
     void *expected = NULL;
     if (fn == NULL || is_wrapper(fn))
@@ -171,7 +180,7 @@ void *resolve_slow(enum resolve_slot slot)
 
 /* ---- substitution ---- */
 
-static int slot_by_name(const char *name)
+DLSYM_PATH static int slot_by_name(const char *name)
 {
     for (int i = 0; i < SLOT_WRAPPED_END; i++)
         if (strcmp(slots[i].name, name) == 0)
@@ -179,7 +188,7 @@ static int slot_by_name(const char *name)
     return -1;
 }
 
-void *resolve_dlsym_substitute(void *handle, const char *name)
+DLSYM_PATH void *resolve_dlsym_substitute(void *handle, const char *name)
 {
     if (resolve_real_dlsym == NULL)
         init_real_dlsym();

@@ -1,0 +1,99 @@
+/* cli.c - see cli.h. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "snapshot_read.h"
+
+int cli_load(struct cli_inputs *in, char **paths, size_t n)
+{
+    snapshot_ctx_init(&in->ctx);
+    in->n = 0;
+    in->snaps = calloc(n ? n : 1, sizeof *in->snaps);
+    struct cli_error err = {0, ""};
+    int rc = 0;
+    if (in->snaps == NULL) {
+        rc = errors_set(&err, CLI_ENOMEM, "cannot read snapshots: out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct snapshot *s = calloc(1, sizeof *s);
+        if (s == NULL) {
+            rc = errors_set(&err, CLI_ENOMEM, "cannot read snapshot '%s': out of memory",
+                            paths[i]);
+            goto fail;
+        }
+        rc = snapshot_read_file(&in->ctx, paths[i], s, &err);
+        if (rc != 0) {
+            free(s);
+            goto fail;
+        }
+        in->snaps[in->n++] = s;
+    }
+    return 0;
+fail:
+    errors_print(&err);
+    cli_inputs_free(in);
+    return rc;
+}
+
+void cli_inputs_free(struct cli_inputs *in)
+{
+    for (size_t i = 0; i < in->n; i++) {
+        snapshot_free(in->snaps[i]);
+        free(in->snaps[i]);
+    }
+    free(in->snaps);
+    in->snaps = NULL;
+    in->n = 0;
+    snapshot_ctx_free(&in->ctx);
+}
+
+int cli_usage(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("cumemtrace: ", stderr);
+    if (cmd != NULL)
+        fprintf(stderr, "%s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see 'cumemtrace %s%s--help')\n", cmd ? cmd : "", cmd ? " " : "");
+    return CLI_EXIT_ERROR;
+}
+
+int cli_parse_count(const char *s, uint64_t *out)
+{
+    if (s == NULL || *s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int cli_parse_by(const char *s)
+{
+    if (strcmp(s, "stack") == 0)
+        return BY_STACK;
+    if (strcmp(s, "function") == 0)
+        return BY_FUNCTION;
+    if (strcmp(s, "module") == 0)
+        return BY_MODULE;
+    return -1;
+}
+
+int cli_finish_stdout(void)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "cumemtrace: cannot write output: %s\n", strerror(errno));
+        return CLI_EXIT_ERROR;
+    }
+    return 0;
+}

@@ -1,0 +1,60 @@
+/* cli.h - the subcommands and what they share: loading snapshots, option
+ * values, usage text.  Each subcommand lives in its own file and exports
+ * <stem>_main(argc, argv) with argv[0] the subcommand's name; main.c only
+ * dispatches.  Exit codes: 0 success, 1 a CI gate failed (diff), 2 usage
+ * or input error; `run` exits with its child's status. */
+#ifndef CUMEMTRACE_CLI_CLI_H
+#define CUMEMTRACE_CLI_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "errors.h"
+#include "snapshot.h"
+
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_GATE 1
+#define CLI_EXIT_ERROR 2
+
+#ifndef CUMEMTRACE_CLI_VERSION
+#define CUMEMTRACE_CLI_VERSION "0.1.0"
+#endif
+
+int report_main(int argc, char **argv);
+int diff_main(int argc, char **argv);
+int flamegraph_main(int argc, char **argv);
+int timeline_main(int argc, char **argv);
+int run_main(int argc, char **argv);
+
+/* Loaded snapshots: all share ctx; each is allocated on its own so that
+ * pointers to it stay valid. */
+struct cli_inputs {
+    struct snapctx ctx;
+    struct snapshot **snaps;
+    size_t n;
+};
+
+/* Loads every path into in (which it initialises).  On the first failure
+ * prints the error line to stderr, frees everything and returns a CLI_E*
+ * code: the caller exits 2 with nothing on stdout. */
+int cli_load(struct cli_inputs *in, char **paths, size_t n);
+
+void cli_inputs_free(struct cli_inputs *in);
+
+/* Prints "cumemtrace: <fmt>" and the usage hint to stderr; returns
+ * CLI_EXIT_ERROR for `return cli_usage(...)`. */
+int cli_usage(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Parses a decimal count (no sign, no unit); -1 when malformed. */
+int cli_parse_count(const char *s, uint64_t *out);
+
+/* Parses "stack", "function" or "module"; -1 when unknown. */
+int cli_parse_by(const char *s);
+
+/* Flushes stdout and reports a write failure (full disk, closed pipe). */
+int cli_finish_stdout(void);
+
+#endif

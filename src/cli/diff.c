@@ -1,0 +1,432 @@
+/* diff.c - `cumemtrace diff BASE NEW`: what changed between two runs, and
+ * the CI gate that stops memory regressions in review.
+ *
+ * Matching: both files are loaded into one snapctx, so a call site is the
+ * same site id in both when its name is the same (frames.h: names survive
+ * ASLR and rebuilds; only unsymbolised frames fall back to offsets).
+ * Call sites at peak sum `at_peak` over all devices of each file, under the
+ * chosen grouping; sorted by |change|, largest first, then by name.
+ *
+ * Gate: --max-growth P% or SIZE; exit 1 when some device's peak in NEW
+ * exceeds its peak in BASE by more than that (strictly), 0 otherwise.  A
+ * device absent from BASE has base 0: any growth fails a percentage gate.
+ * The comparison is exact integer arithmetic (percent kept in millionths),
+ * so a threshold test at the boundary is not at the mercy of rounding.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "frames.h"
+#include "out.h"
+#include "report.h"
+#include "sites.h"
+#include "units.h"
+
+#define DIFF_TOP_DEFAULT 20
+#define PCT_SCALE 1000000 /* --max-growth percent in millionths of a percent */
+
+struct gate {
+    bool on;
+    bool percent;
+    uint64_t value; /* bytes, or percent * PCT_SCALE */
+    const char *text;
+};
+
+/* "5%", "2.5%", "0%": 0 and the value in millionths, -1 when malformed. */
+static int parse_percent(const char *s, uint64_t *out)
+{
+    uint64_t whole = 0, frac = 0, scale = PCT_SCALE;
+    const char *p = s;
+    if (*p < '0' || *p > '9')
+        return -1;
+    while (*p >= '0' && *p <= '9') {
+        if (whole > 1000000000)
+            return -1;
+        whole = whole * 10 + (uint64_t)(*p++ - '0');
+    }
+    if (*p == '.') {
+        p++;
+        if (*p < '0' || *p > '9')
+            return -1;
+        while (*p >= '0' && *p <= '9') {
+            if (scale > 1) {
+                scale /= 10;
+                frac += (uint64_t)(*p - '0') * scale;
+            }
+            p++;
+        }
+    }
+    if (p[0] != '%' || p[1] != '\0')
+        return -1;
+    *out = whole * PCT_SCALE + frac;
+    return 0;
+}
+
+static int parse_gate(const char *s, struct gate *g)
+{
+    g->on = true;
+    g->text = s;
+    size_t n = strlen(s);
+    if (n > 0 && s[n - 1] == '%') {
+        g->percent = true;
+        return parse_percent(s, &g->value);
+    }
+    g->percent = false;
+    return units_parse_size(s, &g->value);
+}
+
+/* True when growing from base to new_peak breaks the gate. */
+static bool gate_fails(const struct gate *g, uint64_t base, uint64_t new_peak)
+{
+    if (new_peak <= base)
+        return false;
+    uint64_t growth = new_peak - base;
+    if (!g->percent)
+        return growth > g->value;
+    /* growth / base > value / (100 * PCT_SCALE) */
+    unsigned __int128 lhs = (unsigned __int128)growth * 100u * PCT_SCALE;
+    unsigned __int128 rhs = (unsigned __int128)g->value * base;
+    return lhs > rhs;
+}
+
+/* ---- sections ---- */
+
+static int64_t ordinal_at(const struct snapshot *s, size_t i)
+{
+    return i < s->ndevices ? s->devices[i].ordinal : INT64_MAX;
+}
+
+/* Prints the peak table and evaluates the gate; returns whether it failed. */
+static bool print_peaks(FILE *f, const struct snapshot *a, const struct snapshot *b,
+                        const struct gate *g, char *why, size_t whylen)
+{
+    bool failed = false;
+    struct table t;
+    table_init(&t, "lrrrrrr", 2);
+    table_row(&t, "device", "base", "new", "change", "%", "base at", "new at");
+    size_t i = 0, j = 0;
+    while (i < a->ndevices || j < b->ndevices) {
+        int64_t oa = ordinal_at(a, i), ob = ordinal_at(b, j);
+        int64_t ord = oa < ob ? oa : ob;
+        const struct snap_device *da = oa == ord ? &a->devices[i++] : NULL;
+        const struct snap_device *db = ob == ord ? &b->devices[j++] : NULL;
+        uint64_t pa = da ? da->peak_bytes : 0, pb = db ? db->peak_bytes : 0;
+        int64_t ch = out_delta(pa, pb);
+        char dev[32], x[OUT_NUM], y[OUT_NUM], c[OUT_NUM], p[OUT_NUM], ta[OUT_NUM], tb[OUT_NUM];
+        snprintf(dev, sizeof dev, "%" PRId64, ord);
+        table_row(&t, dev, da ? out_bytes(pa, x) : "-", db ? out_bytes(pb, y) : "-",
+                  out_sbytes(ch, c), out_spct(ch, pa, p),
+                  da ? out_duration(da->peak_time_ns, ta) : "-",
+                  db ? out_duration(db->peak_time_ns, tb) : "-");
+        if (g->on && gate_fails(g, pa, pb) && !failed) {
+            failed = true;
+            snprintf(why, whylen, "device %" PRId64 " peak grew %s (%s), more than %s",
+                     ord, c, p, g->text);
+        }
+    }
+    if (t.nrows > 1) {
+        fprintf(f, "%sPeak per device%s\n", out_color(OUT_BOLD), out_color(OUT_RESET));
+        table_print(&t, f);
+    } else {
+        table_free(&t);
+        fprintf(f, "No device saw tracked activity in either run.\n");
+    }
+    return failed;
+}
+
+struct change {
+    uint32_t site;
+    uint64_t base, now;
+    int64_t delta;
+};
+
+static const struct snapctx *sort_ctx;
+static enum site_by sort_by;
+
+static int by_change(const void *x, const void *y)
+{
+    const struct change *a = x, *b = y;
+    uint64_t ma = a->delta < 0 ? (uint64_t)0 - (uint64_t)a->delta : (uint64_t)a->delta;
+    uint64_t mb = b->delta < 0 ? (uint64_t)0 - (uint64_t)b->delta : (uint64_t)b->delta;
+    if (ma != mb)
+        return ma < mb ? 1 : -1;
+    int c = strcmp(sort_ctx->sites[sort_by][a->site].label,
+                   sort_ctx->sites[sort_by][b->site].label);
+    if (c != 0)
+        return c;
+    return (a->site > b->site) - (a->site < b->site);
+}
+
+/* The groups of every device of s (at_peak or live) summed by site. */
+static int sum_devices(struct sites_sum *sum, struct snapshot *s, bool live)
+{
+    for (size_t i = 0; i < s->ndevices; i++)
+        if (sites_add(sum, s, live ? &s->devices[i].live : &s->devices[i].at_peak) != 0)
+            return -1;
+    return 0;
+}
+
+/* One table of call-site changes between base and new sums. */
+static int print_changes(FILE *f, const struct snapctx *ctx, enum site_by by,
+                         const struct sites_sum *sa, const struct sites_sum *sb,
+                         unsigned top)
+{
+    size_t cap = sa->ntouched + sb->ntouched;
+    struct change *ch = malloc((cap ? cap : 1) * sizeof *ch);
+    if (ch == NULL)
+        return -1;
+    size_t n = 0, unchanged = 0;
+    /* Every site of either file, once: those of base, then new-only ones. */
+    for (int pass = 0; pass < 2; pass++) {
+        const struct sites_sum *from = pass == 0 ? sa : sb;
+        for (size_t i = 0; i < from->ntouched; i++) {
+            uint32_t id = from->touched[i];
+            if (pass == 1 && (sites_bytes(sa, id) || sites_count(sa, id) ||
+                              (id < sa->cap && sa->kinds[id])))
+                continue;
+            uint64_t x = sites_bytes(sa, id), y = sites_bytes(sb, id);
+            if (x == y) {
+                unchanged++;
+                continue;
+            }
+            ch[n++] = (struct change){id, x, y, out_delta(x, y)};
+        }
+    }
+    sort_ctx = ctx;
+    sort_by = by;
+    if (n > 1)
+        qsort(ch, n, sizeof *ch, by_change);
+
+    struct table t;
+    table_init(&t, "rrrll", 2);
+    table_row(&t, "base", "new", "change", "", "call site");
+    int64_t rest = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct site *site = frames_site_get(ctx, by, ch[i].site);
+        if (i >= top) {
+            rest += ch[i].delta;
+            continue;
+        }
+        char x[OUT_NUM], y[OUT_NUM], c[OUT_NUM], via[512];
+        bool in_a = sites_bytes(sa, ch[i].site) || sites_count(sa, ch[i].site);
+        bool in_b = sites_bytes(sb, ch[i].site) || sites_count(sb, ch[i].site);
+        const char *mark = !in_a ? "NEW" : !in_b ? "GONE" : "";
+        table_row(&t, out_bytes(ch[i].base, x), out_bytes(ch[i].now, y),
+                  out_sbytes(ch[i].delta, c), mark, site->label);
+        if (by == BY_STACK) {
+            report_callers(site->snap, site->stack, 3, via, sizeof via);
+            if (via[0])
+                table_note(&t, via);
+        }
+    }
+    int rc;
+    if (n == 0) {
+        table_free(&t);
+        rc = 0;
+        fprintf(f, "  no call site changed\n");
+    } else {
+        rc = table_print(&t, f);
+    }
+    if (n > top) {
+        char c[OUT_NUM];
+        fprintf(f, "  (%zu more changed call sites, %s in total)\n", n - top,
+                out_sbytes(rest, c));
+    }
+    if (unchanged > 0)
+        fprintf(f, "  (%zu call site%s unchanged)\n", unchanged, unchanged == 1 ? "" : "s");
+    free(ch);
+    return rc;
+}
+
+static int print_sites_section(FILE *f, struct snapshot *a, struct snapshot *b,
+                               enum site_by by, bool live, unsigned top)
+{
+    struct sites_sum sa, sb;
+    sites_init(&sa, by);
+    sites_init(&sb, by);
+    int rc = -1;
+    if (sum_devices(&sa, a, live) == 0 && sum_devices(&sb, b, live) == 0) {
+        char x[OUT_NUM], y[OUT_NUM];
+        static const char *const by_name[] = {"stack", "function", "module"};
+        fputc('\n', f);
+        if (live)
+            fprintf(f, "%sLive at exit (leaks): %s -> %s%s\n", out_color(OUT_BOLD),
+                    out_bytes(sa.total_bytes, x), out_bytes(sb.total_bytes, y),
+                    out_color(OUT_RESET));
+        else
+            fprintf(f, "%sCall sites at peak, by %s, largest change first%s\n",
+                    out_color(OUT_BOLD), by_name[by], out_color(OUT_RESET));
+        rc = print_changes(f, a->ctx, by, &sa, &sb, top);
+    }
+    sites_free(&sa);
+    sites_free(&sb);
+    return rc;
+}
+
+static void print_ooms(FILE *f, const struct snapshot *a, const struct snapshot *b)
+{
+    char x[OUT_NUM], y[OUT_NUM];
+    fputc('\n', f);
+    fprintf(f, "%sOOMs%s\n", out_color(OUT_BOLD), out_color(OUT_RESET));
+    fprintf(f, "  count %" PRIu64 " -> %" PRIu64 ", failed attempts %" PRIu64 " -> %" PRIu64
+               ", recovered %" PRIu64 " -> %" PRIu64 "\n",
+            a->ooms.count, b->ooms.count, a->ooms.failed_attempts, b->ooms.failed_attempts,
+            a->ooms.recovered, b->ooms.recovered);
+    if (a->ooms.retry_released_bytes || b->ooms.retry_released_bytes)
+        fprintf(f, "  released by retries %s -> %s\n",
+                out_bytes(a->ooms.retry_released_bytes, x),
+                out_bytes(b->ooms.retry_released_bytes, y));
+}
+
+/* Per kind: peaks summed over devices (each device's own peak moment),
+ * and allocation counts. */
+static void kind_totals(const struct snapshot *s, int kind, uint64_t *peak, uint64_t *allocs)
+{
+    *peak = *allocs = 0;
+    if (kind == KIND_HOST_PINNED) {
+        *peak = s->host.stats.peak_bytes;
+        *allocs = s->host.stats.allocs;
+        return;
+    }
+    for (size_t i = 0; i < s->ndevices; i++) {
+        *peak += s->devices[i].by_kind[kind].peak_bytes;
+        *allocs += s->devices[i].by_kind[kind].allocs;
+    }
+}
+
+static void print_kinds(FILE *f, const struct snapshot *a, const struct snapshot *b)
+{
+    struct table t;
+    table_init(&t, "lrrrrr", 2);
+    table_row(&t, "kind", "base peak", "new peak", "change", "base allocs", "new allocs");
+    static const int kinds[] = {KIND_DEVICE, KIND_MANAGED, KIND_ASYNC, KIND_VMM,
+                                KIND_HOST_PINNED};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        uint64_t pa, aa, pb, ab;
+        kind_totals(a, kinds[k], &pa, &aa);
+        kind_totals(b, kinds[k], &pb, &ab);
+        if (pa == 0 && pb == 0 && aa == 0 && ab == 0)
+            continue;
+        char x[OUT_NUM], y[OUT_NUM], c[OUT_NUM], n1[32], n2[32];
+        snprintf(n1, sizeof n1, "%" PRIu64, aa);
+        snprintf(n2, sizeof n2, "%" PRIu64, ab);
+        table_row(&t, snapshot_kind_name(kinds[k]), out_bytes(pa, x), out_bytes(pb, y),
+                  out_sbytes(out_delta(pa, pb), c), n1, n2);
+    }
+    fputc('\n', f);
+    fprintf(f, "%sPer kind (peaks summed over devices)%s\n", out_color(OUT_BOLD),
+            out_color(OUT_RESET));
+    if (t.nrows > 1) {
+        table_print(&t, f);
+    } else {
+        table_free(&t);
+        fprintf(f, "  no allocations in either run\n");
+    }
+}
+
+/* Renders the whole diff; returns 1 when the gate failed, 0 otherwise, -1
+ * when out of memory. */
+static int diff_text(FILE *f, struct snapshot *a, struct snapshot *b, enum site_by by,
+                     unsigned top, const struct gate *g)
+{
+    char why[256] = "";
+    fprintf(f, "%scumemtrace diff: %s -> %s%s\n", out_color(OUT_BOLD), a->file, b->file,
+            out_color(OUT_RESET));
+    fputc('\n', f);
+    bool failed = print_peaks(f, a, b, g, why, sizeof why);
+    if (print_sites_section(f, a, b, by, false, top) != 0 ||
+        print_sites_section(f, a, b, by, true, top) != 0)
+        return -1;
+    print_ooms(f, a, b);
+    print_kinds(f, a, b);
+    if (g->on) {
+        fputc('\n', f);
+        if (failed)
+            fprintf(f, "%sgate FAILED: %s%s\n", out_color(OUT_RED), why, out_color(OUT_RESET));
+        else
+            fprintf(f, "%sgate passed: no device's peak grew more than %s%s\n",
+                    out_color(OUT_GREEN), g->text, out_color(OUT_RESET));
+    }
+    return failed ? 1 : 0;
+}
+
+static const char usage[] =
+    "usage: cumemtrace diff [--by stack|function|module] [--max-growth LIMIT]\n"
+    "                       [--top N] [--bytes] BASE NEW\n"
+    "\n"
+    "Compares two snapshots: the peak per device (bytes, %, when), call sites\n"
+    "at the peak sorted by the size of their change (NEW and GONE marked), what\n"
+    "was live at exit, OOM counts and per-kind totals.  Call sites match across\n"
+    "runs by Python file:line:function and native module!symbol, so a rebuild\n"
+    "or ASLR does not break the match.\n"
+    "\n"
+    "  --by G            group call sites by the whole stack (default), the\n"
+    "                    innermost function, or the innermost module\n"
+    "  --max-growth L    CI gate: exit 1 when a device's peak grew by more than\n"
+    "                    L, a percentage (5%) or a size (512MiB); else exit 0\n"
+    "  --top N           changed call sites listed (default 20)\n"
+    "  --bytes           print sizes as exact byte counts\n"
+    "\n"
+    "Exit status: 0 ok, 1 the gate failed, 2 usage or input error.\n"
+    "\n"
+    "example: cumemtrace diff yesterday.json today.json --max-growth 5%\n";
+
+int diff_main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"by", required_argument, NULL, 'y'},
+        {"max-growth", required_argument, NULL, 'g'},
+        {"top", required_argument, NULL, 't'},
+        {"bytes", no_argument, NULL, 'b'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int by = BY_STACK;
+    struct gate gate = {false, false, 0, NULL};
+    uint64_t top = DIFF_TOP_DEFAULT;
+    bool exact = false;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'y':
+            by = cli_parse_by(optarg);
+            if (by < 0)
+                return cli_usage("diff", "--by wants stack, function or module, not '%s'",
+                                 optarg);
+            break;
+        case 'g':
+            if (parse_gate(optarg, &gate) != 0)
+                return cli_usage("diff", "--max-growth wants a percentage (5%%) or a "
+                                 "size (512MiB), not '%s'", optarg);
+            break;
+        case 't':
+            if (cli_parse_count(optarg, &top) != 0 || top == 0 || top > 1000000)
+                return cli_usage("diff", "--top wants a count from 1, not '%s'", optarg);
+            break;
+        case 'b': exact = true; break;
+        case 'h': fputs(usage, stdout); return cli_finish_stdout();
+        case ':': return cli_usage("diff", "%s needs a value", argv[optind - 1]);
+        default: return cli_usage("diff", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (argc - optind != 2)
+        return cli_usage("diff", "wants two snapshot files, BASE and NEW (got %d)",
+                         argc - optind);
+    struct cli_inputs in;
+    if (cli_load(&in, argv + optind, 2) != 0)
+        return CLI_EXIT_ERROR;
+    out_init(stdout, exact);
+    int rc = diff_text(stdout, in.snaps[0], in.snaps[1], (enum site_by)by, (unsigned)top,
+                       &gate);
+    cli_inputs_free(&in);
+    if (rc < 0) {
+        fprintf(stderr, "cumemtrace: diff: out of memory\n");
+        return CLI_EXIT_ERROR;
+    }
+    if (cli_finish_stdout() != 0)
+        return CLI_EXIT_ERROR;
+    return rc == 1 ? CLI_EXIT_GATE : CLI_EXIT_OK;
+}

@@ -1,0 +1,621 @@
+/* report.c - `cumemtrace report FILE...`: what a tired engineer reads first.
+ *
+ * Layout, top to bottom: who wrote the file; for an OOM post-mortem the
+ * failure (request, device line, cause, retries, holders, advice); then per
+ * device the peak and when, kinds, call sites at the peak, what is still
+ * live, fragmentation; host-pinned memory; counters.  Every line fits
+ * OUT_WIDTH columns: long call-site names are cut in the middle, prose is
+ * wrapped.  Call sites are summed under BY_STACK (frames.h), so two stacks
+ * that differ only in unsymbolised offsets show as one site.
+ */
+#include "report.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "advice.h"
+#include "cli.h"
+#include "frames.h"
+#include "out.h"
+#include "sites.h"
+
+#define CALLERS_SHOWN 3 /* frames on a call site's "<" line */
+
+size_t report_pick(struct snapshot **s, size_t n)
+{
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+        if (snapshot_max_peak(s[i]) > snapshot_max_peak(s[best]))
+            best = i;
+    return best;
+}
+
+const char *report_callers(const struct snapshot *s, uint32_t stack, unsigned max,
+                           char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (stack == SNAP_NO_STACK)
+        return buf;
+    const struct snapctx *ctx = s->ctx;
+    const struct snap_stack *st = &s->stacks[stack];
+    int pos = frames_label_pos(ctx, st);
+    size_t used = 0;
+    unsigned shown = 0;
+    for (uint32_t i = (uint32_t)(pos + 1); i < st->nframes && shown < max; i++) {
+        const struct frame *fr = &ctx->frames[st->frames[i]];
+        /* Unnamed frames between named ones carry no information for a
+         * reader; markers do (e.g. "GIL not held"). */
+        if (fr->type == FRAME_NATIVE && !fr->named)
+            continue;
+        int w = snprintf(buf + used, n - used, "%s< %s", used ? " " : "", fr->name);
+        if (w < 0 || (size_t)w >= n - used)
+            break;
+        used += (size_t)w;
+        shown++;
+    }
+    return buf;
+}
+
+static const char *kinds_text(uint8_t bits)
+{
+    int only = -1;
+    for (int k = 0; k < KIND_COUNT; k++) {
+        if (bits & (1u << k)) {
+            if (only >= 0)
+                return "mixed";
+            only = k;
+        }
+    }
+    return only >= 0 ? snapshot_kind_name(only) : "";
+}
+
+/* A table of call sites: bytes, % of `whole`, count, [kind], site, and each
+ * site's callers on a line below.  Returns -1 on OOM. */
+static int print_sites(FILE *f, struct snapshot *s, const struct snap_groups *g,
+                       uint64_t whole, unsigned top, bool with_kind, int indent)
+{
+    struct sites_sum sum;
+    sites_init(&sum, BY_STACK);
+    if (sites_add(&sum, s, g) != 0) {
+        sites_free(&sum);
+        return -1;
+    }
+    sites_sort(&sum, s->ctx);
+    struct table t;
+    table_init(&t, with_kind ? "rrrll" : "rrrl", indent);
+    if (with_kind)
+        table_row(&t, "bytes", "%", "count", "kind", "call site");
+    else
+        table_row(&t, "bytes", "%", "count", "call site");
+    size_t shown = sum.ntouched < top ? sum.ntouched : top;
+    uint64_t rest_bytes = 0, rest_count = 0;
+    for (size_t i = 0; i < sum.ntouched; i++) {
+        uint32_t id = sum.touched[i];
+        if (i >= shown) {
+            rest_bytes += sum.bytes[id];
+            rest_count += sum.count[id];
+            continue;
+        }
+        char b[OUT_NUM], p[OUT_NUM], c[OUT_NUM], via[512];
+        const struct site *site = frames_site_get(s->ctx, BY_STACK, id);
+        snprintf(c, sizeof c, "%" PRIu64, sum.count[id]);
+        if (with_kind)
+            table_row(&t, out_bytes(sum.bytes[id], b), out_pct(sum.bytes[id], whole, p), c,
+                      kinds_text(sum.kinds[id]), site->label);
+        else
+            table_row(&t, out_bytes(sum.bytes[id], b), out_pct(sum.bytes[id], whole, p), c,
+                      site->label);
+        report_callers(site->snap, site->stack, CALLERS_SHOWN, via, sizeof via);
+        if (via[0])
+            table_note(&t, via);
+    }
+    if (sum.ntouched > shown) {
+        char b[OUT_NUM], p[OUT_NUM], c[OUT_NUM], more[64];
+        snprintf(c, sizeof c, "%" PRIu64, rest_count);
+        snprintf(more, sizeof more, "(%zu more call sites)", sum.ntouched - shown);
+        if (with_kind)
+            table_row(&t, out_bytes(rest_bytes, b), out_pct(rest_bytes, whole, p), c, "",
+                      more);
+        else
+            table_row(&t, out_bytes(rest_bytes, b), out_pct(rest_bytes, whole, p), c, more);
+    }
+    sites_free(&sum);
+    return table_print(&t, f);
+}
+
+static uint64_t groups_bytes(const struct snap_groups *g, uint64_t *count)
+{
+    uint64_t b = 0, c = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        b += g->v[i].bytes;
+        c += g->v[i].count;
+    }
+    if (count)
+        *count = c;
+    return b;
+}
+
+static void heading(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void heading(FILE *f, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fputs(out_color(OUT_BOLD), f);
+    out_wrap(f, "", "  ", line);
+    fputs(out_color(OUT_RESET), f);
+}
+
+/* A wrapped paragraph at an indent: prefix for the first line, the same
+ * width of blanks for the others. */
+static void para(FILE *f, int indent, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void para(FILE *f, int indent, const char *fmt, ...)
+{
+    char text[1024], first[32], rest[40];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    snprintf(first, sizeof first, "%*s", indent, "");
+    snprintf(rest, sizeof rest, "%*s", indent + 2, "");
+    out_wrap(f, first, rest, text);
+}
+
+/* ---- header ---- */
+
+static void print_header(FILE *f, const struct snapshot *s)
+{
+    const struct snap_process *p = &s->process;
+    char who[256], when[OUT_NUM], extra[160] = "";
+    int w = snprintf(who, sizeof who, "%s", p->exe ? p->exe : "?");
+    if (p->pid != SNAP_UNKNOWN_I64)
+        w += snprintf(who + w, sizeof who - (size_t)w, " (pid %" PRId64 "%s", p->pid,
+                      p->rank != SNAP_UNKNOWN_I64 ? "" : ")");
+    if (p->rank != SNAP_UNKNOWN_I64)
+        w += snprintf(who + w, sizeof who - (size_t)w, "%srank %" PRId64 ")",
+                      p->pid != SNAP_UNKNOWN_I64 ? ", " : " (", p->rank);
+    if (p->host != NULL)
+        snprintf(who + w, sizeof who - (size_t)w, " on %s", p->host);
+    if (p->dump_time_ns != SNAP_UNKNOWN_I64)
+        snprintf(extra, sizeof extra, " at %s", out_duration(p->dump_time_ns, when));
+    heading(f, "cumemtrace report: %s", s->file);
+    para(f, 2, "%s; %s snapshot%s", who, s->reason, extra);
+    if (p->ncmdline > 0) {
+        char cmd[1024];
+        size_t used = 0;
+        for (size_t i = 0; i < p->ncmdline && used < sizeof cmd - 1; i++) {
+            int n = snprintf(cmd + used, sizeof cmd - used, "%s%s", i ? " " : "",
+                             p->cmdline[i]);
+            if (n < 0)
+                break;
+            used += (size_t)n;
+        }
+        char fit[1024];
+        fprintf(f, "  command: %s\n",
+                out_fit(cmd, OUT_WIDTH - 11, fit, sizeof fit));
+    }
+    for (size_t i = 0; i < s->config.nlimits; i++) {
+        char b[OUT_NUM];
+        fprintf(f, "  limit: %s on device %" PRId64 " (CUMEMTRACE_LIMIT)\n",
+                out_bytes(s->config.limits[i].bytes, b), s->config.limits[i].device);
+    }
+}
+
+/* ---- OOM post-mortem ---- */
+
+static const char *kind_phrase(int kind)
+{
+    switch (kind) {
+    case KIND_DEVICE: return "device memory";
+    case KIND_MANAGED: return "managed memory";
+    case KIND_ASYNC: return "stream-ordered (async) memory";
+    case KIND_VMM: return "VMM physical memory";
+    case KIND_HOST_PINNED: return "pinned host memory";
+    default: return "memory";
+    }
+}
+
+static void print_cause(FILE *f, const struct snap_oom *o)
+{
+    char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM];
+    switch (o->cause) {
+    case CAUSE_EXHAUSTED: {
+        uint64_t short_by = o->shortfall_bytes;
+        if (short_by == SNAP_UNKNOWN || short_by == 0)
+            short_by = o->free_bytes != SNAP_UNKNOWN && o->requested_bytes > o->free_bytes
+                           ? o->requested_bytes - o->free_bytes
+                           : SNAP_UNKNOWN;
+        para(f, 2, "cause:    exhausted - short by %s (request %s, free %s)",
+             out_bytes(short_by, a), out_bytes(o->requested_bytes, b),
+             out_bytes(o->free_bytes, c));
+        break;
+    }
+    case CAUSE_FRAGMENTATION:
+        para(f, 2, "cause:    fragmentation - free %s >= request %s, but the driver "
+                   "found no place for it",
+             out_bytes(o->free_bytes, a), out_bytes(o->requested_bytes, b));
+        break;
+    case CAUSE_LIMIT:
+        para(f, 2, "cause:    limit - CUMEMTRACE_LIMIT %s refused it (this process "
+                   "holds %s)",
+             out_bytes(o->limit_bytes, a), out_bytes(o->tracked_bytes, b));
+        break;
+    default:
+        para(f, 2, "cause:    %s", snapshot_cause_name(o));
+        break;
+    }
+}
+
+static void print_retries(FILE *f, const struct snap_oom *o)
+{
+    char a[OUT_NUM], tail[128] = "";
+    const char *outcome = o->recovered == 1   ? "recovered on a later attempt"
+                          : o->recovered == 0 ? "not recovered"
+                                              : "outcome unknown";
+    if (o->released_bytes != SNAP_UNKNOWN && o->released_bytes > 0)
+        snprintf(tail, sizeof tail, "; %s released by %" PRIu64 " frees in between",
+                 out_bytes(o->released_bytes, a),
+                 o->released_count != SNAP_UNKNOWN ? o->released_count : 0);
+    else if (o->attempts != SNAP_UNKNOWN && o->attempts > 1)
+        snprintf(tail, sizeof tail, "; nothing released in between");
+    if (o->attempts == SNAP_UNKNOWN)
+        para(f, 2, "retries:  %s%s", outcome, tail);
+    else
+        para(f, 2, "retries:  %" PRIu64 " failed attempt%s%s; %s", o->attempts,
+             o->attempts == 1 ? "" : "s", tail, outcome);
+}
+
+static int print_oom(FILE *f, struct snapshot *s, unsigned top)
+{
+    const struct snap_oom *o = &s->oom;
+    char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM], d[OUT_NUM], t[OUT_NUM];
+    char dev[32];
+    if (o->device < 0)
+        snprintf(dev, sizeof dev, "host (pinned)");
+    else
+        snprintf(dev, sizeof dev, "device %" PRId64, o->device);
+    fputc('\n', f);
+    fprintf(f, "%s%sOUT OF MEMORY on %s at %s%s\n", out_color(OUT_BOLD), out_color(OUT_RED),
+            dev, out_duration(o->time_ns, t), out_color(OUT_RESET));
+    char thread[48] = "";
+    if (o->thread != SNAP_UNKNOWN_I64)
+        snprintf(thread, sizeof thread, ", thread %" PRId64, o->thread);
+    para(f, 2, "request:  %s of %s via %s%s", out_bytes(o->requested_bytes, a),
+         kind_phrase(o->kind), o->entry_point ? o->entry_point : "?", thread);
+    if (o->device >= 0) {
+        para(f, 2, "%s: total %s | free %s | this process %s | untracked %s",
+             dev, out_bytes(o->total_bytes, a), out_bytes(o->free_bytes, b),
+             out_bytes(o->tracked_bytes, c), out_bytes(o->untracked_bytes, d));
+        para(f, 4, "untracked (CUDA context, other libraries, other processes) = "
+                   "total - free - this process");
+    }
+    print_cause(f, o);
+    print_retries(f, o);
+    if (o->stack != SNAP_NO_STACK) {
+        const struct snap_stack *st = &s->stacks[o->stack];
+        int pos = frames_label_pos(s->ctx, st);
+        char via[512], line[1024], fit[1024];
+        report_callers(s, o->stack, CALLERS_SHOWN, via, sizeof via);
+        snprintf(line, sizeof line, "%s%s%s",
+                 pos >= 0 ? s->ctx->frames[st->frames[pos]].name : st->entry,
+                 via[0] ? " " : "", via);
+        fprintf(f, "  stack:    %s\n", out_fit(line, OUT_WIDTH - 12, fit, sizeof fit));
+    }
+    if (o->live.n > 0) {
+        uint64_t count, held = groups_bytes(&o->live, &count);
+        fputc('\n', f);
+        heading(f, "  Top holders at the failure (%s in %" PRIu64 " allocations)",
+                out_bytes(held, a), count);
+        if (print_sites(f, s, &o->live, held, top, true, 2) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int print_advice(FILE *f, struct snapshot *s)
+{
+    struct advice adv[ADVICE_MAX];
+    int n = advice_compute(s, adv);
+    if (n < 0)
+        return -1;
+    if (n == 0)
+        return 0;
+    fputc('\n', f);
+    fprintf(f, "%s%sAdvice%s\n", out_color(OUT_BOLD), out_color(OUT_YELLOW),
+            out_color(OUT_RESET));
+    for (int i = 0; i < n; i++)
+        out_wrap(f, "  * ", "    ", adv[i].text);
+    return 0;
+}
+
+/* ---- devices ---- */
+
+static void print_kinds(FILE *f, const struct snap_kind_stats *k, int nkinds,
+                        const int *which)
+{
+    struct table t;
+    table_init(&t, "lrrrrr", 2);
+    table_row(&t, "kind", "current", "peak", "allocs", "frees", "failures");
+    for (int i = 0; i < nkinds; i++) {
+        const struct snap_kind_stats *ks = &k[i];
+        if (ks->allocs == 0 && ks->frees == 0 && ks->failures == 0 &&
+            ks->peak_bytes == 0 && ks->current_bytes == 0)
+            continue;
+        char c[OUT_NUM], p[OUT_NUM], al[32], fr[32], fa[32];
+        snprintf(al, sizeof al, "%" PRIu64, ks->allocs);
+        snprintf(fr, sizeof fr, "%" PRIu64, ks->frees);
+        snprintf(fa, sizeof fa, "%" PRIu64, ks->failures);
+        table_row(&t, snapshot_kind_name(which[i]), out_bytes(ks->current_bytes, c),
+                  out_bytes(ks->peak_bytes, p), al, fr, fa);
+    }
+    if (t.nrows > 1)
+        table_print(&t, f);
+    else
+        table_free(&t);
+}
+
+static void print_frag(FILE *f, const struct snap_device *d)
+{
+    char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM], e[OUT_NUM], p[OUT_NUM];
+    const struct snap_frag *fr = &d->frag;
+    bool any = fr->present || d->vmm.present || d->nhist > 0;
+    if (!any)
+        return;
+    heading(f, "  Fragmentation");
+    if (fr->present) {
+        uint64_t waste = fr->rounded_bytes > fr->requested_bytes
+                             ? fr->rounded_bytes - fr->requested_bytes
+                             : 0;
+        para(f, 4, "granularity %s: live requested %s, rounded %s, waste %s (%s)",
+             out_bytes(fr->granularity_bytes, a), out_bytes(fr->requested_bytes, b),
+             out_bytes(fr->rounded_bytes, c), out_bytes(waste, e),
+             out_pct(waste, fr->rounded_bytes, p));
+        para(f, 4, "small allocations (under 1 MiB): %" PRIu64 " holding %s",
+             fr->small_count, out_bytes(fr->small_bytes, a));
+    }
+    if (d->vmm.present && (d->vmm.reserved_bytes || d->vmm.reserved_peak_bytes ||
+                           d->vmm.physical_bytes)) {
+        para(f, 4, "VMM: reserved %s, mapped %s, physical %s (peaks: reserved %s, "
+                   "mapped %s)",
+             out_bytes(d->vmm.reserved_bytes, a), out_bytes(d->vmm.mapped_bytes, b),
+             out_bytes(d->vmm.physical_bytes, c), out_bytes(d->vmm.reserved_peak_bytes, e),
+             out_bytes(d->vmm.mapped_peak_bytes, p));
+    }
+    if (d->nhist > 0) {
+        struct table t;
+        table_init(&t, "lrr", 4);
+        table_row(&t, "live sizes", "count", "bytes");
+        for (size_t i = 0; i < d->nhist; i++) {
+            char le[OUT_NUM + 8], n[32];
+            snprintf(le, sizeof le, "up to %s", out_bytes(d->hist[i].le, a));
+            snprintf(n, sizeof n, "%" PRIu64, d->hist[i].count);
+            table_row(&t, le, n, out_bytes(d->hist[i].bytes, b));
+        }
+        table_print(&t, f);
+    }
+}
+
+static int print_live(FILE *f, struct snapshot *s, const struct snap_groups *live,
+                      unsigned top, int indent)
+{
+    char a[OUT_NUM];
+    uint64_t count, bytes = groups_bytes(live, &count);
+    bool at_exit = strcmp(s->reason, "exit") == 0;
+    if (live->n == 0) {
+        fprintf(f, "%*s%s: nothing%s\n", indent, "",
+                at_exit ? "Live at exit" : "Live at this dump", at_exit ? " (no leaks)" : "");
+        return 0;
+    }
+    heading(f, "%*s%s: %s in %" PRIu64 " allocation%s", indent, "",
+            at_exit ? "Live at exit (possible leaks)" : "Live at this dump",
+            out_bytes(bytes, a), count, count == 1 ? "" : "s");
+    return print_sites(f, s, live, bytes, top, true, indent);
+}
+
+static int print_device(FILE *f, struct snapshot *s, const struct snap_device *d,
+                        unsigned top)
+{
+    char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM], t[OUT_NUM];
+    fputc('\n', f);
+    heading(f, "Device %" PRId64 ": peak %s at %s, now %s", d->ordinal,
+            out_bytes(d->peak_bytes, a), out_duration(d->peak_time_ns, t),
+            out_bytes(d->current_bytes, b));
+    if (d->total_bytes != SNAP_UNKNOWN || d->limit_bytes != SNAP_UNKNOWN) {
+        char lim[OUT_NUM + 16] = "";
+        if (d->limit_bytes != SNAP_UNKNOWN)
+            snprintf(lim, sizeof lim, ", limit %s", out_bytes(d->limit_bytes, c));
+        para(f, 2, "device total %s, free %s (last cuMemGetInfo)%s",
+             out_bytes(d->total_bytes, a), out_bytes(d->free_bytes, b), lim);
+    }
+    static const int which[DEVICE_KINDS] = {KIND_DEVICE, KIND_MANAGED, KIND_ASYNC, KIND_VMM};
+    print_kinds(f, d->by_kind, DEVICE_KINDS, which);
+    if (d->at_peak.n > 0) {
+        heading(f, "  Call sites at peak (%s)", out_bytes(d->peak_bytes, a));
+        if (print_sites(f, s, &d->at_peak, d->peak_bytes, top, false, 2) != 0)
+            return -1;
+    }
+    if (print_live(f, s, &d->live, top, 2) != 0)
+        return -1;
+    print_frag(f, d);
+    return 0;
+}
+
+static int print_host(FILE *f, struct snapshot *s, unsigned top)
+{
+    const struct snap_host *h = &s->host;
+    if (!h->present || (h->stats.allocs == 0 && h->stats.peak_bytes == 0 &&
+                        h->stats.failures == 0))
+        return 0;
+    char a[OUT_NUM], b[OUT_NUM], t[OUT_NUM];
+    fputc('\n', f);
+    heading(f, "Host pinned: peak %s at %s, now %s", out_bytes(h->stats.peak_bytes, a),
+            out_duration(h->stats.peak_time_ns, t), out_bytes(h->stats.current_bytes, b));
+    para(f, 2, "%" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64 " failures",
+         h->stats.allocs, h->stats.frees, h->stats.failures);
+    if (h->at_peak.n > 0) {
+        heading(f, "  Call sites at peak (%s)", out_bytes(h->stats.peak_bytes, a));
+        if (print_sites(f, s, &h->at_peak, h->stats.peak_bytes, top, false, 2) != 0)
+            return -1;
+    }
+    return print_live(f, s, &h->live, top, 2);
+}
+
+static void print_counters(FILE *f, const struct snapshot *s)
+{
+    const struct snap_counters *c = &s->counters;
+    char a[OUT_NUM];
+    fputc('\n', f);
+    para(f, 0, "Counters: %" PRIu64 " unknown frees (%" PRIu64 " calls), %" PRIu64
+               " failed frees, %" PRIu64 " stacks, %" PRIu64 " live allocations",
+         c->unknown_frees, c->unknown_free_calls, c->failed_frees, c->stacks,
+         c->live_allocations);
+    if (c->oom_dumps_suppressed > 0)
+        para(f, 0, "          %" PRIu64 " OOM post-mortems not written (cap reached)",
+             c->oom_dumps_suppressed);
+    const struct snap_ooms *o = &s->ooms;
+    if (o->count > 0 || o->failed_attempts > 0) {
+        para(f, 0, "OOMs: %" PRIu64 " (%" PRIu64 " failed attempts), %" PRIu64
+                   " recovered, %s released by retries",
+             o->count, o->failed_attempts, o->recovered,
+             out_bytes(o->retry_released_bytes, a));
+        if (o->recovered > 0)
+            para(f, 0, "  the process recovered from %" PRIu64 " OOM%s before this "
+                       "snapshot", o->recovered, o->recovered == 1 ? "" : "s");
+        for (size_t i = 0; i < o->ndumps; i++)
+            para(f, 2, "post-mortem: %s", o->dumps[i]);
+    }
+}
+
+static int print_one(FILE *f, struct snapshot *s, unsigned top)
+{
+    print_header(f, s);
+    if (s->oom.present) {
+        if (print_oom(f, s, top) != 0 || print_advice(f, s) != 0)
+            return -1;
+    }
+    for (size_t i = 0; i < s->ndevices; i++)
+        if (print_device(f, s, &s->devices[i], top) != 0)
+            return -1;
+    if (s->ndevices == 0)
+        fprintf(f, "\nNo device saw tracked activity.\n");
+    if (print_host(f, s, top) != 0)
+        return -1;
+    print_counters(f, s);
+    if (!s->oom.present && print_advice(f, s) != 0)
+        return -1;
+    return 0;
+}
+
+/* ---- several files ---- */
+
+static void print_processes(FILE *f, struct snapshot **s, size_t n, size_t pick)
+{
+    heading(f, "cumemtrace report: %zu snapshots", n);
+    struct table t;
+    table_init(&t, "lrrlrrl", 2);
+    table_row(&t, "pid", "rank", "device", "peak", "at", "reason", "file");
+    for (size_t i = 0; i < n; i++) {
+        const struct snapshot *x = s[i];
+        char pid[32] = "?", rank[32] = "-";
+        if (x->process.pid != SNAP_UNKNOWN_I64)
+            snprintf(pid, sizeof pid, "%" PRId64, x->process.pid);
+        if (x->process.rank != SNAP_UNKNOWN_I64)
+            snprintf(rank, sizeof rank, "%" PRId64, x->process.rank);
+        char name[1024];
+        snprintf(name, sizeof name, "%s%s", i == pick ? "* " : "", x->file);
+        if (x->ndevices == 0)
+            table_row(&t, pid, rank, "-", "-", "-", x->reason, name);
+        for (size_t d = 0; d < x->ndevices; d++) {
+            char dev[32], pk[OUT_NUM], at[OUT_NUM];
+            snprintf(dev, sizeof dev, "%" PRId64, x->devices[d].ordinal);
+            table_row(&t, d ? "" : pid, d ? "" : rank, dev,
+                      out_bytes(x->devices[d].peak_bytes, pk),
+                      out_duration(x->devices[d].peak_time_ns, at), d ? "" : x->reason,
+                      d ? "" : name);
+        }
+    }
+    table_print(&t, f);
+    for (size_t i = 0; i < n; i++)
+        if (s[i]->oom.present && i != pick)
+            para(f, 2, "%s is an OOM post-mortem: 'cumemtrace report %s' shows it",
+                 s[i]->file, s[i]->file);
+    fprintf(f, "  * details below: the highest peak\n\n");
+}
+
+int report_text(FILE *f, struct snapshot **s, size_t n, unsigned top)
+{
+    if (n == 0)
+        return 0;
+    size_t pick = report_pick(s, n);
+    if (n > 1)
+        print_processes(f, s, n, pick);
+    return print_one(f, s[pick], top);
+}
+
+/* ---- the subcommand ---- */
+
+static const char usage[] =
+    "usage: cumemtrace report [--json] [--bytes] [--top N] FILE...\n"
+    "\n"
+    "Reports a snapshot: per device the peak and when, memory by kind, the\n"
+    "call sites that held memory at the peak, what was still live (leaks),\n"
+    "fragmentation; for an OOM post-mortem the failure, its cause and advice\n"
+    "first.  With several files (ranks or processes of one job): a table of\n"
+    "all, then the details of the one with the highest peak.\n"
+    "\n"
+    "  --json     print the normalised model as JSON (docs/cli.md)\n"
+    "  --bytes    print sizes as exact byte counts\n"
+    "  --top N    call sites per table (default 10; --json: all)\n"
+    "\n"
+    "example: cumemtrace report cumemtrace.python.4242.json\n"
+    "         cumemtrace report cumemtrace.python.*.json\n";
+
+int report_main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"bytes", no_argument, NULL, 'b'},
+        {"top", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    bool json = false, exact = false, top_given = false;
+    uint64_t top = REPORT_TOP_DEFAULT;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j': json = true; break;
+        case 'b': exact = true; break;
+        case 't':
+            if (cli_parse_count(optarg, &top) != 0 || top == 0 || top > 1000000)
+                return cli_usage("report", "--top wants a count from 1, not '%s'", optarg);
+            top_given = true;
+            break;
+        case 'h': fputs(usage, stdout); return cli_finish_stdout();
+        case ':': return cli_usage("report", "%s needs a value", argv[optind - 1]);
+        default: return cli_usage("report", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        return cli_usage("report", "no snapshot file given");
+    struct cli_inputs in;
+    if (cli_load(&in, argv + optind, (size_t)(argc - optind)) != 0)
+        return CLI_EXIT_ERROR;
+    out_init(stdout, exact);
+    /* Scripts get every call site unless they ask for fewer. */
+    int rc = json ? report_json(stdout, in.snaps, in.n, top_given ? (unsigned)top : 0)
+                  : report_text(stdout, in.snaps, in.n, (unsigned)top);
+    cli_inputs_free(&in);
+    if (rc != 0) {
+        fprintf(stderr, "cumemtrace: report: out of memory\n");
+        return CLI_EXIT_ERROR;
+    }
+    return cli_finish_stdout() ? CLI_EXIT_ERROR : CLI_EXIT_OK;
+}

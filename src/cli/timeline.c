@@ -1,0 +1,424 @@
+/* timeline.c - `cumemtrace timeline FILE`: device memory over time.
+ *
+ * Text (default): one sparkline per device (and for pinned host memory),
+ * TIMELINE_COLS cells over [0, end of the log]; a cell shows the highest
+ * `current` in its time slice, counting the value carried in from before
+ * (memory is a step function), scaled to the device's peak.
+ *
+ * Chrome trace-event JSON (--format chrome, or --chrome OUT): per device a
+ * counter track "device N" {bytes} (exact: the log's `current` column is
+ * exact even when thinned), a track "device N by kind" rebuilt from the
+ * deltas (only when nothing was thinned, otherwise it would be wrong and is
+ * left out, saying so in otherData), and instant events for the peak of
+ * each device and for the OOM of a post-mortem.  Timestamps are
+ * microseconds since process start, with nanosecond decimals.
+ *
+ * The peak sample: thinning may drop the event that set the peak, so a
+ * counter sample (peak_time_ns, peak_bytes) from the device record is
+ * inserted when the log lacks it; the track then always reaches the peak.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "jsonw.h"
+#include "out.h"
+
+#define TIMELINE_COLS 60 /* cells: leaves room for labels in 80 columns */
+
+struct track {
+    int64_t device;       /* -1 pinned host memory */
+    uint64_t peak;
+    int64_t peak_time;    /* SNAP_UNKNOWN_I64 when unknown */
+    uint64_t final;       /* current at the dump */
+};
+
+static int64_t log_end(const struct snapshot *s)
+{
+    int64_t end = s->process.dump_time_ns != SNAP_UNKNOWN_I64 ? s->process.dump_time_ns : 0;
+    if (s->events.n > 0 && s->events.v[s->events.n - 1].t_ns > end)
+        end = s->events.v[s->events.n - 1].t_ns;
+    for (size_t i = 0; i < s->ndevices; i++)
+        if (s->devices[i].peak_time_ns != SNAP_UNKNOWN_I64 && s->devices[i].peak_time_ns > end)
+            end = s->devices[i].peak_time_ns;
+    return end > 0 ? end : 1;
+}
+
+static size_t tracks_of(const struct snapshot *s, struct track *t, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->ndevices && n < max; i++) {
+        const struct snap_device *d = &s->devices[i];
+        t[n++] = (struct track){d->ordinal, d->peak_bytes, d->peak_time_ns, d->current_bytes};
+    }
+    if (s->host.present && s->host.stats.peak_bytes > 0 && n < max)
+        t[n++] = (struct track){-1, s->host.stats.peak_bytes, s->host.stats.peak_time_ns,
+                                s->host.stats.current_bytes};
+    return n;
+}
+
+static size_t cell_of(int64_t t, int64_t end)
+{
+    if (t <= 0)
+        return 0;
+    size_t c = (size_t)((double)t / (double)end * TIMELINE_COLS);
+    return c >= TIMELINE_COLS ? TIMELINE_COLS - 1 : c;
+}
+
+static void track_name(const struct track *t, char *buf, size_t n)
+{
+    if (t->device < 0)
+        snprintf(buf, n, "host pinned");
+    else
+        snprintf(buf, n, "device %" PRId64, t->device);
+}
+
+/* ---- text ---- */
+
+static void spark(FILE *f, const struct snapshot *s, const struct track *t, int64_t end,
+                  bool ascii)
+{
+    static const char *const blocks[9] = {" ", "\u2581", "\u2582", "\u2583", "\u2584",
+                                          "\u2585", "\u2586", "\u2587", "\u2588"};
+    static const char ascii_levels[] = " _.-=+*#@";
+    uint64_t cell[TIMELINE_COLS] = {0};
+    uint64_t cur = 0;
+    size_t e = 0, kept = 0;
+    const struct snap_events *ev = &s->events;
+    for (size_t c = 0; c < TIMELINE_COLS; c++) {
+        uint64_t m = cur;
+        /* Events up to the end of this cell's slice. */
+        while (e < ev->n && cell_of(ev->v[e].t_ns, end) <= c) {
+            if (ev->v[e].device == t->device) {
+                cur = ev->v[e].current;
+                kept++;
+                if (cur > m)
+                    m = cur;
+            }
+            e++;
+        }
+        cell[c] = m;
+    }
+    if (t->peak_time != SNAP_UNKNOWN_I64) {
+        size_t c = cell_of(t->peak_time, end);
+        if (cell[c] < t->peak)
+            cell[c] = t->peak;
+    }
+    uint64_t top = t->peak;
+    for (size_t c = 0; c < TIMELINE_COLS; c++)
+        if (cell[c] > top)
+            top = cell[c];
+
+    char name[32], a[OUT_NUM], b[OUT_NUM], when[OUT_NUM];
+    track_name(t, name, sizeof name);
+    fprintf(f, "%s%s: peak %s at %s, now %s%s\n", out_color(OUT_BOLD), name,
+            out_bytes(t->peak, a), out_duration(t->peak_time, when), out_bytes(t->final, b),
+            out_color(OUT_RESET));
+    char label[OUT_NUM];
+    out_bytes(top, label);
+    fprintf(f, "%10s |", label);
+    for (size_t c = 0; c < TIMELINE_COLS; c++) {
+        int lvl = cell[c] == 0 || top == 0
+                      ? 0
+                      : 1 + (int)((double)cell[c] / (double)top * 7.999);
+        if (lvl > 8)
+            lvl = 8;
+        if (ascii)
+            fputc(ascii_levels[lvl], f);
+        else
+            fputs(blocks[lvl], f);
+    }
+    fputs("|\n", f);
+    char marks[TIMELINE_COLS + 1];
+    memset(marks, ' ', TIMELINE_COLS);
+    marks[TIMELINE_COLS] = '\0';
+    if (t->peak_time != SNAP_UNKNOWN_I64)
+        marks[cell_of(t->peak_time, end)] = '^';
+    bool oom_here = s->oom.present && s->oom.device == t->device &&
+                    s->oom.time_ns != SNAP_UNKNOWN_I64;
+    if (oom_here)
+        marks[cell_of(s->oom.time_ns, end)] = 'X';
+    size_t last = TIMELINE_COLS;
+    while (last > 0 && marks[last - 1] == ' ')
+        last--;
+    marks[last] = '\0';
+    fprintf(f, "%10s  %s\n", "", marks);
+    char e0[OUT_NUM];
+    out_duration(end, e0);
+    fprintf(f, "%10s  0 s%*s\n", "", (int)(TIMELINE_COLS - 3), e0);
+    fprintf(f, "%10s  ^ peak%s; %zu events\n", "", oom_here ? ", X out of memory" : "", kept);
+}
+
+static int timeline_text(FILE *f, const struct snapshot *s, bool ascii)
+{
+    struct track t[64];
+    size_t n = tracks_of(s, t, 64);
+    int64_t end = log_end(s);
+    const struct snap_events *ev = &s->events;
+    char rec[48] = "?";
+    if (ev->recorded != SNAP_UNKNOWN)
+        snprintf(rec, sizeof rec, "%" PRIu64, ev->recorded);
+    fprintf(f, "%scumemtrace timeline: %s%s\n", out_color(OUT_BOLD), s->file,
+            out_color(OUT_RESET));
+    if (ev->stride > 1)
+        fprintf(f, "  %zu of %s events kept (every %" PRIu64 "th: the log was thinned; "
+                   "peaks are exact)\n", ev->n, rec, ev->stride);
+    else
+        fprintf(f, "  %zu events\n", ev->n);
+    if (n == 0)
+        fprintf(f, "\nNo device saw tracked activity.\n");
+    for (size_t i = 0; i < n; i++) {
+        fputc('\n', f);
+        spark(f, s, &t[i], end, ascii);
+    }
+    return 0;
+}
+
+/* ---- Chrome trace events ---- */
+
+static void ts(struct jsonw *w, int64_t ns)
+{
+    char buf[48];
+    if (ns < 0)
+        ns = 0;
+    snprintf(buf, sizeof buf, "%" PRId64 ".%03" PRId64, ns / 1000, ns % 1000);
+    jsonw_key(w, "ts");
+    jsonw_raw(w, buf);
+}
+
+static void event_head(struct jsonw *w, const char *name, const char *ph, int64_t pid,
+                       int64_t t)
+{
+    jsonw_begin_object(w);
+    jsonw_key(w, "name"); jsonw_string(w, name);
+    jsonw_key(w, "ph"); jsonw_string(w, ph);
+    ts(w, t);
+    jsonw_key(w, "pid"); jsonw_i64(w, pid);
+    jsonw_key(w, "tid"); jsonw_i64(w, 0);
+}
+
+static void counter(struct jsonw *w, const char *name, int64_t pid, int64_t t, uint64_t bytes)
+{
+    event_head(w, name, "C", pid, t);
+    jsonw_key(w, "args");
+    jsonw_begin_object(w);
+    jsonw_key(w, "bytes"); jsonw_u64(w, bytes);
+    jsonw_end_object(w);
+    jsonw_end_object(w);
+}
+
+static void kinds_counter(struct jsonw *w, const char *name, int64_t pid, int64_t t,
+                          const int64_t *k)
+{
+    static const char *const names[DEVICE_KINDS] = {"device", "managed", "async", "vmm"};
+    event_head(w, name, "C", pid, t);
+    jsonw_key(w, "args");
+    jsonw_begin_object(w);
+    for (int i = 0; i < DEVICE_KINDS; i++) {
+        jsonw_key(w, names[i]);
+        jsonw_i64(w, k[i] > 0 ? k[i] : 0);
+    }
+    jsonw_end_object(w);
+    jsonw_end_object(w);
+}
+
+static void chrome_track(struct jsonw *w, const struct snapshot *s, const struct track *t,
+                         int64_t pid, bool by_kind)
+{
+    char name[48], kname[64];
+    track_name(t, name, sizeof name);
+    snprintf(kname, sizeof kname, "%s by kind", name);
+    const struct snap_events *ev = &s->events;
+    bool peak_done = t->peak_time == SNAP_UNKNOWN_I64;
+    bool started = false;
+    int64_t kinds[DEVICE_KINDS] = {0};
+    int64_t last_t = 0;
+    for (size_t i = 0; i < ev->n; i++) {
+        const struct snap_event *e = &ev->v[i];
+        if (e->device != t->device)
+            continue;
+        if (!started) {
+            started = true;
+            if (e->t_ns > 0)
+                counter(w, name, pid, 0, 0);
+        }
+        if (!peak_done && e->t_ns > t->peak_time) {
+            counter(w, name, pid, t->peak_time, t->peak);
+            peak_done = true;
+        }
+        counter(w, name, pid, e->t_ns, e->current);
+        if (e->t_ns == t->peak_time && e->current == t->peak)
+            peak_done = true;
+        if (by_kind && e->kind < DEVICE_KINDS) {
+            kinds[e->kind] += e->delta;
+            kinds_counter(w, kname, pid, e->t_ns, kinds);
+        }
+        last_t = e->t_ns;
+    }
+    if (!started)
+        counter(w, name, pid, 0, 0);
+    if (!peak_done) {
+        counter(w, name, pid, t->peak_time, t->peak);
+        if (t->peak_time > last_t)
+            last_t = t->peak_time;
+    }
+    int64_t end = s->process.dump_time_ns;
+    if (end != SNAP_UNKNOWN_I64 && end >= last_t)
+        counter(w, name, pid, end, t->final);
+    if (t->peak_time != SNAP_UNKNOWN_I64) {
+        char pname[64];
+        snprintf(pname, sizeof pname, "peak %s", name);
+        event_head(w, pname, "i", pid, t->peak_time);
+        jsonw_key(w, "s"); jsonw_string(w, "p");
+        jsonw_key(w, "args");
+        jsonw_begin_object(w);
+        jsonw_key(w, "peak_bytes"); jsonw_u64(w, t->peak);
+        jsonw_end_object(w);
+        jsonw_end_object(w);
+    }
+}
+
+static int timeline_chrome(FILE *f, const struct snapshot *s)
+{
+    struct track t[64];
+    size_t n = tracks_of(s, t, 64);
+    int64_t pid = s->process.pid != SNAP_UNKNOWN_I64 ? s->process.pid : 0;
+    bool by_kind = s->events.stride <= 1 && s->events.thinned != 1;
+    struct jsonw w;
+    jsonw_init(&w, f, false);
+    jsonw_begin_object(&w);
+    jsonw_key(&w, "traceEvents");
+    jsonw_begin_array(&w);
+    fputc('\n', f);
+    char pname[256];
+    snprintf(pname, sizeof pname, "%s (pid %" PRId64 ")",
+             s->process.exe ? s->process.exe : "?", pid);
+    jsonw_begin_object(&w);
+    jsonw_key(&w, "name"); jsonw_string(&w, "process_name");
+    jsonw_key(&w, "ph"); jsonw_string(&w, "M");
+    jsonw_key(&w, "pid"); jsonw_i64(&w, pid);
+    jsonw_key(&w, "tid"); jsonw_i64(&w, 0);
+    jsonw_key(&w, "args");
+    jsonw_begin_object(&w);
+    jsonw_key(&w, "name"); jsonw_string(&w, pname);
+    jsonw_end_object(&w);
+    jsonw_end_object(&w);
+    for (size_t i = 0; i < n; i++)
+        chrome_track(&w, s, &t[i], pid, by_kind);
+    if (s->oom.present && s->oom.time_ns != SNAP_UNKNOWN_I64) {
+        const struct snap_oom *o = &s->oom;
+        event_head(&w, "out of memory", "i", pid, o->time_ns);
+        jsonw_key(&w, "s"); jsonw_string(&w, "g");
+        jsonw_key(&w, "args");
+        jsonw_begin_object(&w);
+        jsonw_key(&w, "device"); jsonw_i64(&w, o->device);
+        jsonw_key(&w, "requested_bytes"); jsonw_u64(&w, o->requested_bytes);
+        jsonw_key(&w, "entry_point"); jsonw_string(&w, o->entry_point);
+        jsonw_key(&w, "cause"); jsonw_string(&w, snapshot_cause_name(o));
+        jsonw_key(&w, "attempts"); jsonw_u64(&w, o->attempts);
+        jsonw_key(&w, "recovered"); jsonw_tribool(&w, o->recovered);
+        jsonw_key(&w, "free_bytes"); jsonw_u64(&w, o->free_bytes);
+        jsonw_end_object(&w);
+        jsonw_end_object(&w);
+    }
+    jsonw_end_array(&w);
+    jsonw_key(&w, "displayTimeUnit"); jsonw_string(&w, "ms");
+    jsonw_key(&w, "otherData");
+    jsonw_begin_object(&w);
+    jsonw_key(&w, "source"); jsonw_string(&w, "cumemtrace");
+    jsonw_key(&w, "file"); jsonw_string(&w, s->file);
+    jsonw_key(&w, "events_recorded"); jsonw_u64(&w, s->events.recorded);
+    jsonw_key(&w, "events_kept"); jsonw_u64(&w, s->events.n);
+    jsonw_key(&w, "stride"); jsonw_u64(&w, s->events.stride);
+    jsonw_key(&w, "by_kind_tracks");
+    jsonw_string(&w, by_kind ? "exact" : "omitted: the event log was thinned");
+    jsonw_end_object(&w);
+    jsonw_end_object(&w);
+    jsonw_finish(&w);
+    return 0;
+}
+
+static const char usage[] =
+    "usage: cumemtrace timeline [--ascii] [--format text|chrome] [--chrome OUT]\n"
+    "                           FILE\n"
+    "\n"
+    "Shows device memory over time.  By default a sparkline per device in the\n"
+    "terminal (^ marks the peak, X an OOM).  --format chrome prints, and\n"
+    "--chrome OUT writes, Chrome trace-event JSON that opens in Perfetto\n"
+    "(ui.perfetto.dev) or chrome://tracing: a counter track per device and\n"
+    "kind, and instant events for the peak and the OOM.\n"
+    "\n"
+    "  --ascii          plain ASCII sparkline instead of block characters\n"
+    "  --format F       text (default) or chrome\n"
+    "  --chrome OUT     write the Chrome trace to OUT\n"
+    "\n"
+    "example: cumemtrace timeline --chrome trace.json cumemtrace.python.4242.json\n";
+
+int timeline_main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"ascii", no_argument, NULL, 'a'},
+        {"format", required_argument, NULL, 'f'},
+        {"chrome", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    bool ascii = false, chrome = false;
+    const char *out_path = NULL;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'a': ascii = true; break;
+        case 'f':
+            if (strcmp(optarg, "chrome") == 0)
+                chrome = true;
+            else if (strcmp(optarg, "text") == 0)
+                chrome = false;
+            else
+                return cli_usage("timeline", "--format wants text or chrome, not '%s'",
+                                 optarg);
+            break;
+        case 'c': out_path = optarg; chrome = true; break;
+        case 'h': fputs(usage, stdout); return cli_finish_stdout();
+        case ':': return cli_usage("timeline", "%s needs a value", argv[optind - 1]);
+        default: return cli_usage("timeline", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (argc - optind != 1)
+        return cli_usage("timeline", "wants one snapshot file");
+    struct cli_inputs in;
+    if (cli_load(&in, argv + optind, 1) != 0)
+        return CLI_EXIT_ERROR;
+    out_init(stdout, false);
+    int rc = 0;
+    if (!chrome) {
+        rc = timeline_text(stdout, in.snaps[0], ascii);
+    } else if (out_path == NULL) {
+        rc = timeline_chrome(stdout, in.snaps[0]);
+    } else {
+        FILE *f = fopen(out_path, "w");
+        if (f == NULL) {
+            struct cli_error err;
+            errors_set(&err, CLI_EWRITE, "timeline: cannot write '%s': %s", out_path,
+                       strerror(errno));
+            errors_print(&err);
+            cli_inputs_free(&in);
+            return CLI_EXIT_ERROR;
+        }
+        rc = timeline_chrome(f, in.snaps[0]);
+        if (fclose(f) != 0 || rc != 0) {
+            fprintf(stderr, "cumemtrace: timeline: cannot write '%s': %s\n", out_path,
+                    strerror(errno));
+            remove(out_path);
+            cli_inputs_free(&in);
+            return CLI_EXIT_ERROR;
+        }
+        fprintf(stderr, "cumemtrace: wrote %s (open it in ui.perfetto.dev)\n", out_path);
+    }
+    cli_inputs_free(&in);
+    if (rc != 0)
+        return CLI_EXIT_ERROR;
+    return cli_finish_stdout() ? CLI_EXIT_ERROR : CLI_EXIT_OK;
+}
