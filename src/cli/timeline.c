@@ -17,6 +17,7 @@
  * counter sample (peak_time_ns, peak_bytes) from the device record is
  * inserted when the log lacks it; the track then always reaches the peak.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>

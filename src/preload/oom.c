@@ -124,6 +124,13 @@ static void close_chain(bool recovered)
         pthread_mutex_unlock(&lock);
         if (o->path[0]) /* the post-mortem now says it recovered */
             snapshot_write("oom", o->path, o, NULL, 0);
+        char req[32], rel[32];
+        log_msg(LOG_INFO, "recovered: %s of %s succeeded on attempt %u after "
+                          "the application released %s",
+                resolve_name(o->slot),
+                units_format_bytes(o->requested, req, sizeof req),
+                o->attempts + 1,
+                units_format_bytes(o->released_bytes, rel, sizeof rel));
     }
 }
 

@@ -68,6 +68,8 @@ def test_caching_allocator_recovers(run):
         (1, 1, 120 * MiB)
     oom_file = [f.name for f in r.files if ".oom." in f.name]
     assert end["dumps"] == oom_file
+    assert ("cumemtrace: recovered: cudaMalloc of 100 MiB succeeded on attempt 2 "
+            "after the application released 120 MiB") in r.stderr
 
 
 def test_caching_allocator_finally_fails_one_file(run):

@@ -1,0 +1,290 @@
+/* run.c - `cumemtrace run -- COMMAND ARGS...`: run a command with the
+ * tracer preloaded and tell which snapshots it wrote.
+ *
+ * Finding the library: next to our own executable (the build tree) or in
+ * ../lib/ from it (an installed prefix), via /proc/self/exe, so the cwd
+ * does not matter.
+ *
+ * Knowing what was written: every process of the tree (torchrun workers,
+ * a shell script's children) inherits CUMEMTRACE_MANIFEST, the name of a
+ * temporary file we create; the library appends one absolute path plus
+ * '\n' per snapshot, with one write() on an O_APPEND descriptor, so lines
+ * from concurrent processes never interleave.  We read it after the child
+ * exits, print it (to stderr: stdout belongs to the command) and delete it.
+ *
+ * Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT are forwarded to the child,
+ * except when the kernel generated them (si_code SI_KERNEL: a terminal's
+ * Ctrl-C already reached the child, which is in our foreground process
+ * group; forwarding would deliver it twice and break Python's clean
+ * KeyboardInterrupt).  They stay blocked from before fork() until the
+ * handlers are in place, so none is lost or handled by the wrong process.
+ *
+ * Exit status: the child's; when it was killed by a signal we die of the
+ * same signal (with core dumps off, the core would be ours, not the
+ * child's), or exit 128+signal if that signal does not kill us.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "units.h"
+
+#define LIB_NAME "libcumemtrace.so"
+
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+#define NFORWARDED (sizeof forwarded / sizeof forwarded[0])
+
+static volatile sig_atomic_t child;
+
+static void forward(int sig, siginfo_t *info, void *uctx)
+{
+    (void)uctx;
+    if (info != NULL && info->si_code == SI_KERNEL)
+        return;
+    if (child > 0)
+        kill((pid_t)child, sig);
+}
+
+/* Fills lib with the library's absolute path; on failure fills looked with
+ * the places tried. */
+static int find_library(char *lib, size_t n, char *looked, size_t ln)
+{
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) {
+        snprintf(looked, ln, "nowhere: /proc/self/exe is unreadable (%s)", strerror(errno));
+        return -1;
+    }
+    exe[len] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash != NULL)
+        *slash = '\0';
+    char a[PATH_MAX + 32], b[PATH_MAX + 32];
+    snprintf(a, sizeof a, "%s/%s", exe, LIB_NAME);
+    snprintf(b, sizeof b, "%s/../lib/%s", exe, LIB_NAME);
+    const char *cand[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        if (access(cand[i], R_OK) == 0 && realpath(cand[i], lib) != NULL &&
+            strlen(lib) < n)
+            return 0;
+    }
+    snprintf(looked, ln, "%s, %s", a, b);
+    return -1;
+}
+
+static int set_env(const char *name, const char *value)
+{
+    if (setenv(name, value, 1) != 0) {
+        fprintf(stderr, "cumemtrace: run: cannot set %s: %s\n", name, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Prints the distinct lines of the manifest, in the order written. */
+static void print_manifest(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        fprintf(stderr, "cumemtrace: run: cannot read the snapshot list %s: %s\n", path,
+                strerror(errno));
+        return;
+    }
+    char **lines = NULL;
+    size_t n = 0, cap = 0;
+    char *line = NULL;
+    size_t lcap = 0;
+    ssize_t len;
+    while ((len = getline(&line, &lcap, f)) > 0) {
+        if (line[len - 1] == '\n')
+            line[--len] = '\0';
+        if (len == 0)
+            continue;
+        bool seen = false;
+        for (size_t i = 0; i < n && !seen; i++)
+            seen = strcmp(lines[i], line) == 0;
+        if (seen)
+            continue;
+        if (snapshot_vec_reserve((void **)&lines, &cap, sizeof *lines, n + 1) != 0)
+            break;
+        lines[n] = strdup(line);
+        if (lines[n] == NULL)
+            break;
+        n++;
+    }
+    free(line);
+    fclose(f);
+    if (n == 0)
+        fprintf(stderr, "cumemtrace: no snapshot written (did the command use CUDA?)\n");
+    else
+        fprintf(stderr, "cumemtrace: %zu snapshot%s written:\n", n, n == 1 ? "" : "s");
+    for (size_t i = 0; i < n; i++) {
+        fprintf(stderr, "  %s\n", lines[i]);
+        free(lines[i]);
+    }
+    free(lines);
+}
+
+static int exit_like(int status)
+{
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        struct rlimit none = {0, 0};
+        setrlimit(RLIMIT_CORE, &none);
+        fflush(NULL);
+        signal(sig, SIG_DFL);
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, sig);
+        sigprocmask(SIG_UNBLOCK, &set, NULL);
+        raise(sig);
+        return 128 + sig;
+    }
+    return CLI_EXIT_ERROR;
+}
+
+static const char usage[] =
+    "usage: cumemtrace run [--output PATTERN] [--limit SIZE] [--depth N]\n"
+    "                      [--] COMMAND [ARGS...]\n"
+    "\n"
+    "Runs COMMAND with libcumemtrace.so preloaded (found next to this program\n"
+    "or in ../lib/), waits for it, prints the snapshot files that it and its\n"
+    "child processes wrote (on stderr), and exits with its status.  SIGINT,\n"
+    "SIGTERM, SIGHUP and SIGQUIT sent to cumemtrace are passed on.\n"
+    "\n"
+    "  --output PATTERN  CUMEMTRACE_OUTPUT: a directory, or a file pattern with\n"
+    "                    %p pid, %e executable, %h host, %r rank, %t time\n"
+    "  --limit SIZE      CUMEMTRACE_LIMIT: behave as on a GPU of SIZE (24GiB)\n"
+    "  --depth N         CUMEMTRACE_DEPTH: native frames per stack\n"
+    "\n"
+    "example: cumemtrace run --limit 24GiB -- python train.py --batch 64\n"
+    "         cumemtrace run -- torchrun --nproc-per-node 8 train.py\n";
+
+int run_main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"limit", required_argument, NULL, 'l'},
+        {"depth", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *output = NULL, *limit = NULL, *depth = NULL;
+    int c;
+    /* '+': stop at the command, whose own options are not ours. */
+    while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+        uint64_t v;
+        switch (c) {
+        case 'o': output = optarg; break;
+        case 'l':
+            if (units_parse_size(optarg, &v) != 0 || v == 0)
+                return cli_usage("run", "--limit wants a size such as 24GiB, not '%s'",
+                                 optarg);
+            limit = optarg;
+            break;
+        case 'd':
+            if (cli_parse_count(optarg, &v) != 0 || v == 0 || v > 1024)
+                return cli_usage("run", "--depth wants a frame count from 1 to 1024, "
+                                 "not '%s'", optarg);
+            depth = optarg;
+            break;
+        case 'h': fputs(usage, stdout); return cli_finish_stdout();
+        case ':': return cli_usage("run", "%s needs a value", argv[optind - 1]);
+        default: return cli_usage("run", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        return cli_usage("run", "no command given");
+
+    char lib[PATH_MAX], looked[2 * PATH_MAX + 80];
+    if (find_library(lib, sizeof lib, looked, sizeof looked) != 0) {
+        struct cli_error err;
+        errors_set(&err, CLI_ENOLIB, "run: %s not found; looked in %s", LIB_NAME, looked);
+        errors_print(&err);
+        return CLI_EXIT_ERROR;
+    }
+
+    const char *tmp = getenv("TMPDIR");
+    char manifest[PATH_MAX];
+    snprintf(manifest, sizeof manifest, "%s/cumemtrace-run.XXXXXX",
+             tmp && tmp[0] ? tmp : "/tmp");
+    int mfd = mkstemp(manifest);
+    if (mfd < 0) {
+        fprintf(stderr, "cumemtrace: run: cannot create %s: %s\n", manifest, strerror(errno));
+        return CLI_EXIT_ERROR;
+    }
+    close(mfd);
+
+    const char *old = getenv("LD_PRELOAD");
+    size_t plen = strlen(lib) + (old ? strlen(old) : 0) + 2;
+    char *preload = malloc(plen);
+    if (preload == NULL) {
+        unlink(manifest);
+        return CLI_EXIT_ERROR;
+    }
+    /* Ours first, so our wrappers win over any other interposer's. */
+    snprintf(preload, plen, "%s%s%s", lib, old && old[0] ? ":" : "", old && old[0] ? old : "");
+    int rc = set_env("LD_PRELOAD", preload) || set_env("CUMEMTRACE_MANIFEST", manifest) ||
+             (output && set_env("CUMEMTRACE_OUTPUT", output)) ||
+             (limit && set_env("CUMEMTRACE_LIMIT", limit)) ||
+             (depth && set_env("CUMEMTRACE_DEPTH", depth));
+    free(preload);
+    if (rc != 0) {
+        unlink(manifest);
+        return CLI_EXIT_ERROR;
+    }
+
+    sigset_t block, old_mask;
+    sigemptyset(&block);
+    for (size_t i = 0; i < NFORWARDED; i++)
+        sigaddset(&block, forwarded[i]);
+    sigprocmask(SIG_BLOCK, &block, &old_mask);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        sigprocmask(SIG_SETMASK, &old_mask, NULL);
+        unlink(manifest);
+        fprintf(stderr, "cumemtrace: run: cannot fork: %s\n", strerror(e));
+        return CLI_EXIT_ERROR;
+    }
+    if (pid == 0) {
+        sigprocmask(SIG_SETMASK, &old_mask, NULL);
+        execvp(argv[optind], argv + optind);
+        int e = errno;
+        fprintf(stderr, "cumemtrace: run: cannot run '%s': %s\n", argv[optind], strerror(e));
+        _exit(e == ENOENT ? 127 : 126);
+    }
+    child = pid;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = forward;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < NFORWARDED; i++)
+        sigaction(forwarded[i], &sa, NULL);
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            fprintf(stderr, "cumemtrace: run: waiting for the command failed: %s\n",
+                    strerror(errno));
+            status = CLI_EXIT_ERROR << 8;
+            break;
+        }
+    }
+    child = 0;
+    print_manifest(manifest);
+    unlink(manifest);
+    return exit_like(status);
+}
