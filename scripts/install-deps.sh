@@ -1,0 +1,63 @@
+#!/bin/sh
+# install-deps.sh - checks for what cumemtrace needs to build and test, and
+# installs the missing Debian/Ubuntu packages when it can (root or sudo).
+#
+#   scripts/install-deps.sh                   install what is missing
+#   scripts/install-deps.sh --check-or-install   same (what `make` calls)
+#   scripts/install-deps.sh --check           only report; exit 1 if missing
+#   scripts/install-deps.sh --ci              also CI-only tools (clang for fuzzing)
+set -eu
+
+mode=install
+ci=0
+for arg in "$@"; do
+    case "$arg" in
+        --check) mode=check ;;
+        --check-or-install) mode=install ;;
+        --ci) ci=1 ;;
+        *) echo "install-deps.sh: unknown option '$arg' (use --check or --ci)" >&2; exit 2 ;;
+    esac
+done
+
+missing=""
+need() { # need PACKAGE TEST...
+    pkg=$1; shift
+    if ! "$@" >/dev/null 2>&1; then
+        missing="$missing $pkg"
+    fi
+}
+have_header() { printf '#include <%s>\n' "$1" | cc -E -x c - >/dev/null 2>&1; }
+have_lib() { ldconfig -p 2>/dev/null | grep -q "$1"; }
+py=/usr/bin/python3
+
+need make        command -v make
+need gcc         command -v cc
+need g++         command -v c++
+need binutils    command -v nm
+need uthash-dev  have_header uthash.h
+need libcmocka-dev have_header cmocka.h
+need libunwind-dev have_lib libunwind.so.8
+need python3-pytest "$py" -c "import pytest"
+if [ "$ci" = 1 ]; then
+    need clang command -v clang
+    need libclang-rt-14-dev sh -c 'test -n "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null | grep /)" && test -f "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a)"'
+fi
+
+[ -z "$missing" ] && exit 0
+
+cmd="apt-get install -y --no-install-recommends$missing"
+if [ "$mode" = check ]; then
+    echo "cumemtrace: missing packages:$missing. Install them with: sudo $cmd" >&2
+    exit 1
+fi
+if [ "$(id -u)" = 0 ]; then
+    echo "cumemtrace: installing:$missing" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive $cmd
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    echo "cumemtrace: installing with sudo:$missing" >&2
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive $cmd
+else
+    echo "cumemtrace: missing packages:$missing." >&2
+    echo "cumemtrace: install them with: sudo $cmd   (then run make again)" >&2
+    exit 1
+fi
