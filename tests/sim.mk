@@ -1,0 +1,25 @@
+# tests/sim.mk - extra rules for the simulated device's tests (included by
+# the Makefile after tests/tests.mk).
+#
+# - test_sim_procaddress and test_sim_runtime compare against the look-ups of
+#   NVIDIA's runtime, so they include the generated cudart_lookups.h.
+# - tests/e2e/test_sim_runtime.py runs two helpers built here with the
+#   programs' flags (sanitizers included): a program linked only to the
+#   static runtime, and a preload that watches dlopen/dlsym and interposes
+#   cuMemAlloc_v2 and cuMemFree_v2.
+
+SIM_LOOKUP_TESTS := $(BUILD)/tests/unit/test_sim_procaddress $(BUILD)/tests/unit/test_sim_runtime
+$(SIM_LOOKUP_TESTS): $(BUILD)/gen/cudart_lookups.h
+$(SIM_LOOKUP_TESTS): CFLAGS_ALL += -I$(BUILD)/gen
+
+SIM_HELPERS := $(BUILD)/tests/sim/static_probe $(BUILD)/tests/sim/libsim_watch.so
+
+$(BUILD)/tests/sim/static_probe: tests/sim/static_probe.c $(SIMRTA)
+	@mkdir -p $(dir $@)
+	$(CC) $(PROG_CFLAGS) -o $@ $< $(SIMRTA) -ldl -lpthread
+
+$(BUILD)/tests/sim/libsim_watch.so: tests/sim/sim_watch.c
+	@mkdir -p $(dir $@)
+	$(CC) $(PROG_CFLAGS) -shared -o $@ $< -ldl
+
+test-bins: $(SIM_HELPERS)

@@ -1,0 +1,617 @@
+/* driver.c - the simulated libcuda.so.1: configuration, call accounting,
+ * initialisation, error strings, devices and primary contexts.
+ *
+ * A test double for the GPU, not a mock of the tracer: it keeps real state
+ * (driver_vaspace.c places every byte) and answers as NVIDIA's driver
+ * documents, so the tracer under test sees what it would see on hardware.
+ *
+ * Configuration, read once on the first call of any entry point:
+ *   SIMCUDA_DEVICES     device count, 0..16 (default 1; 0 makes cuInit fail
+ *                       with CUDA_ERROR_NO_DEVICE)
+ *   SIMCUDA_MEMORY      capacity of every device (default 16GiB, 2MiB..512GiB)
+ *   SIMCUDA_MEMORY_<n>  capacity of device n, overriding SIMCUDA_MEMORY
+ *   SIMCUDA_RESERVED    bytes taken on a device when its primary context is
+ *                       first retained and never given back: the CUDA context
+ *                       and other processes, memory no allocation accounts for
+ *   SIMCUDA_FAIL        fault injection, see sim_common.h
+ *   SIMCUDA_LOG=1       one stderr line per call
+ *
+ * Threads: one mutex (driver.lock) guards all state; calls are short, so one
+ * lock is simple and correct.  The current context is thread-local, as in
+ * CUDA.  Fork: the lock is taken around fork() (pthread_atfork) so a child
+ * starts with it free and the state consistent, and may go on using the
+ * device (NVIDIA's driver does not allow that; tests of forking hosts need it).
+ */
+#include "driver.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define SPEAKER "simcuda"
+#define DEFAULT_CAPACITY (UINT64_C(16) << 30)
+
+struct driver_state driver = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static pthread_once_t configure_once = PTHREAD_ONCE_INIT;
+static atomic_ulong calls[DRIVER_NSYMS];
+static _Thread_local struct CUctx_st *current_ctx;
+
+#define DRIVER_SYM_NAME(s, a) #s,
+static const char *const sym_names[] = {DRIVER_SYMBOLS(DRIVER_SYM_NAME)};
+#undef DRIVER_SYM_NAME
+#define DRIVER_SYM_ALLOCATES(s, a) a,
+static const unsigned char sym_allocates[] = {DRIVER_SYMBOLS(DRIVER_SYM_ALLOCATES)};
+#undef DRIVER_SYM_ALLOCATES
+
+/* ---- configuration, locking, call accounting ---- */
+
+static void before_fork(void)
+{
+    pthread_mutex_lock(&driver.lock);
+}
+
+static void after_fork_parent(void)
+{
+    pthread_mutex_unlock(&driver.lock);
+}
+
+static void after_fork_child(void)
+{
+    /* Only the forking thread survives, and it holds the lock. */
+    pthread_mutex_init(&driver.lock, NULL);
+}
+
+static void configure(void)
+{
+    driver.log = sim_common_env_flag("SIMCUDA_LOG");
+    driver.ndevices = (int)sim_common_env_long(SPEAKER, "SIMCUDA_DEVICES", 1, 0,
+                                               SIM_MAX_DEVICES);
+    uint64_t all = sim_common_env_size(SPEAKER, "SIMCUDA_MEMORY", DEFAULT_CAPACITY,
+                                       SIM_PAGE, SIM_MAX_CAPACITY);
+    uint64_t reserved = sim_common_env_size(SPEAKER, "SIMCUDA_RESERVED", 0, 0,
+                                            SIM_MAX_CAPACITY);
+    for (int d = 0; d < driver.ndevices; d++) {
+        char name[32];
+        snprintf(name, sizeof name, "SIMCUDA_MEMORY_%d", d);
+        driver.dev[d].capacity = sim_common_env_size(SPEAKER, name, all, SIM_PAGE,
+                                                     SIM_MAX_CAPACITY);
+        driver.dev[d].reserved = reserved;
+        driver.dev[d].ctx.device = d;
+    }
+    sim_common_fault_parse(&driver.faults, sim_common_getenv("SIMCUDA_FAIL"), SPEAKER, 0,
+                           sym_names, DRIVER_NSYMS);
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
+
+void driver_configure(void)
+{
+    pthread_once(&configure_once, configure);
+}
+
+void driver_lock(void)
+{
+    pthread_mutex_lock(&driver.lock);
+}
+
+void driver_unlock(void)
+{
+    pthread_mutex_unlock(&driver.lock);
+}
+
+CUresult driver_enter(enum driver_sym s)
+{
+    driver_configure();
+    unsigned long n = atomic_fetch_add(&calls[s], 1) + 1;
+    long code;
+    if (!sim_common_fault_hit(&driver.faults, (int)s, n, &code))
+        return CUDA_SUCCESS;
+    if (code == 0)
+        code = sym_allocates[s] ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_UNKNOWN;
+    return (CUresult)code;
+}
+
+static const char *result_name(CUresult r);
+
+CUresult driver_leave(enum driver_sym s, CUresult r, const char *fmt, ...)
+{
+    if (!driver.log)
+        return r;
+    char details[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(details, sizeof details, fmt, ap);
+    va_end(ap);
+    const char *name = result_name(r);
+    if (name != NULL)
+        sim_common_say(SPEAKER, "%s%s = %s", sym_names[s], details, name);
+    else
+        sim_common_say(SPEAKER, "%s%s = %d", sym_names[s], details, (int)r);
+    return r;
+}
+
+CUresult driver_ready(void)
+{
+    return atomic_load(&driver.initialized) ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+int driver_valid_device(int dev)
+{
+    return dev >= 0 && dev < driver.ndevices;
+}
+
+CUresult driver_current_device(int *dev)
+{
+    if (!atomic_load(&driver.initialized))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (current_ctx == NULL || current_ctx->refs == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *dev = current_ctx->device;
+    return CUDA_SUCCESS;
+}
+
+/* ---- initialisation and versions ---- */
+
+/* With driver.lock held. */
+static CUresult init_devices(void)
+{
+    for (int d = 0; d < driver.ndevices; d++) {
+        struct sim_device *sd = &driver.dev[d];
+        if (driver_vaspace_pages_init(&sd->pages, sd->capacity / SIM_PAGE) != 0)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        uint64_t base = SIM_DEV_BASE + (uint64_t)d * SIM_DEV_STRIDE;
+        driver_vaspace_range_init(&sd->vmm, base + SIM_VMM_OFFSET, base + SIM_DEV_STRIDE);
+        CUresult r = driver_memory_init_device(d);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    driver_vaspace_range_init(&driver.v1, SIM_V1_BASE, SIM_V1_END);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuInit(unsigned int Flags)
+{
+    DRIVER_ENTER(cuInit);
+    CUresult r = CUDA_SUCCESS;
+    if (Flags != 0)
+        r = CUDA_ERROR_INVALID_VALUE;
+    else if (driver.ndevices == 0)
+        r = CUDA_ERROR_NO_DEVICE;
+    if (r == CUDA_SUCCESS && !atomic_load(&driver.initialized)) {
+        driver_lock();
+        if (!atomic_load(&driver.initialized)) {
+            r = init_devices();
+            if (r == CUDA_SUCCESS)
+                atomic_store(&driver.initialized, 1);
+        }
+        driver_unlock();
+    }
+    return driver_leave(SYM_cuInit, r, "(%u)", Flags);
+}
+DRIVER_SELF(cuInit);
+
+CUresult cuDriverGetVersion(int *driverVersion)
+{
+    DRIVER_ENTER(cuDriverGetVersion);
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if (driverVersion != NULL) {
+        *driverVersion = SIM_DRIVER_VERSION;
+        r = CUDA_SUCCESS;
+    }
+    return driver_leave(SYM_cuDriverGetVersion, r, "()");
+}
+DRIVER_SELF(cuDriverGetVersion);
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                             cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus)
+{
+    DRIVER_ENTER(cuGetProcAddress_v2);
+    CUdriverProcAddressQueryResult st;
+    CUresult r = driver_procaddress_lookup(symbol, pfn, cudaVersion, flags, &st);
+    if (symbolStatus != NULL && r != CUDA_ERROR_INVALID_VALUE)
+        *symbolStatus = st;
+    return driver_leave(SYM_cuGetProcAddress_v2, r, "(\"%s\", %d, %llu) status=%d",
+                        symbol ? symbol : "(null)", cudaVersion,
+                        (unsigned long long)flags, (int)st);
+}
+DRIVER_SELF(cuGetProcAddress_v2);
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+{
+    DRIVER_ENTER(cuGetProcAddress);
+    CUdriverProcAddressQueryResult st;
+    CUresult r = driver_procaddress_lookup(symbol, pfn, cudaVersion, flags, &st);
+    return driver_leave(SYM_cuGetProcAddress, r, "(\"%s\", %d, %llu)",
+                        symbol ? symbol : "(null)", cudaVersion, (unsigned long long)flags);
+}
+DRIVER_SELF(cuGetProcAddress);
+
+/* ---- error strings: NVIDIA's names and texts for the codes the sim uses ---- */
+
+static const struct {
+    CUresult code;
+    const char *name, *text;
+} results[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_ALREADY_MAPPED, "CUDA_ERROR_ALREADY_MAPPED", "resource already mapped"},
+    {CUDA_ERROR_NOT_MAPPED, "CUDA_ERROR_NOT_MAPPED", "resource not mapped"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+     "an illegal memory access was encountered"},
+    {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+static const char *result_name(CUresult r)
+{
+    for (size_t i = 0; i < sizeof results / sizeof results[0]; i++)
+        if (results[i].code == r)
+            return results[i].name;
+    return NULL;
+}
+
+static CUresult error_text(CUresult error, const char **pStr, int want_name)
+{
+    if (pStr == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof results / sizeof results[0]; i++) {
+        if (results[i].code == error) {
+            *pStr = want_name ? results[i].name : results[i].text;
+            return CUDA_SUCCESS;
+        }
+    }
+    *pStr = NULL; /* as NVIDIA's: an unknown code is an invalid argument */
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuGetErrorString(CUresult error, const char **pStr)
+{
+    DRIVER_ENTER(cuGetErrorString);
+    return driver_leave(SYM_cuGetErrorString, error_text(error, pStr, 0), "(%d)", (int)error);
+}
+DRIVER_SELF(cuGetErrorString);
+
+CUresult cuGetErrorName(CUresult error, const char **pStr)
+{
+    DRIVER_ENTER(cuGetErrorName);
+    return driver_leave(SYM_cuGetErrorName, error_text(error, pStr, 1), "(%d)", (int)error);
+}
+DRIVER_SELF(cuGetErrorName);
+
+/* ---- devices ---- */
+
+/* NOT_INITIALIZED, INVALID_DEVICE or CUDA_SUCCESS. */
+static CUresult check_device(CUdevice dev)
+{
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && !driver_valid_device(dev))
+        r = CUDA_ERROR_INVALID_DEVICE;
+    return r;
+}
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+    DRIVER_ENTER(cuDeviceGet);
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && device == NULL)
+        r = CUDA_ERROR_INVALID_VALUE;
+    else if (r == CUDA_SUCCESS && !driver_valid_device(ordinal))
+        r = CUDA_ERROR_INVALID_DEVICE;
+    if (r == CUDA_SUCCESS)
+        *device = ordinal; /* a CUdevice is its ordinal, as on NVIDIA's driver */
+    return driver_leave(SYM_cuDeviceGet, r, "(%d)", ordinal);
+}
+DRIVER_SELF(cuDeviceGet);
+
+CUresult cuDeviceGetCount(int *count)
+{
+    DRIVER_ENTER(cuDeviceGetCount);
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && count == NULL)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        *count = driver.ndevices;
+    return driver_leave(SYM_cuDeviceGetCount, r, "() -> %d",
+                        r == CUDA_SUCCESS ? driver.ndevices : 0);
+}
+DRIVER_SELF(cuDeviceGetCount);
+
+CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    DRIVER_ENTER(cuDeviceGetName);
+    CUresult r = check_device(dev);
+    if (r == CUDA_SUCCESS && (name == NULL || len <= 0))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        snprintf(name, (size_t)len, "%s", "cumemtrace simulated GPU");
+    return driver_leave(SYM_cuDeviceGetName, r, "(%d)", dev);
+}
+DRIVER_SELF(cuDeviceGetName);
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    DRIVER_ENTER(cuDeviceTotalMem_v2);
+    CUresult r = check_device(dev);
+    if (r == CUDA_SUCCESS && bytes == NULL)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        *bytes = driver.dev[dev].capacity;
+    return driver_leave(SYM_cuDeviceTotalMem_v2, r, "(%d)", dev);
+}
+DRIVER_SELF(cuDeviceTotalMem_v2);
+
+CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    DRIVER_ENTER(cuDeviceTotalMem);
+    CUresult r = check_device(dev);
+    if (r == CUDA_SUCCESS && bytes == NULL)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) { /* the 32-bit ABI clamps, as NVIDIA's does */
+        uint64_t c = driver.dev[dev].capacity;
+        *bytes = c > UINT32_MAX ? UINT32_MAX : (unsigned int)c;
+    }
+    return driver_leave(SYM_cuDeviceTotalMem, r, "(%d)", dev);
+}
+DRIVER_SELF(cuDeviceTotalMem);
+
+CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    DRIVER_ENTER(cuDeviceGetAttribute);
+    CUresult r = check_device(dev);
+    if (r == CUDA_SUCCESS && pi == NULL)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        switch (attrib) { /* an H100-like device that supports every allocator */
+        case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = 132; break;
+        case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *pi = 1; break;
+        case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = 9; break;
+        case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = 0; break;
+        case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: *pi = 1; break;
+        case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *pi = 1; break;
+        case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *pi = 1; break;
+        default: r = CUDA_ERROR_INVALID_VALUE; break;
+        }
+    }
+    return driver_leave(SYM_cuDeviceGetAttribute, r, "(%d, %d)", (int)attrib, dev);
+}
+DRIVER_SELF(cuDeviceGetAttribute);
+
+/* ---- primary contexts ---- */
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    DRIVER_ENTER(cuDevicePrimaryCtxRetain);
+    CUresult r = check_device(dev);
+    if (r == CUDA_SUCCESS && pctx == NULL)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        struct sim_device *sd = &driver.dev[dev];
+        driver_lock();
+        sd->ctx.refs++;
+        if (!sd->reserved_charged) {
+            uint64_t pages = sd->reserved / SIM_PAGE + (sd->reserved % SIM_PAGE != 0);
+            driver_vaspace_reserve_top(&sd->pages, pages);
+            sd->reserved_charged = 1;
+        }
+        driver_unlock();
+        *pctx = &sd->ctx;
+    }
+    return driver_leave(SYM_cuDevicePrimaryCtxRetain, r, "(%d)", dev);
+}
+DRIVER_SELF(cuDevicePrimaryCtxRetain);
+
+static CUresult ctx_release(CUdevice dev)
+{
+    CUresult r = check_device(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    driver_lock();
+    struct CUctx_st *c = &driver.dev[dev].ctx;
+    if (c->refs == 0) {
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    } else if (--c->refs == 0) {
+        driver_memory_reset_device(dev); /* the context is destroyed with its memory */
+    }
+    driver_unlock();
+    return r;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    DRIVER_ENTER(cuDevicePrimaryCtxRelease_v2);
+    return driver_leave(SYM_cuDevicePrimaryCtxRelease_v2, ctx_release(dev), "(%d)", dev);
+}
+DRIVER_SELF(cuDevicePrimaryCtxRelease_v2);
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    DRIVER_ENTER(cuDevicePrimaryCtxRelease);
+    return driver_leave(SYM_cuDevicePrimaryCtxRelease, ctx_release(dev), "(%d)", dev);
+}
+DRIVER_SELF(cuDevicePrimaryCtxRelease);
+
+static CUresult ctx_reset(CUdevice dev)
+{
+    CUresult r = check_device(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    driver_lock();
+    driver_memory_reset_device(dev); /* the retain count stays, as documented */
+    driver_unlock();
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    DRIVER_ENTER(cuDevicePrimaryCtxReset_v2);
+    return driver_leave(SYM_cuDevicePrimaryCtxReset_v2, ctx_reset(dev), "(%d)", dev);
+}
+DRIVER_SELF(cuDevicePrimaryCtxReset_v2);
+
+CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    DRIVER_ENTER(cuDevicePrimaryCtxReset);
+    return driver_leave(SYM_cuDevicePrimaryCtxReset, ctx_reset(dev), "(%d)", dev);
+}
+DRIVER_SELF(cuDevicePrimaryCtxReset);
+
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    DRIVER_ENTER(cuDevicePrimaryCtxGetState);
+    CUresult r = check_device(dev);
+    if (r == CUDA_SUCCESS && (flags == NULL || active == NULL))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        driver_lock();
+        *flags = driver.dev[dev].ctx.flags;
+        *active = driver.dev[dev].ctx.refs > 0;
+        driver_unlock();
+    }
+    return driver_leave(SYM_cuDevicePrimaryCtxGetState, r, "(%d)", dev);
+}
+DRIVER_SELF(cuDevicePrimaryCtxGetState);
+
+static CUresult ctx_set_flags(CUdevice dev, unsigned int flags)
+{
+    CUresult r = check_device(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    /* CU_CTX_SCHED_* is 0, 1, 2 or 4 in the low bits; the other defined
+     * flags (MAP_HOST .. SYNC_MEMOPS) are bits 3..7. */
+    unsigned int sched = flags & 0x7;
+    if ((flags & ~0xffu) != 0 || sched == 3 || sched > 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    driver_lock();
+    driver.dev[dev].ctx.flags = flags;
+    driver_unlock();
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+    DRIVER_ENTER(cuDevicePrimaryCtxSetFlags_v2);
+    return driver_leave(SYM_cuDevicePrimaryCtxSetFlags_v2, ctx_set_flags(dev, flags),
+                        "(%d, 0x%x)", dev, flags);
+}
+DRIVER_SELF(cuDevicePrimaryCtxSetFlags_v2);
+
+CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
+{
+    DRIVER_ENTER(cuDevicePrimaryCtxSetFlags);
+    return driver_leave(SYM_cuDevicePrimaryCtxSetFlags, ctx_set_flags(dev, flags),
+                        "(%d, 0x%x)", dev, flags);
+}
+DRIVER_SELF(cuDevicePrimaryCtxSetFlags);
+
+/* ---- the current context ---- */
+
+/* Whether ctx is one of the sim's contexts (any value may come in). */
+static int known_context(CUcontext ctx)
+{
+    for (int d = 0; d < driver.ndevices; d++)
+        if (ctx == &driver.dev[d].ctx)
+            return 1;
+    return 0;
+}
+
+CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    DRIVER_ENTER(cuCtxGetCurrent);
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && pctx == NULL)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        *pctx = current_ctx;
+    return driver_leave(SYM_cuCtxGetCurrent, r, "() -> %p", (void *)current_ctx);
+}
+DRIVER_SELF(cuCtxGetCurrent);
+
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    DRIVER_ENTER(cuCtxSetCurrent);
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && ctx != NULL) {
+        driver_lock();
+        if (!known_context(ctx) || ctx->refs == 0)
+            r = CUDA_ERROR_INVALID_CONTEXT;
+        driver_unlock();
+    }
+    if (r == CUDA_SUCCESS)
+        current_ctx = ctx;
+    return driver_leave(SYM_cuCtxSetCurrent, r, "(%p)", (void *)ctx);
+}
+DRIVER_SELF(cuCtxSetCurrent);
+
+/* The device of ctx, or of the current context when ctx is NULL. */
+static CUresult ctx_device(CUcontext ctx, int *dev)
+{
+    CUresult r = driver_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    driver_lock();
+    if (ctx == NULL)
+        r = driver_current_device(dev);
+    else if (!known_context(ctx) || ctx->refs == 0)
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    else {
+        *dev = ctx->device;
+        r = CUDA_SUCCESS;
+    }
+    driver_unlock();
+    return r;
+}
+
+CUresult cuCtxGetDevice(CUdevice *device)
+{
+    DRIVER_ENTER(cuCtxGetDevice);
+    int dev = -1;
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && device == NULL)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        r = ctx_device(NULL, &dev);
+    if (r == CUDA_SUCCESS)
+        *device = dev;
+    return driver_leave(SYM_cuCtxGetDevice, r, "() -> %d", dev);
+}
+DRIVER_SELF(cuCtxGetDevice);
+
+CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    DRIVER_ENTER(cuCtxGetDevice_v2);
+    int dev = -1;
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && device == NULL)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        r = ctx_device(ctx, &dev);
+    if (r == CUDA_SUCCESS)
+        *device = dev;
+    return driver_leave(SYM_cuCtxGetDevice_v2, r, "(%p) -> %d", (void *)ctx, dev);
+}
+DRIVER_SELF(cuCtxGetDevice_v2);
+
+CUresult cuCtxSynchronize(void)
+{
+    DRIVER_ENTER(cuCtxSynchronize);
+    int dev;
+    return driver_leave(SYM_cuCtxSynchronize, ctx_device(NULL, &dev), "()");
+}
+DRIVER_SELF(cuCtxSynchronize);
+
+CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    DRIVER_ENTER(cuCtxSynchronize_v2);
+    int dev;
+    return driver_leave(SYM_cuCtxSynchronize_v2, ctx_device(ctx, &dev), "(%p)", (void *)ctx);
+}
+DRIVER_SELF(cuCtxSynchronize_v2);

@@ -1,0 +1,193 @@
+/* driver.h - internals shared by the files of the simulated libcuda.so.1.
+ *
+ * Every exported function begins with DRIVER_ENTER (configuration, call
+ * counting, SIMCUDA_FAIL) and ends with driver_leave (SIMCUDA_LOG).  All
+ * state lives in `driver` and is guarded by driver.lock, except the current
+ * context, which is per thread, and the call counters, which are atomic.
+ * Nothing here is exported: only the cu* entry points are.
+ */
+#ifndef CUMEMTRACE_SIM_DRIVER_H
+#define CUMEMTRACE_SIM_DRIVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <uthash.h>
+
+#include "cuda_api.h"
+#include "driver_vaspace.h"
+#include "sim_common.h"
+
+#pragma GCC visibility push(hidden)
+
+/* Fake device addresses: device d's linear memory starts at
+ * SIM_DEV_BASE + d * SIM_DEV_STRIDE, its VMM reservations SIM_VMM_OFFSET
+ * above that.  Far from where Linux maps host memory, so a device pointer
+ * never equals a host one.  Nothing ever dereferences them. */
+#define SIM_DEV_BASE UINT64_C(0x200000000000)
+#define SIM_DEV_STRIDE UINT64_C(0x10000000000)  /* 1 TiB per device */
+#define SIM_VMM_OFFSET UINT64_C(0x8000000000)   /* 512 GiB */
+#define SIM_MAX_CAPACITY SIM_VMM_OFFSET          /* linear memory must fit below the VMM window */
+/* 32-bit addresses for the pre-3.2 entry points (cuMemAlloc, cuMemAllocPitch),
+ * whose CUdeviceptr_v1 is an unsigned int; shared by all devices. */
+#define SIM_V1_BASE UINT64_C(0x80000000)
+#define SIM_V1_END UINT64_C(0x100000000)
+#define SIM_MAX_DEVICES 16
+#define SIM_DRIVER_VERSION 13000
+
+/* X(symbol, allocates): every function libcuda.so.1 exports.  `allocates`
+ * decides what an injected fault returns: CUDA_ERROR_OUT_OF_MEMORY or
+ * CUDA_ERROR_UNKNOWN. */
+#define DRIVER_SYMBOLS(X)                                                        \
+    X(cuInit, 0) X(cuDriverGetVersion, 0) X(cuGetProcAddress, 0)                 \
+    X(cuGetProcAddress_v2, 0) X(cuGetErrorString, 0) X(cuGetErrorName, 0)        \
+    X(cuDeviceGet, 0) X(cuDeviceGetCount, 0) X(cuDeviceGetName, 0)               \
+    X(cuDeviceTotalMem, 0) X(cuDeviceTotalMem_v2, 0) X(cuDeviceGetAttribute, 0)  \
+    X(cuDevicePrimaryCtxRetain, 0) X(cuDevicePrimaryCtxRelease, 0)               \
+    X(cuDevicePrimaryCtxRelease_v2, 0) X(cuDevicePrimaryCtxReset, 0)             \
+    X(cuDevicePrimaryCtxReset_v2, 0) X(cuDevicePrimaryCtxGetState, 0)            \
+    X(cuDevicePrimaryCtxSetFlags, 0) X(cuDevicePrimaryCtxSetFlags_v2, 0)         \
+    X(cuCtxGetCurrent, 0) X(cuCtxSetCurrent, 0) X(cuCtxGetDevice, 0)             \
+    X(cuCtxGetDevice_v2, 0) X(cuCtxSynchronize, 0) X(cuCtxSynchronize_v2, 0)     \
+    X(cuMemGetInfo, 0) X(cuMemGetInfo_v2, 0)                                     \
+    X(cuMemAlloc, 1) X(cuMemAlloc_v2, 1) X(cuMemAllocPitch, 1)                   \
+    X(cuMemAllocPitch_v2, 1) X(cuMemFree, 0) X(cuMemFree_v2, 0)                  \
+    X(cuMemAllocManaged, 1) X(cuMemAllocHost, 1) X(cuMemAllocHost_v2, 1)         \
+    X(cuMemHostAlloc, 1) X(cuMemFreeHost, 0)                                     \
+    X(cuMemAllocAsync, 1) X(cuMemAllocAsync_ptsz, 1) X(cuMemFreeAsync, 0)        \
+    X(cuMemFreeAsync_ptsz, 0) X(cuMemAllocFromPoolAsync, 1)                      \
+    X(cuMemAllocFromPoolAsync_ptsz, 1) X(cuMemPoolCreate, 1)                     \
+    X(cuMemPoolDestroy, 0) X(cuMemPoolTrimTo, 0) X(cuDeviceGetDefaultMemPool, 0) \
+    X(cuMemAddressReserve, 1) X(cuMemAddressFree, 0) X(cuMemCreate, 1)           \
+    X(cuMemRelease, 0) X(cuMemMap, 0) X(cuMemUnmap, 0) X(cuMemSetAccess, 0)      \
+    X(cuMemGetAllocationGranularity, 0) X(cuMemRetainAllocationHandle, 0)
+
+#define DRIVER_SYM_ENUM(s, a) SYM_##s,
+enum driver_sym { DRIVER_SYMBOLS(DRIVER_SYM_ENUM) DRIVER_NSYMS };
+#undef DRIVER_SYM_ENUM
+
+/* driver_self_<sym> is the same function as the exported <sym>, bound
+ * inside the library: cuGetProcAddress hands these out, so an LD_PRELOAD
+ * that interposes <sym> cannot make it return the interposer (NVIDIA's
+ * driver returns its own functions too).  Each file defines the aliases of
+ * the functions it defines with DRIVER_SELF. */
+#define DRIVER_SELF_DECL(s, a) extern __typeof__(s) driver_self_##s;
+DRIVER_SYMBOLS(DRIVER_SELF_DECL)
+#undef DRIVER_SELF_DECL
+#define DRIVER_SELF(s)                                   \
+    extern __typeof__(s) driver_self_##s                 \
+        __attribute__((alias(#s), visibility("hidden")))
+
+/* A device's primary context: the only kind of context the sim has. */
+struct CUctx_st {
+    int device;
+    int refs;           /* cuDevicePrimaryCtxRetain count; 0 = inactive */
+    unsigned int flags; /* cuDevicePrimaryCtxSetFlags */
+};
+
+/* A stream-ordered memory pool. */
+struct CUmemPoolHandle_st {
+    int device;
+    int is_default;      /* the device's default pool: cannot be destroyed */
+    int destroyed;       /* destroyed with allocations live: freed with the last one */
+    uint64_t live;       /* allocations not yet freed */
+    uint64_t live_bytes; /* their requested sizes, checked against max_size */
+    uint64_t max_size;   /* CUmemPoolProps.maxSize; 0 = no limit */
+    struct CUmemPoolHandle_st *next; /* every pool, to validate handles */
+};
+
+struct sim_device {
+    uint64_t capacity;         /* bytes: cuDeviceTotalMem, cuMemGetInfo's total */
+    uint64_t reserved;         /* SIMCUDA_RESERVED bytes */
+    int reserved_charged;      /* taken at the first primary-context retain */
+    struct driver_vaspace_pages pages;
+    struct driver_vaspace_range vmm; /* this device's cuMemAddressReserve window */
+    struct CUctx_st ctx;
+    struct CUmemPoolHandle_st *default_pool;
+};
+
+enum sim_alloc_kind {
+    AK_LINEAR,    /* cuMemAlloc_v2, cuMemAllocPitch_v2 */
+    AK_LINEAR_V1, /* cuMemAlloc, cuMemAllocPitch: 32-bit address in the v1 window */
+    AK_MANAGED,   /* cuMemAllocManaged: real host memory, device pages charged */
+    AK_ASYNC,     /* cuMemAllocAsync, cuMemAllocFromPoolAsync */
+    AK_HOST       /* cuMemAllocHost, cuMemHostAlloc: real host memory */
+};
+
+/* One live allocation, keyed by the pointer the caller got. */
+struct sim_alloc {
+    uint64_t addr;
+    uint64_t size;                     /* bytes asked for (pitch * height for pitched) */
+    enum sim_alloc_kind kind;
+    int device;                        /* the context it was made in */
+    struct driver_vaspace_block block; /* device pages held (VB_NONE for AK_HOST) */
+    size_t map_len;                    /* AK_MANAGED, AK_HOST: length of the mmap */
+    struct CUmemPoolHandle_st *pool;   /* AK_ASYNC */
+    UT_hash_handle hh;
+};
+
+struct driver_state {
+    pthread_mutex_t lock;
+    atomic_int initialized;            /* cuInit succeeded */
+    int ndevices;                      /* SIMCUDA_DEVICES */
+    int log;                           /* SIMCUDA_LOG */
+    struct sim_fault_set faults;       /* SIMCUDA_FAIL */
+    struct sim_device dev[SIM_MAX_DEVICES];
+    struct sim_alloc *allocs;          /* uthash: every live allocation but VMM */
+    struct driver_vaspace_range v1;    /* addresses for AK_LINEAR_V1 */
+    struct CUmemPoolHandle_st *pools;  /* every pool not yet freed */
+};
+
+extern struct driver_state driver;
+
+/* Runs once per process before anything else: reads the environment. */
+void driver_configure(void);
+
+/* Counts a call of `s` and applies SIMCUDA_FAIL: CUDA_SUCCESS, or the
+ * result the call must return without doing anything. */
+CUresult driver_enter(enum driver_sym s);
+
+/* Logs the call under SIMCUDA_LOG ("simcuda: <sym><details> = <result>")
+ * and returns r. */
+CUresult driver_leave(enum driver_sym s, CUresult r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#define DRIVER_ENTER(s)                                                 \
+    do {                                                                \
+        CUresult fault_ = driver_enter(SYM_##s);                        \
+        if (fault_ != CUDA_SUCCESS)                                     \
+            return driver_leave(SYM_##s, fault_, " (SIMCUDA_FAIL)");    \
+    } while (0)
+
+/* CUDA_ERROR_NOT_INITIALIZED before a successful cuInit, else CUDA_SUCCESS. */
+CUresult driver_ready(void);
+
+/* With driver.lock held: the device of the calling thread's current
+ * context in *dev, or CUDA_ERROR_NOT_INITIALIZED / CUDA_ERROR_INVALID_CONTEXT
+ * (no current context, or one released to zero). */
+CUresult driver_current_device(int *dev);
+
+/* Whether dev is an ordinal of a simulated device. */
+int driver_valid_device(int dev);
+
+void driver_lock(void);
+void driver_unlock(void);
+
+/* driver_memory.c, with driver.lock held: frees every allocation made in
+ * device d's context (cuDevicePrimaryCtxReset, last release). */
+void driver_memory_reset_device(int d);
+
+/* driver_memory.c, with driver.lock held: creates the default pool of d;
+ * CUDA_ERROR_OUT_OF_MEMORY when the host is out of memory. */
+CUresult driver_memory_init_device(int d);
+
+/* driver_procaddress.c: the cuGetProcAddress look-up.  Stores the function
+ * in *pfn (NULL when none) and the outcome in *status. */
+CUresult driver_procaddress_lookup(const char *symbol, void **pfn, int cudaVersion,
+                                   cuuint64_t flags,
+                                   CUdriverProcAddressQueryResult *status);
+
+#pragma GCC visibility pop
+
+#endif

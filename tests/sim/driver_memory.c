@@ -1,0 +1,674 @@
+/* driver_memory.c - linear, pitched, managed, pinned-host and stream-ordered
+ * memory of the simulated driver, and memory pools.
+ *
+ * Every live allocation is one struct sim_alloc in driver.allocs, keyed by
+ * the pointer the caller got; freeing anything else is
+ * CUDA_ERROR_INVALID_VALUE, as on NVIDIA's driver.  Device memory is placed
+ * by driver_vaspace.c; its address is the device's base plus the placement
+ * offset, so addresses say where the bytes are.
+ *
+ * Kinds:
+ *  - linear (cuMemAlloc_v2, cuMemAllocPitch_v2): placed first fit.
+ *  - v1 (cuMemAlloc, cuMemAllocPitch): placed the same way, but the pointer
+ *    comes from a 32-bit window shared by all devices, because the pre-3.2
+ *    ABI stores it in an unsigned int.
+ *  - managed: real host memory (mmap MAP_NORESERVE: programs may touch it),
+ *    charged to the device as if resident, in whole pages, no contiguity.
+ *  - pinned host: real page-aligned host memory, charged to no device.
+ *  - async: placed like linear memory and charged at once; a pool keeps
+ *    nothing cached (release threshold 0), so cuMemFreeAsync gives the memory
+ *    back to the device immediately.  A pool destroyed while allocations are
+ *    live stays until the last of them is freed, as documented.
+ *
+ * Every memory call needs a current context (CUDA_ERROR_INVALID_CONTEXT
+ * otherwise); pools and the default pool only need cuInit.  A zero size is
+ * CUDA_ERROR_INVALID_VALUE everywhere.  All functions take driver.lock.
+ */
+#include "driver.h"
+
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static uint64_t round_up(uint64_t v, uint64_t to)
+{
+    return (v + to - 1) / to * to;
+}
+
+static struct sim_alloc *find_alloc(uint64_t addr)
+{
+    struct sim_alloc *a = NULL;
+    HASH_FIND(hh, driver.allocs, &addr, sizeof addr, a);
+    return a;
+}
+
+static void add_alloc(struct sim_alloc *a)
+{
+    HASH_ADD(hh, driver.allocs, addr, sizeof a->addr, a);
+}
+
+static struct CUmemPoolHandle_st *new_pool(int device, int is_default, uint64_t max_size)
+{
+    struct CUmemPoolHandle_st *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return NULL;
+    p->device = device;
+    p->is_default = is_default;
+    p->max_size = max_size;
+    p->next = driver.pools;
+    driver.pools = p;
+    return p;
+}
+
+static void free_pool(struct CUmemPoolHandle_st *p)
+{
+    struct CUmemPoolHandle_st **pp = &driver.pools;
+    while (*pp != p)
+        pp = &(*pp)->next;
+    *pp = p->next;
+    free(p);
+}
+
+/* Whether pool is a pool that may still be used (not destroyed). */
+static int usable_pool(CUmemoryPool pool)
+{
+    for (struct CUmemPoolHandle_st *p = driver.pools; p != NULL; p = p->next)
+        if (p == pool)
+            return !p->destroyed;
+    return 0;
+}
+
+static void release_alloc(struct sim_alloc *a)
+{
+    driver_vaspace_release(&driver.dev[a->device].pages, &a->block);
+    if (a->kind == AK_LINEAR_V1)
+        driver_vaspace_range_free(&driver.v1, a->addr, round_up(a->size, SIM_UNIT));
+    if (a->kind == AK_MANAGED || a->kind == AK_HOST)
+        munmap((void *)(uintptr_t)a->addr, a->map_len);
+    if (a->pool != NULL) {
+        a->pool->live--;
+        a->pool->live_bytes -= a->size;
+        if (a->pool->destroyed && a->pool->live == 0)
+            free_pool(a->pool);
+    }
+    HASH_DEL(driver.allocs, a);
+    free(a);
+}
+
+CUresult driver_memory_init_device(int d)
+{
+    driver.dev[d].default_pool = new_pool(d, 1, 0);
+    return driver.dev[d].default_pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void driver_memory_reset_device(int d)
+{
+    struct sim_alloc *a, *tmp;
+    HASH_ITER(hh, driver.allocs, a, tmp) {
+        if (a->device == d)
+            release_alloc(a);
+    }
+}
+
+/* With the lock held: places `size` bytes of device memory on dev and
+ * records it.  CUDA_ERROR_OUT_OF_MEMORY when no placement fits. */
+static CUresult new_device_alloc(int dev, uint64_t size, enum sim_alloc_kind kind,
+                                 struct CUmemPoolHandle_st *pool, uint64_t *addr)
+{
+    struct sim_alloc *a = calloc(1, sizeof *a);
+    if (a == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (driver_vaspace_place(&driver.dev[dev].pages, size, &a->block) != 0) {
+        free(a);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (kind == AK_LINEAR_V1) {
+        if (driver_vaspace_range_alloc(&driver.v1, round_up(size, SIM_UNIT), SIM_UNIT, 0,
+                                       &a->addr) != 0) {
+            driver_vaspace_release(&driver.dev[dev].pages, &a->block);
+            free(a);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    } else {
+        a->addr = SIM_DEV_BASE + (uint64_t)dev * SIM_DEV_STRIDE +
+                  driver_vaspace_offset(&a->block);
+    }
+    a->size = size;
+    a->kind = kind;
+    a->device = dev;
+    a->pool = pool;
+    if (pool != NULL) {
+        pool->live++;
+        pool->live_bytes += size;
+    }
+    add_alloc(a);
+    *addr = a->addr;
+    return CUDA_SUCCESS;
+}
+
+/* ---- linear memory ---- */
+
+/* cuMemAlloc* and cuMemAllocPitch*: `size` already validated. */
+static CUresult alloc_linear(uint64_t size, enum sim_alloc_kind kind, uint64_t *addr)
+{
+    int dev;
+    driver_lock();
+    CUresult r = driver_current_device(&dev);
+    if (r == CUDA_SUCCESS)
+        r = new_device_alloc(dev, size, kind, NULL, addr);
+    driver_unlock();
+    return r;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    DRIVER_ENTER(cuMemAlloc_v2);
+    uint64_t addr = 0;
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && (dptr == NULL || bytesize == 0))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        r = alloc_linear(bytesize, AK_LINEAR, &addr);
+    if (r == CUDA_SUCCESS)
+        *dptr = addr;
+    return driver_leave(SYM_cuMemAlloc_v2, r, "(%zu) -> 0x%llx", bytesize,
+                        (unsigned long long)addr);
+}
+DRIVER_SELF(cuMemAlloc_v2);
+
+CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+    DRIVER_ENTER(cuMemAlloc);
+    uint64_t addr = 0;
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && (dptr == NULL || bytesize == 0))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        r = alloc_linear(bytesize, AK_LINEAR_V1, &addr);
+    if (r == CUDA_SUCCESS)
+        *dptr = (CUdeviceptr_v1)addr;
+    return driver_leave(SYM_cuMemAlloc, r, "(%u) -> 0x%llx", bytesize,
+                        (unsigned long long)addr);
+}
+DRIVER_SELF(cuMemAlloc);
+
+/* Pitch as cudaMallocPitch documents it: the width rounded up to the
+ * texture pitch alignment, 512 bytes on current GPUs.  0 when the arguments
+ * are invalid or the size overflows. */
+static uint64_t pitch_size(uint64_t width, uint64_t height, unsigned int elem, uint64_t *pitch)
+{
+    if (width == 0 || height == 0 || (elem != 4 && elem != 8 && elem != 16) ||
+        width > UINT64_MAX - 511)
+        return 0;
+    *pitch = round_up(width, 512);
+    if (height > UINT64_MAX / *pitch)
+        return 0;
+    return *pitch * height;
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+                            size_t Height, unsigned int ElementSizeBytes)
+{
+    DRIVER_ENTER(cuMemAllocPitch_v2);
+    uint64_t addr = 0, pitch = 0, size = 0;
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && (dptr == NULL || pPitch == NULL ||
+                              (size = pitch_size(WidthInBytes, Height, ElementSizeBytes,
+                                                 &pitch)) == 0))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        r = alloc_linear(size, AK_LINEAR, &addr);
+    if (r == CUDA_SUCCESS) {
+        *dptr = addr;
+        *pPitch = pitch;
+    }
+    return driver_leave(SYM_cuMemAllocPitch_v2, r, "(%zu, %zu, %u) -> 0x%llx pitch %llu",
+                        WidthInBytes, Height, ElementSizeBytes, (unsigned long long)addr,
+                        (unsigned long long)pitch);
+}
+DRIVER_SELF(cuMemAllocPitch_v2);
+
+CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
+                         unsigned int Height, unsigned int ElementSizeBytes)
+{
+    DRIVER_ENTER(cuMemAllocPitch);
+    uint64_t addr = 0, pitch = 0, size = 0;
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS &&
+        (dptr == NULL || pPitch == NULL ||
+         (size = pitch_size(WidthInBytes, Height, ElementSizeBytes, &pitch)) == 0 ||
+         pitch > UINT32_MAX))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        r = alloc_linear(size, AK_LINEAR_V1, &addr);
+    if (r == CUDA_SUCCESS) {
+        *dptr = (CUdeviceptr_v1)addr;
+        *pPitch = (unsigned int)pitch;
+    }
+    return driver_leave(SYM_cuMemAllocPitch, r, "(%u, %u, %u) -> 0x%llx pitch %llu",
+                        WidthInBytes, Height, ElementSizeBytes, (unsigned long long)addr,
+                        (unsigned long long)pitch);
+}
+DRIVER_SELF(cuMemAllocPitch);
+
+/* cuMemFree*: device, v1, managed and async memory; 0 is a no-op. */
+static CUresult free_device_ptr(uint64_t dptr)
+{
+    int dev;
+    CUresult r = driver_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    driver_lock();
+    r = driver_current_device(&dev);
+    if (r == CUDA_SUCCESS && dptr != 0) {
+        struct sim_alloc *a = find_alloc(dptr);
+        if (a == NULL || a->kind == AK_HOST)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else
+            release_alloc(a);
+    }
+    driver_unlock();
+    return r;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    DRIVER_ENTER(cuMemFree_v2);
+    return driver_leave(SYM_cuMemFree_v2, free_device_ptr(dptr), "(0x%llx)", dptr);
+}
+DRIVER_SELF(cuMemFree_v2);
+
+CUresult cuMemFree(CUdeviceptr_v1 dptr)
+{
+    DRIVER_ENTER(cuMemFree);
+    return driver_leave(SYM_cuMemFree, free_device_ptr(dptr), "(0x%x)", dptr);
+}
+DRIVER_SELF(cuMemFree);
+
+/* ---- what is free ---- */
+
+/* free = capacity - pages held x 2 MiB - SIMCUDA_RESERVED (once charged):
+ * shared pages count whole, as on a real GPU. */
+static CUresult mem_info(uint64_t *free_bytes, uint64_t *total)
+{
+    int dev;
+    driver_lock();
+    CUresult r = driver_current_device(&dev);
+    if (r == CUDA_SUCCESS) {
+        const struct sim_device *sd = &driver.dev[dev];
+        uint64_t used = driver_vaspace_used(&sd->pages) * SIM_PAGE;
+        if (sd->reserved_charged)
+            used += sd->reserved;
+        *free_bytes = used >= sd->capacity ? 0 : sd->capacity - used;
+        *total = sd->capacity;
+    }
+    driver_unlock();
+    return r;
+}
+
+CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
+{
+    DRIVER_ENTER(cuMemGetInfo_v2);
+    uint64_t f = 0, t = 0;
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && (free == NULL || total == NULL))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        r = mem_info(&f, &t);
+    if (r == CUDA_SUCCESS) {
+        *free = f;
+        *total = t;
+    }
+    return driver_leave(SYM_cuMemGetInfo_v2, r, "() -> %llu of %llu", (unsigned long long)f,
+                        (unsigned long long)t);
+}
+DRIVER_SELF(cuMemGetInfo_v2);
+
+CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
+{
+    DRIVER_ENTER(cuMemGetInfo);
+    uint64_t f = 0, t = 0;
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && (free == NULL || total == NULL))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        r = mem_info(&f, &t);
+    if (r == CUDA_SUCCESS) { /* the 32-bit ABI clamps */
+        *free = f > UINT32_MAX ? UINT32_MAX : (unsigned int)f;
+        *total = t > UINT32_MAX ? UINT32_MAX : (unsigned int)t;
+    }
+    return driver_leave(SYM_cuMemGetInfo, r, "() -> %llu of %llu", (unsigned long long)f,
+                        (unsigned long long)t);
+}
+DRIVER_SELF(cuMemGetInfo);
+
+/* ---- managed and pinned host memory: real, writable host pages ---- */
+
+static void *map_host(uint64_t size, size_t *len, int noreserve)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (size > SIZE_MAX - (uint64_t)page)
+        return NULL;
+    *len = (size_t)round_up(size, (uint64_t)page);
+    void *p = mmap(NULL, *len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | (noreserve ? MAP_NORESERVE : 0), -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    DRIVER_ENTER(cuMemAllocManaged);
+    uint64_t addr = 0;
+    int dev;
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && (dptr == NULL || bytesize == 0 ||
+                              (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        driver_lock();
+        r = driver_current_device(&dev);
+        struct sim_alloc *a = NULL;
+        if (r == CUDA_SUCCESS && (a = calloc(1, sizeof *a)) == NULL)
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        if (r == CUDA_SUCCESS) {
+            uint64_t pages = bytesize / SIM_PAGE + (bytesize % SIM_PAGE != 0);
+            void *p = NULL;
+            if (driver_vaspace_scatter(&driver.dev[dev].pages, pages, &a->block) != 0) {
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+            } else if ((p = map_host(bytesize, &a->map_len, 1)) == NULL) {
+                driver_vaspace_release(&driver.dev[dev].pages, &a->block);
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            if (r == CUDA_SUCCESS) {
+                a->addr = addr = (uint64_t)(uintptr_t)p;
+                a->size = bytesize;
+                a->kind = AK_MANAGED;
+                a->device = dev;
+                add_alloc(a);
+                *dptr = addr;
+            } else {
+                free(a);
+            }
+        }
+        driver_unlock();
+    }
+    return driver_leave(SYM_cuMemAllocManaged, r, "(%zu, %u) -> 0x%llx", bytesize, flags,
+                        (unsigned long long)addr);
+}
+DRIVER_SELF(cuMemAllocManaged);
+
+static CUresult host_alloc(void **pp, uint64_t size, unsigned int flags)
+{
+    const unsigned int known = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                               CU_MEMHOSTALLOC_WRITECOMBINED;
+    int dev;
+    CUresult r = driver_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (pp == NULL || size == 0 || (flags & ~known) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    driver_lock();
+    r = driver_current_device(&dev);
+    struct sim_alloc *a = NULL;
+    if (r == CUDA_SUCCESS && (a = calloc(1, sizeof *a)) == NULL)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS) {
+        void *p = map_host(size, &a->map_len, 0);
+        if (p == NULL) {
+            free(a);
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            a->addr = (uint64_t)(uintptr_t)p;
+            a->size = size;
+            a->kind = AK_HOST;
+            a->device = dev;
+            add_alloc(a);
+            *pp = p;
+        }
+    }
+    driver_unlock();
+    return r;
+}
+
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    DRIVER_ENTER(cuMemHostAlloc);
+    CUresult r = host_alloc(pp, bytesize, Flags);
+    return driver_leave(SYM_cuMemHostAlloc, r, "(%zu, 0x%x) -> %p", bytesize, Flags,
+                        r == CUDA_SUCCESS ? *pp : NULL);
+}
+DRIVER_SELF(cuMemHostAlloc);
+
+CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+    DRIVER_ENTER(cuMemAllocHost_v2);
+    CUresult r = host_alloc(pp, bytesize, 0);
+    return driver_leave(SYM_cuMemAllocHost_v2, r, "(%zu) -> %p", bytesize,
+                        r == CUDA_SUCCESS ? *pp : NULL);
+}
+DRIVER_SELF(cuMemAllocHost_v2);
+
+CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
+{
+    DRIVER_ENTER(cuMemAllocHost);
+    CUresult r = host_alloc(pp, bytesize, 0);
+    return driver_leave(SYM_cuMemAllocHost, r, "(%u) -> %p", bytesize,
+                        r == CUDA_SUCCESS ? *pp : NULL);
+}
+DRIVER_SELF(cuMemAllocHost);
+
+CUresult cuMemFreeHost(void *p)
+{
+    DRIVER_ENTER(cuMemFreeHost);
+    int dev;
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && p == NULL)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        driver_lock();
+        r = driver_current_device(&dev);
+        if (r == CUDA_SUCCESS) {
+            struct sim_alloc *a = find_alloc((uint64_t)(uintptr_t)p);
+            if (a == NULL || a->kind != AK_HOST)
+                r = CUDA_ERROR_INVALID_VALUE;
+            else
+                release_alloc(a);
+        }
+        driver_unlock();
+    }
+    return driver_leave(SYM_cuMemFreeHost, r, "(%p)", p);
+}
+DRIVER_SELF(cuMemFreeHost);
+
+/* ---- stream-ordered allocation (streams are opaque: any value works) ---- */
+
+/* pool NULL: the default pool of the current context's device. */
+static CUresult alloc_async(CUdeviceptr *dptr, uint64_t size, CUmemoryPool pool, uint64_t *addr)
+{
+    int dev;
+    CUresult r = driver_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (dptr == NULL || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    driver_lock();
+    r = driver_current_device(&dev);
+    if (r == CUDA_SUCCESS && pool == NULL)
+        pool = driver.dev[dev].default_pool;
+    else if (r == CUDA_SUCCESS && !usable_pool(pool))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS && pool->max_size != 0 && size > pool->max_size - pool->live_bytes)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS)
+        r = new_device_alloc(pool->device, size, AK_ASYNC, pool, addr);
+    driver_unlock();
+    if (r == CUDA_SUCCESS)
+        *dptr = *addr;
+    return r;
+}
+
+static CUresult free_async(uint64_t dptr)
+{
+    int dev;
+    CUresult r = driver_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    driver_lock();
+    r = driver_current_device(&dev);
+    if (r == CUDA_SUCCESS) {
+        struct sim_alloc *a = find_alloc(dptr);
+        if (a == NULL || a->kind != AK_ASYNC)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else
+            release_alloc(a);
+    }
+    driver_unlock();
+    return r;
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    DRIVER_ENTER(cuMemAllocAsync);
+    uint64_t addr = 0;
+    CUresult r = alloc_async(dptr, bytesize, NULL, &addr);
+    return driver_leave(SYM_cuMemAllocAsync, r, "(%zu, %p) -> 0x%llx", bytesize,
+                        (void *)hStream, (unsigned long long)addr);
+}
+DRIVER_SELF(cuMemAllocAsync);
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    DRIVER_ENTER(cuMemAllocAsync_ptsz);
+    uint64_t addr = 0;
+    CUresult r = alloc_async(dptr, bytesize, NULL, &addr);
+    return driver_leave(SYM_cuMemAllocAsync_ptsz, r, "(%zu, %p) -> 0x%llx", bytesize,
+                        (void *)hStream, (unsigned long long)addr);
+}
+DRIVER_SELF(cuMemAllocAsync_ptsz);
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                 CUstream hStream)
+{
+    DRIVER_ENTER(cuMemAllocFromPoolAsync);
+    uint64_t addr = 0;
+    /* A NULL pool is not "the default": NVIDIA rejects it. */
+    CUresult r = pool == NULL ? CUDA_ERROR_INVALID_VALUE
+                              : alloc_async(dptr, bytesize, pool, &addr);
+    return driver_leave(SYM_cuMemAllocFromPoolAsync, r, "(%zu, %p, %p) -> 0x%llx", bytesize,
+                        (void *)pool, (void *)hStream, (unsigned long long)addr);
+}
+DRIVER_SELF(cuMemAllocFromPoolAsync);
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                      CUstream hStream)
+{
+    DRIVER_ENTER(cuMemAllocFromPoolAsync_ptsz);
+    uint64_t addr = 0;
+    CUresult r = pool == NULL ? CUDA_ERROR_INVALID_VALUE
+                              : alloc_async(dptr, bytesize, pool, &addr);
+    return driver_leave(SYM_cuMemAllocFromPoolAsync_ptsz, r, "(%zu, %p, %p) -> 0x%llx",
+                        bytesize, (void *)pool, (void *)hStream, (unsigned long long)addr);
+}
+DRIVER_SELF(cuMemAllocFromPoolAsync_ptsz);
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    DRIVER_ENTER(cuMemFreeAsync);
+    return driver_leave(SYM_cuMemFreeAsync, free_async(dptr), "(0x%llx, %p)", dptr,
+                        (void *)hStream);
+}
+DRIVER_SELF(cuMemFreeAsync);
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    DRIVER_ENTER(cuMemFreeAsync_ptsz);
+    return driver_leave(SYM_cuMemFreeAsync_ptsz, free_async(dptr), "(0x%llx, %p)", dptr,
+                        (void *)hStream);
+}
+DRIVER_SELF(cuMemFreeAsync_ptsz);
+
+/* ---- pools ---- */
+
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+    DRIVER_ENTER(cuMemPoolCreate);
+    CUmemoryPool p = NULL;
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && (pool == NULL || poolProps == NULL ||
+                              poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        switch (poolProps->location.type) {
+        case CU_MEM_LOCATION_TYPE_DEVICE:
+            if (!driver_valid_device(poolProps->location.id))
+                r = CUDA_ERROR_INVALID_VALUE;
+            break;
+        case CU_MEM_LOCATION_TYPE_HOST:
+        case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+        case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+            r = CUDA_ERROR_NOT_SUPPORTED; /* valid on CUDA 12.6+, not simulated */
+            break;
+        default:
+            r = CUDA_ERROR_INVALID_VALUE;
+            break;
+        }
+    }
+    if (r == CUDA_SUCCESS) {
+        driver_lock();
+        p = new_pool(poolProps->location.id, 0, poolProps->maxSize);
+        driver_unlock();
+        if (p == NULL)
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        else
+            *pool = p;
+    }
+    return driver_leave(SYM_cuMemPoolCreate, r, "() -> %p", (void *)p);
+}
+DRIVER_SELF(cuMemPoolCreate);
+
+CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    DRIVER_ENTER(cuMemPoolDestroy);
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS) {
+        driver_lock();
+        if (!usable_pool(pool) || pool->is_default)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else if (pool->live == 0)
+            free_pool(pool);
+        else
+            pool->destroyed = 1; /* freed with its last allocation */
+        driver_unlock();
+    }
+    return driver_leave(SYM_cuMemPoolDestroy, r, "(%p)", (void *)pool);
+}
+DRIVER_SELF(cuMemPoolDestroy);
+
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    DRIVER_ENTER(cuMemPoolTrimTo);
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS) {
+        driver_lock();
+        if (!usable_pool(pool))
+            r = CUDA_ERROR_INVALID_VALUE;
+        driver_unlock(); /* nothing is ever cached, so nothing to trim */
+    }
+    return driver_leave(SYM_cuMemPoolTrimTo, r, "(%p, %zu)", (void *)pool, minBytesToKeep);
+}
+DRIVER_SELF(cuMemPoolTrimTo);
+
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    DRIVER_ENTER(cuDeviceGetDefaultMemPool);
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && pool_out == NULL)
+        r = CUDA_ERROR_INVALID_VALUE;
+    else if (r == CUDA_SUCCESS && !driver_valid_device(dev))
+        r = CUDA_ERROR_INVALID_DEVICE;
+    if (r == CUDA_SUCCESS)
+        *pool_out = driver.dev[dev].default_pool;
+    return driver_leave(SYM_cuDeviceGetDefaultMemPool, r, "(%d) -> %p", dev,
+                        r == CUDA_SUCCESS ? (void *)*pool_out : NULL);
+}
+DRIVER_SELF(cuDeviceGetDefaultMemPool);

@@ -1,0 +1,267 @@
+/* runtime_memory.c - the simulated runtime's memory calls: each makes the
+ * thread's device current, then calls the driver function NVIDIA's runtime
+ * calls, through runtime_drv:
+ *   cudaMalloc -> cuMemAlloc_v2          cudaMallocPitch, cudaMalloc3D -> cuMemAllocPitch_v2
+ *   cudaMallocManaged -> cuMemAllocManaged
+ *   cudaMallocHost, cudaHostAlloc -> cuMemHostAlloc (NVIDIA's runtime never
+ *                                    looks up cuMemAllocHost)
+ *   cudaFree -> cuMemFree_v2             cudaFreeHost -> cuMemFreeHost
+ *   cudaMallocAsync, cudaFreeAsync, cudaMallocFromPoolAsync -> the cuMem*Async
+ *   look-ups with flags 0; their _ptsz forms -> the look-ups with flags 2
+ *   cudaMemGetInfo -> cuMemGetInfo_v2    cudaDeviceGetDefaultMemPool -> cuDeviceGetDefaultMemPool
+ * As NVIDIA's runtime: cudaMalloc of 0 bytes succeeds with NULL without
+ * calling the driver, and cudaFree(NULL) / cudaFreeHost(NULL) only
+ * initialise.
+ */
+#include "runtime.h"
+
+#include <stdint.h>
+
+/* Pitched allocations ask for the widest element the hardware coalesces, so
+ * the driver's pitch suits any element type. */
+#define PITCH_ELEMENT 16
+
+static void *as_ptr(CUdeviceptr d)
+{
+    return (void *)(uintptr_t)d;
+}
+
+static CUdeviceptr as_dptr(const void *p)
+{
+    return (CUdeviceptr)(uintptr_t)p;
+}
+
+cudaError_t cudaMalloc(void **devPtr, size_t size)
+{
+    RUNTIME_ENTER(cudaMalloc);
+    CUdeviceptr d = 0;
+    cudaError_t e = devPtr == NULL ? cudaErrorInvalidValue : runtime_context();
+    if (e == cudaSuccess && size == 0)
+        *devPtr = NULL;
+    else if (e == cudaSuccess && (e = RUNTIME_HAVE(cuMemAlloc_v2)) == cudaSuccess &&
+             (e = runtime_result(runtime_drv.cuMemAlloc_v2(&d, size))) == cudaSuccess)
+        *devPtr = as_ptr(d);
+    return runtime_leave(RSYM_cudaMalloc, e, "(%zu) -> 0x%llx", size, d);
+}
+
+/* cudaMallocPitch and cudaMalloc3D: rows of `width` bytes. */
+static cudaError_t alloc_pitched(void **ptr, size_t *pitch, size_t width, size_t rows)
+{
+    CUdeviceptr d = 0;
+    cudaError_t e = runtime_context();
+    if (e == cudaSuccess)
+        e = RUNTIME_HAVE(cuMemAllocPitch_v2);
+    if (e == cudaSuccess)
+        e = runtime_result(runtime_drv.cuMemAllocPitch_v2(&d, pitch, width, rows, PITCH_ELEMENT));
+    if (e == cudaSuccess)
+        *ptr = as_ptr(d);
+    return e;
+}
+
+cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
+{
+    RUNTIME_ENTER(cudaMallocPitch);
+    cudaError_t e = cudaErrorInvalidValue;
+    if (devPtr != NULL && pitch != NULL)
+        e = alloc_pitched(devPtr, pitch, width, height);
+    return runtime_leave(RSYM_cudaMallocPitch, e, "(%zu, %zu) -> %p", width, height,
+                         e == cudaSuccess ? *devPtr : NULL);
+}
+
+cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct cudaExtent extent)
+{
+    RUNTIME_ENTER(cudaMalloc3D);
+    cudaError_t e = cudaErrorInvalidValue;
+    void *p = NULL;
+    size_t pitch = 0;
+    if (pitchedDevPtr != NULL &&
+        (extent.depth == 0 || extent.height <= SIZE_MAX / extent.depth))
+        e = alloc_pitched(&p, &pitch, extent.width, extent.height * extent.depth);
+    if (e == cudaSuccess) {
+        pitchedDevPtr->ptr = p;
+        pitchedDevPtr->pitch = pitch;
+        pitchedDevPtr->xsize = extent.width;
+        pitchedDevPtr->ysize = extent.height;
+    }
+    return runtime_leave(RSYM_cudaMalloc3D, e, "(%zu, %zu, %zu) -> %p pitch %zu", extent.width,
+                         extent.height, extent.depth, p, pitch);
+}
+
+cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+    RUNTIME_ENTER(cudaMallocManaged);
+    CUdeviceptr d = 0;
+    cudaError_t e = devPtr == NULL ? cudaErrorInvalidValue : runtime_context();
+    if (e == cudaSuccess)
+        e = RUNTIME_HAVE(cuMemAllocManaged);
+    if (e == cudaSuccess)
+        e = runtime_result(runtime_drv.cuMemAllocManaged(&d, size, flags));
+    if (e == cudaSuccess)
+        *devPtr = as_ptr(d);
+    return runtime_leave(RSYM_cudaMallocManaged, e, "(%zu, %u) -> 0x%llx", size, flags, d);
+}
+
+static cudaError_t host_alloc(void **p, size_t size, unsigned int flags)
+{
+    cudaError_t e = p == NULL ? cudaErrorInvalidValue : runtime_context();
+    if (e == cudaSuccess)
+        e = RUNTIME_HAVE(cuMemHostAlloc);
+    if (e == cudaSuccess) /* cudaHostAlloc* flags have the cuMemHostAlloc values */
+        e = runtime_result(runtime_drv.cuMemHostAlloc(p, size, flags));
+    return e;
+}
+
+cudaError_t cudaMallocHost(void **ptr, size_t size)
+{
+    RUNTIME_ENTER(cudaMallocHost);
+    cudaError_t e = host_alloc(ptr, size, 0);
+    return runtime_leave(RSYM_cudaMallocHost, e, "(%zu) -> %p", size,
+                         e == cudaSuccess ? *ptr : NULL);
+}
+
+cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
+{
+    RUNTIME_ENTER(cudaHostAlloc);
+    cudaError_t e = host_alloc(pHost, size, flags);
+    return runtime_leave(RSYM_cudaHostAlloc, e, "(%zu, 0x%x) -> %p", size, flags,
+                         e == cudaSuccess ? *pHost : NULL);
+}
+
+cudaError_t cudaFreeHost(void *ptr)
+{
+    RUNTIME_ENTER(cudaFreeHost);
+    cudaError_t e = runtime_context();
+    if (e == cudaSuccess && ptr != NULL)
+        e = RUNTIME_HAVE(cuMemFreeHost);
+    if (e == cudaSuccess && ptr != NULL)
+        e = runtime_result(runtime_drv.cuMemFreeHost(ptr));
+    return runtime_leave(RSYM_cudaFreeHost, e, "(%p)", ptr);
+}
+
+cudaError_t cudaFree(void *devPtr)
+{
+    RUNTIME_ENTER(cudaFree);
+    cudaError_t e = runtime_context();
+    if (e == cudaSuccess && devPtr != NULL)
+        e = RUNTIME_HAVE(cuMemFree_v2);
+    if (e == cudaSuccess && devPtr != NULL)
+        e = runtime_result(runtime_drv.cuMemFree_v2(as_dptr(devPtr)));
+    return runtime_leave(RSYM_cudaFree, e, "(%p)", devPtr);
+}
+
+cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
+{
+    RUNTIME_ENTER(cudaMemGetInfo);
+    cudaError_t e = free == NULL || total == NULL ? cudaErrorInvalidValue : runtime_context();
+    if (e == cudaSuccess)
+        e = RUNTIME_HAVE(cuMemGetInfo_v2);
+    if (e == cudaSuccess)
+        e = runtime_result(runtime_drv.cuMemGetInfo_v2(free, total));
+    return runtime_leave(RSYM_cudaMemGetInfo, e, "() -> %zu of %zu",
+                         e == cudaSuccess ? *free : 0, e == cudaSuccess ? *total : 0);
+}
+
+/* ---- stream-ordered ---- */
+
+/* fn is the flags-0 or the flags-2 (_ptsz) look-up. */
+static cudaError_t alloc_async(__typeof__(cuMemAllocAsync) *fn, void **devPtr, size_t size,
+                               cudaStream_t stream)
+{
+    CUdeviceptr d = 0;
+    cudaError_t e = devPtr == NULL ? cudaErrorInvalidValue : runtime_context();
+    if (e == cudaSuccess && fn == NULL)
+        e = cudaErrorInsufficientDriver;
+    if (e == cudaSuccess)
+        e = runtime_result(fn(&d, size, stream));
+    if (e == cudaSuccess)
+        *devPtr = as_ptr(d);
+    return e;
+}
+
+static cudaError_t alloc_from_pool(__typeof__(cuMemAllocFromPoolAsync) *fn, void **ptr,
+                                   size_t size, cudaMemPool_t pool, cudaStream_t stream)
+{
+    CUdeviceptr d = 0;
+    cudaError_t e = ptr == NULL ? cudaErrorInvalidValue : runtime_context();
+    if (e == cudaSuccess && fn == NULL)
+        e = cudaErrorInsufficientDriver;
+    if (e == cudaSuccess)
+        e = runtime_result(fn(&d, size, pool, stream));
+    if (e == cudaSuccess)
+        *ptr = as_ptr(d);
+    return e;
+}
+
+static cudaError_t free_async(__typeof__(cuMemFreeAsync) *fn, void *devPtr, cudaStream_t stream)
+{
+    cudaError_t e = runtime_context();
+    if (e == cudaSuccess && fn == NULL)
+        e = cudaErrorInsufficientDriver;
+    if (e == cudaSuccess)
+        e = runtime_result(fn(as_dptr(devPtr), stream));
+    return e;
+}
+
+cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
+{
+    RUNTIME_ENTER(cudaMallocAsync);
+    cudaError_t e = alloc_async(runtime_drv.cuMemAllocAsync, devPtr, size, hStream);
+    return runtime_leave(RSYM_cudaMallocAsync, e, "(%zu, %p) -> %p", size, (void *)hStream,
+                         e == cudaSuccess ? *devPtr : NULL);
+}
+
+cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
+{
+    RUNTIME_ENTER(cudaMallocAsync_ptsz);
+    cudaError_t e = alloc_async(runtime_drv.cuMemAllocAsync_ptsz, devPtr, size, hStream);
+    return runtime_leave(RSYM_cudaMallocAsync_ptsz, e, "(%zu, %p) -> %p", size,
+                         (void *)hStream, e == cudaSuccess ? *devPtr : NULL);
+}
+
+cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool,
+                                    cudaStream_t stream)
+{
+    RUNTIME_ENTER(cudaMallocFromPoolAsync);
+    cudaError_t e = alloc_from_pool(runtime_drv.cuMemAllocFromPoolAsync, ptr, size, memPool,
+                                    stream);
+    return runtime_leave(RSYM_cudaMallocFromPoolAsync, e, "(%zu, %p, %p) -> %p", size,
+                         (void *)memPool, (void *)stream, e == cudaSuccess ? *ptr : NULL);
+}
+
+cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
+                                         cudaStream_t stream)
+{
+    RUNTIME_ENTER(cudaMallocFromPoolAsync_ptsz);
+    cudaError_t e = alloc_from_pool(runtime_drv.cuMemAllocFromPoolAsync_ptsz, ptr, size,
+                                    memPool, stream);
+    return runtime_leave(RSYM_cudaMallocFromPoolAsync_ptsz, e, "(%zu, %p, %p) -> %p", size,
+                         (void *)memPool, (void *)stream, e == cudaSuccess ? *ptr : NULL);
+}
+
+cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
+{
+    RUNTIME_ENTER(cudaFreeAsync);
+    cudaError_t e = free_async(runtime_drv.cuMemFreeAsync, devPtr, hStream);
+    return runtime_leave(RSYM_cudaFreeAsync, e, "(%p, %p)", devPtr, (void *)hStream);
+}
+
+cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
+{
+    RUNTIME_ENTER(cudaFreeAsync_ptsz);
+    cudaError_t e = free_async(runtime_drv.cuMemFreeAsync_ptsz, devPtr, hStream);
+    return runtime_leave(RSYM_cudaFreeAsync_ptsz, e, "(%p, %p)", devPtr, (void *)hStream);
+}
+
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
+{
+    RUNTIME_ENTER(cudaDeviceGetDefaultMemPool);
+    cudaError_t e = memPool == NULL ? cudaErrorInvalidValue : runtime_ready();
+    if (e == cudaSuccess && !runtime_valid_device(device))
+        e = cudaErrorInvalidDevice;
+    if (e == cudaSuccess)
+        e = RUNTIME_HAVE(cuDeviceGetDefaultMemPool);
+    if (e == cudaSuccess) /* the sim's CUdevice is the ordinal, as NVIDIA's */
+        e = runtime_result(runtime_drv.cuDeviceGetDefaultMemPool(memPool, device));
+    return runtime_leave(RSYM_cudaDeviceGetDefaultMemPool, e, "(%d) -> %p", device,
+                         e == cudaSuccess ? (void *)*memPool : NULL);
+}
