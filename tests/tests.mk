@@ -77,3 +77,12 @@ test-tsan: check-deps
 	@$(MAKE) --no-print-directory SAN=thread BUILD=build-tsan test-bins
 	CUMEMTRACE_BUILD=$(abspath build-tsan) $(PYTHON) -m pytest -q -p no:cacheprovider \
 	    tests/e2e/test_process.py -k "threads or fork"
+
+# ---- benchmarks (scripts/bench.py; results in docs/performance.md) ----
+$(BUILD)/tests/bench/bench_alloc: tests/bench/bench_alloc.c $(SIMRT)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) -O2 -g -Wall -Wextra -Werror -Isrc/common -rdynamic -o $@ $< \
+	    -L$(BUILD)/sim -lcudart -ldl -lpthread
+
+bench: all $(BUILD)/tests/bench/bench_alloc
+	$(PYTHON) scripts/bench.py --build $(BUILD) --write docs/performance.md

@@ -113,7 +113,7 @@ static int dominant(struct snapshot *s, const struct snap_device *d,
         add(out, n, "dominant-site",
             "peak of device %" PRId64 " set by %s holding %s (%s of %s): shrink or "
             "free that first",
-            d->ordinal, s->ctx->sites[BY_STACK][top].label,
+            d->ordinal, s->ctx->sites[BY_STACK][top].display,
             out_pct(bytes, d->peak_bytes, a), out_bytes(bytes, b),
             out_bytes(d->peak_bytes, c));
     }

@@ -122,9 +122,16 @@ static bool print_peaks(FILE *f, const struct snapshot *a, const struct snapshot
                   da ? out_duration(da->peak_time_ns, ta) : "-",
                   db ? out_duration(db->peak_time_ns, tb) : "-");
         if (g->on && gate_fails(g, pa, pb) && !failed) {
+            /* Exact figures: the table's rounded ones can look equal to
+             * the threshold. */
             failed = true;
-            snprintf(why, whylen, "device %" PRId64 " peak grew %s (%s), more than %s",
-                     ord, c, p, g->text);
+            if (pa > 0)
+                snprintf(why, whylen, "device %" PRId64 " peak grew by %" PRIu64
+                         " bytes (+%.4f%%), more than %s", ord, pb - pa,
+                         100.0 * (double)(pb - pa) / (double)pa, g->text);
+            else
+                snprintf(why, whylen, "device %" PRId64 " peak grew by %" PRIu64
+                         " bytes (new device), more than %s", ord, pb, g->text);
         }
     }
     if (t.nrows > 1) {
@@ -215,7 +222,7 @@ static int print_changes(FILE *f, const struct snapctx *ctx, enum site_by by,
         bool in_b = sites_bytes(sb, ch[i].site) || sites_count(sb, ch[i].site);
         const char *mark = !in_a ? "NEW" : !in_b ? "GONE" : "";
         table_row(&t, out_bytes(ch[i].base, x), out_bytes(ch[i].now, y),
-                  out_sbytes(ch[i].delta, c), mark, site->label);
+                  out_sbytes(ch[i].delta, c), mark, site->display);
         if (by == BY_STACK) {
             report_callers(site->snap, site->stack, 3, via, sizeof via);
             if (via[0])
@@ -333,8 +340,11 @@ static int diff_text(FILE *f, struct snapshot *a, struct snapshot *b, enum site_
                      unsigned top, const struct gate *g)
 {
     char why[256] = "";
-    fprintf(f, "%scumemtrace diff: %s -> %s%s\n", out_color(OUT_BOLD), a->file, b->file,
-            out_color(OUT_RESET));
+    char title[2048];
+    snprintf(title, sizeof title, "cumemtrace diff: %s -> %s", a->file, b->file);
+    fputs(out_color(OUT_BOLD), f);
+    out_wrap(f, "", "  ", title);
+    fputs(out_color(OUT_RESET), f);
     fputc('\n', f);
     bool failed = print_peaks(f, a, b, g, why, sizeof why);
     if (print_sites_section(f, a, b, by, false, top) != 0 ||

@@ -134,11 +134,23 @@ static uint32_t intern(struct snapctx *ctx, const struct raw_key *k,
         return FRAMES_NONE;
     name = stored;
     if (idx == next) {
+        const char *display = name;
+        if (k->type == FRAME_PYTHON) {
+            const char *slash = strrchr(name, '/');
+            /* Only a slash inside the file part, before ":line:". */
+            if (slash != NULL && k->module != NULL &&
+                (size_t)(slash - name) < strlen(k->module)) {
+                display = snapshot_intern(ctx, slash + 1, strlen(slash + 1));
+                if (display == NULL)
+                    return FRAMES_NONE;
+            }
+        }
         if (snapshot_vec_reserve((void **)&ctx->frames, &ctx->frames_cap,
                                  sizeof *ctx->frames, ctx->nframes + 1))
             return FRAMES_NONE;
         struct frame *f = &ctx->frames[ctx->nframes++];
         f->name = name;
+        f->display = display;
         f->module = module_shown;
         f->type = (uint8_t)k->type;
         f->named = named;
@@ -218,7 +230,8 @@ const struct site *frames_site_get(const struct snapctx *ctx, enum site_by by,
 
 /* Builds the site key of a stack into a malloc'd buffer of pointers. */
 static const char **site_key(const struct snapctx *ctx, const struct snap_stack *st,
-                             enum site_by by, size_t *n, const char **label)
+                             enum site_by by, size_t *n, const char **label,
+                             const char **display)
 {
     int pos = frames_label_pos(ctx, st);
     const char **key = malloc((st->nframes + 2) * sizeof *key);
@@ -230,9 +243,16 @@ static const char **site_key(const struct snapctx *ctx, const struct snap_stack 
         for (uint32_t i = 0; i < st->nframes && mod == NULL; i++)
             mod = ctx->frames[st->frames[i]].module;
         *label = mod;
+        *display = mod;
+        if (mod != NULL) {
+            /* A Python frame's module is its file: show the basename. */
+            const char *slash = strrchr(mod, '/');
+            *display = slash ? slash + 1 : mod;
+        }
         key[k++] = mod;
     } else {
         *label = pos >= 0 ? ctx->frames[st->frames[pos]].name : NULL;
+        *display = pos >= 0 ? ctx->frames[st->frames[pos]].display : NULL;
         if (by == BY_FUNCTION) {
             key[k++] = *label;
         } else {
@@ -250,7 +270,7 @@ static const char **site_key(const struct snapctx *ctx, const struct snap_stack 
         }
     }
     if (*label == NULL)
-        *label = st->entry ? st->entry : "[no frames]";
+        *label = *display = st->entry ? st->entry : "[no frames]";
     if (by != BY_STACK)
         key[0] = *label;
     *n = k;
@@ -262,11 +282,11 @@ uint32_t frames_site(struct snapshot *s, uint32_t stack, enum site_by by)
     struct snapctx *ctx = s->ctx;
     struct snap_stack *st = NULL;
     size_t n;
-    const char *label;
+    const char *label, *display;
     const char **key;
     if (stack == SNAP_NO_STACK) {
         /* Groups the file did not attribute (a null stack) form one site. */
-        label = "[no stack]";
+        label = display = "[no stack]";
         key = malloc(sizeof *key);
         if (key == NULL)
             return FRAMES_NONE;
@@ -276,7 +296,7 @@ uint32_t frames_site(struct snapshot *s, uint32_t stack, enum site_by by)
         st = &s->stacks[stack];
         if (st->site[by] != FRAMES_NONE)
             return st->site[by];
-        key = site_key(ctx, st, by, &n, &label);
+        key = site_key(ctx, st, by, &n, &label, &display);
         if (key == NULL)
             return FRAMES_NONE;
     }
@@ -291,6 +311,7 @@ uint32_t frames_site(struct snapshot *s, uint32_t stack, enum site_by by)
             return FRAMES_NONE;
         struct site *site = &ctx->sites[by][ctx->nsites[by]++];
         site->label = label;
+        site->display = display;
         site->stack = stack;
         site->snap = s;
     }

@@ -12,6 +12,7 @@ void jsonw_init(struct jsonw *w, FILE *f, bool pretty)
     w->depth = 0;
     w->has_items[0] = false;
     w->after_key = false;
+    w->break_depth = 0;
 }
 
 static void newline(struct jsonw *w)
@@ -34,6 +35,8 @@ static void item(struct jsonw *w)
         if (w->has_items[w->depth])
             fputc(',', w->f);
         w->has_items[w->depth] = true;
+        if (!w->pretty && w->depth == w->break_depth)
+            fputc('\n', w->f);
         newline(w);
     }
 }

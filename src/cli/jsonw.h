@@ -16,6 +16,8 @@ struct jsonw {
     int depth;
     bool has_items[JSONW_MAX_DEPTH]; /* a comma is due before the next item */
     bool after_key;  /* the next value completes a member */
+    int break_depth; /* compact mode: a newline between items at this depth
+                        (one trace event per line); 0 for none */
 };
 
 void jsonw_init(struct jsonw *w, FILE *f, bool pretty);

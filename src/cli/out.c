@@ -147,6 +147,26 @@ const char *out_fit(const char *s, size_t width, char *buf, size_t n)
     return buf;
 }
 
+/* A blank between a number and its unit ("16.0 MiB") must not become a
+ * line break. */
+static bool glued(const char *p, size_t i)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "ms", "s"};
+    /* Nor the blank before a dash that starts a clause ("x - try"). */
+    if (p[i + 1] == '-' && p[i + 2] == ' ')
+        return true;
+    if (i == 0 || p[i - 1] < '0' || p[i - 1] > '9')
+        return false;
+    for (size_t u = 0; u < sizeof units / sizeof units[0]; u++) {
+        size_t n = strlen(units[u]);
+        char after = p[i + 1 + n];
+        if (strncmp(p + i + 1, units[u], n) == 0 &&
+            !((after >= 'a' && after <= 'z') || (after >= 'A' && after <= 'Z')))
+            return true;
+    }
+    return false;
+}
+
 void out_wrap(FILE *f, const char *first, const char *rest, const char *text)
 {
     const char *prefix = first;
@@ -160,7 +180,7 @@ void out_wrap(FILE *f, const char *first, const char *rest, const char *text)
         } else {
             size_t limit = prefix_bytes(p, avail);
             cut = limit;
-            while (cut > 0 && p[cut] != ' ')
+            while (cut > 0 && (p[cut] != ' ' || glued(p, cut)))
                 cut--;
             if (cut == 0) /* one word longer than the line */
                 cut = limit;
@@ -270,7 +290,16 @@ int table_print(struct table *t, FILE *f)
     for (size_t r = 0; r < t->nrows && !t->failed; r++) {
         char **row = &t->cells[r * TABLE_MAX_COLS];
         if (t->is_note[r]) {
-            fprintf(f, "%*s%s\n", (int)used, "", out_fit(row[0], room, fit, sizeof fit));
+            /* Under the last column; moved left (down to indent + 4) when
+             * that keeps it whole. */
+            size_t w = out_width(row[0]), start = used;
+            size_t min = (size_t)t->indent + 4;
+            if (start + w > OUT_WIDTH)
+                start = OUT_WIDTH - w > min && w < OUT_WIDTH ? OUT_WIDTH - w : min;
+            if (start > used)
+                start = used;
+            fprintf(f, "%*s%s\n", (int)start, "",
+                    out_fit(row[0], OUT_WIDTH - start, fit, sizeof fit));
             continue;
         }
         fprintf(f, "%*s", t->indent, "");

@@ -83,7 +83,8 @@ void table_init(struct table *t, const char *aligns, int indent);
 /* Adds a row of ncols cells (copied). */
 void table_row(struct table *t, ...);
 
-/* Adds a line of text under the previous row, starting at the last column. */
+/* Adds a line of text under the previous row, starting at the last column
+ * (or further left when that keeps it whole). */
 void table_note(struct table *t, const char *text);
 
 /* Prints and frees the table; returns -1 if it ran out of memory. */

@@ -50,7 +50,7 @@ const char *report_callers(const struct snapshot *s, uint32_t stack, unsigned ma
          * reader; markers do (e.g. "GIL not held"). */
         if (fr->type == FRAME_NATIVE && !fr->named)
             continue;
-        int w = snprintf(buf + used, n - used, "%s< %s", used ? " " : "", fr->name);
+        int w = snprintf(buf + used, n - used, "%s< %s", used ? " " : "", fr->display);
         if (w < 0 || (size_t)w >= n - used)
             break;
         used += (size_t)w;
@@ -104,10 +104,10 @@ static int print_sites(FILE *f, struct snapshot *s, const struct snap_groups *g,
         snprintf(c, sizeof c, "%" PRIu64, sum.count[id]);
         if (with_kind)
             table_row(&t, out_bytes(sum.bytes[id], b), out_pct(sum.bytes[id], whole, p), c,
-                      kinds_text(sum.kinds[id]), site->label);
+                      kinds_text(sum.kinds[id]), site->display);
         else
             table_row(&t, out_bytes(sum.bytes[id], b), out_pct(sum.bytes[id], whole, p), c,
-                      site->label);
+                      site->display);
         report_callers(site->snap, site->stack, CALLERS_SHOWN, via, sizeof via);
         if (via[0])
             table_note(&t, via);
@@ -166,6 +166,22 @@ static void para(FILE *f, int indent, const char *fmt, ...)
     snprintf(first, sizeof first, "%*s", indent, "");
     snprintf(rest, sizeof rest, "%*s", indent + 2, "");
     out_wrap(f, first, rest, text);
+}
+
+/* A labelled line of the post-mortem: "  label:    text", wrapped under
+ * the text. */
+static void field(FILE *f, const char *label, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void field(FILE *f, const char *label, const char *fmt, ...)
+{
+    char text[1024], first[40];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    snprintf(first, sizeof first, "  %-10s", label);
+    out_wrap(f, first, "            ", text);
 }
 
 /* ---- header ---- */
@@ -232,23 +248,23 @@ static void print_cause(FILE *f, const struct snap_oom *o)
             short_by = o->free_bytes != SNAP_UNKNOWN && o->requested_bytes > o->free_bytes
                            ? o->requested_bytes - o->free_bytes
                            : SNAP_UNKNOWN;
-        para(f, 2, "cause:    exhausted - short by %s (request %s, free %s)",
+        field(f, "cause:", "exhausted - short by %s (request %s, free %s)",
              out_bytes(short_by, a), out_bytes(o->requested_bytes, b),
              out_bytes(o->free_bytes, c));
         break;
     }
     case CAUSE_FRAGMENTATION:
-        para(f, 2, "cause:    fragmentation - free %s >= request %s, but the driver "
-                   "found no place for it",
+        field(f, "cause:", "fragmentation - free %s >= request %s, but the driver "
+                           "found no place for it",
              out_bytes(o->free_bytes, a), out_bytes(o->requested_bytes, b));
         break;
     case CAUSE_LIMIT:
-        para(f, 2, "cause:    limit - CUMEMTRACE_LIMIT %s refused it (this process "
-                   "holds %s)",
+        field(f, "cause:", "limit - CUMEMTRACE_LIMIT %s refused it (this process "
+                           "holds %s)",
              out_bytes(o->limit_bytes, a), out_bytes(o->tracked_bytes, b));
         break;
     default:
-        para(f, 2, "cause:    %s", snapshot_cause_name(o));
+        field(f, "cause:", "%s", snapshot_cause_name(o));
         break;
     }
 }
@@ -266,9 +282,9 @@ static void print_retries(FILE *f, const struct snap_oom *o)
     else if (o->attempts != SNAP_UNKNOWN && o->attempts > 1)
         snprintf(tail, sizeof tail, "; nothing released in between");
     if (o->attempts == SNAP_UNKNOWN)
-        para(f, 2, "retries:  %s%s", outcome, tail);
+        field(f, "retries:", "%s%s", outcome, tail);
     else
-        para(f, 2, "retries:  %" PRIu64 " failed attempt%s%s; %s", o->attempts,
+        field(f, "retries:", "%" PRIu64 " failed attempt%s%s; %s", o->attempts,
              o->attempts == 1 ? "" : "s", tail, outcome);
 }
 
@@ -287,14 +303,16 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
     char thread[48] = "";
     if (o->thread != SNAP_UNKNOWN_I64)
         snprintf(thread, sizeof thread, ", thread %" PRId64, o->thread);
-    para(f, 2, "request:  %s of %s via %s%s", out_bytes(o->requested_bytes, a),
+    field(f, "request:", "%s of %s via %s%s", out_bytes(o->requested_bytes, a),
          kind_phrase(o->kind), o->entry_point ? o->entry_point : "?", thread);
     if (o->device >= 0) {
-        para(f, 2, "%s: total %s | free %s | this process %s | untracked %s",
-             dev, out_bytes(o->total_bytes, a), out_bytes(o->free_bytes, b),
-             out_bytes(o->tracked_bytes, c), out_bytes(o->untracked_bytes, d));
-        para(f, 4, "untracked (CUDA context, other libraries, other processes) = "
-                   "total - free - this process");
+        char label[40];
+        snprintf(label, sizeof label, "%s:", dev);
+        field(f, label, "total %s | free %s | this process %s",
+              out_bytes(o->total_bytes, a), out_bytes(o->free_bytes, b),
+              out_bytes(o->tracked_bytes, c));
+        field(f, "", "untracked %s (CUDA context, other libraries, other processes)",
+              out_bytes(o->untracked_bytes, d));
     }
     print_cause(f, o);
     print_retries(f, o);
@@ -304,9 +322,9 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
         char via[512], line[1024], fit[1024];
         report_callers(s, o->stack, CALLERS_SHOWN, via, sizeof via);
         snprintf(line, sizeof line, "%s%s%s",
-                 pos >= 0 ? s->ctx->frames[st->frames[pos]].name : st->entry,
+                 pos >= 0 ? s->ctx->frames[st->frames[pos]].display : st->entry,
                  via[0] ? " " : "", via);
-        fprintf(f, "  stack:    %s\n", out_fit(line, OUT_WIDTH - 12, fit, sizeof fit));
+        fprintf(f, "  %-10s%s\n", "stack:", out_fit(line, OUT_WIDTH - 12, fit, sizeof fit));
     }
     if (o->live.n > 0) {
         uint64_t count, held = groups_bytes(&o->live, &count);
@@ -519,8 +537,8 @@ static void print_processes(FILE *f, struct snapshot **s, size_t n, size_t pick)
 {
     heading(f, "cumemtrace report: %zu snapshots", n);
     struct table t;
-    table_init(&t, "lrrlrrl", 2);
-    table_row(&t, "pid", "rank", "device", "peak", "at", "reason", "file");
+    table_init(&t, "lrrrrrll", 1);
+    table_row(&t, "", "pid", "rank", "device", "peak", "at", "reason", "file");
     for (size_t i = 0; i < n; i++) {
         const struct snapshot *x = s[i];
         char pid[32] = "?", rank[32] = "-";
@@ -528,25 +546,31 @@ static void print_processes(FILE *f, struct snapshot **s, size_t n, size_t pick)
             snprintf(pid, sizeof pid, "%" PRId64, x->process.pid);
         if (x->process.rank != SNAP_UNKNOWN_I64)
             snprintf(rank, sizeof rank, "%" PRId64, x->process.rank);
-        char name[1024];
-        snprintf(name, sizeof name, "%s%s", i == pick ? "* " : "", x->file);
+        const char *name = x->file, *mark = i == pick ? "*" : "";
         if (x->ndevices == 0)
-            table_row(&t, pid, rank, "-", "-", "-", x->reason, name);
+            table_row(&t, mark, pid, rank, "-", "-", "-", x->reason, name);
         for (size_t d = 0; d < x->ndevices; d++) {
             char dev[32], pk[OUT_NUM], at[OUT_NUM];
             snprintf(dev, sizeof dev, "%" PRId64, x->devices[d].ordinal);
-            table_row(&t, d ? "" : pid, d ? "" : rank, dev,
+            table_row(&t, d ? "" : mark, d ? "" : pid, d ? "" : rank, dev,
                       out_bytes(x->devices[d].peak_bytes, pk),
                       out_duration(x->devices[d].peak_time_ns, at), d ? "" : x->reason,
                       d ? "" : name);
         }
     }
     table_print(&t, f);
-    for (size_t i = 0; i < n; i++)
-        if (s[i]->oom.present && i != pick)
-            para(f, 2, "%s is an OOM post-mortem: 'cumemtrace report %s' shows it",
-                 s[i]->file, s[i]->file);
-    fprintf(f, "  * details below: the highest peak\n\n");
+    for (size_t i = 0; i < n; i++) {
+        if (!s[i]->oom.present || i == pick)
+            continue;
+        char who[64] = "";
+        if (s[i]->process.rank != SNAP_UNKNOWN_I64)
+            snprintf(who, sizeof who, "rank %" PRId64, s[i]->process.rank);
+        else
+            snprintf(who, sizeof who, "pid %" PRId64, s[i]->process.pid);
+        para(f, 2, "%s ran out of memory; its post-mortem: cumemtrace report %s", who,
+             s[i]->file);
+    }
+    fprintf(f, "  * the highest peak, detailed below\n\n");
 }
 
 int report_text(FILE *f, struct snapshot **s, size_t n, unsigned top)

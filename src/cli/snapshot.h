@@ -43,6 +43,8 @@ enum frame_type { FRAME_NATIVE, FRAME_PYTHON, FRAME_MARKER };
 /* A distinct frame (after naming: two frames that print the same are one). */
 struct frame {
     const char *name;   /* module!symbol, module+0xoff, file:line:func, [marker] */
+    const char *display; /* name as text views print it: a Python file by its
+                            basename (the full path stays the identity) */
     const char *module; /* native: module basename; python: the file; marker: NULL */
     uint8_t type;       /* enum frame_type */
     bool named;         /* python, or native with a symbol */
@@ -54,6 +56,7 @@ enum site_by { BY_STACK, BY_FUNCTION, BY_MODULE, BY_COUNT };
 /* A call site under one grouping: what views print and diff matches. */
 struct site {
     const char *label;      /* the frame (or module) that names the site */
+    const char *display;    /* label as text views print it (frame.display) */
     uint32_t stack;         /* a stack of the site (index in its snapshot), for the chain */
     const struct snapshot *snap; /* the snapshot that stack belongs to */
 };

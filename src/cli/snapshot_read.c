@@ -158,11 +158,11 @@ static int bad_value(struct reader *r, int rc, const char *expected)
             num[i] = p[i], i++;
         num[i] = '\0';
         return errors_set(r->err, CLI_EVALUE,
-                          "cannot read snapshot '%s': %s is %s, expected %s (line %lu, column %lu)",
+                          "cannot read snapshot '%s': %s is %s, expected %s at line %lu, column %lu",
                           r->name, path, num, expected, line, col);
     }
     return errors_set(r->err, CLI_ETYPE,
-                      "cannot read snapshot '%s': %s is %s, expected %s (line %lu, column %lu)",
+                      "cannot read snapshot '%s': %s is %s, expected %s at line %lu, column %lu",
                       r->name, path, type_text(t), expected, line, col);
 }
 
@@ -1155,7 +1155,7 @@ static int check_header(struct reader *r, char *buf, size_t len, int64_t *versio
     if (*version > SNAP_FORMAT_VERSION)
         return errors_set(r->err, CLI_EVERSION,
                           "cannot read snapshot '%s': format version %lld is newer than "
-                          "this cumemtrace reads (%d)",
+                          "this cumemtrace understands (version %d)",
                           r->name, (long long)*version, SNAP_FORMAT_VERSION);
     if (*version < 1)
         return errors_set(r->err, CLI_EVALUE,

@@ -289,10 +289,10 @@ static int timeline_chrome(FILE *f, const struct snapshot *s)
     bool by_kind = s->events.stride <= 1 && s->events.thinned != 1;
     struct jsonw w;
     jsonw_init(&w, f, false);
+    w.break_depth = 2; /* inside traceEvents */
     jsonw_begin_object(&w);
     jsonw_key(&w, "traceEvents");
     jsonw_begin_array(&w);
-    fputc('\n', f);
     char pname[256];
     snprintf(pname, sizeof pname, "%s (pid %" PRId64 ")",
              s->process.exe ? s->process.exe : "?", pid);

@@ -18,6 +18,8 @@ struct config config = {
     .event_cap = CONFIG_DEFAULT_EVENTS,
     .max_oom_dumps = CONFIG_DEFAULT_MAX_OOM_DUMPS,
     .output = CONFIG_DEFAULT_OUTPUT,
+    .python = true,
+    .native = true,
 };
 
 static bool parse_uint(const char *s, unsigned long long max,
@@ -64,6 +66,23 @@ static void load_uint(const char *name, unsigned long long min,
     }
     LOG(LOG_WARN, "ignoring %s='%s': expected an integer from %llu to %llu; "
                   "using %llu", name, v, min, max, *out);
+}
+
+/* A 1/0 (true/false, yes/no) switch; `what_default` ends the warning. */
+static void load_bool(const char *name, bool *out, const char *what_default)
+{
+    const char *v = secure_getenv(name);
+    if (v == NULL || *v == '\0')
+        return;
+    if (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0 ||
+        strcasecmp(v, "yes") == 0)
+        *out = true;
+    else if (strcmp(v, "0") == 0 || strcasecmp(v, "false") == 0 ||
+             strcasecmp(v, "no") == 0)
+        *out = false;
+    else
+        LOG(LOG_WARN, "ignoring %s='%s': expected 1 or 0; %s", name, v,
+            what_default);
 }
 
 static void load_limits(void)
@@ -131,6 +150,10 @@ void config_load(void)
     x = config.max_oom_dumps;
     load_uint("CUMEMTRACE_MAX_OOM_DUMPS", 0, 1000000, &x);
     config.max_oom_dumps = (unsigned)x;
+    load_bool("CUMEMTRACE_PYTHON", &config.python,
+              "Python frames stay on");
+    load_bool("CUMEMTRACE_NATIVE", &config.native,
+              "native frames stay on");
 
     v = secure_getenv("CUMEMTRACE_OUTPUT");
     if (v != NULL && *v != '\0') {

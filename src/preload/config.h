@@ -15,6 +15,8 @@ struct config {
     uint64_t limit_all;     /* CUMEMTRACE_LIMIT, 0 = none */
     char manifest[4096];    /* CUMEMTRACE_MANIFEST (set by `cumemtrace run`) */
     int dump_signal;        /* CUMEMTRACE_SIGNAL: USR1/USR2 asks for a dump */
+    bool python;            /* CUMEMTRACE_PYTHON=0: no Python frames */
+    bool native;            /* CUMEMTRACE_NATIVE=0: Python frames only */
 };
 
 extern struct config config;

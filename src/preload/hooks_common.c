@@ -4,6 +4,7 @@
 #include "clock.h"
 #include "config.h"
 #include "oom.h"
+#include "python.h"
 #include "unwind.h"
 
 __thread int hooks_depth __attribute__((tls_model("initial-exec")));
@@ -26,10 +27,19 @@ int hooks_runtime_device(void)
     return hooks_driver_device();
 }
 
+/* Native frames (unless CUMEMTRACE_NATIVE=0), with the thread's Python
+ * frames merged in where CPython runs (python.c); CUMEMTRACE_DEPTH=0 records
+ * no stack at all.  Without Python the merge costs one branch. */
 static struct record_stack *capture(unsigned slot)
 {
     void *frames[RECORD_MAX_DEPTH];
-    unsigned n = config.depth ? unwind_capture(frames, config.depth) : 0;
+    unsigned n = 0;
+    if (config.depth != 0) {
+        if (config.native)
+            n = unwind_capture(frames, config.depth);
+        if (__builtin_expect(python_mode != PYTHON_OFF, 0))
+            n = python_merge(frames, n, RECORD_MAX_DEPTH);
+    }
     return record_stack_intern(slot, frames, n);
 }
 

@@ -26,6 +26,7 @@
 #include "log.h"
 #include "oom.h"
 #include "output.h"
+#include "python.h"
 #include "record.h"
 #include "snapshot_write.h"
 #include "unwind.h"
@@ -97,6 +98,7 @@ static void init(void)
     record_init(config.event_cap);
     output_init();
     unwind_init();
+    python_init();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atexit(at_exit);
     if (config.dump_signal != 0) {

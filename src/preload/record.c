@@ -66,16 +66,29 @@ struct stack_node {
     struct record_stack s; /* last: flexible frames[] */
 };
 
+/* 96 bytes with uthash's handle (the target of issue 7): no field is wider
+ * than it must be, and the handle flag lives in the site pointer's low bit. */
 struct live {
     uintptr_t addr;
-    uint64_t size, requested;
+    uint64_t size;
     int64_t t_ns;
-    struct site *site; /* next free entry while on the free list */
+    uintptr_t site_bits; /* struct site * | 1 for a VMM handle; next free
+                            entry while on the free list */
     uint32_t tid;
-    uint16_t refs;     /* VMM handle references; 0 for other kinds */
-    uint8_t is_handle; /* lives in `handles`, not in `live` */
+    uint32_t extra; /* handles: references; others: size - requested */
     UT_hash_handle hh;
 };
+_Static_assert(sizeof(struct live) <= 96, "live entry over budget");
+
+static inline struct site *site_of(const struct live *e)
+{
+    return (struct site *)(e->site_bits & ~(uintptr_t)1);
+}
+
+static inline bool is_handle(const struct live *e)
+{
+    return e->site_bits & 1;
+}
 
 struct mapping {
     uintptr_t addr;
@@ -125,6 +138,7 @@ static bool events_failed;
 
 static __thread uint32_t tid_cache __attribute__((tls_model("initial-exec")));
 
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -294,19 +308,19 @@ static struct live *entry_new_locked(void)
         sl->next = slabs;
         slabs = sl;
         for (int i = SLAB_ENTRIES - 1; i >= 0; i--) {
-            sl->e[i].site = (struct site *)free_entries;
+            sl->e[i].site_bits = (uintptr_t)free_entries;
             free_entries = &sl->e[i];
         }
     }
     struct live *e = free_entries;
-    free_entries = (struct live *)e->site;
+    free_entries = (struct live *)e->site_bits;
     memset(e, 0, sizeof *e);
     return e;
 }
 
 static void entry_free_locked(struct live *e)
 {
-    e->site = (struct site *)free_entries;
+    e->site_bits = (uintptr_t)free_entries;
     free_entries = e;
 }
 
@@ -321,11 +335,15 @@ static void event_push_locked(int64_t now, int64_t delta, const struct site *s,
     if (seq % event_stride != 0)
         return;
     if (events == NULL) {
-        events = malloc(event_cap * sizeof *events);
-        if (events == NULL) {
+        /* Populated up front: first-touch page faults one by one would cost
+         * the allocation path ~1 us every 128 events until the log is full. */
+        void *m = mmap(NULL, event_cap * sizeof *events, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        if (m == MAP_FAILED) {
             events_failed = true;
             return;
         }
+        events = m;
     }
     if (nevents == event_cap) {
         /* Thin deterministically: keep every other event, i.e. those whose
@@ -395,15 +413,16 @@ void record_alloc(const struct record_alloc *a, struct record_stack *stack,
         goto out;
     e->addr = a->addr;
     e->size = a->size;
-    e->requested = a->requested;
     e->t_ns = now;
-    e->site = s;
+    e->site_bits = (uintptr_t)s;
     e->tid = tid;
+    uint64_t slack = a->requested >= a->size ? 0 : a->size - a->requested;
+    e->extra = slack > UINT32_MAX ? UINT32_MAX : (uint32_t)slack;
     if (a->is_handle) {
         /* cuMemCreate handle (device- or host-located): refcounted. */
         struct live *old;
-        e->is_handle = 1;
-        e->refs = 1;
+        e->site_bits |= 1;
+        e->extra = 1;
         HASH_FIND(hh, handles, &e->addr, sizeof e->addr, old);
         if (old != NULL) /* driver reused a handle we missed the release of */
             HASH_DELETE(hh, handles, old);
@@ -414,7 +433,7 @@ void record_alloc(const struct record_alloc *a, struct record_stack *stack,
         if (old != NULL) {
             /* Freed behind our back (e.g. by a context reset): drop it. */
             HASH_DELETE(hh, live_table, old);
-            account_locked(old->site, -(int64_t)old->size, now);
+            account_locked(site_of(old), -(int64_t)old->size, now);
             counters.live--;
             entry_free_locked(old);
         }
@@ -445,7 +464,7 @@ void *record_free_take(uintptr_t addr, enum record_kind kind_hint)
     struct live *e;
     pthread_mutex_lock(&lock);
     HASH_FIND(hh, live_table, &addr, sizeof addr, e);
-    if (e != NULL && !kind_matches(e->site->s.kind, kind_hint))
+    if (e != NULL && !kind_matches(site_of(e)->s.kind, kind_hint))
         e = NULL; /* the real call will refuse it too */
     if (e != NULL)
         HASH_DELETE(hh, live_table, e);
@@ -462,20 +481,20 @@ void record_free_finish(void *token, bool ok, int64_t now)
         return;
     pthread_mutex_lock(&lock);
     if (ok) {
-        account_locked(e->site, -(int64_t)e->size, now);
+        account_locked(site_of(e), -(int64_t)e->size, now);
         counters.live--;
         entry_free_locked(e);
     } else {
         counters.failed_frees++;
-        if (e->is_handle) {
-            e->refs = 1;
+        if (is_handle(e)) {
+            e->extra = 1;
             HASH_ADD(hh, handles, addr, sizeof e->addr, e);
         } else {
             HASH_ADD(hh, live_table, addr, sizeof e->addr, e);
         }
         if (nomem) { /* cannot put it back: forget it rather than lie */
             nomem = false;
-            account_locked(e->site, -(int64_t)e->size, now);
+            account_locked(site_of(e), -(int64_t)e->size, now);
             counters.live--;
             entry_free_locked(e);
         }
@@ -492,7 +511,7 @@ int record_token_device(const void *token)
 {
     if (token == NULL)
         return -1;
-    uint32_t pool = ((const struct live *)token)->site->s.pool;
+    uint32_t pool = site_of(token)->s.pool;
     return pool == RECORD_HOST_POOL ? -1 : (int)pool;
 }
 
@@ -563,7 +582,7 @@ void record_vmm_map(uintptr_t addr, uint64_t size, uintptr_t handle)
     if (h != NULL && old == NULL) {
         m->addr = addr;
         m->size = size;
-        m->pool = h->site->s.pool;
+        m->pool = site_of(h)->s.pool;
         HASH_ADD(hh, mappings, addr, sizeof m->addr, m);
         if (nomem) {
             nomem = false;
@@ -601,8 +620,8 @@ bool record_vmm_retain(uintptr_t handle)
     struct live *h;
     pthread_mutex_lock(&lock);
     HASH_FIND(hh, handles, &handle, sizeof handle, h);
-    if (h != NULL && h->refs < UINT16_MAX)
-        h->refs++;
+    if (h != NULL && h->extra < UINT32_MAX)
+        h->extra++;
     pthread_mutex_unlock(&lock);
     return h != NULL;
 }
@@ -613,8 +632,8 @@ void *record_vmm_release(uintptr_t handle)
     pthread_mutex_lock(&lock);
     HASH_FIND(hh, handles, &handle, sizeof handle, h);
     if (h != NULL) {
-        if (h->refs > 1) {
-            h->refs--;
+        if (h->extra > 1) {
+            h->extra--;
             h = NULL;
         } else {
             HASH_DELETE(hh, handles, h);
@@ -695,11 +714,11 @@ static unsigned bucket_of(uint64_t size)
 static void histogram_locked(struct record_view *v, struct live *table)
 {
     for (struct live *e = table; e != NULL; e = e->hh.next) {
-        struct record_pool_view *pv = &v->pools[e->site->s.pool];
+        struct record_pool_view *pv = &v->pools[site_of(e)->s.pool];
         unsigned b = bucket_of(e->size);
         pv->hist_count[b]++;
         pv->hist_bytes[b] += e->size;
-        pv->requested += e->requested;
+        pv->requested += is_handle(e) ? e->size : e->size - e->extra;
         if (e->size >= (1u << 20)) {
             pv->rounded += (e->size + RECORD_GRANULARITY - 1) /
                            RECORD_GRANULARITY * RECORD_GRANULARITY;
@@ -825,7 +844,8 @@ void record_atfork_child(void)
     free(stacks_by_id);
     stacks_by_id = NULL;
     nstacks = stacks_cap = 0;
-    free(events);
+    if (events != NULL)
+        munmap(events, event_cap * sizeof *events);
     events = NULL;
     nevents = 0;
     events_recorded = 0;

@@ -27,6 +27,7 @@
 #include "log.h"
 #include "oom.h"
 #include "output.h"
+#include "python.h"
 #include "record.h"
 #include "resolve.h"
 #include "units.h"
@@ -202,7 +203,8 @@ static void write_config(struct jw *w)
                d, l);
         first = false;
     }
-    jw_s(w, "],\"python\":false,\"native\":true},\n");
+    jw_fmt(w, "],\"python\":%s,\"native\":%s},\n",
+           config.python ? "true" : "false", config.native ? "true" : "false");
 }
 
 static void write_kind_stats(struct jw *w, const struct record_kind_stats *k)
@@ -401,6 +403,25 @@ static void write_events(struct jw *w, const struct record_view *v)
     jw_s(w, "]},\n");
 }
 
+/* A Python frame {module:"python", file, line, function} or a marker
+ * frame {marker} (python.c). */
+static void write_python_frame(struct jw *w, bool comma,
+                               enum python_frame_kind k,
+                               const struct python_frame *py)
+{
+    jw_s(w, comma ? ",{" : "{");
+    if (k == PYTHON_FRAME_MARKER) {
+        jw_s(w, "\"marker\":");
+        jw_str(w, py->marker);
+    } else {
+        jw_s(w, "\"module\":\"python\",\"file\":");
+        jw_str(w, py->file);
+        jw_fmt(w, ",\"line\":%d,\"function\":", py->line);
+        jw_str(w, py->function);
+    }
+    jw_s(w, "}");
+}
+
 static void write_stacks(struct jw *w, const struct record_view *v)
 {
     struct sym *cache = calloc(SYMCACHE_SIZE, sizeof *cache);
@@ -413,6 +434,12 @@ static void write_stacks(struct jw *w, const struct record_view *v)
         for (unsigned f = 0; f < s->depth; f++) {
             struct sym one;
             const struct sym *y;
+            struct python_frame py;
+            enum python_frame_kind k = python_frame_decode(s->frames[f], &py);
+            if (k != PYTHON_FRAME_NATIVE) {
+                write_python_frame(w, f != 0, k, &py);
+                continue;
+            }
             if (cache != NULL) {
                 y = symbolize(cache, s->frames[f]);
             } else {

@@ -107,14 +107,24 @@ int unwind_init(void)
 
 unsigned unwind_capture(void **frames, unsigned max)
 {
-    enum { SLACK = 8 }; /* our own frames: hook, helpers, this function */
-    void *buf[RECORD_MAX_DEPTH + SLACK];
+    /* Our own frames (this function, the hook helper, the wrapper) come
+     * first and are dropped.  Unwinding costs 10-20 ns a frame, so we ask
+     * for just as many extra as we have seen of our own: 8 the first time,
+     * then the largest count seen plus one. */
+    enum { FIRST_SLACK = 8 };
+    static unsigned slack;
+    void *buf[RECORD_MAX_DEPTH + 32];
+    unsigned want = __atomic_load_n(&slack, __ATOMIC_RELAXED);
+    if (want == 0)
+        want = FIRST_SLACK;
     if (max > RECORD_MAX_DEPTH)
         max = RECORD_MAX_DEPTH;
-    int n = capture(buf, (int)(max + SLACK));
+    int n = capture(buf, (int)(max + want));
     int skip = 0;
     while (skip < n && unwind_is_ours(buf[skip]))
         skip++;
+    if ((unsigned)skip + 1 > __atomic_load_n(&slack, __ATOMIC_RELAXED) && skip < 31)
+        __atomic_store_n(&slack, (unsigned)skip + 1, __ATOMIC_RELAXED);
     unsigned depth = (unsigned)(n - skip);
     if (depth > max)
         depth = max;

@@ -1,0 +1,61 @@
+/* python.h - Python frames merged into native stacks, found at run time in
+ * whatever CPython (3.8 or newer) the process holds.  See python.c. */
+#ifndef CUMEMTRACE_PYTHON_H
+#define CUMEMTRACE_PYTHON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A Python or marker frame is stored in record_stack.frames[] as this bit
+ * plus an index into python.c's intern table.  No user-space return address
+ * has it (x86-64 and aarch64 user addresses stay below 2^57), so native and
+ * Python frames share one array and stack dedup compares them alike. */
+#define PYTHON_TAG ((uintptr_t)1 << 63)
+
+enum python_mode {
+    PYTHON_OFF,     /* CUMEMTRACE_PYTHON=0, or no usable CPython: nothing to do */
+    PYTHON_PENDING, /* not looked for yet: the first allocation looks, once */
+    PYTHON_ON       /* CPython found: every capture asks it for frames */
+};
+
+/* Read on every capture: the only cost to a process without Python is one
+ * branch on this. */
+extern enum python_mode python_mode;
+
+/* Sets python_mode from config.python.  Looks for no symbol yet (Python may
+ * be dlopen'ed after we load); call once, from initialisation. */
+void python_init(void);
+
+/* Merges the calling thread's Python frames into frames[0..n) (native
+ * return addresses, innermost first) and returns the new count, at most
+ * `cap`.  Python frames take the place of the interpreter's evaluation
+ * frames; when the thread does not hold the GIL one marker frame does.
+ * Returns n unchanged when there is nothing to add.  Never takes the GIL,
+ * never runs Python code. */
+unsigned python_merge(void **frames, unsigned n, unsigned cap);
+
+/* What one stored frame is, for the snapshot writer. */
+enum python_frame_kind {
+    PYTHON_FRAME_NATIVE, /* a return address: symbolise it */
+    PYTHON_FRAME_PYTHON, /* file, line, function are set */
+    PYTHON_FRAME_MARKER  /* marker is set */
+};
+
+struct python_frame {
+    const char *file;     /* co_filename, as CPython has it */
+    const char *function; /* co_qualname (3.11+) or co_name */
+    int line;
+    const char *marker;   /* e.g. "python frames unavailable: GIL not held" */
+};
+
+/* Decodes one entry of record_stack.frames[].  Safe without any lock for
+ * frames of a published stack (entries are immutable once created). */
+enum python_frame_kind python_frame_decode(const void *frame,
+                                           struct python_frame *out);
+
+static inline bool python_frame_is_tagged(const void *frame)
+{
+    return ((uintptr_t)frame & PYTHON_TAG) != 0;
+}
+
+#endif

@@ -1,0 +1,410 @@
+/* bench_alloc.c - the workloads `make bench` times (scripts/bench.py runs
+ * each one bare and under LD_PRELOAD, interleaved, and compares).
+ *
+ *   bench_alloc pair PATH DEPTH THREADS ITERS   ns per allocation and per free
+ *       PATH: runtime (cudaMalloc/cudaFree), driver (cuMemAlloc_v2/
+ *       cuMemFree_v2), async (cudaMallocAsync/cudaFreeAsync),
+ *       vmm (cuMemCreate+cuMemMap / cuMemUnmap+cuMemRelease)
+ *   bench_alloc floor DEPTH ITERS               one unw_backtrace + 2 hash ops
+ *   bench_alloc malloc DEPTH ITERS              malloc/free pairs (for heaptrack)
+ *   bench_alloc live N                          N live allocations, 1 stack
+ *   bench_alloc stacks N                        N distinct stacks, 1 live each
+ *   bench_alloc dump NALLOC NSTACKS FILE        time cumemtrace_dump()
+ *
+ * Output is one line of "key=value" pairs.  Each call site runs at a chosen
+ * stack depth: descend() recurses that many frames before the loop.
+ */
+#include <dlfcn.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <uthash.h>
+
+#include "cuda_api.h"
+
+#define PFN(sym) __typeof__(&sym)
+
+#define BATCH 64
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef void (*body_fn)(void *);
+
+/* Recurses `depth` frames, then runs body; the volatile keeps every frame. */
+__attribute__((noinline)) static void descend(int depth, body_fn body, void *arg)
+{
+    volatile int guard = depth;
+    if (depth > 0)
+        descend(depth - 1, body, arg);
+    else
+        body(arg);
+    (void)guard;
+}
+
+/* ---- alloc/free pairs ---- */
+
+struct pair_args {
+    const char *path;
+    long iters;
+    int depth;
+    double alloc_s, free_s;
+};
+
+static PFN(cuMemAlloc_v2) drv_alloc;
+static PFN(cuMemFree_v2) drv_free;
+static PFN(cuMemCreate) vmm_create;
+static PFN(cuMemRelease) vmm_release;
+static PFN(cuMemMap) vmm_map;
+static PFN(cuMemUnmap) vmm_unmap;
+static PFN(cuMemAddressReserve) vmm_reserve;
+
+static void *entry(const char *name)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult st;
+    if (cudaGetDriverEntryPoint(name, &fn, 0, &st) != cudaSuccess || !fn) {
+        fprintf(stderr, "bench_alloc: no driver entry point %s\n", name);
+        exit(1);
+    }
+    return fn;
+}
+
+static void must(int ok, const char *what)
+{
+    if (!ok) {
+        fprintf(stderr, "bench_alloc: %s failed\n", what);
+        exit(1);
+    }
+}
+
+static void pair_body(void *arg)
+{
+    struct pair_args *a = arg;
+    void *p[BATCH];
+    CUdeviceptr d[BATCH];
+    CUmemGenericAllocationHandle h[BATCH];
+    CUdeviceptr va = 0;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    int path = a->path[0] == 'r' ? 0 : a->path[0] == 'd' ? 1 : a->path[0] == 'a' ? 2 : 3;
+    must(cudaFree(NULL) == cudaSuccess, "cudaFree(NULL)"); /* this thread's context */
+    if (path == 3)
+        must(vmm_reserve(&va, BATCH * (2u << 20), 0, 0, 0) == CUDA_SUCCESS, "reserve");
+    for (long it = 0; it < a->iters; it += BATCH) {
+        double t0 = now();
+        for (int i = 0; i < BATCH; i++) {
+            switch (path) {
+            case 0: must(cudaMalloc(&p[i], 4096) == cudaSuccess, "cudaMalloc"); break;
+            case 1: must(drv_alloc(&d[i], 4096) == CUDA_SUCCESS, "cuMemAlloc_v2"); break;
+            case 2: must(cudaMallocAsync(&p[i], 4096, NULL) == cudaSuccess, "cudaMallocAsync"); break;
+            default:
+                must(vmm_create(&h[i], 2u << 20, &prop, 0) == CUDA_SUCCESS, "cuMemCreate");
+                must(vmm_map(va + (CUdeviceptr)i * (2u << 20), 2u << 20, 0, h[i], 0)
+                         == CUDA_SUCCESS, "cuMemMap");
+            }
+        }
+        double t1 = now();
+        for (int i = 0; i < BATCH; i++) {
+            switch (path) {
+            case 0: must(cudaFree(p[i]) == cudaSuccess, "cudaFree"); break;
+            case 1: must(drv_free(d[i]) == CUDA_SUCCESS, "cuMemFree_v2"); break;
+            case 2: must(cudaFreeAsync(p[i], NULL) == cudaSuccess, "cudaFreeAsync"); break;
+            default:
+                must(vmm_unmap(va + (CUdeviceptr)i * (2u << 20), 2u << 20)
+                         == CUDA_SUCCESS, "cuMemUnmap");
+                must(vmm_release(h[i]) == CUDA_SUCCESS, "cuMemRelease");
+            }
+        }
+        double t2 = now();
+        a->alloc_s += t1 - t0;
+        a->free_s += t2 - t1;
+    }
+}
+
+static void *pair_thread(void *arg)
+{
+    struct pair_args *a = arg;
+    descend(a->depth, pair_body, a);
+    return NULL;
+}
+
+static int run_pairs(const char *path, int depth, int threads, long iters)
+{
+    void *warm;
+    must(cudaMalloc(&warm, 512) == cudaSuccess, "warm-up");
+    cudaFree(warm);
+    drv_alloc = (PFN(cuMemAlloc_v2))entry("cuMemAlloc");
+    drv_free = (PFN(cuMemFree_v2))entry("cuMemFree");
+    vmm_create = (PFN(cuMemCreate))entry("cuMemCreate");
+    vmm_release = (PFN(cuMemRelease))entry("cuMemRelease");
+    vmm_map = (PFN(cuMemMap))entry("cuMemMap");
+    vmm_unmap = (PFN(cuMemUnmap))entry("cuMemUnmap");
+    vmm_reserve = (PFN(cuMemAddressReserve))entry("cuMemAddressReserve");
+
+    struct pair_args a[16];
+    pthread_t t[16];
+    if (threads < 1 || threads > 16)
+        return 2;
+    for (int i = 0; i < threads; i++) {
+        a[i] = (struct pair_args){path, iters, depth, 0, 0};
+        pthread_create(&t[i], NULL, pair_thread, &a[i]);
+    }
+    double alloc_s = 0, free_s = 0;
+    for (int i = 0; i < threads; i++) {
+        pthread_join(t[i], NULL);
+        alloc_s += a[i].alloc_s;
+        free_s += a[i].free_s;
+    }
+    double n = (double)iters * threads;
+    printf("alloc_ns=%.1f free_ns=%.1f pair_ns=%.1f\n", alloc_s / n * 1e9,
+           free_s / n * 1e9, (alloc_s + free_s) / n * 1e9);
+    return 0;
+}
+
+/* ---- the floor: what any stack-recording tracer must pay ---- */
+
+struct item {
+    uintptr_t key;
+    UT_hash_handle hh;
+};
+
+struct floor_args {
+    long iters;
+    double s;
+    int (*bt)(void **, int);
+    int depth;
+};
+
+static void floor_body(void *arg)
+{
+    struct floor_args *a = arg;
+    struct item *table = NULL, *found;
+    struct item *items = calloc(1024, sizeof *items);
+    void *frames[300];
+    /* a realistically sized table to insert into and delete from */
+    struct item *bulk = calloc(100000, sizeof *bulk);
+    for (int i = 0; i < 100000; i++) {
+        bulk[i].key = 0x100000000ull + (uintptr_t)i * 4096;
+        HASH_ADD(hh, table, key, sizeof bulk[i].key, &bulk[i]);
+    }
+    double t0 = now();
+    for (long it = 0; it < a->iters; it++) {
+        struct item *x = &items[it & 1023];
+        a->bt(frames, a->depth);
+        x->key = (uintptr_t)frames[1] ^ (uintptr_t)it << 12;
+        HASH_ADD(hh, table, key, sizeof x->key, x);
+        HASH_FIND(hh, table, &x->key, sizeof x->key, found);
+        HASH_DELETE(hh, table, found);
+    }
+    a->s = now() - t0;
+    HASH_CLEAR(hh, table);
+    free(bulk);
+    free(items);
+}
+
+static int run_floor(int depth, long iters)
+{
+    void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    struct floor_args a = {iters, 0, NULL, depth};
+    if (h == NULL || (*(void **)&a.bt = dlsym(h, "unw_backtrace")) == NULL)
+        return fprintf(stderr, "bench_alloc: libunwind.so.8 missing\n"), 1;
+    void *warm[64];
+    a.bt(warm, 64);
+    descend(depth, floor_body, &a);
+    printf("floor_ns=%.1f\n", a.s / iters * 1e9);
+    return 0;
+}
+
+/* ---- malloc/free pairs, the same shape, for heaptrack ---- */
+
+struct malloc_args {
+    long iters;
+    double s;
+};
+
+static void malloc_body(void *arg)
+{
+    struct malloc_args *a = arg;
+    void *p[BATCH];
+    double t0 = now();
+    for (long it = 0; it < a->iters; it += BATCH) {
+        for (int i = 0; i < BATCH; i++)
+            p[i] = malloc(4096);
+        for (int i = 0; i < BATCH; i++)
+            free(p[i]);
+    }
+    a->s = now() - t0;
+}
+
+static int run_malloc(int depth, long iters)
+{
+    struct malloc_args a = {iters, 0};
+    descend(depth, malloc_body, &a);
+    printf("pair_ns=%.1f\n", a.s / iters * 1e9);
+    return 0;
+}
+
+/* ---- memory cost ---- */
+
+static size_t heap_in_use(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+struct live_args {
+    long n;
+    void **ptrs;
+};
+
+static void live_body(void *arg)
+{
+    struct live_args *a = arg;
+    for (long i = 0; i < a->n; i++)
+        must(cudaMalloc(&a->ptrs[i], 512) == cudaSuccess, "cudaMalloc");
+}
+
+static int run_live(long n)
+{
+    struct live_args a = {n, calloc((size_t)n, sizeof(void *))};
+    void *warm;
+    must(cudaMalloc(&warm, 512) == cudaSuccess, "warm-up");
+    size_t before = heap_in_use();
+    descend(32, live_body, &a);
+    size_t after = heap_in_use();
+    printf("heap_bytes_per_alloc=%.1f\n", (double)(after - before) / n);
+    return 0;
+}
+
+/* N distinct stacks: at each of `bits` levels take one of two functions. */
+__attribute__((noinline)) static void fork_a(long code, int bits);
+__attribute__((noinline)) static void fork_b(long code, int bits);
+
+static void leaf_alloc(void)
+{
+    void *p;
+    must(cudaMalloc(&p, 512) == cudaSuccess, "cudaMalloc");
+    cudaFree(p);
+}
+
+static void fork_a(long code, int bits)
+{
+    volatile int g = bits;
+    if (bits == 0)
+        leaf_alloc();
+    else if (code & 1)
+        fork_b(code >> 1, bits - 1);
+    else
+        fork_a(code >> 1, bits - 1);
+    (void)g;
+}
+
+static void fork_b(long code, int bits)
+{
+    volatile int g = bits;
+    if (bits == 0)
+        leaf_alloc();
+    else if (code & 1)
+        fork_b(code >> 1, bits - 1);
+    else
+        fork_a(code >> 1, bits - 1);
+    (void)g;
+}
+
+static int bits_for(long n)
+{
+    int bits = 0;
+    while ((1L << bits) < n)
+        bits++;
+    return bits;
+}
+
+static int run_stacks(long n)
+{
+    void *warm;
+    must(cudaMalloc(&warm, 512) == cudaSuccess, "warm-up");
+    int bits = bits_for(n);
+    size_t before = heap_in_use();
+    for (long i = 0; i < n; i++)
+        fork_a(i, bits);
+    size_t after = heap_in_use();
+    printf("heap_bytes_per_stack=%.1f depth=%d\n", (double)(after - before) / n,
+           bits + 3);
+    return 0;
+}
+
+/* ---- dump ---- */
+
+static void live_fork_a(long code, int bits, void **out);
+static void live_fork_b(long code, int bits, void **out);
+
+static void live_fork_a(long code, int bits, void **out)
+{
+    volatile int g = bits;
+    if (bits == 0)
+        must(cudaMalloc(out, 512) == cudaSuccess, "cudaMalloc");
+    else if (code & 1)
+        live_fork_b(code >> 1, bits - 1, out);
+    else
+        live_fork_a(code >> 1, bits - 1, out);
+    (void)g;
+}
+
+static void live_fork_b(long code, int bits, void **out)
+{
+    volatile int g = bits;
+    if (bits == 0)
+        must(cudaMalloc(out, 512) == cudaSuccess, "cudaMalloc");
+    else if (code & 1)
+        live_fork_b(code >> 1, bits - 1, out);
+    else
+        live_fork_a(code >> 1, bits - 1, out);
+    (void)g;
+}
+
+static int run_dump(long nalloc, long nstacks, const char *file)
+{
+    int (*dump)(const char *);
+    *(void **)&dump = dlsym(RTLD_DEFAULT, "cumemtrace_dump");
+    if (dump == NULL)
+        return fprintf(stderr, "bench_alloc: run under LD_PRELOAD\n"), 1;
+    void **p = malloc((size_t)nalloc * sizeof *p);
+    int bits = bits_for(nstacks);
+    for (long i = 0; i < nalloc; i++)
+        live_fork_a(i % nstacks, bits, &p[i]);
+    double t0 = now();
+    int r = dump(file);
+    double t1 = now();
+    printf("dump_s=%.3f ok=%d\n", t1 - t0, r == 0);
+    return r == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 6 && strcmp(argv[1], "pair") == 0)
+        return run_pairs(argv[2], atoi(argv[3]), atoi(argv[4]), atol(argv[5]));
+    if (argc >= 4 && strcmp(argv[1], "floor") == 0)
+        return run_floor(atoi(argv[2]), atol(argv[3]));
+    if (argc >= 4 && strcmp(argv[1], "malloc") == 0)
+        return run_malloc(atoi(argv[2]), atol(argv[3]));
+    if (argc >= 3 && strcmp(argv[1], "live") == 0)
+        return run_live(atol(argv[2]));
+    if (argc >= 3 && strcmp(argv[1], "stacks") == 0)
+        return run_stacks(atol(argv[2]));
+    if (argc >= 5 && strcmp(argv[1], "dump") == 0)
+        return run_dump(atol(argv[2]), atol(argv[3]), argv[4]);
+    fprintf(stderr, "usage: see the comment at the top of bench_alloc.c\n");
+    return 2;
+}
