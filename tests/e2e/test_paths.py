@@ -139,3 +139,37 @@ def test_stacks_carry_module_offset_and_symbol(run):
     frames = [f for s in snap["stacks"] for f in s["frames"]]
     assert any(f["module"] == "rt_workload" and f["symbol"] == "main"
                for f in frames)
+
+
+# ---- fault siblings: the simulated device fails a chosen call ----
+
+def test_failed_free_keeps_the_allocation_live(run):
+    # the 2nd cuMemFree_v2 (drv_workload frees pitched, then ...) fails once
+    r = run(["drv_workload", "kinds"], env={"SIMCUDA_FAIL": "cuMemFree_v2:1=1"},
+            check=False)
+    assert r.returncode == 1  # the program sees the injected error unchanged
+    assert "cuMemFree_v2(pitched) returned 1, expected 0" in r.stderr
+    snap = r.only("exit")
+    assert snap["counters"]["failed_frees"] == 1
+    k = device(snap)["by_kind"]["device"]
+    assert k["frees"] == 0
+    pitched = k["current_bytes"] - 6 * MiB - 2 * MiB
+    assert pitched == 1024 * 64  # still counted: the real free failed
+
+
+def test_failed_vmm_create_is_an_oom_of_kind_vmm(run):
+    r = run(["drv_workload", "vmm"], env={"SIMCUDA_FAIL": "cuMemCreate:1"},
+            check=False)
+    assert r.returncode == 1
+    [pm] = [s for s in r.snapshots if s["reason"] == "oom"]
+    assert (pm["oom"]["kind"], pm["oom"]["entry_point"]) == ("vmm", "cuMemCreate")
+    assert device(r.only("exit"))["by_kind"]["vmm"]["failures"] == 1
+
+
+def test_failed_runtime_init_is_passed_through(run):
+    # every cuMemAlloc_v2 fails with CUDA_ERROR_UNKNOWN (999): not an OOM
+    r = run(["rt_workload", "basic"], env={"SIMCUDA_FAIL": "cuMemAlloc_v2:1+=999"},
+            check=False)
+    assert r.returncode == 1
+    assert "returned 999" in r.stderr
+    assert [s for s in r.snapshots if s["reason"] == "oom"] == []
