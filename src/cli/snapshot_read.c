@@ -1289,7 +1289,8 @@ int snapshot_read_mem(struct snapctx *ctx, const char *name, char *buf,
     if (rc != 0)
         goto fail;
     /* The format promises ascending ordinals; views rely on it. */
-    qsort(out->devices, out->ndevices, sizeof *out->devices, device_cmp);
+    if (out->ndevices > 1)
+        qsort(out->devices, out->ndevices, sizeof *out->devices, device_cmp);
     if (out->reason == NULL)
         out->reason = "unknown";
     if (out->events.stride == 0 || out->events.stride == SNAP_UNKNOWN)

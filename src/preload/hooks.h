@@ -84,6 +84,39 @@ void hooks_free_begin(struct hook_free *f, uintptr_t addr,
                       enum record_kind kind_hint);
 void hooks_free_end(struct hook_free *f, bool ok);
 
+/* The two shapes most wrappers have, written once.  An allocation whose
+ * pointer comes back through `out_arg` and whose size is `size_arg`; a free
+ * of `ptr_arg`.  `params` and `args` are the parenthesised parameter list
+ * and argument list of the CUDA function. */
+#define HOOK_ALLOC(ret_t, no_real, ok, oom, runtime, sym, kind, size_arg,     \
+                   out_arg, params, args)                                     \
+    ret_t sym params                                                          \
+    {                                                                         \
+        PFN(sym) real = REAL(sym);                                            \
+        if (real == NULL)                                                     \
+            return no_real;                                                   \
+        struct hook_alloc c = {SLOT_##sym, kind, -1, (size_arg), false, false}; \
+        if (!hooks_alloc_begin(&c, runtime))                                  \
+            return oom; /* refused by CUMEMTRACE_LIMIT */                     \
+        ret_t r = real args;                                                  \
+        hooks_alloc_end(&c, r == ok, r == oom,                                \
+                        r == ok ? (uintptr_t)*(out_arg) : 0, (size_arg), false); \
+        return r;                                                             \
+    }
+
+#define HOOK_FREE(ret_t, no_real, ok, sym, hint, ptr_arg, params, args)       \
+    ret_t sym params                                                          \
+    {                                                                         \
+        PFN(sym) real = REAL(sym);                                            \
+        if (real == NULL)                                                     \
+            return no_real;                                                   \
+        struct hook_free f;                                                   \
+        hooks_free_begin(&f, (uintptr_t)(ptr_arg), hint);                     \
+        ret_t r = real args;                                                  \
+        hooks_free_end(&f, r == ok);                                          \
+        return r;                                                             \
+    }
+
 /* cuMemGetInfo/cudaMemGetInfo: remembers the truth for post-mortems and,
  * under CUMEMTRACE_LIMIT, shows the limited card (total = limit, free =
  * min(free, limit - tracked), never negative).  NULL outputs tolerated. */

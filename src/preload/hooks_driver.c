@@ -74,48 +74,60 @@ CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
     return r;
 }
 
-/* ---- linear device memory ---- */
+/* ---- allocations and frees ---- */
 
-static bool begin(struct hook_alloc *c, unsigned slot, enum record_kind kind,
-                  uint64_t requested)
+#define DRIVER_ALLOC(...) \
+    HOOK_ALLOC(CUresult, NO_DRIVER, CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY, \
+               false, __VA_ARGS__)
+#define DRIVER_FREE(...) HOOK_FREE(CUresult, NO_DRIVER, CUDA_SUCCESS, __VA_ARGS__)
+
+/* linear device memory */
+DRIVER_ALLOC(cuMemAlloc_v2, KIND_DEVICE, bytesize, dptr,
+             (CUdeviceptr *dptr, size_t bytesize), (dptr, bytesize))
+DRIVER_ALLOC(cuMemAlloc, KIND_DEVICE, bytesize, dptr,
+             (CUdeviceptr_v1 *dptr, unsigned int bytesize), (dptr, bytesize))
+DRIVER_ALLOC(cuMemAllocManaged, KIND_MANAGED, bytesize, dptr,
+             (CUdeviceptr *dptr, size_t bytesize, unsigned int flags),
+             (dptr, bytesize, flags))
+DRIVER_FREE(cuMemFree_v2, KIND_DEVICE, dptr, (CUdeviceptr dptr), (dptr))
+DRIVER_FREE(cuMemFree, KIND_DEVICE, dptr, (CUdeviceptr_v1 dptr), (dptr))
+
+/* page-locked host memory (CUMEMTRACE_LIMIT does not apply to it) */
+DRIVER_ALLOC(cuMemAllocHost_v2, KIND_HOST_PINNED, bytesize, pp,
+             (void **pp, size_t bytesize), (pp, bytesize))
+DRIVER_ALLOC(cuMemAllocHost, KIND_HOST_PINNED, bytesize, pp,
+             (void **pp, unsigned int bytesize), (pp, bytesize))
+DRIVER_ALLOC(cuMemHostAlloc, KIND_HOST_PINNED, bytesize, pp,
+             (void **pp, size_t bytesize, unsigned int Flags),
+             (pp, bytesize, Flags))
+DRIVER_FREE(cuMemFreeHost, KIND_HOST_PINNED, p, (void *p), (p))
+
+/* stream-ordered allocation; a free is accounted when it is issued
+ * (record.c, Limitations) */
+DRIVER_ALLOC(cuMemAllocAsync, KIND_ASYNC, bytesize, dptr,
+             (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
+             (dptr, bytesize, hStream))
+DRIVER_ALLOC(cuMemAllocAsync_ptsz, KIND_ASYNC, bytesize, dptr,
+             (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
+             (dptr, bytesize, hStream))
+DRIVER_ALLOC(cuMemAllocFromPoolAsync, KIND_ASYNC, bytesize, dptr,
+             (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+              CUstream hStream),
+             (dptr, bytesize, pool, hStream))
+DRIVER_ALLOC(cuMemAllocFromPoolAsync_ptsz, KIND_ASYNC, bytesize, dptr,
+             (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+              CUstream hStream),
+             (dptr, bytesize, pool, hStream))
+DRIVER_FREE(cuMemFreeAsync, KIND_DEVICE, dptr,
+            (CUdeviceptr dptr, CUstream hStream), (dptr, hStream))
+DRIVER_FREE(cuMemFreeAsync_ptsz, KIND_DEVICE, dptr,
+            (CUdeviceptr dptr, CUstream hStream), (dptr, hStream))
+
+/* Pitched allocations charge pitch * height, known only after the call. */
+static bool pitch_begin(struct hook_alloc *c, unsigned slot, uint64_t requested)
 {
-    c->slot = slot;
-    c->kind = kind;
-    c->device = -1;
-    c->requested = requested;
+    *c = (struct hook_alloc){slot, KIND_DEVICE, -1, requested, false, false};
     return hooks_alloc_begin(c, false);
-}
-
-static CUresult end(struct hook_alloc *c, CUresult r, uintptr_t addr,
-                    uint64_t size)
-{
-    hooks_alloc_end(c, r == CUDA_SUCCESS, r == CUDA_ERROR_OUT_OF_MEMORY, addr,
-                    size, false);
-    return r;
-}
-
-CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
-{
-    PFN(cuMemAlloc_v2) real = REAL(cuMemAlloc_v2);
-    struct hook_alloc c;
-    if (real == NULL)
-        return NO_DRIVER;
-    if (!begin(&c, SLOT_cuMemAlloc_v2, KIND_DEVICE, bytesize))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = real(dptr, bytesize);
-    return end(&c, r, r == CUDA_SUCCESS ? *dptr : 0, bytesize);
-}
-
-CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
-{
-    PFN(cuMemAlloc) real = REAL(cuMemAlloc);
-    struct hook_alloc c;
-    if (real == NULL)
-        return NO_DRIVER;
-    if (!begin(&c, SLOT_cuMemAlloc, KIND_DEVICE, bytesize))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = real(dptr, bytesize);
-    return end(&c, r, r == CUDA_SUCCESS ? *dptr : 0, bytesize);
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
@@ -126,12 +138,13 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
     struct hook_alloc c;
     if (real == NULL)
         return NO_DRIVER;
-    if (!begin(&c, SLOT_cuMemAllocPitch_v2, KIND_DEVICE,
-               (uint64_t)WidthInBytes * Height))
+    if (!pitch_begin(&c, SLOT_cuMemAllocPitch_v2, (uint64_t)WidthInBytes * Height))
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     bool ok = r == CUDA_SUCCESS;
-    return end(&c, r, ok ? *dptr : 0, ok ? (uint64_t)*pPitch * Height : 0);
+    hooks_alloc_end(&c, ok, r == CUDA_ERROR_OUT_OF_MEMORY, ok ? *dptr : 0,
+                    ok ? (uint64_t)*pPitch * Height : 0, false);
+    return r;
 }
 
 CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
@@ -142,172 +155,11 @@ CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
     struct hook_alloc c;
     if (real == NULL)
         return NO_DRIVER;
-    if (!begin(&c, SLOT_cuMemAllocPitch, KIND_DEVICE,
-               (uint64_t)WidthInBytes * Height))
+    if (!pitch_begin(&c, SLOT_cuMemAllocPitch, (uint64_t)WidthInBytes * Height))
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     bool ok = r == CUDA_SUCCESS;
-    return end(&c, r, ok ? *dptr : 0, ok ? (uint64_t)*pPitch * Height : 0);
-}
-
-CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
-                           unsigned int flags)
-{
-    PFN(cuMemAllocManaged) real = REAL(cuMemAllocManaged);
-    struct hook_alloc c;
-    if (real == NULL)
-        return NO_DRIVER;
-    if (!begin(&c, SLOT_cuMemAllocManaged, KIND_MANAGED, bytesize))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = real(dptr, bytesize, flags);
-    return end(&c, r, r == CUDA_SUCCESS ? *dptr : 0, bytesize);
-}
-
-CUresult cuMemFree_v2(CUdeviceptr dptr)
-{
-    PFN(cuMemFree_v2) real = REAL(cuMemFree_v2);
-    if (real == NULL)
-        return NO_DRIVER;
-    struct hook_free f;
-    hooks_free_begin(&f, dptr, KIND_DEVICE);
-    CUresult r = real(dptr);
-    hooks_free_end(&f, r == CUDA_SUCCESS);
-    return r;
-}
-
-CUresult cuMemFree(CUdeviceptr_v1 dptr)
-{
-    PFN(cuMemFree) real = REAL(cuMemFree);
-    if (real == NULL)
-        return NO_DRIVER;
-    struct hook_free f;
-    hooks_free_begin(&f, dptr, KIND_DEVICE);
-    CUresult r = real(dptr);
-    hooks_free_end(&f, r == CUDA_SUCCESS);
-    return r;
-}
-
-/* ---- page-locked host memory ---- */
-
-CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
-{
-    PFN(cuMemAllocHost_v2) real = REAL(cuMemAllocHost_v2);
-    struct hook_alloc c;
-    if (real == NULL)
-        return NO_DRIVER;
-    begin(&c, SLOT_cuMemAllocHost_v2, KIND_HOST_PINNED, bytesize);
-    CUresult r = real(pp, bytesize);
-    return end(&c, r, r == CUDA_SUCCESS ? (uintptr_t)*pp : 0, bytesize);
-}
-
-CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
-{
-    PFN(cuMemAllocHost) real = REAL(cuMemAllocHost);
-    struct hook_alloc c;
-    if (real == NULL)
-        return NO_DRIVER;
-    begin(&c, SLOT_cuMemAllocHost, KIND_HOST_PINNED, bytesize);
-    CUresult r = real(pp, bytesize);
-    return end(&c, r, r == CUDA_SUCCESS ? (uintptr_t)*pp : 0, bytesize);
-}
-
-CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
-{
-    PFN(cuMemHostAlloc) real = REAL(cuMemHostAlloc);
-    struct hook_alloc c;
-    if (real == NULL)
-        return NO_DRIVER;
-    begin(&c, SLOT_cuMemHostAlloc, KIND_HOST_PINNED, bytesize);
-    CUresult r = real(pp, bytesize, Flags);
-    return end(&c, r, r == CUDA_SUCCESS ? (uintptr_t)*pp : 0, bytesize);
-}
-
-CUresult cuMemFreeHost(void *p)
-{
-    PFN(cuMemFreeHost) real = REAL(cuMemFreeHost);
-    if (real == NULL)
-        return NO_DRIVER;
-    struct hook_free f;
-    hooks_free_begin(&f, (uintptr_t)p, KIND_HOST_PINNED);
-    CUresult r = real(p);
-    hooks_free_end(&f, r == CUDA_SUCCESS);
-    return r;
-}
-
-/* ---- stream-ordered allocation ---- */
-
-CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
-{
-    PFN(cuMemAllocAsync) real = REAL(cuMemAllocAsync);
-    struct hook_alloc c;
-    if (real == NULL)
-        return NO_DRIVER;
-    if (!begin(&c, SLOT_cuMemAllocAsync, KIND_ASYNC, bytesize))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = real(dptr, bytesize, hStream);
-    return end(&c, r, r == CUDA_SUCCESS ? *dptr : 0, bytesize);
-}
-
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
-                              CUstream hStream)
-{
-    PFN(cuMemAllocAsync_ptsz) real = REAL(cuMemAllocAsync_ptsz);
-    struct hook_alloc c;
-    if (real == NULL)
-        return NO_DRIVER;
-    if (!begin(&c, SLOT_cuMemAllocAsync_ptsz, KIND_ASYNC, bytesize))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = real(dptr, bytesize, hStream);
-    return end(&c, r, r == CUDA_SUCCESS ? *dptr : 0, bytesize);
-}
-
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize,
-                                 CUmemoryPool pool, CUstream hStream)
-{
-    PFN(cuMemAllocFromPoolAsync) real = REAL(cuMemAllocFromPoolAsync);
-    struct hook_alloc c;
-    if (real == NULL)
-        return NO_DRIVER;
-    if (!begin(&c, SLOT_cuMemAllocFromPoolAsync, KIND_ASYNC, bytesize))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = real(dptr, bytesize, pool, hStream);
-    return end(&c, r, r == CUDA_SUCCESS ? *dptr : 0, bytesize);
-}
-
-CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
-                                      CUmemoryPool pool, CUstream hStream)
-{
-    PFN(cuMemAllocFromPoolAsync_ptsz) real = REAL(cuMemAllocFromPoolAsync_ptsz);
-    struct hook_alloc c;
-    if (real == NULL)
-        return NO_DRIVER;
-    if (!begin(&c, SLOT_cuMemAllocFromPoolAsync_ptsz, KIND_ASYNC, bytesize))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = real(dptr, bytesize, pool, hStream);
-    return end(&c, r, r == CUDA_SUCCESS ? *dptr : 0, bytesize);
-}
-
-/* A stream-ordered free is accounted when issued (record.c, Limitations). */
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
-{
-    PFN(cuMemFreeAsync) real = REAL(cuMemFreeAsync);
-    if (real == NULL)
-        return NO_DRIVER;
-    struct hook_free f;
-    hooks_free_begin(&f, dptr, KIND_DEVICE);
-    CUresult r = real(dptr, hStream);
-    hooks_free_end(&f, r == CUDA_SUCCESS);
-    return r;
-}
-
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
-{
-    PFN(cuMemFreeAsync_ptsz) real = REAL(cuMemFreeAsync_ptsz);
-    if (real == NULL)
-        return NO_DRIVER;
-    struct hook_free f;
-    hooks_free_begin(&f, dptr, KIND_DEVICE);
-    CUresult r = real(dptr, hStream);
-    hooks_free_end(&f, r == CUDA_SUCCESS);
+    hooks_alloc_end(&c, ok, r == CUDA_ERROR_OUT_OF_MEMORY, ok ? *dptr : 0,
+                    ok ? (uint64_t)*pPitch * Height : 0, false);
     return r;
 }

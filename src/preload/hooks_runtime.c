@@ -17,36 +17,26 @@
 
 #define NO_RUNTIME cudaErrorInsufficientDriver
 
-static bool begin(struct hook_alloc *c, unsigned slot, enum record_kind kind,
-                  uint64_t requested)
+#define RUNTIME_ALLOC(...)                                                 \
+    HOOK_ALLOC(cudaError_t, NO_RUNTIME, cudaSuccess,                       \
+               cudaErrorMemoryAllocation, true, __VA_ARGS__)
+#define RUNTIME_FREE(...) HOOK_FREE(cudaError_t, NO_RUNTIME, cudaSuccess, __VA_ARGS__)
+
+/* ---- device and managed memory ---- */
+
+RUNTIME_ALLOC(cudaMalloc, KIND_DEVICE, size, devPtr,
+              (void **devPtr, size_t size), (devPtr, size))
+RUNTIME_ALLOC(cudaMallocManaged, KIND_MANAGED, size, devPtr,
+              (void **devPtr, size_t size, unsigned int flags),
+              (devPtr, size, flags))
+RUNTIME_FREE(cudaFree, KIND_DEVICE, devPtr, (void *devPtr), (devPtr))
+
+/* Pitched allocations charge pitch * rows, known only after the call. */
+static bool pitched_begin(struct hook_alloc *c, unsigned slot,
+                          uint64_t requested)
 {
-    c->slot = slot;
-    c->kind = kind;
-    c->device = -1;
-    c->requested = requested;
+    *c = (struct hook_alloc){slot, KIND_DEVICE, -1, requested, false, false};
     return hooks_alloc_begin(c, true);
-}
-
-static cudaError_t end(struct hook_alloc *c, cudaError_t r, const void *addr,
-                       uint64_t size)
-{
-    hooks_alloc_end(c, r == cudaSuccess, r == cudaErrorMemoryAllocation,
-                    (uintptr_t)addr, size, false);
-    return r;
-}
-
-/* ---- device memory ---- */
-
-cudaError_t cudaMalloc(void **devPtr, size_t size)
-{
-    PFN(cudaMalloc) real = REAL(cudaMalloc);
-    struct hook_alloc c;
-    if (real == NULL)
-        return NO_RUNTIME;
-    if (!begin(&c, SLOT_cudaMalloc, KIND_DEVICE, size))
-        return cudaErrorMemoryAllocation;
-    cudaError_t r = real(devPtr, size);
-    return end(&c, r, r == cudaSuccess ? *devPtr : NULL, size);
 }
 
 cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width,
@@ -56,11 +46,14 @@ cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width,
     struct hook_alloc c;
     if (real == NULL)
         return NO_RUNTIME;
-    if (!begin(&c, SLOT_cudaMallocPitch, KIND_DEVICE, (uint64_t)width * height))
+    if (!pitched_begin(&c, SLOT_cudaMallocPitch, (uint64_t)width * height))
         return cudaErrorMemoryAllocation;
     cudaError_t r = real(devPtr, pitch, width, height);
     bool ok = r == cudaSuccess;
-    return end(&c, r, ok ? *devPtr : NULL, ok ? (uint64_t)*pitch * height : 0);
+    hooks_alloc_end(&c, ok, r == cudaErrorMemoryAllocation,
+                    ok ? (uintptr_t)*devPtr : 0, ok ? (uint64_t)*pitch * height : 0,
+                    false);
+    return r;
 }
 
 cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr,
@@ -71,151 +64,45 @@ cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr,
     if (real == NULL)
         return NO_RUNTIME;
     uint64_t rows = (uint64_t)extent.height * extent.depth;
-    if (!begin(&c, SLOT_cudaMalloc3D, KIND_DEVICE, extent.width * rows))
+    if (!pitched_begin(&c, SLOT_cudaMalloc3D, extent.width * rows))
         return cudaErrorMemoryAllocation;
     cudaError_t r = real(pitchedDevPtr, extent);
     bool ok = r == cudaSuccess;
-    return end(&c, r, ok ? pitchedDevPtr->ptr : NULL,
-               ok ? pitchedDevPtr->pitch * rows : 0);
-}
-
-cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
-{
-    PFN(cudaMallocManaged) real = REAL(cudaMallocManaged);
-    struct hook_alloc c;
-    if (real == NULL)
-        return NO_RUNTIME;
-    if (!begin(&c, SLOT_cudaMallocManaged, KIND_MANAGED, size))
-        return cudaErrorMemoryAllocation;
-    cudaError_t r = real(devPtr, size, flags);
-    return end(&c, r, r == cudaSuccess ? *devPtr : NULL, size);
-}
-
-cudaError_t cudaFree(void *devPtr)
-{
-    PFN(cudaFree) real = REAL(cudaFree);
-    if (real == NULL)
-        return NO_RUNTIME;
-    struct hook_free f;
-    hooks_free_begin(&f, (uintptr_t)devPtr, KIND_DEVICE);
-    cudaError_t r = real(devPtr);
-    hooks_free_end(&f, r == cudaSuccess);
+    hooks_alloc_end(&c, ok, r == cudaErrorMemoryAllocation,
+                    ok ? (uintptr_t)pitchedDevPtr->ptr : 0,
+                    ok ? pitchedDevPtr->pitch * rows : 0, false);
     return r;
 }
 
-/* ---- page-locked host memory ---- */
+/* ---- page-locked host memory (CUMEMTRACE_LIMIT does not apply) ---- */
 
-cudaError_t cudaMallocHost(void **ptr, size_t size)
-{
-    PFN(cudaMallocHost) real = REAL(cudaMallocHost);
-    struct hook_alloc c;
-    if (real == NULL)
-        return NO_RUNTIME;
-    begin(&c, SLOT_cudaMallocHost, KIND_HOST_PINNED, size);
-    cudaError_t r = real(ptr, size);
-    return end(&c, r, r == cudaSuccess ? *ptr : NULL, size);
-}
-
-cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
-{
-    PFN(cudaHostAlloc) real = REAL(cudaHostAlloc);
-    struct hook_alloc c;
-    if (real == NULL)
-        return NO_RUNTIME;
-    begin(&c, SLOT_cudaHostAlloc, KIND_HOST_PINNED, size);
-    cudaError_t r = real(pHost, size, flags);
-    return end(&c, r, r == cudaSuccess ? *pHost : NULL, size);
-}
-
-cudaError_t cudaFreeHost(void *ptr)
-{
-    PFN(cudaFreeHost) real = REAL(cudaFreeHost);
-    if (real == NULL)
-        return NO_RUNTIME;
-    struct hook_free f;
-    hooks_free_begin(&f, (uintptr_t)ptr, KIND_HOST_PINNED);
-    cudaError_t r = real(ptr);
-    hooks_free_end(&f, r == cudaSuccess);
-    return r;
-}
+RUNTIME_ALLOC(cudaMallocHost, KIND_HOST_PINNED, size, ptr,
+              (void **ptr, size_t size), (ptr, size))
+RUNTIME_ALLOC(cudaHostAlloc, KIND_HOST_PINNED, size, pHost,
+              (void **pHost, size_t size, unsigned int flags),
+              (pHost, size, flags))
+RUNTIME_FREE(cudaFreeHost, KIND_HOST_PINNED, ptr, (void *ptr), (ptr))
 
 /* ---- stream-ordered allocation ---- */
 
-cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
-{
-    PFN(cudaMallocAsync) real = REAL(cudaMallocAsync);
-    struct hook_alloc c;
-    if (real == NULL)
-        return NO_RUNTIME;
-    if (!begin(&c, SLOT_cudaMallocAsync, KIND_ASYNC, size))
-        return cudaErrorMemoryAllocation;
-    cudaError_t r = real(devPtr, size, hStream);
-    return end(&c, r, r == cudaSuccess ? *devPtr : NULL, size);
-}
-
-cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size,
-                                 cudaStream_t hStream)
-{
-    PFN(cudaMallocAsync_ptsz) real = REAL(cudaMallocAsync_ptsz);
-    struct hook_alloc c;
-    if (real == NULL)
-        return NO_RUNTIME;
-    if (!begin(&c, SLOT_cudaMallocAsync_ptsz, KIND_ASYNC, size))
-        return cudaErrorMemoryAllocation;
-    cudaError_t r = real(devPtr, size, hStream);
-    return end(&c, r, r == cudaSuccess ? *devPtr : NULL, size);
-}
-
-cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size,
-                                    cudaMemPool_t memPool, cudaStream_t stream)
-{
-    PFN(cudaMallocFromPoolAsync) real = REAL(cudaMallocFromPoolAsync);
-    struct hook_alloc c;
-    if (real == NULL)
-        return NO_RUNTIME;
-    if (!begin(&c, SLOT_cudaMallocFromPoolAsync, KIND_ASYNC, size))
-        return cudaErrorMemoryAllocation;
-    cudaError_t r = real(ptr, size, memPool, stream);
-    return end(&c, r, r == cudaSuccess ? *ptr : NULL, size);
-}
-
-cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size,
-                                         cudaMemPool_t memPool,
-                                         cudaStream_t stream)
-{
-    PFN(cudaMallocFromPoolAsync_ptsz) real = REAL(cudaMallocFromPoolAsync_ptsz);
-    struct hook_alloc c;
-    if (real == NULL)
-        return NO_RUNTIME;
-    if (!begin(&c, SLOT_cudaMallocFromPoolAsync_ptsz, KIND_ASYNC, size))
-        return cudaErrorMemoryAllocation;
-    cudaError_t r = real(ptr, size, memPool, stream);
-    return end(&c, r, r == cudaSuccess ? *ptr : NULL, size);
-}
-
-cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
-{
-    PFN(cudaFreeAsync) real = REAL(cudaFreeAsync);
-    if (real == NULL)
-        return NO_RUNTIME;
-    struct hook_free f;
-    hooks_free_begin(&f, (uintptr_t)devPtr, KIND_DEVICE);
-    cudaError_t r = real(devPtr, hStream);
-    hooks_free_end(&f, r == cudaSuccess);
-    return r;
-}
-
-cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
-{
-    PFN(cudaFreeAsync_ptsz) real = REAL(cudaFreeAsync_ptsz);
-    if (real == NULL)
-        return NO_RUNTIME;
-    struct hook_free f;
-    hooks_free_begin(&f, (uintptr_t)devPtr, KIND_DEVICE);
-    cudaError_t r = real(devPtr, hStream);
-    hooks_free_end(&f, r == cudaSuccess);
-    return r;
-}
+RUNTIME_ALLOC(cudaMallocAsync, KIND_ASYNC, size, devPtr,
+              (void **devPtr, size_t size, cudaStream_t hStream),
+              (devPtr, size, hStream))
+RUNTIME_ALLOC(cudaMallocAsync_ptsz, KIND_ASYNC, size, devPtr,
+              (void **devPtr, size_t size, cudaStream_t hStream),
+              (devPtr, size, hStream))
+RUNTIME_ALLOC(cudaMallocFromPoolAsync, KIND_ASYNC, size, ptr,
+              (void **ptr, size_t size, cudaMemPool_t memPool,
+               cudaStream_t stream),
+              (ptr, size, memPool, stream))
+RUNTIME_ALLOC(cudaMallocFromPoolAsync_ptsz, KIND_ASYNC, size, ptr,
+              (void **ptr, size_t size, cudaMemPool_t memPool,
+               cudaStream_t stream),
+              (ptr, size, memPool, stream))
+RUNTIME_FREE(cudaFreeAsync, KIND_DEVICE, devPtr,
+             (void *devPtr, cudaStream_t hStream), (devPtr, hStream))
+RUNTIME_FREE(cudaFreeAsync_ptsz, KIND_DEVICE, devPtr,
+             (void *devPtr, cudaStream_t hStream), (devPtr, hStream))
 
 /* ---- memory info ---- */
 

@@ -582,8 +582,13 @@ unsigned python_merge(void **frames, unsigned n, unsigned cap)
         pthread_once(&attach_once, attach);
     if (__atomic_load_n(&python_mode, __ATOMIC_ACQUIRE) != PYTHON_ON || cap < 2)
         return n;
+    /* Room for the Python frames: what the native frames other than the
+     * evaluator's leave, so a "truncated" marker is never cut off. */
+    unsigned keep = 0;
+    for (unsigned i = 0; i < n; i++)
+        keep += !is_eval(frames[i]);
     void *py[RECORD_MAX_DEPTH];
-    unsigned m = python_frames(py, cap);
+    unsigned m = python_frames(py, cap > keep + 2 ? cap - keep : 2);
     if (m == 0)
         return n;
     bool marker_only = m == 1 && (uintptr_t)py[0] == (uintptr_t)tag(MARK_NO_GIL);
