@@ -3,14 +3,15 @@
 #
 # - test_sim_procaddress and test_sim_runtime compare against the look-ups of
 #   NVIDIA's runtime, so they include the generated cudart_lookups.h.
-# - tests/e2e/test_sim_runtime.py runs two helpers built here with the
-#   programs' flags (sanitizers included): a program linked only to the
-#   static runtime, and a preload that watches dlopen/dlsym and interposes
-#   cuMemAlloc_v2 and cuMemFree_v2.
+# - tests/e2e/test_sim_runtime.py runs two helpers built here: a program
+#   linked only to the static runtime (with the programs' flags, sanitizers
+#   included), and a watcher used as LD_AUDIT and LD_PRELOAD (see
+#   tests/sim/sim_watch.c; no sanitizers: an auditor lives in its own
+#   namespace, where a second sanitizer runtime cannot start).
 
 SIM_LOOKUP_TESTS := $(BUILD)/tests/unit/test_sim_procaddress $(BUILD)/tests/unit/test_sim_runtime
 $(SIM_LOOKUP_TESTS): $(BUILD)/gen/cudart_lookups.h
-$(SIM_LOOKUP_TESTS): CFLAGS_ALL += -I$(BUILD)/gen
+$(SIM_LOOKUP_TESTS): private CFLAGS_ALL += -I$(BUILD)/gen
 
 SIM_HELPERS := $(BUILD)/tests/sim/static_probe $(BUILD)/tests/sim/libsim_watch.so
 
@@ -20,6 +21,6 @@ $(BUILD)/tests/sim/static_probe: tests/sim/static_probe.c $(SIMRTA)
 
 $(BUILD)/tests/sim/libsim_watch.so: tests/sim/sim_watch.c
 	@mkdir -p $(dir $@)
-	$(CC) $(PROG_CFLAGS) -shared -o $@ $< -ldl
+	$(CC) $(CSTD) -O1 -g -Wall -Wextra -Werror -fPIC -Isrc/common -shared -o $@ $<
 
 test-bins: $(SIM_HELPERS)

@@ -84,11 +84,6 @@ static void configure(void)
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }
 
-void driver_configure(void)
-{
-    pthread_once(&configure_once, configure);
-}
-
 void driver_lock(void)
 {
     pthread_mutex_lock(&driver.lock);
@@ -101,7 +96,7 @@ void driver_unlock(void)
 
 CUresult driver_enter(enum driver_sym s)
 {
-    driver_configure();
+    pthread_once(&configure_once, configure);
     unsigned long n = atomic_fetch_add(&calls[s], 1) + 1;
     long code;
     if (!sim_common_fault_hit(&driver.faults, (int)s, n, &code))

@@ -2,9 +2,10 @@
  *
  * Every exported function begins with DRIVER_ENTER (configuration, call
  * counting, SIMCUDA_FAIL) and ends with driver_leave (SIMCUDA_LOG).  All
- * state lives in `driver` and is guarded by driver.lock, except the current
- * context, which is per thread, and the call counters, which are atomic.
- * Nothing here is exported: only the cu* entry points are.
+ * state - `driver`, and driver_vmm.c's tables beside it - is guarded by
+ * driver.lock, except the current context, which is per thread, and the call
+ * counters, which are atomic.  Nothing here is exported: only the cu* entry
+ * points are.
  */
 #ifndef CUMEMTRACE_SIM_DRIVER_H
 #define CUMEMTRACE_SIM_DRIVER_H
@@ -140,9 +141,6 @@ struct driver_state {
 };
 
 extern struct driver_state driver;
-
-/* Runs once per process before anything else: reads the environment. */
-void driver_configure(void);
 
 /* Counts a call of `s` and applies SIMCUDA_FAIL: CUDA_SUCCESS, or the
  * result the call must return without doing anything. */

@@ -202,11 +202,6 @@ cudaError_t runtime_ready(void)
     return init_error;
 }
 
-int runtime_device(void)
-{
-    return tls_device;
-}
-
 int runtime_valid_device(int dev)
 {
     return dev >= 0 && dev < ndevices;

@@ -94,9 +94,6 @@ cudaError_t runtime_ready(void);
  * thread, retaining it on first use in the process. */
 cudaError_t runtime_context(void);
 
-/* The thread's current device (cudaSetDevice; 0 by default). */
-int runtime_device(void);
-
 /* Whether dev is an ordinal the driver reported. */
 int runtime_valid_device(int dev);
 

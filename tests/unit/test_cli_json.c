@@ -1,0 +1,255 @@
+/* test_cli_json.c - the CLI's JSON pull parser (src/cli/json.c): grammar,
+ * exact 64-bit integers, truncated vs not-JSON, error positions. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "json.h"
+
+struct doc {
+    char *buf;
+    struct arena arena;
+    struct json_cursor c;
+};
+
+/* The parser wants a writable buffer with a NUL after the last byte. */
+static struct json_cursor *open_doc(struct doc *d, const char *text)
+{
+    size_t n = strlen(text);
+    d->buf = malloc(n + 1);
+    memcpy(d->buf, text, n + 1);
+    arena_init(&d->arena);
+    json_init(&d->c, d->buf, n, &d->arena, true);
+    return &d->c;
+}
+
+static void close_doc(struct doc *d)
+{
+    free(d->buf);
+    arena_free(&d->arena);
+}
+
+/* Validates a whole document as the snapshot reader's first pass does. */
+static int validate(const char *text, size_t *err_offset)
+{
+    struct doc d;
+    struct json_cursor *c = open_doc(&d, text);
+    int rc = json_skip(c);
+    if (rc == JSON_OK)
+        rc = json_finish(c);
+    if (err_offset)
+        *err_offset = c->err_offset;
+    close_doc(&d);
+    return rc;
+}
+
+static void test_valid_documents(void **state)
+{
+    (void)state;
+    const char *ok[] = {
+        "{}", "[]", "0", "-0", "1.5e-3", "\"\"", "true", "false", "null",
+        " {\"a\" : [1, 2, {\"b\": null}], \"c\": \"\\u00e9\\ud83d\\ude00\"} \n",
+        "[[[[[]]]]]", "\xef\xbb\xbf{}", "\"tab\\tquote\\\"slash\\/\"",
+        "123456789012345678901234567890", /* valid JSON, just too big for ints */
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        assert_int_equal(validate(ok[i], NULL), JSON_OK);
+}
+
+static void test_truncated_vs_syntax(void **state)
+{
+    (void)state;
+    /* The input ends inside a value: truncated. */
+    const char *cut[] = {"", "  ", "{", "{\"a\"", "{\"a\":", "{\"a\":1", "[1,", "\"abc",
+                         "\"ab\\", "\"\\u12", "tru", "-", "1.", "1e", "{\"a\":[1,2",
+                         "\"\\ud83d"};
+    for (size_t i = 0; i < sizeof cut / sizeof cut[0]; i++) {
+        size_t off;
+        int rc = validate(cut[i], &off);
+        if (rc != JSON_ETRUNC)
+            fail_msg("'%s': expected truncated, got %d", cut[i], rc);
+        assert_int_equal(off, strlen(cut[i]));
+    }
+    /* Anything else that is not JSON: syntax, at the offending byte. */
+    struct {
+        const char *text;
+        size_t offset;
+    } bad[] = {
+        {"hello", 0}, {"{a:1}", 1}, {"[1,]", 3}, {"[1 2]", 3}, {"01", 1},
+        {"{\"a\" 1}", 5}, {"\"a\nb\"", 2}, {"\"\\x\"", 1}, {"tx", 0}, {"{} {}", 3},
+        {"[1,,2]", 3}, {"\"\\udc00\"", 1}, {"1.e5", 2}, {"+1", 0},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t off;
+        int rc = validate(bad[i].text, &off);
+        if (rc != JSON_ESYNTAX)
+            fail_msg("'%s': expected syntax error, got %d", bad[i].text, rc);
+        if (off != bad[i].offset)
+            fail_msg("'%s': error at %zu, expected %zu", bad[i].text, off, bad[i].offset);
+    }
+    /* A NUL byte inside the file is not the end of the input. */
+    char nul[] = "[1,\0 2]";
+    struct arena a;
+    arena_init(&a);
+    struct json_cursor c;
+    json_init(&c, nul, sizeof nul - 1, &a, true);
+    assert_int_equal(json_skip(&c), JSON_ESYNTAX);
+    arena_free(&a);
+}
+
+static void test_depth_limit(void **state)
+{
+    (void)state;
+    size_t n = JSON_MAX_DEPTH + 1;
+    char *deep = malloc(2 * n + 1);
+    memset(deep, '[', n);
+    memset(deep + n, ']', n);
+    deep[2 * n] = '\0';
+    assert_int_equal(validate(deep, NULL), JSON_EDEPTH);
+    deep[n - 1] = ' '; /* exactly the limit */
+    deep[n] = ' ';
+    assert_int_equal(validate(deep, NULL), JSON_OK);
+    free(deep);
+}
+
+static void test_integers_exact(void **state)
+{
+    (void)state;
+    struct doc d;
+    struct json_cursor *c =
+        open_doc(&d, "[18446744073709551615, 9007199254740993, -9223372036854775808, "
+                     "9223372036854775807, 18446744073709551616, -1, 1.0, 2e3, 7]");
+    uint64_t u;
+    int64_t i;
+    double x;
+    assert_int_equal(json_enter_array(c), JSON_OK);
+    assert_int_equal(json_next_element(c), 1);
+    assert_int_equal(json_get_uint64(c, &u), JSON_OK);
+    assert_true(u == UINT64_MAX);
+    assert_int_equal(json_next_element(c), 1);
+    assert_int_equal(json_get_uint64(c, &u), JSON_OK);
+    assert_true(u == 9007199254740993ULL); /* 2^53 + 1: a double would round */
+    assert_int_equal(json_next_element(c), 1);
+    assert_int_equal(json_get_int64(c, &i), JSON_OK);
+    assert_true(i == INT64_MIN);
+    assert_int_equal(json_next_element(c), 1);
+    assert_int_equal(json_get_int64(c, &i), JSON_OK);
+    assert_true(i == INT64_MAX);
+    assert_int_equal(json_next_element(c), 1);
+    assert_int_equal(json_get_uint64(c, &u), JSON_ERANGE); /* 2^64 */
+    assert_int_equal(json_skip(c), JSON_OK);
+    assert_int_equal(json_next_element(c), 1);
+    assert_int_equal(json_get_uint64(c, &u), JSON_ERANGE); /* negative */
+    assert_int_equal(json_get_int64(c, &i), JSON_OK);
+    assert_true(i == -1);
+    assert_int_equal(json_next_element(c), 1);
+    assert_int_equal(json_get_int64(c, &i), JSON_ERANGE); /* 1.0 is not an integer */
+    assert_int_equal(json_get_double(c, &x), JSON_OK);
+    assert_true(x == 1.0);
+    assert_int_equal(json_next_element(c), 1);
+    assert_int_equal(json_get_double(c, &x), JSON_OK);
+    assert_true(x == 2000.0);
+    assert_int_equal(json_next_element(c), 1);
+    assert_int_equal(json_get_string(c, NULL, NULL), JSON_ETYPE); /* not sticky */
+    assert_int_equal(json_get_uint64(c, &u), JSON_OK);
+    assert_true(u == 7);
+    assert_int_equal(json_next_element(c), 0);
+    assert_int_equal(json_finish(c), JSON_OK);
+    close_doc(&d);
+}
+
+static void test_strings_and_objects(void **state)
+{
+    (void)state;
+    struct doc d;
+    struct json_cursor *c = open_doc(
+        &d, "{\"plain\": \"abc\", \"esc\": \"a\\\"b\\\\c\\n\\u00e9\\ud83d\\ude00\", "
+            "\"skip\": {\"x\": [1, {\"y\": \"z\"}]}, \"t\": true, \"n\": null}");
+    const char *key, *s;
+    size_t klen, slen;
+    bool b;
+    assert_int_equal(json_enter_object(c), JSON_OK);
+    assert_int_equal(json_next_member(c, &key, &klen), 1);
+    assert_string_equal(key, "plain");
+    assert_int_equal(klen, 5);
+    assert_int_equal(json_get_string(c, &s, &slen), JSON_OK);
+    assert_string_equal(s, "abc");
+    assert_ptr_not_equal(s, NULL);
+    assert_true(s > d.buf && s < d.buf + strlen("{\"plain\": \"abc")); /* in place */
+    assert_int_equal(json_next_member(c, &key, NULL), 1);
+    assert_string_equal(key, "esc");
+    assert_int_equal(json_get_string(c, &s, &slen), JSON_OK);
+    assert_string_equal(s, "a\"b\\c\n\xc3\xa9\xf0\x9f\x98\x80");
+    assert_int_equal(slen, 6 + 2 + 4);
+    assert_int_equal(json_next_member(c, &key, NULL), 1);
+    assert_string_equal(key, "skip");
+    assert_int_equal(json_skip(c), JSON_OK);
+    assert_int_equal(json_next_member(c, &key, NULL), 1);
+    assert_int_equal(json_get_bool(c, &b), JSON_OK);
+    assert_true(b);
+    assert_int_equal(json_next_member(c, &key, NULL), 1);
+    assert_int_equal(json_peek(c), JSON_NULL);
+    assert_int_equal(json_get_null(c), JSON_OK);
+    assert_int_equal(json_next_member(c, &key, NULL), 0);
+    assert_int_equal(json_finish(c), JSON_OK);
+    close_doc(&d);
+}
+
+static void test_error_position(void **state)
+{
+    (void)state;
+    struct doc d;
+    struct json_cursor *c = open_doc(&d, "{\n  \"a\": 1,\n  \"b\": x\n}");
+    assert_int_equal(json_skip(c), JSON_ESYNTAX);
+    unsigned long line, col;
+    json_line_col(c->buf, c->err_offset, &line, &col);
+    assert_int_equal(line, 3);
+    assert_int_equal(col, 8);
+    assert_non_null(strstr(c->err_msg, "'x'"));
+    /* Sticky: later calls report the same failure. */
+    assert_int_equal(json_peek(c), JSON_INVALID);
+    assert_int_equal(json_skip(c), JSON_ESYNTAX);
+    close_doc(&d);
+}
+
+static void test_copy_mode_leaves_buffer(void **state)
+{
+    (void)state;
+    struct doc d;
+    const char *text = "{\"format\": \"cumemtrace\", \"version\": 1}";
+    struct arena a;
+    arena_init(&a);
+    d.buf = strdup(text);
+    json_init(&d.c, d.buf, strlen(text), &a, false);
+    const char *key, *s;
+    assert_int_equal(json_enter_object(&d.c), JSON_OK);
+    assert_int_equal(json_next_member(&d.c, &key, NULL), 1);
+    assert_int_equal(json_get_string(&d.c, &s, NULL), JSON_OK);
+    assert_string_equal(s, "cumemtrace");
+    assert_int_equal(json_next_member(&d.c, &key, NULL), 1);
+    assert_string_equal(key, "version");
+    assert_int_equal(json_skip(&d.c), JSON_OK);
+    assert_int_equal(json_next_member(&d.c, &key, NULL), 0);
+    assert_string_equal(d.buf, text); /* nothing written */
+    free(d.buf);
+    arena_free(&a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_valid_documents),
+        cmocka_unit_test(test_truncated_vs_syntax),
+        cmocka_unit_test(test_depth_limit),
+        cmocka_unit_test(test_integers_exact),
+        cmocka_unit_test(test_strings_and_objects),
+        cmocka_unit_test(test_error_position),
+        cmocka_unit_test(test_copy_mode_leaves_buffer),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

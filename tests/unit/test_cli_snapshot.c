@@ -1,0 +1,188 @@
+/* test_cli_snapshot.c - the snapshot reader (src/cli/snapshot_read.c): each
+ * malformed-input class gets its own error, unknown fields are ignored,
+ * nulls mean "unknown", and references are resolved whatever the order. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "snapshot_read.h"
+
+static int read_text(struct snapctx *ctx, const char *text, struct snapshot *s,
+                     struct cli_error *err)
+{
+    size_t n = strlen(text);
+    char *buf = malloc(n + 1);
+    memcpy(buf, text, n + 1);
+    int rc = snapshot_read_mem(ctx, "t.json", buf, n, s, err);
+    free(buf);
+    return rc;
+}
+
+/* A minimal valid snapshot; stacks deliberately after the devices. */
+static const char good[] =
+    "{\"format\": \"cumemtrace\", \"version\": 1, \"reason\": \"exit\",\n"
+    " \"future_field\": {\"nested\": [1, 2, {\"x\": null}]},\n"
+    " \"process\": {\"pid\": 7, \"rank\": null, \"exe\": \"a.out\", \"cmdline\": [\"a.out\"]},\n"
+    " \"devices\": [{\"ordinal\": 1, \"total_bytes\": null, \"current_bytes\": 0,\n"
+    "   \"peak_bytes\": 18014398509481985, \"peak_time_ns\": 5,\n"
+    "   \"by_kind\": {\"device\": {\"current_bytes\": 0, \"peak_bytes\": 18014398509481985,\n"
+    "       \"peak_time_ns\": 5, \"allocs\": 1, \"frees\": 1, \"failures\": 0}},\n"
+    "   \"at_peak\": [{\"stack\": 3, \"bytes\": 18014398509481985, \"count\": 1}],\n"
+    "   \"live\": [], \"vmm\": null, \"fragmentation\": null}],\n"
+    " \"oom\": null,\n"
+    " \"events\": {\"stride\": 1, \"columns\": [\"t_ns\",\"device\",\"kind\",\"delta\",\"stack\",\"current\"],\n"
+    "   \"data\": [[5, 1, \"device\", 18014398509481985, 3, 18014398509481985],\n"
+    "            [6, 1, \"device\", -18014398509481985, null, 0]]},\n"
+    " \"stacks\": [{\"id\": 3, \"entry\": \"cudaMalloc\", \"frames\": [\n"
+    "   {\"module\": \"a.out\", \"offset\": 4660, \"symbol\": \"_Z3fooi\"},\n"
+    "   {\"module\": \"python\", \"file\": \"/x/m.py\", \"line\": 9, \"function\": \"f\"},\n"
+    "   {\"marker\": \"m\"}]}]}\n";
+
+static void test_good(void **state)
+{
+    (void)state;
+    struct snapctx ctx;
+    snapshot_ctx_init(&ctx);
+    struct snapshot s;
+    struct cli_error err;
+    assert_int_equal(read_text(&ctx, good, &s, &err), 0);
+    assert_int_equal(s.ndevices, 1);
+    const struct snap_device *d = &s.devices[0];
+    assert_int_equal(d->ordinal, 1);
+    assert_true(d->peak_bytes == 18014398509481985ULL); /* 2^54 + 1, exact */
+    assert_true(d->total_bytes == SNAP_UNKNOWN);
+    assert_true(s.process.rank == SNAP_UNKNOWN_I64);
+    assert_int_equal(s.process.pid, 7);
+    assert_false(s.oom.present);
+    assert_int_equal(s.nstacks, 1);
+    assert_int_equal(d->at_peak.n, 1);
+    assert_int_equal(d->at_peak.v[0].stack, 0); /* resolved to the index */
+    const struct snap_stack *st = &s.stacks[0];
+    assert_int_equal(st->nframes, 3);
+    assert_string_equal(ctx.frames[st->frames[0]].name, "a.out!foo(int)");
+    assert_string_equal(ctx.frames[st->frames[1]].name, "/x/m.py:9:f");
+    assert_string_equal(ctx.frames[st->frames[2]].name, "[m]");
+    assert_int_equal(s.events.n, 2);
+    assert_true(s.events.v[1].delta == -18014398509481985LL);
+    assert_int_equal(s.events.v[1].stack_id, 0);
+    snapshot_free(&s);
+    snapshot_ctx_free(&ctx);
+}
+
+/* Replaces the first occurrence of from in good with to, then reads it. */
+static int read_edited(const char *from, const char *to, struct cli_error *err)
+{
+    const char *at = strstr(good, from);
+    assert_non_null(at);
+    size_t n = strlen(good) - strlen(from) + strlen(to);
+    char *text = malloc(n + 1);
+    size_t head = (size_t)(at - good);
+    memcpy(text, good, head);
+    strcpy(text + head, to);
+    strcat(text, at + strlen(from));
+    struct snapctx ctx;
+    snapshot_ctx_init(&ctx);
+    struct snapshot s;
+    int rc = read_text(&ctx, text, &s, err);
+    if (rc == 0)
+        snapshot_free(&s);
+    snapshot_ctx_free(&ctx);
+    free(text);
+    return rc;
+}
+
+static void expect(int rc, const struct cli_error *err, int code, const char *needle)
+{
+    if (rc != code)
+        fail_msg("got %s (%s), expected %s", errors_name(rc), err->msg, errors_name(code));
+    if (strstr(err->msg, needle) == NULL)
+        fail_msg("message '%s' lacks '%s'", err->msg, needle);
+    assert_null(strchr(err->msg, '\n'));
+}
+
+static void test_error_classes(void **state)
+{
+    (void)state;
+    struct snapctx ctx;
+    struct snapshot s;
+    struct cli_error err;
+    snapshot_ctx_init(&ctx);
+
+    expect(read_text(&ctx, "", &s, &err), &err, CLI_ETRUNC, "truncated after 0 bytes");
+    char cut[200];
+    memcpy(cut, good, 199);
+    cut[199] = '\0';
+    expect(read_text(&ctx, cut, &s, &err), &err, CLI_ETRUNC, "truncated after 199 bytes");
+    expect(read_text(&ctx, "PK\x03\x04", &s, &err), &err, CLI_ENOTJSON, "line 1, column 1");
+    expect(read_text(&ctx, "{\"a\": 1} trailing", &s, &err), &err, CLI_ENOTJSON, "after the end");
+    expect(read_text(&ctx, "[1, 2]", &s, &err), &err, CLI_EFOREIGN, "an array");
+    expect(read_text(&ctx, "{\"format\": \"chrome\", \"version\": 1}", &s, &err), &err,
+           CLI_EFOREIGN, "not a cumemtrace snapshot");
+    /* Precedence: a foreign file that is also cut short is "truncated". */
+    expect(read_text(&ctx, "{\"format\": \"chrome\", \"version\": 1", &s, &err), &err,
+           CLI_ETRUNC, "truncated");
+    snapshot_ctx_free(&ctx);
+
+    expect(read_edited("\"version\": 1", "\"version\": 2", &err), &err, CLI_EVERSION,
+           "format version 2 is newer");
+    expect(read_edited("\"version\": 1", "\"version\": \"1\"", &err), &err, CLI_ETYPE,
+           "\"version\"");
+    expect(read_edited("\"peak_bytes\": 18014398509481985, \"peak_time_ns\": 5,\n   \"by_kind\"",
+                       "\"peak_bytes\": \"big\", \"peak_time_ns\": 5,\n   \"by_kind\"", &err),
+           &err, CLI_ETYPE, "devices[0].peak_bytes is a string, expected a non-negative integer");
+    expect(read_edited("\"frees\": 1", "\"frees\": -1", &err), &err, CLI_EVALUE,
+           "devices[0].by_kind.device.frees is -1");
+    expect(read_edited("\"frees\": 1", "\"frees\": 1.5", &err), &err, CLI_EVALUE, "is 1.5");
+    expect(read_edited("\"exe\": \"a.out\"", "\"exe\": 12", &err), &err, CLI_ETYPE,
+           "process.exe is a number, expected a string or null");
+    expect(read_edited("\"devices\": [", "\"devices\": {\"x\": 1}, \"d2\": [", &err), &err,
+           CLI_ETYPE, "devices is an object, expected an array");
+    expect(read_edited("{\"stack\": 3, \"bytes\"", "{\"stack\": 4, \"bytes\"", &err), &err,
+           CLI_EBADREF, "devices[0].at_peak[0] refers to stack 4");
+    expect(read_edited("[6, 1, \"device\", -18014398509481985, null, 0]", "[6, 1]", &err),
+           &err, CLI_EVALUE, "events.data[1] has 2 values, expected 6");
+    expect(read_edited("\"id\": 3,", "\"id\": 0,", &err), &err, CLI_EVALUE, "stacks[0]");
+}
+
+static void test_columns_reordered(void **state)
+{
+    (void)state;
+    struct cli_error err;
+    /* Columns in another order (before the data) are honoured. */
+    assert_int_equal(read_edited("[\"t_ns\",\"device\",\"kind\",\"delta\",\"stack\",\"current\"]",
+                                 "[\"t_ns\",\"device\",\"kind\",\"delta\",\"current\",\"stack\",\"extra\"]",
+                                 &err),
+                     CLI_EVALUE); /* rows have 6 values, 7 columns named */
+    expect(read_edited("\"columns\": [\"t_ns\",\"device\",\"kind\",\"delta\",\"stack\",\"current\"]",
+                       "\"columns\": [\"t_ns\",\"device\",\"kind\",\"delta\",\"stack\"]", &err),
+           &err, CLI_EVALUE, "must name column \"current\"");
+}
+
+static void test_missing_file(void **state)
+{
+    (void)state;
+    struct snapctx ctx;
+    struct snapshot s;
+    struct cli_error err;
+    snapshot_ctx_init(&ctx);
+    expect(snapshot_read_file(&ctx, "/nonexistent/x.json", &s, &err), &err, CLI_ENOENT,
+           "cannot read snapshot '/nonexistent/x.json'");
+    expect(snapshot_read_file(&ctx, "/", &s, &err), &err, CLI_EIO, "Is a directory");
+    snapshot_ctx_free(&ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_good),
+        cmocka_unit_test(test_error_classes),
+        cmocka_unit_test(test_columns_reordered),
+        cmocka_unit_test(test_missing_file),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
