@@ -10,6 +10,8 @@
  */
 #include "hooks.h"
 
+#include "clock.h"
+
 #define NO_DRIVER CUDA_ERROR_NOT_INITIALIZED
 
 /* ---- symbol look-up ---- */
@@ -72,6 +74,28 @@ CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
     }
     hook_leave();
     return r;
+}
+
+/* ---- context reset: the driver frees the context's memory ---- */
+
+static CUresult after_reset(CUresult r, CUdevice dev)
+{
+    if (hook_enter() && r == CUDA_SUCCESS)
+        record_drop_device(dev, clock_now_ns());
+    hook_leave();
+    return r;
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    PFN(cuDevicePrimaryCtxReset_v2) real = REAL(cuDevicePrimaryCtxReset_v2);
+    return real == NULL ? NO_DRIVER : after_reset(real(dev), dev);
+}
+
+CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    PFN(cuDevicePrimaryCtxReset) real = REAL(cuDevicePrimaryCtxReset);
+    return real == NULL ? NO_DRIVER : after_reset(real(dev), dev);
 }
 
 /* ---- allocations and frees ---- */

@@ -40,7 +40,9 @@
     X(cuMemMap, "cuMemMap", 10020, 0)                                     \
     X(cuMemUnmap, "cuMemUnmap", 10020, 0)                                 \
     X(cuMemAddressReserve, "cuMemAddressReserve", 10020, 0)               \
-    X(cuMemAddressFree, "cuMemAddressFree", 10020, 0)
+    X(cuMemAddressFree, "cuMemAddressFree", 10020, 0)                     \
+    X(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset", 7000, 0)       \
+    X(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, 0)
 
 #define CUMEMTRACE_RUNTIME_HOOKS(X)                                       \
     X(cudaMalloc, "cudaMalloc", 0, 0)                                     \

@@ -118,6 +118,7 @@ static struct {
     py_object *(*frame_code)(py_object *);
     py_object *(*eval_frame)(void);      /* 3.8, borrowed */
     int (*frame_line)(py_object *);
+    int (*frame_lasti)(py_object *);     /* 3.11+ */
     py_object *(*getattr)(py_object *, const char *);
     const char *(*as_utf8)(py_object *);
     void (*incref)(py_object *);
@@ -156,13 +157,18 @@ struct frame_entry {
     int line;
 };
 
-/* Open-addressing slots of the (code, line) -> index table; index 0 = empty
- * (0 is a marker, never an interned frame). */
+/* Open-addressing slots of the table (code, key) -> frame index, where key
+ * is a line (LINE_KEY) or, from 3.11, an instruction offset (LASTI_KEY) that
+ * saves computing the line on every capture.  Index 0 = empty (0 is a
+ * marker, never an interned frame). */
 struct frame_slot {
     py_object *code;
-    int line;
+    int64_t key;
     uint32_t index;
 };
+
+#define LINE_KEY(line) ((int64_t)(uint32_t)(line))
+#define LASTI_KEY(lasti) (((int64_t)1 << 32) | (uint32_t)(lasti))
 
 /* 4096 chunks of 1024 entries: 4M distinct (code, line) pairs, far more lines
  * than any program allocates from; the chunk array costs 32 KiB. */
@@ -177,10 +183,10 @@ static size_t fcap, fused;
 static struct code_entry **cslots;
 static size_t ccap, cused;
 
-static size_t hash_ptr(const void *p, int line)
+static size_t hash_ptr(const void *p, int64_t key)
 {
     uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull;
-    h ^= (uint64_t)(uint32_t)line * 0xC2B2AE3D27D4EB4Full;
+    h ^= (uint64_t)key * 0xC2B2AE3D27D4EB4Full;
     return (size_t)(h ^ (h >> 29));
 }
 
@@ -269,7 +275,7 @@ static bool frame_slots_grow(void)
     for (size_t j = 0; j < fcap; j++) {
         if (fslots[j].index == 0)
             continue;
-        size_t i = hash_ptr(fslots[j].code, fslots[j].line) & (ncap - 1);
+        size_t i = hash_ptr(fslots[j].code, fslots[j].key) & (ncap - 1);
         while (n[i].index != 0)
             i = (i + 1) & (ncap - 1);
         n[i] = fslots[j];
@@ -280,35 +286,48 @@ static bool frame_slots_grow(void)
     return true;
 }
 
+/* The frame index stored under (code, key), 0 if none. */
+static uint32_t slot_find(py_object *code, int64_t key)
+{
+    if (fcap == 0)
+        return 0;
+    for (size_t i = hash_ptr(code, key) & (fcap - 1);; i = (i + 1) & (fcap - 1)) {
+        if (fslots[i].index == 0)
+            return 0;
+        if (fslots[i].code == code && fslots[i].key == key)
+            return fslots[i].index;
+    }
+}
+
+static bool slot_put(py_object *code, int64_t key, uint32_t index)
+{
+    if (2 * (fused + 1) > fcap && !frame_slots_grow())
+        return false;
+    size_t i = hash_ptr(code, key) & (fcap - 1);
+    while (fslots[i].index != 0)
+        i = (i + 1) & (fcap - 1);
+    fslots[i] = (struct frame_slot){code, key, index};
+    fused++;
+    return true;
+}
+
 /* The index of (code, line), interned if new; MARK_NO_MEMORY when it cannot
  * be.  Caller holds `lock` and the GIL. */
 static uint32_t frame_intern(py_object *code, int line)
 {
-    if (fcap != 0) {
-        for (size_t i = hash_ptr(code, line) & (fcap - 1);; i = (i + 1) & (fcap - 1)) {
-            if (fslots[i].index == 0)
-                break;
-            if (fslots[i].code == code && fslots[i].line == line)
-                return fslots[i].index;
-        }
-    }
+    uint32_t index = slot_find(code, LINE_KEY(line));
+    if (index != 0)
+        return index;
     if (nframes >= FRAME_CHUNK * FRAME_CHUNKS)
         return MARK_NO_MEMORY;
-    if (2 * (fused + 1) > fcap && !frame_slots_grow())
-        return MARK_NO_MEMORY;
-    uint32_t index = nframes;
+    index = nframes;
     struct frame_entry **chunk = &chunks[index / FRAME_CHUNK];
     if (*chunk == NULL && (*chunk = calloc(FRAME_CHUNK, sizeof **chunk)) == NULL)
         return MARK_NO_MEMORY;
     const struct code_entry *c = code_intern(code);
-    if (c == NULL)
+    if (c == NULL || !slot_put(code, LINE_KEY(line), index))
         return MARK_NO_MEMORY;
     (*chunk)[index % FRAME_CHUNK] = (struct frame_entry){c, line};
-    size_t i = hash_ptr(code, line) & (fcap - 1);
-    while (fslots[i].index != 0)
-        i = (i + 1) & (fcap - 1);
-    fslots[i] = (struct frame_slot){code, line, index};
-    fused++;
     nframes++;
     return index;
 }
@@ -412,7 +431,8 @@ static bool find_api(void)
     if (py_minor >= 11) {
         LOOKUP(gc_disable, "PyGC_Disable");
         LOOKUP(gc_enable, "PyGC_Enable");
-        ok = ok && api.gc_disable && api.gc_enable;
+        LOOKUP(frame_lasti, "PyFrame_GetLasti");
+        ok = ok && api.gc_disable && api.gc_enable && api.frame_lasti;
     }
     if (!ok) {
         LOG(LOG_WARN, "CPython 3.%d lacks part of the C API we use; stacks "
@@ -466,12 +486,18 @@ static void *held_thread_state(void)
     return cur;
 }
 
+/* One frame seen by a walk.  References are borrowed: the running frames
+ * hold their frame objects and code objects while we hold the GIL. */
 struct raw_frame {
-    py_object *code; /* borrowed: the running frame holds it */
-    int line;
+    py_object *code;
+    py_object *frame; /* 3.11+: for the line, computed only on a miss */
+    int line_or_lasti; /* the line up to 3.10, the instruction offset after */
 };
 
-/* 3.9+: up to `max` frames, innermost first; *more when some are left. */
+/* 3.9+: up to `max` frames, innermost first; *more when some are left.
+ * From 3.11 PyFrame_GetLineNumber scans the code's location table - most of
+ * a capture's cost - so the walk takes the instruction offset and the line
+ * is looked up once per (code, offset). */
 static unsigned walk(void *ts, struct raw_frame *raw, unsigned max, bool *more)
 {
     unsigned m = 0;
@@ -479,7 +505,9 @@ static unsigned walk(void *ts, struct raw_frame *raw, unsigned max, bool *more)
     while (f != NULL && m < max) {
         py_object *code = api.frame_code(f);
         raw[m].code = code;
-        raw[m].line = api.frame_line(f);
+        raw[m].frame = f;
+        raw[m].line_or_lasti = api.frame_lasti != NULL ? api.frame_lasti(f)
+                                                       : api.frame_line(f);
         m++;
         api.decref(code);
         py_object *back = api.frame_back(f);
@@ -505,12 +533,28 @@ static unsigned walk_38(struct raw_frame *raw, unsigned max, bool *more)
             ((void *const *)code)[OB_TYPE] != api.code_type)
             break;
         raw[m].code = code;
-        raw[m].line = api.frame_line(f);
+        raw[m].frame = f;
+        raw[m].line_or_lasti = api.frame_line(f);
         m++;
         f = fw[F_BACK];
     }
     *more = f != NULL;
     return m;
+}
+
+/* 3.11+: the index of a frame keyed by its instruction offset, through
+ * the (code, line) entry on the first sight of that offset.  Caller holds
+ * `lock` and the GIL. */
+static uint32_t frame_intern_lasti(const struct raw_frame *r)
+{
+    int64_t key = LASTI_KEY(r->line_or_lasti);
+    uint32_t index = slot_find(r->code, key);
+    if (index != 0)
+        return index;
+    index = frame_intern(r->code, api.frame_line(r->frame));
+    if (index >= MARKER_COUNT)
+        (void)slot_put(r->code, key, index); /* else: retried next time */
+    return index;
 }
 
 /* Tagged Python frames of the calling thread, innermost first, at most
@@ -534,7 +578,9 @@ static unsigned python_frames(void **py, unsigned max)
                                : walk_38(raw, max - 1, &more);
     pthread_mutex_lock(&lock);
     for (unsigned i = 0; i < m; i++)
-        py[i] = tag(frame_intern(raw[i].code, raw[i].line));
+        py[i] = tag(api.frame_lasti != NULL ? frame_intern_lasti(&raw[i])
+                                            : frame_intern(raw[i].code,
+                                                           raw[i].line_or_lasti));
     pthread_mutex_unlock(&lock);
     if (gc_was_on)
         api.gc_enable();

@@ -515,6 +515,24 @@ int record_token_device(const void *token)
     return pool == RECORD_HOST_POOL ? -1 : (int)pool;
 }
 
+void record_drop_device(int device, int64_t now)
+{
+    uint32_t pool = pool_of(KIND_DEVICE, device);
+    struct live *e, *tmp;
+    pthread_mutex_lock(&lock);
+    HASH_ITER(hh, live_table, e, tmp) {
+        struct site *s = site_of(e);
+        if (s->s.pool != pool ||
+            (s->s.kind != KIND_DEVICE && s->s.kind != KIND_MANAGED))
+            continue;
+        HASH_DELETE(hh, live_table, e);
+        account_locked(s, -(int64_t)e->size, now);
+        counters.live--;
+        entry_free_locked(e);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
 void record_failure(enum record_kind kind, int device)
 {
     pthread_mutex_lock(&lock);

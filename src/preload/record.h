@@ -120,6 +120,11 @@ void record_free_finish(void *token, bool ok, int64_t now_ns);
 uint64_t record_token_size(const void *token);
 int record_token_device(const void *token);
 
+/* A context reset (cudaDeviceReset) freed every linear and managed
+ * allocation of `device`: forget them, as frees.  Stream-ordered and VMM
+ * memory survive a reset (NVIDIA's documentation), so they stay. */
+void record_drop_device(int device, int64_t now_ns);
+
 /* Counts a failed allocation attempt of `kind` on `device`. */
 void record_failure(enum record_kind kind, int device);
 

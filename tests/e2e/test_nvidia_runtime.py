@@ -20,7 +20,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, ROOT, SIM, base_env
+from conftest import BUILD, ROOT, SAN_RUNTIME, SIM, base_env
 
 CUDA_HOME = pathlib.Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
 NVCC = pathlib.Path(os.environ.get("NVCC", CUDA_HOME / "bin" / "nvcc"))
@@ -91,6 +91,8 @@ def run_alloc(mode, tmp_path, preload=True):
         path.insert(0, str(rt))
     env = base_env({"LD_LIBRARY_PATH": ":".join(path), "CUMEMTRACE_LOG": "debug",
                     "SIMCUDA_LOG": "1"}, preload=preload)
+    if not preload and SAN_RUNTIME:  # an instrumented simulated driver needs it
+        env["LD_PRELOAD"] = SAN_RUNTIME
     cwd = tmp_path / ("traced" if preload else "plain")
     cwd.mkdir(exist_ok=True)
     return subprocess.run([str(exe)], cwd=cwd, env=env, capture_output=True,

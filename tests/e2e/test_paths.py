@@ -141,6 +141,18 @@ def test_stacks_carry_module_offset_and_symbol(run):
                for f in frames)
 
 
+def test_device_reset_frees_linear_and_managed_memory(run):
+    snap = run(["rt_workload", "reset"]).only("exit")
+    d = device(snap)
+    k = d["by_kind"]
+    assert k["device"]["current_bytes"] == 1 * MiB
+    assert k["device"]["frees"] == 1 and k["managed"]["frees"] == 1
+    assert k["managed"]["current_bytes"] == 0
+    # NVIDIA: cudaDeviceReset does not destroy stream-ordered allocations
+    assert k["async"]["current_bytes"] == 4 * MiB
+    assert d["peak_bytes"] == 14 * MiB
+
+
 # ---- fault siblings: the simulated device fails a chosen call ----
 
 def test_failed_free_keeps_the_allocation_live(run):

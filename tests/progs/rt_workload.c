@@ -205,6 +205,18 @@ static int entrypoint(void)
     return 0;
 }
 
+/* cudaDeviceReset frees every allocation of the context: no leak remains. */
+static int reset(void)
+{
+    void *a, *m, *as;
+    CHECK(cudaMalloc(&a, 8 * MiB), cudaSuccess);
+    CHECK(cudaMallocManaged(&m, 2 * MiB, cudaMemAttachGlobal), cudaSuccess);
+    CHECK(cudaMallocAsync(&as, 4 * MiB, NULL), cudaSuccess);
+    CHECK(cudaDeviceReset(), cudaSuccess);
+    CHECK(cudaMalloc(&a, 1 * MiB), cudaSuccess); /* a new context */
+    return 0;
+}
+
 /* Allocate until the device is full: a real OOM from the simulated card. */
 static int oom(void)
 {
@@ -231,6 +243,8 @@ int main(int argc, char **argv)
         return entrypoint();
     if (strcmp(s, "oom") == 0)
         return oom();
+    if (strcmp(s, "reset") == 0)
+        return reset();
     fprintf(stderr, "unknown scenario %s\n", s);
     return 2;
 }
