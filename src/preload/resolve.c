@@ -94,12 +94,32 @@ DLSYM_PATH static void *real_dlsym(void *handle, const char *name)
     return resolve_real_dlsym ? resolve_real_dlsym(handle, name) : NULL;
 }
 
+/* Keeps the library that defines `fn` loaded for good.  We call real
+ * functions long after we learnt them, but their library may be dlclose()d
+ * meanwhile - NVIDIA's runtime unloads libcuda.so.1 when it rejects the
+ * driver - and a pointer into an unmapped library would crash the host.
+ * RTLD_NODELETE on an already-loaded object only pins it. */
+DLSYM_PATH static void pin_library(void *fn)
+{
+    static void *last_base;
+    Dl_info info;
+    if (dladdr(fn, &info) == 0 || info.dli_fbase == last_base ||
+        info.dli_fname == NULL)
+        return;
+    void *h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+    if (h != NULL) {
+        dlclose(h); /* drops our reference; NODELETE stays */
+        last_base = info.dli_fbase;
+    }
+}
+
 /* Publishes `fn` as the real function of `slot` unless one is known. */
 DLSYM_PATH static void store_real(int slot, void *fn, enum resolve_how h)
 {
     void *expected = NULL;
     if (fn == NULL || is_wrapper(fn))
         return;
+    pin_library(fn);
     if (__atomic_compare_exchange_n(&resolve_reals[slot], &expected, fn, false,
                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         how[slot] = (unsigned char)h;

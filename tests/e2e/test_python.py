@@ -6,6 +6,7 @@ evaluation frames.  CUMEMTRACE_TEST_PYTHON picks another CPython to run the
 scripts with (default /usr/bin/python3)."""
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
@@ -288,3 +289,32 @@ def test_bench_script_runs(run):
     r = run([PYTHON, ROOT / "scripts" / "bench_python.py", "--build", BUILD,
              "--pairs", "200", "--reps", "1"], preload=False)
     assert re.search(r"python frames: +\d", r.stdout), r.stdout + r.stderr
+
+
+# ---- an application that loads libpython after us ----
+
+def test_libpython_loaded_after_us_is_found_at_first_allocation(run, tmp_path):
+    cc = shutil.which("cc")
+    info = subprocess.run(
+        [PYTHON, "-c", "import sysconfig as s; print(s.get_config_var('LIBDIR'),"
+                       " s.get_config_var('INSTSONAME'))"],
+        capture_output=True, text=True).stdout.split()
+    libpython = os.path.join(*info) if len(info) == 2 else ""
+    if cc is None or not os.path.exists(libpython):
+        pytest.skip(f"needs cc and a shared libpython ({libpython or 'none'})")
+    embed = tmp_path / "embed"
+    subprocess.run([cc, "-o", embed, SCRIPTS / "embed.c", "-ldl"], check=True)
+    code = (f"import runpy, sys; sys.argv = ['train.py', {str(BUILD)!r}, 'pydll']; "
+            f"runpy.run_path({str(TRAIN)!r}, run_name='__main__')")
+    r = run([embed, libpython, code], env={"CUMEMTRACE_LOG": "debug"})
+    assert "no CPython in this process" not in r.stderr
+    assert re.search(r"CPython 3\.\d+ found", r.stderr), r.stderr
+    stack = only_stack(r.only("exit"), "pydll")
+    frames = py_frames(stack)
+    ours = chain(*HEAD, ("step", "step"), ("train", "train"),
+                 ("main_train", "main"), ("module", "<module>"))
+    assert frames[:len(ours)] == ours
+    # runpy (frozen from 3.11) and the code string run by the application
+    assert all("runpy" in f or f == "<string>" for f, _, _ in frames[len(ours):])
+    assert frames[-1][0] == "<string>"
+
