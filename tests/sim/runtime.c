@@ -162,8 +162,11 @@ static void init(void)
     log_calls = sim_common_env_flag("SIMCUDA_LOG");
     sim_common_fault_parse(&faults, sim_common_getenv("SIMCUDA_FAIL"), SPEAKER, 1, sym_names,
                            RUNTIME_NSYMS);
-    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
     init_error = start_driver();
+    /* Registered after the driver registered its own: fork handlers run in
+     * reverse order, so the runtime lock is taken before the driver's - the
+     * order every runtime call takes them in. */
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }
 
 /* ---- call accounting ---- */
