@@ -37,7 +37,7 @@ static struct record_stack *capture(unsigned slot)
     if (config.depth != 0) {
         if (config.native)
             n = unwind_capture(frames, config.depth);
-        if (__builtin_expect(python_mode != PYTHON_OFF, 0))
+        if (__builtin_expect(python_wanted(), 0))
             n = python_merge(frames, n, RECORD_MAX_DEPTH);
     }
     return record_stack_intern(slot, frames, n);

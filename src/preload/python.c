@@ -5,16 +5,20 @@
  * (when it holds the GIL), a hash probe per frame; string copies only the
  * first time a code object is seen.  Nothing at all without CPython.
  *
- * Detection: no build-time dependency on Python.  The first allocation looks
- * for PyGILState_Check in the global scope with the real dlsym, once; found,
- * it resolves the rest of the public C API and reads the version from
- * Py_GetVersion().  python3 on Debian links libpython statically and exports
- * its API from the executable; an embedding application that dlopen()s
- * libpython RTLD_GLOBAL before its first CUDA allocation is seen too.  Not
- * seen: libpython loaded after the first allocation, or RTLD_LOCAL, or an
- * executable that does not export its symbols - stacks then stay native.
- * The look-up happens once so that a process without Python pays a single
- * branch per allocation after it (python_mode, read in capture()).
+ * Detection: no build-time dependency on Python.  We look for
+ * PyGILState_Check in the global scope with the real dlsym at load time
+ * (python3 on Debian links libpython statically and exports its API from
+ * the executable) and, if it is not there, once more at the first
+ * allocation (an embedding application that dlopen()s libpython
+ * RTLD_GLOBAL before it allocates); found, the rest of the public C API is
+ * resolved and the version read from Py_GetVersion().  Not seen: libpython
+ * loaded after the first allocation, or RTLD_LOCAL, or an executable that
+ * does not export its symbols - stacks then stay native.  After that look a
+ * process without Python pays one branch per allocation (python_mode, read
+ * in capture()).  The second look runs dlsym inside a wrapper: should the
+ * allocating thread hold the GIL while another one holds the loader lock
+ * and waits for the GIL (a library constructor calling into Python), it
+ * would deadlock - the reason the first look is made at load time.
  *
  * The GIL rule: frames are read only by a thread that holds the GIL, which
  * stops every other Python thread from changing them.  PyGILState_Check()
@@ -68,7 +72,8 @@
  * Python frame.  From 3.11 Python-to-Python calls are inlined in one C
  * evaluation, and the public API does not say which frames start a C
  * evaluation: all Python frames go at the innermost evaluation frame and
- * the other evaluation frames are dropped.  Native frames between two C
+ * the other evaluation frames are dropped - as also when, up to 3.10, the
+ * counts do not match (more evaluation frames than Python frames).  Native frames between two C
  * evaluations (a C extension calling back into Python) then appear outside
  * all Python frames rather than between them.  Python frames left over
  * (native stack cut at CUMEMTRACE_DEPTH) and those of a stack with no
@@ -386,14 +391,13 @@ static void find_eval_range(void)
     }
 }
 
-/* Resolves the API; false (stacks stay native) when something is missing. */
-static bool find_api(void)
+/* Resolves the API: PYTHON_ON when usable, PYTHON_PENDING when there is
+ * no CPython (yet), PYTHON_OFF when there is one we cannot use (said once). */
+static enum python_mode find_api(void)
 {
     LOOKUP(gil_check, "PyGILState_Check");
-    if (api.gil_check == NULL) {
-        LOG(LOG_DEBUG, "no CPython in this process: stacks stay native");
-        return false;
-    }
+    if (api.gil_check == NULL)
+        return PYTHON_PENDING;
     int major = 0;
     LOOKUP(version, "Py_GetVersion");
     const char *v = api.version != NULL ? api.version() : "?";
@@ -401,7 +405,7 @@ static bool find_api(void)
         py_minor < 8) {
         LOG(LOG_WARN, "CPython '%.20s' is not supported (3.8 or newer is); "
                       "stacks have no Python frames", v);
-        return false;
+        return PYTHON_OFF;
     }
     LOOKUP(is_initialized, "Py_IsInitialized");
     LOOKUP(this_thread_state, "PyGILState_GetThisThreadState");
@@ -437,18 +441,24 @@ static bool find_api(void)
     if (!ok) {
         LOG(LOG_WARN, "CPython 3.%d lacks part of the C API we use; stacks "
                       "have no Python frames", py_minor);
-        return false;
+        return PYTHON_OFF;
     }
     find_eval_range();
     LOG(LOG_DEBUG, "CPython 3.%d found: Python frames on (evaluator at "
                    "%#lx, %lu bytes)", py_minor, (unsigned long)eval_lo,
         (unsigned long)(eval_hi - eval_lo));
-    return true;
+    return PYTHON_ON;
 }
 
+/* The second and last look: at the first allocation, for an embedding
+ * application that loaded libpython after us. */
 static void attach(void)
 {
-    enum python_mode mode = find_api() ? PYTHON_ON : PYTHON_OFF;
+    enum python_mode mode = find_api();
+    if (mode == PYTHON_PENDING) {
+        LOG(LOG_DEBUG, "no CPython in this process: stacks stay native");
+        mode = PYTHON_OFF;
+    }
     __atomic_store_n(&python_mode, mode, __ATOMIC_RELEASE);
 }
 
@@ -465,11 +475,16 @@ static void fork_release(void)
 void python_init(void)
 {
     if (!config.python) {
-        python_mode = PYTHON_OFF;
+        __atomic_store_n(&python_mode, PYTHON_OFF, __ATOMIC_RELEASE);
         return;
     }
-    python_mode = PYTHON_PENDING;
-    pthread_atfork(fork_prepare, fork_release, fork_release);
+    /* First look now: loaded by LD_PRELOAD, our constructor runs before
+     * main, so Python is not running yet and nobody can hold the GIL while
+     * dlsym takes the loader lock (see the top). */
+    enum python_mode mode = find_api();
+    __atomic_store_n(&python_mode, mode, __ATOMIC_RELEASE);
+    if (mode != PYTHON_OFF)
+        pthread_atfork(fork_prepare, fork_release, fork_release);
 }
 
 /* ---- walking ---- */
@@ -637,6 +652,10 @@ unsigned python_merge(void **frames, unsigned n, unsigned cap)
     unsigned m = python_frames(py, cap > keep + 2 ? cap - keep : 2);
     if (m == 0)
         return n;
+    /* One for one up to 3.10, unless there are more evaluation frames than
+     * Python frames (cannot be matched: all Python frames at the innermost
+     * one); fewer is a native stack cut at CUMEMTRACE_DEPTH. */
     bool marker_only = m == 1 && (uintptr_t)py[0] == (uintptr_t)tag(MARK_NO_GIL);
-    return splice(frames, n, cap, py, m, py_minor <= 10 && !marker_only);
+    bool one_to_one = py_minor <= 10 && !marker_only && n - keep <= m;
+    return splice(frames, n, cap, py, m, one_to_one);
 }

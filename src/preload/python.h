@@ -19,8 +19,14 @@ enum python_mode {
 };
 
 /* Read on every capture: the only cost to a process without Python is one
- * branch on this. */
+ * branch on this.  Written once more at the first allocation, hence the
+ * atomic load (a plain load on x86-64 and aarch64). */
 extern enum python_mode python_mode;
+
+static inline bool python_wanted(void)
+{
+    return __atomic_load_n(&python_mode, __ATOMIC_RELAXED) != PYTHON_OFF;
+}
 
 /* Sets python_mode from config.python.  Looks for no symbol yet (Python may
  * be dlopen'ed after we load); call once, from initialisation. */

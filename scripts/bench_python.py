@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""bench_python.py - what Python frames cost per allocation (issue 6).
+
+A CPython child calls cudaMalloc + cudaFree of the simulated runtime through
+ctypes.PyDLL (GIL held) from 30 nested Python frames, PAIRS times, under
+LD_PRELOAD=libcumemtrace.so with CUMEMTRACE_PYTHON=0 and =1, runs
+interleaved (off, on, off, on, ...) so a busy machine shifts both alike;
+medians of REPS runs, and the difference of the best runs (on a small shared
+machine the medians of a difference of ~1 us can still swing).  Only cudaMalloc captures a stack, so on - off is the
+cost of the Python frames per allocation.  Two shapes:
+
+  steady  the 30 frames stay live and the leaf loops: every frame already
+          interned (and, on 3.11+, already has its frame object)
+  fresh   every pair comes from a freshly called 30-deep chain, as a new
+          forward pass would: 3.11+ creates the frame objects each time
+
+  scripts/bench_python.py --build build [--pairs 100000] [--reps 5]
+
+Prints a table and key=value lines (python_ns_per_alloc_<shape>=N).
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+DEPTH = 30
+SIZE = 2 << 20
+
+
+def child(build, pairs, shape):
+    import ctypes
+    lib = ctypes.PyDLL(os.path.join(build, "sim", "libcudart.so.13"))
+    malloc, free = lib.cudaMalloc, lib.cudaFree
+    malloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+    malloc.restype = ctypes.c_int
+    free.argtypes = [ctypes.c_void_p]
+    free.restype = ctypes.c_int
+    ptr = ctypes.c_void_p()
+    ref = ctypes.byref(ptr)
+
+    def pair():
+        if malloc(ref, SIZE) != 0:
+            sys.exit("bench_python: cudaMalloc failed")
+        free(ptr)
+
+    def loop(n):
+        for _ in range(n):
+            pair()
+
+    def nest(depth, fn, *a):
+        return fn(*a) if depth == 0 else nest(depth - 1, fn, *a)
+
+    # `nest` adds DEPTH frames; the leaf function is frame DEPTH + 1 or so:
+    # close enough to "30 Python frames" and identical in both settings.
+    if shape == "steady":
+        nest(DEPTH, loop, 1000)  # warm up
+        t0 = time.perf_counter_ns()
+        nest(DEPTH, loop, pairs)
+        t1 = time.perf_counter_ns()
+    else:
+        for _ in range(1000):
+            nest(DEPTH, pair)
+        t0 = time.perf_counter_ns()
+        for _ in range(pairs):
+            nest(DEPTH, pair)
+        t1 = time.perf_counter_ns()
+    print(f"ns_per_pair={(t1 - t0) / pairs:.1f}")
+
+
+def parent(args):
+    build = os.path.abspath(args.build)
+    lib = os.path.join(build, "libcumemtrace.so")
+    tmp = tempfile.mkdtemp(prefix="cumemtrace-bench-python-")
+
+    # an instrumented library (make SAN=address) needs its runtime first
+    ldd = subprocess.run(["ldd", lib], capture_output=True, text=True).stdout
+    san = [line.split("=>")[1].split()[0] for line in ldd.splitlines()
+           if "=>" in line and ("libasan.so" in line or "libtsan.so" in line)]
+    preload = " ".join(san + [lib])
+
+    def run(shape, python):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("CUMEMTRACE_", "SIMCUDA_", "LD_PRELOAD"))}
+        env.update(LD_LIBRARY_PATH=os.path.join(build, "sim"), LD_PRELOAD=preload,
+                   CUMEMTRACE_OUTPUT=tmp + "/", CUMEMTRACE_PYTHON=python,
+                   ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "detect_leaks=0"))
+        out = subprocess.run([sys.executable, os.path.abspath(__file__),
+                              "--child", shape, "--build", build,
+                              "--pairs", str(args.pairs)],
+                             env=env, capture_output=True, text=True,
+                             timeout=600)
+        if out.returncode != 0:
+            sys.exit(f"bench_python: child failed:\n{out.stdout}{out.stderr}")
+        return float(out.stdout.split("ns_per_pair=")[1].split()[0])
+
+    print(f"cumemtrace bench_python: {sys.version.split()[0]}, {args.pairs} "
+          f"cudaMalloc+cudaFree pairs via ctypes.PyDLL, {DEPTH} nested Python "
+          f"frames, median of {args.reps}")
+    for shape in ("steady", "fresh"):
+        off, on = [], []
+        for _ in range(args.reps):
+            off.append(run(shape, "0"))
+            on.append(run(shape, "1"))
+        m_off, m_on = statistics.median(off), statistics.median(on)
+        best = min(on) - min(off)  # the least disturbed runs of each side
+        print(f"  {shape}: python frames off: {m_off:8.0f} ns/pair  "
+              f"({min(off):.0f}-{max(off):.0f})")
+        print(f"  {shape}: python frames: {m_on:12.0f} ns/pair  "
+              f"({min(on):.0f}-{max(on):.0f})  -> {m_on - m_off:+.0f} ns "
+              f"per allocation (medians), {best:+.0f} (best runs)")
+        print(f"python_ns_per_alloc_{shape}={m_on - m_off:.0f}")
+        print(f"python_ns_per_alloc_{shape}_best={best:.0f}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--pairs", type=int, default=100_000)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--child", choices=("steady", "fresh"))
+    args = ap.parse_args()
+    if args.child:
+        child(os.path.abspath(args.build), args.pairs, args.child)
+    else:
+        parent(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,511 @@
+/* test_python.c - python.c against a fake CPython: splicing for each
+ * version family (3.8 raw fields, 3.9-3.10 one evaluation frame per Python
+ * call, 3.11+ inlined), the GIL rule, reference counts, the collector kept
+ * off while frame objects may be created, the pending exception preserved,
+ * line look-ups cached per instruction, truncation, and the look-up made
+ * again at the first allocation.  The e2e tests (tests/e2e/test_python.py)
+ * cover the machine's real CPython; this covers the versions it is not.
+ *
+ * The fake objects have CPython's head layout (ob_refcnt, ob_type, then for
+ * frames ob_size, f_back, f_code as in 3.8); python.c reaches the fake API
+ * through resolve_real_dlsym, defined here. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <dlfcn.h>
+#include <link.h>
+
+#include "config.h"
+#include "log.h"
+#include "python.h"
+#include "record.h"
+#include "resolve.h"
+
+/* ---- what python.c links against besides the fake CPython ---- */
+
+struct config config = {.depth = 32, .python = true, .native = true};
+enum log_level log_threshold = LOG_ERROR;
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+    (void)level;
+    (void)fmt;
+}
+
+void *resolve_dlsym_substitute(void *handle, const char *name)
+{
+    (void)handle;
+    (void)name;
+    return NULL;
+}
+
+/* ---- the fake CPython ---- */
+
+typedef struct py_object py_object; /* the same incomplete type python.c uses */
+
+struct fake_obj {
+    intptr_t refcnt;
+    const void *type;
+};
+
+struct fake_code {
+    struct fake_obj ob;
+    const char *file, *qualname, *name;
+};
+
+struct fake_frame {
+    struct fake_obj ob;
+    intptr_t size;
+    struct fake_frame *back;
+    struct fake_code *code;
+    int line, lasti;
+};
+_Static_assert(offsetof(struct fake_frame, back) == 3 * sizeof(void *),
+               "3.8 layout: f_back after PyObject_VAR_HEAD");
+_Static_assert(offsetof(struct fake_frame, code) == 4 * sizeof(void *),
+               "3.8 layout: f_code after f_back");
+
+struct fake_str {
+    struct fake_obj ob;
+    const char *utf8;
+};
+
+static char frame_type, code_type, str_type;
+static const char *version = "3.11.4";
+static int present = 1;                  /* symbols visible at all */
+static int gil_held = 1, other_holds;    /* other_holds: check disabled */
+static int tstate_mine, tstate_other;
+static struct fake_frame *top;
+static int gc_enabled = 1;
+static int line_calls, live_strs;
+static void *pending_err;
+static void *eval_fn;                    /* a real function with a size */
+static uintptr_t eval_lo;
+
+static int minor(void)
+{
+    return atoi(version + 2);
+}
+
+static void check_gc_off(void)
+{
+    if (minor() >= 11)
+        assert_int_equal(gc_enabled, 0); /* frame objects may be created */
+}
+
+static int fake_is_initialized(void) { return 1; }
+static int fake_gil_check(void) { return gil_held || other_holds; }
+static void *fake_this_thread(void) { return &tstate_mine; }
+
+static void *fake_unchecked(void)
+{
+    return gil_held ? (void *)&tstate_mine
+                    : other_holds ? (void *)&tstate_other : NULL;
+}
+
+static py_object *fake_thread_frame(void *ts)
+{
+    assert_ptr_equal(ts, &tstate_mine);
+    check_gc_off();
+    if (top != NULL)
+        top->ob.refcnt++;
+    return (py_object *)top;
+}
+
+static py_object *fake_frame_back(py_object *o)
+{
+    struct fake_frame *f = (struct fake_frame *)o;
+    check_gc_off();
+    if (f->back != NULL)
+        f->back->ob.refcnt++;
+    return (py_object *)f->back;
+}
+
+static py_object *fake_frame_code(py_object *o)
+{
+    struct fake_frame *f = (struct fake_frame *)o;
+    f->code->ob.refcnt++;
+    return (py_object *)f->code;
+}
+
+static py_object *fake_eval_frame(void) { return (py_object *)top; }
+
+static int fake_frame_line(py_object *o)
+{
+    line_calls++;
+    return ((struct fake_frame *)o)->line;
+}
+
+static int fake_frame_lasti(py_object *o)
+{
+    return ((struct fake_frame *)o)->lasti;
+}
+
+static py_object *fake_getattr(py_object *o, const char *name)
+{
+    struct fake_code *c = (struct fake_code *)o;
+    assert_ptr_equal(c->ob.type, &code_type);
+    assert_null(pending_err); /* saved before, restored after */
+    const char *v = NULL;
+    if (strcmp(name, "co_filename") == 0)
+        v = c->file;
+    else if (strcmp(name, "co_qualname") == 0 && minor() >= 11)
+        v = c->qualname;
+    else if (strcmp(name, "co_name") == 0)
+        v = c->name;
+    else
+        fail_msg("asked CPython %s for %s", version, name);
+    struct fake_str *s = malloc(sizeof *s);
+    assert_non_null(s);
+    *s = (struct fake_str){{1, &str_type}, v};
+    live_strs++;
+    return (py_object *)s;
+}
+
+static const char *fake_as_utf8(py_object *o)
+{
+    return ((struct fake_str *)o)->utf8;
+}
+
+static void fake_incref(py_object *o) { ((struct fake_obj *)o)->refcnt++; }
+
+static void fake_decref(py_object *o)
+{
+    struct fake_obj *ob = (struct fake_obj *)o;
+    assert_true(ob->refcnt > 0);
+    if (--ob->refcnt == 0) {
+        assert_ptr_equal(ob->type, &str_type); /* only our strings may die */
+        free(ob);
+        live_strs--;
+    }
+}
+
+static int fake_gc_disable(void)
+{
+    int was = gc_enabled;
+    gc_enabled = 0;
+    return was;
+}
+
+static int fake_gc_enable(void)
+{
+    int was = gc_enabled;
+    gc_enabled = 1;
+    return was;
+}
+
+static void fake_err_fetch(py_object **t, py_object **v, py_object **tb)
+{
+    *t = pending_err;
+    *v = *tb = NULL;
+    pending_err = NULL;
+}
+
+static void fake_err_restore(py_object *t, py_object *v, py_object *tb)
+{
+    (void)v;
+    (void)tb;
+    pending_err = t;
+}
+
+static const char *fake_version(void) { return version; }
+
+static void *fake_dlsym(void *handle, const char *name)
+{
+    static const struct {
+        const char *name;
+        void *fn;
+    } table[] = {
+        {"Py_IsInitialized", (void *)fake_is_initialized},
+        {"PyGILState_Check", (void *)fake_gil_check},
+        {"PyGILState_GetThisThreadState", (void *)fake_this_thread},
+        {"_PyThreadState_UncheckedGet", (void *)fake_unchecked},
+        {"PyThreadState_GetFrame", (void *)fake_thread_frame},
+        {"PyFrame_GetBack", (void *)fake_frame_back},
+        {"PyFrame_GetCode", (void *)fake_frame_code},
+        {"PyEval_GetFrame", (void *)fake_eval_frame},
+        {"PyFrame_GetLineNumber", (void *)fake_frame_line},
+        {"PyFrame_GetLasti", (void *)fake_frame_lasti},
+        {"PyObject_GetAttrString", (void *)fake_getattr},
+        {"PyUnicode_AsUTF8", (void *)fake_as_utf8},
+        {"Py_IncRef", (void *)fake_incref},
+        {"Py_DecRef", (void *)fake_decref},
+        {"PyGC_Disable", (void *)fake_gc_disable},
+        {"PyGC_Enable", (void *)fake_gc_enable},
+        {"PyErr_Fetch", (void *)fake_err_fetch},
+        {"PyErr_Restore", (void *)fake_err_restore},
+        {"Py_GetVersion", (void *)fake_version},
+        {"PyFrame_Type", &frame_type},
+        {"PyCode_Type", &code_type},
+    };
+    (void)handle;
+    if (!present)
+        return NULL;
+    if (strcmp(name, "_PyEval_EvalFrameDefault") == 0)
+        return eval_fn;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(table[i].name, name) == 0)
+            return table[i].fn;
+    return NULL;
+}
+
+void *(*resolve_real_dlsym)(void *, const char *) = fake_dlsym;
+
+/* ---- stacks ---- */
+
+/* A Python stack <module> -> main -> forward (innermost), with its own code
+ * objects: each test has one, since interned code objects stay referenced
+ * (and named as first seen) for the life of the process. */
+struct fake_stack {
+    struct fake_code code[3];
+    struct fake_frame frame[3];
+};
+
+static struct fake_frame *stack_init(struct fake_stack *s)
+{
+    static const char *const q[3] = {"<module>", "main", "Model.forward"};
+    static const char *const n[3] = {"<module>", "main", "forward"};
+    static const char *const file[3] = {"/src/train.py", "/src/train.py",
+                                        "/src/model.py"};
+    for (int i = 0; i < 3; i++) {
+        s->code[i] = (struct fake_code){{1, &code_type}, file[i], q[i], n[i]};
+        s->frame[i] = (struct fake_frame){{1, &frame_type}, 0,
+                                          i ? &s->frame[i - 1] : NULL,
+                                          &s->code[i], 10 * (i + 1),
+                                          100 * (i + 1)};
+    }
+    top = &s->frame[2];
+    return top;
+}
+
+/* Every reference python.c took is given back, except the one the intern
+ * table keeps on each code object it named. */
+static void check_refs(const struct fake_stack *s, int interned)
+{
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(s->frame[i].ob.refcnt, 1);
+        assert_int_equal(s->code[i].ob.refcnt, 1 + (interned > 2 - i));
+    }
+    assert_int_equal(live_strs, 0);
+    assert_int_equal(gc_enabled, 1);
+}
+
+#define A ((void *)0x10000)
+#define B ((void *)0x20000)
+#define C ((void *)0x30000)
+#define D ((void *)0x40000)
+#define E(i) ((void *)(eval_lo + 1 + (i))) /* return address inside eval */
+
+/* "A forward:30 main:20 [gil] B" */
+static const char *describe(void *const *frames, unsigned n)
+{
+    static char out[1024];
+    size_t len = 0;
+    out[0] = '\0';
+    for (unsigned i = 0; i < n; i++) {
+        struct python_frame py;
+        char one[128];
+        switch (python_frame_decode(frames[i], &py)) {
+        case PYTHON_FRAME_PYTHON:
+            snprintf(one, sizeof one, "%s:%d", py.function, py.line);
+            assert_string_equal(py.file, strcmp(py.function, "forward") == 0 ||
+                                                 strcmp(py.function, "Model.forward") == 0
+                                             ? "/src/model.py"
+                                             : "/src/train.py");
+            break;
+        case PYTHON_FRAME_MARKER:
+            snprintf(one, sizeof one, "[%s]",
+                     strstr(py.marker, "GIL") ? "gil"
+                     : strstr(py.marker, "truncated") ? "truncated" : py.marker);
+            break;
+        default: {
+            uintptr_t a = (uintptr_t)frames[i];
+            const char *name = frames[i] == A ? "A" : frames[i] == B ? "B"
+                             : frames[i] == C ? "C" : frames[i] == D ? "D"
+                             : a > eval_lo && a < eval_lo + 64 ? "E" : "?";
+            snprintf(one, sizeof one, "%s", name);
+        }
+        }
+        len += (size_t)snprintf(out + len, sizeof out - len, "%s%s",
+                                len ? " " : "", one);
+    }
+    return out;
+}
+
+static const char *merge(void **frames, unsigned n, unsigned cap)
+{
+    unsigned m = python_merge(frames, n, cap);
+    assert_true(m <= cap);
+    return describe(frames, m);
+}
+
+static void use(const char *v)
+{
+    version = v;
+    present = 1;
+    gil_held = 1;
+    other_holds = 0;
+    python_init(); /* a fresh look: test-only use of a call-once function */
+    assert_int_equal(python_mode, PYTHON_ON);
+}
+
+/* ---- tests ---- */
+
+static void test_found_at_first_allocation_when_loaded_late(void **state)
+{
+    (void)state;
+    static struct fake_stack s;
+    present = 0;
+    python_init();
+    assert_int_equal(python_mode, PYTHON_PENDING);
+    present = 1; /* libpython dlopen'ed before the first allocation */
+    stack_init(&s);
+    void *f[8] = {A, E(0), B};
+    assert_string_equal(merge(f, 3, 8),
+                        "A Model.forward:30 main:20 <module>:10 B");
+    assert_int_equal(python_mode, PYTHON_ON);
+    check_refs(&s, 3);
+}
+
+static void test_310_one_evaluation_frame_per_call(void **state)
+{
+    (void)state;
+    static struct fake_stack s;
+    use("3.10.12");
+    stack_init(&s);
+    void *f[16] = {A, E(0), B, E(1), C, E(2), D};
+    assert_string_equal(merge(f, 7, 16), "A forward:30 B main:20 C <module>:10 D");
+    check_refs(&s, 3);
+    /* native stack cut at CUMEMTRACE_DEPTH: the rest go at the outer end */
+    void *g[16] = {A, E(0), B};
+    assert_string_equal(merge(g, 3, 16), "A forward:30 B main:20 <module>:10");
+    /* more evaluation frames than Python frames: all at the innermost */
+    void *h[16] = {A, E(0), B, E(1), C, E(2), D, E(3)};
+    assert_string_equal(merge(h, 8, 16), "A forward:30 main:20 <module>:10 B C D");
+    check_refs(&s, 3);
+}
+
+static void test_38_reads_fields_and_checks_types(void **state)
+{
+    (void)state;
+    static struct fake_stack s;
+    use("3.8.10");
+    stack_init(&s);
+    void *f[16] = {A, E(0), B, E(1), C, E(2), D};
+    assert_string_equal(merge(f, 7, 16), "A forward:30 B main:20 C <module>:10 D");
+    check_refs(&s, 3);
+    /* a pointer that is not a frame ends the walk, with a marker */
+    s.frame[1].ob.type = &code_type;
+    void *g[16] = {A, E(0), B, E(1), C, E(2), D};
+    assert_string_equal(merge(g, 7, 16), "A forward:30 [truncated] B C D");
+    s.frame[1].ob.type = &frame_type;
+}
+
+static void test_311_inlined_calls_and_cached_lines(void **state)
+{
+    (void)state;
+    static struct fake_stack s;
+    use("3.11.4");
+    stack_init(&s);
+    pending_err = (void *)&tstate_other; /* an exception is pending */
+    line_calls = 0;
+    void *f[16] = {A, E(0), B, E(1), C};
+    assert_string_equal(merge(f, 5, 16),
+                        "A Model.forward:30 main:20 <module>:10 B C");
+    assert_ptr_equal(pending_err, &tstate_other);
+    pending_err = NULL;
+    assert_int_equal(line_calls, 3);
+    void *g[16] = {A, E(0), B, E(1), C};
+    unsigned n = python_merge(g, 5, 16);
+    assert_memory_equal(f, g, n * sizeof *f); /* same stack, same frames */
+    assert_int_equal(line_calls, 3);          /* offsets seen: no look-up */
+    s.frame[2].lasti = 310;
+    s.frame[2].line = 31;
+    void *h[16] = {A, E(0), B};
+    assert_string_equal(merge(h, 3, 16),
+                        "A Model.forward:31 main:20 <module>:10 B");
+    assert_int_equal(line_calls, 4);
+    check_refs(&s, 3);
+}
+
+static void test_gil_not_held_gives_one_marker(void **state)
+{
+    (void)state;
+    static struct fake_stack s;
+    use("3.11.4");
+    stack_init(&s);
+    gil_held = 0;
+    void *f[16] = {A, E(0), B, E(1), C};
+    assert_string_equal(merge(f, 5, 16), "A [gil] B C");
+    void *g[16] = {A, B}; /* a C thread: no evaluation frame */
+    assert_string_equal(merge(g, 2, 16), "A B [gil]");
+    /* PyGILState_Check says yes for everybody (a sub-interpreter exists)
+     * but another thread holds the GIL */
+    other_holds = 1;
+    void *h[16] = {A, E(0), B};
+    assert_string_equal(merge(h, 3, 16), "A [gil] B");
+    check_refs(&s, 0);
+}
+
+static void test_python_only_and_truncation(void **state)
+{
+    (void)state;
+    static struct fake_stack s;
+    use("3.12.1");
+    stack_init(&s);
+    void *f[16];
+    assert_string_equal(merge(f, 0, 16),
+                        "Model.forward:30 main:20 <module>:10");
+    assert_string_equal(merge(f, 0, 3), "Model.forward:30 main:20 [truncated]");
+    /* native frames keep their room; the marker is never cut off */
+    void *g[4] = {A, E(0), B, C};
+    assert_string_equal(merge(g, 4, 4), "A Model.forward:30 [truncated] B");
+    check_refs(&s, 3);
+}
+
+static void test_off(void **state)
+{
+    (void)state;
+    static struct fake_stack s;
+    stack_init(&s);
+    config.python = false;
+    python_init();
+    config.python = true;
+    assert_int_equal(python_mode, PYTHON_OFF);
+    void *f[4] = {A, E(0), B};
+    assert_int_equal(python_merge(f, 3, 4), 3);
+    assert_ptr_equal(f[1], E(0));
+    check_refs(&s, 0);
+}
+
+int main(void)
+{
+    /* a real function with an ELF size stands for _PyEval_EvalFrameDefault */
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    eval_fn = dlsym(RTLD_DEFAULT, "gethostbyname_r");
+    if (eval_fn == NULL || dladdr1(eval_fn, &info, (void **)&sym,
+                                   RTLD_DL_SYMENT) == 0 ||
+        sym == NULL || sym->st_size < 64) {
+        fprintf(stderr, "test_python: no sized libc function to stand for "
+                        "the evaluator\n");
+        return 1;
+    }
+    eval_lo = (uintptr_t)eval_fn;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_found_at_first_allocation_when_loaded_late),
+        cmocka_unit_test(test_310_one_evaluation_frame_per_call),
+        cmocka_unit_test(test_38_reads_fields_and_checks_types),
+        cmocka_unit_test(test_311_inlined_calls_and_cached_lines),
+        cmocka_unit_test(test_gil_not_held_gives_one_marker),
+        cmocka_unit_test(test_python_only_and_truncation),
+        cmocka_unit_test(test_off),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
