@@ -149,10 +149,11 @@ if os.path.exists(pybench):
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
     p = subprocess.run([python, pybench, "--build", BUILD],
                        capture_output=True, text=True, timeout=600)
-    m = re.search(r"added_ns_per_alloc=([\d.]+)", p.stdout)
-    if p.returncode == 0 and m:
-        row("Python frames (30 deep): added per allocation", f"{float(m.group(1)):.0f} ns",
-            "vs the same run with CUMEMTRACE_PYTHON=0")
+    for case, what in (("steady", "repeated stacks"), ("fresh", "a new call chain each time")):
+        m = re.search(rf"python_ns_per_alloc_{case}=(-?[\d.]+)", p.stdout)
+        if p.returncode == 0 and m:
+            row(f"Python frames (30 deep, {what}): added per allocation",
+                f"{float(m.group(1)):.0f} ns", "vs CUMEMTRACE_PYTHON=0, interleaved")
 
 # ---- 6: a peer: heaptrack on the malloc loop of the same shape ----
 # Per-event cost is the slope between runs of N and 2N iterations, so the

@@ -30,9 +30,8 @@ int hooks_runtime_device(void)
 /* Native frames (unless CUMEMTRACE_NATIVE=0), with the thread's Python
  * frames merged in where CPython runs (python.c); CUMEMTRACE_DEPTH=0 records
  * no stack at all.  Without Python the merge costs one branch. */
-static struct record_stack *capture(unsigned slot)
+static unsigned capture_frames(void **frames)
 {
-    void *frames[RECORD_MAX_DEPTH];
     unsigned n = 0;
     if (config.depth != 0) {
         if (config.native)
@@ -40,6 +39,13 @@ static struct record_stack *capture(unsigned slot)
         if (__builtin_expect(python_wanted(), 0))
             n = python_merge(frames, n, RECORD_MAX_DEPTH);
     }
+    return n;
+}
+
+static struct record_stack *capture(unsigned slot)
+{
+    void *frames[RECORD_MAX_DEPTH];
+    unsigned n = capture_frames(frames);
     return record_stack_intern(slot, frames, n);
 }
 
@@ -77,9 +83,10 @@ void hooks_alloc_end(struct hook_alloc *c, bool ok, bool oom, uintptr_t addr,
     if (ok) {
         struct record_alloc a = {addr, size, c->requested, c->kind, c->device,
                                  is_handle};
-        struct record_stack *st = capture(c->slot);
+        void *frames[RECORD_MAX_DEPTH];
+        unsigned n = capture_frames(frames);
         int64_t now = clock_now_ns();
-        record_alloc(&a, st, now);
+        record_alloc_at(&a, c->slot, frames, n, now);
         oom_on_success(c->kind, c->device, c->requested, now);
     } else if (oom) {
         struct record_stack *st = capture(c->slot);
@@ -98,14 +105,14 @@ void hooks_free_begin(struct hook_free *f, uintptr_t addr,
     f->token = NULL;
     f->traced = hook_enter();
     if (f->traced && addr != 0)
-        f->token = record_free_take(addr, kind_hint);
+        f->token = record_free_take(addr, kind_hint, clock_now_ns());
 }
 
 void hooks_free_end(struct hook_free *f, bool ok)
 {
     if (f->token != NULL) {
         uint64_t size = record_token_size(f->token);
-        record_free_finish(f->token, ok, clock_now_ns());
+        record_free_finish(f->token, ok, ok ? 0 : clock_now_ns());
         if (ok)
             oom_on_free(size);
     }

@@ -16,6 +16,8 @@
  */
 #include "hooks.h"
 
+#include "clock.h"
+
 #define NO_DRIVER CUDA_ERROR_NOT_INITIALIZED
 
 CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
@@ -47,7 +49,7 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
         return NO_DRIVER;
     struct hook_free f = {NULL, hook_enter()};
     if (f.traced)
-        f.token = record_vmm_release((uintptr_t)handle);
+        f.token = record_vmm_release((uintptr_t)handle, clock_now_ns());
     CUresult r = real(handle);
     if (f.traced && r != CUDA_SUCCESS && f.token == NULL)
         record_vmm_retain((uintptr_t)handle); /* undo the dropped reference */

@@ -198,31 +198,28 @@ static bool stack_equal(const struct record_stack *s, unsigned entry,
            memcmp(s->frames, frames, depth * sizeof(void *)) == 0;
 }
 
-struct record_stack *record_stack_intern(unsigned entry, void *const *frames,
-                                         unsigned depth)
+/* Finds or creates the stack; the caller holds the lock.  NULL only when
+ * memory is exhausted. */
+static struct record_stack *intern_locked(uint64_t h, unsigned entry,
+                                          void *const *frames, unsigned depth)
 {
-    if (depth > RECORD_MAX_DEPTH)
-        depth = RECORD_MAX_DEPTH;
-    uint64_t h = stack_hash(entry, frames, depth);
     struct stack_node *n, *head;
-
-    pthread_mutex_lock(&lock);
     HASH_FIND(hh, stack_table, &h, sizeof h, head);
     for (n = head; n != NULL; n = n->collide)
         if (stack_equal(&n->s, entry, frames, depth))
-            goto out;
+            return &n->s;
 
     if (nstacks == stacks_cap) {
         size_t cap = stacks_cap ? stacks_cap * 2 : 1024;
         struct stack_node **p = realloc(stacks_by_id, cap * sizeof *p);
         if (p == NULL)
-            goto fail;
+            return NULL;
         stacks_by_id = p;
         stacks_cap = cap;
     }
     n = malloc(sizeof *n + depth * sizeof(void *));
     if (n == NULL)
-        goto fail;
+        return NULL;
     memset(n, 0, sizeof *n);
     n->hash = h;
     n->s.id = (uint32_t)nstacks + 1;
@@ -237,17 +234,24 @@ struct record_stack *record_stack_intern(unsigned entry, void *const *frames,
         if (nomem) {
             nomem = false;
             free(n);
-            goto fail;
+            return NULL;
         }
     }
     stacks_by_id[nstacks++] = n;
     counters.stacks = nstacks;
-out:
-    pthread_mutex_unlock(&lock);
     return &n->s;
-fail:
+}
+
+struct record_stack *record_stack_intern(unsigned entry, void *const *frames,
+                                         unsigned depth)
+{
+    if (depth > RECORD_MAX_DEPTH)
+        depth = RECORD_MAX_DEPTH;
+    uint64_t h = stack_hash(entry, frames, depth); /* outside the lock */
+    pthread_mutex_lock(&lock);
+    struct record_stack *st = intern_locked(h, entry, frames, depth);
     pthread_mutex_unlock(&lock);
-    return NULL;
+    return st;
 }
 
 static struct stack_node *node_of(struct record_stack *s)
@@ -400,17 +404,23 @@ static void account_locked(struct site *s, int64_t bytes, int64_t now)
     event_push_locked(now, bytes, s, p);
 }
 
-void record_alloc(const struct record_alloc *a, struct record_stack *stack,
-                  int64_t now)
-{
-    uint32_t tid = current_tid();
-    uint32_t pool = pool_of(a->kind, a->device);
+/* Entries freed by this thread wait here for its next allocation, so the
+ * free path needs no second trip through the lock (see record_free_finish). */
+static __thread struct live *spare __attribute__((tls_model("initial-exec")));
 
-    pthread_mutex_lock(&lock);
+static void alloc_locked(const struct record_alloc *a, struct record_stack *stack,
+                         int64_t now, uint32_t tid, struct live *e)
+{
+    uint32_t pool = pool_of(a->kind, a->device);
     struct site *s = site_get_locked(stack, pool, a->kind);
-    struct live *e = s ? entry_new_locked() : NULL;
-    if (e == NULL)
-        goto out;
+    if (s == NULL) {
+        if (e != NULL)
+            entry_free_locked(e);
+        return;
+    }
+    if (e == NULL && (e = entry_new_locked()) == NULL)
+        return;
+    memset(e, 0, sizeof *e);
     e->addr = a->addr;
     e->size = a->size;
     e->t_ns = now;
@@ -442,11 +452,35 @@ void record_alloc(const struct record_alloc *a, struct record_stack *stack,
     if (nomem) {
         nomem = false;
         entry_free_locked(e);
-        goto out;
+        return;
     }
     counters.live++;
     account_locked(s, (int64_t)a->size, now);
-out:
+}
+
+void record_alloc(const struct record_alloc *a, struct record_stack *stack,
+                  int64_t now)
+{
+    uint32_t tid = current_tid();
+    struct live *e = spare;
+    spare = NULL;
+    pthread_mutex_lock(&lock);
+    alloc_locked(a, stack, now, tid, e);
+    pthread_mutex_unlock(&lock);
+}
+
+void record_alloc_at(const struct record_alloc *a, unsigned entry,
+                     void *const *frames, unsigned depth, int64_t now)
+{
+    if (depth > RECORD_MAX_DEPTH)
+        depth = RECORD_MAX_DEPTH;
+    uint64_t h = stack_hash(entry, frames, depth); /* outside the lock */
+    uint32_t tid = current_tid();
+    struct live *e = spare;
+    spare = NULL;
+    pthread_mutex_lock(&lock);
+    struct record_stack *st = intern_locked(h, entry, frames, depth);
+    alloc_locked(a, st, now, tid, e);
     pthread_mutex_unlock(&lock);
 }
 
@@ -459,17 +493,21 @@ static bool kind_matches(enum record_kind have, enum record_kind want)
     return have != KIND_HOST_PINNED;
 }
 
-void *record_free_take(uintptr_t addr, enum record_kind kind_hint)
+void *record_free_take(uintptr_t addr, enum record_kind kind_hint,
+                       int64_t now)
 {
     struct live *e;
     pthread_mutex_lock(&lock);
     HASH_FIND(hh, live_table, &addr, sizeof addr, e);
     if (e != NULL && !kind_matches(site_of(e)->s.kind, kind_hint))
         e = NULL; /* the real call will refuse it too */
-    if (e != NULL)
+    if (e != NULL) {
         HASH_DELETE(hh, live_table, e);
-    else
+        account_locked(site_of(e), -(int64_t)e->size, now);
+        counters.live--;
+    } else {
         counters.unknown_frees++;
+    }
     pthread_mutex_unlock(&lock);
     return e;
 }
@@ -479,25 +517,35 @@ void record_free_finish(void *token, bool ok, int64_t now)
     struct live *e = token;
     if (e == NULL)
         return;
-    pthread_mutex_lock(&lock);
     if (ok) {
-        account_locked(site_of(e), -(int64_t)e->size, now);
-        counters.live--;
+        if (spare == NULL) { /* the common case: no lock */
+            spare = e;
+            return;
+        }
+        pthread_mutex_lock(&lock);
+        entry_free_locked(e);
+        pthread_mutex_unlock(&lock);
+        return;
+    }
+    /* The real free failed: the memory is still there, put it back.  The
+     * counters return to where they were (this is not a new allocation). */
+    pthread_mutex_lock(&lock);
+    struct site *s = site_of(e);
+    counters.failed_frees++;
+    if (is_handle(e)) {
+        e->extra = 1;
+        HASH_ADD(hh, handles, addr, sizeof e->addr, e);
+    } else {
+        HASH_ADD(hh, live_table, addr, sizeof e->addr, e);
+    }
+    if (nomem) { /* cannot put it back: forget it rather than lie */
+        nomem = false;
         entry_free_locked(e);
     } else {
-        counters.failed_frees++;
-        if (is_handle(e)) {
-            e->extra = 1;
-            HASH_ADD(hh, handles, addr, sizeof e->addr, e);
-        } else {
-            HASH_ADD(hh, live_table, addr, sizeof e->addr, e);
-        }
-        if (nomem) { /* cannot put it back: forget it rather than lie */
-            nomem = false;
-            account_locked(site_of(e), -(int64_t)e->size, now);
-            counters.live--;
-            entry_free_locked(e);
-        }
+        account_locked(s, (int64_t)e->size, now);
+        pools[s->s.pool].kinds[s->s.kind].allocs--;
+        pools[s->s.pool].kinds[s->s.kind].frees--;
+        counters.live++;
     }
     pthread_mutex_unlock(&lock);
 }
@@ -644,7 +692,7 @@ bool record_vmm_retain(uintptr_t handle)
     return h != NULL;
 }
 
-void *record_vmm_release(uintptr_t handle)
+void *record_vmm_release(uintptr_t handle, int64_t now)
 {
     struct live *h;
     pthread_mutex_lock(&lock);
@@ -655,6 +703,8 @@ void *record_vmm_release(uintptr_t handle)
             h = NULL;
         } else {
             HASH_DELETE(hh, handles, h);
+            account_locked(site_of(h), -(int64_t)h->size, now);
+            counters.live--;
         }
     }
     pthread_mutex_unlock(&lock);
@@ -877,5 +927,6 @@ void record_atfork_child(void)
         pools[i].free_bytes = pools[i].total_bytes = -1;
     }
     tid_cache = 0;
+    spare = NULL; /* it pointed into a slab just freed */
     pthread_mutex_unlock(&lock);
 }

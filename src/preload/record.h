@@ -104,17 +104,23 @@ struct record_stack *record_stack_intern(unsigned entry, void *const *frames,
 /* Records a successful allocation made at `stack` (may be NULL). */
 void record_alloc(const struct record_alloc *a, struct record_stack *stack,
                   int64_t now_ns);
+/* The same, interning the stack (entry, frames) in the same critical
+ * section: the allocation path's single trip through the lock. */
+void record_alloc_at(const struct record_alloc *a, unsigned entry,
+                     void *const *frames, unsigned depth, int64_t now_ns);
 
 /* Frees are two-phase so the address cannot be reused by another thread
- * between our bookkeeping and the driver's: take the entry out before the
- * real free, then finish with the real result.  record_free_take returns an
- * opaque token, or NULL when the address was never seen (counted as unknown).
+ * between our bookkeeping and the driver's: take the entry out (and account
+ * the free) before the real free, then finish with the real result - which
+ * on success needs no lock.  record_free_take returns an opaque token, or
+ * NULL when the address was never seen (counted as unknown).
  * `kind_hint`: if not KIND_COUNT, an entry of another kind is left alone
  * (returns NULL): KIND_HOST_PINNED takes only host-pinned entries,
  * KIND_DEVICE only device-side ones (device, managed, async). */
-void *record_free_take(uintptr_t addr, enum record_kind kind_hint);
-/* ok=true: the memory is gone, update counters; ok=false: the real free
- * failed, put the entry back unchanged.  `token` may be NULL (no-op). */
+void *record_free_take(uintptr_t addr, enum record_kind kind_hint,
+                       int64_t now_ns);
+/* ok=true: the memory is gone; ok=false: the real free failed, put the
+ * entry and the counters back as they were.  `token` may be NULL (no-op). */
 void record_free_finish(void *token, bool ok, int64_t now_ns);
 /* Size and kind of a taken entry (for the limit and for VMM handles). */
 uint64_t record_token_size(const void *token);
@@ -137,7 +143,7 @@ void record_vmm_unmap(uintptr_t addr, uint64_t size);
 bool record_vmm_retain(uintptr_t handle);
 /* Drops a reference; returns a free token (see record_free_take) when this
  * was the last one, NULL otherwise or when the handle is unknown. */
-void *record_vmm_release(uintptr_t handle);
+void *record_vmm_release(uintptr_t handle, int64_t now_ns);
 
 /* Memory limit (CUMEMTRACE_LIMIT): 0 = none. */
 void record_set_limit(int device, uint64_t bytes);

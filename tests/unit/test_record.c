@@ -27,7 +27,7 @@ static void alloc(uintptr_t addr, uint64_t size, enum record_kind kind,
 
 static void release(uintptr_t addr, int64_t t)
 {
-    void *tok = record_free_take(addr, KIND_COUNT);
+    void *tok = record_free_take(addr, KIND_COUNT, t);
     assert_non_null(tok);
     record_free_finish(tok, true, t);
 }
@@ -112,8 +112,8 @@ static void kinds_and_pools_are_separate(void **state)
     assert_int_equal(v.pools[RECORD_HOST_POOL].current, 300);
     record_view_free(&v);
     /* cuMemFreeHost must not take a device pointer, nor cuMemFree a host one */
-    assert_null(record_free_take(0xa000, KIND_HOST_PINNED));
-    assert_null(record_free_take(0xc000, KIND_DEVICE));
+    assert_null(record_free_take(0xa000, KIND_HOST_PINNED, 0));
+    assert_null(record_free_take(0xc000, KIND_DEVICE, 0));
     release(0xa000, 4);
     release(0xb000, 5);
     release(0xc000, 6);
@@ -124,9 +124,9 @@ static void failed_free_puts_the_entry_back(void **state)
 {
     (void)state;
     alloc(0xd000, 4096, KIND_DEVICE, 0, stack_n(2), 1);
-    void *tok = record_free_take(0xd000, KIND_DEVICE);
+    void *tok = record_free_take(0xd000, KIND_DEVICE, 0);
     assert_non_null(tok);
-    assert_null(record_free_take(0xd000, KIND_DEVICE)); /* taken: not visible */
+    assert_null(record_free_take(0xd000, KIND_DEVICE, 0)); /* taken: not visible */
     record_free_finish(tok, false, 2);
     assert_int_equal(record_current(0), 4096);
     release(0xd000, 3);
@@ -143,9 +143,9 @@ static void vmm_handle_freed_at_last_release(void **state)
     assert_true(record_vmm_retain(0x77));
     assert_false(record_vmm_retain(0x78)); /* imported: not ours */
     record_vmm_map(0x900200000, 2u << 20, 0x78);
-    assert_null(record_vmm_release(0x77));
+    assert_null(record_vmm_release(0x77, 0));
     assert_int_equal(record_current(2), 2u << 20);
-    void *tok = record_vmm_release(0x77);
+    void *tok = record_vmm_release(0x77, 0);
     assert_non_null(tok);
     record_free_finish(tok, true, 2);
     assert_int_equal(record_current(2), 0);
