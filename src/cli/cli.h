@@ -18,9 +18,14 @@
 #define CLI_EXIT_GATE 1
 #define CLI_EXIT_ERROR 2
 
-#ifndef CUMEMTRACE_CLI_VERSION
-#define CUMEMTRACE_CLI_VERSION "0.1.0"
-#endif
+/* The tool's version is the library's (include/cumemtrace.h): they ship
+ * together and agree on the snapshot format. */
+#include "cumemtrace.h"
+#define CLI_STR_(x) #x
+#define CLI_STR(x) CLI_STR_(x)
+#define CUMEMTRACE_CLI_VERSION                                                 \
+    CLI_STR(CUMEMTRACE_VERSION_MAJOR) "." CLI_STR(CUMEMTRACE_VERSION_MINOR) "." \
+    CLI_STR(CUMEMTRACE_VERSION_PATCH)
 
 int report_main(int argc, char **argv);
 int diff_main(int argc, char **argv);

@@ -104,9 +104,9 @@ static bool print_peaks(FILE *f, const struct snapshot *a, const struct snapshot
                         const struct gate *g, char *why, size_t whylen)
 {
     bool failed = false;
-    struct table t;
-    table_init(&t, "lrrrrrr", 2);
-    table_row(&t, "device", "base", "new", "change", "%", "base at", "new at");
+    struct out_table t;
+    out_table_init(&t, "lrrrrrr", 2);
+    out_table_row(&t, "device", "base", "new", "change", "%", "base at", "new at");
     size_t i = 0, j = 0;
     while (i < a->ndevices || j < b->ndevices) {
         int64_t oa = ordinal_at(a, i), ob = ordinal_at(b, j);
@@ -117,7 +117,7 @@ static bool print_peaks(FILE *f, const struct snapshot *a, const struct snapshot
         int64_t ch = out_delta(pa, pb);
         char dev[32], x[OUT_NUM], y[OUT_NUM], c[OUT_NUM], p[OUT_NUM], ta[OUT_NUM], tb[OUT_NUM];
         snprintf(dev, sizeof dev, "%" PRId64, ord);
-        table_row(&t, dev, da ? out_bytes(pa, x) : "-", db ? out_bytes(pb, y) : "-",
+        out_table_row(&t, dev, da ? out_bytes(pa, x) : "-", db ? out_bytes(pb, y) : "-",
                   out_sbytes(ch, c), out_spct(ch, pa, p),
                   da ? out_duration(da->peak_time_ns, ta) : "-",
                   db ? out_duration(db->peak_time_ns, tb) : "-");
@@ -136,9 +136,9 @@ static bool print_peaks(FILE *f, const struct snapshot *a, const struct snapshot
     }
     if (t.nrows > 1) {
         fprintf(f, "%sPeak per device%s\n", out_color(OUT_BOLD), out_color(OUT_RESET));
-        table_print(&t, f);
+        out_table_print(&t, f);
     } else {
-        table_free(&t);
+        out_table_free(&t);
         fprintf(f, "No device saw tracked activity in either run.\n");
     }
     return failed;
@@ -207,9 +207,9 @@ static int print_changes(FILE *f, const struct snapctx *ctx, enum site_by by,
     if (n > 1)
         qsort(ch, n, sizeof *ch, by_change);
 
-    struct table t;
-    table_init(&t, "rrrll", 2);
-    table_row(&t, "base", "new", "change", "", "call site");
+    struct out_table t;
+    out_table_init(&t, "rrrll", 2);
+    out_table_row(&t, "base", "new", "change", "", "call site");
     int64_t rest = 0;
     for (size_t i = 0; i < n; i++) {
         const struct site *site = frames_site_get(ctx, by, ch[i].site);
@@ -221,21 +221,21 @@ static int print_changes(FILE *f, const struct snapctx *ctx, enum site_by by,
         bool in_a = sites_bytes(sa, ch[i].site) || sites_count(sa, ch[i].site);
         bool in_b = sites_bytes(sb, ch[i].site) || sites_count(sb, ch[i].site);
         const char *mark = !in_a ? "NEW" : !in_b ? "GONE" : "";
-        table_row(&t, out_bytes(ch[i].base, x), out_bytes(ch[i].now, y),
+        out_table_row(&t, out_bytes(ch[i].base, x), out_bytes(ch[i].now, y),
                   out_sbytes(ch[i].delta, c), mark, site->display);
         if (by == BY_STACK) {
             report_callers(site->snap, site->stack, 3, via, sizeof via);
             if (via[0])
-                table_note(&t, via);
+                out_table_note(&t, via);
         }
     }
     int rc;
     if (n == 0) {
-        table_free(&t);
+        out_table_free(&t);
         rc = 0;
         fprintf(f, "  no call site changed\n");
     } else {
-        rc = table_print(&t, f);
+        rc = out_table_print(&t, f);
     }
     if (n > top) {
         char c[OUT_NUM];
@@ -260,7 +260,8 @@ static int print_sites_section(FILE *f, struct snapshot *a, struct snapshot *b,
         static const char *const by_name[] = {"stack", "function", "module"};
         fputc('\n', f);
         if (live)
-            fprintf(f, "%sLive at exit (leaks): %s -> %s%s\n", out_color(OUT_BOLD),
+            fprintf(f, "%sLive when the snapshots were taken (at exit: leaks): %s -> %s%s\n",
+                    out_color(OUT_BOLD),
                     out_bytes(sa.total_bytes, x), out_bytes(sb.total_bytes, y),
                     out_color(OUT_RESET));
         else
@@ -306,9 +307,9 @@ static void kind_totals(const struct snapshot *s, int kind, uint64_t *peak, uint
 
 static void print_kinds(FILE *f, const struct snapshot *a, const struct snapshot *b)
 {
-    struct table t;
-    table_init(&t, "lrrrrr", 2);
-    table_row(&t, "kind", "base peak", "new peak", "change", "base allocs", "new allocs");
+    struct out_table t;
+    out_table_init(&t, "lrrrrr", 2);
+    out_table_row(&t, "kind", "base peak", "new peak", "change", "base allocs", "new allocs");
     static const int kinds[] = {KIND_DEVICE, KIND_MANAGED, KIND_ASYNC, KIND_VMM,
                                 KIND_HOST_PINNED};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
@@ -320,16 +321,16 @@ static void print_kinds(FILE *f, const struct snapshot *a, const struct snapshot
         char x[OUT_NUM], y[OUT_NUM], c[OUT_NUM], n1[32], n2[32];
         snprintf(n1, sizeof n1, "%" PRIu64, aa);
         snprintf(n2, sizeof n2, "%" PRIu64, ab);
-        table_row(&t, snapshot_kind_name(kinds[k]), out_bytes(pa, x), out_bytes(pb, y),
+        out_table_row(&t, snapshot_kind_name(kinds[k]), out_bytes(pa, x), out_bytes(pb, y),
                   out_sbytes(out_delta(pa, pb), c), n1, n2);
     }
     fputc('\n', f);
     fprintf(f, "%sPer kind (peaks summed over devices)%s\n", out_color(OUT_BOLD),
             out_color(OUT_RESET));
     if (t.nrows > 1) {
-        table_print(&t, f);
+        out_table_print(&t, f);
     } else {
-        table_free(&t);
+        out_table_free(&t);
         fprintf(f, "  no allocations in either run\n");
     }
 }

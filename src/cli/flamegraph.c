@@ -22,84 +22,112 @@
 
 enum at { AT_PEAK, AT_LIVE, AT_OOM };
 
-struct folded {
-    struct arena arena;
-    struct hmap lines;   /* chain text -> index */
-    const char **text;   /* by index */
-    uint64_t *bytes;
-    size_t n, cap;
-    char *buf;           /* scratch for one chain */
-    size_t buf_cap;
+/* Lines are merged by identity first (device, entry point, frame indices:
+ * frames with equal names share an index), and their text is built once
+ * per distinct line at the end; a 100 000-stack snapshot would otherwise
+ * hash megabytes of repeated frame text. */
+struct line {
+    int64_t device;       /* or INT64_MIN without a device frame */
+    uint32_t stack;       /* a stack of the line, SNAP_NO_STACK for none */
+    uint64_t bytes;
+    char *text;           /* built at output */
 };
 
-static int put(struct folded *fo, size_t *len, const char *s, bool sep)
-{
-    size_t n = strlen(s);
-    if (snapshot_vec_reserve((void **)&fo->buf, &fo->buf_cap, 1, *len + n + 2))
-        return -1;
-    if (sep)
-        fo->buf[(*len)++] = ';';
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        fo->buf[(*len)++] = c == ';' ? ':' : (c == '\n' || c == '\r') ? ' ' : c;
-    }
-    fo->buf[*len] = '\0';
-    return 0;
-}
+struct folded {
+    struct arena arena;
+    struct hmap ids;      /* identity -> index in lines */
+    struct line *lines;
+    size_t n, cap;
+    char *key;            /* scratch: one identity */
+    size_t key_cap;
+};
 
 static int add_group(struct folded *fo, const struct snapshot *s, const struct snap_group *g,
-                     const char *root)
+                     int64_t device)
 {
     if (g->bytes == 0)
         return 0;
-    size_t len = 0;
-    if (put(fo, &len, root ? root : "", false))
+    const struct snap_stack *st = g->stack != SNAP_NO_STACK ? &s->stacks[g->stack] : NULL;
+    uint32_t nf = st ? st->nframes : 0;
+    size_t klen = sizeof device + sizeof(const char *) + nf * sizeof(uint32_t);
+    if (snapshot_vec_reserve((void **)&fo->key, &fo->key_cap, 1, klen))
         return -1;
-    bool first = root == NULL;
-    if (g->stack == SNAP_NO_STACK) {
-        if (put(fo, &len, "[no stack]", !first))
-            return -1;
-    } else {
-        const struct snap_stack *st = &s->stacks[g->stack];
-        for (uint32_t i = st->nframes; i-- > 0;) {
-            if (put(fo, &len, s->ctx->frames[st->frames[i]].name, !first))
-                return -1;
-            first = false;
-        }
-        if (put(fo, &len, st->entry, !first))
-            return -1;
-    }
+    const char *entry = st ? st->entry : NULL;
+    memcpy(fo->key, &device, sizeof device);
+    memcpy(fo->key + sizeof device, &entry, sizeof entry);
+    if (nf > 0)
+        memcpy(fo->key + sizeof device + sizeof entry, st->frames, nf * sizeof(uint32_t));
     uint32_t idx, next = (uint32_t)fo->n;
-    const char *key;
-    if (hmap_get_or_add(&fo->lines, fo->buf, len, next, &idx, &key))
+    if (hmap_get_or_add(&fo->ids, fo->key, klen, next, &idx, NULL))
         return -1;
     if (idx == next) {
-        if (snapshot_vec_reserve((void **)&fo->text, &fo->cap, sizeof *fo->text, fo->n + 1))
+        if (snapshot_vec_reserve((void **)&fo->lines, &fo->cap, sizeof *fo->lines, fo->n + 1))
             return -1;
-        /* bytes has the same capacity as text. */
-        uint64_t *b = realloc(fo->bytes, fo->cap * sizeof *b);
-        if (b == NULL)
-            return -1;
-        fo->bytes = b;
-        fo->text[fo->n] = key;
-        fo->bytes[fo->n] = 0;
-        fo->n++;
+        fo->lines[fo->n++] = (struct line){device, g->stack, 0, NULL};
     }
-    uint64_t *b = &fo->bytes[idx];
+    uint64_t *b = &fo->lines[idx].bytes;
     *b = *b > UINT64_MAX - g->bytes ? UINT64_MAX : *b + g->bytes;
     return 0;
 }
 
+/* Appends s to the growing text, with ';' (the separator) made ':' and
+ * line breaks made blanks. */
+static int put(char **buf, size_t *len, size_t *cap, const char *s, bool sep)
+{
+    size_t n = strlen(s);
+    if (snapshot_vec_reserve((void **)buf, cap, 1, *len + n + 2))
+        return -1;
+    if (sep)
+        (*buf)[(*len)++] = ';';
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        (*buf)[(*len)++] = c == ';' ? ':' : (c == '\n' || c == '\r') ? ' ' : c;
+    }
+    (*buf)[*len] = '\0';
+    return 0;
+}
+
+static char *line_text(const struct snapshot *s, const struct line *l)
+{
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    bool first = true;
+    if (l->device != INT64_MIN) {
+        char root[48];
+        snprintf(root, sizeof root, "device %" PRId64, l->device);
+        if (put(&buf, &len, &cap, root, false))
+            goto fail;
+        first = false;
+    }
+    if (l->stack == SNAP_NO_STACK) {
+        if (put(&buf, &len, &cap, "[no stack]", !first))
+            goto fail;
+        return buf;
+    }
+    const struct snap_stack *st = &s->stacks[l->stack];
+    for (uint32_t i = st->nframes; i-- > 0;) {
+        if (put(&buf, &len, &cap, s->ctx->frames[st->frames[i]].name, !first))
+            goto fail;
+        first = false;
+    }
+    if (put(&buf, &len, &cap, st->entry, !first))
+        goto fail;
+    return buf;
+fail:
+    free(buf);
+    return NULL;
+}
+
 static int by_text(const void *a, const void *b)
 {
-    return strcmp(**(const char *const *const *)a, **(const char *const *const *)b);
+    return strcmp((*(const struct line *const *)a)->text, (*(const struct line *const *)b)->text);
 }
 
 static int add_groups(struct folded *fo, const struct snapshot *s, const struct snap_groups *g,
-                      const char *root)
+                      int64_t device)
 {
     for (size_t i = 0; i < g->n; i++)
-        if (add_group(fo, s, &g->v[i], root) != 0)
+        if (add_group(fo, s, &g->v[i], device) != 0)
             return -1;
     return 0;
 }
@@ -111,10 +139,10 @@ static int fold(FILE *f, const struct snapshot *s, enum at at, bool one_device,
     struct folded fo;
     memset(&fo, 0, sizeof fo);
     arena_init(&fo.arena);
-    hmap_init(&fo.lines, &fo.arena);
+    hmap_init(&fo.ids, &fo.arena);
     int rc = 0;
     if (at == AT_OOM) {
-        rc = add_groups(&fo, s, &s->oom.live, NULL);
+        rc = add_groups(&fo, s, &s->oom.live, INT64_MIN);
     } else {
         size_t shown = 0;
         for (size_t i = 0; i < s->ndevices; i++)
@@ -124,31 +152,34 @@ static int fold(FILE *f, const struct snapshot *s, enum at at, bool one_device,
             const struct snap_device *d = &s->devices[i];
             if (one_device && d->ordinal != device)
                 continue;
-            char root[48];
-            snprintf(root, sizeof root, "device %" PRId64, d->ordinal);
             rc = add_groups(&fo, s, at == AT_PEAK ? &d->at_peak : &d->live,
-                            shown > 1 ? root : NULL);
+                            shown > 1 ? d->ordinal : INT64_MIN);
         }
     }
-    const char ***order = NULL;
+    struct line **order = NULL;
     if (rc == 0 && fo.n > 0) {
         order = malloc(fo.n * sizeof *order);
         if (order == NULL)
             rc = -1;
     }
+    for (size_t i = 0; rc == 0 && i < fo.n; i++) {
+        fo.lines[i].text = line_text(s, &fo.lines[i]);
+        if (fo.lines[i].text == NULL)
+            rc = -1;
+        order[i] = &fo.lines[i];
+    }
     if (rc == 0) {
-        for (size_t i = 0; i < fo.n; i++)
-            order[i] = &fo.text[i];
         if (fo.n > 1)
             qsort(order, fo.n, sizeof *order, by_text);
         for (size_t i = 0; i < fo.n; i++)
-            fprintf(f, "%s %" PRIu64 "\n", *order[i], fo.bytes[order[i] - fo.text]);
+            fprintf(f, "%s %" PRIu64 "\n", order[i]->text, order[i]->bytes);
     }
+    for (size_t i = 0; i < fo.n; i++)
+        free(fo.lines[i].text);
     free(order);
-    free(fo.text);
-    free(fo.bytes);
-    free(fo.buf);
-    hmap_free(&fo.lines);
+    free(fo.lines);
+    free(fo.key);
+    hmap_free(&fo.ids);
     arena_free(&fo.arena);
     return rc;
 }

@@ -1,13 +1,14 @@
 /* frames.c - see frames.h for the naming rules.
  *
- * Cost: a 100 000-stack snapshot has millions of frame references but a few
- * thousand distinct symbols, and __cxa_demangle costs microseconds, so each
- * raw frame (module, offset, symbol / file, line, function) is looked up in
- * a hash first, and each distinct symbol is demangled once.
+ * Cost: a 100 000-stack snapshot has millions of frame references but far
+ * fewer distinct frames, and __cxa_demangle costs microseconds.  The reader
+ * keeps a map from a frame's raw bytes to its index, so these functions run
+ * once per distinct frame; each distinct symbol is demangled once.
  */
 #include "frames.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,179 +33,145 @@ char *frames_demangle(const char *sym)
     return out;
 }
 
-/* The raw identity of a frame as read: interned pointers + numbers.  Built
- * with memset so that padding bytes hash equal. */
-struct raw_key {
-    const char *module;
-    const char *symbol;
-    const char *function;
-    uint64_t offset;
-    int64_t line;
-    uint32_t type;
-    uint32_t pad;
-};
-
+/* The demangled form of a symbol, demangling each distinct symbol once. */
 static const char *demangled_of(struct snapctx *ctx, const char *symbol)
 {
+    size_t n = strlen(symbol);
     uint32_t idx;
-    if (hmap_find(&ctx->demangled, &symbol, sizeof symbol, &idx))
+    if (hmap_find(&ctx->demangled, symbol, n, &idx))
         return ctx->demangled_names[idx];
     char *d = frames_demangle(symbol);
-    const char *name = d ? snapshot_intern(ctx, d, strlen(d)) : symbol;
+    const char *name = snapshot_intern(ctx, d ? d : symbol, strlen(d ? d : symbol));
     free(d);
     if (name == NULL)
         return NULL;
     if (snapshot_vec_reserve((void **)&ctx->demangled_names, &ctx->demangled_cap,
                              sizeof *ctx->demangled_names, ctx->ndemangled + 1))
         return NULL;
-    idx = (uint32_t)ctx->ndemangled;
     uint32_t got;
-    if (hmap_get_or_add(&ctx->demangled, &symbol, sizeof symbol, idx, &got, NULL))
+    if (hmap_get_or_add(&ctx->demangled, symbol, n, (uint32_t)ctx->ndemangled, &got, NULL))
         return NULL;
     ctx->demangled_names[ctx->ndemangled++] = name;
     return name;
 }
 
-/* Finds or adds the frame for a raw key; name_fn builds its name on a miss. */
-static uint32_t intern(struct snapctx *ctx, const struct raw_key *k,
-                       const char *module_shown, bool named)
+/* Finds or adds the frame called name (n bytes, not NUL-terminated needed);
+ * display_off is where its display form starts within the name. */
+static uint32_t add_frame(struct snapctx *ctx, const char *name, size_t n,
+                          size_t display_off, const char *module, enum frame_type type,
+                          bool named)
 {
-    uint32_t idx;
-    if (hmap_find(&ctx->frames_by_key, k, sizeof *k, &idx))
-        return idx;
-
-    char small[512];
-    char *big = NULL;
-    const char *name = NULL;
-    int n = 0;
-    const char *mod = k->module ? k->module : "[unknown]";
-    switch (k->type) {
-    case FRAME_NATIVE:
-        if (k->symbol != NULL) {
-            const char *d = demangled_of(ctx, k->symbol);
-            if (d == NULL)
-                return FRAMES_NONE;
-            n = snprintf(small, sizeof small, "%s!%s", mod, d);
-            if ((size_t)n >= sizeof small) {
-                big = malloc((size_t)n + 1);
-                if (big == NULL)
-                    return FRAMES_NONE;
-                snprintf(big, (size_t)n + 1, "%s!%s", mod, d);
-            }
-        } else {
-            n = snprintf(small, sizeof small, "%s+0x%" PRIx64, mod, k->offset);
-        }
-        break;
-    case FRAME_PYTHON: {
-        const char *file = k->module ? k->module : "?";
-        const char *fn = k->function ? k->function : "?";
-        if (k->line >= 0)
-            n = snprintf(small, sizeof small, "%s:%" PRId64 ":%s", file, k->line, fn);
-        else
-            n = snprintf(small, sizeof small, "%s:%s", file, fn);
-        if ((size_t)n >= sizeof small) {
-            big = malloc((size_t)n + 1);
-            if (big == NULL)
-                return FRAMES_NONE;
-            if (k->line >= 0)
-                snprintf(big, (size_t)n + 1, "%s:%" PRId64 ":%s", file, k->line, fn);
-            else
-                snprintf(big, (size_t)n + 1, "%s:%s", file, fn);
-        }
-        break;
-    }
-    default: {
-        const char *t = k->function ? k->function : "";
-        n = snprintf(small, sizeof small, "[%s]", t);
-        if ((size_t)n >= sizeof small) {
-            big = malloc((size_t)n + 1);
-            if (big == NULL)
-                return FRAMES_NONE;
-            snprintf(big, (size_t)n + 1, "[%s]", t);
-        }
-        break;
-    }
-    }
-    const char *text = big ? big : small;
+    uint32_t idx, next = (uint32_t)ctx->nframes;
     const char *stored;
-    uint32_t next = (uint32_t)ctx->nframes;
-    int rc = hmap_get_or_add(&ctx->names, text, (size_t)n, next, &idx, &stored);
-    free(big);
-    if (rc != 0)
+    if (hmap_get_or_add(&ctx->names, name, n, next, &idx, &stored))
         return FRAMES_NONE;
-    name = stored;
-    if (idx == next) {
-        const char *display = name;
-        if (k->type == FRAME_PYTHON) {
-            const char *slash = strrchr(name, '/');
-            /* Only a slash inside the file part, before ":line:". */
-            if (slash != NULL && k->module != NULL &&
-                (size_t)(slash - name) < strlen(k->module)) {
-                display = snapshot_intern(ctx, slash + 1, strlen(slash + 1));
-                if (display == NULL)
-                    return FRAMES_NONE;
-            }
-        }
-        if (snapshot_vec_reserve((void **)&ctx->frames, &ctx->frames_cap,
-                                 sizeof *ctx->frames, ctx->nframes + 1))
-            return FRAMES_NONE;
-        struct frame *f = &ctx->frames[ctx->nframes++];
-        f->name = name;
-        f->display = display;
-        f->module = module_shown;
-        f->type = (uint8_t)k->type;
-        f->named = named;
-    }
-    uint32_t got;
-    if (hmap_get_or_add(&ctx->frames_by_key, k, sizeof *k, idx, &got, NULL))
-        return FRAMES_NONE;
+    if (idx != next)
+        return idx;
+    if (snapshot_vec_reserve((void **)&ctx->frames, &ctx->frames_cap, sizeof *ctx->frames,
+                             ctx->nframes + 1))
+        return FRAMES_NONE; /* the name stays mapped to an index never filled:
+                               the caller gives up on the whole load */
+    struct frame *f = &ctx->frames[ctx->nframes++];
+    f->name = stored;
+    /* The display form is a suffix of the stored name: no copy. */
+    f->display = stored + display_off;
+    f->module = module;
+    f->type = (uint8_t)type;
+    f->named = named;
     return idx;
 }
 
-static int intern_opt(struct snapctx *ctx, const char *s, const char **out)
+/* snprintf into a buffer that grows: small names need no malloc. */
+struct namebuf {
+    char small[512];
+    char *p;
+    size_t n;
+};
+
+static int name_printf(struct namebuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int name_printf(struct namebuf *b, const char *fmt, ...)
 {
-    *out = NULL;
-    if (s == NULL)
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->small, sizeof b->small, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -1;
+    b->p = b->small;
+    b->n = (size_t)n;
+    if ((size_t)n < sizeof b->small)
         return 0;
-    *out = snapshot_intern(ctx, s, strlen(s));
-    return *out ? 0 : -1;
+    b->p = malloc((size_t)n + 1);
+    if (b->p == NULL)
+        return -1;
+    va_start(ap, fmt);
+    vsnprintf(b->p, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return 0;
+}
+
+static void name_free(struct namebuf *b)
+{
+    if (b->p != b->small)
+        free(b->p);
 }
 
 uint32_t frames_native(struct snapctx *ctx, const char *module, uint64_t offset,
                        const char *symbol)
 {
-    struct raw_key k;
-    memset(&k, 0, sizeof k);
-    k.type = FRAME_NATIVE;
-    if (intern_opt(ctx, module, &k.module) || intern_opt(ctx, symbol, &k.symbol))
+    const char *mod = snapshot_intern(ctx, module ? module : "[unknown]",
+                                      strlen(module ? module : "[unknown]"));
+    if (mod == NULL)
         return FRAMES_NONE;
-    if (k.symbol == NULL)
-        k.offset = offset;
-    /* With a symbol the offset is not part of the identity: two call sites
-     * in one function print the same, and must match across rebuilds. */
-    return intern(ctx, &k, k.module ? k.module : "[unknown]", k.symbol != NULL);
+    struct namebuf b;
+    int rc;
+    /* With a symbol the offset is not part of the name: two call sites in
+     * one function print the same, and match across rebuilds. */
+    if (symbol != NULL) {
+        const char *d = demangled_of(ctx, symbol);
+        if (d == NULL)
+            return FRAMES_NONE;
+        rc = name_printf(&b, "%s!%s", mod, d);
+    } else {
+        rc = name_printf(&b, "%s+0x%" PRIx64, mod, offset);
+    }
+    if (rc != 0)
+        return FRAMES_NONE;
+    uint32_t idx = add_frame(ctx, b.p, b.n, 0, mod, FRAME_NATIVE, symbol != NULL);
+    name_free(&b);
+    return idx;
 }
 
 uint32_t frames_python(struct snapctx *ctx, const char *file, int64_t line,
                        const char *function)
 {
-    struct raw_key k;
-    memset(&k, 0, sizeof k);
-    k.type = FRAME_PYTHON;
-    k.line = line < 0 ? -1 : line;
-    if (intern_opt(ctx, file, &k.module) || intern_opt(ctx, function, &k.function))
+    const char *f = snapshot_intern(ctx, file ? file : "?", strlen(file ? file : "?"));
+    if (f == NULL)
         return FRAMES_NONE;
-    return intern(ctx, &k, k.module ? k.module : "?", true);
+    const char *fn = function ? function : "?";
+    struct namebuf b;
+    int rc = line >= 0 ? name_printf(&b, "%s:%" PRId64 ":%s", f, line, fn)
+                       : name_printf(&b, "%s:%s", f, fn);
+    if (rc != 0)
+        return FRAMES_NONE;
+    /* Shown by the file's basename; the full path stays the identity. */
+    const char *slash = strrchr(f, '/');
+    size_t display = slash ? (size_t)(slash + 1 - f) : 0;
+    uint32_t idx = add_frame(ctx, b.p, b.n, display, f, FRAME_PYTHON, true);
+    name_free(&b);
+    return idx;
 }
 
 uint32_t frames_marker(struct snapctx *ctx, const char *text)
 {
-    struct raw_key k;
-    memset(&k, 0, sizeof k);
-    k.type = FRAME_MARKER;
-    if (intern_opt(ctx, text, &k.function))
+    struct namebuf b;
+    if (name_printf(&b, "[%s]", text ? text : "") != 0)
         return FRAMES_NONE;
-    return intern(ctx, &k, NULL, false);
+    uint32_t idx = add_frame(ctx, b.p, b.n, 0, NULL, FRAME_MARKER, false);
+    name_free(&b);
+    return idx;
 }
 
 int frames_label_pos(const struct snapctx *ctx, const struct snap_stack *st)

@@ -396,6 +396,35 @@ static const char *escape(struct json_cursor *c, const char *p, char **w)
     return p + 1;
 }
 
+/* SWAR ("SIMD within a register") tests on 8 bytes at once; the classic
+ * bit tricks: a byte of x is zero / below n when its high bit ends up set. */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+static inline uint64_t has_zero(uint64_t x)
+{
+    return (x - ONES) & ~x & HIGHS;
+}
+
+/* Skips string bytes that need no attention: returns the first quote,
+ * backslash or control character (or the sentinel) at or after p.  Eight
+ * bytes at a time while they lie wholly before `end`. */
+static inline char *string_run(char *p, const char *end)
+{
+    while (end - p >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        uint64_t stop = has_zero(w ^ (ONES * '"')) | has_zero(w ^ (ONES * '\\')) |
+                        ((w - ONES * 0x20) & ~w & HIGHS);
+        if (stop != 0)
+            break;
+        p += 8;
+    }
+    while (!string_stop[(unsigned char)*p])
+        p++;
+    return p;
+}
+
 /* Scans the string whose opening quote is at c->p.  With out == NULL it
  * only validates; otherwise it returns the decoded string (see json.h for
  * where it lives).  Consumes the string on success. */
@@ -405,8 +434,7 @@ static int scan_string(struct json_cursor *c, const char **out, size_t *outlen)
     char *p = start;
     bool escaped = false;
     for (;;) {
-        while (!string_stop[(unsigned char)*p])
-            p++;
+        p = string_run(p, c->end);
         if (*p == '"')
             break;
         if (*p == '\\') {

@@ -195,23 +195,23 @@ void out_wrap(FILE *f, const char *first, const char *rest, const char *text)
 
 /* ---- tables ---- */
 
-void table_init(struct table *t, const char *aligns, int indent)
+void out_table_init(struct out_table *t, const char *aligns, int indent)
 {
     memset(t, 0, sizeof *t);
     t->ncols = (int)strlen(aligns);
-    if (t->ncols > TABLE_MAX_COLS)
-        t->ncols = TABLE_MAX_COLS;
+    if (t->ncols > OUT_TABLE_MAX_COLS)
+        t->ncols = OUT_TABLE_MAX_COLS;
     memcpy(t->align, aligns, (size_t)t->ncols);
     t->indent = indent;
 }
 
-static char **new_row(struct table *t, bool note)
+static char **new_row(struct out_table *t, bool note)
 {
     if (t->failed)
         return NULL;
     if (t->nrows == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 16;
-        char **cells = realloc(t->cells, cap * TABLE_MAX_COLS * sizeof *cells);
+        char **cells = realloc(t->cells, cap * OUT_TABLE_MAX_COLS * sizeof *cells);
         if (cells == NULL) {
             t->failed = true;
             return NULL;
@@ -225,13 +225,13 @@ static char **new_row(struct table *t, bool note)
         t->is_note = notes;
         t->cap = cap;
     }
-    char **row = &t->cells[t->nrows * TABLE_MAX_COLS];
-    memset(row, 0, TABLE_MAX_COLS * sizeof *row);
+    char **row = &t->cells[t->nrows * OUT_TABLE_MAX_COLS];
+    memset(row, 0, OUT_TABLE_MAX_COLS * sizeof *row);
     t->is_note[t->nrows++] = note;
     return row;
 }
 
-void table_row(struct table *t, ...)
+void out_table_row(struct out_table *t, ...)
 {
     char **row = new_row(t, false);
     if (row == NULL)
@@ -247,7 +247,7 @@ void table_row(struct table *t, ...)
     va_end(ap);
 }
 
-void table_note(struct table *t, const char *text)
+void out_table_note(struct out_table *t, const char *text)
 {
     char **row = new_row(t, true);
     if (row == NULL)
@@ -257,25 +257,25 @@ void table_note(struct table *t, const char *text)
         t->failed = true;
 }
 
-void table_free(struct table *t)
+void out_table_free(struct out_table *t)
 {
     for (size_t r = 0; r < t->nrows; r++)
-        for (int c = 0; c < TABLE_MAX_COLS; c++)
-            free(t->cells[r * TABLE_MAX_COLS + c]);
+        for (int c = 0; c < OUT_TABLE_MAX_COLS; c++)
+            free(t->cells[r * OUT_TABLE_MAX_COLS + c]);
     free(t->cells);
     free(t->is_note);
     memset(t, 0, sizeof *t);
 }
 
-int table_print(struct table *t, FILE *f)
+int out_table_print(struct out_table *t, FILE *f)
 {
-    size_t width[TABLE_MAX_COLS] = {0};
+    size_t width[OUT_TABLE_MAX_COLS] = {0};
     int last = t->ncols - 1;
     for (size_t r = 0; r < t->nrows && !t->failed; r++) {
         if (t->is_note[r])
             continue;
         for (int c = 0; c < t->ncols; c++) {
-            size_t w = out_width(t->cells[r * TABLE_MAX_COLS + c]);
+            size_t w = out_width(t->cells[r * OUT_TABLE_MAX_COLS + c]);
             if (w > width[c])
                 width[c] = w;
         }
@@ -288,7 +288,7 @@ int table_print(struct table *t, FILE *f)
         width[last] = room;
     char fit[1024];
     for (size_t r = 0; r < t->nrows && !t->failed; r++) {
-        char **row = &t->cells[r * TABLE_MAX_COLS];
+        char **row = &t->cells[r * OUT_TABLE_MAX_COLS];
         if (t->is_note[r]) {
             /* Under the last column; moved left (down to indent + 4) when
              * that keeps it whole. */
@@ -319,6 +319,6 @@ int table_print(struct table *t, FILE *f)
         fputc('\n', f);
     }
     int rc = t->failed ? -1 : 0;
-    table_free(t);
+    out_table_free(t);
     return rc;
 }

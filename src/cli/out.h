@@ -65,11 +65,11 @@ void out_wrap(FILE *f, const char *first, const char *rest, const char *text);
 
 /* A table of text cells, printed with columns sized to their content.  The
  * last column takes what is left of OUT_WIDTH and is cut to fit. */
-#define TABLE_MAX_COLS 8
+#define OUT_TABLE_MAX_COLS 8
 
-struct table {
+struct out_table {
     int ncols;
-    char align[TABLE_MAX_COLS]; /* 'l' or 'r' */
+    char align[OUT_TABLE_MAX_COLS]; /* 'l' or 'r' */
     char **cells;               /* row-major; a note row has cells[0] only */
     unsigned char *is_note;     /* per row */
     size_t nrows, cap;
@@ -78,19 +78,19 @@ struct table {
 };
 
 /* Starts a table; aligns is a string of 'l'/'r', one per column. */
-void table_init(struct table *t, const char *aligns, int indent);
+void out_table_init(struct out_table *t, const char *aligns, int indent);
 
 /* Adds a row of ncols cells (copied). */
-void table_row(struct table *t, ...);
+void out_table_row(struct out_table *t, ...);
 
 /* Adds a line of text under the previous row, starting at the last column
  * (or further left when that keeps it whole). */
-void table_note(struct table *t, const char *text);
+void out_table_note(struct out_table *t, const char *text);
 
 /* Prints and frees the table; returns -1 if it ran out of memory. */
-int table_print(struct table *t, FILE *f);
+int out_table_print(struct out_table *t, FILE *f);
 
 /* Frees the table without printing it. */
-void table_free(struct table *t);
+void out_table_free(struct out_table *t);
 
 #endif

@@ -33,6 +33,16 @@ size_t report_pick(struct snapshot **s, size_t n)
     return best;
 }
 
+/* Frames of process start-up: libc's __libc_start_main, the loader,
+ * _start. */
+static bool startup(const struct frame *fr)
+{
+    const char *m = fr->module ? fr->module : "";
+    size_t n = strlen(fr->name);
+    return strncmp(m, "libc.so", 7) == 0 || strncmp(m, "ld-linux", 8) == 0 ||
+           (n >= 7 && strcmp(fr->name + n - 7, "!_start") == 0);
+}
+
 const char *report_callers(const struct snapshot *s, uint32_t stack, unsigned max,
                            char *buf, size_t n)
 {
@@ -47,8 +57,9 @@ const char *report_callers(const struct snapshot *s, uint32_t stack, unsigned ma
     for (uint32_t i = (uint32_t)(pos + 1); i < st->nframes && shown < max; i++) {
         const struct frame *fr = &ctx->frames[st->frames[i]];
         /* Unnamed frames between named ones carry no information for a
-         * reader; markers do (e.g. "GIL not held"). */
-        if (fr->type == FRAME_NATIVE && !fr->named)
+         * reader; markers do (e.g. "GIL not held").  Neither does process
+         * start-up, which every stack ends with. */
+        if (fr->type == FRAME_NATIVE && (!fr->named || startup(fr)))
             continue;
         int w = snprintf(buf + used, n - used, "%s< %s", used ? " " : "", fr->display);
         if (w < 0 || (size_t)w >= n - used)
@@ -84,12 +95,12 @@ static int print_sites(FILE *f, struct snapshot *s, const struct snap_groups *g,
         return -1;
     }
     sites_sort(&sum, s->ctx);
-    struct table t;
-    table_init(&t, with_kind ? "rrrll" : "rrrl", indent);
+    struct out_table t;
+    out_table_init(&t, with_kind ? "rrrll" : "rrrl", indent);
     if (with_kind)
-        table_row(&t, "bytes", "%", "count", "kind", "call site");
+        out_table_row(&t, "bytes", "%", "count", "kind", "call site");
     else
-        table_row(&t, "bytes", "%", "count", "call site");
+        out_table_row(&t, "bytes", "%", "count", "call site");
     size_t shown = sum.ntouched < top ? sum.ntouched : top;
     uint64_t rest_bytes = 0, rest_count = 0;
     for (size_t i = 0; i < sum.ntouched; i++) {
@@ -103,27 +114,27 @@ static int print_sites(FILE *f, struct snapshot *s, const struct snap_groups *g,
         const struct site *site = frames_site_get(s->ctx, BY_STACK, id);
         snprintf(c, sizeof c, "%" PRIu64, sum.count[id]);
         if (with_kind)
-            table_row(&t, out_bytes(sum.bytes[id], b), out_pct(sum.bytes[id], whole, p), c,
+            out_table_row(&t, out_bytes(sum.bytes[id], b), out_pct(sum.bytes[id], whole, p), c,
                       kinds_text(sum.kinds[id]), site->display);
         else
-            table_row(&t, out_bytes(sum.bytes[id], b), out_pct(sum.bytes[id], whole, p), c,
+            out_table_row(&t, out_bytes(sum.bytes[id], b), out_pct(sum.bytes[id], whole, p), c,
                       site->display);
         report_callers(site->snap, site->stack, CALLERS_SHOWN, via, sizeof via);
         if (via[0])
-            table_note(&t, via);
+            out_table_note(&t, via);
     }
     if (sum.ntouched > shown) {
         char b[OUT_NUM], p[OUT_NUM], c[OUT_NUM], more[64];
         snprintf(c, sizeof c, "%" PRIu64, rest_count);
         snprintf(more, sizeof more, "(%zu more call sites)", sum.ntouched - shown);
         if (with_kind)
-            table_row(&t, out_bytes(rest_bytes, b), out_pct(rest_bytes, whole, p), c, "",
+            out_table_row(&t, out_bytes(rest_bytes, b), out_pct(rest_bytes, whole, p), c, "",
                       more);
         else
-            table_row(&t, out_bytes(rest_bytes, b), out_pct(rest_bytes, whole, p), c, more);
+            out_table_row(&t, out_bytes(rest_bytes, b), out_pct(rest_bytes, whole, p), c, more);
     }
     sites_free(&sum);
-    return table_print(&t, f);
+    return out_table_print(&t, f);
 }
 
 static uint64_t groups_bytes(const struct snap_groups *g, uint64_t *count)
@@ -186,19 +197,38 @@ static void field(FILE *f, const char *label, const char *fmt, ...)
 
 /* ---- header ---- */
 
+/* snprintf at buf + *used, never past n (snprintf returns what it would
+ * have written, which can exceed what fits). */
+static void append(char *buf, size_t n, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void append(char *buf, size_t n, size_t *used, const char *fmt, ...)
+{
+    if (*used >= n - 1)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(buf + *used, n - *used, fmt, ap);
+    va_end(ap);
+    if (w > 0)
+        *used = *used + (size_t)w < n - 1 ? *used + (size_t)w : n - 1;
+}
+
 static void print_header(FILE *f, const struct snapshot *s)
 {
     const struct snap_process *p = &s->process;
     char who[256], when[OUT_NUM], extra[160] = "";
-    int w = snprintf(who, sizeof who, "%s", p->exe ? p->exe : "?");
+    size_t w = 0;
+    who[0] = '\0';
+    append(who, sizeof who, &w, "%s", p->exe ? p->exe : "?");
     if (p->pid != SNAP_UNKNOWN_I64)
-        w += snprintf(who + w, sizeof who - (size_t)w, " (pid %" PRId64 "%s", p->pid,
-                      p->rank != SNAP_UNKNOWN_I64 ? "" : ")");
+        append(who, sizeof who, &w, " (pid %" PRId64 "%s", p->pid,
+               p->rank != SNAP_UNKNOWN_I64 ? "" : ")");
     if (p->rank != SNAP_UNKNOWN_I64)
-        w += snprintf(who + w, sizeof who - (size_t)w, "%srank %" PRId64 ")",
-                      p->pid != SNAP_UNKNOWN_I64 ? ", " : " (", p->rank);
+        append(who, sizeof who, &w, "%srank %" PRId64 ")",
+               p->pid != SNAP_UNKNOWN_I64 ? ", " : " (", p->rank);
     if (p->host != NULL)
-        snprintf(who + w, sizeof who - (size_t)w, " on %s", p->host);
+        append(who, sizeof who, &w, " on %s", p->host);
     if (p->dump_time_ns != SNAP_UNKNOWN_I64)
         snprintf(extra, sizeof extra, " at %s", out_duration(p->dump_time_ns, when));
     heading(f, "cumemtrace report: %s", s->file);
@@ -206,13 +236,9 @@ static void print_header(FILE *f, const struct snapshot *s)
     if (p->ncmdline > 0) {
         char cmd[1024];
         size_t used = 0;
-        for (size_t i = 0; i < p->ncmdline && used < sizeof cmd - 1; i++) {
-            int n = snprintf(cmd + used, sizeof cmd - used, "%s%s", i ? " " : "",
-                             p->cmdline[i]);
-            if (n < 0)
-                break;
-            used += (size_t)n;
-        }
+        cmd[0] = '\0';
+        for (size_t i = 0; i < p->ncmdline; i++)
+            append(cmd, sizeof cmd, &used, "%s%s", i ? " " : "", p->cmdline[i]);
         char fit[1024];
         fprintf(f, "  command: %s\n",
                 out_fit(cmd, OUT_WIDTH - 11, fit, sizeof fit));
@@ -320,10 +346,15 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
         const struct snap_stack *st = &s->stacks[o->stack];
         int pos = frames_label_pos(s->ctx, st);
         char via[512], line[1024], fit[1024];
-        report_callers(s, o->stack, CALLERS_SHOWN, via, sizeof via);
-        snprintf(line, sizeof line, "%s%s%s",
-                 pos >= 0 ? s->ctx->frames[st->frames[pos]].display : st->entry,
-                 via[0] ? " " : "", via);
+        /* As many callers as fit, rather than a line cut in the middle. */
+        for (unsigned shown = CALLERS_SHOWN + 1; shown-- > 0;) {
+            report_callers(s, o->stack, shown, via, sizeof via);
+            snprintf(line, sizeof line, "%s%s%s",
+                     pos >= 0 ? s->ctx->frames[st->frames[pos]].display : st->entry,
+                     via[0] ? " " : "", via);
+            if (out_width(line) <= OUT_WIDTH - 12)
+                break;
+        }
         fprintf(f, "  %-10s%s\n", "stack:", out_fit(line, OUT_WIDTH - 12, fit, sizeof fit));
     }
     if (o->live.n > 0) {
@@ -358,9 +389,9 @@ static int print_advice(FILE *f, struct snapshot *s)
 static void print_kinds(FILE *f, const struct snap_kind_stats *k, int nkinds,
                         const int *which)
 {
-    struct table t;
-    table_init(&t, "lrrrrr", 2);
-    table_row(&t, "kind", "current", "peak", "allocs", "frees", "failures");
+    struct out_table t;
+    out_table_init(&t, "lrrrrr", 2);
+    out_table_row(&t, "kind", "current", "peak", "allocs", "frees", "failures");
     for (int i = 0; i < nkinds; i++) {
         const struct snap_kind_stats *ks = &k[i];
         if (ks->allocs == 0 && ks->frees == 0 && ks->failures == 0 &&
@@ -370,13 +401,13 @@ static void print_kinds(FILE *f, const struct snap_kind_stats *k, int nkinds,
         snprintf(al, sizeof al, "%" PRIu64, ks->allocs);
         snprintf(fr, sizeof fr, "%" PRIu64, ks->frees);
         snprintf(fa, sizeof fa, "%" PRIu64, ks->failures);
-        table_row(&t, snapshot_kind_name(which[i]), out_bytes(ks->current_bytes, c),
+        out_table_row(&t, snapshot_kind_name(which[i]), out_bytes(ks->current_bytes, c),
                   out_bytes(ks->peak_bytes, p), al, fr, fa);
     }
     if (t.nrows > 1)
-        table_print(&t, f);
+        out_table_print(&t, f);
     else
-        table_free(&t);
+        out_table_free(&t);
 }
 
 static void print_frag(FILE *f, const struct snap_device *d)
@@ -407,16 +438,16 @@ static void print_frag(FILE *f, const struct snap_device *d)
              out_bytes(d->vmm.mapped_peak_bytes, p));
     }
     if (d->nhist > 0) {
-        struct table t;
-        table_init(&t, "lrr", 4);
-        table_row(&t, "live sizes", "count", "bytes");
+        struct out_table t;
+        out_table_init(&t, "lrr", 4);
+        out_table_row(&t, "live sizes", "count", "bytes");
         for (size_t i = 0; i < d->nhist; i++) {
             char le[OUT_NUM + 8], n[32];
             snprintf(le, sizeof le, "up to %s", out_bytes(d->hist[i].le, a));
             snprintf(n, sizeof n, "%" PRIu64, d->hist[i].count);
-            table_row(&t, le, n, out_bytes(d->hist[i].bytes, b));
+            out_table_row(&t, le, n, out_bytes(d->hist[i].bytes, b));
         }
-        table_print(&t, f);
+        out_table_print(&t, f);
     }
 }
 
@@ -490,14 +521,13 @@ static void print_counters(FILE *f, const struct snapshot *s)
     const struct snap_counters *c = &s->counters;
     char a[OUT_NUM];
     fputc('\n', f);
-    para(f, 0, "Counters: %" PRIu64 " unknown frees (%" PRIu64 " calls), %" PRIu64
-               " failed frees, %" PRIu64 " stacks, %" PRIu64 " live allocations",
-         c->unknown_frees, c->unknown_free_calls, c->failed_frees, c->stacks,
-         c->live_allocations);
-    if (c->oom_dumps_suppressed > 0)
-        para(f, 0, "          %" PRIu64 " OOM post-mortems not written (cap reached)",
-             c->oom_dumps_suppressed);
+    para(f, 0, "Counters: %" PRIu64 " unknown frees, %" PRIu64 " failed frees, %" PRIu64
+               " stacks, %" PRIu64 " live allocations",
+         c->unknown_frees, c->failed_frees, c->stacks, c->live_allocations);
     const struct snap_ooms *o = &s->ooms;
+    if (o->suppressed > 0)
+        para(f, 2, "%" PRIu64 " OOM post-mortem%s not written (CUMEMTRACE_MAX_OOM_DUMPS "
+                   "reached)", o->suppressed, o->suppressed == 1 ? "" : "s");
     if (o->count > 0 || o->failed_attempts > 0) {
         para(f, 0, "OOMs: %" PRIu64 " (%" PRIu64 " failed attempts), %" PRIu64
                    " recovered, %s released by retries",
@@ -536,9 +566,9 @@ static int print_one(FILE *f, struct snapshot *s, unsigned top)
 static void print_processes(FILE *f, struct snapshot **s, size_t n, size_t pick)
 {
     heading(f, "cumemtrace report: %zu snapshots", n);
-    struct table t;
-    table_init(&t, "lrrrrrll", 1);
-    table_row(&t, "", "pid", "rank", "device", "peak", "at", "reason", "file");
+    struct out_table t;
+    out_table_init(&t, "lrrlrrll", 1);
+    out_table_row(&t, "", "pid", "rank", "exe", "device", "peak", "reason", "file");
     for (size_t i = 0; i < n; i++) {
         const struct snapshot *x = s[i];
         char pid[32] = "?", rank[32] = "-";
@@ -547,18 +577,23 @@ static void print_processes(FILE *f, struct snapshot **s, size_t n, size_t pick)
         if (x->process.rank != SNAP_UNKNOWN_I64)
             snprintf(rank, sizeof rank, "%" PRId64, x->process.rank);
         const char *name = x->file, *mark = i == pick ? "*" : "";
+        char exe[24];
+        /* An exe name is short; a long one would squeeze the file column. */
+        out_fit(x->process.exe ? x->process.exe : "?", 16, exe, sizeof exe);
+        const char *e = out_width(x->process.exe ? x->process.exe : "?") <= 16
+                            ? (x->process.exe ? x->process.exe : "?")
+                            : exe;
         if (x->ndevices == 0)
-            table_row(&t, mark, pid, rank, "-", "-", "-", x->reason, name);
+            out_table_row(&t, mark, pid, rank, e, "-", "-", x->reason, name);
         for (size_t d = 0; d < x->ndevices; d++) {
-            char dev[32], pk[OUT_NUM], at[OUT_NUM];
+            char dev[32], pk[OUT_NUM];
             snprintf(dev, sizeof dev, "%" PRId64, x->devices[d].ordinal);
-            table_row(&t, d ? "" : mark, d ? "" : pid, d ? "" : rank, dev,
-                      out_bytes(x->devices[d].peak_bytes, pk),
-                      out_duration(x->devices[d].peak_time_ns, at), d ? "" : x->reason,
+            out_table_row(&t, d ? "" : mark, d ? "" : pid, d ? "" : rank, d ? "" : e, dev,
+                      out_bytes(x->devices[d].peak_bytes, pk), d ? "" : x->reason,
                       d ? "" : name);
         }
     }
-    table_print(&t, f);
+    out_table_print(&t, f);
     for (size_t i = 0; i < n; i++) {
         if (!s[i]->oom.present || i == pick)
             continue;

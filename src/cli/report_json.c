@@ -259,11 +259,9 @@ static int snapshot(struct jsonw *w, struct snapshot *s, unsigned top)
     jsonw_key(w, "counters");
     jsonw_begin_object(w);
     jsonw_key(w, "unknown_frees"); jsonw_u64(w, c->unknown_frees);
-    jsonw_key(w, "unknown_free_calls"); jsonw_u64(w, c->unknown_free_calls);
     jsonw_key(w, "failed_frees"); jsonw_u64(w, c->failed_frees);
     jsonw_key(w, "stacks"); jsonw_u64(w, c->stacks);
     jsonw_key(w, "live_allocations"); jsonw_u64(w, c->live_allocations);
-    jsonw_key(w, "oom_dumps_suppressed"); jsonw_u64(w, c->oom_dumps_suppressed);
     jsonw_end_object(w);
     jsonw_key(w, "ooms");
     jsonw_begin_object(w);
@@ -271,6 +269,7 @@ static int snapshot(struct jsonw *w, struct snapshot *s, unsigned top)
     jsonw_key(w, "failed_attempts"); jsonw_u64(w, s->ooms.failed_attempts);
     jsonw_key(w, "recovered"); jsonw_u64(w, s->ooms.recovered);
     jsonw_key(w, "retry_released_bytes"); jsonw_u64(w, s->ooms.retry_released_bytes);
+    jsonw_key(w, "suppressed"); jsonw_u64(w, s->ooms.suppressed);
     jsonw_key(w, "dumps");
     jsonw_begin_array(w);
     for (size_t i = 0; i < s->ooms.ndumps; i++)

@@ -25,6 +25,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -77,6 +78,55 @@ static int find_library(char *lib, size_t n, char *looked, size_t ln)
     }
     snprintf(looked, ln, "%s, %s", a, b);
     return -1;
+}
+
+/* A sanitizer runtime (libasan.so.8, libtsan.so.2, ...) must stay first in
+ * LD_PRELOAD or it refuses to start. */
+static bool sanitizer_runtime(const char *entry, size_t n)
+{
+    static const char *const names[] = {"libasan.so", "libtsan.so", "libubsan.so",
+                                        "libhwasan.so", "libmsan.so"};
+    const char *base = entry;
+    for (size_t i = 0; i < n; i++)
+        if (entry[i] == '/')
+            base = entry + i + 1;
+    size_t bn = n - (size_t)(base - entry);
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        size_t m = strlen(names[k]);
+        if (bn >= m && strncmp(base, names[k], m) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* LD_PRELOAD for the command: our library first, so that our wrappers win
+ * over any other interposer's, then the existing entries (':' or blank
+ * separated, as ld.so reads them) - except that sanitizer runtimes stay in
+ * front of everything.  A malloc'd string, or NULL when out of memory. */
+static char *preload_value(const char *lib, const char *old)
+{
+    if (old == NULL)
+        old = "";
+    size_t cap = strlen(lib) + strlen(old) + 2;
+    char *out = malloc(cap);
+    if (out == NULL)
+        return NULL;
+    size_t used = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        if (pass == 1) {
+            used += (size_t)snprintf(out + used, cap - used, "%s%s", used ? ":" : "", lib);
+            continue;
+        }
+        for (const char *p = old; *p;) {
+            size_t n = strcspn(p, ": ");
+            if (n > 0 && sanitizer_runtime(p, n) == (pass == 0))
+                used += (size_t)snprintf(out + used, cap - used, "%s%.*s", used ? ":" : "",
+                                         (int)n, p);
+            p += n;
+            p += strspn(p, ": ");
+        }
+    }
+    return out;
 }
 
 static int set_env(const char *name, const char *value)
@@ -224,15 +274,11 @@ int run_main(int argc, char **argv)
     }
     close(mfd);
 
-    const char *old = getenv("LD_PRELOAD");
-    size_t plen = strlen(lib) + (old ? strlen(old) : 0) + 2;
-    char *preload = malloc(plen);
+    char *preload = preload_value(lib, getenv("LD_PRELOAD"));
     if (preload == NULL) {
         unlink(manifest);
         return CLI_EXIT_ERROR;
     }
-    /* Ours first, so our wrappers win over any other interposer's. */
-    snprintf(preload, plen, "%s%s%s", lib, old && old[0] ? ":" : "", old && old[0] ? old : "");
     int rc = set_env("LD_PRELOAD", preload) || set_env("CUMEMTRACE_MANIFEST", manifest) ||
              (output && set_env("CUMEMTRACE_OUTPUT", output)) ||
              (limit && set_env("CUMEMTRACE_LIMIT", limit)) ||

@@ -13,7 +13,6 @@ void snapshot_ctx_init(struct snapctx *ctx)
     memset(ctx, 0, sizeof *ctx);
     arena_init(&ctx->arena);
     hmap_init(&ctx->strings, &ctx->arena);
-    hmap_init(&ctx->frames_by_key, &ctx->arena);
     hmap_init(&ctx->names, &ctx->arena);
     hmap_init(&ctx->demangled, &ctx->arena);
     for (int i = 0; i < BY_COUNT; i++)
@@ -23,7 +22,6 @@ void snapshot_ctx_init(struct snapctx *ctx)
 void snapshot_ctx_free(struct snapctx *ctx)
 {
     hmap_free(&ctx->strings);
-    hmap_free(&ctx->frames_by_key);
     hmap_free(&ctx->names);
     hmap_free(&ctx->demangled);
     for (int i = 0; i < BY_COUNT; i++) {

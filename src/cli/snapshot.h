@@ -144,8 +144,9 @@ struct snap_config {
 };
 
 struct snap_counters {
-    uint64_t unknown_frees, unknown_free_calls, failed_frees, stacks;
-    uint64_t live_allocations, oom_dumps_suppressed;
+    uint64_t unknown_frees, failed_frees, stacks, live_allocations;
+    /* Early drafts of the format; read when present, 0 otherwise. */
+    uint64_t unknown_free_calls, oom_dumps_suppressed;
 };
 
 struct snap_oom {
@@ -170,6 +171,7 @@ struct snap_oom {
 
 struct snap_ooms {
     uint64_t count, failed_attempts, recovered, retry_released_bytes;
+    uint64_t suppressed; /* post-mortems not written (CUMEMTRACE_MAX_OOM_DUMPS) */
     const char **dumps;
     size_t ndumps, dumps_cap;
 };
@@ -216,9 +218,8 @@ struct snapshot {
 struct snapctx {
     struct arena arena;  /* strings, frames' names, stack frame arrays */
     struct hmap strings; /* interned strings */
-    struct hmap frames_by_key; /* raw frame -> index in frames */
-    struct hmap names;   /* frame name -> index in frames (named dedupe) */
-    struct hmap demangled; /* mangled symbol -> interned demangled name id */
+    struct hmap names;   /* frame name -> index in frames */
+    struct hmap demangled; /* mangled symbol -> index in demangled_names */
     struct frame *frames;
     size_t nframes, frames_cap;
     struct hmap site_keys[BY_COUNT];

@@ -1,16 +1,15 @@
 /* snapshot_read.c - JSON snapshot (docs/snapshot-format.md) -> struct snapshot.
  *
- * Two passes over the bytes, so that each broken file gets the one message
- * that tells its real cause, in this order of precedence:
- *   1. validate the whole document and read only `format` and `version`
- *      (nothing is written into the buffer): truncated, not JSON, JSON but
- *      not a cumemtrace snapshot, a newer version;
- *   2. read the model, streaming: stacks, groups and events go straight into
- *      compact structs (a large snapshot is mostly frames; a JSON tree of it
- *      would be several times the file).  Here only wrong types and
- *      inconsistent values can fail, and the message names the field's path
- *      ("devices[0].peak_bytes").
- * Pass 1 costs about a third of pass 2; the price of precise errors.
+ * One pass reads the model, streaming: stacks, groups and events go
+ * straight into compact structs (a large snapshot is mostly frames; a JSON
+ * tree of it would be several times the file).  Each broken file must get
+ * the one message that tells its real cause, in this order of precedence:
+ * truncated or not JSON (the first such place in the file), JSON but not a
+ * cumemtrace snapshot, a newer version, then a field of the wrong type or
+ * value ("devices[0].peak_bytes is a string").  The pass meets these in
+ * file order, not in that order, so when it stops at a field it has not
+ * yet seen the rest: only then (the error path) a second, validating pass
+ * over the whole document decides which message wins.
  *
  * Leniency (docs/cli.md): unknown fields are skipped; a missing field reads
  * as null/0/empty; null is accepted where the format says a value may be
@@ -51,6 +50,14 @@ struct reader {
     int depth;
     uint32_t *tmp; /* frames of the stack being read */
     size_t tmp_cap;
+    struct arena scratch;    /* lives for one read */
+    struct hmap raw_frames;  /* raw frame bytes -> frame index (in scratch) */
+    char *key;               /* the raw frame being looked up */
+    size_t key_cap;
+    const char *format;      /* top-level "format" if a string (in the buffer) */
+    int64_t version;         /* top-level "version" ... */
+    bool have_version;       /* ... if present */
+    bool version_int;        /* ... and an integer */
     bool data_read; /* events.data seen (columns must not change after) */
     int col_of_pos[16]; /* events column at row position j, -1 unknown */
     size_t ncols;
@@ -240,10 +247,25 @@ static int rd_str(struct reader *r, const char **out, bool nullable)
     return bad_value(r, rc, nullable ? "a string or null" : "a string");
 }
 
+/* A string or null without interning: the pointer into the buffer. */
+static int rd_raw(struct reader *r, const char **out)
+{
+    int rc = json_get_string(&r->c, out, NULL);
+    if (rc == JSON_OK)
+        return 0;
+    if (rc == JSON_ETYPE && take_null(r)) {
+        *out = NULL;
+        return 0;
+    }
+    return bad_value(r, rc, "a string or null");
+}
+
 /* ---- objects, table-driven ---- */
 
 enum ftype {
-    F_U64, F_U64N, F_I64, F_I64N, F_BOOLN, F_STR, F_STRN, F_FN
+    F_U64, F_U64N, F_I64, F_I64N, F_BOOLN, F_STR, F_STRN,
+    F_RAWN, /* a string or null, left in the buffer (valid during the read) */
+    F_FN
 };
 
 struct field {
@@ -269,6 +291,7 @@ static int rd_field(struct reader *r, void *obj, const struct field *f)
     case F_BOOLN: return rd_bool(r, (int *)(void *)p, true);
     case F_STR: return rd_str(r, (const char **)(void *)p, false);
     case F_STRN: return rd_str(r, (const char **)(void *)p, true);
+    case F_RAWN: return rd_raw(r, (const char **)(void *)p);
     default: return f->fn(r, obj);
     }
 }
@@ -808,6 +831,7 @@ static const struct field ooms_fields[] = {
     FIELD(snap_ooms, failed_attempts, F_U64),
     FIELD(snap_ooms, recovered, F_U64),
     FIELD(snap_ooms, retry_released_bytes, F_U64),
+    FIELD(snap_ooms, suppressed, F_U64),
     FIELD_FN("dumps", rd_dumps),
 };
 
@@ -979,13 +1003,13 @@ struct raw_frame {
 };
 
 static const struct field frame_fields[] = {
-    FIELD(raw_frame, module, F_STRN),
+    FIELD(raw_frame, module, F_RAWN),
     FIELD(raw_frame, offset, F_U64N),
-    FIELD(raw_frame, symbol, F_STRN),
-    FIELD(raw_frame, file, F_STRN),
+    FIELD(raw_frame, symbol, F_RAWN),
+    FIELD(raw_frame, file, F_RAWN),
     FIELD(raw_frame, line, F_I64N),
-    FIELD(raw_frame, function, F_STRN),
-    FIELD(raw_frame, marker, F_STRN),
+    FIELD(raw_frame, function, F_RAWN),
+    FIELD(raw_frame, marker, F_RAWN),
 };
 
 static int rd_frame(struct reader *r, void *obj, size_t i)
@@ -995,7 +1019,31 @@ static int rd_frame(struct reader *r, void *obj, size_t i)
     int rc = rd_object(r, &f, frame_fields, NFIELDS(frame_fields));
     if (rc != 0)
         return rc;
+    /* Most frames repeat (every stack shares its library frames): look the
+     * raw bytes up first, and name a frame only the first time. */
+    size_t klen = 0;
+    const char *parts[5] = {f.module, f.symbol, f.file, f.function, f.marker};
+    size_t need = 2 * sizeof(uint64_t); /* offset, line */
+    for (int k = 0; k < 5; k++)
+        need += 2 + (parts[k] ? strlen(parts[k]) : 0); /* flag, bytes, NUL */
+    if (snapshot_vec_reserve((void **)&r->key, &r->key_cap, 1, need))
+        return nomem(r);
+    for (int k = 0; k < 5; k++) {
+        size_t len = parts[k] ? strlen(parts[k]) : 0;
+        r->key[klen++] = parts[k] ? 1 : 0; /* null and "" differ */
+        if (len > 0)
+            memcpy(r->key + klen, parts[k], len);
+        klen += len;
+        r->key[klen++] = '\0';
+    }
+    uint64_t off = f.symbol ? 0 : f.offset; /* see frames_native */
+    memcpy(r->key + klen, &off, sizeof off);
+    klen += sizeof off;
+    memcpy(r->key + klen, &f.line, sizeof f.line);
+    klen += sizeof f.line;
     uint32_t idx;
+    if (hmap_find(&r->raw_frames, r->key, klen, &idx))
+        goto found;
     if (f.marker != NULL)
         idx = frames_marker(r->ctx, f.marker);
     else if (f.file != NULL || f.function != NULL)
@@ -1006,6 +1054,10 @@ static int rd_frame(struct reader *r, void *obj, size_t i)
                             f.symbol);
     if (idx == FRAMES_NONE)
         return nomem(r);
+    uint32_t got;
+    if (hmap_get_or_add(&r->raw_frames, r->key, klen, idx, &got, NULL))
+        return nomem(r);
+found:
     if (snapshot_vec_reserve((void **)&r->tmp, &r->tmp_cap, sizeof *r->tmp, i + 1))
         return nomem(r);
     r->tmp[i] = idx;
@@ -1078,16 +1130,30 @@ static int rd_stacks(struct reader *r, void *obj)
 
 /* ---- top level ---- */
 
-static int rd_ignore_string(struct reader *r, void *obj)
+/* format and version are judged after the pass (see the top of the file):
+ * here they are only noted, whatever their type. */
+static int rd_format(struct reader *r, void *obj)
 {
     (void)obj;
-    /* Checked in pass 1; must still be consumed. */
+    if (json_peek(&r->c) == JSON_STRING)
+        return rd_raw(r, &r->format) == 0 ? 0 : json_failed(r);
+    return json_skip(&r->c) == JSON_OK ? 0 : json_failed(r);
+}
+
+static int rd_version(struct reader *r, void *obj)
+{
+    (void)obj;
+    r->have_version = true;
+    if (json_get_int64(&r->c, &r->version) == JSON_OK) {
+        r->version_int = true;
+        return 0;
+    }
     return json_skip(&r->c) == JSON_OK ? 0 : json_failed(r);
 }
 
 static const struct field top_fields[] = {
-    FIELD_FN("format", rd_ignore_string),
-    FIELD_FN("version", rd_ignore_string),
+    FIELD_FN("format", rd_format),
+    FIELD_FN("version", rd_version),
     FIELD(snapshot, reason, F_STRN),
     FIELD(snapshot, sequence, F_I64N),
     FIELD_FN("process", rd_process),
@@ -1101,7 +1167,33 @@ static const struct field top_fields[] = {
     FIELD_FN("stacks", rd_stacks),
 };
 
-/* Pass 1: the whole document is JSON, and it says it is ours. */
+/* Whether the document says it is ours, in a version we read. */
+static int judge_header(struct reader *r, bool ours, bool have_version, bool version_int,
+                        int64_t version)
+{
+    if (!ours)
+        return errors_set(r->err, CLI_EFOREIGN,
+                          "cannot read snapshot '%s': JSON but not a cumemtrace "
+                          "snapshot (no \"format\": \"cumemtrace\")",
+                          r->name);
+    if (!have_version || !version_int)
+        return errors_set(r->err, CLI_ETYPE,
+                          "cannot read snapshot '%s': \"version\" is %s, expected an integer",
+                          r->name, have_version ? "not an integer" : "missing");
+    if (version > SNAP_FORMAT_VERSION)
+        return errors_set(r->err, CLI_EVERSION,
+                          "cannot read snapshot '%s': format version %lld is newer than "
+                          "this cumemtrace understands (version %d)",
+                          r->name, (long long)version, SNAP_FORMAT_VERSION);
+    if (version < 1)
+        return errors_set(r->err, CLI_EVALUE,
+                          "cannot read snapshot '%s': format version %lld does not exist",
+                          r->name, (long long)version);
+    return 0;
+}
+
+/* The error path's second look: is the whole document JSON, and does it
+ * say it is ours?  Writes nothing into buf. */
 static int check_header(struct reader *r, char *buf, size_t len, int64_t *version)
 {
     struct arena scratch;
@@ -1143,25 +1235,7 @@ static int check_header(struct reader *r, char *buf, size_t len, int64_t *versio
                           "cannot read snapshot '%s': JSON but not a cumemtrace "
                           "snapshot (the document is %s, not an object)",
                           r->name, type_text(top));
-    if (!ours)
-        return errors_set(r->err, CLI_EFOREIGN,
-                          "cannot read snapshot '%s': JSON but not a cumemtrace "
-                          "snapshot (no \"format\": \"cumemtrace\")",
-                          r->name);
-    if (!have_version || !version_int)
-        return errors_set(r->err, CLI_ETYPE,
-                          "cannot read snapshot '%s': \"version\" is %s, expected an integer",
-                          r->name, have_version ? "not an integer" : "missing");
-    if (*version > SNAP_FORMAT_VERSION)
-        return errors_set(r->err, CLI_EVERSION,
-                          "cannot read snapshot '%s': format version %lld is newer than "
-                          "this cumemtrace understands (version %d)",
-                          r->name, (long long)*version, SNAP_FORMAT_VERSION);
-    if (*version < 1)
-        return errors_set(r->err, CLI_EVALUE,
-                          "cannot read snapshot '%s': format version %lld does not exist",
-                          r->name, (long long)*version);
-    return 0;
+    return judge_header(r, ours, have_version, version_int, *version);
 }
 
 static int stack_cmp(const void *a, const void *b)
@@ -1269,25 +1343,43 @@ int snapshot_read_mem(struct snapctx *ctx, const char *name, char *buf,
     r.err = err;
     r.name = name;
     r.len = len;
+    arena_init(&r.scratch);
+    hmap_init(&r.raw_frames, &r.scratch);
     init_snapshot(out, ctx, name, len);
     default_columns(&r);
 
-    int64_t version = 0;
-    int rc = check_header(&r, buf, len, &version);
-    if (rc != 0)
-        goto fail;
-    out->version = version;
-
     json_init(&r.c, buf, len, &ctx->arena, true);
-    rc = rd_object(&r, out, top_fields, NFIELDS(top_fields));
+    int rc = rd_object(&r, out, top_fields, NFIELDS(top_fields));
     if (rc == 0 && json_finish(&r.c) != JSON_OK)
         rc = json_failed(&r);
+    if (rc == 0)
+        rc = judge_header(&r, r.format != NULL && strcmp(r.format, "cumemtrace") == 0,
+                          r.have_version, r.version_int, r.version);
     if (rc == 0)
         rc = sort_stacks(&r);
     if (rc == 0)
         rc = resolve(&r);
+    if (rc == CLI_ETYPE || rc == CLI_EVALUE || rc == CLI_EBADREF) {
+        /* A field is wrong; but if the file is also cut short, not JSON
+         * further on, foreign or too new, that is the message to give.
+         * Undo the NULs the pass wrote over closing quotes (every NUL
+         * before the cursor is one: a NUL in the input would have stopped
+         * the pass there), then look at the whole document. */
+        size_t upto = (size_t)(r.c.p - buf);
+        for (char *z = memchr(buf, '\0', upto); z != NULL;
+             z = memchr(z + 1, '\0', upto - (size_t)(z + 1 - buf)))
+            *z = '"';
+        struct cli_error first = *err;
+        int64_t version;
+        int hrc = check_header(&r, buf, len, &version);
+        if (hrc == 0)
+            *err = first;
+        else
+            rc = hrc;
+    }
     if (rc != 0)
         goto fail;
+    out->version = r.version;
     /* The format promises ascending ordinals; views rely on it. */
     if (out->ndevices > 1)
         qsort(out->devices, out->ndevices, sizeof *out->devices, device_cmp);
@@ -1295,11 +1387,16 @@ int snapshot_read_mem(struct snapctx *ctx, const char *name, char *buf,
         out->reason = "unknown";
     if (out->events.stride == 0 || out->events.stride == SNAP_UNKNOWN)
         out->events.stride = 1;
-    free(r.tmp);
-    return 0;
+    if (out->ooms.suppressed == 0)
+        out->ooms.suppressed = out->counters.oom_dumps_suppressed;
+    rc = 0;
 fail:
     free(r.tmp);
-    snapshot_free(out);
+    free(r.key);
+    hmap_free(&r.raw_frames);
+    arena_free(&r.scratch);
+    if (rc != 0)
+        snapshot_free(out);
     return rc;
 }
 

@@ -1,0 +1,231 @@
+"""End-to-end checks of the CLI's views on the golden inputs (tests/golden/
+inputs/, made by gen_inputs.py) that a byte-for-byte golden file cannot
+express: sums that must equal the snapshot's own figures, valid trace-event
+JSON, exit codes, and every malformed input on every subcommand."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("CUMEMTRACE_BUILD", ROOT / "build"))
+CLI = BUILD / "cumemtrace"
+INPUTS = ROOT / "tests" / "golden" / "inputs"
+
+pytestmark = pytest.mark.skipif(not CLI.exists(), reason=f"{CLI} not built (make cli)")
+
+
+def cli(*args, check=True):
+    r = subprocess.run([str(CLI)] + [str(a) for a in args], capture_output=True, text=True,
+                       env=dict(os.environ, NO_COLOR="1"), timeout=120)
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+def snap(name):
+    return json.loads((INPUTS / name).read_text())
+
+
+@pytest.mark.parametrize("name", ["exit_train.json", "oom_exhausted.json", "rank2.json",
+                                  "diff_new.json", "thinned.json"])
+def test_flamegraph_sums_to_peak(name):
+    out = cli("flamegraph", INPUTS / name).stdout
+    total = 0
+    for line in out.splitlines():
+        frames, _, count = line.rpartition(" ")
+        assert frames and int(count) > 0, line
+        assert frames.split(";")[-1].startswith("cu"), "the leaf is the entry point: " + line
+        total += int(count)
+    assert total == sum(d["peak_bytes"] for d in snap(name)["devices"])
+
+
+def test_flamegraph_root_first_and_demangled():
+    out = cli("flamegraph", INPUTS / "exit_train.json").stdout
+    line = next(l for l in out.splitlines() if "model.py:142:forward" in l)
+    frames = line.rpartition(" ")[0].split(";")
+    assert frames[0] == "/home/alice/proj/train.py:120:main"
+    assert frames[-1] == "cudaMalloc"
+    assert frames[-2] == ("libc10_cuda.so!c10::cuda::CUDACachingAllocator::Native::"
+                          "NativeCachingAllocator::malloc(void**, int, unsigned long, "
+                          "CUstream_st*)")
+    assert "libtorch_python.so+0x4a1f20" in frames
+
+
+def test_flamegraph_oom_sums_to_live():
+    out = cli("flamegraph", "--at", "oom", INPUTS / "oom_fragmentation.json").stdout
+    total = sum(int(l.rpartition(" ")[2]) for l in out.splitlines())
+    assert total == sum(g["bytes"] for g in snap("oom_fragmentation.json")["oom"]["live"])
+
+
+@pytest.mark.parametrize("name", ["exit_train.json", "thinned.json", "oom_limit.json"])
+def test_timeline_chrome_trace(name, tmp_path):
+    out = tmp_path / "trace.json"
+    r = cli("timeline", "--chrome", out, INPUTS / name)
+    assert str(out) in r.stderr
+    trace = json.loads(out.read_text())
+    events = trace["traceEvents"]
+    assert events and trace["displayTimeUnit"] == "ms"
+    for e in events:
+        assert e["ph"] in ("M", "C", "i"), e
+        assert isinstance(e["name"], str) and isinstance(e["pid"], int)
+        if e["ph"] != "M":
+            assert isinstance(e["ts"], (int, float)) and e["ts"] >= 0
+        if e["ph"] == "C":
+            assert all(isinstance(v, int) and v >= 0 for v in e["args"].values()), e
+        if e["ph"] == "i":
+            assert e["s"] in ("g", "p", "t")
+    doc = snap(name)
+    for d in doc["devices"]:
+        track = f"device {d['ordinal']}"
+        ts = d["peak_time_ns"] / 1000.0
+        at_peak = [e for e in events if e["ph"] == "C" and e["name"] == track
+                   and abs(e["ts"] - ts) < 0.0005]
+        assert at_peak, f"no counter sample of {track} at the peak"
+        assert at_peak[-1]["args"]["bytes"] == d["peak_bytes"]
+        # the counter never exceeds the peak
+        assert max(e["args"]["bytes"] for e in events
+                   if e["ph"] == "C" and e["name"] == track) == d["peak_bytes"]
+        peaks = [e for e in events if e["ph"] == "i" and e["name"] == "peak " + track]
+        assert len(peaks) == 1 and peaks[0]["args"]["peak_bytes"] == d["peak_bytes"]
+    if doc["oom"]:
+        ooms = [e for e in events if e["ph"] == "i" and e["name"] == "out of memory"]
+        assert len(ooms) == 1
+        assert ooms[0]["args"]["requested_bytes"] == doc["oom"]["requested_bytes"]
+    by_kind = [e for e in events if e["name"].endswith("by kind")]
+    assert bool(by_kind) == (doc["events"]["stride"] == 1)
+
+
+def test_timeline_by_kind_adds_up():
+    """Without thinning, the per-kind track sums to the device track."""
+    trace = json.loads(cli("timeline", "--format", "chrome", INPUTS / "exit_train.json").stdout)
+    total = {e["ts"]: e["args"]["bytes"] for e in trace["traceEvents"]
+             if e["ph"] == "C" and e["name"] == "device 0"}
+    kinds = [e for e in trace["traceEvents"] if e["name"] == "device 0 by kind"]
+    assert kinds
+    for e in kinds:
+        assert sum(e["args"].values()) == total[e["ts"]]
+
+
+def test_report_json_model():
+    m = json.loads(cli("report", "--json", INPUTS / "exit_train.json",
+                       INPUTS / "oom_exhausted.json").stdout)
+    assert m["schema"] == "cumemtrace-report" and m["schema_version"] == 1
+    assert m["selected"] == 1  # the OOM file has the higher peak
+    s0, s1 = m["snapshots"]
+    d = s0["devices"][0]
+    assert sum(x["bytes"] for x in d["at_peak"]) == d["peak_bytes"]
+    assert d["fragmentation"]["waste_bytes"] == (d["fragmentation"]["rounded_bytes"]
+                                                 - d["fragmentation"]["requested_bytes"])
+    top = d["at_peak"][0]
+    assert top["site"] == "/home/alice/proj/model.py:57:__init__"
+    assert top["frames"][-1] == "/home/alice/proj/train.py:110:main"
+    assert top["entry"] == "cudaMalloc" and top["kinds"] == ["device"]
+    assert s0["oom"] is None and s0["process"]["rank"] is None
+    assert [a["id"] for a in s0["advice"]] == ["recovered"]
+    assert s1["oom"]["cause"] == "exhausted"
+    assert {a["id"] for a in s1["advice"]} == {"exhausted", "untracked", "dominant-site"}
+    assert s1["events"]["kept"] == len(snap("oom_exhausted.json")["events"]["data"])
+
+
+@pytest.mark.parametrize("name,advice", [
+    ("oom_exhausted.json", {"exhausted", "untracked", "dominant-site"}),
+    ("oom_fragmentation.json", {"fragmentation", "dominant-site", "small-segments",
+                                "granularity"}),
+    ("oom_limit.json", {"limit", "dominant-site"}),
+    ("exit_train.json", {"recovered"}),
+    ("gate_base.json", {"dominant-site"}),
+    ("diff_base.json", set()),
+])
+def test_advice_triggers(name, advice):
+    """Each advice line appears exactly when its measured condition holds."""
+    m = json.loads(cli("report", "--json", INPUTS / name).stdout)
+    assert {a["id"] for a in m["snapshots"][0]["advice"]} == advice
+
+
+def test_diff_exact_change_and_marks():
+    out = cli("diff", "--bytes", INPUTS / "diff_base.json", INPUTS / "diff_new.json").stdout
+    lines = out.splitlines()
+    grew = [l for l in lines if l.rstrip().endswith("model.py:142:forward")]
+    assert len(grew) == 1 and "+3000000 B" in grew[0], grew
+    assert any("NEW" in l and "model.py:200:attention" in l for l in lines)
+    assert any("GONE" in l and "optim.py:33:step" in l for l in lines)
+
+
+@pytest.mark.parametrize("gate,new,status", [
+    ("5%", "gate_at5pct.json", 0), ("5%", "gate_over5pct.json", 1),
+    ("5MiB", "gate_at5pct.json", 0), ("5MiB", "gate_over5pct.json", 1),
+    ("5242880", "gate_at5pct.json", 0), ("5242880", "gate_over5pct.json", 1),
+    ("4.99999%", "gate_at5pct.json", 1), ("0%", "gate_base.json", 0),
+])
+def test_gate_exit_codes(gate, new, status):
+    r = cli("diff", "--max-growth", gate, INPUTS / "gate_base.json", INPUTS / new, check=False)
+    assert r.returncode == status, r.stdout + r.stderr
+    assert ("gate FAILED" in r.stdout) == (status == 1)
+
+
+BAD = {
+    "no_such_file.json": "No such file or directory",
+    "bad_notjson.json": "not JSON",
+    "bad_foreign.json": "not a cumemtrace snapshot",
+    "bad_version.json": "format version 2 is newer",
+    "bad_truncated.json": "truncated after 1024 bytes",
+    "bad_type.json": "devices[0].peak_bytes is a string",
+}
+
+
+# Each command line; BAD stands for the malformed file, GOOD for a valid one.
+COMMANDS = [["report", "BAD"], ["report", "GOOD", "BAD"], ["report", "--json", "BAD"],
+            ["diff", "GOOD", "BAD"], ["diff", "BAD", "GOOD"], ["flamegraph", "BAD"],
+            ["timeline", "BAD"], ["timeline", "--format", "chrome", "BAD"]]
+
+
+@pytest.mark.parametrize("bad", sorted(BAD))
+@pytest.mark.parametrize("cmd", COMMANDS, ids=lambda c: " ".join(c))
+def test_malformed_input(bad, cmd):
+    args = [INPUTS / bad if a == "BAD" else INPUTS / "exit_train.json" if a == "GOOD" else a
+            for a in cmd]
+    r = cli(*args, check=False)
+    assert r.returncode == 2
+    assert r.stdout == ""  # nothing that could pass for a result
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("cumemtrace: "), r.stderr
+    assert BAD[bad] in r.stderr and bad in r.stderr
+
+
+def test_help_for_every_command():
+    for cmd in ["run", "report", "diff", "flamegraph", "timeline"]:
+        r = cli(cmd, "--help")
+        assert r.stdout.startswith("usage: cumemtrace " + cmd) and "example:" in r.stdout
+        assert cli("help", cmd).stdout == r.stdout
+    assert "commands:" in cli("--help").stdout
+    assert cli("--version").stdout.startswith("cumemtrace ")
+    r = cli("frobnicate", check=False)
+    assert r.returncode == 2 and "unknown command" in r.stderr
+
+
+def test_docs_match_help():
+    """docs/cli.md quotes each subcommand's usage line."""
+    doc = (ROOT / "docs" / "cli.md").read_text()
+    for cmd in ["run", "report", "diff", "flamegraph", "timeline"]:
+        usage = cli(cmd, "--help").stdout.split("\n\n")[0]
+        assert usage in doc, f"docs/cli.md lacks the usage of {cmd}:\n{usage}"
+
+
+def test_big_snapshot_smoke(tmp_path):
+    """The generator's files load, report, diff; a small size keeps it quick
+    (`make bench-cli` times the full 1M-allocation size)."""
+    gen = ROOT / "scripts" / "gen_big_snapshot.py"
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    for seed, f in ((1, a), (2, b)):
+        subprocess.run([sys.executable, gen, "--allocations", "20000", "--stacks", "2000",
+                        "--events", "5000", "--seed", str(seed), "-o", f], check=True,
+                       capture_output=True)
+    assert "Call sites at peak" in cli("report", a).stdout
+    assert "largest change first" in cli("diff", a, b).stdout
+    m = json.loads(cli("report", "--json", a).stdout)
+    d = m["snapshots"][0]["devices"][0]
+    assert sum(x["bytes"] for x in d["at_peak"]) == d["peak_bytes"]
+    assert len(d["at_peak"]) == 2000

@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""gen_inputs.py - writes tests/golden/inputs/*.json, the snapshots the CLI's
+golden cases read.  Run it after changing snapgen.py or a scenario below,
+then regenerate the expected outputs (test_cli_golden.py --update) and
+review every change in `git diff` before committing.
+
+Scenarios (realistic PyTorch-like stacks: mangled C++ frames of libc10_cuda,
+a stripped libtorch_python frame, Python frames, a GIL marker):
+  exit_train        a clean exit: peaks, leaks, VMM, pinned host memory,
+                    one recovered OOM
+  oom_exhausted     post-mortem, free < request, another process holds 26%
+  oom_fragmentation post-mortem, free >= request, many small segments
+  oom_limit         post-mortem refused by CUMEMTRACE_LIMIT
+  rank{0,1,2}       three torchrun ranks, rank 1 an OOM post-mortem
+  diff_base/new     one call site grows by exactly 3000000 bytes, one is new,
+                    one gone; NEW was rebuilt (every offset moved)
+  gate_*            peaks at, and one byte over, +5% of the base
+  thinned           an event log thinned to every 4th event (the peak's
+                    event is not kept)
+  bad_*             one file per malformed-input class
+"""
+import copy
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from snapgen import (GiB, MiB, C10_ALLOC, C10_MALLOC, CUBLAS_WS, EMPTY, NCCL, PYGLUE,  # noqa: E402
+                     Device, Stack, dump, kind_stats, marker, native, py, snapshot)
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inputs")
+
+TRAIN = "/home/alice/proj/train.py"
+MODEL = "/home/alice/proj/model.py"
+OPTIM = "/home/alice/proj/optim.py"
+DATA = "/home/alice/proj/data.py"
+
+TORCH = [C10_MALLOC, C10_ALLOC, EMPTY, PYGLUE]
+S_ACT = Stack(1, "cudaMalloc", TORCH + [py(MODEL, 142, "forward"), py(TRAIN, 88, "train_step"),
+                                        py(TRAIN, 120, "main")])
+S_WEIGHTS = Stack(2, "cudaMalloc", TORCH + [py(MODEL, 57, "__init__"), py(TRAIN, 110, "main")])
+S_OPTIM = Stack(3, "cudaMalloc", TORCH + [py(OPTIM, 33, "step"), py(TRAIN, 95, "train_step"),
+                                          py(TRAIN, 120, "main")])
+S_CUBLAS = Stack(4, "cudaMallocAsync", [CUBLAS_WS, PYGLUE, py(MODEL, 150, "forward"),
+                                        py(TRAIN, 88, "train_step"), py(TRAIN, 120, "main")])
+S_VMM = Stack(5, "cuMemCreate", [
+    native("libc10_cuda.so", 0x52000,
+           "_ZN3c104cuda20CUDACachingAllocator6Native17ExpandableSegment3mapENS2_12SegmentRangeE"),
+    marker("python frames unavailable: GIL not held")])
+S_PINNED = Stack(6, "cudaHostAlloc", [
+    native("libc10_cuda.so", 0x61230,
+           "_ZN2at4cuda12_GLOBAL__N_117CUDAHostAllocator8allocateEm"),
+    py(DATA, 71, "pin_memory"), py(TRAIN, 80, "train_step"), py(TRAIN, 120, "main")])
+S_NCCL = Stack(7, "cudaMalloc", [NCCL, native("libtorch_cuda.so", 0x99AA10),
+                                 py(TRAIN, 60, "setup"), py(TRAIN, 118, "main")])
+S_ATTN = Stack(8, "cudaMalloc", TORCH + [py(MODEL, 200, "attention"), py(MODEL, 143, "forward"),
+                                         py(TRAIN, 88, "train_step"), py(TRAIN, 120, "main")])
+ALL = [S_ACT, S_WEIGHTS, S_OPTIM, S_CUBLAS, S_VMM, S_PINNED, S_NCCL]
+
+
+def exit_train():
+    at_peak = [(S_WEIGHTS, "device", 6 * GiB, 220), (S_ACT, "device", 3 * GiB + 512 * MiB, 96),
+               (S_OPTIM, "device", 2 * GiB, 110), (S_CUBLAS, "async", 32 * MiB, 1),
+               (S_VMM, "vmm", 640 * MiB, 32), (S_NCCL, "device", 80 * MiB, 2)]
+    live = [(S_WEIGHTS, "device", 6 * GiB, 220), (S_NCCL, "device", 80 * MiB, 2),
+            (S_CUBLAS, "async", 32 * MiB, 1)]
+    dev = Device(0, 12_345_678_901, at_peak, live, total=80 * GiB, free=60 * GiB,
+                 vmm={"reserved_bytes": 8 * GiB, "mapped_bytes": 0, "physical_bytes": 0,
+                      "reserved_peak_bytes": 8 * GiB, "mapped_peak_bytes": 640 * MiB})
+    pinned = {"current_bytes": 0, "peak_bytes": 256 * MiB, "peak_time_ns": 3_100_000_000,
+              "allocs": 16, "frees": 16, "failures": 0, "live": [],
+              "at_peak": [{"stack": 6, "bytes": 256 * MiB, "count": 16}]}
+    host_ev = [[3_100_000_000, -1, "host_pinned", 256 * MiB, 6, 256 * MiB],
+               [40_000_000_000, -1, "host_pinned", -256 * MiB, 6, 0]]
+    from snapgen import events_for
+    ev = events_for([dev], host_ev)
+    doc = snapshot(devices=[dev], stacks=ALL, host_pinned=pinned, events=ev,
+                   ooms={"count": 1, "failed_attempts": 2, "recovered": 1,
+                         "retry_released_bytes": 1536 * MiB, "suppressed": 0, "dumps": [
+                             "/home/alice/proj/cumemtrace.python3.4242.oom.1.json"]},
+                   counters={"unknown_frees": 3, "failed_frees": 0, "stacks": 7,
+                             "live_allocations": 223})
+    return doc
+
+
+def oom_doc(cause, total, free, tracked_live, request, limit=None, attempts=3, recovered=False,
+            released=(1536 * MiB, 4), frag=None, pid=4242, rank=None, dump_time=31_400_000_000,
+            limits=(), ordinal=0):
+    held = sum(b for _, _, b, _ in tracked_live)
+    dev = Device(ordinal, dump_time - 400_000_000, tracked_live, tracked_live, total=total, free=free,
+                 limit=limit, frag=frag)
+    untracked = max(0, total - free - held)
+    oom = {
+        "requested_bytes": request, "device": ordinal, "kind": "device", "entry_point": "cudaMalloc",
+        "thread": pid + 8, "time_ns": dump_time - 1_000_000, "stack": 1,
+        "total_bytes": total, "free_bytes": free, "limit_bytes": limit, "tracked_bytes": held,
+        "untracked_bytes": untracked,
+        "by_kind": {"device": held, "managed": 0, "async": 0, "vmm": 0},
+        "cause": cause, "shortfall_bytes": request - free if cause == "exhausted" else 0,
+        "attempts": attempts, "recovered": recovered,
+        "released_bytes": released[0], "released_count": released[1],
+        "live": [{"stack": s.id, "kind": k, "bytes": b, "count": c}
+                 for s, k, b, c in sorted(tracked_live, key=lambda g: -g[2])],
+    }
+    return snapshot(reason="oom", pid=pid, rank=rank, devices=[dev], stacks=ALL, oom=oom,
+                    dump_time=dump_time, sequence=1, limits=limits,
+                    ooms={"count": 3, "failed_attempts": attempts + 4, "recovered": 0,
+                          "retry_released_bytes": 0, "suppressed": 2 if cause == "exhausted" else 0,
+                          "dumps": ["cumemtrace.python3.%d.oom.0.json" % pid]})
+
+
+def oom_exhausted():
+    live = [(S_ACT, "device", 35 * GiB, 400), (S_WEIGHTS, "device", 14 * GiB, 220),
+            (S_OPTIM, "device", 8 * GiB + 512 * MiB, 110), (S_NCCL, "device", 512 * MiB, 2)]
+    return oom_doc("exhausted", 80 * GiB, 1229 * MiB, live, 2 * GiB)
+
+
+def oom_fragmentation():
+    live = [(S_WEIGHTS, "device", 12 * GiB, 220), (S_ACT, "device", 7 * GiB, 1800),
+            (S_OPTIM, "device", 1 * GiB, 110)]
+    frag = {"granularity_bytes": 2 * MiB, "requested_bytes": 20 * GiB,
+            "rounded_bytes": 20 * GiB + 2600 * MiB, "small_count": 1500,
+            "small_bytes": 440 * MiB}
+    return oom_doc("fragmentation", 24 * GiB, 3174 * MiB, live, 2 * GiB, attempts=2,
+                   released=(0, 0), frag=frag)
+
+
+def oom_limit():
+    live = [(S_WEIGHTS, "device", 8 * GiB, 220), (S_ACT, "device", 6 * GiB + 200 * MiB, 300),
+            (S_OPTIM, "device", 1 * GiB, 110)]
+    return oom_doc("limit", 80 * GiB, 60 * GiB, live, 2 * GiB, limit=16 * GiB, attempts=1,
+                   released=(0, 0), limits=[(0, 16 * GiB)])
+
+
+def rank(r, scale, oom=False):
+    pid = 5001 + r
+    at_peak = [(S_WEIGHTS, "device", 6 * GiB, 220), (S_ACT, "device", int(scale * GiB), 96),
+               (S_NCCL, "device", 512 * MiB, 2)]
+    if oom:
+        doc = oom_doc("exhausted", 80 * GiB, 1 * GiB, at_peak, 2 * GiB, pid=pid, rank=r,
+                      ordinal=r)
+    else:
+        dev = Device(r, 20_000_000_000 + r * 1_000_000, at_peak,
+                     [(S_WEIGHTS, "device", 6 * GiB, 220)])
+        doc = snapshot(pid=pid, rank=r, devices=[dev], stacks=ALL)
+    doc["process"]["cmdline"] = ["python3", "-m", "torch.distributed.run", "train.py"]
+    return doc
+
+
+def rebuilt(stack, sid=None):
+    """The same call site after a rebuild: every native offset moved."""
+    frames = []
+    for f in stack.frames:
+        f = dict(f)
+        if "offset" in f:
+            f["offset"] += 0x1000
+        frames.append(f)
+    return Stack(sid or stack.id, stack.entry, frames)
+
+
+def diff_pair():
+    base_peak = [(S_WEIGHTS, "device", 40 * MiB, 20), (S_ACT, "device", 30 * MiB, 10),
+                 (S_OPTIM, "device", 20 * MiB, 10), (S_CUBLAS, "async", 10 * MiB, 1)]
+    base_live = [(S_WEIGHTS, "device", 40 * MiB, 20)]
+    base = snapshot(devices=[Device(0, 9_000_000_000, base_peak, base_live)],
+                    stacks=[S_ACT, S_WEIGHTS, S_OPTIM, S_CUBLAS])
+    # NEW: rebuilt binaries, ids renumbered; activations +3000000 bytes,
+    # optimizer state gone, attention new.
+    n_w, n_a, n_c, n_att = (rebuilt(S_WEIGHTS, 11), rebuilt(S_ACT, 12), rebuilt(S_CUBLAS, 13),
+                            rebuilt(S_ATTN, 14))
+    new_peak = [(n_w, "device", 40 * MiB, 20), (n_a, "device", 30 * MiB + 3_000_000, 10),
+                (n_c, "async", 10 * MiB, 1), (n_att, "device", 8 * MiB, 4)]
+    new_live = [(n_w, "device", 40 * MiB, 20), (n_att, "device", 8 * MiB, 4)]
+    new = snapshot(pid=4343, devices=[Device(0, 9_500_000_000, new_peak, new_live)],
+                   stacks=[n_w, n_a, n_c, n_att], dump_time=43_000_000_000,
+                   ooms={"count": 1, "failed_attempts": 3, "recovered": 1,
+                         "retry_released_bytes": 4 * MiB, "dumps": []})
+    return base, new
+
+
+def gate(extra):
+    peak = [(S_WEIGHTS, "device", 60 * MiB, 20), (S_ACT, "device", 40 * MiB + extra, 10)]
+    return snapshot(devices=[Device(0, 5_000_000_000, peak, [])], stacks=[S_ACT, S_WEIGHTS])
+
+
+def thinned():
+    doc = exit_train()
+    ev = doc["events"]
+    rows = ev["data"]
+    # keep every 4th event; make sure the event that set the peak is dropped
+    peak_t = doc["devices"][0]["peak_time_ns"]
+    kept = [r for i, r in enumerate(rows) if i % 4 == 0 and not (r[0] == peak_t and r[1] == 0)]
+    ev.update({"recorded": len(rows), "stride": 4, "thinned": True, "data": kept})
+    return doc
+
+
+def write(name, doc):
+    dump(doc, os.path.join(OUT, name))
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    write("exit_train.json", exit_train())
+    write("oom_exhausted.json", oom_exhausted())
+    write("oom_fragmentation.json", oom_fragmentation())
+    write("oom_limit.json", oom_limit())
+    write("rank0.json", rank(0, 3.0))
+    write("rank1.oom.json", rank(1, 3.5, oom=True))
+    write("rank2.json", rank(2, 4.25))
+    base, new = diff_pair()
+    write("diff_base.json", base)
+    write("diff_new.json", new)
+    write("gate_base.json", gate(0))
+    write("gate_at5pct.json", gate(5 * MiB))          # 100 MiB * 5% = 5242880 B
+    write("gate_over5pct.json", gate(5 * MiB + 1))
+    write("thinned.json", thinned())
+    # malformed inputs, one per class
+    with open(os.path.join(OUT, "bad_notjson.json"), "w") as f:
+        f.write("cumemtrace ran out of disk space\n")
+    with open(os.path.join(OUT, "bad_foreign.json"), "w") as f:
+        json.dump({"traceEvents": [], "displayTimeUnit": "ms"}, f)
+    newer = copy.deepcopy(gate(0))
+    newer["version"] = 2
+    write("bad_version.json", newer)
+    with open(os.path.join(OUT, "exit_train.json"), "rb") as f:
+        whole = f.read()
+    with open(os.path.join(OUT, "bad_truncated.json"), "wb") as f:
+        f.write(whole[:1024])
+    wrong = gate(0)
+    wrong["devices"][0]["peak_bytes"] = "104857600"
+    write("bad_type.json", wrong)
+
+
+if __name__ == "__main__":
+    main()
