@@ -56,6 +56,7 @@ static inline unsigned hash_key(const void *key, size_t len)
 struct site {
     struct record_site s;
     struct site *next; /* the stack's other sites (other pools) */
+    uint32_t index;    /* in site_table */
 };
 
 struct stack_node {
@@ -66,28 +67,52 @@ struct stack_node {
     struct record_stack s; /* last: flexible frames[] */
 };
 
-/* 96 bytes with uthash's handle (the target of issue 7): no field is wider
- * than it must be, and the handle flag lives in the site pointer's low bit. */
+/* 88 bytes with uthash's handle (issue 7 asks for at most 96): the size
+ * and a 16-bit extra share a word (sizes stay below 2^48 = 256 TiB), the
+ * site is a 32-bit index whose top bit marks a VMM handle. */
 struct live {
-    uintptr_t addr;
-    uint64_t size;
+    uintptr_t addr;      /* key; the next free entry while on the free list */
+    uint64_t size_extra; /* bytes charged | extra << 48; extra: a handle's
+                            references, else size - requested (saturating) */
     int64_t t_ns;
-    uintptr_t site_bits; /* struct site * | 1 for a VMM handle; next free
-                            entry while on the free list */
+    uint32_t site;       /* index into site_table | HANDLE_BIT */
     uint32_t tid;
-    uint32_t extra; /* handles: references; others: size - requested */
     UT_hash_handle hh;
 };
-_Static_assert(sizeof(struct live) <= 96, "live entry over budget");
+_Static_assert(sizeof(struct live) <= 88, "live entry over budget");
+
+#define HANDLE_BIT 0x80000000u
+#define SIZE_MASK ((UINT64_C(1) << 48) - 1)
+#define EXTRA_MAX 0xffffu
+
+static struct site **site_table; /* every site, by index */
+static uint32_t nsites, sites_cap;
 
 static inline struct site *site_of(const struct live *e)
 {
-    return (struct site *)(e->site_bits & ~(uintptr_t)1);
+    return site_table[e->site & ~HANDLE_BIT];
 }
 
 static inline bool is_handle(const struct live *e)
 {
-    return e->site_bits & 1;
+    return (e->site & HANDLE_BIT) != 0;
+}
+
+static inline uint64_t entry_size(const struct live *e)
+{
+    return e->size_extra & SIZE_MASK;
+}
+
+static inline unsigned entry_extra(const struct live *e)
+{
+    return (unsigned)(e->size_extra >> 48);
+}
+
+static inline void set_extra(struct live *e, uint64_t extra)
+{
+    if (extra > EXTRA_MAX)
+        extra = EXTRA_MAX;
+    e->size_extra = (e->size_extra & SIZE_MASK) | extra << 48;
 }
 
 struct mapping {
@@ -114,7 +139,9 @@ struct pool {
     struct record_vmm_stats vmm;
 };
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* Adaptive: critical sections are a few hash operations long, so a
+ * contending thread spins briefly instead of sleeping in the kernel. */
+static pthread_mutex_t lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 static struct pool pools[RECORD_POOLS];
 static struct live *live_table, *handles, *free_entries;
 static struct mapping *mappings;
@@ -290,9 +317,20 @@ static struct site *site_get_locked(struct record_stack *stack, uint32_t pool,
     for (struct site *s = n->sites; s != NULL; s = s->next)
         if (s->s.pool == pool && s->s.kind == kind)
             return s;
+    if (nsites == sites_cap) {
+        uint32_t cap = sites_cap ? sites_cap * 2 : 1024;
+        struct site **t = cap < sites_cap || cap >= HANDLE_BIT
+                              ? NULL : realloc(site_table, cap * sizeof *t);
+        if (t == NULL)
+            return NULL;
+        site_table = t;
+        sites_cap = cap;
+    }
     struct site *s = calloc(1, sizeof *s);
     if (s == NULL)
         return NULL;
+    s->index = nsites;
+    site_table[nsites++] = s;
     s->s.stack = stack;
     s->s.pool = pool;
     s->s.kind = (uint8_t)kind;
@@ -312,19 +350,19 @@ static struct live *entry_new_locked(void)
         sl->next = slabs;
         slabs = sl;
         for (int i = SLAB_ENTRIES - 1; i >= 0; i--) {
-            sl->e[i].site_bits = (uintptr_t)free_entries;
+            sl->e[i].addr = (uintptr_t)free_entries;
             free_entries = &sl->e[i];
         }
     }
     struct live *e = free_entries;
-    free_entries = (struct live *)e->site_bits;
+    free_entries = (struct live *)e->addr;
     memset(e, 0, sizeof *e);
     return e;
 }
 
 static void entry_free_locked(struct live *e)
 {
-    e->site_bits = (uintptr_t)free_entries;
+    e->addr = (uintptr_t)free_entries;
     free_entries = e;
 }
 
@@ -422,17 +460,16 @@ static void alloc_locked(const struct record_alloc *a, struct record_stack *stac
         return;
     memset(e, 0, sizeof *e);
     e->addr = a->addr;
-    e->size = a->size;
+    e->size_extra = a->size & SIZE_MASK;
     e->t_ns = now;
-    e->site_bits = (uintptr_t)s;
+    e->site = s->index;
     e->tid = tid;
-    uint64_t slack = a->requested >= a->size ? 0 : a->size - a->requested;
-    e->extra = slack > UINT32_MAX ? UINT32_MAX : (uint32_t)slack;
+    set_extra(e, a->requested >= a->size ? 0 : a->size - a->requested);
     if (a->is_handle) {
         /* cuMemCreate handle (device- or host-located): refcounted. */
         struct live *old;
-        e->site_bits |= 1;
-        e->extra = 1;
+        e->site |= HANDLE_BIT;
+        set_extra(e, 1);
         HASH_FIND(hh, handles, &e->addr, sizeof e->addr, old);
         if (old != NULL) /* driver reused a handle we missed the release of */
             HASH_DELETE(hh, handles, old);
@@ -443,7 +480,7 @@ static void alloc_locked(const struct record_alloc *a, struct record_stack *stac
         if (old != NULL) {
             /* Freed behind our back (e.g. by a context reset): drop it. */
             HASH_DELETE(hh, live_table, old);
-            account_locked(site_of(old), -(int64_t)old->size, now);
+            account_locked(site_of(old), -(int64_t)entry_size(old), now);
             counters.live--;
             entry_free_locked(old);
         }
@@ -503,7 +540,7 @@ void *record_free_take(uintptr_t addr, enum record_kind kind_hint,
         e = NULL; /* the real call will refuse it too */
     if (e != NULL) {
         HASH_DELETE(hh, live_table, e);
-        account_locked(site_of(e), -(int64_t)e->size, now);
+        account_locked(site_of(e), -(int64_t)entry_size(e), now);
         counters.live--;
     } else {
         counters.unknown_frees++;
@@ -533,7 +570,7 @@ void record_free_finish(void *token, bool ok, int64_t now)
     struct site *s = site_of(e);
     counters.failed_frees++;
     if (is_handle(e)) {
-        e->extra = 1;
+        set_extra(e, 1);
         HASH_ADD(hh, handles, addr, sizeof e->addr, e);
     } else {
         HASH_ADD(hh, live_table, addr, sizeof e->addr, e);
@@ -542,7 +579,7 @@ void record_free_finish(void *token, bool ok, int64_t now)
         nomem = false;
         entry_free_locked(e);
     } else {
-        account_locked(s, (int64_t)e->size, now);
+        account_locked(s, (int64_t)entry_size(e), now);
         pools[s->s.pool].kinds[s->s.kind].allocs--;
         pools[s->s.pool].kinds[s->s.kind].frees--;
         counters.live++;
@@ -552,7 +589,7 @@ void record_free_finish(void *token, bool ok, int64_t now)
 
 uint64_t record_token_size(const void *token)
 {
-    return token ? ((const struct live *)token)->size : 0;
+    return token ? entry_size(token) : 0;
 }
 
 int record_token_device(const void *token)
@@ -574,7 +611,7 @@ void record_drop_device(int device, int64_t now)
             (s->s.kind != KIND_DEVICE && s->s.kind != KIND_MANAGED))
             continue;
         HASH_DELETE(hh, live_table, e);
-        account_locked(s, -(int64_t)e->size, now);
+        account_locked(s, -(int64_t)entry_size(e), now);
         counters.live--;
         entry_free_locked(e);
     }
@@ -686,8 +723,8 @@ bool record_vmm_retain(uintptr_t handle)
     struct live *h;
     pthread_mutex_lock(&lock);
     HASH_FIND(hh, handles, &handle, sizeof handle, h);
-    if (h != NULL && h->extra < UINT32_MAX)
-        h->extra++;
+    if (h != NULL)
+        set_extra(h, entry_extra(h) + 1u);
     pthread_mutex_unlock(&lock);
     return h != NULL;
 }
@@ -698,12 +735,12 @@ void *record_vmm_release(uintptr_t handle, int64_t now)
     pthread_mutex_lock(&lock);
     HASH_FIND(hh, handles, &handle, sizeof handle, h);
     if (h != NULL) {
-        if (h->extra > 1) {
-            h->extra--;
+        if (entry_extra(h) > 1) {
+            set_extra(h, entry_extra(h) - 1u);
             h = NULL;
         } else {
             HASH_DELETE(hh, handles, h);
-            account_locked(site_of(h), -(int64_t)h->size, now);
+            account_locked(site_of(h), -(int64_t)entry_size(h), now);
             counters.live--;
         }
     }
@@ -783,18 +820,19 @@ static void histogram_locked(struct record_view *v, struct live *table)
 {
     for (struct live *e = table; e != NULL; e = e->hh.next) {
         struct record_pool_view *pv = &v->pools[site_of(e)->s.pool];
-        unsigned b = bucket_of(e->size);
+        uint64_t size = entry_size(e);
+        unsigned b = bucket_of(size);
         pv->hist_count[b]++;
-        pv->hist_bytes[b] += e->size;
-        pv->requested += is_handle(e) ? e->size : e->size - e->extra;
-        if (e->size >= (1u << 20)) {
-            pv->rounded += (e->size + RECORD_GRANULARITY - 1) /
+        pv->hist_bytes[b] += size;
+        pv->requested += is_handle(e) ? size : size - entry_extra(e);
+        if (size >= (1u << 20)) {
+            pv->rounded += (size + RECORD_GRANULARITY - 1) /
                            RECORD_GRANULARITY * RECORD_GRANULARITY;
         } else {
             /* NVIDIA sub-allocates small requests; 512 B is its alignment */
-            pv->rounded += (e->size + 511) / 512 * 512;
+            pv->rounded += (size + 511) / 512 * 512;
             pv->small_count++;
-            pv->small_bytes += e->size;
+            pv->small_bytes += size;
         }
     }
 }
@@ -803,10 +841,6 @@ int record_view_take(struct record_view *v)
 {
     memset(v, 0, sizeof *v);
     pthread_mutex_lock(&lock);
-    size_t nsites = 0;
-    for (size_t i = 0; i < nstacks; i++)
-        for (struct site *s = stacks_by_id[i]->sites; s; s = s->next)
-            nsites++;
     v->sites = malloc((nsites ? nsites : 1) * sizeof *v->sites);
     v->stacks = malloc((nstacks ? nstacks : 1) * sizeof *v->stacks);
     v->events = malloc((nevents ? nevents : 1) * sizeof *v->events);
@@ -909,6 +943,9 @@ void record_atfork_child(void)
             free(n);
     }
     unknown.s.id = 0;
+    free(site_table);
+    site_table = NULL;
+    nsites = sites_cap = 0;
     free(stacks_by_id);
     stacks_by_id = NULL;
     nstacks = stacks_cap = 0;
