@@ -74,6 +74,9 @@ def row(what, value, note=""):
 
 
 # ---- 1 + 2: added cost per pair vs the floor ----
+# Each repetition runs the floor, the bare loop and the traced loop back to
+# back, and the ratio is taken per repetition: load that drifts during the
+# run (a shared machine) then moves all three together.
 floors = {}
 for depth in (8, 32):
     xs = [float(run([BENCH, "floor", str(depth), str(ITERS)], False)["floor_ns"])
@@ -82,29 +85,26 @@ for depth in (8, 32):
     row(f"floor: unw_backtrace({depth}) + 2 hash ops", f"{med(xs):.0f} ns",
         f"spread {spread(xs)}")
 
-worst_ratio = 0
 for path in ("runtime", "driver", "async", "vmm"):
     for depth in (8, 32):
         for threads in (1, 2):
-            bare, traced = [], []
+            bare, traced, ratios, added, added_free = [], [], [], [], []
             for _ in range(REPS):
                 argv = [BENCH, "pair", path, str(depth), str(threads), str(ITERS)]
-                bare.append(run(argv, False))
-                traced.append(run(argv, True, CUMEMTRACE_DEPTH=depth))
-            added = [float(t["pair_ns"]) - float(b["pair_ns"])
-                     for b, t in zip(bare, traced)]
-            added_free = [float(t["free_ns"]) - float(b["free_ns"])
-                          for b, t in zip(bare, traced)]
-            ratio = med(added) / floors[depth]
-            if depth == 32:
-                worst_ratio = max(worst_ratio, ratio)
+                fl = float(run([BENCH, "floor", str(depth), str(ITERS)], False)["floor_ns"])
+                b = run(argv, False)
+                t = run(argv, True, CUMEMTRACE_DEPTH=depth)
+                bare.append(float(b["pair_ns"]))
+                added.append(float(t["pair_ns"]) - float(b["pair_ns"]))
+                added_free.append(float(t["free_ns"]) - float(b["free_ns"]))
+                ratios.append(added[-1] / fl)
             label = {"runtime": "cudaMalloc+cudaFree", "driver": "cuMemAlloc_v2+cuMemFree_v2",
                      "async": "cudaMallocAsync+cudaFreeAsync",
                      "vmm": "cuMemCreate+Map / Unmap+Release"}[path]
             row(f"{label}, depth {depth}, {threads} thr: added per pair",
                 f"{med(added):.0f} ns",
-                f"= {ratio:.2f} x floor; free/unmap side +{med(added_free):.0f} ns; "
-                f"bare {med(float(b['pair_ns']) for b in bare):.0f} ns")
+                f"= {med(ratios):.2f} x floor (spread {min(ratios):.2f}-{max(ratios):.2f}); "
+                f"free/unmap side +{med(added_free):.0f} ns; bare {med(bare):.0f} ns")
 
 # ---- 3: memory ----
 N = 200_000 if args.quick else 1_000_000
