@@ -386,7 +386,7 @@ static void event_push_locked(int64_t now, int64_t delta, const struct site *s,
     if (event_cap == 0 || events_failed)
         return;
     uint64_t seq = events_recorded++;
-    if (seq % event_stride != 0)
+    if ((seq & (event_stride - 1)) != 0) /* stride is a power of two */
         return;
     if (events == NULL) {
         /* Populated up front: first-touch page faults one by one would cost
@@ -407,7 +407,7 @@ static void event_push_locked(int64_t now, int64_t delta, const struct site *s,
             events[j++] = events[i];
         nevents = j;
         event_stride *= 2;
-        if (seq % event_stride != 0)
+        if ((seq & (event_stride - 1)) != 0)
             return;
     }
     struct record_event *ev = &events[nevents++];
