@@ -31,7 +31,6 @@
 #include "snapshot_write.h"
 #include "unwind.h"
 
-int64_t clock_origin_ns;
 int hooks_ready, hooks_touched;
 volatile int hooks_dump_requested;
 bool hooks_enabled;
@@ -85,9 +84,7 @@ void hooks_service_dump_request(void)
 static void init(void)
 {
     hooks_depth++;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    clock_origin_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    clock_init();
 
     config_load();
     if (config.disabled) {

@@ -169,3 +169,15 @@ def test_symbol_list_is_exactly_what_we_export():
     needed = subprocess.run(["readelf", "-d", str(LIB)], capture_output=True,
                             text=True, check=True).stdout
     assert "libunwind" not in needed
+
+
+def test_event_times_follow_the_wall_clock(run):
+    # 1.2 s then 0.3 s between allocations; the library switches from
+    # CLOCK_MONOTONIC to a calibrated TSC after one second (clock.c)
+    snap = run(["rt_workload", "timed"]).only()
+    rows = snap["events"]["data"]
+    times = {r[3]: r[0] for r in rows}  # delta -> t_ns
+    first, second, third = times[1 * MiB], times[2 * MiB], times[3 * MiB]
+    assert abs((second - first) - 1.2e9) < 0.05e9, (first, second)
+    assert abs((third - second) - 0.3e9) < 0.05e9, (second, third)
+    assert snap["process"]["dump_time_ns"] >= third

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "progs.h"
@@ -217,6 +218,20 @@ static int reset(void)
     return 0;
 }
 
+/* Allocations 1.2 s and 0.3 s apart: the event times must say so, across
+ * the clock's switch from CLOCK_MONOTONIC to the calibrated TSC (clock.c). */
+static int timed(void)
+{
+    void *p;
+    struct timespec a = {1, 200000000}, b = {0, 300000000};
+    CHECK(cudaMalloc(&p, 1 * MiB), cudaSuccess);
+    nanosleep(&a, NULL);
+    CHECK(cudaMalloc(&p, 2 * MiB), cudaSuccess);
+    nanosleep(&b, NULL);
+    CHECK(cudaMalloc(&p, 3 * MiB), cudaSuccess);
+    return 0;
+}
+
 /* Allocate until the device is full: a real OOM from the simulated card. */
 static int oom(void)
 {
@@ -245,6 +260,8 @@ int main(int argc, char **argv)
         return oom();
     if (strcmp(s, "reset") == 0)
         return reset();
+    if (strcmp(s, "timed") == 0)
+        return timed();
     fprintf(stderr, "unknown scenario %s\n", s);
     return 2;
 }
