@@ -56,6 +56,7 @@ void snapshot_free(struct snapshot *s)
     groups_free(&s->host.at_peak);
     groups_free(&s->oom.live);
     free(s->ooms.dumps);
+    free(s->ooms.attempts);
     free(s->events.v);
     free(s->stacks);
     memset(s, 0, sizeof *s);

@@ -169,11 +169,20 @@ struct snap_oom {
     struct snap_groups live;
 };
 
+/* A failed allocation attempt, or the success that ended a retry chain. */
+struct snap_attempt {
+    int64_t t_ns, device;
+    uint64_t requested_bytes, chain, attempt;
+    const char *outcome; /* "failed" or "recovered" */
+};
+
 struct snap_ooms {
     uint64_t count, failed_attempts, recovered, retry_released_bytes;
     uint64_t suppressed; /* post-mortems not written (CUMEMTRACE_MAX_OOM_DUMPS) */
     const char **dumps;
     size_t ndumps, dumps_cap;
+    struct snap_attempt *attempts; /* time order; absent in older files */
+    size_t nattempts, attempts_cap;
 };
 
 struct snap_event {

@@ -826,6 +826,37 @@ static int rd_dumps(struct reader *r, void *obj)
     return rd_array(r, obj, rd_dump_name);
 }
 
+static const struct field attempt_fields[] = {
+    FIELD(snap_attempt, t_ns, F_I64),
+    FIELD(snap_attempt, device, F_I64),
+    FIELD(snap_attempt, requested_bytes, F_U64),
+    FIELD(snap_attempt, chain, F_U64),
+    FIELD(snap_attempt, attempt, F_U64),
+    FIELD(snap_attempt, outcome, F_STR),
+};
+
+static int rd_attempt(struct reader *r, void *obj, size_t i)
+{
+    (void)i;
+    struct snap_ooms *o = obj;
+    if (snapshot_vec_reserve((void **)&o->attempts, &o->attempts_cap,
+                             sizeof *o->attempts, o->nattempts + 1))
+        return nomem(r);
+    struct snap_attempt *a = &o->attempts[o->nattempts];
+    memset(a, 0, sizeof *a);
+    int rc = rd_object(r, a, attempt_fields, NFIELDS(attempt_fields));
+    if (rc == 0)
+        o->nattempts++;
+    return rc;
+}
+
+static int rd_attempts(struct reader *r, void *obj)
+{
+    if (take_null(r))
+        return 0;
+    return rd_array(r, obj, rd_attempt);
+}
+
 static const struct field ooms_fields[] = {
     FIELD(snap_ooms, count, F_U64),
     FIELD(snap_ooms, failed_attempts, F_U64),
@@ -833,6 +864,7 @@ static const struct field ooms_fields[] = {
     FIELD(snap_ooms, retry_released_bytes, F_U64),
     FIELD(snap_ooms, suppressed, F_U64),
     FIELD_FN("dumps", rd_dumps),
+    FIELD_FN("attempts", rd_attempts),
 };
 
 static int rd_ooms(struct reader *r, void *obj)

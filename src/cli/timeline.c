@@ -308,7 +308,25 @@ static int timeline_chrome(FILE *f, const struct snapshot *s)
     jsonw_end_object(&w);
     for (size_t i = 0; i < n; i++)
         chrome_track(&w, s, &t[i], pid, by_kind);
-    if (s->oom.present && s->oom.time_ns != SNAP_UNKNOWN_I64) {
+    for (size_t i = 0; i < s->ooms.nattempts; i++) {
+        const struct snap_attempt *a = &s->ooms.attempts[i];
+        bool recovered = a->outcome && strcmp(a->outcome, "recovered") == 0;
+        const char *name = recovered ? "recovered"
+                           : a->attempt <= 1 ? "out of memory" : "retry failed";
+        event_head(&w, name, "i", pid, a->t_ns);
+        jsonw_key(&w, "s"); jsonw_string(&w, "g");
+        jsonw_key(&w, "args");
+        jsonw_begin_object(&w);
+        jsonw_key(&w, "device"); jsonw_i64(&w, a->device);
+        jsonw_key(&w, "requested_bytes"); jsonw_u64(&w, a->requested_bytes);
+        jsonw_key(&w, "chain"); jsonw_u64(&w, a->chain);
+        jsonw_key(&w, "attempt"); jsonw_u64(&w, a->attempt);
+        jsonw_end_object(&w);
+        jsonw_end_object(&w);
+    }
+    /* Older files have no attempt log: mark the post-mortem's failure. */
+    if (s->ooms.nattempts == 0 && s->oom.present &&
+        s->oom.time_ns != SNAP_UNKNOWN_I64) {
         const struct snap_oom *o = &s->oom;
         event_head(&w, "out of memory", "i", pid, o->time_ns);
         jsonw_key(&w, "s"); jsonw_string(&w, "g");
@@ -349,7 +367,8 @@ static const char usage[] =
     "terminal (^ marks the peak, X an OOM).  --format chrome prints, and\n"
     "--chrome OUT writes, Chrome trace-event JSON that opens in Perfetto\n"
     "(ui.perfetto.dev) or chrome://tracing: a counter track per device and\n"
-    "kind, and instant events for the peak and the OOM.\n"
+    "kind, and instant events for the peak, each out-of-memory failure,\n"
+    "retry and recovery.\n"
     "\n"
     "  --ascii          plain ASCII sparkline instead of block characters\n"
     "  --format F       text (default) or chrome\n"

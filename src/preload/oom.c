@@ -110,7 +110,21 @@ static void say(const struct oom_info *o)
                            "%s)", o->path, o->path);
 }
 
-static void close_chain(bool recovered)
+/* Appends to the attempt log; the caller holds `lock`. */
+static void log_attempt_locked(const struct oom_info *o, int64_t t, bool recovered)
+{
+    if (summary.nattempts == OOM_ATTEMPTS_KEPT)
+        return;
+    struct oom_attempt *a = &summary.attempts[summary.nattempts++];
+    a->t_ns = t;
+    a->requested = o->requested;
+    a->device = o->device;
+    a->chain = o->chain;
+    a->attempt = (uint16_t)(recovered ? o->attempts + 1 : o->attempts);
+    a->recovered = recovered;
+}
+
+static void close_chain(bool recovered, int64_t now)
 {
     struct oom_info *o = chain;
     if (o == NULL || !o->open)
@@ -121,6 +135,7 @@ static void close_chain(bool recovered)
         pthread_mutex_lock(&lock);
         summary.recovered++;
         summary.retry_released_bytes += o->released_bytes;
+        log_attempt_locked(o, now, true);
         pthread_mutex_unlock(&lock);
         if (o->path[0]) /* the post-mortem now says it recovered */
             snapshot_write("oom", o->path, o, NULL, 0);
@@ -145,8 +160,7 @@ void oom_on_failure(unsigned slot, enum record_kind kind, int device,
                 o->device == (kind == KIND_HOST_PINNED ? -1 : device);
     pthread_mutex_lock(&lock);
     summary.failed_attempts++;
-    if (!same)
-        summary.count++;
+    uint32_t chain_no = same ? o->chain : (uint32_t)++summary.count;
     pthread_mutex_unlock(&lock);
 
     if (!same) {
@@ -159,8 +173,12 @@ void oom_on_failure(unsigned slot, enum record_kind kind, int device,
         o->time_ns = now;
         o->stack = stack ? stack->id : 0;
         o->open = true;
+        o->chain = chain_no;
     }
     o->attempts++;
+    pthread_mutex_lock(&lock);
+    log_attempt_locked(o, now, false);
+    pthread_mutex_unlock(&lock);
     device_truth(o);
     classify(o, by_limit);
 
@@ -193,11 +211,11 @@ void oom_on_success(enum record_kind kind, int device, uint64_t requested,
                     int64_t now)
 {
     struct oom_info *o = chain;
-    (void)now;
     if (__builtin_expect(o == NULL || !o->open, 1))
         return;
     close_chain(o->requested == requested && o->kind == kind &&
-                o->device == (kind == KIND_HOST_PINNED ? -1 : device));
+                    o->device == (kind == KIND_HOST_PINNED ? -1 : device),
+                now);
 }
 
 void oom_on_free(uint64_t bytes)

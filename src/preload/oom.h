@@ -28,8 +28,22 @@ struct oom_info {
     bool recovered;
     uint64_t released_bytes, released_count;
     bool open;               /* a retry may still extend this chain */
+    uint32_t chain;          /* 1-based chain number in the process */
     char path[4096];         /* post-mortem file, "" if not written */
 };
+
+/* One failed attempt, or the success that ended a chain (the timeline's
+ * out-of-memory, retry and recovery instants). */
+struct oom_attempt {
+    int64_t t_ns;
+    uint64_t requested;
+    int32_t device;
+    uint32_t chain;   /* 1-based OOM chain number */
+    uint16_t attempt; /* 1 = the first failure */
+    uint8_t recovered;
+};
+
+#define OOM_ATTEMPTS_KEPT 256 /* the first ones; later ones are counted */
 
 /* Process-wide OOM totals for every snapshot. */
 struct oom_summary {
@@ -37,6 +51,8 @@ struct oom_summary {
     uint64_t suppressed; /* post-mortems not written: CUMEMTRACE_MAX_OOM_DUMPS */
     unsigned ndumps;
     char dumps[8][1024]; /* the first 8 post-mortem files */
+    unsigned nattempts;
+    struct oom_attempt attempts[OOM_ATTEMPTS_KEPT];
 };
 
 /* Called by the hooks; cheap unless the calling thread has an open chain. */

@@ -383,6 +383,14 @@ static void write_ooms(struct jw *w)
             jw_s(w, ",");
         jw_str(w, s->dumps[i]);
     }
+    jw_s(w, "],\n \"attempts\":[");
+    for (unsigned i = 0; i < s->nattempts; i++) {
+        const struct oom_attempt *a = &s->attempts[i];
+        jw_fmt(w, "%s{\"t_ns\":%" PRId64 ",\"device\":%d,\"requested_bytes\":%" PRIu64
+                  ",\"chain\":%u,\"attempt\":%u,\"outcome\":\"%s\"}",
+               i ? "," : "", a->t_ns, a->device, a->requested, a->chain,
+               (unsigned)a->attempt, a->recovered ? "recovered" : "failed");
+    }
     jw_s(w, "]},\n");
     free(s);
 }

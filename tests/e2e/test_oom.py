@@ -2,8 +2,9 @@
 chains of a PyTorch-like caching allocator, the memory limit, the dump cap
 (issue: OOM post-mortem).  Scenarios are in tests/progs/rt_oom.c."""
 import json
+import subprocess
 
-from conftest import MiB, device, entry
+from conftest import CLI, MiB, device, entry
 
 CARD = {"SIMCUDA_MEMORY": "256MiB"}
 
@@ -70,6 +71,17 @@ def test_caching_allocator_recovers(run):
     assert end["dumps"] == oom_file
     assert ("cumemtrace: recovered: cudaMalloc of 100 MiB succeeded on attempt 2 "
             "after the application released 120 MiB") in r.stderr
+    log = r.only("exit")["ooms"]["attempts"]
+    assert [(a["chain"], a["attempt"], a["outcome"], a["requested_bytes"])
+            for a in log] == [(1, 1, "failed", 100 * MiB),
+                              (1, 2, "recovered", 100 * MiB)]
+    assert log[0]["t_ns"] <= log[1]["t_ns"]
+    # the timeline shows the failure and the recovery as instants
+    exit_file = [f for f in r.files if ".oom." not in f.name][0]
+    out = subprocess.run([str(CLI), "timeline", "--format", "chrome", str(exit_file)],
+                         capture_output=True, text=True, check=True).stdout
+    names = [e["name"] for e in json.loads(out)["traceEvents"] if e.get("ph") == "i"]
+    assert names.count("out of memory") == 1 and names.count("recovered") == 1
 
 
 def test_caching_allocator_finally_fails_one_file(run):
@@ -83,6 +95,8 @@ def test_caching_allocator_finally_fails_one_file(run):
     assert o["free_bytes"] == 136 * MiB
     end = r.only("exit")["ooms"]
     assert (end["count"], end["failed_attempts"], end["recovered"]) == (1, 2, 0)
+    assert [(a["attempt"], a["outcome"]) for a in end["attempts"]] == \
+        [(1, "failed"), (2, "failed")]
     blocks = [l for l in r.stderr.splitlines() if "out of memory" in l]
     assert len(blocks) == 1
 
