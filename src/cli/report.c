@@ -365,6 +365,14 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
         if (print_sites(f, s, &o->live, held, top, true, 2) != 0)
             return -1;
     }
+    if (o->released.n > 0) {
+        uint64_t count, freed = groups_bytes(&o->released, &count);
+        fputc('\n', f);
+        heading(f, "  Released between attempts (%s in %" PRIu64 " frees), by call site",
+                out_bytes(freed, a), count);
+        if (print_sites(f, s, &o->released, freed, top, false, 2) != 0)
+            return -1;
+    }
     return 0;
 }
 

@@ -198,6 +198,9 @@ static int oom(struct jsonw *w, struct snapshot *s, unsigned top)
                         ? frames_group_label(s, o->stack, BY_STACK)
                         : NULL);
     jsonw_key(w, "frames"); frames_of(w, s, o->stack);
+    jsonw_key(w, "released");
+    if (sites(w, s, &o->released, top) != 0)
+        return -1;
     jsonw_key(w, "live");
     if (sites(w, s, &o->live, top) != 0)
         return -1;

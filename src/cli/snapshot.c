@@ -55,6 +55,7 @@ void snapshot_free(struct snapshot *s)
     groups_free(&s->host.live);
     groups_free(&s->host.at_peak);
     groups_free(&s->oom.live);
+    groups_free(&s->oom.released);
     free(s->ooms.dumps);
     free(s->ooms.attempts);
     free(s->events.v);

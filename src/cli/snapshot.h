@@ -166,6 +166,7 @@ struct snap_oom {
     uint64_t shortfall_bytes, attempts;
     int recovered; /* 1, 0, -1 unknown */
     uint64_t released_bytes, released_count;
+    struct snap_groups released; /* what the retries freed, by call site */
     struct snap_groups live;
 };
 

@@ -763,6 +763,12 @@ static int rd_oom_live(struct reader *r, void *obj)
     return rd_groups(r, &o->live);
 }
 
+static int rd_oom_released(struct reader *r, void *obj)
+{
+    struct snap_oom *o = obj;
+    return rd_groups(r, &o->released);
+}
+
 static int rd_oom_recovered(struct reader *r, void *obj)
 {
     struct snap_oom *o = obj;
@@ -790,6 +796,7 @@ static const struct field oom_fields[] = {
     FIELD(snap_oom, released_bytes, F_U64N),
     FIELD(snap_oom, released_count, F_U64N),
     FIELD_FN("live", rd_oom_live),
+    FIELD_FN("released", rd_oom_released),
 };
 
 static int rd_oom(struct reader *r, void *obj)
@@ -1333,7 +1340,8 @@ static int resolve(struct reader *r)
     }
     if (resolve_groups(r, &s->host.live, "host_pinned.live") ||
         resolve_groups(r, &s->host.at_peak, "host_pinned.at_peak") ||
-        resolve_groups(r, &s->oom.live, "oom.live"))
+        resolve_groups(r, &s->oom.live, "oom.live") ||
+        resolve_groups(r, &s->oom.released, "oom.released"))
         return r->err->code;
     if (s->oom.present && s->oom.stack_id > 0) {
         s->oom.stack = snapshot_stack_index(s, s->oom.stack_id);

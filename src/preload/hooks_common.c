@@ -112,9 +112,10 @@ void hooks_free_end(struct hook_free *f, bool ok)
 {
     if (f->token != NULL) {
         uint64_t size = record_token_size(f->token);
+        uint32_t stack = record_token_stack(f->token);
         record_free_finish(f->token, ok, ok ? 0 : clock_now_ns());
         if (ok)
-            oom_on_free(size);
+            oom_on_free(size, stack);
     }
     hook_leave();
 }

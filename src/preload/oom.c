@@ -218,13 +218,22 @@ void oom_on_success(enum record_kind kind, int device, uint64_t requested,
                 now);
 }
 
-void oom_on_free(uint64_t bytes)
+void oom_on_free(uint64_t bytes, uint32_t stack)
 {
     struct oom_info *o = chain;
     if (__builtin_expect(o == NULL || !o->open, 1))
         return;
     o->released_bytes += bytes;
     o->released_count++;
+    unsigned i = 0;
+    while (i < o->nreleased_by && o->released_by[i].stack != stack && i < 15)
+        i++;
+    if (i == o->nreleased_by) {
+        o->released_by[i].stack = i == 15 ? 0 : stack; /* 0: other stacks */
+        o->nreleased_by++;
+    }
+    o->released_by[i].bytes += bytes;
+    o->released_by[i].count++;
 }
 
 void oom_summary_get(struct oom_summary *out)

@@ -27,6 +27,13 @@ struct oom_info {
     unsigned attempts;
     bool recovered;
     uint64_t released_bytes, released_count;
+    /* what the retries released, by allocating stack (the caching
+     * allocator's segments); the 16th slot gathers any further stacks */
+    struct {
+        uint32_t stack;
+        uint64_t bytes, count;
+    } released_by[16];
+    unsigned nreleased_by;
     bool open;               /* a retry may still extend this chain */
     uint32_t chain;          /* 1-based chain number in the process */
     char path[4096];         /* post-mortem file, "" if not written */
@@ -61,7 +68,7 @@ void oom_on_failure(unsigned slot, enum record_kind kind, int device,
                     struct record_stack *stack, int64_t now);
 void oom_on_success(enum record_kind kind, int device, uint64_t requested,
                     int64_t now);
-void oom_on_free(uint64_t bytes);
+void oom_on_free(uint64_t bytes, uint32_t stack);
 
 void oom_summary_get(struct oom_summary *out);
 void oom_atfork_child(void);

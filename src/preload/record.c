@@ -604,6 +604,12 @@ uint64_t record_token_size(const void *token)
     return token ? entry_size(token) : 0;
 }
 
+uint32_t record_token_stack(const void *token)
+{
+    const struct record_stack *st = token ? site_of(token)->s.stack : NULL;
+    return st ? st->id : 0;
+}
+
 int record_token_device(const void *token)
 {
     if (token == NULL)

@@ -125,6 +125,8 @@ void record_free_finish(void *token, bool ok, int64_t now_ns);
 /* Size and kind of a taken entry (for the limit and for VMM handles). */
 uint64_t record_token_size(const void *token);
 int record_token_device(const void *token);
+/* Id of the stack that allocated a taken entry. */
+uint32_t record_token_stack(const void *token);
 
 /* A context reset (cudaDeviceReset) freed every linear and managed
  * allocation of `device`: forget them, as frees.  Stream-ordered and VMM

@@ -355,9 +355,21 @@ static void write_oom(struct jw *w, struct record_view *v,
                o->by_kind[k]);
     jw_fmt(w, "},\"cause\":\"%s\",\"shortfall_bytes\":%" PRIu64
               ",\"attempts\":%u,\"recovered\":%s,\"released_bytes\":%" PRIu64
-              ",\"released_count\":%" PRIu64 ",\"live\":",
+              ",\"released_count\":%" PRIu64 ",\"released\":[",
            o->cause, o->shortfall, o->attempts, o->recovered ? "true" : "false",
            o->released_bytes, o->released_count);
+    unsigned order[16], n = o->nreleased_by; /* largest first */
+    for (unsigned i = 0; i < n; i++) {
+        unsigned j = i;
+        for (; j > 0 && o->released_by[order[j - 1]].bytes < o->released_by[i].bytes; j--)
+            order[j] = order[j - 1];
+        order[j] = i;
+    }
+    for (unsigned i = 0; i < n; i++)
+        jw_fmt(w, "%s{\"stack\":%u,\"bytes\":%" PRIu64 ",\"count\":%" PRIu64 "}",
+               i ? "," : "", o->released_by[order[i]].stack,
+               o->released_by[order[i]].bytes, o->released_by[order[i]].count);
+    jw_s(w, "],\"live\":");
     qsort(v->sites, v->nsites, sizeof *v->sites, by_pool_current);
     write_groups(w, v, o->device < 0 ? RECORD_HOST_POOL : (uint32_t)o->device,
                  false, 50);

@@ -97,6 +97,13 @@ def test_caching_allocator_finally_fails_one_file(run):
     assert (end["count"], end["failed_attempts"], end["recovered"]) == (1, 2, 0)
     assert [(a["attempt"], a["outcome"]) for a in end["attempts"]] == \
         [(1, "failed"), (2, "failed")]
+    # which segments the retry released: six 20 MiB segments of one call site
+    [rel] = o["released"]
+    assert (rel["bytes"], rel["count"]) == (120 * MiB, 6)
+    pm_file = [f for f in r.files if ".oom." in f.name][0]
+    report = subprocess.run([str(CLI), "report", str(pm_file)], capture_output=True,
+                            text=True, check=True).stdout
+    assert "Released between attempts (120 MiB in 6 frees), by call site" in report
     blocks = [l for l in r.stderr.splitlines() if "out of memory" in l]
     assert len(blocks) == 1
 
