@@ -147,43 +147,25 @@ DRIVER_FREE(cuMemFreeAsync, KIND_DEVICE, dptr,
 DRIVER_FREE(cuMemFreeAsync_ptsz, KIND_DEVICE, dptr,
             (CUdeviceptr dptr, CUstream hStream), (dptr, hStream))
 
-/* Pitched allocations charge pitch * height, known only after the call. */
-static bool pitch_begin(struct hook_alloc *c, unsigned slot, uint64_t requested)
-{
-    *c = (struct hook_alloc){slot, KIND_DEVICE, -1, requested, false, false};
-    return hooks_alloc_begin(c, false);
-}
+/* Pitched allocations charge pitch * height, known only after the call.
+ * The v1 and _v2 ABIs differ only in the width of their types. */
+#define DRIVER_PITCH(sym, ptr_t, dim_t)                                        \
+    CUresult sym(ptr_t *dptr, dim_t *pPitch, dim_t WidthInBytes, dim_t Height, \
+                 unsigned int ElementSizeBytes)                                \
+    {                                                                          \
+        PFN(sym) real = REAL(sym);                                             \
+        if (real == NULL)                                                      \
+            return NO_DRIVER;                                                  \
+        struct hook_alloc c = {SLOT_##sym, KIND_DEVICE, -1,                    \
+                               (uint64_t)WidthInBytes * Height, false, false}; \
+        if (!hooks_alloc_begin(&c, false))                                     \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                   \
+        CUresult r = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes); \
+        bool ok = r == CUDA_SUCCESS;                                           \
+        hooks_alloc_end(&c, ok, r == CUDA_ERROR_OUT_OF_MEMORY, ok ? *dptr : 0, \
+                        ok ? (uint64_t)*pPitch * Height : 0, false);           \
+        return r;                                                              \
+    }
 
-CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
-                            size_t WidthInBytes, size_t Height,
-                            unsigned int ElementSizeBytes)
-{
-    PFN(cuMemAllocPitch_v2) real = REAL(cuMemAllocPitch_v2);
-    struct hook_alloc c;
-    if (real == NULL)
-        return NO_DRIVER;
-    if (!pitch_begin(&c, SLOT_cuMemAllocPitch_v2, (uint64_t)WidthInBytes * Height))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-    bool ok = r == CUDA_SUCCESS;
-    hooks_alloc_end(&c, ok, r == CUDA_ERROR_OUT_OF_MEMORY, ok ? *dptr : 0,
-                    ok ? (uint64_t)*pPitch * Height : 0, false);
-    return r;
-}
-
-CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
-                         unsigned int WidthInBytes, unsigned int Height,
-                         unsigned int ElementSizeBytes)
-{
-    PFN(cuMemAllocPitch) real = REAL(cuMemAllocPitch);
-    struct hook_alloc c;
-    if (real == NULL)
-        return NO_DRIVER;
-    if (!pitch_begin(&c, SLOT_cuMemAllocPitch, (uint64_t)WidthInBytes * Height))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-    bool ok = r == CUDA_SUCCESS;
-    hooks_alloc_end(&c, ok, r == CUDA_ERROR_OUT_OF_MEMORY, ok ? *dptr : 0,
-                    ok ? (uint64_t)*pPitch * Height : 0, false);
-    return r;
-}
+DRIVER_PITCH(cuMemAllocPitch_v2, CUdeviceptr, size_t)
+DRIVER_PITCH(cuMemAllocPitch, CUdeviceptr_v1, unsigned int)

@@ -139,50 +139,32 @@ static cudaError_t entry_point_done(cudaError_t r, const char *symbol,
     return r;
 }
 
-cudaError_t cudaGetDriverEntryPoint(
-    const char *symbol, void **funcPtr, unsigned long long flags,
-    enum cudaDriverEntryPointQueryResult *driverStatus)
-{
-    PFN(cudaGetDriverEntryPoint) real = REAL(cudaGetDriverEntryPoint);
-    if (real == NULL)
-        return NO_RUNTIME;
-    cudaError_t r = real(symbol, funcPtr, flags, driverStatus);
-    return entry_point_done(r, symbol, funcPtr, runtime_version(), flags);
-}
+/* The four entry-point look-ups: with the runtime's version or the
+ * caller's, with or without the per-thread default stream suffix. */
+#define ENTRY_POINT(sym)                                                       \
+    cudaError_t sym(const char *symbol, void **funcPtr, unsigned long long flags, \
+                    enum cudaDriverEntryPointQueryResult *driverStatus)        \
+    {                                                                          \
+        PFN(sym) real = REAL(sym);                                             \
+        if (real == NULL)                                                      \
+            return NO_RUNTIME;                                                 \
+        cudaError_t r = real(symbol, funcPtr, flags, driverStatus);            \
+        return entry_point_done(r, symbol, funcPtr, runtime_version(), flags); \
+    }
 
-cudaError_t cudaGetDriverEntryPoint_ptsz(
-    const char *symbol, void **funcPtr, unsigned long long flags,
-    enum cudaDriverEntryPointQueryResult *driverStatus)
-{
-    PFN(cudaGetDriverEntryPoint_ptsz) real = REAL(cudaGetDriverEntryPoint_ptsz);
-    if (real == NULL)
-        return NO_RUNTIME;
-    cudaError_t r = real(symbol, funcPtr, flags, driverStatus);
-    return entry_point_done(r, symbol, funcPtr, runtime_version(), flags);
-}
+#define ENTRY_POINT_BY_VERSION(sym)                                            \
+    cudaError_t sym(const char *symbol, void **funcPtr, unsigned int cudaVersion, \
+                    unsigned long long flags,                                  \
+                    enum cudaDriverEntryPointQueryResult *driverStatus)        \
+    {                                                                          \
+        PFN(sym) real = REAL(sym);                                             \
+        if (real == NULL)                                                      \
+            return NO_RUNTIME;                                                 \
+        cudaError_t r = real(symbol, funcPtr, cudaVersion, flags, driverStatus); \
+        return entry_point_done(r, symbol, funcPtr, (int)cudaVersion, flags);  \
+    }
 
-cudaError_t cudaGetDriverEntryPointByVersion(
-    const char *symbol, void **funcPtr, unsigned int cudaVersion,
-    unsigned long long flags,
-    enum cudaDriverEntryPointQueryResult *driverStatus)
-{
-    PFN(cudaGetDriverEntryPointByVersion) real =
-        REAL(cudaGetDriverEntryPointByVersion);
-    if (real == NULL)
-        return NO_RUNTIME;
-    cudaError_t r = real(symbol, funcPtr, cudaVersion, flags, driverStatus);
-    return entry_point_done(r, symbol, funcPtr, (int)cudaVersion, flags);
-}
-
-cudaError_t cudaGetDriverEntryPointByVersion_ptsz(
-    const char *symbol, void **funcPtr, unsigned int cudaVersion,
-    unsigned long long flags,
-    enum cudaDriverEntryPointQueryResult *driverStatus)
-{
-    PFN(cudaGetDriverEntryPointByVersion_ptsz) real =
-        REAL(cudaGetDriverEntryPointByVersion_ptsz);
-    if (real == NULL)
-        return NO_RUNTIME;
-    cudaError_t r = real(symbol, funcPtr, cudaVersion, flags, driverStatus);
-    return entry_point_done(r, symbol, funcPtr, (int)cudaVersion, flags);
-}
+ENTRY_POINT(cudaGetDriverEntryPoint)
+ENTRY_POINT(cudaGetDriverEntryPoint_ptsz)
+ENTRY_POINT_BY_VERSION(cudaGetDriverEntryPointByVersion)
+ENTRY_POINT_BY_VERSION(cudaGetDriverEntryPointByVersion_ptsz)

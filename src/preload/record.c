@@ -115,14 +115,9 @@ static inline void set_extra(struct live *e, uint64_t extra)
     e->size_extra = (e->size_extra & SIZE_MASK) | extra << 48;
 }
 
-struct mapping {
-    uintptr_t addr;
-    uint64_t size;
-    uint32_t pool;
-    UT_hash_handle hh;
-};
-
-struct reservation {
+/* A range of virtual addresses: reserved (cuMemAddressReserve) or mapped
+ * to a handle (cuMemMap). */
+struct range {
     uintptr_t addr;
     uint64_t size;
     uint32_t pool;
@@ -144,8 +139,7 @@ struct pool {
 static pthread_mutex_t lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 static struct pool pools[RECORD_POOLS];
 static struct live *live_table, *handles, *free_entries;
-static struct mapping *mappings;
-static struct reservation *reservations;
+static struct range *mappings, *reservations;
 static struct stack_node *stack_table, **stacks_by_id;
 static size_t nstacks, stacks_cap;
 static struct record_counters counters;
@@ -647,37 +641,46 @@ void record_failure(enum record_kind kind, int device)
 
 /* ---- VMM ---- */
 
+/* Adds `r` to `*table`, and its size to `*bytes` and that counter's peak.
+ * False when the address is already there or memory ran out. */
+static bool range_add_locked(struct range **table, struct range *r,
+                             uint64_t *bytes, uint64_t *peak)
+{
+    struct range *old;
+    HASH_FIND(hh, *table, &r->addr, sizeof r->addr, old);
+    if (old != NULL)
+        return false;
+    HASH_ADD(hh, *table, addr, sizeof r->addr, r);
+    if (nomem) {
+        nomem = false;
+        return false;
+    }
+    *bytes += r->size;
+    if (*bytes > *peak)
+        *peak = *bytes;
+    pools[r->pool].active = true;
+    return true;
+}
+
 void record_vmm_reserve(int device, uintptr_t addr, uint64_t size)
 {
-    struct reservation *r = malloc(sizeof *r);
+    struct range *r = malloc(sizeof *r);
     if (r == NULL)
         return;
     r->addr = addr;
     r->size = size;
     r->pool = pool_of(KIND_VMM, device);
     pthread_mutex_lock(&lock);
-    struct reservation *old;
-    HASH_FIND(hh, reservations, &addr, sizeof addr, old);
-    if (old == NULL) {
-        HASH_ADD(hh, reservations, addr, sizeof r->addr, r);
-        if (nomem) {
-            nomem = false;
-        } else {
-            struct record_vmm_stats *v = &pools[r->pool].vmm;
-            v->reserved += size;
-            if (v->reserved > v->reserved_peak)
-                v->reserved_peak = v->reserved;
-            pools[r->pool].active = true;
-            r = NULL;
-        }
-    }
+    struct record_vmm_stats *v = &pools[r->pool].vmm;
+    if (range_add_locked(&reservations, r, &v->reserved, &v->reserved_peak))
+        r = NULL;
     pthread_mutex_unlock(&lock);
     free(r);
 }
 
 void record_vmm_unreserve(uintptr_t addr)
 {
-    struct reservation *r;
+    struct range *r;
     pthread_mutex_lock(&lock);
     HASH_FIND(hh, reservations, &addr, sizeof addr, r);
     if (r != NULL) {
@@ -690,30 +693,21 @@ void record_vmm_unreserve(uintptr_t addr)
 
 void record_vmm_map(uintptr_t addr, uint64_t size, uintptr_t handle)
 {
-    struct mapping *m = malloc(sizeof *m);
+    struct range *m = malloc(sizeof *m);
     if (m == NULL)
         return;
     pthread_mutex_lock(&lock);
     struct live *h;
-    struct mapping *old;
     HASH_FIND(hh, handles, &handle, sizeof handle, h);
-    HASH_FIND(hh, mappings, &addr, sizeof addr, old);
     /* Imported handles (IPC, fabric) are not ours: their mappings are not
      * this process's memory either. */
-    if (h != NULL && old == NULL) {
+    if (h != NULL) {
         m->addr = addr;
         m->size = size;
         m->pool = site_of(h)->s.pool;
-        HASH_ADD(hh, mappings, addr, sizeof m->addr, m);
-        if (nomem) {
-            nomem = false;
-        } else {
-            struct record_vmm_stats *v = &pools[m->pool].vmm;
-            v->mapped += size;
-            if (v->mapped > v->mapped_peak)
-                v->mapped_peak = v->mapped;
+        struct record_vmm_stats *v = &pools[m->pool].vmm;
+        if (range_add_locked(&mappings, m, &v->mapped, &v->mapped_peak))
             m = NULL;
-        }
     }
     pthread_mutex_unlock(&lock);
     free(m);
@@ -724,7 +718,7 @@ void record_vmm_unmap(uintptr_t addr, uint64_t size)
     pthread_mutex_lock(&lock);
     uintptr_t a = addr, end = addr + size;
     while (a < end) {
-        struct mapping *m;
+        struct range *m;
         HASH_FIND(hh, mappings, &a, sizeof a, m);
         if (m == NULL)
             break;
@@ -933,12 +927,12 @@ void record_atfork_child(void)
      * table down so the child starts empty, keeping the configuration. */
     HASH_CLEAR(hh, live_table);
     HASH_CLEAR(hh, handles);
-    struct mapping *m, *mt;
+    struct range *m, *mt;
     HASH_ITER(hh, mappings, m, mt) {
         HASH_DELETE(hh, mappings, m);
         free(m);
     }
-    struct reservation *r, *rt;
+    struct range *r, *rt;
     HASH_ITER(hh, reservations, r, rt) {
         HASH_DELETE(hh, reservations, r);
         free(r);

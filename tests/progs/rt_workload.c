@@ -13,17 +13,6 @@
 
 #include "progs.h"
 
-
-#define CHECK(call, want)                                                   \
-    do {                                                                    \
-        int got_ = (int)(call);                                             \
-        if (got_ != (int)(want)) {                                          \
-            fprintf(stderr, "%s:%d: %s returned %d, expected %d\n",         \
-                    __FILE__, __LINE__, #call, got_, (int)(want));          \
-            exit(1);                                                        \
-        }                                                                   \
-    } while (0)
-
 /* Distinct call sites, so stacks differ (noinline keeps the frames). */
 __attribute__((noinline)) void *alloc_weights(size_t n)
 {
