@@ -45,6 +45,17 @@ void *resolve_reals[SLOT_COUNT];
 void *(*resolve_real_dlsym)(void *, const char *);
 
 static unsigned char how[SLOT_COUNT];
+/* For each slot, the load count at which it was last looked for in vain:
+ * until another library is loaded (or a new way to ask the driver appears),
+ * looking again would find nothing and cost a scan of every library. */
+static unsigned long long missed_at[SLOT_COUNT];
+
+/* A new source of real functions: every miss deserves another look. */
+DLSYM_PATH static void forget_misses(void)
+{
+    for (int i = 0; i < SLOT_COUNT; i++)
+        __atomic_store_n(&missed_at[i], 0, __ATOMIC_RELAXED);
+}
 static void *libcuda_handle; /* a handle the application used for cu* */
 
 struct slot_info {
@@ -89,9 +100,13 @@ DLSYM_PATH static void init_real_dlsym(void)
 
 DLSYM_PATH static void *real_dlsym(void *handle, const char *name)
 {
-    if (resolve_real_dlsym == NULL)
+    void *(*fn)(void *, const char *) =
+        __atomic_load_n(&resolve_real_dlsym, __ATOMIC_ACQUIRE);
+    if (fn == NULL) {
         init_real_dlsym();
-    return resolve_real_dlsym ? resolve_real_dlsym(handle, name) : NULL;
+        fn = __atomic_load_n(&resolve_real_dlsym, __ATOMIC_ACQUIRE);
+    }
+    return fn ? fn(handle, name) : NULL;
 }
 
 /* Keeps the library that defines `fn` loaded for good.  We call real
@@ -101,15 +116,15 @@ DLSYM_PATH static void *real_dlsym(void *handle, const char *name)
  * RTLD_NODELETE on an already-loaded object only pins it. */
 DLSYM_PATH static void pin_library(void *fn)
 {
-    static void *last_base;
+    static void *last_base; /* the library pinned last: usually the same */
     Dl_info info;
-    if (dladdr(fn, &info) == 0 || info.dli_fbase == last_base ||
-        info.dli_fname == NULL)
+    if (dladdr(fn, &info) == 0 || info.dli_fname == NULL ||
+        info.dli_fbase == __atomic_load_n(&last_base, __ATOMIC_RELAXED))
         return;
     void *h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
     if (h != NULL) {
         dlclose(h); /* drops our reference; NODELETE stays */
-        last_base = info.dli_fbase;
+        __atomic_store_n(&last_base, info.dli_fbase, __ATOMIC_RELAXED);
     }
 }
 
@@ -123,6 +138,8 @@ DLSYM_PATH static void store_real(int slot, void *fn, enum resolve_how h)
     if (__atomic_compare_exchange_n(&resolve_reals[slot], &expected, fn, false,
                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         how[slot] = (unsigned char)h;
+        if (slot == SLOT_cuGetProcAddress || slot == SLOT_cuGetProcAddress_v2)
+            forget_misses();
         LOG(LOG_DEBUG, "%s: real function %p found by %s", slots[slot].name,
             fn, how_names[h]);
     }
@@ -169,9 +186,27 @@ static void *driver_lookup(int slot)
     return NULL;
 }
 
+static int loads_seen(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    *(unsigned long long *)data = info->dlpi_adds;
+    return 1; /* the first object carries the process-wide counter */
+}
+
+/* How many objects the process has loaded so far (never decreases). */
+static unsigned long long loads_so_far(void)
+{
+    unsigned long long adds = 0;
+    dl_iterate_phdr(loads_seen, &adds);
+    return adds;
+}
+
 void *resolve_slow(enum resolve_slot slot)
 {
     const char *name = slots[slot].name;
+    unsigned long long loads = loads_so_far();
+    if (__atomic_load_n(&missed_at[slot], __ATOMIC_RELAXED) == loads)
+        return NULL;
     void *p = real_dlsym(RTLD_NEXT, name);
     if (p != NULL && !is_wrapper(p)) {
         store_real(slot, p, HOW_DYNAMIC);
@@ -195,6 +230,7 @@ void *resolve_slow(enum resolve_slot slot)
         store_real(slot, sc.found, HOW_SCAN);
         return resolve_reals[slot];
     }
+    __atomic_store_n(&missed_at[slot], loads, __ATOMIC_RELAXED);
     return NULL;
 }
 
@@ -210,7 +246,7 @@ DLSYM_PATH static int slot_by_name(const char *name)
 
 DLSYM_PATH void *resolve_dlsym_substitute(void *handle, const char *name)
 {
-    if (resolve_real_dlsym == NULL)
+    if (__atomic_load_n(&resolve_real_dlsym, __ATOMIC_ACQUIRE) == NULL)
         init_real_dlsym();
     if (handle == RTLD_NEXT || handle == RTLD_DEFAULT || name == NULL ||
         name[0] != 'c' || name[1] != 'u' || config.disabled)
@@ -222,8 +258,9 @@ DLSYM_PATH void *resolve_dlsym_substitute(void *handle, const char *name)
     if (p == NULL || p == slots[slot].wrapper)
         return p;
     store_real(slot, p, HOW_DLSYM);
-    if (slot < SLOT_DRIVER_END)
-        __atomic_store_n(&libcuda_handle, handle, __ATOMIC_RELEASE);
+    if (slot < SLOT_DRIVER_END &&
+        __atomic_exchange_n(&libcuda_handle, handle, __ATOMIC_ACQ_REL) != handle)
+        forget_misses();
     LOG(LOG_DEBUG, "dlsym(%p, \"%s\") -> cumemtrace wrapper", handle, name);
     return slots[slot].wrapper;
 }

@@ -185,3 +185,13 @@ def test_failed_runtime_init_is_passed_through(run):
     assert r.returncode == 1
     assert "returned 999" in r.stderr
     assert [s for s in r.snapshots if s["reason"] == "oom"] == []
+
+
+def test_runtime_loaded_late_and_locally_is_found(run):
+    # before libcudart is loaded the wrapper answers "no driver" (35), as the
+    # API does without one; once it is loaded RTLD_LOCAL it is found
+    r = run(["late_runtime"])
+    assert r.stdout == "ok\n"
+    d = device(r.only())
+    assert d["current_bytes"] == 3 * MiB
+    assert d["by_kind"]["device"]["allocs"] == 1
