@@ -215,24 +215,28 @@ static void write_kind_stats(struct jw *w, const struct record_kind_stats *k)
            k->current, k->peak, k->peak_time, k->allocs, k->frees, k->failures);
 }
 
+/* Sites by pool, then bytes (xb, yb) largest first, then stack id: a
+ * stable order, so two dumps of the same state are the same file. */
+static int site_order(const struct record_site_view *x,
+                      const struct record_site_view *y, uint64_t xb, uint64_t yb)
+{
+    if (x->pool != y->pool)
+        return x->pool < y->pool ? -1 : 1;
+    if (xb != yb)
+        return xb > yb ? -1 : 1;
+    return x->stack->id < y->stack->id ? -1 : x->stack->id > y->stack->id;
+}
+
 static int by_pool_current(const void *a, const void *b)
 {
     const struct record_site_view *x = a, *y = b;
-    if (x->pool != y->pool)
-        return x->pool < y->pool ? -1 : 1;
-    if (x->current != y->current)
-        return x->current > y->current ? -1 : 1;
-    return x->stack->id < y->stack->id ? -1 : x->stack->id > y->stack->id;
+    return site_order(x, y, x->current, y->current);
 }
 
 static int by_pool_peak(const void *a, const void *b)
 {
     const struct record_site_view *x = a, *y = b;
-    if (x->pool != y->pool)
-        return x->pool < y->pool ? -1 : 1;
-    if (x->at_peak != y->at_peak)
-        return x->at_peak > y->at_peak ? -1 : 1;
-    return x->stack->id < y->stack->id ? -1 : x->stack->id > y->stack->id;
+    return site_order(x, y, x->at_peak, y->at_peak);
 }
 
 /* Sites of `pool` in the order of the last sort, `peak` picking the field;
