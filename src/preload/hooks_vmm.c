@@ -57,65 +57,35 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     return r;
 }
 
-CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle,
-                                     void *addr)
-{
-    PFN(cuMemRetainAllocationHandle) real = REAL(cuMemRetainAllocationHandle);
-    if (real == NULL)
-        return NO_DRIVER;
-    CUresult r = real(handle, addr);
-    if (hook_enter() && r == CUDA_SUCCESS)
-        record_vmm_retain((uintptr_t)*handle);
-    hook_leave();
-    return r;
-}
+/* The bookkeeping-only wrappers: call, then on success run `record`. */
+#define VMM_AFTER(sym, params, args, record)                                   \
+    CUresult sym params                                                        \
+    {                                                                          \
+        PFN(sym) real = REAL(sym);                                             \
+        if (real == NULL)                                                      \
+            return NO_DRIVER;                                                  \
+        CUresult r = real args;                                                \
+        if (hook_enter() && r == CUDA_SUCCESS)                                 \
+            record;                                                            \
+        hook_leave();                                                          \
+        return r;                                                              \
+    }
 
-CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
-                  CUmemGenericAllocationHandle handle, unsigned long long flags)
-{
-    PFN(cuMemMap) real = REAL(cuMemMap);
-    if (real == NULL)
-        return NO_DRIVER;
-    CUresult r = real(ptr, size, offset, handle, flags);
-    if (hook_enter() && r == CUDA_SUCCESS)
-        record_vmm_map(ptr, size, (uintptr_t)handle);
-    hook_leave();
-    return r;
-}
-
-CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
-{
-    PFN(cuMemUnmap) real = REAL(cuMemUnmap);
-    if (real == NULL)
-        return NO_DRIVER;
-    CUresult r = real(ptr, size);
-    if (hook_enter() && r == CUDA_SUCCESS)
-        record_vmm_unmap(ptr, size);
-    hook_leave();
-    return r;
-}
-
-CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
-                             CUdeviceptr addr, unsigned long long flags)
-{
-    PFN(cuMemAddressReserve) real = REAL(cuMemAddressReserve);
-    if (real == NULL)
-        return NO_DRIVER;
-    CUresult r = real(ptr, size, alignment, addr, flags);
-    if (hook_enter() && r == CUDA_SUCCESS)
-        record_vmm_reserve(hooks_driver_device(), *ptr, size);
-    hook_leave();
-    return r;
-}
-
-CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
-{
-    PFN(cuMemAddressFree) real = REAL(cuMemAddressFree);
-    if (real == NULL)
-        return NO_DRIVER;
-    CUresult r = real(ptr, size);
-    if (hook_enter() && r == CUDA_SUCCESS)
-        record_vmm_unreserve(ptr);
-    hook_leave();
-    return r;
-}
+VMM_AFTER(cuMemRetainAllocationHandle,
+          (CUmemGenericAllocationHandle *handle, void *addr), (handle, addr),
+          record_vmm_retain((uintptr_t)*handle))
+VMM_AFTER(cuMemMap,
+          (CUdeviceptr ptr, size_t size, size_t offset,
+           CUmemGenericAllocationHandle handle, unsigned long long flags),
+          (ptr, size, offset, handle, flags),
+          record_vmm_map(ptr, size, (uintptr_t)handle))
+VMM_AFTER(cuMemUnmap, (CUdeviceptr ptr, size_t size), (ptr, size),
+          record_vmm_unmap(ptr, size))
+/* Address space belongs to no device; it is shown under the current one. */
+VMM_AFTER(cuMemAddressReserve,
+          (CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+           unsigned long long flags),
+          (ptr, size, alignment, addr, flags),
+          record_vmm_reserve(hooks_driver_device(), *ptr, size))
+VMM_AFTER(cuMemAddressFree, (CUdeviceptr ptr, size_t size), (ptr, size),
+          record_vmm_unreserve(ptr))
