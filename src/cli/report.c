@@ -314,6 +314,22 @@ static void print_retries(FILE *f, const struct snap_oom *o)
              o->attempts == 1 ? "" : "s", tail, outcome);
 }
 
+/* One of the post-mortem's call-site tables, under a heading giving its
+ * total; nothing when the groups are empty.  Returns -1 on OOM. */
+static int oom_table(FILE *f, struct snapshot *s, const struct snap_groups *g,
+                     const char *title, const char *what, const char *suffix,
+                     unsigned top, bool with_kind)
+{
+    char a[OUT_NUM];
+    if (g->n == 0)
+        return 0;
+    uint64_t count, total = groups_bytes(g, &count);
+    fputc('\n', f);
+    heading(f, "  %s (%s in %" PRIu64 " %s)%s", title, out_bytes(total, a), count,
+            what, suffix);
+    return print_sites(f, s, g, total, top, with_kind, 2);
+}
+
 static int print_oom(FILE *f, struct snapshot *s, unsigned top)
 {
     const struct snap_oom *o = &s->oom;
@@ -357,22 +373,11 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
         }
         fprintf(f, "  %-10s%s\n", "stack:", out_fit(line, OUT_WIDTH - 12, fit, sizeof fit));
     }
-    if (o->live.n > 0) {
-        uint64_t count, held = groups_bytes(&o->live, &count);
-        fputc('\n', f);
-        heading(f, "  Top holders at the failure (%s in %" PRIu64 " allocations)",
-                out_bytes(held, a), count);
-        if (print_sites(f, s, &o->live, held, top, true, 2) != 0)
-            return -1;
-    }
-    if (o->released.n > 0) {
-        uint64_t count, freed = groups_bytes(&o->released, &count);
-        fputc('\n', f);
-        heading(f, "  Released between attempts (%s in %" PRIu64 " frees), by call site",
-                out_bytes(freed, a), count);
-        if (print_sites(f, s, &o->released, freed, top, false, 2) != 0)
-            return -1;
-    }
+    if (oom_table(f, s, &o->live, "Top holders at the failure", "allocations", "",
+                  top, true) != 0 ||
+        oom_table(f, s, &o->released, "Released between attempts", "frees",
+                  ", by call site", top, false) != 0)
+        return -1;
     return 0;
 }
 

@@ -604,14 +604,6 @@ uint32_t record_token_stack(const void *token)
     return st ? st->id : 0;
 }
 
-int record_token_device(const void *token)
-{
-    if (token == NULL)
-        return -1;
-    uint32_t pool = site_of(token)->s.pool;
-    return pool == RECORD_HOST_POOL ? -1 : (int)pool;
-}
-
 void record_drop_device(int device, int64_t now)
 {
     uint32_t pool = pool_of(KIND_DEVICE, device);

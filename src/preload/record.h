@@ -122,9 +122,8 @@ void *record_free_take(uintptr_t addr, enum record_kind kind_hint,
 /* ok=true: the memory is gone; ok=false: the real free failed, put the
  * entry and the counters back as they were.  `token` may be NULL (no-op). */
 void record_free_finish(void *token, bool ok, int64_t now_ns);
-/* Size and kind of a taken entry (for the limit and for VMM handles). */
+/* Size of a taken entry. */
 uint64_t record_token_size(const void *token);
-int record_token_device(const void *token);
 /* Id of the stack that allocated a taken entry. */
 uint32_t record_token_stack(const void *token);
 

@@ -113,6 +113,7 @@ static void jw_str(struct jw *w, const char *s)
     jw_raw(w, "\"", 1);
 }
 
+/* A count that may be unknown: negative is written as null. */
 static void jw_i64_or_null(struct jw *w, int64_t v)
 {
     if (v < 0)
@@ -181,10 +182,7 @@ static void write_process(struct jw *w, int64_t now)
     jw_s(w, "],\"host\":");
     jw_str(w, output_process.host);
     jw_s(w, ",\"rank\":");
-    if (output_process.rank >= 0)
-        jw_fmt(w, "%d", output_process.rank);
-    else
-        jw_s(w, "null");
+    jw_i64_or_null(w, output_process.rank);
     jw_fmt(w, ",\"start_wall_ns\":%lld,\"dump_time_ns\":%" PRId64
               ",\"tool_version\":\"" TOOL_VERSION "\"},\n",
            output_process.start_wall_ns, now);
@@ -282,10 +280,7 @@ static void write_device(struct jw *w, struct record_view *v, int d)
     jw_s(w, ",\"free_bytes\":");
     jw_i64_or_null(w, p->free_bytes);
     jw_s(w, ",\"limit_bytes\":");
-    if (p->limit)
-        jw_fmt(w, "%" PRIu64, p->limit);
-    else
-        jw_s(w, "null");
+    jw_i64_or_null(w, p->limit ? (int64_t)p->limit : -1);
     jw_fmt(w, ",\"current_bytes\":%" PRIu64 ",\"peak_bytes\":%" PRIu64
               ",\"peak_time_ns\":%" PRId64 ",\n \"by_kind\":{",
            p->current, p->peak, p->peak_time);
@@ -344,15 +339,9 @@ static void write_oom(struct jw *w, struct record_view *v,
     jw_s(w, ",\"free_bytes\":");
     jw_i64_or_null(w, o->free_bytes);
     jw_s(w, ",\"limit_bytes\":");
-    if (o->limit)
-        jw_fmt(w, "%" PRIu64, o->limit);
-    else
-        jw_s(w, "null");
+    jw_i64_or_null(w, o->limit ? (int64_t)o->limit : -1);
     jw_fmt(w, ",\"tracked_bytes\":%" PRIu64 ",\"untracked_bytes\":", o->tracked);
-    if (o->total_bytes >= 0)
-        jw_fmt(w, "%" PRIu64, o->untracked);
-    else
-        jw_s(w, "null");
+    jw_i64_or_null(w, o->total_bytes >= 0 ? (int64_t)o->untracked : -1);
     jw_s(w, ",\"by_kind\":{");
     for (int k = 0; k < KIND_HOST_PINNED; k++)
         jw_fmt(w, "%s\"%s\":%" PRIu64, k ? "," : "", record_kind_name(k),
