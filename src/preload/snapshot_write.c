@@ -31,6 +31,7 @@
 #include "record.h"
 #include "resolve.h"
 #include "units.h"
+#include "utf8.h"
 
 #define TOOL_VERSION "0.1.0"
 #define FORMAT_VERSION 1
@@ -92,7 +93,10 @@ static void jw_fmt(struct jw *w, const char *fmt, ...)
         jw_raw(w, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
 }
 
-/* A JSON string; NULL becomes null. */
+/* A JSON string; NULL becomes null.  The format promises UTF-8, but argv,
+ * file names and symbols are arbitrary bytes: each byte that does not begin
+ * a well-formed UTF-8 sequence is written as \ufffd (docs/snapshot-format.md,
+ * "Strings"), so any JSON reader can load every snapshot. */
 static void jw_str(struct jw *w, const char *s)
 {
     if (s == NULL) {
@@ -100,15 +104,24 @@ static void jw_str(struct jw *w, const char *s)
         return;
     }
     jw_raw(w, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t left = strlen(s);
+    while (left > 0) {
+        uint32_t cp;
+        size_t k = utf8_decode(p, left, &cp);
+        if (k == 0) {
+            jw_s(w, "\\ufffd");
+            k = 1;
+        } else if (*p == '"' || *p == '\\') {
             char e[2] = {'\\', (char)*p};
             jw_raw(w, e, 2);
         } else if (*p < 0x20) {
             jw_fmt(w, "\\u%04x", *p);
         } else {
-            jw_raw(w, (const char *)p, 1);
+            jw_raw(w, (const char *)p, k);
         }
+        p += k;
+        left -= k;
     }
     jw_raw(w, "\"", 1);
 }
