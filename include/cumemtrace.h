@@ -10,6 +10,8 @@
 #ifndef CUMEMTRACE_H
 #define CUMEMTRACE_H
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -24,6 +26,56 @@ extern "C" {
  * Returns 0, or -1 after printing why on stderr (unwritable path, tracing
  * disabled).  Thread-safe. */
 int cumemtrace_dump(const char *path);
+
+/* ---- marks: memory used since a moment (a test, a step) ----
+ *
+ * A mark records, for every device, what the process held when it was set,
+ * and from then on the highest amount held (the "peak since the mark"),
+ * exactly: the library compares on every allocation, as it does for the
+ * all-time peak.  Marks nest: begin/end pairs form scopes, and an outer
+ * mark's peak covers its inner marks too.  Marks are process-wide (not per
+ * thread); begin and end them from one thread.  A snapshot written while a
+ * mark is active carries each device's peak since the innermost mark and the
+ * call sites holding memory at that peak ("mark" in
+ * docs/snapshot-format.md).  Usage:
+ *
+ *     int m = cumemtrace_mark_begin();
+ *     run_test();
+ *     struct cumemtrace_usage u;
+ *     if (cumemtrace_usage(0, &u) == 1 && u.peak_bytes - u.mark_bytes > budget)
+ *         cumemtrace_dump("over-budget.json");   // has the sites to blame
+ *     cumemtrace_mark_end(m);
+ */
+
+/* Figures of one device, bytes of device + managed + stream-ordered + VMM
+ * physical memory (the device peak of the report; host-pinned memory for
+ * device -1).  Without an active mark they cover the whole run. */
+struct cumemtrace_usage {
+    uint64_t current_bytes; /* held now */
+    uint64_t mark_bytes;    /* held when the innermost mark was set */
+    uint64_t peak_bytes;    /* highest held since that mark (>= mark_bytes) */
+    int64_t mark_time_ns;   /* when the mark was set, ns since the process
+                               started (0 without a mark) */
+    int64_t peak_time_ns;   /* when peak_bytes was first reached */
+};
+
+/* Starts a mark: the peak since it restarts from what is held now.  Returns
+ * its depth (1 for the outermost), to be passed to cumemtrace_mark_end, or
+ * -1 after printing why (more than CUMEMTRACE_MARK_DEPTH nested marks,
+ * tracing disabled).  */
+#define CUMEMTRACE_MARK_DEPTH 16
+int cumemtrace_mark_begin(void);
+
+/* Ends the innermost mark, which must be `depth`: the enclosing mark (or the
+ * whole run) takes over, its peak the higher of its own and the inner one's.
+ * Returns 0, or -1 after printing why (not the innermost mark). */
+int cumemtrace_mark_end(int depth);
+
+/* Fills *out for `device` (an ordinal, or -1 for host-pinned memory).
+ * Returns 1, 0 when that device saw no allocation yet (*out is then all
+ * zero but for the mark's time), or -1 for an ordinal out of range
+ * (0..63).  Thread-safe; costs one lock, no allocation. */
+int cumemtrace_usage(int device, struct cumemtrace_usage *out);
 
 /* The library's version, "MAJOR.MINOR.PATCH". */
 const char *cumemtrace_version(void);

@@ -16,6 +16,8 @@
  * saved into `at_peak` and the epoch refreshed.  At dump time a site whose
  * epoch is still older was untouched since the peak: at_peak = current.
  * Invariant (asserted in tests): the sites' at_peak of a pool sum to its peak.
+ * The peak since a mark (record_mark_set) is a second such peak per pool,
+ * with its own epoch and per-site fields, kept by the same few instructions.
  *
  * Threads: one mutex guards every table and counter.  Stack capture (the
  * expensive part) happens before the lock is taken; stacks are immutable once
@@ -132,6 +134,7 @@ struct pool {
     int64_t free_bytes, total_bytes;
     struct record_kind_stats kinds[KIND_COUNT];
     struct record_vmm_stats vmm;
+    struct record_mark mark;
 };
 
 /* Adaptive: critical sections are a few hash operations long, so a
@@ -426,6 +429,11 @@ static void account_locked(struct site *s, int64_t bytes, int64_t now)
         s->s.at_peak_count = s->s.count;
         s->s.epoch = p->epoch;
     }
+    if (s->s.mark_epoch != p->mark.epoch) {
+        s->s.mark_at_peak = s->s.current;
+        s->s.mark_at_peak_count = s->s.count;
+        s->s.mark_epoch = p->mark.epoch;
+    }
     s->s.current += (uint64_t)bytes;
     s->s.count += bytes >= 0 ? 1 : (uint64_t)-1;
     p->current += (uint64_t)bytes;
@@ -441,6 +449,12 @@ static void account_locked(struct site *s, int64_t bytes, int64_t now)
             p->peak = p->current;
             p->peak_time = now;
             p->epoch++;
+        }
+        if (p->current > p->mark.peak) {
+            p->mark.peak = p->current;
+            p->mark.peak_time = now;
+            p->mark.epoch++;
+            p->mark.sites_valid = true;
         }
     } else {
         k->frees++;
@@ -811,6 +825,52 @@ void record_meminfo(int device, uint64_t free_bytes, uint64_t total_bytes)
     pthread_mutex_unlock(&lock);
 }
 
+/* ---- marks ---- */
+
+void record_mark_set(struct record_mark saved[RECORD_POOLS], int64_t now)
+{
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < RECORD_POOLS; i++) {
+        struct record_mark *m = &pools[i].mark;
+        saved[i] = *m;
+        /* Every site's current is its share of the new mark's peak. */
+        m->base = m->peak = pools[i].current;
+        m->time = m->peak_time = now;
+        m->epoch++;
+        m->sites_valid = true;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void record_mark_restore(const struct record_mark saved[RECORD_POOLS])
+{
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < RECORD_POOLS; i++) {
+        struct record_mark *m = &pools[i].mark, inner = *m;
+        *m = saved[i];
+        m->epoch = inner.epoch; /* sites compare against it: keep it moving */
+        if (inner.peak > saved[i].peak) {
+            m->peak = inner.peak;
+            m->peak_time = inner.peak_time;
+            m->sites_valid = inner.sites_valid;
+        } else {
+            m->sites_valid = false;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+bool record_mark_get(int pool, struct record_mark *m, uint64_t *current)
+{
+    pthread_mutex_lock(&lock);
+    struct pool *p = &pools[pool < 0 ? RECORD_HOST_POOL : pool_of(KIND_DEVICE, pool)];
+    *m = p->mark;
+    *current = p->current;
+    bool active = p->active;
+    pthread_mutex_unlock(&lock);
+    return active;
+}
+
 /* ---- dump support ---- */
 
 static unsigned bucket_of(uint64_t size)
@@ -865,6 +925,7 @@ int record_view_take(struct record_view *v)
         pv->total_bytes = p->total_bytes;
         memcpy(pv->kinds, p->kinds, sizeof pv->kinds);
         pv->vmm = p->vmm;
+        pv->mark = p->mark;
     }
     histogram_locked(v, live_table);
     histogram_locked(v, handles);
@@ -880,6 +941,9 @@ int record_view_take(struct record_view *v)
             sv->count = s->s.count;
             sv->at_peak = saved ? s->s.at_peak : s->s.current;
             sv->at_peak_count = saved ? s->s.at_peak_count : s->s.count;
+            saved = s->s.mark_epoch == pools[s->s.pool].mark.epoch;
+            sv->mark_at_peak = saved ? s->s.mark_at_peak : s->s.current;
+            sv->mark_at_peak_count = saved ? s->s.mark_at_peak_count : s->s.count;
         }
     }
     v->nstacks = nstacks;

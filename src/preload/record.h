@@ -60,6 +60,8 @@ struct record_site {
     uint64_t current, at_peak;
     uint64_t count, at_peak_count;
     uint64_t epoch;
+    /* The same scheme for the peak since the latest mark (record_mark). */
+    uint64_t mark_at_peak, mark_at_peak_count, mark_epoch;
     uint32_t pool;
     uint8_t kind;
 };
@@ -161,6 +163,32 @@ uint64_t record_current(int pool);
 /* Remembers the driver's latest (free, total) for a device. */
 void record_meminfo(int device, uint64_t free_bytes, uint64_t total_bytes);
 
+/* ---- marks: the peak since a moment (cumemtrace_mark_begin, mark.c) ----
+ * Each pool keeps, beside its all-time peak, the peak since its latest mark,
+ * maintained by the same compare on every allocation (O(1) per event) and
+ * attributed to sites by the same epoch scheme.  Nesting is the caller's:
+ * record_mark_set hands back the state it replaced, record_mark_restore
+ * puts it back, folding in what happened meanwhile. */
+struct record_mark {
+    uint64_t base;      /* the pool's current bytes when the mark was set */
+    uint64_t peak;      /* max of current since then (>= base) */
+    int64_t time;       /* when the mark was set, ns since start */
+    int64_t peak_time;  /* when `peak` was first reached */
+    uint64_t epoch;     /* bumped by each new mark peak; never goes back */
+    bool sites_valid;   /* the sites' mark_at_peak add up to `peak` */
+};
+
+/* Marks every pool now; saved[] receives the marks it replaces. */
+void record_mark_set(struct record_mark saved[RECORD_POOLS], int64_t now_ns);
+/* Ends the marks set by the record_mark_set that returned saved[]: each
+ * pool's mark becomes the saved one, with the peak since then the higher of
+ * the two (exact).  Sites stay attributed when the inner peak was higher;
+ * otherwise the outer mark's sites are lost until its next new peak. */
+void record_mark_restore(const struct record_mark saved[RECORD_POOLS]);
+/* A pool's mark and current bytes (pool as for record_current); returns
+ * whether the pool saw any activity. */
+bool record_mark_get(int pool, struct record_mark *m, uint64_t *current);
+
 /* ---- dump support: a consistent copy taken under the lock ---- */
 
 struct record_pool_view {
@@ -174,6 +202,7 @@ struct record_pool_view {
     /* histogram of live sizes: bucket b holds sizes in (2^(b-1), 2^b] */
     uint64_t hist_count[65], hist_bytes[65];
     uint64_t requested, rounded, small_count, small_bytes;
+    struct record_mark mark;
 };
 
 struct record_site_view {
@@ -182,6 +211,7 @@ struct record_site_view {
     uint8_t kind;
     uint64_t current, count;         /* live now */
     uint64_t at_peak, at_peak_count; /* held at the pool's peak */
+    uint64_t mark_at_peak, mark_at_peak_count; /* at the peak since the mark */
 };
 
 struct record_view {

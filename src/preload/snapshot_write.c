@@ -25,6 +25,7 @@
 #include "clock.h"
 #include "config.h"
 #include "log.h"
+#include "mark.h"
 #include "oom.h"
 #include "output.h"
 #include "python.h"
@@ -250,17 +251,30 @@ static int by_pool_peak(const void *a, const void *b)
     return site_order(x, y, x->at_peak, y->at_peak);
 }
 
-/* Sites of `pool` in the order of the last sort, `peak` picking the field;
+static int by_pool_mark_peak(const void *a, const void *b)
+{
+    const struct record_site_view *x = a, *y = b;
+    return site_order(x, y, x->mark_at_peak, y->mark_at_peak);
+}
+
+enum groups_of { GROUPS_LIVE, GROUPS_AT_PEAK, GROUPS_AT_MARK_PEAK };
+
+/* Sites of `pool` in the order of the last sort, `which` picking the field;
  * at most `max` groups (0 = all). */
 static void write_groups(struct jw *w, const struct record_view *v,
-                         uint32_t pool, bool peak, size_t max)
+                         uint32_t pool, enum groups_of which, size_t max)
 {
     size_t n = 0;
+    bool peak = which != GROUPS_LIVE;
     jw_s(w, "[");
     for (size_t i = 0; i < v->nsites; i++) {
         const struct record_site_view *s = &v->sites[i];
-        uint64_t bytes = peak ? s->at_peak : s->current;
-        uint64_t count = peak ? s->at_peak_count : s->count;
+        uint64_t bytes = which == GROUPS_AT_PEAK        ? s->at_peak
+                         : which == GROUPS_AT_MARK_PEAK ? s->mark_at_peak
+                                                        : s->current;
+        uint64_t count = which == GROUPS_AT_PEAK        ? s->at_peak_count
+                         : which == GROUPS_AT_MARK_PEAK ? s->mark_at_peak_count
+                                                        : s->count;
         if (s->pool != pool || (bytes == 0 && count == 0))
             continue;
         if (max && n == max)
@@ -279,10 +293,31 @@ static void write_live_and_peak(struct jw *w, struct record_view *v,
 {
     qsort(v->sites, v->nsites, sizeof *v->sites, by_pool_current);
     jw_s(w, ",\"live\":");
-    write_groups(w, v, pool, false, 0);
+    write_groups(w, v, pool, GROUPS_LIVE, 0);
     qsort(v->sites, v->nsites, sizeof *v->sites, by_pool_peak);
     jw_s(w, ",\"at_peak\":");
-    write_groups(w, v, pool, true, 0);
+    write_groups(w, v, pool, GROUPS_AT_PEAK, 0);
+}
+
+/* The peak since the innermost mark (cumemtrace_mark_begin), only while
+ * one is active. */
+static void write_mark(struct jw *w, struct record_view *v, uint32_t pool)
+{
+    int depth = mark_depth();
+    if (depth == 0)
+        return;
+    const struct record_mark *m = &v->pools[pool].mark;
+    jw_fmt(w, ",\n \"mark\":{\"depth\":%d,\"time_ns\":%" PRId64 ",\"base_bytes\":%"
+              PRIu64 ",\"peak_bytes\":%" PRIu64 ",\"peak_time_ns\":%" PRId64
+              ",\"at_peak\":",
+           depth, m->time, m->base, m->peak, m->peak_time);
+    if (m->sites_valid) {
+        qsort(v->sites, v->nsites, sizeof *v->sites, by_pool_mark_peak);
+        write_groups(w, v, pool, GROUPS_AT_MARK_PEAK, 0);
+    } else {
+        jw_s(w, "null");
+    }
+    jw_s(w, "}");
 }
 
 static void write_device(struct jw *w, struct record_view *v, int d)
@@ -321,6 +356,7 @@ static void write_device(struct jw *w, struct record_view *v, int d)
            RECORD_GRANULARITY, p->requested, p->rounded, p->small_count,
            p->small_bytes);
     write_live_and_peak(w, v, (uint32_t)d);
+    write_mark(w, v, (uint32_t)d);
     jw_s(w, "}");
 }
 

@@ -97,6 +97,103 @@ static void peak_attribution_matches_brute_force(void **state)
             release(live[i].addr, OPS);
 }
 
+/* Marks nest up to three deep amid a random alloc/free sequence; a
+ * brute-force model keeps every level's peak since its mark and the stacks'
+ * holdings at that peak.  The tracker's single O(1) peak per pool must give
+ * the innermost level's peak exactly, and its sites whenever it says they
+ * are valid - which it must say unless an inner mark ended below the outer
+ * peak and no new peak came since. */
+static void mark_peaks_match_brute_force(void **state)
+{
+    (void)state;
+    enum { STACKS = 6, OPS = 20000, SLOTS = 128, LEVELS = 4, POOL = 7 };
+    struct level {
+        uint64_t base, peak, at_peak[STACKS];
+        uint64_t outer_peak; /* the enclosing level's peak when this began */
+        bool tainted;
+        struct record_mark saved[RECORD_POOLS];
+    } lv[LEVELS];
+    struct record_stack *st[STACKS];
+    uint64_t held[STACKS] = {0}, cur = record_current(POOL);
+    struct { uintptr_t addr; uint64_t size; int s; } live[SLOTS];
+    memset(live, 0, sizeof live);
+    memset(lv, 0, sizeof lv);
+    for (int i = 0; i < STACKS; i++)
+        st[i] = stack_n(200 + (unsigned)i);
+    int depth = 0;
+    record_mark_set(lv[0].saved, 0); /* level 0: a mark at the start */
+    lv[0].base = lv[0].peak = cur;
+    srand(11);
+    for (int op = 0; op < OPS; op++) {
+        int r = rand() % 100;
+        if (r < 2 && depth + 1 < LEVELS) {
+            depth++;
+            record_mark_set(lv[depth].saved, op);
+            lv[depth].base = lv[depth].peak = cur;
+            lv[depth].outer_peak = lv[depth - 1].peak;
+            memcpy(lv[depth].at_peak, held, sizeof held);
+            lv[depth].tainted = false;
+        } else if (r < 4 && depth > 0) {
+            record_mark_restore(lv[depth].saved);
+            struct level *in = &lv[depth], *out = &lv[depth - 1];
+            /* The model's outer peak and sites followed the inner level
+             * already; what the tracker can know is whether the inner
+             * peak beat the outer one as it stood when the inner began. */
+            assert_int_equal(out->peak, in->peak > in->outer_peak ? in->peak
+                                                                   : in->outer_peak);
+            out->tainted = in->peak > in->outer_peak ? in->tainted : true;
+            depth--;
+        } else {
+            int slot = rand() % SLOTS;
+            if (live[slot].addr == 0) {
+                int s = rand() % STACKS;
+                uint64_t size = (uint64_t)(rand() % 1000 + 1) * 512;
+                live[slot].addr = 0x30000000u + (uintptr_t)slot * 0x100000u;
+                live[slot].size = size;
+                live[slot].s = s;
+                alloc(live[slot].addr, size, KIND_DEVICE, POOL, st[s], op);
+                held[s] += size;
+                cur += size;
+                for (int l = 0; l <= depth; l++)
+                    if (cur > lv[l].peak) {
+                        lv[l].peak = cur;
+                        memcpy(lv[l].at_peak, held, sizeof held);
+                        lv[l].tainted = false;
+                    }
+            } else {
+                release(live[slot].addr, op);
+                held[live[slot].s] -= live[slot].size;
+                cur -= live[slot].size;
+                live[slot].addr = 0;
+            }
+        }
+        if (op % 97 != 0 && op != OPS - 1)
+            continue;
+        struct record_mark m;
+        uint64_t now;
+        record_mark_get(POOL, &m, &now); /* inactive until the first allocation */
+        assert_int_equal(now, cur);
+        assert_int_equal(m.base, lv[depth].base);
+        assert_int_equal(m.peak, lv[depth].peak);
+        assert_int_equal(m.sites_valid, !lv[depth].tainted);
+        if (!m.sites_valid)
+            continue;
+        struct record_view v;
+        assert_int_equal(record_view_take(&v), 0);
+        assert_int_equal(v.pools[POOL].mark.peak, lv[depth].peak);
+        for (int i = 0; i < STACKS; i++) {
+            const struct record_site_view *sv = site(&v, st[i], POOL);
+            assert_int_equal(sv ? sv->mark_at_peak : 0, lv[depth].at_peak[i]);
+        }
+        record_view_free(&v);
+    }
+    for (; depth >= 0; depth--)
+        record_mark_restore(lv[depth].saved);
+    for (int i = 0; i < SLOTS; i++)
+        if (live[i].addr)
+            release(live[i].addr, OPS);
+}
+
 static void kinds_and_pools_are_separate(void **state)
 {
     (void)state;
@@ -222,6 +319,7 @@ int main(void)
     record_init(1024);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(peak_attribution_matches_brute_force),
+        cmocka_unit_test(mark_peaks_match_brute_force),
         cmocka_unit_test(kinds_and_pools_are_separate),
         cmocka_unit_test(failed_free_puts_the_entry_back),
         cmocka_unit_test(vmm_handle_freed_at_last_release),

@@ -1,0 +1,91 @@
+/* mark.c - cumemtrace_mark_begin/_end and cumemtrace_usage
+ * (include/cumemtrace.h).
+ *
+ * The tracker keeps one "peak since the mark" per pool (record.h); nesting
+ * lives here: each begin keeps the marks it replaced, each end hands them
+ * back to the tracker, which folds the inner peak in.  A mutex of our own
+ * orders begin/end pairs; the tracker's lock makes each one atomic against
+ * allocations.
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "clock.h"
+#include "cumemtrace.h"
+#include "hooks.h"
+#include "log.h"
+#include "mark.h"
+#include "record.h"
+
+static pthread_mutex_t mark_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct record_mark saved[CUMEMTRACE_MARK_DEPTH][RECORD_POOLS];
+static int depth;
+
+int mark_depth(void)
+{
+    return __atomic_load_n(&depth, __ATOMIC_RELAXED);
+}
+
+__attribute__((visibility("default"))) int cumemtrace_mark_begin(void)
+{
+    hooks_init_once();
+    extern bool hooks_enabled;
+    if (!hooks_enabled) {
+        log_msg(LOG_WARN, "cumemtrace_mark_begin: tracing is disabled "
+                          "(CUMEMTRACE_DISABLE is set); no mark set");
+        return -1;
+    }
+    pthread_mutex_lock(&mark_lock);
+    int d = depth;
+    if (d == CUMEMTRACE_MARK_DEPTH) {
+        pthread_mutex_unlock(&mark_lock);
+        log_msg(LOG_WARN, "cumemtrace_mark_begin: %d marks are already active; "
+                          "end one (cumemtrace_mark_end) before starting another",
+                d);
+        return -1;
+    }
+    record_mark_set(saved[d], clock_now_ns());
+    __atomic_store_n(&depth, d + 1, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&mark_lock);
+    return d + 1;
+}
+
+__attribute__((visibility("default"))) int cumemtrace_mark_end(int which)
+{
+    pthread_mutex_lock(&mark_lock);
+    int d = depth;
+    if (d == 0) {
+        pthread_mutex_unlock(&mark_lock);
+        log_msg(LOG_WARN, "cumemtrace_mark_end(%d): no mark is active; call it once "
+                          "per cumemtrace_mark_begin", which);
+        return -1;
+    }
+    if (which != d) {
+        pthread_mutex_unlock(&mark_lock);
+        log_msg(LOG_WARN, "cumemtrace_mark_end(%d): the innermost mark is %d; end "
+                          "marks in the reverse order of cumemtrace_mark_begin",
+                which, d);
+        return -1;
+    }
+    record_mark_restore(saved[d - 1]);
+    __atomic_store_n(&depth, d - 1, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&mark_lock);
+    return 0;
+}
+
+__attribute__((visibility("default"))) int cumemtrace_usage(int device,
+                                                            struct cumemtrace_usage *out)
+{
+    if (out == NULL || device < -1 || device >= RECORD_MAX_DEVICES)
+        return -1;
+    struct record_mark m;
+    uint64_t current;
+    bool active = record_mark_get(device, &m, &current);
+    out->current_bytes = current;
+    out->mark_bytes = m.base;
+    out->peak_bytes = m.peak > current ? m.peak : current;
+    out->mark_time_ns = m.time;
+    out->peak_time_ns = m.peak_time;
+    return active ? 1 : 0;
+}
