@@ -342,7 +342,8 @@ static int diff_text(FILE *f, struct snapshot *a, struct snapshot *b, enum site_
 {
     char why[256] = "";
     char title[2048];
-    snprintf(title, sizeof title, "cumemtrace diff: %s -> %s", a->file, b->file);
+    snprintf(title, sizeof title, "cumemtrace diff: %s -> %s",
+             snapshot_display(a->ctx, a->file), snapshot_display(b->ctx, b->file));
     fputs(out_color(OUT_BOLD), f);
     out_wrap(f, "", "  ", title);
     fputs(out_color(OUT_RESET), f);

@@ -3,6 +3,9 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
+
+#include "esc.h"
 
 struct entry {
     int code;
@@ -34,6 +37,19 @@ int errors_set(struct cli_error *err, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     va_end(ap);
+    /* Messages quote file names and recorded strings: whatever they hold,
+     * the line reaches the terminal escaped (esc.h). */
+    if (!esc_clean(err->msg)) {
+        char tmp[ESC_ROOM(sizeof err->msg)];
+        size_t n = esc_text(err->msg, tmp);
+        if (n >= sizeof err->msg) { /* cut, at a character boundary */
+            n = sizeof err->msg - 1;
+            while (n > 0 && ((unsigned char)tmp[n] & 0xC0) == 0x80)
+                n--;
+        }
+        memcpy(err->msg, tmp, n);
+        err->msg[n] = '\0';
+    }
     return code;
 }
 

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "esc.h"
 #include "frames.h"
 #include "hmap.h"
 #include "out.h"
@@ -71,19 +72,29 @@ static int add_group(struct folded *fo, const struct snapshot *s, const struct s
 }
 
 /* Appends s to the growing text, with ';' (the separator) made ':' and
- * line breaks made blanks. */
+ * what a terminal must not see escaped (esc.h: line breaks too, which
+ * would split a folded line). */
 static int put(char **buf, size_t *len, size_t *cap, const char *s, bool sep)
 {
+    char *esc = NULL;
+    if (!esc_clean(s)) {
+        esc = malloc(ESC_ROOM(strlen(s)));
+        if (esc == NULL)
+            return -1;
+        esc_text(s, esc);
+        s = esc;
+    }
     size_t n = strlen(s);
-    if (snapshot_vec_reserve((void **)buf, cap, 1, *len + n + 2))
+    if (snapshot_vec_reserve((void **)buf, cap, 1, *len + n + 2)) {
+        free(esc);
         return -1;
+    }
     if (sep)
         (*buf)[(*len)++] = ';';
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        (*buf)[(*len)++] = c == ';' ? ':' : (c == '\n' || c == '\r') ? ' ' : c;
-    }
+    for (size_t i = 0; i < n; i++)
+        (*buf)[(*len)++] = s[i] == ';' ? ':' : s[i];
     (*buf)[*len] = '\0';
+    free(esc);
     return 0;
 }
 
@@ -245,14 +256,14 @@ int flamegraph_main(int argc, char **argv)
     if (at == AT_OOM && !s->oom.present) {
         struct cli_error err;
         errors_set(&err, CLI_ENOOOM, "flamegraph: '%s' is not an OOM post-mortem (reason %s)",
-                   s->file, s->reason);
+                   snapshot_display(s->ctx, s->file), snapshot_display(s->ctx, s->reason));
         errors_print(&err);
         cli_inputs_free(&in);
         return CLI_EXIT_ERROR;
     }
     if (one_device && snapshot_device(s, (int64_t)device) == NULL && at != AT_OOM) {
         fprintf(stderr, "cumemtrace: flamegraph: '%s' has no device %" PRIu64 "\n",
-                s->file, device);
+                snapshot_display(s->ctx, s->file), device);
         cli_inputs_free(&in);
         return CLI_EXIT_ERROR;
     }

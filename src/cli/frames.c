@@ -73,8 +73,9 @@ static uint32_t add_frame(struct snapctx *ctx, const char *name, size_t n,
                                the caller gives up on the whole load */
     struct frame *f = &ctx->frames[ctx->nframes++];
     f->name = stored;
-    /* The display form is a suffix of the stored name: no copy. */
-    f->display = stored + display_off;
+    /* The display form is a suffix of the stored name (no copy) unless it
+     * holds what a terminal must not see (snapshot_display). */
+    f->display = snapshot_display(ctx, stored + display_off);
     f->module = module;
     f->type = (uint8_t)type;
     f->named = named;
@@ -278,7 +279,7 @@ uint32_t frames_site(struct snapshot *s, uint32_t stack, enum site_by by)
             return FRAMES_NONE;
         struct site *site = &ctx->sites[by][ctx->nsites[by]++];
         site->label = label;
-        site->display = display;
+        site->display = snapshot_display(ctx, display);
         site->stack = stack;
         site->snap = s;
     }

@@ -2,8 +2,11 @@
 #include "jsonw.h"
 
 #include <inttypes.h>
+#include <string.h>
 
+#include "esc.h"
 #include "snapshot.h"
+#include "utf8.h"
 
 void jsonw_init(struct jsonw *w, FILE *f, bool pretty)
 {
@@ -65,23 +68,39 @@ void jsonw_end_object(struct jsonw *w) { close(w, '}'); }
 void jsonw_begin_array(struct jsonw *w) { open(w, '['); }
 void jsonw_end_array(struct jsonw *w) { close(w, ']'); }
 
+/* A JSON string that is valid UTF-8 and safe on a terminal whatever the
+ * model holds (a crafted snapshot may carry any bytes): a byte that begins
+ * no well-formed sequence becomes \ufffd, and what esc.h would escape in
+ * text is written as a \u escape (same value, nothing raw). */
 static void quoted(struct jsonw *w, const char *s)
 {
     FILE *f = w->f;
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        default:
-            if (*p < 0x20)
-                fprintf(f, "\\u%04x", *p);
-            else
-                fputc(*p, f);
+    const unsigned char *p = (const unsigned char *)s;
+    size_t left = strlen(s);
+    while (left > 0) {
+        uint32_t cp;
+        size_t k = utf8_decode(p, left, &cp);
+        if (k == 0) {
+            fputs("\\ufffd", f);
+            k = 1;
+        } else if (cp == '"') {
+            fputs("\\\"", f);
+        } else if (cp == '\\') {
+            fputs("\\\\", f);
+        } else if (cp == '\n') {
+            fputs("\\n", f);
+        } else if (cp == '\r') {
+            fputs("\\r", f);
+        } else if (cp == '\t') {
+            fputs("\\t", f);
+        } else if (esc_unsafe(cp)) {
+            fprintf(f, "\\u%04x", (unsigned)cp);
+        } else {
+            fwrite(p, 1, k, f);
         }
+        p += k;
+        left -= k;
     }
     fputc('"', f);
 }

@@ -22,6 +22,9 @@
 #include "out.h"
 #include "sites.h"
 
+/* A recorded string as text output may print it (snapshot_display). */
+#define TEXT(snap, str) snapshot_display((snap)->ctx, (str))
+
 #define CALLERS_SHOWN 3 /* frames on a call site's "<" line */
 
 size_t report_pick(struct snapshot **s, size_t n)
@@ -220,7 +223,7 @@ static void print_header(FILE *f, const struct snapshot *s)
     char who[256], when[OUT_NUM], extra[160] = "";
     size_t w = 0;
     who[0] = '\0';
-    append(who, sizeof who, &w, "%s", p->exe ? p->exe : "?");
+    append(who, sizeof who, &w, "%s", p->exe ? TEXT(s, p->exe) : "?");
     if (p->pid != SNAP_UNKNOWN_I64)
         append(who, sizeof who, &w, " (pid %" PRId64 "%s", p->pid,
                p->rank != SNAP_UNKNOWN_I64 ? "" : ")");
@@ -228,17 +231,17 @@ static void print_header(FILE *f, const struct snapshot *s)
         append(who, sizeof who, &w, "%srank %" PRId64 ")",
                p->pid != SNAP_UNKNOWN_I64 ? ", " : " (", p->rank);
     if (p->host != NULL)
-        append(who, sizeof who, &w, " on %s", p->host);
+        append(who, sizeof who, &w, " on %s", TEXT(s, p->host));
     if (p->dump_time_ns != SNAP_UNKNOWN_I64)
         snprintf(extra, sizeof extra, " at %s", out_duration(p->dump_time_ns, when));
-    heading(f, "cumemtrace report: %s", s->file);
-    para(f, 2, "%s; %s snapshot%s", who, s->reason, extra);
+    heading(f, "cumemtrace report: %s", TEXT(s, s->file));
+    para(f, 2, "%s; %s snapshot%s", who, TEXT(s, s->reason), extra);
     if (p->ncmdline > 0) {
         char cmd[1024];
         size_t used = 0;
         cmd[0] = '\0';
         for (size_t i = 0; i < p->ncmdline; i++)
-            append(cmd, sizeof cmd, &used, "%s%s", i ? " " : "", p->cmdline[i]);
+            append(cmd, sizeof cmd, &used, "%s%s", i ? " " : "", TEXT(s, p->cmdline[i]));
         char fit[1024];
         fprintf(f, "  command: %s\n",
                 out_fit(cmd, OUT_WIDTH - 11, fit, sizeof fit));
@@ -264,7 +267,7 @@ static const char *kind_phrase(int kind)
     }
 }
 
-static void print_cause(FILE *f, const struct snap_oom *o)
+static void print_cause(FILE *f, const struct snapshot *s, const struct snap_oom *o)
 {
     char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM];
     switch (o->cause) {
@@ -290,7 +293,7 @@ static void print_cause(FILE *f, const struct snap_oom *o)
              out_bytes(o->limit_bytes, a), out_bytes(o->tracked_bytes, b));
         break;
     default:
-        field(f, "cause:", "%s", snapshot_cause_name(o));
+        field(f, "cause:", "%s", TEXT(s, snapshot_cause_name(o)));
         break;
     }
 }
@@ -346,7 +349,7 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
     if (o->thread != SNAP_UNKNOWN_I64)
         snprintf(thread, sizeof thread, ", thread %" PRId64, o->thread);
     field(f, "request:", "%s of %s via %s%s", out_bytes(o->requested_bytes, a),
-         kind_phrase(o->kind), o->entry_point ? o->entry_point : "?", thread);
+         kind_phrase(o->kind), o->entry_point ? TEXT(s, o->entry_point) : "?", thread);
     if (o->device >= 0) {
         char label[40];
         snprintf(label, sizeof label, "%s:", dev);
@@ -356,7 +359,7 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
         field(f, "", "untracked %s (CUDA context, other libraries, other processes)",
               out_bytes(o->untracked_bytes, d));
     }
-    print_cause(f, o);
+    print_cause(f, s, o);
     print_retries(f, o);
     if (o->stack != SNAP_NO_STACK) {
         const struct snap_stack *st = &s->stacks[o->stack];
@@ -366,7 +369,7 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
         for (unsigned shown = CALLERS_SHOWN + 1; shown-- > 0;) {
             report_callers(s, o->stack, shown, via, sizeof via);
             snprintf(line, sizeof line, "%s%s%s",
-                     pos >= 0 ? s->ctx->frames[st->frames[pos]].display : st->entry,
+                     pos >= 0 ? s->ctx->frames[st->frames[pos]].display : TEXT(s, st->entry),
                      via[0] ? " " : "", via);
             if (out_width(line) <= OUT_WIDTH - 12)
                 break;
@@ -550,7 +553,7 @@ static void print_counters(FILE *f, const struct snapshot *s)
             para(f, 0, "  the process recovered from %" PRIu64 " OOM%s before this "
                        "snapshot", o->recovered, o->recovered == 1 ? "" : "s");
         for (size_t i = 0; i < o->ndumps; i++)
-            para(f, 2, "post-mortem: %s", o->dumps[i]);
+            para(f, 2, "post-mortem: %s", TEXT(s, o->dumps[i]));
     }
 }
 
@@ -589,20 +592,19 @@ static void print_processes(FILE *f, struct snapshot **s, size_t n, size_t pick)
             snprintf(pid, sizeof pid, "%" PRId64, x->process.pid);
         if (x->process.rank != SNAP_UNKNOWN_I64)
             snprintf(rank, sizeof rank, "%" PRId64, x->process.rank);
-        const char *name = x->file, *mark = i == pick ? "*" : "";
+        const char *name = TEXT(x, x->file), *mark = i == pick ? "*" : "";
+        const char *xe = x->process.exe ? TEXT(x, x->process.exe) : "?";
+        const char *reason = TEXT(x, x->reason);
         char exe[24];
         /* An exe name is short; a long one would squeeze the file column. */
-        out_fit(x->process.exe ? x->process.exe : "?", 16, exe, sizeof exe);
-        const char *e = out_width(x->process.exe ? x->process.exe : "?") <= 16
-                            ? (x->process.exe ? x->process.exe : "?")
-                            : exe;
+        const char *e = out_fit(xe, 16, exe, sizeof exe);
         if (x->ndevices == 0)
-            out_table_row(&t, mark, pid, rank, e, "-", "-", x->reason, name);
+            out_table_row(&t, mark, pid, rank, e, "-", "-", reason, name);
         for (size_t d = 0; d < x->ndevices; d++) {
             char dev[32], pk[OUT_NUM];
             snprintf(dev, sizeof dev, "%" PRId64, x->devices[d].ordinal);
             out_table_row(&t, d ? "" : mark, d ? "" : pid, d ? "" : rank, d ? "" : e, dev,
-                      out_bytes(x->devices[d].peak_bytes, pk), d ? "" : x->reason,
+                      out_bytes(x->devices[d].peak_bytes, pk), d ? "" : reason,
                       d ? "" : name);
         }
     }
@@ -616,7 +618,7 @@ static void print_processes(FILE *f, struct snapshot **s, size_t n, size_t pick)
         else
             snprintf(who, sizeof who, "pid %" PRId64, s[i]->process.pid);
         para(f, 2, "%s ran out of memory; its post-mortem: cumemtrace report %s", who,
-             s[i]->file);
+             TEXT(s[i], s[i]->file));
     }
     fprintf(f, "  * the highest peak, detailed below\n\n");
 }

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "esc.h"
+
 static const char *const kind_names[KIND_COUNT] = {
     "device", "managed", "async", "vmm", "host_pinned", "other",
 };
@@ -70,6 +72,20 @@ const char *snapshot_intern(struct snapctx *ctx, const char *s, size_t n)
     if (hmap_get_or_add(&ctx->strings, s, n, 0, &v, &key) != 0)
         return NULL;
     return key;
+}
+
+const char *snapshot_display(struct snapctx *ctx, const char *s)
+{
+    if (s == NULL || esc_clean(s))
+        return s;
+    size_t n = strlen(s);
+    char *buf = malloc(ESC_ROOM(n));
+    if (buf == NULL)
+        return "?";
+    size_t k = esc_text(s, buf);
+    const char *d = snapshot_intern(ctx, buf, k);
+    free(buf);
+    return d ? d : "?";
 }
 
 uint32_t snapshot_stack_index(const struct snapshot *s, int64_t id)

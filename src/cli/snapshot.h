@@ -252,6 +252,11 @@ void snapshot_free(struct snapshot *s);
 /* Interns n bytes of s; NULL when out of memory. */
 const char *snapshot_intern(struct snapctx *ctx, const char *s, size_t n);
 
+/* s as a text view may print it (esc.h: control characters, bidi
+ * overrides and bytes that are not UTF-8 as \xNN): s itself when it needs
+ * nothing, else an interned copy; NULL for NULL, "?" when out of memory. */
+const char *snapshot_display(struct snapctx *ctx, const char *s);
+
 /* Index of the stack with this id in s->stacks, or SNAP_NO_STACK. */
 uint32_t snapshot_stack_index(const struct snapshot *s, int64_t id);
 

@@ -161,7 +161,7 @@ static int timeline_text(FILE *f, const struct snapshot *s, bool ascii)
     char rec[48] = "?";
     if (ev->recorded != SNAP_UNKNOWN)
         snprintf(rec, sizeof rec, "%" PRIu64, ev->recorded);
-    fprintf(f, "%scumemtrace timeline: %s%s\n", out_color(OUT_BOLD), s->file,
+    fprintf(f, "%scumemtrace timeline: %s%s\n", out_color(OUT_BOLD), snapshot_display(s->ctx, s->file),
             out_color(OUT_RESET));
     if (ev->stride > 1)
         fprintf(f, "  %zu of %s events kept (every %" PRIu64 "th: the log was thinned; "
