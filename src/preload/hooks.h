@@ -24,6 +24,10 @@ extern volatile int hooks_dump_requested; /* set by the opt-in signal */
 
 /* Runs initialisation if it has not run (pthread_once).  */
 void hooks_init_once(void);
+/* The process's first CUDA call: sets hooks_touched and, once per process
+ * tree lineage, says what the settings got wrong and checks where files
+ * will go (init.c). */
+void hooks_first_touch(void);
 /* Writes the snapshot a signal asked for (called outside every lock). */
 void hooks_service_dump_request(void);
 
@@ -37,7 +41,7 @@ static inline bool hook_enter(void)
         hooks_init_once();
     /* test first: a store on every call would bounce the cache line */
     if (!__atomic_load_n(&hooks_touched, __ATOMIC_RELAXED))
-        __atomic_store_n(&hooks_touched, 1, __ATOMIC_RELAXED);
+        hooks_first_touch();
     if (__builtin_expect(__atomic_load_n(&hooks_dump_requested, __ATOMIC_RELAXED), 0))
         hooks_service_dump_request();
     extern bool hooks_enabled;

@@ -37,6 +37,16 @@ bool hooks_enabled;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int exit_written;
+/* Not reset in a fork child: it inherits what its parent checked and said. */
+static int first_touch_done;
+
+void hooks_first_touch(void)
+{
+    if (__atomic_exchange_n(&hooks_touched, 1, __ATOMIC_ACQ_REL) || !hooks_enabled ||
+        __atomic_exchange_n(&first_touch_done, 1, __ATOMIC_ACQ_REL))
+        return;
+    output_prepare();
+}
 
 static void at_exit(void)
 {

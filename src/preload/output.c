@@ -5,15 +5,28 @@
  * never follow a symlink (O_NOFOLLOW, link(2) fails on an existing name) and
  * never overwrite a file this process did not write, so pointing
  * CUMEMTRACE_OUTPUT at a shared directory cannot destroy anything.
+ *
+ * Temporary names are ".cumemtrace-tmp.<pid>.<64 random bits>", created
+ * O_EXCL and retried on a collision: a name another user (or a dump killed
+ * half-way in a container that reuses pids) left behind never stops a write.
+ * The writer holds flock(LOCK_EX) on its temporary from creation until the
+ * name is gone (published or removed), so a temporary of ours that nobody
+ * has locked is provably a dead writer's: output_clean_stale removes those,
+ * and only those of our effective user.
  */
 #include "output.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -165,18 +178,111 @@ int output_expand(const char *pattern, const char *reason, unsigned seq,
     return append(out, len, &pos, suffix);
 }
 
+/* Random bits for a temporary name: the kernel's when it has them, else the
+ * clock, pid and a stack address, mixed (splitmix64's finaliser). */
+static uint64_t random_bits(void)
+{
+    static uint64_t counter;
+    uint64_t x = 0;
+    if (getrandom(&x, sizeof x, GRND_NONBLOCK) == (ssize_t)sizeof x)
+        return x;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    x = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^
+        ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)&ts ^
+        __atomic_add_fetch(&counter, 0x9e3779b97f4a7c15ULL, __ATOMIC_RELAXED);
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+#define TEMP_PREFIX ".cumemtrace-tmp."
+#define TEMP_TRIES 100 /* a name taken 100 times in a row: 64 random bits say attack */
+
 int output_open_temp(const char *final, char *tmp, size_t tmplen)
 {
-    static unsigned counter;
     const char *slash = strrchr(final, '/');
     int dirlen = slash ? (int)(slash - final + 1) : 0;
-    if (snprintf(tmp, tmplen, "%.*s.cumemtrace-tmp.%d.%u", dirlen, final,
-                 (int)getpid(), __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED))
-        >= (int)tmplen) {
-        errno = ENAMETOOLONG;
-        return -1;
+    for (int i = 0; i < TEMP_TRIES; i++) {
+        if (snprintf(tmp, tmplen, "%.*s" TEMP_PREFIX "%d.%016" PRIx64, dirlen,
+                     final, (int)getpid(), random_bits()) >= (int)tmplen) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            if (errno == EEXIST)
+                continue; /* someone else's name, or a dead writer's: another */
+            return -1;
+        }
+        /* The lock is our proof of life until the file is published.  Taken
+         * already: a cleaner found the fresh name unlocked and is removing
+         * it; leave it to the cleaner and take another name. */
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+            close(fd);
+            continue;
+        }
+        return fd;
     }
-    return open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    errno = EEXIST;
+    return -1;
+}
+
+/* ".cumemtrace-tmp.<pid>.<16 hex digits>", exactly what output_open_temp
+ * makes (older names without the random part were never locked: not ours
+ * to judge). */
+static bool temp_name(const char *n)
+{
+    size_t k = strlen(TEMP_PREFIX), d = 0;
+    if (strncmp(n, TEMP_PREFIX, k) != 0)
+        return false;
+    n += k;
+    while (n[d] >= '0' && n[d] <= '9')
+        d++;
+    if (d == 0 || n[d] != '.')
+        return false;
+    n += d + 1;
+    for (d = 0; n[d] != '\0'; d++)
+        if (!isxdigit((unsigned char)n[d]))
+            return false;
+    return d == 16;
+}
+
+void output_clean_stale(const char *dir)
+{
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
+    if (dfd < 0)
+        return;
+    DIR *d = fdopendir(dfd);
+    if (d == NULL) {
+        close(dfd);
+        return;
+    }
+    uid_t me = geteuid();
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        struct stat st, fst;
+        if (!temp_name(e->d_name) ||
+            fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISREG(st.st_mode) || st.st_uid != me || st.st_nlink != 1)
+            continue;
+        int fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        /* Unlocked: its writer is gone (a live one holds the lock from
+         * creation to publication).  Removed while we hold the lock, so a
+         * writer that has just created it sees the lock taken and moves on. */
+        if (fstat(fd, &fst) == 0 && fst.st_dev == st.st_dev &&
+            fst.st_ino == st.st_ino && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            if (unlinkat(dfd, e->d_name, 0) == 0)
+                LOG(LOG_DEBUG, "removed %s/%s, left by a dump that was killed",
+                        dir, e->d_name);
+        }
+        close(fd);
+    }
+    closedir(d);
 }
 
 int output_commit(const char *tmp, const char *final, bool replace,
@@ -209,6 +315,27 @@ int output_commit(const char *tmp, const char *final, bool replace,
     unlink(tmp);
     errno = err;
     return -1;
+}
+
+/* The directory part of `path`: "." for a bare name. */
+static void dir_of(const char *path, char *dir, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL)
+        snprintf(dir, n, ".");
+    else if (slash == path)
+        snprintf(dir, n, "/");
+    else
+        snprintf(dir, n, "%.*s", (int)(slash - path), path);
+}
+
+void output_prepare(void)
+{
+    char final[4096], dir[4096];
+    if (output_expand(config.output, "exit", 0, final, sizeof final) != 0)
+        return;
+    dir_of(final, dir, sizeof dir);
+    output_clean_stale(dir);
 }
 
 void output_manifest(const char *path)

@@ -23,9 +23,16 @@ void output_init(void);
 int output_expand(const char *pattern, const char *reason, unsigned seq,
                   char *out, size_t len);
 
-/* Creates a private temporary file beside `final` (O_EXCL, O_NOFOLLOW, mode
- * 0644 at most); returns its fd, or -1 with errno set. */
+/* Creates a temporary file beside `final` under an unpredictable name
+ * (O_EXCL, O_NOFOLLOW, mode 0644 at most, retried on a collision) and locks
+ * it (flock): the caller keeps a descriptor of it open until output_commit
+ * returned.  Returns the fd, or -1 with errno set. */
 int output_open_temp(const char *final, char *tmp, size_t tmplen);
+
+/* Removes from `dir` the temporaries of output_open_temp that a killed
+ * writer left: our exact name shape, a regular file of our effective user
+ * with one link, and unlocked.  Anything else is left alone. */
+void output_clean_stale(const char *dir);
 
 /* Publishes the temporary file under `final`.  replace=false never replaces
  * an existing file (or symlink): a free name "<final>.<n>" is taken instead;
@@ -33,6 +40,10 @@ int output_open_temp(const char *final, char *tmp, size_t tmplen);
  * name used in `actual`.  Returns 0, or -1 with errno set (tmp removed). */
 int output_commit(const char *tmp, const char *final, bool replace,
                   char *actual, size_t len);
+
+/* At the process's first CUDA call: removes what killed dumps left in the
+ * output directory (output_clean_stale). */
+void output_prepare(void);
 
 /* Appends `path` to CUMEMTRACE_MANIFEST (how `cumemtrace run` learns which
  * files its children wrote). */

@@ -607,20 +607,29 @@ int snapshot_write(const char *reason, const char *path,
     write_document(w, &v, reason, seq, oom, clock_now_ns());
     jw_flush(w);
     int err = w->err;
+    /* The copy keeps the temporary's lock (it belongs to the open file)
+     * until the name is published; close() is where NFS reports errors. */
+    int hold = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (close(fd) != 0 && err == 0)
         err = errno;
     free(w);
     if (err != 0) {
         unlink(tmp);
+        if (hold >= 0)
+            close(hold);
         log_msg(LOG_WARN, "cannot write snapshot '%s': %s (free some space or "
                           "set CUMEMTRACE_OUTPUT elsewhere)", final, strerror(err));
         record_view_free(&v);
         return -1;
     }
-    if (output_commit(tmp, final, replace, actual, sizeof actual) != 0) {
+    int committed = output_commit(tmp, final, replace, actual, sizeof actual);
+    err = errno;
+    if (hold >= 0)
+        close(hold);
+    if (committed != 0) {
         log_msg(LOG_WARN, "cannot write snapshot '%s': %s (set "
                           "CUMEMTRACE_OUTPUT to a writable directory)",
-                final, strerror(errno));
+                final, strerror(err));
         record_view_free(&v);
         return -1;
     }
