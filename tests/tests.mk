@@ -76,7 +76,7 @@ test-san: check-deps
 test-tsan: check-deps
 	@$(MAKE) --no-print-directory SAN=thread BUILD=build-tsan test-bins
 	CUMEMTRACE_BUILD=$(abspath build-tsan) $(PYTHON) -m pytest -q -p no:cacheprovider \
-	    tests/e2e/test_process.py -k "threads or fork"
+	    tests/e2e/test_process.py tests/e2e/test_concurrency.py -k "threads or fork or concurrency"
 
 # ---- benchmarks (scripts/bench.py; results in docs/performance.md) ----
 $(BUILD)/tests/bench/bench_alloc: tests/bench/bench_alloc.c $(SIMRT)

@@ -145,29 +145,80 @@ DLSYM_PATH static void store_real(int slot, void *fn, enum resolve_how h)
     }
 }
 
-/* ---- scanning loaded libraries ---- */
+/* ---- scanning loaded libraries ----
+ *
+ * dl_iterate_phdr holds the loader's list lock while it calls us; dlopen on
+ * another thread takes the loader's main lock and then that one.  Calling
+ * dlopen, dlclose or dlsym from inside the callback takes them in the
+ * opposite order: a late RTLD_LOCAL runtime, threads making first calls
+ * and a dlopen elsewhere hung the host (issue 10).  So the callback only
+ * copies names into a buffer on our stack, and the look-ups run after the
+ * iteration returns, a chunk of names at a time. */
+
+enum { SCAN_NAMES = 32, SCAN_BYTES = 4096 };
 
 struct scan {
-    const char *name;
-    void *found;
+    unsigned skip;  /* objects handled by earlier passes */
+    unsigned seen;  /* objects visited in this pass */
+    unsigned n;     /* names copied in this pass */
+    bool more;      /* the buffer filled before the list ended */
+    size_t used;
+    unsigned off[SCAN_NAMES];
+    char buf[SCAN_BYTES];
 };
 
-static int scan_one(struct dl_phdr_info *info, size_t size, void *data)
+static int collect_one(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
     struct scan *sc = data;
-    if (info->dlpi_name == NULL || info->dlpi_name[0] == '\0')
+    if (sc->seen < sc->skip) {
+        sc->seen++;
         return 0;
-    void *h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
-    if (h == NULL)
+    }
+    const char *name = info->dlpi_name;
+    size_t len = name != NULL ? strlen(name) + 1 : 1;
+    if (len == 1 || len > sizeof sc->buf) { /* the executable, or unusable */
+        sc->seen++;
         return 0;
-    void *p = real_dlsym(h, sc->name);
-    dlclose(h);
-    if (p != NULL && !is_wrapper(p)) {
-        sc->found = p;
+    }
+    if (sc->n == SCAN_NAMES || sc->used + len > sizeof sc->buf) {
+        sc->more = true; /* the next pass starts here */
         return 1;
     }
+    memcpy(sc->buf + sc->used, name, len);
+    sc->off[sc->n++] = (unsigned)sc->used;
+    sc->used += len;
+    sc->seen++;
     return 0;
+}
+
+/* The first definition of `name` in a loaded library, libraries loaded
+ * RTLD_LOCAL included; NULL if none.  Called with no lock of ours held. */
+static void *scan_loaded(const char *name)
+{
+    struct scan sc;
+    sc.skip = 0;
+    do {
+        sc.seen = sc.n = 0;
+        sc.used = 0;
+        sc.more = false;
+        dl_iterate_phdr(collect_one, &sc);
+        for (unsigned i = 0; i < sc.n; i++) {
+            /* NOLOAD: unloaded since the copy means NULL, never a load */
+            void *h = dlopen(sc.buf + sc.off[i], RTLD_LAZY | RTLD_NOLOAD);
+            if (h == NULL)
+                continue;
+            void *p = real_dlsym(h, name);
+            if (p != NULL && !is_wrapper(p)) {
+                pin_library(p); /* before our reference goes */
+                dlclose(h);
+                return p;
+            }
+            dlclose(h);
+        }
+        sc.skip = sc.seen;
+    } while (sc.more);
+    return NULL;
 }
 
 static void *driver_lookup(int slot)
@@ -224,10 +275,8 @@ void *resolve_slow(enum resolve_slot slot)
         store_real(slot, p, HOW_DLSYM);
         return resolve_reals[slot];
     }
-    struct scan sc = {name, NULL};
-    dl_iterate_phdr(scan_one, &sc);
-    if (sc.found != NULL) {
-        store_real(slot, sc.found, HOW_SCAN);
+    if ((p = scan_loaded(name)) != NULL) {
+        store_real(slot, p, HOW_SCAN);
         return resolve_reals[slot];
     }
     __atomic_store_n(&missed_at[slot], loads, __ATOMIC_RELAXED);
