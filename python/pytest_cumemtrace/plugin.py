@@ -1,0 +1,351 @@
+"""pytest --cumemtrace: GPU-memory limits per test, measured by libcumemtrace.so.
+
+Markers (registered always, checked only with --cumemtrace and the library
+loaded):
+
+    @pytest.mark.limit_gpu_memory("4 GiB")
+        fails the test when, on some device, the peak it reached above what
+        was held when it started exceeds the limit;
+    @pytest.mark.limit_gpu_leaks("16 MiB")
+        fails the test when it ends holding more than it started with, by
+        more than the limit.  When PyTorch is in use, memory the caching
+        allocator keeps for reuse is not a leak: the plugin compares
+        torch.cuda.memory_allocated() instead of what the driver handed out.
+
+Both measure the test function itself (the "call" phase, not fixtures), from
+a mark (cumemtrace_mark_begin) set just before it: the library keeps the peak
+since that mark exactly, on every allocation.  A failure message lists the
+call sites that held memory at that peak (or at the end, for leaks), Python
+file:line first, from a snapshot written at that moment (kept in
+--cumemtrace-dir for `cumemtrace report`).
+
+Without the library the plugin never changes an outcome: with --cumemtrace
+it re-runs pytest under LD_PRELOAD when it can find the library, otherwise
+it says once that the markers were not checked and how to check them.
+"""
+import json
+import os
+import re
+import shlex
+import sys
+import tempfile
+
+import pytest
+
+from . import _lib
+
+REEXEC_ENV = "PYTEST_CUMEMTRACE_REEXEC"
+TOP_SITES = 5
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "kb": 10**3,
+          "m": 1 << 20, "mib": 1 << 20, "mb": 10**6, "g": 1 << 30, "gib": 1 << 30,
+          "gb": 10**9, "t": 1 << 40, "tib": 1 << 40, "tb": 10**12}
+
+
+def parse_size(value):
+    """Bytes from 4096, "4 GiB", "1.5GB", "512 MiB" (KiB/MiB/GiB and K/M/G
+    are powers of 1024, KB/MB/GB powers of 1000, as the cumemtrace CLI)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", str(value))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"not a size: {value!r} (examples: 4096, \"512 MiB\", \"4 GiB\")")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def fmt_size(n):
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} B"
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("cumemtrace", "GPU-memory limits (cumemtrace)")
+    group.addoption("--cumemtrace", action="store_true", default=False,
+                    help="check limit_gpu_memory / limit_gpu_leaks markers with "
+                         "libcumemtrace.so (re-runs pytest under LD_PRELOAD if needed)")
+    group.addoption("--cumemtrace-dir", default=None, metavar="DIR",
+                    help="where snapshots of failing tests are written "
+                         "(default: a temporary directory)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "limit_gpu_memory(size): fail when the test's GPU-memory peak "
+                   "above its start exceeds size (pytest --cumemtrace)")
+    config.addinivalue_line(
+        "markers", "limit_gpu_leaks(size): fail when the test ends holding more GPU "
+                   "memory than it started with, by more than size (pytest --cumemtrace)")
+    config._cumemtrace = _State(config)
+
+
+class _State:
+    def __init__(self, config):
+        self.config = config
+        self.lib = None
+        self.unchecked = 0
+        self.why_unchecked = "run pytest with --cumemtrace to check them"
+        self.dir = config.getoption("cumemtrace_dir")
+        if not config.getoption("cumemtrace"):
+            return
+        self.lib = _lib.loaded()
+        if self.lib is not None:
+            return
+        path = _lib.find()
+        cmd = self._command(path)
+        if path and os.environ.get(REEXEC_ENV) is None and self._own_command_line():
+            self._reexec(path)  # does not return
+        if path and os.environ.get(REEXEC_ENV) is not None:
+            self.why_unchecked = (f"{path} was preloaded but is not in the process "
+                                  "(a setuid or static Python?); run: " + cmd)
+        elif path:
+            self.why_unchecked = "libcumemtrace.so must be loaded first; run: " + cmd
+        else:
+            self.why_unchecked = ("libcumemtrace.so not found (set CUMEMTRACE_LIB or "
+                                  "put `cumemtrace` on PATH); run: " + cmd)
+
+    def _own_command_line(self):
+        # Re-executing is only right for the pytest the user started, not
+        # for pytest.main() called from inside another program.
+        return tuple(sys.argv[1:]) == tuple(self.config.invocation_params.args)
+
+    def _command(self, path):
+        args = " ".join(shlex.quote(a) for a in self.config.invocation_params.args)
+        lib = shlex.quote(path) if path else "/path/to/libcumemtrace.so"
+        return f"LD_PRELOAD={lib} {shlex.quote(sys.executable)} -m pytest {args}".rstrip()
+
+    def _reexec(self, path):
+        env = dict(os.environ)
+        env[REEXEC_ENV] = "1"
+        # After what is preloaded already: a sanitizer runtime must stay first.
+        env["LD_PRELOAD"] = " ".join(p for p in (env.get("LD_PRELOAD", ""), path) if p)
+        # The re-run writes its own snapshots only for failing tests.
+        env.setdefault("CUMEMTRACE_OUTPUT", os.path.join(tempfile.gettempdir(),
+                                                         "cumemtrace.pytest.%p.json"))
+        sys.stderr.write(f"cumemtrace: re-running pytest with LD_PRELOAD={path} "
+                         "(the library must be loaded before CUDA)\n")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        argv = [sys.executable, "-m", "pytest", *self.config.invocation_params.args]
+        os.execve(sys.executable, argv, env)
+
+
+def _limits(item):
+    out = {}
+    for name in ("limit_gpu_memory", "limit_gpu_leaks"):
+        m = item.get_closest_marker(name)
+        if m is None:
+            continue
+        if len(m.args) != 1 or m.kwargs:
+            raise ValueError(f"@pytest.mark.{name} wants one size, "
+                             f"e.g. @pytest.mark.{name}(\"4 GiB\")")
+        try:
+            out[name] = parse_size(m.args[0])
+        except ValueError as e:
+            raise ValueError(f"@pytest.mark.{name}: {e}") from None
+    return out
+
+
+def pytest_runtest_setup(item):
+    # A malformed marker is the test's error, with or without the library.
+    try:
+        item._cumemtrace_limits = _limits(item)
+    except ValueError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+def _torch_allocated():
+    """{device: torch.cuda.memory_allocated} when PyTorch has initialised CUDA
+    in this process, else None."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is None or not torch.cuda.is_initialized():
+            return None
+        return {d: torch.cuda.memory_allocated(d) for d in range(torch.cuda.device_count())}
+    except Exception:  # a broken or CPU-only build: fall back to our figures
+        return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    state = getattr(item.config, "_cumemtrace", None)
+    limits = getattr(item, "_cumemtrace_limits", None) if state is not None else None
+    if not limits:
+        yield
+        return
+    if state.lib is None:
+        state.unchecked += 1
+        yield
+        return
+    lib = state.lib
+    torch_start = _torch_allocated()
+    mark = lib.mark_begin()
+    failure = None
+    try:
+        yield
+        if mark > 0:
+            failure = _check(state, item, limits, torch_start)
+    finally:
+        if mark > 0:
+            lib.mark_end(mark)
+    if failure:
+        item._cumemtrace_failure = failure
+
+
+def _check(state, item, limits, torch_start):
+    usage = state.lib.usage()
+    problems = []
+    limit = limits.get("limit_gpu_memory")
+    if limit is not None:
+        for dev, u in sorted(usage.items()):
+            used = u.peak_bytes - u.mark_bytes
+            if used > limit:
+                problems.append(("peak", dev, used, u))
+                break
+    limit = limits.get("limit_gpu_leaks")
+    if limit is not None:
+        torch_end = _torch_allocated() if torch_start is not None or "torch" in sys.modules \
+            else None
+        if torch_end is not None:
+            for dev, end in sorted(torch_end.items()):
+                start = (torch_start or {}).get(dev, 0)
+                if end - start > limit:
+                    problems.append(("leak-torch", dev, end - start, (start, end)))
+                    break
+        else:
+            for dev, u in sorted(usage.items()):
+                if u.current_bytes > u.mark_bytes + limit:
+                    problems.append(("leak", dev, u.current_bytes - u.mark_bytes, u))
+                    break
+    if not problems:
+        return None
+    snap = _snapshot(state, item)
+    lines = []
+    for what, dev, amount, info in problems:
+        if what == "peak":
+            lines.append(
+                f"test used {fmt_size(amount)} of GPU memory on device {dev} at its peak "
+                f"(peak {fmt_size(info.peak_bytes)}, {fmt_size(info.mark_bytes)} held "
+                f"before it), over limit_gpu_memory({fmt_size(limits['limit_gpu_memory'])}); "
+                "free or shrink what these call sites hold at the peak:")
+            lines += _sites(snap, dev, "mark")
+        elif what == "leak-torch":
+            lines.append(
+                f"test leaked {fmt_size(amount)} of GPU memory on device {dev} "
+                f"(torch.cuda.memory_allocated {fmt_size(info[0])} before, "
+                f"{fmt_size(info[1])} after), over limit_gpu_leaks"
+                f"({fmt_size(limits['limit_gpu_leaks'])}); release the tensors these "
+                "call sites' memory backs (live at the end, with memory held before):")
+            lines += _sites(snap, dev, "live")
+        else:
+            lines.append(
+                f"test leaked {fmt_size(amount)} of GPU memory on device {dev} "
+                f"({fmt_size(info.mark_bytes)} held before, {fmt_size(info.current_bytes)} "
+                f"after), over limit_gpu_leaks({fmt_size(limits['limit_gpu_leaks'])}); "
+                "free what these call sites still hold (live at the end, with memory "
+                "held before):")
+            lines += _sites(snap, dev, "live")
+    if snap is not None:
+        lines.append(f"details: cumemtrace report {shlex.quote(snap['_path'])}")
+    return "\n".join(lines)
+
+
+def _snapshot(state, item):
+    """Writes a snapshot now (the mark still active) and loads it; None
+    when it cannot be written."""
+    d = state.dir or os.path.join(tempfile.gettempdir(), f"cumemtrace-pytest-{os.getpid()}")
+    os.makedirs(d, exist_ok=True)
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid)[-120:]
+    path = os.path.join(d, f"cumemtrace.{name}.json")
+    if os.path.exists(path):
+        os.unlink(path)
+    if not state.lib.dump(path):
+        return None
+    try:
+        with open(path) as f:
+            snap = json.load(f)
+    except (OSError, ValueError):
+        return None
+    snap["_path"] = path
+    return snap
+
+
+def _is_python(fr):
+    return fr.get("module") == "python" and "file" in fr
+
+
+def _frame_text(fr):
+    if _is_python(fr):
+        return f"{os.path.basename(str(fr['file']))}:{fr.get('line', '?')}:" \
+               f"{fr.get('function', '?')}"
+    if fr.get("symbol"):
+        return f"{fr.get('module') or '?'}!{fr['symbol']}"
+    if fr.get("marker"):
+        return f"[{fr['marker']}]"
+    return None
+
+
+def _stack_text(stack):
+    """The Python frames of a stack when it has any, else its named native
+    frames, innermost first."""
+    frames = stack.get("frames", [])
+    py = []
+    for f in frames:
+        if not _is_python(f):
+            continue
+        if re.search(r"[/\\](_pytest|pluggy)[/\\]", str(f["file"])):
+            break  # pytest calling the test: the same in every stack
+        py.append(f)
+    shown = [t for t in map(_frame_text, py or frames) if t]
+    return " < ".join(shown[:4]) or stack.get("entry", "?")
+
+
+def _sites(snap, dev, which):
+    if snap is None:
+        return ["  (no snapshot: the call sites are unknown)"]
+    stacks = {s["id"]: s for s in snap.get("stacks", [])}
+    for d in snap.get("devices", []):
+        if d.get("ordinal") != dev:
+            continue
+        groups = d.get("mark", {}).get("at_peak") if which == "mark" else d.get("live")
+        if groups is None:
+            return ["  (the call sites at this peak are not known: an inner mark ended "
+                    "below it)"]
+        groups = sorted(groups, key=lambda g: -g["bytes"])
+        out = [f"  {fmt_size(g['bytes']):>10}  {g['count']:>5}x  "
+               f"{_stack_text(stacks.get(g['stack'], {}))}" for g in groups[:TOP_SITES]]
+        if len(groups) > TOP_SITES:
+            rest = sum(g["bytes"] for g in groups[TOP_SITES:])
+            out.append(f"  {fmt_size(rest):>10}  in {len(groups) - TOP_SITES} more call sites")
+        return out
+    return ["  (no such device in the snapshot)"]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    failure = getattr(item, "_cumemtrace_failure", None)
+    if call.when == "call" and failure and report.passed:
+        report.outcome = "failed"
+        report.longrepr = failure
+        item._cumemtrace_failure = None
+
+
+def pytest_report_header(config):
+    state = getattr(config, "_cumemtrace", None)
+    if state is None or not config.getoption("cumemtrace"):
+        return None
+    if state.lib is not None:
+        return f"cumemtrace: libcumemtrace {state.lib.version} loaded; GPU-memory markers checked"
+    return f"cumemtrace: GPU-memory markers NOT checked: {state.why_unchecked}"
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    state = getattr(config, "_cumemtrace", None)
+    if state is None or state.unchecked == 0:
+        return
+    n = state.unchecked
+    terminalreporter.write_line(
+        f"cumemtrace: {n} test{'s' if n != 1 else ''} with GPU-memory markers not "
+        f"checked: {state.why_unchecked}", yellow=True)

@@ -1,0 +1,176 @@
+"""The pytest plugin (python/pytest_cumemtrace), run by pytester in a
+subprocess on the simulated GPU: the inner test files allocate through the
+simulated runtime with ctypes (PyDLL, so the GIL is held and the tracer sees
+their Python lines).  Checks each marker failing and passing, the Python
+line in the message, the re-execution under LD_PRELOAD, and that without
+the library no outcome changes."""
+import os
+import re
+import sys
+
+import pytest
+
+from conftest import BUILD, LIB, ROOT, SAN_RUNTIME, SIM, base_env
+
+pytest_plugins = ["pytester"]
+
+PLUGIN_DIR = ROOT / "python"
+
+INNER = '''
+import ctypes
+import pytest
+
+MiB = 1 << 20
+rt = ctypes.PyDLL("libcudart.so.13")
+
+
+def malloc(n):
+    p = ctypes.c_void_p()
+    assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(n)) == 0  # @malloc
+    return p
+
+
+def free(p):
+    assert rt.cudaFree(p) == 0
+
+
+held = []
+
+
+def spike(n):
+    p = malloc(n)  # @spike
+    free(p)
+
+
+@pytest.mark.limit_gpu_memory("16 MiB")
+def test_over_budget():
+    spike(24 * MiB)  # @over
+
+
+@pytest.mark.limit_gpu_memory("16 MiB")
+def test_within_budget():
+    spike(8 * MiB)
+
+
+@pytest.mark.limit_gpu_leaks("16 MiB")
+def test_leaks():
+    held.append(malloc(32 * MiB))  # @leak
+
+
+@pytest.mark.limit_gpu_leaks("16 MiB")
+def test_leaks_little():
+    held.append(malloc(4 * MiB))
+
+
+def test_unmarked():
+    spike(64 * MiB)
+'''
+
+
+def line_of(tag):
+    for n, line in enumerate(INNER.splitlines(), 0):
+        if line.rstrip().endswith(f"# @{tag}"):
+            return n
+    raise AssertionError(tag)
+
+
+def environ(monkeypatch, preload, lib_env=True, path=None):
+    env = base_env(preload=preload)
+    if not preload and SAN_RUNTIME:
+        env["LD_PRELOAD"] = SAN_RUNTIME
+    env["PYTHONPATH"] = str(PLUGIN_DIR)
+    env["PATH"] = path if path is not None else os.environ.get("PATH", "")
+    if lib_env:
+        env["CUMEMTRACE_LIB"] = str(LIB)
+    for k in list(os.environ):
+        if k not in env:
+            monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+
+
+def run_inner(pytester, *args):
+    pytester.makepyfile(test_inner=INNER)
+    return pytester.runpytest_subprocess("-p", "pytest_cumemtrace.plugin", "-p",
+                                         "no:cacheprovider", *args, timeout=120)
+
+
+@pytest.mark.skipif(not LIB.exists(), reason=f"{LIB} not built")
+def test_markers_fail_over_limit_with_python_lines(pytester, monkeypatch):
+    environ(monkeypatch, preload=True)
+    r = run_inner(pytester, "--cumemtrace", "-rA", f"--cumemtrace-dir={pytester.path}/snaps")
+    r.assert_outcomes(passed=3, failed=2)
+    out = r.stdout.str()
+    assert "libcumemtrace 0.1.0 loaded; GPU-memory markers checked" in out
+    assert re.search(r"FAILED test_inner.py::test_over_budget", out)
+    assert re.search(r"FAILED test_inner.py::test_leaks\b", out)
+    # The peak message: 24 MiB used over a 16 MiB limit, blamed on the
+    # spike's line called from the test's line.
+    assert "test used 24.00 MiB of GPU memory on device 0 at its peak" in out
+    assert "over limit_gpu_memory(16.00 MiB)" in out
+    assert re.search(rf"24\.00 MiB\s+1x\s+test_inner\.py:{line_of('malloc')}:malloc < "
+                     rf"test_inner\.py:{line_of('spike')}:spike < "
+                     rf"test_inner\.py:{line_of('over')}:test_over_budget$", out, re.M), out
+    assert "test leaked 32.00 MiB of GPU memory on device 0" in out
+    assert re.search(rf"32\.00 MiB\s+1x\s+test_inner\.py:{line_of('malloc')}:malloc < "
+                     rf"test_inner\.py:{line_of('leak')}:test_leaks$", out, re.M), out
+    assert "details: cumemtrace report " in out
+    snaps = sorted(os.listdir(pytester.path / "snaps"))
+    assert len(snaps) == 2, snaps
+
+
+@pytest.mark.skipif(not LIB.exists(), reason=f"{LIB} not built")
+def test_reexecutes_under_the_preload(pytester, monkeypatch):
+    environ(monkeypatch, preload=False)
+    r = run_inner(pytester, "--cumemtrace")
+    assert f"cumemtrace: re-running pytest with LD_PRELOAD={LIB}" in r.stderr.str()
+    r.assert_outcomes(passed=3, failed=2)
+
+
+def test_without_the_library_no_outcome_changes(pytester, monkeypatch):
+    environ(monkeypatch, preload=False, lib_env=False, path="/usr/bin:/bin")
+    r = run_inner(pytester, "--cumemtrace")
+    r.assert_outcomes(passed=5)
+    out = r.stdout.str()
+    assert "GPU-memory markers NOT checked: libcumemtrace.so not found" in out
+    assert "cumemtrace: 4 tests with GPU-memory markers not checked" in out
+    assert "LD_PRELOAD=/path/to/libcumemtrace.so" in out
+
+
+@pytest.mark.skipif(not LIB.exists(), reason=f"{LIB} not built")
+def test_without_the_option_markers_are_only_reported(pytester, monkeypatch):
+    environ(monkeypatch, preload=True)
+    r = run_inner(pytester)
+    r.assert_outcomes(passed=5)
+    assert ("cumemtrace: 4 tests with GPU-memory markers not checked: run pytest "
+            "with --cumemtrace") in r.stdout.str()
+
+
+def test_a_malformed_limit_is_a_usage_error(pytester, monkeypatch):
+    environ(monkeypatch, preload=False, lib_env=False, path="/usr/bin:/bin")
+    pytester.makepyfile(test_bad='''
+import pytest
+
+@pytest.mark.limit_gpu_memory("four gigs")
+def test_x():
+    pass
+''')
+    r = pytester.runpytest_subprocess("-p", "pytest_cumemtrace.plugin", "--cumemtrace",
+                                      timeout=60)
+    r.assert_outcomes(errors=1)
+    assert "@pytest.mark.limit_gpu_memory: not a size: 'four gigs'" in r.stdout.str()
+
+
+def test_sizes_parse_like_the_cli():
+    sys.path.insert(0, str(PLUGIN_DIR))
+    try:
+        from pytest_cumemtrace.plugin import parse_size
+    finally:
+        sys.path.remove(str(PLUGIN_DIR))
+    assert parse_size("4 GiB") == 4 << 30
+    assert parse_size("16MiB") == 16 << 20
+    assert parse_size("1.5 GB") == 1500000000
+    assert parse_size(4096) == 4096
+    assert parse_size("512 k") == 512 << 10
+    with pytest.raises(ValueError):
+        parse_size("lots")
