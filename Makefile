@@ -25,6 +25,8 @@ COMMON_SRC  := $(wildcard src/common/*.c)
 PRELOAD_SRC := $(wildcard src/preload/*.c)
 PRELOAD_ASM := $(wildcard src/preload/*.S)
 CLI_SRC     := $(wildcard src/cli/*.c)
+# The CLI alone links libdw (debug information) and libstdc++ (demangling).
+CLI_LIBS    := -ldw -lelf -lstdc++ -lm
 SIMDRV_SRC  := $(wildcard tests/sim/driver*.c) tests/sim/sim_common.c
 SIMRT_SRC   := $(wildcard tests/sim/runtime*.c)
 
@@ -72,7 +74,7 @@ $(LIB): $(PRELOAD_OBJ) src/preload/exports.map
 # ---- the command-line tool (may link libstdc++ for __cxa_demangle) ----
 $(CLI): $(CLI_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(CLI_OBJ) $(LDFLAGS_ALL) -lstdc++ -lm
+	$(CC) -o $@ $(CLI_OBJ) $(LDFLAGS_ALL) $(CLI_LIBS)
 
 # ---- the simulated device: a test double, never installed ----
 $(BUILD)/gen/cudart_lookups.h: tests/data/cudart-13.0-getprocaddress.tsv

@@ -37,6 +37,7 @@ need binutils    command -v nm
 need uthash-dev  have_header uthash.h
 need libcmocka-dev have_header cmocka.h
 need libunwind-dev have_lib libunwind.so.8
+need libdw-dev   have_header elfutils/libdwfl.h
 need python3-pytest "$py" -c "import pytest"
 if [ "$ci" = 1 ]; then
     need clang command -v clang

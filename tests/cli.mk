@@ -18,7 +18,7 @@ $(FUZZ_BIN): $(FUZZ_SRC) $(wildcard src/cli/*.h) $(wildcard src/common/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CSTD) -O1 -g $(WARN) -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all -Isrc/cli -Isrc/common -Iinclude -o $@ $(FUZZ_SRC) \
-	    -lstdc++ -lm
+	    $(CLI_LIBS)
 
 # The corpus directory keeps what the fuzzer found between runs; the seeds
 # are the golden inputs (read-only there).

@@ -145,6 +145,31 @@ uint32_t frames_native(struct snapctx *ctx, const char *module, uint64_t offset,
     return idx;
 }
 
+uint32_t frames_source(struct snapctx *ctx, const char *module, const char *function,
+                       const char *file, int line, int inlined)
+{
+    const char *mod = snapshot_intern(ctx, module ? module : "[unknown]",
+                                      strlen(module ? module : "[unknown]"));
+    if (mod == NULL || function == NULL)
+        return FRAMES_NONE;
+    const char *d = demangled_of(ctx, function);
+    if (d == NULL)
+        return FRAMES_NONE;
+    /* The file by its basename: the identity survives a moved build tree. */
+    const char *base = file ? strrchr(file, '/') : NULL;
+    base = base ? base + 1 : file;
+    struct namebuf b;
+    int rc = base != NULL && line > 0
+                 ? name_printf(&b, "%s!%s at %s:%d%s", mod, d, base, line,
+                               inlined ? " (inlined)" : "")
+                 : name_printf(&b, "%s!%s%s", mod, d, inlined ? " (inlined)" : "");
+    if (rc != 0)
+        return FRAMES_NONE;
+    uint32_t idx = add_frame(ctx, b.p, b.n, 0, mod, FRAME_NATIVE, true);
+    name_free(&b);
+    return idx;
+}
+
 uint32_t frames_python(struct snapctx *ctx, const char *file, int64_t line,
                        const char *function)
 {

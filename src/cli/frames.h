@@ -4,6 +4,7 @@
  * a frame is named by what survives both:
  *   Python frame              file:line:function
  *   native frame with symbol  module!demangled_symbol
+ *   ... with debug info       module!function at file.c:42   (symbolize.h)
  *   native frame without      module+0xoffset   (only a fallback)
  *   marker                    [text]
  * Frames that print the same are one frame (one index in snapctx.frames).
@@ -40,6 +41,11 @@ char *frames_demangle(const char *sym);
  * unknown. */
 uint32_t frames_native(struct snapctx *ctx, const char *module, uint64_t offset,
                        const char *symbol);
+/* A native frame named from debug information: module!function at
+ * file:line, " (inlined)" when inlined into the next frame.  function is
+ * required (mangled or plain); file and line may be unknown (NULL, 0). */
+uint32_t frames_source(struct snapctx *ctx, const char *module, const char *function,
+                       const char *file, int line, int inlined);
 uint32_t frames_python(struct snapctx *ctx, const char *file, int64_t line,
                        const char *function);
 uint32_t frames_marker(struct snapctx *ctx, const char *text);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "esc.h"
+#include "symbolize.h"
 
 static const char *const kind_names[KIND_COUNT] = {
     "device", "managed", "async", "vmm", "host_pinned", "other",
@@ -19,6 +20,7 @@ void snapshot_ctx_init(struct snapctx *ctx)
     hmap_init(&ctx->demangled, &ctx->arena);
     for (int i = 0; i < BY_COUNT; i++)
         hmap_init(&ctx->site_keys[i], &ctx->arena);
+    ctx->sym = symbolizer_new();
 }
 
 void snapshot_ctx_free(struct snapctx *ctx)
@@ -32,6 +34,7 @@ void snapshot_ctx_free(struct snapctx *ctx)
     }
     free(ctx->frames);
     free(ctx->demangled_names);
+    symbolizer_free(ctx->sym);
     arena_free(&ctx->arena);
     memset(ctx, 0, sizeof *ctx);
 }

@@ -203,6 +203,7 @@ struct snap_events {
 };
 
 struct snapctx;
+struct symbolizer;
 
 struct snapshot {
     struct snapctx *ctx;
@@ -237,6 +238,7 @@ struct snapctx {
     size_t nsites[BY_COUNT], sites_cap[BY_COUNT];
     const char **demangled_names; /* by value of the demangled map */
     size_t ndemangled, demangled_cap;
+    struct symbolizer *sym; /* debug information, NULL when off */
 };
 
 /* Prepares an empty context. */

@@ -31,6 +31,7 @@
 
 #include "frames.h"
 #include "json.h"
+#include "symbolize.h"
 
 #define PATH_MAX_DEPTH 16 /* deeper than any field path of the format */
 
@@ -61,7 +62,13 @@ struct reader {
     bool data_read; /* events.data seen (columns must not change after) */
     int col_of_pos[16]; /* events column at row position j, -1 unknown */
     size_t ncols;
+    struct read_module *mods; /* "modules": name -> symbolizer handle */
+    size_t nmods, mods_cap;
+    uint32_t *expand; /* runs [n, frame...] of inlined chains, see rd_frame */
+    size_t nexpand, expand_cap;
 };
+
+#define EXPANDED 0x80000000u /* raw_frames value: an index into expand */
 
 /* ---- messages ---- */
 
@@ -1035,6 +1042,84 @@ static int rd_events(struct reader *r, void *obj)
 
 /* ---- stacks ---- */
 
+/* ---- modules (before stacks in the file: frames resolve as they are read) ---- */
+
+struct read_module {
+    const char *name; /* in the buffer */
+    int handle;       /* symbolizer handle, -1: no debug information */
+};
+
+struct raw_module {
+    const char *name, *path, *build_id;
+    uint64_t vaddr_base;
+};
+
+static const struct field module_fields[] = {
+    FIELD(raw_module, name, F_RAWN),
+    FIELD(raw_module, path, F_RAWN),
+    FIELD(raw_module, build_id, F_RAWN),
+    FIELD(raw_module, vaddr_base, F_U64N),
+};
+
+static int rd_module(struct reader *r, void *obj, size_t i)
+{
+    (void)obj;
+    (void)i;
+    struct raw_module m = {NULL, NULL, NULL, 0};
+    int rc = rd_object(r, &m, module_fields, NFIELDS(module_fields));
+    if (rc != 0)
+        return rc;
+    if (m.name == NULL)
+        return invalid(r, "has no \"name\"");
+    if (m.vaddr_base == SNAP_UNKNOWN)
+        m.vaddr_base = 0;
+    if (snapshot_vec_reserve((void **)&r->mods, &r->mods_cap, sizeof *r->mods, r->nmods + 1))
+        return nomem(r);
+    r->mods[r->nmods].name = m.name;
+    r->mods[r->nmods].handle =
+        symbolizer_module(r->ctx->sym, m.name, m.path, m.build_id, m.vaddr_base);
+    r->nmods++;
+    return 0;
+}
+
+static int rd_modules(struct reader *r, void *obj)
+{
+    if (take_null(r))
+        return 0;
+    return rd_array(r, obj, rd_module);
+}
+
+static int module_handle(const struct reader *r, const char *name)
+{
+    if (name == NULL)
+        return -1;
+    for (size_t i = 0; i < r->nmods; i++)
+        if (strcmp(r->mods[i].name, name) == 0)
+            return r->mods[i].handle;
+    return -1;
+}
+
+/* Names a native frame from debug information: one frame per inlined call
+ * level.  Returns how many frame indices went to out (0: keep the record's
+ * own naming), or -1 when out of memory. */
+static int source_frames(struct reader *r, const char *module, uint64_t offset,
+                         uint32_t *out, size_t max)
+{
+    int h = module_handle(r, module);
+    if (h < 0 || offset == SNAP_UNKNOWN)
+        return 0;
+    struct src_frame sf[SYMBOLIZE_MAX_INLINE];
+    size_t n = symbolizer_lookup(r->ctx->sym, h, offset, sf,
+                                 max < SYMBOLIZE_MAX_INLINE ? max : SYMBOLIZE_MAX_INLINE);
+    for (size_t k = 0; k < n; k++) {
+        out[k] = frames_source(r->ctx, module, sf[k].function, sf[k].file, sf[k].line,
+                               sf[k].inlined);
+        if (out[k] == FRAMES_NONE)
+            return -1;
+    }
+    return (int)n;
+}
+
 struct raw_frame {
     const char *module, *symbol, *file, *function, *marker;
     uint64_t offset;
@@ -1075,7 +1160,9 @@ static int rd_frame(struct reader *r, void *obj, size_t i)
         klen += len;
         r->key[klen++] = '\0';
     }
-    uint64_t off = f.symbol ? 0 : f.offset; /* see frames_native */
+    /* The offset is part of the key even with a symbol: debug information
+     * names each line of a function apart. */
+    uint64_t off = f.offset;
     memcpy(r->key + klen, &off, sizeof off);
     klen += sizeof off;
     memcpy(r->key + klen, &f.line, sizeof f.line);
@@ -1088,19 +1175,44 @@ static int rd_frame(struct reader *r, void *obj, size_t i)
     else if (f.file != NULL || f.function != NULL)
         idx = frames_python(r->ctx, f.file, f.line == SNAP_UNKNOWN_I64 ? -1 : f.line,
                             f.function);
-    else
-        idx = frames_native(r->ctx, f.module, f.offset == SNAP_UNKNOWN ? 0 : f.offset,
-                            f.symbol);
+    else {
+        uint32_t src[SYMBOLIZE_MAX_INLINE];
+        int k = source_frames(r, f.module, f.offset, src, SYMBOLIZE_MAX_INLINE);
+        if (k < 0)
+            return nomem(r);
+        if (k == 1) {
+            idx = src[0];
+        } else if (k > 1) {
+            /* An inlined call chain: the key maps to a run in r->expand. */
+            if (snapshot_vec_reserve((void **)&r->expand, &r->expand_cap, sizeof *r->expand,
+                                     r->nexpand + (size_t)k + 1))
+                return nomem(r);
+            idx = EXPANDED | (uint32_t)r->nexpand;
+            r->expand[r->nexpand++] = (uint32_t)k;
+            memcpy(r->expand + r->nexpand, src, (size_t)k * sizeof *src);
+            r->nexpand += (size_t)k;
+        } else {
+            idx = frames_native(r->ctx, f.module, f.offset == SNAP_UNKNOWN ? 0 : f.offset,
+                                f.symbol);
+        }
+    }
     if (idx == FRAMES_NONE)
         return nomem(r);
     uint32_t got;
     if (hmap_get_or_add(&r->raw_frames, r->key, klen, idx, &got, NULL))
         return nomem(r);
 found:
-    if (snapshot_vec_reserve((void **)&r->tmp, &r->tmp_cap, sizeof *r->tmp, i + 1))
+    (void)i; /* an inlined chain makes one recorded frame several */
+    const uint32_t *run = &idx;
+    size_t len = 1;
+    if (idx != FRAMES_NONE && (idx & EXPANDED)) {
+        run = r->expand + (idx & ~EXPANDED) + 1;
+        len = r->expand[idx & ~EXPANDED];
+    }
+    if (snapshot_vec_reserve((void **)&r->tmp, &r->tmp_cap, sizeof *r->tmp, *n + len))
         return nomem(r);
-    r->tmp[i] = idx;
-    *n = i + 1;
+    memcpy(r->tmp + *n, run, len * sizeof *run);
+    *n += len;
     return 0;
 }
 
@@ -1203,6 +1315,7 @@ static const struct field top_fields[] = {
     FIELD_FN("oom", rd_oom),
     FIELD_FN("ooms", rd_ooms),
     FIELD_FN("events", rd_events),
+    FIELD_FN("modules", rd_modules),
     FIELD_FN("stacks", rd_stacks),
 };
 
@@ -1433,6 +1546,8 @@ int snapshot_read_mem(struct snapctx *ctx, const char *name, char *buf,
 fail:
     free(r.tmp);
     free(r.key);
+    free(r.mods);
+    free(r.expand);
     hmap_free(&r.raw_frames);
     arena_free(&r.scratch);
     if (rc != 0)

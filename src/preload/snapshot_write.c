@@ -26,6 +26,7 @@
 #include "config.h"
 #include "log.h"
 #include "mark.h"
+#include "modules.h"
 #include "oom.h"
 #include "output.h"
 #include "python.h"
@@ -143,6 +144,7 @@ struct sym {
     const char *module; /* basename, points into dli_fname */
     const char *symbol;
     uintptr_t offset;
+    uintptr_t base; /* dli_fbase; 0 when dladdr knew no module */
 };
 
 #define SYMCACHE_SIZE 65536 /* power of two; ~2.5 MiB only while dumping */
@@ -163,10 +165,12 @@ static const struct sym *symbolize(struct sym *cache, void *addr)
             s->module = output_process.exe;
         s->symbol = info.dli_sname;
         s->offset = a - 1 - (uintptr_t)info.dli_fbase;
+        s->base = (uintptr_t)info.dli_fbase;
     } else {
         s->module = "?";
         s->symbol = NULL;
         s->offset = a - 1;
+        s->base = 0;
     }
     return s;
 }
@@ -484,9 +488,72 @@ static void write_python_frame(struct jw *w, bool comma,
     jw_s(w, "}");
 }
 
+/* The modules the stacks' native frames lie in, one row each, before the
+ * stacks (the CLI reads in one pass): path, build-id and the ELF vaddr of
+ * offset 0, so that DWARF can be consulted later, elsewhere. */
+static void write_modules(struct jw *w, const struct record_view *v, struct sym *cache)
+{
+    struct module_info *mods = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t i = 0; i < v->nstacks && cache != NULL; i++) {
+        const struct record_stack *s = v->stacks[i];
+        for (unsigned f = 0; f < s->depth; f++) {
+            struct python_frame py;
+            if (python_frame_decode(s->frames[f], &py) != PYTHON_FRAME_NATIVE)
+                continue;
+            const struct sym *y = symbolize(cache, s->frames[f]);
+            if (y->base == 0)
+                continue;
+            size_t k = 0;
+            while (k < n && mods[k].base != y->base)
+                k++;
+            if (k < n)
+                continue;
+            if (n == cap) {
+                size_t ncap = cap ? 2 * cap : 16;
+                struct module_info *m = realloc(mods, ncap * sizeof *m);
+                if (m == NULL)
+                    goto out;
+                mods = m;
+                cap = ncap;
+            }
+            mods[n].base = y->base;
+            mods[n].name = y->module;
+            n++;
+        }
+    }
+    modules_describe(mods, n);
+    jw_s(w, "\"modules\":[");
+    bool first = true;
+    for (size_t k = 0; k < n; k++) {
+        const struct module_info *m = &mods[k];
+        if (!m->found)
+            continue;
+        jw_s(w, first ? "\n {\"name\":" : ",\n {\"name\":");
+        first = false;
+        jw_str(w, m->name);
+        jw_s(w, ",\"path\":");
+        jw_str(w, m->path[0] ? m->path : NULL);
+        jw_s(w, ",\"build_id\":");
+        if (m->build_id_len == 0) {
+            jw_s(w, "null");
+        } else {
+            char hex[2 * MODULE_BUILD_ID_MAX + 1];
+            for (size_t b = 0; b < m->build_id_len; b++)
+                snprintf(hex + 2 * b, 3, "%02x", m->build_id[b]);
+            jw_str(w, hex);
+        }
+        jw_fmt(w, ",\"vaddr_base\":%" PRIuPTR "}", m->vaddr_base);
+    }
+    jw_s(w, "],\n");
+out:
+    free(mods);
+}
+
 static void write_stacks(struct jw *w, const struct record_view *v)
 {
     struct sym *cache = calloc(SYMCACHE_SIZE, sizeof *cache);
+    write_modules(w, v, cache);
     jw_s(w, "\"stacks\":[");
     for (size_t i = 0; i < v->nstacks; i++) {
         const struct record_stack *s = v->stacks[i];
