@@ -66,7 +66,7 @@ def test_diff_names_the_call_site_and_the_exact_change(runs):
     assert callers.lstrip().startswith("< train_sim!forward_layer"), section
     changed = [row]
     assert f"+{PER_SAMPLE} B" in changed[0]
-    assert "(3 call sites unchanged)" in section
+    assert "(4 call sites unchanged)" in section  # adam_m and adam_v: two lines
 
 
 def test_gate_across_the_threshold(runs):
