@@ -540,6 +540,12 @@ static void print_counters(FILE *f, const struct snapshot *s)
     para(f, 0, "Counters: %" PRIu64 " unknown frees, %" PRIu64 " failed frees, %" PRIu64
                " stacks, %" PRIu64 " live allocations",
          c->unknown_frees, c->failed_frees, c->stacks, c->live_allocations);
+    if (c->wrong_kind_frees > 0)
+        para(f, 2, "%" PRIu64 " free%s used the wrong API for a live allocation "
+                   "(refused, the memory is still held): free pinned host memory "
+                   "with cudaFreeHost/cuMemFreeHost, device memory with "
+                   "cudaFree/cuMemFree", c->wrong_kind_frees,
+             c->wrong_kind_frees == 1 ? "" : "s");
     const struct snap_ooms *o = &s->ooms;
     if (o->suppressed > 0)
         para(f, 2, "%" PRIu64 " OOM post-mortem%s not written (CUMEMTRACE_MAX_OOM_DUMPS "

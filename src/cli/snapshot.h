@@ -145,6 +145,7 @@ struct snap_config {
 
 struct snap_counters {
     uint64_t unknown_frees, failed_frees, stacks, live_allocations;
+    uint64_t wrong_kind_frees; /* 0 in files written before it existed */
     /* Early drafts of the format; read when present, 0 otherwise. */
     uint64_t unknown_free_calls, oom_dumps_suppressed;
 };

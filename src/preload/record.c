@@ -556,8 +556,13 @@ void *record_free_take(uintptr_t addr, enum record_kind kind_hint,
     struct live *e;
     pthread_mutex_lock(&lock);
     HASH_FIND(hh, live_table, &addr, sizeof addr, e);
-    if (e != NULL && !kind_matches(site_of(e)->s.kind, kind_hint))
-        e = NULL; /* the real call will refuse it too */
+    if (e != NULL && !kind_matches(site_of(e)->s.kind, kind_hint)) {
+        /* Known, but not to this API: the real call refuses it and the
+         * allocation stays live - a bug in the caller, not a stranger. */
+        counters.wrong_kind_frees++;
+        pthread_mutex_unlock(&lock);
+        return NULL;
+    }
     if (e != NULL) {
         HASH_DELETE(hh, live_table, e);
         account_locked(site_of(e), -(int64_t)entry_size(e), now);

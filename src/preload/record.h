@@ -89,6 +89,9 @@ struct record_alloc {
 /* Snapshot of the process-wide counters. */
 struct record_counters {
     uint64_t unknown_frees; /* frees of addresses never seen allocated */
+    uint64_t wrong_kind_frees; /* a live allocation freed with another
+                                  kind's API (cudaFree on pinned host memory,
+                                  cudaFreeHost on device memory) */
     uint64_t failed_frees;  /* real frees that failed (entry kept) */
     uint64_t stacks, live;
 };
@@ -117,8 +120,9 @@ void record_alloc_at(const struct record_alloc *a, unsigned entry,
  * on success needs no lock.  record_free_take returns an opaque token, or
  * NULL when the address was never seen (counted as unknown).
  * `kind_hint`: if not KIND_COUNT, an entry of another kind is left alone
- * (returns NULL): KIND_HOST_PINNED takes only host-pinned entries,
- * KIND_DEVICE only device-side ones (device, managed, async). */
+ * (returns NULL, counted as a wrong-kind free; the driver refuses such a
+ * call): KIND_HOST_PINNED takes only host-pinned entries, KIND_DEVICE only
+ * device-side ones (device, managed, async). */
 void *record_free_take(uintptr_t addr, enum record_kind kind_hint,
                        int64_t now_ns);
 /* ok=true: the memory is gone; ok=false: the real free failed, put the

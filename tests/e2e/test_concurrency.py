@@ -3,7 +3,7 @@ must never hang the host, and must count what happened exactly."""
 import json
 import subprocess
 
-from conftest import PROGS, base_env, device
+from conftest import CLI, PROGS, base_env, device
 
 
 def _run_bounded(tmp_path, args, env=None, timeout=20):
@@ -35,3 +35,25 @@ def test_late_local_runtime_threads_and_dlopen_never_hang(tmp_path):
     assert (d["allocs"], d["frees"]) == (4, 4)
     assert (snap["host_pinned"]["allocs"], snap["host_pinned"]["frees"]) == (4, 4)
     assert snap["counters"]["unknown_frees"] == 0
+
+
+def test_free_with_the_wrong_api_is_counted_as_wrong_kind(run):
+    # Issue 10.9: the pointers are known, only the API is wrong; the host
+    # sees the runtime's own answer, and the counters say what happened.
+    bare = run(["rt_concurrency", "wrongfree"], preload=False)
+    traced = run(["rt_concurrency", "wrongfree"])
+    assert traced.stdout == bare.stdout
+    assert "cudaFree(host) 0 " not in traced.stdout   # both refused
+    snap = traced.only()
+    assert snap["counters"]["wrong_kind_frees"] == 2
+    assert snap["counters"]["unknown_frees"] == 0
+    assert snap["counters"]["live_allocations"] == 0
+    assert device(snap)["by_kind"]["device"]["frees"] == 1
+    assert snap["host_pinned"]["frees"] == 1
+    rep = subprocess.run([str(CLI), "report", str(traced.files[0])],
+                         capture_output=True, text=True)
+    assert rep.returncode == 0, rep.stderr
+    assert "2 frees used the wrong API for a live allocation" in rep.stdout
+    js = subprocess.run([str(CLI), "report", "--json", str(traced.files[0])],
+                        capture_output=True, text=True)
+    assert json.loads(js.stdout)["snapshots"][0]["counters"]["wrong_kind_frees"] == 2
