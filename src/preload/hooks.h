@@ -66,6 +66,7 @@ struct hook_alloc {
     uint64_t requested;    /* bytes asked for (an estimate for pitched calls) */
     bool traced;           /* outermost call with tracing on */
     bool reserved;         /* bytes reserved against CUMEMTRACE_LIMIT */
+    bool runtime;          /* a runtime entry point (how to find the device) */
 };
 
 /* Before the real call.  Returns false when CUMEMTRACE_LIMIT refuses the
@@ -99,7 +100,7 @@ void hooks_free_end(struct hook_free *f, bool ok);
         PFN(sym) real = REAL(sym);                                            \
         if (real == NULL)                                                     \
             return no_real;                                                   \
-        struct hook_alloc c = {SLOT_##sym, kind, -1, (size_arg), false, false}; \
+        struct hook_alloc c = {SLOT_##sym, kind, -1, (size_arg), false, false, false}; \
         if (!hooks_alloc_begin(&c, runtime))                                  \
             return oom; /* refused by CUMEMTRACE_LIMIT */                     \
         ret_t r = real args;                                                  \

@@ -52,6 +52,7 @@ static struct record_stack *capture(unsigned slot)
 bool hooks_alloc_begin(struct hook_alloc *c, bool runtime)
 {
     c->reserved = false;
+    c->runtime = runtime;
     c->traced = hook_enter();
     if (!c->traced)
         return true;
@@ -81,8 +82,11 @@ void hooks_alloc_end(struct hook_alloc *c, bool ok, bool oom, uintptr_t addr,
         return;
     }
     if (ok) {
-        struct record_alloc a = {addr, size, c->requested, c->kind, c->device,
-                                 is_handle};
+        int dev = c->device;
+        if (c->kind == KIND_HOST_PINNED) /* owned by the context that made it */
+            dev = c->runtime ? hooks_runtime_device() : hooks_driver_device();
+        struct record_alloc a = {addr, size, c->requested, c->kind, dev,
+                                 is_handle, 0};
         void *frames[RECORD_MAX_DEPTH];
         unsigned n = capture_frames(frames);
         int64_t now = clock_now_ns();

@@ -76,28 +76,6 @@ CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
     return r;
 }
 
-/* ---- context reset: the driver frees the context's memory ---- */
-
-static CUresult after_reset(CUresult r, CUdevice dev)
-{
-    if (hook_enter() && r == CUDA_SUCCESS)
-        record_drop_device(dev, clock_now_ns());
-    hook_leave();
-    return r;
-}
-
-CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
-{
-    PFN(cuDevicePrimaryCtxReset_v2) real = REAL(cuDevicePrimaryCtxReset_v2);
-    return real == NULL ? NO_DRIVER : after_reset(real(dev), dev);
-}
-
-CUresult cuDevicePrimaryCtxReset(CUdevice dev)
-{
-    PFN(cuDevicePrimaryCtxReset) real = REAL(cuDevicePrimaryCtxReset);
-    return real == NULL ? NO_DRIVER : after_reset(real(dev), dev);
-}
-
 /* ---- allocations and frees ---- */
 
 #define DRIVER_ALLOC(...) \
@@ -157,7 +135,7 @@ DRIVER_FREE(cuMemFreeAsync_ptsz, KIND_DEVICE, dptr,
         if (real == NULL)                                                      \
             return NO_DRIVER;                                                  \
         struct hook_alloc c = {SLOT_##sym, KIND_DEVICE, -1,                    \
-                               (uint64_t)WidthInBytes * Height, false, false}; \
+                               (uint64_t)WidthInBytes * Height, false, false, false}; \
         if (!hooks_alloc_begin(&c, false))                                     \
             return CUDA_ERROR_OUT_OF_MEMORY;                                   \
         CUresult r = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes); \

@@ -42,7 +42,9 @@
     X(cuMemAddressReserve, "cuMemAddressReserve", 10020, 0)               \
     X(cuMemAddressFree, "cuMemAddressFree", 10020, 0)                     \
     X(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset", 7000, 0)       \
-    X(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, 0)
+    X(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, 0)   \
+    X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease", 7000, 0)   \
+    X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, 0)
 
 #define CUMEMTRACE_RUNTIME_HOOKS(X)                                       \
     X(cudaMalloc, "cudaMalloc", 0, 0)                                     \
@@ -60,6 +62,7 @@
     X(cudaMallocFromPoolAsync, "cudaMallocFromPoolAsync", 0, 0)           \
     X(cudaMallocFromPoolAsync_ptsz, "cudaMallocFromPoolAsync", 0, 1)      \
     X(cudaMemGetInfo, "cudaMemGetInfo", 0, 0)                             \
+    X(cudaDeviceReset, "cudaDeviceReset", 0, 0)                           \
     X(cudaGetDriverEntryPoint, "cudaGetDriverEntryPoint", 0, 0)           \
     X(cudaGetDriverEntryPoint_ptsz, "cudaGetDriverEntryPoint", 0, 1)      \
     X(cudaGetDriverEntryPointByVersion, "cudaGetDriverEntryPointByVersion", 0, 0) \
@@ -67,6 +70,7 @@
 
 #define CUMEMTRACE_HELPERS(H)                  \
     H(cuCtxGetDevice, "cuCtxGetDevice", 2000, 0) \
+    H(cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState", 7000, 0) \
     H(cudaGetDevice, "cudaGetDevice", 0, 0)    \
     H(cudaRuntimeGetVersion, "cudaRuntimeGetVersion", 0, 0)
 

@@ -78,7 +78,10 @@ struct live {
                             references, else size - requested (saturating) */
     int64_t t_ns;
     uint32_t site;       /* index into site_table | HANDLE_BIT */
-    uint32_t tid;
+    /* Linux tids are below PID_MAX_LIMIT = 2^22: the other 10 bits name the
+     * owning context (owner_of), so a context's destroy can find its memory. */
+    uint32_t tid : 22;
+    uint32_t owner : 10;
     UT_hash_handle hh;
 };
 _Static_assert(sizeof(struct live) <= 88, "live entry over budget");
@@ -86,6 +89,18 @@ _Static_assert(sizeof(struct live) <= 88, "live entry over budget");
 #define HANDLE_BIT 0x80000000u
 #define SIZE_MASK ((UINT64_C(1) << 48) - 1)
 #define EXTRA_MAX 0xffffu
+
+/* Owners: 0 none known (never dropped), 1 + d the primary context of
+ * device d, OWNER_CREATED + n created context n. */
+#define OWNER_CREATED (1 + RECORD_MAX_DEVICES - 1)
+_Static_assert(OWNER_CREATED + RECORD_MAX_CONTEXTS < 1024, "owner is 10 bits");
+
+static unsigned owner_of(int device, unsigned ctx)
+{
+    if (ctx != 0)
+        return ctx <= RECORD_MAX_CONTEXTS ? OWNER_CREATED + ctx : 0;
+    return device >= 0 && device < RECORD_MAX_DEVICES ? 1u + (unsigned)device : 0;
+}
 
 static struct site **site_table; /* every site, by index */
 static uint32_t nsites, sites_cap;
@@ -483,7 +498,8 @@ static void alloc_locked(const struct record_alloc *a, struct record_stack *stac
     e->size_extra = a->size & SIZE_MASK;
     e->t_ns = now;
     e->site = s->index;
-    e->tid = tid;
+    e->tid = tid & ((1u << 22) - 1);
+    e->owner = owner_of(a->device, a->ctx) & 1023u;
     set_extra(e, a->requested >= a->size ? 0 : a->size - a->requested);
     if (a->is_handle) {
         /* cuMemCreate handle (device- or host-located): refcounted. */
@@ -623,22 +639,26 @@ uint32_t record_token_stack(const void *token)
     return st ? st->id : 0;
 }
 
-void record_drop_device(int device, int64_t now)
+uint64_t record_drop_context(int device, unsigned ctx, int64_t now)
 {
-    uint32_t pool = pool_of(KIND_DEVICE, device);
+    unsigned owner = owner_of(device, ctx);
+    uint64_t bytes = 0;
     struct live *e, *tmp;
+    if (owner == 0)
+        return 0;
     pthread_mutex_lock(&lock);
     HASH_ITER(hh, live_table, e, tmp) {
         struct site *s = site_of(e);
-        if (s->s.pool != pool ||
-            (s->s.kind != KIND_DEVICE && s->s.kind != KIND_MANAGED))
+        if (e->owner != owner || s->s.kind == KIND_ASYNC || s->s.kind == KIND_VMM)
             continue;
         HASH_DELETE(hh, live_table, e);
         account_locked(s, -(int64_t)entry_size(e), now);
         counters.live--;
+        bytes += entry_size(e);
         entry_free_locked(e);
     }
     pthread_mutex_unlock(&lock);
+    return bytes;
 }
 
 void record_failure(enum record_kind kind, int device)

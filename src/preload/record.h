@@ -82,9 +82,16 @@ struct record_alloc {
     uint64_t size;       /* bytes charged (pitch*height for pitched) */
     uint64_t requested;  /* bytes the caller asked for */
     enum record_kind kind;
-    int device;          /* ordinal; ignored for KIND_HOST_PINNED */
+    int device;          /* ordinal; for KIND_HOST_PINNED the device whose
+                            context made it, -1 unknown */
     bool is_handle;      /* a cuMemCreate handle: refcounted, see VMM */
+    uint16_t ctx;        /* the context that owns it: 0 = `device`'s primary
+                            context, n = created context n (record_drop_context) */
 };
+
+/* Created contexts (cuCtxCreate) the tracker tells apart; allocations of a
+ * later one are owned by no context we can name and outlive its destroy. */
+#define RECORD_MAX_CONTEXTS 958
 
 /* Snapshot of the process-wide counters. */
 struct record_counters {
@@ -133,10 +140,13 @@ uint64_t record_token_size(const void *token);
 /* Id of the stack that allocated a taken entry. */
 uint32_t record_token_stack(const void *token);
 
-/* A context reset (cudaDeviceReset) freed every linear and managed
- * allocation of `device`: forget them, as frees.  Stream-ordered and VMM
- * memory survive a reset (NVIDIA's documentation), so they stay. */
-void record_drop_device(int device, int64_t now_ns);
+/* A context was destroyed with its memory: ctx 0 is `device`'s primary
+ * context (cudaDeviceReset, cuDevicePrimaryCtxReset, the last
+ * cuDevicePrimaryCtxRelease), n the created context n (cuCtxDestroy).  Its
+ * linear, managed and host-pinned allocations are forgotten, as frees.
+ * Stream-ordered (pool) and VMM memory belong to no context (NVIDIA's
+ * cuCtxDestroy documentation) and stay.  Returns the bytes forgotten. */
+uint64_t record_drop_context(int device, unsigned ctx, int64_t now_ns);
 
 /* Counts a failed allocation attempt of `kind` on `device`. */
 void record_failure(enum record_kind kind, int device);

@@ -3,6 +3,8 @@ counted exactly once, with exact bytes, per kind (issue: complete
 interception).  Scenarios live in tests/progs/*.c."""
 import re
 
+import pytest
+
 from conftest import MiB, bytes_from, device, entry, groups_by_entry, stacks
 
 PITCH = 1024  # the simulated device pitches 1000-byte rows to 1024
@@ -141,16 +143,35 @@ def test_stacks_carry_module_offset_and_symbol(run):
                for f in frames)
 
 
-def test_device_reset_frees_linear_and_managed_memory(run):
+def test_device_reset_frees_linear_managed_and_pinned_memory(run):
     snap = run(["rt_workload", "reset"]).only("exit")
     d = device(snap)
     k = d["by_kind"]
     assert k["device"]["current_bytes"] == 1 * MiB
     assert k["device"]["frees"] == 1 and k["managed"]["frees"] == 1
     assert k["managed"]["current_bytes"] == 0
-    # NVIDIA: cudaDeviceReset does not destroy stream-ordered allocations
+    # NVIDIA (cuCtxDestroy): pool allocations belong to no context and stay
     assert k["async"]["current_bytes"] == 4 * MiB
     assert d["peak_bytes"] == 14 * MiB
+    hp = snap["host_pinned"]  # cudaMallocHost memory went with the context
+    assert (hp["current_bytes"], hp["frees"], hp["live"]) == (0, 1, [])
+    assert snap["counters"]["unknown_frees"] == 1  # the program's late cudaFreeHost
+
+
+@pytest.mark.parametrize("scenario", ["release", "reset"])
+def test_context_destroy_frees_tracked_memory_and_the_limit_sees_it(run, scenario):
+    # 48 MiB twice under a 64 MiB limit: the second fits only if the tracker
+    # saw the driver free the first (last primary release, or reset)
+    r = run(["drv_workload", scenario], env={"CUMEMTRACE_LIMIT": "64MiB"})
+    snap = r.only("exit")
+    k = device(snap)["by_kind"]
+    assert k["device"]["current_bytes"] == 48 * MiB
+    assert k["device"]["frees"] == 1
+    assert snap["host_pinned"]["current_bytes"] == 0
+    assert snap["ooms"]["count"] == 0
+    if scenario == "release":
+        assert k["managed"]["current_bytes"] == 0
+        assert k["async"]["current_bytes"] == 2 * MiB
 
 
 # ---- fault siblings: the simulated device fails a chosen call ----

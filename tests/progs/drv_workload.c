@@ -100,6 +100,41 @@ static int vmm(void)
     return 0;
 }
 
+/* The last cuDevicePrimaryCtxRelease destroys the context with its linear,
+ * managed and pinned host memory; pool memory stays (cuCtxDestroy's note).
+ * Twice 48 MiB of device memory: under CUMEMTRACE_LIMIT=64MiB the second
+ * fits only if the first is seen freed. */
+static int release(void)
+{
+    CUdeviceptr d, m, as;
+    void *h;
+    context(0);
+    CHECK(cuMemAlloc_v2(&d, 48 * MiB), CUDA_SUCCESS);
+    CHECK(cuMemAllocManaged(&m, 2 * MiB, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+    CHECK(cuMemAllocHost_v2(&h, 4 * MiB), CUDA_SUCCESS);
+    CHECK(cuMemAllocAsync(&as, 2 * MiB, NULL), CUDA_SUCCESS);
+    CHECK(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS); /* to zero */
+    context(0);
+    CHECK(cuMemFreeHost(h), CUDA_ERROR_INVALID_VALUE);    /* it is gone */
+    CHECK(cuMemAlloc_v2(&d, 48 * MiB), CUDA_SUCCESS);
+    /* live at exit: the second d (48 MiB device), as (2 MiB async) */
+    return 0;
+}
+
+/* cuDevicePrimaryCtxReset (what cudaDeviceReset does): the same, with the
+ * retain count kept. */
+static int reset(void)
+{
+    CUdeviceptr d;
+    void *h;
+    context(0);
+    CHECK(cuMemAlloc_v2(&d, 48 * MiB), CUDA_SUCCESS);
+    CHECK(cuMemHostAlloc(&h, 4 * MiB, 0), CUDA_SUCCESS);
+    CHECK(cuDevicePrimaryCtxReset_v2(0), CUDA_SUCCESS);
+    CHECK(cuMemAlloc_v2(&d, 48 * MiB), CUDA_SUCCESS);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *s = argc > 1 ? argv[1] : "kinds";
@@ -107,6 +142,10 @@ int main(int argc, char **argv)
         return kinds();
     if (strcmp(s, "vmm") == 0)
         return vmm();
+    if (strcmp(s, "release") == 0)
+        return release();
+    if (strcmp(s, "reset") == 0)
+        return reset();
     fprintf(stderr, "unknown scenario %s\n", s);
     return 2;
 }

@@ -195,14 +195,17 @@ static int entrypoint(void)
     return 0;
 }
 
-/* cudaDeviceReset frees every allocation of the context: no leak remains. */
+/* cudaDeviceReset frees the context's device, managed and pinned host
+ * memory; the stream-ordered allocation stays (it belongs to a pool). */
 static int reset(void)
 {
-    void *a, *m, *as;
+    void *a, *m, *as, *h;
     CHECK(cudaMalloc(&a, 8 * MiB), cudaSuccess);
     CHECK(cudaMallocManaged(&m, 2 * MiB, cudaMemAttachGlobal), cudaSuccess);
     CHECK(cudaMallocAsync(&as, 4 * MiB, NULL), cudaSuccess);
+    CHECK(cudaMallocHost(&h, 3 * MiB), cudaSuccess);
     CHECK(cudaDeviceReset(), cudaSuccess);
+    CHECK(cudaFreeHost(h), cudaErrorInvalidValue); /* the driver freed it */
     CHECK(cudaMalloc(&a, 1 * MiB), cudaSuccess); /* a new context */
     return 0;
 }

@@ -172,8 +172,9 @@ int driver_valid_device(int dev);
 void driver_lock(void);
 void driver_unlock(void);
 
-/* driver_memory.c, with driver.lock held: frees every allocation made in
- * device d's context (cuDevicePrimaryCtxReset, last release). */
+/* driver_memory.c, with driver.lock held: frees what device d's context
+ * owns - linear, managed and pinned host memory made in it, not pool
+ * allocations (cuDevicePrimaryCtxReset, last release). */
 void driver_memory_reset_device(int d);
 
 /* driver_memory.c, with driver.lock held: creates the default pool of d;

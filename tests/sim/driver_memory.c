@@ -14,7 +14,8 @@
  *    ABI stores it in an unsigned int.
  *  - managed: real host memory (mmap MAP_NORESERVE: programs may touch it),
  *    charged to the device as if resident, in whole pages, no contiguity.
- *  - pinned host: real page-aligned host memory, charged to no device.
+ *  - pinned host: real page-aligned host memory, charged to no device,
+ *    owned by the context it was made in (freed with it).
  *  - async: placed like linear memory and charged at once; a pool keeps
  *    nothing cached (release threshold 0), so cuMemFreeAsync gives the memory
  *    back to the device immediately.  A pool destroyed while allocations are
@@ -103,9 +104,13 @@ CUresult driver_memory_init_device(int d)
 
 void driver_memory_reset_device(int d)
 {
+    /* cuCtxDestroy's documentation: the context's cuMemAlloc, cuMemAllocPitch,
+     * cuMemAllocManaged and cuMemAllocHost memory goes with it; pool memory
+     * (cuMemAllocAsync, cuMemAllocFromPoolAsync) and cuMemCreate handles are
+     * "not associated with any CUDA context" and stay. */
     struct sim_alloc *a, *tmp;
     HASH_ITER(hh, driver.allocs, a, tmp) {
-        if (a->device == d)
+        if (a->device == d && a->kind != AK_ASYNC)
             release_alloc(a);
     }
 }

@@ -21,7 +21,7 @@ static struct record_stack *stack_n(unsigned n)
 static void alloc(uintptr_t addr, uint64_t size, enum record_kind kind,
                   int dev, struct record_stack *st, int64_t t)
 {
-    struct record_alloc a = {addr, size, size, kind, dev, false};
+    struct record_alloc a = {addr, size, size, kind, dev, false, 0};
     record_alloc(&a, st, t);
 }
 
@@ -217,6 +217,45 @@ static void kinds_and_pools_are_separate(void **state)
     assert_int_equal(record_current(1), 0);
 }
 
+/* A destroyed context takes its linear, managed and pinned host memory;
+ * pool (async) and VMM memory, other devices and other contexts stay. */
+static void context_destroy_forgets_what_it_owned(void **state)
+{
+    (void)state;
+    struct record_stack *s = stack_n(20);
+    struct record_view v;
+    assert_int_equal(record_view_take(&v), 0);
+    uint64_t host0 = v.pools[RECORD_HOST_POOL].current;
+    record_view_free(&v);
+    alloc(0x5a000, 100, KIND_DEVICE, 5, s, 1);
+    alloc(0x5b000, 200, KIND_MANAGED, 5, s, 2);
+    alloc(0x5c000, 300, KIND_HOST_PINNED, 5, s, 3);  /* made in GPU 5's context */
+    alloc(0x5d000, 400, KIND_ASYNC, 5, s, 4);
+    alloc(0x6a000, 500, KIND_DEVICE, 6, s, 5);
+    alloc(0x6c000, 600, KIND_HOST_PINNED, 6, s, 6);  /* GPU 6's context */
+    struct record_alloc in_created = {0x5e000, 700, 700, KIND_DEVICE, 5, false, 3};
+    record_alloc(&in_created, s, 7);
+    struct record_alloc h = {0x5f, 800, 800, KIND_VMM, 5, true, 0};
+    record_alloc(&h, s, 8);
+    assert_int_equal(record_current(5), 100 + 200 + 400 + 700 + 800);
+    assert_int_equal(record_drop_context(5, 0, 9), 100 + 200 + 300);
+    assert_int_equal(record_current(5), 400 + 700 + 800);
+    assert_int_equal(record_current(6), 500);
+    assert_int_equal(record_view_take(&v), 0);
+    assert_int_equal(v.pools[RECORD_HOST_POOL].current, host0 + 600);
+    record_view_free(&v);
+    assert_null(record_free_take(0x5a000, KIND_COUNT, 10)); /* gone */
+    assert_int_equal(record_drop_context(5, 0, 11), 0);      /* once */
+    assert_int_equal(record_drop_context(5, 3, 12), 700);    /* created ctx 3 */
+    release(0x5d000, 13);
+    release(0x6a000, 14);
+    release(0x6c000, 15);
+    void *tok = record_vmm_release(0x5f, 16);
+    assert_non_null(tok);
+    record_free_finish(tok, true, 16);
+    assert_int_equal(record_current(5), 0);
+}
+
 static void failed_free_puts_the_entry_back(void **state)
 {
     (void)state;
@@ -233,7 +272,7 @@ static void failed_free_puts_the_entry_back(void **state)
 static void vmm_handle_freed_at_last_release(void **state)
 {
     (void)state;
-    struct record_alloc a = {0x77, 2u << 20, 2u << 20, KIND_VMM, 2, true};
+    struct record_alloc a = {0x77, 2u << 20, 2u << 20, KIND_VMM, 2, true, 0};
     record_alloc(&a, stack_n(3), 1);
     record_vmm_reserve(2, 0x900000000, 8u << 20);
     record_vmm_map(0x900000000, 2u << 20, 0x77);
@@ -321,6 +360,7 @@ int main(void)
         cmocka_unit_test(peak_attribution_matches_brute_force),
         cmocka_unit_test(mark_peaks_match_brute_force),
         cmocka_unit_test(kinds_and_pools_are_separate),
+        cmocka_unit_test(context_destroy_forgets_what_it_owned),
         cmocka_unit_test(failed_free_puts_the_entry_back),
         cmocka_unit_test(vmm_handle_freed_at_last_release),
         cmocka_unit_test(limit_reserves_before_the_call),
