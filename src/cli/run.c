@@ -7,10 +7,14 @@
  *
  * Knowing what was written: every process of the tree (torchrun workers,
  * a shell script's children) inherits CUMEMTRACE_MANIFEST, the name of a
- * temporary file we create; the library appends one absolute path plus
- * '\n' per snapshot, with one write() on an O_APPEND descriptor, so lines
- * from concurrent processes never interleave.  We read it after the child
- * exits, print it (to stderr: stdout belongs to the command) and delete it.
+ * temporary file we create, and CUMEMTRACE_MANIFEST_KEY, 128 random bits
+ * that we write as its first line ("cumemtrace-manifest <key>"): the
+ * library appends only to a regular file that starts so, never to one we
+ * did not create (a stale variable, a FIFO, someone's notes).  It appends
+ * one absolute path plus '\n' per snapshot, with one write() on an
+ * O_APPEND descriptor, so lines from concurrent processes never interleave.
+ * We read it after the child exits, print it (to stderr: stdout belongs to
+ * the command) and delete it.
  *
  * Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT are forwarded to the child,
  * except when the kernel generated them (si_code SI_KERNEL: a terminal's
@@ -30,6 +34,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -138,13 +143,21 @@ static int set_env(const char *name, const char *value)
     return 0;
 }
 
-/* Prints the distinct lines of the manifest, in the order written. */
-static void print_manifest(const char *path)
+/* Prints the distinct lines of the manifest after its header, in the order
+ * written. */
+static void print_manifest(const char *path, const char *header)
 {
     FILE *f = fopen(path, "r");
     if (f == NULL) {
         fprintf(stderr, "cumemtrace: run: cannot read the snapshot list %s: %s\n", path,
                 strerror(errno));
+        return;
+    }
+    char head[128];
+    if (fgets(head, sizeof head, f) == NULL || strcmp(head, header) != 0) {
+        fprintf(stderr, "cumemtrace: run: the snapshot list %s was overwritten by another "
+                "program; list the snapshot files yourself\n", path);
+        fclose(f);
         return;
     }
     char **lines = NULL;
@@ -180,6 +193,17 @@ static void print_manifest(const char *path)
         free(lines[i]);
     }
     free(lines);
+}
+
+/* 32 hex digits from the kernel's random source into key[33]. */
+static int random_key(char *key)
+{
+    unsigned char b[16];
+    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b)
+        return -1;
+    for (int i = 0; i < 16; i++)
+        snprintf(key + 2 * i, 3, "%02x", b[i]);
+    return 0;
 }
 
 static int exit_like(int status)
@@ -272,6 +296,21 @@ int run_main(int argc, char **argv)
         fprintf(stderr, "cumemtrace: run: cannot create %s: %s\n", manifest, strerror(errno));
         return CLI_EXIT_ERROR;
     }
+    char key[33], header[64];
+    if (random_key(key) != 0) {
+        fprintf(stderr, "cumemtrace: run: cannot read random bits for the snapshot list: "
+                "%s\n", strerror(errno));
+        close(mfd);
+        unlink(manifest);
+        return CLI_EXIT_ERROR;
+    }
+    int hl = snprintf(header, sizeof header, "cumemtrace-manifest %s\n", key);
+    if (write(mfd, header, (size_t)hl) != hl) {
+        fprintf(stderr, "cumemtrace: run: cannot write %s: %s\n", manifest, strerror(errno));
+        close(mfd);
+        unlink(manifest);
+        return CLI_EXIT_ERROR;
+    }
     close(mfd);
 
     char *preload = preload_value(lib, getenv("LD_PRELOAD"));
@@ -280,6 +319,7 @@ int run_main(int argc, char **argv)
         return CLI_EXIT_ERROR;
     }
     int rc = set_env("LD_PRELOAD", preload) || set_env("CUMEMTRACE_MANIFEST", manifest) ||
+             set_env("CUMEMTRACE_MANIFEST_KEY", key) ||
              (output && set_env("CUMEMTRACE_OUTPUT", output)) ||
              (limit && set_env("CUMEMTRACE_LIMIT", limit)) ||
              (depth && set_env("CUMEMTRACE_DEPTH", depth));
@@ -330,7 +370,7 @@ int run_main(int argc, char **argv)
         }
     }
     child = 0;
-    print_manifest(manifest);
+    print_manifest(manifest, header);
     unlink(manifest);
     return exit_like(status);
 }

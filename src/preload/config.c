@@ -167,6 +167,9 @@ void config_load(void)
     v = secure_getenv("CUMEMTRACE_MANIFEST");
     if (v != NULL && strlen(v) < sizeof config.manifest)
         strcpy(config.manifest, v);
+    v = secure_getenv("CUMEMTRACE_MANIFEST_KEY");
+    if (v != NULL && strlen(v) < sizeof config.manifest_key)
+        strcpy(config.manifest_key, v);
     v = secure_getenv("CUMEMTRACE_SIGNAL");
     if (v != NULL && *v != '\0') {
         const char *name = strncasecmp(v, "SIG", 3) == 0 ? v + 3 : v;

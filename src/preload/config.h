@@ -14,6 +14,7 @@ struct config {
     unsigned max_oom_dumps; /* CUMEMTRACE_MAX_OOM_DUMPS */
     uint64_t limit_all;     /* CUMEMTRACE_LIMIT, 0 = none */
     char manifest[4096];    /* CUMEMTRACE_MANIFEST (set by `cumemtrace run`) */
+    char manifest_key[72];  /* CUMEMTRACE_MANIFEST_KEY: the list's first line */
     int dump_signal;        /* CUMEMTRACE_SIGNAL: USR1/USR2 asks for a dump */
     bool python;            /* CUMEMTRACE_PYTHON=0: no Python frames */
     bool native;            /* CUMEMTRACE_NATIVE=0: Python frames only */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 enum log_level log_threshold = LOG_WARN;
@@ -25,4 +26,16 @@ void log_msg(enum log_level level, const char *fmt, ...)
     ssize_t w = write(STDERR_FILENO, buf, len);
     (void)w;
     errno = saved;
+}
+
+const char *log_abbrev(const char *s, char *buf, size_t n)
+{
+    size_t len = strlen(s);
+    if (len < n)
+        return s;
+    char tail[40];
+    int t = snprintf(tail, sizeof tail, "... (%zu bytes)", len);
+    size_t head = n > (size_t)t + 1 ? n - (size_t)t - 1 : 0;
+    snprintf(buf, n, "%.*s%s", (int)head, s, tail);
+    return buf;
 }

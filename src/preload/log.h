@@ -3,6 +3,8 @@
 #ifndef CUMEMTRACE_LOG_H
 #define CUMEMTRACE_LOG_H
 
+#include <stddef.h>
+
 enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
 extern enum log_level log_threshold;
@@ -11,6 +13,10 @@ extern enum log_level log_threshold;
  * any hook.  Messages longer than 1 KiB are truncated. */
 void log_msg(enum log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* `s` for quoting in a message: itself when it fits in n bytes, else its
+ * head, "..." and its length, so the message keeps its advice. */
+const char *log_abbrev(const char *s, char *buf, size_t n);
 
 #define log_enabled(level) ((level) <= log_threshold)
 #define LOG(level, ...)                      \

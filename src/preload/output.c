@@ -338,19 +338,66 @@ void output_prepare(void)
     output_clean_stale(dir);
 }
 
+/* Why CUMEMTRACE_MANIFEST is not the list `cumemtrace run` made, or NULL.
+ * Never blocks: a special file is refused before it is opened (opening a
+ * FIFO for writing waits for a reader; opening some devices acts), and the
+ * open is O_NONBLOCK against a swap in between. */
+static const char *manifest_refusal(int *fdp)
+{
+    static char why[160];
+    struct stat st;
+    *fdp = -1;
+    if (config.manifest_key[0] == '\0')
+        return "CUMEMTRACE_MANIFEST_KEY is not set";
+    if (stat(config.manifest, &st) != 0) {
+        snprintf(why, sizeof why, "%s", strerror(errno));
+        return why;
+    }
+    if (!S_ISREG(st.st_mode))
+        return "not a regular file";
+    int fd = open(config.manifest, O_RDWR | O_APPEND | O_NONBLOCK | O_NOCTTY |
+                                   O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(why, sizeof why, "%s", strerror(errno));
+        return why;
+    }
+    char want[sizeof config.manifest_key + 32], got[sizeof want];
+    int n = snprintf(want, sizeof want, "cumemtrace-manifest %s\n", config.manifest_key);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return "not a regular file";
+    }
+    if (pread(fd, got, (size_t)n, 0) != n || memcmp(got, want, (size_t)n) != 0) {
+        close(fd);
+        return "its first line is not the one `cumemtrace run` wrote";
+    }
+    *fdp = fd;
+    return NULL;
+}
+
 void output_manifest(const char *path)
 {
+    static int warned;
     if (config.manifest[0] == '\0')
         return;
+    int saved = errno, fd;
+    const char *why = manifest_refusal(&fd);
+    if (why != NULL) {
+        char b[96];
+        if (!__atomic_exchange_n(&warned, 1, __ATOMIC_ACQ_REL))
+            log_msg(LOG_WARN, "not listing snapshots in CUMEMTRACE_MANIFEST='%s': %s; "
+                              "unset CUMEMTRACE_MANIFEST (only `cumemtrace run` sets it)",
+                    log_abbrev(config.manifest, b, sizeof b), why);
+        errno = saved;
+        return;
+    }
     char abs[PATH_MAX + 2], cwd[PATH_MAX];
     if (path[0] != '/' && getcwd(cwd, sizeof cwd) != NULL)
         snprintf(abs, sizeof abs, "%s/%s\n", cwd, path);
     else
         snprintf(abs, sizeof abs, "%s\n", path);
-    int fd = open(config.manifest, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return;
     ssize_t w = write(fd, abs, strlen(abs)); /* one write: lines never mix */
     (void)w;
     close(fd);
+    errno = saved;
 }

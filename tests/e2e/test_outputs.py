@@ -97,3 +97,54 @@ def test_temporaries_that_are_not_provably_ours_are_left_alone(run, tmp_path):
     assert link.is_symlink() and target.read_text() == "precious"
     assert old_style.exists()
     assert not stale.exists()
+
+
+# ---- item 2: no output path can block the host; the manifest is run's own ----
+
+def traced(args, cwd, env, timeout=15):
+    """Runs a traced program; a hang fails the test instead of blocking it."""
+    return subprocess.run([str(a) for a in args], cwd=cwd, env=base_env(env),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def notes(stderr):
+    return [l for l in stderr.splitlines() if l.startswith("cumemtrace:")]
+
+
+def test_a_fifo_as_manifest_never_blocks_the_host(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    r = traced([PROG, "many", "10"], tmp_path,
+               {"CUMEMTRACE_MANIFEST": str(fifo), "CUMEMTRACE_MANIFEST_KEY": "k"})
+    assert r.returncode == 0, r.stderr
+    assert len(list(tmp_path.glob("cumemtrace.rt_outputs.*.json"))) == 1
+    [warn] = [l for l in notes(r.stderr) if "MANIFEST" in l]
+    assert f"CUMEMTRACE_MANIFEST='{fifo}': not a regular file" in warn, warn
+    assert "unset CUMEMTRACE_MANIFEST" in warn
+
+
+def test_the_manifest_is_appended_only_when_run_created_it(tmp_path):
+    mine = tmp_path / "notes.txt"
+    mine.write_text("my notes\n")
+    r = traced([PROG, "many", "10"], tmp_path,
+               {"CUMEMTRACE_MANIFEST": str(mine), "CUMEMTRACE_MANIFEST_KEY": "k1"})
+    assert r.returncode == 0 and mine.read_text() == "my notes\n"
+    assert any("its first line is not the one `cumemtrace run` wrote" in l
+               for l in notes(r.stderr)), r.stderr
+    # the header with another run's key: not ours either
+    mine.write_text("cumemtrace-manifest k2\n")
+    r = traced([PROG, "many", "10"], tmp_path,
+               {"CUMEMTRACE_MANIFEST": str(mine), "CUMEMTRACE_MANIFEST_KEY": "k1"})
+    assert mine.read_text() == "cumemtrace-manifest k2\n"
+    # without a key (set by hand): refused
+    r = traced([PROG, "many", "10"], tmp_path, {"CUMEMTRACE_MANIFEST": str(mine)})
+    assert "CUMEMTRACE_MANIFEST_KEY is not set" in r.stderr
+    # the list run made: one line per snapshot
+    mine.write_text("cumemtrace-manifest k1\n")
+    r = traced([PROG, "many", "10"], tmp_path,
+               {"CUMEMTRACE_MANIFEST": str(mine), "CUMEMTRACE_MANIFEST_KEY": "k1"})
+    lines = mine.read_text().splitlines()
+    assert lines[0] == "cumemtrace-manifest k1" and len(lines) == 2
+    assert lines[1].startswith(str(tmp_path) + "/cumemtrace.rt_outputs.")
+    assert notes(r.stderr) == [f"cumemtrace: wrote {os.path.basename(lines[1])} "
+                               f"(peak 4.00 KiB on GPU 0)"]

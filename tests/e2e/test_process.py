@@ -139,9 +139,10 @@ def test_depth_setting_bounds_stacks(run):
 
 def test_manifest_lists_written_files(run, tmp_path):
     manifest = tmp_path / "manifest"
-    manifest.write_text("")
-    r = run(["rt_workload", "fork"], env={"CUMEMTRACE_MANIFEST": str(manifest)})
-    listed = sorted(manifest.read_text().split())
+    manifest.write_text("cumemtrace-manifest key\n")  # as `cumemtrace run` makes it
+    r = run(["rt_workload", "fork"], env={"CUMEMTRACE_MANIFEST": str(manifest),
+                                          "CUMEMTRACE_MANIFEST_KEY": "key"})
+    listed = sorted(manifest.read_text().splitlines()[1:])
     assert listed == sorted(str(f) for f in r.files)
 
 
