@@ -65,6 +65,7 @@ static int parse_percent(const char *s, uint64_t *out)
     return 0;
 }
 
+/* "5%" or a size with its unit: 0, UNITS_ENOUNIT for a bare number, or -1. */
 static int parse_gate(const char *s, struct gate *g)
 {
     g->on = true;
@@ -409,11 +410,17 @@ int diff_main(int argc, char **argv)
                 return cli_usage("diff", "--by wants stack, function or module, not '%s'",
                                  optarg);
             break;
-        case 'g':
-            if (parse_gate(optarg, &gate) != 0)
+        case 'g': {
+            int rc = parse_gate(optarg, &gate);
+            if (rc == UNITS_ENOUNIT)
+                return cli_usage("diff", "--max-growth needs a unit: %s%% for a percentage, "
+                                 "%sMiB or %sB for a size, not '%s' (docs/units.md)",
+                                 optarg, optarg, optarg, optarg);
+            if (rc != 0)
                 return cli_usage("diff", "--max-growth wants a percentage (5%%) or a "
                                  "size (512MiB), not '%s'", optarg);
             break;
+        }
         case 't':
             if (cli_parse_count(optarg, &top) != 0 || top == 0 || top > 1000000)
                 return cli_usage("diff", "--top wants a count from 1, not '%s'", optarg);

@@ -40,7 +40,11 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "settings.h"
 #include "units.h"
+
+#define STR_(x) #x
+#define STR(x) STR_(x) /* a number macro as a string literal */
 
 #define LIB_NAME "libcumemtrace.so"
 
@@ -238,7 +242,9 @@ static const char usage[] =
     "  --output PATTERN  CUMEMTRACE_OUTPUT: a directory, or a file pattern with\n"
     "                    %p pid, %e executable, %h host, %r rank, %t time\n"
     "  --limit SIZE      CUMEMTRACE_LIMIT: behave as on a GPU of SIZE (24GiB)\n"
-    "  --depth N         CUMEMTRACE_DEPTH: native frames per stack\n"
+    "  --depth N         CUMEMTRACE_DEPTH: native frames per stack, "
+    STR(SETTINGS_DEPTH_MIN) "-" STR(SETTINGS_DEPTH_MAX) "\n"
+    "                    (0 records none)\n"
     "\n"
     "example: cumemtrace run --limit 24GiB -- python train.py --batch 64\n"
     "         cumemtrace run -- torchrun --nproc-per-node 8 train.py\n";
@@ -257,18 +263,24 @@ int run_main(int argc, char **argv)
     /* '+': stop at the command, whose own options are not ours. */
     while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
         uint64_t v;
+        int rc;
         switch (c) {
         case 'o': output = optarg; break;
         case 'l':
-            if (units_parse_size(optarg, &v) != 0 || v == 0)
+            rc = units_parse_size(optarg, &v);
+            if (rc == UNITS_ENOUNIT)
+                return cli_usage("run", "--limit needs a unit: %sGiB, %sMiB or %sB, "
+                                 "not '%s' (docs/units.md)", optarg, optarg, optarg, optarg);
+            if (rc != 0 || v == 0)
                 return cli_usage("run", "--limit wants a size such as 24GiB, not '%s'",
                                  optarg);
             limit = optarg;
             break;
         case 'd':
-            if (cli_parse_count(optarg, &v) != 0 || v == 0 || v > 1024)
-                return cli_usage("run", "--depth wants a frame count from 1 to 1024, "
-                                 "not '%s'", optarg);
+            /* SETTINGS_DEPTH_MIN is 0: every count is at least that. */
+            if (cli_parse_count(optarg, &v) != 0 || v > SETTINGS_DEPTH_MAX)
+                return cli_usage("run", "--depth wants a frame count from %d to %d, "
+                                 "not '%s'", SETTINGS_DEPTH_MIN, SETTINGS_DEPTH_MAX, optarg);
             depth = optarg;
             break;
         case 'h': fputs(usage, stdout); return cli_finish_stdout();

@@ -12,7 +12,6 @@ struct unit {
 };
 
 static const struct unit units[] = {
-    {"", 1.0},
     {"b", 1.0},
     {"k", 1024.0},
     {"kib", 1024.0},
@@ -70,6 +69,8 @@ int units_parse_size(const char *s, uint64_t *out)
         rest++;
     if (*rest != '\0' || ulen > 3)
         return -1;
+    if (ulen == 0)
+        return UNITS_ENOUNIT;
 
     for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
         if (strlen(units[i].name) != ulen || strncasecmp(units[i].name, u, ulen) != 0)

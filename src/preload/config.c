@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "record.h"
+#include "settings.h"
 #include "units.h"
 
 struct config config = {
@@ -85,17 +86,33 @@ static void load_bool(const char *name, bool *out, const char *what_default)
             what_default);
 }
 
+/* A positive size with its unit; otherwise one warning that says what to
+ * write instead and what happens meanwhile (`fallback`). */
+static bool load_size(const char *name, const char *v, uint64_t *out,
+                      const char *fallback)
+{
+    uint64_t bytes;
+    int rc = units_parse_size(v, &bytes);
+    if (rc == 0 && bytes > 0) {
+        *out = bytes;
+        return true;
+    }
+    if (rc == UNITS_ENOUNIT)
+        LOG(LOG_WARN, "ignoring %s='%s': a size needs a unit, e.g. %sGiB, %sMiB "
+                      "or %sB (docs/units.md); %s", name, v, v, v, v, fallback);
+    else
+        LOG(LOG_WARN, "ignoring %s='%s': expected a size like 24GiB "
+                      "(docs/units.md); %s", name, v, fallback);
+    return false;
+}
+
 static void load_limits(void)
 {
     const char *v = secure_getenv("CUMEMTRACE_LIMIT");
     uint64_t bytes;
-    if (v != NULL && *v != '\0') {
-        if (units_parse_size(v, &bytes) == 0 && bytes > 0)
-            config.limit_all = bytes;
-        else
-            LOG(LOG_WARN, "ignoring CUMEMTRACE_LIMIT='%s': expected a size "
-                          "like 24GiB; running without a limit", v);
-    }
+    if (v != NULL && *v != '\0')
+        load_size("CUMEMTRACE_LIMIT", v, &config.limit_all,
+                  "running without a limit");
     for (int d = 0; d < RECORD_MAX_DEVICES; d++)
         record_set_limit(d, config.limit_all);
     /* Per-device overrides: CUMEMTRACE_LIMIT_<n>. */
@@ -118,12 +135,10 @@ static void load_limits(void)
                           "from 0 to %d", name, RECORD_MAX_DEVICES - 1);
             continue;
         }
-        if (units_parse_size(val, &bytes) != 0 || bytes == 0) {
-            LOG(LOG_WARN, "ignoring %s='%s': expected a size like 24GiB",
-                name, val);
-            continue;
-        }
-        record_set_limit((int)dev, bytes);
+        if (load_size(name, val, &bytes, config.limit_all
+                                             ? "that device keeps CUMEMTRACE_LIMIT"
+                                             : "no limit on that device"))
+            record_set_limit((int)dev, bytes);
     }
 }
 
@@ -142,7 +157,7 @@ void config_load(void)
     }
 
     unsigned long long x = config.depth;
-    load_uint("CUMEMTRACE_DEPTH", 0, RECORD_MAX_DEPTH, &x);
+    load_uint("CUMEMTRACE_DEPTH", SETTINGS_DEPTH_MIN, SETTINGS_DEPTH_MAX, &x);
     config.depth = (unsigned)x;
     x = config.event_cap;
     load_uint("CUMEMTRACE_EVENTS", 0, 1ULL << 28, &x);

@@ -9,14 +9,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "settings.h"
+
 /* Devices we keep counters for; an ordinal beyond this is folded into the
  * last slot with a warning (no machine has 64 GPUs in one process today). */
 #define RECORD_MAX_DEVICES 64
 /* Pool index of page-locked host memory; pools 0..63 are device ordinals. */
 #define RECORD_HOST_POOL RECORD_MAX_DEVICES
 #define RECORD_POOLS (RECORD_MAX_DEVICES + 1)
-/* Deepest native stack we store (CUMEMTRACE_DEPTH is clamped to this). */
-#define RECORD_MAX_DEPTH 256
+/* Deepest native stack we store: the most CUMEMTRACE_DEPTH accepts. */
+#define RECORD_MAX_DEPTH SETTINGS_DEPTH_MAX
 
 enum record_kind {
     KIND_DEVICE,      /* cudaMalloc, cuMemAlloc, pitch, 3D */

@@ -175,7 +175,7 @@ def test_forwards_sigterm(tree):
 def test_usage_errors(tree):
     cli, _ = tree
     for args, msg in [((), "no command given"), (("--limit", "lots", "true"), "--limit"),
-                      (("--depth", "0", "true"), "--depth"), (("--bogus", "true"), "unknown")]:
+                      (("--depth", "257", "true"), "--depth"), (("--bogus", "true"), "unknown")]:
         r = run(cli, *args)
         assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
     # options after the command belong to the command

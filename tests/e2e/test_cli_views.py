@@ -158,7 +158,7 @@ def test_diff_exact_change_and_marks():
 @pytest.mark.parametrize("gate,new,status", [
     ("5%", "gate_at5pct.json", 0), ("5%", "gate_over5pct.json", 1),
     ("5MiB", "gate_at5pct.json", 0), ("5MiB", "gate_over5pct.json", 1),
-    ("5242880", "gate_at5pct.json", 0), ("5242880", "gate_over5pct.json", 1),
+    ("5242880B", "gate_at5pct.json", 0), ("5242880B", "gate_over5pct.json", 1),
     ("4.99999%", "gate_at5pct.json", 1), ("0%", "gate_base.json", 0),
 ])
 def test_gate_exit_codes(gate, new, status):

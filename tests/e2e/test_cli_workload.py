@@ -70,8 +70,8 @@ def test_diff_names_the_call_site_and_the_exact_change(runs):
 
 
 def test_gate_across_the_threshold(runs):
-    assert cli("diff", "--max-growth", f"{PER_SAMPLE}", runs[8], runs[9]).returncode == 0
-    assert cli("diff", "--max-growth", f"{PER_SAMPLE - 1}", runs[8], runs[9]).returncode == 1
+    assert cli("diff", "--max-growth", f"{PER_SAMPLE}B", runs[8], runs[9]).returncode == 0
+    assert cli("diff", "--max-growth", f"{PER_SAMPLE - 1}B", runs[8], runs[9]).returncode == 1
     base = json.loads(runs[8].read_text())["devices"][0]["peak_bytes"]
     pct = 100.0 * PER_SAMPLE / base
     assert cli("diff", "--max-growth", f"{pct + 0.01:.2f}%", runs[8], runs[9]).returncode == 0
