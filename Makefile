@@ -76,6 +76,13 @@ $(CLI): $(CLI_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $(CLI_OBJ) $(LDFLAGS_ALL) $(CLI_LIBS)
 
+# ---- the HTML page's assets, compiled into the CLI (src/cli/html_page.c) ----
+HTML_ASSETS := src/cli/html/report.html src/cli/html/report.css src/cli/html/report.js
+$(BUILD)/gen/html_assets.h: $(HTML_ASSETS) scripts/embed.awk
+	@mkdir -p $(dir $@)
+	awk -v names="html_template html_style html_script" -f scripts/embed.awk $(HTML_ASSETS) > $@
+$(BUILD)/obj/src/cli/html_page.o: $(BUILD)/gen/html_assets.h
+
 # ---- the simulated device: a test double, never installed ----
 $(BUILD)/gen/cudart_lookups.h: tests/data/cudart-13.0-getprocaddress.tsv
 	@mkdir -p $(dir $@)

@@ -25,3 +25,7 @@ echo "== 3. cumemtrace report $postmortem"
 echo
 echo "== 4. cumemtrace diff (batch 16 exit) (batch 64 post-mortem)"
 "$build/cumemtrace" diff "$(ls "$out"/fits/*.json | head -n 1)" "$postmortem" || true
+echo
+echo "== 5. cumemtrace html (the post-mortem as one page)"
+"$build/cumemtrace" html "$postmortem" -o "$out/report.html"
+echo "open $out/report.html in a browser (self-contained: no network needed)"

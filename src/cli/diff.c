@@ -20,6 +20,7 @@
 
 #include "cli.h"
 #include "frames.h"
+#include "html.h"
 #include "out.h"
 #include "report.h"
 #include "sites.h"
@@ -368,7 +369,7 @@ static int diff_text(FILE *f, struct snapshot *a, struct snapshot *b, enum site_
 
 static const char usage[] =
     "usage: cumemtrace diff [--by stack|function|module] [--max-growth LIMIT]\n"
-    "                       [--top N] [--bytes] BASE NEW\n"
+    "                       [--top N] [--bytes] [--html OUT] BASE NEW\n"
     "\n"
     "Compares two snapshots: the peak per device (bytes, %, when), call sites\n"
     "at the peak sorted by the size of their change (NEW and GONE marked), what\n"
@@ -382,6 +383,8 @@ static const char usage[] =
     "                    L, a percentage (5%) or a size (512MiB); else exit 0\n"
     "  --top N           changed call sites listed (default 20)\n"
     "  --bytes           print sizes as exact byte counts\n"
+    "  --html OUT        also write a page: differential flame graph (red grew,\n"
+    "                    blue shrank) and both timelines on one time axis\n"
     "\n"
     "Exit status: 0 ok, 1 the gate failed, 2 usage or input error.\n"
     "\n"
@@ -394,9 +397,11 @@ int diff_main(int argc, char **argv)
         {"max-growth", required_argument, NULL, 'g'},
         {"top", required_argument, NULL, 't'},
         {"bytes", no_argument, NULL, 'b'},
+        {"html", required_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    const char *html = NULL;
     int by = BY_STACK;
     struct gate gate = {false, false, 0, NULL};
     uint64_t top = DIFF_TOP_DEFAULT;
@@ -426,6 +431,7 @@ int diff_main(int argc, char **argv)
                 return cli_usage("diff", "--top wants a count from 1, not '%s'", optarg);
             break;
         case 'b': exact = true; break;
+        case 'H': html = optarg; break;
         case 'h': fputs(usage, stdout); return cli_finish_stdout();
         case ':': return cli_usage("diff", "%s needs a value", argv[optind - 1]);
         default: return cli_usage("diff", "unknown option '%s'", argv[optind - 1]);
@@ -440,6 +446,14 @@ int diff_main(int argc, char **argv)
     out_init(stdout, exact);
     int rc = diff_text(stdout, in.snaps[0], in.snaps[1], (enum site_by)by, (unsigned)top,
                        &gate);
+    if (rc >= 0 && html != NULL) {
+        char title[256];
+        html_title(title, sizeof title, in.snaps, 2, "diff");
+        if (html_page_write(html, title, in.snaps, 2, "diff") != 0) {
+            cli_inputs_free(&in);
+            return CLI_EXIT_ERROR;
+        }
+    }
     cli_inputs_free(&in);
     if (rc < 0) {
         fprintf(stderr, "cumemtrace: diff: out of memory\n");

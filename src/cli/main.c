@@ -17,6 +17,7 @@ static const char usage[] =
     "  diff         compare two snapshots; a CI gate on peak growth\n"
     "  flamegraph   folded stacks in bytes for flamegraph.pl / speedscope\n"
     "  timeline     memory over time: sparkline, or a Chrome/Perfetto trace\n"
+    "  html         one self-contained HTML page: timeline, flame graph, sites\n"
     "\n"
     "'cumemtrace COMMAND --help' describes each; docs/cli.md has it all.\n"
     "\n"
@@ -35,6 +36,7 @@ static const struct command commands[] = {
     {"diff", diff_main},
     {"flamegraph", flamegraph_main},
     {"timeline", timeline_main},
+    {"html", html_main},
 };
 
 static const struct command *find(const char *name)

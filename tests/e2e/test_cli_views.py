@@ -180,7 +180,8 @@ BAD = {
 # Each command line; BAD stands for the malformed file, GOOD for a valid one.
 COMMANDS = [["report", "BAD"], ["report", "GOOD", "BAD"], ["report", "--json", "BAD"],
             ["diff", "GOOD", "BAD"], ["diff", "BAD", "GOOD"], ["flamegraph", "BAD"],
-            ["timeline", "BAD"], ["timeline", "--format", "chrome", "BAD"]]
+            ["timeline", "BAD"], ["timeline", "--format", "chrome", "BAD"],
+            ["html", "-o", "-", "GOOD", "BAD"]]
 
 
 @pytest.mark.parametrize("bad", sorted(BAD))
@@ -196,7 +197,7 @@ def test_malformed_input(bad, cmd):
 
 
 def test_help_for_every_command():
-    for cmd in ["run", "report", "diff", "flamegraph", "timeline"]:
+    for cmd in ["run", "report", "diff", "flamegraph", "timeline", "html"]:
         r = cli(cmd, "--help")
         assert r.stdout.startswith("usage: cumemtrace " + cmd) and "example:" in r.stdout
         assert cli("help", cmd).stdout == r.stdout
@@ -209,7 +210,7 @@ def test_help_for_every_command():
 def test_docs_match_help():
     """docs/cli.md quotes each subcommand's usage line."""
     doc = (ROOT / "docs" / "cli.md").read_text()
-    for cmd in ["run", "report", "diff", "flamegraph", "timeline"]:
+    for cmd in ["run", "report", "diff", "flamegraph", "timeline", "html"]:
         usage = cli(cmd, "--help").stdout.split("\n\n")[0]
         assert usage in doc, f"docs/cli.md lacks the usage of {cmd}:\n{usage}"
 

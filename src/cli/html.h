@@ -1,0 +1,36 @@
+/* html.h - `cumemtrace html` and `diff --html`: one self-contained page.
+ *
+ * The page is src/cli/html/report.{css,js} (inlined at build time, see
+ * html_page.c) plus a JSON model of the snapshots (html_model.c) in a
+ * <script type="application/json" id="cmt-data"> element; the script draws
+ * everything from that model, by hand in SVG (docs/cli.md says why).
+ */
+#ifndef CUMEMTRACE_CLI_HTML_H
+#define CUMEMTRACE_CLI_HTML_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "jsonw.h"
+#include "snapshot.h"
+
+/* Timeline bands per device: the top call sites at that device's peak;
+ * the rest is drawn as one "other" band. */
+#define HTML_BANDS 8
+/* Above this many events of a device the timeline keeps, per time slice,
+ * the events where the total is lowest and highest (extrema survive). */
+#define HTML_SLICES 2000
+
+/* Writes the model of s[0..n) ("kind": "report" or "diff", a diff being
+ * n == 2 with s[0] the base) as one JSON value.  -1 when out of memory. */
+int html_model_write(struct jsonw *w, struct snapshot **s, size_t n, const char *kind);
+
+/* Writes the whole page to path (or stdout for "-"); title goes into
+ * <title>.  Returns 0, or -1 with a one-line message printed. */
+int html_page_write(const char *path, const char *title, struct snapshot **s, size_t n,
+                    const char *kind);
+
+/* The page title: "cumemtrace: EXE (pid N)" or "... - N processes". */
+void html_title(char *buf, size_t len, struct snapshot **s, size_t n, const char *kind);
+
+#endif

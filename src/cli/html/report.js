@@ -1,0 +1,668 @@
+/* report.js - draws a `cumemtrace html` page from the JSON model in
+ * #cmt-data (its shape: src/cli/html_model.c).  Plain DOM and SVG, no
+ * library: a flame graph is rectangles and a timeline is stacked step
+ * areas, both simpler written than bent out of a charting package.
+ * window.cumemtrace exposes the model and the views for tests. */
+(function () {
+  'use strict';
+  var D = JSON.parse(document.getElementById('cmt-data').textContent);
+  var FR = D.frames;
+  var NS = 'http://www.w3.org/2000/svg';
+  var main = document.getElementById('main');
+  var tip = document.getElementById('tip');
+  var PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#edc948',
+                 '#b07aa1', '#ff9da7', '#9c755f', '#bab0ac'];
+  var OTHER = '#d0d7de';
+
+  function h(tag, attrs, parent, text) {
+    var e = document.createElement(tag);
+    for (var k in attrs || {}) e.setAttribute(k, attrs[k]);
+    if (text != null) e.textContent = text;
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function s(tag, attrs, parent, text) {
+    var e = document.createElementNS(NS, tag);
+    for (var k in attrs || {}) e.setAttribute(k, attrs[k]);
+    if (text != null) e.textContent = text;
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function bytes(b) {
+    if (b == null) return '?';
+    var neg = b < 0, v = Math.abs(b), u = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'], i = 0;
+    while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
+    var t = i === 0 ? v + ' B' : v.toFixed(v >= 100 ? 0 : v >= 10 ? 1 : 2) + ' ' + u[i];
+    return (neg ? '-' : '') + t;
+  }
+  function sbytes(b) { return (b > 0 ? '+' : '') + bytes(b); }
+  function dur(ns) {
+    if (ns == null) return '?';
+    if (ns < 1e3) return ns + ' ns';
+    if (ns < 1e6) return (ns / 1e3).toFixed(1) + ' \u00b5s';
+    if (ns < 1e9) return (ns / 1e6).toFixed(1) + ' ms';
+    return (ns / 1e9).toFixed(2) + ' s';
+  }
+  function color(site) { return site < 0 ? OTHER : PALETTE[site % PALETTE.length]; }
+  function showTip(ev, text) {
+    tip.textContent = text;
+    tip.hidden = false;
+    var x = ev.clientX + 14, y = ev.clientY + 14;
+    if (x + 420 > window.innerWidth) x = Math.max(0, ev.clientX - 430);
+    tip.style.left = x + 'px';
+    tip.style.top = y + 'px';
+  }
+  function hideTip() { tip.hidden = true; }
+  function widthOf(e) { return Math.max(480, Math.min(1400, e.clientWidth - 28)); }
+  function procName(f) {
+    return (f.exe || '?') + ' pid ' + f.pid + (f.rank != null ? ' rank ' + f.rank : '');
+  }
+  /* Python frames of a stack, innermost first, as "file:line function". */
+  function stackLines(file, st, max) {
+    if (st < 0 || !file.stacks[st]) return [];
+    var out = [], fr = file.stacks[st][1];
+    for (var i = 0; i < fr.length && out.length < max; i++)
+      if (FR[fr[i]][1] === 1) out.push('  ' + FR[fr[i]][0]);
+    return out;
+  }
+  function site(file, i) {
+    var r = file.sites[i];
+    return { label: r[0], stack: r[1], callers: r[2], at_peak: r[3], live: r[4], oom: r[5],
+             allocs: r[6], frees: r[7], alloc_bytes: r[8], kinds: r[9] };
+  }
+  function section(id, title) {
+    var sec = h('section', { id: id }, main);
+    h('h2', {}, sec, title);
+    return sec;
+  }
+
+  /* ---------------- timeline ---------------- */
+
+  /* One device's memory over time: stacked step areas of its top call sites
+   * (the model's bands) and "other" up to the exact total.  Drag to zoom,
+   * double-click to reset.  opts.domain shares a time axis (diff). */
+  function timelineChart(parent, file, dev, opts) {
+    opts = opts || {};
+    var W = widthOf(parent), H = opts.height || 240, ml = 64, mr = 12, mt = 10, mb = 26;
+    var pts = dev.points, nb = dev.bands.length;
+    /* Start where the log starts (the model's first point is the zero at
+     * process start), with a little room. */
+    var t0 = pts.length > 1 ? pts[1][0] : 0, pad = (dev.end_ns - t0) * 0.02;
+    var full = opts.domain || [Math.max(0, t0 - pad), dev.end_ns];
+    var dom = full.slice();
+    var box = h('div', { 'class': 'tl', 'data-device': dev.name }, parent);
+    var svgEl = s('svg', { width: W, height: H, 'class': 'timeline-svg' }, box);
+    var ymax = dev.peak;
+    for (var i = 0; i < pts.length; i++) if (pts[i][1] > ymax) ymax = pts[i][1];
+    if (opts.ymax && opts.ymax > ymax) ymax = opts.ymax;
+    if (ymax <= 0) ymax = 1;
+    var px = function (t) { return ml + (t - dom[0]) / (dom[1] - dom[0] || 1) * (W - ml - mr); };
+    var py = function (v) { return mt + (1 - v / ymax) * (H - mt - mb); };
+    /* layers[k][j] = [lower, upper] of band j (nb = other) at point k */
+    var layers = pts.map(function (p) {
+      var acc = 0, out = [];
+      for (var j = 0; j < nb; j++) {
+        var v = Math.max(0, p[2 + j]);
+        if (acc + v > p[1]) v = Math.max(0, p[1] - acc);
+        out.push([acc, acc + v]);
+        acc += v;
+      }
+      out.push([acc, Math.max(acc, p[1])]);
+      return out;
+    });
+    function draw() {
+      while (svgEl.firstChild) svgEl.removeChild(svgEl.firstChild);
+      var gAxis = s('g', { 'class': 'axis' }, svgEl);
+      for (var q = 0; q <= 4; q++) {
+        var v = ymax * q / 4, y = py(v);
+        s('line', { x1: ml, x2: W - mr, y1: y, y2: y, 'class': 'grid' }, gAxis);
+        s('text', { x: ml - 6, y: y + 4, 'text-anchor': 'end' }, gAxis, bytes(Math.round(v)));
+      }
+      for (q = 0; q <= 5; q++) {
+        var t = dom[0] + (dom[1] - dom[0]) * q / 5;
+        s('text', { x: px(t), y: H - 8, 'text-anchor': q === 0 ? 'start' : q === 5 ? 'end' : 'middle' },
+          gAxis, dur(Math.round(t)));
+      }
+      var clipId = 'clip' + Math.random().toString(36).slice(2);
+      var cp = s('clipPath', { id: clipId }, svgEl);
+      s('rect', { x: ml, y: 0, width: W - ml - mr, height: H }, cp);
+      var g = s('g', { 'clip-path': 'url(#' + clipId + ')' }, svgEl);
+      for (var j = 0; j <= nb; j++) {
+        var up = '', lo = [];
+        for (var k = 0; k < pts.length; k++) {
+          var x0 = px(pts[k][0]), x1 = k + 1 < pts.length ? px(pts[k + 1][0]) : px(dom[1]);
+          var L = layers[k][j];
+          up += (k ? 'L' : 'M') + x0.toFixed(1) + ',' + py(L[1]).toFixed(1) + 'L' + x1.toFixed(1) + ',' + py(L[1]).toFixed(1);
+          lo.push('L' + x1.toFixed(1) + ',' + py(L[0]).toFixed(1) + 'L' + x0.toFixed(1) + ',' + py(L[0]).toFixed(1));
+        }
+        var si = j < nb ? dev.bands[j] : -1;
+        var label = j < nb ? file.sites[si][0] : (nb ? 'other call sites' : 'total');
+        s('path', { d: up + lo.reverse().join('') + 'Z', fill: j < nb ? color(si) : (nb ? OTHER : '#4e79a7'),
+                    'class': 'band', 'data-band': j, 'data-site': label }, g);
+      }
+      if (dev.peak_ns != null) {
+        var xp = px(dev.peak_ns);
+        s('line', { x1: xp, x2: xp, y1: mt, y2: H - mb, 'class': 'mark-peak' }, g);
+        s('text', { x: xp + 4, y: mt + 10, fill: '#cf222e' }, g, 'peak ' + bytes(dev.peak));
+      }
+      (file.attempts || []).forEach(function (a) {
+        if (a[1] !== dev.ordinal) return;
+        var x = px(a[0]);
+        s('line', { x1: x, x2: x, y1: H - mb - 14, y2: H - mb, 'class': a[5] === 'recovered' ? 'mark-ok' : 'mark-fail',
+                    'data-outcome': a[5] }, g);
+      });
+      if (file.oom && file.oom.device === dev.ordinal && file.oom.time_ns != null) {
+        var xo = px(file.oom.time_ns);
+        s('line', { x1: xo, x2: xo, y1: mt, y2: H - mb, 'class': 'mark-fail', 'data-mark': 'oom' }, g);
+        s('text', { x: xo - 4, y: mt + 24, fill: '#cf222e', 'text-anchor': 'end' }, g,
+          'OOM: ' + bytes(file.oom.requested) + ' refused');
+      }
+      s('rect', { x: ml, y: mt, width: W - ml - mr, height: H - mt - mb, fill: 'transparent', 'class': 'hit' }, svgEl);
+    }
+    function at(ev) {
+      var r = svgEl.getBoundingClientRect(), x = ev.clientX - r.left, y = ev.clientY - r.top;
+      var t = dom[0] + (x - ml) / (W - ml - mr) * (dom[1] - dom[0]);
+      var v = (1 - (y - mt) / (H - mt - mb)) * ymax;
+      var lo = 0, hi = pts.length - 1;
+      while (lo < hi) { var mid = (lo + hi + 1) >> 1; if (pts[mid][0] <= t) lo = mid; else hi = mid - 1; }
+      return { x: x, t: t, v: v, k: lo };
+    }
+    var drag = null, brush = null;
+    svgEl.addEventListener('mousemove', function (ev) {
+      var a = at(ev);
+      if (drag != null) {
+        var x0 = Math.min(drag, a.x), x1 = Math.max(drag, a.x);
+        if (!brush) brush = s('rect', { y: mt, height: H - mt - mb, 'class': 'brush' }, svgEl);
+        brush.setAttribute('x', x0); brush.setAttribute('width', x1 - x0);
+        return;
+      }
+      var L = layers[a.k], band = -1;
+      for (var j = 0; j < L.length; j++) if (a.v >= L[j][0] && a.v < L[j][1]) band = j;
+      var paths = svgEl.querySelectorAll('path.band');
+      for (var q = 0; q < paths.length; q++) paths[q].classList.toggle('hl', +paths[q].getAttribute('data-band') === band);
+      var p = pts[a.k], lines = [dev.name + ' at ' + dur(Math.round(a.t)) + ': total ' + bytes(p[1])];
+      if (band >= 0 && band < nb) {
+        var st = site(file, dev.bands[band]);
+        lines.push(st.label + '  ' + bytes(L[band][1] - L[band][0]));
+        if (st.callers) lines.push('  ' + st.callers);
+        lines = lines.concat(stackLines(file, st.stack, 6));
+      } else if (band === nb) {
+        lines.push((nb ? 'other call sites  ' : 'total  ') + bytes(L[band][1] - L[band][0]));
+        if (file.thinned) lines.push('(the event log was thinned: no per-site split)');
+      }
+      showTip(ev, lines.join('\n'));
+    });
+    svgEl.addEventListener('mouseleave', function () { hideTip(); });
+    svgEl.addEventListener('mousedown', function (ev) { drag = at(ev).x; ev.preventDefault(); });
+    svgEl.addEventListener('mouseup', function (ev) {
+      var x1 = at(ev).x, x0 = drag;
+      drag = null;
+      if (brush) { brush.remove(); brush = null; }
+      if (x0 == null || Math.abs(x1 - x0) < 4) return;
+      var a = Math.min(x0, x1), b = Math.max(x0, x1);
+      var t0 = dom[0] + (a - ml) / (W - ml - mr) * (dom[1] - dom[0]);
+      var t1 = dom[0] + (b - ml) / (W - ml - mr) * (dom[1] - dom[0]);
+      dom = [Math.max(full[0], t0), Math.min(full[1], t1)];
+      draw();
+    });
+    svgEl.addEventListener('dblclick', function () { dom = full.slice(); draw(); });
+    draw();
+    return { svg: svgEl, domain: function () { return dom.slice(); } };
+  }
+
+  function legend(parent, file, dev) {
+    var lg = h('div', { 'class': 'legend' }, parent);
+    dev.bands.forEach(function (si) {
+      var it = h('span', {}, lg);
+      h('span', { 'class': 'sw', style: 'background:' + color(si) }, it);
+      it.appendChild(document.createTextNode(file.sites[si][0]));
+    });
+    if (dev.bands.length) {
+      var it = h('span', {}, lg);
+      h('span', { 'class': 'sw', style: 'background:' + OTHER }, it);
+      it.appendChild(document.createTextNode('other call sites'));
+    }
+  }
+
+  function drawTimeline(file) {
+    var sec = section('timeline', 'Memory over time');
+    h('p', { 'class': 'note' }, sec, 'Stacked by the call sites that held the most at each device\'s peak. ' +
+      'Hover for the call site, drag to zoom, double-click to reset. Red ticks: failed allocations; green: recoveries.');
+    if (file.thinned)
+      h('p', { 'class': 'note' }, sec, 'The event log was thinned (' + file.events_kept + ' of ' + file.events_recorded +
+        ' events kept): the total is exact, the split by call site cannot be rebuilt and is not drawn.');
+    if (!file.devices.length) h('p', {}, sec, 'No device memory was tracked in this file.');
+    file.devices.forEach(function (dev) {
+      h('h3', {}, sec, dev.name + ': peak ' + bytes(dev.peak) + ' at ' + dur(dev.peak_ns) + ', at the dump ' + bytes(dev.current));
+      legend(sec, file, dev);
+      timelineChart(sec, file, dev);
+    });
+  }
+
+  /* ---------------- flame graph ---------------- */
+
+  function node(name, type) { return { name: name, type: type, value: 0, base: 0, kids: {}, list: null }; }
+  function addPath(root, file, st, bytesv, isBase) {
+    var n = root;
+    n[isBase ? 'base' : 'value'] += bytesv;
+    var path = [];
+    if (st < 0 || !file.stacks[st]) path.push(['[no stack]', 2]);
+    else {
+      var fr = file.stacks[st][1];
+      for (var i = fr.length - 1; i >= 0; i--) path.push([FR[fr[i]][0], FR[fr[i]][1]]);
+      path.push([file.stacks[st][0], 3]);
+    }
+    for (var j = 0; j < path.length; j++) {
+      var key = path[j][0] + '\u0000' + path[j][1];
+      var c = n.kids[key] || (n.kids[key] = node(path[j][0], path[j][1]));
+      c[isBase ? 'base' : 'value'] += bytesv;
+      n = c;
+    }
+  }
+  function buildTree(file, mode, into, isBase) {
+    var root = into || node('all', 4);
+    var devs = file.devices.filter(function (d) { return d.groups[mode]; });
+    devs.forEach(function (d) {
+      var top = root;
+      if (devs.length > 1) {
+        var key = d.name + '\u00004';
+        top = root.kids[key] || (root.kids[key] = node(d.name, 4));
+      }
+      d.groups[mode].forEach(function (g) {
+        addPath(top, file, g[0], g[1], isBase);
+        if (top !== root) root[isBase ? 'base' : 'value'] += g[1];
+      });
+    });
+    return root;
+  }
+  function finish(n) {
+    n.list = Object.keys(n.kids).map(function (k) { return n.kids[k]; })
+      .filter(function (c) { return c.value > 0; })
+      .sort(function (a, b) { return b.value - a.value || (a.name < b.name ? -1 : 1); });
+    var count = 1;
+    n.list.forEach(function (c) { c.parent = n; count += finish(c); });
+    n.count = count;
+    return count;
+  }
+  var TYPE_FILL = {
+    0: function (h2) { return 'hsl(' + (20 + h2 * 25) + ',80%,' + (60 + h2 * 8) + '%)'; },
+    1: function (h2) { return 'hsl(' + (165 + h2 * 25) + ',55%,' + (48 + h2 * 10) + '%)'; },
+    2: function () { return '#c5cbd3'; },
+    3: function () { return '#e5534b'; },
+    4: function () { return '#9aa4b2'; }
+  };
+  function hash(str) { var x = 0; for (var i = 0; i < str.length; i++) x = (x * 31 + str.charCodeAt(i)) | 0; return ((x >>> 0) % 1000) / 1000; }
+
+  /* An icicle (root on top): width = bytes.  Click zooms, the search box
+   * highlights matches.  With diff, colour says grown (red) or shrunk
+   * (blue) from the base. */
+  function flameChart(parent, root, opts) {
+    opts = opts || {};
+    var W = widthOf(parent), RH = 18, minW = 0.5;
+    var depth = 0;
+    (function walk(n, d) { if (d > depth) depth = d; n.list.forEach(function (c) { walk(c, d + 1); }); })(root, 0);
+    var box = h('div', { 'class': 'fg-box' }, parent);
+    var svgEl = s('svg', { width: W, height: (depth + 1) * RH + 4, 'class': 'fg', 'data-nodes': root.count }, box);
+    var focus = root, query = '';
+    var maxDelta = 1;
+    if (opts.diff) (function walk(n) { maxDelta = Math.max(maxDelta, Math.abs(n.value - n.base)); n.list.forEach(walk); })(root);
+    function fill(n) {
+      if (opts.diff) {
+        var dlt = n.value - n.base, a = Math.min(1, Math.abs(dlt) / maxDelta);
+        if (dlt === 0) return '#e6e8eb';
+        return dlt > 0 ? 'rgb(255,' + Math.round(230 - 190 * a) + ',' + Math.round(230 - 190 * a) + ')'
+                       : 'rgb(' + Math.round(230 - 190 * a) + ',' + Math.round(230 - 150 * a) + ',255)';
+      }
+      return TYPE_FILL[n.type](hash(n.name));
+    }
+    function draw() {
+      while (svgEl.firstChild) svgEl.removeChild(svgEl.firstChild);
+      var drawn = 0, hidden = 0, matched = 0;
+      var re = query.toLowerCase();
+      /* ancestors of the focus span the full width */
+      var chain = [], a = focus;
+      while (a) { chain.unshift(a); a = a.parent; }
+      function rect(n, x, w, d) {
+        if (w < minW) { hidden += n.count; return; }
+        var g = s('g', {}, svgEl);
+        var r = s('rect', { x: x.toFixed(2), y: d * RH, width: Math.max(0.1, w - 0.5).toFixed(2), height: RH - 1,
+                            fill: fill(n), 'data-name': n.name, 'data-type': n.type, 'data-bytes': n.value }, g);
+        if (re && n.name.toLowerCase().indexOf(re) >= 0) { r.classList.add('match'); matched++; }
+        if (w > 40) {
+          var maxc = Math.floor((w - 6) / 6.5);
+          s('text', { x: x + 3, y: d * RH + 13 }, g, n.name.length > maxc ? n.name.slice(0, Math.max(1, maxc - 1)) + '\u2026' : n.name);
+        }
+        r.addEventListener('click', function () { focus = n; draw(); });
+        r.addEventListener('mousemove', function (ev) {
+          var t = n.name + '\n' + bytes(n.value) + ' (' + (100 * n.value / (root.value || 1)).toFixed(1) + '% of ' + bytes(root.value) + ')';
+          if (opts.diff) t += '\nbase ' + bytes(n.base) + ', change ' + sbytes(n.value - n.base);
+          showTip(ev, t);
+        });
+        r.addEventListener('mouseleave', hideTip);
+        drawn++;
+      }
+      for (var i = 0; i < chain.length - 1; i++) rect(chain[i], 0, W, i);
+      (function lay(n, x, w, d) {
+        rect(n, x, w, d);
+        if (w < minW) return;
+        var cx = x;
+        n.list.forEach(function (c) {
+          var cw = w * c.value / (n.value || 1);
+          lay(c, cx, cw, d + 1);
+          cx += cw;
+        });
+      })(focus, 0, W, chain.length - 1);
+      svgEl.setAttribute('data-drawn', drawn);
+      svgEl.setAttribute('data-hidden', hidden);
+      svgEl.setAttribute('data-matched', matched);
+    }
+    draw();
+    return {
+      svg: svgEl,
+      search: function (q) { query = q; draw(); },
+      reset: function () { focus = root; draw(); }
+    };
+  }
+
+  function drawFlame(file, diffBase) {
+    var sec = section('flamegraph', diffBase ? 'Differential flame graph' : 'Flame graph');
+    var modes = [['peak', 'at the peak'], ['live', 'live at the dump']];
+    if (file.oom) modes.push(['oom', 'at the OOM']);
+    var ctl = h('div', { 'class': 'controls' }, sec);
+    var holder = h('div', {}, sec);
+    var search = h('input', { type: 'search', placeholder: 'highlight frames matching\u2026', id: 'fg-search', size: 30 });
+    var info = h('span', { 'class': 'note' });
+    var chart = null, mode = 'peak';
+    function render() {
+      holder.textContent = '';
+      var root = buildTree(file, mode);
+      if (diffBase) buildTree(diffBase, mode, root, true);
+      finish(root);
+      if (!root.value) { h('p', { 'class': 'note' }, holder, 'Nothing held ' + modes.filter(function (m) { return m[0] === mode; })[0][1] + '.'); chart = null; return; }
+      h('p', { 'class': 'note' }, holder, bytes(root.value) + ' held ' +
+        modes.filter(function (m) { return m[0] === mode; })[0][1] + '. ' +
+        (diffBase ? 'Width: bytes in the new file; red grew, blue shrank since the base (call sites gone from the new file have no width).'
+                  : 'Python frames green-blue, native frames orange, CUDA entry points red. Click a frame to zoom, click the top row to zoom out.'));
+      chart = flameChart(holder, root, { diff: !!diffBase });
+      if (search.value) chart.search(search.value);
+      api.flame = chart;
+    }
+    modes.forEach(function (m) {
+      var b = h('button', { type: 'button', 'data-mode': m[0] }, ctl, m[1]);
+      b.addEventListener('click', function () {
+        mode = m[0];
+        ctl.querySelectorAll('button').forEach(function (x) { x.classList.toggle('on', x === b); });
+        render();
+      });
+      if (m[0] === mode) b.classList.add('on');
+    });
+    ctl.appendChild(search);
+    ctl.appendChild(info);
+    search.addEventListener('input', function () {
+      if (!chart) return;
+      chart.search(search.value);
+      info.textContent = search.value ? chart.svg.getAttribute('data-matched') + ' frames match' : '';
+    });
+    render();
+  }
+
+  /* ---------------- call sites ---------------- */
+
+  function drawSites(file) {
+    var sec = section('sites', 'Call sites');
+    var cols = [['label', 'call site', 'l'], ['at_peak', 'at peak'], ['live', 'live at dump']];
+    if (file.oom) cols.push(['oom', 'at OOM']);
+    cols.push(['allocs', 'allocations'], ['frees', 'frees'], ['alloc_bytes', 'allocated in total']);
+    if (!file.counted) h('p', { 'class': 'note' }, sec, 'The event log was thinned: allocation and free counts are unknown (?).');
+    var rows = file.sites.map(function (r, i) { var x = site(file, i); x.i = i; return x; });
+    var LIMIT = 500;
+    if (rows.length > LIMIT) h('p', { 'class': 'note' }, sec, 'Showing the first ' + LIMIT + ' of ' + rows.length + ' call sites in the chosen order.');
+    var table = h('table', { id: 'sites-table' }, sec);
+    var thead = h('thead', {}, table), tr = h('tr', {}, thead), tbody = h('tbody', {}, table);
+    var view = h('div', { 'class': 'stackview', id: 'stackview', hidden: '' }, sec);
+    var key = 'at_peak', asc = false;
+    function render() {
+      rows.sort(function (a, b) {
+        var x = a[key], y = b[key], c;
+        if (key === 'label') c = x < y ? -1 : x > y ? 1 : 0;
+        else c = (x == null ? -1 : x) - (y == null ? -1 : y);
+        if (!asc) c = -c;
+        return c || a.i - b.i;
+      });
+      tr.querySelectorAll('th').forEach(function (th) {
+        th.classList.toggle('sorted', th.getAttribute('data-key') === key);
+        th.classList.toggle('asc', th.getAttribute('data-key') === key && asc);
+      });
+      tbody.textContent = '';
+      rows.slice(0, LIMIT).forEach(function (r) {
+        var row = h('tr', { 'data-site': r.i }, tbody);
+        var td = h('td', { 'class': 'l' }, row);
+        h('span', { 'class': 'sw', style: 'display:inline-block;width:9px;height:9px;margin-right:5px;background:' + color(r.i) }, td);
+        var a = h('a', { href: '#stack-' + r.i }, td, r.label);
+        a.addEventListener('click', function (ev) { ev.preventDefault(); showStack(r, row); });
+        if (r.callers) h('div', { 'class': 'callers' }, td, r.callers);
+        cols.slice(1).forEach(function (c) {
+          var v = r[c[0]];
+          h('td', {}, row, v == null ? '?' : /bytes|peak|live|oom/.test(c[0]) ? bytes(v) : String(v));
+        });
+      });
+    }
+    function showStack(r, row) {
+      tbody.querySelectorAll('tr.sel').forEach(function (x) { x.classList.remove('sel'); });
+      row.classList.add('sel');
+      view.hidden = false;
+      view.textContent = '';
+      h('div', {}, view, r.label + ' - stack, innermost first:');
+      if (r.stack < 0) { h('div', {}, view, '(no stack recorded)'); return; }
+      var st = file.stacks[r.stack];
+      h('div', {}, view, '  ' + st[0]);
+      st[1].forEach(function (f) {
+        h('div', { 'class': FR[f][1] === 1 ? 'py' : FR[f][1] === 2 ? 'marker' : '' }, view, '  ' + FR[f][0]);
+      });
+    }
+    cols.forEach(function (c) {
+      var th = h('th', { 'data-key': c[0], 'class': c[2] || '' }, tr, c[1]);
+      th.addEventListener('click', function () {
+        if (key === c[0]) asc = !asc; else { key = c[0]; asc = c[0] === 'label'; }
+        render();
+      });
+    });
+    render();
+  }
+
+  /* ---------------- post-mortem ---------------- */
+
+  function drawPostmortem(file) {
+    var o = file.oom;
+    if (!o) return;
+    var sec = section('postmortem', 'Post-mortem');
+    h('p', { 'class': 'cause' }, sec, o.sentence);
+    var t = h('table', { 'class': 'nums' }, sec);
+    function row(k, v) { var r = h('tr', {}, t); h('td', {}, r, k); h('td', {}, r, v); }
+    row('requested', bytes(o.requested) + ' (' + o.kind + ', ' + (o.entry || '?') + ')');
+    row('device total / free', bytes(o.total) + ' / ' + bytes(o.free));
+    row('held by this process', bytes(o.tracked));
+    row('not tracked by cumemtrace', bytes(o.untracked) + ' (CUDA context, libraries, other processes)');
+    if (o.limit != null) row('CUMEMTRACE_LIMIT', bytes(o.limit));
+    row('attempts in the retry chain', o.attempts + (o.recovered === true ? ', recovered later' : o.recovered === false ? ', never recovered' : ''));
+    if (o.released) row('freed by the retries', bytes(o.released) + ' in ' + o.released_count + ' allocations');
+    var st = o.stack >= 0 ? file.stacks[o.stack] : null;
+    if (st) {
+      var sv = h('div', { 'class': 'stackview' }, sec);
+      h('div', {}, sv, 'failing call, innermost first: ' + st[0]);
+      st[1].forEach(function (f) { h('div', { 'class': FR[f][1] === 1 ? 'py' : FR[f][1] === 2 ? 'marker' : '' }, sv, '  ' + FR[f][0]); });
+    }
+    h('h3', {}, sec, 'How the device was used at the failure');
+    layoutBar(sec, file, o);
+    if (file.advice.length) {
+      h('h3', {}, sec, 'What to do');
+      var ul = h('ul', { 'class': 'advice' }, sec);
+      file.advice.forEach(function (a) { h('li', { 'data-advice': a[0] }, ul, a[1]); });
+    }
+  }
+
+  /* The device's capacity at the failure: this process's live allocations
+   * by call site, the untracked part, the free part, and the request drawn
+   * against the free part.  Format 1 records no addresses, so this is the
+   * amounts in order, not their positions. */
+  function layoutBar(parent, file, o) {
+    var W = widthOf(parent), H = 86, y = 30, bh = 30;
+    var total = o.total != null ? o.total : 0;
+    var live = 0;
+    o.live.forEach(function (g) { live += g[1]; });
+    var untracked = o.untracked != null ? o.untracked : 0, free = o.free != null ? o.free : 0;
+    var cap = Math.max(total, live + untracked + free, live + o.requested);
+    var svgEl = s('svg', { width: W, height: H, id: 'layout', 'class': 'layout' }, parent);
+    var x = 0, sc = W / (cap || 1);
+    function seg(v, fillc, label, cls) {
+      if (v <= 0) return;
+      var r = s('rect', { x: x, y: y, width: Math.max(0.5, v * sc), height: bh, fill: fillc, stroke: '#fff', 'stroke-width': 0.5,
+                          'class': cls, 'data-bytes': v }, svgEl);
+      r.addEventListener('mousemove', function (ev) { showTip(ev, label + '\n' + bytes(v)); });
+      r.addEventListener('mouseleave', hideTip);
+      x += v * sc;
+    }
+    o.live.forEach(function (g) {
+      var si = g[0] >= 0 ? file.stack_site[g[0]] : -1;
+      seg(g[1], color(si), si >= 0 ? file.sites[si][0] : '[no stack]', 'seg-live');
+    });
+    seg(untracked, '#8c959f', 'not tracked by cumemtrace', 'seg-untracked');
+    var xf = x;
+    seg(free, '#ffffff', 'free', 'seg-free');
+    s('rect', { x: 0, y: y, width: Math.min(W, cap * sc), height: bh, fill: 'none', stroke: '#57606a' }, svgEl);
+    var rw = o.requested * sc;
+    s('rect', { x: xf, y: y - 16, width: Math.max(1, Math.min(rw, W - xf)), height: 12, fill: '#cf222e', 'class': 'seg-request' }, svgEl);
+    s('text', { x: xf, y: y - 20 }, svgEl, 'request ' + bytes(o.requested) + (free < o.requested ? ' > free ' + bytes(free) : ' <= free ' + bytes(free)));
+    s('text', { x: 0, y: y + bh + 16 }, svgEl, 'held ' + bytes(live) + ' | not tracked ' + bytes(untracked) + ' | free ' + bytes(free) +
+      (total ? ' | total ' + bytes(total) : ''));
+    h('p', { 'class': 'note' }, parent, 'Amounts, not addresses: snapshot format 1 stores no addresses, so the bar shows how much each ' +
+      'call site held beside the untracked and free memory' + (o.cause === 'fragmentation' ? '; the free memory was split into holes smaller than the request.' : '.'));
+  }
+
+  /* ---------------- several processes ---------------- */
+
+  function drawRanks(files, pick, onPick) {
+    var sec = section('ranks', files.length + ' processes');
+    var t = h('table', {}, sec), hr = h('tr', {}, h('thead', {}, t)), tb = h('tbody', {}, t);
+    ['file', 'rank', 'pid', 'reason', 'peak', 'OOM'].forEach(function (c, i) { h('th', { 'class': i ? '' : 'l' }, hr, c); });
+    var W = widthOf(sec), H = 160, ml = 64, mb = 22;
+    var end = 1, ymax = 1;
+    files.forEach(function (f) { f.devices.forEach(function (d) { end = Math.max(end, d.end_ns); ymax = Math.max(ymax, d.peak); }); });
+    files.forEach(function (f, i) {
+      var peak = 0;
+      f.devices.forEach(function (d) { peak = Math.max(peak, d.peak); });
+      var r = h('tr', { 'data-file': i }, tb);
+      var td = h('td', { 'class': 'l' }, r);
+      h('span', { 'class': 'sw', style: 'display:inline-block;width:9px;height:9px;margin-right:5px;background:' + color(i) }, td);
+      var a = h('a', { href: '#' }, td, f.file);
+      a.addEventListener('click', function (ev) { ev.preventDefault(); onPick(i); });
+      h('td', {}, r, f.rank == null ? '-' : String(f.rank));
+      h('td', {}, r, String(f.pid));
+      h('td', {}, r, f.reason);
+      h('td', {}, r, bytes(peak));
+      h('td', {}, r, f.oom ? f.oom.cause : '-');
+      if (i === pick) r.classList.add('sel');
+    });
+    var svgEl = s('svg', { width: W, height: H, id: 'ranks-chart' }, sec);
+    var px = function (t) { return ml + t / end * (W - ml - 10); };
+    var py = function (v) { return 8 + (1 - v / ymax) * (H - 8 - mb); };
+    s('text', { x: ml - 6, y: py(ymax) + 8, 'text-anchor': 'end' }, svgEl, bytes(ymax));
+    s('text', { x: ml - 6, y: py(0), 'text-anchor': 'end' }, svgEl, '0');
+    s('text', { x: W - 10, y: H - 6, 'text-anchor': 'end' }, svgEl, dur(end));
+    files.forEach(function (f, i) {
+      f.devices.filter(function (d) { return d.ordinal >= 0; }).forEach(function (d) {
+        var p = 'M' + px(0) + ',' + py(0);
+        d.points.forEach(function (q, k) {
+          var nx = k + 1 < d.points.length ? d.points[k + 1][0] : d.end_ns;
+          p += 'L' + px(q[0]).toFixed(1) + ',' + py(q[1]).toFixed(1) + 'L' + px(nx).toFixed(1) + ',' + py(q[1]).toFixed(1);
+        });
+        s('path', { d: p, fill: 'none', stroke: color(i), 'stroke-width': 1.5, 'class': 'rank-line', 'data-file': i }, svgEl);
+      });
+    });
+    h('p', { 'class': 'note' }, sec, 'Each line: one process\'s device memory over time since its own start. The sections below show the process picked above.');
+  }
+
+  /* ---------------- diff ---------------- */
+
+  function drawDiffSummary(a, b) {
+    var sec = section('diffsummary', 'Peak per device: base vs new');
+    var t = h('table', {}, sec), hr = h('tr', {}, h('thead', {}, t)), tb = h('tbody', {}, t);
+    h('p', { 'class': 'note' }, sec, 'base: ' + a.file + ' (' + procName(a) + '); new: ' + b.file + ' (' + procName(b) + ')');
+    ['device', 'base peak', 'new peak', 'change'].forEach(function (c, i) { h('th', { 'class': i ? '' : 'l' }, hr, c); });
+    var names = {};
+    a.devices.concat(b.devices).forEach(function (d) { names[d.name] = 1; });
+    Object.keys(names).forEach(function (n) {
+      var da = a.devices.filter(function (d) { return d.name === n; })[0], db = b.devices.filter(function (d) { return d.name === n; })[0];
+      var pa = da ? da.peak : 0, pb = db ? db.peak : 0, r = h('tr', {}, tb);
+      h('td', { 'class': 'l' }, r, n);
+      h('td', {}, r, bytes(pa));
+      h('td', {}, r, bytes(pb));
+      h('td', {}, r, sbytes(pb - pa) + (pa ? ' (' + (100 * (pb - pa) / pa).toFixed(1) + '%)' : ''));
+    });
+  }
+
+  function drawDiffTimelines(a, b) {
+    var sec = section('timeline', 'Memory over time: base above, new below, same time and size axes');
+    /* one time axis for all; one size axis per device name */
+    var end = 1, ymax = {};
+    [a, b].forEach(function (f) { f.devices.forEach(function (d) { end = Math.max(end, d.end_ns); ymax[d.name] = Math.max(ymax[d.name] || 1, d.peak); }); });
+    [[a, 'base'], [b, 'new']].forEach(function (p) {
+      p[0].devices.forEach(function (dev) {
+        h('h3', {}, sec, p[1] + ' (' + procName(p[0]) + '), ' + dev.name + ': peak ' + bytes(dev.peak));
+        timelineChart(sec, p[0], dev, { domain: [0, end], ymax: ymax[dev.name], height: 180 });
+      });
+    });
+  }
+
+  /* ---------------- page ---------------- */
+
+  var api = { data: D, bytes: bytes };
+  window.cumemtrace = api;
+
+  function meta(f) {
+    var m = document.getElementById('meta');
+    m.textContent = '';
+    h('div', {}, m, f.file + ' - ' + procName(f) + (f.host ? ' on ' + f.host : '') + ', ' + f.reason + ' dump at ' + dur(f.dump_ns));
+    if (f.cmdline.length) h('code', {}, h('div', {}, m), f.cmdline.join(' '));
+    h('div', {}, m, 'written by ' + (f.tool_version ? 'cumemtrace ' + f.tool_version : 'cumemtrace') + ', drawn by ' + D.generator);
+  }
+
+  function renderFile(i) {
+    main.textContent = '';
+    var f = D.files[i];
+    if (D.files.length > 1) {
+      drawRanks(D.files, i, function (k) { picker.value = k; renderFile(k); });
+    }
+    meta(f);
+    drawPostmortem(f);
+    drawTimeline(f);
+    drawFlame(f);
+    drawSites(f);
+  }
+
+  var picker = null;
+  if (D.kind === 'diff') {
+    meta(D.files[1]);
+    drawDiffSummary(D.files[0], D.files[1]);
+    drawFlame(D.files[1], D.files[0]);
+    drawDiffTimelines(D.files[0], D.files[1]);
+  } else {
+    var pick = 0;
+    D.files.forEach(function (f, i) {
+      if (f.oom && !D.files[pick].oom) pick = i;
+      var pf = 0, pp = 0;
+      f.devices.forEach(function (d) { pf = Math.max(pf, d.peak); });
+      D.files[pick].devices.forEach(function (d) { pp = Math.max(pp, d.peak); });
+      if (!!f.oom === !!D.files[pick].oom && pf > pp) pick = i;
+    });
+    if (D.files.length > 1) {
+      var pk = document.getElementById('picker');
+      pk.appendChild(document.createTextNode('process: '));
+      picker = h('select', { id: 'file-picker' }, pk);
+      D.files.forEach(function (f, i) { h('option', { value: i }, picker, procName(f) + ' - ' + f.file); });
+      picker.value = pick;
+      picker.addEventListener('change', function () { renderFile(+picker.value); });
+    }
+    renderFile(pick);
+  }
+})();

@@ -1,0 +1,117 @@
+/* html_page.c - the page around the model: src/cli/html/report.html with
+ * its @TITLE@, @STYLE@, @DATA@ and @SCRIPT@ slots filled.  The assets are
+ * compiled in ($(BUILD)/gen/html_assets.h, made from src/cli/html/ by the
+ * Makefile), so the page needs no file or network at view time.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "html.h"
+#include "html_assets.h"
+
+void html_title(char *buf, size_t len, struct snapshot **s, size_t n, const char *kind)
+{
+    const char *exe = s[0]->process.exe ? s[0]->process.exe : "unknown program";
+    if (strcmp(kind, "diff") == 0)
+        snprintf(buf, len, "cumemtrace diff: %s", exe);
+    else if (n == 1)
+        snprintf(buf, len, "cumemtrace: %s (pid %" PRId64 ")", exe, s[0]->process.pid);
+    else
+        snprintf(buf, len, "cumemtrace: %s - %zu processes", exe, n);
+}
+
+static void put_escaped_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+/* JSON inside <script> must not contain "</" (it would end the element);
+ * "<\/" is the same JSON string. */
+static void put_script_json(FILE *f, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '<' && i + 1 < n && s[i + 1] == '/') {
+            fputs("<\\/", f);
+            i++;
+        } else {
+            fputc(s[i], f);
+        }
+    }
+}
+
+int html_page_write(const char *path, const char *title, struct snapshot **s, size_t n,
+                    const char *kind)
+{
+    char *model = NULL;
+    size_t model_len = 0;
+    FILE *mf = open_memstream(&model, &model_len);
+    if (mf == NULL) {
+        fprintf(stderr, "cumemtrace: html: out of memory\n");
+        return -1;
+    }
+    struct jsonw w;
+    jsonw_init(&w, mf, false);
+    int rc = html_model_write(&w, s, n, kind);
+    if (fclose(mf) != 0 || rc != 0) {
+        free(model);
+        fprintf(stderr, "cumemtrace: html: out of memory building the page\n");
+        return -1;
+    }
+    bool to_stdout = strcmp(path, "-") == 0;
+    FILE *f = to_stdout ? stdout : fopen(path, "w");
+    if (f == NULL) {
+        fprintf(stderr, "cumemtrace: html: cannot write '%s': %s (choose another -o path)\n",
+                path, strerror(errno));
+        free(model);
+        return -1;
+    }
+    const char *p = html_template;
+    for (;;) {
+        const char *at = strchr(p, '@');
+        if (at == NULL) {
+            fputs(p, f);
+            break;
+        }
+        fwrite(p, 1, (size_t)(at - p), f);
+        if (strncmp(at, "@TITLE@", 7) == 0) {
+            put_escaped_text(f, title);
+            p = at + 7;
+        } else if (strncmp(at, "@STYLE@", 7) == 0) {
+            fputs(html_style, f);
+            p = at + 7;
+        } else if (strncmp(at, "@DATA@", 6) == 0) {
+            put_script_json(f, model, model_len);
+            p = at + 6;
+        } else if (strncmp(at, "@SCRIPT@", 8) == 0) {
+            fputs(html_script, f);
+            p = at + 8;
+        } else {
+            fputc('@', f);
+            p = at + 1;
+        }
+    }
+    free(model);
+    int err = ferror(f);
+    if (!to_stdout) {
+        err |= fclose(f) != 0;
+    } else {
+        err |= fflush(f) != 0;
+    }
+    if (err) {
+        fprintf(stderr, "cumemtrace: html: cannot write '%s': %s (check the disk)\n", path,
+                strerror(errno));
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,333 @@
+"""`cumemtrace html` and `diff --html` in a real headless Chromium: the
+demo's OOM post-mortem, a two-rank run, a run killed after a signal dump,
+a thinned log and a diff.  Each page must load without console errors,
+draw every section from the snapshot's own numbers, and answer hover,
+click, search and sort.  Screenshots go to build/test-artifacts/."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from browser import CHROMIUM, Browser
+from conftest import BUILD, CLI, ROOT, base_env
+
+TRAIN = BUILD / "examples" / "train_sim"
+ARTIFACTS = BUILD / "test-artifacts"
+INPUTS = ROOT / "tests" / "golden" / "inputs"
+DEMO_ENV = {"SIMCUDA_MEMORY": "24GiB", "SIMCUDA_RESERVED": "700MiB"}
+
+pytestmark = pytest.mark.skipif(not TRAIN.exists(),
+                                reason=f"{TRAIN} not built (make test-bins)")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None:
+        pytest.skip("chromium not installed (scripts/install-deps.sh --ci installs it)")
+    b = Browser()
+    yield b
+    b.close()
+
+
+def train(cwd, *args, env=None):
+    cwd.mkdir(parents=True, exist_ok=True)
+    e = base_env(dict(DEMO_ENV, **(env or {})))
+    subprocess.run([str(TRAIN)] + list(args), cwd=cwd, env=e, capture_output=True,
+                   timeout=120)
+    return sorted(cwd.glob("cumemtrace.*.json"))
+
+
+def html(out, *args):
+    r = subprocess.run([str(CLI), "html", "-o", str(out)] + [str(a) for a in args],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def label(snap, stack_id):
+    """The call-site label the text report prints (frames.h): the innermost
+    Python frame, else the innermost native frame with a symbol."""
+    st = {s["id"]: s for s in snap["stacks"]}[stack_id]
+    for f in st["frames"]:
+        if f.get("module") == "python":
+            return f"{os.path.basename(f['file'])}:{f['line']}:{f['function']}"
+    for f in st["frames"]:
+        if f.get("symbol"):
+            return f"{f['module']}!{f['symbol']}"
+    return None
+
+
+def flame_nodes(snap, mode="at_peak"):
+    """Nodes of the icicle the page must draw: one root, a node per device
+    when there are several, then one node per distinct frame path (outermost
+    first) ending in the entry point."""
+    st = {s["id"]: s for s in snap["stacks"]}
+    tracks = [(f"device {d['ordinal']}", d[mode]) for d in snap["devices"]]
+    hp = snap.get("host_pinned") or {}
+    if hp.get("peak_bytes"):
+        tracks.append(("host pinned", hp[mode]))
+    tracks = [t for t in tracks if any(g["bytes"] for g in t[1])]
+    paths = set()
+    for name, groups in tracks:
+        top = (name,) if len(tracks) > 1 else ()
+        if top:
+            paths.add(top)
+        for g in groups:
+            if not g["bytes"]:
+                continue
+            frames = st[g["stack"]]["frames"]
+            key = []
+            for f in reversed(frames):
+                if "marker" in f:
+                    key.append(("m", f["marker"]))
+                elif f.get("module") == "python":
+                    key.append(("p", f["file"], f["line"], f["function"]))
+                else:
+                    key.append(("n", f["module"], f.get("symbol") or f["offset"]))
+            key.append(("entry", st[g["stack"]]["entry"]))
+            for i in range(1, len(key) + 1):
+                paths.add(top + tuple(key[:i]))
+    return 1 + len(paths)
+
+
+def page_model(page):
+    text = page.read_text()
+    start = text.index('<script type="application/json" id="cmt-data">') + 46
+    return json.loads(text[start:text.index("</script>", start)])
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in INPUTS.glob("*.json")
+                                        if not p.name.startswith("bad_")))
+def test_model_of_every_input(name, tmp_path):
+    """Without a browser: the page's model agrees with the snapshot."""
+    snap = json.loads((INPUTS / name).read_text())
+    f = page_model(html(tmp_path / "p.html", INPUTS / name))["files"][0]
+    hp = snap.get("host_pinned") or {}
+    peaks = sum(d["peak_bytes"] for d in snap["devices"]) + \
+        (hp.get("peak_bytes") or 0 if hp.get("at_peak") else 0)
+    assert sum(s[3] for s in f["sites"]) == peaks
+    live = sum(g["bytes"] for d in snap["devices"] for g in d["live"]) + \
+        sum(g["bytes"] for g in hp.get("live", []))
+    assert sum(s[4] for s in f["sites"]) == live
+    assert len(f["stacks"]) == len(snap["stacks"])
+    assert f["thinned"] == (snap["events"]["stride"] > 1 or snap["events"]["thinned"])
+    for d in f["devices"]:
+        ts = [p[0] for p in d["points"]]
+        assert ts == sorted(ts) and d["points"][-1][1] == d["current"]
+        assert len(d["bands"]) <= 8 and all(0 <= b < len(f["sites"]) for b in d["bands"])
+        assert max(p[1] for p in d["points"]) <= d["peak"]
+
+
+def open_page(b, page, shot):
+    b.open(page.as_uri())
+    assert b.errors() == [], f"console errors in {page}: {b.errors()}"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    b.screenshot(ARTIFACTS / shot)
+    return b.eval("window.cumemtrace.data")
+
+
+def sections(b):
+    return b.eval("[...document.querySelectorAll('main > section')].map(s => s.id)")
+
+
+def check_timeline(b, model_file):
+    devs = model_file["devices"]
+    got = b.eval("""[...document.querySelectorAll('#timeline svg.timeline-svg')].map(s =>
+        [...s.querySelectorAll('path.band')].map(p => p.getAttribute('d').length))""")
+    assert len(got) == len(devs)
+    for dev, paths in zip(devs, got):
+        assert len(paths) == len(dev["bands"]) + 1
+        assert all(n > 20 for n in paths)
+
+
+def hover_band(b, chart, band):
+    """Moves the mouse to a point inside band `band` of timeline chart
+    `chart` and returns the tooltip's text."""
+    b.eval(f"document.querySelectorAll('#timeline svg.timeline-svg')[{chart}].scrollIntoView()")
+    pt = b.eval(f"""(() => {{
+        const svg = document.querySelectorAll('#timeline svg.timeline-svg')[{chart}];
+        const p = svg.querySelector('path.band[data-band="{band}"]');
+        const r = svg.getBoundingClientRect();
+        for (let x = svg.width.baseVal.value - 20; x > 60; x -= 2) {{
+            const ys = [];
+            for (let y = 10; y < svg.height.baseVal.value - 26; y += 1)
+                if (p.isPointInFill(new DOMPoint(x, y))) ys.push(y);
+            if (ys.length > 2)  // the middle of the band, away from its edges
+                return [r.left + x, r.top + ys[ys.length >> 1], p.getAttribute('data-site')];
+        }}
+        return null; }})()""")
+    assert pt is not None, "band has no visible area"
+    b.mouse("mouseMoved", pt[0], pt[1])
+    return b.eval("document.getElementById('tip').hidden ? null : "
+                  "document.getElementById('tip').textContent"), pt[2]
+
+
+def check_flame(b, snap):
+    n = flame_nodes(snap)
+    got = b.eval("""(() => { const s = document.querySelector('#flamegraph svg.fg');
+        return [+s.dataset.nodes, +s.dataset.drawn, +s.dataset.hidden,
+                s.querySelectorAll('rect').length]; })()""")
+    assert got[0] == n, f"flame graph nodes {got[0]}, the snapshot has {n}"
+    assert got[1] + got[2] == n and got[3] == got[1] and got[1] > 0
+
+
+def click_zooms(b, name):
+    b.eval("document.querySelector('#flamegraph').scrollIntoView()")
+    r = b.eval(f"""(() => {{ const e = [...document.querySelectorAll('#flamegraph rect')]
+        .find(r => r.dataset.name === {json.dumps(name)});
+        const b = e.getBoundingClientRect(); return [b.left + 2, b.top + 5, b.width]; }})()""")
+    width = b.eval("document.querySelector('#flamegraph svg.fg').width.baseVal.value")
+    assert r[2] < width * 0.95, "frame already spans the graph: nothing to zoom"
+    b.click(r[0], r[1])
+    after = b.eval(f"""[...document.querySelectorAll('#flamegraph rect')]
+        .find(r => r.dataset.name === {json.dumps(name)}).getBoundingClientRect().width""")
+    assert after > width * 0.98, f"click did not zoom: {r[2]} -> {after} of {width}"
+
+
+def check_sort(b):
+    def column(i):
+        return b.eval(f"""[...document.querySelectorAll('#sites-table tbody tr')]
+            .map(r => r.children[{i}].textContent)""")
+    heads = b.eval("[...document.querySelectorAll('#sites-table th')].map(t => t.dataset.key)")
+    i = heads.index("allocs")
+    b.eval(f"document.querySelectorAll('#sites-table th')[{i}].click()")
+    desc = [int(x) for x in column(i)]
+    assert desc == sorted(desc, reverse=True)
+    b.eval(f"document.querySelectorAll('#sites-table th')[{i}].click()")
+    asc = [int(x) for x in column(i)]
+    assert asc == sorted(asc) and asc != desc
+
+
+def test_oom_postmortem_page(browser, tmp_path):
+    files = train(tmp_path / "oom", "--batch", "64")
+    oom = [f for f in files if ".oom." in f.name][0]
+    snap = json.loads(oom.read_text())
+    page = html(tmp_path / "oom.html", oom)
+    m = open_page(browser, page, "html_oom.png")
+    assert browser.eval("document.title") == f"cumemtrace: train_sim (pid {snap['process']['pid']})"
+    assert sections(browser) == ["postmortem", "timeline", "flamegraph", "sites"]
+    # The post-mortem: the cause sentence, and the capacity bar with one
+    # segment per live group plus the untracked and free parts.
+    cause = browser.eval("document.querySelector('#postmortem .cause').textContent")
+    assert "cudaMalloc of 1.00 GiB" in cause and "exhausted" in cause
+    segs = browser.eval("document.querySelectorAll('#layout rect.seg-live').length")
+    assert segs == len([g for g in snap["oom"]["live"] if g["bytes"]])
+    held = browser.eval("[...document.querySelectorAll('#layout rect.seg-live')]"
+                        ".reduce((a, r) => a + +r.dataset.bytes, 0)")
+    assert held == sum(g["bytes"] for g in snap["oom"]["live"])
+    assert browser.eval("document.querySelectorAll('#postmortem li[data-advice]').length") >= 1
+    # Sites: the model's at-peak column sums to the snapshot's peaks.
+    f = m["files"][0]
+    peaks = sum(d["peak_bytes"] for d in snap["devices"]) + snap["host_pinned"]["peak_bytes"]
+    assert sum(s[3] for s in f["sites"]) == peaks
+    assert browser.eval("document.querySelectorAll('#sites-table tbody tr').length") == len(f["sites"])
+    check_timeline(browser, f)
+    # Hovering the biggest band names the biggest call site at the peak.
+    top = max(snap["devices"][0]["at_peak"], key=lambda g: g["bytes"])
+    text, site = hover_band(browser, 0, 0)
+    assert site == label(snap, top["stack"]) and site in text.splitlines()[1]
+    check_flame(browser, snap)
+    # Search highlights exactly the frames whose name matches.
+    browser.eval("const i = document.getElementById('fg-search'); i.value = 'forward';"
+                 "i.dispatchEvent(new Event('input'))")
+    hits = browser.eval("[...document.querySelectorAll('#flamegraph rect.match')].map(r => r.dataset.name)")
+    assert hits and all("forward" in h for h in hits)
+    click_zooms(browser, label(snap, top["stack"]))
+    check_sort(browser)
+    # The OOM toggle draws what was live at the failure.
+    browser.eval("document.querySelector('#flamegraph button[data-mode=oom]').click()")
+    assert browser.eval("+document.querySelector('#flamegraph svg.fg').dataset.nodes") == \
+        flame_nodes(dict(snap, devices=[dict(snap["devices"][0], oom=snap["oom"]["live"])],
+                         host_pinned={}), "oom")
+    browser.screenshot(ARTIFACTS / "html_oom_interacted.png")
+
+
+def test_two_ranks_page(browser, tmp_path):
+    a = train(tmp_path / "r0", "--batch", "16", env={"RANK": "0"})
+    b = train(tmp_path / "r1", "--batch", "32", env={"RANK": "1"})
+    snaps = [json.loads(f.read_text()) for f in a + b]
+    page = html(tmp_path / "ranks.html", *(a + b))
+    open_page(browser, page, "html_ranks.png")
+    assert browser.eval("document.title") == "cumemtrace: train_sim - 2 processes"
+    assert sections(browser) == ["ranks", "timeline", "flamegraph", "sites"]
+    assert browser.eval("document.querySelectorAll('#ranks tbody tr').length") == 2
+    assert browser.eval("document.querySelectorAll('#ranks-chart path.rank-line').length") == \
+        sum(len(s["devices"]) for s in snaps)
+    # The page opens on the bigger peak (rank 1) and the picker switches.
+    assert "rank 1" in browser.eval("document.getElementById('meta').textContent")
+    check_flame(browser, snaps[1])
+    browser.eval("const p = document.getElementById('file-picker'); p.value = 0;"
+                 "p.dispatchEvent(new Event('change'))")
+    assert "rank 0" in browser.eval("document.getElementById('meta').textContent")
+    check_flame(browser, snaps[0])
+    assert browser.errors() == []
+
+
+def test_killed_run_page(browser, tmp_path):
+    """A run killed with SIGKILL after a CUMEMTRACE_SIGNAL dump: the only
+    record is the signal snapshot taken mid-run."""
+    cwd = tmp_path / "killed"
+    cwd.mkdir()
+    env = base_env({"CUMEMTRACE_SIGNAL": "USR1"})
+    p = subprocess.Popen([str(BUILD / "tests" / "progs" / "rt_workload"), "timed"], cwd=cwd,
+                         env=env)
+    time.sleep(0.6)
+    p.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 10
+    while not list(cwd.glob("cumemtrace.*.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    p.kill()
+    p.wait()
+    files = list(cwd.glob("cumemtrace.*.json"))
+    assert len(files) == 1
+    snap = json.loads(files[0].read_text())
+    assert snap["reason"] == "signal"
+    page = html(tmp_path / "killed.html", files[0])
+    m = open_page(browser, page, "html_killed.png")
+    assert sections(browser) == ["timeline", "flamegraph", "sites"]
+    check_timeline(browser, m["files"][0])
+    check_flame(browser, snap)
+    text, site = hover_band(browser, 0, 0)
+    assert site in text
+
+
+def test_thinned_log_page(browser, tmp_path):
+    """A thinned log has an exact total but no per-site split: the page
+    draws the total alone and says why."""
+    page = html(tmp_path / "thinned.html", INPUTS / "thinned.json")
+    m = open_page(browser, page, "html_thinned.png")
+    f = m["files"][0]
+    assert f["thinned"] and all(d["bands"] == [] for d in f["devices"])
+    check_timeline(browser, f)
+    assert "thinned" in browser.eval("document.getElementById('timeline').textContent")
+    col = browser.eval("[...document.querySelectorAll('#sites-table th')].map(t => t.dataset.key)"
+                       ".indexOf('allocs')")
+    assert browser.eval(f"document.querySelector('#sites-table tbody tr').children[{col}]"
+                        ".textContent") == "?"
+
+
+def test_diff_page(browser, tmp_path):
+    base = [f for f in train(tmp_path / "fits", "--batch", "16") if ".oom." not in f.name][0]
+    new = [f for f in train(tmp_path / "oom", "--batch", "64") if ".oom." in f.name][0]
+    out = tmp_path / "diff.html"
+    r = subprocess.run([str(CLI), "diff", str(base), str(new), "--html", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "Peak per device" in r.stdout  # the text diff still prints
+    open_page(browser, out, "html_diff.png")
+    assert browser.eval("document.title") == "cumemtrace diff: train_sim"
+    assert sections(browser) == ["diffsummary", "flamegraph", "timeline"]
+    # Width is the new file's bytes; grown frames red, none shrank here
+    # (every site of batch 16 holds at least as much at batch 64).
+    snap_new = json.loads(new.read_text())
+    check_flame(browser, snap_new)
+    fills = browser.eval("[...document.querySelectorAll('#flamegraph rect')].map(r => r.getAttribute('fill'))")
+    assert any(f.startswith("rgb(255,") for f in fills)
+    # Both timelines share one time axis.
+    doms = browser.eval("[...document.querySelectorAll('#timeline svg.timeline-svg')].length")
+    assert doms == len(json.loads(base.read_text())["devices"]) + \
+        (1 if json.loads(base.read_text())["host_pinned"]["peak_bytes"] else 0) + \
+        len(snap_new["devices"]) + (1 if snap_new["host_pinned"]["peak_bytes"] else 0)
