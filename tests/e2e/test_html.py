@@ -47,50 +47,28 @@ def html(out, *args):
     return out
 
 
-def label(snap, stack_id):
-    """The call-site label the text report prints (frames.h): the innermost
-    Python frame, else the innermost native frame with a symbol."""
-    st = {s["id"]: s for s in snap["stacks"]}[stack_id]
-    for f in st["frames"]:
-        if f.get("module") == "python":
-            return f"{os.path.basename(f['file'])}:{f['line']}:{f['function']}"
-    for f in st["frames"]:
-        if f.get("symbol"):
-            return f"{f['module']}!{f['symbol']}"
-    return None
+def top_site(path, ordinal=0):
+    """The call site holding the most at the device's peak, as `report --json`
+    names it."""
+    r = subprocess.run([str(CLI), "report", "--json", str(path)], capture_output=True,
+                       text=True, timeout=60, check=True)
+    dev = [d for d in json.loads(r.stdout)["snapshots"][0]["devices"]
+           if d["ordinal"] == ordinal][0]
+    return max(dev["at_peak"], key=lambda g: g["bytes"])["site"]
 
 
-def flame_nodes(snap, mode="at_peak"):
-    """Nodes of the icicle the page must draw: one root, a node per device
-    when there are several, then one node per distinct frame path (outermost
-    first) ending in the entry point."""
-    st = {s["id"]: s for s in snap["stacks"]}
-    tracks = [(f"device {d['ordinal']}", d[mode]) for d in snap["devices"]]
-    hp = snap.get("host_pinned") or {}
-    if hp.get("peak_bytes"):
-        tracks.append(("host pinned", hp[mode]))
-    tracks = [t for t in tracks if any(g["bytes"] for g in t[1])]
-    paths = set()
-    for name, groups in tracks:
-        top = (name,) if len(tracks) > 1 else ()
-        if top:
-            paths.add(top)
-        for g in groups:
-            if not g["bytes"]:
-                continue
-            frames = st[g["stack"]]["frames"]
-            key = []
-            for f in reversed(frames):
-                if "marker" in f:
-                    key.append(("m", f["marker"]))
-                elif f.get("module") == "python":
-                    key.append(("p", f["file"], f["line"], f["function"]))
-                else:
-                    key.append(("n", f["module"], f.get("symbol") or f["offset"]))
-            key.append(("entry", st[g["stack"]]["entry"]))
-            for i in range(1, len(key) + 1):
-                paths.add(top + tuple(key[:i]))
-    return 1 + len(paths)
+def flame_nodes(path, at="peak"):
+    """Nodes the page's icicle must have: a root and one node per distinct
+    prefix of `cumemtrace flamegraph`'s folded lines (device frames first
+    when there are several devices, the entry point last)."""
+    r = subprocess.run([str(CLI), "flamegraph", "--at", at, str(path)], capture_output=True,
+                       text=True, timeout=60, check=True)
+    prefixes = set()
+    for line in r.stdout.splitlines():
+        chain = line.rsplit(" ", 1)[0].split(";")
+        for i in range(1, len(chain) + 1):
+            prefixes.add(tuple(chain[:i]))
+    return 1 + len(prefixes)
 
 
 def page_model(page):
@@ -165,8 +143,8 @@ def hover_band(b, chart, band):
                   "document.getElementById('tip').textContent"), pt[2]
 
 
-def check_flame(b, snap):
-    n = flame_nodes(snap)
+def check_flame(b, path):
+    n = flame_nodes(path)
     got = b.eval("""(() => { const s = document.querySelector('#flamegraph svg.fg');
         return [+s.dataset.nodes, +s.dataset.drawn, +s.dataset.hidden,
                 s.querySelectorAll('rect').length]; })()""")
@@ -226,22 +204,24 @@ def test_oom_postmortem_page(browser, tmp_path):
     assert browser.eval("document.querySelectorAll('#sites-table tbody tr').length") == len(f["sites"])
     check_timeline(browser, f)
     # Hovering the biggest band names the biggest call site at the peak.
-    top = max(snap["devices"][0]["at_peak"], key=lambda g: g["bytes"])
+    top = top_site(oom)
     text, site = hover_band(browser, 0, 0)
-    assert site == label(snap, top["stack"]) and site in text.splitlines()[1]
-    check_flame(browser, snap)
+    assert site == top and site in text.splitlines()[1]
+    check_flame(browser, oom)
     # Search highlights exactly the frames whose name matches.
     browser.eval("const i = document.getElementById('fg-search'); i.value = 'forward';"
                  "i.dispatchEvent(new Event('input'))")
     hits = browser.eval("[...document.querySelectorAll('#flamegraph rect.match')].map(r => r.dataset.name)")
     assert hits and all("forward" in h for h in hits)
-    click_zooms(browser, label(snap, top["stack"]))
+    click_zooms(browser, browser.eval(
+        "[...document.querySelectorAll('#flamegraph rect')].filter(r => r.dataset.type === '0')"
+        ".sort((a, b) => b.dataset.bytes - a.dataset.bytes || a.y.baseVal.value - b.y.baseVal.value)"
+        ".find(r => r.width.baseVal.value < 600).dataset.name"))
     check_sort(browser)
     # The OOM toggle draws what was live at the failure.
     browser.eval("document.querySelector('#flamegraph button[data-mode=oom]').click()")
     assert browser.eval("+document.querySelector('#flamegraph svg.fg').dataset.nodes") == \
-        flame_nodes(dict(snap, devices=[dict(snap["devices"][0], oom=snap["oom"]["live"])],
-                         host_pinned={}), "oom")
+        flame_nodes(oom, "oom")
     browser.screenshot(ARTIFACTS / "html_oom_interacted.png")
 
 
@@ -258,11 +238,11 @@ def test_two_ranks_page(browser, tmp_path):
         sum(len(s["devices"]) for s in snaps)
     # The page opens on the bigger peak (rank 1) and the picker switches.
     assert "rank 1" in browser.eval("document.getElementById('meta').textContent")
-    check_flame(browser, snaps[1])
+    check_flame(browser, (a + b)[1])
     browser.eval("const p = document.getElementById('file-picker'); p.value = 0;"
                  "p.dispatchEvent(new Event('change'))")
     assert "rank 0" in browser.eval("document.getElementById('meta').textContent")
-    check_flame(browser, snaps[0])
+    check_flame(browser, (a + b)[0])
     assert browser.errors() == []
 
 
@@ -289,7 +269,7 @@ def test_killed_run_page(browser, tmp_path):
     m = open_page(browser, page, "html_killed.png")
     assert sections(browser) == ["timeline", "flamegraph", "sites"]
     check_timeline(browser, m["files"][0])
-    check_flame(browser, snap)
+    check_flame(browser, files[0])
     text, site = hover_band(browser, 0, 0)
     assert site in text
 
@@ -323,7 +303,7 @@ def test_diff_page(browser, tmp_path):
     # Width is the new file's bytes; grown frames red, none shrank here
     # (every site of batch 16 holds at least as much at batch 64).
     snap_new = json.loads(new.read_text())
-    check_flame(browser, snap_new)
+    check_flame(browser, new)
     fills = browser.eval("[...document.querySelectorAll('#flamegraph rect')].map(r => r.getAttribute('fill'))")
     assert any(f.startswith("rgb(255,") for f in fills)
     # Both timelines share one time axis.

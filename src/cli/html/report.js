@@ -215,7 +215,10 @@
     dev.bands.forEach(function (si) {
       var it = h('span', {}, lg);
       h('span', { 'class': 'sw', style: 'background:' + color(si) }, it);
-      it.appendChild(document.createTextNode(file.sites[si][0]));
+      /* sites may share a label (one allocator function): the first
+       * caller tells them apart */
+      var c = file.sites[si][2], first = c ? c.split(' < ')[0].replace(/^< /, '') : '';
+      it.appendChild(document.createTextNode(file.sites[si][0] + (first ? ' < ' + first : '')));
     });
     if (dev.bands.length) {
       var it = h('span', {}, lg);
@@ -246,14 +249,16 @@
     var n = root;
     n[isBase ? 'base' : 'value'] += bytesv;
     var path = [];
-    if (st < 0 || !file.stacks[st]) path.push(['[no stack]', 2]);
+    /* merged by frame identity (equal names share an index), as
+     * `cumemtrace flamegraph` merges its lines */
+    if (st < 0 || !file.stacks[st]) path.push(['[no stack]', 2, 'n']);
     else {
       var fr = file.stacks[st][1];
-      for (var i = fr.length - 1; i >= 0; i--) path.push([FR[fr[i]][0], FR[fr[i]][1]]);
-      path.push([file.stacks[st][0], 3]);
+      for (var i = fr.length - 1; i >= 0; i--) path.push([FR[fr[i]][0], FR[fr[i]][1], fr[i]]);
+      path.push([file.stacks[st][0], 3, 'e' + file.stacks[st][0]]);
     }
     for (var j = 0; j < path.length; j++) {
-      var key = path[j][0] + '\u0000' + path[j][1];
+      var key = path[j][2];
       var c = n.kids[key] || (n.kids[key] = node(path[j][0], path[j][1]));
       c[isBase ? 'base' : 'value'] += bytesv;
       n = c;
@@ -261,7 +266,9 @@
   }
   function buildTree(file, mode, into, isBase) {
     var root = into || node('all', 4);
-    var devs = file.devices.filter(function (d) { return d.groups[mode]; });
+    /* device memory only, as `cumemtrace flamegraph`: pinned host memory
+     * is not what runs out on the GPU */
+    var devs = file.devices.filter(function (d) { return d.ordinal >= 0 && d.groups[mode]; });
     devs.forEach(function (d) {
       var top = root;
       if (devs.length > 1) {
