@@ -1,0 +1,127 @@
+/* reader.h - the state of one snapshot read, and table-driven reading of
+ * JSON values into the model's structs with the field path kept for
+ * messages ("devices[0].peak_bytes is a string, expected ...").
+ *
+ * Internal to the snapshot reader: snapshot_read.c (the document, header
+ * and error precedence), snapshot_sections.c (the small sections),
+ * snapshot_bulk.c (events and stacks, streamed).  Views never see it.
+ */
+#ifndef CUMEMTRACE_CLI_READER_H
+#define CUMEMTRACE_CLI_READER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "errors.h"
+#include "hmap.h"
+#include "json.h"
+#include "snapshot.h"
+
+#define PATH_MAX_DEPTH 16 /* deeper than any field path of the format */
+
+struct path_elem {
+    const char *key; /* NULL for an array index */
+    size_t index;
+};
+
+struct read_module; /* snapshot_bulk.c */
+
+struct reader {
+    struct json_cursor c;
+    struct snapctx *ctx;
+    struct snapshot *s;
+    struct cli_error *err;
+    const char *name;
+    size_t len;
+    struct path_elem path[PATH_MAX_DEPTH];
+    int depth;
+    uint32_t *tmp; /* frames of the stack being read */
+    size_t tmp_cap;
+    struct arena scratch;    /* lives for one read */
+    struct hmap raw_frames;  /* raw frame bytes -> frame index (in scratch) */
+    char *key;               /* the raw frame being looked up */
+    size_t key_cap;
+    const char *format;      /* top-level "format" if a string (in the buffer) */
+    int64_t version;         /* top-level "version" ... */
+    bool have_version;       /* ... if present */
+    bool version_int;        /* ... and an integer */
+    bool data_read; /* events.data seen (columns must not change after) */
+    int col_of_pos[16]; /* events column at row position j, -1 unknown */
+    size_t ncols;
+    struct read_module *mods; /* "modules": name -> symbolizer handle */
+    size_t nmods, mods_cap;
+    uint32_t *expand; /* runs [n, frame...] of inlined chains, see rd_frame */
+    size_t nexpand, expand_cap;
+};
+
+/* One row of a field table: the JSON key, how to read it, where it goes. */
+enum ftype {
+    F_U64, F_U64N, F_I64, F_I64N, F_BOOLN, F_STR, F_STRN,
+    F_RAWN, /* a string or null, left in the buffer (valid during the read) */
+    F_FN
+};
+
+struct field {
+    const char *name;
+    enum ftype type;
+    size_t off;
+    int (*fn)(struct reader *r, void *obj);
+};
+
+#define FIELD(st, name, type) {#name, type, offsetof(struct st, name), NULL}
+#define FIELD_AT(key, st, member, type) {key, type, offsetof(struct st, member), NULL}
+#define FIELD_FN(key, fn) {key, F_FN, 0, fn}
+#define NFIELDS(t) (sizeof(t) / sizeof((t)[0]))
+
+
+/* ---- messages: each names the file, the field path and the cause ---- */
+
+/* The field path (for messages) grows and shrinks as the reader descends. */
+void reader_push_key(struct reader *r, const char *key);
+void reader_push_index(struct reader *r, size_t i);
+void reader_pop(struct reader *r);
+
+/* The current path as text ("devices[0].peak_bytes", "the top level"). */
+const char *reader_path_text(const struct reader *r, char *buf, size_t n);
+
+/* "a string", "an object", ... for messages. */
+const char *reader_type_text(enum json_type t);
+
+/* Each sets r->err and returns its CLI_E* code: the cursor's sticky error
+ * (truncated, not JSON, out of memory); out of memory; the value at the
+ * cursor is not `expected` (rc: the json_get_* answer); the value at the
+ * current path is wrong as `what` says ("has no \"id\" of 1 or more"). */
+int reader_json_failed(struct reader *r);
+int reader_nomem(struct reader *r);
+int reader_bad_value(struct reader *r, int rc, const char *expected);
+int reader_invalid(struct reader *r, const char *what);
+
+/* ---- scalars: 0, or the error code with r->err set ---- */
+
+/* Consumes a null at the cursor; false (nothing consumed) for other values. */
+bool reader_take_null(struct reader *r);
+/* nullable: null reads as SNAP_UNKNOWN / SNAP_UNKNOWN_I64 / -1 / NULL. */
+int reader_u64(struct reader *r, uint64_t *out, bool nullable);
+int reader_i64(struct reader *r, int64_t *out, bool nullable);
+int reader_bool(struct reader *r, int *out, bool nullable);
+/* A string, interned in the context. */
+int reader_str(struct reader *r, const char **out, bool nullable);
+/* A string or null, left in the buffer (valid during the read only). */
+int reader_raw(struct reader *r, const char **out);
+
+/* ---- objects and arrays, table-driven ---- */
+
+int reader_field(struct reader *r, void *obj, const struct field *f);
+/* An object: known keys through the table, the others skipped. */
+int reader_object(struct reader *r, void *obj, const struct field *fields,
+                  size_t nfields);
+/* An array: fn for each element, with its index. */
+int reader_array(struct reader *r, void *obj,
+                 int (*fn)(struct reader *r, void *obj, size_t i));
+/* An object or null: null leaves *present false. */
+int reader_optional_object(struct reader *r, void *obj, bool *present,
+                           const struct field *fields, size_t nfields);
+
+#endif

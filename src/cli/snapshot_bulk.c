@@ -1,0 +1,406 @@
+/* snapshot_bulk.c - the two sections that hold most of a snapshot's bytes,
+ * read streaming into compact structs: events (rows by column, in any
+ * documented column order) and stacks (frames interned once: most frames
+ * repeat across stacks, so the raw bytes are looked up before a frame is
+ * named), with "modules" first so that native frames are named from debug
+ * information as they are read.
+ */
+#include "snapshot_bulk.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "frames.h"
+#include "symbolize.h"
+
+#define EXPANDED 0x80000000u /* raw_frames value: an index into expand */
+
+/* ---- events ---- */
+
+/* The documented columns, in the documented order. */
+enum { COL_T, COL_DEVICE, COL_KIND, COL_DELTA, COL_STACK, COL_CURRENT, NCOLS };
+static const char *const col_names[NCOLS] = {
+    "t_ns", "device", "kind", "delta", "stack", "current",
+};
+
+void snapshot_bulk_init(struct reader *r)
+{
+    for (int j = 0; j < NCOLS; j++)
+        r->col_of_pos[j] = j;
+    r->ncols = NCOLS;
+}
+
+static int rd_column(struct reader *r, void *obj, size_t i)
+{
+    int *seen = obj;
+    const char *name;
+    int rc = reader_str(r, &name, false);
+    if (rc != 0)
+        return rc;
+    if (i >= sizeof r->col_of_pos / sizeof r->col_of_pos[0])
+        return reader_invalid(r, "is one column too many (at most 16 are supported)");
+    int col = -1;
+    for (int j = 0; j < NCOLS; j++)
+        if (strcmp(name, col_names[j]) == 0)
+            col = j;
+    if (col >= 0)
+        seen[col]++;
+    if (r->data_read && (i >= NCOLS || col != (int)i))
+        return reader_invalid(r, "comes after events.data and differs from the "
+                          "documented column order");
+    r->col_of_pos[i] = col;
+    r->ncols = i + 1;
+    return 0;
+}
+
+static int rd_columns(struct reader *r, void *obj)
+{
+    (void)obj;
+    if (reader_take_null(r))
+        return 0;
+    int seen[NCOLS] = {0};
+    r->ncols = 0;
+    int rc = reader_array(r, seen, rd_column);
+    if (rc != 0)
+        return rc;
+    for (int j = 0; j < NCOLS; j++) {
+        if (seen[j] != 1) {
+            char what[96];
+            snprintf(what, sizeof what, "must name column \"%s\" exactly once",
+                     col_names[j]);
+            return reader_invalid(r, what);
+        }
+    }
+    return 0;
+}
+
+static int rd_event_value(struct reader *r, struct snap_event *e, int col)
+{
+    int64_t v;
+    int rc;
+    switch (col) {
+    case COL_T:
+        return reader_i64(r, &e->t_ns, false);
+    case COL_DEVICE:
+        rc = reader_i64(r, &v, false);
+        if (rc == 0 && (v < -1 || v > INT32_MAX))
+            return reader_invalid(r, "is not a device ordinal (-1 or more)");
+        e->device = (int32_t)v;
+        return rc;
+    case COL_KIND: {
+        const char *k;
+        rc = reader_str(r, &k, false);
+        if (rc == 0)
+            e->kind = (uint8_t)snapshot_kind_parse(k);
+        return rc;
+    }
+    case COL_DELTA:
+        return reader_i64(r, &e->delta, false);
+    case COL_STACK:
+        rc = reader_i64(r, &e->stack_id, true);
+        if (e->stack_id == SNAP_UNKNOWN_I64)
+            e->stack_id = 0;
+        return rc;
+    case COL_CURRENT:
+        return reader_u64(r, &e->current, false);
+    default:
+        return json_skip(&r->c) == JSON_OK ? 0 : reader_json_failed(r);
+    }
+}
+
+static int rd_event(struct reader *r, void *obj, size_t i)
+{
+    (void)i;
+    struct snap_events *ev = obj;
+    if (snapshot_vec_reserve((void **)&ev->v, &ev->alloc, sizeof *ev->v, ev->n + 1))
+        return reader_nomem(r);
+    struct snap_event *e = &ev->v[ev->n];
+    memset(e, 0, sizeof *e);
+    int rc = json_enter_array(&r->c);
+    if (rc != JSON_OK)
+        return reader_bad_value(r, rc, "an array (one event row)");
+    size_t j = 0;
+    while ((rc = json_next_element(&r->c)) == 1) {
+        int col = j < r->ncols ? r->col_of_pos[j] : -1;
+        reader_push_index(r, j);
+        rc = rd_event_value(r, e, col);
+        reader_pop(r);
+        if (rc != 0)
+            return rc;
+        j++;
+    }
+    if (rc < 0)
+        return reader_json_failed(r);
+    if (j < r->ncols) {
+        char what[64];
+        snprintf(what, sizeof what, "has %zu values, expected %zu", j, r->ncols);
+        return reader_invalid(r, what);
+    }
+    ev->n++;
+    return 0;
+}
+
+static int rd_data(struct reader *r, void *obj)
+{
+    struct snapshot *s = obj;
+    r->data_read = true;
+    if (reader_take_null(r))
+        return 0;
+    return reader_array(r, &s->events, rd_event);
+}
+
+static const struct field events_fields[] = {
+    FIELD_AT("cap", snapshot, events.cap, F_U64N),
+    FIELD_AT("recorded", snapshot, events.recorded, F_U64N),
+    FIELD_AT("stride", snapshot, events.stride, F_U64N),
+    FIELD_AT("thinned", snapshot, events.thinned, F_BOOLN),
+    FIELD_FN("columns", rd_columns),
+    FIELD_FN("data", rd_data),
+};
+
+int snapshot_bulk_events(struct reader *r, void *obj)
+{
+    struct snapshot *s = obj;
+    if (reader_take_null(r))
+        return 0;
+    return reader_object(r, s, events_fields, NFIELDS(events_fields));
+}
+
+/* ---- stacks ---- */
+
+/* ---- modules (before stacks in the file: frames resolve as they are read) ---- */
+
+struct read_module {
+    const char *name; /* in the buffer */
+    int handle;       /* symbolizer handle, -1: no debug information */
+};
+
+struct raw_module {
+    const char *name, *path, *build_id;
+    uint64_t vaddr_base;
+};
+
+static const struct field module_fields[] = {
+    FIELD(raw_module, name, F_RAWN),
+    FIELD(raw_module, path, F_RAWN),
+    FIELD(raw_module, build_id, F_RAWN),
+    FIELD(raw_module, vaddr_base, F_U64N),
+};
+
+static int rd_module(struct reader *r, void *obj, size_t i)
+{
+    (void)obj;
+    (void)i;
+    struct raw_module m = {NULL, NULL, NULL, 0};
+    int rc = reader_object(r, &m, module_fields, NFIELDS(module_fields));
+    if (rc != 0)
+        return rc;
+    if (m.name == NULL)
+        return reader_invalid(r, "has no \"name\"");
+    if (m.vaddr_base == SNAP_UNKNOWN)
+        m.vaddr_base = 0;
+    if (snapshot_vec_reserve((void **)&r->mods, &r->mods_cap, sizeof *r->mods, r->nmods + 1))
+        return reader_nomem(r);
+    r->mods[r->nmods].name = m.name;
+    r->mods[r->nmods].handle =
+        symbolizer_module(r->ctx->sym, m.name, m.path, m.build_id, m.vaddr_base);
+    r->nmods++;
+    return 0;
+}
+
+int snapshot_bulk_modules(struct reader *r, void *obj)
+{
+    if (reader_take_null(r))
+        return 0;
+    return reader_array(r, obj, rd_module);
+}
+
+static int module_handle(const struct reader *r, const char *name)
+{
+    if (name == NULL)
+        return -1;
+    for (size_t i = 0; i < r->nmods; i++)
+        if (strcmp(r->mods[i].name, name) == 0)
+            return r->mods[i].handle;
+    return -1;
+}
+
+/* Names a native frame from debug information: one frame per inlined call
+ * level.  Returns how many frame indices went to out (0: keep the record's
+ * own naming), or -1 when out of memory. */
+static int source_frames(struct reader *r, const char *module, uint64_t offset,
+                         uint32_t *out, size_t max)
+{
+    int h = module_handle(r, module);
+    if (h < 0 || offset == SNAP_UNKNOWN)
+        return 0;
+    struct src_frame sf[SYMBOLIZE_MAX_INLINE];
+    size_t n = symbolizer_lookup(r->ctx->sym, h, offset, sf,
+                                 max < SYMBOLIZE_MAX_INLINE ? max : SYMBOLIZE_MAX_INLINE);
+    for (size_t k = 0; k < n; k++) {
+        out[k] = frames_source(r->ctx, module, sf[k].function, sf[k].file, sf[k].line,
+                               sf[k].inlined);
+        if (out[k] == FRAMES_NONE)
+            return -1;
+    }
+    return (int)n;
+}
+
+struct raw_frame {
+    const char *module, *symbol, *file, *function, *marker;
+    uint64_t offset;
+    int64_t line;
+};
+
+static const struct field frame_fields[] = {
+    FIELD(raw_frame, module, F_RAWN),
+    FIELD(raw_frame, offset, F_U64N),
+    FIELD(raw_frame, symbol, F_RAWN),
+    FIELD(raw_frame, file, F_RAWN),
+    FIELD(raw_frame, line, F_I64N),
+    FIELD(raw_frame, function, F_RAWN),
+    FIELD(raw_frame, marker, F_RAWN),
+};
+
+static int rd_frame(struct reader *r, void *obj, size_t i)
+{
+    size_t *n = obj;
+    struct raw_frame f = {NULL, NULL, NULL, NULL, NULL, SNAP_UNKNOWN, SNAP_UNKNOWN_I64};
+    int rc = reader_object(r, &f, frame_fields, NFIELDS(frame_fields));
+    if (rc != 0)
+        return rc;
+    /* Most frames repeat (every stack shares its library frames): look the
+     * raw bytes up first, and name a frame only the first time. */
+    size_t klen = 0;
+    const char *parts[5] = {f.module, f.symbol, f.file, f.function, f.marker};
+    size_t need = 2 * sizeof(uint64_t); /* offset, line */
+    for (int k = 0; k < 5; k++)
+        need += 2 + (parts[k] ? strlen(parts[k]) : 0); /* flag, bytes, NUL */
+    if (snapshot_vec_reserve((void **)&r->key, &r->key_cap, 1, need))
+        return reader_nomem(r);
+    for (int k = 0; k < 5; k++) {
+        size_t len = parts[k] ? strlen(parts[k]) : 0;
+        r->key[klen++] = parts[k] ? 1 : 0; /* null and "" differ */
+        if (len > 0)
+            memcpy(r->key + klen, parts[k], len);
+        klen += len;
+        r->key[klen++] = '\0';
+    }
+    /* The offset is part of the key even with a symbol: debug information
+     * names each line of a function apart. */
+    uint64_t off = f.offset;
+    memcpy(r->key + klen, &off, sizeof off);
+    klen += sizeof off;
+    memcpy(r->key + klen, &f.line, sizeof f.line);
+    klen += sizeof f.line;
+    uint32_t idx;
+    if (hmap_find(&r->raw_frames, r->key, klen, &idx))
+        goto found;
+    if (f.marker != NULL)
+        idx = frames_marker(r->ctx, f.marker);
+    else if (f.file != NULL || f.function != NULL)
+        idx = frames_python(r->ctx, f.file, f.line == SNAP_UNKNOWN_I64 ? -1 : f.line,
+                            f.function);
+    else {
+        uint32_t src[SYMBOLIZE_MAX_INLINE];
+        int k = source_frames(r, f.module, f.offset, src, SYMBOLIZE_MAX_INLINE);
+        if (k < 0)
+            return reader_nomem(r);
+        if (k == 1) {
+            idx = src[0];
+        } else if (k > 1) {
+            /* An inlined call chain: the key maps to a run in r->expand. */
+            if (snapshot_vec_reserve((void **)&r->expand, &r->expand_cap, sizeof *r->expand,
+                                     r->nexpand + (size_t)k + 1))
+                return reader_nomem(r);
+            idx = EXPANDED | (uint32_t)r->nexpand;
+            r->expand[r->nexpand++] = (uint32_t)k;
+            memcpy(r->expand + r->nexpand, src, (size_t)k * sizeof *src);
+            r->nexpand += (size_t)k;
+        } else {
+            idx = frames_native(r->ctx, f.module, f.offset == SNAP_UNKNOWN ? 0 : f.offset,
+                                f.symbol);
+        }
+    }
+    if (idx == FRAMES_NONE)
+        return reader_nomem(r);
+    uint32_t got;
+    if (hmap_get_or_add(&r->raw_frames, r->key, klen, idx, &got, NULL))
+        return reader_nomem(r);
+found:
+    (void)i; /* an inlined chain makes one recorded frame several */
+    const uint32_t *run = &idx;
+    size_t len = 1;
+    if (idx != FRAMES_NONE && (idx & EXPANDED)) {
+        run = r->expand + (idx & ~EXPANDED) + 1;
+        len = r->expand[idx & ~EXPANDED];
+    }
+    if (snapshot_vec_reserve((void **)&r->tmp, &r->tmp_cap, sizeof *r->tmp, *n + len))
+        return reader_nomem(r);
+    memcpy(r->tmp + *n, run, len * sizeof *run);
+    *n += len;
+    return 0;
+}
+
+static int rd_frames(struct reader *r, void *obj)
+{
+    struct snap_stack *st = obj;
+    size_t n = 0;
+    if (!reader_take_null(r)) {
+        int rc = reader_array(r, &n, rd_frame);
+        if (rc != 0)
+            return rc;
+    }
+    if (n > UINT32_MAX)
+        return reader_invalid(r, "has too many frames");
+    st->nframes = (uint32_t)n;
+    st->frames = arena_alloc(&r->ctx->arena, (n ? n : 1) * sizeof *st->frames);
+    if (st->frames == NULL)
+        return reader_nomem(r);
+    if (n > 0)
+        memcpy(st->frames, r->tmp, n * sizeof *st->frames);
+    return 0;
+}
+
+static const struct field stack_fields[] = {
+    FIELD(snap_stack, id, F_I64),
+    FIELD(snap_stack, entry, F_STRN),
+    FIELD_FN("frames", rd_frames),
+};
+
+static int rd_stack(struct reader *r, void *obj, size_t i)
+{
+    (void)i;
+    struct snapshot *s = obj;
+    if (snapshot_vec_reserve((void **)&s->stacks, &s->stacks_cap, sizeof *s->stacks,
+                             s->nstacks + 1))
+        return reader_nomem(r);
+    struct snap_stack *st = &s->stacks[s->nstacks];
+    memset(st, 0, sizeof *st);
+    st->id = -1;
+    for (int b = 0; b < BY_COUNT; b++)
+        st->site[b] = FRAMES_NONE;
+    int rc = reader_object(r, st, stack_fields, NFIELDS(stack_fields));
+    if (rc != 0)
+        return rc;
+    if (st->id < 1)
+        return reader_invalid(r, "has no \"id\" of 1 or more");
+    if (st->entry == NULL)
+        st->entry = snapshot_intern(r->ctx, "[unknown entry point]", 21);
+    if (st->entry == NULL)
+        return reader_nomem(r);
+    if (st->frames == NULL) {
+        st->frames = arena_alloc(&r->ctx->arena, sizeof *st->frames);
+        if (st->frames == NULL)
+            return reader_nomem(r);
+    }
+    s->nstacks++;
+    return 0;
+}
+
+int snapshot_bulk_stacks(struct reader *r, void *obj)
+{
+    if (reader_take_null(r))
+        return 0;
+    return reader_array(r, obj, rd_stack);
+}

@@ -1,0 +1,599 @@
+/* snapshot_sections.c - the snapshot's small sections (docs/snapshot-format.md):
+ * process, config, devices with their groups, host_pinned, counters, oom,
+ * ooms, and the top-level table that dispatches to them and to the two bulk
+ * sections (snapshot_bulk.c).  Each section is a field table read by
+ * reader.c; what a missing field reads as is set in snapshot_sections_init.
+ */
+#include "snapshot_sections.h"
+
+#include <string.h>
+
+#include "snapshot_bulk.h"
+
+/* ---- groups ---- */
+
+static const struct field group_fields[] = {
+    FIELD_AT("stack", snap_group, stack_id, F_I64N),
+    FIELD_AT("bytes", snap_group, bytes, F_U64),
+    FIELD_AT("count", snap_group, count, F_U64),
+};
+
+static int rd_group(struct reader *r, void *obj, size_t i)
+{
+    (void)i;
+    struct snap_groups *g = obj;
+    if (snapshot_vec_reserve((void **)&g->v, &g->cap, sizeof *g->v, g->n + 1))
+        return reader_nomem(r);
+    struct snap_group *e = &g->v[g->n];
+    memset(e, 0, sizeof *e);
+    e->stack = SNAP_NO_STACK;
+    e->kind = KIND_DEVICE;
+    /* kind is a string: read it by hand around the table. */
+    int rc = json_enter_object(&r->c);
+    if (rc != JSON_OK)
+        return reader_bad_value(r, rc, "an object");
+    const char *key;
+    while ((rc = json_next_member(&r->c, &key, NULL)) == 1) {
+        if (strcmp(key, "kind") == 0) {
+            const char *k;
+            reader_push_key(r, "kind");
+            rc = reader_str(r, &k, true);
+            reader_pop(r);
+            if (rc != 0)
+                return rc;
+            if (k != NULL)
+                e->kind = (uint8_t)snapshot_kind_parse(k);
+            continue;
+        }
+        const struct field *f = NULL;
+        for (size_t j = 0; j < NFIELDS(group_fields); j++)
+            if (strcmp(group_fields[j].name, key) == 0)
+                f = &group_fields[j];
+        if (f == NULL) {
+            if (json_skip(&r->c) != JSON_OK)
+                return reader_json_failed(r);
+            continue;
+        }
+        reader_push_key(r, f->name);
+        rc = reader_field(r, e, f);
+        reader_pop(r);
+        if (rc != 0)
+            return rc;
+    }
+    if (rc < 0)
+        return reader_json_failed(r);
+    if (e->stack_id == SNAP_UNKNOWN_I64)
+        e->stack_id = 0;
+    g->n++;
+    return 0;
+}
+
+static int rd_groups(struct reader *r, struct snap_groups *g)
+{
+    if (reader_take_null(r))
+        return 0;
+    return reader_array(r, g, rd_group);
+}
+
+/* ---- process, config ---- */
+
+static int rd_cmdline_item(struct reader *r, void *obj, size_t i)
+{
+    (void)i;
+    struct snap_process *p = obj;
+    if (snapshot_vec_reserve((void **)&p->cmdline, &p->cmdline_cap,
+                             sizeof *p->cmdline, p->ncmdline + 1))
+        return reader_nomem(r);
+    const char *s;
+    int rc = reader_str(r, &s, false);
+    if (rc == 0)
+        p->cmdline[p->ncmdline++] = s;
+    return rc;
+}
+
+static int rd_cmdline(struct reader *r, void *obj)
+{
+    if (reader_take_null(r))
+        return 0;
+    return reader_array(r, obj, rd_cmdline_item);
+}
+
+static const struct field process_fields[] = {
+    FIELD(snap_process, pid, F_I64N),
+    FIELD(snap_process, ppid, F_I64N),
+    FIELD(snap_process, exe, F_STRN),
+    FIELD_FN("cmdline", rd_cmdline),
+    FIELD(snap_process, host, F_STRN),
+    FIELD(snap_process, rank, F_I64N),
+    FIELD(snap_process, start_wall_ns, F_I64N),
+    FIELD(snap_process, dump_time_ns, F_I64N),
+    FIELD(snap_process, tool_version, F_STRN),
+};
+
+static int rd_process(struct reader *r, void *obj)
+{
+    struct snapshot *s = obj;
+    return reader_object(r, &s->process, process_fields, NFIELDS(process_fields));
+}
+
+static const struct field limit_fields[] = {
+    FIELD(snap_limit, device, F_I64),
+    FIELD(snap_limit, bytes, F_U64),
+};
+
+static int rd_limit(struct reader *r, void *obj, size_t i)
+{
+    (void)i;
+    struct snap_config *c = obj;
+    if (snapshot_vec_reserve((void **)&c->limits, &c->limits_cap, sizeof *c->limits,
+                             c->nlimits + 1))
+        return reader_nomem(r);
+    struct snap_limit *l = &c->limits[c->nlimits];
+    memset(l, 0, sizeof *l);
+    int rc = reader_object(r, l, limit_fields, NFIELDS(limit_fields));
+    if (rc == 0)
+        c->nlimits++;
+    return rc;
+}
+
+static int rd_limits(struct reader *r, void *obj)
+{
+    if (reader_take_null(r))
+        return 0;
+    return reader_array(r, obj, rd_limit);
+}
+
+static const struct field config_fields[] = {
+    FIELD(snap_config, depth, F_U64N),
+    FIELD(snap_config, event_cap, F_U64N),
+    FIELD_FN("limit_bytes", rd_limits),
+    FIELD(snap_config, python, F_BOOLN),
+    FIELD(snap_config, native, F_BOOLN),
+};
+
+static int rd_config(struct reader *r, void *obj)
+{
+    struct snapshot *s = obj;
+    return reader_object(r, &s->config, config_fields, NFIELDS(config_fields));
+}
+
+/* ---- devices ---- */
+
+static const struct field kind_fields[] = {
+    FIELD(snap_kind_stats, current_bytes, F_U64),
+    FIELD(snap_kind_stats, peak_bytes, F_U64),
+    FIELD(snap_kind_stats, peak_time_ns, F_I64N),
+    FIELD(snap_kind_stats, allocs, F_U64),
+    FIELD(snap_kind_stats, frees, F_U64),
+    FIELD(snap_kind_stats, failures, F_U64),
+};
+
+static int rd_kind_device(struct reader *r, void *obj)
+{
+    struct snap_kind_stats *k = obj;
+    return reader_object(r, &k[KIND_DEVICE], kind_fields, NFIELDS(kind_fields));
+}
+static int rd_kind_managed(struct reader *r, void *obj)
+{
+    struct snap_kind_stats *k = obj;
+    return reader_object(r, &k[KIND_MANAGED], kind_fields, NFIELDS(kind_fields));
+}
+static int rd_kind_async(struct reader *r, void *obj)
+{
+    struct snap_kind_stats *k = obj;
+    return reader_object(r, &k[KIND_ASYNC], kind_fields, NFIELDS(kind_fields));
+}
+static int rd_kind_vmm(struct reader *r, void *obj)
+{
+    struct snap_kind_stats *k = obj;
+    return reader_object(r, &k[KIND_VMM], kind_fields, NFIELDS(kind_fields));
+}
+
+static const struct field by_kind_fields[] = {
+    FIELD_FN("device", rd_kind_device),
+    FIELD_FN("managed", rd_kind_managed),
+    FIELD_FN("async", rd_kind_async),
+    FIELD_FN("vmm", rd_kind_vmm),
+};
+
+static int rd_by_kind(struct reader *r, void *obj)
+{
+    struct snap_device *d = obj;
+    return reader_object(r, d->by_kind, by_kind_fields, NFIELDS(by_kind_fields));
+}
+
+static const struct field vmm_fields[] = {
+    FIELD(snap_vmm, reserved_bytes, F_U64),
+    FIELD(snap_vmm, mapped_bytes, F_U64),
+    FIELD(snap_vmm, physical_bytes, F_U64),
+    FIELD(snap_vmm, reserved_peak_bytes, F_U64),
+    FIELD(snap_vmm, mapped_peak_bytes, F_U64),
+};
+
+static int rd_vmm(struct reader *r, void *obj)
+{
+    struct snap_device *d = obj;
+    return reader_optional_object(r, &d->vmm, &d->vmm.present, vmm_fields,
+                              NFIELDS(vmm_fields));
+}
+
+static const struct field frag_fields[] = {
+    FIELD(snap_frag, granularity_bytes, F_U64N),
+    FIELD(snap_frag, requested_bytes, F_U64),
+    FIELD(snap_frag, rounded_bytes, F_U64),
+    FIELD(snap_frag, small_count, F_U64),
+    FIELD(snap_frag, small_bytes, F_U64),
+};
+
+static int rd_frag(struct reader *r, void *obj)
+{
+    struct snap_device *d = obj;
+    return reader_optional_object(r, &d->frag, &d->frag.present, frag_fields,
+                              NFIELDS(frag_fields));
+}
+
+static int rd_live(struct reader *r, void *obj)
+{
+    struct snap_device *d = obj;
+    return rd_groups(r, &d->live);
+}
+
+static int rd_at_peak(struct reader *r, void *obj)
+{
+    struct snap_device *d = obj;
+    return rd_groups(r, &d->at_peak);
+}
+
+static const struct field bucket_fields[] = {
+    FIELD(snap_bucket, le, F_U64),
+    FIELD(snap_bucket, count, F_U64),
+    FIELD(snap_bucket, bytes, F_U64),
+};
+
+static int rd_bucket(struct reader *r, void *obj, size_t i)
+{
+    (void)i;
+    struct snap_device *d = obj;
+    if (snapshot_vec_reserve((void **)&d->hist, &d->hist_cap, sizeof *d->hist,
+                             d->nhist + 1))
+        return reader_nomem(r);
+    struct snap_bucket *b = &d->hist[d->nhist];
+    memset(b, 0, sizeof *b);
+    int rc = reader_object(r, b, bucket_fields, NFIELDS(bucket_fields));
+    if (rc == 0)
+        d->nhist++;
+    return rc;
+}
+
+static int rd_histogram(struct reader *r, void *obj)
+{
+    if (reader_take_null(r))
+        return 0;
+    return reader_array(r, obj, rd_bucket);
+}
+
+static const struct field device_fields[] = {
+    FIELD(snap_device, ordinal, F_I64),
+    FIELD(snap_device, total_bytes, F_U64N),
+    FIELD(snap_device, free_bytes, F_U64N),
+    FIELD(snap_device, limit_bytes, F_U64N),
+    FIELD(snap_device, current_bytes, F_U64),
+    FIELD(snap_device, peak_bytes, F_U64),
+    FIELD(snap_device, peak_time_ns, F_I64N),
+    FIELD_FN("by_kind", rd_by_kind),
+    FIELD_FN("vmm", rd_vmm),
+    FIELD_FN("live", rd_live),
+    FIELD_FN("at_peak", rd_at_peak),
+    FIELD_FN("histogram", rd_histogram),
+    FIELD_FN("fragmentation", rd_frag),
+};
+
+static void kind_stats_init(struct snap_kind_stats *k)
+{
+    memset(k, 0, sizeof *k);
+    k->peak_time_ns = SNAP_UNKNOWN_I64;
+}
+
+static int rd_device(struct reader *r, void *obj, size_t i)
+{
+    struct snapshot *s = obj;
+    if (snapshot_vec_reserve((void **)&s->devices, &s->devices_cap,
+                             sizeof *s->devices, s->ndevices + 1))
+        return reader_nomem(r);
+    struct snap_device *d = &s->devices[s->ndevices++];
+    memset(d, 0, sizeof *d);
+    d->ordinal = (int64_t)i;
+    d->total_bytes = d->free_bytes = d->limit_bytes = SNAP_UNKNOWN;
+    d->peak_time_ns = SNAP_UNKNOWN_I64;
+    for (int k = 0; k < DEVICE_KINDS; k++)
+        kind_stats_init(&d->by_kind[k]);
+    return reader_object(r, d, device_fields, NFIELDS(device_fields));
+}
+
+static int rd_devices(struct reader *r, void *obj)
+{
+    if (reader_take_null(r))
+        return 0;
+    return reader_array(r, obj, rd_device);
+}
+
+/* ---- host_pinned, counters ---- */
+
+static int rd_host_live(struct reader *r, void *obj)
+{
+    struct snap_host *h = obj;
+    return rd_groups(r, &h->live);
+}
+
+static int rd_host_at_peak(struct reader *r, void *obj)
+{
+    struct snap_host *h = obj;
+    return rd_groups(r, &h->at_peak);
+}
+
+static const struct field host_fields[] = {
+    FIELD_AT("current_bytes", snap_host, stats.current_bytes, F_U64),
+    FIELD_AT("peak_bytes", snap_host, stats.peak_bytes, F_U64),
+    FIELD_AT("peak_time_ns", snap_host, stats.peak_time_ns, F_I64N),
+    FIELD_AT("allocs", snap_host, stats.allocs, F_U64),
+    FIELD_AT("frees", snap_host, stats.frees, F_U64),
+    FIELD_AT("failures", snap_host, stats.failures, F_U64),
+    FIELD_FN("live", rd_host_live),
+    FIELD_FN("at_peak", rd_host_at_peak),
+};
+
+static int rd_host(struct reader *r, void *obj)
+{
+    struct snapshot *s = obj;
+    return reader_optional_object(r, &s->host, &s->host.present, host_fields,
+                              NFIELDS(host_fields));
+}
+
+static const struct field counter_fields[] = {
+    FIELD(snap_counters, unknown_frees, F_U64),
+    FIELD(snap_counters, wrong_kind_frees, F_U64),
+    FIELD(snap_counters, unknown_free_calls, F_U64),
+    FIELD(snap_counters, failed_frees, F_U64),
+    FIELD(snap_counters, stacks, F_U64),
+    FIELD(snap_counters, live_allocations, F_U64),
+    FIELD(snap_counters, oom_dumps_suppressed, F_U64),
+};
+
+static int rd_counters(struct reader *r, void *obj)
+{
+    struct snapshot *s = obj;
+    return reader_object(r, &s->counters, counter_fields, NFIELDS(counter_fields));
+}
+
+/* ---- oom, ooms ---- */
+
+static int rd_oom_kind(struct reader *r, void *obj)
+{
+    struct snap_oom *o = obj;
+    const char *k;
+    int rc = reader_str(r, &k, true);
+    if (rc == 0 && k != NULL)
+        o->kind = (uint8_t)snapshot_kind_parse(k);
+    return rc;
+}
+
+static int rd_oom_cause(struct reader *r, void *obj)
+{
+    struct snap_oom *o = obj;
+    const char *k;
+    int rc = reader_str(r, &k, true);
+    if (rc != 0 || k == NULL)
+        return rc;
+    o->cause_name = k;
+    if (strcmp(k, "exhausted") == 0)
+        o->cause = CAUSE_EXHAUSTED;
+    else if (strcmp(k, "fragmentation") == 0)
+        o->cause = CAUSE_FRAGMENTATION;
+    else if (strcmp(k, "limit") == 0)
+        o->cause = CAUSE_LIMIT;
+    return 0;
+}
+
+static const struct field oom_kind_fields[] = {
+    {"device", F_U64, KIND_DEVICE * sizeof(uint64_t), NULL},
+    {"managed", F_U64, KIND_MANAGED * sizeof(uint64_t), NULL},
+    {"async", F_U64, KIND_ASYNC * sizeof(uint64_t), NULL},
+    {"vmm", F_U64, KIND_VMM * sizeof(uint64_t), NULL},
+};
+
+static int rd_oom_by_kind(struct reader *r, void *obj)
+{
+    struct snap_oom *o = obj;
+    if (reader_take_null(r))
+        return 0;
+    return reader_object(r, o->by_kind, oom_kind_fields, NFIELDS(oom_kind_fields));
+}
+
+static int rd_oom_live(struct reader *r, void *obj)
+{
+    struct snap_oom *o = obj;
+    return rd_groups(r, &o->live);
+}
+
+static int rd_oom_released(struct reader *r, void *obj)
+{
+    struct snap_oom *o = obj;
+    return rd_groups(r, &o->released);
+}
+
+static int rd_oom_recovered(struct reader *r, void *obj)
+{
+    struct snap_oom *o = obj;
+    return reader_bool(r, &o->recovered, true);
+}
+
+static const struct field oom_fields[] = {
+    FIELD(snap_oom, requested_bytes, F_U64),
+    FIELD(snap_oom, device, F_I64),
+    FIELD_FN("kind", rd_oom_kind),
+    FIELD(snap_oom, entry_point, F_STRN),
+    FIELD(snap_oom, thread, F_I64N),
+    FIELD(snap_oom, time_ns, F_I64N),
+    FIELD_AT("stack", snap_oom, stack_id, F_I64N),
+    FIELD(snap_oom, total_bytes, F_U64N),
+    FIELD(snap_oom, free_bytes, F_U64N),
+    FIELD(snap_oom, limit_bytes, F_U64N),
+    FIELD(snap_oom, tracked_bytes, F_U64N),
+    FIELD(snap_oom, untracked_bytes, F_U64N),
+    FIELD_FN("by_kind", rd_oom_by_kind),
+    FIELD_FN("cause", rd_oom_cause),
+    FIELD(snap_oom, shortfall_bytes, F_U64N),
+    FIELD(snap_oom, attempts, F_U64N),
+    FIELD_FN("recovered", rd_oom_recovered),
+    FIELD(snap_oom, released_bytes, F_U64N),
+    FIELD(snap_oom, released_count, F_U64N),
+    FIELD_FN("live", rd_oom_live),
+    FIELD_FN("released", rd_oom_released),
+};
+
+static int rd_oom(struct reader *r, void *obj)
+{
+    struct snapshot *s = obj;
+    struct snap_oom *o = &s->oom;
+    o->total_bytes = o->free_bytes = o->limit_bytes = SNAP_UNKNOWN;
+    o->tracked_bytes = o->untracked_bytes = o->shortfall_bytes = SNAP_UNKNOWN;
+    o->attempts = o->released_bytes = o->released_count = SNAP_UNKNOWN;
+    o->thread = o->time_ns = SNAP_UNKNOWN_I64;
+    o->recovered = -1;
+    o->stack = SNAP_NO_STACK;
+    return reader_optional_object(r, o, &o->present, oom_fields, NFIELDS(oom_fields));
+}
+
+static int rd_dump_name(struct reader *r, void *obj, size_t i)
+{
+    (void)i;
+    struct snap_ooms *o = obj;
+    if (snapshot_vec_reserve((void **)&o->dumps, &o->dumps_cap, sizeof *o->dumps,
+                             o->ndumps + 1))
+        return reader_nomem(r);
+    const char *name;
+    int rc = reader_str(r, &name, false);
+    if (rc == 0)
+        o->dumps[o->ndumps++] = name;
+    return rc;
+}
+
+static int rd_dumps(struct reader *r, void *obj)
+{
+    if (reader_take_null(r))
+        return 0;
+    return reader_array(r, obj, rd_dump_name);
+}
+
+static const struct field attempt_fields[] = {
+    FIELD(snap_attempt, t_ns, F_I64),
+    FIELD(snap_attempt, device, F_I64),
+    FIELD(snap_attempt, requested_bytes, F_U64),
+    FIELD(snap_attempt, chain, F_U64),
+    FIELD(snap_attempt, attempt, F_U64),
+    FIELD(snap_attempt, outcome, F_STR),
+};
+
+static int rd_attempt(struct reader *r, void *obj, size_t i)
+{
+    (void)i;
+    struct snap_ooms *o = obj;
+    if (snapshot_vec_reserve((void **)&o->attempts, &o->attempts_cap,
+                             sizeof *o->attempts, o->nattempts + 1))
+        return reader_nomem(r);
+    struct snap_attempt *a = &o->attempts[o->nattempts];
+    memset(a, 0, sizeof *a);
+    int rc = reader_object(r, a, attempt_fields, NFIELDS(attempt_fields));
+    if (rc == 0)
+        o->nattempts++;
+    return rc;
+}
+
+static int rd_attempts(struct reader *r, void *obj)
+{
+    if (reader_take_null(r))
+        return 0;
+    return reader_array(r, obj, rd_attempt);
+}
+
+static const struct field ooms_fields[] = {
+    FIELD(snap_ooms, count, F_U64),
+    FIELD(snap_ooms, failed_attempts, F_U64),
+    FIELD(snap_ooms, recovered, F_U64),
+    FIELD(snap_ooms, retry_released_bytes, F_U64),
+    FIELD(snap_ooms, suppressed, F_U64),
+    FIELD_FN("dumps", rd_dumps),
+    FIELD_FN("attempts", rd_attempts),
+};
+
+static int rd_ooms(struct reader *r, void *obj)
+{
+    struct snapshot *s = obj;
+    if (reader_take_null(r))
+        return 0;
+    return reader_object(r, &s->ooms, ooms_fields, NFIELDS(ooms_fields));
+}
+
+/* ---- top level ---- */
+
+/* format and version are judged after the pass (snapshot_read.c):
+ * here they are only noted, whatever their type. */
+static int rd_format(struct reader *r, void *obj)
+{
+    (void)obj;
+    if (json_peek(&r->c) == JSON_STRING)
+        return reader_raw(r, &r->format) == 0 ? 0 : reader_json_failed(r);
+    return json_skip(&r->c) == JSON_OK ? 0 : reader_json_failed(r);
+}
+
+static int rd_version(struct reader *r, void *obj)
+{
+    (void)obj;
+    r->have_version = true;
+    if (json_get_int64(&r->c, &r->version) == JSON_OK) {
+        r->version_int = true;
+        return 0;
+    }
+    return json_skip(&r->c) == JSON_OK ? 0 : reader_json_failed(r);
+}
+
+static const struct field top_fields[] = {
+    FIELD_FN("format", rd_format),
+    FIELD_FN("version", rd_version),
+    FIELD(snapshot, reason, F_STRN),
+    FIELD(snapshot, sequence, F_I64N),
+    FIELD_FN("process", rd_process),
+    FIELD_FN("config", rd_config),
+    FIELD_FN("devices", rd_devices),
+    FIELD_FN("host_pinned", rd_host),
+    FIELD_FN("counters", rd_counters),
+    FIELD_FN("oom", rd_oom),
+    FIELD_FN("ooms", rd_ooms),
+    FIELD_FN("events", snapshot_bulk_events),
+    FIELD_FN("modules", snapshot_bulk_modules),
+    FIELD_FN("stacks", snapshot_bulk_stacks),
+};
+
+int snapshot_sections_read(struct reader *r)
+{
+    return reader_object(r, r->s, top_fields, NFIELDS(top_fields));
+}
+
+void snapshot_sections_init(struct snapshot *s, struct snapctx *ctx, const char *name,
+                            size_t len)
+{
+    memset(s, 0, sizeof *s);
+    s->ctx = ctx;
+    s->file = name;
+    s->file_bytes = len;
+    s->sequence = SNAP_UNKNOWN_I64;
+    s->process.pid = s->process.ppid = s->process.rank = SNAP_UNKNOWN_I64;
+    s->process.start_wall_ns = s->process.dump_time_ns = SNAP_UNKNOWN_I64;
+    s->config.depth = s->config.event_cap = SNAP_UNKNOWN;
+    s->config.python = s->config.native = -1;
+    kind_stats_init(&s->host.stats);
+    s->oom.stack = SNAP_NO_STACK;
+    s->events.cap = s->events.recorded = SNAP_UNKNOWN;
+    s->events.stride = 1;
+    s->events.thinned = -1;
+}
