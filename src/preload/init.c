@@ -54,8 +54,10 @@ static void at_exit(void)
         return;
     hooks_depth++;
     if (__atomic_load_n(&hooks_touched, __ATOMIC_RELAXED) &&
-        !__atomic_exchange_n(&exit_written, 1, __ATOMIC_ACQ_REL))
+        !__atomic_exchange_n(&exit_written, 1, __ATOMIC_ACQ_REL)) {
+        oom_at_exit(clock_now_ns());
         snapshot_write("exit", NULL, NULL, NULL, 0);
+    }
     resolve_log_summary();
     hooks_depth--;
 }

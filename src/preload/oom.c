@@ -7,11 +7,22 @@
  *
  * Retry chains: PyTorch answers a failed cudaMalloc by freeing cached
  * segments and retrying the same size, 2-3 attempts per user-visible OOM
- * (DESIGN.md).  A failure on the thread of an open chain for the same size,
- * kind and device extends the chain: one post-mortem, rewritten with the new
- * attempt count; frees on that thread in between are counted as released.
- * A success for the same request closes it as recovered; any other
- * allocation on that thread closes it as failed.
+ * (DESIGN.md); other hosts retry in a loop.  A failure on the thread of an
+ * open chain for the same size, kind and device extends the chain; frees on
+ * that thread in between are counted as released.  A success for the same
+ * request closes it as recovered; any other allocation or failure on that
+ * thread closes it as given up.
+ *
+ * Post-mortem writes (a dump costs O(live allocations): 45 ms at 100 k):
+ * one file per chain, written at its first failure.  A further attempt only
+ * updates the chain in memory (O(1)); the file is rewritten when the chain
+ * ends, when its cause changes (at most every 100 ms), while attempts pile
+ * up at most once a second, and at exit if it never ended - so the file
+ * holds the chain's final state and lags a live loop by at most a second.
+ * Chains beyond CUMEMTRACE_MAX_OOM_DUMPS are counted (ooms.suppressed), not
+ * written, and not printed after one line that says so; the exit summary
+ * says how many.  `postmortem_new` and `postmortem_sync` are the only places
+ * that decide what is written.
  *
  * Cause: the limit refused it -> "limit"; the driver says free >= request ->
  * "fragmentation" (memory is free but no placement fits); else "exhausted".
@@ -22,6 +33,7 @@
  */
 #include "oom.h"
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +51,51 @@ static __thread struct oom_info *chain __attribute__((tls_model("initial-exec"))
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct oom_summary summary;
 static unsigned dumps_written;
+static bool cap_said; /* the one line printed when the budget ran out */
+
+/* Rewrite intervals: a chain's cause changing is worth a prompt update; a
+ * growing attempt count is not, but a process killed in a retry loop should
+ * leave a file at most this stale. */
+#define REWRITE_MATERIAL_NS INT64_C(100000000) /* 100 ms */
+#define REWRITE_PERIODIC_NS INT64_C(1000000000) /* 1 s */
+
+/* A written post-mortem: its own copy of the chain's state (the thread's
+ * chain may be reused or freed), under `lock`.  At most
+ * CUMEMTRACE_MAX_OOM_DUMPS of them, never freed while the process lives. */
+struct postmortem {
+    struct oom_info info;   /* the chain as of its latest attempt */
+    struct {                /* what the file states of what changes */
+        const char *cause;
+        unsigned attempts;
+        bool recovered;
+        uint64_t released_bytes;
+        int64_t free_bytes;
+    } file;
+    int64_t written_ns;     /* when the file was last written */
+    bool dirty;             /* `info` is newer than the file */
+};
+
+static bool differs(const struct postmortem *p, const struct oom_info *o)
+{
+    return p->file.cause != o->cause || p->file.attempts != o->attempts ||
+           p->file.recovered != o->recovered ||
+           p->file.released_bytes != o->released_bytes ||
+           p->file.free_bytes != o->free_bytes;
+}
+
+/* The caller holds `lock` and writes p->info next. */
+static void mark_written(struct postmortem *p, int64_t now)
+{
+    p->file.cause = p->info.cause;
+    p->file.attempts = p->info.attempts;
+    p->file.recovered = p->info.recovered;
+    p->file.released_bytes = p->info.released_bytes;
+    p->file.free_bytes = p->info.free_bytes;
+    p->written_ns = now;
+    p->dirty = false;
+}
+static struct postmortem **pms;
+static unsigned npms, pms_cap;
 
 static void device_truth(struct oom_info *o)
 {
@@ -56,15 +113,8 @@ static void device_truth(struct oom_info *o)
 
 static void classify(struct oom_info *o, bool by_limit)
 {
-    struct record_view v;
     o->tracked = record_current(o->device);
-    memset(o->by_kind, 0, sizeof o->by_kind);
-    if (record_view_take(&v) == 0) {
-        int pool = o->device < 0 ? RECORD_HOST_POOL : o->device;
-        for (int k = 0; k < KIND_COUNT; k++)
-            o->by_kind[k] = v.pools[pool].kinds[k].current;
-        record_view_free(&v);
-    }
+    record_pool_kinds(o->device, o->by_kind);
     o->limit = o->device >= 0 ? record_limit(o->device) : 0;
     o->untracked = 0;
     if (o->total_bytes >= 0) {
@@ -124,6 +174,86 @@ static void log_attempt_locked(const struct oom_info *o, int64_t t, bool recover
     a->recovered = recovered;
 }
 
+/* Writes the chain's post-mortem if the policy above says so; final: the
+ * chain ended (or the process does).  The caller holds no lock. */
+static void postmortem_sync(const struct oom_info *o, int64_t now, bool final)
+{
+    if (o->postmortem == 0)
+        return;
+    struct oom_info *copy = NULL;
+    pthread_mutex_lock(&lock);
+    struct postmortem *p = pms[o->postmortem - 1];
+    p->info = *o;
+    p->dirty = differs(p, o);
+    int64_t since = now - p->written_ns;
+    bool material = o->cause != p->file.cause || o->recovered; /* literals */
+    if (p->dirty && (final || since >= REWRITE_PERIODIC_NS ||
+                     (material && since >= REWRITE_MATERIAL_NS))) {
+        copy = malloc(sizeof *copy);
+        if (copy != NULL) {
+            *copy = p->info;
+            mark_written(p, now);
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    if (copy != NULL) {
+        snapshot_write("oom", copy->path, copy, NULL, 0);
+        free(copy);
+    }
+}
+
+/* A new chain's first failure: writes its post-mortem while the budget
+ * lasts.  Returns whether the chain is reported (printed); after the budget
+ * ran out one line says so and the rest is only counted. */
+static bool postmortem_new(struct oom_info *o, int64_t now)
+{
+    pthread_mutex_lock(&lock);
+    bool budget = dumps_written < config.max_oom_dumps;
+    bool say_cap = !budget && !cap_said;
+    if (budget)
+        dumps_written++;
+    else
+        summary.suppressed++;
+    cap_said = cap_said || say_cap;
+    if (budget && npms == pms_cap) {
+        unsigned cap = pms_cap ? pms_cap * 2 : 8;
+        struct postmortem **t = realloc(pms, cap * sizeof *t);
+        if (t != NULL) {
+            pms = t;
+            pms_cap = cap;
+        }
+    }
+    struct postmortem *p = budget && npms < pms_cap ? calloc(1, sizeof *p) : NULL;
+    pthread_mutex_unlock(&lock);
+    if (say_cap) {
+        char req[32];
+        log_msg(LOG_ERROR, "out of memory again: %s of %s failed (%s); "
+                           "CUMEMTRACE_MAX_OOM_DUMPS=%u post-mortems are written, so "
+                           "further failures are only counted (ooms in the exit "
+                           "snapshot); raise it to see each one",
+                resolve_name(o->slot),
+                units_format_bytes(o->requested, req, sizeof req), o->cause,
+                config.max_oom_dumps);
+    }
+    if (!budget)
+        return false;
+    char path[4096];
+    if (p == NULL || snapshot_write("oom", NULL, o, path, sizeof path) != 0) {
+        free(p);
+        return true;
+    }
+    snprintf(o->path, sizeof o->path, "%s", path);
+    pthread_mutex_lock(&lock);
+    pms[npms++] = p;
+    o->postmortem = npms;
+    p->info = *o;
+    mark_written(p, now);
+    if (summary.ndumps < 8 && strlen(path) < sizeof summary.dumps[0])
+        memcpy(summary.dumps[summary.ndumps++], path, strlen(path) + 1);
+    pthread_mutex_unlock(&lock);
+    return true;
+}
+
 static void close_chain(bool recovered, int64_t now)
 {
     struct oom_info *o = chain;
@@ -137,8 +267,9 @@ static void close_chain(bool recovered, int64_t now)
         summary.retry_released_bytes += o->released_bytes;
         log_attempt_locked(o, now, true);
         pthread_mutex_unlock(&lock);
-        if (o->path[0]) /* the post-mortem now says it recovered */
-            snapshot_write("oom", o->path, o, NULL, 0);
+    }
+    postmortem_sync(o, now, true); /* the file states how the chain ended */
+    if (recovered && o->reported) {
         char req[32], rel[32];
         log_msg(LOG_INFO, "recovered: %s of %s succeeded on attempt %u after "
                           "the application released %s",
@@ -158,6 +289,8 @@ void oom_on_failure(unsigned slot, enum record_kind kind, int device,
     struct oom_info *o = chain;
     bool same = o->open && o->requested == requested && o->kind == kind &&
                 o->device == (kind == KIND_HOST_PINNED ? -1 : device);
+    if (!same)
+        close_chain(false, now); /* a different request: that one gave up */
     pthread_mutex_lock(&lock);
     summary.failed_attempts++;
     uint32_t chain_no = same ? o->chain : (uint32_t)++summary.count;
@@ -183,28 +316,12 @@ void oom_on_failure(unsigned slot, enum record_kind kind, int device,
     classify(o, by_limit);
 
     if (same) {
-        if (o->path[0])
-            snapshot_write("oom", o->path, o, NULL, 0);
+        postmortem_sync(o, now, false);
         return;
     }
-    pthread_mutex_lock(&lock);
-    bool budget = dumps_written < config.max_oom_dumps;
-    if (budget)
-        dumps_written++;
-    else
-        summary.suppressed++;
-    pthread_mutex_unlock(&lock);
-    if (budget) {
-        char path[4096];
-        if (snapshot_write("oom", NULL, o, path, sizeof path) == 0) {
-            snprintf(o->path, sizeof o->path, "%s", path);
-            pthread_mutex_lock(&lock);
-            if (summary.ndumps < 8 && strlen(path) < sizeof summary.dumps[0])
-                memcpy(summary.dumps[summary.ndumps++], path, strlen(path) + 1);
-            pthread_mutex_unlock(&lock);
-        }
-    }
-    say(o);
+    o->reported = postmortem_new(o, now);
+    if (o->reported)
+        say(o);
 }
 
 void oom_on_success(enum record_kind kind, int device, uint64_t requested,
@@ -243,10 +360,41 @@ void oom_summary_get(struct oom_summary *out)
     pthread_mutex_unlock(&lock);
 }
 
+void oom_at_exit(int64_t now)
+{
+    pthread_mutex_lock(&lock);
+    unsigned n = npms;
+    uint64_t suppressed = summary.suppressed;
+    pthread_mutex_unlock(&lock);
+    for (unsigned i = 0; i < n; i++) {
+        struct oom_info *copy = NULL;
+        pthread_mutex_lock(&lock);
+        struct postmortem *p = pms[i];
+        if (p->dirty && (copy = malloc(sizeof *copy)) != NULL) {
+            *copy = p->info;
+            mark_written(p, now);
+        }
+        pthread_mutex_unlock(&lock);
+        if (copy != NULL) {
+            snapshot_write("oom", copy->path, copy, NULL, 0);
+            free(copy);
+        }
+    }
+    if (suppressed != 0)
+        log_msg(LOG_ERROR, "%" PRIu64 " more out-of-memory failures were counted "
+                           "but not written or printed (CUMEMTRACE_MAX_OOM_DUMPS=%u); "
+                           "the exit snapshot counts them in ooms.suppressed",
+                suppressed, config.max_oom_dumps);
+}
+
 void oom_atfork_child(void)
 {
     memset(&summary, 0, sizeof summary);
     dumps_written = 0;
+    cap_said = false;
+    for (unsigned i = 0; i < npms; i++) /* the parent's files, not ours */
+        free(pms[i]);
+    npms = 0;
     if (chain != NULL)
         chain->open = false;
     pthread_mutex_init(&lock, NULL);

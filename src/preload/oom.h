@@ -35,7 +35,10 @@ struct oom_info {
     } released_by[16];
     unsigned nreleased_by;
     bool open;               /* a retry may still extend this chain */
+    bool reported;           /* within CUMEMTRACE_MAX_OOM_DUMPS: printed */
     uint32_t chain;          /* 1-based chain number in the process */
+    uint32_t postmortem;     /* 1-based number of its written post-mortem
+                                (oom.c keeps a copy there), 0 none */
     char path[4096];         /* post-mortem file, "" if not written */
 };
 
@@ -71,6 +74,10 @@ void oom_on_success(enum record_kind kind, int device, uint64_t requested,
 void oom_on_free(uint64_t bytes, uint32_t stack);
 
 void oom_summary_get(struct oom_summary *out);
+/* Before the exit snapshot: rewrites each post-mortem whose chain moved on
+ * since its last write (a retry loop still running, a chain never closed),
+ * and says in one line how many failures went unreported.  No CUDA calls. */
+void oom_at_exit(int64_t now);
 void oom_atfork_child(void);
 
 #endif

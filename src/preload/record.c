@@ -841,6 +841,15 @@ uint64_t record_current(int pool)
     return v;
 }
 
+void record_pool_kinds(int pool, uint64_t out[KIND_COUNT])
+{
+    uint32_t p = pool < 0 ? RECORD_HOST_POOL : pool_of(KIND_DEVICE, pool);
+    pthread_mutex_lock(&lock);
+    for (int k = 0; k < KIND_COUNT; k++)
+        out[k] = pools[p].kinds[k].current;
+    pthread_mutex_unlock(&lock);
+}
+
 void record_meminfo(int device, uint64_t free_bytes, uint64_t total_bytes)
 {
     pthread_mutex_lock(&lock);

@@ -175,6 +175,9 @@ void record_limit_settle(int device, uint64_t bytes);
 
 /* Tracked bytes of a pool right now (device: device+managed+async+vmm). */
 uint64_t record_current(int pool);
+/* The same per kind (pool: a device ordinal, or -1 for host-pinned):
+ * O(1), unlike record_view_take (an OOM retry loop asks at every attempt). */
+void record_pool_kinds(int pool, uint64_t out[KIND_COUNT]);
 
 /* Remembers the driver's latest (free, total) for a device. */
 void record_meminfo(int device, uint64_t free_bytes, uint64_t total_bytes);

@@ -149,3 +149,47 @@ def test_post_mortems_are_capped(run):
 def test_disabled_writes_nothing_even_at_oom(run):
     r = run(["rt_oom", "exhaust"], env=dict(CARD, CUMEMTRACE_DISABLE="1"))
     assert r.files == [] and "cumemtrace" not in r.stderr
+
+
+def retry_times(r):
+    f = dict(zip(r.stdout.split()[::2], map(int, r.stdout.split()[1::2])))
+    return f["first_ns"], f["retries_ns"]
+
+
+def test_retry_loop_costs_o1_per_attempt_with_many_live_allocations(run):
+    # 100 k live allocations, then the same failing request 200 times: only
+    # the first attempt writes the post-mortem (a dump is O(live)); each
+    # retry updates the chain in memory.  Before: every retry rewrote the
+    # file, 45-160 ms each.
+    args = ["rt_oom", "retry_loop", "100000", "200"]
+    first, retries = retry_times(run(args, env=CARD))
+    _, bare = retry_times(run(args, env=CARD, preload=False))
+    per_retry, per_bare = retries / 199, max(bare, 1) / 199
+    assert per_retry < first / 50, (first, per_retry)
+    assert per_retry < 200 * per_bare, (per_retry, per_bare)
+
+
+def test_retry_loop_post_mortem_holds_the_final_state(run):
+    for env in ({}, {"RETRY_THEN_ALLOC": "1"}):  # open at exit / given up
+        r = run(["rt_oom", "retry_loop", "1000", "200"], env=dict(CARD, **env))
+        [pm] = ooms(r)
+        o = pm["oom"]
+        assert (o["attempts"], o["recovered"]) == (200, False)
+        end = r.only("exit")["ooms"]
+        assert (end["count"], end["failed_attempts"]) == (1, 200)
+        assert len([l for l in r.stderr.splitlines() if "out of memory" in l]) == 1
+
+
+def test_stderr_is_bounded_after_the_dump_cap(run):
+    # 200 failures of different sizes are 200 chains: 8 are reported in full,
+    # one line says the rest are only counted, one line at exit says how many
+    lines = {}
+    for n in (20, 200):
+        r = run(["rt_oom", "distinct", str(n)], env=CARD)
+        lines[n] = cumemtrace_lines(r.stderr)
+        assert len(ooms(r)) == 8
+        end = r.only("exit")["ooms"]
+        assert (end["count"], end["suppressed"]) == (n, n - 8)
+        assert sum("only counted" in l for l in lines[n]) == 1
+        assert any(f"{n - 8} more out-of-memory failures" in l for l in lines[n])
+    assert len(lines[200]) == len(lines[20]) <= 8 * 3 + 3, lines[200]

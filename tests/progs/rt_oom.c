@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "progs.h"
 
@@ -166,6 +167,42 @@ static int several(void)
     return 0;
 }
 
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* An OOM retry loop with many live allocations: `live` small allocations,
+ * then the same impossible request `attempts` times.  Prints the first
+ * attempt's time and the others' total, for the cost test. */
+static int retry_loop(int live, int attempts)
+{
+    void *p;
+    for (int i = 0; i < live; i++)
+        CHECK(cudaMalloc(&p, 512), cudaSuccess);
+    int64_t t0 = now_ns();
+    CHECK(cudaMalloc(&p, 1024 * MiB), cudaErrorMemoryAllocation);
+    int64_t t1 = now_ns();
+    for (int i = 1; i < attempts; i++)
+        CHECK(cudaMalloc(&p, 1024 * MiB), cudaErrorMemoryAllocation);
+    int64_t t2 = now_ns();
+    printf("first_ns %lld retries_ns %lld\n", (long long)(t1 - t0), (long long)(t2 - t1));
+    if (getenv("RETRY_THEN_ALLOC")) /* a different request: the chain gives up */
+        CHECK(cudaMalloc(&p, 512), cudaSuccess);
+    return 0;
+}
+
+/* `n` failures of different sizes: n chains of one attempt each. */
+static int distinct(int n)
+{
+    void *p;
+    for (int i = 0; i < n; i++)
+        CHECK(cudaMalloc(&p, (size_t)(1024 + i) * MiB), cudaErrorMemoryAllocation);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *s = argc > 1 ? argv[1] : "";
@@ -185,6 +222,10 @@ int main(int argc, char **argv)
         return async();
     if (strcmp(s, "several") == 0)
         return several();
+    if (strcmp(s, "retry_loop") == 0 && argc > 3)
+        return retry_loop(atoi(argv[2]), atoi(argv[3]));
+    if (strcmp(s, "distinct") == 0 && argc > 2)
+        return distinct(atoi(argv[2]));
     fprintf(stderr, "unknown scenario %s\n", s);
     return 2;
 }
