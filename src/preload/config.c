@@ -5,6 +5,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -22,6 +24,34 @@ struct config config = {
     .python = true,
     .native = true,
 };
+
+/* Warnings wait for the first CUDA call (config_report_warnings): a shell
+ * wrapper or DataLoader worker that never touches CUDA says nothing. */
+#define PENDING_MAX 24  /* more than every variable can be wrong at once */
+static char pending[PENDING_MAX][400];
+static int npending;
+
+static void config_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void config_warn(const char *fmt, ...)
+{
+    if (!log_enabled(LOG_WARN) || npending == PENDING_MAX)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pending[npending++], sizeof pending[0], fmt, ap);
+    va_end(ap);
+}
+
+/* A setting's value quoted in a warning: long ones abbreviated, so that the
+ * line keeps its advice (a log line holds 1 KiB). */
+#define Q(v) log_abbrev((v), (char[72]){0}, 72)
+
+void config_report_warnings(void)
+{
+    for (int i = 0; i < npending; i++)
+        log_msg(LOG_WARN, "%s", pending[i]);
+    npending = 0;
+}
 
 static bool parse_uint(const char *s, unsigned long long max,
                        unsigned long long *out)
@@ -50,8 +80,8 @@ static void load_log(void)
         }
     if (strcasecmp(v, "warning") == 0)
         return;
-    log_msg(LOG_WARN, "ignoring CUMEMTRACE_LOG='%s': expected error, warn, "
-                      "info or debug; using warn", v);
+    config_warn("ignoring CUMEMTRACE_LOG='%s': expected error, warn, "
+                "info or debug; using warn", Q(v));
 }
 
 static void load_uint(const char *name, unsigned long long min,
@@ -65,8 +95,8 @@ static void load_uint(const char *name, unsigned long long min,
         *out = x;
         return;
     }
-    LOG(LOG_WARN, "ignoring %s='%s': expected an integer from %llu to %llu; "
-                  "using %llu", name, v, min, max, *out);
+    config_warn("ignoring %s='%s': expected an integer from %llu to %llu; "
+                "using %llu", name, Q(v), min, max, *out);
 }
 
 /* A 1/0 (true/false, yes/no) switch; `what_default` ends the warning. */
@@ -82,7 +112,7 @@ static void load_bool(const char *name, bool *out, const char *what_default)
              strcasecmp(v, "no") == 0)
         *out = false;
     else
-        LOG(LOG_WARN, "ignoring %s='%s': expected 1 or 0; %s", name, v,
+        config_warn("ignoring %s='%s': expected 1 or 0; %s", name, Q(v),
             what_default);
 }
 
@@ -98,11 +128,12 @@ static bool load_size(const char *name, const char *v, uint64_t *out,
         return true;
     }
     if (rc == UNITS_ENOUNIT)
-        LOG(LOG_WARN, "ignoring %s='%s': a size needs a unit, e.g. %sGiB, %sMiB "
-                      "or %sB (docs/units.md); %s", name, v, v, v, v, fallback);
+        config_warn("ignoring %s='%s': a size needs a unit, e.g. %sGiB, %sMiB "
+                    "or %sB (docs/units.md); %s", name, Q(v), Q(v), Q(v), Q(v),
+                    fallback);
     else
-        LOG(LOG_WARN, "ignoring %s='%s': expected a size like 24GiB "
-                      "(docs/units.md); %s", name, v, fallback);
+        config_warn("ignoring %s='%s': expected a size like 24GiB "
+                    "(docs/units.md); %s", name, Q(v), fallback);
     return false;
 }
 
@@ -131,8 +162,8 @@ static void load_limits(void)
         if (val == NULL)
             continue;
         if (!parse_uint(name + 17, RECORD_MAX_DEVICES - 1, &dev)) {
-            LOG(LOG_WARN, "ignoring %s: the suffix must be a device ordinal "
-                          "from 0 to %d", name, RECORD_MAX_DEVICES - 1);
+            config_warn("ignoring %s: the suffix must be a device ordinal "
+                        "from 0 to %d", name, RECORD_MAX_DEVICES - 1);
             continue;
         }
         if (load_size(name, val, &bytes, config.limit_all
@@ -152,8 +183,8 @@ void config_load(void)
             config.disabled = true;
         else if (!(strcmp(v, "0") == 0 || strcasecmp(v, "false") == 0 ||
                    strcasecmp(v, "no") == 0))
-            LOG(LOG_WARN, "ignoring CUMEMTRACE_DISABLE='%s': expected 1 or 0; "
-                          "tracing stays on", v);
+            config_warn("ignoring CUMEMTRACE_DISABLE='%s': expected 1 or 0; "
+                        "tracing stays on", Q(v));
     }
 
     unsigned long long x = config.depth;
@@ -175,8 +206,8 @@ void config_load(void)
         if (strlen(v) < sizeof config.output)
             strcpy(config.output, v);
         else
-            LOG(LOG_WARN, "ignoring CUMEMTRACE_OUTPUT: longer than %zu bytes; "
-                          "writing to the current directory",
+            config_warn("ignoring CUMEMTRACE_OUTPUT: longer than %zu bytes; "
+                        "writing to the current directory",
                 sizeof config.output - 1);
     }
     v = secure_getenv("CUMEMTRACE_MANIFEST");
@@ -193,8 +224,8 @@ void config_load(void)
         else if (strcasecmp(name, "USR2") == 0)
             config.dump_signal = SIGUSR2;
         else
-            LOG(LOG_WARN, "ignoring CUMEMTRACE_SIGNAL='%s': expected USR1 or "
-                          "USR2; no signal handler installed", v);
+            config_warn("ignoring CUMEMTRACE_SIGNAL='%s': expected USR1 or "
+                        "USR2; no signal handler installed", Q(v));
     }
     load_limits();
 }

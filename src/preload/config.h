@@ -28,7 +28,12 @@ extern struct config config;
 #define CONFIG_DEFAULT_OUTPUT "cumemtrace.%e.%p.json"
 
 /* Reads every CUMEMTRACE_* variable with secure_getenv.  A malformed value
- * logs one warning naming the variable and the default used instead. */
+ * gets one warning naming the variable and the default used instead, kept
+ * until config_report_warnings. */
 void config_load(void);
+
+/* Prints the warnings config_load kept (at the first CUDA call: processes
+ * that never touch CUDA stay silent), once. */
+void config_report_warnings(void);
 
 #endif

@@ -13,6 +13,7 @@
  * Fork: the tracker lock is taken across fork() and the child starts with
  * empty tables and no held lock.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -45,7 +46,10 @@ void hooks_first_touch(void)
     if (__atomic_exchange_n(&hooks_touched, 1, __ATOMIC_ACQ_REL) || !hooks_enabled ||
         __atomic_exchange_n(&first_touch_done, 1, __ATOMIC_ACQ_REL))
         return;
+    int saved = errno; /* the host never sees ours */
+    config_report_warnings();
     output_prepare();
+    errno = saved;
 }
 
 static void at_exit(void)

@@ -114,18 +114,26 @@ static int append(char *out, size_t len, size_t *pos, const char *s)
     return 0;
 }
 
+/* True when a pattern names a directory: the default, a trailing '/', or
+ * an existing directory. */
+static bool names_dir(const char *pattern)
+{
+    struct stat st;
+    size_t n = strlen(pattern);
+    return strcmp(pattern, CONFIG_DEFAULT_OUTPUT) == 0 || (n > 0 && pattern[n - 1] == '/') ||
+           (stat(pattern, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
 int output_expand(const char *pattern, const char *reason, unsigned seq,
                   char *out, size_t len)
 {
     char pat[4096];
-    struct stat st;
     size_t plen = strlen(pattern);
     const char *deflt = output_process.rank >= 0 ? "cumemtrace.%e.%p.%r.json"
                                                  : "cumemtrace.%e.%p.json";
     if (strcmp(pattern, CONFIG_DEFAULT_OUTPUT) == 0)
         pattern = deflt;
-    else if ((plen > 0 && pattern[plen - 1] == '/') ||
-             (stat(pattern, &st) == 0 && S_ISDIR(st.st_mode))) {
+    else if (names_dir(pattern)) {
         if (snprintf(pat, sizeof pat, "%s%s%s", pattern,
                      pattern[plen - 1] == '/' ? "" : "/", deflt) >= (int)sizeof pat)
             return -1;
@@ -329,12 +337,91 @@ static void dir_of(const char *path, char *dir, size_t n)
         snprintf(dir, n, "%.*s", (int)(slash - path), path);
 }
 
+/* 0 when a file can be created in `dir` (tried for real: permissions, ACLs,
+ * a read-only mount, a missing directory all show), else the errno. */
+static int probe_dir(const char *dir)
+{
+    char name[4200], tmp[4300];
+    snprintf(name, sizeof name, "%s/probe", dir);
+    int fd = output_open_temp(name, tmp, sizeof tmp);
+    if (fd < 0)
+        return errno;
+    unlink(tmp);
+    close(fd);
+    return 0;
+}
+
+/* Where dumps are named from when CUMEMTRACE_OUTPUT's place is unusable;
+ * published once by output_prepare. */
+static char fallback[4096];
+static const char *pattern_in_use;
+
+const char *output_pattern(void)
+{
+    const char *p = __atomic_load_n(&pattern_in_use, __ATOMIC_ACQUIRE);
+    return p ? p : config.output;
+}
+
+/* Tries the current directory, $TMPDIR and /tmp, in that order; keeps the
+ * file part of the pattern (`base`, "" for the default name). */
+static const char *fall_back(const char *dir, const char *base)
+{
+    char cwd[PATH_MAX];
+    const char *cands[3] = {getcwd(cwd, sizeof cwd), secure_getenv("TMPDIR"), "/tmp"};
+    for (int i = 0; i < 3; i++) {
+        if (cands[i] == NULL || cands[i][0] == '\0' || strcmp(cands[i], dir) == 0 ||
+            probe_dir(cands[i]) != 0)
+            continue;
+        if (snprintf(fallback, sizeof fallback, "%s/%s", cands[i], base) >=
+            (int)sizeof fallback)
+            continue;
+        __atomic_store_n(&pattern_in_use, fallback, __ATOMIC_RELEASE);
+        return cands[i];
+    }
+    return NULL;
+}
+
 void output_prepare(void)
 {
-    char final[4096], dir[4096];
-    if (output_expand(config.output, "exit", 0, final, sizeof final) != 0)
-        return;
+    char final[4096], dir[4096], b1[96], b2[96];
+    const char *pattern = config.output;
+    if (output_expand(pattern, "exit", 0, final, sizeof final) != 0)
+        return; /* the first dump says so */
     dir_of(final, dir, sizeof dir);
+    const char *slash = strrchr(pattern, '/');
+    const char *base = slash ? slash + 1 : pattern;
+    if (names_dir(pattern))
+        base = ""; /* the default file name in whichever directory */
+    struct stat st;
+    const char *to;
+    int err;
+    if (stat(final, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+        /* a FIFO would block whoever opens it, a device is not a file */
+        if (probe_dir(dir) == 0 &&
+            snprintf(fallback, sizeof fallback, "%s/", dir) < (int)sizeof fallback) {
+            __atomic_store_n(&pattern_in_use, fallback, __ATOMIC_RELEASE);
+            to = dir;
+        } else {
+            to = fall_back(dir, "");
+        }
+        log_msg(LOG_WARN, "CUMEMTRACE_OUTPUT names '%s', which is not a regular file; "
+                          "snapshots go to %s/ under their default names instead (set "
+                          "CUMEMTRACE_OUTPUT to a directory or a file name)",
+                log_abbrev(final, b1, sizeof b1), to ? log_abbrev(to, b2, sizeof b2)
+                                                      : "nowhere");
+    } else if ((err = probe_dir(dir)) != 0) {
+        if ((to = fall_back(dir, base)) != NULL)
+            log_msg(LOG_WARN, "cannot write snapshots to %s/: %s; writing them to %s/ "
+                              "instead (set CUMEMTRACE_OUTPUT to a writable directory)",
+                    log_abbrev(dir, b1, sizeof b1), strerror(err),
+                    log_abbrev(to, b2, sizeof b2));
+        else
+            log_msg(LOG_WARN, "cannot write snapshots to %s/: %s, nor to the current "
+                              "directory, $TMPDIR or /tmp; no snapshot can be written (set "
+                              "CUMEMTRACE_OUTPUT to a writable directory)",
+                    log_abbrev(dir, b1, sizeof b1), strerror(err));
+        return;
+    }
     output_clean_stale(dir);
 }
 

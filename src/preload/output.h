@@ -41,9 +41,16 @@ void output_clean_stale(const char *dir);
 int output_commit(const char *tmp, const char *final, bool replace,
                   char *actual, size_t len);
 
-/* At the process's first CUDA call: removes what killed dumps left in the
- * output directory (output_clean_stale). */
+/* At the process's first CUDA call: checks that snapshots can be created
+ * where CUMEMTRACE_OUTPUT says; if not (a missing or read-only directory, a
+ * FIFO or device named as the file), warns once and falls back to the
+ * current directory, $TMPDIR, then /tmp, naming where files will go.  Then
+ * removes what killed dumps left there (output_clean_stale). */
 void output_prepare(void);
+
+/* The pattern dumps are named from: CUMEMTRACE_OUTPUT, or the fallback
+ * output_prepare chose. */
+const char *output_pattern(void);
 
 /* Appends `path` to CUMEMTRACE_MANIFEST (how `cumemtrace run` learns which
  * files its children wrote). */

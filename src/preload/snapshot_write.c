@@ -644,13 +644,18 @@ int snapshot_write(const char *reason, const char *path,
     unsigned seq = __atomic_fetch_add(&sequence, 1, __ATOMIC_RELAXED);
     char final[4096], tmp[4200], actual[4200];
     bool replace = path != NULL && oom != NULL;
+    /* cumemtrace_dump(path) chose its own place: the variable is no fix */
+    const char *fix = path != NULL && oom == NULL
+                          ? "pass cumemtrace_dump() a path in a writable directory"
+                          : "set CUMEMTRACE_OUTPUT to a writable directory";
 
     if (path != NULL) {
         snprintf(final, sizeof final, "%s", path);
-    } else if (output_expand(config.output, reason, seq, final, sizeof final) != 0) {
+    } else if (output_expand(output_pattern(), reason, seq, final, sizeof final) != 0) {
+        char b[96];
         log_msg(LOG_WARN, "cannot name the snapshot: CUMEMTRACE_OUTPUT='%s' "
                           "expands to more than %zu bytes; set a shorter one",
-                config.output, sizeof final - 1);
+                log_abbrev(output_pattern(), b, sizeof b), sizeof final - 1);
         return -1;
     }
 
@@ -663,9 +668,8 @@ int snapshot_write(const char *reason, const char *path,
     int fd = w ? output_open_temp(final, tmp, sizeof tmp) : -1;
     if (fd < 0) {
         int err = w ? errno : ENOMEM;
-        log_msg(LOG_WARN, "cannot write snapshot '%s': %s (set "
-                          "CUMEMTRACE_OUTPUT to a writable directory)",
-                final, strerror(err));
+        log_msg(LOG_WARN, "cannot write snapshot '%s': %s (%s)", final,
+                strerror(err), fix);
         free(w);
         record_view_free(&v);
         return -1;
@@ -686,8 +690,8 @@ int snapshot_write(const char *reason, const char *path,
         unlink(tmp);
         if (hold >= 0)
             close(hold);
-        log_msg(LOG_WARN, "cannot write snapshot '%s': %s (free some space or "
-                          "set CUMEMTRACE_OUTPUT elsewhere)", final, strerror(err));
+        log_msg(LOG_WARN, "cannot write snapshot '%s': %s (free some space, or %s)",
+                final, strerror(err), fix);
         record_view_free(&v);
         return -1;
     }
@@ -696,9 +700,8 @@ int snapshot_write(const char *reason, const char *path,
     if (hold >= 0)
         close(hold);
     if (committed != 0) {
-        log_msg(LOG_WARN, "cannot write snapshot '%s': %s (set "
-                          "CUMEMTRACE_OUTPUT to a writable directory)",
-                final, strerror(err));
+        log_msg(LOG_WARN, "cannot write snapshot '%s': %s (%s)", final,
+                strerror(err), fix);
         record_view_free(&v);
         return -1;
     }

@@ -148,3 +148,82 @@ def test_the_manifest_is_appended_only_when_run_created_it(tmp_path):
     assert lines[1].startswith(str(tmp_path) + "/cumemtrace.rt_outputs.")
     assert notes(r.stderr) == [f"cumemtrace: wrote {os.path.basename(lines[1])} "
                                f"(peak 4.00 KiB on GPU 0)"]
+
+
+# ---- item 4: an unusable output place is noticed at the first CUDA call ----
+
+def test_a_missing_output_directory_falls_back_before_the_oom_post_mortem(tmp_path):
+    r = traced([PROGS / "rt_workload", "oom"], tmp_path,
+               {"CUMEMTRACE_OUTPUT": "/nonexistent/dir/x.json"})
+    assert r.returncode == 0, r.stderr
+    first = notes(r.stderr)[0]
+    assert first == (f"cumemtrace: warning: cannot write snapshots to /nonexistent/dir/: "
+                     f"No such file or directory; writing them to {tmp_path}/ instead "
+                     f"(set CUMEMTRACE_OUTPUT to a writable directory)"), r.stderr
+    assert (tmp_path / "x.json").exists()
+    assert list(tmp_path.glob("x.oom.*.json")), r.stderr  # the post-mortem survives
+    assert sum("/nonexistent" in l for l in notes(r.stderr)) == 1
+
+
+def test_fallback_order_current_directory_then_tmpdir(tmp_path):
+    tmpdir = tmp_path / "t"
+    tmpdir.mkdir()
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    # the default pattern writes to the current directory, which was removed
+    r = traced(["sh", "-c", f'cd {gone} && rmdir {gone} && exec "$0" many 10', PROG],
+               tmp_path, {"TMPDIR": str(tmpdir)})
+    assert r.returncode == 0, r.stderr
+    assert notes(r.stderr)[0] == (
+        f"cumemtrace: warning: cannot write snapshots to ./: No such file or directory; "
+        f"writing them to {tmpdir}/ instead (set CUMEMTRACE_OUTPUT to a writable directory)")
+    assert len(list(tmpdir.glob("cumemtrace.rt_outputs.*.json"))) == 1
+    # a file where a directory should be: the current directory takes it
+    r = traced([PROG, "many", "10"], tmp_path, {"CUMEMTRACE_OUTPUT": "/etc/passwd/%p.json"})
+    assert "cannot write snapshots to /etc/passwd/: Not a directory" in r.stderr
+    assert len(list(tmp_path.glob("[0-9]*.json"))) == 1
+
+
+def test_a_fifo_as_output_file_is_refused_with_one_warning(tmp_path):
+    fifo = tmp_path / "snap.json"
+    os.mkfifo(fifo)
+    r = traced([PROG, "many", "10"], tmp_path, {"CUMEMTRACE_OUTPUT": str(fifo)})
+    assert r.returncode == 0, r.stderr
+    assert notes(r.stderr)[0] == (
+        f"cumemtrace: warning: CUMEMTRACE_OUTPUT names '{fifo}', which is not a regular "
+        f"file; snapshots go to {tmp_path}/ under their default names instead (set "
+        f"CUMEMTRACE_OUTPUT to a directory or a file name)")
+    assert len(list(tmp_path.glob("cumemtrace.rt_outputs.*.json"))) == 1
+
+
+# ---- item 20: warnings that say the right thing, once, where CUDA is used ----
+
+def test_config_warnings_come_only_from_processes_that_touch_cuda(tmp_path):
+    bad = {"CUMEMTRACE_DEPTH": "deep", "CUMEMTRACE_SIGNAL": "HUP"}
+    r = traced([PROGS / "plain"], tmp_path, bad)
+    assert r.returncode == 0 and r.stderr == ""
+    # sh (no CUDA) runs the traced program: each warning once, not per process
+    r = traced(["sh", "-c", '"$0" many 10; true', PROG], tmp_path, bad)
+    assert r.returncode == 0
+    assert r.stderr.count("ignoring CUMEMTRACE_DEPTH='deep'") == 1, r.stderr
+    assert r.stderr.count("ignoring CUMEMTRACE_SIGNAL='HUP'") == 1, r.stderr
+
+
+def test_long_values_are_abbreviated_so_the_advice_survives(tmp_path):
+    pattern = "%e" * 1500  # 3000 bytes that expand to 15000
+    r = traced([PROG, "many", "10"], tmp_path, {"CUMEMTRACE_OUTPUT": pattern})
+    [line] = notes(r.stderr)
+    assert line.endswith("set a shorter one"), line
+    assert "(3000 bytes)" in line and len(line) < 300
+    r = traced([PROG, "many", "10"], tmp_path, {"CUMEMTRACE_LIMIT": "x" * 2000})
+    [line] = [l for l in notes(r.stderr) if "LIMIT" in l]
+    assert line.endswith("running without a limit") and "(2000 bytes)" in line
+
+
+def test_an_explicit_dump_path_gets_advice_about_that_path(tmp_path):
+    r = traced([PROG, "dump", "/nonexistent/mid.json"], tmp_path, {})
+    assert r.stdout == "dump returned -1\n"
+    [line] = [l for l in notes(r.stderr) if "mid.json" in l]
+    assert line == ("cumemtrace: warning: cannot write snapshot '/nonexistent/mid.json': "
+                    "No such file or directory (pass cumemtrace_dump() a path in a "
+                    "writable directory)")
