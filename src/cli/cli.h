@@ -33,6 +33,7 @@ int flamegraph_main(int argc, char **argv);
 int timeline_main(int argc, char **argv);
 int run_main(int argc, char **argv);
 int html_main(int argc, char **argv);
+int export_main(int argc, char **argv);
 
 /* Loaded snapshots: all share ctx; each is allocated on its own so that
  * pointers to it stay valid. */

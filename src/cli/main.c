@@ -18,6 +18,7 @@ static const char usage[] =
     "  flamegraph   folded stacks in bytes for flamegraph.pl / speedscope\n"
     "  timeline     memory over time: sparkline, or a Chrome/Perfetto trace\n"
     "  html         one self-contained HTML page: timeline, flame graph, sites\n"
+    "  export       the snapshot for another viewer (speedscope)\n"
     "\n"
     "'cumemtrace COMMAND --help' describes each; docs/cli.md has it all.\n"
     "\n"
@@ -37,6 +38,7 @@ static const struct command commands[] = {
     {"flamegraph", flamegraph_main},
     {"timeline", timeline_main},
     {"html", html_main},
+    {"export", export_main},
 };
 
 static const struct command *find(const char *name)

@@ -181,7 +181,7 @@ BAD = {
 COMMANDS = [["report", "BAD"], ["report", "GOOD", "BAD"], ["report", "--json", "BAD"],
             ["diff", "GOOD", "BAD"], ["diff", "BAD", "GOOD"], ["flamegraph", "BAD"],
             ["timeline", "BAD"], ["timeline", "--format", "chrome", "BAD"],
-            ["html", "-o", "-", "GOOD", "BAD"]]
+            ["html", "-o", "-", "GOOD", "BAD"], ["export", "--format", "speedscope", "BAD"]]
 
 
 @pytest.mark.parametrize("bad", sorted(BAD))
@@ -197,7 +197,7 @@ def test_malformed_input(bad, cmd):
 
 
 def test_help_for_every_command():
-    for cmd in ["run", "report", "diff", "flamegraph", "timeline", "html"]:
+    for cmd in ["run", "report", "diff", "flamegraph", "timeline", "html", "export"]:
         r = cli(cmd, "--help")
         assert r.stdout.startswith("usage: cumemtrace " + cmd) and "example:" in r.stdout
         assert cli("help", cmd).stdout == r.stdout
@@ -210,7 +210,7 @@ def test_help_for_every_command():
 def test_docs_match_help():
     """docs/cli.md quotes each subcommand's usage line."""
     doc = (ROOT / "docs" / "cli.md").read_text()
-    for cmd in ["run", "report", "diff", "flamegraph", "timeline", "html"]:
+    for cmd in ["run", "report", "diff", "flamegraph", "timeline", "html", "export"]:
         usage = cli(cmd, "--help").stdout.split("\n\n")[0]
         assert usage in doc, f"docs/cli.md lacks the usage of {cmd}:\n{usage}"
 

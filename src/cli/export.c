@@ -1,0 +1,76 @@
+/* export.c - `cumemtrace export --format F FILE -o OUT`: a snapshot in the
+ * format another viewer reads.  One writer per format (export_*.c). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "export.h"
+
+static const char usage[] =
+    "usage: cumemtrace export --format speedscope [-o OUT] FILE\n"
+    "\n"
+    "Writes the snapshot for another viewer:\n"
+    "  speedscope   speedscope's JSON file format (www.speedscope.app): one\n"
+    "               sampled profile in bytes per device and moment - at the\n"
+    "               peak, live at the dump, and at the OOM of a post-mortem\n"
+    "\n"
+    "  -f, --format F     the format (required)\n"
+    "  -o, --output OUT   the file to write (default: stdout)\n"
+    "\n"
+    "example: cumemtrace export --format speedscope run.json -o run.speedscope.json\n";
+
+int export_main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"format", required_argument, NULL, 'f'},
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *format = NULL, *outp = "-";
+    int c;
+    while ((c = getopt_long(argc, argv, ":hf:o:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'f': format = optarg; break;
+        case 'o': outp = optarg; break;
+        case 'h': fputs(usage, stdout); return cli_finish_stdout();
+        case ':': return cli_usage("export", "%s needs a value", argv[optind - 1]);
+        default: return cli_usage("export", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (format == NULL)
+        return cli_usage("export", "needs --format speedscope");
+    if (strcmp(format, "speedscope") != 0)
+        return cli_usage("export", "--format wants speedscope, not '%s'", format);
+    if (argc - optind != 1)
+        return cli_usage("export", "wants one snapshot file (got %d)", argc - optind);
+    struct cli_inputs in;
+    if (cli_load(&in, argv + optind, 1) != 0)
+        return CLI_EXIT_ERROR;
+    bool to_stdout = strcmp(outp, "-") == 0;
+    FILE *f = to_stdout ? stdout : fopen(outp, "w");
+    if (f == NULL) {
+        fprintf(stderr, "cumemtrace: export: cannot write '%s': %s (choose another -o path)\n",
+                outp, strerror(errno));
+        cli_inputs_free(&in);
+        return CLI_EXIT_ERROR;
+    }
+    int rc = export_speedscope(f, in.snaps[0]);
+    cli_inputs_free(&in);
+    if (rc != 0) {
+        fprintf(stderr, "cumemtrace: export: out of memory\n");
+        if (!to_stdout)
+            fclose(f);
+        return CLI_EXIT_ERROR;
+    }
+    if (to_stdout)
+        return cli_finish_stdout();
+    if (ferror(f) | (fclose(f) != 0)) {
+        fprintf(stderr, "cumemtrace: export: cannot write '%s': %s (check the disk)\n", outp,
+                strerror(errno));
+        return CLI_EXIT_ERROR;
+    }
+    return CLI_EXIT_OK;
+}
