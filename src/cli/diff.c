@@ -20,79 +20,15 @@
 
 #include "cli.h"
 #include "frames.h"
+#include "gate.h"
 #include "html.h"
 #include "out.h"
+#include "ranks.h"
 #include "report.h"
 #include "sites.h"
 #include "units.h"
 
 #define DIFF_TOP_DEFAULT 20
-#define PCT_SCALE 1000000 /* --max-growth percent in millionths of a percent */
-
-struct gate {
-    bool on;
-    bool percent;
-    uint64_t value; /* bytes, or percent * PCT_SCALE */
-    const char *text;
-};
-
-/* "5%", "2.5%", "0%": 0 and the value in millionths, -1 when malformed. */
-static int parse_percent(const char *s, uint64_t *out)
-{
-    uint64_t whole = 0, frac = 0, scale = PCT_SCALE;
-    const char *p = s;
-    if (*p < '0' || *p > '9')
-        return -1;
-    while (*p >= '0' && *p <= '9') {
-        if (whole > 1000000000)
-            return -1;
-        whole = whole * 10 + (uint64_t)(*p++ - '0');
-    }
-    if (*p == '.') {
-        p++;
-        if (*p < '0' || *p > '9')
-            return -1;
-        while (*p >= '0' && *p <= '9') {
-            if (scale > 1) {
-                scale /= 10;
-                frac += (uint64_t)(*p - '0') * scale;
-            }
-            p++;
-        }
-    }
-    if (p[0] != '%' || p[1] != '\0')
-        return -1;
-    *out = whole * PCT_SCALE + frac;
-    return 0;
-}
-
-/* "5%" or a size with its unit: 0, UNITS_ENOUNIT for a bare number, or -1. */
-static int parse_gate(const char *s, struct gate *g)
-{
-    g->on = true;
-    g->text = s;
-    size_t n = strlen(s);
-    if (n > 0 && s[n - 1] == '%') {
-        g->percent = true;
-        return parse_percent(s, &g->value);
-    }
-    g->percent = false;
-    return units_parse_size(s, &g->value);
-}
-
-/* True when growing from base to new_peak breaks the gate. */
-static bool gate_fails(const struct gate *g, uint64_t base, uint64_t new_peak)
-{
-    if (new_peak <= base)
-        return false;
-    uint64_t growth = new_peak - base;
-    if (!g->percent)
-        return growth > g->value;
-    /* growth / base > value / (100 * PCT_SCALE) */
-    unsigned __int128 lhs = (unsigned __int128)growth * 100u * PCT_SCALE;
-    unsigned __int128 rhs = (unsigned __int128)g->value * base;
-    return lhs > rhs;
-}
 
 /* ---- sections ---- */
 
@@ -370,12 +306,15 @@ static int diff_text(FILE *f, struct snapshot *a, struct snapshot *b, enum site_
 static const char usage[] =
     "usage: cumemtrace diff [--by stack|function|module] [--max-growth LIMIT]\n"
     "                       [--top N] [--bytes] [--html OUT] BASE NEW\n"
+    "       cumemtrace diff [OPTIONS] BASE_DIR NEW_DIR\n"
     "\n"
     "Compares two snapshots: the peak per device (bytes, %, when), call sites\n"
     "at the peak sorted by the size of their change (NEW and GONE marked), what\n"
     "was live at exit, OOM counts and per-kind totals.  Call sites match across\n"
     "runs by Python file:line:function and native module!symbol, so a rebuild\n"
-    "or ASLR does not break the match.\n"
+    "or ASLR does not break the match.  Directories (or a file and a directory)\n"
+    "hold the ranks of a job: ranks match by rank number, then by host and\n"
+    "local rank, and the gate applies to each rank's peak.\n"
     "\n"
     "  --by G            group call sites by the whole stack (default), the\n"
     "                    innermost function, or the innermost module\n"
@@ -416,7 +355,7 @@ int diff_main(int argc, char **argv)
                                  optarg);
             break;
         case 'g': {
-            int rc = parse_gate(optarg, &gate);
+            int rc = gate_parse(optarg, &gate);
             if (rc == UNITS_ENOUNIT)
                 return cli_usage("diff", "--max-growth needs a unit: %s%% for a percentage, "
                                  "%sMiB or %sB for a size, not '%s' (docs/units.md)",
@@ -440,10 +379,16 @@ int diff_main(int argc, char **argv)
     if (argc - optind != 2)
         return cli_usage("diff", "wants two snapshot files, BASE and NEW (got %d)",
                          argc - optind);
+    out_init(stdout, exact);
+    if (ranks_any_dir(argv + optind, 2)) {
+        if (html != NULL)
+            return cli_usage("diff", "--html compares two files, not directories (for a "
+                             "page of every rank: cumemtrace html DIR/*.json)");
+        return ranks_diff_main(argv[optind], argv[optind + 1], &gate, (unsigned)top);
+    }
     struct cli_inputs in;
     if (cli_load(&in, argv + optind, 2) != 0)
         return CLI_EXIT_ERROR;
-    out_init(stdout, exact);
     int rc = diff_text(stdout, in.snaps[0], in.snaps[1], (enum site_by)by, (unsigned)top,
                        &gate);
     if (rc >= 0 && html != NULL) {

@@ -313,6 +313,34 @@ uint32_t frames_site(struct snapshot *s, uint32_t stack, enum site_by by)
     return id;
 }
 
+char *frames_site_text(struct snapshot *s, uint32_t stack, enum site_by by, size_t *len)
+{
+    const char *label, *display, *none = "[no stack]";
+    size_t n = 1;
+    const char **key = stack == SNAP_NO_STACK
+                           ? &none
+                           : site_key(s->ctx, &s->stacks[stack], by, &n, &label, &display);
+    if (key == NULL)
+        return NULL;
+    size_t total = 1;
+    for (size_t i = 0; i < n; i++)
+        total += (key[i] ? strlen(key[i]) : 0) + 1;
+    char *out = malloc(total), *p = out;
+    if (out != NULL) {
+        for (size_t i = 0; i < n; i++) {
+            size_t l = key[i] ? strlen(key[i]) : 0;
+            memcpy(p, key[i] ? key[i] : "", l);
+            p += l;
+            *p++ = '\n';
+        }
+        *p = '\0';
+        *len = (size_t)(p - out);
+    }
+    if (key != &none)
+        free(key);
+    return out;
+}
+
 const char *frames_group_label(struct snapshot *s, uint32_t stack, enum site_by by)
 {
     uint32_t id = frames_site(s, stack, by);

@@ -65,6 +65,13 @@ uint32_t frames_site(struct snapshot *s, uint32_t stack, enum site_by by);
 const struct site *frames_site_get(const struct snapctx *ctx, enum site_by by,
                                    uint32_t id);
 
+/* The site's identity under `by` as text (its key's names, each ending in
+ * '\n'): equal for the same site in files loaded into different contexts,
+ * which is how the multi-rank merge matches call sites (ranks.c).  Stack
+ * may be SNAP_NO_STACK.  Returns a malloc'd string and its length in *len,
+ * or NULL when out of memory. */
+char *frames_site_text(struct snapshot *s, uint32_t stack, enum site_by by, size_t *len);
+
 /* Label of the site a group belongs to under `by` (a stack-less group is
  * "[no stack]"); NULL when out of memory. */
 const char *frames_group_label(struct snapshot *s, uint32_t stack, enum site_by by);

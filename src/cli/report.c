@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "frames.h"
 #include "out.h"
+#include "ranks.h"
 #include "sites.h"
 
 /* A recorded string as text output may print it (snapshot_display). */
@@ -583,79 +584,35 @@ static int print_one(FILE *f, struct snapshot *s, unsigned top)
     return 0;
 }
 
-/* ---- several files ---- */
-
-static void print_processes(FILE *f, struct snapshot **s, size_t n, size_t pick)
-{
-    heading(f, "cumemtrace report: %zu snapshots", n);
-    struct out_table t;
-    out_table_init(&t, "lrrlrrll", 1);
-    out_table_row(&t, "", "pid", "rank", "exe", "device", "peak", "reason", "file");
-    for (size_t i = 0; i < n; i++) {
-        const struct snapshot *x = s[i];
-        char pid[32] = "?", rank[32] = "-";
-        if (x->process.pid != SNAP_UNKNOWN_I64)
-            snprintf(pid, sizeof pid, "%" PRId64, x->process.pid);
-        if (x->process.rank != SNAP_UNKNOWN_I64)
-            snprintf(rank, sizeof rank, "%" PRId64, x->process.rank);
-        const char *name = TEXT(x, x->file), *mark = i == pick ? "*" : "";
-        const char *xe = x->process.exe ? TEXT(x, x->process.exe) : "?";
-        const char *reason = TEXT(x, x->reason);
-        char exe[24];
-        /* An exe name is short; a long one would squeeze the file column. */
-        const char *e = out_fit(xe, 16, exe, sizeof exe);
-        if (x->ndevices == 0)
-            out_table_row(&t, mark, pid, rank, e, "-", "-", reason, name);
-        for (size_t d = 0; d < x->ndevices; d++) {
-            char dev[32], pk[OUT_NUM];
-            snprintf(dev, sizeof dev, "%" PRId64, x->devices[d].ordinal);
-            out_table_row(&t, d ? "" : mark, d ? "" : pid, d ? "" : rank, d ? "" : e, dev,
-                      out_bytes(x->devices[d].peak_bytes, pk), d ? "" : reason,
-                      d ? "" : name);
-        }
-    }
-    out_table_print(&t, f);
-    for (size_t i = 0; i < n; i++) {
-        if (!s[i]->oom.present || i == pick)
-            continue;
-        char who[64] = "";
-        if (s[i]->process.rank != SNAP_UNKNOWN_I64)
-            snprintf(who, sizeof who, "rank %" PRId64, s[i]->process.rank);
-        else
-            snprintf(who, sizeof who, "pid %" PRId64, s[i]->process.pid);
-        para(f, 2, "%s ran out of memory; its post-mortem: cumemtrace report %s", who,
-             TEXT(s[i], s[i]->file));
-    }
-    fprintf(f, "  * the highest peak, detailed below\n\n");
-}
-
 int report_text(FILE *f, struct snapshot **s, size_t n, unsigned top)
 {
     if (n == 0)
         return 0;
-    size_t pick = report_pick(s, n);
-    if (n > 1)
-        print_processes(f, s, n, pick);
-    return print_one(f, s[pick], top);
+    /* Several ranks have their own view (ranks_report.c). */
+    return print_one(f, s[report_pick(s, n)], top);
 }
 
 /* ---- the subcommand ---- */
 
 static const char usage[] =
-    "usage: cumemtrace report [--json] [--bytes] [--top N] FILE...\n"
+    "usage: cumemtrace report [--json] [--bytes] [--top N] [--rank N] FILE|DIR...\n"
     "\n"
     "Reports a snapshot: per device the peak and when, memory by kind, the\n"
     "call sites that held memory at the peak, what was still live (leaks),\n"
     "fragmentation; for an OOM post-mortem the failure, its cause and advice\n"
-    "first.  With several files (ranks or processes of one job): a table of\n"
-    "all, then the details of the one with the highest peak.\n"
+    "first.  With several files or a directory (the ranks of one job): a row\n"
+    "per rank (peak, when, at the end, OOMs, why each file was written), the\n"
+    "imbalance, which rank failed first, the call sites summed over ranks with\n"
+    "their spread, then the details of the first rank to fail (else of the\n"
+    "highest peak).\n"
     "\n"
     "  --json     print the normalised model as JSON (docs/cli.md)\n"
     "  --bytes    print sizes as exact byte counts\n"
     "  --top N    call sites per table (default 10; --json: all)\n"
+    "  --rank N   only rank N of the files given (its newest file)\n"
     "\n"
     "example: cumemtrace report cumemtrace.python.4242.json\n"
-    "         cumemtrace report cumemtrace.python.*.json\n";
+    "         cumemtrace report run-dir/ --rank 3\n";
 
 int report_main(int argc, char **argv)
 {
@@ -663,11 +620,12 @@ int report_main(int argc, char **argv)
         {"json", no_argument, NULL, 'j'},
         {"bytes", no_argument, NULL, 'b'},
         {"top", required_argument, NULL, 't'},
+        {"rank", required_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    bool json = false, exact = false, top_given = false;
-    uint64_t top = REPORT_TOP_DEFAULT;
+    bool json = false, exact = false, top_given = false, one = false;
+    uint64_t top = REPORT_TOP_DEFAULT, rank = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (c) {
@@ -678,6 +636,11 @@ int report_main(int argc, char **argv)
                 return cli_usage("report", "--top wants a count from 1, not '%s'", optarg);
             top_given = true;
             break;
+        case 'r':
+            if (cli_parse_count(optarg, &rank) != 0 || rank > INT64_MAX)
+                return cli_usage("report", "--rank wants a rank number, not '%s'", optarg);
+            one = true;
+            break;
         case 'h': fputs(usage, stdout); return cli_finish_stdout();
         case ':': return cli_usage("report", "%s needs a value", argv[optind - 1]);
         default: return cli_usage("report", "unknown option '%s'", argv[optind - 1]);
@@ -685,14 +648,27 @@ int report_main(int argc, char **argv)
     }
     if (optind >= argc)
         return cli_usage("report", "no snapshot file given");
-    struct cli_inputs in;
-    if (cli_load(&in, argv + optind, (size_t)(argc - optind)) != 0)
+    char **paths;
+    size_t npaths;
+    if (ranks_expand(argv + optind, (size_t)(argc - optind), &paths, &npaths) != 0)
         return CLI_EXIT_ERROR;
     out_init(stdout, exact);
+    if (one || (npaths > 1 && !json)) {
+        int st = ranks_report_main(paths, npaths, json, json && !top_given ? 0 : (unsigned)top,
+                                   one, (int64_t)rank);
+        ranks_paths_free(paths, npaths);
+        return st;
+    }
+    struct cli_inputs in;
+    if (cli_load(&in, paths, npaths) != 0) {
+        ranks_paths_free(paths, npaths);
+        return CLI_EXIT_ERROR;
+    }
     /* Scripts get every call site unless they ask for fewer. */
     int rc = json ? report_json(stdout, in.snaps, in.n, top_given ? (unsigned)top : 0)
                   : report_text(stdout, in.snaps, in.n, (unsigned)top);
     cli_inputs_free(&in);
+    ranks_paths_free(paths, npaths); /* the snapshots named their files by them */
     if (rc != 0) {
         fprintf(stderr, "cumemtrace: report: out of memory\n");
         return CLI_EXIT_ERROR;

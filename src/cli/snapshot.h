@@ -125,6 +125,7 @@ struct snap_host {
 
 struct snap_process {
     int64_t pid, ppid, rank; /* rank SNAP_UNKNOWN_I64 when null */
+    int64_t local_rank, world_size; /* SNAP_UNKNOWN_I64 when null or absent */
     const char *exe, *host, *tool_version; /* NULL when unknown */
     const char **cmdline;
     size_t ncmdline, cmdline_cap;

@@ -105,6 +105,8 @@ static const struct field process_fields[] = {
     FIELD_FN("cmdline", rd_cmdline),
     FIELD(snap_process, host, F_STRN),
     FIELD(snap_process, rank, F_I64N),
+    FIELD(snap_process, local_rank, F_I64N),
+    FIELD(snap_process, world_size, F_I64N),
     FIELD(snap_process, start_wall_ns, F_I64N),
     FIELD(snap_process, dump_time_ns, F_I64N),
     FIELD(snap_process, tool_version, F_STRN),
@@ -588,6 +590,7 @@ void snapshot_sections_init(struct snapshot *s, struct snapctx *ctx, const char 
     s->file_bytes = len;
     s->sequence = SNAP_UNKNOWN_I64;
     s->process.pid = s->process.ppid = s->process.rank = SNAP_UNKNOWN_I64;
+    s->process.local_rank = s->process.world_size = SNAP_UNKNOWN_I64;
     s->process.start_wall_ns = s->process.dump_time_ns = SNAP_UNKNOWN_I64;
     s->config.depth = s->config.event_cap = SNAP_UNKNOWN;
     s->config.python = s->config.native = -1;

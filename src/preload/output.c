@@ -34,7 +34,7 @@
 #include "config.h"
 #include "log.h"
 
-struct output_process output_process = {.rank = -1};
+struct output_process output_process = {.rank = -1, .local_rank = -1, .world_size = -1};
 
 static void set_exe(const char *s, size_t n)
 {
@@ -80,6 +80,22 @@ static void exe_name(void)
     }
 }
 
+/* The first of vars[0..3) that holds a whole number from `min` below a
+ * million (torchrun, Open MPI and SLURM each set one), or -1. */
+static int env_count(const char *const vars[3], long min)
+{
+    for (int i = 0; i < 3; i++) {
+        const char *v = secure_getenv(vars[i]);
+        char *end;
+        if (v == NULL || *v == '\0')
+            continue;
+        long r = strtol(v, &end, 10);
+        if (*end == '\0' && r >= min && r < 1000000)
+            return (int)r;
+    }
+    return -1;
+}
+
 void output_init(void)
 {
     exe_name();
@@ -88,17 +104,13 @@ void output_init(void)
     output_process.host[sizeof output_process.host - 1] = '\0';
     static const char *const rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK",
                                             "SLURM_PROCID"};
-    for (int i = 0; i < 3; i++) {
-        const char *v = secure_getenv(rank_vars[i]);
-        char *end;
-        if (v == NULL || *v == '\0')
-            continue;
-        long r = strtol(v, &end, 10);
-        if (*end == '\0' && r >= 0 && r < 1000000) {
-            output_process.rank = (int)r;
-            break;
-        }
-    }
+    static const char *const local_vars[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                             "SLURM_LOCALID"};
+    static const char *const size_vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE",
+                                            "SLURM_NTASKS"};
+    output_process.rank = env_count(rank_vars, 0);
+    output_process.local_rank = env_count(local_vars, 0);
+    output_process.world_size = env_count(size_vars, 1);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     output_process.start_wall_ns = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
@@ -229,6 +241,16 @@ int output_open_temp(const char *final, char *tmp, size_t tmplen)
          * already: a cleaner found the fresh name unlocked and is removing
          * it; leave it to the cleaner and take another name. */
         if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+            close(fd);
+            continue;
+        }
+        /* A cleaner may have locked, removed and released it between our
+         * open and our lock (another rank starting in this directory):
+         * then the name is gone and our file would never be published.
+         * Once we hold the lock no cleaner removes it, so check once. */
+        struct stat mine, named;
+        if (fstat(fd, &mine) != 0 || lstat(tmp, &named) != 0 ||
+            mine.st_ino != named.st_ino || mine.st_dev != named.st_dev) {
             close(fd);
             continue;
         }

@@ -10,6 +10,8 @@ struct output_process {
     char exe[256];   /* executable basename; a Python script's stem */
     char host[256];
     int rank;        /* RANK / OMPI_COMM_WORLD_RANK / SLURM_PROCID, or -1 */
+    int local_rank;  /* LOCAL_RANK / OMPI_COMM_WORLD_LOCAL_RANK / SLURM_LOCALID, or -1 */
+    int world_size;  /* WORLD_SIZE / OMPI_COMM_WORLD_SIZE / SLURM_NTASKS, or -1 */
     long long start_wall_ns;
 };
 extern struct output_process output_process;

@@ -201,6 +201,10 @@ static void write_process(struct jw *w, int64_t now)
     jw_str(w, output_process.host);
     jw_s(w, ",\"rank\":");
     jw_i64_or_null(w, output_process.rank);
+    jw_s(w, ",\"local_rank\":");
+    jw_i64_or_null(w, output_process.local_rank);
+    jw_s(w, ",\"world_size\":");
+    jw_i64_or_null(w, output_process.world_size);
     jw_fmt(w, ",\"start_wall_ns\":%lld,\"dump_time_ns\":%" PRId64
               ",\"tool_version\":\"" TOOL_VERSION "\"},\n",
            output_process.start_wall_ns, now);

@@ -147,6 +147,52 @@ def rank(r, scale, oom=False):
     return doc
 
 
+def job_rank(r, scale, world=4, oom_at=None, start_skew=0):
+    """One rank of a torchrun job of `world` ranks on two hosts (local rank r % 2);
+    with oom_at, the (post-mortem, exit) pair of a rank that failed at that time."""
+    pid = 7001 + r
+    act = int(scale * GiB)
+    at_peak = [(S_WEIGHTS, "device", 6 * GiB, 220), (S_ACT, "device", act, 96),
+               (S_NCCL, "device", 512 * MiB, 2)]
+    host = "gpu-node-%02d" % (7 + r // 2)
+    docs = []
+    if oom_at is not None:
+        pm = oom_doc("exhausted", 80 * GiB, 1 * GiB, at_peak, 2 * GiB, pid=pid, rank=r,
+                     ordinal=r % 2, dump_time=oom_at + 1_000_000)
+        pm["ooms"]["attempts"] = [
+            {"t_ns": oom_at - 2_000_000 + i * 1_000_000, "device": r % 2,
+             "requested_bytes": 2 * GiB, "chain": 1, "attempt": i + 1, "outcome": "failed"}
+            for i in range(3)]
+        docs.append(("oom.0", pm))
+    dev = Device(r % 2, 20_000_000_000 + r * 1_000_000, at_peak,
+                 [(S_WEIGHTS, "device", 6 * GiB, 220)] if oom_at is None else at_peak)
+    ooms = None
+    if oom_at is not None:
+        ooms = {"count": 1, "failed_attempts": 3, "recovered": 0, "retry_released_bytes": 0,
+                "suppressed": 0, "dumps": ["cumemtrace.python3.%d.%d.oom.0.json" % (pid, r)],
+                "attempts": docs[0][1]["ooms"]["attempts"]}
+    docs.append(("", snapshot(pid=pid, rank=r, host=host, devices=[dev], stacks=ALL,
+                              ooms=ooms, dump_time=oom_at + 5_000_000 if oom_at else 42_100_000_000)))
+    for _, d in docs:
+        d["process"].update(host=host, local_rank=r % 2, world_size=world,
+                            cmdline=["python3", "train.py"])
+        d["process"]["start_wall_ns"] += start_skew
+    return [("cumemtrace.python3.%d.%d%s.json" % (pid, r, "." + tag if tag else ""), d)
+            for tag, d in docs]
+
+
+def job(name, scales, oom=None, world=4, skip=()):
+    """A directory of rank files: scales[r] GiB of activations on rank r; oom maps
+    rank -> time of its first failed attempt (ns since its start)."""
+    for r, scale in enumerate(scales):
+        if r in skip:
+            continue
+        skew = r * 50_000_000  # ranks start 50 ms apart
+        for fname, doc in job_rank(r, scale, world, (oom or {}).get(r), skew):
+            os.makedirs(os.path.join(OUT, name), exist_ok=True)
+            write(os.path.join(name, fname), doc)
+
+
 def rebuilt(stack, sid=None):
     """The same call site after a rebuild: every native offset moved."""
     frames = []
@@ -207,6 +253,13 @@ def main():
     write("rank0.json", rank(0, 3.0))
     write("rank1.oom.json", rank(1, 3.5, oom=True))
     write("rank2.json", rank(2, 4.25))
+    # A 4-rank job on two hosts, ranks 1 and 3 running out of memory (1 first
+    # on the job's clock though later on its own: 3 started 100 ms after it),
+    # and the same job after a change that grew rank 2's peak by 6.2%.
+    job("job_a", [3.0, 3.5, 3.25, 3.0], oom={1: 30_000_000_000, 3: 29_950_000_000})
+    job("job_b", [3.0, 3.5, 3.85, 3.0], oom={1: 30_000_000_000, 3: 29_950_000_000})
+    # A job of 6 whose ranks 4 and 5 wrote nothing.
+    job("job_missing", [3.0, 3.0, 3.0, 3.0], world=6)
     base, new = diff_pair()
     write("diff_base.json", base)
     write("diff_new.json", new)

@@ -1,0 +1,452 @@
+/* ranks.c - the streaming merge of many ranks' snapshots (ranks.h). */
+#include "ranks.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "errors.h"
+#include "frames.h"
+#include "report.h"
+#include "sites.h"
+#include "snapshot.h"
+#include "snapshot_read.h"
+
+/* ---- paths ---- */
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool ranks_any_dir(char **paths, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (is_dir(paths[i]))
+            return true;
+    return false;
+}
+
+static int push_path(char ***v, size_t *n, size_t *cap, const char *dir, const char *name)
+{
+    if (*n == *cap &&
+        snapshot_vec_reserve((void **)v, cap, sizeof **v, *n + 1) != 0)
+        return -1;
+    size_t l = strlen(name) + (dir ? strlen(dir) + 1 : 0) + 1;
+    char *p = malloc(l);
+    if (p == NULL)
+        return -1;
+    if (dir)
+        snprintf(p, l, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", name);
+    else
+        memcpy(p, name, l);
+    (*v)[(*n)++] = p;
+    return 0;
+}
+
+int ranks_expand(char **paths, size_t n, char ***out, size_t *nout)
+{
+    char **v = NULL;
+    size_t nv = 0, cap = 0;
+    struct cli_error err = {0, ""};
+    for (size_t i = 0; i < n; i++) {
+        if (!is_dir(paths[i])) {
+            if (push_path(&v, &nv, &cap, NULL, paths[i]) != 0)
+                goto nomem;
+            continue;
+        }
+        DIR *d = opendir(paths[i]);
+        if (d == NULL) {
+            errors_set(&err, CLI_EIO, "cannot read directory '%s': %s", paths[i],
+                       strerror(errno));
+            goto fail;
+        }
+        size_t first = nv;
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            size_t l = strlen(e->d_name);
+            if (e->d_name[0] == '.' || l < 6 || strcmp(e->d_name + l - 5, ".json") != 0)
+                continue;
+            if (push_path(&v, &nv, &cap, paths[i], e->d_name) != 0) {
+                closedir(d);
+                goto nomem;
+            }
+        }
+        closedir(d);
+        if (nv == first) {
+            errors_set(&err, CLI_ENOENT, "no snapshot (*.json) in directory '%s'",
+                       paths[i]);
+            goto fail;
+        }
+        qsort(v + first, nv - first, sizeof *v, by_name);
+    }
+    *out = v;
+    *nout = nv;
+    return 0;
+nomem:
+    errors_set(&err, CLI_ENOMEM, "cannot list snapshots: out of memory");
+fail:
+    errors_print(&err);
+    ranks_paths_free(v, nv);
+    return err.code;
+}
+
+void ranks_paths_free(char **paths, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(paths[i]);
+    free(paths);
+}
+
+/* ---- the merge ---- */
+
+static const char *keep(struct ranks *r, const char *s)
+{
+    return s ? arena_strndup(&r->arena, s, strlen(s)) : NULL;
+}
+
+/* A recorded string as text views may print it (esc.h). */
+static const char *keep_shown(struct ranks *r, struct snapctx *ctx, const char *s)
+{
+    return s ? keep(r, snapshot_display(ctx, s)) : NULL;
+}
+
+/* The row of the process that wrote s, created when new; RANKS_NONE on
+ * OOM. */
+static size_t row_of(struct ranks *r, const struct snapshot *s, size_t file)
+{
+    const struct snap_process *p = &s->process;
+    char key[512];
+    int n = p->rank != SNAP_UNKNOWN_I64
+                ? snprintf(key, sizeof key, "rank\n%" PRId64, p->rank)
+                : snprintf(key, sizeof key, "pid\n%s\n%" PRId64, p->host ? p->host : "",
+                           p->pid);
+    if (n < 0 || (size_t)n >= sizeof key)
+        n = (int)sizeof key - 1;
+    uint32_t idx;
+    if (hmap_get_or_add(&r->row_keys, key, (size_t)n, (uint32_t)r->nrows, &idx, NULL) != 0)
+        return RANKS_NONE;
+    if (idx < r->nrows)
+        return idx;
+    if (snapshot_vec_reserve((void **)&r->rows, &r->rows_cap, sizeof *r->rows,
+                             r->nrows + 1) != 0)
+        return RANKS_NONE;
+    struct rank_row *row = &r->rows[r->nrows++];
+    memset(row, 0, sizeof *row);
+    row->rank = p->rank;
+    row->local_rank = p->local_rank;
+    row->world_size = p->world_size;
+    row->pid = p->pid;
+    row->host = keep_shown(r, s->ctx, p->host);
+    row->exe = keep_shown(r, s->ctx, p->exe);
+    row->chosen = row->folded = file;
+    row->start_wall_ns = p->start_wall_ns;
+    row->first_oom_ns = SNAP_UNKNOWN_I64;
+    row->postmortem = RANKS_NONE;
+    return idx;
+}
+
+static void fold_site(struct rank_site *site, uint64_t v, size_t row)
+{
+    site->total += v;
+    if (site->nranks == 0 || v < site->min)
+        site->min = v;
+    if (site->nranks == 0 || v > site->max) {
+        site->max = v;
+        site->max_row = row;
+    }
+    site->nranks++;
+}
+
+/* Adds what s held at each device's peak, by call site, to the sites. */
+static int fold_sites(struct ranks *r, struct snapshot *s, size_t row)
+{
+    struct sites_sum sum;
+    sites_init(&sum, BY_STACK);
+    int rc = -1;
+    for (size_t d = 0; d < s->ndevices; d++)
+        if (sites_add(&sum, s, &s->devices[d].at_peak) != 0)
+            goto out;
+    for (size_t i = 0; i < sum.ntouched; i++) {
+        uint32_t id = sum.touched[i];
+        const struct site *site = frames_site_get(s->ctx, BY_STACK, id);
+        size_t len;
+        char *text = frames_site_text((struct snapshot *)site->snap, site->stack, BY_STACK,
+                                      &len);
+        if (text == NULL)
+            goto out;
+        uint32_t idx;
+        const char *key;
+        int added = hmap_get_or_add(&r->site_keys, text, len, (uint32_t)r->nsites, &idx,
+                                    &key);
+        free(text);
+        if (added != 0)
+            goto out;
+        if (idx == r->nsites) {
+            if (snapshot_vec_reserve((void **)&r->sites, &r->sites_cap, sizeof *r->sites,
+                                     r->nsites + 1) != 0)
+                goto out;
+            char via[512];
+            struct rank_site *rs = &r->sites[r->nsites++];
+            memset(rs, 0, sizeof *rs);
+            rs->key = key;
+            rs->key_len = len;
+            rs->display = keep(r, site->display);
+            rs->callers = keep(r, report_callers(site->snap, site->stack, 3, via,
+                                                 sizeof via));
+            if (rs->display == NULL || rs->callers == NULL)
+                goto out;
+        }
+        fold_site(&r->sites[idx], sum.bytes[id], row);
+    }
+    rc = 0;
+out:
+    sites_free(&sum);
+    return rc;
+}
+
+static void add_reason(struct rank_row *row, const char *reason)
+{
+    size_t n = strlen(row->reasons), l = strlen(reason);
+    for (const char *p = row->reasons; (p = strstr(p, reason)) != NULL; p += l)
+        if ((p == row->reasons || p[-1] == ' ') && (p[l] == ',' || p[l] == '\0'))
+            return;
+    if (n + l + 3 < sizeof row->reasons)
+        snprintf(row->reasons + n, sizeof row->reasons - n, "%s%s", n ? ", " : "", reason);
+}
+
+/* The first failed attempt the file knows of: the post-mortem's request or
+ * the earliest failure of the attempt log. */
+static void first_failure(const struct snapshot *s, int64_t *t, int64_t *dev, uint64_t *bytes)
+{
+    *t = SNAP_UNKNOWN_I64;
+    if (s->oom.present && s->oom.time_ns != SNAP_UNKNOWN_I64) {
+        *t = s->oom.time_ns;
+        *dev = s->oom.device;
+        *bytes = s->oom.requested_bytes;
+    }
+    for (size_t i = 0; i < s->ooms.nattempts; i++) {
+        const struct snap_attempt *a = &s->ooms.attempts[i];
+        if (a->outcome == NULL || strcmp(a->outcome, "failed") != 0 ||
+            a->t_ns == SNAP_UNKNOWN_I64 || (*t != SNAP_UNKNOWN_I64 && a->t_ns >= *t))
+            continue;
+        *t = a->t_ns;
+        *dev = a->device;
+        *bytes = a->requested_bytes;
+    }
+}
+
+/* pass 0: rows and files (and call sites of each rank's first file);
+ * pass 1: call sites again, from each rank's newest file. */
+static int merge_file(struct ranks *r, const char *path, size_t fi, int pass)
+{
+    struct snapctx ctx;
+    struct snapshot s;
+    struct cli_error err = {0, ""};
+    snapshot_ctx_init(&ctx);
+    memset(&s, 0, sizeof s);
+    int rc = snapshot_read_file(&ctx, path, &s, &err);
+    if (rc != 0) {
+        errors_print(&err);
+        snapshot_ctx_free(&ctx);
+        return rc;
+    }
+    rc = CLI_ENOMEM;
+    if (pass == 1) {
+        if (fold_sites(r, &s, r->files[fi].row) == 0)
+            rc = 0;
+        goto out;
+    }
+    if (snapshot_vec_reserve((void **)&r->files, &r->files_cap, sizeof *r->files,
+                             r->nfiles + 1) != 0)
+        goto out;
+    size_t row = row_of(r, &s, fi);
+    if (row == RANKS_NONE)
+        goto out;
+    struct rank_file *f = &r->files[r->nfiles++];
+    memset(f, 0, sizeof *f);
+    f->path = path;
+    f->shown = keep_shown(r, &ctx, path);
+    f->reason = keep_shown(r, &ctx, s.reason);
+    f->dump_time_ns = s.process.dump_time_ns;
+    f->peak_device = SNAP_UNKNOWN_I64;
+    f->oom = snapshot_is_oom(&s);
+    f->row = row;
+    for (size_t d = 0; d < s.ndevices; d++) {
+        const struct snap_device *dv = &s.devices[d];
+        if (f->peak_device == SNAP_UNKNOWN_I64 || dv->peak_bytes > f->peak) {
+            f->peak = dv->peak_bytes;
+            f->peak_device = dv->ordinal;
+            f->peak_time_ns = dv->peak_time_ns;
+        }
+        f->end_bytes += dv->current_bytes;
+    }
+    struct rank_row *rw = &r->rows[row];
+    rw->nfiles++;
+    add_reason(rw, f->reason);
+    if (s.ooms.count > rw->ooms)
+        rw->ooms = s.ooms.count;
+    if (f->oom && rw->postmortem == RANKS_NONE)
+        rw->postmortem = fi;
+    int64_t t, dev = -1;
+    uint64_t bytes = 0;
+    first_failure(&s, &t, &dev, &bytes);
+    if (t != SNAP_UNKNOWN_I64 && (rw->first_oom_ns == SNAP_UNKNOWN_I64 || t < rw->first_oom_ns)) {
+        rw->first_oom_ns = t;
+        rw->first_oom_device = dev;
+        rw->first_oom_bytes = bytes;
+    }
+    if (s.process.world_size != SNAP_UNKNOWN_I64 &&
+        (r->world_size == SNAP_UNKNOWN_I64 || s.process.world_size > r->world_size))
+        r->world_size = s.process.world_size;
+    if (rw->nfiles == 1) {
+        if (fold_sites(r, &s, row) != 0)
+            goto out;
+    } else if (f->dump_time_ns != SNAP_UNKNOWN_I64 &&
+               (r->files[rw->chosen].dump_time_ns == SNAP_UNKNOWN_I64 ||
+                f->dump_time_ns > r->files[rw->chosen].dump_time_ns)) {
+        rw->chosen = fi;
+    }
+    rc = 0;
+out:
+    snapshot_free(&s);
+    snapshot_ctx_free(&ctx);
+    if (rc == CLI_ENOMEM)
+        fprintf(stderr, "cumemtrace: cannot merge snapshot '%s': out of memory\n", path);
+    return rc;
+}
+
+static int by_rank(const void *a, const void *b)
+{
+    const struct rank_row *x = a, *y = b;
+    bool kx = x->rank != SNAP_UNKNOWN_I64, ky = y->rank != SNAP_UNKNOWN_I64;
+    if (kx != ky)
+        return kx ? -1 : 1;
+    if (kx && x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return (x->chosen > y->chosen) - (x->chosen < y->chosen);
+}
+
+int ranks_merge(struct ranks *r, char **paths, size_t n)
+{
+    memset(r, 0, sizeof *r);
+    arena_init(&r->arena);
+    hmap_init(&r->row_keys, &r->arena);
+    hmap_init(&r->site_keys, &r->arena);
+    r->world_size = SNAP_UNKNOWN_I64;
+    for (size_t i = 0; i < n; i++) {
+        int rc = merge_file(r, paths[i], i, 0);
+        if (rc != 0) {
+            ranks_free(r);
+            return rc;
+        }
+    }
+    /* A rank whose newest file came after its first: its call sites again,
+     * from the newest one (a rank's files are listed newest first in the
+     * usual naming - exit before oom - so this is rare). */
+    bool redo = false;
+    for (size_t i = 0; i < r->nrows; i++)
+        redo |= r->rows[i].chosen != r->rows[i].folded;
+    if (redo) {
+        for (size_t i = 0; i < r->nsites; i++) {
+            r->sites[i].total = r->sites[i].min = r->sites[i].max = 0;
+            r->sites[i].nranks = 0;
+        }
+        for (size_t i = 0; i < r->nrows; i++) {
+            int rc = merge_file(r, r->files[r->rows[i].chosen].path, r->rows[i].chosen, 1);
+            if (rc != 0) {
+                ranks_free(r);
+                return rc;
+            }
+            r->rows[i].folded = r->rows[i].chosen;
+        }
+    }
+    /* Rows in rank order; files and sites refer to rows by index. */
+    size_t *order = malloc((r->nrows ? r->nrows : 1) * sizeof *order);
+    struct rank_row *sorted = malloc((r->nrows ? r->nrows : 1) * sizeof *sorted);
+    if (order == NULL || sorted == NULL) {
+        free(order);
+        free(sorted);
+        fprintf(stderr, "cumemtrace: cannot merge snapshots: out of memory\n");
+        ranks_free(r);
+        return CLI_ENOMEM;
+    }
+    memcpy(sorted, r->rows, r->nrows * sizeof *sorted);
+    qsort(sorted, r->nrows, sizeof *sorted, by_rank);
+    for (size_t i = 0; i < r->nrows; i++)
+        order[r->files[sorted[i].chosen].row] = i;
+    for (size_t i = 0; i < r->nfiles; i++)
+        r->files[i].row = order[r->files[i].row];
+    for (size_t i = 0; i < r->nsites; i++)
+        r->sites[i].max_row = order[r->sites[i].max_row];
+    memcpy(r->rows, sorted, r->nrows * sizeof *sorted);
+    free(order);
+    free(sorted);
+    return 0;
+}
+
+void ranks_free(struct ranks *r)
+{
+    free(r->files);
+    free(r->rows);
+    free(r->sites);
+    hmap_free(&r->row_keys);
+    hmap_free(&r->site_keys);
+    arena_free(&r->arena);
+    memset(r, 0, sizeof *r);
+}
+
+size_t ranks_find(const struct ranks *r, int64_t rank)
+{
+    for (size_t i = 0; i < r->nrows; i++)
+        if (r->rows[i].rank == rank)
+            return i;
+    return RANKS_NONE;
+}
+
+const char *ranks_name(const struct rank_row *row, char *buf, size_t n)
+{
+    if (row->rank != SNAP_UNKNOWN_I64)
+        snprintf(buf, n, "rank %" PRId64, row->rank);
+    else if (row->pid != SNAP_UNKNOWN_I64)
+        snprintf(buf, n, "pid %" PRId64 "%s%s", row->pid, row->host ? " on " : "",
+                 row->host ? row->host : "");
+    else
+        snprintf(buf, n, "an unnamed process");
+    return buf;
+}
+
+static const struct ranks *sort_r;
+
+static int by_total(const void *a, const void *b)
+{
+    const struct rank_site *x = &sort_r->sites[*(const size_t *)a];
+    const struct rank_site *y = &sort_r->sites[*(const size_t *)b];
+    if (x->total != y->total)
+        return x->total > y->total ? -1 : 1;
+    int c = strcmp(x->display, y->display);
+    if (c != 0)
+        return c;
+    return strcmp(x->callers, y->callers);
+}
+
+size_t *ranks_sites_sorted(const struct ranks *r)
+{
+    size_t *v = malloc((r->nsites ? r->nsites : 1) * sizeof *v);
+    if (v == NULL)
+        return NULL;
+    for (size_t i = 0; i < r->nsites; i++)
+        v[i] = i;
+    sort_r = r;
+    qsort(v, r->nsites, sizeof *v, by_total);
+    return v;
+}

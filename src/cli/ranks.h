@@ -1,0 +1,124 @@
+/* ranks.h - many processes (ranks) of one job as one view: the streaming
+ * merge behind `cumemtrace report DIR` and `cumemtrace diff DIR_A DIR_B`.
+ *
+ * Files are read one at a time, each into a context of its own that is
+ * freed before the next: what stays is a small row per rank and one
+ * aggregate per distinct call site (matched across files by name,
+ * frames_site_text), so memory grows with call sites, not with ranks times
+ * allocations.
+ *
+ * A rank is a process: its rank number when the file has one, else its
+ * host and pid.  When a rank wrote several files (an OOM post-mortem, then
+ * the exit snapshot), its figures and call sites come from the newest
+ * (latest dump time): it has seen all the others have.
+ */
+#ifndef CUMEMTRACE_CLI_RANKS_H
+#define CUMEMTRACE_CLI_RANKS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "arena.h"
+#include "hmap.h"
+
+#define RANKS_NONE SIZE_MAX
+
+/* What one file says, kept after the file itself is released. */
+struct rank_file {
+    const char *path;
+    const char *shown;     /* path as text views print it (esc.h) */
+    const char *reason;    /* in the merge's arena, as text views print it */
+    int64_t dump_time_ns;
+    uint64_t peak;         /* highest device peak */
+    int64_t peak_device, peak_time_ns;
+    uint64_t end_bytes;    /* current bytes summed over devices */
+    bool oom;              /* an OOM post-mortem */
+    size_t row;
+};
+
+struct rank_row {
+    int64_t rank, local_rank, world_size, pid; /* SNAP_UNKNOWN_I64 unknown */
+    const char *host, *exe;                    /* NULL when unknown */
+    size_t chosen;         /* index in files of its newest file */
+    size_t folded;         /* the file whose call sites are in the sites */
+    size_t nfiles;
+    uint64_t ooms;         /* OOMs the process saw (its files' highest count) */
+    int64_t start_wall_ns;
+    int64_t first_oom_ns;  /* first failed attempt, since its start; or unknown */
+    int64_t first_oom_device;
+    uint64_t first_oom_bytes;
+    size_t postmortem;     /* its first OOM post-mortem file, or RANKS_NONE */
+    char reasons[64];      /* why its files were written: "exit, oom" */
+};
+
+/* A call site over all ranks: what each rank's file held there at its
+ * device peaks (at_peak, summed over its devices). */
+struct rank_site {
+    const char *key;               /* frames_site_text, in the arena */
+    size_t key_len;
+    const char *display, *callers; /* as report prints them */
+    uint64_t total, min, max;      /* min and max over the ranks that have it */
+    size_t max_row;
+    uint32_t nranks;
+};
+
+struct ranks {
+    struct arena arena;
+    struct hmap row_keys, site_keys;
+    struct rank_file *files;
+    size_t nfiles, files_cap;
+    struct rank_row *rows; /* in order of rank number, then first seen */
+    size_t nrows, rows_cap;
+    struct rank_site *sites;
+    size_t nsites, sites_cap;
+    int64_t world_size;    /* the largest any file states, or unknown */
+    char **owned_paths;    /* for callers that keep the paths with the merge */
+    size_t nowned;         /* (not freed by ranks_free) */
+};
+
+/* Expands paths: a directory stands for the *.json files directly in it,
+ * sorted by name; other paths are kept.  *out is a malloc'd array of
+ * malloc'd strings (ranks_paths_free).  Returns 0, or a CLI_E* code after
+ * printing why. */
+int ranks_expand(char **paths, size_t n, char ***out, size_t *nout);
+void ranks_paths_free(char **paths, size_t n);
+
+/* True when any of paths is a directory. */
+bool ranks_any_dir(char **paths, size_t n);
+
+/* Reads every file into r (which it initialises).  Returns 0, or a CLI_E*
+ * code after printing the error line (r is then freed). */
+int ranks_merge(struct ranks *r, char **paths, size_t n);
+void ranks_free(struct ranks *r);
+
+/* The row of rank number `rank`, or RANKS_NONE. */
+size_t ranks_find(const struct ranks *r, int64_t rank);
+
+/* "rank 3", else "pid 4242 on host" (into buf). */
+const char *ranks_name(const struct rank_row *row, char *buf, size_t n);
+
+/* Sites sorted by total, largest first (ties: display): an array of
+ * indices, malloc'd; NULL when out of memory. */
+size_t *ranks_sites_sorted(const struct ranks *r);
+
+/* The per-rank view of `report`; sets *detail to the file to detail below
+ * it (the post-mortem of the first rank to fail, else the newest file of
+ * the rank with the highest peak).  Returns 0, or -1 when out of memory. */
+int ranks_report(FILE *f, const struct ranks *r, unsigned top, size_t *detail);
+
+/* `cumemtrace report` over several files or directories (paths expanded):
+ * the per-rank view, then the detailed file; with `one`, the report of
+ * rank `rank` alone (json: its --json model).  Returns the exit status. */
+struct gate;
+
+/* `cumemtrace diff BASE NEW` where either is a directory: ranks matched by
+ * rank number, then host and local rank; the gate applies to each rank's
+ * peak and fails on the worst, naming it.  Returns the exit status. */
+int ranks_diff_main(char *base, char *now, const struct gate *g, unsigned top);
+
+int ranks_report_main(char **paths, size_t n, bool json, unsigned top, bool one,
+                      int64_t rank);
+
+#endif

@@ -1,0 +1,288 @@
+/* ranks_diff.c - `cumemtrace diff DIR_A DIR_B`: two runs of a multi-rank
+ * job compared rank by rank, and the CI gate on the worst rank.
+ *
+ * Matching: a rank of BASE pairs with the rank of NEW that has the same
+ * rank number; ranks without one pair by host and local rank.  What is
+ * left shows as NEW or GONE; a NEW rank has base 0, so it fails a
+ * percentage gate (as a new device does in the one-file diff).  A rank's
+ * peak is its highest device peak, from its newest file (ranks.h).
+ * Call sites match across the runs by name (frames_site_text) and compare
+ * their totals over all ranks.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "esc.h"
+#include "gate.h"
+#include "out.h"
+#include "ranks.h"
+#include "snapshot.h"
+
+#define LISTED_MAX 8
+
+static bool same_place(const struct rank_row *a, const struct rank_row *b)
+{
+    return a->rank == SNAP_UNKNOWN_I64 && b->rank == SNAP_UNKNOWN_I64 &&
+           a->local_rank != SNAP_UNKNOWN_I64 && a->local_rank == b->local_rank &&
+           a->host && b->host && strcmp(a->host, b->host) == 0;
+}
+
+/* For each row of a, its partner in b or RANKS_NONE; *taken marks b's. */
+static size_t *match(const struct ranks *a, const struct ranks *b, bool *taken)
+{
+    size_t *m = malloc((a->nrows ? a->nrows : 1) * sizeof *m);
+    if (m == NULL)
+        return NULL;
+    for (size_t i = 0; i < a->nrows; i++) {
+        m[i] = RANKS_NONE;
+        if (a->rows[i].rank != SNAP_UNKNOWN_I64)
+            m[i] = ranks_find(b, a->rows[i].rank);
+        for (size_t j = 0; j < b->nrows && m[i] == RANKS_NONE; j++)
+            if (!taken[j] && same_place(&a->rows[i], &b->rows[j]))
+                m[i] = j;
+        if (m[i] != RANKS_NONE)
+            taken[m[i]] = true;
+    }
+    return m;
+}
+
+static uint64_t peak_of(const struct ranks *r, size_t row)
+{
+    return row == RANKS_NONE ? 0 : r->files[r->rows[row].chosen].peak;
+}
+
+/* How far past the gate a growth is, to find the worst rank: growth in
+ * bytes, or growth / base (new ranks, base 0, worst of all). */
+static double badness(const struct gate *g, uint64_t base, uint64_t now)
+{
+    double growth = (double)now - (double)base;
+    if (!g->percent)
+        return growth;
+    return base ? growth / (double)base : 1e300;
+}
+
+struct worst {
+    bool failed;
+    double how;
+    char why[256];
+};
+
+static void judge(struct worst *w, const struct gate *g, const char *who, uint64_t pa,
+                  uint64_t pb)
+{
+    if (!g->on || !gate_fails(g, pa, pb))
+        return;
+    double how = badness(g, pa, pb);
+    if (w->failed && how <= w->how)
+        return;
+    w->failed = true;
+    w->how = how;
+    if (pa > 0)
+        snprintf(w->why, sizeof w->why, "%s peak grew by %" PRIu64 " bytes (+%.4f%%), more "
+                 "than %s", who, pb - pa, 100.0 * (double)(pb - pa) / (double)pa, g->text);
+    else
+        snprintf(w->why, sizeof w->why, "%s peak grew by %" PRIu64 " bytes (new rank), "
+                 "more than %s", who, pb, g->text);
+}
+
+static int print_peaks(FILE *f, const struct ranks *a, const struct ranks *b,
+                       const struct gate *g, struct worst *w)
+{
+    bool *taken = calloc(b->nrows ? b->nrows : 1, sizeof *taken);
+    size_t *m = taken ? match(a, b, taken) : NULL;
+    if (m == NULL) {
+        free(taken);
+        return -1;
+    }
+    struct out_table t;
+    out_table_init(&t, "lrrrr", 2);
+    out_table_row(&t, "rank", "base", "new", "change", "%");
+    for (int pass = 0; pass < 2; pass++) {
+        size_t n = pass == 0 ? a->nrows : b->nrows;
+        for (size_t i = 0; i < n; i++) {
+            if (pass == 1 && taken[i])
+                continue;
+            size_t ra = pass == 0 ? i : RANKS_NONE, rb = pass == 0 ? m[i] : i;
+            const struct rank_row *row = ra != RANKS_NONE ? &a->rows[ra] : &b->rows[rb];
+            uint64_t pa = peak_of(a, ra), pb = peak_of(b, rb);
+            char who[96], x[OUT_NUM], y[OUT_NUM], c[OUT_NUM], p[OUT_NUM];
+            ranks_name(row, who, sizeof who);
+            int64_t ch = out_delta(pa, pb);
+            out_table_row(&t, who, ra != RANKS_NONE ? out_bytes(pa, x) : "-",
+                          rb != RANKS_NONE ? out_bytes(pb, y) : "-", out_sbytes(ch, c),
+                          ra == RANKS_NONE ? "NEW" : rb == RANKS_NONE ? "GONE"
+                                                                      : out_spct(ch, pa, p));
+            if (rb != RANKS_NONE)
+                judge(w, g, who, pa, pb);
+        }
+    }
+    fprintf(f, "%sPeak per rank%s\n", out_color(OUT_BOLD), out_color(OUT_RESET));
+    free(m);
+    free(taken);
+    return out_table_print(&t, f);
+}
+
+struct change {
+    const struct rank_site *site;
+    uint64_t base, now;
+    uint64_t mag;
+};
+
+static int by_change(const void *x, const void *y)
+{
+    const struct change *a = x, *b = y;
+    if (a->mag != b->mag)
+        return a->mag < b->mag ? 1 : -1;
+    int c = strcmp(a->site->display, b->site->display);
+    return c ? c : strcmp(a->site->callers, b->site->callers);
+}
+
+static int print_sites(FILE *f, const struct ranks *a, const struct ranks *b, unsigned top)
+{
+    struct change *v = malloc((a->nsites + b->nsites + 1) * sizeof *v);
+    if (v == NULL)
+        return -1;
+    size_t n = 0, unchanged = 0;
+    for (size_t i = 0; i < a->nsites; i++) {
+        const struct rank_site *s = &a->sites[i];
+        uint32_t j;
+        uint64_t now = hmap_find(&b->site_keys, s->key, s->key_len, &j) ? b->sites[j].total : 0;
+        if (now == s->total) {
+            unchanged++;
+            continue;
+        }
+        v[n++] = (struct change){s, s->total, now, now > s->total ? now - s->total
+                                                                   : s->total - now};
+    }
+    for (size_t j = 0; j < b->nsites; j++) {
+        const struct rank_site *s = &b->sites[j];
+        uint32_t i;
+        if (hmap_find(&a->site_keys, s->key, s->key_len, &i) || s->total == 0)
+            continue;
+        v[n++] = (struct change){s, 0, s->total, s->total};
+    }
+    qsort(v, n, sizeof *v, by_change);
+    fputc('\n', f);
+    fprintf(f, "%sCall sites at the ranks' peaks, summed over ranks, largest change "
+               "first%s\n", out_color(OUT_BOLD), out_color(OUT_RESET));
+    struct out_table t;
+    out_table_init(&t, "rrrll", 2);
+    out_table_row(&t, "base", "new", "change", "", "call site");
+    int64_t rest = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i >= top) {
+            rest += out_delta(v[i].base, v[i].now);
+            continue;
+        }
+        char x[OUT_NUM], y[OUT_NUM], c[OUT_NUM];
+        uint32_t k;
+        bool in_a = hmap_find(&a->site_keys, v[i].site->key, v[i].site->key_len, &k);
+        bool in_b = hmap_find(&b->site_keys, v[i].site->key, v[i].site->key_len, &k);
+        out_table_row(&t, out_bytes(v[i].base, x), out_bytes(v[i].now, y),
+                      out_sbytes(out_delta(v[i].base, v[i].now), c),
+                      !in_a ? "NEW" : !in_b ? "GONE" : "", v[i].site->display);
+        if (v[i].site->callers[0])
+            out_table_note(&t, v[i].site->callers);
+    }
+    int rc = 0;
+    if (n == 0) {
+        out_table_free(&t);
+        fprintf(f, "  no call site changed\n");
+    } else {
+        rc = out_table_print(&t, f);
+    }
+    if (n > top) {
+        char c[OUT_NUM];
+        fprintf(f, "  (%zu more changed call sites, %s in total)\n", n - top,
+                out_sbytes(rest, c));
+    }
+    if (unchanged > 0)
+        fprintf(f, "  (%zu call site%s unchanged)\n", unchanged, unchanged == 1 ? "" : "s");
+    free(v);
+    return rc;
+}
+
+static void print_ooms(FILE *f, const struct ranks *a, const struct ranks *b)
+{
+    uint64_t ca = 0, cb = 0, ra = 0, rb = 0;
+    for (size_t i = 0; i < a->nrows; i++) {
+        ca += a->rows[i].ooms;
+        ra += a->rows[i].first_oom_ns != SNAP_UNKNOWN_I64;
+    }
+    for (size_t i = 0; i < b->nrows; i++) {
+        cb += b->rows[i].ooms;
+        rb += b->rows[i].first_oom_ns != SNAP_UNKNOWN_I64;
+    }
+    fputc('\n', f);
+    fprintf(f, "%sOOMs%s\n", out_color(OUT_BOLD), out_color(OUT_RESET));
+    fprintf(f, "  ranks that ran out of memory %" PRIu64 " -> %" PRIu64 ", OOMs %" PRIu64
+               " -> %" PRIu64 "\n", ra, rb, ca, cb);
+}
+
+int ranks_diff_main(char *base, char *now, const struct gate *g, unsigned top)
+{
+    char *args[2] = {base, now};
+    struct ranks r[2];
+    for (int k = 0; k < 2; k++) {
+        char **paths;
+        size_t n;
+        int rc = ranks_expand(&args[k], 1, &paths, &n);
+        if (rc == 0) {
+            rc = ranks_merge(&r[k], paths, n);
+            /* Rows keep paths: they live as long as the merge. */
+            if (rc != 0)
+                ranks_paths_free(paths, n);
+            else
+                r[k].owned_paths = paths, r[k].nowned = n;
+        }
+        if (rc != 0) {
+            if (k == 1)
+                ranks_free(&r[0]);
+            return CLI_EXIT_ERROR;
+        }
+    }
+    char title[4096], *shown[2];
+    for (int k = 0; k < 2; k++) {
+        shown[k] = malloc(ESC_ROOM(strlen(args[k])));
+        if (shown[k] != NULL)
+            esc_text(args[k], shown[k]);
+    }
+    snprintf(title, sizeof title, "cumemtrace diff: %s (%zu rank%s) -> %s (%zu rank%s)",
+             shown[0] ? shown[0] : "?", r[0].nrows, r[0].nrows == 1 ? "" : "s",
+             shown[1] ? shown[1] : "?", r[1].nrows, r[1].nrows == 1 ? "" : "s");
+    free(shown[0]);
+    free(shown[1]);
+    fputs(out_color(OUT_BOLD), stdout);
+    out_wrap(stdout, "", "  ", title);
+    fputs(out_color(OUT_RESET), stdout);
+    fputc('\n', stdout);
+    struct worst w = {false, 0, ""};
+    int rc = print_peaks(stdout, &r[0], &r[1], g, &w);
+    if (rc == 0)
+        rc = print_sites(stdout, &r[0], &r[1], top);
+    if (rc == 0) {
+        print_ooms(stdout, &r[0], &r[1]);
+        if (g->on) {
+            fputc('\n', stdout);
+            if (w.failed)
+                fprintf(stdout, "%sgate FAILED: %s%s\n", out_color(OUT_RED), w.why,
+                        out_color(OUT_RESET));
+            else
+                fprintf(stdout, "%sgate passed: no rank's peak grew more than %s%s\n",
+                        out_color(OUT_GREEN), g->text, out_color(OUT_RESET));
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        ranks_paths_free(r[k].owned_paths, r[k].nowned);
+        ranks_free(&r[k]);
+    }
+    if (rc != 0) {
+        fprintf(stderr, "cumemtrace: diff: out of memory\n");
+        return CLI_EXIT_ERROR;
+    }
+    if (cli_finish_stdout() != 0)
+        return CLI_EXIT_ERROR;
+    return w.failed ? CLI_EXIT_GATE : CLI_EXIT_OK;
+}

@@ -1,0 +1,336 @@
+/* ranks_report.c - the per-rank view of `cumemtrace report` over many
+ * ranks' files (ranks.h): a row per rank, the imbalance, who failed first,
+ * the call sites summed over ranks with their per-rank spread. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "out.h"
+#include "ranks.h"
+#include "report.h"
+#include "snapshot.h"
+
+#define STANDOUT_PCT 10 /* a rank stands out beyond this far from the median */
+#define LISTED_MAX 8    /* ranks named in one line before "and N more" */
+
+static int by_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void print_table(FILE *f, const struct ranks *r)
+{
+    struct out_table t;
+    out_table_init(&t, "rlrrrrl", 2);
+    out_table_row(&t, "rank", "host:local", "peak", "at", "at end", "OOMs", "written");
+    for (size_t i = 0; i < r->nrows; i++) {
+        const struct rank_row *row = &r->rows[i];
+        const struct rank_file *fl = &r->files[row->chosen];
+        char rank[32], host[64], fit[64], pk[OUT_NUM], at[OUT_NUM], end[OUT_NUM], ooms[32];
+        if (row->rank != SNAP_UNKNOWN_I64)
+            snprintf(rank, sizeof rank, "%" PRId64, row->rank);
+        else
+            snprintf(rank, sizeof rank, "pid %" PRId64, row->pid);
+        const char *h = out_fit(row->host ? row->host : "?", 20, fit, sizeof fit);
+        if (row->local_rank != SNAP_UNKNOWN_I64)
+            snprintf(host, sizeof host, "%s:%" PRId64, h, row->local_rank);
+        else
+            snprintf(host, sizeof host, "%s", h);
+        snprintf(ooms, sizeof ooms, "%" PRIu64, row->ooms);
+        out_table_row(&t, rank, host, fl->peak_device == SNAP_UNKNOWN_I64 ? "-" :
+                      out_bytes(fl->peak, pk),
+                      fl->peak_device == SNAP_UNKNOWN_I64 ? "-" :
+                      out_duration(fl->peak_time_ns, at),
+                      out_bytes(fl->end_bytes, end), ooms, row->reasons);
+    }
+    out_table_print(&t, f);
+}
+
+/* "ranks 2, 5-7 of 8 wrote no file" for the rank numbers below the world
+ * size that have no row. */
+static void print_missing(FILE *f, const struct ranks *r)
+{
+    if (r->world_size == SNAP_UNKNOWN_I64 || r->world_size <= 0)
+        return;
+    char list[256] = "";
+    size_t used = 0, missing = 0;
+    for (int64_t k = 0; k < r->world_size; k++) {
+        if (ranks_find(r, k) != RANKS_NONE)
+            continue;
+        int64_t e = k;
+        while (e + 1 < r->world_size && ranks_find(r, e + 1) == RANKS_NONE)
+            e++;
+        missing += (size_t)(e - k + 1);
+        if (used + 32 < sizeof list) {
+            int w = e > k ? snprintf(list + used, sizeof list - used, "%s%" PRId64 "-%" PRId64,
+                                     used ? ", " : "", k, e)
+                          : snprintf(list + used, sizeof list - used, "%s%" PRId64,
+                                     used ? ", " : "", k);
+            used += w > 0 ? (size_t)w : 0;
+        }
+        k = e;
+    }
+    if (missing == 0)
+        return;
+    char line[400];
+    snprintf(line, sizeof line, "missing: rank%s %s of %" PRId64 " wrote no file here "
+             "(still running, killed with SIGKILL, or CUMEMTRACE_OUTPUT points elsewhere)",
+             missing == 1 ? "" : "s", list, r->world_size);
+    out_wrap(f, "  ", "    ", line);
+}
+
+static void print_imbalance(FILE *f, const struct ranks *r)
+{
+    size_t n = 0;
+    uint64_t *peaks = malloc((r->nrows ? r->nrows : 1) * sizeof *peaks);
+    if (peaks == NULL)
+        return;
+    for (size_t i = 0; i < r->nrows; i++)
+        if (r->files[r->rows[i].chosen].peak_device != SNAP_UNKNOWN_I64)
+            peaks[n++] = r->files[r->rows[i].chosen].peak;
+    if (n < 2) {
+        free(peaks);
+        return;
+    }
+    qsort(peaks, n, sizeof *peaks, by_u64);
+    uint64_t median = n % 2 ? peaks[n / 2]
+                            : peaks[n / 2 - 1] + (peaks[n / 2] - peaks[n / 2 - 1]) / 2;
+    uint64_t max = peaks[n - 1];
+    free(peaks);
+    size_t top = 0;
+    for (size_t i = 1; i < r->nrows; i++)
+        if (r->files[r->rows[i].chosen].peak > r->files[r->rows[top].chosen].peak)
+            top = i;
+    char a[OUT_NUM], b[OUT_NUM], who[96], line[1024];
+    size_t used = (size_t)snprintf(line, sizeof line, "imbalance: highest peak %s (%s) is "
+                                   "%.2fx the median %s",
+                                   out_bytes(max, a), ranks_name(&r->rows[top], who, sizeof who),
+                                   median ? (double)max / (double)median : 0.0,
+                                   out_bytes(median, b));
+    size_t out = 0;
+    for (size_t i = 0; i < r->nrows && median > 0; i++) {
+        const struct rank_file *fl = &r->files[r->rows[i].chosen];
+        if (fl->peak_device == SNAP_UNKNOWN_I64)
+            continue;
+        uint64_t d = fl->peak > median ? fl->peak - median : median - fl->peak;
+        if ((unsigned __int128)d * 100 <= (unsigned __int128)median * STANDOUT_PCT)
+            continue;
+        if (out++ == LISTED_MAX || used + 48 >= sizeof line)
+            continue;
+        double pct = 100.0 * ((double)fl->peak - (double)median) / (double)median;
+        used += (size_t)snprintf(line + used, sizeof line - used, "%s%s %+.0f%%",
+                                 out == 1 ? "; standing out (over 10% from it): " : ", ",
+                                 ranks_name(&r->rows[i], who, sizeof who), pct);
+    }
+    if (out > LISTED_MAX && used + 32 < sizeof line)
+        snprintf(line + used, sizeof line - used, " and %zu more", out - LISTED_MAX);
+    else if (out == 0 && used + 40 < sizeof line)
+        snprintf(line + used, sizeof line - used, "; no rank over 10%% from it");
+    out_wrap(f, "  ", "    ", line);
+}
+
+struct failure {
+    size_t row;
+    int64_t at; /* ns since the job's first start (or the rank's own start) */
+};
+
+static int by_at(const void *a, const void *b)
+{
+    const struct failure *x = a, *y = b;
+    if (x->at != y->at)
+        return x->at < y->at ? -1 : 1;
+    return (x->row > y->row) - (x->row < y->row);
+}
+
+/* Prints who failed first; returns that row, or RANKS_NONE. */
+static size_t print_failures(FILE *f, const struct ranks *r)
+{
+    int64_t t0 = INT64_MAX;
+    for (size_t i = 0; i < r->nrows; i++)
+        if (r->rows[i].start_wall_ns != SNAP_UNKNOWN_I64 && r->rows[i].start_wall_ns < t0)
+            t0 = r->rows[i].start_wall_ns;
+    struct failure *v = malloc((r->nrows ? r->nrows : 1) * sizeof *v);
+    if (v == NULL)
+        return RANKS_NONE;
+    size_t n = 0;
+    for (size_t i = 0; i < r->nrows; i++) {
+        const struct rank_row *row = &r->rows[i];
+        if (row->first_oom_ns == SNAP_UNKNOWN_I64)
+            continue;
+        v[n].row = i;
+        v[n].at = row->first_oom_ns + (row->start_wall_ns != SNAP_UNKNOWN_I64 && t0 != INT64_MAX
+                                           ? row->start_wall_ns - t0 : 0);
+        n++;
+    }
+    if (n == 0) {
+        free(v);
+        fprintf(f, "  no rank ran out of memory\n");
+        return RANKS_NONE;
+    }
+    qsort(v, n, sizeof *v, by_at);
+    const struct rank_row *first = &r->rows[v[0].row];
+    char who[96], at[OUT_NUM], b[OUT_NUM], dev[32], line[1024];
+    if (first->first_oom_device < 0)
+        snprintf(dev, sizeof dev, "pinned host memory");
+    else
+        snprintf(dev, sizeof dev, "device %" PRId64, first->first_oom_device);
+    size_t used = (size_t)snprintf(line, sizeof line, "first failure: %s ran out of memory "
+                                   "first, %s into the job, asking for %s on %s",
+                                   ranks_name(first, who, sizeof who),
+                                   out_duration(v[0].at, at),
+                                   out_bytes(first->first_oom_bytes, b), dev);
+    for (size_t i = 1; i < n && i <= LISTED_MAX && used + 48 < sizeof line; i++)
+        used += (size_t)snprintf(line + used, sizeof line - used, "%s%s (+%s)",
+                                 i == 1 ? "; then " : ", ",
+                                 ranks_name(&r->rows[v[i].row], who, sizeof who),
+                                 out_duration(v[i].at - v[0].at, at));
+    if (n > LISTED_MAX + 1 && used + 32 < sizeof line)
+        snprintf(line + used, sizeof line - used, " and %zu more", n - LISTED_MAX - 1);
+    out_wrap(f, "  ", "    ", line);
+    size_t row = v[0].row;
+    free(v);
+    return row;
+}
+
+static int print_sites(FILE *f, const struct ranks *r, unsigned top)
+{
+    if (r->nsites == 0)
+        return 0;
+    size_t *order = ranks_sites_sorted(r);
+    if (order == NULL)
+        return -1;
+    uint64_t total = 0;
+    for (size_t i = 0; i < r->nsites; i++)
+        total += r->sites[i].total;
+    char a[OUT_NUM];
+    fputc('\n', f);
+    fprintf(f, "%sCall sites at each rank's peak, summed over %zu rank%s (%s)%s\n",
+            out_color(OUT_BOLD), r->nrows, r->nrows == 1 ? "" : "s", out_bytes(total, a),
+            out_color(OUT_RESET));
+    struct out_table t;
+    out_table_init(&t, "rrrrl", 2);
+    out_table_row(&t, "total", "min", "max", "ranks", "call site");
+    size_t shown = r->nsites < top ? r->nsites : top;
+    for (size_t k = 0; k < shown; k++) {
+        const struct rank_site *s = &r->sites[order[k]];
+        char tot[OUT_NUM], mn[OUT_NUM], mx[OUT_NUM], nr[48], note[600], who[96];
+        /* A rank without the site held 0 there. */
+        uint64_t min = s->nranks < r->nrows ? 0 : s->min;
+        snprintf(nr, sizeof nr, "%" PRIu32 "/%zu", s->nranks, r->nrows);
+        out_table_row(&t, out_bytes(s->total, tot), out_bytes(min, mn), out_bytes(s->max, mx),
+                      nr, s->display);
+        if (min != s->max)
+            snprintf(note, sizeof note, "[max: %s]%s%s",
+                     ranks_name(&r->rows[s->max_row], who, sizeof who),
+                     s->callers[0] ? " " : "", s->callers);
+        else
+            snprintf(note, sizeof note, "%s", s->callers);
+        if (note[0])
+            out_table_note(&t, note);
+    }
+    if (r->nsites > shown) {
+        uint64_t rest = 0;
+        for (size_t k = shown; k < r->nsites; k++)
+            rest += r->sites[order[k]].total;
+        char b[OUT_NUM], more[64];
+        snprintf(more, sizeof more, "(%zu more call sites)", r->nsites - shown);
+        out_table_row(&t, out_bytes(rest, b), "", "", "", more);
+    }
+    free(order);
+    return out_table_print(&t, f);
+}
+
+int ranks_report(FILE *f, const struct ranks *r, unsigned top, size_t *detail)
+{
+    char title[160], ws[48] = "";
+    if (r->world_size != SNAP_UNKNOWN_I64)
+        snprintf(ws, sizeof ws, " (world size %" PRId64 ")", r->world_size);
+    snprintf(title, sizeof title, "cumemtrace report: %zu rank%s%s, %zu file%s", r->nrows,
+             r->nrows == 1 ? "" : "s", ws, r->nfiles, r->nfiles == 1 ? "" : "s");
+    fprintf(f, "%s%s%s\n", out_color(OUT_BOLD), title, out_color(OUT_RESET));
+    print_table(f, r);
+    print_missing(f, r);
+    print_imbalance(f, r);
+    size_t failed = print_failures(f, r);
+    if (print_sites(f, r, top) != 0)
+        return -1;
+    size_t best = 0;
+    for (size_t i = 1; i < r->nrows; i++)
+        if (r->files[r->rows[i].chosen].peak > r->files[r->rows[best].chosen].peak)
+            best = i;
+    char who[96], line[1200];
+    if (failed != RANKS_NONE && r->rows[failed].postmortem != RANKS_NONE) {
+        *detail = r->rows[failed].postmortem;
+        snprintf(line, sizeof line, "detailed below: the post-mortem of %s, the first to "
+                 "fail; one rank: cumemtrace report --rank N",
+                 ranks_name(&r->rows[failed], who, sizeof who));
+    } else {
+        *detail = r->nrows ? r->rows[best].chosen : RANKS_NONE;
+        snprintf(line, sizeof line, "detailed below: %s, the highest peak; one rank: "
+                 "cumemtrace report --rank N", ranks_name(&r->rows[best], who, sizeof who));
+    }
+    fputc('\n', f);
+    out_wrap(f, "", "  ", line);
+    fputc('\n', f);
+    return 0;
+}
+
+/* One file of the merge, loaded and reported in full. */
+static int detail_file(const char *path, bool json, unsigned top)
+{
+    struct cli_inputs in;
+    char *p = (char *)path;
+    if (cli_load(&in, &p, 1) != 0)
+        return CLI_EXIT_ERROR;
+    int rc = json ? report_json(stdout, in.snaps, 1, top) : report_text(stdout, in.snaps, 1, top);
+    cli_inputs_free(&in);
+    return rc;
+}
+
+int ranks_report_main(char **paths, size_t n, bool json, unsigned top, bool one,
+                      int64_t rank)
+{
+    struct ranks r;
+    if (ranks_merge(&r, paths, n) != 0)
+        return CLI_EXIT_ERROR;
+    size_t detail = RANKS_NONE;
+    int rc = 0;
+    if (one) {
+        size_t row = ranks_find(&r, rank);
+        if (row == RANKS_NONE) {
+            char have[256] = "";
+            size_t used = 0;
+            for (size_t i = 0; i < r.nrows && r.rows[i].rank != SNAP_UNKNOWN_I64 &&
+                               used + 24 < sizeof have; i++)
+                used += (size_t)snprintf(have + used, sizeof have - used, "%s%" PRId64,
+                                         used ? ", " : "", r.rows[i].rank);
+            cli_usage("report", "no file of rank %" PRId64 " among the %zu given (%s%s)",
+                      rank, r.nfiles, used ? "ranks present: " : "no file names a rank",
+                      have);
+            ranks_free(&r);
+            return CLI_EXIT_ERROR;
+        }
+        detail = r.rows[row].chosen;
+        rc = detail_file(r.files[detail].path, json, top);
+        if (rc == 0 && !json && r.rows[row].nfiles > 1) {
+            fprintf(stdout, "\nOther files of this rank:\n");
+            for (size_t i = 0; i < r.nfiles; i++)
+                if (r.files[i].row == row && i != detail)
+                    fprintf(stdout, "  %s (%s)\n", r.files[i].shown, r.files[i].reason);
+        }
+    } else {
+        rc = ranks_report(stdout, &r, top, &detail);
+        if (rc == 0 && detail != RANKS_NONE)
+            rc = detail_file(r.files[detail].path, false, top);
+    }
+    ranks_free(&r);
+    if (rc == CLI_EXIT_ERROR)
+        return rc;
+    if (rc != 0) {
+        fprintf(stderr, "cumemtrace: report: out of memory\n");
+        return CLI_EXIT_ERROR;
+    }
+    return cli_finish_stdout() ? CLI_EXIT_ERROR : CLI_EXIT_OK;
+}

@@ -1,0 +1,179 @@
+"""Many ranks of one job as one view (issue 17): a 4-rank job started like
+torchrun (RANK, LOCAL_RANK, WORLD_SIZE) on the simulated GPU, rank 2 running
+out of memory (tests/progs/rt_rank.c); `cumemtrace report DIR`, `--rank`,
+`cumemtrace diff DIR_A DIR_B` with the gate on the worst rank; and 64
+synthetic ranks merged in memory that does not grow with the ranks."""
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+
+import pytest
+
+from conftest import CLI, MiB, PROGS, base_env
+
+WORLD = 4
+
+
+def job(tmp_path, name, **extra):
+    """Runs the 4 ranks at once, as torchrun does, into tmp_path/name."""
+    d = tmp_path / name
+    d.mkdir()
+    procs = []
+    for r in range(WORLD):
+        env = base_env(dict({"RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(WORLD),
+                             "SIMCUDA_MEMORY": "256M"}, **extra))
+        procs.append(subprocess.Popen([str(PROGS / "rt_rank")], cwd=d, env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))
+    codes = [p.wait(timeout=60) for p in procs]
+    for p in procs:
+        p.stdout.close()
+        p.stderr.close()
+    return d, codes
+
+
+def cli(*args):
+    return subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True,
+                          env=dict(os.environ, NO_COLOR="1"), timeout=120)
+
+
+def row(out, rank):
+    m = re.search(rf"^ +{rank}  \S+:{rank} +(.*)$", out, re.M)
+    assert m, out
+    return m.group(1).split()
+
+
+def test_torchrun_job_one_view(tmp_path):
+    d, codes = job(tmp_path, "run", RT_RANK_OOM="2")
+    assert codes == [0, 0, 1, 0]
+    names = sorted(os.listdir(d))
+    assert len(names) == 5, names  # four exit snapshots and rank 2's post-mortem
+    snap = json.loads(next(d.glob("*.2.json")).read_text())
+    assert (snap["process"]["rank"], snap["process"]["local_rank"],
+            snap["process"]["world_size"]) == (2, 2, 4)
+    r = cli("report", d)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert out.startswith("cumemtrace report: 4 ranks (world size 4), 5 files\n")
+    # peak, at, at end, OOMs, written: 24 MiB of model + 8 + 4r of activations
+    for rank in range(WORLD):
+        cells = row(out, rank)
+        assert cells[:2] == [f"{24 + 8 + 4 * rank}.0", "MiB"], cells
+    assert row(out, 2)[-4:] == ["MiB", "1", "exit,", "oom"]          # held the model at exit
+    assert row(out, 2)[-5:-3] == ["24.0", "MiB"]
+    assert row(out, 0)[-2:] == ["0", "exit"]
+    assert "missing" not in out
+    assert re.search(r"first failure: rank 2 ran out of memory first, .* asking\s+for "
+                     r"1\.02 GiB on device 0", out), out
+    # Call sites summed over the ranks with their spread: the model is the
+    # same everywhere, the activations grow with the rank.
+    # (native frames may carry " at file:line" with debug information)
+    assert re.search(r"96\.0 MiB  24\.0 MiB  24\.0 MiB    4/4  rt_rank!build_model", out), out
+    assert re.search(r"56\.0 MiB  8\.00 MiB  20\.0 MiB    4/4  rt_rank!train_step.*\n"
+                     r" +\[max: rank 3\] < rt_rank!main", out), out
+    assert "detailed below: the post-mortem of rank 2, the first to fail" in out
+    assert "OUT OF MEMORY on device 0" in out
+    # one rank
+    one = cli("report", d, "--rank", "3")
+    assert one.returncode == 0, one.stderr
+    assert "(pid" in one.stdout and "rank 3)" in one.stdout
+    assert "4 ranks" not in one.stdout
+    two = cli("report", d, "--rank", "2")
+    assert "Other files of this rank:" in two.stdout and ".2.oom.0.json (oom)" in two.stdout
+    bad = cli("report", d, "--rank", "9")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert "no file of rank 9 among the 5 given (ranks present: 0, 1, 2, 3)" in bad.stderr
+
+
+def test_diff_of_two_jobs_gates_on_the_worst_rank(tmp_path):
+    base, codes = job(tmp_path, "base")
+    assert codes == [0] * WORLD
+    new, codes = job(tmp_path, "new", RT_RANK_GROW="1")
+    assert codes == [0] * WORLD
+    assert len(os.listdir(base)) == len(os.listdir(new)) == WORLD
+    same = cli("diff", base, base, "--max-growth", "0%")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "gate passed: no rank's peak grew more than 0%" in same.stdout
+    r = cli("diff", base, new, "--max-growth", "5%")
+    assert r.returncode == 1, r.stdout + r.stderr
+    # rank 1: 36 MiB -> 40 MiB, +11.1%
+    assert re.search(r"rank 1 +36\.0 MiB +40\.0 MiB +\+4\.00 MiB +\+11\.1", r.stdout), r.stdout
+    assert ("gate FAILED: rank 1 peak grew by 4194304 bytes (+11.1111%), more than 5%"
+            in r.stdout)
+    ok = cli("diff", base, new, "--max-growth", "12%")
+    assert ok.returncode == 0
+
+
+def test_ranks_starting_together_all_write(tmp_path):
+    """Regression: a rank's first CUDA call cleans stale temporaries in the
+    output directory; it used to remove another rank's temporary between
+    that rank's open and its lock, losing the snapshot ("cannot write
+    snapshot ...: No such file or directory"), about one job in three."""
+    for i in range(12):
+        d, codes = job(tmp_path, f"round{i}")
+        assert codes == [0] * WORLD
+        assert len(list(d.glob("cumemtrace.*.json"))) == WORLD, sorted(os.listdir(d))
+
+
+def synthetic(path, rank, stacks=200, groups_per_rank=50):
+    """A small valid snapshot of one rank: `stacks` call sites shared by all
+    ranks, at_peak over all of them, `groups_per_rank` of them live."""
+    frames = lambda i: [{"module": "python", "file": "model.py", "line": 10 + i,
+                         "function": f"layer{i}"}]
+    at_peak = [{"stack": i + 1, "bytes": (i + 1 + rank) * MiB, "count": 1}
+               for i in range(stacks)]
+    peak = sum(g["bytes"] for g in at_peak)
+    doc = {
+        "format": "cumemtrace", "version": 1, "reason": "exit", "sequence": 0,
+        "process": {"pid": 9000 + rank, "ppid": 1, "exe": "python3", "cmdline": [],
+                    "host": f"node{rank // 8}", "rank": rank, "local_rank": rank % 8,
+                    "world_size": 64, "start_wall_ns": 1764400000000000000,
+                    "dump_time_ns": 5_000_000_000, "tool_version": "0.1.0"},
+        "devices": [{"ordinal": rank % 8, "current_bytes": 0, "peak_bytes": peak,
+                     "peak_time_ns": 1_000_000_000, "live": [], "at_peak": at_peak}],
+        "stacks": [{"id": i + 1, "entry": "cudaMalloc", "frames": frames(i)}
+                   for i in range(stacks)],
+    }
+    path.write_text(json.dumps(doc))
+
+
+def peak_rss_kib(args):
+    """Peak RSS of the CLI alone, from a child Python that only runs it."""
+    code = ("import resource, subprocess, sys; "
+            "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); "
+            "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    out = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
+                         text=True, timeout=120).stdout.split()
+    assert out[0] == "0"
+    return int(out[1])
+
+
+def test_64_synthetic_ranks_merge_in_bounded_memory(tmp_path):
+    d = tmp_path / "ranks"
+    d.mkdir()
+    for r in range(64):
+        synthetic(d / f"cumemtrace.python3.{9000 + r}.{r}.json", r, stacks=2000)
+    r = cli("report", d, "--top", "3")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert out.startswith("cumemtrace report: 64 ranks (world size 64), 64 files\n")
+    assert len(re.findall(r"^ +\d+  node\d:\d ", out, re.M)) == 64
+    # Site i holds i+1+rank MiB on each rank: min on rank 0, max on rank 63.
+    # sum(2000 + r for r in range(64)) MiB = 127 GiB
+    assert re.search(r"127 GiB +1\.95 GiB +2\.01 GiB +64/64  "
+                     r"model\.py:2009:layer1999\n +\[max: rank 63\]", out), out
+    assert "(1997 more call sites)" in out
+    # Memory: 8 more ranks' files must not cost what their contents do.
+    small = tmp_path / "eight"
+    small.mkdir()
+    for name in sorted(os.listdir(d))[:8]:
+        os.link(d / name, small / name)
+    rss8 = peak_rss_kib([CLI, "report", small])
+    rss64 = peak_rss_kib([CLI, "report", d])
+    one_file_kib = os.path.getsize(next(d.iterdir())) // 1024
+    growth_per_rank = (rss64 - rss8) / 56
+    print(f"peak RSS: 8 ranks {rss8} KiB, 64 ranks {rss64} KiB, one file {one_file_kib} KiB")
+    assert growth_per_rank < one_file_kib / 4, (rss8, rss64, one_file_kib)
