@@ -36,6 +36,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -230,8 +231,34 @@ static int exit_like(int status)
     return CLI_EXIT_ERROR;
 }
 
+/* An explicit file (no %-codes, not a directory) must not exist: the
+ * library would take "<file>.1" and `report <file>` read the stale one.
+ * --force removes it first (a regular file or symlink only). */
+static int claim_output(const char *output, bool force)
+{
+    struct stat st;
+    size_t n = strlen(output);
+    if (strchr(output, '%') != NULL || n == 0 || output[n - 1] == '/' ||
+        lstat(output, &st) != 0 || (stat(output, &st) == 0 && S_ISDIR(st.st_mode)))
+        return 0;
+    if (!force) {
+        fprintf(stderr, "cumemtrace: run: '%s' already exists (an earlier run's "
+                "snapshot?); remove it, choose another --output, or add --force to "
+                "replace it\n", output);
+        return -1;
+    }
+    if (lstat(output, &st) == 0 && (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) &&
+        unlink(output) == 0)
+        return 0;
+    fprintf(stderr, "cumemtrace: run: cannot replace '%s': %s; remove it or choose "
+            "another --output\n", output,
+            S_ISREG(st.st_mode) || S_ISLNK(st.st_mode) ? strerror(errno)
+                                                       : "not a regular file");
+    return -1;
+}
+
 static const char usage[] =
-    "usage: cumemtrace run [--output PATTERN] [--limit SIZE] [--depth N]\n"
+    "usage: cumemtrace run [--output PATTERN [--force]] [--limit SIZE] [--depth N]\n"
     "                      [--] COMMAND [ARGS...]\n"
     "\n"
     "Runs COMMAND with libcumemtrace.so preloaded (found next to this program\n"
@@ -240,7 +267,9 @@ static const char usage[] =
     "SIGTERM, SIGHUP and SIGQUIT sent to cumemtrace are passed on.\n"
     "\n"
     "  --output PATTERN  CUMEMTRACE_OUTPUT: a directory, or a file pattern with\n"
-    "                    %p pid, %e executable, %h host, %r rank, %t time\n"
+    "                    %p pid, %e executable, %h host, %r rank, %t time;\n"
+    "                    a plain file name that exists is an error\n"
+    "  --force           replace that file (an earlier run's snapshot)\n"
     "  --limit SIZE      CUMEMTRACE_LIMIT: behave as on a GPU of SIZE (24GiB)\n"
     "  --depth N         CUMEMTRACE_DEPTH: native frames per stack, "
     STR(SETTINGS_DEPTH_MIN) "-" STR(SETTINGS_DEPTH_MAX) "\n"
@@ -255,10 +284,12 @@ int run_main(int argc, char **argv)
         {"output", required_argument, NULL, 'o'},
         {"limit", required_argument, NULL, 'l'},
         {"depth", required_argument, NULL, 'd'},
+        {"force", no_argument, NULL, 'f'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *output = NULL, *limit = NULL, *depth = NULL;
+    bool force = false;
     int c;
     /* '+': stop at the command, whose own options are not ours. */
     while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
@@ -266,6 +297,7 @@ int run_main(int argc, char **argv)
         int rc;
         switch (c) {
         case 'o': output = optarg; break;
+        case 'f': force = true; break;
         case 'l':
             rc = units_parse_size(optarg, &v);
             if (rc == UNITS_ENOUNIT)
@@ -290,6 +322,10 @@ int run_main(int argc, char **argv)
     }
     if (optind >= argc)
         return cli_usage("run", "no command given");
+    if (force && output == NULL)
+        return cli_usage("run", "--force replaces the file named by --output; give --output");
+    if (output != NULL && claim_output(output, force) != 0)
+        return CLI_EXIT_ERROR;
 
     char lib[PATH_MAX], looked[2 * PATH_MAX + 80];
     if (find_library(lib, sizeof lib, looked, sizeof looked) != 0) {

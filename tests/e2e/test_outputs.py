@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import PROGS, MiB, base_env, device
+from conftest import CLI, PROGS, base_env, device
 
 PROG = PROGS / "rt_outputs"
 
@@ -227,3 +227,40 @@ def test_an_explicit_dump_path_gets_advice_about_that_path(tmp_path):
     assert line == ("cumemtrace: warning: cannot write snapshot '/nonexistent/mid.json': "
                     "No such file or directory (pass cumemtrace_dump() a path in a "
                     "writable directory)")
+
+
+# ---- item 5: `run --output FILE` never leaves a stale FILE to be read ----
+
+def cli_run(tmp_path, *args):
+    env = base_env(preload=False)  # run puts the library in LD_PRELOAD itself
+    return subprocess.run([str(CLI), "run", *map(str, args)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_run_refuses_to_leave_a_stale_output_file_behind(tmp_path):
+    out = tmp_path / "run.json"
+    r = cli_run(tmp_path, "--output", "run.json", "--", PROG, "many", "10")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines()[-2:] == ["cumemtrace: 1 snapshot written:", f"  {out}"]
+    first = json.loads(out.read_text())["process"]["pid"]
+    # the same command again: an error before anything runs, the file untouched
+    r = cli_run(tmp_path, "--output", "run.json", "--", PROG, "many", "10")
+    assert r.returncode == 2
+    assert r.stderr == ("cumemtrace: run: 'run.json' already exists (an earlier run's "
+                        "snapshot?); remove it, choose another --output, or add --force "
+                        "to replace it\n")
+    assert json.loads(out.read_text())["process"]["pid"] == first
+    assert not (tmp_path / "run.json.1").exists()
+    # --force replaces it, and run names exactly the file written
+    r = cli_run(tmp_path, "--output", "run.json", "--force", "--", PROG, "many", "10")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines()[-2:] == ["cumemtrace: 1 snapshot written:", f"  {out}"]
+    assert json.loads(out.read_text())["process"]["pid"] != first
+    assert not (tmp_path / "run.json.1").exists()
+    # patterns and directories are not single files: no check
+    (tmp_path / "d").mkdir()
+    assert cli_run(tmp_path, "--output", "d", "--", PROG, "many", "1").returncode == 0
+    assert cli_run(tmp_path, "--output", "d", "--", PROG, "many", "1").returncode == 0
+    assert len(list((tmp_path / "d").iterdir())) == 2
+    r = cli_run(tmp_path, "--force", "--", PROG, "many", "1")
+    assert r.returncode == 2 and "--force" in r.stderr
