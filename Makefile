@@ -46,7 +46,8 @@ SIMRTA  := $(BUILD)/sim/libcudart_static.a
 .PHONY: all lib cli sim test test-unit test-e2e test-san demo install uninstall \
         clean bench fuzz deps check-deps
 all: lib cli sim
-lib: $(LIB)
+TORCHBOOT := $(patsubst src/torchboot/%,$(BUILD)/share/cumemtrace/torchboot/%,$(wildcard src/torchboot/*.py))
+lib: $(LIB) $(TORCHBOOT)
 cli: $(CLI)
 sim: $(SIMDRV) $(SIMRT) $(SIMRTA)
 
@@ -70,6 +71,11 @@ $(LIB): $(PRELOAD_OBJ) src/preload/exports.map
 	$(CC) -shared -o $@ $(PRELOAD_OBJ) $(LDFLAGS_ALL) \
 	    -Wl,--version-script=src/preload/exports.map -Wl,-soname,libcumemtrace.so \
 	    -Wl,-z,now -Wl,-z,relro -ldl -lpthread
+
+# ---- the PyTorch layer: Python files `cumemtrace run` puts on PYTHONPATH ----
+$(BUILD)/share/cumemtrace/torchboot/%.py: src/torchboot/%.py
+	@mkdir -p $(dir $@)
+	cp $< $@
 
 # ---- the command-line tool (may link libstdc++ for __cxa_demangle) ----
 $(CLI): $(CLI_OBJ)
@@ -118,9 +124,12 @@ install: lib cli
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libcumemtrace.so
 	install -m 0755 $(CLI) $(DESTDIR)$(PREFIX)/bin/cumemtrace
 	install -m 0644 include/cumemtrace.h $(DESTDIR)$(PREFIX)/include/cumemtrace.h
+	install -d $(DESTDIR)$(PREFIX)/share/cumemtrace/torchboot
+	install -m 0644 src/torchboot/*.py $(DESTDIR)$(PREFIX)/share/cumemtrace/torchboot/
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libcumemtrace.so $(DESTDIR)$(PREFIX)/bin/cumemtrace \
 	      $(DESTDIR)$(PREFIX)/include/cumemtrace.h
+	rm -rf $(DESTDIR)$(PREFIX)/share/cumemtrace
 
 check-deps:
 	@scripts/install-deps.sh --check-or-install

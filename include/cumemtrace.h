@@ -77,6 +77,41 @@ int cumemtrace_mark_end(int depth);
  * (0..63).  Thread-safe; costs one lock, no allocation. */
 int cumemtrace_usage(int device, struct cumemtrace_usage *out);
 
+/* ---- a caching allocator's own view, at its out-of-memory ----
+ *
+ * A caching allocator (PyTorch's; cumemtrace's Python layer calls this from
+ * PyTorch's out-of-memory observer, src/torchboot/cumemtrace_torch.py) hands
+ * its figures for the failing request; the library writes them into that
+ * request's post-mortem as `oom.allocator` (docs/snapshot-format.md) and
+ * names the cause in the allocator's terms.  When the calling thread has
+ * no failed CUDA request open on that device (the allocator refused by
+ * itself, e.g. PyTorch's set_per_process_memory_fraction), a post-mortem is
+ * written for the refusal.  Any field may be -1 (unknown); strings may be
+ * NULL.  Call it outside the allocator's own locks. */
+struct cumemtrace_allocator_facts {
+    uint32_t size;            /* sizeof(struct cumemtrace_allocator_facts) */
+    const char *name;         /* "pytorch" */
+    const char *version;      /* the allocator's (framework's) version */
+    const char *config;       /* its configuration as the user wrote it
+                                 (PYTORCH_CUDA_ALLOC_CONF) */
+    int64_t requested_bytes;  /* the request as the allocator rounded it */
+    int64_t allocated_bytes;  /* held by live tensors */
+    int64_t reserved_bytes;   /* held from the driver (segments) */
+    int64_t active_bytes;     /* allocated + freed but still in use by streams */
+    int64_t inactive_split_bytes; /* free pieces of split segments */
+    int64_t largest_free_small_bytes; /* largest free block, small pool */
+    int64_t largest_free_large_bytes; /* largest free block, large pool */
+    int64_t segments;
+    int64_t num_alloc_retries;
+    int64_t num_ooms;
+    int64_t limit_bytes;      /* the allocator's own cap (memory fraction) */
+    int64_t device_total_bytes; /* as the allocator's observer was told */
+    int64_t device_free_bytes;
+};
+
+/* Returns 0, or -1 (bad arguments, or tracing disabled).  Thread-safe. */
+int cumemtrace_allocator_oom(int device, const struct cumemtrace_allocator_facts *facts);
+
 /* The library's version, "MAJOR.MINOR.PATCH". */
 const char *cumemtrace_version(void);
 

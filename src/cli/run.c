@@ -90,6 +90,36 @@ static int find_library(char *lib, size_t n, char *looked, size_t ln)
     return -1;
 }
 
+/* PYTHONPATH with the PyTorch layer's start-up directory first (issue 12):
+ * share/cumemtrace/torchboot beside the library (build tree) or in the
+ * prefix.  NULL when it is not there (the run goes on without it) or on
+ * OOM. */
+static char *python_path(const char *lib)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", lib);
+    char *slash = strrchr(dir, '/');
+    if (slash != NULL)
+        *slash = '\0';
+    char a[PATH_MAX + 64], b[PATH_MAX + 64], real[PATH_MAX];
+    snprintf(a, sizeof a, "%s/share/cumemtrace/torchboot", dir);
+    snprintf(b, sizeof b, "%s/../share/cumemtrace/torchboot", dir);
+    const char *cand[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        char probe[PATH_MAX + 96];
+        snprintf(probe, sizeof probe, "%s/sitecustomize.py", cand[i]);
+        if (access(probe, R_OK) != 0 || realpath(cand[i], real) == NULL)
+            continue;
+        const char *old = getenv("PYTHONPATH");
+        size_t n = strlen(real) + (old ? strlen(old) : 0) + 2;
+        char *v = malloc(n);
+        if (v != NULL)
+            snprintf(v, n, "%s%s%s", real, old && old[0] ? ":" : "", old ? old : "");
+        return v;
+    }
+    return NULL;
+}
+
 /* A sanitizer runtime (libasan.so.8, libtsan.so.2, ...) must stay first in
  * LD_PRELOAD or it refuses to start. */
 static bool sanitizer_runtime(const char *entry, size_t n)
@@ -372,6 +402,10 @@ int run_main(int argc, char **argv)
              (limit && set_env("CUMEMTRACE_LIMIT", limit)) ||
              (depth && set_env("CUMEMTRACE_DEPTH", depth));
     free(preload);
+    char *pypath = python_path(lib);
+    if (pypath != NULL && rc == 0)
+        rc = set_env("PYTHONPATH", pypath);
+    free(pypath);
     if (rc != 0) {
         unlink(manifest);
         return CLI_EXIT_ERROR;

@@ -70,6 +70,7 @@ struct postmortem {
         bool recovered;
         uint64_t released_bytes;
         int64_t free_bytes;
+        bool has_allocator;
     } file;
     int64_t written_ns;     /* when the file was last written */
     bool dirty;             /* `info` is newer than the file */
@@ -80,7 +81,8 @@ static bool differs(const struct postmortem *p, const struct oom_info *o)
     return p->file.cause != o->cause || p->file.attempts != o->attempts ||
            p->file.recovered != o->recovered ||
            p->file.released_bytes != o->released_bytes ||
-           p->file.free_bytes != o->free_bytes;
+           p->file.free_bytes != o->free_bytes ||
+           p->file.has_allocator != o->has_allocator;
 }
 
 /* The caller holds `lock` and writes p->info next. */
@@ -91,6 +93,7 @@ static void mark_written(struct postmortem *p, int64_t now)
     p->file.recovered = p->info.recovered;
     p->file.released_bytes = p->info.released_bytes;
     p->file.free_bytes = p->info.free_bytes;
+    p->file.has_allocator = p->info.has_allocator;
     p->written_ns = now;
     p->dirty = false;
 }
@@ -141,8 +144,8 @@ static void say(const struct oom_info *o)
     const char *where = o->device < 0 ? "host" : "GPU";
     units_format_bytes(o->requested, req, sizeof req);
     log_msg(LOG_ERROR, "out of memory: %s of %s on %s %d failed (%s)",
-            resolve_name(o->slot), req, where, o->device < 0 ? 0 : o->device,
-            o->cause);
+            o->by_allocator ? o->allocator.name : resolve_name(o->slot), req, where,
+            o->device < 0 ? 0 : o->device, o->cause);
     if (o->total_bytes >= 0)
         log_msg(LOG_ERROR, "  GPU %d: total %s, free %s, this process %s, "
                            "untracked %s",
@@ -351,6 +354,47 @@ void oom_on_free(uint64_t bytes, uint32_t stack)
     }
     o->released_by[i].bytes += bytes;
     o->released_by[i].count++;
+}
+
+void oom_on_allocator(int device, const struct allocator_facts *f, int64_t now)
+{
+    if (chain == NULL && (chain = calloc(1, sizeof *chain)) == NULL)
+        return;
+    struct oom_info *o = chain;
+    bool fresh = !(o->open && o->device == device && o->kind != KIND_HOST_PINNED);
+    if (fresh) {
+        /* Nothing failed at the driver: the allocator's own refusal, a
+         * chain of its own with no CUDA attempt. */
+        close_chain(false, now);
+        memset(o, 0, sizeof *o);
+        pthread_mutex_lock(&lock);
+        o->chain = (uint32_t)++summary.count;
+        pthread_mutex_unlock(&lock);
+        o->requested = f->requested > 0 ? (uint64_t)f->requested : 0;
+        o->kind = KIND_DEVICE;
+        o->device = device;
+        o->tid = (uint32_t)syscall(SYS_gettid);
+        o->time_ns = now;
+        o->by_allocator = true;
+        device_truth(o);
+        classify(o, false);
+    }
+    o->allocator = *f;
+    o->has_allocator = true;
+    const char *cause = allocator_cause(f);
+    if (cause != NULL)
+        o->cause = cause;
+    else if (o->by_allocator)
+        o->cause = "allocator"; /* refused for a reason it did not state */
+    if (strcmp(o->cause, "allocator_limit") == 0 && f->limit >= 0 && f->reserved >= 0)
+        o->shortfall = (uint64_t)(f->reserved + f->requested - f->limit);
+    if (!fresh) {
+        postmortem_sync(o, now, true); /* the allocator's view, at once */
+        return;
+    }
+    o->reported = postmortem_new(o, now);
+    if (o->reported)
+        say(o);
 }
 
 void oom_summary_get(struct oom_summary *out)

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "allocator.h"
 #include "record.h"
 
 /* One out-of-memory event: the first failure of a chain of retries of the
@@ -39,6 +40,9 @@ struct oom_info {
     uint32_t chain;          /* 1-based chain number in the process */
     uint32_t postmortem;     /* 1-based number of its written post-mortem
                                 (oom.c keeps a copy there), 0 none */
+    bool has_allocator;      /* the caching allocator spoke (allocator) */
+    bool by_allocator;       /* refused by the allocator: no CUDA call failed */
+    struct allocator_facts allocator;
     char path[4096];         /* post-mortem file, "" if not written */
 };
 
@@ -72,6 +76,12 @@ void oom_on_failure(unsigned slot, enum record_kind kind, int device,
 void oom_on_success(enum record_kind kind, int device, uint64_t requested,
                     int64_t now);
 void oom_on_free(uint64_t bytes, uint32_t stack);
+
+/* A caching allocator's figures for its OOM on `device` (allocator.c):
+ * attached to the calling thread's open chain on that device, whose
+ * post-mortem is rewritten; with no such chain (the allocator refused by
+ * itself) a post-mortem is written for the refusal. */
+void oom_on_allocator(int device, const struct allocator_facts *f, int64_t now);
 
 void oom_summary_get(struct oom_summary *out);
 /* Before the exit snapshot: rewrites each post-mortem whose chain moved on

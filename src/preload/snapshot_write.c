@@ -380,6 +380,64 @@ static void write_host(struct jw *w, struct record_view *v)
     jw_s(w, "},\n");
 }
 
+/* The caching allocator's own figures (null when it did not speak), its
+ * configuration parsed as PyTorch reads it: "key:value,key:value". */
+static void write_allocator(struct jw *w, const struct oom_info *o)
+{
+    if (!o->has_allocator) {
+        jw_s(w, "null");
+        return;
+    }
+    const struct allocator_facts *f = &o->allocator;
+    jw_s(w, "{\"name\":");
+    jw_str(w, f->name);
+    jw_s(w, ",\"version\":");
+    jw_str(w, f->version[0] ? f->version : NULL);
+    const struct {
+        const char *key;
+        int64_t v;
+    } n[] = {
+        {"requested_bytes", f->requested},
+        {"allocated_bytes", f->allocated},
+        {"reserved_bytes", f->reserved},
+        {"active_bytes", f->active},
+        {"reserved_unallocated_bytes", allocator_unallocated(f)},
+        {"inactive_split_bytes", f->inactive_split},
+        {"segments", f->segments},
+        {"num_alloc_retries", f->num_alloc_retries},
+        {"num_ooms", f->num_ooms},
+        {"limit_bytes", f->limit},
+        {"device_total_bytes", f->device_total},
+        {"device_free_bytes", f->device_free},
+    };
+    for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
+        jw_fmt(w, ",\"%s\":", n[i].key);
+        jw_i64_or_null(w, n[i].v);
+    }
+    jw_s(w, ",\"largest_free_block_bytes\":{\"small\":");
+    jw_i64_or_null(w, f->largest_free_small);
+    jw_s(w, ",\"large\":");
+    jw_i64_or_null(w, f->largest_free_large);
+    jw_s(w, "},\"config\":{");
+    char conf[ALLOCATOR_CONFIG_MAX];
+    memcpy(conf, f->config, sizeof conf);
+    bool first = true;
+    char *save = NULL;
+    for (char *item = strtok_r(conf, ",", &save); item != NULL;
+         item = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(item, ':');
+        if (colon == NULL)
+            continue;
+        *colon = '\0';
+        jw_s(w, first ? "" : ",");
+        first = false;
+        jw_str(w, item);
+        jw_s(w, ":");
+        jw_str(w, colon + 1);
+    }
+    jw_s(w, "}}");
+}
+
 static void write_oom(struct jw *w, struct record_view *v,
                       const struct oom_info *o)
 {
@@ -391,7 +449,8 @@ static void write_oom(struct jw *w, struct record_view *v,
               "\"kind\":\"%s\",\"entry_point\":\"%s\",\"thread\":%u,"
               "\"time_ns\":%" PRId64 ",\"stack\":%u,\"total_bytes\":",
            o->requested, o->device, record_kind_name(o->kind),
-           resolve_name(o->slot), o->tid, o->time_ns, o->stack);
+           o->by_allocator ? o->allocator.name : resolve_name(o->slot), o->tid,
+           o->time_ns, o->stack);
     jw_i64_or_null(w, o->total_bytes);
     jw_s(w, ",\"free_bytes\":");
     jw_i64_or_null(w, o->free_bytes);
@@ -419,7 +478,9 @@ static void write_oom(struct jw *w, struct record_view *v,
         jw_fmt(w, "%s{\"stack\":%u,\"bytes\":%" PRIu64 ",\"count\":%" PRIu64 "}",
                i ? "," : "", o->released_by[order[i]].stack,
                o->released_by[order[i]].bytes, o->released_by[order[i]].count);
-    jw_s(w, "],\"live\":");
+    jw_s(w, "],\"allocator\":");
+    write_allocator(w, o);
+    jw_s(w, ",\"live\":");
     qsort(v->sites, v->nsites, sizeof *v->sites, by_pool_current);
     write_groups(w, v, o->device < 0 ? RECORD_HOST_POOL : (uint32_t)o->device,
                  false, 50);

@@ -1,0 +1,87 @@
+/* allocator.c - cumemtrace_allocator_oom: a caching allocator's figures
+ * for the post-mortem of its failing request (issue 12).
+ *
+ * The caller is PyTorch's out-of-memory observer (src/torchboot/), which
+ * runs after PyTorch released its allocator mutex: taking our locks and
+ * writing a file here cannot deadlock against the allocator. */
+#include "allocator.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include "cumemtrace.h"
+#include "clock.h"
+#include "config.h"
+#include "oom.h"
+#include "record.h"
+
+int64_t allocator_unallocated(const struct allocator_facts *f)
+{
+    if (f->reserved < 0 || f->allocated < 0)
+        return -1;
+    return f->reserved > f->allocated ? f->reserved - f->allocated : 0;
+}
+
+int64_t allocator_largest_free(const struct allocator_facts *f)
+{
+    return f->largest_free_small > f->largest_free_large ? f->largest_free_small
+                                                         : f->largest_free_large;
+}
+
+const char *allocator_cause(const struct allocator_facts *f)
+{
+    if (f->requested < 0)
+        return NULL;
+    /* PyTorch refuses when reserved + request would pass the fraction. */
+    if (f->limit >= 0 && f->reserved >= 0 && f->reserved + f->requested > f->limit)
+        return "allocator_limit";
+    int64_t un = allocator_unallocated(f), big = allocator_largest_free(f);
+    if (un >= f->requested && big >= 0 && big < f->requested)
+        return "allocator_fragmentation";
+    return NULL;
+}
+
+static void copy_str(char *dst, size_t n, const char *src)
+{
+    size_t len = src ? strnlen(src, n - 1) : 0;
+    if (len > 0)
+        memcpy(dst, src, len);
+    dst[len] = '\0';
+}
+
+/* A field the caller's (possibly older, shorter) struct has, else -1. */
+#define FIELD_OR_UNKNOWN(in, field)                                                  \
+    ((in)->size >= offsetof(struct cumemtrace_allocator_facts, field) +              \
+                       sizeof((in)->field)                                           \
+         ? (in)->field                                                               \
+         : -1)
+
+__attribute__((visibility("default"))) int
+cumemtrace_allocator_oom(int device, const struct cumemtrace_allocator_facts *in)
+{
+    if (in == NULL || device < 0 || device >= RECORD_MAX_DEVICES ||
+        in->size < offsetof(struct cumemtrace_allocator_facts, requested_bytes) +
+                       sizeof in->requested_bytes ||
+        config.disabled)
+        return -1;
+    struct allocator_facts f;
+    memset(&f, 0, sizeof f);
+    copy_str(f.name, sizeof f.name, in->name);
+    copy_str(f.version, sizeof f.version, in->version);
+    copy_str(f.config, sizeof f.config, in->config);
+    f.requested = in->requested_bytes;
+    f.allocated = FIELD_OR_UNKNOWN(in, allocated_bytes);
+    f.reserved = FIELD_OR_UNKNOWN(in, reserved_bytes);
+    f.active = FIELD_OR_UNKNOWN(in, active_bytes);
+    f.inactive_split = FIELD_OR_UNKNOWN(in, inactive_split_bytes);
+    f.largest_free_small = FIELD_OR_UNKNOWN(in, largest_free_small_bytes);
+    f.largest_free_large = FIELD_OR_UNKNOWN(in, largest_free_large_bytes);
+    f.segments = FIELD_OR_UNKNOWN(in, segments);
+    f.num_alloc_retries = FIELD_OR_UNKNOWN(in, num_alloc_retries);
+    f.num_ooms = FIELD_OR_UNKNOWN(in, num_ooms);
+    f.limit = FIELD_OR_UNKNOWN(in, limit_bytes);
+    f.device_total = FIELD_OR_UNKNOWN(in, device_total_bytes);
+    f.device_free = FIELD_OR_UNKNOWN(in, device_free_bytes);
+    oom_on_allocator(device, &f, clock_now_ns());
+    return 0;
+}

@@ -1,0 +1,33 @@
+/* allocator.h - a caching allocator's own figures at its OOM, as the
+ * post-mortem keeps them (include/cumemtrace.h cumemtrace_allocator_oom). */
+#ifndef CUMEMTRACE_ALLOCATOR_H
+#define CUMEMTRACE_ALLOCATOR_H
+
+#include <stdint.h>
+
+#define ALLOCATOR_CONFIG_MAX 512
+
+struct allocator_facts {
+    char name[32];
+    char version[64];
+    char config[ALLOCATOR_CONFIG_MAX]; /* as written, "" if none */
+    int64_t requested, allocated, reserved, active, inactive_split;
+    int64_t largest_free_small, largest_free_large;
+    int64_t segments, num_alloc_retries, num_ooms, limit;
+    int64_t device_total, device_free;
+};
+
+/* reserved - allocated, or -1 when either is unknown. */
+int64_t allocator_unallocated(const struct allocator_facts *f);
+
+/* The larger of the two pools' largest free blocks (-1 unknown). */
+int64_t allocator_largest_free(const struct allocator_facts *f);
+
+/* The cause in the allocator's terms, or NULL when its figures do not
+ * decide it (the driver-level cause stands):
+ *   "allocator_limit"          its own cap refused the request;
+ *   "allocator_fragmentation"  reserved-but-unallocated >= the request, yet
+ *                              no free block is large enough. */
+const char *allocator_cause(const struct allocator_facts *f);
+
+#endif

@@ -1,0 +1,158 @@
+"""The PyTorch layer of cumemtrace's post-mortem (issue 12).
+
+Our C hooks run inside cudaMalloc while PyTorch's caching allocator holds
+its device mutex, so they must never call into torch.  PyTorch calls its
+out-of-memory observers after releasing that mutex, with the GIL held, for
+every OutOfMemoryError it is about to raise (also for refusals by
+set_per_process_memory_fraction, which never reach CUDA).  There,
+torch.cuda.memory_stats() and torch.cuda.memory._snapshot() are safe: we
+take PyTorch's own figures and hand them to the preloaded library through
+its public API (cumemtrace_allocator_oom in include/cumemtrace.h), which
+writes them into the post-mortem of the failing request.
+
+Nothing here runs unless the program imports torch; nothing here raises.
+"""
+import ctypes
+import importlib.abc
+import importlib.util
+import os
+import sys
+
+_warned = False
+
+
+def _warn(what):
+    global _warned
+    if not _warned:
+        _warned = True
+        sys.stderr.write(f"cumemtrace: warning: PyTorch layer off: {what}; "
+                         f"post-mortems show driver-level figures only\n")
+
+
+class Facts(ctypes.Structure):
+    """struct cumemtrace_allocator_facts (include/cumemtrace.h)."""
+    _fields_ = [(n, t) for n, t in [
+        ("size", ctypes.c_uint32),
+        ("name", ctypes.c_char_p),
+        ("version", ctypes.c_char_p),
+        ("config", ctypes.c_char_p),
+        ("requested_bytes", ctypes.c_int64),
+        ("allocated_bytes", ctypes.c_int64),
+        ("reserved_bytes", ctypes.c_int64),
+        ("active_bytes", ctypes.c_int64),
+        ("inactive_split_bytes", ctypes.c_int64),
+        ("largest_free_small_bytes", ctypes.c_int64),
+        ("largest_free_large_bytes", ctypes.c_int64),
+        ("segments", ctypes.c_int64),
+        ("num_alloc_retries", ctypes.c_int64),
+        ("num_ooms", ctypes.c_int64),
+        ("limit_bytes", ctypes.c_int64),
+        ("device_total_bytes", ctypes.c_int64),
+        ("device_free_bytes", ctypes.c_int64),
+    ]]
+
+
+def _library():
+    try:
+        fn = ctypes.CDLL(None).cumemtrace_allocator_oom
+    except (AttributeError, OSError):
+        return None  # not traced: nothing to tell
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_int, ctypes.POINTER(Facts)]
+    return fn
+
+
+def facts(torch, device, alloc, device_total, device_free):
+    """PyTorch's view of device `device` at an OOM of `alloc` bytes (its
+    rounded request), from memory_stats() and the segment snapshot."""
+    s = torch.cuda.memory_stats(device)
+    largest = {"small": 0, "large": 0}
+    segments = 0
+    for seg in torch.cuda.memory._snapshot().get("segments", []):
+        if seg.get("device") != device:
+            continue
+        segments += 1
+        pool = seg.get("segment_type", "large")
+        for b in seg.get("blocks", []):
+            if b.get("state") == "inactive" and b.get("size", 0) > largest.get(pool, 0):
+                largest[pool] = b["size"]
+    limit = -1
+    try:
+        fraction = torch.cuda.get_per_process_memory_fraction(device)
+        if fraction < 1.0:
+            total = torch.cuda.get_device_properties(device).total_memory
+            limit = int(fraction * total)  # PyTorch's own rounding
+    except Exception:
+        pass
+    conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") or ""
+    f = Facts()
+    f.size = ctypes.sizeof(Facts)
+    f.name = b"pytorch"
+    f.version = torch.__version__.encode()
+    f.config = conf.encode()
+    f.requested_bytes = alloc
+    f.allocated_bytes = s.get("allocated_bytes.all.current", -1)
+    f.reserved_bytes = s.get("reserved_bytes.all.current", -1)
+    f.active_bytes = s.get("active_bytes.all.current", -1)
+    f.inactive_split_bytes = s.get("inactive_split_bytes.all.current", -1)
+    f.largest_free_small_bytes = largest["small"]
+    f.largest_free_large_bytes = largest["large"]
+    f.segments = segments
+    f.num_alloc_retries = s.get("num_alloc_retries", -1)
+    f.num_ooms = s.get("num_ooms", -1)
+    f.limit_bytes = limit
+    f.device_total_bytes = device_total
+    f.device_free_bytes = device_free
+    return f
+
+
+def _attach(torch, report):
+    def observer(device, alloc, device_total, device_free):
+        try:
+            f = facts(torch, device, alloc, device_total, device_free)
+            report(device, ctypes.byref(f))
+        except Exception as e:  # an observer must never raise
+            _warn(f"{type(e).__name__}: {e}")
+    try:
+        torch._C._cuda_attach_out_of_memory_observer(observer)
+    except Exception as e:
+        # backend:cudaMallocAsync has no observers: the driver view stands.
+        _warn(f"PyTorch refused the out-of-memory observer ({e})")
+
+
+class _TorchFinder(importlib.abc.MetaPathFinder):
+    """Waits for `import torch`, then queues the observer for when torch's
+    CUDA initialises (its device allocators exist only from then on)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("torch")
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        load = spec.loader.exec_module
+
+        def exec_module(module):
+            load(module)
+            try:
+                report = _library()
+                if report is not None:
+                    module.cuda._lazy_call(lambda: _attach(module, report))
+            except Exception as e:
+                _warn(f"{type(e).__name__}: {e}")
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def install():
+    """Called by our sitecustomize; also usable as `import cumemtrace_torch;
+    cumemtrace_torch.install()` under a plain LD_PRELOAD."""
+    if "torch" in sys.modules:
+        torch = sys.modules["torch"]
+        report = _library()
+        if report is not None:
+            torch.cuda._lazy_call(lambda: _attach(torch, report))
+        return
+    if not any(isinstance(f, _TorchFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _TorchFinder())
