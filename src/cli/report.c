@@ -21,6 +21,7 @@
 #include "frames.h"
 #include "out.h"
 #include "ranks.h"
+#include "report_allocator.h"
 #include "sites.h"
 
 /* A recorded string as text output may print it (snapshot_display). */
@@ -293,6 +294,17 @@ static void print_cause(FILE *f, const struct snapshot *s, const struct snap_oom
                            "holds %s)",
              out_bytes(o->limit_bytes, a), out_bytes(o->tracked_bytes, b));
         break;
+    case CAUSE_ALLOCATOR_FRAGMENTATION:
+        field(f, "cause:", "allocator fragmentation - %s reserved but unallocated >= "
+                           "request %s, but no free block is large enough",
+             out_bytes(o->allocator.reserved_unallocated_bytes, a),
+             out_bytes(o->requested_bytes, b));
+        break;
+    case CAUSE_ALLOCATOR_LIMIT:
+        field(f, "cause:", "allocator limit - the memory fraction cap %s refused it "
+                           "(reserved %s); no CUDA call was made",
+             out_bytes(o->allocator.limit_bytes, a), out_bytes(o->allocator.reserved_bytes, b));
+        break;
     default:
         field(f, "cause:", "%s", TEXT(s, snapshot_cause_name(o)));
         break;
@@ -346,6 +358,9 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
     fputc('\n', f);
     fprintf(f, "%s%sOUT OF MEMORY on %s at %s%s\n", out_color(OUT_BOLD), out_color(OUT_RED),
             dev, out_duration(o->time_ns, t), out_color(OUT_RESET));
+    char sentence[512];
+    if (report_allocator_sentence(o, sentence, sizeof sentence)[0])
+        out_wrap(f, "  ", "  ", sentence);
     char thread[48] = "";
     if (o->thread != SNAP_UNKNOWN_I64)
         snprintf(thread, sizeof thread, ", thread %" PRId64, o->thread);
@@ -360,6 +375,7 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
         field(f, "", "untracked %s (CUDA context, other libraries, other processes)",
               out_bytes(o->untracked_bytes, d));
     }
+    report_allocator_lines(f, s->ctx, o);
     print_cause(f, s, o);
     print_retries(f, o);
     if (o->stack != SNAP_NO_STACK) {

@@ -130,6 +130,8 @@ const char *snapshot_cause_name(const struct snap_oom *oom)
     case CAUSE_EXHAUSTED: return "exhausted";
     case CAUSE_FRAGMENTATION: return "fragmentation";
     case CAUSE_LIMIT: return "limit";
+    case CAUSE_ALLOCATOR_FRAGMENTATION: return "allocator_fragmentation";
+    case CAUSE_ALLOCATOR_LIMIT: return "allocator_limit";
     default: return oom->cause_name ? oom->cause_name : "unknown";
     }
 }

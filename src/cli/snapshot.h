@@ -36,7 +36,11 @@ enum snap_kind {
 };
 #define DEVICE_KINDS 4 /* the by_kind keys: device, managed, async, vmm */
 
-enum oom_cause { CAUSE_UNKNOWN, CAUSE_EXHAUSTED, CAUSE_FRAGMENTATION, CAUSE_LIMIT };
+enum oom_cause {
+    CAUSE_UNKNOWN, CAUSE_EXHAUSTED, CAUSE_FRAGMENTATION, CAUSE_LIMIT,
+    CAUSE_ALLOCATOR_FRAGMENTATION, /* free inside the allocator's segments, no block fits */
+    CAUSE_ALLOCATOR_LIMIT,         /* the allocator's own cap (memory fraction) */
+};
 
 enum frame_type { FRAME_NATIVE, FRAME_PYTHON, FRAME_MARKER };
 
@@ -151,6 +155,19 @@ struct snap_counters {
     uint64_t unknown_free_calls, oom_dumps_suppressed;
 };
 
+/* oom.allocator: what the caching allocator (PyTorch) said at the OOM.
+ * Numbers are SNAP_UNKNOWN when absent or null. */
+struct snap_allocator {
+    bool present;
+    const char *name, *version;
+    uint64_t requested_bytes, allocated_bytes, reserved_bytes, active_bytes;
+    uint64_t reserved_unallocated_bytes, inactive_split_bytes;
+    uint64_t largest_free_small, largest_free_large;
+    uint64_t segments, num_alloc_retries, num_ooms, limit_bytes;
+    uint64_t device_total_bytes, device_free_bytes;
+    const char *config; /* "key:value,..." as written back, or NULL */
+};
+
 struct snap_oom {
     bool present;
     uint64_t requested_bytes;
@@ -170,6 +187,7 @@ struct snap_oom {
     uint64_t released_bytes, released_count;
     struct snap_groups released; /* what the retries freed, by call site */
     struct snap_groups live;
+    struct snap_allocator allocator; /* the caching allocator's own view */
 };
 
 /* A failed allocation attempt, or the success that ended a retry chain. */

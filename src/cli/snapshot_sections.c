@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "snapshot_allocator.h"
 #include "snapshot_bulk.h"
 
 /* ---- groups ---- */
@@ -393,6 +394,10 @@ static int rd_oom_cause(struct reader *r, void *obj)
         o->cause = CAUSE_FRAGMENTATION;
     else if (strcmp(k, "limit") == 0)
         o->cause = CAUSE_LIMIT;
+    else if (strcmp(k, "allocator_fragmentation") == 0)
+        o->cause = CAUSE_ALLOCATOR_FRAGMENTATION;
+    else if (strcmp(k, "allocator_limit") == 0)
+        o->cause = CAUSE_ALLOCATOR_LIMIT;
     return 0;
 }
 
@@ -451,6 +456,7 @@ static const struct field oom_fields[] = {
     FIELD(snap_oom, released_count, F_U64N),
     FIELD_FN("live", rd_oom_live),
     FIELD_FN("released", rd_oom_released),
+    FIELD_FN("allocator", snapshot_read_allocator),
 };
 
 static int rd_oom(struct reader *r, void *obj)

@@ -94,12 +94,17 @@
 #include "python.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "clock.h"
 #include "config.h"
 #include "log.h"
 #include "record.h"
@@ -134,6 +139,7 @@ static struct {
     void (*err_restore)(py_object *, py_object *, py_object *);
     const char *(*version)(void);
     const void *frame_type, *code_type; /* 3.8: &PyFrame_Type, &PyCode_Type */
+    void (*dump_traceback)(int, void *); /* _Py_DumpTraceback, may be NULL */
 } api;
 
 static int py_minor;               /* CPython 3.<py_minor> */
@@ -142,11 +148,12 @@ static pthread_once_t attach_once = PTHREAD_ONCE_INIT;
 
 /* ---- the intern table ---- */
 
-enum { MARK_NO_GIL, MARK_TRUNCATED, MARK_NO_MEMORY, MARKER_COUNT };
+enum { MARK_NO_GIL, MARK_TRUNCATED, MARK_NO_MEMORY, MARK_BUDGET, MARKER_COUNT };
 static const char *const marker_text[MARKER_COUNT] = {
     "python frames unavailable: GIL not held",
     "python frames truncated",
     "python frame unavailable: out of memory",
+    "python frames skipped: GIL not held and the no-GIL reader over its time budget",
 };
 
 /* One code object, referenced for as long as the process lives. */
@@ -187,6 +194,19 @@ static struct frame_slot *fslots;
 static size_t fcap, fused;
 static struct code_entry **cslots;
 static size_t ccap, cused;
+
+/* The no-GIL path's memfd and buffer (see nogil_frames). */
+static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
+static int dump_fd = -1;
+static dev_t dump_dev;
+static ino_t dump_ino;
+static char dump_buf[1 << 16]; /* under dump_lock */
+static int64_t dump_spent_ns;  /* time spent reading without the GIL */
+
+/* The no-GIL reader may take this share of the process's run time (plus a
+ * grace for the first captures): beyond it, stacks get MARK_BUDGET. */
+#define NOGIL_BUDGET_PERCENT 2
+#define NOGIL_GRACE_NS 50000000
 
 static size_t hash_ptr(const void *p, int64_t key)
 {
@@ -418,6 +438,7 @@ static enum python_mode find_api(void)
     LOOKUP(decref, "Py_DecRef");
     LOOKUP(err_fetch, "PyErr_Fetch");
     LOOKUP(err_restore, "PyErr_Restore");
+    LOOKUP(dump_traceback, "_Py_DumpTraceback"); /* optional: see nogil_frames */
     bool ok = api.is_initialized && api.this_thread_state && api.frame_line &&
               api.getattr && api.as_utf8 && api.incref && api.decref &&
               api.err_fetch && api.err_restore;
@@ -464,12 +485,23 @@ static void attach(void)
 
 static void fork_prepare(void)
 {
+    pthread_mutex_lock(&dump_lock);
     pthread_mutex_lock(&lock);
 }
 
 static void fork_release(void)
 {
     pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&dump_lock);
+}
+
+/* The child shares the memfd's offset with its parent: it makes its own. */
+static void fork_child(void)
+{
+    if (dump_fd >= 0)
+        close(dump_fd);
+    dump_fd = -1;
+    fork_release();
 }
 
 void python_init(void)
@@ -484,7 +516,7 @@ void python_init(void)
     enum python_mode mode = find_api();
     __atomic_store_n(&python_mode, mode, __ATOMIC_RELEASE);
     if (mode != PYTHON_OFF)
-        pthread_atfork(fork_prepare, fork_release, fork_release);
+        pthread_atfork(fork_prepare, fork_release, fork_child);
 }
 
 /* ---- walking ---- */
@@ -572,6 +604,219 @@ static uint32_t frame_intern_lasti(const struct raw_frame *r)
     return index;
 }
 
+/* ---- frames of a thread that does not hold the GIL ----
+ *
+ * PyTorch releases the GIL around every tensor operation, so its
+ * allocations never see a thread that holds it.  The thread's own frames
+ * are still there and cannot change while it runs our code: only this
+ * thread pushes and pops them, and they keep their code objects alive.
+ * The public API cannot read them without the GIL (it creates frame
+ * objects), but CPython's own fault handler can: _Py_DumpTraceback(fd,
+ * tstate) writes "  File "f", line N in name" per frame, innermost first,
+ * reading the frames without allocating or locking (documented as
+ * signal-safe, used by faulthandler on threads that do not hold the GIL).
+ * We hand it a private memfd, read the text back and intern the frames by
+ * their strings.  It names functions by co_name (not co_qualname) and
+ * escapes non-ASCII as \xNN; it writes character by character, so the cost
+ * is a few µs per frame - paid only by allocations made without the GIL,
+ * which in PyTorch are the caching allocator's cudaMalloc cache misses
+ * (20-100 µs each on a real GPU).  CUMEMTRACE_PYTHON=0 turns Python frames
+ * off altogether.  The fd's identity is checked before each use, so a host
+ * that closed it and reused the number is never written to. */
+
+
+/* String-keyed entries: (file, function) -> code_entry, whose address
+ * then stands for a code object in the (code, line) slots. */
+static struct code_entry **sslots;
+static size_t scap, sused;
+
+static size_t hash_names(const char *file, size_t flen, const char *fn, size_t fnlen)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < flen; i++)
+        h = (h ^ (unsigned char)file[i]) * 0x100000001b3ull;
+    h = (h ^ 0xff) * 0x100000001b3ull;
+    for (size_t i = 0; i < fnlen; i++)
+        h = (h ^ (unsigned char)fn[i]) * 0x100000001b3ull;
+    return (size_t)(h ^ (h >> 29));
+}
+
+static bool names_equal(const struct code_entry *c, const char *file, size_t flen,
+                        const char *fn, size_t fnlen)
+{
+    return strncmp(c->file, file, flen) == 0 && c->file[flen] == '\0' &&
+           strncmp(c->function, fn, fnlen) == 0 && c->function[fnlen] == '\0';
+}
+
+/* Caller holds `lock`. */
+static const struct code_entry *names_intern(const char *file, size_t flen,
+                                             const char *fn, size_t fnlen)
+{
+    size_t h = hash_names(file, flen, fn, fnlen);
+    if (scap != 0)
+        for (size_t i = h & (scap - 1); sslots[i] != NULL; i = (i + 1) & (scap - 1))
+            if (names_equal(sslots[i], file, flen, fn, fnlen))
+                return sslots[i];
+    if (2 * (sused + 1) > scap) {
+        size_t ncap = scap ? 2 * scap : 256;
+        struct code_entry **n = calloc(ncap, sizeof *n);
+        if (n == NULL)
+            return NULL;
+        for (size_t j = 0; j < scap; j++) {
+            if (sslots[j] == NULL)
+                continue;
+            size_t i = hash_names(sslots[j]->file, strlen(sslots[j]->file),
+                                  sslots[j]->function, strlen(sslots[j]->function)) &
+                       (ncap - 1);
+            while (n[i] != NULL)
+                i = (i + 1) & (ncap - 1);
+            n[i] = sslots[j];
+        }
+        free(sslots);
+        sslots = n;
+        scap = ncap;
+    }
+    struct code_entry *c = malloc(sizeof *c);
+    if (c == NULL)
+        return NULL;
+    c->code = NULL;
+    c->file = strndup(file, flen);
+    c->function = strndup(fn, fnlen);
+    if (c->file == NULL || c->function == NULL) {
+        free(c->file);
+        free(c->function);
+        free(c);
+        return NULL;
+    }
+    size_t i = h & (scap - 1);
+    while (sslots[i] != NULL)
+        i = (i + 1) & (scap - 1);
+    sslots[i] = c;
+    sused++;
+    return c;
+}
+
+/* Caller holds `lock`. */
+static uint32_t names_frame_intern(const char *file, size_t flen, int line, const char *fn,
+                                   size_t fnlen)
+{
+    const struct code_entry *c = names_intern(file, flen, fn, fnlen);
+    if (c == NULL)
+        return MARK_NO_MEMORY;
+    py_object *key = (py_object *)(uintptr_t)c; /* never a real code object */
+    uint32_t index = slot_find(key, LINE_KEY(line));
+    if (index != 0)
+        return index;
+    if (nframes >= FRAME_CHUNK * FRAME_CHUNKS)
+        return MARK_NO_MEMORY;
+    index = nframes;
+    struct frame_entry **chunk = &chunks[index / FRAME_CHUNK];
+    if (*chunk == NULL && (*chunk = calloc(FRAME_CHUNK, sizeof **chunk)) == NULL)
+        return MARK_NO_MEMORY;
+    if (!slot_put(key, LINE_KEY(line), index))
+        return MARK_NO_MEMORY;
+    (*chunk)[index % FRAME_CHUNK] = (struct frame_entry){c, line};
+    nframes++;
+    return index;
+}
+
+/* Our memfd, still ours; -1 when it cannot be had.  Caller holds dump_lock. */
+static int dump_file(void)
+{
+    struct stat st;
+    if (dump_fd >= 0 &&
+        (fstat(dump_fd, &st) != 0 || st.st_dev != dump_dev || st.st_ino != dump_ino))
+        dump_fd = -1; /* closed by the host, maybe reused: not ours any more */
+    if (dump_fd < 0) {
+        int fd = memfd_create("cumemtrace-pyframes", MFD_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) != 0) {
+            if (fd >= 0)
+                close(fd);
+            return -1;
+        }
+        dump_fd = fd;
+        dump_dev = st.st_dev;
+        dump_ino = st.st_ino;
+    }
+    return dump_fd;
+}
+
+/* Parses one `  File "F", line N in NAME` line; false for anything else. */
+static bool parse_frame_line(const char *p, const char *end, const char **file,
+                             size_t *flen, int *line, const char **fn, size_t *fnlen)
+{
+    static const char pre[] = "  File \"";
+    if ((size_t)(end - p) < sizeof pre - 1 || memcmp(p, pre, sizeof pre - 1) != 0)
+        return false;
+    p += sizeof pre - 1;
+    const char *q = memmem(p, (size_t)(end - p), "\", line ", 8);
+    if (q == NULL)
+        return false;
+    *file = p;
+    *flen = (size_t)(q - p);
+    p = q + 8;
+    int n = 0;
+    while (p < end && *p >= '0' && *p <= '9' && n < 100000000)
+        n = n * 10 + (*p++ - '0');
+    if ((size_t)(end - p) < 4 || memcmp(p, " in ", 4) != 0)
+        return false;
+    *line = n;
+    *fn = p + 4;
+    *fnlen = (size_t)(end - (p + 4));
+    return true;
+}
+
+/* Up to max tagged frames of thread state ts, read through the fault
+ * handler's dumper; 0 when it cannot (the caller then uses the marker). */
+static unsigned nogil_frames(void *ts, void **py, unsigned max, bool *more)
+{
+    unsigned m = 0;
+    *more = false;
+    int saved = errno;
+    pthread_mutex_lock(&dump_lock);
+    int64_t t0 = clock_now_ns();
+    if (dump_spent_ns > NOGIL_GRACE_NS + t0 / (100 / NOGIL_BUDGET_PERCENT)) {
+        pthread_mutex_unlock(&dump_lock);
+        py[0] = tag(MARK_BUDGET);
+        return 1;
+    }
+    int fd = dump_file();
+    ssize_t got = -1;
+    if (fd >= 0 && lseek(fd, 0, SEEK_SET) == 0) {
+        api.dump_traceback(fd, ts);
+        off_t end = lseek(fd, 0, SEEK_CUR);
+        if (end > 0)
+            got = pread(fd, dump_buf,
+                        (size_t)end < sizeof dump_buf ? (size_t)end : sizeof dump_buf, 0);
+    }
+    if (got > 0) {
+        pthread_mutex_lock(&lock);
+        const char *p = dump_buf, *stop = dump_buf + got;
+        while (p < stop) {
+            const char *nl = memchr(p, '\n', (size_t)(stop - p));
+            const char *eol = nl ? nl : stop;
+            const char *file, *fn;
+            size_t flen, fnlen;
+            int line;
+            if (nl != NULL && parse_frame_line(p, eol, &file, &flen, &line, &fn, &fnlen)) {
+                if (m == max) {
+                    *more = true;
+                    break;
+                }
+                py[m++] = tag(names_frame_intern(file, flen, line, fn, fnlen));
+            } else if (nl != NULL && m > 0 && eol - p >= 5 && memcmp(p, "  ...", 5) == 0) {
+                *more = true; /* the dumper's own depth limit */
+            }
+            p = eol + 1;
+        }
+        pthread_mutex_unlock(&lock);
+    }
+    dump_spent_ns += clock_now_ns() - t0;
+    pthread_mutex_unlock(&dump_lock);
+    errno = saved;
+    return m;
+}
+
 /* Tagged Python frames of the calling thread, innermost first, at most
  * `max` (>= 2): a marker alone when it does not hold the GIL, nothing when
  * the interpreter is not running or has no frame on this thread. */
@@ -581,8 +826,16 @@ static unsigned python_frames(void **py, unsigned max)
         return 0;
     void *ts = held_thread_state();
     if (ts == NULL) {
-        py[0] = tag(MARK_NO_GIL);
-        return 1;
+        void *mine = api.dump_traceback != NULL ? api.this_thread_state() : NULL;
+        bool more = false;
+        unsigned m = mine != NULL ? nogil_frames(mine, py, max - 1, &more) : 0;
+        if (m == 0) {
+            py[0] = tag(MARK_NO_GIL);
+            return 1;
+        }
+        if (more)
+            py[m++] = tag(MARK_TRUNCATED);
+        return m;
     }
     struct raw_frame raw[RECORD_MAX_DEPTH];
     if (max > RECORD_MAX_DEPTH)

@@ -24,6 +24,7 @@ SIZES = {
     "lines": 13 * MiB + 4096,
     "gc": 15 * MiB + 4096,
     "recursion": 17 * MiB + 4096,
+    "budget": 19 * MiB + 4096,
 }
 REPEAT = 3  # allocations per scenario, all from the same place
 
@@ -79,9 +80,18 @@ def native_frames_in_this_library():
     return False
 
 
+BUDGET_ALLOCS = 400
+
+
+def churn(runtime, size, n):
+    if n:
+        return churn(runtime, size, n - 1)
+    runtime.free(runtime.malloc(size))
+
+
 def main(build, scenario):
     size = SIZES[scenario]
-    model = Model(Runtime(build, hold_gil=scenario != "cdll"))
+    model = Model(Runtime(build, hold_gil=scenario not in ("cdll", "budget")))
     if scenario in ("pydll", "cdll"):
         train(model, size)  # @main_train
     elif scenario == "thread":
@@ -114,6 +124,11 @@ def main(build, scenario):
         gc.set_threshold(700)
         gc.callbacks.clear()
         print(f"collections inside cumemtrace: {len(seen)}")
+    elif scenario == "budget":
+        # Without the GIL every capture goes through the fault handler's
+        # dumper: many of them exhaust its time budget (python.c).
+        for _ in range(BUDGET_ALLOCS):
+            churn(model.runtime, size, 30)
     elif scenario == "recursion":
         # deeper than a stored stack holds (RECORD_MAX_DEPTH = 256)
         sys.setrecursionlimit(1000)

@@ -1,0 +1,93 @@
+/* report_allocator.c - the PyTorch part of a post-mortem. */
+#include "report_allocator.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "out.h"
+
+static bool known(uint64_t v)
+{
+    return v != SNAP_UNKNOWN;
+}
+
+static uint64_t largest_free(const struct snap_allocator *a)
+{
+    uint64_t s = known(a->largest_free_small) ? a->largest_free_small : 0;
+    uint64_t l = known(a->largest_free_large) ? a->largest_free_large : 0;
+    if (!known(a->largest_free_small) && !known(a->largest_free_large))
+        return SNAP_UNKNOWN;
+    return s > l ? s : l;
+}
+
+static const char *who(const struct snap_allocator *a)
+{
+    return a->name && strcmp(a->name, "pytorch") == 0 ? "PyTorch" : "the allocator";
+}
+
+const char *report_allocator_sentence(const struct snap_oom *o, char *buf, size_t n)
+{
+    const struct snap_allocator *a = &o->allocator;
+    char r[OUT_NUM], u[OUT_NUM], b[OUT_NUM], al[OUT_NUM], rs[OUT_NUM], lim[OUT_NUM],
+        fr[OUT_NUM];
+    buf[0] = '\0';
+    if (!a->present)
+        return buf;
+    uint64_t req = known(a->requested_bytes) ? a->requested_bytes : o->requested_bytes;
+    out_bytes(req, r);
+    switch (o->cause) {
+    case CAUSE_ALLOCATOR_FRAGMENTATION:
+        snprintf(buf, n,
+                 "%s is reserved by %s but unallocated, in %" PRIu64 " segments; the "
+                 "largest free block is %s, less than the %s requested: fragmentation.",
+                 out_bytes(a->reserved_unallocated_bytes, u), who(a),
+                 known(a->segments) ? a->segments : 0, out_bytes(largest_free(a), b), r);
+        break;
+    case CAUSE_ALLOCATOR_LIMIT:
+        snprintf(buf, n,
+                 "%s's own cap (set_per_process_memory_fraction) is %s; it has %s reserved, "
+                 "so the %s requested would pass the cap: refused without asking the "
+                 "driver.",
+                 who(a), out_bytes(a->limit_bytes, lim), out_bytes(a->reserved_bytes, rs), r);
+        break;
+    default:
+        snprintf(buf, n,
+                 "The device is full: %s holds %s in tensors of %s reserved (%s reserved "
+                 "but unallocated after its retries), and the device had %s free for the "
+                 "%s requested.",
+                 who(a), out_bytes(a->allocated_bytes, al), out_bytes(a->reserved_bytes, rs),
+                 out_bytes(a->reserved_unallocated_bytes, u),
+                 out_bytes(o->free_bytes, fr), r);
+        break;
+    }
+    return buf;
+}
+
+void report_allocator_lines(FILE *f, struct snapctx *ctx, const struct snap_oom *o)
+{
+    const struct snap_allocator *a = &o->allocator;
+    if (!a->present)
+        return;
+    char x[OUT_NUM], y[OUT_NUM], z[OUT_NUM], w[OUT_NUM], text[768];
+    const char *first = strcmp(who(a), "PyTorch") == 0 ? "  pytorch:  " : "  allocator:";
+    snprintf(text, sizeof text, "allocated %s | reserved %s | unallocated %s | active %s",
+             out_bytes(a->allocated_bytes, x), out_bytes(a->reserved_bytes, y),
+             out_bytes(a->reserved_unallocated_bytes, z), out_bytes(a->active_bytes, w));
+    out_wrap(f, first, "            ", text);
+    snprintf(text, sizeof text,
+             "largest free block %s (small pool %s, large pool %s) | %" PRIu64
+             " segments | inactive split %s",
+             out_bytes(largest_free(a), x), out_bytes(a->largest_free_small, y),
+             out_bytes(a->largest_free_large, z), known(a->segments) ? a->segments : 0,
+             out_bytes(a->inactive_split_bytes, w));
+    out_wrap(f, "            ", "            ", text);
+    char cap[64] = "";
+    if (known(a->limit_bytes))
+        snprintf(cap, sizeof cap, "memory fraction cap %s | ", out_bytes(a->limit_bytes, x));
+    snprintf(text, sizeof text, "%s%" PRIu64 " retries, %" PRIu64 " OOMs so far | %s%s",
+             cap, known(a->num_alloc_retries) ? a->num_alloc_retries : 0,
+             known(a->num_ooms) ? a->num_ooms : 0,
+             a->config ? "PYTORCH_CUDA_ALLOC_CONF=" : "PYTORCH_CUDA_ALLOC_CONF unset",
+             a->config ? snapshot_display(ctx, a->config) : "");
+    out_wrap(f, "            ", "            ", text);
+}

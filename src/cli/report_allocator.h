@@ -1,0 +1,20 @@
+/* report_allocator.h - the post-mortem in the caching allocator's terms
+ * (PyTorch: allocated vs reserved vs unallocated, the largest free block),
+ * from oom.allocator (issue 12). */
+#ifndef CUMEMTRACE_CLI_REPORT_ALLOCATOR_H
+#define CUMEMTRACE_CLI_REPORT_ALLOCATOR_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "snapshot.h"
+
+/* One plain sentence of cause and numbers, into buf ("" when the
+ * allocator did not speak).  Returns buf. */
+const char *report_allocator_sentence(const struct snap_oom *o, char *buf, size_t n);
+
+/* The allocator's figures as labelled post-mortem lines; nothing when the
+ * allocator did not speak. */
+void report_allocator_lines(FILE *f, struct snapctx *ctx, const struct snap_oom *o);
+
+#endif
