@@ -30,6 +30,11 @@ $(BUILD)/tests/unit/test_sim_%: tests/unit/test_sim_%.c $(SIMDRV) $(SIMRT)
 $(BUILD)/tests/unit/test_cli_%: tests/unit/test_cli_%.c $$(CLI_LIBOBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Isrc/cli -o $@ $< $(CLI_LIBOBJ) $(LDFLAGS_ALL) $(UNIT_LD) $(CLI_LIBS)
+# python.c times its no-GIL reader with the tracer's clock.
+$(BUILD)/tests/unit/test_python: tests/unit/test_python.c $(BUILD)/obj/src/preload/python.o \
+    $(BUILD)/obj/src/preload/clock.o $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Isrc/preload -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
 $(BUILD)/tests/unit/test_%: tests/unit/test_%.c $(BUILD)/obj/src/preload/%.o $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Isrc/preload -o $@ $< $(BUILD)/obj/src/preload/$*.o \
