@@ -91,3 +91,4 @@ $(BUILD)/tests/bench/bench_alloc: tests/bench/bench_alloc.c $(SIMRT)
 
 bench: all $(BUILD)/tests/bench/bench_alloc
 	$(PYTHON) scripts/bench.py --build $(BUILD) --write docs/performance.md
+	$(PYTHON) scripts/bench_ranks.py --build $(BUILD) --write docs/performance.md
