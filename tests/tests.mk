@@ -35,6 +35,11 @@ $(BUILD)/tests/unit/test_python: tests/unit/test_python.c $(BUILD)/obj/src/prelo
     $(BUILD)/obj/src/preload/clock.o $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Isrc/preload -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
+# record.c hands its event log to event_log.c.
+$(BUILD)/tests/unit/test_record: tests/unit/test_record.c $(BUILD)/obj/src/preload/record.o \
+    $(BUILD)/obj/src/preload/event_log.o $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Isrc/preload -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
 $(BUILD)/tests/unit/test_%: tests/unit/test_%.c $(BUILD)/obj/src/preload/%.o $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Isrc/preload -o $@ $< $(BUILD)/obj/src/preload/$*.o \

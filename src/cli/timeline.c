@@ -163,9 +163,9 @@ static int timeline_text(FILE *f, const struct snapshot *s, bool ascii)
         snprintf(rec, sizeof rec, "%" PRIu64, ev->recorded);
     fprintf(f, "%scumemtrace timeline: %s%s\n", out_color(OUT_BOLD), snapshot_display(s->ctx, s->file),
             out_color(OUT_RESET));
-    if (ev->stride > 1)
-        fprintf(f, "  %zu of %s events kept (every %" PRIu64 "th: the log was thinned; "
-                   "peaks are exact)\n", ev->n, rec, ev->stride);
+    if (ev->stride > 1 || ev->thinned == 1)
+        fprintf(f, "  %zu of %s events kept (the log was thinned; peaks are exact)\n",
+                ev->n, rec);
     else
         fprintf(f, "  %zu events\n", ev->n);
     if (n == 0)

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "event_log.h"
 #include "log.h"
 #include "record.h"
 #include "settings.h"
@@ -191,7 +192,15 @@ void config_load(void)
     load_uint("CUMEMTRACE_DEPTH", SETTINGS_DEPTH_MIN, SETTINGS_DEPTH_MAX, &x);
     config.depth = (unsigned)x;
     x = config.event_cap;
-    load_uint("CUMEMTRACE_EVENTS", 0, 1ULL << 28, &x);
+    load_uint("CUMEMTRACE_EVENTS", 0, CONFIG_MAX_EVENTS, &x);
+    if (x > event_log_machine_cap()) {
+        LOG(LOG_WARN, "CUMEMTRACE_EVENTS=%llu needs %llu MiB, more than an "
+                      "eighth of this machine's memory: keeping at most %zu "
+                      "events (set CUMEMTRACE_EVENTS=%zu or less to silence this)",
+            x, x * sizeof(struct record_event) >> 20, event_log_machine_cap(),
+            event_log_machine_cap());
+        x = event_log_machine_cap();
+    }
     config.event_cap = (size_t)x;
     x = config.max_oom_dumps;
     load_uint("CUMEMTRACE_MAX_OOM_DUMPS", 0, 1000000, &x);

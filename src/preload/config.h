@@ -24,6 +24,8 @@ extern struct config config;
 
 #define CONFIG_DEFAULT_DEPTH 32
 #define CONFIG_DEFAULT_EVENTS 262144 /* 8 MiB of 32-byte events */
+/* 8 GiB of events; lowered further to an eighth of the machine's memory */
+#define CONFIG_MAX_EVENTS (1ULL << 28)
 #define CONFIG_DEFAULT_MAX_OOM_DUMPS 8
 #define CONFIG_DEFAULT_OUTPUT "cumemtrace.%e.%p.json"
 

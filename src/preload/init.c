@@ -108,7 +108,7 @@ static void init(void)
         hooks_depth--;
         return;
     }
-    record_init(config.event_cap);
+    record_init(config.event_cap, clock_now_ns);
     output_init();
     unwind_init();
     python_init();

@@ -33,6 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "event_log.h"
+
 static bool nomem; /* set by uthash when an insert could not allocate */
 #define HASH_NONFATAL_OOM 1
 #define uthash_nonfatal_oom(obj) (nomem = true)
@@ -170,14 +172,8 @@ struct slab {
 };
 static struct slab *slabs;
 
-static struct record_event *events;
-static size_t event_cap, nevents;
-static uint64_t events_recorded, event_stride = 1;
-static bool events_failed;
-
 static __thread uint32_t tid_cache __attribute__((tls_model("initial-exec")));
 
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -206,10 +202,10 @@ static uint32_t pool_of(enum record_kind kind, int device)
     return (uint32_t)device;
 }
 
-void record_init(size_t cap)
+void record_init(size_t cap, int64_t (*clock)(void))
 {
     pthread_mutex_lock(&lock);
-    event_cap = cap;
+    event_log_init(cap, clock);
     for (int i = 0; i < RECORD_POOLS; i++) {
         pools[i].free_bytes = -1;
         pools[i].total_bytes = -1;
@@ -395,40 +391,15 @@ static void entry_free_locked(struct live *e)
 static void event_push_locked(int64_t now, int64_t delta, const struct site *s,
                               const struct pool *p)
 {
-    if (event_cap == 0 || events_failed)
-        return;
-    uint64_t seq = events_recorded++;
-    if ((seq & (event_stride - 1)) != 0) /* stride is a power of two */
-        return;
-    if (events == NULL) {
-        /* Populated up front: first-touch page faults one by one would cost
-         * the allocation path ~1 us every 128 events until the log is full. */
-        void *m = mmap(NULL, event_cap * sizeof *events, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-        if (m == MAP_FAILED) {
-            events_failed = true;
-            return;
-        }
-        events = m;
-    }
-    if (nevents == event_cap) {
-        /* Thin deterministically: keep every other event, i.e. those whose
-         * sequence number is a multiple of the doubled stride. */
-        size_t j = 0;
-        for (size_t i = 0; i < nevents; i += 2)
-            events[j++] = events[i];
-        nevents = j;
-        event_stride *= 2;
-        if ((seq & (event_stride - 1)) != 0)
-            return;
-    }
-    struct record_event *ev = &events[nevents++];
-    ev->t_ns = now;
-    ev->delta = delta;
-    ev->current = p->current;
-    ev->stack = s->s.stack ? s->s.stack->id : 0;
-    ev->pool = s->s.pool == RECORD_HOST_POOL ? -1 : (int16_t)s->s.pool;
-    ev->kind = s->s.kind;
+    struct record_event ev = {
+        .t_ns = now,
+        .delta = delta,
+        .current = p->current,
+        .stack = s->s.stack ? s->s.stack->id : 0,
+        .pool = s->s.pool == RECORD_HOST_POOL ? -1 : (int16_t)s->s.pool,
+        .kind = s->s.kind,
+    };
+    event_log_push(&ev);
 }
 
 /* Applies +/- bytes of one allocation to its site and pool.  The site is
@@ -439,6 +410,7 @@ static void account_locked(struct site *s, int64_t bytes, int64_t now)
     struct pool *p = &pools[s->s.pool];
     struct record_kind_stats *k = &p->kinds[s->s.kind];
 
+    now = event_log_stamp(now); /* under the lock: events stay in time order */
     if (s->s.epoch != p->epoch) {
         s->s.at_peak = s->s.current;
         s->s.at_peak_count = s->s.count;
@@ -939,9 +911,10 @@ int record_view_take(struct record_view *v)
 {
     memset(v, 0, sizeof *v);
     pthread_mutex_lock(&lock);
+    struct event_log_stats es = event_log_stats();
     v->sites = malloc((nsites ? nsites : 1) * sizeof *v->sites);
     v->stacks = malloc((nstacks ? nstacks : 1) * sizeof *v->stacks);
-    v->events = malloc((nevents ? nevents : 1) * sizeof *v->events);
+    v->events = malloc((es.kept ? es.kept : 1) * sizeof *v->events);
     if (!v->sites || !v->stacks || !v->events) {
         pthread_mutex_unlock(&lock);
         record_view_free(v);
@@ -981,11 +954,11 @@ int record_view_take(struct record_view *v)
         }
     }
     v->nstacks = nstacks;
-    memcpy(v->events, events ? events : v->events, nevents * sizeof *events);
-    v->nevents = nevents;
-    v->events_recorded = events_recorded;
-    v->event_stride = event_stride;
-    v->event_cap = event_cap;
+    event_log_copy(v->events);
+    v->nevents = es.kept;
+    v->events_recorded = es.recorded;
+    v->event_bucket_ns = es.bucket_ns;
+    v->event_cap = es.cap;
     v->counters = counters;
     pthread_mutex_unlock(&lock);
     return 0;
@@ -1051,13 +1024,7 @@ void record_atfork_child(void)
     free(stacks_by_id);
     stacks_by_id = NULL;
     nstacks = stacks_cap = 0;
-    if (events != NULL)
-        munmap(events, event_cap * sizeof *events);
-    events = NULL;
-    nevents = 0;
-    events_recorded = 0;
-    event_stride = 1;
-    events_failed = false;
+    event_log_reset();
     memset(&counters, 0, sizeof counters);
     for (int i = 0; i < RECORD_POOLS; i++) {
         uint64_t limit = pools[i].limit;

@@ -68,7 +68,7 @@ struct record_site {
     uint8_t kind;
 };
 
-/* One entry of the time-ordered event log. */
+/* One entry of the time-ordered event log (event_log.c). */
 struct record_event {
     int64_t t_ns;
     int64_t delta;     /* + allocation, - free, in bytes */
@@ -106,8 +106,10 @@ struct record_counters {
 };
 
 /* Initialises the tracker; event_cap is the event-log bound (0 = no log).
- * Safe to call once before any other function. */
-void record_init(size_t event_cap);
+ * `clock` (may be NULL: then the callers' now_ns) is read under the lock to
+ * stamp events and peaks, so that the log is in time order.  Safe to call
+ * once before any other function. */
+void record_init(size_t event_cap, int64_t (*clock)(void));
 
 /* Returns the stack for (entry, frames[0..depth)), creating it if new; NULL
  * only when memory is exhausted (the allocation is then still counted, under
@@ -241,7 +243,8 @@ struct record_view {
     size_t nstacks;
     struct record_event *events;
     size_t nevents;
-    uint64_t events_recorded, event_stride;
+    uint64_t events_recorded;
+    uint64_t event_bucket_ns; /* 0: every event kept; else thinned, see event_log.c */
     size_t event_cap;
     struct record_counters counters;
 };

@@ -520,11 +520,15 @@ static void write_ooms(struct jw *w)
 
 static void write_events(struct jw *w, const struct record_view *v)
 {
+    /* stride: how many events each kept row stands for, on average */
+    uint64_t stride = 1;
+    if (v->event_bucket_ns != 0 && v->nevents > 0)
+        stride = (v->events_recorded + v->nevents - 1) / v->nevents;
     jw_fmt(w, "\"events\":{\"cap\":%zu,\"recorded\":%" PRIu64 ",\"stride\":%" PRIu64
-              ",\"thinned\":%s,\"columns\":[\"t_ns\",\"device\",\"kind\",\"delta\","
-              "\"stack\",\"current\"],\"data\":[",
-           v->event_cap, v->events_recorded, v->event_stride,
-           v->event_stride > 1 ? "true" : "false");
+              ",\"thinned\":%s,\"bucket_ns\":%" PRIu64 ",\"columns\":[\"t_ns\",\"device\","
+              "\"kind\",\"delta\",\"stack\",\"current\"],\"data\":[",
+           v->event_cap, v->events_recorded, stride,
+           v->event_bucket_ns != 0 ? "true" : "false", v->event_bucket_ns);
     for (size_t i = 0; i < v->nevents; i++) {
         const struct record_event *e = &v->events[i];
         jw_fmt(w, "%s[%" PRId64 ",%d,\"%s\",%" PRId64 ",%u,%" PRIu64 "]",

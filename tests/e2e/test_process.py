@@ -189,3 +189,14 @@ def test_event_times_follow_the_wall_clock(run):
     assert abs((second - first) - 1.2e9) < 0.05e9, (first, second)
     assert abs((third - second) - 0.3e9) < 0.05e9, (second, third)
     assert snap["process"]["dump_time_ns"] >= third
+
+
+def test_threads_write_events_in_time_order(run):
+    # 32 threads racing alloc/free pairs: each row's time is taken under the
+    # tracker's lock, so no row is older than the one before it
+    snap = run(["rt_workload", "threads", "32"]).only("exit")
+    rows = snap["events"]["data"]
+    assert len(rows) == 32 * (50 + 50 + 2 * 2000)
+    back = [(i, rows[i - 1][0] - rows[i][0]) for i in range(1, len(rows))
+            if rows[i][0] < rows[i - 1][0]]
+    assert not back, f"{len(back)} rows go back in time, e.g. {back[:5]}"

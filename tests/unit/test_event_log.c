@@ -1,0 +1,228 @@
+/* test_event_log.c - the event log on its own: thinning keeps exactly the
+ * first lowest and first highest row of each pool in each time bucket (so a
+ * periodic workload keeps both its allocations and its frees), rows stay in
+ * time order and unaltered, and memory grows with the rows, not the cap. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "event_log.h"
+
+/* Every pushed event, in order; `stack` holds its index so a kept row can
+ * be matched to what was pushed. */
+static struct record_event *pushed;
+static size_t npushed, room;
+
+static void start(size_t cap)
+{
+    event_log_reset();
+    event_log_init(cap, NULL);
+    free(pushed);
+    pushed = NULL;
+    npushed = room = 0;
+}
+
+static void push(int64_t t, int64_t delta, uint64_t current, int16_t pool)
+{
+    if (npushed == room) {
+        room = room ? room * 2 : 4096;
+        pushed = realloc(pushed, room * sizeof *pushed);
+        assert_non_null(pushed);
+    }
+    struct record_event ev = {event_log_stamp(t), delta, current,
+                              (uint32_t)npushed, pool, 0};
+    pushed[npushed++] = ev;
+    event_log_push(&ev);
+}
+
+static struct record_event *kept(size_t *n)
+{
+    struct event_log_stats s = event_log_stats();
+    struct record_event *out = malloc((s.kept ? s.kept : 1) * sizeof *out);
+    assert_non_null(out);
+    event_log_copy(out);
+    *n = s.kept;
+    return out;
+}
+
+/* Rows are pushed events, unaltered, in push order (so in time order). */
+static void assert_rows_are_events(const struct record_event *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        assert_true(r[i].stack < npushed);
+        assert_memory_equal(&r[i], &pushed[r[i].stack], sizeof r[i]);
+        if (i > 0) {
+            assert_true(r[i].stack > r[i - 1].stack);
+            assert_true(r[i].t_ns >= r[i - 1].t_ns);
+        }
+    }
+}
+
+/* What thinning must keep: over ALL pushed events, per bucket of
+ * 2^shift ns and per pool, the first lowest and the first highest. */
+static void assert_extrema_of_every_bucket(const struct record_event *r,
+                                           size_t n, uint64_t bucket_ns)
+{
+    bool *keep = calloc(npushed, sizeof *keep);
+    assert_non_null(keep);
+    size_t i = 0, want = 0;
+    while (i < npushed) {
+        int64_t b = pushed[i].t_ns / (int64_t)bucket_ns;
+        size_t j = i;
+        while (j < npushed && pushed[j].t_ns / (int64_t)bucket_ns == b)
+            j++;
+        for (int16_t pool = -1; pool < 64; pool++) {
+            size_t lo = SIZE_MAX, hi = SIZE_MAX;
+            for (size_t k = i; k < j; k++) {
+                if (pushed[k].pool != pool)
+                    continue;
+                if (lo == SIZE_MAX || pushed[k].current < pushed[lo].current)
+                    lo = k;
+                if (hi == SIZE_MAX || pushed[k].current > pushed[hi].current)
+                    hi = k;
+            }
+            if (lo != SIZE_MAX)
+                keep[lo] = keep[hi] = true;
+        }
+        i = j;
+    }
+    for (size_t k = 0; k < npushed; k++)
+        want += keep[k];
+    assert_int_equal(n, want);
+    for (size_t k = 0; k < n; k++)
+        assert_true(keep[r[k].stack]);
+    free(keep);
+}
+
+/* The aliasing case: alloc/free pairs far past the cap, one event per ns.
+ * Keeping every 2^k-th event would keep only the allocations. */
+static void periodic_pairs_keep_allocs_and_frees(void **state)
+{
+    (void)state;
+    start(1000);
+    for (int i = 0; i < 200000; i++)
+        push(i, i % 2 ? -4096 : 4096, i % 2 ? 0 : 4096, 0);
+    size_t n, allocs = 0, frees = 0;
+    struct record_event *r = kept(&n);
+    struct event_log_stats s = event_log_stats();
+    assert_int_equal(s.recorded, 200000);
+    assert_true(s.bucket_ns > 1);
+    assert_true(n <= 1000);
+    assert_true(n >= 250); /* thinned to half the cap at most, then refilled */
+    assert_rows_are_events(r, n);
+    for (size_t i = 0; i < n; i++) {
+        allocs += r[i].delta > 0;
+        frees += r[i].delta < 0;
+    }
+    printf("kept %zu of 200000: %zu allocations, %zu frees, bucket %llu ns\n",
+           n, allocs, frees, (unsigned long long)s.bucket_ns);
+    assert_true(allocs * 3 >= n); /* both sides, about half each */
+    assert_true(frees * 3 >= n);
+    assert_extrema_of_every_bucket(r, n, s.bucket_ns);
+    free(r);
+}
+
+/* A random walk on three pools with bursts and pauses: what is kept is
+ * exactly the extrema of every bucket, so each pool's peak survives. */
+static void random_walk_keeps_exact_extrema(void **state)
+{
+    (void)state;
+    start(300);
+    uint64_t cur[3] = {0};
+    int64_t t = 0;
+    srand(11);
+    for (int i = 0; i < 50000; i++) {
+        int p = rand() % 3;
+        int64_t d = (int64_t)(rand() % 64 + 1) * 512;
+        if (cur[p] >= (uint64_t)d && rand() % 2)
+            d = -d;
+        cur[p] += (uint64_t)d;
+        t += rand() % 10 == 0 ? rand() % 100000 : rand() % 50;
+        push(t, d, cur[p], (int16_t)(p == 2 ? -1 : p));
+    }
+    size_t n;
+    struct record_event *r = kept(&n);
+    assert_true(n <= 300);
+    assert_rows_are_events(r, n);
+    assert_extrema_of_every_bucket(r, n, event_log_stats().bucket_ns);
+    for (int16_t pool = -1; pool < 2; pool++) {
+        uint64_t peak = 0, kept_peak = 0;
+        for (size_t k = 0; k < npushed; k++)
+            if (pushed[k].pool == pool && pushed[k].current > peak)
+                peak = pushed[k].current;
+        for (size_t k = 0; k < n; k++)
+            if (r[k].pool == pool && r[k].current > kept_peak)
+                kept_peak = r[k].current;
+        assert_int_equal(kept_peak, peak);
+    }
+    free(r);
+}
+
+/* Under the cap nothing is dropped; stamps never go back. */
+static void below_the_cap_everything_is_kept(void **state)
+{
+    (void)state;
+    start(100);
+    for (int i = 0; i < 100; i++)
+        push(i % 7 == 3 ? i - 2 : i, 1, (uint64_t)i, 0); /* some go back */
+    size_t n;
+    struct record_event *r = kept(&n);
+    assert_int_equal(n, 100);
+    assert_int_equal(event_log_stats().bucket_ns, 0);
+    assert_rows_are_events(r, n);
+    free(r);
+}
+
+static long rss_kib(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%ld %ld", &pages, &resident), 2);
+    fclose(f);
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* The largest cap costs nothing until rows arrive; rows cost their size. */
+static void memory_follows_the_rows_not_the_cap(void **state)
+{
+    (void)state;
+    start(1u << 28); /* 8 GiB of rows if it were populated up front */
+    long before = rss_kib();
+    for (int i = 0; i < 10; i++)
+        push(i, 1, (uint64_t)i, 0);
+    long after_few = rss_kib();
+    for (int i = 0; i < 200000; i++) /* 6 MiB of rows */
+        push(10 + i, 1, (uint64_t)i, 0);
+    long after_many = rss_kib();
+    printf("RSS +%ld KiB after 10 rows, +%ld KiB after 200010\n",
+           after_few - before, after_many - before);
+    assert_true(after_few - before < 2048);
+    assert_true(after_many - before < 16384);
+    size_t n;
+    struct record_event *r = kept(&n);
+    assert_int_equal(n, 200010);
+    assert_rows_are_events(r, n);
+    free(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(periodic_pairs_keep_allocs_and_frees),
+        cmocka_unit_test(random_walk_keeps_exact_extrema),
+        cmocka_unit_test(below_the_cap_everything_is_kept),
+        cmocka_unit_test(memory_follows_the_rows_not_the_cap),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    event_log_reset();
+    free(pushed);
+    return rc;
+}
