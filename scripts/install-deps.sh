@@ -39,6 +39,7 @@ need libcmocka-dev have_header cmocka.h
 need libunwind-dev have_lib libunwind.so.8
 need libdw-dev   have_header elfutils/libdwfl.h
 need python3-pytest "$py" -c "import pytest"
+need valgrind    command -v valgrind
 if [ "$ci" = 1 ]; then
     need chromium    command -v chromium   # tests/e2e/test_html.py
     need python3-jsonschema "$py" -c "import jsonschema"   # tests/e2e/test_export.py

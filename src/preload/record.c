@@ -43,12 +43,20 @@ static bool nomem; /* set by uthash when an insert could not allocate */
 
 static inline unsigned hash_key(const void *key, size_t len)
 {
-    /* Keys are addresses, handles or precomputed 64-bit stack hashes:
-     * one 64-bit mix is enough, and far cheaper than uthash's Jenkins. */
+    /* Keys are addresses, handles or precomputed 64-bit stack hashes.
+     * uthash picks a bucket from the hash's LOW bits, and stops doubling
+     * its table for good once an expansion leaves most items in overfull
+     * buckets, so every input bit must reach every low output bit: the
+     * full MurmurHash3 finalizer does that (one multiply and shift left
+     * the low bits of 1-16 KiB strided addresses nearly constant, the
+     * table stuck at 128 buckets and every lookup walking a long chain).
+     * Still far cheaper than uthash's Jenkins. */
     uint64_t x = 0;
     memcpy(&x, key, len < sizeof x ? len : sizeof x);
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
     x ^= x >> 33;
     return (unsigned)x;
 }

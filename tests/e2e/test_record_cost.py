@@ -1,0 +1,39 @@
+"""The tracker's added cost per allocation does not grow with the number of
+live allocations (issue 10 item 12: a hash whose low bits barely moved for
+2 KiB strides left uthash stuck at 128 buckets, quadratic in the live
+count).  Counted in instructions under callgrind, in one run: exact on a
+loaded machine, where timings are not."""
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import BUILD, SAN_RUNTIME
+
+PROG = BUILD / "tests" / "unit" / "record_cost"
+
+
+def inclusive(annotated, fn):
+    m = re.search(r"^\s*([\d,]+) .*:%s \[" % fn, annotated, re.M)
+    assert m, f"no count for {fn} in:\n{annotated}"
+    return int(m.group(1).replace(",", ""))
+
+
+@pytest.mark.skipif(SAN_RUNTIME is not None,
+                    reason="valgrind cannot run sanitizer-instrumented code")
+def test_cost_per_allocation_is_flat_from_50k_to_400k_live(tmp_path):
+    assert shutil.which("valgrind"), \
+        "valgrind not found: run scripts/install-deps.sh"
+    out = tmp_path / "callgrind.out"
+    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                    "--collect-atstart=no", "--toggle-collect=pairs_at_50k",
+                    "--toggle-collect=pairs_at_400k", str(PROG)],
+                   check=True, capture_output=True, timeout=180)
+    annotated = subprocess.run(["callgrind_annotate", "--inclusive=yes", str(out)],
+                               check=True, capture_output=True, text=True).stdout
+    small = inclusive(annotated, "pairs_at_50k")
+    large = inclusive(annotated, "pairs_at_400k")
+    print(f"instructions per alloc/free pair: {small / 20000:.0f} at 50k live, "
+          f"{large / 20000:.0f} at 400k live")
+    assert large <= 2 * small, (small, large)
