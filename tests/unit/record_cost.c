@@ -40,11 +40,12 @@ static void pairs(void)
     }
 }
 
-/* Separate, never inlined or merged, so callgrind can count each. */
-__attribute__((noipa)) void pairs_at_50k(void);
-__attribute__((noipa)) void pairs_at_400k(void);
+/* Separate, never inlined, and not identical (so never folded into one),
+ * so that callgrind can count each. */
+__attribute__((noinline)) void pairs_at_50k(void);
+__attribute__((noinline)) void pairs_at_400k(void);
 void pairs_at_50k(void) { pairs(); }
-void pairs_at_400k(void) { pairs(); __asm__ volatile(""); }
+void pairs_at_400k(void) { pairs(); __asm__ volatile("" ::: "memory"); }
 
 int main(void)
 {
