@@ -20,7 +20,8 @@ static size_t live;
 
 static void alloc_at(uintptr_t addr)
 {
-    struct record_alloc a = {addr, STRIDE, STRIDE, KIND_DEVICE, 0, false};
+    struct record_alloc a = {.addr = addr, .size = STRIDE, .requested = STRIDE,
+                             .kind = KIND_DEVICE, .device = 0};
     record_alloc(&a, stack, 0);
 }
 
