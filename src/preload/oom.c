@@ -389,7 +389,9 @@ void oom_on_allocator(int device, const struct allocator_facts *f, int64_t now)
     if (strcmp(o->cause, "allocator_limit") == 0 && f->limit >= 0 && f->reserved >= 0)
         o->shortfall = (uint64_t)(f->reserved + f->requested - f->limit);
     if (!fresh) {
-        postmortem_sync(o, now, true); /* the allocator's view, at once */
+        /* The allocator gave up (it raises next): the chain ends here as
+         * failed, so the same request failing again later is a new chain. */
+        close_chain(false, now);
         return;
     }
     o->reported = postmortem_new(o, now);

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -706,11 +707,38 @@ static void announce(const char *path, const struct record_view *v)
         log_msg(LOG_INFO, "wrote %s", path);
 }
 
+/* The next file number of `reason`, from 0. */
+static unsigned reason_index(const char *reason)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static struct {
+        char name[16];
+        unsigned next;
+    } counters[8];
+    unsigned n = 0;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++) {
+        if (counters[i].name[0] == '\0')
+            snprintf(counters[i].name, sizeof counters[i].name, "%s", reason);
+        if (strncmp(counters[i].name, reason, sizeof counters[i].name - 1) == 0) {
+            n = counters[i].next++;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
 int snapshot_write(const char *reason, const char *path,
                    const struct oom_info *oom, char *out_path, size_t out_len)
 {
     static unsigned sequence;
     unsigned seq = __atomic_fetch_add(&sequence, 1, __ATOMIC_RELAXED);
+    /* File names number each reason's new files from 0 without gaps
+     * (oom.0, oom.1, ...): rewrites of a post-mortem take no number. */
+    unsigned index = 0;
+    if (path == NULL)
+        index = reason_index(reason);
     char final[4096], tmp[4200], actual[4200];
     bool replace = path != NULL && oom != NULL;
     /* cumemtrace_dump(path) chose its own place: the variable is no fix */
@@ -720,7 +748,7 @@ int snapshot_write(const char *reason, const char *path,
 
     if (path != NULL) {
         snprintf(final, sizeof final, "%s", path);
-    } else if (output_expand(output_pattern(), reason, seq, final, sizeof final) != 0) {
+    } else if (output_expand(output_pattern(), reason, index, final, sizeof final) != 0) {
         char b[96];
         log_msg(LOG_WARN, "cannot name the snapshot: CUMEMTRACE_OUTPUT='%s' "
                           "expands to more than %zu bytes; set a shorter one",

@@ -146,6 +146,14 @@ def test_post_mortems_are_capped(run):
     assert len(end["dumps"]) == 2
 
 
+def test_post_mortems_are_numbered_without_gaps(run):
+    # Each chain's post-mortem is rewritten as attempts come in; only new
+    # files take a number (issue 12: oom.0, oom.1, oom.2 - not 0, 2, 4).
+    r = run(["rt_oom", "retried_chains"], env=CARD)
+    names = sorted(f.name.split(".oom.")[1] for f in r.files if ".oom." in f.name)
+    assert names == ["0.json", "1.json"], names
+
+
 def test_disabled_writes_nothing_even_at_oom(run):
     r = run(["rt_oom", "exhaust"], env=dict(CARD, CUMEMTRACE_DISABLE="1"))
     assert r.files == [] and "cumemtrace" not in r.stderr

@@ -167,6 +167,17 @@ static int several(void)
     return 0;
 }
 
+/* Two chains of two attempts each: each post-mortem is rewritten when its
+ * chain ends, which must not cost a file number. */
+static int retried_chains(void)
+{
+    void *p;
+    for (int chain = 0; chain < 2; chain++)
+        for (int attempt = 0; attempt < 2; attempt++)
+            CHECK(cudaMalloc(&p, (size_t)(1001 + chain) * MiB), cudaErrorMemoryAllocation);
+    return 0;
+}
+
 static int64_t now_ns(void)
 {
     struct timespec t;
@@ -222,6 +233,8 @@ int main(int argc, char **argv)
         return async();
     if (strcmp(s, "several") == 0)
         return several();
+    if (strcmp(s, "retried_chains") == 0)
+        return retried_chains();
     if (strcmp(s, "retry_loop") == 0 && argc > 3)
         return retry_loop(atoi(argv[2]), atoi(argv[3]));
     if (strcmp(s, "distinct") == 0 && argc > 2)
