@@ -234,8 +234,9 @@ def _check(state, item, limits, torch_start):
                 f"test leaked {fmt_size(amount)} of GPU memory on device {dev} "
                 f"(torch.cuda.memory_allocated {fmt_size(info[0])} before, "
                 f"{fmt_size(info[1])} after), over limit_gpu_leaks"
-                f"({fmt_size(limits['limit_gpu_leaks'])}); release the tensors these "
-                "call sites' memory backs (live at the end, with memory held before):")
+                f"({fmt_size(limits['limit_gpu_leaks'])}); release the tensors it keeps. "
+                "The caching allocator's segments live at the end, by the call site that "
+                "created them (a leaked tensor may sit in a segment made earlier):")
             lines += _sites(snap, dev, "live")
         else:
             lines.append(

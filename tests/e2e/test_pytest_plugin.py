@@ -174,3 +174,64 @@ def test_sizes_parse_like_the_cli():
     assert parse_size("512 k") == 512 << 10
     with pytest.raises(ValueError):
         parse_size("lots")
+
+
+# ---- real PyTorch on the simulated GPU ----
+
+TORCH_PY = os.environ.get("CUMEMTRACE_TORCH_PYTHON",
+                          "/root/.cache/cumemtrace/torch-venv/bin/python")
+SIMGPU = ROOT / "scripts" / "simgpu"
+
+TORCH_INNER = '''
+import pytest
+import torch
+
+held = []
+
+
+@pytest.mark.limit_gpu_memory("16 MiB")
+def test_over_budget():
+    x = torch.empty(24 << 20, dtype=torch.uint8, device="cuda")  # @big
+    del x
+
+
+@pytest.mark.limit_gpu_leaks("1 MiB")
+def test_leaks():
+    held.append(torch.empty(4 << 20, dtype=torch.uint8, device="cuda"))  # @tleak
+
+
+@pytest.mark.limit_gpu_leaks("1 MiB")
+def test_cached_segment_is_not_a_leak():
+    x = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
+    del x  # the caching allocator keeps the segment: allocated is back where it was
+'''
+
+
+def torch_line(tag):
+    for n, line in enumerate(TORCH_INNER.splitlines(), 0):
+        if line.rstrip().endswith(f"# @{tag}"):
+            return n
+    raise AssertionError(tag)
+
+
+@pytest.mark.skipif(not LIB.exists(), reason=f"{LIB} not built")
+@pytest.mark.skipif(not os.access(TORCH_PY, os.X_OK),
+                    reason=f"no PyTorch venv at {TORCH_PY} (CUMEMTRACE_TORCH_PYTHON)")
+@pytest.mark.skipif(not SIMGPU.exists(),
+                    reason="scripts/simgpu (PyTorch on the simulated GPU) not in this tree")
+def test_pytorch_markers(pytester, monkeypatch):
+    environ(monkeypatch, preload=True)
+    monkeypatch.setenv("CUMEMTRACE_BUILD", str(BUILD))
+    pytester.makepyfile(test_torch_inner=TORCH_INNER)
+    r = pytester.run(str(SIMGPU), "--memory", "1GiB", "--", TORCH_PY, "-m", "pytest",
+                     "-p", "pytest_cumemtrace.plugin", "-p", "no:cacheprovider",
+                     "--cumemtrace", "-rA", timeout=300)
+    out = r.stdout.str()
+    assert "libcumemtrace 0.1.0 loaded; GPU-memory markers checked" in out, out + r.stderr.str()
+    assert re.search(r"PASSED test_torch_inner.py::test_cached_segment_is_not_a_leak", out), out
+    assert re.search(r"FAILED test_torch_inner.py::test_over_budget", out), out
+    assert re.search(r"FAILED test_torch_inner.py::test_leaks", out), out
+    assert "test used 24.00 MiB of GPU memory on device 0 at its peak" in out, out
+    assert re.search(rf"test_torch_inner\.py:{torch_line('big')}:test_over_budget", out), out
+    assert ("test leaked 4.00 MiB of GPU memory on device 0 (torch.cuda.memory_allocated "
+            "0 B before, 4.00 MiB after)") in out, out
