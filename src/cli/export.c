@@ -9,12 +9,15 @@
 #include "export.h"
 
 static const char usage[] =
-    "usage: cumemtrace export --format speedscope [-o OUT] FILE\n"
+    "usage: cumemtrace export --format speedscope|memory_viz [-o OUT] FILE\n"
     "\n"
     "Writes the snapshot for another viewer:\n"
     "  speedscope   speedscope's JSON file format (www.speedscope.app): one\n"
     "               sampled profile in bytes per device and moment - at the\n"
     "               peak, live at the dump, and at the OOM of a post-mortem\n"
+    "  memory_viz   PyTorch's memory-snapshot pickle, for pytorch.org/memory_viz\n"
+    "               and torch.cuda._memory_viz: every allocation a segment,\n"
+    "               the event log as its trace (addresses are synthetic)\n"
     "\n"
     "  -f, --format F     the format (required)\n"
     "  -o, --output OUT   the file to write (default: stdout)\n"
@@ -41,9 +44,11 @@ int export_main(int argc, char **argv)
         }
     }
     if (format == NULL)
-        return cli_usage("export", "needs --format speedscope");
-    if (strcmp(format, "speedscope") != 0)
-        return cli_usage("export", "--format wants speedscope, not '%s'", format);
+        return cli_usage("export", "needs --format speedscope or memory_viz");
+    bool memviz = strcmp(format, "memory_viz") == 0;
+    if (!memviz && strcmp(format, "speedscope") != 0)
+        return cli_usage("export", "--format wants speedscope or memory_viz, not '%s'",
+                         format);
     if (argc - optind != 1)
         return cli_usage("export", "wants one snapshot file (got %d)", argc - optind);
     struct cli_inputs in;
@@ -57,12 +62,18 @@ int export_main(int argc, char **argv)
         cli_inputs_free(&in);
         return CLI_EXIT_ERROR;
     }
-    int rc = export_speedscope(f, in.snaps[0]);
+    struct cli_error err = {0, ""};
+    int rc = memviz ? export_memviz(f, in.snaps[0], &err) : export_speedscope(f, in.snaps[0]);
     cli_inputs_free(&in);
     if (rc != 0) {
-        fprintf(stderr, "cumemtrace: export: out of memory\n");
-        if (!to_stdout)
+        if (memviz)
+            errors_print(&err);
+        else
+            fprintf(stderr, "cumemtrace: export: out of memory\n");
+        if (!to_stdout) {
             fclose(f);
+            remove(outp); /* nothing half-written is left to be mistaken for a result */
+        }
         return CLI_EXIT_ERROR;
     }
     if (to_stdout)

@@ -4,11 +4,18 @@
 
 #include <stdio.h>
 
+#include "errors.h"
 #include "snapshot.h"
 
 /* speedscope's file format (its src/lib/file-format-spec.ts): shared frames
  * and one "sampled" profile in bytes per device and moment.  -1 when out of
  * memory. */
 int export_speedscope(FILE *f, struct snapshot *s);
+
+/* PyTorch's memory-snapshot pickle (torch.cuda.memory._snapshot()'s
+ * dictionary) for pytorch.org/memory_viz; see export_memviz.c for what is
+ * synthetic.  Returns 0, or a CLI_E* code with err set (a thinned log
+ * cannot be replayed). */
+int export_memviz(FILE *f, struct snapshot *s, struct cli_error *err);
 
 #endif

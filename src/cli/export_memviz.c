@@ -1,0 +1,377 @@
+/* export_memviz.c - a snapshot as PyTorch's memory-snapshot pickle, the
+ * dictionary torch.cuda.memory._snapshot() returns and pytorch.org/memory_viz
+ * and torch/cuda/_memory_viz.py read (export.h).
+ *
+ * cumemtrace sees the driver, not PyTorch's allocator, so every device
+ * allocation is its own segment holding one active block, as it would be
+ * with PYTORCH_NO_CUDA_MEMORY_CACHING=1:
+ *   segments       the allocations live at the dump, rebuilt by replaying
+ *                  the event log (an allocation is freed by the first later
+ *                  free row of the same stack and size);
+ *   device_traces  per device ordinal, each event as segment_alloc + alloc,
+ *                  or free_requested + free_completed + segment_free, and an
+ *                  oom action per failed attempt of the attempt log.
+ * Format 1 records no addresses: "addr" is a synthetic identifier, unique per
+ * allocation and aligned like a device pointer, so memory_viz can pair an
+ * allocation with its free; segment positions in its pictures are not real
+ * ones.  The replay needs every event, so a thinned log is refused.
+ *
+ * The pickle is protocol 2, written with a handful of opcodes; each stack's
+ * frame list is memoised once and referred to after.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "export.h"
+#include "hmap.h"
+
+#define SYNTH_BASE 0x7f0000000000ull /* looks like a device address, is not one */
+#define SYNTH_ALIGN 512ull
+
+struct pk {
+    FILE *f;
+    unsigned char *memoised; /* per stack: frame list already in the memo */
+};
+
+static void op(struct pk *p, int c) { fputc(c, p->f); }
+
+static void u32le(struct pk *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        fputc((int)((v >> (8 * i)) & 0xff), p->f);
+}
+
+static void pstr(struct pk *p, const char *s)
+{
+    size_t n = strlen(s);
+    op(p, 'X'); /* BINUNICODE */
+    u32le(p, (uint32_t)n);
+    fwrite(s, 1, n, p->f);
+}
+
+static void pint(struct pk *p, int64_t v)
+{
+    if (v >= INT32_MIN && v <= INT32_MAX) {
+        op(p, 'J'); /* BININT */
+        u32le(p, (uint32_t)(int32_t)v);
+        return;
+    }
+    op(p, 0x8a); /* LONG1: little-endian two's complement */
+    op(p, 8);
+    for (int i = 0; i < 8; i++)
+        fputc((int)(((uint64_t)v >> (8 * i)) & 0xff), p->f);
+}
+
+static void puint(struct pk *p, uint64_t v)
+{
+    if (v <= INT64_MAX) {
+        pint(p, (int64_t)v);
+        return;
+    }
+    op(p, 0x8a);
+    op(p, 9);
+    for (int i = 0; i < 8; i++)
+        fputc((int)((v >> (8 * i)) & 0xff), p->f);
+    fputc(0, p->f);
+}
+
+static void key(struct pk *p, const char *k) { pstr(p, k); }
+
+/* {"filename", "line", "name"} of a frame, PyTorch's frame shape. */
+static void frame(struct pk *p, const struct frame *fr)
+{
+    char buf[1024];
+    const char *file = fr->module ? fr->module : "??", *name = fr->name;
+    int64_t line = 0;
+    if (fr->type == FRAME_PYTHON) {
+        /* name is file:line:function; the file may hold ':' itself. */
+        const char *c2 = strrchr(fr->name, ':');
+        const char *c1 = NULL;
+        for (const char *q = fr->name; c2 && q < c2; q++)
+            if (*q == ':')
+                c1 = q;
+        if (c1 != NULL) {
+            line = strtoll(c1 + 1, NULL, 10);
+            name = c2 + 1;
+            snprintf(buf, sizeof buf, "%.*s", (int)(c1 - fr->name), fr->name);
+            file = buf;
+        }
+    }
+    op(p, '}');
+    op(p, '(');
+    key(p, "filename");
+    pstr(p, file);
+    key(p, "line");
+    pint(p, line);
+    key(p, "name");
+    pstr(p, name);
+    op(p, 'u');
+}
+
+static void frames(struct pk *p, const struct snapshot *s, uint32_t stack)
+{
+    if (stack == SNAP_NO_STACK) {
+        op(p, ']');
+        return;
+    }
+    if (p->memoised[stack]) {
+        op(p, 'j'); /* LONG_BINGET */
+        u32le(p, stack);
+        return;
+    }
+    const struct snap_stack *st = &s->stacks[stack];
+    op(p, ']');
+    if (st->nframes > 0) {
+        op(p, '(');
+        for (uint32_t i = 0; i < st->nframes; i++)
+            frame(p, &s->ctx->frames[st->frames[i]]);
+        op(p, 'e');
+    }
+    op(p, 'r'); /* LONG_BINPUT */
+    u32le(p, stack);
+    p->memoised[stack] = 1;
+}
+
+/* A live allocation during the replay. */
+struct alloc {
+    uint64_t addr, size;
+    uint32_t stack;
+    int32_t device;
+    uint32_t next; /* the next live allocation of the same bucket */
+    bool live;
+};
+
+/* Live allocations by (device, stack, size), oldest first. */
+struct buckets {
+    struct arena arena;
+    struct hmap map;
+    uint32_t *head, *tail;
+    size_t n, cap;
+};
+
+#define NONE UINT32_MAX
+
+static int bucket_of(struct buckets *b, int32_t device, uint32_t stack, uint64_t size,
+                     uint32_t *out)
+{
+    unsigned char k[16];
+    memcpy(k, &device, 4);
+    memcpy(k + 4, &stack, 4);
+    memcpy(k + 8, &size, 8);
+    if (hmap_get_or_add(&b->map, k, sizeof k, (uint32_t)b->n, out, NULL))
+        return -1;
+    if (*out == b->n) {
+        if (snapshot_vec_reserve((void **)&b->head, &b->cap, sizeof *b->head, b->n + 1))
+            return -1;
+        size_t cap = b->cap;
+        uint32_t *t = realloc(b->tail, cap * sizeof *t);
+        if (t == NULL)
+            return -1;
+        b->tail = t;
+        b->head[b->n] = b->tail[b->n] = NONE;
+        b->n++;
+    }
+    return 0;
+}
+
+static void action(struct pk *p, const struct snapshot *s, const char *what, uint64_t addr,
+                   uint64_t size, uint32_t stack, int64_t t_ns)
+{
+    op(p, '}');
+    op(p, '(');
+    key(p, "action");
+    pstr(p, what);
+    key(p, "addr");
+    puint(p, addr);
+    key(p, "size");
+    puint(p, size);
+    key(p, "stream");
+    pint(p, 0);
+    key(p, "time_us");
+    pint(p, t_ns / 1000);
+    key(p, "frames");
+    frames(p, s, stack);
+    op(p, 'u');
+}
+
+/* A failed attempt of the attempt log as PyTorch's "oom" action. */
+static void oom_action(struct pk *p, const struct snapshot *s, const struct snap_attempt *at,
+                       int32_t d)
+{
+    if (at->device != d || at->outcome == NULL || strcmp(at->outcome, "failed") != 0)
+        return;
+    const struct snap_device *dv = snapshot_device(s, d);
+    op(p, '}');
+    op(p, '(');
+    key(p, "action");
+    pstr(p, "oom");
+    key(p, "addr");
+    pint(p, 0);
+    key(p, "size");
+    puint(p, at->requested_bytes);
+    key(p, "stream");
+    pint(p, 0);
+    key(p, "time_us");
+    pint(p, at->t_ns / 1000);
+    key(p, "device_free");
+    puint(p, dv && dv->free_bytes != SNAP_UNKNOWN ? dv->free_bytes : 0);
+    key(p, "frames");
+    op(p, ']');
+    op(p, 'u');
+}
+
+static int32_t max_ordinal(const struct snapshot *s)
+{
+    int32_t m = -1;
+    for (size_t i = 0; i < s->ndevices; i++)
+        if (s->devices[i].ordinal > m && s->devices[i].ordinal < 4096)
+            m = (int32_t)s->devices[i].ordinal;
+    return m;
+}
+
+int export_memviz(FILE *f, struct snapshot *s, struct cli_error *err)
+{
+    const struct snap_events *ev = &s->events;
+    if (ev->thinned != 0 || ev->stride > 1)
+        return errors_set(err, CLI_EVALUE, "cannot export '%s' for memory_viz: its event log "
+                          "was thinned (%zu of %" PRIu64 " events kept); rerun with "
+                          "CUMEMTRACE_EVENTS above %" PRIu64, s->file, ev->n, ev->recorded,
+                          ev->recorded);
+    struct pk p = {f, calloc(s->nstacks ? s->nstacks : 1, 1)};
+    struct alloc *a = calloc(ev->n ? ev->n : 1, sizeof *a);
+    if (p.memoised == NULL || a == NULL) {
+        free(p.memoised);
+        free(a);
+        return errors_set(err, CLI_ENOMEM, "cannot export '%s': out of memory", s->file);
+    }
+    /* Replay: allocation i of the log gets synthetic address
+     * SYNTH_BASE + (sum of earlier sizes rounded to SYNTH_ALIGN); a free row
+     * ends the oldest live allocation of the same device, stack and size. */
+    size_t na = 0;
+    uint64_t next = SYNTH_BASE;
+    int32_t ndev = max_ordinal(s) + 1;
+    struct buckets b = {.head = NULL};
+    arena_init(&b.arena);
+    hmap_init(&b.map, &b.arena);
+    int rc = 0;
+    op(&p, 0x80); /* PROTO 2 */
+    op(&p, 2);
+    op(&p, '}');
+    op(&p, '(');
+    key(&p, "device_traces");
+    op(&p, ']');
+    if (ndev > 0)
+        op(&p, '(');
+    for (int32_t d = 0; d < ndev && rc == 0; d++) {
+        op(&p, ']');
+        op(&p, '(');
+        size_t ai = 0; /* next attempt log row to place */
+        for (size_t i = 0; i <= ev->n; i++) {
+            const struct snap_event *e = i < ev->n ? &ev->v[i] : NULL;
+            for (; ai < s->ooms.nattempts && (e == NULL || s->ooms.attempts[ai].t_ns <= e->t_ns);
+                 ai++)
+                oom_action(&p, s, &s->ooms.attempts[ai], d);
+            if (e == NULL || e->device != d || e->delta == 0)
+                continue;
+            uint32_t st = e->stack_id > 0 ? snapshot_stack_index(s, e->stack_id) : SNAP_NO_STACK;
+            uint64_t size = e->delta > 0 ? (uint64_t)e->delta : (uint64_t)(-(e->delta + 1)) + 1;
+            uint32_t bk;
+            if (bucket_of(&b, d, st, size, &bk) != 0) {
+                rc = -1;
+                break;
+            }
+            if (e->delta > 0) {
+                a[na] = (struct alloc){next, size, st, d, NONE, true};
+                next += (size + SYNTH_ALIGN - 1) / SYNTH_ALIGN * SYNTH_ALIGN;
+                if (b.tail[bk] == NONE)
+                    b.head[bk] = (uint32_t)na;
+                else
+                    a[b.tail[bk]].next = (uint32_t)na;
+                b.tail[bk] = (uint32_t)na;
+                action(&p, s, "segment_alloc", a[na].addr, size, st, e->t_ns);
+                action(&p, s, "alloc", a[na].addr, size, st, e->t_ns);
+                na++;
+                continue;
+            }
+            uint32_t k = b.head[bk];
+            if (k == NONE)
+                continue; /* memory allocated before the log (never in an unthinned one) */
+            b.head[bk] = a[k].next;
+            if (b.head[bk] == NONE)
+                b.tail[bk] = NONE;
+            a[k].live = false;
+            action(&p, s, "free_requested", a[k].addr, size, st, e->t_ns);
+            action(&p, s, "free_completed", a[k].addr, size, st, e->t_ns);
+            action(&p, s, "segment_free", a[k].addr, size, st, e->t_ns);
+        }
+        op(&p, 'e');
+    }
+    hmap_free(&b.map);
+    arena_free(&b.arena);
+    free(b.head);
+    free(b.tail);
+    if (rc != 0) {
+        free(a);
+        free(p.memoised);
+        return errors_set(err, CLI_ENOMEM, "cannot export '%s': out of memory", s->file);
+    }
+    if (ndev > 0)
+        op(&p, 'e');
+    key(&p, "segments");
+    op(&p, ']');
+    bool any = false;
+    for (size_t k = 0; k < na; k++) {
+        if (!a[k].live)
+            continue;
+        if (!any)
+            op(&p, '(');
+        any = true;
+        op(&p, '}');
+        op(&p, '(');
+        key(&p, "device");
+        pint(&p, a[k].device);
+        key(&p, "address");
+        puint(&p, a[k].addr);
+        static const char *const sizes[] = {"total_size", "allocated_size", "active_size",
+                                            "requested_size"};
+        for (size_t i = 0; i < 4; i++) {
+            key(&p, sizes[i]);
+            puint(&p, a[k].size);
+        }
+        key(&p, "stream");
+        pint(&p, 0);
+        key(&p, "segment_type");
+        pstr(&p, a[k].size <= (1u << 20) ? "small" : "large");
+        key(&p, "is_expandable");
+        op(&p, 0x89); /* NEWFALSE */
+        key(&p, "frames");
+        frames(&p, s, a[k].stack);
+        key(&p, "blocks");
+        op(&p, ']');
+        op(&p, '(');
+        op(&p, '}');
+        op(&p, '(');
+        key(&p, "address");
+        puint(&p, a[k].addr);
+        key(&p, "size");
+        puint(&p, a[k].size);
+        key(&p, "requested_size");
+        puint(&p, a[k].size);
+        key(&p, "state");
+        pstr(&p, "active_allocated");
+        key(&p, "frames");
+        frames(&p, s, a[k].stack);
+        op(&p, 'u');
+        op(&p, 'e');
+        op(&p, 'u');
+    }
+    if (any)
+        op(&p, 'e');
+    op(&p, 'u');
+    op(&p, '.'); /* STOP */
+    free(a);
+    free(p.memoised);
+    return 0;
+}
