@@ -40,6 +40,10 @@ typedef CUdevice_v1 CUdevice;
 typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
+/* cuCtxCreate_v3/_v4 parameters (execution affinity, CIG): only passed on,
+ * so opaque here (NVIDIA's CUexecAffinityParam, CUctxCreateParams). */
+struct CUexecAffinityParam_st;
+struct CUctxCreateParams_st;
 typedef unsigned long long CUmemGenericAllocationHandle_v1;
 typedef CUmemGenericAllocationHandle_v1 CUmemGenericAllocationHandle;
 typedef uint64_t cuuint64_t;

@@ -58,6 +58,13 @@ static inline void hook_leave(void)
 int hooks_driver_device(void);
 int hooks_runtime_device(void);
 
+/* The created context (hooks_context.c) current on this thread, as the
+ * tracker numbers it (record_alloc.ctx): 0 for a primary context.  Costs one
+ * atomic load while the process has no created context. */
+unsigned hooks_context_owner(void);
+/* fork(): the child owns none of the parent's contexts (and no lock). */
+void hooks_context_atfork_child(void);
+
 /* One allocation call, from before the real call to after it. */
 struct hook_alloc {
     unsigned slot;         /* entry point (resolve.h) */

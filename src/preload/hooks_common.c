@@ -86,7 +86,7 @@ void hooks_alloc_end(struct hook_alloc *c, bool ok, bool oom, uintptr_t addr,
         if (c->kind == KIND_HOST_PINNED) /* owned by the context that made it */
             dev = c->runtime ? hooks_runtime_device() : hooks_driver_device();
         struct record_alloc a = {addr, size, c->requested, c->kind, dev,
-                                 is_handle, 0};
+                                 is_handle, (uint16_t)hooks_context_owner()};
         void *frames[RECORD_MAX_DEPTH];
         unsigned n = capture_frames(frames);
         int64_t now = clock_now_ns();

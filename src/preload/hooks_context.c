@@ -17,16 +17,27 @@
  * re-entry guard makes only the outermost call forget (once is enough, and
  * forgetting twice would find nothing anyway).
  *
+ * Owners: an allocation belongs to the context current when it was made.
+ * Processes that never call cuCtxCreate (every framework uses primary
+ * contexts) pay nothing for that: owner 0 means "the primary context of its
+ * device".  Created contexts get a number from `created` below, and while any
+ * is alive each allocation asks the driver for the current context.
+ *
  * Limitations: the last release is recognised by asking the driver, right
  * after it, whether the primary context is still active; a retain by another
  * thread in between hides it, and the memory stays counted until it is freed
- * or the context is reset.
+ * or the context is reset.  Beyond RECORD_MAX_CONTEXTS live created contexts
+ * the further ones are not numbered: their memory is not forgotten at their
+ * destroy.  The pre-3.2 cuCtxCreate/cuCtxDestroy ABI is not wrapped.
  */
 #include "hooks.h"
 
 #include "clock.h"
 #include "log.h"
 #include "units.h"
+
+#include <pthread.h>
+#include <string.h>
 
 #define NO_DRIVER CUDA_ERROR_NOT_INITIALIZED
 #define NO_RUNTIME cudaErrorInsufficientDriver
@@ -40,6 +51,109 @@ static void destroyed(int device, unsigned ctx, const char *why)
         LOG(LOG_DEBUG, "%s freed %s of GPU %d's context", why,
                 units_format_bytes(bytes, b, sizeof b), device);
     }
+}
+
+/* ---- created contexts: slot n-1 holds context n ---- */
+
+static struct {
+    CUcontext ctx;
+    int device;
+} created[RECORD_MAX_CONTEXTS];
+static pthread_mutex_t created_lock = PTHREAD_MUTEX_INITIALIZER;
+static int ncreated; /* live created contexts; atomic reads on the hot path */
+
+/* Under created_lock: the number of ctx, 0 when not ours. */
+static unsigned created_find(CUcontext ctx)
+{
+    for (unsigned i = 0; i < RECORD_MAX_CONTEXTS; i++)
+        if (created[i].ctx == ctx)
+            return i + 1;
+    return 0;
+}
+
+unsigned hooks_context_owner(void)
+{
+    if (__builtin_expect(__atomic_load_n(&ncreated, __ATOMIC_RELAXED) == 0, 1))
+        return 0;
+    PFN(cuCtxGetCurrent) get = REAL(cuCtxGetCurrent);
+    CUcontext ctx = NULL;
+    if (get == NULL || get(&ctx) != CUDA_SUCCESS || ctx == NULL)
+        return 0;
+    pthread_mutex_lock(&created_lock);
+    unsigned n = created_find(ctx);
+    pthread_mutex_unlock(&created_lock);
+    return n;
+}
+
+void hooks_context_atfork_child(void)
+{
+    memset(created, 0, sizeof created);
+    ncreated = 0;
+    pthread_mutex_init(&created_lock, NULL);
+}
+
+static CUresult after_create(CUresult r, CUcontext *pctx, CUdevice dev)
+{
+    if (hook_enter() && r == CUDA_SUCCESS && pctx != NULL && *pctx != NULL) {
+        pthread_mutex_lock(&created_lock);
+        unsigned n = created_find(*pctx); /* a reused address: the old one is gone */
+        if (n == 0 && (n = created_find(NULL)) != 0)
+            __atomic_add_fetch(&ncreated, 1, __ATOMIC_RELAXED);
+        if (n != 0) {
+            created[n - 1].ctx = *pctx;
+            created[n - 1].device = dev;
+        }
+        pthread_mutex_unlock(&created_lock);
+    }
+    hook_leave();
+    return r;
+}
+
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    PFN(cuCtxCreate_v2) real = REAL(cuCtxCreate_v2);
+    return real == NULL ? NO_DRIVER : after_create(real(pctx, flags, dev), pctx, dev);
+}
+
+CUresult cuCtxCreate_v3(CUcontext *pctx, struct CUexecAffinityParam_st *paramsArray,
+                        int numParams, unsigned int flags, CUdevice dev)
+{
+    PFN(cuCtxCreate_v3) real = REAL(cuCtxCreate_v3);
+    return real == NULL ? NO_DRIVER
+                        : after_create(real(pctx, paramsArray, numParams, flags, dev),
+                                       pctx, dev);
+}
+
+CUresult cuCtxCreate_v4(CUcontext *pctx, struct CUctxCreateParams_st *ctxCreateParams,
+                        unsigned int flags, CUdevice dev)
+{
+    PFN(cuCtxCreate_v4) real = REAL(cuCtxCreate_v4);
+    return real == NULL ? NO_DRIVER
+                        : after_create(real(pctx, ctxCreateParams, flags, dev), pctx, dev);
+}
+
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    PFN(cuCtxDestroy_v2) real = REAL(cuCtxDestroy_v2);
+    if (real == NULL)
+        return NO_DRIVER;
+    CUresult r = real(ctx);
+    if (hook_enter() && r == CUDA_SUCCESS && ctx != NULL) {
+        pthread_mutex_lock(&created_lock);
+        unsigned n = created_find(ctx);
+        int dev = n ? created[n - 1].device : 0;
+        pthread_mutex_unlock(&created_lock);
+        if (n != 0) {
+            /* forget its memory before the number can be handed out again */
+            destroyed(dev, n, "cuCtxDestroy");
+            pthread_mutex_lock(&created_lock);
+            created[n - 1].ctx = NULL;
+            __atomic_sub_fetch(&ncreated, 1, __ATOMIC_RELAXED);
+            pthread_mutex_unlock(&created_lock);
+        }
+    }
+    hook_leave();
+    return r;
 }
 
 /* ---- primary contexts ---- */

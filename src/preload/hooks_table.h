@@ -44,7 +44,11 @@
     X(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset", 7000, 0)       \
     X(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, 0)   \
     X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease", 7000, 0)   \
-    X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, 0)
+    X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, 0) \
+    X(cuCtxCreate_v2, "cuCtxCreate", 3020, 0)                             \
+    X(cuCtxCreate_v3, "cuCtxCreate", 11040, 0)                            \
+    X(cuCtxCreate_v4, "cuCtxCreate", 12050, 0)                            \
+    X(cuCtxDestroy_v2, "cuCtxDestroy", 4000, 0)
 
 #define CUMEMTRACE_RUNTIME_HOOKS(X)                                       \
     X(cudaMalloc, "cudaMalloc", 0, 0)                                     \
@@ -71,6 +75,7 @@
 #define CUMEMTRACE_HELPERS(H)                  \
     H(cuCtxGetDevice, "cuCtxGetDevice", 2000, 0) \
     H(cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState", 7000, 0) \
+    H(cuCtxGetCurrent, "cuCtxGetCurrent", 4000, 0) \
     H(cudaGetDevice, "cudaGetDevice", 0, 0)    \
     H(cudaRuntimeGetVersion, "cudaRuntimeGetVersion", 0, 0)
 

@@ -80,6 +80,7 @@ static void fork_child(void)
 {
     record_atfork_child();
     oom_atfork_child();
+    hooks_context_atfork_child();
     hooks_touched = 0;
     hooks_dump_requested = 0;
     exit_written = 0;

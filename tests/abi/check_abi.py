@@ -250,6 +250,8 @@ def parse_types(stmts, layout):
         if prototype_name(st) is not None:
             protos.append(prototype_name(st).text)
             continue
+        if len(texts) == 3 and texts[0] == "struct" and texts[2] == ";":
+            continue  # a forward declaration: an opaque type, no layout
         typedef = texts[0] == "typedef"
         head = texts[1:] if typedef else texts
         if head and head[0] in ("enum", "struct", "union") and "{" in texts:

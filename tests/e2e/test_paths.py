@@ -174,6 +174,17 @@ def test_context_destroy_frees_tracked_memory_and_the_limit_sees_it(run, scenari
         assert k["async"]["current_bytes"] == 2 * MiB
 
 
+def test_created_context_destroy_frees_only_its_memory(run):
+    r = run(["drv_workload", "created"], env={"CUMEMTRACE_LIMIT": "64MiB"})
+    snap = r.only("exit")
+    k = device(snap)["by_kind"]
+    # the primary context's 8 MiB stays; the created one's 48 MiB went
+    assert (k["device"]["current_bytes"], k["device"]["frees"]) == (56 * MiB, 1)
+    assert k["async"]["current_bytes"] == 2 * MiB  # a pool's, not the context's
+    assert snap["host_pinned"]["current_bytes"] == 0
+    assert snap["ooms"]["count"] == 0
+
+
 # ---- fault siblings: the simulated device fails a chosen call ----
 
 def test_failed_free_keeps_the_allocation_live(run):

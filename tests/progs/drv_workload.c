@@ -135,6 +135,29 @@ static int reset(void)
     return 0;
 }
 
+/* cuCtxDestroy of a created context frees its linear and pinned host
+ * memory, not the primary context's, not its pool allocation; under
+ * CUMEMTRACE_LIMIT=64MiB the last 48 MiB fit only if that is seen. */
+static int created(void)
+{
+    CUdeviceptr prim, d, as;
+    CUcontext c;
+    void *h;
+    context(0);
+    CUcontext primary;
+    CHECK(cuCtxGetCurrent(&primary), CUDA_SUCCESS);
+    CHECK(cuMemAlloc_v2(&prim, 8 * MiB), CUDA_SUCCESS);
+    CHECK(cuCtxCreate_v2(&c, 0, 0), CUDA_SUCCESS);
+    CHECK(cuMemAlloc_v2(&d, 48 * MiB), CUDA_SUCCESS);
+    CHECK(cuMemAllocHost_v2(&h, 4 * MiB), CUDA_SUCCESS);
+    CHECK(cuMemAllocAsync(&as, 2 * MiB, NULL), CUDA_SUCCESS);
+    CHECK(cuCtxDestroy_v2(c), CUDA_SUCCESS);
+    CHECK(cuCtxSetCurrent(primary), CUDA_SUCCESS);
+    CHECK(cuMemAlloc_v2(&d, 48 * MiB), CUDA_SUCCESS);
+    /* live at exit: prim and the second d (56 MiB device), as (2 MiB async) */
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *s = argc > 1 ? argv[1] : "kinds";
@@ -146,6 +169,8 @@ int main(int argc, char **argv)
         return release();
     if (strcmp(s, "reset") == 0)
         return reset();
+    if (strcmp(s, "created") == 0)
+        return created();
     fprintf(stderr, "unknown scenario %s\n", s);
     return 2;
 }

@@ -135,6 +135,11 @@ int driver_valid_device(int dev)
     return dev >= 0 && dev < driver.ndevices;
 }
 
+struct CUctx_st *driver_current_context(void)
+{
+    return current_ctx;
+}
+
 CUresult driver_current_device(int *dev)
 {
     if (!atomic_load(&driver.initialized))
@@ -414,7 +419,7 @@ static CUresult ctx_release(CUdevice dev)
     if (c->refs == 0) {
         r = CUDA_ERROR_INVALID_CONTEXT;
     } else if (--c->refs == 0) {
-        driver_memory_reset_device(dev); /* the context is destroyed with its memory */
+        driver_memory_free_context(c); /* the context is destroyed with its memory */
     }
     driver_unlock();
     return r;
@@ -440,7 +445,7 @@ static CUresult ctx_reset(CUdevice dev)
     if (r != CUDA_SUCCESS)
         return r;
     driver_lock();
-    driver_memory_reset_device(dev); /* the retain count stays, as documented */
+    driver_memory_free_context(&driver.dev[dev].ctx); /* the retain count stays, as documented */
     driver_unlock();
     return CUDA_SUCCESS;
 }
@@ -515,8 +520,93 @@ static int known_context(CUcontext ctx)
     for (int d = 0; d < driver.ndevices; d++)
         if (ctx == &driver.dev[d].ctx)
             return 1;
+    for (struct CUctx_st *c = driver.created; c != NULL; c = c->next)
+        if (ctx == c)
+            return 1;
     return 0;
 }
+
+/* ---- created contexts ----
+ * The sim has no context stack: cuCtxCreate makes the new context current
+ * (NVIDIA pushes it), and cuCtxDestroy of the current context leaves none
+ * current (NVIDIA pops to the one below).  Execution-affinity and CIG
+ * parameters are not simulated: CUDA_ERROR_NOT_SUPPORTED. */
+
+static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    CUresult r = check_device(dev);
+    unsigned int sched = flags & 0x7; /* as cuDevicePrimaryCtxSetFlags checks */
+    if (r == CUDA_SUCCESS && (pctx == NULL || (flags & ~0xffu) != 0 || sched == 3 ||
+                              sched > 4))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct CUctx_st *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    c->device = dev;
+    c->refs = 1;
+    c->flags = flags;
+    c->created = 1;
+    driver_lock();
+    c->next = driver.created;
+    driver.created = c;
+    driver_unlock();
+    current_ctx = c;
+    *pctx = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    DRIVER_ENTER(cuCtxCreate_v2);
+    return driver_leave(SYM_cuCtxCreate_v2, ctx_create(pctx, flags, dev), "(0x%x, %d)",
+                        flags, dev);
+}
+DRIVER_SELF(cuCtxCreate_v2);
+
+CUresult cuCtxCreate_v3(CUcontext *pctx, struct CUexecAffinityParam_st *paramsArray, int numParams,
+                        unsigned int flags, CUdevice dev)
+{
+    DRIVER_ENTER(cuCtxCreate_v3);
+    CUresult r = paramsArray != NULL || numParams != 0 ? CUDA_ERROR_NOT_SUPPORTED
+                                                        : ctx_create(pctx, flags, dev);
+    return driver_leave(SYM_cuCtxCreate_v3, r, "(%d params, 0x%x, %d)", numParams, flags,
+                        dev);
+}
+DRIVER_SELF(cuCtxCreate_v3);
+
+CUresult cuCtxCreate_v4(CUcontext *pctx, struct CUctxCreateParams_st *ctxCreateParams,
+                        unsigned int flags, CUdevice dev)
+{
+    DRIVER_ENTER(cuCtxCreate_v4);
+    CUresult r = ctxCreateParams != NULL ? CUDA_ERROR_NOT_SUPPORTED
+                                         : ctx_create(pctx, flags, dev);
+    return driver_leave(SYM_cuCtxCreate_v4, r, "(0x%x, %d)", flags, dev);
+}
+DRIVER_SELF(cuCtxCreate_v4);
+
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    DRIVER_ENTER(cuCtxDestroy_v2);
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && ctx == NULL)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        driver_lock();
+        if (!known_context(ctx) || !ctx->created || ctx->refs == 0) {
+            r = CUDA_ERROR_INVALID_CONTEXT; /* primary contexts are released, not destroyed */
+        } else {
+            ctx->refs = 0;
+            driver_memory_free_context(ctx);
+        }
+        driver_unlock();
+    }
+    if (r == CUDA_SUCCESS && current_ctx == ctx)
+        current_ctx = NULL;
+    return driver_leave(SYM_cuCtxDestroy_v2, r, "(%p)", (void *)ctx);
+}
+DRIVER_SELF(cuCtxDestroy_v2);
 
 CUresult cuCtxGetCurrent(CUcontext *pctx)
 {

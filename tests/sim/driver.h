@@ -49,6 +49,8 @@
     X(cuDevicePrimaryCtxRelease_v2, 0) X(cuDevicePrimaryCtxReset, 0)             \
     X(cuDevicePrimaryCtxReset_v2, 0) X(cuDevicePrimaryCtxGetState, 0)            \
     X(cuDevicePrimaryCtxSetFlags, 0) X(cuDevicePrimaryCtxSetFlags_v2, 0)         \
+    X(cuCtxCreate_v2, 0) X(cuCtxCreate_v3, 0) X(cuCtxCreate_v4, 0)               \
+    X(cuCtxDestroy_v2, 0)                                                        \
     X(cuCtxGetCurrent, 0) X(cuCtxSetCurrent, 0) X(cuCtxGetDevice, 0)             \
     X(cuCtxGetDevice_v2, 0) X(cuCtxSynchronize, 0) X(cuCtxSynchronize_v2, 0)     \
     X(cuMemGetInfo, 0) X(cuMemGetInfo_v2, 0)                                     \
@@ -80,11 +82,17 @@ DRIVER_SYMBOLS(DRIVER_SELF_DECL)
     extern __typeof__(s) driver_self_##s                 \
         __attribute__((alias(#s), visibility("hidden")))
 
-/* A device's primary context: the only kind of context the sim has. */
+/* A context: a device's primary context, or one made by cuCtxCreate.  A
+ * created context is never freed, only marked destroyed (refs 0), so a
+ * thread it is still current to gets CUDA_ERROR_INVALID_CONTEXT, not a
+ * dangling pointer. */
 struct CUctx_st {
     int device;
-    int refs;           /* cuDevicePrimaryCtxRetain count; 0 = inactive */
-    unsigned int flags; /* cuDevicePrimaryCtxSetFlags */
+    int refs;           /* primary: cuDevicePrimaryCtxRetain count; created:
+                           1 until cuCtxDestroy; 0 = inactive or destroyed */
+    unsigned int flags; /* cuDevicePrimaryCtxSetFlags, cuCtxCreate's flags */
+    int created;        /* made by cuCtxCreate */
+    struct CUctx_st *next; /* every created context (driver.created) */
 };
 
 /* A stream-ordered memory pool. */
@@ -121,7 +129,8 @@ struct sim_alloc {
     uint64_t addr;
     uint64_t size;                     /* bytes asked for (pitch * height for pitched) */
     enum sim_alloc_kind kind;
-    int device;                        /* the context it was made in */
+    int device;                        /* the device of the context it was made in */
+    struct CUctx_st *ctx;              /* that context (freed with it, but for AK_ASYNC) */
     struct driver_vaspace_block block; /* device pages held (VB_NONE for AK_HOST) */
     size_t map_len;                    /* AK_MANAGED, AK_HOST: length of the mmap */
     struct CUmemPoolHandle_st *pool;   /* AK_ASYNC */
@@ -138,6 +147,7 @@ struct driver_state {
     struct sim_alloc *allocs;          /* uthash: every live allocation but VMM */
     struct driver_vaspace_range v1;    /* addresses for AK_LINEAR_V1 */
     struct CUmemPoolHandle_st *pools;  /* every pool not yet freed */
+    struct CUctx_st *created;          /* every context cuCtxCreate made */
 };
 
 extern struct driver_state driver;
@@ -165,6 +175,8 @@ CUresult driver_ready(void);
  * context in *dev, or CUDA_ERROR_NOT_INITIALIZED / CUDA_ERROR_INVALID_CONTEXT
  * (no current context, or one released to zero). */
 CUresult driver_current_device(int *dev);
+/* The calling thread's current context (NULL when none). */
+struct CUctx_st *driver_current_context(void);
 
 /* Whether dev is an ordinal of a simulated device. */
 int driver_valid_device(int dev);
@@ -172,10 +184,10 @@ int driver_valid_device(int dev);
 void driver_lock(void);
 void driver_unlock(void);
 
-/* driver_memory.c, with driver.lock held: frees what device d's context
- * owns - linear, managed and pinned host memory made in it, not pool
- * allocations (cuDevicePrimaryCtxReset, last release). */
-void driver_memory_reset_device(int d);
+/* driver_memory.c, with driver.lock held: frees what context c owns -
+ * linear, managed and pinned host memory made in it, not pool allocations
+ * (cuDevicePrimaryCtxReset, the last release, cuCtxDestroy). */
+void driver_memory_free_context(struct CUctx_st *c);
 
 /* driver_memory.c, with driver.lock held: creates the default pool of d;
  * CUDA_ERROR_OUT_OF_MEMORY when the host is out of memory. */

@@ -102,7 +102,7 @@ CUresult driver_memory_init_device(int d)
     return driver.dev[d].default_pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-void driver_memory_reset_device(int d)
+void driver_memory_free_context(struct CUctx_st *c)
 {
     /* cuCtxDestroy's documentation: the context's cuMemAlloc, cuMemAllocPitch,
      * cuMemAllocManaged and cuMemAllocHost memory goes with it; pool memory
@@ -110,7 +110,7 @@ void driver_memory_reset_device(int d)
      * "not associated with any CUDA context" and stay. */
     struct sim_alloc *a, *tmp;
     HASH_ITER(hh, driver.allocs, a, tmp) {
-        if (a->device == d && a->kind != AK_ASYNC)
+        if (a->ctx == c && a->kind != AK_ASYNC)
             release_alloc(a);
     }
 }
@@ -141,6 +141,7 @@ static CUresult new_device_alloc(int dev, uint64_t size, enum sim_alloc_kind kin
     a->size = size;
     a->kind = kind;
     a->device = dev;
+    a->ctx = driver_current_context();
     a->pool = pool;
     if (pool != NULL) {
         pool->live++;
@@ -389,6 +390,7 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
                 a->size = bytesize;
                 a->kind = AK_MANAGED;
                 a->device = dev;
+                a->ctx = driver_current_context();
                 add_alloc(a);
                 *dptr = addr;
             } else {
@@ -427,6 +429,7 @@ static CUresult host_alloc(void **pp, uint64_t size, unsigned int flags)
             a->size = size;
             a->kind = AK_HOST;
             a->device = dev;
+            a->ctx = driver_current_context();
             add_alloc(a);
             *pp = p;
         }

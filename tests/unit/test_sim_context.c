@@ -215,6 +215,50 @@ static void reset_body(void)
 }
 SIM_TEST(primary_ctx_reset, reset_body, "SIMCUDA_MEMORY=32MiB", "SIMCUDA_DEVICES=2")
 
+/* cuCtxDestroy frees what that context owns and nothing of the primary
+ * context's; pool memory stays; a destroyed context is no longer usable. */
+static void created_body(void)
+{
+    CUcontext c, c4, cur;
+    CUdeviceptr prim = 0, lin = 0, as = 0;
+    void *host = NULL;
+    sim_test_ctx(0);
+    SIM_CHECK_CU(cuMemAlloc_v2(&prim, 2 * MiB), CUDA_SUCCESS); /* the primary's */
+    SIM_CHECK_CU(cuCtxCreate_v2(&c, 0, 0), CUDA_SUCCESS);
+    SIM_CHECK_CU(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    SIM_CHECK(cur == c); /* made current */
+    SIM_CHECK_CU(cuMemAlloc_v2(&lin, 4 * MiB), CUDA_SUCCESS);
+    SIM_CHECK_CU(cuMemAllocAsync(&as, 100, NULL), CUDA_SUCCESS);
+    SIM_CHECK_CU(cuMemAllocHost_v2(&host, 100), CUDA_SUCCESS);
+    SIM_CHECK_EQ(sim_test_free(), 32 * MiB - 8 * MiB);
+    SIM_CHECK_CU(cuCtxDestroy_v2(c), CUDA_SUCCESS);
+    SIM_CHECK_CU(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    SIM_CHECK(cur == NULL);
+    SIM_CHECK_CU(cuMemAlloc_v2(&lin, 1), CUDA_ERROR_INVALID_CONTEXT);
+    SIM_CHECK_CU(cuCtxSetCurrent(c), CUDA_ERROR_INVALID_CONTEXT);
+    SIM_CHECK_CU(cuCtxDestroy_v2(c), CUDA_ERROR_INVALID_CONTEXT);
+    sim_test_ctx(0);
+    SIM_CHECK_EQ(sim_test_free(), 32 * MiB - 4 * MiB); /* primary's + the pool's */
+    SIM_CHECK_CU(cuMemFreeHost(host), CUDA_ERROR_INVALID_VALUE);
+    SIM_CHECK_CU(cuMemFree_v2(lin), CUDA_ERROR_INVALID_VALUE);
+    SIM_CHECK_CU(cuMemFreeAsync(as, NULL), CUDA_SUCCESS);
+    SIM_CHECK_CU(cuMemFree_v2(prim), CUDA_SUCCESS);
+    CUcontext primary;
+    SIM_CHECK_CU(cuCtxGetCurrent(&primary), CUDA_SUCCESS);
+    SIM_CHECK_CU(cuCtxDestroy_v2(primary), CUDA_ERROR_INVALID_CONTEXT);
+    SIM_CHECK_CU(cuCtxDestroy_v2(NULL), CUDA_ERROR_INVALID_VALUE);
+    SIM_CHECK_CU(cuCtxCreate_v3(&c, NULL, 0, 0, 0), CUDA_SUCCESS);
+    SIM_CHECK_CU(cuCtxCreate_v3(&c4, (struct CUexecAffinityParam_st *)&c, 1, 0, 0),
+                 CUDA_ERROR_NOT_SUPPORTED);
+    SIM_CHECK_CU(cuCtxCreate_v4(&c4, NULL, 0, 0), CUDA_SUCCESS);
+    SIM_CHECK(c4 != c);
+    SIM_CHECK_CU(cuCtxCreate_v4(&c4, (struct CUctxCreateParams_st *)&c, 0, 0), CUDA_ERROR_NOT_SUPPORTED);
+    SIM_CHECK_CU(cuCtxCreate_v2(&c4, 3, 0), CUDA_ERROR_INVALID_VALUE);
+    SIM_CHECK_CU(cuCtxCreate_v2(&c4, 0, 5), CUDA_ERROR_INVALID_DEVICE);
+    SIM_CHECK_CU(cuCtxCreate_v2(NULL, 0, 0), CUDA_ERROR_INVALID_VALUE);
+}
+SIM_TEST(created_contexts, created_body, "SIMCUDA_MEMORY=32MiB")
+
 static void *other_thread(void *arg)
 {
     CUcontext cur = NULL;
@@ -348,6 +392,7 @@ int main(void)
         cmocka_unit_test(no_devices),
         cmocka_unit_test(primary_ctx_refcount),
         cmocka_unit_test(primary_ctx_reset),
+        cmocka_unit_test(created_contexts),
         cmocka_unit_test(current_context_per_thread),
         cmocka_unit_test(threads),
         cmocka_unit_test(fork_child),
