@@ -4,19 +4,23 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "out.h"
 #include "sites.h"
 
-static void add(struct advice *out, int *n, const char *id, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+static void add(struct advice *out, int *n, const char *id, uint64_t bytes,
+                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-static void add(struct advice *out, int *n, const char *id, const char *fmt, ...)
+static void add(struct advice *out, int *n, const char *id, uint64_t bytes,
+                const char *fmt, ...)
 {
     if (*n >= ADVICE_MAX)
         return;
     struct advice *a = &out[(*n)++];
     a->id = id;
+    a->bytes = bytes == SNAP_UNKNOWN ? 0 : bytes;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(a->text, sizeof a->text, fmt, ap);
@@ -28,18 +32,88 @@ static bool known(uint64_t v)
     return v != SNAP_UNKNOWN;
 }
 
+/* Bytes held at the failure by stacks with a Python frame whose function
+ * is a forward pass (`forward`, `Model.forward`): the activations. */
+static uint64_t forward_bytes(const struct snapshot *s, const struct snap_groups *g)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        if (g->v[i].stack == SNAP_NO_STACK)
+            continue;
+        const struct snap_stack *st = &s->stacks[g->v[i].stack];
+        for (uint32_t k = 0; k < st->nframes; k++) {
+            const struct frame *f = &s->ctx->frames[st->frames[k]];
+            const char *fn = f->type == FRAME_PYTHON ? strrchr(f->name, ':') : NULL;
+            if (fn != NULL && (strcmp(fn + 1, "forward") == 0 ||
+                               (strlen(fn + 1) > 8 &&
+                                strcmp(fn + 1 + strlen(fn + 1) - 8, ".forward") == 0))) {
+                sum += g->v[i].bytes;
+                break;
+            }
+        }
+    }
+    return sum;
+}
+
+static bool config_has(const struct snap_allocator *a, const char *item)
+{
+    return a->config != NULL && strstr(a->config, item) != NULL;
+}
+
 static void oom_advice(struct snapshot *s, struct advice *out, int *n)
 {
     const struct snap_oom *o = &s->oom;
+    const struct snap_allocator *al = &o->allocator;
     char req[OUT_NUM], fr[OUT_NUM], a[OUT_NUM], b[OUT_NUM], c[OUT_NUM];
     out_bytes(o->requested_bytes, req);
     out_bytes(o->free_bytes, fr);
+    uint64_t short_by = known(o->shortfall_bytes) && o->shortfall_bytes > 0
+                            ? o->shortfall_bytes
+                            : (known(o->free_bytes) && o->requested_bytes > o->free_bytes
+                                   ? o->requested_bytes - o->free_bytes
+                                   : 0);
 
+    if (o->cause == CAUSE_ALLOCATOR_FRAGMENTATION) {
+        uint64_t un = al->reserved_unallocated_bytes;
+        if (!config_has(al, "expandable_segments:True"))
+            add(out, n, "expandable-segments", un,
+                "%s reserved by PyTorch is free but in pieces smaller than the %s "
+                "asked for: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, so "
+                "segments grow in place and freed space can serve larger requests",
+                out_bytes(un, a), req);
+        else
+            add(out, n, "max-split-size", un,
+                "expandable segments are on and %s is still free in pieces smaller "
+                "than %s: add max_split_size_mb:%" PRIu64 " to PYTORCH_CUDA_ALLOC_CONF "
+                "so blocks of that size are never split for small tensors",
+                out_bytes(un, a), req, (o->requested_bytes + (1u << 20) - 1) >> 20);
+    }
+    if (o->cause == CAUSE_ALLOCATOR_LIMIT) {
+        uint64_t over = known(al->limit_bytes) && known(al->reserved_bytes) &&
+                                al->reserved_bytes + o->requested_bytes > al->limit_bytes
+                            ? al->reserved_bytes + o->requested_bytes - al->limit_bytes
+                            : 0;
+        char frac[64] = "";
+        if (known(al->device_total_bytes) && al->device_total_bytes > 0)
+            snprintf(frac, sizeof frac, " (a fraction of at least %.3f)",
+                     (double)(al->reserved_bytes + o->requested_bytes) /
+                         (double)al->device_total_bytes);
+        /* Raising the cap frees nothing but makes the device's free memory
+         * usable: rank it by that. */
+        add(out, n, "memory-fraction", known(o->free_bytes) ? o->free_bytes : over,
+            "torch.cuda.set_per_process_memory_fraction caps PyTorch at %s and it "
+            "holds %s reserved: the %s request passes the cap by %s - raise the "
+            "fraction%s or reserve that much less; the device itself had %s free",
+            out_bytes(al->limit_bytes, a), out_bytes(al->reserved_bytes, b), req,
+            out_bytes(over, c), frac, fr);
+    }
     if (o->cause == CAUSE_FRAGMENTATION) {
-        add(out, n, "fragmentation",
-            "free %s >= request %s but placement failed: fragmentation - try "
-            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or allocate the "
-            "largest buffers first, before memory is cut into pieces)",
+        add(out, n, "fragmentation", known(o->free_bytes) ? o->free_bytes : 0,
+            "the driver had %s free, at least the %s requested, but no range of "
+            "that size: fragmentation between this process's allocations - with "
+            "PyTorch set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; "
+            "otherwise allocate the largest buffers first, before memory is cut "
+            "into pieces",
             fr, req);
     }
     if (o->cause == CAUSE_LIMIT) {
@@ -52,70 +126,81 @@ static void oom_advice(struct snapshot *s, struct advice *out, int *n)
                      "have fit", fr);
         uint64_t need = o->requested_bytes > room ? o->requested_bytes - room : 0;
         char nd[OUT_NUM];
-        add(out, n, "limit",
+        add(out, n, "limit", need,
             "the cumemtrace limit of %s caused this OOM: this process holds %s, so "
-            "%s more fit under the limit and the request was %s%s - to go on, the "
-            "job needs %s less memory (or a limit that much higher)",
+            "%s more fit under the limit and the request was %s%s - this request "
+            "lacked %s",
             out_bytes(limit, a), out_bytes(held, b), out_bytes(room, c), req, fits,
             out_bytes(need, nd));
     }
-    if (o->cause == CAUSE_EXHAUSTED) {
-        uint64_t short_by = known(o->shortfall_bytes) && o->shortfall_bytes > 0
-                                ? o->shortfall_bytes
-                                : (known(o->free_bytes) && o->requested_bytes > o->free_bytes
-                                       ? o->requested_bytes - o->free_bytes
-                                       : 0);
-        char share[96] = "";
-        if (known(o->tracked_bytes) && o->tracked_bytes > 0)
-            snprintf(share, sizeof share, " (%s of the %s this process holds)",
-                     out_pct(short_by, o->tracked_bytes, a), out_bytes(o->tracked_bytes, b));
-        char bigger[128] = "";
-        if (known(o->total_bytes))
-            snprintf(bigger, sizeof bigger, "; 6) a GPU with at least %s",
-                     out_bytes(o->total_bytes + short_by, c));
-        else
-            snprintf(bigger, sizeof bigger, "; 6) a GPU with more memory");
-        char sb[OUT_NUM];
-        add(out, n, "exhausted",
-            "the device is exhausted: %s more is needed%s. Save at least that, in "
-            "the order practitioners try: 1) lower precision (bf16/fp16 halves "
-            "weights and activations); 2) activation checkpointing; 3) a smaller "
-            "micro-batch with gradient accumulation; 4) sharding across GPUs "
-            "(FSDP/ZeRO); 5) quantisation%s",
-            out_bytes(short_by, sb), share, bigger);
+    bool untracked_big = known(o->untracked_bytes) && o->untracked_bytes > 0 &&
+                         ((short_by > 0 && o->untracked_bytes > short_by) ||
+                          (known(o->total_bytes) && o->total_bytes > 0 &&
+                           o->untracked_bytes * 100.0 >
+                               (double)o->total_bytes * ADVICE_UNTRACKED_PCT));
+    if (untracked_big && o->cause != CAUSE_ALLOCATOR_LIMIT && o->cause != CAUSE_LIMIT) {
+        char more[160] = "";
+        if (short_by > 0 && o->untracked_bytes > short_by)
+            snprintf(more, sizeof more, ", more than the %s this request lacked",
+                     out_bytes(short_by, c));
+        add(out, n, "untracked", o->untracked_bytes,
+            "%s of the device is held outside this process's CUDA allocations "
+            "(%s of it%s): the CUDA context, NCCL or cuBLAS workspaces, or other "
+            "processes - see who holds it with nvidia-smi before shrinking the model; "
+            "a cache of another PyTorch process is released by torch.cuda.empty_cache() "
+            "there",
+            out_bytes(o->untracked_bytes, a),
+            known(o->total_bytes) ? out_pct(o->untracked_bytes, o->total_bytes, b) : "?",
+            more);
     }
-    if (known(o->untracked_bytes) && known(o->total_bytes) && o->total_bytes > 0 &&
-        o->untracked_bytes * 100.0 > (double)o->total_bytes * ADVICE_UNTRACKED_PCT) {
-        add(out, n, "untracked",
-            "untracked memory %s (%s of the device): another process or library "
-            "holds it - check nvidia-smi",
-            out_bytes(o->untracked_bytes, a), out_pct(o->untracked_bytes, o->total_bytes, b));
+    if (o->cause == CAUSE_EXHAUSTED) {
+        uint64_t fwd = forward_bytes(s, &o->live);
+        uint64_t held = known(o->tracked_bytes) ? o->tracked_bytes : 0;
+        char sb[OUT_NUM];
+        /* Checkpointing keeps about one activation per block: count half as
+         * what it frees, so that memory another process holds outright ranks
+         * above it when it is larger. */
+        if (held > 0 && fwd * 100.0 >= (double)held * ADVICE_DOMINANT_PCT)
+            add(out, n, "activations", fwd / 2,
+                "call sites under forward hold %s (%s of this process) at the "
+                "failure - activations: activation checkpointing or a smaller "
+                "micro-batch with gradient accumulation frees part of it; this "
+                "request lacked %s",
+                out_bytes(fwd, a), out_pct(fwd, held, b), out_bytes(short_by, sb));
+        else
+            add(out, n, "exhausted", short_by,
+                "this request lacked %s (request %s, free %s). Lower precision, a "
+                "smaller micro-batch, or sharding across GPUs would each free memory "
+                "for it",
+                out_bytes(short_by, sb), req, fr);
+        add(out, n, "whole-run", 0,
+            "what the whole run needs is not known from one failure (the next "
+            "request may fail too): run it where it fits - a larger GPU, or a "
+            "smaller batch here - and read its peak with cumemtrace report");
     }
 }
 
-/* The largest call site of one device at its peak. */
-static int dominant(struct snapshot *s, const struct snap_device *d,
-                    struct advice *out, int *n)
+/* The largest call site among `g`: the lever when it holds most of `total`. */
+static int dominant(struct snapshot *s, const struct snap_groups *g, uint64_t total,
+                    const char *what, struct advice *out, int *n)
 {
-    if (d->peak_bytes == 0 || d->at_peak.n == 0)
+    if (total == 0 || g->n == 0)
         return 0;
     struct sites_sum sum;
     sites_init(&sum, BY_STACK);
-    if (sites_add(&sum, s, &d->at_peak) != 0) {
+    if (sites_add(&sum, s, g) != 0) {
         sites_free(&sum);
         return -1;
     }
     sites_sort(&sum, s->ctx);
     uint32_t top = sum.touched[0];
     uint64_t bytes = sum.bytes[top];
-    if (bytes * 100.0 >= (double)d->peak_bytes * ADVICE_DOMINANT_PCT) {
+    if (bytes * 100.0 >= (double)total * ADVICE_DOMINANT_PCT) {
         char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM];
-        add(out, n, "dominant-site",
-            "peak of device %" PRId64 " set by %s holding %s (%s of %s): shrink or "
+        add(out, n, "dominant-site", bytes, "%s, %s holds %s (%s of %s): shrink or "
             "free that first",
-            d->ordinal, s->ctx->sites[BY_STACK][top].display,
-            out_pct(bytes, d->peak_bytes, a), out_bytes(bytes, b),
-            out_bytes(d->peak_bytes, c));
+            what, s->ctx->sites[BY_STACK][top].display, out_pct(bytes, total, a),
+            out_bytes(bytes, b), out_bytes(total, c));
     }
     sites_free(&sum);
     return 0;
@@ -128,7 +213,7 @@ static void device_advice(const struct snap_device *d, struct advice *out, int *
     if (!f->present)
         return;
     if (f->small_count >= ADVICE_SMALL_COUNT) {
-        add(out, n, "small-segments",
+        add(out, n, "small-segments", 0,
             "%" PRIu64 " live allocations under 1 MiB (%s) on device %" PRId64 ": "
             "many small segments - pool them (cudaMallocAsync, or a caching "
             "allocator) instead of one cudaMalloc each",
@@ -138,7 +223,7 @@ static void device_advice(const struct snap_device *d, struct advice *out, int *
         uint64_t waste = f->rounded_bytes - f->requested_bytes;
         if (waste >= ADVICE_WASTE_MIN &&
             waste * 100.0 >= (double)f->rounded_bytes * ADVICE_WASTE_PCT)
-            add(out, n, "granularity",
+            add(out, n, "granularity", waste,
                 "rounding to the %s granularity wastes %s (%s of live memory) on "
                 "device %" PRId64 ": allocate sizes just under a multiple of it, or "
                 "pool small buffers",
@@ -147,28 +232,44 @@ static void device_advice(const struct snap_device *d, struct advice *out, int *
     }
 }
 
+static int by_bytes(const void *x, const void *y)
+{
+    const struct advice *a = x, *b = y;
+    if (a->bytes != b->bytes)
+        return a->bytes < b->bytes ? 1 : -1;
+    return a->order - b->order; /* stable */
+}
+
 int advice_compute(struct snapshot *s, struct advice *out)
 {
     int n = 0;
-    if (s->oom.present)
+    if (s->oom.present) {
         oom_advice(s, out, &n);
-    for (size_t i = 0; i < s->ndevices; i++) {
-        const struct snap_device *d = &s->devices[i];
-        if (s->oom.present && d->ordinal != s->oom.device)
-            continue;
-        if (dominant(s, d, out, &n) != 0)
+        /* What holds memory at the failure, not at a peak long before it:
+         * never advise shrinking something already freed. */
+        uint64_t total = 0;
+        for (size_t i = 0; i < s->oom.live.n; i++)
+            total += s->oom.live.v[i].bytes;
+        bool activations = false;
+        for (int i = 0; i < n; i++)
+            activations = activations || strcmp(out[i].id, "activations") == 0;
+        if (!activations && /* that line already names the forward pass */
+            dominant(s, &s->oom.live, total, "At the failure", out, &n) != 0)
             return -1;
+    } else {
+        for (size_t i = 0; i < s->ndevices; i++) {
+            const struct snap_device *d = &s->devices[i];
+            char what[64];
+            snprintf(what, sizeof what, "At the peak of device %" PRId64, d->ordinal);
+            if (dominant(s, &d->at_peak, d->peak_bytes, what, out, &n) != 0)
+                return -1;
+        }
     }
     for (size_t i = 0; i < s->ndevices; i++)
         device_advice(&s->devices[i], out, &n);
-    if (s->ooms.recovered > 0) {
-        char a[OUT_NUM];
-        add(out, &n, "recovered",
-            "%" PRIu64 " OOM%s recovered after the allocator released cached memory "
-            "(%s freed by retries): this job runs at the edge of the device, and a "
-            "slightly larger batch or sequence will fail",
-            s->ooms.recovered, s->ooms.recovered == 1 ? " was" : "s were",
-            out_bytes(s->ooms.retry_released_bytes, a));
-    }
+    /* Ordered by how much memory each would free. */
+    for (int i = 0; i < n; i++)
+        out[i].order = i;
+    qsort(out, (size_t)n, sizeof *out, by_bytes);
     return n;
 }

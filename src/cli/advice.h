@@ -1,21 +1,31 @@
 /* advice.h - what to do, computed from measured facts of a snapshot.
  *
  * Every line has a trigger that a number in the snapshot must meet; with no
- * trigger met there is no advice (never boilerplate).  The triggers and
- * their thresholds, documented in docs/cli.md:
+ * trigger met there is no advice (never boilerplate).  Lines are ordered by
+ * how much memory each would free (advice.bytes), largest first.  No line
+ * names a GPU size computed from the failing request alone.  The triggers,
+ * documented in docs/cli.md:
  *
- *   id              trigger
- *   fragmentation   oom.cause is "fragmentation" (free >= request)
- *   limit           oom.cause is "limit"
- *   exhausted       oom.cause is "exhausted" (free < request)
- *   untracked       oom.untracked_bytes > ADVICE_UNTRACKED_PCT % of total
- *   dominant-site   one call site holds >= ADVICE_DOMINANT_PCT % of a
- *                   device's peak (for an OOM: of the failing device)
- *   small-segments  a device has >= ADVICE_SMALL_COUNT live allocations
- *                   under 1 MiB
- *   granularity     rounding to the granularity wastes >= ADVICE_WASTE_PCT %
- *                   of a device's live bytes and >= ADVICE_WASTE_MIN bytes
- *   recovered       ooms.recovered > 0 (the job ran at the edge)
+ *   id                  trigger
+ *   expandable-segments oom.cause "allocator_fragmentation" and
+ *                       expandable_segments:True not in PyTorch's config
+ *   max-split-size      the same with expandable segments already on
+ *   memory-fraction     oom.cause "allocator_limit"
+ *   fragmentation       oom.cause "fragmentation" (driver: free >= request)
+ *   limit               oom.cause "limit" (CUMEMTRACE_LIMIT)
+ *   untracked           untracked > what the request lacked, or
+ *                       > ADVICE_UNTRACKED_PCT % of the device
+ *   activations         oom.cause "exhausted" and stacks under a Python
+ *                       `forward` hold >= ADVICE_DOMINANT_PCT % at the failure
+ *   exhausted           oom.cause "exhausted" otherwise
+ *   whole-run           oom.cause "exhausted": the run's need is unknown
+ *   dominant-site       one call site holds >= ADVICE_DOMINANT_PCT % of what
+ *                       is held at the failure (OOM), else of a device's peak
+ *   small-segments      a device has >= ADVICE_SMALL_COUNT live allocations
+ *                       under 1 MiB
+ *   granularity         rounding to the granularity wastes >= ADVICE_WASTE_PCT %
+ *                       of a device's live bytes and >= ADVICE_WASTE_MIN bytes
+ * Recovered retry chains give no advice: they are routine.
  */
 #ifndef CUMEMTRACE_CLI_ADVICE_H
 #define CUMEMTRACE_CLI_ADVICE_H
@@ -42,6 +52,8 @@
 
 struct advice {
     const char *id;          /* stable name, see the table above */
+    uint64_t bytes;          /* what following it would free (the order) */
+    int order;               /* the order it was found in (ties) */
     char text[ADVICE_TEXT];  /* one paragraph, no trailing newline */
 };
 
