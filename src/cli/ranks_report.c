@@ -300,12 +300,22 @@ int ranks_report_main(char **paths, size_t n, bool json, unsigned top, bool one,
     if (one) {
         size_t row = ranks_find(&r, rank);
         if (row == RANKS_NONE) {
+            /* The ranks present as ranges ("0-3, 5"); rows are in rank order. */
             char have[256] = "";
             size_t used = 0;
             for (size_t i = 0; i < r.nrows && r.rows[i].rank != SNAP_UNKNOWN_I64 &&
-                               used + 24 < sizeof have; i++)
-                used += (size_t)snprintf(have + used, sizeof have - used, "%s%" PRId64,
-                                         used ? ", " : "", r.rows[i].rank);
+                               used + 48 < sizeof have; i++) {
+                size_t j = i;
+                while (j + 1 < r.nrows && r.rows[j + 1].rank == r.rows[j].rank + 1)
+                    j++;
+                used += (size_t)(j > i ? snprintf(have + used, sizeof have - used,
+                                                  "%s%" PRId64 "-%" PRId64, used ? ", " : "",
+                                                  r.rows[i].rank, r.rows[j].rank)
+                                       : snprintf(have + used, sizeof have - used,
+                                                  "%s%" PRId64, used ? ", " : "",
+                                                  r.rows[i].rank));
+                i = j;
+            }
             cli_usage("report", "no file of rank %" PRId64 " among the %zu given (%s%s)",
                       rank, r.nfiles, used ? "ranks present: " : "no file names a rank",
                       have);
