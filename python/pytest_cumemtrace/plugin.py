@@ -180,6 +180,12 @@ def pytest_runtest_call(item):
     lib = state.lib
     torch_start = _torch_allocated()
     mark = lib.mark_begin()
+    if mark <= 0:
+        # Refused (tracing disabled, marks nested too deep): the library
+        # printed why; the test runs unchecked.
+        state.unchecked += 1
+        state.why_unchecked = ("the library refused to set a mark (see its warning on "
+                               "stderr, e.g. CUMEMTRACE_DISABLE is set)")
     failure = None
     try:
         yield

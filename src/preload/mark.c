@@ -5,11 +5,13 @@
  * lives here: each begin keeps the marks it replaced, each end hands them
  * back to the tracker, which folds the inner peak in.  A mutex of our own
  * orders begin/end pairs; the tracker's lock makes each one atomic against
- * allocations.
+ * allocations.  A forked child starts with an empty tracker (record.h) and
+ * so without marks: the first call in a new process forgets the parent's.
  */
 #include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "cumemtrace.h"
@@ -21,9 +23,23 @@
 static pthread_mutex_t mark_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct record_mark saved[CUMEMTRACE_MARK_DEPTH][RECORD_POOLS];
 static int depth;
+static pid_t owner; /* the process the marks belong to */
+
+/* Called with mark_lock held. */
+static void forget_parent_marks(void)
+{
+    pid_t me = getpid();
+    if (owner != me) {
+        __atomic_store_n(&owner, me, __ATOMIC_RELAXED);
+        __atomic_store_n(&depth, 0, __ATOMIC_RELAXED);
+    }
+}
 
 int mark_depth(void)
 {
+    /* A forked child has no marks until it sets its own. */
+    if (__atomic_load_n(&owner, __ATOMIC_RELAXED) != getpid())
+        return 0;
     return __atomic_load_n(&depth, __ATOMIC_RELAXED);
 }
 
@@ -37,6 +53,7 @@ __attribute__((visibility("default"))) int cumemtrace_mark_begin(void)
         return -1;
     }
     pthread_mutex_lock(&mark_lock);
+    forget_parent_marks();
     int d = depth;
     if (d == CUMEMTRACE_MARK_DEPTH) {
         pthread_mutex_unlock(&mark_lock);
@@ -54,6 +71,7 @@ __attribute__((visibility("default"))) int cumemtrace_mark_begin(void)
 __attribute__((visibility("default"))) int cumemtrace_mark_end(int which)
 {
     pthread_mutex_lock(&mark_lock);
+    forget_parent_marks();
     int d = depth;
     if (d == 0) {
         pthread_mutex_unlock(&mark_lock);

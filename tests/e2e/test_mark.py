@@ -27,6 +27,9 @@ def test_nested_marks_give_exact_peaks(run):
     assert got["end outer"] == [0]
     assert got["no mark"] == [1, 12 * MiB, 0, 40 * MiB]
     assert got["end none"] == [-1]
+    # A forked child starts with an empty tracker and without the parent's marks.
+    assert got["child end"] == [-1]
+    assert got["child"] == [1, 2 * MiB, 0, 2 * MiB]
     assert "the innermost mark is 2" in r.stderr
     assert "no mark is active" in r.stderr
 

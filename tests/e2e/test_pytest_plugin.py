@@ -146,6 +146,16 @@ def test_without_the_option_markers_are_only_reported(pytester, monkeypatch):
             "with --cumemtrace") in r.stdout.str()
 
 
+@pytest.mark.skipif(not LIB.exists(), reason=f"{LIB} not built")
+def test_tracing_disabled_leaves_outcomes_alone(pytester, monkeypatch):
+    environ(monkeypatch, preload=True)
+    monkeypatch.setenv("CUMEMTRACE_DISABLE", "1")
+    r = run_inner(pytester, "--cumemtrace")
+    r.assert_outcomes(passed=5)
+    assert ("cumemtrace: 4 tests with GPU-memory markers not checked: the library refused "
+            "to set a mark") in r.stdout.str()
+
+
 def test_a_malformed_limit_is_a_usage_error(pytester, monkeypatch):
     environ(monkeypatch, preload=False, lib_env=False, path="/usr/bin:/bin")
     pytester.makepyfile(test_bad='''

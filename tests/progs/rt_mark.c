@@ -9,6 +9,8 @@
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cumemtrace.h"
 #include "progs.h"
@@ -58,6 +60,17 @@ int main(int argc, char **argv)
     int inner = begin();                    /* inner: base 12 */
     void *c = alloc_in_test(2 * MiB);       /* 14: inner's peak, below outer's */
     show("inner");
+    fflush(stdout);
+    pid_t child = fork();                   /* starts with an empty tracker, no marks */
+    if (child == 0) {
+        printf("child end: %d\n", end(inner));
+        (void)alloc_in_test(2 * MiB);
+        show("child");
+        fflush(stdout);
+        _exit(0);
+    }
+    int status;
+    waitpid(child, &status, 0);
     if (dump(argv[1]) != 0)
         return 1;
     CHECK(cudaFree(c), cudaSuccess);        /* 12 */
