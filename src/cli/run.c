@@ -203,8 +203,8 @@ static void print_manifest(const char *path, const char *header)
     while ((len = getline(&line, &lcap, f)) > 0) {
         if (line[len - 1] == '\n')
             line[--len] = '\0';
-        if (len == 0)
-            continue;
+        if (len == 0 || access(line, F_OK) != 0)
+            continue; /* a pre-exec snapshot removed when the exec failed */
         bool seen = false;
         for (size_t i = 0; i < n && !seen; i++)
             seen = strcmp(lines[i], line) == 0;

@@ -28,6 +28,14 @@ void hooks_init_once(void);
  * tree lineage, says what the settings got wrong and checks where files
  * will go (init.c). */
 void hooks_first_touch(void);
+/* The exec family (hooks_exec.c).  hooks_before_exec writes the snapshot
+ * of the image about to be replaced (reason "exec"; not in a vfork child,
+ * not when `path` is given and not executable) and stores its name in
+ * `written` ("" when none); hooks_exec_failed removes it again, so the exit
+ * snapshot is written later instead.  Both keep errno. */
+void hooks_exec_init(void);
+void hooks_before_exec(const char *path, char *written, size_t n);
+void hooks_exec_failed(const char *written);
 /* Writes the snapshot a signal asked for (called outside every lock). */
 void hooks_service_dump_request(void);
 

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "config.h"
@@ -66,6 +67,42 @@ static void at_exit(void)
     hooks_depth--;
 }
 
+/* The process our tables belong to: a vfork child (no atfork handlers run,
+ * our memory shared) has another pid and must write nothing. */
+static pid_t owner_pid;
+
+void hooks_before_exec(const char *path, char *written, size_t n)
+{
+    written[0] = '\0';
+    if (!hooks_enabled || hooks_depth != 0 ||
+        !__atomic_load_n(&hooks_touched, __ATOMIC_RELAXED) || getpid() != owner_pid)
+        return;
+    int saved = errno;
+    /* an exec that cannot succeed (Python's os.execvp tries each PATH entry) */
+    if (path == NULL || access(path, X_OK) == 0) {
+        hooks_depth++;
+        if (!__atomic_exchange_n(&exit_written, 1, __ATOMIC_ACQ_REL)) {
+            oom_at_exit(clock_now_ns());
+            /* a name that filled the buffer may be cut: never removed */
+            if (snapshot_write("exec", NULL, NULL, written, n) != 0 ||
+                strlen(written) + 1 >= n) {
+                written[0] = '\0';
+                __atomic_store_n(&exit_written, 0, __ATOMIC_RELEASE);
+            }
+        }
+        hooks_depth--;
+    }
+    errno = saved;
+}
+
+void hooks_exec_failed(const char *written)
+{
+    if (written[0] == '\0')
+        return;
+    unlink(written); /* the image goes on: its exit snapshot will say more */
+    __atomic_store_n(&exit_written, 0, __ATOMIC_RELEASE);
+}
+
 static void fork_prepare(void)
 {
     record_atfork_prepare();
@@ -84,6 +121,7 @@ static void fork_child(void)
     hooks_touched = 0;
     hooks_dump_requested = 0;
     exit_written = 0;
+    owner_pid = getpid();
 }
 
 static void on_dump_signal(int sig)
@@ -101,6 +139,8 @@ void hooks_service_dump_request(void)
 static void init(void)
 {
     hooks_depth++;
+    hooks_exec_init();
+    owner_pid = getpid();
     clock_init();
 
     config_load();

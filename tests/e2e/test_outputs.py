@@ -264,3 +264,51 @@ def test_run_refuses_to_leave_a_stale_output_file_behind(tmp_path):
     assert len(list((tmp_path / "d").iterdir())) == 2
     r = cli_run(tmp_path, "--force", "--", PROG, "many", "1")
     assert r.returncode == 2 and "--force" in r.stderr
+
+
+# ---- item 20: the image a process execs away keeps its snapshot ----
+
+def exec_snaps(d):
+    return [json.loads(f.read_text()) for f in sorted(d.glob("cumemtrace.*.exec.*.json"))]
+
+
+@pytest.mark.parametrize("how", ["exec", "execvp", "execl"])
+def test_the_pre_exec_image_writes_its_snapshot(tmp_path, how):
+    target = "true" if how == "execvp" else "/bin/true"
+    r = traced([PROG, how, target], tmp_path, {})
+    assert r.returncode == 0, r.stderr
+    [snap] = exec_snaps(tmp_path)
+    assert snap["reason"] == "exec"
+    assert device(snap)["current_bytes"] == 3 << 20
+    assert len(list(tmp_path.glob("cumemtrace.*.json"))) == 1  # true writes nothing
+    assert f"cumemtrace: wrote cumemtrace.rt_outputs.{snap['process']['pid']}.exec." \
+        in r.stderr
+
+
+def test_a_failed_exec_leaves_only_the_exit_snapshot(tmp_path):
+    r = traced([PROG, "exec-fail"], tmp_path, {})
+    assert r.stdout == "execv returned -1 errno No such file or directory\n"
+    assert exec_snaps(tmp_path) == []
+    [f] = tmp_path.glob("cumemtrace.*.json")
+    snap = json.loads(f.read_text())
+    assert snap["reason"] == "exit" and device(snap)["current_bytes"] == 8 << 20
+    # an exec that fails after the snapshot was written (the file is not a
+    # program): the snapshot is removed, run lists only what exists
+    bad = tmp_path / "notaprogram"
+    bad.write_text("\x7fELF garbage")
+    bad.chmod(0o755)
+    out = tmp_path / "o"
+    out.mkdir()
+    r = cli_run(tmp_path, "--output", out, "--", PROG, "exec", bad)
+    assert r.returncode == 127
+    files = list(out.iterdir())
+    assert [json.loads(f.read_text())["reason"] for f in files] == ["exit"]
+    assert r.stderr.splitlines()[-2:] == ["cumemtrace: 1 snapshot written:", f"  {files[0]}"]
+
+
+def test_a_vfork_child_that_execs_writes_nothing(tmp_path):
+    r = traced([PROG, "vfork"], tmp_path, {})
+    assert r.returncode == 0 and r.stdout == "child status 0\n", r.stderr
+    [f] = tmp_path.glob("cumemtrace.*.json")
+    snap = json.loads(f.read_text())
+    assert snap["reason"] == "exit" and device(snap)["current_bytes"] == 0

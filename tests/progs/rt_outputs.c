@@ -7,11 +7,13 @@
  *   execvp PROG ..   the same through execvp (PATH search)
  *   execl PROG       the same through execl (a variadic exec)
  *   exec-fail        execv of a missing program fails; 5 MiB more, exit
+ *   vfork            a vfork child execs /bin/true; the parent frees, exits
  *   dump PATH        3 MiB live, cumemtrace_dump(PATH); prints its result
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "progs.h"
@@ -45,6 +47,18 @@ int main(int argc, char **argv)
         int r = execv(args[0], args);
         printf("execv returned %d errno %s\n", r, strerror(errno));
         CHECK(cudaMalloc(&p, 5 * MiB), cudaSuccess);
+        return 0;
+    } else if (strcmp(s, "vfork") == 0) {
+        char *args[] = {"/bin/true", NULL};
+        pid_t pid = vfork();
+        if (pid == 0) {
+            execv(args[0], args);
+            _exit(127);
+        }
+        int status = -1;
+        waitpid(pid, &status, 0);
+        printf("child status %d\n", status);
+        CHECK(cudaFree(p), cudaSuccess);
         return 0;
     } else if (strcmp(s, "dump") == 0 && argc > 2) {
         int (*dump)(const char *) = NULL;
