@@ -205,6 +205,14 @@ void config_load(void)
     x = config.max_oom_dumps;
     load_uint("CUMEMTRACE_MAX_OOM_DUMPS", 0, 1000000, &x);
     config.max_oom_dumps = (unsigned)x;
+    v = secure_getenv("CUMEMTRACE_OOM_DUMPS");
+    if (v != NULL && *v != '\0') {
+        if (strcmp(v, "all") == 0)
+            config.oom_dumps_all = true;
+        else if (strcmp(v, "failed") != 0)
+            config_warn("ignoring CUMEMTRACE_OOM_DUMPS='%s': expected 'failed' or 'all'; "
+                        "post-mortems of recovered retry chains are removed", Q(v));
+    }
     load_bool("CUMEMTRACE_PYTHON", &config.python,
               "Python frames stay on");
     load_bool("CUMEMTRACE_NATIVE", &config.native,

@@ -12,6 +12,7 @@ struct config {
     char output[4096];      /* CUMEMTRACE_OUTPUT pattern or directory */
     size_t event_cap;       /* CUMEMTRACE_EVENTS */
     unsigned max_oom_dumps; /* CUMEMTRACE_MAX_OOM_DUMPS */
+    bool oom_dumps_all;     /* CUMEMTRACE_OOM_DUMPS=all: keep recovered chains' */
     uint64_t limit_all;     /* CUMEMTRACE_LIMIT, 0 = none */
     char manifest[4096];    /* CUMEMTRACE_MANIFEST (set by `cumemtrace run`) */
     char manifest_key[72];  /* CUMEMTRACE_MANIFEST_KEY: the list's first line */

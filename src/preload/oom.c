@@ -44,6 +44,7 @@
 #include "config.h"
 #include "hooks.h"
 #include "log.h"
+#include "output.h"
 #include "snapshot_write.h"
 #include "units.h"
 
@@ -74,6 +75,7 @@ struct postmortem {
     } file;
     int64_t written_ns;     /* when the file was last written */
     bool dirty;             /* `info` is newer than the file */
+    bool gone;              /* removed: its chain recovered */
 };
 
 static bool differs(const struct postmortem *p, const struct oom_info *o)
@@ -143,7 +145,13 @@ static void say(const struct oom_info *o)
     char req[32], tot[32], fre[32], trk[32], unt[32], lim[32];
     const char *where = o->device < 0 ? "host" : "GPU";
     units_format_bytes(o->requested, req, sizeof req);
-    log_msg(LOG_ERROR, "out of memory: %s of %s on %s %d failed (%s)",
+    /* Many ranks share one terminal: the first line says whose it is. */
+    char who[48];
+    if (output_process.rank >= 0)
+        snprintf(who, sizeof who, "pid %d, rank %d", (int)getpid(), output_process.rank);
+    else
+        snprintf(who, sizeof who, "pid %d", (int)getpid());
+    log_msg(LOG_ERROR, "out of memory (%s): %s of %s on %s %d failed (%s)", who,
             o->by_allocator ? o->allocator.name : resolve_name(o->slot), req, where,
             o->device < 0 ? 0 : o->device, o->cause);
     if (o->total_bytes >= 0)
@@ -246,6 +254,7 @@ static bool postmortem_new(struct oom_info *o, int64_t now)
         return true;
     }
     snprintf(o->path, sizeof o->path, "%s", path);
+    o->reported = true; /* the copy below must know it (oom_at_exit) */
     pthread_mutex_lock(&lock);
     pms[npms++] = p;
     o->postmortem = npms;
@@ -255,6 +264,30 @@ static bool postmortem_new(struct oom_info *o, int64_t now)
         memcpy(summary.dumps[summary.ndumps++], path, strlen(path) + 1);
     pthread_mutex_unlock(&lock);
     return true;
+}
+
+/* A recovered chain's post-mortem is routine: removed, its budget slot and
+ * file number given back, out of ooms.dumps. */
+static void postmortem_forget(struct oom_info *o)
+{
+    pthread_mutex_lock(&lock);
+    struct postmortem *p = pms[o->postmortem - 1];
+    p->gone = true;
+    p->dirty = false;
+    if (dumps_written > 0)
+        dumps_written--;
+    for (unsigned i = 0; i < summary.ndumps; i++)
+        if (strcmp(summary.dumps[i], o->path) == 0) {
+            memmove(summary.dumps[i], summary.dumps[i + 1],
+                    (summary.ndumps - i - 1) * sizeof summary.dumps[0]);
+            summary.ndumps--;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    unlink(o->path);
+    snapshot_name_release("oom", o->path);
+    o->path[0] = '\0';
+    o->postmortem = 0;
 }
 
 static void close_chain(bool recovered, int64_t now)
@@ -271,15 +304,26 @@ static void close_chain(bool recovered, int64_t now)
         log_attempt_locked(o, now, true);
         pthread_mutex_unlock(&lock);
     }
-    postmortem_sync(o, now, true); /* the file states how the chain ended */
+    if (recovered && !config.oom_dumps_all && o->postmortem != 0) {
+        postmortem_forget(o);
+    } else {
+        if (!recovered && o->reported && !o->said) {
+            say(o);
+            o->said = true;
+        }
+        postmortem_sync(o, now, true); /* the file states how the chain ended */
+    }
     if (recovered && o->reported) {
         char req[32], rel[32];
         log_msg(LOG_INFO, "recovered: %s of %s succeeded on attempt %u after "
-                          "the application released %s",
+                          "the application released %s%s",
                 resolve_name(o->slot),
                 units_format_bytes(o->requested, req, sizeof req),
                 o->attempts + 1,
-                units_format_bytes(o->released_bytes, rel, sizeof rel));
+                units_format_bytes(o->released_bytes, rel, sizeof rel),
+                config.oom_dumps_all ? "" : " (routine for a caching allocator: no "
+                                            "post-mortem kept; CUMEMTRACE_OOM_DUMPS=all "
+                                            "keeps them)");
     }
 }
 
@@ -322,9 +366,9 @@ void oom_on_failure(unsigned slot, enum record_kind kind, int device,
         postmortem_sync(o, now, false);
         return;
     }
+    /* The file is written now (the process may abort next); stderr waits
+     * for the chain to fail for good - a retry that recovers is routine. */
     o->reported = postmortem_new(o, now);
-    if (o->reported)
-        say(o);
 }
 
 void oom_on_success(enum record_kind kind, int device, uint64_t requested,
@@ -395,8 +439,10 @@ void oom_on_allocator(int device, const struct allocator_facts *f, int64_t now)
         return;
     }
     o->reported = postmortem_new(o, now);
-    if (o->reported)
+    if (o->reported) {
         say(o);
+        o->said = true;
+    }
 }
 
 void oom_summary_get(struct oom_summary *out)
@@ -416,11 +462,21 @@ void oom_at_exit(int64_t now)
         struct oom_info *copy = NULL;
         pthread_mutex_lock(&lock);
         struct postmortem *p = pms[i];
-        if (p->dirty && (copy = malloc(sizeof *copy)) != NULL) {
+        struct oom_info *unsaid = NULL;
+        if (!p->gone && p->info.reported && !p->info.said &&
+            (unsaid = malloc(sizeof *unsaid)) != NULL) {
+            p->info.said = true; /* a chain still open at exit failed */
+            *unsaid = p->info;
+        }
+        if (!p->gone && p->dirty && (copy = malloc(sizeof *copy)) != NULL) {
             *copy = p->info;
             mark_written(p, now);
         }
         pthread_mutex_unlock(&lock);
+        if (unsaid != NULL) {
+            say(unsaid);
+            free(unsaid);
+        }
         if (copy != NULL) {
             snapshot_write("oom", copy->path, copy, NULL, 0);
             free(copy);

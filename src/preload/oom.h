@@ -37,6 +37,7 @@ struct oom_info {
     unsigned nreleased_by;
     bool open;               /* a retry may still extend this chain */
     bool reported;           /* within CUMEMTRACE_MAX_OOM_DUMPS: printed */
+    bool said;               /* its stderr lines are out (at its failed end) */
     uint32_t chain;          /* 1-based chain number in the process */
     uint32_t postmortem;     /* 1-based number of its written post-mortem
                                 (oom.c keeps a copy there), 0 none */

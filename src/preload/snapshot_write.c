@@ -707,16 +707,17 @@ static void announce(const char *path, const struct record_view *v)
         log_msg(LOG_INFO, "wrote %s", path);
 }
 
+static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char name[16];
+    unsigned next;
+} counters[8];
+
 /* The next file number of `reason`, from 0. */
 static unsigned reason_index(const char *reason)
 {
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    static struct {
-        char name[16];
-        unsigned next;
-    } counters[8];
     unsigned n = 0;
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&names_lock);
     for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++) {
         if (counters[i].name[0] == '\0')
             snprintf(counters[i].name, sizeof counters[i].name, "%s", reason);
@@ -725,8 +726,31 @@ static unsigned reason_index(const char *reason)
             break;
         }
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&names_lock);
     return n;
+}
+
+void snapshot_name_release(const char *reason, const char *path)
+{
+    char key[24];
+    snprintf(key, sizeof key, ".%s.", reason);
+    const char *at = NULL;
+    for (const char *p = strstr(path, key); p != NULL; p = strstr(p + 1, key))
+        at = p;
+    if (at == NULL)
+        return;
+    char *end;
+    unsigned long index = strtoul(at + strlen(key), &end, 10);
+    if (end == at + strlen(key) || (*end != '\0' && *end != '.'))
+        return;
+    pthread_mutex_lock(&names_lock);
+    for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
+        if (strncmp(counters[i].name, reason, sizeof counters[i].name - 1) == 0 &&
+            counters[i].next == index + 1) {
+            counters[i].next--;
+            break;
+        }
+    pthread_mutex_unlock(&names_lock);
 }
 
 int snapshot_write(const char *reason, const char *path,

@@ -16,4 +16,9 @@ struct oom_info;
 int snapshot_write(const char *reason, const char *path,
                    const struct oom_info *oom, char *out_path, size_t out_len);
 
+/* Gives back the file number of `path`, a "<...>.<reason>.<n>.json" this
+ * process wrote and then removed, when it is the latest of its reason: the
+ * next file takes it, so names stay without gaps. */
+void snapshot_name_release(const char *reason, const char *path);
+
 #endif

@@ -37,7 +37,8 @@ def test_exhausted_reports_truth_and_untracked(run):
     assert "exhaust" in [f["symbol"] for f in
                          {s["id"]: s for s in pm["stacks"]}[o["stack"]]["frames"]]
     lines = cumemtrace_lines(r.stderr)
-    assert lines[0].startswith("cumemtrace: error: out of memory: cudaMalloc of "
+    assert lines[0].startswith(f"cumemtrace: error: out of memory (pid {pm['process']['pid']}): "
+                               "cudaMalloc of "
                                "1.00 GiB on GPU 0 failed (exhausted)")
     assert "untracked 16.0 MiB" in lines[1]
     oom_file = [f.name for f in r.files if ".oom." in f.name][0]
@@ -57,8 +58,29 @@ def test_placement_fragmentation(run):
     assert hist == [{"le": 2 * MiB, "count": 64, "bytes": 128 * MiB}]
 
 
-def test_caching_allocator_recovers(run):
+def test_recovered_chain_is_quiet_by_default(run):
+    # A retry that recovers is routine for a caching allocator (issue 12): one
+    # info line and a counter, no post-mortem file, no error lines, no advice.
     r = run(["rt_oom", "recover"], env=CARD)
+    assert r.stdout == "recovered\n"
+    assert ooms(r) == []
+    end = r.only("exit")["ooms"]
+    assert (end["count"], end["recovered"], end["dumps"]) == (1, 1, [])
+    assert "error" not in r.stderr, r.stderr
+    assert ("cumemtrace: recovered: cudaMalloc of 100 MiB succeeded on attempt 2 after "
+            "the application released 120 MiB (routine for a caching allocator: no "
+            "post-mortem kept; CUMEMTRACE_OOM_DUMPS=all keeps them)") in r.stderr
+
+
+def test_failed_chain_prints_once_at_its_end_and_keeps_its_file(run):
+    r = run(["rt_oom", "fail"], env=CARD, check=False)
+    assert len(ooms(r)) == 1
+    errors = [l for l in cumemtrace_lines(r.stderr) if "error: out of memory" in l]
+    assert len(errors) == 1, r.stderr
+
+
+def test_caching_allocator_recovers(run):
+    r = run(["rt_oom", "recover"], env=dict(CARD, CUMEMTRACE_OOM_DUMPS="all"))
     assert r.stdout == "recovered\n"
     [pm] = ooms(r)
     o = pm["oom"]
@@ -70,7 +92,7 @@ def test_caching_allocator_recovers(run):
     oom_file = [f.name for f in r.files if ".oom." in f.name]
     assert end["dumps"] == oom_file
     assert ("cumemtrace: recovered: cudaMalloc of 100 MiB succeeded on attempt 2 "
-            "after the application released 120 MiB") in r.stderr
+            "after the application released 120 MiB\n") in r.stderr
     log = r.only("exit")["ooms"]["attempts"]
     assert [(a["chain"], a["attempt"], a["outcome"], a["requested_bytes"])
             for a in log] == [(1, 1, "failed", 100 * MiB),
