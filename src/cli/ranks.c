@@ -150,7 +150,7 @@ static size_t row_of(struct ranks *r, const struct snapshot *s, size_t file)
     row->exe = keep_shown(r, s->ctx, p->exe);
     row->chosen = row->folded = file;
     row->start_wall_ns = p->start_wall_ns;
-    row->first_oom_ns = SNAP_UNKNOWN_I64;
+    row->first_oom_ns = row->first_oom_start_ns = SNAP_UNKNOWN_I64;
     row->postmortem = RANKS_NONE;
     return idx;
 }
@@ -245,6 +245,16 @@ static void first_failure(const struct snapshot *s, int64_t *t, int64_t *dev, ui
     }
 }
 
+/* Whether f was written after g: on the wall clock when both know it (files
+ * of two processes), else by time since the process started. */
+static bool newer(const struct rank_file *f, const struct rank_file *g)
+{
+    if (f->dump_wall_ns != SNAP_UNKNOWN_I64 && g->dump_wall_ns != SNAP_UNKNOWN_I64)
+        return f->dump_wall_ns > g->dump_wall_ns;
+    return f->dump_time_ns != SNAP_UNKNOWN_I64 &&
+           (g->dump_time_ns == SNAP_UNKNOWN_I64 || f->dump_time_ns > g->dump_time_ns);
+}
+
 /* pass 0: rows and files (and call sites of each rank's first file);
  * pass 1: call sites again, from each rank's newest file. */
 static int merge_file(struct ranks *r, const char *path, size_t fi, int pass)
@@ -278,6 +288,10 @@ static int merge_file(struct ranks *r, const char *path, size_t fi, int pass)
     f->shown = keep_shown(r, &ctx, path);
     f->reason = keep_shown(r, &ctx, s.reason);
     f->dump_time_ns = s.process.dump_time_ns;
+    f->dump_wall_ns = s.process.dump_time_ns != SNAP_UNKNOWN_I64 &&
+                              s.process.start_wall_ns != SNAP_UNKNOWN_I64
+                          ? s.process.start_wall_ns + s.process.dump_time_ns
+                          : SNAP_UNKNOWN_I64;
     f->peak_device = SNAP_UNKNOWN_I64;
     f->oom = snapshot_is_oom(&s);
     f->row = row;
@@ -292,29 +306,44 @@ static int merge_file(struct ranks *r, const char *path, size_t fi, int pass)
     }
     struct rank_row *rw = &r->rows[row];
     rw->nfiles++;
+    if (rw->nfiles > 1 && s.process.pid != rw->pid)
+        rw->several_pids = true;
     add_reason(rw, f->reason);
     if (s.ooms.count > rw->ooms)
         rw->ooms = s.ooms.count;
-    if (f->oom && rw->postmortem == RANKS_NONE)
-        rw->postmortem = fi;
+    int64_t start = s.process.start_wall_ns;
+    if (start != SNAP_UNKNOWN_I64 &&
+        (rw->start_wall_ns == SNAP_UNKNOWN_I64 || start < rw->start_wall_ns))
+        rw->start_wall_ns = start;
     int64_t t, dev = -1;
     uint64_t bytes = 0;
     first_failure(&s, &t, &dev, &bytes);
-    if (t != SNAP_UNKNOWN_I64 && (rw->first_oom_ns == SNAP_UNKNOWN_I64 || t < rw->first_oom_ns)) {
+    /* Earliest on the wall clock when the starts are known. */
+    int64_t at = t != SNAP_UNKNOWN_I64 && start != SNAP_UNKNOWN_I64 ? start + t : t;
+    int64_t best = rw->first_oom_ns == SNAP_UNKNOWN_I64 ? SNAP_UNKNOWN_I64
+                   : rw->first_oom_start_ns != SNAP_UNKNOWN_I64
+                       ? rw->first_oom_start_ns + rw->first_oom_ns
+                       : rw->first_oom_ns;
+    if (t != SNAP_UNKNOWN_I64 && (best == SNAP_UNKNOWN_I64 || at < best)) {
         rw->first_oom_ns = t;
+        rw->first_oom_start_ns = start;
         rw->first_oom_device = dev;
         rw->first_oom_bytes = bytes;
+        if (f->oom)
+            rw->postmortem = fi; /* the post-mortem of the first failure */
     }
+    if (f->oom && rw->postmortem == RANKS_NONE)
+        rw->postmortem = fi;
     if (s.process.world_size != SNAP_UNKNOWN_I64 &&
         (r->world_size == SNAP_UNKNOWN_I64 || s.process.world_size > r->world_size))
         r->world_size = s.process.world_size;
     if (rw->nfiles == 1) {
         if (fold_sites(r, &s, row) != 0)
             goto out;
-    } else if (f->dump_time_ns != SNAP_UNKNOWN_I64 &&
-               (r->files[rw->chosen].dump_time_ns == SNAP_UNKNOWN_I64 ||
-                f->dump_time_ns > r->files[rw->chosen].dump_time_ns)) {
+    } else if (newer(f, &r->files[rw->chosen])) {
         rw->chosen = fi;
+        /* The row names the process of its newest file. */
+        rw->pid = s.process.pid;
     }
     rc = 0;
 out:

@@ -7,10 +7,11 @@
  * frames_site_text), so memory grows with call sites, not with ranks times
  * allocations.
  *
- * A rank is a process: its rank number when the file has one, else its
- * host and pid.  When a rank wrote several files (an OOM post-mortem, then
- * the exit snapshot), its figures and call sites come from the newest
- * (latest dump time): it has seen all the others have.
+ * A rank is its rank number when the file has one, else its host and pid.
+ * When a rank has several files (an OOM post-mortem, then the exit
+ * snapshot; or the processes of a restarted job), its figures and call
+ * sites come from the newest (written last on the wall clock): it has seen
+ * all the others of its process have.
  */
 #ifndef CUMEMTRACE_CLI_RANKS_H
 #define CUMEMTRACE_CLI_RANKS_H
@@ -31,6 +32,8 @@ struct rank_file {
     const char *shown;     /* path as text views print it (esc.h) */
     const char *reason;    /* in the merge's arena, as text views print it */
     int64_t dump_time_ns;
+    int64_t dump_wall_ns;  /* when it was written, on the wall clock (the
+                              process's start + dump_time_ns), or unknown */
     uint64_t peak;         /* highest device peak */
     int64_t peak_device, peak_time_ns;
     uint64_t end_bytes;    /* current bytes summed over devices */
@@ -44,9 +47,11 @@ struct rank_row {
     size_t chosen;         /* index in files of its newest file */
     size_t folded;         /* the file whose call sites are in the sites */
     size_t nfiles;
+    bool several_pids;     /* files of more than one process (a restart) */
     uint64_t ooms;         /* OOMs the process saw (its files' highest count) */
-    int64_t start_wall_ns;
-    int64_t first_oom_ns;  /* first failed attempt, since its start; or unknown */
+    int64_t start_wall_ns; /* the earliest start of its processes, or unknown */
+    int64_t first_oom_ns;  /* first failed attempt, since its process started */
+    int64_t first_oom_start_ns; /* when that process started (wall clock) */
     int64_t first_oom_device;
     uint64_t first_oom_bytes;
     size_t postmortem;     /* its first OOM post-mortem file, or RANKS_NONE */

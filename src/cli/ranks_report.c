@@ -81,6 +81,29 @@ static void print_missing(FILE *f, const struct ranks *r)
     out_wrap(f, "  ", "    ", line);
 }
 
+/* Ranks whose files come from several processes: a restarted job (torchrun
+ * --max-restarts) or two runs in one directory. */
+static void print_restarts(FILE *f, const struct ranks *r)
+{
+    char list[256] = "", who[96];
+    size_t used = 0, n = 0;
+    for (size_t i = 0; i < r->nrows; i++) {
+        if (!r->rows[i].several_pids)
+            continue;
+        if (n++ < LISTED_MAX && used + 100 < sizeof list)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "",
+                                     ranks_name(&r->rows[i], who, sizeof who));
+    }
+    if (n == 0)
+        return;
+    char line[512];
+    snprintf(line, sizeof line, "restarted: %s%s %s files of several processes (a restarted "
+             "job, or two runs in one directory); each row is its newest file - keep one "
+             "run per directory to compare them", list, n > LISTED_MAX ? " and more" : "",
+             n == 1 ? "has" : "have");
+    out_wrap(f, "  ", "    ", line);
+}
+
 static void print_imbalance(FILE *f, const struct ranks *r)
 {
     size_t n = 0;
@@ -160,8 +183,9 @@ static size_t print_failures(FILE *f, const struct ranks *r)
         if (row->first_oom_ns == SNAP_UNKNOWN_I64)
             continue;
         v[n].row = i;
-        v[n].at = row->first_oom_ns + (row->start_wall_ns != SNAP_UNKNOWN_I64 && t0 != INT64_MAX
-                                           ? row->start_wall_ns - t0 : 0);
+        v[n].at = row->first_oom_ns +
+                  (row->first_oom_start_ns != SNAP_UNKNOWN_I64 && t0 != INT64_MAX
+                       ? row->first_oom_start_ns - t0 : 0);
         n++;
     }
     if (n == 0) {
@@ -252,6 +276,7 @@ int ranks_report(FILE *f, const struct ranks *r, unsigned top, size_t *detail)
     fprintf(f, "%s%s%s\n", out_color(OUT_BOLD), title, out_color(OUT_RESET));
     print_table(f, r);
     print_missing(f, r);
+    print_restarts(f, r);
     print_imbalance(f, r);
     size_t failed = print_failures(f, r);
     if (print_sites(f, r, top) != 0)

@@ -107,6 +107,23 @@ def test_diff_of_two_jobs_gates_on_the_worst_rank(tmp_path):
     assert ok.returncode == 0
 
 
+def test_a_restarted_job_is_flagged(tmp_path):
+    d, _ = job(tmp_path, "run", RT_RANK_OOM="2")
+    # torchrun --max-restarts: every rank again, new pids, same directory
+    for r in range(WORLD):
+        subprocess.run([str(PROGS / "rt_rank")], cwd=d, check=True, capture_output=True,
+                       env=base_env({"RANK": str(r), "LOCAL_RANK": str(r),
+                                     "WORLD_SIZE": str(WORLD), "SIMCUDA_MEMORY": "256M"}))
+    out = cli("report", d).stdout
+    assert out.startswith("cumemtrace report: 4 ranks (world size 4), 9 files\n"), out
+    assert re.search(r"restarted: rank 0, rank 1, rank 2, rank 3 have files of several\s+"
+                     r"processes", out), out
+    # The newest files count (the restart ran without the OOM and freed
+    # everything); the history stays: rank 2's OOM and its post-mortem.
+    assert re.search(r"^ +2  \S+:2 +40\.0 MiB +\S+ \S+ +0 B +1  exit, oom$", out, re.M), out
+    assert "detailed below: the post-mortem of rank 2, the first to fail" in out
+
+
 def test_ranks_starting_together_all_write(tmp_path):
     """Regression: a rank's first CUDA call cleans stale temporaries in the
     output directory; it used to remove another rank's temporary between
