@@ -67,8 +67,9 @@ int hooks_driver_device(void);
 int hooks_runtime_device(void);
 
 /* The created context (hooks_context.c) current on this thread, as the
- * tracker numbers it (record_alloc.ctx): 0 for a primary context.  Costs one
- * atomic load while the process has no created context. */
+ * tracker numbers it (record_alloc.ctx): 0 for a primary context.  Costs two
+ * atomic loads while the process has no created context.  Called after each
+ * successful allocation (the first one also arms the exit guard). */
 unsigned hooks_context_owner(void);
 /* fork(): the child owns none of the parent's contexts (and no lock). */
 void hooks_context_atfork_child(void);

@@ -17,6 +17,13 @@
  * re-entry guard makes only the outermost call forget (once is enough, and
  * forgetting twice would find nothing anyway).
  *
+ * Exit: NVIDIA's runtime releases its primary contexts from an atexit
+ * handler it registers when it initialises - before ours would run.  What
+ * the process still holds then is what it leaked, and the exit snapshot
+ * must say so; so after the first allocation (the runtime is initialised by
+ * then) we register a handler of our own, which therefore runs before the
+ * runtime's, and from then on a context's end forgets nothing.
+ *
  * Owners: an allocation belongs to the context current when it was made.
  * Processes that never call cuCtxCreate (every framework uses primary
  * contexts) pay nothing for that: owner 0 means "the primary context of its
@@ -37,14 +44,25 @@
 #include "units.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define NO_DRIVER CUDA_ERROR_NOT_INITIALIZED
 #define NO_RUNTIME cudaErrorInsufficientDriver
 
+static int exit_mark_registered;
+static int exiting; /* set by mark_exiting: the process is ending */
+
+static void mark_exiting(void)
+{
+    __atomic_store_n(&exiting, 1, __ATOMIC_RELAXED);
+}
+
 /* The driver destroyed context `ctx` (0: the primary context of `device`). */
 static void destroyed(int device, unsigned ctx, const char *why)
 {
+    if (__atomic_load_n(&exiting, __ATOMIC_RELAXED))
+        return; /* a teardown at exit: the memory stays reported as held */
     uint64_t bytes = record_drop_context(device, ctx, clock_now_ns());
     if (bytes != 0) {
         char b[32];
@@ -73,6 +91,9 @@ static unsigned created_find(CUcontext ctx)
 
 unsigned hooks_context_owner(void)
 {
+    if (__builtin_expect(!__atomic_load_n(&exit_mark_registered, __ATOMIC_RELAXED), 0) &&
+        !__atomic_exchange_n(&exit_mark_registered, 1, __ATOMIC_ACQ_REL))
+        atexit(mark_exiting);
     if (__builtin_expect(__atomic_load_n(&ncreated, __ATOMIC_RELAXED) == 0, 1))
         return 0;
     PFN(cuCtxGetCurrent) get = REAL(cuCtxGetCurrent);

@@ -174,6 +174,14 @@ def test_context_destroy_frees_tracked_memory_and_the_limit_sees_it(run, scenari
         assert k["async"]["current_bytes"] == 2 * MiB
 
 
+def test_runtime_teardown_at_exit_leaves_leaks_reported(run):
+    # the primary context released to zero by an exit handler (NVIDIA's
+    # runtime does so): what was still held is a leak, shown live at exit
+    snap = run(["drv_workload", "exit_teardown"]).only("exit")
+    k = device(snap)["by_kind"]["device"]
+    assert (k["current_bytes"], k["frees"]) == (8 * MiB, 0)
+
+
 def test_created_context_destroy_frees_only_its_memory(run):
     r = run(["drv_workload", "created"], env={"CUMEMTRACE_LIMIT": "64MiB"})
     snap = r.only("exit")

@@ -158,6 +158,23 @@ static int created(void)
     return 0;
 }
 
+/* NVIDIA's runtime releases its primary contexts from an atexit handler it
+ * registers at initialisation: the memory still held then is a leak, and
+ * the exit snapshot must show it live, not freed by the teardown. */
+static void release_at_exit(void)
+{
+    CHECK(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+}
+
+static int exit_teardown(void)
+{
+    CUdeviceptr d;
+    context(0);
+    atexit(release_at_exit); /* as a runtime does when it initialises */
+    CHECK(cuMemAlloc_v2(&d, 8 * MiB), CUDA_SUCCESS);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *s = argc > 1 ? argv[1] : "kinds";
@@ -171,6 +188,8 @@ int main(int argc, char **argv)
         return reset();
     if (strcmp(s, "created") == 0)
         return created();
+    if (strcmp(s, "exit_teardown") == 0)
+        return exit_teardown();
     fprintf(stderr, "unknown scenario %s\n", s);
     return 2;
 }
