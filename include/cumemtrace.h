@@ -112,6 +112,13 @@ struct cumemtrace_allocator_facts {
 /* Returns 0, or -1 (bad arguments, or tracing disabled).  Thread-safe. */
 int cumemtrace_allocator_oom(int device, const struct cumemtrace_allocator_facts *facts);
 
+/* The allocator's figures at a moment without a failure (cumemtrace's
+ * Python layer reports them at interpreter exit): kept as the device's
+ * latest `allocator` state in every later snapshot, so that memory live at
+ * exit is split into what tensors hold (possible leaks) and the allocator's
+ * cache.  Same fields and return values as cumemtrace_allocator_oom. */
+int cumemtrace_allocator_state(int device, const struct cumemtrace_allocator_facts *facts);
+
 /* The library's version, "MAJOR.MINOR.PATCH". */
 const char *cumemtrace_version(void);
 

@@ -485,7 +485,7 @@ static void print_frag(FILE *f, const struct snap_device *d)
 }
 
 static int print_live(FILE *f, struct snapshot *s, const struct snap_groups *live,
-                      unsigned top, int indent)
+                      const struct snap_allocator *al, unsigned top, int indent)
 {
     char a[OUT_NUM];
     uint64_t count, bytes = groups_bytes(live, &count);
@@ -495,9 +495,27 @@ static int print_live(FILE *f, struct snapshot *s, const struct snap_groups *liv
                 at_exit ? "Live at exit" : "Live at this dump", at_exit ? " (no leaks)" : "");
         return 0;
     }
+    /* A caching allocator keeps its segments to the end: only what its
+     * tensors hold can be a leak, when it told us. */
+    bool split = at_exit && al != NULL && al->present &&
+                 al->allocated_bytes != SNAP_UNKNOWN && al->reserved_bytes != SNAP_UNKNOWN;
     heading(f, "%*s%s: %s in %" PRIu64 " allocation%s", indent, "",
-            at_exit ? "Live at exit (possible leaks)" : "Live at this dump",
+            !at_exit ? "Live at this dump"
+            : split  ? "Live at exit"
+                     : "Live at exit (possible leaks; no allocator said which is cache)",
             out_bytes(bytes, a), count, count == 1 ? "" : "s");
+    if (split) {
+        char t[OUT_NUM], c[OUT_NUM], text[256];
+        uint64_t cache = al->reserved_bytes > al->allocated_bytes
+                             ? al->reserved_bytes - al->allocated_bytes : 0;
+        snprintf(text, sizeof text,
+                 "PyTorch at exit: %s held by tensors (possible leaks), %s its cache "
+                 "of freed blocks (not a leak)",
+                 out_bytes(al->allocated_bytes, t), out_bytes(cache, c));
+        char first[16];
+        snprintf(first, sizeof first, "%*s", indent + 2, "");
+        out_wrap(f, first, first, text);
+    }
     return print_sites(f, s, live, bytes, top, true, indent);
 }
 
@@ -523,7 +541,7 @@ static int print_device(FILE *f, struct snapshot *s, const struct snap_device *d
         if (print_sites(f, s, &d->at_peak, d->peak_bytes, top, false, 2) != 0)
             return -1;
     }
-    if (print_live(f, s, &d->live, top, 2) != 0)
+    if (print_live(f, s, &d->live, &d->allocator, top, 2) != 0)
         return -1;
     print_frag(f, d);
     return 0;
@@ -546,7 +564,7 @@ static int print_host(FILE *f, struct snapshot *s, unsigned top)
         if (print_sites(f, s, &h->at_peak, h->stats.peak_bytes, top, false, 2) != 0)
             return -1;
     }
-    return print_live(f, s, &h->live, top, 2);
+    return print_live(f, s, &h->live, NULL, top, 2);
 }
 
 static void print_counters(FILE *f, const struct snapshot *s)

@@ -108,7 +108,21 @@ struct snap_bucket {
     uint64_t le, count, bytes;
 };
 
+/* oom.allocator: what the caching allocator (PyTorch) said at the OOM.
+ * Numbers are SNAP_UNKNOWN when absent or null. */
+struct snap_allocator {
+    bool present;
+    const char *name, *version;
+    uint64_t requested_bytes, allocated_bytes, reserved_bytes, active_bytes;
+    uint64_t reserved_unallocated_bytes, inactive_split_bytes;
+    uint64_t largest_free_small, largest_free_large;
+    uint64_t segments, num_alloc_retries, num_ooms, limit_bytes;
+    uint64_t device_total_bytes, device_free_bytes;
+    const char *config; /* "key:value,..." as written back, or NULL */
+};
+
 struct snap_device {
+    struct snap_allocator allocator; /* latest state (allocator_state), if any */
     int64_t ordinal;
     uint64_t total_bytes, free_bytes, limit_bytes; /* may be SNAP_UNKNOWN */
     uint64_t current_bytes, peak_bytes;
@@ -153,19 +167,6 @@ struct snap_counters {
     uint64_t wrong_kind_frees; /* 0 in files written before it existed */
     /* Early drafts of the format; read when present, 0 otherwise. */
     uint64_t unknown_free_calls, oom_dumps_suppressed;
-};
-
-/* oom.allocator: what the caching allocator (PyTorch) said at the OOM.
- * Numbers are SNAP_UNKNOWN when absent or null. */
-struct snap_allocator {
-    bool present;
-    const char *name, *version;
-    uint64_t requested_bytes, allocated_bytes, reserved_bytes, active_bytes;
-    uint64_t reserved_unallocated_bytes, inactive_split_bytes;
-    uint64_t largest_free_small, largest_free_large;
-    uint64_t segments, num_alloc_retries, num_ooms, limit_bytes;
-    uint64_t device_total_bytes, device_free_bytes;
-    const char *config; /* "key:value,..." as written back, or NULL */
 };
 
 struct snap_oom {

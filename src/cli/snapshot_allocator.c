@@ -69,9 +69,8 @@ static const struct field allocator_fields[] = {
     FIELD_FN("config", rd_config),
 };
 
-int snapshot_read_allocator(struct reader *r, void *obj)
+static int read_allocator(struct reader *r, struct snap_allocator *a)
 {
-    struct snap_allocator *a = &((struct snap_oom *)obj)->allocator;
     uint64_t *nums[] = {&a->requested_bytes, &a->allocated_bytes, &a->reserved_bytes,
                         &a->active_bytes, &a->reserved_unallocated_bytes,
                         &a->inactive_split_bytes, &a->largest_free_small,
@@ -84,4 +83,14 @@ int snapshot_read_allocator(struct reader *r, void *obj)
         return 0;
     a->present = true;
     return reader_object(r, a, allocator_fields, NFIELDS(allocator_fields));
+}
+
+int snapshot_read_allocator(struct reader *r, void *obj)
+{
+    return read_allocator(r, &((struct snap_oom *)obj)->allocator);
+}
+
+int snapshot_read_device_allocator(struct reader *r, void *obj)
+{
+    return read_allocator(r, &((struct snap_device *)obj)->allocator);
 }

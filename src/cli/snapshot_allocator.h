@@ -8,4 +8,7 @@
 /* A field function of the oom table: obj is the struct snap_oom. */
 int snapshot_read_allocator(struct reader *r, void *obj);
 
+/* The same for devices[].allocator, the latest state (obj: snap_device). */
+int snapshot_read_device_allocator(struct reader *r, void *obj);
+
 #endif

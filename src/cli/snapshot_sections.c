@@ -289,6 +289,7 @@ static const struct field device_fields[] = {
     FIELD_FN("at_peak", rd_at_peak),
     FIELD_FN("histogram", rd_histogram),
     FIELD_FN("fragmentation", rd_frag),
+    FIELD_FN("allocator", snapshot_read_device_allocator),
 };
 
 static void kind_stats_init(struct snap_kind_stats *k)

@@ -6,6 +6,7 @@
  * writing a file here cannot deadlock against the allocator. */
 #include "allocator.h"
 
+#include <pthread.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -56,14 +57,15 @@ static void copy_str(char *dst, size_t n, const char *src)
          ? (in)->field                                                               \
          : -1)
 
-__attribute__((visibility("default"))) int
-cumemtrace_allocator_oom(int device, const struct cumemtrace_allocator_facts *in)
+/* The caller's struct as ours; false when it cannot be one. */
+static bool take(int device, const struct cumemtrace_allocator_facts *in,
+                 struct allocator_facts *out)
 {
     if (in == NULL || device < 0 || device >= RECORD_MAX_DEVICES ||
         in->size < offsetof(struct cumemtrace_allocator_facts, requested_bytes) +
                        sizeof in->requested_bytes ||
         config.disabled)
-        return -1;
+        return false;
     struct allocator_facts f;
     memset(&f, 0, sizeof f);
     copy_str(f.name, sizeof f.name, in->name);
@@ -82,6 +84,47 @@ cumemtrace_allocator_oom(int device, const struct cumemtrace_allocator_facts *in
     f.limit = FIELD_OR_UNKNOWN(in, limit_bytes);
     f.device_total = FIELD_OR_UNKNOWN(in, device_total_bytes);
     f.device_free = FIELD_OR_UNKNOWN(in, device_free_bytes);
+    *out = f;
+    return true;
+}
+
+__attribute__((visibility("default"))) int
+cumemtrace_allocator_oom(int device, const struct cumemtrace_allocator_facts *in)
+{
+    struct allocator_facts f;
+    if (!take(device, in, &f))
+        return -1;
     oom_on_allocator(device, &f, clock_now_ns());
     return 0;
+}
+
+static pthread_mutex_t latest_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    bool set;
+    struct allocator_facts f;
+} latest[RECORD_MAX_DEVICES];
+
+__attribute__((visibility("default"))) int
+cumemtrace_allocator_state(int device, const struct cumemtrace_allocator_facts *in)
+{
+    struct allocator_facts f;
+    if (!take(device, in, &f))
+        return -1;
+    pthread_mutex_lock(&latest_lock);
+    latest[device].f = f;
+    latest[device].set = true;
+    pthread_mutex_unlock(&latest_lock);
+    return 0;
+}
+
+bool allocator_latest(int device, struct allocator_facts *out)
+{
+    if (device < 0 || device >= RECORD_MAX_DEVICES)
+        return false;
+    pthread_mutex_lock(&latest_lock);
+    bool set = latest[device].set;
+    if (set)
+        *out = latest[device].f;
+    pthread_mutex_unlock(&latest_lock);
+    return set;
 }

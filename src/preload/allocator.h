@@ -3,6 +3,7 @@
 #ifndef CUMEMTRACE_ALLOCATOR_H
 #define CUMEMTRACE_ALLOCATOR_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define ALLOCATOR_CONFIG_MAX 512
@@ -29,5 +30,9 @@ int64_t allocator_largest_free(const struct allocator_facts *f);
  *   "allocator_fragmentation"  reserved-but-unallocated >= the request, yet
  *                              no free block is large enough. */
 const char *allocator_cause(const struct allocator_facts *f);
+
+/* The latest state cumemtrace_allocator_state reported for `device`: true
+ * and *out filled when there is one. */
+bool allocator_latest(int device, struct allocator_facts *out);
 
 #endif

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "allocator.h"
 #include "clock.h"
 #include "config.h"
 #include "log.h"
@@ -329,67 +330,14 @@ static void write_mark(struct jw *w, struct record_view *v, uint32_t pool)
     jw_s(w, "}");
 }
 
-static void write_device(struct jw *w, struct record_view *v, int d)
-{
-    const struct record_pool_view *p = &v->pools[d];
-    jw_fmt(w, "{\"ordinal\":%d,\"total_bytes\":", d);
-    jw_i64_or_null(w, p->total_bytes);
-    jw_s(w, ",\"free_bytes\":");
-    jw_i64_or_null(w, p->free_bytes);
-    jw_s(w, ",\"limit_bytes\":");
-    jw_i64_or_null(w, p->limit ? (int64_t)p->limit : -1);
-    jw_fmt(w, ",\"current_bytes\":%" PRIu64 ",\"peak_bytes\":%" PRIu64
-              ",\"peak_time_ns\":%" PRId64 ",\n \"by_kind\":{",
-           p->current, p->peak, p->peak_time);
-    for (int k = 0; k < KIND_HOST_PINNED; k++) {
-        jw_fmt(w, "%s\"%s\":", k ? "," : "", record_kind_name(k));
-        write_kind_stats(w, &p->kinds[k]);
-    }
-    jw_fmt(w, "},\n \"vmm\":{\"reserved_bytes\":%" PRIu64 ",\"mapped_bytes\":%" PRIu64
-              ",\"physical_bytes\":%" PRIu64 ",\"reserved_peak_bytes\":%" PRIu64
-              ",\"mapped_peak_bytes\":%" PRIu64 "},\n \"histogram\":[",
-           p->vmm.reserved, p->vmm.mapped, p->kinds[KIND_VMM].current,
-           p->vmm.reserved_peak, p->vmm.mapped_peak);
-    bool first = true;
-    for (int b = 0; b < 65; b++) {
-        if (p->hist_count[b] == 0)
-            continue;
-        jw_fmt(w, "%s{\"le\":%" PRIu64 ",\"count\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
-               first ? "" : ",", b == 64 ? UINT64_MAX : (uint64_t)1 << b,
-               p->hist_count[b], p->hist_bytes[b]);
-        first = false;
-    }
-    jw_fmt(w, "],\n \"fragmentation\":{\"granularity_bytes\":%u,\"requested_bytes\":%"
-              PRIu64 ",\"rounded_bytes\":%" PRIu64 ",\"small_count\":%" PRIu64
-              ",\"small_bytes\":%" PRIu64 "}",
-           RECORD_GRANULARITY, p->requested, p->rounded, p->small_count,
-           p->small_bytes);
-    write_live_and_peak(w, v, (uint32_t)d);
-    write_mark(w, v, (uint32_t)d);
-    jw_s(w, "}");
-}
-
-static void write_host(struct jw *w, struct record_view *v)
-{
-    const struct record_pool_view *p = &v->pools[RECORD_HOST_POOL];
-    const struct record_kind_stats *k = &p->kinds[KIND_HOST_PINNED];
-    jw_fmt(w, "\"host_pinned\":{\"current_bytes\":%" PRIu64 ",\"peak_bytes\":%"
-              PRIu64 ",\"peak_time_ns\":%" PRId64 ",\"allocs\":%" PRIu64
-              ",\"frees\":%" PRIu64 ",\"failures\":%" PRIu64,
-           p->current, p->peak, p->peak_time, k->allocs, k->frees, k->failures);
-    write_live_and_peak(w, v, RECORD_HOST_POOL);
-    jw_s(w, "},\n");
-}
-
 /* The caching allocator's own figures (null when it did not speak), its
  * configuration parsed as PyTorch reads it: "key:value,key:value". */
-static void write_allocator(struct jw *w, const struct oom_info *o)
+static void write_allocator(struct jw *w, const struct allocator_facts *f)
 {
-    if (!o->has_allocator) {
+    if (f == NULL) {
         jw_s(w, "null");
         return;
     }
-    const struct allocator_facts *f = &o->allocator;
     jw_s(w, "{\"name\":");
     jw_str(w, f->name);
     jw_s(w, ",\"version\":");
@@ -439,6 +387,61 @@ static void write_allocator(struct jw *w, const struct oom_info *o)
     jw_s(w, "}}");
 }
 
+static void write_device(struct jw *w, struct record_view *v, int d)
+{
+    const struct record_pool_view *p = &v->pools[d];
+    jw_fmt(w, "{\"ordinal\":%d,\"total_bytes\":", d);
+    jw_i64_or_null(w, p->total_bytes);
+    jw_s(w, ",\"free_bytes\":");
+    jw_i64_or_null(w, p->free_bytes);
+    jw_s(w, ",\"limit_bytes\":");
+    jw_i64_or_null(w, p->limit ? (int64_t)p->limit : -1);
+    jw_fmt(w, ",\"current_bytes\":%" PRIu64 ",\"peak_bytes\":%" PRIu64
+              ",\"peak_time_ns\":%" PRId64 ",\n \"by_kind\":{",
+           p->current, p->peak, p->peak_time);
+    for (int k = 0; k < KIND_HOST_PINNED; k++) {
+        jw_fmt(w, "%s\"%s\":", k ? "," : "", record_kind_name(k));
+        write_kind_stats(w, &p->kinds[k]);
+    }
+    jw_fmt(w, "},\n \"vmm\":{\"reserved_bytes\":%" PRIu64 ",\"mapped_bytes\":%" PRIu64
+              ",\"physical_bytes\":%" PRIu64 ",\"reserved_peak_bytes\":%" PRIu64
+              ",\"mapped_peak_bytes\":%" PRIu64 "},\n \"histogram\":[",
+           p->vmm.reserved, p->vmm.mapped, p->kinds[KIND_VMM].current,
+           p->vmm.reserved_peak, p->vmm.mapped_peak);
+    bool first = true;
+    for (int b = 0; b < 65; b++) {
+        if (p->hist_count[b] == 0)
+            continue;
+        jw_fmt(w, "%s{\"le\":%" PRIu64 ",\"count\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
+               first ? "" : ",", b == 64 ? UINT64_MAX : (uint64_t)1 << b,
+               p->hist_count[b], p->hist_bytes[b]);
+        first = false;
+    }
+    jw_fmt(w, "],\n \"fragmentation\":{\"granularity_bytes\":%u,\"requested_bytes\":%"
+              PRIu64 ",\"rounded_bytes\":%" PRIu64 ",\"small_count\":%" PRIu64
+              ",\"small_bytes\":%" PRIu64 "}",
+           RECORD_GRANULARITY, p->requested, p->rounded, p->small_count,
+           p->small_bytes);
+    struct allocator_facts latest;
+    jw_s(w, ",\n \"allocator\":");
+    write_allocator(w, allocator_latest(d, &latest) ? &latest : NULL);
+    write_live_and_peak(w, v, (uint32_t)d);
+    write_mark(w, v, (uint32_t)d);
+    jw_s(w, "}");
+}
+
+static void write_host(struct jw *w, struct record_view *v)
+{
+    const struct record_pool_view *p = &v->pools[RECORD_HOST_POOL];
+    const struct record_kind_stats *k = &p->kinds[KIND_HOST_PINNED];
+    jw_fmt(w, "\"host_pinned\":{\"current_bytes\":%" PRIu64 ",\"peak_bytes\":%"
+              PRIu64 ",\"peak_time_ns\":%" PRId64 ",\"allocs\":%" PRIu64
+              ",\"frees\":%" PRIu64 ",\"failures\":%" PRIu64,
+           p->current, p->peak, p->peak_time, k->allocs, k->frees, k->failures);
+    write_live_and_peak(w, v, RECORD_HOST_POOL);
+    jw_s(w, "},\n");
+}
+
 static void write_oom(struct jw *w, struct record_view *v,
                       const struct oom_info *o)
 {
@@ -480,7 +483,7 @@ static void write_oom(struct jw *w, struct record_view *v,
                i ? "," : "", o->released_by[order[i]].stack,
                o->released_by[order[i]].bytes, o->released_by[order[i]].count);
     jw_s(w, "],\"allocator\":");
-    write_allocator(w, o);
+    write_allocator(w, o->has_allocator ? &o->allocator : NULL);
     jw_s(w, ",\"live\":");
     qsort(v->sites, v->nsites, sizeof *v->sites, by_pool_current);
     write_groups(w, v, o->device < 0 ? RECORD_HOST_POOL : (uint32_t)o->device,

@@ -52,14 +52,30 @@ class Facts(ctypes.Structure):
     ]]
 
 
-def _library():
+def _library(name="cumemtrace_allocator_oom"):
     try:
-        fn = ctypes.CDLL(None).cumemtrace_allocator_oom
+        fn = getattr(ctypes.CDLL(None), name)
     except (AttributeError, OSError):
         return None  # not traced: nothing to tell
     fn.restype = ctypes.c_int
     fn.argtypes = [ctypes.c_int, ctypes.POINTER(Facts)]
     return fn
+
+
+def _at_exit(torch, state):
+    """PyTorch's figures at interpreter exit, so that what is live at exit is
+    split into tensors (possible leaks) and the allocator's cache."""
+    try:
+        if not torch.cuda.is_initialized():
+            return
+        for device in range(torch.cuda.device_count()):
+            if torch.cuda.memory_reserved(device) == 0 and \
+                    torch.cuda.max_memory_reserved(device) == 0:
+                continue
+            f = facts(torch, device, -1, -1, -1)
+            state(device, ctypes.byref(f))
+    except Exception as e:
+        _warn(f"{type(e).__name__}: {e}")
 
 
 def facts(torch, device, alloc, device_total, device_free):
@@ -116,8 +132,14 @@ def _attach(torch, report):
     try:
         torch._C._cuda_attach_out_of_memory_observer(observer)
     except Exception as e:
-        # backend:cudaMallocAsync has no observers: the driver view stands.
+        # backend:cudaMallocAsync has no observers (nor segment snapshots):
+        # the driver-level view stands.
         _warn(f"PyTorch refused the out-of-memory observer ({e})")
+        return
+    state = _library("cumemtrace_allocator_state")
+    if state is not None:
+        import atexit
+        atexit.register(_at_exit, torch, state)
 
 
 class _TorchFinder(importlib.abc.MetaPathFinder):
