@@ -25,14 +25,16 @@ COMMON_SRC  := $(wildcard src/common/*.c)
 PRELOAD_SRC := $(wildcard src/preload/*.c)
 PRELOAD_ASM := $(wildcard src/preload/*.S)
 CLI_SRC     := $(wildcard src/cli/*.c)
-# The CLI alone links libdw (debug information) and libstdc++ (demangling).
-CLI_LIBS    := -ldw -lelf -lstdc++ -lm
+# The CLI alone links libdw (debug information) and libstdc++ (demangling),
+# and protobuf-c + zlib (export --format pprof).
+CLI_LIBS    := -ldw -lelf -lstdc++ -lm -lprotobuf-c -lz
 SIMDRV_SRC  := $(wildcard tests/sim/driver*.c) tests/sim/sim_common.c
 SIMRT_SRC   := $(wildcard tests/sim/runtime*.c)
 
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(BUILD)/obj/%.o) $(PRELOAD_ASM:%.S=$(BUILD)/obj/%.o) \
                $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
-CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/obj/%.o) $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/obj/%.o) $(COMMON_SRC:%.c=$(BUILD)/obj/%.o) \
+               $(BUILD)/obj/gen/profile.pb-c.o
 SIMDRV_OBJ  := $(SIMDRV_SRC:%.c=$(BUILD)/obj/%.o) $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 SIMRT_OBJ   := $(SIMRT_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/sim/sim_common.o \
                $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
@@ -88,6 +90,15 @@ $(BUILD)/gen/html_assets.h: $(HTML_ASSETS) scripts/embed.awk
 	@mkdir -p $(dir $@)
 	awk -v names="html_template html_style html_script" -f scripts/embed.awk $(HTML_ASSETS) > $@
 $(BUILD)/obj/src/cli/html_page.o: $(BUILD)/gen/html_assets.h
+
+# ---- pprof's profile.proto compiled with protoc-c (CLI only) ----
+$(BUILD)/gen/profile.pb-c.c $(BUILD)/gen/profile.pb-c.h &: src/cli/pprof/profile.proto
+	@mkdir -p $(BUILD)/gen
+	protoc-c --proto_path=src/cli/pprof --c_out=$(BUILD)/gen $<
+$(BUILD)/obj/gen/profile.pb-c.o: $(BUILD)/gen/profile.pb-c.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(OPT) $(SANFLAGS) -fPIC -I$(BUILD)/gen -c $< -o $@
+$(BUILD)/obj/src/cli/export_pprof.o: $(BUILD)/gen/profile.pb-c.h
 
 # ---- the simulated device: a test double, never installed ----
 $(BUILD)/gen/cudart_lookups.h: tests/data/cudart-13.0-getprocaddress.tsv

@@ -39,6 +39,9 @@ need libcmocka-dev have_header cmocka.h
 need libunwind-dev have_lib libunwind.so.8
 need libdw-dev   have_header elfutils/libdwfl.h
 need python3-pytest "$py" -c "import pytest"
+need libprotobuf-c-dev have_header protobuf-c/protobuf-c.h   # export --format pprof
+need protobuf-c-compiler command -v protoc-c
+need zlib1g-dev  have_header zlib.h
 need valgrind    command -v valgrind
 if [ "$ci" = 1 ]; then
     need chromium    command -v chromium   # tests/e2e/test_html.py

@@ -15,11 +15,11 @@ FUZZ_SRC      = tests/fuzz/fuzz_snapshot.c $(filter-out src/cli/main.c,$(CLI_SRC
 .PHONY: fuzz bench-cli test-cli
 
 $(FUZZ_BIN): $(FUZZ_SRC) $(wildcard src/cli/*.h) $(wildcard src/common/*.h) \
-             $(BUILD)/gen/html_assets.h
+             $(BUILD)/gen/html_assets.h $(BUILD)/gen/profile.pb-c.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CSTD) -O1 -g $(WARN) -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all -Isrc/cli -Isrc/common -Iinclude -I$(BUILD)/gen \
-	    -o $@ $(FUZZ_SRC) \
+	    -o $@ $(FUZZ_SRC) $(BUILD)/gen/profile.pb-c.c \
 	    $(CLI_LIBS)
 
 # The corpus directory keeps what the fuzzer found between runs; the seeds

@@ -9,7 +9,7 @@
 #include "export.h"
 
 static const char usage[] =
-    "usage: cumemtrace export --format speedscope|memory_viz [-o OUT] FILE\n"
+    "usage: cumemtrace export --format speedscope|memory_viz|pprof [-o OUT] FILE\n"
     "\n"
     "Writes the snapshot for another viewer:\n"
     "  speedscope   speedscope's JSON file format (www.speedscope.app): one\n"
@@ -18,6 +18,9 @@ static const char usage[] =
     "  memory_viz   PyTorch's memory-snapshot pickle, for pytorch.org/memory_viz\n"
     "               and torch.cuda._memory_viz: every allocation a segment,\n"
     "               the event log as its trace (addresses are synthetic)\n"
+    "  pprof        gzipped profile.proto for pprof -top/-http/-diff_base:\n"
+    "               inuse_space (at the peak), inuse_space_exit, alloc_space,\n"
+    "               alloc_objects per stack\n"
     "\n"
     "  -f, --format F     the format (required)\n"
     "  -o, --output OUT   the file to write (default: stdout)\n"
@@ -44,10 +47,10 @@ int export_main(int argc, char **argv)
         }
     }
     if (format == NULL)
-        return cli_usage("export", "needs --format speedscope or memory_viz");
-    bool memviz = strcmp(format, "memory_viz") == 0;
-    if (!memviz && strcmp(format, "speedscope") != 0)
-        return cli_usage("export", "--format wants speedscope or memory_viz, not '%s'",
+        return cli_usage("export", "needs --format speedscope, memory_viz or pprof");
+    bool memviz = strcmp(format, "memory_viz") == 0, pprof = strcmp(format, "pprof") == 0;
+    if (!memviz && !pprof && strcmp(format, "speedscope") != 0)
+        return cli_usage("export", "--format wants speedscope, memory_viz or pprof, not '%s'",
                          format);
     if (argc - optind != 1)
         return cli_usage("export", "wants one snapshot file (got %d)", argc - optind);
@@ -63,10 +66,12 @@ int export_main(int argc, char **argv)
         return CLI_EXIT_ERROR;
     }
     struct cli_error err = {0, ""};
-    int rc = memviz ? export_memviz(f, in.snaps[0], &err) : export_speedscope(f, in.snaps[0]);
+    int rc = memviz ? export_memviz(f, in.snaps[0], &err)
+             : pprof ? export_pprof(f, in.snaps[0], &err)
+                     : export_speedscope(f, in.snaps[0]);
     cli_inputs_free(&in);
     if (rc != 0) {
-        if (memviz)
+        if (memviz || pprof)
             errors_print(&err);
         else
             fprintf(stderr, "cumemtrace: export: out of memory\n");

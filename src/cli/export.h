@@ -18,4 +18,9 @@ int export_speedscope(FILE *f, struct snapshot *s);
  * cannot be replayed). */
 int export_memviz(FILE *f, struct snapshot *s, struct cli_error *err);
 
+/* A gzipped pprof profile (profile.proto) with sample types inuse_space (at
+ * the peak), inuse_space_exit, alloc_space and alloc_objects; 0 or a CLI_E*
+ * code with err set. */
+int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err);
+
 #endif

@@ -244,7 +244,8 @@ BAD = {
 COMMANDS = [["report", "BAD"], ["report", "GOOD", "BAD"], ["report", "--json", "BAD"],
             ["diff", "GOOD", "BAD"], ["diff", "BAD", "GOOD"], ["flamegraph", "BAD"],
             ["timeline", "BAD"], ["timeline", "--format", "chrome", "BAD"],
-            ["html", "-o", "-", "GOOD", "BAD"], ["export", "--format", "speedscope", "BAD"]]
+            ["html", "-o", "-", "GOOD", "BAD"], ["export", "--format", "speedscope", "BAD"],
+            ["export", "--format", "pprof", "BAD"]]
 
 
 @pytest.mark.parametrize("bad", sorted(BAD))

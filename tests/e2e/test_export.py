@@ -142,3 +142,103 @@ def test_memory_viz_refuses_a_thinned_log(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "thinned" in r.stderr and "CUMEMTRACE_EVENTS" in r.stderr
     assert r.stderr.count("\n") == 1 and not (tmp_path / "t.pickle").exists()
+
+
+# ---- pprof: decoded here with a minimal protobuf wire reader (independent
+# of the protobuf-c encoder that wrote it) ----
+
+def _varint(b, i):
+    v = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7f) << shift
+        shift += 7
+        if c < 0x80:
+            return v, i
+
+
+def _fields(b):
+    """(field number, wire type, value) of a message; value is an int or
+    bytes."""
+    i = 0
+    while i < len(b):
+        key, i = _varint(b, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = _varint(b, i)
+        elif wt == 2:
+            n, i = _varint(b, i)
+            v, i = b[i:i + n], i + n
+        elif wt == 1:
+            v, i = int.from_bytes(b[i:i + 8], "little"), i + 8
+        elif wt == 5:
+            v, i = int.from_bytes(b[i:i + 4], "little"), i + 4
+        else:
+            raise AssertionError(f"bad wire type {wt}")
+        yield num, wt, v
+
+
+def _ints(fields, num, signed=True):
+    out = []
+    for n, wt, v in fields:
+        if n != num:
+            continue
+        if wt == 2:  # packed
+            j = 0
+            while j < len(v):
+                x, j = _varint(v, j)
+                out.append(x)
+        else:
+            out.append(v)
+    return [x - (1 << 64) if signed and x >= 1 << 63 else x for x in out]
+
+
+def decode_pprof(data):
+    f = list(_fields(data))
+    strings = [v.decode() for n, _, v in f if n == 6]
+    msgs = lambda num: [list(_fields(v)) for n, _, v in f if n == num]
+    types = [(strings[_ints(m, 1)[0]], strings[_ints(m, 2)[0]]) for m in msgs(1)]
+    funcs = {_ints(m, 1)[0]: strings[(_ints(m, 2) or [0])[0]] for m in msgs(5)}
+    locs = {}
+    for m in msgs(4):
+        lines = [list(_fields(v)) for n, _, v in m if n == 4]
+        locs[_ints(m, 1)[0]] = [(funcs[_ints(x, 1)[0]], (_ints(x, 2) or [0])[0]) for x in lines]
+    samples = [(_ints(m, 1, signed=False), _ints(m, 2)) for m in msgs(2)]
+    default = strings[(_ints(f, 14) or [0])[0]]
+    return types, locs, samples, default, [strings[c] for c in _ints(f, 13)]
+
+
+@pytest.mark.parametrize("name", GOOD)
+def test_pprof_profile(name, tmp_path):
+    import gzip
+    out = export("pprof", INPUTS / name, tmp_path / "p.pb.gz")
+    types, locs, samples, default, comments = decode_pprof(gzip.decompress(out.read_bytes()))
+    assert types == [("inuse_space", "bytes"), ("inuse_space_exit", "bytes"),
+                     ("alloc_space", "bytes"), ("alloc_objects", "count")]
+    assert default == "inuse_space" and comments[0].startswith("cumemtrace ")
+    snap = json.loads((INPUTS / name).read_text())
+    col = lambda i: sum(v[i] for _, v in samples)
+    with_stack = lambda key: sum(g["bytes"] for d in snap["devices"] for g in d[key]
+                                 if g["stack"])
+    assert col(0) == with_stack("at_peak")
+    assert col(1) == with_stack("live")
+    rows = [r for r in snap["events"]["data"] if r[1] >= 0 and r[3] > 0 and r[4]]
+    assert col(2) == sum(r[3] for r in rows) and col(3) == len(rows)
+    stacks = {s["id"]: s for s in snap["stacks"]}
+    entries = {s["entry"] for s in snap["stacks"]}
+    for ids, _ in samples:
+        # leaf first: the entry point, then the frames innermost first
+        assert locs[ids[0]][0][0] in entries
+        assert all(len(locs[i]) == 1 for i in ids)
+    pylines = {(f["file"], f["line"]) for s in stacks.values() for f in s["frames"]
+               if f.get("module") == "python"}
+    got = {(n.rsplit(":", 2)[0], ln) for ids, _ in samples for i in ids
+           for n, ln in locs[i] if ln}
+    assert got <= pylines
+    used = {s_id for d in snap["devices"] for k in ("at_peak", "live") for g in d[k]
+            for s_id in [g["stack"]] if s_id}
+    if any(f.get("module") == "python" for i in used for f in stacks[i]["frames"]):
+        assert got, "Python frames lost their lines"
+    if snap["events"]["stride"] > 1:
+        assert any("lower bounds" in c for c in comments)
