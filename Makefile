@@ -72,7 +72,7 @@ $(LIB): $(PRELOAD_OBJ) src/preload/exports.map
 	@mkdir -p $(dir $@)
 	$(CC) -shared -o $@ $(PRELOAD_OBJ) $(LDFLAGS_ALL) \
 	    -Wl,--version-script=src/preload/exports.map -Wl,-soname,libcumemtrace.so \
-	    -Wl,-z,now -Wl,-z,relro -ldl -lpthread
+	    -Wl,-z,now -Wl,-z,relro -Wl,-z,nodelete -ldl -lpthread
 
 # ---- the PyTorch layer: Python files `cumemtrace run` puts on PYTHONPATH ----
 $(BUILD)/share/cumemtrace/torchboot/%.py: src/torchboot/%.py

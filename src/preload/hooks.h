@@ -18,6 +18,8 @@
 #include "resolve.h"
 
 extern __thread int hooks_depth __attribute__((tls_model("initial-exec")));
+/* This thread's exit will give back what the library holds for it. */
+extern __thread bool hooks_thread_known __attribute__((tls_model("initial-exec")));
 extern int hooks_ready;          /* set once initialisation finished */
 extern int hooks_touched;        /* the process called a wrapper */
 extern volatile int hooks_dump_requested; /* set by the opt-in signal */
@@ -38,6 +40,12 @@ void hooks_before_exec(const char *path, char *written, size_t n);
 void hooks_exec_failed(const char *written);
 /* Writes the snapshot a signal asked for (called outside every lock). */
 void hooks_service_dump_request(void);
+/* Per-thread state (hooks_common.c): the key whose destructor runs when a
+ * thread ends - returns, is cancelled or calls pthread_exit - and gives
+ * back what the library held for it.  hooks_thread_init runs once at
+ * start-up; hooks_thread_start once per thread, from its first traced call. */
+void hooks_thread_init(void);
+void hooks_thread_start(void);
 
 /* True when this call should be traced: outermost on this thread, tracing
  * enabled.  Every call must be paired with hook_leave(). */
@@ -47,6 +55,8 @@ static inline bool hook_enter(void)
         return false;
     if (__builtin_expect(!__atomic_load_n(&hooks_ready, __ATOMIC_ACQUIRE), 0))
         hooks_init_once();
+    if (__builtin_expect(!hooks_thread_known, 0))
+        hooks_thread_start();
     /* test first: a store on every call would bounce the cache line */
     if (!__atomic_load_n(&hooks_touched, __ATOMIC_RELAXED))
         hooks_first_touch();

@@ -1,5 +1,19 @@
-/* hooks_common.c - the tracker calls every wrapper makes (see hooks.h). */
+/* hooks_common.c - the tracker calls every wrapper makes (see hooks.h),
+ * and the end of a thread.
+ *
+ * Per-thread state: the tracker's spare entry, the OOM chain, and, while a
+ * real call runs, the bytes reserved against CUMEMTRACE_LIMIT and the entry
+ * taken out by a free.  A thread may end inside the real call (cancelled at
+ * a cancellation point in the driver, pthread_exit from a signal handler):
+ * the reservation would then be held for ever and later requests refused
+ * with "this process holds 0 B".  So what is in flight lives in TLS, and
+ * the destructor of a pthread key - run at every thread end, cancellation
+ * included - settles it and frees the rest.  Cost: one TLS test per call;
+ * pthread_setspecific once per thread.
+ */
 #include "hooks.h"
+
+#include <pthread.h>
 
 #include "clock.h"
 #include "config.h"
@@ -8,6 +22,47 @@
 #include "unwind.h"
 
 __thread int hooks_depth __attribute__((tls_model("initial-exec")));
+__thread bool hooks_thread_known __attribute__((tls_model("initial-exec")));
+
+/* In flight on this thread: a limit reservation and a taken free entry. */
+static __thread struct {
+    bool reserved;
+    int device;
+    uint64_t bytes;
+    void *token;
+} inflight __attribute__((tls_model("initial-exec")));
+
+static pthread_key_t thread_key;
+static bool thread_key_made;
+
+static void thread_end(void *unused)
+{
+    (void)unused;
+    hooks_depth++; /* nothing below is a traced call */
+    if (inflight.reserved)
+        record_limit_settle(inflight.device, inflight.bytes);
+    /* the real free may or may not have run; it was accounted as done */
+    record_free_finish(inflight.token, true, 0);
+    inflight.reserved = false;
+    inflight.token = NULL;
+    record_thread_end();
+    oom_thread_end();
+    /* A later destructor may call CUDA again: then register again. */
+    hooks_thread_known = false;
+    hooks_depth--;
+}
+
+void hooks_thread_init(void)
+{
+    thread_key_made = pthread_key_create(&thread_key, thread_end) == 0;
+}
+
+void hooks_thread_start(void)
+{
+    hooks_thread_known = true;
+    if (thread_key_made)
+        pthread_setspecific(thread_key, &thread_key); /* any non-NULL value */
+}
 
 int hooks_driver_device(void)
 {
@@ -71,6 +126,9 @@ bool hooks_alloc_begin(struct hook_alloc *c, bool runtime)
         return false;
     }
     c->reserved = true;
+    inflight.device = c->device;
+    inflight.bytes = c->requested;
+    inflight.reserved = true;
     return true;
 }
 
@@ -98,8 +156,10 @@ void hooks_alloc_end(struct hook_alloc *c, bool ok, bool oom, uintptr_t addr,
         oom_on_failure(c->slot, c->kind, c->device, c->requested, false, st,
                        clock_now_ns());
     }
-    if (c->reserved)
+    if (c->reserved) {
+        inflight.reserved = false;
         record_limit_settle(c->device, c->requested);
+    }
     hook_leave();
 }
 
@@ -109,12 +169,14 @@ void hooks_free_begin(struct hook_free *f, uintptr_t addr,
     f->token = NULL;
     f->traced = hook_enter();
     if (f->traced && addr != 0)
-        f->token = record_free_take(addr, kind_hint, clock_now_ns());
+        inflight.token = f->token = record_free_take(addr, kind_hint,
+                                                     clock_now_ns());
 }
 
 void hooks_free_end(struct hook_free *f, bool ok)
 {
     if (f->token != NULL) {
+        inflight.token = NULL;
         uint64_t size = record_token_size(f->token);
         uint32_t stack = record_token_stack(f->token);
         record_free_finish(f->token, ok, ok ? 0 : clock_now_ns());

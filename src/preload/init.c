@@ -150,6 +150,7 @@ static void init(void)
         return;
     }
     record_init(config.event_cap, clock_now_ns);
+    hooks_thread_init();
     output_init();
     unwind_init();
     python_init();

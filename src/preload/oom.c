@@ -489,6 +489,12 @@ void oom_at_exit(int64_t now)
                 suppressed, config.max_oom_dumps);
 }
 
+void oom_thread_end(void)
+{
+    free(chain);
+    chain = NULL;
+}
+
 void oom_atfork_child(void)
 {
     memset(&summary, 0, sizeof summary);

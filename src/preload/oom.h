@@ -90,5 +90,7 @@ void oom_summary_get(struct oom_summary *out);
  * and says in one line how many failures went unreported.  No CUDA calls. */
 void oom_at_exit(int64_t now);
 void oom_atfork_child(void);
+/* The calling thread ends: its chain state is freed (hooks_common.c). */
+void oom_thread_end(void);
 
 #endif

@@ -608,6 +608,17 @@ void record_free_finish(void *token, bool ok, int64_t now)
     pthread_mutex_unlock(&lock);
 }
 
+void record_thread_end(void)
+{
+    struct live *e = spare;
+    spare = NULL;
+    if (e != NULL) {
+        pthread_mutex_lock(&lock);
+        entry_free_locked(e);
+        pthread_mutex_unlock(&lock);
+    }
+}
+
 uint64_t record_token_size(const void *token)
 {
     return token ? entry_size(token) : 0;

@@ -152,6 +152,9 @@ uint32_t record_token_stack(const void *token);
  * cuCtxDestroy documentation) and stay.  Returns the bytes forgotten. */
 uint64_t record_drop_context(int device, unsigned ctx, int64_t now_ns);
 
+/* The calling thread ends: its spare entry goes back to the free list. */
+void record_thread_end(void);
+
 /* Counts a failed allocation attempt of `kind` on `device`. */
 void record_failure(enum record_kind kind, int device);
 

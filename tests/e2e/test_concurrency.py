@@ -57,3 +57,19 @@ def test_free_with_the_wrong_api_is_counted_as_wrong_kind(run):
     js = subprocess.run([str(CLI), "report", "--json", str(traced.files[0])],
                         capture_output=True, text=True)
     assert json.loads(js.stdout)["snapshots"][0]["counters"]["wrong_kind_frees"] == 2
+
+
+def test_thread_cancelled_in_the_real_call_gives_its_reservation_back(run):
+    # Issue 10.7: the thread is cancelled inside cudaMalloc(3 MiB) (the
+    # simulated driver waits in pause()); before the fix its reservation
+    # stayed in flight and the 8 MiB request under an 8 MiB limit was
+    # refused although the process held nothing.
+    env = {"SIMCUDA_WAIT_BYTES": str(3 << 20)}
+    bare = run(["rt_concurrency", "cancel"], env=env, preload=False)
+    assert bare.stdout == "cancelled 1\nthen cudaMalloc 0\n"
+    traced = run(["rt_concurrency", "cancel"],
+                 env=dict(env, CUMEMTRACE_LIMIT="8MiB"))
+    assert traced.stdout == bare.stdout, traced.stderr
+    assert "refused by CUMEMTRACE_LIMIT" not in traced.stderr
+    d = device(traced.only())
+    assert d["by_kind"]["device"]["allocs"] == 1 and d["current_bytes"] == 0

@@ -24,11 +24,78 @@ static int wrongfree(void)
     return 0;
 }
 
+/* A thread cancelled inside the real cudaMalloc (SIMCUDA_WAIT_BYTES makes
+ * the simulated driver wait for it in pause()); under CUMEMTRACE_LIMIT the
+ * next request that fits must still be granted. */
+static void *cancelled_thread(void *arg)
+{
+    void *p = NULL;
+    pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+    cudaMalloc(&p, (size_t)arg); /* never returns: cancelled in pause() */
+    return NULL;
+}
+
+static int cancel(size_t wait_bytes, size_t then_bytes)
+{
+    void *p = NULL;
+    CHECK(cudaFree(0), cudaSuccess); /* the runtime is up */
+    pthread_t t;
+    int old;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old); /* inherited */
+    pthread_create(&t, NULL, cancelled_thread, (void *)wait_bytes);
+    pthread_setcancelstate(old, NULL);
+    pthread_cancel(t);
+    void *ret = NULL;
+    pthread_join(t, &ret);
+    printf("cancelled %d\n", ret == PTHREAD_CANCELED);
+    int r = cudaMalloc(&p, then_bytes);
+    printf("then cudaMalloc %d\n", r);
+    if (r == cudaSuccess)
+        CHECK(cudaFree(p), cudaSuccess);
+    return 0;
+}
+
+/* One short-lived thread: one allocation and its free, or (oom) one
+ * request the device cannot hold. */
+static void *short_thread(void *arg)
+{
+    void *p = NULL;
+    if (arg != NULL) {
+        CHECK(cudaMalloc(&p, 1ull << 50), cudaErrorMemoryAllocation);
+        return NULL;
+    }
+    CHECK(cudaMalloc(&p, 4096), cudaSuccess);
+    CHECK(cudaFree(p), cudaSuccess);
+    return NULL;
+}
+
+/* N threads one after the other (each joined before the next starts). */
+static int threads(int n, int oom)
+{
+    void *p = NULL;
+    CHECK(cudaMalloc(&p, 4096), cudaSuccess); /* the runtime is up */
+    CHECK(cudaFree(p), cudaSuccess);
+    for (int i = 0; i < n; i++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, short_thread, oom ? &t : NULL) != 0)
+            return fprintf(stderr, "pthread_create failed\n"), 1;
+        pthread_join(t, NULL);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
+    int n = argc > 2 ? atoi(argv[2]) : 1000;
     if (strcmp(mode, "wrongfree") == 0)
         return wrongfree();
-    fprintf(stderr, "usage: rt_concurrency wrongfree\n");
+    if (strcmp(mode, "cancel") == 0)
+        return cancel(3 * MiB, 8 * MiB);
+    if (strcmp(mode, "threads") == 0)
+        return threads(n, 0);
+    if (strcmp(mode, "oom-threads") == 0)
+        return threads(n, 1);
+    fprintf(stderr, "usage: rt_concurrency wrongfree|cancel|threads N|oom-threads N\n");
     return 2;
 }

@@ -15,6 +15,10 @@
  *                       and other processes, memory no allocation accounts for
  *   SIMCUDA_FAIL        fault injection, see sim_common.h
  *   SIMCUDA_LOG=1       one stderr line per call
+ *   SIMCUDA_WAIT_BYTES  a cuMemAlloc_v2 (so a cudaMalloc) of exactly this many
+ *                       bytes first waits in pause(), a cancellation point,
+ *                       until a signal is handled or the thread is cancelled:
+ *                       how tests put a thread inside a real call on purpose
  *
  * Threads: one mutex (driver.lock) guards all state; calls are short, so one
  * lock is simple and correct.  The current context is thread-local, as in
@@ -65,6 +69,8 @@ static void after_fork_child(void)
 static void configure(void)
 {
     driver.log = sim_common_env_flag("SIMCUDA_LOG");
+    driver.wait_bytes = sim_common_env_size(SPEAKER, "SIMCUDA_WAIT_BYTES", 0, 0,
+                                            SIM_MAX_CAPACITY);
     driver.ndevices = (int)sim_common_env_long(SPEAKER, "SIMCUDA_DEVICES", 1, 0,
                                                SIM_MAX_DEVICES);
     uint64_t all = sim_common_env_size(SPEAKER, "SIMCUDA_MEMORY", DEFAULT_CAPACITY,

@@ -142,6 +142,7 @@ struct driver_state {
     atomic_int initialized;            /* cuInit succeeded */
     int ndevices;                      /* SIMCUDA_DEVICES */
     int log;                           /* SIMCUDA_LOG */
+    uint64_t wait_bytes;               /* SIMCUDA_WAIT_BYTES (0: off) */
     struct sim_fault_set faults;       /* SIMCUDA_FAIL */
     struct sim_device dev[SIM_MAX_DEVICES];
     struct sim_alloc *allocs;          /* uthash: every live allocation but VMM */

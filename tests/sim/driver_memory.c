@@ -173,6 +173,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     CUresult r = driver_ready();
     if (r == CUDA_SUCCESS && (dptr == NULL || bytesize == 0))
         r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS && driver.wait_bytes != 0 && bytesize == driver.wait_bytes)
+        pause(); /* SIMCUDA_WAIT_BYTES; no lock is held here */
     if (r == CUDA_SUCCESS)
         r = alloc_linear(bytesize, AK_LINEAR, &addr);
     if (r == CUDA_SUCCESS)
