@@ -64,7 +64,7 @@ def test_thread_cancelled_in_the_real_call_gives_its_reservation_back(run):
     # simulated driver waits in pause()); before the fix its reservation
     # stayed in flight and the 8 MiB request under an 8 MiB limit was
     # refused although the process held nothing.
-    env = {"SIMCUDA_WAIT_BYTES": str(3 << 20)}
+    env = {"SIMCUDA_WAIT_BYTES": "3MiB"}
     bare = run(["rt_concurrency", "cancel"], env=env, preload=False)
     assert bare.stdout == "cancelled 1\nthen cudaMalloc 0\n"
     traced = run(["rt_concurrency", "cancel"],

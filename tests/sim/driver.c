@@ -15,7 +15,7 @@
  *                       and other processes, memory no allocation accounts for
  *   SIMCUDA_FAIL        fault injection, see sim_common.h
  *   SIMCUDA_LOG=1       one stderr line per call
- *   SIMCUDA_WAIT_BYTES  a cuMemAlloc_v2 (so a cudaMalloc) of exactly this many
+ *   SIMCUDA_WAIT_BYTES  a cuMemAlloc_v2 (so a cudaMalloc) of exactly this size
  *                       bytes first waits in pause(), a cancellation point,
  *                       until a signal is handled or the thread is cancelled:
  *                       how tests put a thread inside a real call on purpose
