@@ -25,6 +25,7 @@
 #include "html.h"
 #include "out.h"
 #include "report.h"
+#include "report_allocator.h"
 
 #define NO_SITE UINT32_MAX
 
@@ -215,7 +216,10 @@ static void write_sites(struct jsonw *w, struct model *m, const uint32_t *order)
     for (size_t i = 0; i < m->nrows; i++) {
         const struct site_row *r = &m->rows[order[i]];
         jsonw_begin_array(w);
-        jsonw_string(w, frames_group_label(m->s, r->stack, BY_STACK));
+        /* As text views print it (a Python file by its basename). */
+        uint32_t id = frames_site(m->s, r->stack, BY_STACK);
+        jsonw_string(w, id == FRAMES_NONE ? NULL
+                                          : frames_site_get(m->s->ctx, BY_STACK, id)->display);
         write_stack_ref(w, r->stack);
         jsonw_string(w, report_callers(m->s, r->stack, 4, callers, sizeof callers));
         jsonw_u64(w, r->at_peak);
@@ -448,6 +452,13 @@ static void cause_sentence(const struct snap_oom *o, char *buf, size_t n)
         snprintf(buf, n, "the CUMEMTRACE_LIMIT of %s refused it (this process holds %s).",
                  out_bytes(o->limit_bytes, b), out_bytes(o->tracked_bytes, c));
         break;
+    case CAUSE_ALLOCATOR_FRAGMENTATION:
+        snprintf(buf, n, "the caching allocator found no free block large enough in its "
+                 "cached segments (fragmentation).");
+        break;
+    case CAUSE_ALLOCATOR_LIMIT:
+        snprintf(buf, n, "the caching allocator's own cap refused it.");
+        break;
     default:
         snprintf(buf, n, "cause %s.", snapshot_cause_name(o));
         break;
@@ -501,6 +512,29 @@ static void write_oom(struct jsonw *w, const struct snapshot *s)
     jsonw_end_object(w);
     jsonw_key(w, "live");
     write_groups(w, &o->live);
+    const struct snap_allocator *al = &o->allocator;
+    jsonw_key(w, "allocator");
+    if (!al->present) {
+        jsonw_null(w);
+    } else {
+        char sent[512];
+        jsonw_begin_object(w);
+        jsonw_key(w, "name");
+        jsonw_string(w, al->name);
+        jsonw_key(w, "sentence");
+        jsonw_string(w, report_allocator_sentence(o, sent, sizeof sent));
+        static const char *const ak[] = {"requested", "allocated", "reserved", "unallocated",
+                                         "largest_free_small", "largest_free_large", "limit",
+                                         "segments"};
+        const uint64_t av[] = {al->requested_bytes, al->allocated_bytes, al->reserved_bytes,
+                               al->reserved_unallocated_bytes, al->largest_free_small,
+                               al->largest_free_large, al->limit_bytes, al->segments};
+        for (size_t i = 0; i < sizeof ak / sizeof ak[0]; i++) {
+            jsonw_key(w, ak[i]);
+            jsonw_u64(w, av[i]);
+        }
+        jsonw_end_object(w);
+    }
     jsonw_end_object(w);
 }
 

@@ -311,3 +311,26 @@ def test_diff_page(browser, tmp_path):
     assert doms == len(json.loads(base.read_text())["devices"]) + \
         (1 if json.loads(base.read_text())["host_pinned"]["peak_bytes"] else 0) + \
         len(snap_new["devices"]) + (1 if snap_new["host_pinned"]["peak_bytes"] else 0)
+
+
+def test_allocator_postmortem_page(browser, tmp_path):
+    """When PyTorch's allocator spoke (oom.allocator), the post-mortem adds
+    its sentence and a bar of its segments: allocated, cached, the largest
+    free block against the request."""
+    GiB = 1 << 30
+    doc = json.loads((INPUTS / "oom_fragmentation.json").read_text())
+    doc["oom"]["cause"] = "allocator_fragmentation"
+    doc["oom"]["allocator"] = {
+        "name": "pytorch", "version": "2.15.0", "requested_bytes": doc["oom"]["requested_bytes"],
+        "allocated_bytes": 10 * GiB, "reserved_bytes": 18 * GiB, "active_bytes": 10 * GiB,
+        "reserved_unallocated_bytes": 8 * GiB, "inactive_split_bytes": 8 * GiB,
+        "segments": 37, "num_alloc_retries": 1, "num_ooms": 1, "limit_bytes": None,
+        "device_total_bytes": 24 * GiB, "device_free_bytes": 0,
+        "largest_free_block_bytes": {"small": 1 << 20, "large": 380 << 20}, "config": {}}
+    src = tmp_path / "alloc.json"
+    src.write_text(json.dumps(doc))
+    open_page(browser, html(tmp_path / "alloc.html", src), "html_allocator.png")
+    assert browser.eval("document.getElementById('allocator-sentence').textContent")
+    got = browser.eval("""Object.fromEntries([...document.querySelectorAll('#allocator-layout rect[data-bytes]')]
+        .map(r => [r.getAttribute('class'), +r.dataset.bytes]))""")
+    assert got == {"seg-allocated": 10 * GiB, "seg-cached": 8 * GiB, "seg-largest": 380 << 20}

@@ -499,8 +499,10 @@
       h('div', {}, sv, 'failing call, innermost first: ' + st[0]);
       st[1].forEach(function (f) { h('div', { 'class': FR[f][1] === 1 ? 'py' : FR[f][1] === 2 ? 'marker' : '' }, sv, '  ' + FR[f][0]); });
     }
+    if (o.allocator && o.allocator.sentence) h('p', { 'class': 'cause', id: 'allocator-sentence' }, sec, o.allocator.sentence);
     h('h3', {}, sec, 'How the device was used at the failure');
     layoutBar(sec, file, o);
+    if (o.allocator) allocatorBar(sec, o);
     if (file.advice.length) {
       h('h3', {}, sec, 'What to do');
       var ul = h('ul', { 'class': 'advice' }, sec);
@@ -539,11 +541,42 @@
     s('rect', { x: 0, y: y, width: Math.min(W, cap * sc), height: bh, fill: 'none', stroke: '#57606a' }, svgEl);
     var rw = o.requested * sc;
     s('rect', { x: xf, y: y - 16, width: Math.max(1, Math.min(rw, W - xf)), height: 12, fill: '#cf222e', 'class': 'seg-request' }, svgEl);
-    s('text', { x: xf, y: y - 20 }, svgEl, 'request ' + bytes(o.requested) + (free < o.requested ? ' > free ' + bytes(free) : ' <= free ' + bytes(free)));
+    s('text', { x: xf > W * 0.6 ? W : xf, y: y - 20, 'text-anchor': xf > W * 0.6 ? 'end' : 'start' }, svgEl, 'request ' + bytes(o.requested) + (free < o.requested ? ' > free ' + bytes(free) : ' <= free ' + bytes(free)));
     s('text', { x: 0, y: y + bh + 16 }, svgEl, 'held ' + bytes(live) + ' | not tracked ' + bytes(untracked) + ' | free ' + bytes(free) +
       (total ? ' | total ' + bytes(total) : ''));
     h('p', { 'class': 'note' }, parent, 'Amounts, not addresses: snapshot format 1 stores no addresses, so the bar shows how much each ' +
       'call site held beside the untracked and free memory' + (o.cause === 'fragmentation' ? '; the free memory was split into holes smaller than the request.' : '.'));
+  }
+
+  /* PyTorch's own view when its allocator spoke: what its tensors hold and
+   * what it keeps cached (reserved but unallocated: the holes inside its
+   * segments), the largest of those holes and the request beside it. */
+  function allocatorBar(parent, o) {
+    var a = o.allocator;
+    if (a.reserved == null || a.allocated == null) return;
+    h('h3', {}, parent, (a.name || 'the caching allocator') + '\'s segments at the failure');
+    var W = widthOf(parent), H = 86, y = 30, bh = 30;
+    var req = a.requested != null ? a.requested : o.requested;
+    var cap = Math.max(a.reserved, a.allocated + req) || 1, sc = W / cap;
+    var svgEl = s('svg', { width: W, height: H, id: 'allocator-layout' }, parent);
+    function seg(x, v, fillc, label, cls) {
+      var r = s('rect', { x: x, y: y, width: Math.max(0.5, v * sc), height: bh, fill: fillc, stroke: '#fff',
+                          'stroke-width': 0.5, 'class': cls, 'data-bytes': v }, svgEl);
+      r.addEventListener('mousemove', function (ev) { showTip(ev, label + '\n' + bytes(v)); });
+      r.addEventListener('mouseleave', hideTip);
+    }
+    var un = a.unallocated != null ? a.unallocated : Math.max(0, a.reserved - a.allocated);
+    seg(0, a.allocated, '#4e79a7', 'allocated: held by tensors', 'seg-allocated');
+    seg(a.allocated * sc, un, '#f6f8fa', 'reserved but unallocated: cached, split into free blocks', 'seg-cached');
+    var big = Math.max(a.largest_free_large || 0, a.largest_free_small || 0);
+    if (big > 0) seg(a.allocated * sc, big, '#edc948', 'largest free block', 'seg-largest');
+    s('rect', { x: 0, y: y, width: Math.min(W, a.reserved * sc), height: bh, fill: 'none', stroke: '#57606a' }, svgEl);
+    s('rect', { x: a.allocated * sc, y: y - 16, width: Math.max(1, Math.min(req * sc, W - a.allocated * sc)), height: 12,
+                fill: '#cf222e', 'class': 'seg-request' }, svgEl);
+    var xa = a.allocated * sc;
+    s('text', { x: xa > W * 0.6 ? W : xa, y: y - 20, 'text-anchor': xa > W * 0.6 ? 'end' : 'start' }, svgEl, 'request ' + bytes(req) + ' vs largest free block ' + bytes(big));
+    s('text', { x: 0, y: y + bh + 16 }, svgEl, 'allocated ' + bytes(a.allocated) + ' | cached (unallocated) ' + bytes(un) +
+      ' | reserved ' + bytes(a.reserved) + (a.segments != null ? ' in ' + a.segments + ' segments' : ''));
   }
 
   /* ---------------- several processes ---------------- */
