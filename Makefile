@@ -109,9 +109,10 @@ $(SIMDRV): $(SIMDRV_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -o $@ $(SIMDRV_OBJ) $(LDFLAGS_ALL) -Wl,-soname,libcuda.so.1 -lpthread
 	ln -sf libcuda.so.1 $(BUILD)/sim/libcuda.so
-$(SIMRT): $(SIMRT_OBJ)
+$(SIMRT): $(SIMRT_OBJ) tests/sim/libcudart.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared -o $@ $(SIMRT_OBJ) $(LDFLAGS_ALL) -Wl,-soname,libcudart.so.13 -ldl -lpthread
+	$(CC) -shared -o $@ $(SIMRT_OBJ) $(LDFLAGS_ALL) -Wl,-soname,libcudart.so.13 \
+	    -Wl,--version-script=tests/sim/libcudart.map -ldl -lpthread
 	ln -sf libcudart.so.13 $(BUILD)/sim/libcudart.so
 $(SIMRTA): $(SIMRT_OBJ)
 	@mkdir -p $(dir $@)

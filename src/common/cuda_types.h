@@ -134,6 +134,23 @@ typedef struct CUmemPoolProps_st {
 } CUmemPoolProps_v1;
 typedef CUmemPoolProps_v1 CUmemPoolProps;
 
+typedef enum CUmemPool_attribute_enum {
+    CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES = 1,
+    CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC = 2,
+    CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES = 3,
+    CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4,
+    CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5,
+    CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH = 6,
+    CU_MEMPOOL_ATTR_USED_MEM_CURRENT = 7,
+    CU_MEMPOOL_ATTR_USED_MEM_HIGH = 8
+} CUmemPool_attribute;
+
+typedef struct CUuuid_st {
+    char bytes[16];
+} CUuuid;
+
+typedef unsigned int cuuint32_t;
+
 /* cuMemHostAlloc flags */
 #define CU_MEMHOSTALLOC_PORTABLE 0x01
 #define CU_MEMHOSTALLOC_DEVICEMAP 0x02
@@ -153,10 +170,13 @@ typedef enum cudaError {
     cudaErrorInvalidDevicePointer = 17,
     cudaErrorInsufficientDriver = 35,
     cudaErrorNoDevice = 100,
+    cudaErrorInvalidDeviceFunction = 98,
     cudaErrorInvalidDevice = 101,
     cudaErrorDeviceUninitialized = 201,
+    cudaErrorPeerAccessUnsupported = 217,
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorSymbolNotFound = 500,
+    cudaErrorNotReady = 600,
     cudaErrorIllegalAddress = 700,
     cudaErrorNotPermitted = 800,
     cudaErrorNotSupported = 801,
@@ -197,5 +217,275 @@ struct cudaExtent {
     size_t height;
     size_t depth;
 };
+
+/* ---- what the simulated runtime adds for PyTorch (driver_types.h,
+ * vector_types.h): devices, kernels, streams, events, graphs, IPC ---- */
+
+typedef struct CUuuid_st cudaUUID_t;
+
+/* CUDA 13's layout (cudaGetDeviceProperties has no _v2 suffix any more). */
+struct cudaDeviceProp {
+ char name[256];
+ cudaUUID_t uuid;
+ char luid[8];
+ unsigned int luidDeviceNodeMask;
+ size_t totalGlobalMem;
+ size_t sharedMemPerBlock;
+ int regsPerBlock;
+ int warpSize;
+ size_t memPitch;
+ int maxThreadsPerBlock;
+ int maxThreadsDim[3];
+ int maxGridSize[3];
+ size_t totalConstMem;
+ int major;
+ int minor;
+ size_t textureAlignment;
+ size_t texturePitchAlignment;
+ int multiProcessorCount;
+ int integrated;
+ int canMapHostMemory;
+ int maxTexture1D;
+ int maxTexture1DMipmap;
+ int maxTexture2D[2];
+ int maxTexture2DMipmap[2];
+ int maxTexture2DLinear[3];
+ int maxTexture2DGather[2];
+ int maxTexture3D[3];
+ int maxTexture3DAlt[3];
+ int maxTextureCubemap;
+ int maxTexture1DLayered[2];
+ int maxTexture2DLayered[3];
+ int maxTextureCubemapLayered[2];
+ int maxSurface1D;
+ int maxSurface2D[2];
+ int maxSurface3D[3];
+ int maxSurface1DLayered[2];
+ int maxSurface2DLayered[3];
+ int maxSurfaceCubemap;
+ int maxSurfaceCubemapLayered[2];
+ size_t surfaceAlignment;
+ int concurrentKernels;
+ int ECCEnabled;
+ int pciBusID;
+ int pciDeviceID;
+ int pciDomainID;
+ int tccDriver;
+ int asyncEngineCount;
+ int unifiedAddressing;
+ int memoryBusWidth;
+ int l2CacheSize;
+ int persistingL2CacheMaxSize;
+ int maxThreadsPerMultiProcessor;
+ int streamPrioritiesSupported;
+ int globalL1CacheSupported;
+ int localL1CacheSupported;
+ size_t sharedMemPerMultiprocessor;
+ int regsPerMultiprocessor;
+ int managedMemory;
+ int isMultiGpuBoard;
+ int multiGpuBoardGroupID;
+ int hostNativeAtomicSupported;
+ int pageableMemoryAccess;
+ int concurrentManagedAccess;
+ int computePreemptionSupported;
+ int canUseHostPointerForRegisteredMem;
+ int cooperativeLaunch;
+ size_t sharedMemPerBlockOptin;
+ int pageableMemoryAccessUsesHostPageTables;
+ int directManagedMemAccessFromHost;
+ int maxBlocksPerMultiProcessor;
+ int accessPolicyMaxWindowSize;
+ size_t reservedSharedMemPerBlock;
+ int hostRegisterSupported;
+ int sparseCudaArraySupported;
+ int hostRegisterReadOnlySupported;
+ int timelineSemaphoreInteropSupported;
+ int memoryPoolsSupported;
+ int gpuDirectRDMASupported;
+ unsigned int gpuDirectRDMAFlushWritesOptions;
+ int gpuDirectRDMAWritesOrdering;
+ unsigned int memoryPoolSupportedHandleTypes;
+ int deferredMappingCudaArraySupported;
+ int ipcEventSupported;
+ int clusterLaunch;
+ int unifiedFunctionPointers;
+ int deviceNumaConfig;
+ int deviceNumaId;
+ int mpsEnabled;
+ int hostNumaId;
+ unsigned int gpuPciDeviceID;
+ unsigned int gpuPciSubsystemID;
+ int hostNumaMultinodeIpcSupported;
+ int reserved[56];
+};
+
+struct cudaFuncAttributes {
+    size_t sharedSizeBytes;
+    size_t constSizeBytes;
+    size_t localSizeBytes;
+    int maxThreadsPerBlock;
+    int numRegs;
+    int ptxVersion;
+    int binaryVersion;
+    int cacheModeCA;
+    int maxDynamicSharedSizeBytes;
+    int preferredShmemCarveout;
+    int clusterDimMustBeSet;
+    int requiredClusterWidth;
+    int requiredClusterHeight;
+    int requiredClusterDepth;
+    int clusterSchedulingPolicyPreference;
+    int nonPortableClusterSizeAllowed;
+    int reserved[16];
+};
+
+enum cudaFuncAttribute {
+    cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+    cudaFuncAttributePreferredSharedMemoryCarveout = 9
+};
+
+/* The runtime's device attributes have the driver's numbers. */
+enum cudaDeviceAttr {
+    cudaDevAttrMaxThreadsPerBlock = 1,
+    cudaDevAttrMaxSharedMemoryPerBlock = 8,
+    cudaDevAttrWarpSize = 10,
+    cudaDevAttrMultiProcessorCount = 16,
+    cudaDevAttrComputeCapabilityMajor = 75,
+    cudaDevAttrComputeCapabilityMinor = 76,
+    cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
+    cudaDevAttrMemoryPoolsSupported = 115
+};
+
+enum cudaMemPoolAttr {
+    cudaMemPoolReuseFollowEventDependencies = 0x1,
+    cudaMemPoolReuseAllowOpportunistic = 0x2,
+    cudaMemPoolReuseAllowInternalDependencies = 0x3,
+    cudaMemPoolAttrReleaseThreshold = 0x4,
+    cudaMemPoolAttrReservedMemCurrent = 0x5,
+    cudaMemPoolAttrReservedMemHigh = 0x6,
+    cudaMemPoolAttrUsedMemCurrent = 0x7,
+    cudaMemPoolAttrUsedMemHigh = 0x8
+};
+
+enum cudaMemLocationType {
+    cudaMemLocationTypeInvalid = 0,
+    cudaMemLocationTypeDevice = 1,
+    cudaMemLocationTypeHost = 2
+};
+
+enum cudaMemAccessFlags {
+    cudaMemAccessFlagsProtNone = 0,
+    cudaMemAccessFlagsProtRead = 1,
+    cudaMemAccessFlagsProtReadWrite = 3
+};
+
+struct cudaMemLocation {
+    enum cudaMemLocationType type;
+    int id;
+};
+
+struct cudaMemAccessDesc {
+    struct cudaMemLocation location;
+    enum cudaMemAccessFlags flags;
+};
+
+enum cudaGraphMemAttributeType {
+    cudaGraphMemAttrUsedMemCurrent = 0x0,
+    cudaGraphMemAttrUsedMemHigh = 0x1,
+    cudaGraphMemAttrReservedMemCurrent = 0x2,
+    cudaGraphMemAttrReservedMemHigh = 0x3
+};
+
+enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4
+};
+
+enum cudaMemoryType {
+    cudaMemoryTypeUnregistered = 0,
+    cudaMemoryTypeHost = 1,
+    cudaMemoryTypeDevice = 2,
+    cudaMemoryTypeManaged = 3
+};
+
+struct cudaPointerAttributes {
+    enum cudaMemoryType type;
+    int device;
+    void *devicePointer;
+    void *hostPointer;
+    long reserved[8];
+};
+
+enum cudaStreamCaptureStatus {
+    cudaStreamCaptureStatusNone = 0,
+    cudaStreamCaptureStatusActive = 1,
+    cudaStreamCaptureStatusInvalidated = 2
+};
+
+enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal = 0,
+    cudaStreamCaptureModeThreadLocal = 1,
+    cudaStreamCaptureModeRelaxed = 2
+};
+
+/* Only passed through pointers here: their members are never read. */
+enum cudaJitOption {
+    cudaJitMaxRegisters = 0
+};
+enum cudaLibraryOption {
+    cudaLibraryHostUniversalFunctionAndDataTable = 0
+};
+
+typedef struct CUevent_st *cudaEvent_t;
+typedef struct CUgraph_st *cudaGraph_t;
+typedef struct CUgraphNode_st *cudaGraphNode_t;
+typedef struct CUgraphExec_st *cudaGraphExec_t;
+typedef struct CUuserObject_st *cudaUserObject_t;
+typedef struct CUlib_st *cudaLibrary_t;
+typedef struct CUkern_st *cudaKernel_t;
+typedef unsigned long long cudaGraphConditionalHandle;
+typedef void (*cudaHostFn_t)(void *userData);
+typedef void (*cudaStreamCallback_t)(cudaStream_t stream, cudaError_t status, void *userData);
+
+typedef struct cudaGraphEdgeData_st {
+    unsigned char from_port;
+    unsigned char to_port;
+    unsigned char type;
+    unsigned char reserved[5];
+} cudaGraphEdgeData;
+
+struct cudaGraphNodeParams; /* a large union: only passed through */
+struct cudaLaunchAttribute_st; /* holds a union: only passed through */
+
+typedef struct cudaIpcEventHandle_st {
+    char reserved[64];
+} cudaIpcEventHandle_t;
+
+typedef struct cudaIpcMemHandle_st {
+    char reserved[64];
+} cudaIpcMemHandle_t;
+
+struct dim3 {
+    unsigned int x;
+    unsigned int y;
+    unsigned int z;
+};
+typedef struct dim3 dim3;
+
+typedef struct cudaLaunchConfig_st {
+    dim3 gridDim;
+    dim3 blockDim;
+    size_t dynamicSmemBytes;
+    cudaStream_t stream;
+    struct cudaLaunchAttribute_st *attrs;
+    unsigned int numAttrs;
+} cudaLaunchConfig_t;
+
+#define cudaStreamNonBlocking 0x01
+#define cudaEventDisableTiming 0x02
 
 #endif /* CUMEMTRACE_CUDA_TYPES_H */

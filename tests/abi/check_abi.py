@@ -281,10 +281,20 @@ def parse_types(stmts, layout):
                 if typedef:
                     layout.type(name, name)
             continue
+        if typedef and texts[-1] == ";" and "(" in texts:
+            # typedef R (*name)(params);  a function pointer type
+            i = texts.index("(")
+            if texts[i + 1:i + 2] != ["*"] or texts[i + 3:i + 4] != [")"]:
+                raise AbiError(f"{where}: typedef {' '.join(texts)!r} is not "
+                               f"understood by check_abi.py (extend it)")
+            layout.type(texts[i + 2], texts[i + 2])
+            continue
         if typedef:
             name = declarator_name(st[1:-1], "typedef")
             layout.type(name, name)
             continue
+        if len(texts) == 3 and texts[0] == "struct" and texts[2] == ";":
+            continue  # a forward declaration: the type is only passed through pointers
         raise AbiError(f"{where}: declaration {' '.join(texts)!r} is not "
                        f"understood by check_abi.py (extend it)")
     return protos

@@ -90,7 +90,16 @@ def test_libraries_export_only_cuda_entry_points():
                                                           str(SIM / "libcuda.so.1"))
     rt = tool_output("nm", "-D", "--defined-only", str(SIM / "libcudart.so.13")).split("\n")
     names = [line.split()[-1] for line in rt if line.strip()]
-    assert [n for n in names if not n.startswith("cuda")] == []
+    # The CUDA entry points, nvcc's registration hooks (__cuda*), and the
+    # version node itself (an absolute symbol named after it).
+    assert [n for n in names if not n.startswith(("cuda", "__cuda"))] == ["libcudart.so.13"]
+    # NVIDIA's version node on every one of them: PyTorch's references are
+    # versioned (cudaMalloc@libcudart.so.13) and ld.so refuses a stand-in
+    # without it.
+    dyn = tool_output("objdump", "-T", str(SIM / "libcudart.so.13")).split("\n")
+    versions = {l.split()[-1]: l.split()[-2] for l in dyn if " .text" in l}
+    assert versions["cudaMalloc"] == versions["__cudaRegisterFatBinary"] == "libcudart.so.13"
+    assert set(versions.values()) == {"libcudart.so.13"}
 
 
 def test_without_libcuda_the_driver_is_insufficient(tmp_path):

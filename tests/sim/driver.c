@@ -369,28 +369,6 @@ CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 }
 DRIVER_SELF(cuDeviceTotalMem);
 
-CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
-{
-    DRIVER_ENTER(cuDeviceGetAttribute);
-    CUresult r = check_device(dev);
-    if (r == CUDA_SUCCESS && pi == NULL)
-        r = CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS) {
-        switch (attrib) { /* an H100-like device that supports every allocator */
-        case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = 132; break;
-        case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *pi = 1; break;
-        case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = 9; break;
-        case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = 0; break;
-        case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: *pi = 1; break;
-        case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *pi = 1; break;
-        case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *pi = 1; break;
-        default: r = CUDA_ERROR_INVALID_VALUE; break;
-        }
-    }
-    return driver_leave(SYM_cuDeviceGetAttribute, r, "(%d, %d)", (int)attrib, dev);
-}
-DRIVER_SELF(cuDeviceGetAttribute);
-
 /* ---- primary contexts ---- */
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
@@ -641,6 +619,40 @@ CUresult cuCtxSetCurrent(CUcontext ctx)
     return driver_leave(SYM_cuCtxSetCurrent, r, "(%p)", (void *)ctx);
 }
 DRIVER_SELF(cuCtxSetCurrent);
+
+/* The sim keeps no context stack: with one (primary) context per device,
+ * push makes ctx current and pop hands back and clears the current one,
+ * which is what a push/pop pair around other work amounts to. */
+CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    DRIVER_ENTER(cuCtxPushCurrent_v2);
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS) {
+        driver_lock();
+        if (ctx == NULL || !known_context(ctx) || ctx->refs == 0)
+            r = CUDA_ERROR_INVALID_CONTEXT;
+        driver_unlock();
+    }
+    if (r == CUDA_SUCCESS)
+        current_ctx = ctx;
+    return driver_leave(SYM_cuCtxPushCurrent_v2, r, "(%p)", (void *)ctx);
+}
+DRIVER_SELF(cuCtxPushCurrent_v2);
+
+CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    DRIVER_ENTER(cuCtxPopCurrent_v2);
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && current_ctx == NULL)
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    if (r == CUDA_SUCCESS) {
+        if (pctx != NULL)
+            *pctx = current_ctx;
+        current_ctx = NULL;
+    }
+    return driver_leave(SYM_cuCtxPopCurrent_v2, r, "()");
+}
+DRIVER_SELF(cuCtxPopCurrent_v2);
 
 /* The device of ctx, or of the current context when ctx is NULL. */
 static CUresult ctx_device(CUcontext ctx, int *dev)

@@ -26,15 +26,15 @@
  * SIM_DEV_BASE + d * SIM_DEV_STRIDE, its VMM reservations SIM_VMM_OFFSET
  * above that.  Far from where Linux maps host memory, so a device pointer
  * never equals a host one.  Nothing ever dereferences them. */
-#define SIM_DEV_BASE UINT64_C(0x200000000000)
+#define SIM_DEV_BASE SIM_DEVICE_WINDOW_BASE
 #define SIM_DEV_STRIDE UINT64_C(0x10000000000)  /* 1 TiB per device */
 #define SIM_VMM_OFFSET UINT64_C(0x8000000000)   /* 512 GiB */
 #define SIM_MAX_CAPACITY SIM_VMM_OFFSET          /* linear memory must fit below the VMM window */
 /* 32-bit addresses for the pre-3.2 entry points (cuMemAlloc, cuMemAllocPitch),
  * whose CUdeviceptr_v1 is an unsigned int; shared by all devices. */
-#define SIM_V1_BASE UINT64_C(0x80000000)
-#define SIM_V1_END UINT64_C(0x100000000)
-#define SIM_MAX_DEVICES 16
+#define SIM_V1_BASE SIM_V1_WINDOW_BASE
+#define SIM_V1_END SIM_V1_WINDOW_END
+#define SIM_MAX_DEVICES 16 /* SIM_DEVICE_WINDOW_END in sim_common.h assumes 16 */
 #define SIM_DRIVER_VERSION 13000
 
 /* X(symbol, allocates): every function libcuda.so.1 exports.  `allocates`
@@ -64,7 +64,13 @@
     X(cuMemPoolDestroy, 0) X(cuMemPoolTrimTo, 0) X(cuDeviceGetDefaultMemPool, 0) \
     X(cuMemAddressReserve, 1) X(cuMemAddressFree, 0) X(cuMemCreate, 1)           \
     X(cuMemRelease, 0) X(cuMemMap, 0) X(cuMemUnmap, 0) X(cuMemSetAccess, 0)      \
-    X(cuMemGetAllocationGranularity, 0) X(cuMemRetainAllocationHandle, 0)
+    X(cuMemGetAllocationGranularity, 0) X(cuMemRetainAllocationHandle, 0)        \
+    X(cuMemPoolGetAttribute, 0) X(cuMemPoolSetAttribute, 0)                      \
+    X(cuMemGetAllocationPropertiesFromHandle, 0)                                 \
+    X(cuMemExportToShareableHandle, 0) X(cuMemImportFromShareableHandle, 0)      \
+    X(cuDeviceGetUuid_v2, 0) X(cuCtxPushCurrent_v2, 0) X(cuCtxPopCurrent_v2, 0)  \
+    X(cuMemGetAddressRange_v2, 0) X(cuMemsetD32Async, 0)                         \
+    X(cuStreamWriteValue32_v2, 0)
 
 #define DRIVER_SYM_ENUM(s, a) SYM_##s,
 enum driver_sym { DRIVER_SYMBOLS(DRIVER_SYM_ENUM) DRIVER_NSYMS };
@@ -103,6 +109,11 @@ struct CUmemPoolHandle_st {
     uint64_t live;       /* allocations not yet freed */
     uint64_t live_bytes; /* their requested sizes, checked against max_size */
     uint64_t max_size;   /* CUmemPoolProps.maxSize; 0 = no limit */
+    uint64_t reserved;   /* device bytes the pool holds: live and cached blocks */
+    uint64_t reserved_high, used_high; /* since creation or the last reset */
+    uint64_t release_threshold;        /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */
+    int reuse[3];        /* the three REUSE_* attributes: stored, not acted on */
+    struct sim_alloc *cached;          /* freed blocks kept for reuse (uthash-free list) */
     struct CUmemPoolHandle_st *next; /* every pool, to validate handles */
 };
 
@@ -134,6 +145,8 @@ struct sim_alloc {
     struct driver_vaspace_block block; /* device pages held (VB_NONE for AK_HOST) */
     size_t map_len;                    /* AK_MANAGED, AK_HOST: length of the mmap */
     struct CUmemPoolHandle_st *pool;   /* AK_ASYNC */
+    uint64_t footprint;                /* AK_ASYNC: device bytes its block holds */
+    struct sim_alloc *next_cached;     /* AK_ASYNC: in pool->cached once freed */
     UT_hash_handle hh;
 };
 
@@ -193,6 +206,10 @@ void driver_memory_free_context(struct CUctx_st *c);
 /* driver_memory.c, with driver.lock held: creates the default pool of d;
  * CUDA_ERROR_OUT_OF_MEMORY when the host is out of memory. */
 CUresult driver_memory_init_device(int d);
+
+/* driver_vmm.c, with driver.lock held: the mapping holding addr, as
+ * cuMemGetAddressRange reports it; 0 when addr is not mapped. */
+int driver_vmm_range(uint64_t addr, uint64_t *base, uint64_t *size);
 
 /* driver_procaddress.c: the cuGetProcAddress look-up.  Stores the function
  * in *pfn (NULL when none) and the outcome in *status. */

@@ -16,10 +16,18 @@
  *    charged to the device as if resident, in whole pages, no contiguity.
  *  - pinned host: real page-aligned host memory, charged to no device,
  *    owned by the context it was made in (freed with it).
- *  - async: placed like linear memory and charged at once; a pool keeps
- *    nothing cached (release threshold 0), so cuMemFreeAsync gives the memory
- *    back to the device immediately.  A pool destroyed while allocations are
- *    live stays until the last of them is freed, as documented.
+ *  - async: placed like linear memory and charged at once (the block is
+ *    what the pool reserves for it: whole 2 MiB pages from 1 MiB up, 512-byte
+ *    units of a shared page below).  cuMemFreeAsync keeps the block in the
+ *    pool for reuse by a later allocation it fits (best fit), as long as the
+ *    pool's reserved bytes stay within its release threshold (default 0:
+ *    given back at once; NVIDIA gives it back at the next synchronisation,
+ *    which on a device whose work completes at once is the same).
+ *    cuMemPoolTrimTo releases cached blocks; an allocation that does not fit
+ *    releases the pool's cached blocks and tries once more.  Pool attributes
+ *    report reserved (blocks held) and used (bytes asked for) memory.  A pool
+ *    destroyed while allocations are live stays until the last of them is
+ *    freed, as documented.
  *
  * Every memory call needs a current context (CUDA_ERROR_INVALID_CONTEXT
  * otherwise); pools and the default pool only need cuInit.  A zero size is
@@ -61,8 +69,34 @@ static struct CUmemPoolHandle_st *new_pool(int device, int is_default, uint64_t 
     return p;
 }
 
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+    return a > b ? a : b;
+}
+
+/* Device bytes a placement holds. */
+static uint64_t footprint_of(const struct driver_vaspace_block *b)
+{
+    if (b->kind == VB_SMALL)
+        return (uint64_t)b->units * SIM_UNIT;
+    return b->npages * SIM_PAGE;
+}
+
+/* Releases cached blocks of p until it reserves at most `keep` bytes. */
+static void trim_pool(struct CUmemPoolHandle_st *p, uint64_t keep)
+{
+    while (p->reserved > keep && p->cached != NULL) {
+        struct sim_alloc *a = p->cached;
+        p->cached = a->next_cached;
+        driver_vaspace_release(&driver.dev[a->device].pages, &a->block);
+        p->reserved -= a->footprint;
+        free(a);
+    }
+}
+
 static void free_pool(struct CUmemPoolHandle_st *p)
 {
+    trim_pool(p, 0);
     struct CUmemPoolHandle_st **pp = &driver.pools;
     while (*pp != p)
         pp = &(*pp)->next;
@@ -89,11 +123,44 @@ static void release_alloc(struct sim_alloc *a)
     if (a->pool != NULL) {
         a->pool->live--;
         a->pool->live_bytes -= a->size;
+        a->pool->reserved -= a->footprint;
         if (a->pool->destroyed && a->pool->live == 0)
             free_pool(a->pool);
     }
     HASH_DEL(driver.allocs, a);
     free(a);
+}
+
+/* cuMemFreeAsync: the block stays in the pool while the pool's reserved
+ * bytes are within its release threshold. */
+static void cache_async(struct sim_alloc *a)
+{
+    struct CUmemPoolHandle_st *p = a->pool;
+    HASH_DEL(driver.allocs, a);
+    p->live--;
+    p->live_bytes -= a->size;
+    a->next_cached = p->cached;
+    p->cached = a;
+    if (p->destroyed && p->live == 0)
+        free_pool(p);
+    else
+        trim_pool(p, p->release_threshold);
+}
+
+/* A cached block of p that holds `size` bytes, the smallest such; removed
+ * from the cache.  NULL when none fits. */
+static struct sim_alloc *reuse_cached(struct CUmemPoolHandle_st *p, uint64_t size)
+{
+    struct sim_alloc **best = NULL;
+    for (struct sim_alloc **pa = &p->cached; *pa != NULL; pa = &(*pa)->next_cached)
+        if ((*pa)->footprint >= size && (best == NULL || (*pa)->footprint < (*best)->footprint))
+            best = pa;
+    if (best == NULL)
+        return NULL;
+    struct sim_alloc *a = *best;
+    *best = a->next_cached;
+    a->next_cached = NULL;
+    return a;
 }
 
 CUresult driver_memory_init_device(int d)
@@ -144,8 +211,12 @@ static CUresult new_device_alloc(int dev, uint64_t size, enum sim_alloc_kind kin
     a->ctx = driver_current_context();
     a->pool = pool;
     if (pool != NULL) {
+        a->footprint = footprint_of(&a->block);
         pool->live++;
         pool->live_bytes += size;
+        pool->reserved += a->footprint;
+        pool->reserved_high = max_u64(pool->reserved_high, pool->reserved);
+        pool->used_high = max_u64(pool->used_high, pool->live_bytes);
     }
     add_alloc(a);
     *addr = a->addr;
@@ -509,8 +580,21 @@ static CUresult alloc_async(CUdeviceptr *dptr, uint64_t size, CUmemoryPool pool,
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS && pool->max_size != 0 && size > pool->max_size - pool->live_bytes)
         r = CUDA_ERROR_OUT_OF_MEMORY;
-    if (r == CUDA_SUCCESS)
+    struct sim_alloc *a = r == CUDA_SUCCESS ? reuse_cached(pool, size) : NULL;
+    if (a != NULL) {
+        a->size = size;
+        pool->live++;
+        pool->live_bytes += size;
+        pool->used_high = max_u64(pool->used_high, pool->live_bytes);
+        add_alloc(a);
+        *addr = a->addr;
+    } else if (r == CUDA_SUCCESS) {
         r = new_device_alloc(pool->device, size, AK_ASYNC, pool, addr);
+        if (r == CUDA_ERROR_OUT_OF_MEMORY && pool->cached != NULL) {
+            trim_pool(pool, 0);
+            r = new_device_alloc(pool->device, size, AK_ASYNC, pool, addr);
+        }
+    }
     driver_unlock();
     if (r == CUDA_SUCCESS)
         *dptr = *addr;
@@ -530,7 +614,7 @@ static CUresult free_async(uint64_t dptr)
         if (a == NULL || a->kind != AK_ASYNC)
             r = CUDA_ERROR_INVALID_VALUE;
         else
-            release_alloc(a);
+            cache_async(a);
     }
     driver_unlock();
     return r;
@@ -662,7 +746,9 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
         driver_lock();
         if (!usable_pool(pool))
             r = CUDA_ERROR_INVALID_VALUE;
-        driver_unlock(); /* nothing is ever cached, so nothing to trim */
+        else
+            trim_pool(pool, minBytesToKeep);
+        driver_unlock();
     }
     return driver_leave(SYM_cuMemPoolTrimTo, r, "(%p, %zu)", (void *)pool, minBytesToKeep);
 }
@@ -682,3 +768,102 @@ CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
                         r == CUDA_SUCCESS ? (void *)*pool_out : NULL);
 }
 DRIVER_SELF(cuDeviceGetDefaultMemPool);
+
+/* Values are cuuint64_t except the three REUSE_* ints.  Of the statistics
+ * only the two high-water marks may be set, to 0: that resets them to the
+ * current value. */
+CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    DRIVER_ENTER(cuMemPoolGetAttribute);
+    CUresult r = driver_ready();
+    uint64_t v = 0;
+    if (r == CUDA_SUCCESS && value == NULL)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        driver_lock();
+        if (!usable_pool(pool))
+            r = CUDA_ERROR_INVALID_VALUE;
+        else if (attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
+                 attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
+            *(int *)value = pool->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
+        else {
+            switch (attr) {
+            case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: v = pool->release_threshold; break;
+            case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: v = pool->reserved; break;
+            case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: v = pool->reserved_high; break;
+            case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: v = pool->live_bytes; break;
+            case CU_MEMPOOL_ATTR_USED_MEM_HIGH: v = pool->used_high; break;
+            default: r = CUDA_ERROR_INVALID_VALUE; break;
+            }
+            if (r == CUDA_SUCCESS)
+                *(cuuint64_t *)value = v;
+        }
+        driver_unlock();
+    }
+    return driver_leave(SYM_cuMemPoolGetAttribute, r, "(%p, %d) -> %llu", (void *)pool,
+                        (int)attr, (unsigned long long)v);
+}
+DRIVER_SELF(cuMemPoolGetAttribute);
+
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    DRIVER_ENTER(cuMemPoolSetAttribute);
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && value == NULL)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        driver_lock();
+        if (!usable_pool(pool))
+            r = CUDA_ERROR_INVALID_VALUE;
+        else if (attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
+                 attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
+            pool->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES] =
+                *(const int *)value != 0;
+        else if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) {
+            pool->release_threshold = *(const cuuint64_t *)value;
+            trim_pool(pool, pool->release_threshold);
+        } else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH && *(const cuuint64_t *)value == 0)
+            pool->reserved_high = pool->reserved;
+        else if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH && *(const cuuint64_t *)value == 0)
+            pool->used_high = pool->live_bytes;
+        else
+            r = CUDA_ERROR_INVALID_VALUE;
+        driver_unlock();
+    }
+    return driver_leave(SYM_cuMemPoolSetAttribute, r, "(%p, %d)", (void *)pool, (int)attr);
+}
+DRIVER_SELF(cuMemPoolSetAttribute);
+
+/* Device memory of any kind but host: linear, async and VMM-mapped
+ * addresses (driver_vmm.c answers for the last). */
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    DRIVER_ENTER(cuMemGetAddressRange_v2);
+    CUresult r = driver_ready();
+    uint64_t base = 0, size = 0;
+    if (r == CUDA_SUCCESS) {
+        driver_lock();
+        r = CUDA_ERROR_NOT_FOUND;
+        struct sim_alloc *a, *tmp;
+        HASH_ITER(hh, driver.allocs, a, tmp) {
+            if (a->kind != AK_HOST && dptr >= a->addr && dptr < a->addr + (a->size ? a->size : 1)) {
+                base = a->addr;
+                size = a->size;
+                r = CUDA_SUCCESS;
+                break;
+            }
+        }
+        if (r != CUDA_SUCCESS && driver_vmm_range(dptr, &base, &size))
+            r = CUDA_SUCCESS;
+        driver_unlock();
+    }
+    if (r == CUDA_SUCCESS) {
+        if (pbase != NULL)
+            *pbase = base;
+        if (psize != NULL)
+            *psize = size;
+    }
+    return driver_leave(SYM_cuMemGetAddressRange_v2, r, "(0x%llx) -> 0x%llx + %llu", dptr,
+                        (unsigned long long)base, (unsigned long long)size);
+}
+DRIVER_SELF(cuMemGetAddressRange_v2);

@@ -91,6 +91,20 @@ static const struct proc_entry entries[] = {
     ENTRY(cuMemSetAccess, cuMemSetAccess, 10020, 0),
     ENTRY(cuMemGetAllocationGranularity, cuMemGetAllocationGranularity, 10020, 0),
     ENTRY(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, 0),
+    ENTRY(cuMemPoolGetAttribute, cuMemPoolGetAttribute, 11020, 0),
+    ENTRY(cuMemPoolSetAttribute, cuMemPoolSetAttribute, 11020, 0),
+    ENTRY(cuMemGetAllocationPropertiesFromHandle, cuMemGetAllocationPropertiesFromHandle,
+          10020, 0),
+    ENTRY(cuMemExportToShareableHandle, cuMemExportToShareableHandle, 10020, 0),
+    ENTRY(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 10020, 0),
+    /* The v1 ABIs of these four are not simulated: their _v2 answers from
+     * the first version that has the name (the signatures are the same). */
+    ENTRY(cuDeviceGetUuid, cuDeviceGetUuid_v2, 9020, 0),
+    ENTRY(cuCtxPushCurrent, cuCtxPushCurrent_v2, 4000, 0),
+    ENTRY(cuCtxPopCurrent, cuCtxPopCurrent_v2, 4000, 0),
+    ENTRY(cuStreamWriteValue32, cuStreamWriteValue32_v2, 8000, 0),
+    ENTRY(cuMemGetAddressRange, cuMemGetAddressRange_v2, 3020, 0),
+    ENTRY(cuMemsetD32Async, cuMemsetD32Async, 3020, 0),
 };
 
 CUresult driver_procaddress_lookup(const char *symbol, void **pfn, int cudaVersion,

@@ -19,6 +19,12 @@
  * handle more often than it was created and retained.  The documentation
  * says a mapping offset "currently must be zero"; the sim accepts any
  * granularity-aligned offset with offset + size <= the handle's size.
+ * Handle types: POSIX_FD (or none) is accepted; FABRIC is refused with
+ * CUDA_ERROR_NOT_SUPPORTED, as on a machine without IMEX
+ * (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED is 0) - PyTorch asks for
+ * FABRIC first and falls back to POSIX_FD on any error but OOM.  Exporting
+ * and importing shareable handles is not simulated (CUDA_ERROR_NOT_SUPPORTED:
+ * the memory cannot be shared with another process).
  * All state is guarded by driver.lock.
  */
 #include "driver.h"
@@ -33,6 +39,7 @@ struct vmm_handle {
     unsigned long user_refs;
     unsigned long maps;
     struct driver_vaspace_block block; /* device pages held */
+    CUmemAllocationProp prop;          /* as cuMemCreate got it */
     UT_hash_handle hh;
 };
 
@@ -162,6 +169,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     if (r == CUDA_SUCCESS && prop->location.type == CU_MEM_LOCATION_TYPE_HOST &&
         prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE)
         r = CUDA_ERROR_INVALID_VALUE; /* documented: host allocations are not IPC capable */
+    if (r == CUDA_SUCCESS && (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_FABRIC))
+        r = CUDA_ERROR_NOT_SUPPORTED;
     if (r == CUDA_SUCCESS) {
         struct vmm_handle *h = calloc(1, sizeof *h);
         driver_lock();
@@ -179,6 +188,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         if (r == CUDA_SUCCESS) {
             h->id = id = next_id++;
             h->size = size;
+            h->prop = *prop;
             h->user_refs = 1;
             HASH_ADD(hh, handles, id, sizeof h->id, h);
             *handle = id;
@@ -235,6 +245,72 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void 
                         (unsigned long long)id);
 }
 DRIVER_SELF(cuMemRetainAllocationHandle);
+
+CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                CUmemGenericAllocationHandle handle)
+{
+    DRIVER_ENTER(cuMemGetAllocationPropertiesFromHandle);
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && prop == NULL)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        driver_lock();
+        struct vmm_handle *h = find_handle(handle);
+        if (h == NULL || h->user_refs == 0)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else
+            *prop = h->prop;
+        driver_unlock();
+    }
+    return driver_leave(SYM_cuMemGetAllocationPropertiesFromHandle, r, "(%llu)", handle);
+}
+DRIVER_SELF(cuMemGetAllocationPropertiesFromHandle);
+
+CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType handleType,
+                                      unsigned long long flags)
+{
+    DRIVER_ENTER(cuMemExportToShareableHandle);
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && (shareableHandle == NULL || flags != 0))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        driver_lock();
+        struct vmm_handle *h = find_handle(handle);
+        if (h == NULL || h->user_refs == 0 || !(h->prop.requestedHandleTypes & handleType))
+            r = CUDA_ERROR_INVALID_VALUE;
+        else
+            r = CUDA_ERROR_NOT_SUPPORTED; /* no process can map simulated memory */
+        driver_unlock();
+    }
+    return driver_leave(SYM_cuMemExportToShareableHandle, r, "(%llu, %d)", handle,
+                        (int)handleType);
+}
+DRIVER_SELF(cuMemExportToShareableHandle);
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                        CUmemAllocationHandleType shHandleType)
+{
+    DRIVER_ENTER(cuMemImportFromShareableHandle);
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && (handle == NULL || osHandle == NULL))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        r = CUDA_ERROR_NOT_SUPPORTED; /* nothing is ever exported */
+    return driver_leave(SYM_cuMemImportFromShareableHandle, r, "(%d)", (int)shHandleType);
+}
+DRIVER_SELF(cuMemImportFromShareableHandle);
+
+int driver_vmm_range(uint64_t addr, uint64_t *base, uint64_t *size)
+{
+    size_t first, last;
+    struct vmm_reservation *v = find_reservation(addr, 1);
+    if (v == NULL || !fully_mapped(v, addr, 1, &first, &last))
+        return 0;
+    *base = v->map[first].start;
+    *size = v->map[first].size;
+    return 1;
+}
 
 /* ---- address reservations ---- */
 

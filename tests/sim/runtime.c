@@ -123,6 +123,13 @@ static void pick_driver_functions(void)
     USE(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 11020, 0);
     USE(cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync", 11020, 2);
     USE(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 11020, 0);
+    USE(cuMemPoolGetAttribute, "cuMemPoolGetAttribute", 11020, 0);
+    USE(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", 11020, 0);
+    USE(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020, 0);
+    USE(cuDeviceGetAttribute, "cuDeviceGetAttribute", 2000, 0);
+    USE(cuDeviceGetName, "cuDeviceGetName", 2000, 0);
+    USE(cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020, 0);
+    USE(cuDeviceGetUuid, "cuDeviceGetUuid", 9020, 0);
 }
 
 static cudaError_t start_driver(void)
@@ -205,6 +212,19 @@ cudaError_t runtime_ready(void)
     return init_error;
 }
 
+int runtime_current_device(void)
+{
+    return tls_device;
+}
+
+int runtime_device_only(const void *p)
+{
+    uint64_t a = (uint64_t)(uintptr_t)p;
+    /* Not the 32-bit window of the pre-3.2 entry points: a host heap may
+     * reach 2 GiB, and the runtime never allocates there. */
+    return a >= SIM_DEVICE_WINDOW_BASE && a < SIM_DEVICE_WINDOW_END;
+}
+
 int runtime_valid_device(int dev)
 {
     return dev >= 0 && dev < ndevices;
@@ -277,6 +297,11 @@ static const struct {
      "CUDA driver version is insufficient for CUDA runtime version"},
     {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
     {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+    {cudaErrorInvalidDeviceFunction, "cudaErrorInvalidDeviceFunction",
+     "invalid device function"},
+    {cudaErrorPeerAccessUnsupported, "cudaErrorPeerAccessUnsupported",
+     "peer access is not supported between these two devices"},
+    {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
     {cudaErrorDeviceUninitialized, "cudaErrorDeviceUninitialized", "invalid device context"},
     {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle",
      "invalid resource handle"},

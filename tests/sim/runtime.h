@@ -15,6 +15,9 @@
 
 #pragma GCC visibility push(hidden)
 
+/* The runtime version the simulated libcudart reports: CUDA 13.0, the
+ * toolkit this project builds against (PyTorch only requires the major
+ * version to match what its wheel was built for). */
 #define SIM_RUNTIME_VERSION 13000
 
 /* X(symbol, allocates): the runtime functions SIMCUDA_FAIL may fail.
@@ -31,7 +34,48 @@
     X(cudaDeviceSynchronize, 0) X(cudaDeviceReset, 0)                              \
     X(cudaDeviceGetDefaultMemPool, 0) X(cudaRuntimeGetVersion, 0)                  \
     X(cudaDriverGetVersion, 0) X(cudaGetDriverEntryPoint, 0)                       \
-    X(cudaGetDriverEntryPointByVersion, 0)
+    X(cudaGetDriverEntryPointByVersion, 0)                                          \
+    X(cudaGetDeviceProperties, 0) X(cudaDeviceGetAttribute, 0)                     \
+    X(cudaDeviceGetPCIBusId, 0) X(cudaDeviceCanAccessPeer, 0)                      \
+    X(cudaDeviceEnablePeerAccess, 0) X(cudaDeviceGetStreamPriorityRange, 0)        \
+    X(cudaPointerGetAttributes, 0) X(cudaFuncGetAttributes, 0)                     \
+    X(cudaFuncSetAttribute, 0) X(cudaKernelSetAttributeForDevice, 0)               \
+    X(cudaLaunchKernel, 0) X(cudaLaunchKernelExC, 0)                               \
+    X(cudaLaunchCooperativeKernel, 0) X(cudaLaunchHostFunc, 0)                     \
+    X(cudaOccupancyMaxActiveBlocksPerMultiprocessor, 0)                            \
+    X(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, 0)                   \
+    X(cudaGetSymbolAddress, 0) X(cudaMemcpyToSymbol, 0)                            \
+    X(cudaLibraryLoadData, 0) X(cudaLibraryLoadFromFile, 0)                        \
+    X(cudaLibraryUnload, 0) X(cudaLibraryGetKernel, 0)                             \
+    X(cudaLibraryGetKernelCount, 0) X(cudaLibraryGetGlobal, 0)                     \
+    X(cudaLibraryGetManaged, 0) X(cudaLibraryGetUnifiedFunction, 0)                \
+    X(__cudaGetKernel, 0) X(__cudaLaunchKernel, 0) X(cudaStreamCreate, 0)          \
+    X(cudaStreamCreateWithFlags, 0) X(cudaStreamCreateWithPriority, 0)             \
+    X(cudaStreamDestroy, 0) X(cudaStreamGetPriority, 0) X(cudaStreamQuery, 0)      \
+    X(cudaStreamSynchronize, 0) X(cudaStreamWaitEvent, 0)                          \
+    X(cudaStreamAddCallback, 0) X(cudaStreamIsCapturing, 0)                        \
+    X(cudaStreamGetCaptureInfo, 0) X(cudaStreamBeginCapture, 0)                    \
+    X(cudaStreamBeginCaptureToGraph, 0) X(cudaStreamEndCapture, 0)                 \
+    X(cudaStreamUpdateCaptureDependencies, 0)                                      \
+    X(cudaThreadExchangeStreamCaptureMode, 0) X(cudaEventCreate, 0)                \
+    X(cudaEventCreateWithFlags, 0) X(cudaEventDestroy, 0) X(cudaEventRecord, 0)    \
+    X(cudaEventRecordWithFlags, 0) X(cudaEventQuery, 0)                            \
+    X(cudaEventSynchronize, 0) X(cudaEventElapsedTime, 0) X(cudaGraphAddNode, 0)   \
+    X(cudaGraphConditionalHandleCreate, 0) X(cudaGraphDestroy, 0)                  \
+    X(cudaGraphExecDestroy, 0) X(cudaGraphGetNodes, 0)                             \
+    X(cudaGraphInstantiate, 0) X(cudaGraphInstantiateWithFlags, 0)                 \
+    X(cudaGraphLaunch, 0) X(cudaGraphNodeGetDependencies, 0)                       \
+    X(cudaGraphRetainUserObject, 0) X(cudaUserObjectCreate, 0)                     \
+    X(cudaUserObjectRelease, 0) X(cudaDeviceGetGraphMemAttribute, 0)               \
+    X(cudaDeviceSetGraphMemAttribute, 0) X(cudaProfilerStart, 0)                   \
+    X(cudaProfilerStop, 0) X(cudaMemcpy, 0) X(cudaMemcpyAsync, 0)                  \
+    X(cudaMemcpy2DAsync, 0) X(cudaMemcpyPeerAsync, 0) X(cudaMemset, 0)             \
+    X(cudaMemsetAsync, 0) X(cudaHostRegister, 0) X(cudaHostUnregister, 0)          \
+    X(cudaIpcGetMemHandle, 0) X(cudaIpcOpenMemHandle, 0)                           \
+    X(cudaIpcCloseMemHandle, 0) X(cudaIpcGetEventHandle, 0)                        \
+    X(cudaIpcOpenEventHandle, 0) X(cudaMemPoolGetAttribute, 0)                     \
+    X(cudaMemPoolSetAttribute, 0) X(cudaMemPoolTrimTo, 0)                          \
+    X(cudaMemPoolSetAccess, 0)
 
 #define RUNTIME_SYM_ENUM(s, a) RSYM_##s,
 enum runtime_sym { RUNTIME_SYMBOLS(RUNTIME_SYM_ENUM) RUNTIME_NSYMS };
@@ -64,6 +108,13 @@ struct runtime_driver {
     __typeof__(cuMemAllocFromPoolAsync) *cuMemAllocFromPoolAsync;
     __typeof__(cuMemAllocFromPoolAsync_ptsz) *cuMemAllocFromPoolAsync_ptsz;
     __typeof__(cuDeviceGetDefaultMemPool) *cuDeviceGetDefaultMemPool;
+    __typeof__(cuMemPoolGetAttribute) *cuMemPoolGetAttribute;
+    __typeof__(cuMemPoolSetAttribute) *cuMemPoolSetAttribute;
+    __typeof__(cuMemPoolTrimTo) *cuMemPoolTrimTo;
+    __typeof__(cuDeviceGetAttribute) *cuDeviceGetAttribute;
+    __typeof__(cuDeviceGetName) *cuDeviceGetName;
+    __typeof__(cuDeviceTotalMem_v2) *cuDeviceTotalMem_v2;
+    __typeof__(cuDeviceGetUuid_v2) *cuDeviceGetUuid; /* the 9020 look-up */
 };
 
 extern struct runtime_driver runtime_drv;
@@ -96,6 +147,13 @@ cudaError_t runtime_context(void);
 
 /* Whether dev is an ordinal the driver reported. */
 int runtime_valid_device(int dev);
+
+/* The thread's current device (cudaSetDevice). */
+int runtime_current_device(void);
+
+/* Whether p is in the simulated devices' address windows: memory no host
+ * code may touch (see SIM_DEVICE_WINDOW in sim_common.h). */
+int runtime_device_only(const void *p);
 
 /* The CUresult -> cudaError_t mapping of NVIDIA's runtime. */
 cudaError_t runtime_result(CUresult r);

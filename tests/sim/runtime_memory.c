@@ -265,3 +265,53 @@ cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
     return runtime_leave(RSYM_cudaDeviceGetDefaultMemPool, e, "(%d) -> %p", device,
                          e == cudaSuccess ? (void *)*memPool : NULL);
 }
+
+/* ---- pool attributes: the runtime's numbering is the driver's ---- */
+
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
+{
+    RUNTIME_ENTER(cudaMemPoolGetAttribute);
+    cudaError_t e = runtime_ready();
+    if (e == cudaSuccess)
+        e = RUNTIME_HAVE(cuMemPoolGetAttribute);
+    if (e == cudaSuccess)
+        e = runtime_result(
+            runtime_drv.cuMemPoolGetAttribute(memPool, (CUmemPool_attribute)attr, value));
+    return runtime_leave(RSYM_cudaMemPoolGetAttribute, e, "(%p, %d)", (void *)memPool, (int)attr);
+}
+
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
+{
+    RUNTIME_ENTER(cudaMemPoolSetAttribute);
+    cudaError_t e = runtime_ready();
+    if (e == cudaSuccess)
+        e = RUNTIME_HAVE(cuMemPoolSetAttribute);
+    if (e == cudaSuccess)
+        e = runtime_result(
+            runtime_drv.cuMemPoolSetAttribute(memPool, (CUmemPool_attribute)attr, value));
+    return runtime_leave(RSYM_cudaMemPoolSetAttribute, e, "(%p, %d)", (void *)memPool, (int)attr);
+}
+
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
+{
+    RUNTIME_ENTER(cudaMemPoolTrimTo);
+    cudaError_t e = runtime_ready();
+    if (e == cudaSuccess)
+        e = RUNTIME_HAVE(cuMemPoolTrimTo);
+    if (e == cudaSuccess)
+        e = runtime_result(runtime_drv.cuMemPoolTrimTo(memPool, minBytesToKeep));
+    return runtime_leave(RSYM_cudaMemPoolTrimTo, e, "(%p, %zu)", (void *)memPool, minBytesToKeep);
+}
+
+/* Every simulated device already reaches every pool. */
+cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cudaMemAccessDesc *descList,
+                                 size_t count)
+{
+    RUNTIME_ENTER(cudaMemPoolSetAccess);
+    cudaError_t e = descList == NULL && count > 0 ? cudaErrorInvalidValue : runtime_ready();
+    for (size_t i = 0; i < count && e == cudaSuccess; i++)
+        if (descList[i].location.type != cudaMemLocationTypeDevice ||
+            !runtime_valid_device(descList[i].location.id))
+            e = cudaErrorInvalidValue;
+    return runtime_leave(RSYM_cudaMemPoolSetAccess, e, "(%p, %zu)", (void *)memPool, count);
+}

@@ -146,6 +146,56 @@ static void other_device_body(void)
 }
 SIM_TEST(pool_other_device, other_device_body, "SIMCUDA_MEMORY=16MiB", "SIMCUDA_DEVICES=2")
 
+static cuuint64_t pool_attr(CUmemoryPool pool, CUmemPool_attribute a)
+{
+    cuuint64_t v = 99;
+    SIM_CHECK_CU(cuMemPoolGetAttribute(pool, a, &v), CUDA_SUCCESS);
+    return v;
+}
+
+/* What PyTorch's cudaMallocAsync backend relies on: with the release
+ * threshold raised, freed blocks stay reserved in the pool (cuMemGetInfo
+ * says so), are reused by a request they fit, and go back on TrimTo; the
+ * attributes report reserved and used bytes and their high-water marks. */
+static void pool_keeps_memory_body(void)
+{
+    CUmemoryPool pool = NULL;
+    CUdeviceptr a = 0, b = 0, c = 0;
+    sim_test_ctx(0);
+    SIM_CHECK_CU(cuDeviceGetDefaultMemPool(&pool, 0), CUDA_SUCCESS);
+    SIM_CHECK_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), 0);
+    cuuint64_t keep = UINT64_MAX;
+    SIM_CHECK_CU(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep),
+                 CUDA_SUCCESS);
+    SIM_CHECK_CU(cuMemAllocAsync(&a, 3 * MiB, STREAM), CUDA_SUCCESS);
+    SIM_CHECK_CU(cuMemAllocAsync(&b, 1000, STREAM), CUDA_SUCCESS);
+    SIM_CHECK_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 3 * MiB + 1000);
+    SIM_CHECK_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 4 * MiB + 1024);
+    SIM_CHECK_CU(cuMemFreeAsync(a, STREAM), CUDA_SUCCESS);
+    SIM_CHECK_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 1000);
+    SIM_CHECK_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 3 * MiB + 1000);
+    SIM_CHECK_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 4 * MiB + 1024);
+    SIM_CHECK_EQ(sim_test_free(), 10 * MiB); /* still held by the pool (and b's shared page) */
+    SIM_CHECK_CU(cuMemAllocAsync(&c, 2 * MiB + 5, STREAM), CUDA_SUCCESS);
+    SIM_CHECK_EQ(c, a); /* the cached block, reused */
+    SIM_CHECK_CU(cuMemFreeAsync(c, STREAM), CUDA_SUCCESS);
+    cuuint64_t zero = 0;
+    SIM_CHECK_CU(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero),
+                 CUDA_SUCCESS);
+    SIM_CHECK_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 1000);
+    SIM_CHECK_CU(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &zero),
+                 CUDA_ERROR_INVALID_VALUE);
+    SIM_CHECK_CU(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+    SIM_CHECK_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 1024);
+    SIM_CHECK_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 4 * MiB + 1024);
+    SIM_CHECK_CU(cuMemFreeAsync(b, STREAM), CUDA_SUCCESS);
+    SIM_CHECK_CU(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero),
+                 CUDA_SUCCESS);
+    SIM_CHECK_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
+    SIM_CHECK_EQ(sim_test_free(), 16 * MiB);
+}
+SIM_TEST(pool_keeps_memory, pool_keeps_memory_body, "SIMCUDA_MEMORY=16MiB")
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -153,6 +203,7 @@ int main(void)
         cmocka_unit_test(async_errors),
         cmocka_unit_test(created_pool),
         cmocka_unit_test(pool_other_device),
+        cmocka_unit_test(pool_keeps_memory),
     };
     return cmocka_run_group_tests_name("sim_pool", tests, NULL, NULL);
 }

@@ -1,0 +1,153 @@
+/* runtime_copy.c - copies, memsets, host registration and IPC of the
+ * simulated runtime.
+ *
+ * Device memory is never backed (its addresses are in the windows of
+ * runtime_device_only), so a copy is judged by where each side is, not by
+ * its cudaMemcpyKind (which is only checked for range, as UVA makes
+ * cudaMemcpyDefault the usual kind): into device memory does nothing, from
+ * device memory into host memory writes zeros there (what a fresh device
+ * buffer would hold), host to host copies for real (managed and pinned
+ * memory are host memory here).  Memsets of host-visible memory set it.
+ * Stream-ordered variants complete before they return.
+ *
+ * Host registration is accepted (the memory is already host memory); IPC
+ * handles are cudaErrorNotSupported: no other process can map simulated
+ * device memory.
+ */
+#include "runtime.h"
+
+#include <string.h>
+
+static cudaError_t copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+    if ((unsigned)kind > cudaMemcpyDefault)
+        return cudaErrorInvalidValue;
+    cudaError_t e = runtime_context();
+    if (e != cudaSuccess || count == 0 || runtime_device_only(dst))
+        return e;
+    if (dst == NULL || src == NULL)
+        return cudaErrorInvalidValue;
+    if (runtime_device_only(src))
+        memset(dst, 0, count);
+    else
+        memmove(dst, src, count);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+    RUNTIME_ENTER(cudaMemcpy);
+    cudaError_t e = copy(dst, src, count, kind);
+    return runtime_leave(RSYM_cudaMemcpy, e, "(%p, %p, %zu, %d)", dst, src, count, (int)kind);
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                            cudaStream_t stream)
+{
+    RUNTIME_ENTER(cudaMemcpyAsync);
+    cudaError_t e = copy(dst, src, count, kind);
+    return runtime_leave(RSYM_cudaMemcpyAsync, e, "(%p, %p, %zu, %d, %p)", dst, src, count,
+                         (int)kind, (void *)stream);
+}
+
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                              size_t width, size_t height, enum cudaMemcpyKind kind,
+                              cudaStream_t stream)
+{
+    RUNTIME_ENTER(cudaMemcpy2DAsync);
+    cudaError_t e = width > dpitch || width > spitch ? cudaErrorInvalidValue : cudaSuccess;
+    for (size_t row = 0; row < height && e == cudaSuccess; row++)
+        e = copy((char *)dst + row * dpitch, (const char *)src + row * spitch, width, kind);
+    if (height == 0 && e == cudaSuccess)
+        e = copy(dst, src, 0, kind);
+    return runtime_leave(RSYM_cudaMemcpy2DAsync, e, "(%p, %p, %zu x %zu, %p)", dst, src, width,
+                         height, (void *)stream);
+}
+
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice,
+                                size_t count, cudaStream_t stream)
+{
+    RUNTIME_ENTER(cudaMemcpyPeerAsync);
+    cudaError_t e = runtime_ready();
+    if (e == cudaSuccess && (!runtime_valid_device(dstDevice) || !runtime_valid_device(srcDevice)))
+        e = cudaErrorInvalidDevice;
+    if (e == cudaSuccess)
+        e = copy(dst, src, count, cudaMemcpyDeviceToDevice);
+    return runtime_leave(RSYM_cudaMemcpyPeerAsync, e, "(%p, %d, %p, %d, %zu, %p)", dst,
+                         dstDevice, src, srcDevice, count, (void *)stream);
+}
+
+static cudaError_t set(void *p, int value, size_t count)
+{
+    cudaError_t e = runtime_context();
+    if (e == cudaSuccess && count > 0 && !runtime_device_only(p)) {
+        if (p == NULL)
+            return cudaErrorInvalidValue;
+        memset(p, value, count);
+    }
+    return e;
+}
+
+cudaError_t cudaMemset(void *devPtr, int value, size_t count)
+{
+    RUNTIME_ENTER(cudaMemset);
+    cudaError_t e = set(devPtr, value, count);
+    return runtime_leave(RSYM_cudaMemset, e, "(%p, %d, %zu)", devPtr, value, count);
+}
+
+cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
+{
+    RUNTIME_ENTER(cudaMemsetAsync);
+    cudaError_t e = set(devPtr, value, count);
+    return runtime_leave(RSYM_cudaMemsetAsync, e, "(%p, %d, %zu, %p)", devPtr, value, count,
+                         (void *)stream);
+}
+
+cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
+{
+    RUNTIME_ENTER(cudaHostRegister);
+    cudaError_t e = ptr == NULL || size == 0 || runtime_device_only(ptr) ? cudaErrorInvalidValue
+                                                                         : runtime_context();
+    return runtime_leave(RSYM_cudaHostRegister, e, "(%p, %zu, %u)", ptr, size, flags);
+}
+
+cudaError_t cudaHostUnregister(void *ptr)
+{
+    RUNTIME_ENTER(cudaHostUnregister);
+    cudaError_t e = ptr == NULL ? cudaErrorInvalidValue : runtime_context();
+    return runtime_leave(RSYM_cudaHostUnregister, e, "(%p)", ptr);
+}
+
+#define NO_IPC(sym)                                                                 \
+    RUNTIME_ENTER(sym);                                                             \
+    return runtime_leave(RSYM_##sym, cudaErrorNotSupported, "() (IPC is not simulated)")
+
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
+{
+    (void)handle, (void)devPtr;
+    NO_IPC(cudaIpcGetMemHandle);
+}
+
+cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle, unsigned int flags)
+{
+    (void)devPtr, (void)handle, (void)flags;
+    NO_IPC(cudaIpcOpenMemHandle);
+}
+
+cudaError_t cudaIpcCloseMemHandle(void *devPtr)
+{
+    (void)devPtr;
+    NO_IPC(cudaIpcCloseMemHandle);
+}
+
+cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t *handle, cudaEvent_t event)
+{
+    (void)handle, (void)event;
+    NO_IPC(cudaIpcGetEventHandle);
+}
+
+cudaError_t cudaIpcOpenEventHandle(cudaEvent_t *event, cudaIpcEventHandle_t handle)
+{
+    (void)event, (void)handle;
+    NO_IPC(cudaIpcOpenEventHandle);
+}

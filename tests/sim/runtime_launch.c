@@ -1,0 +1,427 @@
+/* runtime_launch.c - nvcc's host-side registration and kernel launches on
+ * the simulated device.
+ *
+ * A library built by nvcc registers its device code when it is loaded:
+ * __cudaRegisterFatBinary, then __cudaRegisterFunction for every kernel's
+ * host stub and __cudaRegisterVar for every __device__ variable,
+ * __cudaRegisterFatBinaryEnd; __cudaUnregisterFatBinary at unload.  Here
+ * that is bookkeeping only: a table of registered host functions (their
+ * kernel handles) and variables, so that cudaFuncGetAttributes,
+ * __cudaGetKernel and the launches can tell a kernel from any other pointer
+ * (cudaErrorInvalidDeviceFunction, as NVIDIA's runtime).  PyTorch registers
+ * tens of thousands of kernels at import: the table is a hash.
+ *
+ * A launch (<<<>>> pushes then pops the configuration; cudaLaunchKernel,
+ * cudaLaunchKernelExC, CUDA 13's __cudaLaunchKernel) checks its arguments
+ * and succeeds without running anything: the device has no memory contents
+ * to compute on.  Host functions (cudaLaunchHostFunc, stream callbacks) do
+ * run, at once, because work on a simulated stream completes at once.
+ * Runtime-loaded libraries (cudaLibrary*) would need a real module loader:
+ * cudaErrorNotSupported.
+ */
+#include "runtime.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uthash.h>
+
+#define MAX_CALL_DEPTH 16 /* nested <<<>>> configurations in one thread */
+
+struct kernel {
+    const void *host_fun; /* the key: the stub's address */
+    const char *name;     /* the mangled device name (owned by the library) */
+    UT_hash_handle hh;
+};
+
+struct symbol {
+    const void *host_var;
+    size_t size;
+    UT_hash_handle hh;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kernel *kernels;
+static struct symbol *symbols;
+static int fatbin_handle; /* what every registration hands back: its address */
+
+struct call_config {
+    dim3 grid, block;
+    size_t shared;
+    cudaStream_t stream;
+};
+static _Thread_local struct call_config call_stack[MAX_CALL_DEPTH];
+static _Thread_local int call_depth;
+
+static struct kernel *find_kernel(const void *f)
+{
+    struct kernel *k = NULL;
+    pthread_mutex_lock(&lock);
+    HASH_FIND_PTR(kernels, &f, k);
+    pthread_mutex_unlock(&lock);
+    return k;
+}
+
+/* ---- registration (declared in NVIDIA's crt/host_runtime.h, which is not
+ * part of the checked headers) ---- */
+
+void **__cudaRegisterFatBinary(void *fatCubin);
+void __cudaRegisterFatBinaryEnd(void **fatCubinHandle);
+void __cudaUnregisterFatBinary(void **fatCubinHandle);
+void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *deviceFun,
+                            const char *deviceName, int thread_limit, void *tid, void *bid,
+                            dim3 *bDim, dim3 *gDim, int *wSize);
+void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress,
+                       const char *deviceName, int ext, size_t size, int constant, int global);
+unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem,
+                                     struct CUstream_st *stream);
+cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sharedMem,
+                                       void *stream);
+cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *func);
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                               size_t sharedMem, cudaStream_t stream);
+
+void **__cudaRegisterFatBinary(void *fatCubin)
+{
+    (void)fatCubin;
+    return (void **)&fatbin_handle;
+}
+
+void __cudaRegisterFatBinaryEnd(void **fatCubinHandle)
+{
+    (void)fatCubinHandle;
+}
+
+/* Kernels stay registered: a library that unloads takes its stubs with it,
+ * and a stale entry is only looked up by an address no one calls. */
+void __cudaUnregisterFatBinary(void **fatCubinHandle)
+{
+    (void)fatCubinHandle;
+}
+
+void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *deviceFun,
+                            const char *deviceName, int thread_limit, void *tid, void *bid,
+                            dim3 *bDim, dim3 *gDim, int *wSize)
+{
+    (void)fatCubinHandle, (void)deviceFun, (void)thread_limit, (void)tid, (void)bid;
+    (void)bDim, (void)gDim, (void)wSize;
+    struct kernel *k = malloc(sizeof *k);
+    if (k == NULL)
+        return; /* launches of it then fail with cudaErrorInvalidDeviceFunction */
+    k->host_fun = hostFun;
+    k->name = deviceName;
+    struct kernel *old = NULL;
+    pthread_mutex_lock(&lock);
+    HASH_FIND_PTR(kernels, &k->host_fun, old);
+    if (old == NULL)
+        HASH_ADD_PTR(kernels, host_fun, k);
+    pthread_mutex_unlock(&lock);
+    if (old != NULL)
+        free(k);
+}
+
+void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress,
+                       const char *deviceName, int ext, size_t size, int constant, int global)
+{
+    (void)fatCubinHandle, (void)deviceAddress, (void)deviceName, (void)ext;
+    (void)constant, (void)global;
+    struct symbol *s = malloc(sizeof *s);
+    if (s == NULL)
+        return;
+    s->host_var = hostVar;
+    s->size = size;
+    struct symbol *old = NULL;
+    pthread_mutex_lock(&lock);
+    HASH_FIND_PTR(symbols, &s->host_var, old);
+    if (old == NULL)
+        HASH_ADD_PTR(symbols, host_var, s);
+    pthread_mutex_unlock(&lock);
+    if (old != NULL)
+        free(s);
+}
+
+unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem,
+                                     struct CUstream_st *stream)
+{
+    if (call_depth == MAX_CALL_DEPTH)
+        return 1; /* nonzero: the <<<>>> expression skips the launch */
+    call_stack[call_depth++] = (struct call_config){gridDim, blockDim, sharedMem, stream};
+    return 0;
+}
+
+cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sharedMem,
+                                       void *stream)
+{
+    if (call_depth == 0)
+        return cudaErrorInvalidValue;
+    struct call_config c = call_stack[--call_depth];
+    *gridDim = c.grid;
+    *blockDim = c.block;
+    *sharedMem = c.shared;
+    memcpy(stream, &c.stream, sizeof c.stream);
+    return cudaSuccess;
+}
+
+/* ---- launches ---- */
+
+static cudaError_t check_launch(const void *func, dim3 grid, dim3 block)
+{
+    cudaError_t e = runtime_context();
+    if (e != cudaSuccess)
+        return e;
+    if (find_kernel(func) == NULL)
+        return cudaErrorInvalidDeviceFunction;
+    unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0 || threads > 1024 ||
+        grid.y > 65535 || grid.z > 65535)
+        return cudaErrorInvalidValue; /* NVIDIA: cudaErrorInvalidConfiguration */
+    return cudaSuccess;
+}
+
+cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *func)
+{
+    RUNTIME_ENTER(__cudaGetKernel);
+    struct kernel *k = func == NULL ? NULL : find_kernel(func);
+    cudaError_t e = kernel == NULL ? cudaErrorInvalidValue
+                    : k == NULL    ? cudaErrorInvalidDeviceFunction
+                                   : cudaSuccess;
+    if (e == cudaSuccess)
+        *kernel = (cudaKernel_t)(void *)k;
+    return runtime_leave(RSYM___cudaGetKernel, e, "(%p)", func);
+}
+
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                               size_t sharedMem, cudaStream_t stream)
+{
+    RUNTIME_ENTER(__cudaLaunchKernel);
+    (void)args;
+    const struct kernel *k = (const struct kernel *)(void *)kernel;
+    cudaError_t e = k == NULL ? cudaErrorInvalidDeviceFunction
+                              : check_launch(k->host_fun, gridDim, blockDim);
+    return runtime_leave(RSYM___cudaLaunchKernel, e, "(%s, %zu, %p)", k ? k->name : "(null)",
+                         sharedMem, (void *)stream);
+}
+
+cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+                             size_t sharedMem, cudaStream_t stream)
+{
+    RUNTIME_ENTER(cudaLaunchKernel);
+    (void)args;
+    cudaError_t e = check_launch(func, gridDim, blockDim);
+    return runtime_leave(RSYM_cudaLaunchKernel, e, "(%p, %zu, %p)", func, sharedMem,
+                         (void *)stream);
+}
+
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
+{
+    RUNTIME_ENTER(cudaLaunchKernelExC);
+    (void)args;
+    cudaError_t e = config == NULL ? cudaErrorInvalidValue
+                                   : check_launch(func, config->gridDim, config->blockDim);
+    return runtime_leave(RSYM_cudaLaunchKernelExC, e, "(%p)", func);
+}
+
+cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim,
+                                        void **args, size_t sharedMem, cudaStream_t stream)
+{
+    RUNTIME_ENTER(cudaLaunchCooperativeKernel);
+    (void)args;
+    cudaError_t e = check_launch(func, gridDim, blockDim);
+    return runtime_leave(RSYM_cudaLaunchCooperativeKernel, e, "(%p, %zu, %p)", func, sharedMem,
+                         (void *)stream);
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData)
+{
+    RUNTIME_ENTER(cudaLaunchHostFunc);
+    cudaError_t e = fn == NULL ? cudaErrorInvalidValue : runtime_context();
+    if (e == cudaSuccess)
+        fn(userData);
+    return runtime_leave(RSYM_cudaLaunchHostFunc, e, "(%p)", (void *)stream);
+}
+
+/* ---- kernel attributes ---- */
+
+cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
+{
+    RUNTIME_ENTER(cudaFuncGetAttributes);
+    cudaError_t e = attr == NULL ? cudaErrorInvalidValue : runtime_context();
+    if (e == cudaSuccess && find_kernel(func) == NULL)
+        e = cudaErrorInvalidDeviceFunction;
+    if (e == cudaSuccess) {
+        /* What a small elementwise kernel built for sm_90 reports. */
+        memset(attr, 0, sizeof *attr);
+        attr->maxThreadsPerBlock = 1024;
+        attr->numRegs = 32;
+        attr->ptxVersion = 90;
+        attr->binaryVersion = 90;
+        attr->maxDynamicSharedSizeBytes = 48 * 1024;
+        attr->preferredShmemCarveout = -1;
+    }
+    return runtime_leave(RSYM_cudaFuncGetAttributes, e, "(%p)", func);
+}
+
+cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
+{
+    RUNTIME_ENTER(cudaFuncSetAttribute);
+    cudaError_t e = runtime_context();
+    if (e == cudaSuccess && find_kernel(func) == NULL)
+        e = cudaErrorInvalidDeviceFunction;
+    return runtime_leave(RSYM_cudaFuncSetAttribute, e, "(%p, %d, %d)", func, (int)attr, value);
+}
+
+cudaError_t cudaKernelSetAttributeForDevice(cudaKernel_t kernel, enum cudaFuncAttribute attr,
+                                            int value, int device)
+{
+    RUNTIME_ENTER(cudaKernelSetAttributeForDevice);
+    cudaError_t e = kernel == NULL ? cudaErrorInvalidDeviceFunction : runtime_ready();
+    if (e == cudaSuccess && !runtime_valid_device(device))
+        e = cudaErrorInvalidDevice;
+    return runtime_leave(RSYM_cudaKernelSetAttributeForDevice, e, "(%d, %d, %d)", (int)attr,
+                         value, device);
+}
+
+/* 2048 resident threads per SM, at most 32 blocks. */
+static cudaError_t occupancy(int *numBlocks, const void *func, int blockSize)
+{
+    cudaError_t e = numBlocks == NULL || blockSize <= 0 ? cudaErrorInvalidValue
+                                                        : runtime_context();
+    if (e == cudaSuccess && find_kernel(func) == NULL)
+        e = cudaErrorInvalidDeviceFunction;
+    if (e == cudaSuccess) {
+        int n = 2048 / blockSize;
+        *numBlocks = n > 32 ? 32 : n;
+    }
+    return e;
+}
+
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const void *func,
+                                                          int blockSize, size_t dynamicSMemSize)
+{
+    RUNTIME_ENTER(cudaOccupancyMaxActiveBlocksPerMultiprocessor);
+    cudaError_t e = occupancy(numBlocks, func, blockSize);
+    return runtime_leave(RSYM_cudaOccupancyMaxActiveBlocksPerMultiprocessor, e, "(%p, %d, %zu)",
+                         func, blockSize, dynamicSMemSize);
+}
+
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks,
+                                                                   const void *func,
+                                                                   int blockSize,
+                                                                   size_t dynamicSMemSize,
+                                                                   unsigned int flags)
+{
+    RUNTIME_ENTER(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags);
+    cudaError_t e = occupancy(numBlocks, func, blockSize);
+    return runtime_leave(RSYM_cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, e,
+                         "(%p, %d, %zu, %u)", func, blockSize, dynamicSMemSize, flags);
+}
+
+/* ---- __device__ variables ---- */
+
+static struct symbol *find_symbol(const void *v)
+{
+    struct symbol *s = NULL;
+    pthread_mutex_lock(&lock);
+    HASH_FIND_PTR(symbols, &v, s);
+    pthread_mutex_unlock(&lock);
+    return s;
+}
+
+/* The device copy of a variable is its host shadow: kernels never run, and
+ * copies to and from it then behave as on real memory. */
+cudaError_t cudaGetSymbolAddress(void **devPtr, const void *symbol)
+{
+    RUNTIME_ENTER(cudaGetSymbolAddress);
+    cudaError_t e = devPtr == NULL ? cudaErrorInvalidValue : runtime_context();
+    if (e == cudaSuccess && find_symbol(symbol) == NULL)
+        e = cudaErrorInvalidValue; /* NVIDIA: cudaErrorInvalidSymbol */
+    if (e == cudaSuccess)
+        *devPtr = (void *)symbol;
+    return runtime_leave(RSYM_cudaGetSymbolAddress, e, "(%p)", symbol);
+}
+
+cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count, size_t offset,
+                               enum cudaMemcpyKind kind)
+{
+    RUNTIME_ENTER(cudaMemcpyToSymbol);
+    cudaError_t e = runtime_context();
+    struct symbol *s = e == cudaSuccess ? find_symbol(symbol) : NULL;
+    if (e == cudaSuccess && (s == NULL || offset > s->size || count > s->size - offset ||
+                             (unsigned)kind > cudaMemcpyDefault))
+        e = cudaErrorInvalidValue;
+    if (e == cudaSuccess && count > 0) {
+        if (runtime_device_only(src))
+            memset((char *)symbol + offset, 0, count);
+        else
+            memmove((char *)symbol + offset, src, count);
+    }
+    return runtime_leave(RSYM_cudaMemcpyToSymbol, e, "(%p, %zu, %zu)", symbol, count, offset);
+}
+
+/* ---- runtime-loaded libraries: not simulated ---- */
+
+#define NOT_SUPPORTED(sym, ...)                                                     \
+    RUNTIME_ENTER(sym);                                                             \
+    return runtime_leave(RSYM_##sym, cudaErrorNotSupported, "() (not simulated)")
+
+cudaError_t cudaLibraryLoadData(cudaLibrary_t *library, const void *code,
+                                enum cudaJitOption *jitOptions, void **jitOptionsValues,
+                                unsigned int numJitOptions,
+                                enum cudaLibraryOption *libraryOptions,
+                                void **libraryOptionValues, unsigned int numLibraryOptions)
+{
+    (void)library, (void)code, (void)jitOptions, (void)jitOptionsValues, (void)numJitOptions;
+    (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
+    NOT_SUPPORTED(cudaLibraryLoadData);
+}
+
+cudaError_t cudaLibraryLoadFromFile(cudaLibrary_t *library, const char *fileName,
+                                    enum cudaJitOption *jitOptions, void **jitOptionsValues,
+                                    unsigned int numJitOptions,
+                                    enum cudaLibraryOption *libraryOptions,
+                                    void **libraryOptionValues, unsigned int numLibraryOptions)
+{
+    (void)library, (void)fileName, (void)jitOptions, (void)jitOptionsValues;
+    (void)numJitOptions, (void)libraryOptions, (void)libraryOptionValues;
+    (void)numLibraryOptions;
+    NOT_SUPPORTED(cudaLibraryLoadFromFile);
+}
+
+cudaError_t cudaLibraryUnload(cudaLibrary_t library)
+{
+    (void)library;
+    NOT_SUPPORTED(cudaLibraryUnload);
+}
+
+cudaError_t cudaLibraryGetKernel(cudaKernel_t *pKernel, cudaLibrary_t library, const char *name)
+{
+    (void)pKernel, (void)library, (void)name;
+    NOT_SUPPORTED(cudaLibraryGetKernel);
+}
+
+cudaError_t cudaLibraryGetKernelCount(unsigned int *count, cudaLibrary_t lib)
+{
+    (void)count, (void)lib;
+    NOT_SUPPORTED(cudaLibraryGetKernelCount);
+}
+
+cudaError_t cudaLibraryGetGlobal(void **dptr, size_t *bytes, cudaLibrary_t library,
+                                 const char *name)
+{
+    (void)dptr, (void)bytes, (void)library, (void)name;
+    NOT_SUPPORTED(cudaLibraryGetGlobal);
+}
+
+cudaError_t cudaLibraryGetManaged(void **dptr, size_t *bytes, cudaLibrary_t library,
+                                  const char *name)
+{
+    (void)dptr, (void)bytes, (void)library, (void)name;
+    NOT_SUPPORTED(cudaLibraryGetManaged);
+}
+
+cudaError_t cudaLibraryGetUnifiedFunction(void **fptr, cudaLibrary_t library, const char *symbol)
+{
+    (void)fptr, (void)library, (void)symbol;
+    NOT_SUPPORTED(cudaLibraryGetUnifiedFunction);
+}

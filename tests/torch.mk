@@ -1,0 +1,10 @@
+# tests/torch.mk - `make test-torch`: real PyTorch (the PyPI CUDA wheel) on
+# the simulated GPU, under the tracer (tests/torch/).  The venv comes from
+# scripts/torch-env.sh (created on first use: several GB, once; location
+# $CUMEMTRACE_TORCH_VENV, default ~/.cache/cumemtrace/torch-venv).  Not part
+# of `make test`, which must stay fast and needs no network; CI runs both.
+
+.PHONY: test-torch
+test-torch: all
+	@py=$$(scripts/torch-env.sh) && \
+	    CUMEMTRACE_BUILD=$(abspath $(BUILD)) $$py -m pytest -q -p no:cacheprovider tests/torch

@@ -1,0 +1,118 @@
+"""Real PyTorch (the PyPI CUDA wheel) on the simulated GPU, under the tracer.
+
+Run by `make test-torch` with the python of scripts/torch-env.sh's venv.
+Each scenario is a script in scenarios/ that prints PyTorch's own figures as
+one JSON line ("TORCH {...}"); a test runs it twice through scripts/simgpu -
+bare, and under `cumemtrace run` - and requires the same output and exit
+status from both, then judges the tracer's snapshot against PyTorch's
+figures.  Nothing here imports torch except the report header."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("CUMEMTRACE_BUILD", ROOT / "build"))
+SIMGPU = ROOT / "scripts" / "simgpu"
+CLI = BUILD / "cumemtrace"
+SCENARIOS = pathlib.Path(__file__).resolve().parent / "scenarios"
+MiB = 1 << 20
+GiB = 1 << 30
+TIMEOUT = 120  # one run; the whole suite stays far below 5 minutes
+
+
+def torch_versions():
+    """(torch version, CUDA version the wheel was built for), read in a
+    child so this process never loads torch."""
+    p = subprocess.run([sys.executable, "-c",
+                        "import torch; print(torch.__version__, torch.version.cuda)"],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    if p.returncode != 0:
+        return None, None
+    v, cuda = p.stdout.split()
+    return v, cuda
+
+
+def pytest_report_header(config):
+    v, cuda = torch_versions()
+    if v is None:
+        return "torch: not importable by " + sys.executable
+    return f"torch {v}, CUDA {cuda.split('.')[0]} (wheel built for CUDA {cuda}), python {sys.executable}"
+
+
+class Run:
+    def __init__(self, proc, out):
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self.files = sorted(out.glob("cumemtrace.*.json"))
+        self.snapshots = [json.loads(f.read_text()) for f in self.files]
+        lines = [l for l in self.stdout.splitlines() if l.startswith("TORCH ")]
+        self.torch = json.loads(lines[-1][6:]) if lines else None
+
+    def only(self, reason="exit"):
+        snaps = [s for s in self.snapshots if s["reason"] == reason]
+        assert len(snaps) == 1, (f"expected one {reason} snapshot, got "
+                                 f"{[f.name for f in self.files]}\nstderr:\n{self.stderr}")
+        return snaps[0]
+
+    def device(self, reason="exit", ordinal=0):
+        for d in self.only(reason)["devices"]:
+            if d["ordinal"] == ordinal:
+                return d
+        raise AssertionError(f"no device {ordinal} in the {reason} snapshot")
+
+
+def run_scenario(tmp, name, *args, traced, memory="24GiB", env=None):
+    out = tmp / ("traced" if traced else "bare")
+    out.mkdir(parents=True, exist_ok=True)
+    e = {k: v for k, v in os.environ.items()
+         if not k.startswith(("CUMEMTRACE_", "SIMCUDA_", "LD_", "PYTORCH_", "RANK"))}
+    e.update(env or {})
+    cmd = [str(SIMGPU), "--build", str(BUILD), "--memory", memory, "--"]
+    if traced:
+        cmd += [str(CLI), "run", "--output", f"{out}/", "--"]
+    cmd += [sys.executable, str(SCENARIOS / name), *args]
+    p = subprocess.run(cmd, cwd=out, env=e, capture_output=True, text=True, timeout=TIMEOUT)
+    return Run(p, out)
+
+
+@pytest.fixture
+def scenario(tmp_path):
+    """Runs a scenario bare and traced; checks that the tracer changed
+    nothing PyTorch printed nor its exit status; returns the traced run."""
+    def go(name, *args, expect_rc=0, **kw):
+        bare = run_scenario(tmp_path, name, *args, traced=False, **kw)
+        traced = run_scenario(tmp_path, name, *args, traced=True, **kw)
+        assert bare.torch is not None, f"no TORCH line:\n{bare.stdout}\n{bare.stderr}"
+        assert bare.returncode == expect_rc, bare.stderr
+        assert traced.returncode == bare.returncode, traced.stderr
+        assert traced.stdout == bare.stdout, (bare.stdout, traced.stdout, traced.stderr)
+        assert bare.files == [], "the bare run wrote snapshots"
+        return traced
+    return go
+
+
+def line_of(script, marker):
+    """The 1-based line of `script` holding the comment `# <marker>`."""
+    for i, text in enumerate((SCENARIOS / script).read_text().splitlines(), 1):
+        if text.rstrip().endswith("# " + marker):
+            return i
+    raise AssertionError(f"no '# {marker}' in {script}")
+
+
+def python_frames(snapshot, stack_id):
+    for s in snapshot["stacks"]:
+        if s["id"] == stack_id:
+            return [f for f in s["frames"] if f.get("module") == "python" and "file" in f]
+    raise AssertionError(f"no stack {stack_id}")
+
+
+def markers(snapshot, stack_id):
+    for s in snapshot["stacks"]:
+        if s["id"] == stack_id:
+            return [f["marker"] for f in s["frames"] if "marker" in f]
+    raise AssertionError(f"no stack {stack_id}")
