@@ -66,7 +66,7 @@ class Run:
         raise AssertionError(f"no device {ordinal} in the {reason} snapshot")
 
 
-def run_scenario(tmp, name, *args, traced, memory="24GiB", env=None):
+def start_scenario(tmp, name, *args, traced, memory="24GiB", env=None):
     out = tmp / ("traced" if traced else "bare")
     out.mkdir(parents=True, exist_ok=True)
     e = {k: v for k, v in os.environ.items()
@@ -76,8 +76,20 @@ def run_scenario(tmp, name, *args, traced, memory="24GiB", env=None):
     if traced:
         cmd += [str(CLI), "run", "--output", f"{out}/", "--"]
     cmd += [sys.executable, str(SCENARIOS / name), *args]
-    p = subprocess.run(cmd, cwd=out, env=e, capture_output=True, text=True, timeout=TIMEOUT)
-    return Run(p, out)
+    p = subprocess.Popen(cmd, cwd=out, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    return p, out
+
+
+def finish(started):
+    p, out = started
+    try:
+        stdout, stderr = p.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        stdout, stderr = p.communicate()
+        raise AssertionError(f"timed out after {TIMEOUT} s:\n{stderr}")
+    return Run(subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr), out)
 
 
 @pytest.fixture
@@ -85,8 +97,9 @@ def scenario(tmp_path):
     """Runs a scenario bare and traced; checks that the tracer changed
     nothing PyTorch printed nor its exit status; returns the traced run."""
     def go(name, *args, expect_rc=0, **kw):
-        bare = run_scenario(tmp_path, name, *args, traced=False, **kw)
-        traced = run_scenario(tmp_path, name, *args, traced=True, **kw)
+        # Both at once: the suite's time is mostly starting torch.
+        started = [start_scenario(tmp_path, name, *args, traced=t, **kw) for t in (False, True)]
+        bare, traced = [finish(s) for s in started]
         assert bare.torch is not None, f"no TORCH line:\n{bare.stdout}\n{bare.stderr}"
         assert bare.returncode == expect_rc, bare.stderr
         assert traced.returncode == bare.returncode, traced.stderr

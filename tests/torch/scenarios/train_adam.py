@@ -1,0 +1,42 @@
+"""Scenario 2: a training loop of elementwise layers - parameters,
+activations kept for backward, autograd, torch.optim.Adam(foreach=True) -
+for several steps, and PyTorch's own accounting of it."""
+import json
+
+import torch
+
+MiB = 1 << 20
+N = 4 * MiB  # elements per activation (16 MiB of float32)
+
+
+class Elementwise(torch.nn.Module):
+    def __init__(self, layers):
+        super().__init__()
+        self.w = torch.nn.ParameterList(
+            torch.nn.Parameter(torch.ones(N, device="cuda")) for _ in range(layers))
+        self.b = torch.nn.ParameterList(
+            torch.nn.Parameter(torch.zeros(N, device="cuda")) for _ in range(layers))
+
+    def forward(self, x):
+        for w, b in zip(self.w, self.b):
+            x = torch.tanh(x * w + b)  # FORWARD
+        return x
+
+
+model = Elementwise(3)
+opt = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)
+x = torch.randn(N, device="cuda")
+for step in range(4):
+    opt.zero_grad(set_to_none=True)
+    loss = model(x).sum()
+    loss.backward()
+    opt.step()
+torch.cuda.synchronize()
+stats = torch.cuda.memory_stats()
+print("TORCH " + json.dumps({
+    "max_reserved": torch.cuda.max_memory_reserved(),
+    "reserved": torch.cuda.memory_reserved(),
+    "max_allocated": torch.cuda.max_memory_allocated(),
+    "segments_allocated": stats["segment.all.allocated"],
+    "segments_freed": stats["segment.all.freed"],
+}, sort_keys=True))
