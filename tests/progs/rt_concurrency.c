@@ -69,18 +69,39 @@ static void *short_thread(void *arg)
     return NULL;
 }
 
-/* N threads one after the other (each joined before the next starts). */
+/* This process's resident set, in KiB (-1 if it cannot be read). */
+static long rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+            break;
+    if (f != NULL)
+        fclose(f);
+    return kib;
+}
+
+/* N threads one after the other (each joined before the next starts);
+ * oom: prints the resident set after the first fifth and at the end. */
 static int threads(int n, int oom)
 {
     void *p = NULL;
-    CHECK(cudaMalloc(&p, 4096), cudaSuccess); /* the runtime is up */
-    CHECK(cudaFree(p), cudaSuccess);
+    for (int i = 0; i < 40; i++) { /* one call site, past the cold captures */
+        CHECK(cudaMalloc(&p, 4096), cudaSuccess);
+        CHECK(cudaFree(p), cudaSuccess);
+    }
     for (int i = 0; i < n; i++) {
         pthread_t t;
         if (pthread_create(&t, NULL, short_thread, oom ? &t : NULL) != 0)
             return fprintf(stderr, "pthread_create failed\n"), 1;
         pthread_join(t, NULL);
+        if (oom && i + 1 == n / 5)
+            printf("rss_kib after %d threads: %ld\n", i + 1, rss_kib());
     }
+    if (oom)
+        printf("rss_kib after %d threads: %ld\n", n, rss_kib());
     return 0;
 }
 
