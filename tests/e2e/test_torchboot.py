@@ -1,0 +1,58 @@
+"""The PyTorch layer's start-up hook (src/torchboot/, put on PYTHONPATH by
+`cumemtrace run`) must leave a process without torch exactly as it was: the
+same sys.path, the host's own sitecustomize still run, nothing on stderr, no
+torch imported.  (With torch it attaches the OOM observer: tests/torch.)"""
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import CLI, SIM, base_env
+
+PYTHON = "/usr/bin/python3"
+pytestmark = pytest.mark.skipif(not os.access(PYTHON, os.X_OK), reason=f"no {PYTHON}")
+
+PROBE = ("import json, sys; print(json.dumps({'path': sys.path, "
+         "'torch': 'torch' in sys.modules, 'boot': 'cumemtrace_torch' in sys.modules, "
+         "'host': getattr(sys.modules.get('sitecustomize'), 'HOST_MARK', None)}))")
+
+
+def probe(tmp_path, traced, pythonpath=None):
+    env = base_env(preload=False)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    cmd = [PYTHON, "-c", PROBE]
+    if traced:
+        cmd = [str(CLI), "run", "--output", f"{tmp_path}/", "--"] + cmd
+    r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.splitlines()[-1]), r.stderr
+
+
+def test_a_process_without_torch_is_untouched(tmp_path):
+    bare, _ = probe(tmp_path, False)
+    traced, err = probe(tmp_path, True)
+    assert traced["path"] == bare["path"]
+    assert traced["torch"] is False and traced["boot"] is True
+    assert "warning" not in err and "PyTorch" not in err, err
+
+
+def test_the_hosts_sitecustomize_still_runs(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("HOST_MARK = 'ran'\n")
+    bare, _ = probe(tmp_path, False, str(site))
+    traced, err = probe(tmp_path, True, str(site))
+    assert bare["host"] == "ran" and traced["host"] == "ran"
+    assert traced["path"] == bare["path"]
+
+
+def test_a_failing_host_sitecustomize_fails_as_without_us(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("raise RuntimeError('host broke')\n")
+    _, bare_err = probe(tmp_path, False, str(site))
+    _, err = probe(tmp_path, True, str(site))
+    assert "host broke" in bare_err and "host broke" in err
