@@ -1,0 +1,37 @@
+"""Issue 12: a fragmentation failure inside PyTorch's segments.  Fills the
+card with 20 MiB segments of alternating 4 MiB tensors, frees every other
+one, then asks for a tensor larger than any hole.  The script's own
+out-of-memory observer records memory_stats() at each failure: the
+post-mortem's `allocator` must equal it to the byte."""
+import json
+
+import torch
+
+MiB = 1 << 20
+seen = []
+
+
+def observer(device, alloc, device_total, device_free):
+    s = torch.cuda.memory_stats(device)
+    seen.append({k: s[k] for k in (
+        "allocated_bytes.all.current", "reserved_bytes.all.current",
+        "active_bytes.all.current", "inactive_split_bytes.all.current",
+        "num_alloc_retries", "num_ooms")} | {"alloc": alloc})
+
+
+torch.cuda.init()
+torch._C._cuda_attach_out_of_memory_observer(observer)
+keep, drop = [], []
+try:
+    while True:
+        keep.append(torch.empty(4 * MiB, dtype=torch.uint8, device="cuda"))
+        drop.append(torch.empty(4 * MiB, dtype=torch.uint8, device="cuda"))
+except torch.OutOfMemoryError:
+    pass
+del drop
+raised = False
+try:
+    big = torch.empty(8 * MiB, dtype=torch.uint8, device="cuda")  # FRAGMENTED
+except torch.OutOfMemoryError:
+    raised = True
+print("TORCH " + json.dumps({"raised": raised, "observed": seen}, sort_keys=True))
