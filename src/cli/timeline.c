@@ -26,6 +26,7 @@
 #include "cli.h"
 #include "jsonw.h"
 #include "out.h"
+#include "timeline.h"
 
 #define TIMELINE_COLS 60 /* cells: leaves room for labels in 80 columns */
 
@@ -189,8 +190,8 @@ static void ts(struct jsonw *w, int64_t ns)
     jsonw_raw(w, buf);
 }
 
-static void event_head(struct jsonw *w, const char *name, const char *ph, int64_t pid,
-                       int64_t t)
+void timeline_event_head(struct jsonw *w, const char *name, const char *ph, int64_t pid,
+                         int64_t t)
 {
     jsonw_begin_object(w);
     jsonw_key(w, "name"); jsonw_string(w, name);
@@ -202,7 +203,7 @@ static void event_head(struct jsonw *w, const char *name, const char *ph, int64_
 
 static void counter(struct jsonw *w, const char *name, int64_t pid, int64_t t, uint64_t bytes)
 {
-    event_head(w, name, "C", pid, t);
+    timeline_event_head(w, name, "C", pid, t);
     jsonw_key(w, "args");
     jsonw_begin_object(w);
     jsonw_key(w, "bytes"); jsonw_u64(w, bytes);
@@ -214,7 +215,7 @@ static void kinds_counter(struct jsonw *w, const char *name, int64_t pid, int64_
                           const int64_t *k)
 {
     static const char *const names[DEVICE_KINDS] = {"device", "managed", "async", "vmm"};
-    event_head(w, name, "C", pid, t);
+    timeline_event_head(w, name, "C", pid, t);
     jsonw_key(w, "args");
     jsonw_begin_object(w);
     for (int i = 0; i < DEVICE_KINDS; i++) {
@@ -271,7 +272,7 @@ static void chrome_track(struct jsonw *w, const struct snapshot *s, const struct
     if (t->peak_time != SNAP_UNKNOWN_I64) {
         char pname[64];
         snprintf(pname, sizeof pname, "peak %s", name);
-        event_head(w, pname, "i", pid, t->peak_time);
+        timeline_event_head(w, pname, "i", pid, t->peak_time);
         jsonw_key(w, "s"); jsonw_string(w, "p");
         jsonw_key(w, "args");
         jsonw_begin_object(w);
@@ -281,7 +282,7 @@ static void chrome_track(struct jsonw *w, const struct snapshot *s, const struct
     }
 }
 
-static int timeline_chrome(FILE *f, const struct snapshot *s)
+static int timeline_chrome(FILE *f, struct snapshot *s, unsigned sites)
 {
     struct track t[64];
     size_t n = tracks_of(s, t, 64);
@@ -308,12 +309,14 @@ static int timeline_chrome(FILE *f, const struct snapshot *s)
     jsonw_end_object(&w);
     for (size_t i = 0; i < n; i++)
         chrome_track(&w, s, &t[i], pid, by_kind);
+    if (by_kind && timeline_site_tracks(&w, s, pid, sites) != 0)
+        return -1;
     for (size_t i = 0; i < s->ooms.nattempts; i++) {
         const struct snap_attempt *a = &s->ooms.attempts[i];
         bool recovered = a->outcome && strcmp(a->outcome, "recovered") == 0;
         const char *name = recovered ? "recovered"
                            : a->attempt <= 1 ? "out of memory" : "retry failed";
-        event_head(&w, name, "i", pid, a->t_ns);
+        timeline_event_head(&w, name, "i", pid, a->t_ns);
         jsonw_key(&w, "s"); jsonw_string(&w, "g");
         jsonw_key(&w, "args");
         jsonw_begin_object(&w);
@@ -328,7 +331,7 @@ static int timeline_chrome(FILE *f, const struct snapshot *s)
     if (s->ooms.nattempts == 0 && s->oom.present &&
         s->oom.time_ns != SNAP_UNKNOWN_I64) {
         const struct snap_oom *o = &s->oom;
-        event_head(&w, "out of memory", "i", pid, o->time_ns);
+        timeline_event_head(&w, "out of memory", "i", pid, o->time_ns);
         jsonw_key(&w, "s"); jsonw_string(&w, "g");
         jsonw_key(&w, "args");
         jsonw_begin_object(&w);
@@ -353,6 +356,9 @@ static int timeline_chrome(FILE *f, const struct snapshot *s)
     jsonw_key(&w, "stride"); jsonw_u64(&w, s->events.stride);
     jsonw_key(&w, "by_kind_tracks");
     jsonw_string(&w, by_kind ? "exact" : "omitted: the event log was thinned");
+    jsonw_key(&w, "site_tracks");
+    jsonw_string(&w, !by_kind ? "omitted: the event log was thinned"
+                     : sites ? "exact" : "omitted: --sites 0");
     jsonw_end_object(&w);
     jsonw_end_object(&w);
     jsonw_finish(&w);
@@ -361,18 +367,21 @@ static int timeline_chrome(FILE *f, const struct snapshot *s)
 
 static const char usage[] =
     "usage: cumemtrace timeline [--ascii] [--format text|chrome] [--chrome OUT]\n"
-    "                           FILE\n"
+    "                           [--sites N] FILE\n"
     "\n"
     "Shows device memory over time.  By default a sparkline per device in the\n"
     "terminal (^ marks the peak, X an OOM).  --format chrome prints, and\n"
     "--chrome OUT writes, Chrome trace-event JSON that opens in Perfetto\n"
     "(ui.perfetto.dev) or chrome://tracing: a counter track per device and\n"
-    "kind, and instant events for the peak, each out-of-memory failure,\n"
+    "kind, a counter per call site (the top N at each device's peak, and\n"
+    "other), and instant events for the peak, each out-of-memory failure,\n"
     "retry and recovery.\n"
     "\n"
     "  --ascii          plain ASCII sparkline instead of block characters\n"
     "  --format F       text (default) or chrome\n"
     "  --chrome OUT     write the Chrome trace to OUT\n"
+    "  --sites N        call-site counters per device in the trace (default 8,\n"
+    "                   0 for none)\n"
     "\n"
     "example: cumemtrace timeline --chrome trace.json cumemtrace.python.4242.json\n";
 
@@ -382,10 +391,12 @@ int timeline_main(int argc, char **argv)
         {"ascii", no_argument, NULL, 'a'},
         {"format", required_argument, NULL, 'f'},
         {"chrome", required_argument, NULL, 'c'},
+        {"sites", required_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     bool ascii = false, chrome = false;
+    uint64_t sites = TIMELINE_SITES_DEFAULT;
     const char *out_path = NULL;
     int c;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -401,6 +412,11 @@ int timeline_main(int argc, char **argv)
                                  optarg);
             break;
         case 'c': out_path = optarg; chrome = true; break;
+        case 's':
+            if (cli_parse_count(optarg, &sites) != 0 || sites > 1000)
+                return cli_usage("timeline", "--sites wants a count from 0 to 1000, not '%s'",
+                                 optarg);
+            break;
         case 'h': fputs(usage, stdout); return cli_finish_stdout();
         case ':': return cli_usage("timeline", "%s needs a value", argv[optind - 1]);
         default: return cli_usage("timeline", "unknown option '%s'", argv[optind - 1]);
@@ -416,7 +432,7 @@ int timeline_main(int argc, char **argv)
     if (!chrome) {
         rc = timeline_text(stdout, in.snaps[0], ascii);
     } else if (out_path == NULL) {
-        rc = timeline_chrome(stdout, in.snaps[0]);
+        rc = timeline_chrome(stdout, in.snaps[0], (unsigned)sites);
     } else {
         FILE *f = fopen(out_path, "w");
         if (f == NULL) {
@@ -427,7 +443,7 @@ int timeline_main(int argc, char **argv)
             cli_inputs_free(&in);
             return CLI_EXIT_ERROR;
         }
-        rc = timeline_chrome(f, in.snaps[0]);
+        rc = timeline_chrome(f, in.snaps[0], (unsigned)sites);
         if (fclose(f) != 0 || rc != 0) {
             fprintf(stderr, "cumemtrace: timeline: cannot write '%s': %s\n", out_path,
                     strerror(errno));
