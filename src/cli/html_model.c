@@ -272,10 +272,12 @@ static int write_points(struct jsonw *w, struct model *m, const struct track *t,
     for (size_t i = 0; i < ev->n; i++)
         nev += ev->v[i].device == t->device;
     bool all = nev <= 2 * HTML_SLICES;
-    int64_t *cur = calloc(3 * (nb + 1), sizeof *cur);
+    /* cur: the bands now; lo, hi: [t, total, bands...] of the slice's
+     * lowest and highest total. */
+    int64_t *cur = calloc(3 * nb + 4, sizeof *cur);
     if (cur == NULL)
         return -1;
-    int64_t *lo = cur + nb + 1, *hi = lo + nb + 1; /* [t, total-as-i64, bands...] */
+    int64_t *lo = cur + nb, *hi = lo + nb + 2;
     bool have = false;
     int64_t slice = -1;
     jsonw_begin_array(w);

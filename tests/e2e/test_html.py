@@ -99,6 +99,27 @@ def test_model_of_every_input(name, tmp_path):
         assert max(p[1] for p in d["points"]) <= d["peak"]
 
 
+def test_model_decimates_keeping_extrema(tmp_path):
+    """Over 4000 events a device is drawn from each slice's lowest and
+    highest total: the points stay bounded and keep the log's extremes."""
+    import sys
+    big = tmp_path / "big.json"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_big_snapshot.py"),
+                    "--allocations", "20000", "--stacks", "2000", "--events", "30000",
+                    "--seed", "3", "-o", str(big)], check=True, capture_output=True)
+    snap = json.loads(big.read_text())
+    f = page_model(html(tmp_path / "big.html", big))["files"][0]
+    for d in f["devices"]:
+        rows = [r for r in snap["events"]["data"] if r[1] == d["ordinal"]]
+        assert len(rows) > 4000
+        pts = d["points"]
+        assert len(pts) <= 2 * 2000 + 2
+        totals = [p[1] for p in pts[1:-1]]
+        assert max(totals) == max(r[5] for r in rows)
+        assert min(totals) == min(r[5] for r in rows)
+        assert [p[0] for p in pts] == sorted(p[0] for p in pts)
+
+
 def open_page(b, page, shot):
     b.open(page.as_uri())
     assert b.errors() == [], f"console errors in {page}: {b.errors()}"
