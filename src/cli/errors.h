@@ -24,6 +24,8 @@
        "the file does not follow docs/snapshot-format.md")                     \
     XX(BADREF, "unknown stack id",                                             \
        "the file does not follow docs/snapshot-format.md")                     \
+    XX(INVARIANT, "contradictory snapshot",                                    \
+       "the file contradicts itself: edited, or not written by libcumemtrace") \
     XX(NOMEM, "out of memory", NULL)                                           \
     XX(NOOOM, "not an OOM post-mortem", "use --at peak or --at live")          \
     XX(NOLIB, "libcumemtrace.so not found",                                    \

@@ -85,6 +85,7 @@ struct snap_group {
 struct snap_groups {
     struct snap_group *v;
     size_t n, cap;
+    bool present; /* the file had the array (not missing, not null) */
 };
 
 struct snap_kind_stats {
@@ -128,6 +129,7 @@ struct snap_device {
     uint64_t current_bytes, peak_bytes;
     int64_t peak_time_ns;
     struct snap_kind_stats by_kind[DEVICE_KINDS];
+    bool by_kind_present; /* the file had "by_kind" */
     struct snap_vmm vmm;
     struct snap_frag frag;
     struct snap_groups live, at_peak;
@@ -163,6 +165,7 @@ struct snap_config {
 };
 
 struct snap_counters {
+    bool present; /* the file had "counters" */
     uint64_t unknown_frees, failed_frees, stacks, live_allocations;
     uint64_t wrong_kind_frees; /* 0 in files written before it existed */
     /* Early drafts of the format; read when present, 0 otherwise. */

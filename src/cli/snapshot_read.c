@@ -132,7 +132,7 @@ int snapshot_read_mem(struct snapctx *ctx, const char *name, char *buf,
                           r.have_version, r.version_int, r.version);
     if (rc == 0)
         rc = snapshot_check(out, err);
-    if (rc == CLI_ETYPE || rc == CLI_EVALUE || rc == CLI_EBADREF) {
+    if (rc == CLI_ETYPE || rc == CLI_EVALUE || rc == CLI_EBADREF || rc == CLI_EINVARIANT) {
         /* A field is wrong; but if the file is also cut short, not JSON
          * further on, foreign or too new, that is the message to give.
          * Undo the NULs the pass wrote over closing quotes (every NUL

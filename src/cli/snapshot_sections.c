@@ -73,6 +73,7 @@ static int rd_groups(struct reader *r, struct snap_groups *g)
 {
     if (reader_take_null(r))
         return 0;
+    g->present = true;
     return reader_array(r, g, rd_group);
 }
 
@@ -202,6 +203,7 @@ static const struct field by_kind_fields[] = {
 static int rd_by_kind(struct reader *r, void *obj)
 {
     struct snap_device *d = obj;
+    d->by_kind_present = true;
     return reader_object(r, d->by_kind, by_kind_fields, NFIELDS(by_kind_fields));
 }
 
@@ -366,6 +368,7 @@ static const struct field counter_fields[] = {
 static int rd_counters(struct reader *r, void *obj)
 {
     struct snapshot *s = obj;
+    s->counters.present = true;
     return reader_object(r, &s->counters, counter_fields, NFIELDS(counter_fields));
 }
 

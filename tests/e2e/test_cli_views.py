@@ -237,6 +237,7 @@ BAD = {
     "bad_version.json": "format version 2 is newer",
     "bad_truncated.json": "truncated after 1024 bytes",
     "bad_type.json": "devices[0].peak_bytes is a string",
+    "bad_contradiction.json": 'breaks the invariant "at_peak sums to peak_bytes"',
 }
 
 

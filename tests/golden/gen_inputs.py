@@ -17,7 +17,8 @@ a stripped libtorch_python frame, Python frames, a GIL marker):
   gate_*            peaks at, and one byte over, +5% of the base
   thinned           an event log thinned to every 4th event (the peak's
                     event is not kept)
-  bad_*             one file per malformed-input class
+  bad_*             one file per malformed-input class (bad_contradiction:
+                    well-typed, but at_peak sums past the peak)
 """
 import copy
 import json
@@ -282,6 +283,11 @@ def main():
     wrong = gate(0)
     wrong["devices"][0]["peak_bytes"] = "104857600"
     write("bad_type.json", wrong)
+    # JSON of the right types that contradicts itself: the call sites at the
+    # peak hold far more than the peak (the format: they sum to it exactly)
+    contra = gate(0)
+    contra["devices"][0]["at_peak"][0]["bytes"] *= 10**10
+    write("bad_contradiction.json", contra)
 
 
 if __name__ == "__main__":
