@@ -305,7 +305,7 @@ static int diff_text(FILE *f, struct snapshot *a, struct snapshot *b, enum site_
 
 static const char usage[] =
     "usage: cumemtrace diff [--by stack|function|module] [--max-growth LIMIT]\n"
-    "                       [--top N] [--bytes] [--html OUT] BASE NEW\n"
+    "                       [--top N] [--bytes] [--html OUT] [--width N] [--full] BASE NEW\n"
     "       cumemtrace diff [OPTIONS] BASE_DIR NEW_DIR\n"
     "\n"
     "Compares two snapshots: the peak per device (bytes, %, when), call sites\n"
@@ -322,6 +322,9 @@ static const char usage[] =
     "                    L, a percentage (5%) or a size (512MiB); else exit 0\n"
     "  --top N           changed call sites listed (default 20)\n"
     "  --bytes           print sizes as exact byte counts\n"
+    "  --width N         lay out for N columns (default: the terminal's, 80 when\n"
+    "                    piped)\n"
+    "  --full            cut nothing: whole call-site names and caller chains\n"
     "  --html OUT        also write a page: differential flame graph (red grew,\n"
     "                    blue shrank) and both timelines on one time axis\n"
     "\n"
@@ -337,6 +340,8 @@ int diff_main(int argc, char **argv)
         {"top", required_argument, NULL, 't'},
         {"bytes", no_argument, NULL, 'b'},
         {"html", required_argument, NULL, 'H'},
+        {"width", required_argument, NULL, 'w'},
+        {"full", no_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -371,6 +376,14 @@ int diff_main(int argc, char **argv)
             break;
         case 'b': exact = true; break;
         case 'H': html = optarg; break;
+        case 'w': {
+            uint64_t w;
+            if (cli_parse_count(optarg, &w) != 0 || w > 10000 || out_set_width((size_t)w) != 0)
+                return cli_usage("diff", "--width wants columns from %d to 10000, not '%s'",
+                                 OUT_WIDTH_MIN, optarg);
+            break;
+        }
+        case 'F': out_set_width(OUT_WIDTH_FULL); break;
         case 'h': fputs(usage, stdout); return cli_finish_stdout();
         case ':': return cli_usage("diff", "%s needs a value", argv[optind - 1]);
         default: return cli_usage("diff", "unknown option '%s'", argv[optind - 1]);

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "snapshot.h"
@@ -12,11 +13,77 @@
 
 struct out_options out_opts;
 
+int out_set_width(size_t n)
+{
+    if (n < OUT_WIDTH_MIN)
+        return -1;
+    out_opts.width = n;
+    out_opts.width_given = true;
+    return 0;
+}
+
+/* A terminal's width: COLUMNS (what the shell says), else the tty's own;
+ * 0 when f is not a terminal.  Piped output keeps 80 columns so that what a
+ * script or a test reads does not depend on who ran it. */
+static size_t terminal_width(FILE *f)
+{
+    if (!isatty(fileno(f)))
+        return 0;
+    const char *c = getenv("COLUMNS");
+    char *end;
+    unsigned long v = c != NULL ? strtoul(c, &end, 10) : 0;
+    if (c != NULL && *c != '\0' && *end == '\0' && v >= OUT_WIDTH_MIN && v <= 10000)
+        return (size_t)v;
+    struct winsize ws;
+    if (ioctl(fileno(f), TIOCGWINSZ, &ws) == 0 && ws.ws_col >= OUT_WIDTH_MIN)
+        return ws.ws_col;
+    return 0;
+}
+
 void out_init(FILE *f, bool exact)
 {
     const char *no = getenv("NO_COLOR");
     out_opts.color = isatty(fileno(f)) && (no == NULL || no[0] == '\0');
     out_opts.exact = exact;
+    if (!out_opts.width_given) {
+        size_t t = terminal_width(f);
+        out_opts.width = t ? t : OUT_WIDTH_DEFAULT;
+    }
+}
+
+const char *out_fit_chain(const char *s, size_t width, char *buf, size_t n)
+{
+    if (out_width(s) <= width)
+        return s;
+    /* Frame starts: every "< " at the start or after a blank. */
+    static const char more[] = " < ...";
+    size_t keep = 0; /* bytes of whole frames that fit with `more` after */
+    for (size_t i = 1; s[i] != '\0'; i++) {
+        if (s[i] == '<' && s[i + 1] == ' ' && s[i - 1] == ' ') {
+            char tmp[2048];
+            size_t len = i - 1 < sizeof tmp - 1 ? i - 1 : sizeof tmp - 1;
+            memcpy(tmp, s, len);
+            tmp[len] = '\0';
+            if (out_width(tmp) + sizeof more - 1 > width)
+                break;
+            keep = len;
+        }
+    }
+    if (keep == 0 || keep + sizeof more > n) {
+        /* The first frame alone is too wide: cut inside it, no other
+         * frame joins it. */
+        char first[2048];
+        const char *sep = strstr(s + 1, " < ");
+        size_t len = sep ? (size_t)(sep - s) : strlen(s);
+        if (len >= sizeof first)
+            len = sizeof first - 1;
+        memcpy(first, s, len);
+        first[len] = '\0';
+        return out_fit(first, width, buf, n) == first ? strcpy(buf, first) : buf;
+    }
+    memcpy(buf, s, keep);
+    memcpy(buf + keep, more, sizeof more);
+    return buf;
 }
 
 const char *out_color(enum out_color c)
@@ -299,7 +366,8 @@ int out_table_print(struct out_table *t, FILE *f)
             if (start > used)
                 start = used;
             fprintf(f, "%*s%s\n", (int)start, "",
-                    out_fit(row[0], OUT_WIDTH - start, fit, sizeof fit));
+                    row[0][0] == '<' ? out_fit_chain(row[0], OUT_WIDTH - start, fit, sizeof fit)
+                                     : out_fit(row[0], OUT_WIDTH - start, fit, sizeof fit));
             continue;
         }
         fprintf(f, "%*s", t->indent, "");

@@ -13,7 +13,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define OUT_WIDTH 80 /* the terminal width every view is laid out for */
+#define OUT_WIDTH_DEFAULT 80 /* when stdout is not a terminal and no --width */
+#define OUT_WIDTH_MIN 40
+#define OUT_WIDTH_FULL ((size_t)1 << 20) /* --full: nothing is cut */
+/* The width every view is laid out for (out_init, out_set_width). */
+#define OUT_WIDTH (out_opts.width)
 
 /* Buffers for the formatters: big enough for any 64-bit value with unit. */
 #define OUT_NUM 40
@@ -21,7 +25,18 @@
 struct out_options {
     bool color; /* emit ANSI colour sequences */
     bool exact; /* sizes as exact byte counts ("1610612736 B") */
+    size_t width; /* columns: --width, else the terminal's, else 80 */
+    bool width_given; /* --width or --full: out_init keeps it */
 };
+
+/* --width N (N >= OUT_WIDTH_MIN) or --full (n = OUT_WIDTH_FULL), before
+ * out_init.  Returns 0, or -1 for a width too small to lay out. */
+int out_set_width(size_t n);
+
+/* "< a < b < c" cut to `width` columns at frame boundaries only: whole
+ * trailing frames give way to "< ..." (the first one is cut in its middle
+ * only when it alone is too wide).  Returns s or buf. */
+const char *out_fit_chain(const char *s, size_t width, char *buf, size_t n);
 
 /* The process-wide settings (set once by main; tests set them directly). */
 extern struct out_options out_opts;

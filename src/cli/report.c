@@ -28,6 +28,7 @@
 #define TEXT(snap, str) snapshot_display((snap)->ctx, (str))
 
 #define CALLERS_SHOWN 3 /* frames on a call site's "<" line */
+#define CALLERS_FULL 64 /* with --full */
 
 size_t report_pick(struct snapshot **s, size_t n)
 {
@@ -115,7 +116,7 @@ static int print_sites(FILE *f, struct snapshot *s, const struct snap_groups *g,
             rest_count += sum.count[id];
             continue;
         }
-        char b[OUT_NUM], p[OUT_NUM], c[OUT_NUM], via[512];
+        char b[OUT_NUM], p[OUT_NUM], c[OUT_NUM], via[4096];
         const struct site *site = frames_site_get(s->ctx, BY_STACK, id);
         snprintf(c, sizeof c, "%" PRIu64, sum.count[id]);
         if (with_kind)
@@ -124,7 +125,9 @@ static int print_sites(FILE *f, struct snapshot *s, const struct snap_groups *g,
         else
             out_table_row(&t, out_bytes(sum.bytes[id], b), out_pct(sum.bytes[id], whole, p), c,
                       site->display);
-        report_callers(site->snap, site->stack, CALLERS_SHOWN, via, sizeof via);
+        report_callers(site->snap, site->stack,
+                       OUT_WIDTH >= OUT_WIDTH_FULL ? CALLERS_FULL : CALLERS_SHOWN, via,
+                       sizeof via);
         if (via[0])
             out_table_note(&t, via);
     }
@@ -391,7 +394,7 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
             if (out_width(line) <= OUT_WIDTH - 12)
                 break;
         }
-        fprintf(f, "  %-10s%s\n", "stack:", out_fit(line, OUT_WIDTH - 12, fit, sizeof fit));
+        fprintf(f, "  %-10s%s\n", "stack:", out_fit_chain(line, OUT_WIDTH - 12, fit, sizeof fit));
     }
     if (oom_table(f, s, &o->live, "Top holders at the failure", "allocations", "",
                   top, true) != 0 ||
@@ -629,7 +632,7 @@ int report_text(FILE *f, struct snapshot **s, size_t n, unsigned top)
 /* ---- the subcommand ---- */
 
 static const char usage[] =
-    "usage: cumemtrace report [--json] [--bytes] [--top N] [--rank N] FILE|DIR...\n"
+    "usage: cumemtrace report [--json] [--bytes] [--top N] [--rank N] [--width N] [--full] FILE|DIR...\n"
     "\n"
     "Reports a snapshot: per device the peak and when, memory by kind, the\n"
     "call sites that held memory at the peak, what was still live (leaks),\n"
@@ -644,6 +647,8 @@ static const char usage[] =
     "  --bytes    print sizes as exact byte counts\n"
     "  --top N    call sites per table (default 10; --json: all)\n"
     "  --rank N   only rank N of the files given (its newest file)\n"
+    "  --width N  lay out for N columns (default: the terminal's, 80 when piped)\n"
+    "  --full     cut nothing: whole call-site names and caller chains\n"
     "\n"
     "example: cumemtrace report cumemtrace.python.4242.json\n"
     "         cumemtrace report run-dir/ --rank 3\n";
@@ -655,6 +660,8 @@ int report_main(int argc, char **argv)
         {"bytes", no_argument, NULL, 'b'},
         {"top", required_argument, NULL, 't'},
         {"rank", required_argument, NULL, 'r'},
+        {"width", required_argument, NULL, 'w'},
+        {"full", no_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -675,6 +682,14 @@ int report_main(int argc, char **argv)
                 return cli_usage("report", "--rank wants a rank number, not '%s'", optarg);
             one = true;
             break;
+        case 'w': {
+            uint64_t w;
+            if (cli_parse_count(optarg, &w) != 0 || w > 10000 || out_set_width((size_t)w) != 0)
+                return cli_usage("report", "--width wants columns from %d to 10000, not '%s'",
+                                 OUT_WIDTH_MIN, optarg);
+            break;
+        }
+        case 'F': out_set_width(OUT_WIDTH_FULL); break;
         case 'h': fputs(usage, stdout); return cli_finish_stdout();
         case ':': return cli_usage("report", "%s needs a value", argv[optind - 1]);
         default: return cli_usage("report", "unknown option '%s'", argv[optind - 1]);

@@ -1,0 +1,111 @@
+"""Output that fits the terminal (issue 15): the width comes from --width,
+else the terminal (COLUMNS, TIOCGWINSZ), else 80 when piped; --full cuts
+nothing; caller chains are cut only at frame boundaries, so two frames are
+never joined into one fake name."""
+import json
+import os
+import pty
+import subprocess
+
+from conftest import CLI, ROOT
+
+INPUTS = ROOT / "tests" / "golden" / "inputs"
+
+
+def cli(*args, env=None):
+    e = dict(os.environ, NO_COLOR="1")
+    e.pop("COLUMNS", None)
+    e.update(env or {})
+    return subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True,
+                          env=e, timeout=60)
+
+
+def long_names(tmp_path):
+    """A snapshot whose call sites have long Python names and deep chains."""
+    doc = json.loads((INPUTS / "exit_train.json").read_text())
+    for st in doc["stacks"]:
+        for i, f in enumerate(st["frames"]):
+            if f.get("module") == "python":
+                f["function"] = f"Linear.__init__.<locals>.build_{i}.<locals>.<listcomp>"
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def frames_known(path):
+    """Every frame name the report's model knows, as text views show them."""
+    names = set()
+
+    def walk(v):
+        if isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+        elif isinstance(v, str):
+            names.add(v.rsplit("/", 1)[-1] if v.startswith("/") else v)
+    walk(json.loads(cli("report", "--json", path).stdout))
+    return names
+
+
+def caller_lines(text):
+    return [l.strip() for l in text.splitlines() if l.strip().startswith("< ")]
+
+
+def test_piped_output_is_80_columns_and_cut_between_frames(tmp_path):
+    path = long_names(tmp_path)
+    r = cli("report", path, env={"COLUMNS": "200"})  # COLUMNS is for terminals
+    assert r.returncode == 0, r.stderr
+    assert max(len(l) for l in r.stdout.splitlines()) <= 80
+    known = frames_known(path)
+    lines = caller_lines(r.stdout)
+    assert lines
+    for line in lines:
+        parts = line[2:].split(" < ")
+        for p in parts:
+            assert p == "..." or p in known, (p, line)
+
+
+def test_width_and_full(tmp_path):
+    path = long_names(tmp_path)
+    wide = cli("report", "--width", "160", path).stdout
+    assert max(len(l) for l in wide.splitlines()) <= 160
+    assert max(len(l) for l in wide.splitlines()) > 80
+    narrow = cli("report", path).stdout
+    assert any(l.endswith("< ...") for l in caller_lines(narrow))
+    full = cli("report", "--full", path).stdout
+    assert not any(l.endswith("< ...") for l in caller_lines(full))
+    assert sum(len(l) for l in caller_lines(full)) > sum(len(l) for l in caller_lines(narrow))
+
+
+def test_too_narrow_a_width_is_refused():
+    r = cli("report", "--width", "10", INPUTS / "exit_train.json")
+    assert r.returncode == 2 and "--width wants columns from 40" in r.stderr
+
+
+def test_a_terminal_gives_its_width(tmp_path):
+    path = long_names(tmp_path)
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ["COLUMNS"] = "120"
+        os.environ["NO_COLOR"] = "1"
+        os.execv(str(CLI), [str(CLI), "report", str(path)])
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.waitpid(pid, 0)
+    lines = out.decode().replace("\r", "").splitlines()
+    assert max(len(l) for l in lines) <= 120
+    assert max(len(l) for l in lines) > 80
+
+
+def test_diff_takes_the_same_options():
+    r = cli("diff", "--full", INPUTS / "diff_base.json", INPUTS / "diff_new.json")
+    assert r.returncode == 0, r.stderr
