@@ -1,10 +1,10 @@
 /* html_model.c - the JSON model the HTML page draws (see html.h).
  *
  * Shape (every array is compact: column lists are in the model itself):
- *   {kind, generator, frames: [[display, type, module]],   type 0 native,
+ *   {kind, generator, frames: [[display, type, name, named]], type 0 native,
  *    files: [file...]}                                       1 python, 2 marker
  *   file: {file, exe, pid, rank, host, reason, cmdline, dump_ns, thinned,
- *          stacks: [[entry, [frame...]]]   frames innermost first,
+ *          frame_width, stacks: [[entry, "frames"]]  base-64, innermost first,
  *          site_columns, sites: [[...]]     largest at peak first,
  *          devices: [{name, ordinal, total, free, limit, current, peak,
  *                     peak_ns, end_ns, groups: {peak, live, oom},
@@ -24,7 +24,6 @@
 #include "frames.h"
 #include "html.h"
 #include "out.h"
-#include "report.h"
 #include "report_allocator.h"
 
 #define NO_SITE UINT32_MAX
@@ -208,11 +207,15 @@ static void write_sites(struct jsonw *w, struct model *m, const uint32_t *order)
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
         jsonw_string(w, cols[i]);
     jsonw_end_array(w);
+    jsonw_key(w, "kind_names");
+    jsonw_begin_array(w);
+    for (int k = 0; k < KIND_COUNT; k++)
+        jsonw_string(w, snapshot_kind_name(k));
+    jsonw_end_array(w);
     jsonw_key(w, "counted");
     jsonw_bool(w, m->counted);
     jsonw_key(w, "sites");
     jsonw_begin_array(w);
-    char callers[512];
     for (size_t i = 0; i < m->nrows; i++) {
         const struct site_row *r = &m->rows[order[i]];
         jsonw_begin_array(w);
@@ -221,7 +224,8 @@ static void write_sites(struct jsonw *w, struct model *m, const uint32_t *order)
         jsonw_string(w, id == FRAMES_NONE ? NULL
                                           : frames_site_get(m->s->ctx, BY_STACK, id)->display);
         write_stack_ref(w, r->stack);
-        jsonw_string(w, report_callers(m->s, r->stack, 4, callers, sizeof callers));
+        /* callers: the page derives them from the stack (report.c's rule) */
+        jsonw_null(w);
         jsonw_u64(w, r->at_peak);
         jsonw_u64(w, r->live);
         jsonw_u64(w, r->oom);
@@ -234,11 +238,7 @@ static void write_sites(struct jsonw *w, struct model *m, const uint32_t *order)
             jsonw_null(w);
             jsonw_null(w);
         }
-        jsonw_begin_array(w);
-        for (int k = 0; k < KIND_COUNT; k++)
-            if (r->kinds & (1u << k))
-                jsonw_string(w, snapshot_kind_name(k));
-        jsonw_end_array(w);
+        jsonw_u64(w, r->kinds); /* bit per enum snap_kind, see kind_names */
         jsonw_end_array(w);
     }
     jsonw_end_array(w);
@@ -571,6 +571,43 @@ static void write_meta(struct jsonw *w, const struct snapshot *s)
     jsonw_u64(w, s->events.n);
 }
 
+/* Stacks as [entry, frames]: frames is a string of frame indices, each in
+ * frame_width base-64 digits (A-Z a-z 0-9 + /), innermost first - a third
+ * of the size of a JSON array of numbers for a 100 000-stack file. */
+static int write_stacks(struct jsonw *w, const struct snapshot *s)
+{
+    static const char digits[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    unsigned width = 1;
+    for (uint64_t span = 64; span <= s->ctx->nframes && width < 6; span *= 64)
+        width++;
+    jsonw_key(w, "frame_width");
+    jsonw_u64(w, width);
+    jsonw_key(w, "stacks");
+    jsonw_begin_array(w);
+    char *buf = NULL;
+    size_t cap = 0;
+    for (size_t i = 0; i < s->nstacks; i++) {
+        const struct snap_stack *st = &s->stacks[i];
+        if (snapshot_vec_reserve((void **)&buf, &cap, 1, (size_t)st->nframes * width + 1)) {
+            free(buf);
+            return -1;
+        }
+        char *p = buf;
+        for (uint32_t f = 0; f < st->nframes; f++)
+            for (unsigned d = width; d > 0; d--)
+                *p++ = digits[(st->frames[f] >> (6 * (d - 1))) & 63];
+        *p = '\0';
+        jsonw_begin_array(w);
+        jsonw_string(w, st->entry);
+        jsonw_string(w, buf);
+        jsonw_end_array(w);
+    }
+    jsonw_end_array(w);
+    free(buf);
+    return 0;
+}
+
 static int write_file(struct jsonw *w, struct snapshot *s)
 {
     struct model m;
@@ -594,18 +631,8 @@ static int write_file(struct jsonw *w, struct snapshot *s)
         m.pos[order[i]] = (uint32_t)i;
     jsonw_begin_object(w);
     write_meta(w, s);
-    jsonw_key(w, "stacks");
-    jsonw_begin_array(w);
-    for (size_t i = 0; i < s->nstacks; i++) {
-        jsonw_begin_array(w);
-        jsonw_string(w, s->stacks[i].entry);
-        jsonw_begin_array(w);
-        for (uint32_t f = 0; f < s->stacks[i].nframes; f++)
-            jsonw_u64(w, s->stacks[i].frames[f]);
-        jsonw_end_array(w);
-        jsonw_end_array(w);
-    }
-    jsonw_end_array(w);
+    if (write_stacks(w, s) != 0)
+        goto out;
     write_sites(w, &m, order);
     jsonw_key(w, "stack_site");
     jsonw_begin_array(w);
@@ -699,6 +726,7 @@ int html_model_write(struct jsonw *w, struct snapshot **s, size_t n, const char 
         jsonw_string(w, fr->display);
         jsonw_u64(w, fr->type);
         jsonw_string(w, fr->name);
+        jsonw_u64(w, fr->named);
         jsonw_end_array(w);
     }
     jsonw_end_array(w);

@@ -91,6 +91,11 @@ def test_model_of_every_input(name, tmp_path):
         sum(g["bytes"] for g in hp.get("live", []))
     assert sum(s[4] for s in f["sites"]) == live
     assert len(f["stacks"]) == len(snap["stacks"])
+    # Frames are base-64 digits, frame_width per frame, innermost first.
+    digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    w = f["frame_width"]
+    for (entry, enc), st in zip(f["stacks"], sorted(snap["stacks"], key=lambda x: x["id"])):
+        assert entry == st["entry"] and len(enc) == w * len(st["frames"])
     assert f["thinned"] == (snap["events"]["stride"] > 1 or snap["events"]["thinned"])
     for d in f["devices"]:
         ts = [p[0] for p in d["points"]]

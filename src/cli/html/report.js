@@ -70,6 +70,48 @@
     return { label: r[0], stack: r[1], callers: r[2], at_peak: r[3], live: r[4], oom: r[5],
              allocs: r[6], frees: r[7], alloc_bytes: r[8], kinds: r[9] };
   }
+  /* ---------------- the model, unpacked ---------------- */
+
+  var B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/', DIGIT = [];
+  for (var di = 0; di < 64; di++) DIGIT[B64.charCodeAt(di)] = di;
+  function unpackStacks(file) {
+    var w = file.frame_width;
+    file.stacks = file.stacks.map(function (st) {
+      var str = st[1], out = new Array(str.length / w);
+      for (var i = 0, k = 0; i < str.length; i += w, k++) {
+        var v = 0;
+        for (var j = 0; j < w; j++) v = v * 64 + DIGIT[str.charCodeAt(i + j)];
+        out[k] = v;
+      }
+      return [st[0], out];
+    });
+  }
+  /* The callers of a stack's label frame, as report.c's report_callers
+   * prints them: the frame that names the site is the innermost Python
+   * frame, else the innermost named one, else the innermost non-marker;
+   * unnamed native frames and process start-up are skipped. */
+  function startup(f) { return /^(libc\.so|ld-linux)/.test(f[2]) || /!_start$/.test(f[2]); }
+  function callers(file, st, max) {
+    if (st < 0 || !file.stacks[st]) return '';
+    var fr = file.stacks[st][1], pos = -1, i;
+    for (i = 0; i < fr.length && pos < 0; i++) if (FR[fr[i]][1] === 1) pos = i;
+    for (i = 0; i < fr.length && pos < 0; i++) if (FR[fr[i]][3]) pos = i;
+    for (i = 0; i < fr.length && pos < 0; i++) if (FR[fr[i]][1] !== 2) pos = i;
+    if (pos < 0) return '';
+    var out = [];
+    for (i = pos + 1; i < fr.length && out.length < max; i++) {
+      var f = FR[fr[i]];
+      if (f[1] === 0 && (!f[3] || startup(f))) continue;
+      out.push('< ' + f[0]);
+    }
+    return out.join(' ');
+  }
+  performance.mark('cmt-parsed');
+  D.files.forEach(function (f) {
+    unpackStacks(f);
+    f.sites.forEach(function (r) { r[2] = callers(f, r[1], 4); });
+  });
+
   function section(id, title) {
     var sec = h('section', { id: id }, main);
     h('h2', {}, sec, title);
@@ -244,10 +286,14 @@
 
   /* ---------------- flame graph ---------------- */
 
-  function node(name, type) { return { name: name, type: type, value: 0, base: 0, kids: {}, list: null }; }
-  function addPath(root, file, st, bytesv, isBase) {
-    var n = root;
-    n[isBase ? 'base' : 'value'] += bytesv;
+  /* Children live in a Map and are sorted only when a node is laid out:
+   * a 100 000-stack snapshot has millions of nodes, nearly all narrower
+   * than a pixel. */
+  function node(name, type, parent) {
+    return { name: name, type: type, value: 0, base: 0, kids: new Map(), list: null, parent: parent };
+  }
+  function addPath(root, top, file, st, bytesv, isBase) {
+    var n = top;
     var path = [];
     /* merged by frame identity (equal names share an index), as
      * `cumemtrace flamegraph` merges its lines */
@@ -259,37 +305,48 @@
     }
     for (var j = 0; j < path.length; j++) {
       var key = path[j][2];
-      var c = n.kids[key] || (n.kids[key] = node(path[j][0], path[j][1]));
+      var c = n.kids.get(key);
+      if (!c) {
+        n.kids.set(key, c = node(path[j][0], path[j][1], n));
+        if (!isBase) root.count++;
+      }
       c[isBase ? 'base' : 'value'] += bytesv;
       n = c;
     }
+    var d = path.length + (top !== root ? 1 : 0);
+    if (d > root.depth) root.depth = d;
   }
   function buildTree(file, mode, into, isBase) {
-    var root = into || node('all', 4);
+    var root = into;
+    if (!root) { root = node('all', 4, null); root.count = 1; root.depth = 0; }
     /* device memory only, as `cumemtrace flamegraph`: pinned host memory
      * is not what runs out on the GPU */
     var devs = file.devices.filter(function (d) { return d.ordinal >= 0 && d.groups[mode]; });
     devs.forEach(function (d) {
       var top = root;
       if (devs.length > 1) {
-        var key = d.name + '\u00004';
-        top = root.kids[key] || (root.kids[key] = node(d.name, 4));
+        top = root.kids.get(d.name);
+        if (!top) {
+          root.kids.set(d.name, top = node(d.name, 4, root));
+          if (!isBase) root.count++;
+        }
       }
       d.groups[mode].forEach(function (g) {
-        addPath(top, file, g[0], g[1], isBase);
-        if (top !== root) root[isBase ? 'base' : 'value'] += g[1];
+        if (!g[1]) return;
+        root[isBase ? 'base' : 'value'] += g[1];
+        if (top !== root) top[isBase ? 'base' : 'value'] += g[1];
+        addPath(root, top, file, g[0], g[1], isBase);
       });
     });
     return root;
   }
-  function finish(n) {
-    n.list = Object.keys(n.kids).map(function (k) { return n.kids[k]; })
-      .filter(function (c) { return c.value > 0; })
-      .sort(function (a, b) { return b.value - a.value || (a.name < b.name ? -1 : 1); });
-    var count = 1;
-    n.list.forEach(function (c) { c.parent = n; count += finish(c); });
-    n.count = count;
-    return count;
+  function kidsOf(n) {
+    if (!n.list) {
+      n.list = [];
+      n.kids.forEach(function (c) { if (c.value > 0) n.list.push(c); });
+      n.list.sort(function (a, b) { return b.value - a.value || (a.name < b.name ? -1 : 1); });
+    }
+    return n.list;
   }
   var TYPE_FILL = {
     0: function (h2) { return 'hsl(' + (20 + h2 * 25) + ',80%,' + (60 + h2 * 8) + '%)'; },
@@ -306,13 +363,12 @@
   function flameChart(parent, root, opts) {
     opts = opts || {};
     var W = widthOf(parent), RH = 18, minW = 0.5;
-    var depth = 0;
-    (function walk(n, d) { if (d > depth) depth = d; n.list.forEach(function (c) { walk(c, d + 1); }); })(root, 0);
+    var depth = root.depth;
     var box = h('div', { 'class': 'fg-box' }, parent);
     var svgEl = s('svg', { width: W, height: (depth + 1) * RH + 4, 'class': 'fg', 'data-nodes': root.count }, box);
     var focus = root, query = '';
     var maxDelta = 1;
-    if (opts.diff) (function walk(n) { maxDelta = Math.max(maxDelta, Math.abs(n.value - n.base)); n.list.forEach(walk); })(root);
+    if (opts.diff) (function walk(n) { maxDelta = Math.max(maxDelta, Math.abs(n.value - n.base)); n.kids.forEach(walk); })(root);
     function fill(n) {
       if (opts.diff) {
         var dlt = n.value - n.base, a = Math.min(1, Math.abs(dlt) / maxDelta);
@@ -324,13 +380,13 @@
     }
     function draw() {
       while (svgEl.firstChild) svgEl.removeChild(svgEl.firstChild);
-      var drawn = 0, hidden = 0, matched = 0;
+      var drawn = 0, matched = 0;
       var re = query.toLowerCase();
       /* ancestors of the focus span the full width */
       var chain = [], a = focus;
       while (a) { chain.unshift(a); a = a.parent; }
       function rect(n, x, w, d) {
-        if (w < minW) { hidden += n.count; return; }
+        if (w < minW) return;
         var g = s('g', {}, svgEl);
         var r = s('rect', { x: x.toFixed(2), y: d * RH, width: Math.max(0.1, w - 0.5).toFixed(2), height: RH - 1,
                             fill: fill(n), 'data-name': n.name, 'data-type': n.type, 'data-bytes': n.value }, g);
@@ -353,14 +409,14 @@
         rect(n, x, w, d);
         if (w < minW) return;
         var cx = x;
-        n.list.forEach(function (c) {
+        kidsOf(n).forEach(function (c) {
           var cw = w * c.value / (n.value || 1);
           lay(c, cx, cw, d + 1);
           cx += cw;
         });
       })(focus, 0, W, chain.length - 1);
       svgEl.setAttribute('data-drawn', drawn);
-      svgEl.setAttribute('data-hidden', hidden);
+      svgEl.setAttribute('data-hidden', root.count - drawn); /* narrower than minW, or below one */
       svgEl.setAttribute('data-matched', matched);
     }
     draw();
@@ -384,7 +440,6 @@
       holder.textContent = '';
       var root = buildTree(file, mode);
       if (diffBase) buildTree(diffBase, mode, root, true);
-      finish(root);
       if (!root.value) { h('p', { 'class': 'note' }, holder, 'Nothing held ' + modes.filter(function (m) { return m[0] === mode; })[0][1] + '.'); chart = null; return; }
       h('p', { 'class': 'note' }, holder, bytes(root.value) + ' held ' +
         modes.filter(function (m) { return m[0] === mode; })[0][1] + '. ' +
@@ -675,8 +730,11 @@
     }
     meta(f);
     drawPostmortem(f);
+    performance.mark('cmt-timeline');
     drawTimeline(f);
+    performance.mark('cmt-flame');
     drawFlame(f);
+    performance.mark('cmt-sites');
     drawSites(f);
   }
 
@@ -705,4 +763,5 @@
     }
     renderFile(pick);
   }
+  performance.mark('cmt-drawn');
 })();
