@@ -8,3 +8,10 @@
 test-torch: all
 	@py=$$(scripts/torch-env.sh) && \
 	    CUMEMTRACE_BUILD=$(abspath $(BUILD)) $$py -m pytest -q -p no:cacheprovider tests/torch
+
+# `make demo-torch`: examples/train_torch.py (real PyTorch) on a simulated
+# 24 GiB GPU under the tracer, at a batch that fits and one that does not,
+# then the post-mortem of PyTorch's OutOfMemoryError and the diff.
+.PHONY: demo-torch
+demo-torch: all
+	@py=$$(scripts/torch-env.sh) && scripts/demo-torch.sh $(BUILD) $$py

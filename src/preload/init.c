@@ -48,6 +48,7 @@ void hooks_first_touch(void)
         __atomic_exchange_n(&first_touch_done, 1, __ATOMIC_ACQ_REL))
         return;
     int saved = errno; /* the host never sees ours */
+    output_read_rank();
     config_report_warnings();
     output_prepare();
     errno = saved;

@@ -96,12 +96,8 @@ static int env_count(const char *const vars[3], long min)
     return -1;
 }
 
-void output_init(void)
+void output_read_rank(void)
 {
-    exe_name();
-    if (gethostname(output_process.host, sizeof output_process.host) != 0)
-        strcpy(output_process.host, "unknown");
-    output_process.host[sizeof output_process.host - 1] = '\0';
     static const char *const rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK",
                                             "SLURM_PROCID"};
     static const char *const local_vars[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
@@ -111,6 +107,15 @@ void output_init(void)
     output_process.rank = env_count(rank_vars, 0);
     output_process.local_rank = env_count(local_vars, 0);
     output_process.world_size = env_count(size_vars, 1);
+}
+
+void output_init(void)
+{
+    exe_name();
+    if (gethostname(output_process.host, sizeof output_process.host) != 0)
+        strcpy(output_process.host, "unknown");
+    output_process.host[sizeof output_process.host - 1] = '\0';
+    output_read_rank();
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     output_process.start_wall_ns = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;

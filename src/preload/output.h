@@ -18,6 +18,12 @@ extern struct output_process output_process;
 
 void output_init(void);
 
+/* (Re)reads the rank variables into output_process.  At load, and again at
+ * the first CUDA call: code under torch.multiprocessing.spawn sets RANK in
+ * the child's environment (os.environ) after the library loaded and before
+ * it touches CUDA. */
+void output_read_rank(void);
+
 /* Expands CUMEMTRACE_OUTPUT for one dump: %p pid, %e exe, %h host, %r rank,
  * %t start time, %% percent; a directory gets the default file name.  Dumps
  * other than the exit snapshot get ".<reason>.<seq>" before ".json".

@@ -1,6 +1,6 @@
 """Real PyTorch's allocator on the simulated GPU, judged to the byte
 against PyTorch's own memory_stats() (see conftest.py)."""
-from conftest import MiB, line_of, markers, python_frames
+from conftest import REAL, MiB, line_of, markers, python_frames
 
 
 def test_default_caching_allocator(scenario):
@@ -85,14 +85,14 @@ def test_real_oom_release_and_retry(scenario):
     oom = post["oom"]
     # The request is PyTorch's rounded size, as its message prints it.
     assert format_size(oom["requested_bytes"]) == t["msg"]["tried"]
-    assert oom["requested_bytes"] == 1200 * MiB  # a 2 MiB multiple already
+    assert oom["requested_bytes"] == t["sizes"]["big"]  # a 2 MiB multiple already
     assert oom["entry_point"] == "cudaMalloc" and oom["kind"] == "device"
     # One chain: the first cudaMalloc failed, PyTorch released its cached
     # segment (the 600 MiB tensor's) and tried once more - the retry that
     # num_alloc_retries counts.
     assert oom["attempts"] == 1 + t["num_alloc_retries"] == 2
     assert oom["recovered"] is False
-    assert oom["released_bytes"] == 600 * MiB and oom["released_count"] == 1
+    assert oom["released_bytes"] == t["sizes"]["cached"] and oom["released_count"] == 1
     exit_snap = r.only("exit")
     assert exit_snap["ooms"]["count"] == 1
     assert exit_snap["ooms"]["failed_attempts"] == 2
@@ -102,5 +102,6 @@ def test_real_oom_release_and_retry(scenario):
     assert oom["free_bytes"] == t["free"] and oom["total_bytes"] == t["total"]
     assert format_size(oom["tracked_bytes"]) == t["msg"]["allocated"]
     assert oom["tracked_bytes"] == t["reserved"] == t["allocated"]
-    assert oom["untracked_bytes"] == 0
+    if not REAL:  # a real card's context is memory no allocation accounts for
+        assert oom["untracked_bytes"] == 0
     assert r.device()["current_bytes"] == t["reserved"]

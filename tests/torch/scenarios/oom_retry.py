@@ -7,12 +7,18 @@ import re
 import torch
 
 MiB = 1 << 20
-kept = torch.empty(900 * MiB, dtype=torch.uint8, device="cuda")
-cached = torch.empty(600 * MiB, dtype=torch.uint8, device="cuda")
+# Sized from what is free (the simulated 2 GiB card: 900, 600 and 1200 MiB;
+# a real card alike): both tensors fit, then the big one fits neither with
+# the cached segment nor without it.
+free0 = torch.cuda.mem_get_info()[0]
+sizes = {k: free0 * n // 2048 // (2 * MiB) * (2 * MiB)
+         for k, n in (("kept", 900), ("cached", 600), ("big", 1200))}
+kept = torch.empty(sizes["kept"], dtype=torch.uint8, device="cuda")
+cached = torch.empty(sizes["cached"], dtype=torch.uint8, device="cuda")
 del cached  # its segment stays cached by PyTorch
 message = None
 try:
-    big = torch.empty(1200 * MiB, dtype=torch.uint8, device="cuda")  # OOM
+    big = torch.empty(sizes["big"], dtype=torch.uint8, device="cuda")  # OOM
 except torch.OutOfMemoryError as e:
     message = str(e)
 stats = torch.cuda.memory_stats()
@@ -23,6 +29,7 @@ m = re.search(r"Tried to allocate (\S+ \S+)\. GPU 0 has a total capacity of (\S+
 print(message.splitlines()[0] if message else "no OOM")
 print("TORCH " + json.dumps({
     "raised": message is not None,
+    "sizes": sizes,
     # PyTorch's message, as it printed the figures (format_size)
     "msg": dict(zip(("tried", "total", "free", "allocated", "unallocated"),
                     m.groups())) if m else None,

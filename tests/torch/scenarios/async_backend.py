@@ -1,0 +1,27 @@
+"""Scenario 5: PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync - every
+tensor is a cudaMallocAsync from the device's default pool, whose
+used/reserved attributes PyTorch reports."""
+import json
+
+import torch
+
+MiB = 1 << 20
+assert torch.cuda.get_allocator_backend() == "cudaMallocAsync"
+kept = [torch.empty(n, dtype=torch.uint8, device="cuda")  # ALLOC
+        for n in (512, 100_000, 3 * MiB, 30 * MiB + 3)]
+for _ in range(5):
+    tmp = torch.empty(8 * MiB, dtype=torch.uint8, device="cuda")  # TEMP
+    del tmp
+del kept[1]
+torch.cuda.synchronize()
+stats = torch.cuda.memory_stats()
+before_trim = torch.cuda.memory_reserved()
+torch.cuda.empty_cache()
+print("TORCH " + json.dumps({
+    "allocated": torch.cuda.memory_allocated(),
+    "max_allocated": torch.cuda.max_memory_allocated(),
+    "reserved_before_trim": before_trim,
+    "reserved": torch.cuda.memory_reserved(),
+    "max_reserved": torch.cuda.max_memory_reserved(),
+    "stats_allocated": stats.get("allocated_bytes.all.current"),
+}, sort_keys=True))
