@@ -286,14 +286,24 @@
 
   /* ---------------- flame graph ---------------- */
 
-  /* Children live in a Map and are sorted only when a node is laid out:
-   * a 100 000-stack snapshot has millions of nodes, nearly all narrower
-   * than a pixel. */
+  /* Children live in a Map and are sorted only when a node is laid out,
+   * and a path that only one stack has taken below a node stays a "tail"
+   * (the path and where it continues) until a second stack arrives there
+   * or it is drawn: a 100 000-stack snapshot has millions of nodes, nearly
+   * all on such unshared paths and narrower than a pixel.  Counts and
+   * depth stay exact. */
   function node(name, type, parent) {
-    return { name: name, type: type, value: 0, base: 0, kids: new Map(), list: null, parent: parent };
+    return { name: name, type: type, value: 0, base: 0, kids: new Map(), list: null,
+             parent: parent, tail: null };
+  }
+  function split(n) {
+    var t = n.tail, e = t.path[t.i], c = node(e[0], e[1], n);
+    n.tail = null;
+    c.value = t.v;
+    n.kids.set(e[2], c);
+    if (t.i + 1 < t.path.length) c.tail = { path: t.path, i: t.i + 1, v: t.v };
   }
   function addPath(root, top, file, st, bytesv, isBase) {
-    var n = top;
     var path = [];
     /* merged by frame identity (equal names share an index), as
      * `cumemtrace flamegraph` merges its lines */
@@ -303,18 +313,23 @@
       for (var i = fr.length - 1; i >= 0; i--) path.push([FR[fr[i]][0], FR[fr[i]][1], fr[i]]);
       path.push([file.stacks[st][0], 3, 'e' + file.stacks[st][0]]);
     }
+    var d = path.length + (top !== root ? 1 : 0);
+    if (!isBase && d > root.depth) root.depth = d;
+    var n = top;
     for (var j = 0; j < path.length; j++) {
-      var key = path[j][2];
-      var c = n.kids.get(key);
+      if (n.tail) split(n);
+      var c = n.kids.get(path[j][2]);
       if (!c) {
-        n.kids.set(key, c = node(path[j][0], path[j][1], n));
-        if (!isBase) root.count++;
+        if (isBase) return; /* gone from the new file: no width, not drawn */
+        n.kids.set(path[j][2], c = node(path[j][0], path[j][1], n));
+        c.value = bytesv;
+        root.count += path.length - j;
+        if (j + 1 < path.length) c.tail = { path: path, i: j + 1, v: bytesv };
+        return;
       }
       c[isBase ? 'base' : 'value'] += bytesv;
       n = c;
     }
-    var d = path.length + (top !== root ? 1 : 0);
-    if (d > root.depth) root.depth = d;
   }
   function buildTree(file, mode, into, isBase) {
     var root = into;
@@ -341,6 +356,7 @@
     return root;
   }
   function kidsOf(n) {
+    if (n.tail) split(n);
     if (!n.list) {
       n.list = [];
       n.kids.forEach(function (c) { if (c.value > 0) n.list.push(c); });

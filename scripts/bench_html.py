@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""bench_html.py - size and time to interactive of `cumemtrace html` for a
+generated 1M-allocation / 100k-stack snapshot (scripts/gen_big_snapshot.py),
+in headless Chromium (tests/e2e/browser.py).  Part of `make bench`.
+
+    scripts/bench_html.py --build build [--allocations N --stacks N --events N]
+
+Prints the page size, the time `cumemtrace html` took, and from the page's
+own performance marks when its model was parsed and each section drawn.
+Targets (issue 16): under 20 MB, interactive in under 3 s."""
+import argparse
+import pathlib
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+from browser import CHROMIUM, Browser  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--allocations", type=int, default=1_000_000)
+    ap.add_argument("--stacks", type=int, default=100_000)
+    ap.add_argument("--events", type=int, default=1_000_000)
+    a = ap.parse_args()
+    build = pathlib.Path(a.build)
+    out = build / "bench-html"
+    out.mkdir(parents=True, exist_ok=True)
+    snap, page = out / "big.json", out / "big.html"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_big_snapshot.py"),
+                    "--allocations", str(a.allocations), "--stacks", str(a.stacks),
+                    "--events", str(a.events), "--seed", "1", "-o", str(snap)],
+                   check=True, capture_output=True)
+    t = time.monotonic()
+    subprocess.run([str(build / "cumemtrace"), "html", str(snap), "-o", str(page)],
+                   check=True, capture_output=True)
+    cli_s = time.monotonic() - t
+    size = page.stat().st_size
+    print(f"html page: {size / 1e6:.1f} MB for {a.allocations} allocations, {a.stacks} stacks, "
+          f"{a.events} events (target < 20 MB: {'met' if size < 20e6 else 'missed'})")
+    print(f"cumemtrace html: {cli_s:.2f} s")
+    if CHROMIUM is None:
+        print("chromium not installed: no time to interactive (scripts/install-deps.sh --ci)")
+        return 0
+    b = Browser(timeout=300)
+    try:
+        t = time.monotonic()
+        b.open(page.resolve().as_uri())
+        load_s = time.monotonic() - t
+        marks = dict(b.eval("performance.getEntriesByType('mark')"
+                            ".map(m => [m.name, m.startTime])"))
+        errors = b.errors()
+    finally:
+        b.close()
+    drawn = marks.get("cmt-drawn", float("nan")) / 1000
+    print(f"chromium: model parsed at {marks.get('cmt-parsed', 0) / 1000:.2f} s, timeline "
+          f"{(marks['cmt-flame'] - marks['cmt-timeline']) / 1000:.2f} s, flame graph "
+          f"{(marks['cmt-sites'] - marks['cmt-flame']) / 1000:.2f} s, call sites "
+          f"{(marks['cmt-drawn'] - marks['cmt-sites']) / 1000:.2f} s; interactive at "
+          f"{drawn:.2f} s (load event after {load_s:.2f} s; target < 3 s: "
+          f"{'met' if drawn < 3 else 'missed'}){'; console errors: ' + str(errors) if errors else ''}")
+    with open("/proc/loadavg") as f:
+        print(f"machine load average while measuring: {f.read().split()[0]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
