@@ -411,15 +411,18 @@ void oom_on_allocator(int device, const struct allocator_facts *f, int64_t now)
          * chain of its own with no CUDA attempt. */
         close_chain(false, now);
         memset(o, 0, sizeof *o);
-        pthread_mutex_lock(&lock);
-        o->chain = (uint32_t)++summary.count;
-        pthread_mutex_unlock(&lock);
         o->requested = f->requested > 0 ? (uint64_t)f->requested : 0;
         o->kind = KIND_DEVICE;
         o->device = device;
         o->tid = (uint32_t)syscall(SYS_gettid);
         o->time_ns = now;
         o->by_allocator = true;
+        o->attempts = 1; /* the allocator's own failed attempt */
+        pthread_mutex_lock(&lock);
+        o->chain = (uint32_t)++summary.count;
+        summary.failed_attempts++;
+        log_attempt_locked(o, now, false);
+        pthread_mutex_unlock(&lock);
         device_truth(o);
         classify(o, false);
     }

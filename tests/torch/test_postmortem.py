@@ -87,7 +87,9 @@ def test_memory_fraction_refusal_gets_a_post_mortem(scenario):
     [pm] = post_mortems(r)
     o = pm["oom"]
     assert o["cause"] == "allocator_limit"
-    assert o["entry_point"] == "pytorch" and o["attempts"] == 0
+    assert o["entry_point"] == "pytorch" and o["attempts"] == 1  # no CUDA call
+    end = r.only("exit")["ooms"]
+    assert (end["count"], end["failed_attempts"]) == (1, 1)
     a = o["allocator"]
     assert a["limit_bytes"] == int(0.25 * t["total"])
     assert a["reserved_bytes"] == t["reserved"]
