@@ -584,6 +584,13 @@ static void print_counters(FILE *f, const struct snapshot *s)
                    "with cudaFreeHost/cuMemFreeHost, device memory with "
                    "cudaFree/cuMemFree", c->wrong_kind_frees,
              c->wrong_kind_frees == 1 ? "" : "s");
+    if (c->reentrant_untracked > 0)
+        para(f, 2, "%" PRIu64 " allocation/free call%s from a signal handler "
+                   "interrupted cumemtrace's own bookkeeping and %s not tracked "
+                   "(their later frees count as unknown): allocate outside "
+                   "signal handlers", c->reentrant_untracked,
+             c->reentrant_untracked == 1 ? "" : "s",
+             c->reentrant_untracked == 1 ? "was" : "were");
     const struct snap_ooms *o = &s->ooms;
     if (o->suppressed > 0)
         para(f, 2, "%" PRIu64 " OOM post-mortem%s not written (CUMEMTRACE_MAX_OOM_DUMPS "

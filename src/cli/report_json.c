@@ -263,6 +263,7 @@ static int snapshot(struct jsonw *w, struct snapshot *s, unsigned top)
     jsonw_begin_object(w);
     jsonw_key(w, "unknown_frees"); jsonw_u64(w, c->unknown_frees);
     jsonw_key(w, "wrong_kind_frees"); jsonw_u64(w, c->wrong_kind_frees);
+    jsonw_key(w, "reentrant_untracked"); jsonw_u64(w, c->reentrant_untracked);
     jsonw_key(w, "failed_frees"); jsonw_u64(w, c->failed_frees);
     jsonw_key(w, "stacks"); jsonw_u64(w, c->stacks);
     jsonw_key(w, "live_allocations"); jsonw_u64(w, c->live_allocations);

@@ -168,6 +168,7 @@ struct snap_counters {
     bool present; /* the file had "counters" */
     uint64_t unknown_frees, failed_frees, stacks, live_allocations;
     uint64_t wrong_kind_frees; /* 0 in files written before it existed */
+    uint64_t reentrant_untracked; /* likewise */
     /* Early drafts of the format; read when present, 0 otherwise. */
     uint64_t unknown_free_calls, oom_dumps_suppressed;
 };

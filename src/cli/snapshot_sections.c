@@ -358,6 +358,7 @@ static int rd_host(struct reader *r, void *obj)
 static const struct field counter_fields[] = {
     FIELD(snap_counters, unknown_frees, F_U64),
     FIELD(snap_counters, wrong_kind_frees, F_U64),
+    FIELD(snap_counters, reentrant_untracked, F_U64),
     FIELD(snap_counters, unknown_free_calls, F_U64),
     FIELD(snap_counters, failed_frees, F_U64),
     FIELD(snap_counters, stacks, F_U64),

@@ -84,6 +84,18 @@ unsigned hooks_context_owner(void);
 /* fork(): the child owns none of the parent's contexts (and no lock). */
 void hooks_context_atfork_child(void);
 
+/* What a traced allocation or free call interrupted by a signal handler
+ * must get back when the handler's own call ends (see hooks_common.c). */
+struct hook_outer {
+    bool fresh;            /* this call began inside another one's real call */
+    int depth;
+    unsigned char layer;
+    bool reserved;
+    int device;
+    uint64_t bytes;
+    void *token;
+};
+
 /* One allocation call, from before the real call to after it. */
 struct hook_alloc {
     unsigned slot;         /* entry point (resolve.h) */
@@ -93,6 +105,7 @@ struct hook_alloc {
     bool traced;           /* outermost call with tracing on */
     bool reserved;         /* bytes reserved against CUMEMTRACE_LIMIT */
     bool runtime;          /* a runtime entry point (how to find the device) */
+    struct hook_outer outer;
 };
 
 /* Before the real call.  Returns false when CUMEMTRACE_LIMIT refuses the
@@ -110,8 +123,12 @@ void hooks_alloc_end(struct hook_alloc *c, bool ok, bool oom, uintptr_t addr,
 struct hook_free {
     void *token;
     bool traced;
+    bool guarded;          /* began by hooks_free_begin */
+    struct hook_outer outer;
 };
-void hooks_free_begin(struct hook_free *f, uintptr_t addr,
+/* `slot`: the entry point (its layer tells a handler's call from the
+ * runtime reaching the driver). */
+void hooks_free_begin(struct hook_free *f, unsigned slot, uintptr_t addr,
                       enum record_kind kind_hint);
 void hooks_free_end(struct hook_free *f, bool ok);
 
@@ -126,7 +143,7 @@ void hooks_free_end(struct hook_free *f, bool ok);
         PFN(sym) real = REAL(sym);                                            \
         if (real == NULL)                                                     \
             return no_real;                                                   \
-        struct hook_alloc c = {SLOT_##sym, kind, -1, (size_arg), false, false, false}; \
+        struct hook_alloc c = {SLOT_##sym, kind, -1, (size_arg), false, false, false, {0}}; \
         if (!hooks_alloc_begin(&c, runtime))                                  \
             return oom; /* refused by CUMEMTRACE_LIMIT */                     \
         ret_t r = real args;                                                  \
@@ -142,7 +159,7 @@ void hooks_free_end(struct hook_free *f, bool ok);
         if (real == NULL)                                                     \
             return no_real;                                                   \
         struct hook_free f;                                                   \
-        hooks_free_begin(&f, (uintptr_t)(ptr_arg), hint);                     \
+        hooks_free_begin(&f, SLOT_##sym, (uintptr_t)(ptr_arg), hint);                     \
         ret_t r = real args;                                                  \
         hooks_free_end(&f, r == ok);                                          \
         return r;                                                             \

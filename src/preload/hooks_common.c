@@ -10,6 +10,24 @@
  * the destructor of a pthread key - run at every thread end, cancellation
  * included - settles it and frees the rest.  Cost: one TLS test per call;
  * pthread_setspecific once per thread.
+ *
+ * Signal handlers: the depth guard counts only a thread's outermost call,
+ * but a handler that interrupts a traced call and allocates makes a new
+ * outermost call, not a nested one - swallowed, its free would later count
+ * as unknown.  `guard` tells them apart for allocations and frees:
+ *  - `busy`: the thread is in our bookkeeping (it may hold the tracker's
+ *    lock, be in the unwinder or in malloc).  A call arriving then can only
+ *    come from a handler, and blocking could deadlock: it is passed through
+ *    and counted, lock-free (record_count_reentrant).
+ *  - `layer`: the outermost call is in its real call.  The runtime reaching
+ *    the driver (a driver entry point under a runtime one) is the same
+ *    allocation; any other arrival - a runtime entry point, or anything
+ *    under a driver call (the driver calls no exported entry point) - is a
+ *    handler's new call, traced in full: this thread holds none of our
+ *    locks then.  What the interrupted call keeps in TLS is saved and put
+ *    back when the handler's call ends.
+ * Not told apart: a handler's driver-API call that interrupts a runtime
+ * call's real call looks like the runtime reaching the driver.
  */
 #include "hooks.h"
 
@@ -31,6 +49,12 @@ static __thread struct {
     uint64_t bytes;
     void *token;
 } inflight __attribute__((tls_model("initial-exec")));
+
+enum { LAYER_NONE, LAYER_RUNTIME, LAYER_DRIVER };
+static __thread struct {
+    unsigned char busy;  /* in our bookkeeping */
+    unsigned char layer; /* of the traced outermost allocation/free call */
+} guard __attribute__((tls_model("initial-exec")));
 
 static pthread_key_t thread_key;
 static bool thread_key_made;
@@ -104,15 +128,75 @@ static struct record_stack *capture(unsigned slot)
     return record_stack_intern(slot, frames, n);
 }
 
+/* Enters an allocation or free call of `slot`: true when it is traced
+ * (then guard.busy is set).  See "Signal handlers" at the top. */
+static bool call_enter(unsigned slot, struct hook_outer *o)
+{
+    unsigned char layer = slot < SLOT_DRIVER_END ? LAYER_DRIVER : LAYER_RUNTIME;
+    o->fresh = false;
+    if (hooks_depth != 0) {
+        if (guard.busy) {
+            record_count_reentrant();
+            hooks_depth++;
+            return false;
+        }
+        if (guard.layer == LAYER_NONE ||
+            (guard.layer == LAYER_RUNTIME && layer == LAYER_DRIVER)) {
+            hooks_depth++; /* the same call, one layer down */
+            return false;
+        }
+        /* a handler's new call inside a real call: save what is ours */
+        o->fresh = true;
+        o->depth = hooks_depth;
+        o->layer = guard.layer;
+        o->reserved = inflight.reserved;
+        o->device = inflight.device;
+        o->bytes = inflight.bytes;
+        o->token = inflight.token;
+        inflight.reserved = false;
+        inflight.token = NULL;
+        hooks_depth = 1;
+        extern bool hooks_enabled;
+        if (!hooks_enabled)
+            return false;
+    } else if (!hook_enter()) {
+        return false;
+    }
+    guard.layer = layer;
+    guard.busy = 1;
+    return true;
+}
+
+/* Leaves a call entered by call_enter; an untraced one leaves `guard` as
+ * it was (it may have arrived in the bookkeeping of the call it interrupted). */
+static void call_leave(const struct hook_outer *o, bool traced)
+{
+    if (traced)
+        guard.busy = 0;
+    if (!o->fresh) {
+        if (hooks_depth == 1)
+            guard.layer = LAYER_NONE;
+        hook_leave();
+        return;
+    }
+    hooks_depth = o->depth;
+    guard.layer = o->layer;
+    inflight.reserved = o->reserved;
+    inflight.device = o->device;
+    inflight.bytes = o->bytes;
+    inflight.token = o->token;
+}
+
 bool hooks_alloc_begin(struct hook_alloc *c, bool runtime)
 {
     c->reserved = false;
     c->runtime = runtime;
-    c->traced = hook_enter();
+    c->traced = call_enter(c->slot, &c->outer);
     if (!c->traced)
         return true;
     if (c->kind == KIND_HOST_PINNED) {
         c->device = -1;
+        guard.busy = 0; /* the real call runs */
         return true;
     }
     if (c->device < 0)
@@ -122,13 +206,14 @@ bool hooks_alloc_begin(struct hook_alloc *c, bool runtime)
         record_failure(c->kind, c->device);
         oom_on_failure(c->slot, c->kind, c->device, c->requested, true, st,
                        clock_now_ns());
-        hook_leave();
+        call_leave(&c->outer, c->traced);
         return false;
     }
     c->reserved = true;
     inflight.device = c->device;
     inflight.bytes = c->requested;
     inflight.reserved = true;
+    guard.busy = 0; /* the real call runs */
     return true;
 }
 
@@ -136,10 +221,14 @@ void hooks_alloc_end(struct hook_alloc *c, bool ok, bool oom, uintptr_t addr,
                      uint64_t size, bool is_handle)
 {
     if (!c->traced) {
-        hook_leave();
+        call_leave(&c->outer, c->traced);
         return;
     }
-    if (ok) {
+    guard.busy = 1;
+    if (ok && addr == 0) {
+        /* cudaMalloc(&p, 0): success, and nothing was allocated */
+        oom_on_success(c->kind, c->device, c->requested, clock_now_ns());
+    } else if (ok) {
         int dev = c->device;
         if (c->kind == KIND_HOST_PINNED) /* owned by the context that made it */
             dev = c->runtime ? hooks_runtime_device() : hooks_driver_device();
@@ -160,21 +249,26 @@ void hooks_alloc_end(struct hook_alloc *c, bool ok, bool oom, uintptr_t addr,
         inflight.reserved = false;
         record_limit_settle(c->device, c->requested);
     }
-    hook_leave();
+    call_leave(&c->outer, c->traced);
 }
 
-void hooks_free_begin(struct hook_free *f, uintptr_t addr,
+void hooks_free_begin(struct hook_free *f, unsigned slot, uintptr_t addr,
                       enum record_kind kind_hint)
 {
     f->token = NULL;
-    f->traced = hook_enter();
+    f->guarded = true;
+    f->traced = call_enter(slot, &f->outer);
     if (f->traced && addr != 0)
         inflight.token = f->token = record_free_take(addr, kind_hint,
                                                      clock_now_ns());
+    if (f->traced)
+        guard.busy = 0; /* the real call runs */
 }
 
 void hooks_free_end(struct hook_free *f, bool ok)
 {
+    if (f->guarded && f->traced)
+        guard.busy = 1;
     if (f->token != NULL) {
         inflight.token = NULL;
         uint64_t size = record_token_size(f->token);
@@ -183,7 +277,10 @@ void hooks_free_end(struct hook_free *f, bool ok)
         if (ok)
             oom_on_free(size, stack);
     }
-    hook_leave();
+    if (f->guarded)
+        call_leave(&f->outer, f->traced);
+    else
+        hook_leave();
 }
 
 void hooks_meminfo(int device, size_t *free_bytes, size_t *total_bytes)

@@ -35,7 +35,7 @@ RUNTIME_FREE(cudaFree, KIND_DEVICE, devPtr, (void *devPtr), (devPtr))
 static bool pitched_begin(struct hook_alloc *c, unsigned slot,
                           uint64_t requested)
 {
-    *c = (struct hook_alloc){slot, KIND_DEVICE, -1, requested, false, false, true};
+    *c = (struct hook_alloc){slot, KIND_DEVICE, -1, requested, false, false, true, {0}};
     return hooks_alloc_begin(c, true);
 }
 

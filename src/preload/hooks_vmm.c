@@ -47,7 +47,7 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     PFN(cuMemRelease) real = REAL(cuMemRelease);
     if (real == NULL)
         return NO_DRIVER;
-    struct hook_free f = {NULL, hook_enter()};
+    struct hook_free f = {NULL, hook_enter(), false, {0}};
     if (f.traced)
         f.token = record_vmm_release((uintptr_t)handle, clock_now_ns());
     CUresult r = real(handle);

@@ -608,6 +608,14 @@ void record_free_finish(void *token, bool ok, int64_t now)
     pthread_mutex_unlock(&lock);
 }
 
+/* Only ever touched atomically: a signal handler increments it. */
+static uint64_t reentrant_untracked;
+
+void record_count_reentrant(void)
+{
+    __atomic_fetch_add(&reentrant_untracked, 1, __ATOMIC_RELAXED);
+}
+
 void record_thread_end(void)
 {
     struct live *e = spare;
@@ -979,6 +987,8 @@ int record_view_take(struct record_view *v)
     v->event_bucket_ns = es.bucket_ns;
     v->event_cap = es.cap;
     v->counters = counters;
+    v->counters.reentrant_untracked =
+        __atomic_load_n(&reentrant_untracked, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&lock);
     return 0;
 }
@@ -1045,6 +1055,7 @@ void record_atfork_child(void)
     nstacks = stacks_cap = 0;
     event_log_reset();
     memset(&counters, 0, sizeof counters);
+    __atomic_store_n(&reentrant_untracked, 0, __ATOMIC_RELAXED);
     for (int i = 0; i < RECORD_POOLS; i++) {
         uint64_t limit = pools[i].limit;
         memset(&pools[i], 0, sizeof pools[i]);

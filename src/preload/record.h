@@ -101,6 +101,9 @@ struct record_counters {
     uint64_t wrong_kind_frees; /* a live allocation freed with another
                                   kind's API (cudaFree on pinned host memory,
                                   cudaFreeHost on device memory) */
+    uint64_t reentrant_untracked; /* calls a signal handler made while its
+                                     thread was in our bookkeeping: passed
+                                     through, not tracked */
     uint64_t failed_frees;  /* real frees that failed (entry kept) */
     uint64_t stacks, live;
 };
@@ -151,6 +154,11 @@ uint32_t record_token_stack(const void *token);
  * Stream-ordered (pool) and VMM memory belong to no context (NVIDIA's
  * cuCtxDestroy documentation) and stay.  Returns the bytes forgotten. */
 uint64_t record_drop_context(int device, unsigned ctx, int64_t now_ns);
+
+/* Counts an allocation or free passed through untracked because it came
+ * from a signal handler that interrupted this library on the same thread.
+ * Lock-free: async-signal-safe. */
+void record_count_reentrant(void);
 
 /* The calling thread ends: its spare entry goes back to the free list. */
 void record_thread_end(void);

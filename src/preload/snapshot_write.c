@@ -681,9 +681,10 @@ static void write_document(struct jw *w, struct record_view *v,
     jw_s(w, "],\n");
     write_host(w, v);
     jw_fmt(w, "\"counters\":{\"unknown_frees\":%" PRIu64 ",\"wrong_kind_frees\":%"
-              PRIu64 ",\"failed_frees\":%"
+              PRIu64 ",\"reentrant_untracked\":%" PRIu64 ",\"failed_frees\":%"
               PRIu64 ",\"stacks\":%" PRIu64 ",\"live_allocations\":%" PRIu64 "},\n",
            v->counters.unknown_frees, v->counters.wrong_kind_frees,
+           v->counters.reentrant_untracked,
            v->counters.failed_frees,
            v->counters.stacks, v->counters.live);
     write_oom(w, v, oom);

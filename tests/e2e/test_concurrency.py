@@ -114,3 +114,41 @@ def test_short_lived_threads_cost_little(run, tmp_path):
     snap = json.loads(sorted(tmp_path.glob("t.json*"))[-1].read_text())
     assert snap["counters"]["stacks"] == 2
     assert device(snap)["by_kind"]["device"]["allocs"] == n + 40
+
+
+def test_allocation_by_a_signal_handler_inside_a_traced_call_is_tracked(run):
+    # Issue 10.8: the thread waits inside the real cudaMalloc (3 MiB); a
+    # SIGUSR1 handler then allocates 1 MiB, which main frees later.  The
+    # re-entry guard used to swallow the handler's call: 1 allocation
+    # tracked, and its free counted unknown.
+    # (the handler calls malloc by design: TSan need not say so)
+    env = {"SIMCUDA_WAIT_BYTES": "3MiB", "TSAN_OPTIONS": "report_signal_unsafe=0"}
+    bare = run(["rt_concurrency", "signal"], env=env, preload=False)
+    traced = run(["rt_concurrency", "signal"], env=env)
+    assert traced.stdout == bare.stdout == "loop 1 handler 1\n"
+    snap = traced.only()
+    d = device(snap)["by_kind"]["device"]
+    assert (d["allocs"], d["frees"]) == (2, 2)
+    assert snap["counters"]["unknown_frees"] == 0
+    assert snap["counters"]["reentrant_untracked"] == 0
+    assert device(snap)["peak_bytes"] == 4 << 20
+
+
+def test_signal_handlers_landing_anywhere_never_deadlock(tmp_path):
+    # Issue 10.8: a handler that interrupts our bookkeeping (the tracker's
+    # lock may be held) must not block: it is passed through and counted.
+    # Under a limit every call takes the lock; the handler's 0-byte
+    # cudaMalloc takes no lock in the simulator, so only the tracer could
+    # hang here.
+    out = tmp_path / "s.json"
+    proc = _run_bounded(tmp_path, ["rt_concurrency", "signal-stress", 300000],
+                        env={"CUMEMTRACE_LIMIT": "1GiB",
+                             "CUMEMTRACE_OUTPUT": str(out),
+                             "TSAN_OPTIONS": "report_signal_unsafe=0"},
+                        timeout=60)
+    assert proc is not None, "hung"
+    assert proc.returncode == 0, proc.stderr
+    handled = int(proc.stdout.split()[-1])
+    c = json.loads(out.read_text())["counters"]
+    assert c["reentrant_untracked"] <= handled
+    assert c["live_allocations"] == 0 and c["unknown_frees"] == 0

@@ -3,9 +3,15 @@
  * an allocation, allocations from a signal handler, many short threads.
  * Usage: rt_concurrency MODE [ARGS]; prints what the application saw, so a
  * run with the preload can be compared with one without. */
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "progs.h"
 
@@ -52,6 +58,92 @@ static int cancel(size_t wait_bytes, size_t then_bytes)
     printf("then cudaMalloc %d\n", r);
     if (r == cudaSuccess)
         CHECK(cudaFree(p), cudaSuccess);
+    return 0;
+}
+
+/* Signal handlers that allocate (not async-signal-safe, but real programs
+ * do it).  signal: 1 MiB, kept for main to free.  signal-stress: a 0-byte
+ * cudaMalloc, which the simulated runtime answers without taking a lock
+ * (so wherever the signal lands the simulator cannot deadlock; only the
+ * tracer could), while the cudaMalloc it interrupts is the same. */
+#define HANDLER_BYTES (1 * MiB)
+static void *handler_ptrs[1024];
+static atomic_int handled, stress_mode, worker_done, worker_tid;
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    void *p = NULL;
+    int stress = atomic_load(&stress_mode);
+    if (cudaMalloc(&p, stress ? 0 : HANDLER_BYTES) == cudaSuccess) {
+        int i = atomic_fetch_add(&handled, 1);
+        if (!stress && i < 1024)
+            handler_ptrs[i] = p;
+    }
+    errno = saved;
+}
+
+static void *waiting_worker(void *arg)
+{
+    (void)arg;
+    atomic_store(&worker_tid, (int)syscall(SYS_gettid));
+    void *p = NULL;
+    CHECK(cudaMalloc(&p, 3 * MiB), cudaSuccess); /* waits (SIMCUDA_WAIT_BYTES) */
+    CHECK(cudaFree(p), cudaSuccess);
+    atomic_store(&worker_done, 1);
+    return NULL;
+}
+
+static void *churn_worker(void *arg)
+{
+    for (long i = 0; i < (long)arg; i++) {
+        void *p = NULL;
+        CHECK(cudaMalloc(&p, 0), cudaSuccess);
+    }
+    atomic_store(&worker_done, 1);
+    return NULL;
+}
+
+/* 'S': the thread sleeps - inside cudaMalloc, that is in the driver's pause() */
+static int sleeping(int tid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    const char *close = strrchr(buf, ')');
+    return close != NULL && close[1] == ' ' && close[2] == 'S';
+}
+
+/* signal: a handler allocates while its thread is inside the real
+ * cudaMalloc.  signal-stress: a handler allocates while its thread makes
+ * N allocations, wherever the signal lands. */
+static int signals(int stress, long loops)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, NULL);
+    CHECK(cudaFree(0), cudaSuccess);
+    atomic_store(&stress_mode, stress);
+    pthread_t t;
+    pthread_create(&t, NULL, stress ? churn_worker : waiting_worker, (void *)loops);
+    struct timespec pause_ns = {0, stress ? 20000 : 5000000};
+    while (!atomic_load(&worker_done)) {
+        if (stress || (atomic_load(&worker_tid) != 0 && sleeping(atomic_load(&worker_tid))))
+            pthread_kill(t, SIGUSR1);
+        nanosleep(&pause_ns, NULL);
+    }
+    pthread_join(t, NULL);
+    int n = atomic_load(&handled);
+    for (int i = 0; !stress && i < n && i < 1024; i++)
+        CHECK(cudaFree(handler_ptrs[i]), cudaSuccess);
+    printf("loop %ld handler %d\n", stress ? loops : 1, n);
     return 0;
 }
 
@@ -111,12 +203,16 @@ int main(int argc, char **argv)
     int n = argc > 2 ? atoi(argv[2]) : 1000;
     if (strcmp(mode, "wrongfree") == 0)
         return wrongfree();
+    if (strcmp(mode, "signal") == 0)
+        return signals(0, 1);
+    if (strcmp(mode, "signal-stress") == 0)
+        return signals(1, n);
     if (strcmp(mode, "cancel") == 0)
         return cancel(3 * MiB, 8 * MiB);
     if (strcmp(mode, "threads") == 0)
         return threads(n, 0);
     if (strcmp(mode, "oom-threads") == 0)
         return threads(n, 1);
-    fprintf(stderr, "usage: rt_concurrency wrongfree|cancel|threads N|oom-threads N\n");
+    fprintf(stderr, "usage: rt_concurrency wrongfree|cancel|signal|signal-stress N|threads N|oom-threads N\n");
     return 2;
 }
