@@ -390,11 +390,11 @@ const char *output_pattern(void)
 }
 
 /* Tries the current directory, $TMPDIR and /tmp, in that order; keeps the
- * file part of the pattern (`base`, "" for the default name). */
-static const char *fall_back(const char *dir, const char *base)
+ * file part of the pattern (`base`, "" for the default name).  The directory
+ * returned may be `cwd`, the caller's buffer: it outlives this call. */
+static const char *fall_back(const char *dir, const char *base, char *cwd, size_t cwd_n)
 {
-    char cwd[PATH_MAX];
-    const char *cands[3] = {getcwd(cwd, sizeof cwd), secure_getenv("TMPDIR"), "/tmp"};
+    const char *cands[3] = {getcwd(cwd, cwd_n), secure_getenv("TMPDIR"), "/tmp"};
     for (int i = 0; i < 3; i++) {
         if (cands[i] == NULL || cands[i][0] == '\0' || strcmp(cands[i], dir) == 0 ||
             probe_dir(cands[i]) != 0)
@@ -410,7 +410,7 @@ static const char *fall_back(const char *dir, const char *base)
 
 void output_prepare(void)
 {
-    char final[4096], dir[4096], b1[96], b2[96];
+    char final[4096], dir[4096], cwd[PATH_MAX], b1[96], b2[96];
     const char *pattern = config.output;
     if (output_expand(pattern, "exit", 0, final, sizeof final) != 0)
         return; /* the first dump says so */
@@ -429,7 +429,7 @@ void output_prepare(void)
             __atomic_store_n(&pattern_in_use, fallback, __ATOMIC_RELEASE);
             to = dir;
         } else {
-            to = fall_back(dir, "");
+            to = fall_back(dir, "", cwd, sizeof cwd);
         }
         log_msg(LOG_WARN, "CUMEMTRACE_OUTPUT names '%s', which is not a regular file; "
                           "snapshots go to %s/ under their default names instead (set "
@@ -437,7 +437,7 @@ void output_prepare(void)
                 log_abbrev(final, b1, sizeof b1), to ? log_abbrev(to, b2, sizeof b2)
                                                       : "nowhere");
     } else if ((err = probe_dir(dir)) != 0) {
-        if ((to = fall_back(dir, base)) != NULL)
+        if ((to = fall_back(dir, base, cwd, sizeof cwd)) != NULL)
             log_msg(LOG_WARN, "cannot write snapshots to %s/: %s; writing them to %s/ "
                               "instead (set CUMEMTRACE_OUTPUT to a writable directory)",
                     log_abbrev(dir, b1, sizeof b1), strerror(err),
