@@ -67,6 +67,17 @@ def base_env(extra=None, preload=True, extra_preload=(), preload_first=()):
     return env
 
 
+def run_env(extra=None):
+    """The environment for `cumemtrace run`, which puts the library in
+    LD_PRELOAD itself: without it, but with an instrumented build's sanitizer
+    runtime, which must come first (as ASan tells a user of such a build) and
+    which run keeps first (src/cli/run.c)."""
+    env = base_env(extra, preload=False)
+    if SAN_RUNTIME:
+        env["LD_PRELOAD"] = SAN_RUNTIME
+    return env
+
+
 @pytest.fixture
 def run(tmp_path):
     """run(args, env=None, preload=True, ...) -> Result, each call in a fresh

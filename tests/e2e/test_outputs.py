@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import CLI, PROGS, base_env, device
+from conftest import CLI, PROGS, base_env, device, run_env
 
 PROG = PROGS / "rt_outputs"
 
@@ -234,8 +234,7 @@ def test_an_explicit_dump_path_gets_advice_about_that_path(tmp_path):
 # ---- item 5: `run --output FILE` never leaves a stale FILE to be read ----
 
 def cli_run(tmp_path, *args):
-    env = base_env(preload=False)  # run puts the library in LD_PRELOAD itself
-    return subprocess.run([str(CLI), "run", *map(str, args)], cwd=tmp_path, env=env,
+    return subprocess.run([str(CLI), "run", *map(str, args)], cwd=tmp_path, env=run_env(),
                           capture_output=True, text=True, timeout=60)
 
 

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import CLI, PROGS, base_env
+from conftest import CLI, PROGS, run_env
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "..", "golden", "inputs")
 
@@ -22,7 +22,7 @@ def cli(*args, env=None, cwd=None):
 @pytest.mark.parametrize("depth", ["0", "1", "256"])
 def test_run_and_library_accept_the_same_depths(depth, tmp_path):
     r = cli("run", "--depth", depth, "--output", tmp_path / "s.json", "--",
-            PROGS / "rt_workload", "basic", env=base_env(preload=False), cwd=tmp_path)
+            PROGS / "rt_workload", "basic", env=run_env(), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "ignoring" not in r.stderr, r.stderr
     snap = json.loads((tmp_path / "s.json").read_text())
@@ -56,7 +56,8 @@ def test_cli_refuses_a_size_without_a_unit(value):
                                       ("8gb", True), ("1.5MiB", True), ("8", False),
                                       ("8bytes", False), ("0B", False)])
 def test_run_limit_units(value, ok):
-    r = cli("run", "--limit", value, "--", "sh", "-c", 'echo "$CUMEMTRACE_LIMIT"')
+    r = cli("run", "--limit", value, "--", "sh", "-c", 'echo "$CUMEMTRACE_LIMIT"',
+            env=run_env({"NO_COLOR": "1"}))
     assert (r.returncode == 0) == ok, r.stderr
     if ok:
         assert r.stdout.strip() == value
