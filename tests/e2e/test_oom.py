@@ -191,9 +191,12 @@ def test_retry_loop_costs_o1_per_attempt_with_many_live_allocations(run):
     # the first attempt writes the post-mortem (a dump is O(live)); each
     # retry updates the chain in memory.  Before: every retry rewrote the
     # file, 45-160 ms each.
+    # The best of three runs: on a loaded machine one preemption (~8 ms) in
+    # the 200 retries (~0.1 ms in all) made one run in several fail.
     args = ["rt_oom", "retry_loop", "100000", "200"]
-    first, retries = retry_times(run(args, env=CARD))
-    _, bare = retry_times(run(args, env=CARD, preload=False))
+    traced = [retry_times(run(args, env=CARD)) for _ in range(3)]
+    first, retries = min(t[0] for t in traced), min(t[1] for t in traced)
+    bare = min(retry_times(run(args, env=CARD, preload=False))[1] for _ in range(3))
     per_retry, per_bare = retries / 199, max(bare, 1) / 199
     assert per_retry < first / 50, (first, per_retry)
     assert per_retry < 200 * per_bare, (per_retry, per_bare)
