@@ -22,6 +22,7 @@
 #include "out.h"
 #include "ranks.h"
 #include "report_allocator.h"
+#include "report_churn.h"
 #include "sites.h"
 
 /* A recorded string as text output may print it (snapshot_display). */
@@ -29,6 +30,8 @@
 
 #define CALLERS_SHOWN 3 /* frames on a call site's "<" line */
 #define CALLERS_FULL 64 /* with --full */
+
+static enum churn_sort report_sort = CHURN_BY_ALLOCS; /* --sort */
 
 size_t report_pick(struct snapshot **s, size_t n)
 {
@@ -546,6 +549,8 @@ static int print_device(FILE *f, struct snapshot *s, const struct snap_device *d
     }
     if (print_live(f, s, &d->live, &d->allocator, top, 2) != 0)
         return -1;
+    if (report_churn(f, s, d, report_sort, top) != 0)
+        return -1;
     print_frag(f, d);
     return 0;
 }
@@ -639,7 +644,8 @@ int report_text(FILE *f, struct snapshot **s, size_t n, unsigned top)
 /* ---- the subcommand ---- */
 
 static const char usage[] =
-    "usage: cumemtrace report [--json] [--bytes] [--top N] [--rank N] [--width N] [--full] FILE|DIR...\n"
+    "usage: cumemtrace report [--json] [--bytes] [--top N] [--rank N] [--width N] [--full]\n"
+    "                         [--sort allocs|bytes|temporary] FILE|DIR...\n"
     "\n"
     "Reports a snapshot: per device the peak and when, memory by kind, the\n"
     "call sites that held memory at the peak, what was still live (leaks),\n"
@@ -656,6 +662,8 @@ static const char usage[] =
     "  --rank N   only rank N of the files given (its newest file)\n"
     "  --width N  lay out for N columns (default: the terminal's, 80 when piped)\n"
     "  --full     cut nothing: whole call-site names and caller chains\n"
+    "  --sort K   order the churn table (allocations and frees over the run, per\n"
+    "             call site) by allocs (default), bytes or temporary\n"
     "\n"
     "example: cumemtrace report cumemtrace.python.4242.json\n"
     "         cumemtrace report run-dir/ --rank 3\n";
@@ -669,6 +677,7 @@ int report_main(int argc, char **argv)
         {"rank", required_argument, NULL, 'r'},
         {"width", required_argument, NULL, 'w'},
         {"full", no_argument, NULL, 'F'},
+        {"sort", required_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -697,6 +706,14 @@ int report_main(int argc, char **argv)
             break;
         }
         case 'F': out_set_width(OUT_WIDTH_FULL); break;
+        case 's': {
+            int by = churn_sort_parse(optarg);
+            if (by < 0)
+                return cli_usage("report", "--sort wants allocs, bytes or temporary, not '%s'",
+                                 optarg);
+            report_sort = (enum churn_sort)by;
+            break;
+        }
         case 'h': fputs(usage, stdout); return cli_finish_stdout();
         case ':': return cli_usage("report", "%s needs a value", argv[optind - 1]);
         default: return cli_usage("report", "unknown option '%s'", argv[optind - 1]);

@@ -137,6 +137,30 @@ static int device(struct jsonw *w, struct snapshot *s, const struct snap_device 
     jsonw_key(w, "live");
     if (sites(w, s, &d->live, top) != 0)
         return -1;
+    /* Per stack over the run, as the snapshot has it (not merged by site:
+     * a script comparing with its own counts wants the stacks). */
+    jsonw_key(w, "churn");
+    jsonw_begin_array(w);
+    for (size_t i = 0; i < d->churn.n; i++) {
+        const struct snap_group *g = &d->churn.v[i];
+        jsonw_begin_object(w);
+        jsonw_key(w, "site");
+        if (g->stack != SNAP_NO_STACK) {
+            uint32_t site = frames_site(s, g->stack, BY_STACK);
+            if (site == FRAMES_NONE)
+                return -1;
+            jsonw_string(w, frames_site_get(s->ctx, BY_STACK, site)->label);
+        } else {
+            jsonw_null(w);
+        }
+        jsonw_key(w, "frames"); frames_of(w, s, g->stack);
+        jsonw_key(w, "allocs"); jsonw_u64(w, g->count);
+        jsonw_key(w, "frees"); jsonw_u64(w, g->frees);
+        jsonw_key(w, "bytes_allocated"); jsonw_u64(w, g->bytes);
+        jsonw_key(w, "temporary"); jsonw_u64(w, g->temporary);
+        jsonw_end_object(w);
+    }
+    jsonw_end_array(w);
     jsonw_end_object(w);
     return 0;
 }

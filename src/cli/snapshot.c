@@ -54,6 +54,7 @@ void snapshot_free(struct snapshot *s)
     for (size_t i = 0; i < s->ndevices; i++) {
         groups_free(&s->devices[i].live);
         groups_free(&s->devices[i].at_peak);
+        groups_free(&s->devices[i].churn);
         free(s->devices[i].hist);
     }
     free(s->devices);

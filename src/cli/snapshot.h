@@ -80,6 +80,7 @@ struct snap_group {
     uint8_t kind;     /* enum snap_kind; KIND_DEVICE when the file omits it */
     uint64_t bytes;
     uint64_t count;
+    uint64_t frees, temporary; /* churn rows only (bytes: allocated, count: allocs) */
 };
 
 struct snap_groups {
@@ -133,6 +134,8 @@ struct snap_device {
     struct snap_vmm vmm;
     struct snap_frag frag;
     struct snap_groups live, at_peak;
+    struct snap_groups churn; /* whole run by site: count = allocs, bytes =
+                                 bytes allocated, frees, temporary */
     struct snap_bucket *hist;
     size_t nhist, hist_cap;
 };

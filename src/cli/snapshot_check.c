@@ -128,6 +128,9 @@ static int resolve(struct snapshot *s, struct cli_error *err)
         snprintf(where, sizeof where, "devices[%zu].at_peak", d);
         if (resolve_groups(s, err, &s->devices[d].at_peak, where))
             return err->code;
+        snprintf(where, sizeof where, "devices[%zu].churn", d);
+        if (resolve_groups(s, err, &s->devices[d].churn, where))
+            return err->code;
     }
     if (resolve_groups(s, err, &s->host.live, "host_pinned.live") ||
         resolve_groups(s, err, &s->host.at_peak, "host_pinned.at_peak") ||

@@ -17,6 +17,11 @@ static const struct field group_fields[] = {
     FIELD_AT("stack", snap_group, stack_id, F_I64N),
     FIELD_AT("bytes", snap_group, bytes, F_U64),
     FIELD_AT("count", snap_group, count, F_U64),
+    /* churn rows */
+    FIELD_AT("allocs", snap_group, count, F_U64),
+    FIELD_AT("bytes_allocated", snap_group, bytes, F_U64),
+    FIELD_AT("frees", snap_group, frees, F_U64),
+    FIELD_AT("temporary", snap_group, temporary, F_U64),
 };
 
 static int rd_group(struct reader *r, void *obj, size_t i)
@@ -249,6 +254,12 @@ static int rd_at_peak(struct reader *r, void *obj)
     return rd_groups(r, &d->at_peak);
 }
 
+static int rd_churn(struct reader *r, void *obj)
+{
+    struct snap_device *d = obj;
+    return rd_groups(r, &d->churn);
+}
+
 static const struct field bucket_fields[] = {
     FIELD(snap_bucket, le, F_U64),
     FIELD(snap_bucket, count, F_U64),
@@ -289,6 +300,7 @@ static const struct field device_fields[] = {
     FIELD_FN("vmm", rd_vmm),
     FIELD_FN("live", rd_live),
     FIELD_FN("at_peak", rd_at_peak),
+    FIELD_FN("churn", rd_churn),
     FIELD_FN("histogram", rd_histogram),
     FIELD_FN("fragmentation", rd_frag),
     FIELD_FN("allocator", snapshot_read_device_allocator),

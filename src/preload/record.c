@@ -165,6 +165,9 @@ struct pool {
 /* Adaptive: critical sections are a few hash operations long, so a
  * contending thread spins briefly instead of sleeping in the kernel. */
 static pthread_mutex_t lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
+/* The latest allocation, while nothing else was allocated since, and the
+ * latest free counted as temporary (a failed free takes it back). */
+static const struct live *last_alloc, *last_temporary;
 static struct pool pools[RECORD_POOLS];
 static struct live *live_table, *handles, *free_entries;
 static struct range *mappings, *reservations;
@@ -431,6 +434,12 @@ static void account_locked(struct site *s, int64_t bytes, int64_t now)
     }
     s->s.current += (uint64_t)bytes;
     s->s.count += bytes >= 0 ? 1 : (uint64_t)-1;
+    if (bytes >= 0) {
+        s->s.allocs++;
+        s->s.alloc_bytes += (uint64_t)bytes;
+    } else {
+        s->s.frees++;
+    }
     p->current += (uint64_t)bytes;
     k->current += (uint64_t)bytes;
     p->active = true;
@@ -509,6 +518,7 @@ static void alloc_locked(const struct record_alloc *a, struct record_stack *stac
     }
     counters.live++;
     account_locked(s, (int64_t)a->size, now);
+    last_alloc = e;
 }
 
 void record_alloc(const struct record_alloc *a, struct record_stack *stack,
@@ -563,6 +573,12 @@ void *record_free_take(uintptr_t addr, enum record_kind kind_hint,
         HASH_DELETE(hh, live_table, e);
         account_locked(site_of(e), -(int64_t)entry_size(e), now);
         counters.live--;
+        last_temporary = NULL;
+        if (e == last_alloc) { /* nothing was allocated since: temporary */
+            site_of(e)->s.temporary++;
+            last_temporary = e;
+        }
+        last_alloc = NULL;
     } else {
         counters.unknown_frees++;
     }
@@ -603,6 +619,13 @@ void record_free_finish(void *token, bool ok, int64_t now)
         account_locked(s, (int64_t)entry_size(e), now);
         pools[s->s.pool].kinds[s->s.kind].allocs--;
         pools[s->s.pool].kinds[s->s.kind].frees--;
+        s->s.allocs--;
+        s->s.frees--;
+        s->s.alloc_bytes -= entry_size(e);
+        if (e == last_temporary) {
+            s->s.temporary--;
+            last_temporary = NULL;
+        }
         counters.live++;
     }
     pthread_mutex_unlock(&lock);
@@ -978,6 +1001,10 @@ int record_view_take(struct record_view *v)
             saved = s->s.mark_epoch == pools[s->s.pool].mark.epoch;
             sv->mark_at_peak = saved ? s->s.mark_at_peak : s->s.current;
             sv->mark_at_peak_count = saved ? s->s.mark_at_peak_count : s->s.count;
+            sv->allocs = s->s.allocs;
+            sv->frees = s->s.frees;
+            sv->alloc_bytes = s->s.alloc_bytes;
+            sv->temporary = s->s.temporary;
         }
     }
     v->nstacks = nstacks;

@@ -64,6 +64,11 @@ struct record_site {
     uint64_t epoch;
     /* The same scheme for the peak since the latest mark (record_mark). */
     uint64_t mark_at_peak, mark_at_peak_count, mark_epoch;
+    /* Churn over the run: allocations and frees made here, the bytes
+     * allocated in all, and frees that came straight after their own
+     * allocation with no other allocation between (heaptrack's
+     * "temporary"). */
+    uint64_t allocs, frees, alloc_bytes, temporary;
     uint32_t pool;
     uint8_t kind;
 };
@@ -244,6 +249,7 @@ struct record_site_view {
     uint64_t current, count;         /* live now */
     uint64_t at_peak, at_peak_count; /* held at the pool's peak */
     uint64_t mark_at_peak, mark_at_peak_count; /* at the peak since the mark */
+    uint64_t allocs, frees, alloc_bytes, temporary; /* churn, see record_site */
 };
 
 struct record_view {

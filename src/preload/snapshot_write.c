@@ -298,6 +298,35 @@ static void write_groups(struct jw *w, const struct record_view *v,
     jw_s(w, "]");
 }
 
+static int by_pool_allocs(const void *a, const void *b)
+{
+    const struct record_site_view *x = a, *y = b;
+    if (x->pool != y->pool)
+        return x->pool < y->pool ? -1 : 1;
+    if (x->allocs != y->allocs)
+        return x->allocs > y->allocs ? -1 : 1;
+    return x->stack->id < y->stack->id ? -1 : x->stack->id > y->stack->id;
+}
+
+/* Per call site over the whole run: allocations, frees, bytes allocated,
+ * temporary frees (docs/snapshot-format.md "churn"), most allocations first. */
+static void write_churn(struct jw *w, struct record_view *v, uint32_t pool)
+{
+    qsort(v->sites, v->nsites, sizeof *v->sites, by_pool_allocs);
+    jw_s(w, ",\n \"churn\":[");
+    size_t n = 0;
+    for (size_t i = 0; i < v->nsites; i++) {
+        const struct record_site_view *s = &v->sites[i];
+        if (s->pool != pool || s->allocs == 0)
+            continue;
+        jw_fmt(w, "%s{\"stack\":%u,\"allocs\":%" PRIu64 ",\"frees\":%" PRIu64
+                  ",\"bytes_allocated\":%" PRIu64 ",\"temporary\":%" PRIu64 "}",
+               n++ ? ",\n  " : "\n  ", s->stack->id, s->allocs, s->frees, s->alloc_bytes,
+               s->temporary);
+    }
+    jw_s(w, "]");
+}
+
 static void write_live_and_peak(struct jw *w, struct record_view *v,
                                 uint32_t pool)
 {
@@ -426,6 +455,7 @@ static void write_device(struct jw *w, struct record_view *v, int d)
     jw_s(w, ",\n \"allocator\":");
     write_allocator(w, allocator_latest(d, &latest) ? &latest : NULL);
     write_live_and_peak(w, v, (uint32_t)d);
+    write_churn(w, v, (uint32_t)d);
     write_mark(w, v, (uint32_t)d);
     jw_s(w, "}");
 }
@@ -439,6 +469,7 @@ static void write_host(struct jw *w, struct record_view *v)
               ",\"frees\":%" PRIu64 ",\"failures\":%" PRIu64,
            p->current, p->peak, p->peak_time, k->allocs, k->frees, k->failures);
     write_live_and_peak(w, v, RECORD_HOST_POOL);
+    write_churn(w, v, RECORD_HOST_POOL);
     jw_s(w, "},\n");
 }
 

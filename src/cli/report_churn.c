@@ -1,0 +1,115 @@
+/* report_churn.c - which call sites allocate and free over and over.
+ *
+ * A caching allocator that thrashes (cudaMalloc/cudaFree every step, after
+ * empty_cache() or on fragmentation) is invisible in "at peak" and "live"
+ * tables: what it holds at any moment is small.  Counted per call site it
+ * stands out; the cost line prices the pairs at the public 20-100 us of a
+ * cudaMalloc+cudaFree pair on a real GPU (DESIGN.md). */
+#include "report_churn.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frames.h"
+#include "out.h"
+
+int churn_sort_parse(const char *name)
+{
+    if (strcmp(name, "allocs") == 0)
+        return CHURN_BY_ALLOCS;
+    if (strcmp(name, "bytes") == 0)
+        return CHURN_BY_BYTES;
+    if (strcmp(name, "temporary") == 0)
+        return CHURN_BY_TEMPORARY;
+    return -1;
+}
+
+struct row {
+    uint32_t site, stack;
+    uint64_t allocs, frees, bytes, temporary;
+};
+
+static enum churn_sort sort_by;
+
+static uint64_t key(const struct row *r)
+{
+    return sort_by == CHURN_BY_BYTES       ? r->bytes
+           : sort_by == CHURN_BY_TEMPORARY ? r->temporary
+                                           : r->allocs;
+}
+
+static int by_key(const void *a, const void *b)
+{
+    const struct row *x = a, *y = b;
+    if (key(x) != key(y))
+        return key(x) > key(y) ? -1 : 1;
+    return x->site < y->site ? -1 : x->site > y->site;
+}
+
+int report_churn(FILE *f, struct snapshot *s, const struct snap_device *d,
+                 enum churn_sort by, unsigned top)
+{
+    const struct snap_groups *g = &d->churn;
+    uint64_t frees = 0, allocs = 0, temporary = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        frees += g->v[i].frees;
+        allocs += g->v[i].count;
+        temporary += g->v[i].temporary;
+    }
+    if (frees == 0)
+        return 0;
+    /* One row per call site as the other tables name them. */
+    struct row *rows = calloc(g->n, sizeof *rows);
+    if (rows == NULL)
+        return -1;
+    size_t n = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        uint32_t site = frames_site(s, g->v[i].stack, BY_STACK);
+        if (site == FRAMES_NONE) {
+            free(rows);
+            return -1;
+        }
+        size_t k = 0;
+        while (k < n && rows[k].site != site)
+            k++;
+        if (k == n)
+            rows[n++] = (struct row){site, g->v[i].stack, 0, 0, 0, 0};
+        rows[k].allocs += g->v[i].count;
+        rows[k].frees += g->v[i].frees;
+        rows[k].bytes += g->v[i].bytes;
+        rows[k].temporary += g->v[i].temporary;
+    }
+    sort_by = by;
+    qsort(rows, n, sizeof *rows, by_key);
+    static const char *const names[] = {"allocations", "bytes allocated", "temporary"};
+    char lo[OUT_NUM], hi[OUT_NUM];
+    /* 20-100 us per pair: 20000-100000 ns. */
+    fprintf(f, "  Churn over the run by %s: %" PRIu64 " allocations, %" PRIu64
+               " frees (%" PRIu64 " temporary)\n",
+            names[by], allocs, frees, temporary);
+    char cost[256];
+    snprintf(cost, sizeof cost, "on a real GPU %" PRIu64 " alloc+free pairs cost about %s to "
+             "%s of API time (20-100 us a pair)",
+             frees, out_duration((int64_t)(frees * 20000), lo),
+             out_duration((int64_t)(frees * 100000), hi));
+    out_wrap(f, "    ", "      ", cost);
+    struct out_table t;
+    out_table_init(&t, "rrrrl", 2);
+    out_table_row(&t, "allocs", "frees", "temporary", "allocated", "call site");
+    for (size_t i = 0; i < n && i < top; i++) {
+        char a[32], fr[32], tm[32], b[OUT_NUM];
+        snprintf(a, sizeof a, "%" PRIu64, rows[i].allocs);
+        snprintf(fr, sizeof fr, "%" PRIu64, rows[i].frees);
+        snprintf(tm, sizeof tm, "%" PRIu64, rows[i].temporary);
+        out_table_row(&t, a, fr, tm, out_bytes(rows[i].bytes, b),
+                      frames_site_get(s->ctx, BY_STACK, rows[i].site)->display);
+    }
+    if (n > top) {
+        char more[64];
+        snprintf(more, sizeof more, "(%zu more call sites)", n - top);
+        out_table_row(&t, "", "", "", "", more);
+    }
+    free(rows);
+    return out_table_print(&t, f);
+}
