@@ -138,7 +138,13 @@ unsigned unwind_capture(void **frames, unsigned max)
         fn = backtrace;
     }
     int n = fn(buf, (int)(max + want));
+    /* A sanitizer's backtrace() interceptor may put its own frames first:
+     * start at our first frame when there is one among the first few. */
     int skip = 0;
+    while (skip < n && skip < 8 && !unwind_is_ours(buf[skip]))
+        skip++;
+    if (skip == n || skip == 8)
+        skip = 0;
     while (skip < n && unwind_is_ours(buf[skip]))
         skip++;
     if ((unsigned)skip + 1 > __atomic_load_n(&slack, __ATOMIC_RELAXED) && skip < 31)

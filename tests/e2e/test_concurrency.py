@@ -78,6 +78,8 @@ def test_thread_cancelled_in_the_real_call_gives_its_reservation_back(run):
     assert d["by_kind"]["device"]["allocs"] == 1 and d["current_bytes"] == 0
 
 
+@pytest.mark.skipif(SAN_RUNTIME is not None,
+                    reason="under a sanitizer the resident set is the sanitizer's")
 def test_threads_that_oom_leave_nothing_behind(run):
     # Issue 10.15: each thread that hit an OOM kept its ~4.6 KB chain state
     # for ever (+18 MB RSS over 4,000 threads here); the thread-exit
