@@ -1,7 +1,7 @@
 """PyTorch's other allocator modes on the simulated GPU: expandable
 segments, the cudaMallocAsync backend, and the per-process memory fraction
 (see conftest.py for how each scenario runs)."""
-from conftest import MiB, line_of, python_frames
+from conftest import REAL, MiB, line_of, python_frames
 
 EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 ASYNC = {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}
@@ -41,7 +41,8 @@ def test_expandable_segments_oom_at_cuMemCreate(scenario):
     # The driver refused physical memory: cuMemCreate of one 20 MiB segment.
     assert oom["entry_point"] == "cuMemCreate" and oom["kind"] == "vmm"
     assert oom["requested_bytes"] == 20 * MiB
-    assert oom["free_bytes"] < 20 * MiB <= oom["total_bytes"]
+    if not REAL:  # a real driver may keep some free memory back
+        assert oom["free_bytes"] < 20 * MiB <= oom["total_bytes"]
     # PyTorch mapped segment after segment, then unmapped and released them
     # all before its retry: what the retry released is seen.
     assert oom["released_bytes"] > 0 and oom["released_bytes"] % (20 * MiB) == 0
