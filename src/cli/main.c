@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "frame_filter.h"
 #include "snapshot.h"
 
 static const char usage[] =
@@ -21,6 +22,12 @@ static const char usage[] =
     "  export       the snapshot for another viewer (speedscope)\n"
     "\n"
     "'cumemtrace COMMAND --help' describes each; docs/cli.md has it all.\n"
+    "\n"
+    "frames (every command but run; the interpreter's own frames and process\n"
+    "start-up are folded away by default):\n"
+    "  --all-frames     keep the interpreter's and process start-up frames\n"
+    "  --hide REGEX     leave out frames whose name matches (extended regex)\n"
+    "  --python-only    Python frames only; --native-only: native frames only\n"
     "\n"
     "example: cumemtrace run -- python train.py\n"
     "         cumemtrace report cumemtrace.python.4242.json\n"
@@ -77,5 +84,10 @@ int main(int argc, char **argv)
     const struct command *c = find(cmd);
     if (c == NULL)
         return cli_usage(NULL, "unknown command '%s'", cmd);
+    if (c->main != run_main) { /* run's arguments belong to the command it runs */
+        int rc = frame_filter_args(cmd, &argc, argv);
+        if (rc != 0)
+            return rc;
+    }
     return c->main(argc - 1, argv + 1);
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "frame_filter.h"
 #include "frames.h"
 #include "symbolize.h"
 
@@ -353,6 +354,7 @@ static int rd_frames(struct reader *r, void *obj)
     }
     if (n > UINT32_MAX)
         return reader_invalid(r, "has too many frames");
+    n = frame_filter_apply(r->ctx, r->tmp, n);
     st->nframes = (uint32_t)n;
     st->frames = arena_alloc(&r->ctx->arena, (n ? n : 1) * sizeof *st->frames);
     if (st->frames == NULL)

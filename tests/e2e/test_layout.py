@@ -109,3 +109,61 @@ def test_a_terminal_gives_its_width(tmp_path):
 def test_diff_takes_the_same_options():
     r = cli("diff", "--full", INPUTS / "diff_base.json", INPUTS / "diff_new.json")
     assert r.returncode == 0, r.stderr
+
+
+# ---- frame filters (every view but run) ----
+
+def folded(*args):
+    r = cli("flamegraph", *args)
+    assert r.returncode == 0, r.stderr
+    return [l.rpartition(" ")[0].split(";") for l in r.stdout.splitlines()]
+
+
+def with_interpreter(tmp_path):
+    """exit_train.json with CPython's and libc's start-up frames at the
+    outer end of every stack, as a real Python process has them."""
+    doc = json.loads((INPUTS / "exit_train.json").read_text())
+    tail = [{"module": "python3", "offset": 1193657, "symbol": "PyEval_EvalCode"},
+            {"module": "python3", "offset": 2391446, "symbol": None},
+            {"module": "python3", "offset": 2424957, "symbol": "Py_RunMain"},
+            {"module": "libc.so.6", "offset": 160329, "symbol": None},
+            {"module": "libc.so.6", "offset": 160516, "symbol": "__libc_start_main"},
+            {"module": "python3", "offset": 2259920, "symbol": "_start"}]
+    for st in doc["stacks"]:
+        st["frames"] += tail
+    path = tmp_path / "interp.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_interpreter_and_start_up_frames_are_folded_by_default(tmp_path):
+    src = with_interpreter(tmp_path)
+    every = [f for s in folded("--all-frames", src) for f in s]
+    assert any(f.startswith("python3!") for f in every)  # the file has them
+    assert any("libc.so" in f for f in every)
+    default = [f for s in folded(src) for f in s]
+    assert not any(f.startswith("python3!") or "libc.so" in f for f in default)
+    assert any(f.endswith(".py:110:main") for f in default)  # Python frames stay
+    # the bytes are the same whatever is folded
+    total = lambda out: sum(int(l.rpartition(" ")[2]) for l in out.splitlines())
+    assert total(cli("flamegraph", src).stdout) == total(cli("flamegraph", "--all-frames",
+                                                             src).stdout)
+
+
+def test_python_only_native_only_and_hide():
+    src = INPUTS / "exit_train.json"
+    py = [f for s in folded("--python-only", src) for f in s[:-1]]  # last: entry
+    assert py and all(".py:" in f or f.startswith("[") for f in py)
+    native = [f for s in folded("--native-only", src) for f in s]
+    assert not any(".py:" in f for f in native)
+    hidden = [f for s in folded("--hide", "libc10|libtorch", src) for f in s]
+    assert not any("libc10" in f or "libtorch" in f for f in hidden)
+    assert any(".py:" in f for f in hidden)
+
+
+def test_filter_option_errors():
+    src = INPUTS / "exit_train.json"
+    r = cli("report", "--hide", "(", src)
+    assert r.returncode == 2 and "not an extended regular expression" in r.stderr
+    r = cli("report", "--python-only", "--native-only", src)
+    assert r.returncode == 2 and "exclude each other" in r.stderr
