@@ -167,6 +167,27 @@ struct scan {
     char buf[SCAN_BYTES];
 };
 
+/* Copies an object's name as the loader keeps it into dst[0..n); its length,
+ * or n when it does not fit.  The loader's list lock, which dl_iterate_phdr
+ * holds while it calls us, orders this read after the dlopen that wrote the
+ * name.  ThreadSanitizer cannot see that lock; its dl_iterate_phdr
+ * interceptor forgets earlier writes to the name instead, but not to its
+ * terminating NUL - when the NUL starts a new 8-byte word (a path length that
+ * is a multiple of 8), reading it was reported as racing with that dlopen's
+ * strdup.  So the loader's bytes are read here, uninstrumented, one at a
+ * time (volatile: no strlen or memcpy, which TSan intercepts). */
+DLSYM_PATH static size_t copy_loader_name(const char *name, char *dst, size_t n)
+{
+    const volatile char *src = name;
+    for (size_t i = 0; i < n; i++) {
+        char c = src[i];
+        dst[i] = c;
+        if (c == '\0')
+            return i;
+    }
+    return n;
+}
+
 static int collect_one(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
@@ -175,19 +196,24 @@ static int collect_one(struct dl_phdr_info *info, size_t size, void *data)
         sc->seen++;
         return 0;
     }
-    const char *name = info->dlpi_name;
-    size_t len = name != NULL ? strlen(name) + 1 : 1;
-    if (len == 1 || len > sizeof sc->buf) { /* the executable, or unusable */
-        sc->seen++;
-        return 0;
-    }
-    if (sc->n == SCAN_NAMES || sc->used + len > sizeof sc->buf) {
+    if (sc->n == SCAN_NAMES) {
         sc->more = true; /* the next pass starts here */
         return 1;
     }
-    memcpy(sc->buf + sc->used, name, len);
+    size_t room = sizeof sc->buf - sc->used;
+    size_t len = info->dlpi_name != NULL
+                     ? copy_loader_name(info->dlpi_name, sc->buf + sc->used, room)
+                     : 0;
+    if (len == 0 || (len == room && sc->used == 0)) { /* the executable, or unusable */
+        sc->seen++;
+        return 0;
+    }
+    if (len == room) {
+        sc->more = true; /* did not fit after the others: the next pass */
+        return 1;
+    }
     sc->off[sc->n++] = (unsigned)sc->used;
-    sc->used += len;
+    sc->used += len + 1;
     sc->seen++;
     return 0;
 }

@@ -1,6 +1,7 @@
 """Threads, signals, cancellation and the loader: the preloaded library
 must never hang the host, and must count what happened exactly."""
 import json
+import shutil
 import subprocess
 import time
 
@@ -38,6 +39,25 @@ def test_late_local_runtime_threads_and_dlopen_never_hang(tmp_path):
     assert (d["allocs"], d["frees"]) == (4, 4)
     assert (snap["host_pinned"]["allocs"], snap["host_pinned"]["frees"]) == (4, 4)
     assert snap["counters"]["unknown_frees"] == 0
+
+
+def test_late_threads_scan_a_library_whose_path_is_a_multiple_of_8_long(tmp_path):
+    # The scan reads each loaded object's name under the loader's lock, which
+    # TSan cannot see; its dl_iterate_phdr interceptor forgets the earlier
+    # writes to a name but not to its NUL.  With a path of 8k bytes the NUL
+    # starts a new shadow word, and strlen on it was reported as racing with
+    # the main thread's dlopen (7 runs in 10 under make test-tsan).
+    d = tmp_path / "lib"
+    d.mkdir()
+    stem = str(d / "libunrelated")
+    lib = stem + "x" * (-len(stem + ".so") % 8) + ".so"
+    shutil.copy(PROGS / "libunrelated.so", lib)
+    assert len(lib) % 8 == 0
+    for i in range(5):
+        proc = _run_bounded(tmp_path, ["late_threads", lib, 200],
+                            env={"CUMEMTRACE_OUTPUT": str(tmp_path / f"run{i}.json")})
+        assert proc is not None, f"run {i} of 5 hung"
+        assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr
 
 
 def test_free_with_the_wrong_api_is_counted_as_wrong_kind(run):
