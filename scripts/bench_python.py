@@ -113,6 +113,9 @@ def parent(args):
               f"per allocation (medians), {best:+.0f} (best runs)")
         print(f"python_ns_per_alloc_{shape}={m_on - m_off:.0f}")
         print(f"python_ns_per_alloc_{shape}_best={best:.0f}")
+        diffs = [b - a for a, b in zip(off, on)]  # per interleaved repetition
+        print(f"python_ns_per_alloc_{shape}_min={min(diffs):.0f}")
+        print(f"python_ns_per_alloc_{shape}_max={max(diffs):.0f}")
 
 
 def main():

@@ -6,16 +6,19 @@
 #   scripts/install-deps.sh --check-or-install   same (what `make` calls)
 #   scripts/install-deps.sh --check           only report; exit 1 if missing
 #   scripts/install-deps.sh --ci              also CI-only tools (clang for fuzzing)
+#   scripts/install-deps.sh --bench           also what `make bench` compares with (heaptrack)
 set -eu
 
 mode=install
 ci=0
+bench=0
 for arg in "$@"; do
     case "$arg" in
         --check) mode=check ;;
         --check-or-install) mode=install ;;
         --ci) ci=1 ;;
-        *) echo "install-deps.sh: unknown option '$arg' (use --check or --ci)" >&2; exit 2 ;;
+        --bench) bench=1 ;;
+        *) echo "install-deps.sh: unknown option '$arg' (use --check, --ci or --bench)" >&2; exit 2 ;;
     esac
 done
 
@@ -49,6 +52,10 @@ if [ "$ci" = 1 ]; then
     need python3-venv "$py" -c "import venv, ensurepip"   # make test-torch (scripts/torch-env.sh)
     need clang command -v clang
     need libclang-rt-14-dev sh -c 'test -n "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null | grep /)" && test -f "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a)"'
+fi
+
+if [ "$bench" = 1 ]; then
+    need heaptrack   command -v heaptrack   # scripts/bench.py: the peer it is compared with
 fi
 
 [ -z "$missing" ] && exit 0

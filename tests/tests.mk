@@ -95,5 +95,6 @@ $(BUILD)/tests/bench/bench_alloc: tests/bench/bench_alloc.c $(SIMRT)
 	    -L$(BUILD)/sim -lcudart -ldl -lpthread
 
 bench: all $(BUILD)/tests/bench/bench_alloc
+	@scripts/install-deps.sh --bench || echo "cumemtrace: bench: heaptrack missing; the comparison with it is skipped"
 	$(PYTHON) scripts/bench.py --build $(BUILD) --write docs/performance.md
 	$(PYTHON) scripts/bench_ranks.py --build $(BUILD) --write docs/performance.md

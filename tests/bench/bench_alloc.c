@@ -5,7 +5,7 @@
  *       PATH: runtime (cudaMalloc/cudaFree), driver (cuMemAlloc_v2/
  *       cuMemFree_v2), async (cudaMallocAsync/cudaFreeAsync),
  *       vmm (cuMemCreate+cuMemMap / cuMemUnmap+cuMemRelease)
- *   bench_alloc floor DEPTH ITERS               one unw_backtrace + 2 hash ops
+ *   bench_alloc floor DEPTH ITERS               unw_backtrace + insert/find/delete
  *   bench_alloc malloc DEPTH ITERS              malloc/free pairs (for heaptrack)
  *   bench_alloc live N                          N live allocations, 1 stack
  *   bench_alloc stacks N                        N distinct stacks, 1 live each
@@ -13,6 +13,13 @@
  *
  * Output is one line of "key=value" pairs.  Each call site runs at a chosen
  * stack depth: descend() recurses that many frames before the loop.
+ *
+ * pair, floor and malloc hold LIVE allocations (table entries) for the whole
+ * run, so the tracer's table and the floor's table are the same size, and
+ * each times its loop in one noinline function (pair_loop, floor_loop,
+ * malloc_loop) that callgrind --toggle-collect counts alone; the free side
+ * of each batch is its own function (pair_frees, floor_frees, malloc_frees)
+ * so its inclusive instruction count can be read apart.
  */
 #include <dlfcn.h>
 #include <malloc.h>
@@ -30,6 +37,7 @@
 #define PFN(sym) __typeof__(&sym)
 
 #define BATCH 64
+#define LIVE 1000 /* entries held live beside each batch */
 
 static double now(void)
 {
@@ -87,50 +95,77 @@ static void must(int ok, const char *what)
     }
 }
 
-static void pair_body(void *arg)
-{
-    struct pair_args *a = arg;
+struct pair_state {
+    int path;
     void *p[BATCH];
     CUdeviceptr d[BATCH];
     CUmemGenericAllocationHandle h[BATCH];
-    CUdeviceptr va = 0;
+    CUdeviceptr va;
     CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    int path = a->path[0] == 'r' ? 0 : a->path[0] == 'd' ? 1 : a->path[0] == 'a' ? 2 : 3;
-    must(cudaFree(NULL) == cudaSuccess, "cudaFree(NULL)"); /* this thread's context */
-    if (path == 3)
-        must(vmm_reserve(&va, BATCH * (2u << 20), 0, 0, 0) == CUDA_SUCCESS, "reserve");
+};
+
+__attribute__((noinline)) static void pair_allocs(struct pair_state *s)
+{
+    for (int i = 0; i < BATCH; i++) {
+        switch (s->path) {
+        case 0: must(cudaMalloc(&s->p[i], 4096) == cudaSuccess, "cudaMalloc"); break;
+        case 1: must(drv_alloc(&s->d[i], 4096) == CUDA_SUCCESS, "cuMemAlloc_v2"); break;
+        case 2: must(cudaMallocAsync(&s->p[i], 4096, NULL) == cudaSuccess, "cudaMallocAsync"); break;
+        default:
+            must(vmm_create(&s->h[i], 2u << 20, &s->prop, 0) == CUDA_SUCCESS, "cuMemCreate");
+            must(vmm_map(s->va + (CUdeviceptr)i * (2u << 20), 2u << 20, 0, s->h[i], 0)
+                     == CUDA_SUCCESS, "cuMemMap");
+        }
+    }
+}
+
+__attribute__((noinline)) static void pair_frees(struct pair_state *s)
+{
+    for (int i = 0; i < BATCH; i++) {
+        switch (s->path) {
+        case 0: must(cudaFree(s->p[i]) == cudaSuccess, "cudaFree"); break;
+        case 1: must(drv_free(s->d[i]) == CUDA_SUCCESS, "cuMemFree_v2"); break;
+        case 2: must(cudaFreeAsync(s->p[i], NULL) == cudaSuccess, "cudaFreeAsync"); break;
+        default:
+            must(vmm_unmap(s->va + (CUdeviceptr)i * (2u << 20), 2u << 20)
+                     == CUDA_SUCCESS, "cuMemUnmap");
+            must(vmm_release(s->h[i]) == CUDA_SUCCESS, "cuMemRelease");
+        }
+    }
+}
+
+__attribute__((noinline)) static void pair_loop(struct pair_args *a, struct pair_state *s)
+{
     for (long it = 0; it < a->iters; it += BATCH) {
         double t0 = now();
-        for (int i = 0; i < BATCH; i++) {
-            switch (path) {
-            case 0: must(cudaMalloc(&p[i], 4096) == cudaSuccess, "cudaMalloc"); break;
-            case 1: must(drv_alloc(&d[i], 4096) == CUDA_SUCCESS, "cuMemAlloc_v2"); break;
-            case 2: must(cudaMallocAsync(&p[i], 4096, NULL) == cudaSuccess, "cudaMallocAsync"); break;
-            default:
-                must(vmm_create(&h[i], 2u << 20, &prop, 0) == CUDA_SUCCESS, "cuMemCreate");
-                must(vmm_map(va + (CUdeviceptr)i * (2u << 20), 2u << 20, 0, h[i], 0)
-                         == CUDA_SUCCESS, "cuMemMap");
-            }
-        }
+        pair_allocs(s);
         double t1 = now();
-        for (int i = 0; i < BATCH; i++) {
-            switch (path) {
-            case 0: must(cudaFree(p[i]) == cudaSuccess, "cudaFree"); break;
-            case 1: must(drv_free(d[i]) == CUDA_SUCCESS, "cuMemFree_v2"); break;
-            case 2: must(cudaFreeAsync(p[i], NULL) == cudaSuccess, "cudaFreeAsync"); break;
-            default:
-                must(vmm_unmap(va + (CUdeviceptr)i * (2u << 20), 2u << 20)
-                         == CUDA_SUCCESS, "cuMemUnmap");
-                must(vmm_release(h[i]) == CUDA_SUCCESS, "cuMemRelease");
-            }
-        }
+        pair_frees(s);
         double t2 = now();
         a->alloc_s += t1 - t0;
         a->free_s += t2 - t1;
     }
+}
+
+static void pair_body(void *arg)
+{
+    struct pair_args *a = arg;
+    struct pair_state s;
+    memset(&s, 0, sizeof s);
+    s.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    s.prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    s.path = a->path[0] == 'r' ? 0 : a->path[0] == 'd' ? 1 : a->path[0] == 'a' ? 2 : 3;
+    must(cudaFree(NULL) == cudaSuccess, "cudaFree(NULL)"); /* this thread's context */
+    if (s.path == 3)
+        must(vmm_reserve(&s.va, BATCH * (2u << 20), 0, 0, 0) == CUDA_SUCCESS, "reserve");
+    /* LIVE allocations from this same call site stay live throughout */
+    void **live = malloc(LIVE * sizeof *live);
+    for (int i = 0; i < LIVE; i++)
+        must(cudaMalloc(&live[i], 4096) == cudaSuccess, "cudaMalloc (live set)");
+    pair_loop(a, &s);
+    for (int i = 0; i < LIVE; i++)
+        cudaFree(live[i]);
+    free(live);
 }
 
 static void *pair_thread(void *arg)
@@ -167,9 +202,9 @@ static int run_pairs(const char *path, int depth, int threads, long iters)
         alloc_s += a[i].alloc_s;
         free_s += a[i].free_s;
     }
-    double n = (double)iters * threads;
-    printf("alloc_ns=%.1f free_ns=%.1f pair_ns=%.1f\n", alloc_s / n * 1e9,
-           free_s / n * 1e9, (alloc_s + free_s) / n * 1e9);
+    double n = (double)((iters + BATCH - 1) / BATCH * BATCH) * threads;
+    printf("alloc_ns=%.1f free_ns=%.1f pair_ns=%.1f pairs=%.0f\n", alloc_s / n * 1e9,
+           free_s / n * 1e9, (alloc_s + free_s) / n * 1e9, n);
     return 0;
 }
 
@@ -187,31 +222,56 @@ struct floor_args {
     int depth;
 };
 
+struct floor_state {
+    struct item *table;
+    struct item items[BATCH];
+    void *frames[300];
+};
+
+/* What a tracer's free must do at least: find the entry, unlink it. */
+__attribute__((noinline)) static void floor_frees(struct floor_state *s)
+{
+    struct item *found;
+    for (int i = 0; i < BATCH; i++) {
+        HASH_FIND(hh, s->table, &s->items[i].key, sizeof s->items[i].key, found);
+        must(found != NULL, "floor find");
+        HASH_DELETE(hh, s->table, found);
+    }
+}
+
+/* Per allocation: one unwind of the same depth and one insert, into a table
+ * holding LIVE + BATCH entries, as the tracer's does. */
+__attribute__((noinline)) static void floor_loop(struct floor_args *a, struct floor_state *s)
+{
+    uintptr_t next = 0x200000000ull;
+    for (long it = 0; it < a->iters; it += BATCH) {
+        for (int i = 0; i < BATCH; i++) {
+            struct item *x = &s->items[i];
+            if (a->depth > 0)
+                a->bt(s->frames, a->depth);
+            x->key = next ^ ((uintptr_t)s->frames[1] & 0xff0);
+            next += 4096;
+            HASH_ADD(hh, s->table, key, sizeof x->key, x);
+        }
+        floor_frees(s);
+    }
+}
+
 static void floor_body(void *arg)
 {
     struct floor_args *a = arg;
-    struct item *table = NULL, *found;
-    struct item *items = calloc(1024, sizeof *items);
-    void *frames[300];
-    /* a realistically sized table to insert into and delete from */
-    struct item *bulk = calloc(100000, sizeof *bulk);
-    for (int i = 0; i < 100000; i++) {
+    struct floor_state *s = calloc(1, sizeof *s);
+    struct item *bulk = calloc(LIVE, sizeof *bulk);
+    for (int i = 0; i < LIVE; i++) {
         bulk[i].key = 0x100000000ull + (uintptr_t)i * 4096;
-        HASH_ADD(hh, table, key, sizeof bulk[i].key, &bulk[i]);
+        HASH_ADD(hh, s->table, key, sizeof bulk[i].key, &bulk[i]);
     }
     double t0 = now();
-    for (long it = 0; it < a->iters; it++) {
-        struct item *x = &items[it & 1023];
-        a->bt(frames, a->depth);
-        x->key = (uintptr_t)frames[1] ^ (uintptr_t)it << 12;
-        HASH_ADD(hh, table, key, sizeof x->key, x);
-        HASH_FIND(hh, table, &x->key, sizeof x->key, found);
-        HASH_DELETE(hh, table, found);
-    }
+    floor_loop(a, s);
     a->s = now() - t0;
-    HASH_CLEAR(hh, table);
+    HASH_CLEAR(hh, s->table);
     free(bulk);
-    free(items);
+    free(s);
 }
 
 static int run_floor(int depth, long iters)
@@ -223,7 +283,8 @@ static int run_floor(int depth, long iters)
     void *warm[64];
     a.bt(warm, 64);
     descend(depth, floor_body, &a);
-    printf("floor_ns=%.1f\n", a.s / iters * 1e9);
+    printf("floor_ns=%.1f pairs=%ld\n", a.s / ((iters + BATCH - 1) / BATCH * BATCH) * 1e9,
+           (iters + BATCH - 1) / BATCH * BATCH);
     return 0;
 }
 
@@ -234,25 +295,42 @@ struct malloc_args {
     double s;
 };
 
+__attribute__((noinline)) static void malloc_frees(void **p)
+{
+    for (int i = 0; i < BATCH; i++)
+        free(p[i]);
+}
+
+__attribute__((noinline)) static void malloc_loop(struct malloc_args *a, void **p)
+{
+    for (long it = 0; it < a->iters; it += BATCH) {
+        for (int i = 0; i < BATCH; i++)
+            must((p[i] = malloc(512)) != NULL, "malloc");
+        malloc_frees(p);
+    }
+}
+
 static void malloc_body(void *arg)
 {
     struct malloc_args *a = arg;
     void *p[BATCH];
+    void **live = malloc(LIVE * sizeof *live);
+    for (int i = 0; i < LIVE; i++)
+        must((live[i] = malloc(512)) != NULL, "malloc (live set)");
     double t0 = now();
-    for (long it = 0; it < a->iters; it += BATCH) {
-        for (int i = 0; i < BATCH; i++)
-            p[i] = malloc(4096);
-        for (int i = 0; i < BATCH; i++)
-            free(p[i]);
-    }
+    malloc_loop(a, p);
     a->s = now() - t0;
+    for (int i = 0; i < LIVE; i++)
+        free(live[i]);
+    free(live);
 }
 
 static int run_malloc(int depth, long iters)
 {
     struct malloc_args a = {iters, 0};
     descend(depth, malloc_body, &a);
-    printf("pair_ns=%.1f\n", a.s / iters * 1e9);
+    long n = (iters + BATCH - 1) / BATCH * BATCH;
+    printf("pair_ns=%.1f pairs=%ld\n", a.s / n * 1e9, n);
     return 0;
 }
 
