@@ -382,7 +382,8 @@ T = []
 
 def target(what, wall, instr=None):
     states = [wall[0]] + ([instr[0]] if instr else [])
-    text = f"wall {wall[1]}" + (f"; instr {instr[1]}" if instr else "; instr not counted")
+    second = "" if instr is None else ("; " if "CPU" in instr[1] else "; instr ") + instr[1]
+    text = f"wall {wall[1]}" + (second if instr else "; instr not counted")
     T.append((combine(*states), what, text))
 
 
@@ -412,10 +413,12 @@ else:
     T.append(("not measured", "per event <= 0.6 x heaptrack's", "heaptrack not installed"))
 target(f"snapshot of {NA} live / {NST} stacks written in <= 0.3 s",
        judge_max(R["dump"], 0.3, unit=" s"))
-target("report of it <= 0.6 s", judge_max(R["report"], 0.6, unit=" s"))
+target("report of it <= 0.6 s (wall and CPU)", judge_max(R["report"], 0.6, unit=" s"),
+       judge_max(R["report_cpu"], 0.6, unit=" s CPU"))
 T.append(("met" if med(R["report_rss"]) <= 150 else "MISSED", "report of it <= 150 MiB",
           f"peak RSS {med(R['report_rss']):.0f} MiB"))
-target("diff of it <= 1.2 s", judge_max(R["diff"], 1.2, unit=" s"))
+target("diff of it <= 1.2 s (wall and CPU)", judge_max(R["diff"], 1.2, unit=" s"),
+       judge_max(R["diff_cpu"], 1.2, unit=" s CPU"))
 if "py_steady" in R:
     lo, m, hi = R["py_steady"]
     st = "not measurable" if lo <= 0 <= hi else ("met" if m <= 500 else "MISSED")
@@ -427,7 +430,8 @@ if VALGRIND:
                 if f in ("clock_gettime", "__clock_gettime", "clock_gettime@@GLIBC_2.17"))
     T.append(("met" if clock == 0 else "MISSED",
               "TSC calibrated at start-up (no clock_gettime in the traced loop)",
-              f"instr in clock_gettime per pair {clock / tr['pairs']:.0f}"))
+              f"instr in clock_gettime over the {tr['pairs']:.0f} traced pairs {clock} "
+              f"({clock / tr['pairs']:.1f} per pair; the TSC takes over after 1 s)"))
     dev = sum(v for (f, o), v in tr["incl"].items() if f == "cudaGetDevice"
               and o.startswith("libcudart")) - sum(
         v for (f, o), v in CG[("bare", "runtime", 32)]["incl"].items()
@@ -460,25 +464,30 @@ if args.write:
                 break
     except OSError:
         pass
+    BEGIN, END = "<!-- make bench: begin -->\n", "<!-- make bench: end -->\n"
+    text = (BEGIN + "# Performance\n\n"
+            "Between these markers: written by `make bench` (scripts/bench.py, "
+            "workloads in tests/bench/bench_alloc.c); regenerate it rather than "
+            "editing it. What each figure means:\n\n"
+            "- **wall**: the loop's own clock, median of the interleaved "
+            "repetitions (floor, bare, traced back to back) with [min-max] of the "
+            "per-repetition figures. A figure whose spread crosses zero is "
+            "printed as not measurable.\n"
+            "- **instr**: callgrind instruction counts of the timed loop only "
+            "(`--toggle-collect`), per pair; they do not move with the load.\n"
+            "- **floor**: what any stack-recording tracer pays at least: one "
+            "`unw_backtrace` of the same depth and an insert, a find and a delete "
+            "in a hash table holding the same 1000 + 64 live entries as the "
+            "tracer's table in the traced loop.\n"
+            "- **added**: traced minus bare time of the same loop on the "
+            "simulated device.\n\n"
+            f"Machine: {cpu}, {os.cpu_count()} cores, {platform.system()} "
+            f"{platform.release()}; measured "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.\n\n"
+            "```\n" + "\n".join(OUT) + "\n```\n" + END)
+    old = open(args.write).read() if os.path.exists(args.write) else ""
+    if BEGIN in old and END in old:  # keep the hand-written notes around it
+        text = old[:old.index(BEGIN)] + text + old[old.index(END) + len(END):]
     with open(args.write, "w") as f:
-        f.write("# Performance\n\n")
-        f.write("Written by `make bench` (scripts/bench.py, workloads in "
-                "tests/bench/bench_alloc.c); regenerate it rather than editing it. "
-                "What each figure means:\n\n"
-                "- **wall**: the loop's own clock, median of the interleaved "
-                "repetitions (floor, bare, traced back to back) with [min-max] of the "
-                "per-repetition figures. A figure whose spread crosses zero is "
-                "printed as not measurable.\n"
-                "- **instr**: callgrind instruction counts of the timed loop only "
-                "(`--toggle-collect`), per pair; they do not move with the load.\n"
-                "- **floor**: what any stack-recording tracer pays at least: one "
-                "`unw_backtrace` of the same depth and an insert, a find and a delete "
-                "in a hash table holding the same 1000 + 64 live entries as the "
-                "tracer's table in the traced loop.\n"
-                "- **added**: traced minus bare time of the same loop on the "
-                "simulated device (a real `cudaMalloc`+`cudaFree` costs 20-100 us, "
-                "and PyTorch's caching allocator calls them on cache misses only).\n\n")
-        f.write(f"Machine: {cpu}, {os.cpu_count()} cores, {platform.system()} "
-                f"{platform.release()}; measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.\n\n")
-        f.write("```\n" + "\n".join(OUT) + "\n```\n")
+        f.write(text)
     print(f"wrote {args.write}")
