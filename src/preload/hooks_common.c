@@ -239,6 +239,7 @@ void hooks_alloc_end(struct hook_alloc *c, bool ok, bool oom, uintptr_t addr,
         int64_t now = clock_now_ns();
         record_alloc_at(&a, c->slot, frames, n, now);
         oom_on_success(c->kind, c->device, c->requested, now);
+        python_arm_torch_layer();
     } else if (oom) {
         struct record_stack *st = capture(c->slot);
         record_failure(c->kind, c->device);

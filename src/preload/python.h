@@ -40,6 +40,11 @@ void python_init(void);
  * never runs Python code. */
 unsigned python_merge(void **frames, unsigned n, unsigned cap);
 
+/* Once per process, at an allocation: when CPython runs, asks it to load
+ * the PyTorch layer (src/torchboot/cumemtrace_torch.py) at its next safe
+ * point, unless `cumemtrace run` already booted it.  Never blocks. */
+void python_arm_torch_layer(void);
+
 /* What one stored frame is, for the snapshot writer. */
 enum python_frame_kind {
     PYTHON_FRAME_NATIVE, /* a return address: symbolise it */

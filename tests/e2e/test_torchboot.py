@@ -56,3 +56,27 @@ def test_a_failing_host_sitecustomize_fails_as_without_us(tmp_path):
     _, bare_err = probe(tmp_path, False, str(site))
     _, err = probe(tmp_path, True, str(site))
     assert "host broke" in bare_err and "host broke" in err
+
+
+PLAIN = ("import ctypes, json, sys, os\n"
+         "before = list(sys.path)\n"
+         "rt = ctypes.CDLL(os.path.join(sys.argv[1], 'libcudart.so.13'))\n"
+         "p = ctypes.c_void_p()\n"
+         "assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(1 << 20)) == 0\n"
+         "for _ in range(1000): pass  # a safe point for the pending call\n"
+         "print(json.dumps({'boot': 'cumemtrace_torch' in sys.modules,\n"
+         "                  'same_path': sys.path == before,\n"
+         "                  'main': sorted(k for k in globals() if not k.startswith('__'))}))\n")
+
+
+def test_plain_ld_preload_leaves_a_process_without_torch_alone(tmp_path):
+    # No `cumemtrace run`: the library asks CPython (Py_AddPendingCall) to
+    # load the layer at a safe point after an allocation - only once torch
+    # is imported (tests/torch checks that case); here nothing may run.
+    r = subprocess.run([PYTHON, "-c", PLAIN, str(SIM)], cwd=tmp_path, env=base_env(),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.splitlines()[-1])
+    assert out["boot"] is False and out["same_path"] is True
+    assert out["main"] == ["_", "before", "ctypes", "json", "os", "p", "rt", "sys"]
+    assert "warning" not in r.stderr, r.stderr

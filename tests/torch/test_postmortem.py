@@ -120,3 +120,20 @@ def test_live_at_exit_splits_tensors_from_cache(scenario):
     path = next(f for f in r.files if ".oom." not in f.name)
     text = report_text(path)
     assert "30.0 MiB held by tensors (possible leaks), 40.0 MiB its cache" in text
+
+
+def test_plain_ld_preload_gets_the_pytorch_layer_too(tmp_path):
+    """No `cumemtrace run`: the library loads the layer itself (Py_AddPendingCall)."""
+    import os
+    import sys
+    from conftest import BUILD, SCENARIOS
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CUMEMTRACE_", "SIMCUDA_", "LD_", "PYTORCH_", "PYTHONPATH"))}
+    env.update(LD_PRELOAD=f"{BUILD}/libcumemtrace.so {BUILD}/sim/libcudart.so.13",
+               LD_LIBRARY_PATH=str(BUILD / "sim"), SIMCUDA_MEMORY="1GiB")
+    r = subprocess.run([sys.executable, str(SCENARIOS / "pm_fraction.py")], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    [pm] = [json.loads(f.read_text()) for f in tmp_path.glob("cumemtrace.*.oom.*.json")]
+    assert pm["oom"]["cause"] == "allocator_limit"
+    assert pm["oom"]["allocator"]["name"] == "pytorch"
