@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import CLI, SIM, base_env
+from conftest import CLI, SIM, base_env, run_env
 
 PYTHON = "/usr/bin/python3"
 pytestmark = pytest.mark.skipif(not os.access(PYTHON, os.X_OK), reason=f"no {PYTHON}")
@@ -19,7 +19,7 @@ PROBE = ("import json, sys; print(json.dumps({'path': sys.path, "
 
 
 def probe(tmp_path, traced, pythonpath=None):
-    env = base_env(preload=False)
+    env = run_env() if traced else base_env(preload=False)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     cmd = [PYTHON, "-c", PROBE]
