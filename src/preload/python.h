@@ -40,9 +40,21 @@ void python_init(void);
  * never runs Python code. */
 unsigned python_merge(void **frames, unsigned n, unsigned cap);
 
-/* Once per process, at an allocation: when CPython runs, asks it to load
- * the PyTorch layer (src/torchboot/cumemtrace_torch.py) at its next safe
- * point, unless `cumemtrace run` already booted it.  Never blocks. */
+/* The part of CPython's API torch_layer.c uses, resolved at load time like
+ * the rest (no dlsym inside a wrapper); false without a usable CPython. */
+struct python_layer_api {
+    int (*add_pending)(int (*)(void *), void *); /* Py_AddPendingCall */
+    int (*run_simple)(const char *);             /* PyRun_SimpleString */
+    void *(*unicode)(const char *);              /* PyUnicode_FromString */
+    void *(*get_module)(void *);                 /* PyImport_GetModule */
+    void (*decref)(void *);                      /* Py_DecRef */
+};
+bool python_layer_api(struct python_layer_api *out);
+
+/* Once per process, at an allocation (torch_layer.c): when CPython runs and
+ * torch is imported, asks it to load the PyTorch layer
+ * (src/torchboot/cumemtrace_torch.py) at its next safe point, unless
+ * `cumemtrace run` already booted it.  Never blocks. */
 void python_arm_torch_layer(void);
 
 /* What one stored frame is, for the snapshot writer. */
