@@ -2,6 +2,8 @@
 #
 #   make fuzz [FUZZ_SECONDS=60]   libFuzzer on the snapshot reader and views,
 #                                 seeded with tests/golden/inputs/, bounded in time
+#   make fuzz-stream              the same for the stream reader (stream_read.c),
+#                                 seeded with tests/fuzz/stream_seeds/
 #   make bench-cli                load+report+diff a generated 1M-allocation,
 #                                 100k-stack snapshot and print the timings
 #   make test-cli                 the CLI's unit and golden/e2e tests only
@@ -12,7 +14,10 @@ FUZZ_DIR      = $(BUILD)/fuzz
 FUZZ_BIN      = $(FUZZ_DIR)/fuzz_snapshot
 FUZZ_SRC      = tests/fuzz/fuzz_snapshot.c $(filter-out src/cli/main.c,$(CLI_SRC)) $(COMMON_SRC)
 
-.PHONY: fuzz bench-cli test-cli
+FUZZ_STREAM_BIN = $(FUZZ_DIR)/fuzz_stream
+FUZZ_STREAM_SRC = tests/fuzz/fuzz_stream.c $(filter-out src/cli/main.c,$(CLI_SRC)) $(COMMON_SRC)
+
+.PHONY: fuzz fuzz-stream bench-cli test-cli
 
 $(FUZZ_BIN): $(FUZZ_SRC) $(wildcard src/cli/*.h) $(wildcard src/common/*.h) \
              $(BUILD)/gen/html_assets.h $(BUILD)/gen/profile.pb-c.c
@@ -29,6 +34,18 @@ fuzz: $(FUZZ_BIN)
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 \
 	    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/ \
 	    $(FUZZ_DIR)/corpus tests/golden/inputs
+
+$(FUZZ_STREAM_BIN): $(FUZZ_STREAM_SRC) $(wildcard src/cli/*.h) $(wildcard src/common/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CSTD) -O1 -g $(WARN) -fsanitize=fuzzer,address,undefined \
+	    -fno-sanitize-recover=all -Isrc/cli -Isrc/common -Iinclude -o $@ $(FUZZ_STREAM_SRC) \
+	    $(CLI_LIBS)
+
+fuzz-stream: $(FUZZ_STREAM_BIN)
+	@mkdir -p $(FUZZ_DIR)/stream_corpus
+	$(FUZZ_STREAM_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 \
+	    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/stream- \
+	    $(FUZZ_DIR)/stream_corpus tests/fuzz/stream_seeds
 
 BENCH_DIR = $(BUILD)/bench
 bench-cli: $(CLI)

@@ -34,6 +34,7 @@ int timeline_main(int argc, char **argv);
 int run_main(int argc, char **argv);
 int html_main(int argc, char **argv);
 int export_main(int argc, char **argv);
+int recover_main(int argc, char **argv);
 
 /* Loaded snapshots: all share ctx; each is allocated on its own so that
  * pointers to it stay valid. */

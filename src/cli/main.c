@@ -20,6 +20,7 @@ static const char usage[] =
     "  timeline     memory over time: sparkline, or a Chrome/Perfetto trace\n"
     "  html         one self-contained HTML page: timeline, flame graph, sites\n"
     "  export       the snapshot for another viewer (speedscope)\n"
+    "  recover      a killed process's stream as an ordinary snapshot\n"
     "\n"
     "'cumemtrace COMMAND --help' describes each; docs/cli.md has it all.\n"
     "\n"
@@ -46,6 +47,7 @@ static const struct command commands[] = {
     {"timeline", timeline_main},
     {"html", html_main},
     {"export", export_main},
+    {"recover", recover_main},
 };
 
 static const struct command *find(const char *name)

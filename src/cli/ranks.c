@@ -17,6 +17,24 @@
 
 /* ---- paths ---- */
 
+/* True when directory `dir` holds a snapshot "<stem>.json" or
+ * "<stem>.<reason>...json" beside the stream "<stem>.stream". */
+static bool stream_superseded(const char *dir, const char *stream, size_t stem)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return false;
+    bool found = false;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name);
+        found = l > stem + 5 && strncmp(e->d_name, stream, stem) == 0 &&
+                e->d_name[stem] == '.' && strcmp(e->d_name + l - 5, ".json") == 0;
+    }
+    closedir(d);
+    return found;
+}
+
 static int by_name(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -74,8 +92,16 @@ int ranks_expand(char **paths, size_t n, char ***out, size_t *nout)
         struct dirent *e;
         while ((e = readdir(d)) != NULL) {
             size_t l = strlen(e->d_name);
-            if (e->d_name[0] == '.' || l < 6 || strcmp(e->d_name + l - 5, ".json") != 0)
+            if (e->d_name[0] == '.' || l < 6)
                 continue;
+            /* A stream stands for a process only when it wrote no snapshot
+             * (killed): the same name's "<stem>...json" is the better record. */
+            if (l > 7 && strcmp(e->d_name + l - 7, ".stream") == 0) {
+                if (stream_superseded(paths[i], e->d_name, l - 7))
+                    continue;
+            } else if (strcmp(e->d_name + l - 5, ".json") != 0) {
+                continue;
+            }
             if (push_path(&v, &nv, &cap, paths[i], e->d_name) != 0) {
                 closedir(d);
                 goto nomem;
@@ -83,7 +109,7 @@ int ranks_expand(char **paths, size_t n, char ***out, size_t *nout)
         }
         closedir(d);
         if (nv == first) {
-            errors_set(&err, CLI_ENOENT, "no snapshot (*.json) in directory '%s'",
+            errors_set(&err, CLI_ENOENT, "no snapshot (*.json, *.stream) in directory '%s'",
                        paths[i]);
             goto fail;
         }

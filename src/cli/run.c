@@ -178,8 +178,52 @@ static int set_env(const char *name, const char *value)
     return 0;
 }
 
-/* Prints the distinct lines of the manifest after its header, in the order
- * written. */
+/* One line of the manifest (src/preload/output.h): "cuda <pid> <exe>",
+ * "wrote <pid> <reason>[:<signal>] <path>", "stream <pid> - <path>", or a
+ * bare path (older libraries). */
+struct mline {
+    char kind;  /* 'c', 'w', 's' */
+    long pid;
+    char *tag, *path; /* into the line */
+    char *line;
+};
+
+static bool parse_mline(char *line, struct mline *m)
+{
+    m->line = line;
+    m->pid = -1;
+    m->tag = (char *)"exit";
+    if (line[0] == '/') {
+        m->kind = 'w';
+        m->path = line;
+        return true;
+    }
+    char *sp1 = strchr(line, ' ');
+    if (sp1 == NULL)
+        return false;
+    *sp1 = '\0';
+    m->pid = strtol(sp1 + 1, NULL, 10);
+    char *sp2 = strchr(sp1 + 1, ' ');
+    if (sp2 == NULL)
+        return false;
+    if (strcmp(line, "cuda") == 0) {
+        m->kind = 'c';
+        m->path = sp2 + 1; /* the exe */
+        return true;
+    }
+    char *sp3 = strchr(sp2 + 1, ' ');
+    if (sp3 == NULL)
+        return false;
+    *sp3 = '\0';
+    m->tag = sp2 + 1;
+    m->path = sp3 + 1;
+    m->kind = strcmp(line, "wrote") == 0 ? 'w' : strcmp(line, "stream") == 0 ? 's' : 0;
+    return m->kind != 0;
+}
+
+/* Prints, per process, which files it wrote and why (exit, oom, signal,
+ * periodic, api), and the stream left by a process that wrote nothing at
+ * its end (SIGKILL, _exit); "no CUDA" only when no process used it. */
 static void print_manifest(const char *path, const char *header)
 {
     FILE *f = fopen(path, "r");
@@ -195,8 +239,8 @@ static void print_manifest(const char *path, const char *header)
         fclose(f);
         return;
     }
-    char **lines = NULL;
-    size_t n = 0, cap = 0;
+    struct mline *lines = NULL;
+    size_t n = 0, cap = 0, nwrote = 0, ncuda = 0;
     char *line = NULL;
     size_t lcap = 0;
     ssize_t len;
@@ -206,27 +250,72 @@ static void print_manifest(const char *path, const char *header)
         if (len == 0 || access(line, F_OK) != 0)
             continue; /* a pre-exec snapshot removed when the exec failed */
         bool seen = false;
-        for (size_t i = 0; i < n && !seen; i++)
-            seen = strcmp(lines[i], line) == 0;
-        if (seen)
-            continue;
         if (snapshot_vec_reserve((void **)&lines, &cap, sizeof *lines, n + 1) != 0)
             break;
-        lines[n] = strdup(line);
-        if (lines[n] == NULL)
+        char *copy = strdup(line);
+        if (copy == NULL)
             break;
+        if (!parse_mline(copy, &lines[n])) {
+            free(copy);
+            continue;
+        }
+        /* one file written twice (a post-mortem rewritten) is one file */
+        for (size_t i = 0; i < n && !seen; i++)
+            seen = lines[i].kind == lines[n].kind &&
+                   (lines[n].kind == 'c' ? lines[i].pid == lines[n].pid
+                                         : strcmp(lines[i].path, lines[n].path) == 0);
+        if (seen) {
+            free(copy);
+            continue;
+        }
+        nwrote += lines[n].kind == 'w';
+        ncuda += lines[n].kind == 'c';
         n++;
     }
     free(line);
     fclose(f);
-    if (n == 0)
-        fprintf(stderr, "cumemtrace: no snapshot written (did the command use CUDA?)\n");
-    else
-        fprintf(stderr, "cumemtrace: %zu snapshot%s written:\n", n, n == 1 ? "" : "s");
+    if (nwrote == 0 && ncuda == 0)
+        fprintf(stderr, "cumemtrace: no snapshot written: no process of the command "
+                        "used CUDA\n");
+    else if (nwrote > 0)
+        fprintf(stderr, "cumemtrace: %zu snapshot%s written:\n", nwrote, nwrote == 1 ? "" : "s");
     for (size_t i = 0; i < n; i++) {
-        fprintf(stderr, "  %s\n", lines[i]);
-        free(lines[i]);
+        struct mline *m = &lines[i];
+        if (m->kind != 'w')
+            continue;
+        char *colon = strchr(m->tag, ':');
+        if (colon != NULL)
+            *colon = ' ';
+        if (m->pid >= 0)
+            fprintf(stderr, "  %s  (%s, pid %ld)\n", m->path, m->tag, m->pid);
+        else
+            fprintf(stderr, "  %s\n", m->path);
     }
+    /* Processes that used CUDA and wrote nothing at their end. */
+    for (size_t i = 0; i < n; i++) {
+        struct mline *m = &lines[i];
+        if (m->kind != 'c')
+            continue;
+        bool wrote = false;
+        const char *stream = NULL;
+        for (size_t k = 0; k < n; k++) {
+            if (lines[k].pid != m->pid)
+                continue;
+            wrote |= lines[k].kind == 'w';
+            if (lines[k].kind == 's' && access(lines[k].path, F_OK) == 0)
+                stream = lines[k].path;
+        }
+        if (stream != NULL)
+            fprintf(stderr, "  %s  (stream, pid %ld %s ended without a snapshot: read it "
+                            "with cumemtrace report, or cumemtrace recover it)\n",
+                    stream, m->pid, m->path);
+        else if (!wrote)
+            fprintf(stderr, "cumemtrace: pid %ld (%s) used CUDA but wrote no snapshot: it "
+                            "ended without exiting (SIGKILL, _exit); leave CUMEMTRACE_STREAM "
+                            "on to keep a record of such ends\n", m->pid, m->path);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(lines[i].line);
     free(lines);
 }
 

@@ -23,6 +23,7 @@
  * error, not a silent "unknown".
  */
 #include "snapshot_read.h"
+#include "stream_read.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -240,6 +241,20 @@ int snapshot_read_file(struct snapctx *ctx, const char *path,
     int rc = slurp(path, &buf, &len, err);
     if (rc != 0)
         return rc;
+    if (stream_is(buf, len)) { /* a killed process's stream: its last checkpoint */
+        char *doc;
+        size_t dlen;
+        struct stream_info info;
+        rc = stream_recover(path, buf, len, &doc, &dlen, &info, err);
+        free(buf);
+        if (rc != 0)
+            return rc;
+        char why[400];
+        stream_staleness(&info, why, sizeof why);
+        fprintf(stderr, "cumemtrace: %s: recovered from a stream: %s\n", path, why);
+        buf = doc;
+        len = dlen;
+    }
     rc = snapshot_read_mem(ctx, path, buf, len, out, err);
     free(buf);
     return rc;

@@ -24,6 +24,10 @@ struct config config = {
     .output = CONFIG_DEFAULT_OUTPUT,
     .python = true,
     .native = true,
+    .term_signals = true,
+    .flush_ms = CONFIG_DEFAULT_FLUSH_MS,
+    .stream_max = CONFIG_DEFAULT_STREAM_MAX,
+    .interval_keep = CONFIG_DEFAULT_INTERVAL_KEEP,
 };
 
 /* Warnings wait for the first CUDA call (config_report_warnings): a shell
@@ -138,6 +142,57 @@ static bool load_size(const char *name, const char *v, uint64_t *out,
     return false;
 }
 
+/* A duration: a number with ms, s, m or h (10m, 90s, 1h). */
+static void load_duration(const char *name, uint64_t *out_ms)
+{
+    const char *v = secure_getenv(name);
+    if (v == NULL || *v == '\0')
+        return;
+    char *end;
+    errno = 0;
+    unsigned long long n = isdigit((unsigned char)*v) ? strtoull(v, &end, 10) : 0;
+    static const struct { const char *unit; uint64_t ms; } units[] = {
+        {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
+    if (n > 0 && errno == 0 && n < (1ull << 40))
+        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+            if (strcmp(end, units[i].unit) == 0) {
+                *out_ms = n * units[i].ms;
+                return;
+            }
+    config_warn("ignoring %s='%s': expected a duration like 10m, 90s, 500ms "
+                "or 1h; no periodic snapshots", name, Q(v));
+}
+
+static void load_durability(void)
+{
+    load_bool("CUMEMTRACE_TERM_SIGNALS", &config.term_signals,
+              "snapshots on termination signals stay on");
+    unsigned long long x = config.flush_ms;
+    load_uint("CUMEMTRACE_FLUSH_MS", 10, 3600000, &x);
+    config.flush_ms = (unsigned)x;
+    const char *v = secure_getenv("CUMEMTRACE_STREAM");
+    if (v != NULL && *v != '\0') {
+        if (strcasecmp(v, "auto") == 0)
+            config.stream = CONFIG_STREAM_AUTO;
+        else if (strcasecmp(v, "keep") == 0)
+            config.stream = CONFIG_STREAM_KEEP;
+        else if (strcasecmp(v, "off") == 0 || strcmp(v, "0") == 0)
+            config.stream = CONFIG_STREAM_OFF;
+        else
+            config_warn("ignoring CUMEMTRACE_STREAM='%s': expected auto, keep "
+                        "or off; using auto", Q(v));
+    }
+    v = secure_getenv("CUMEMTRACE_STREAM_MAX");
+    uint64_t bytes;
+    if (v != NULL && *v != '\0' &&
+        load_size("CUMEMTRACE_STREAM_MAX", v, &bytes, "using 256MiB"))
+        config.stream_max = bytes < (64u << 10) ? (64u << 10) : bytes;
+    load_duration("CUMEMTRACE_INTERVAL", &config.interval_ms);
+    x = config.interval_keep;
+    load_uint("CUMEMTRACE_INTERVAL_KEEP", 1, 1000000, &x);
+    config.interval_keep = (unsigned)x;
+}
+
 static void load_limits(void)
 {
     const char *v = secure_getenv("CUMEMTRACE_LIMIT");
@@ -245,4 +300,5 @@ void config_load(void)
                         "USR2; no signal handler installed", Q(v));
     }
     load_limits();
+    load_durability();
 }

@@ -19,7 +19,15 @@ struct config {
     int dump_signal;        /* CUMEMTRACE_SIGNAL: USR1/USR2 asks for a dump */
     bool python;            /* CUMEMTRACE_PYTHON=0: no Python frames */
     bool native;            /* CUMEMTRACE_NATIVE=0: Python frames only */
+    bool term_signals;      /* CUMEMTRACE_TERM_SIGNALS=0: no dump on SIGTERM & co */
+    unsigned flush_ms;      /* CUMEMTRACE_FLUSH_MS: stream flush period */
+    int stream;             /* CUMEMTRACE_STREAM: CONFIG_STREAM_* */
+    uint64_t stream_max;    /* CUMEMTRACE_STREAM_MAX: bytes on disk per process */
+    uint64_t interval_ms;   /* CUMEMTRACE_INTERVAL: periodic snapshots, 0 none */
+    unsigned interval_keep; /* CUMEMTRACE_INTERVAL_KEEP: periodic files kept */
 };
+
+enum { CONFIG_STREAM_AUTO, CONFIG_STREAM_KEEP, CONFIG_STREAM_OFF };
 
 extern struct config config;
 
@@ -28,6 +36,9 @@ extern struct config config;
 /* 8 GiB of events; lowered further to an eighth of the machine's memory */
 #define CONFIG_MAX_EVENTS (1ULL << 28)
 #define CONFIG_DEFAULT_MAX_OOM_DUMPS 8
+#define CONFIG_DEFAULT_FLUSH_MS 1000
+#define CONFIG_DEFAULT_STREAM_MAX (256ull << 20)
+#define CONFIG_DEFAULT_INTERVAL_KEEP 3
 #define CONFIG_DEFAULT_OUTPUT "cumemtrace.%e.%p.json"
 
 /* Reads every CUMEMTRACE_* variable with secure_getenv.  A malformed value

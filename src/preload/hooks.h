@@ -38,6 +38,10 @@ void hooks_first_touch(void);
 void hooks_exec_init(void);
 void hooks_before_exec(const char *path, char *written, size_t n);
 void hooks_exec_failed(const char *written);
+/* The exit snapshot: from our atexit handler (python=false), or from a
+ * Python host's Py_AtExit (python=true), which runs where an interrupted
+ * interpreter re-raises SIGINT and no atexit handler follows. */
+void hooks_write_exit_snapshot(bool python);
 /* Writes the snapshot a signal asked for (called outside every lock). */
 void hooks_service_dump_request(void);
 /* Per-thread state (hooks_common.c): the key whose destructor runs when a

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "background.h"
 #include "clock.h"
 #include "config.h"
 #include "cumemtrace.h"
@@ -28,9 +29,12 @@
 #include "log.h"
 #include "oom.h"
 #include "output.h"
+#include "periodic.h"
 #include "python.h"
 #include "record.h"
+#include "signals.h"
 #include "snapshot_write.h"
+#include "stream.h"
 #include "unwind.h"
 
 int hooks_ready, hooks_touched;
@@ -44,33 +48,63 @@ static int first_touch_done;
 
 void hooks_first_touch(void)
 {
-    if (__atomic_exchange_n(&hooks_touched, 1, __ATOMIC_ACQ_REL) || !hooks_enabled ||
-        __atomic_exchange_n(&first_touch_done, 1, __ATOMIC_ACQ_REL))
+    if (__atomic_exchange_n(&hooks_touched, 1, __ATOMIC_ACQ_REL) || !hooks_enabled)
         return;
     int saved = errno; /* the host never sees ours */
-    output_read_rank();
-    config_report_warnings();
-    output_prepare();
+    if (!__atomic_exchange_n(&first_touch_done, 1, __ATOMIC_ACQ_REL)) {
+        output_read_rank();
+        config_report_warnings();
+        output_prepare();
+    }
+    /* Per process, a fork child included (docs/design.md, "Ending"). */
+    output_manifest_cuda();
+    background_start();
+    signals_install();
     errno = saved;
 }
 
-static void at_exit(void)
+/* Set when a Python host's finalisation wrote the exit snapshot (see
+ * signals.c): the C exit rewrites it only if memory moved since. */
+static char python_exit_path[4200];
+static uint64_t python_exit_events;
+
+void hooks_write_exit_snapshot(bool python)
 {
     if (!hooks_enabled)
         return;
     hooks_depth++;
-    if (__atomic_load_n(&hooks_touched, __ATOMIC_RELAXED) &&
-        !__atomic_exchange_n(&exit_written, 1, __ATOMIC_ACQ_REL)) {
-        oom_at_exit(clock_now_ns());
-        snapshot_write("exit", NULL, NULL, NULL, 0);
+    /* The stream is the thread's: touched only while its work is held. */
+    bool held = python ? background_pause() : background_stop();
+    if (__atomic_load_n(&hooks_touched, __ATOMIC_RELAXED)) {
+        if (!__atomic_exchange_n(&exit_written, 1, __ATOMIC_ACQ_REL)) {
+            oom_at_exit(clock_now_ns());
+            int rc;
+            if (python) {
+                rc = snapshot_write("exit", NULL, NULL, python_exit_path,
+                                    sizeof python_exit_path);
+                python_exit_events = record_events_recorded();
+            } else {
+                rc = snapshot_write("exit", NULL, NULL, NULL, 0);
+            }
+            if (held)
+                stream_finish(rc == 0);
+        } else if (!python && python_exit_path[0] != '\0' &&
+                   record_events_recorded() != python_exit_events) {
+            oom_at_exit(clock_now_ns());
+            snapshot_rewrite("exit", python_exit_path);
+        }
     }
-    resolve_log_summary();
+    if (python && held)
+        background_resume();
+    if (!python)
+        resolve_log_summary();
     hooks_depth--;
 }
 
 /* The process our tables belong to: a vfork child (no atfork handlers run,
  * our memory shared) has another pid and must write nothing. */
 static pid_t owner_pid;
+static bool exec_paused; /* the background thread waits for the exec */
 
 void hooks_before_exec(const char *path, char *written, size_t n)
 {
@@ -89,6 +123,8 @@ void hooks_before_exec(const char *path, char *written, size_t n)
                 strlen(written) + 1 >= n) {
                 written[0] = '\0';
                 __atomic_store_n(&exit_written, 0, __ATOMIC_RELEASE);
+            } else if ((exec_paused = background_pause())) {
+                stream_finish(true); /* the exec snapshot is the record */
             }
         }
         hooks_depth--;
@@ -102,27 +138,45 @@ void hooks_exec_failed(const char *written)
         return;
     unlink(written); /* the image goes on: its exit snapshot will say more */
     __atomic_store_n(&exit_written, 0, __ATOMIC_RELEASE);
+    if (exec_paused) {
+        exec_paused = false;
+        background_resume(); /* without its stream, finished at the exec */
+    }
+}
+
+static void at_exit(void)
+{
+    hooks_write_exit_snapshot(false);
 }
 
 static void fork_prepare(void)
 {
+    hooks_depth++; /* a signal now waits for the fork, not in the handler */
+    background_atfork_prepare();
     record_atfork_prepare();
 }
 
 static void fork_parent(void)
 {
     record_atfork_parent();
+    background_atfork_parent();
+    hooks_depth--;
 }
 
 static void fork_child(void)
 {
     record_atfork_child();
+    background_atfork_child();
     oom_atfork_child();
     hooks_context_atfork_child();
+    periodic_atfork_child();
+    stream_atfork_child();
     hooks_touched = 0;
     hooks_dump_requested = 0;
     exit_written = 0;
     owner_pid = getpid();
+    python_exit_path[0] = '\0';
+    hooks_depth--;
 }
 
 static void on_dump_signal(int sig)
@@ -133,8 +187,9 @@ static void on_dump_signal(int sig)
 
 void hooks_service_dump_request(void)
 {
+    char b[24];
     if (__atomic_exchange_n(&hooks_dump_requested, 0, __ATOMIC_ACQ_REL))
-        snapshot_write("signal", NULL, NULL, NULL, 0);
+        snapshot_write_signal(signals_name(config.dump_signal, b, sizeof b), NULL, 0);
 }
 
 static void init(void)

@@ -489,7 +489,8 @@ static const char *manifest_refusal(int *fdp)
     return NULL;
 }
 
-void output_manifest(const char *path)
+/* One line into CUMEMTRACE_MANIFEST, in one write (lines never mix). */
+static void manifest_append(const char *line)
 {
     static int warned;
     if (config.manifest[0] == '\0')
@@ -505,13 +506,43 @@ void output_manifest(const char *path)
         errno = saved;
         return;
     }
-    char abs[PATH_MAX + 2], cwd[PATH_MAX];
-    if (path[0] != '/' && getcwd(cwd, sizeof cwd) != NULL)
-        snprintf(abs, sizeof abs, "%s/%s\n", cwd, path);
-    else
-        snprintf(abs, sizeof abs, "%s\n", path);
-    ssize_t w = write(fd, abs, strlen(abs)); /* one write: lines never mix */
+    ssize_t w = write(fd, line, strlen(line));
     (void)w;
     close(fd);
     errno = saved;
+}
+
+/* "<what> <pid> <tag> <absolute path>" */
+static void manifest_file(const char *what, const char *tag, const char *path)
+{
+    if (config.manifest[0] == '\0')
+        return;
+    char line[PATH_MAX + 128], cwd[PATH_MAX];
+    int saved = errno;
+    bool rel = path[0] != '/' && getcwd(cwd, sizeof cwd) != NULL;
+    snprintf(line, sizeof line, "%s %d %s %s%s%s\n", what, (int)getpid(), tag,
+             rel ? cwd : "", rel ? "/" : "", path);
+    errno = saved;
+    manifest_append(line);
+}
+
+void output_manifest(const char *path, const char *reason, const char *signame)
+{
+    char tag[64];
+    snprintf(tag, sizeof tag, "%s%s%s", reason, signame ? ":" : "", signame ? signame : "");
+    manifest_file("wrote", tag, path);
+}
+
+void output_manifest_stream(const char *path)
+{
+    manifest_file("stream", "-", path);
+}
+
+void output_manifest_cuda(void)
+{
+    if (config.manifest[0] == '\0')
+        return;
+    char line[320];
+    snprintf(line, sizeof line, "cuda %d %s\n", (int)getpid(), output_process.exe);
+    manifest_append(line);
 }

@@ -60,8 +60,12 @@ void output_prepare(void);
  * output_prepare chose. */
 const char *output_pattern(void);
 
-/* Appends `path` to CUMEMTRACE_MANIFEST (how `cumemtrace run` learns which
- * files its children wrote). */
-void output_manifest(const char *path);
+/* CUMEMTRACE_MANIFEST is how `cumemtrace run` learns what its children did,
+ * one line each: "cuda <pid> <exe>" at a process's first CUDA call,
+ * "wrote <pid> <reason>[:<signal>] <path>" per snapshot, "stream <pid> -
+ * <path>" when a stream file is created. */
+void output_manifest(const char *path, const char *reason, const char *signame);
+void output_manifest_stream(const char *path);
+void output_manifest_cuda(void);
 
 #endif

@@ -957,6 +957,14 @@ static void histogram_locked(struct record_view *v, struct live *table)
     }
 }
 
+uint64_t record_events_recorded(void)
+{
+    pthread_mutex_lock(&lock);
+    uint64_t n = event_log_stats().recorded;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
 int record_view_take(struct record_view *v)
 {
     memset(v, 0, sizeof *v);

@@ -737,11 +737,14 @@ static void write_stacks(struct jw *w, const struct record_view *v)
 
 static void write_document(struct jw *w, struct record_view *v,
                            const char *reason, unsigned seq,
-                           const struct oom_info *oom, int64_t now)
+                           const struct oom_info *oom, const char *signame,
+                           int64_t now)
 {
     jw_fmt(w, "{\"format\":\"cumemtrace\",\"version\":%d,\"reason\":\"%s\","
               "\"sequence\":%u,\n",
            FORMAT_VERSION, reason, seq);
+    if (signame != NULL)
+        jw_fmt(w, "\"signal\":\"%s\",\n", signame);
     write_process(w, now);
     write_config(w);
     jw_s(w, "\"devices\":[");
@@ -832,8 +835,9 @@ void snapshot_name_release(const char *reason, const char *path)
     pthread_mutex_unlock(&names_lock);
 }
 
-int snapshot_write(const char *reason, const char *path,
-                   const struct oom_info *oom, char *out_path, size_t out_len)
+static int write_snapshot(const char *reason, const char *path,
+                          const struct oom_info *oom, bool replace,
+                          const char *signame, char *out_path, size_t out_len)
 {
     static unsigned sequence;
     unsigned seq = __atomic_fetch_add(&sequence, 1, __ATOMIC_RELAXED);
@@ -843,7 +847,6 @@ int snapshot_write(const char *reason, const char *path,
     if (path == NULL)
         index = reason_index(reason);
     char final[4096], tmp[4200], actual[4200];
-    bool replace = path != NULL && oom != NULL;
     /* cumemtrace_dump(path) chose its own place: the variable is no fix */
     const char *fix = path != NULL && oom == NULL
                           ? "pass cumemtrace_dump() a path in a writable directory"
@@ -877,7 +880,7 @@ int snapshot_write(const char *reason, const char *path,
     w->fd = fd;
     w->err = 0;
     w->n = 0;
-    write_document(w, &v, reason, seq, oom, clock_now_ns());
+    write_document(w, &v, reason, seq, oom, signame, clock_now_ns());
     jw_flush(w);
     int err = w->err;
     /* The copy keeps the temporary's lock (it belongs to the open file)
@@ -906,7 +909,7 @@ int snapshot_write(const char *reason, const char *path,
         return -1;
     }
     if (!replace) {
-        output_manifest(actual);
+        output_manifest(actual, reason, signame);
         if (oom == NULL)
             announce(actual, &v);
     }
@@ -914,4 +917,49 @@ int snapshot_write(const char *reason, const char *path,
         snprintf(out_path, out_len, "%s", actual);
     record_view_free(&v);
     return 0;
+}
+
+int snapshot_write(const char *reason, const char *path,
+                   const struct oom_info *oom, char *out_path, size_t out_len)
+{
+    return write_snapshot(reason, path, oom, path != NULL && oom != NULL, NULL,
+                          out_path, out_len);
+}
+
+int snapshot_write_signal(const char *signame, char *out_path, size_t out_len)
+{
+    return write_snapshot("signal", NULL, NULL, false, signame, out_path, out_len);
+}
+
+int snapshot_rewrite(const char *reason, const char *path)
+{
+    return write_snapshot(reason, path, NULL, true, NULL, NULL, 0);
+}
+
+int snapshot_serialise(int fd, const char *reason, int64_t *time_ns)
+{
+    struct record_view v;
+    if (record_view_take(&v) != 0) {
+        errno = ENOMEM;
+        return -1;
+    }
+    struct jw *w = malloc(sizeof *w);
+    if (w == NULL) {
+        record_view_free(&v);
+        errno = ENOMEM;
+        return -1;
+    }
+    w->fd = fd;
+    w->err = 0;
+    w->n = 0;
+    int64_t now = clock_now_ns();
+    write_document(w, &v, reason, 0, NULL, NULL, now);
+    jw_flush(w);
+    int err = w->err;
+    free(w);
+    record_view_free(&v);
+    if (time_ns != NULL)
+        *time_ns = now;
+    errno = err;
+    return err == 0 ? 0 : -1;
 }

@@ -3,6 +3,7 @@
 #define CUMEMTRACE_SNAPSHOT_WRITE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct oom_info;
 
@@ -20,5 +21,16 @@ int snapshot_write(const char *reason, const char *path,
  * process wrote and then removed, when it is the latest of its reason: the
  * next file takes it, so names stay without gaps. */
 void snapshot_name_release(const char *reason, const char *path);
+/* A snapshot for a signal (reason "signal", its name in "signal"). */
+int snapshot_write_signal(const char *signame, char *out_path, size_t out_len);
+
+/* Rewrites the file `path` this process wrote before (the exit snapshot a
+ * Python host's finalisation wrote, when the process went on). */
+int snapshot_rewrite(const char *reason, const char *path);
+
+/* The one serialiser of the state (every snapshot and the stream's
+ * checkpoints): writes the document for `reason` to fd.  *time_ns gets the
+ * dump time it records.  Returns 0, or -1 with errno set. */
+int snapshot_serialise(int fd, const char *reason, int64_t *time_ns);
 
 #endif

@@ -61,7 +61,8 @@ def test_a_dump_killed_half_way_does_not_block_the_next_process_with_its_pid(tmp
         pytest.fail("the exit dump always finished before it could be killed")
     left = temps(out)
     assert len(left) == 1 and left[0].startswith(".cumemtrace-tmp.1."), left
-    assert not list(out.glob("cumemtrace.*"))
+    # no snapshot; the stream is the killed process's record (docs/stream-format.md)
+    assert [f.name for f in out.glob("cumemtrace.*")] == ["cumemtrace.rt_outputs.1.stream"]
     # 2: the next traced program gets the same pid (1) and the same directory
     p = in_pid_namespace([PROG, "many", "10"], tmp_path, env)
     _, err = p.communicate(timeout=60)
@@ -144,9 +145,13 @@ def test_the_manifest_is_appended_only_when_run_created_it(tmp_path):
     r = traced([PROG, "many", "10"], tmp_path,
                {"CUMEMTRACE_MANIFEST": str(mine), "CUMEMTRACE_MANIFEST_KEY": "k1"})
     lines = mine.read_text().splitlines()
-    assert lines[0] == "cumemtrace-manifest k1" and len(lines) == 2
-    assert lines[1].startswith(str(tmp_path) + "/cumemtrace.rt_outputs.")
-    assert notes(r.stderr) == [f"cumemtrace: wrote {os.path.basename(lines[1])} "
+    assert lines[0] == "cumemtrace-manifest k1"
+    # "cuda <pid> <exe>", "stream <pid> - <path>", "wrote <pid> exit <path>"
+    wrote = [l.split(" ", 3) for l in lines[1:] if l.startswith("wrote ")]
+    assert len(wrote) == 1 and wrote[0][2] == "exit", lines
+    assert any(l.startswith("cuda ") and l.endswith(" rt_outputs") for l in lines), lines
+    assert wrote[0][3].startswith(str(tmp_path) + "/cumemtrace.rt_outputs.")
+    assert notes(r.stderr) == [f"cumemtrace: wrote {os.path.basename(wrote[0][3])} "
                                f"(peak 4.00 KiB on GPU 0)"]
 
 
@@ -242,8 +247,9 @@ def test_run_refuses_to_leave_a_stale_output_file_behind(tmp_path):
     out = tmp_path / "run.json"
     r = cli_run(tmp_path, "--output", "run.json", "--", PROG, "many", "10")
     assert r.returncode == 0, r.stderr
-    assert r.stderr.splitlines()[-2:] == ["cumemtrace: 1 snapshot written:", f"  {out}"]
     first = json.loads(out.read_text())["process"]["pid"]
+    assert r.stderr.splitlines()[-2:] == ["cumemtrace: 1 snapshot written:",
+                                          f"  {out}  (exit, pid {first})"]
     # the same command again: an error before anything runs, the file untouched
     r = cli_run(tmp_path, "--output", "run.json", "--", PROG, "many", "10")
     assert r.returncode == 2
@@ -255,8 +261,10 @@ def test_run_refuses_to_leave_a_stale_output_file_behind(tmp_path):
     # --force replaces it, and run names exactly the file written
     r = cli_run(tmp_path, "--output", "run.json", "--force", "--", PROG, "many", "10")
     assert r.returncode == 0, r.stderr
-    assert r.stderr.splitlines()[-2:] == ["cumemtrace: 1 snapshot written:", f"  {out}"]
-    assert json.loads(out.read_text())["process"]["pid"] != first
+    second = json.loads(out.read_text())["process"]["pid"]
+    assert r.stderr.splitlines()[-2:] == ["cumemtrace: 1 snapshot written:",
+                                          f"  {out}  (exit, pid {second})"]
+    assert second != first
     assert not (tmp_path / "run.json.1").exists()
     # patterns and directories are not single files: no check
     (tmp_path / "d").mkdir()

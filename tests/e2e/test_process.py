@@ -146,8 +146,11 @@ def test_manifest_lists_written_files(run, tmp_path):
     manifest.write_text("cumemtrace-manifest key\n")  # as `cumemtrace run` makes it
     r = run(["rt_workload", "fork"], env={"CUMEMTRACE_MANIFEST": str(manifest),
                                           "CUMEMTRACE_MANIFEST_KEY": "key"})
-    listed = sorted(manifest.read_text().splitlines()[1:])
+    lines = manifest.read_text().splitlines()[1:]
+    listed = sorted(l.split(" ", 3)[3] for l in lines if l.startswith("wrote "))
     assert listed == sorted(str(f) for f in r.files)
+    # the parent and the two children that used CUDA (one ends with _exit)
+    assert len([l for l in lines if l.startswith("cuda ")]) == 3, lines
 
 
 def test_signal_dump_is_opt_in(run, tmp_path):

@@ -1,0 +1,203 @@
+/* stream_read.c - the reader of stream files (docs/stream-format.md).
+ *
+ * A stream is "CMTSTRM1" then records: a 16-byte head (magic "CMTR",
+ * payload length, CRC-32 of the payload, type, 3 bytes of padding, all
+ * little-endian) and the payload, JSON text.  A writer killed half-way
+ * leaves a last record that is short or fails its checksum: we stop there,
+ * say where and why, and use the last complete checkpoint before it.
+ * Nothing in the file is trusted: lengths are checked against what is left,
+ * payloads against their checksum, and the checkpoint itself then goes
+ * through the ordinary snapshot reader.
+ */
+#include "stream_read.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HEAD 16
+#define RECORD_MAGIC 0x52544d43u
+
+bool stream_is(const char *buf, size_t len)
+{
+    return len >= 8 && memcmp(buf, STREAM_FILE_MAGIC, 8) == 0;
+}
+
+static uint32_t crc32_ieee(const unsigned char *p, size_t n)
+{
+    static uint32_t table[256];
+    if (table[1] == 0)
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++)
+                c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+            table[i] = c;
+        }
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++)
+        c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+static uint32_t le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
+/* The integer after "key": in p[0..n), or def. */
+static int64_t field(const char *p, size_t n, const char *key, int64_t def)
+{
+    size_t k = strlen(key);
+    for (size_t i = 0; i + k < n; i++)
+        if (memcmp(p + i, key, k) == 0) {
+            int64_t v = 0;
+            bool neg = false;
+            size_t j = i + k;
+            if (j < n && p[j] == '-') {
+                neg = true;
+                j++;
+            }
+            if (j >= n || p[j] < '0' || p[j] > '9')
+                return def;
+            for (; j < n && p[j] >= '0' && p[j] <= '9' && v < INT64_MAX / 10; j++)
+                v = v * 10 + (p[j] - '0');
+            return neg ? -v : v;
+        }
+    return def;
+}
+
+static void escape(const char *s, char *out, size_t n)
+{
+    size_t o = 0;
+    for (; *s && o + 7 < n; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            out[o++] = '\\';
+            out[o++] = (char)c;
+        } else if (c < 0x20) {
+            o += (size_t)snprintf(out + o, n - o, "\\u%04x", c);
+        } else {
+            out[o++] = (char)c;
+        }
+    }
+    out[o] = '\0';
+}
+
+int stream_recover(const char *name, const char *buf, size_t len, char **doc,
+                   size_t *doclen, struct stream_info *info, struct cli_error *err)
+{
+    memset(info, 0, sizeof *info);
+    info->state_ns = info->alive_ns = -1;
+    if (!stream_is(buf, len))
+        return errors_set(err, CLI_EFOREIGN, "cannot read stream '%s': it does not "
+                          "start with " STREAM_FILE_MAGIC, name);
+    const unsigned char *u = (const unsigned char *)buf;
+    size_t off = 8, ck_off = 0, ck_len = 0;
+    bool header = false;
+    for (;;) {
+        info->stopped_at = off;
+        if (off == len) {
+            snprintf(info->stopped, sizeof info->stopped, "end of file");
+            break;
+        }
+        if (len - off < HEAD) {
+            snprintf(info->stopped, sizeof info->stopped, "a truncated record head at "
+                     "byte %zu (the writer was killed while writing it)", off);
+            break;
+        }
+        uint32_t magic = le32(u + off), plen = le32(u + off + 4), crc = le32(u + off + 8);
+        char type = (char)u[off + 12];
+        if (magic != RECORD_MAGIC) {
+            snprintf(info->stopped, sizeof info->stopped, "no record marker at byte %zu",
+                     off);
+            break;
+        }
+        if (plen > len - off - HEAD) {
+            snprintf(info->stopped, sizeof info->stopped, "a record of %" PRIu32 " bytes "
+                     "at byte %zu cut short after %zu (the writer was killed while "
+                     "writing it)", plen, off, len - off - HEAD);
+            break;
+        }
+        const char *p = buf + off + HEAD;
+        if (crc32_ieee(u + off + HEAD, plen) != crc) {
+            snprintf(info->stopped, sizeof info->stopped, "a checksum mismatch in the "
+                     "record at byte %zu", off);
+            break;
+        }
+        if (!header) {
+            if (type != 'H' || field(p, plen, "\"version\":", 0) != 1) {
+                snprintf(info->stopped, sizeof info->stopped, "a first record that is "
+                         "not a version 1 header");
+                break;
+            }
+            header = true;
+            int64_t f = field(p, plen, "\"flush_ms\":", 1000);
+            info->flush_ms = f > 0 && f < 86400000 ? (unsigned)f : 1000;
+        } else if (type == 'C') {
+            ck_off = off + HEAD;
+            ck_len = plen;
+            info->checkpoints++;
+            int64_t t = field(p, plen < 4096 ? plen : 4096, "\"dump_time_ns\":", -1);
+            info->state_ns = t;
+            if (t > info->alive_ns)
+                info->alive_ns = t;
+        } else if (type == 'B') {
+            info->heartbeats++;
+            int64_t t = field(p, plen, "\"t_ns\":", -1);
+            if (t > info->alive_ns)
+                info->alive_ns = t;
+        } else {
+            info->skipped++; /* a newer writer's record: readable around it */
+        }
+        info->records++;
+        off += HEAD + plen;
+    }
+    if (!header)
+        return errors_set(err, CLI_ETRUNC, "cannot read stream '%s': %s before its "
+                          "header", name, info->stopped);
+    if (ck_len == 0)
+        return errors_set(err, CLI_ETRUNC, "cannot read stream '%s': no complete "
+                          "checkpoint (stopped at %s; the process ended within its "
+                          "first flush)", name, info->stopped);
+    /* The checkpoint opens {"format":"cumemtrace","version":N,"reason":"stream", */
+    const char *ck = buf + ck_off;
+    static const char reason[] = "\"reason\":\"stream\"";
+    const char *at = NULL;
+    for (size_t i = 0; i + sizeof reason - 1 <= ck_len && i < 200 && at == NULL; i++)
+        if (memcmp(ck + i, reason, sizeof reason - 1) == 0)
+            at = ck + i;
+    if (at == NULL)
+        return errors_set(err, CLI_EVALUE, "cannot read stream '%s': its checkpoint at "
+                          "byte %zu is not a stream snapshot", name, ck_off - HEAD);
+    char ename[2048], ewhy[400], rec[3000];
+    escape(name, ename, sizeof ename);
+    escape(info->stopped, ewhy, sizeof ewhy);
+    int rn = snprintf(rec, sizeof rec, "\"reason\":\"killed\",\"recovered\":{\"stream\":"
+                      "\"%s\",\"state_ns\":%" PRId64 ",\"alive_ns\":%" PRId64
+                      ",\"flush_ms\":%u,\"stopped\":\"%s\"}", ename, info->state_ns,
+                      info->alive_ns, info->flush_ms, ewhy);
+    size_t head = (size_t)(at - ck), tail = ck_len - head - (sizeof reason - 1);
+    size_t total = head + (size_t)rn + tail;
+    char *d = malloc(total + 1);
+    if (d == NULL)
+        return errors_set(err, CLI_ENOMEM, "cannot read stream '%s': out of memory", name);
+    memcpy(d, ck, head);
+    memcpy(d + head, rec, (size_t)rn);
+    memcpy(d + head + rn, at + sizeof reason - 1, tail);
+    d[total] = '\0';
+    *doc = d;
+    *doclen = total;
+    return 0;
+}
+
+void stream_staleness(const struct stream_info *info, char *out, size_t n)
+{
+    double lag = (double)(info->alive_ns - info->state_ns) / 1e9 + info->flush_ms / 1e3;
+    snprintf(out, n, "state recorded at most %.1f s before the process ended "
+             "(last checkpoint %.1f s before its last sign of life, flushes every "
+             "%u ms; reading stopped at %s)", lag,
+             (double)(info->alive_ns - info->state_ns) / 1e9, info->flush_ms,
+             info->stopped);
+}

@@ -1,0 +1,197 @@
+/* background.c - the library's one thread.
+ *
+ * Started at the process's first CUDA call (a process that never touches
+ * CUDA gets no thread), with every signal blocked, so no host signal is ever
+ * delivered to it.  It sleeps in poll(2) on a pipe and wakes
+ *   - when a termination-signal handler writes a byte to the pipe
+ *     (signals.c): it writes the snapshot and ends the process,
+ *   - every CUMEMTRACE_FLUSH_MS: appends to the stream file (stream.c),
+ *   - every CUMEMTRACE_INTERVAL: writes a periodic snapshot (periodic.c).
+ * The handler itself only writes to the pipe and waits: everything that
+ * takes locks or allocates happens here, on a thread that holds none of the
+ * interrupted thread's locks.
+ *
+ * `work` is held while the thread works: fork() waits for it (a child must
+ * not inherit a lock the thread held half-way through a dump), and so does
+ * the exit path before it publishes or removes the files.
+ */
+#include "background.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "config.h"
+#include "hooks.h"
+#include "log.h"
+#include "periodic.h"
+#include "signals.h"
+#include "stream.h"
+
+static int wake_fd[2] = {-1, -1};
+static pid_t owner;   /* the process whose thread runs; 0 none */
+static int stopped;
+static pthread_mutex_t work = PTHREAD_MUTEX_INITIALIZER;
+
+bool background_running(void)
+{
+    pid_t o = __atomic_load_n(&owner, __ATOMIC_ACQUIRE);
+    return o != 0 && o == getpid();
+}
+
+void background_wake(void)
+{
+    int saved = errno;
+    int fd = __atomic_load_n(&wake_fd[1], __ATOMIC_ACQUIRE);
+    if (fd >= 0) {
+        ssize_t w = write(fd, "w", 1); /* a full pipe is already a wake-up */
+        (void)w;
+    }
+    errno = saved;
+}
+
+static int64_t next_due(int64_t last, uint64_t period_ms)
+{
+    return last + (int64_t)period_ms * 1000000;
+}
+
+static void *run(void *arg)
+{
+    (void)arg;
+    hooks_depth = 1; /* nothing this thread does is the host's CUDA call */
+    int64_t now = clock_now_ns();
+    int64_t flush_at = stream_enabled() ? now : INT64_MAX; /* a file at once */
+    int64_t periodic_at = config.interval_ms ? next_due(now, config.interval_ms) : INT64_MAX;
+    for (;;) {
+        int64_t due = flush_at < periodic_at ? flush_at : periodic_at;
+        int timeout = -1;
+        if (due != INT64_MAX) {
+            int64_t ms = (due - clock_now_ns()) / 1000000 + 1;
+            timeout = ms < 0 ? 0 : ms > 3600000 ? 3600000 : (int)ms;
+        }
+        struct pollfd p = {.fd = wake_fd[0], .events = POLLIN};
+        if (poll(&p, 1, timeout) > 0) {
+            char b[64];
+            while (read(wake_fd[0], b, sizeof b) > 0)
+                ;
+        }
+        pthread_mutex_lock(&work);
+        if (__atomic_load_n(&stopped, __ATOMIC_ACQUIRE)) {
+            pthread_mutex_unlock(&work);
+            return NULL;
+        }
+        if (signals_pending())
+            signals_serve(); /* ends the process */
+        now = clock_now_ns();
+        if (now >= flush_at) {
+            stream_flush(now);
+            flush_at = next_due(now, config.flush_ms);
+        }
+        if (now >= periodic_at) {
+            periodic_dump();
+            periodic_at = next_due(now, config.interval_ms);
+        }
+        pthread_mutex_unlock(&work);
+    }
+}
+
+int background_start(void)
+{
+    pid_t me = getpid();
+    if (background_running())
+        return 0;
+    if (wake_fd[0] >= 0) { /* the parent's pipe, inherited by fork */
+        close(wake_fd[0]);
+        close(wake_fd[1]);
+        wake_fd[0] = wake_fd[1] = -1;
+    }
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+        log_msg(LOG_WARN, "cannot start the background thread: pipe: %s; no "
+                          "snapshot on SIGTERM and no stream (raise the open-file "
+                          "limit, ulimit -n)", strerror(errno));
+        return -1;
+    }
+    wake_fd[0] = fds[0];
+    __atomic_store_n(&wake_fd[1], fds[1], __ATOMIC_RELEASE);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread inherits it */
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    int rc = pthread_create(&t, &attr, run, NULL);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        log_msg(LOG_WARN, "cannot start the background thread: %s; no snapshot "
+                          "on SIGTERM and no stream (raise the thread limit, "
+                          "ulimit -u)", strerror(rc));
+        __atomic_store_n(&wake_fd[1], -1, __ATOMIC_RELEASE);
+        close(fds[0]);
+        close(fds[1]);
+        wake_fd[0] = -1;
+        return -1;
+    }
+    pthread_setname_np(t, "cumemtrace");
+    __atomic_store_n(&owner, me, __ATOMIC_RELEASE);
+    return 0;
+}
+
+bool background_pause(void)
+{
+    if (!background_running())
+        return true; /* no thread: nothing else touches the files */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    /* A thread stuck in a dump (a lock held by a thread that exit() left
+     * half-way) must not hang the caller: go on without it. */
+    return pthread_mutex_timedlock(&work, &until) == 0;
+}
+
+void background_resume(void)
+{
+    if (background_running())
+        pthread_mutex_unlock(&work);
+}
+
+bool background_stop(void)
+{
+    if (!background_running())
+        return true;
+    bool held = background_pause();
+    __atomic_store_n(&stopped, 1, __ATOMIC_RELEASE);
+    /* From here a termination signal acts as without us: the exit path
+     * already writes the record. */
+    __atomic_store_n(&owner, 0, __ATOMIC_RELEASE);
+    if (held)
+        pthread_mutex_unlock(&work);
+    return held;
+}
+
+void background_atfork_prepare(void)
+{
+    if (background_running())
+        pthread_mutex_lock(&work);
+}
+
+void background_atfork_parent(void)
+{
+    if (background_running())
+        pthread_mutex_unlock(&work);
+}
+
+void background_atfork_child(void)
+{
+    pthread_mutex_init(&work, NULL);
+    __atomic_store_n(&owner, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&stopped, 0, __ATOMIC_RELEASE);
+}

@@ -1,0 +1,22 @@
+/* signals.h - a snapshot before a termination signal ends the process, and
+ * before Python ends itself by re-raising SIGINT (signals.c). */
+#ifndef CUMEMTRACE_SIGNALS_H
+#define CUMEMTRACE_SIGNALS_H
+
+#include <stdbool.h>
+
+/* At the process's first CUDA call, after background_start: takes over
+ * SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGXCPU where their action is still
+ * the default, and registers the Python exit hook in a Python host. */
+void signals_install(void);
+
+/* The background thread's side: a signal waits for its snapshot. */
+bool signals_pending(void);
+/* Writes the snapshot (reason "signal") and ends the process as the signal
+ * would have.  Does not return. */
+void signals_serve(void);
+
+/* "SIGTERM" for SIGTERM; "signal <n>" in buf for others. */
+const char *signals_name(int sig, char *buf, unsigned len);
+
+#endif

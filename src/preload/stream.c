@@ -1,0 +1,275 @@
+/* stream.c - a record of the process that survives SIGKILL.
+ *
+ * The background thread appends to "<snapshot name>.stream" (the exit
+ * snapshot's name with ".stream" for ".json") every CUMEMTRACE_FLUSH_MS:
+ * a checkpoint - the whole state, serialised by the same code as every
+ * snapshot (snapshot_serialise) - when anything was allocated, freed or
+ * failed since the last one, else a heartbeat that says the process was
+ * still alive.  The allocation path writes nothing: it only updates the
+ * tracker's memory, as without a stream.
+ *
+ * Records are length-prefixed and checksummed (docs/stream-format.md), so
+ * a writer killed half-way through a record leaves a file that reads up to
+ * its last complete record.  A checkpoint costs what a snapshot costs; to
+ * keep the thread under 1% of a CPU the next checkpoint waits at least 99
+ * times the last one's cost (heartbeats meanwhile): a state that large is
+ * then older than one flush interval, and the reader states how old.
+ * Disk use is bounded by CUMEMTRACE_STREAM_MAX: past it the file is
+ * replaced (temporary file + rename) by one holding only the latest
+ * checkpoint, which carries every total and the peak attribution.
+ */
+#include "stream.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "config.h"
+#include "log.h"
+#include "oom.h"
+#include "output.h"
+#include "record.h"
+#include "snapshot_write.h"
+
+#define STREAM_MAGIC "CMTSTRM1"   /* file header, 8 bytes */
+#define RECORD_MAGIC 0x52544d43u  /* "CMTR" little-endian */
+
+struct record_head {
+    uint32_t magic;
+    uint32_t length; /* payload bytes */
+    uint32_t crc;    /* CRC-32 (IEEE) of the payload */
+    uint8_t type;    /* 'H' header, 'C' checkpoint, 'B' heartbeat */
+    uint8_t pad[3];
+};
+
+static int fd = -1;
+static int scratch = -1;   /* memfd the checkpoint is serialised into */
+static bool failed, finished;
+static char path[4200];
+static uint64_t size;
+static uint64_t last_events = UINT64_MAX, last_oom = UINT64_MAX;
+static int64_t next_checkpoint;
+
+bool stream_enabled(void)
+{
+    return config.stream != CONFIG_STREAM_OFF;
+}
+
+static uint32_t crc32_ieee(const unsigned char *p, size_t n)
+{
+    static uint32_t table[256];
+    if (table[1] == 0)
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++)
+                c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+            table[i] = c;
+        }
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++)
+        c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+static int write_all(int to, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t k = write(to, p, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int append(int to, char type, const void *payload, size_t n)
+{
+    struct record_head h = {RECORD_MAGIC, (uint32_t)n,
+                            crc32_ieee(payload, n), (uint8_t)type, {0}};
+    if (write_all(to, &h, sizeof h) != 0 || write_all(to, payload, n) != 0)
+        return -1;
+    size += sizeof h + n;
+    return 0;
+}
+
+static int write_header(int to)
+{
+    char b[1400];
+    int n = snprintf(b, sizeof b,
+                     "{\"format\":\"cumemtrace-stream\",\"version\":1,\"pid\":%d,"
+                     "\"start_wall_ns\":%lld,\"flush_ms\":%u}",
+                     (int)getpid(), output_process.start_wall_ns, config.flush_ms);
+    size = 0;
+    if (write_all(to, STREAM_MAGIC, 8) != 0)
+        return -1;
+    size = 8;
+    return append(to, 'H', b, (size_t)n);
+}
+
+static void fail(const char *what)
+{
+    failed = true;
+    log_msg(LOG_WARN, "stream '%s': %s: %s; no record survives a SIGKILL of this "
+                      "process (free some space, or set CUMEMTRACE_STREAM=off)",
+            path, what, strerror(errno));
+}
+
+static int open_stream(void)
+{
+    char name[4096];
+    if (output_expand(output_pattern(), "exit", 0, name, sizeof name) != 0) {
+        errno = ENAMETOOLONG;
+        snprintf(path, sizeof path, "%s", output_pattern());
+        fail("cannot name it");
+        return -1;
+    }
+    size_t n = strlen(name);
+    if (n > 5 && strcmp(name + n - 5, ".json") == 0)
+        name[n - 5] = '\0';
+    /* O_EXCL|O_NOFOLLOW: never a file or link that is not ours.  A name
+     * taken (a killed process of an earlier container with our pid, or the
+     * image we exec'd from) gets the next free "<name>.<n>.stream". */
+    for (int k = 0; k < 100; k++) {
+        if (k == 0)
+            snprintf(path, sizeof path, "%s.stream", name);
+        else
+            snprintf(path, sizeof path, "%s.%d.stream", name, k);
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC,
+                  0644);
+        if (fd >= 0 || errno != EEXIST)
+            break;
+    }
+    if (fd < 0) {
+        fail("cannot create it");
+        return -1;
+    }
+    scratch = memfd_create("cumemtrace-checkpoint", MFD_CLOEXEC);
+    if (scratch < 0 || write_header(fd) != 0) {
+        fail("cannot write it");
+        return -1;
+    }
+    output_manifest_stream(path);
+    return 0;
+}
+
+/* Serialises a checkpoint into the scratch memfd; returns its bytes
+ * (mapped, munmap after use) or NULL. */
+static char *checkpoint(size_t *len)
+{
+    if (ftruncate(scratch, 0) != 0 || lseek(scratch, 0, SEEK_SET) != 0 ||
+        snapshot_serialise(scratch, "stream", NULL) != 0)
+        return NULL;
+    off_t end = lseek(scratch, 0, SEEK_CUR);
+    if (end <= 0)
+        return NULL;
+    void *m = mmap(NULL, (size_t)end, PROT_READ, MAP_PRIVATE, scratch, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    *len = (size_t)end;
+    return m;
+}
+
+/* Replaces the file by one holding the header and this checkpoint. */
+static int compact(const char *doc, size_t len)
+{
+    char tmp[4400], actual[4400];
+    int t = output_open_temp(path, tmp, sizeof tmp);
+    if (t < 0)
+        return -1;
+    int hold = fd;
+    if (write_header(t) != 0 || append(t, 'C', doc, len) != 0 ||
+        output_commit(tmp, path, true, actual, sizeof actual) != 0) {
+        close(t);
+        unlink(tmp);
+        return -1;
+    }
+    int again = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    close(t);
+    if (again < 0)
+        return -1;
+    fd = again;
+    close(hold);
+    return 0;
+}
+
+void stream_flush(int64_t now)
+{
+    if (!stream_enabled() || failed || finished)
+        return;
+    if (fd < 0 && open_stream() != 0)
+        return;
+    struct oom_summary *o = malloc(sizeof *o);
+    uint64_t oom = 0;
+    if (o != NULL) {
+        oom_summary_get(o);
+        oom = o->count + o->failed_attempts + o->recovered;
+        free(o);
+    }
+    uint64_t events = record_events_recorded();
+    bool moved = events != last_events || oom != last_oom;
+    if (moved && now >= next_checkpoint) {
+        size_t len = 0;
+        char *doc = checkpoint(&len);
+        if (doc == NULL) {
+            fail("cannot serialise a checkpoint");
+            return;
+        }
+        int rc = size + sizeof(struct record_head) + len > config.stream_max
+                     ? compact(doc, len) : append(fd, 'C', doc, len);
+        munmap(doc, len);
+        if (rc != 0) {
+            fail("cannot append to it");
+            return;
+        }
+        int64_t cost = clock_now_ns() - now;
+        next_checkpoint = now + 99 * cost;
+        last_events = events;
+        last_oom = oom;
+        return;
+    }
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    char b[128];
+    int n = snprintf(b, sizeof b, "{\"t_ns\":%" PRId64 ",\"wall_ns\":%lld}", now,
+                     (long long)wall.tv_sec * 1000000000LL + wall.tv_nsec);
+    if (append(fd, 'B', b, (size_t)n) != 0)
+        fail("cannot append to it");
+}
+
+void stream_finish(bool snapshot_written)
+{
+    if (finished)
+        return;
+    finished = true;
+    if (fd < 0)
+        return;
+    close(fd);
+    fd = -1;
+    if (snapshot_written && config.stream == CONFIG_STREAM_AUTO)
+        unlink(path);
+}
+
+void stream_atfork_child(void)
+{
+    if (fd >= 0)
+        close(fd);
+    if (scratch >= 0)
+        close(scratch);
+    fd = scratch = -1;
+    failed = finished = false;
+    size = 0;
+    last_events = last_oom = UINT64_MAX;
+    next_checkpoint = 0;
+}

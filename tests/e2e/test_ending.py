@@ -1,0 +1,221 @@
+"""Every way a process ends leaves a record (issue 13): termination signals
+with and without host handlers, with the exit status an untraced run has,
+and `cumemtrace run` saying per process what it wrote and why."""
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import BUILD, CLI, PROGS, ROOT, base_env, device
+
+PYTHON = "/usr/bin/python3"
+HOLD_PY = ROOT / "tests" / "python" / "hold.py"
+MiB = 1 << 20
+
+
+def start(cmd, cwd, env=None, preload=True):
+    p = subprocess.Popen([str(c) for c in cmd], cwd=cwd, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         env=base_env(env, preload=preload))
+    line = p.stdout.readline()
+    assert line == "ready\n", (line, p.stderr.read())
+    return p
+
+
+def stop(p, sig, timeout=20):
+    p.send_signal(sig)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise AssertionError(f"still running {timeout} s after {sig.name}")
+    return p.returncode, err
+
+
+def snapshots(d):
+    return {f.name: json.loads(f.read_text()) for f in sorted(d.glob("cumemtrace.*.json"))}
+
+
+def ended(tmp_path, name, cmd, sig, env=None):
+    """(traced status, untraced status, snapshots, stderr) of `cmd` stopped by sig."""
+    bare_dir = tmp_path / (name + "-bare")
+    traced_dir = tmp_path / name
+    bare_dir.mkdir()
+    traced_dir.mkdir()
+    bare, _ = stop(start(cmd, bare_dir, env, preload=False), sig)
+    traced, err = stop(start(cmd, traced_dir, env), sig)
+    assert list(bare_dir.glob("cumemtrace.*")) == []
+    return traced, bare, snapshots(traced_dir), err
+
+
+C_CASES = [  # (mode, what the record is)
+    ("default", "signal"),   # the default action: our handler dumps and re-raises
+    ("early", "exit"),       # host handler before the first CUDA call
+    ("late", "exit"),        # host handler installed after ours: it replaces ours
+]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
+                         ids=lambda s: s.name)
+@pytest.mark.parametrize("mode,reason", C_CASES, ids=[c[0] for c in C_CASES])
+def test_c_program_signal(tmp_path, sig, mode, reason):
+    traced, bare, snaps, err = ended(tmp_path, mode, [PROGS / "rt_hold", mode], sig)
+    assert traced == bare, err
+    assert bare == (-sig if mode == "default" else 3)
+    (snap,) = snaps.values()
+    assert snap["reason"] == reason, err
+    if reason == "signal":
+        assert snap["signal"] == sig.name
+        assert ".signal.0.json" in next(iter(snaps))
+    # the 64 MiB block and up to 16 blocks of 1 MiB: held when it ended
+    cur = device(snap)["current_bytes"]
+    assert 64 * MiB <= cur <= 80 * MiB, cur
+
+
+def test_host_reraising_the_default_keeps_its_status(tmp_path):
+    traced, bare, _, err = ended(tmp_path, "reraise", [PROGS / "rt_hold", "reraise"],
+                                 signal.SIGTERM)
+    assert traced == bare == -signal.SIGTERM, err
+
+
+def test_ignored_signal_stays_ignored(tmp_path):
+    p = start([PROGS / "rt_hold", "ignore"], tmp_path)
+    p.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    assert p.poll() is None, "SIGTERM was ignored by the host and must stay so"
+    p.kill()
+    p.wait()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
+                         ids=lambda s: s.name)
+@pytest.mark.parametrize("mode", ["default", "handler"])
+def test_python_program_signal(tmp_path, sig, mode):
+    cmd = [PYTHON, HOLD_PY, mode, BUILD]
+    traced, bare, snaps, err = ended(tmp_path, mode, cmd, sig)
+    assert traced == bare, err
+    (snap,) = snaps.values()
+    if mode == "handler" and sig != signal.SIGINT:
+        assert bare == 3 and snap["reason"] == "exit"
+    elif sig == signal.SIGINT:
+        # KeyboardInterrupt: Python ends by re-raising SIGINT after its
+        # finalisation, where Py_AtExit wrote the exit snapshot
+        assert bare == -signal.SIGINT and snap["reason"] == "exit", err
+    else:
+        assert bare == -sig and snap["reason"] == "signal" and snap["signal"] == sig.name
+    assert device(snap)["current_bytes"] >= 32 * MiB
+
+
+def test_signal_inside_cuda_calls_never_hangs_or_corrupts(tmp_path):
+    """SIGTERM at random moments of a loop that is almost always inside a
+    hook (the tracker's lock may be held): the process ends of SIGTERM
+    within the timeout and the snapshot always parses."""
+    env = {"RT_HOLD_BUSY": "1"}
+    for i in range(12):
+        d = tmp_path / f"r{i}"
+        d.mkdir()
+        p = start([PROGS / "rt_hold", "default"], d, env)
+        time.sleep(0.01 * (i % 5))
+        status, err = stop(p, signal.SIGTERM, timeout=15)
+        assert status == -signal.SIGTERM, err
+        (snap,) = snapshots(d).values()
+        assert snap["reason"] == "signal"
+        r = subprocess.run([str(CLI), "report", str(next(d.glob("cumemtrace.*.json")))],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+
+
+def test_run_says_what_each_process_wrote(tmp_path):
+    env = base_env()
+    env.pop("LD_PRELOAD", None)
+    p = subprocess.Popen([str(CLI), "run", "--", str(PROGS / "rt_hold"), "default"],
+                         cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == "ready\n"
+    # the traced child, not `cumemtrace run` (which would forward it)
+    child = int(subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True,
+                               text=True).stdout.split()[0])
+    os.kill(child, signal.SIGTERM)
+    _, err = p.communicate(timeout=20)
+    assert p.returncode == 128 + signal.SIGTERM or p.returncode == -signal.SIGTERM
+    (f,) = tmp_path.glob("cumemtrace.*.json")
+    assert f"  {f}  (signal SIGTERM, pid {child})" in err.splitlines(), err
+
+
+def test_run_no_cuda_only_when_no_cuda(tmp_path):
+    env = base_env()
+    env.pop("LD_PRELOAD", None)
+    r = subprocess.run([str(CLI), "run", "--", str(PROGS / "plain")], cwd=tmp_path,
+                       env=env, capture_output=True, text=True)
+    assert "no process of the command used CUDA" in r.stderr
+    # killed before any dump: it used CUDA, and run says so
+    r = subprocess.run([str(CLI), "run", "--", "sh", "-c",
+                        f"{PROGS / 'rt_hold'} default & sleep 0.5; kill -KILL $!; wait"],
+                       cwd=tmp_path, env=dict(env, CUMEMTRACE_STREAM="off"),
+                       capture_output=True, text=True)
+    assert "used CUDA but wrote no snapshot" in r.stderr, r.stderr
+    assert "no process of the command used CUDA" not in r.stderr
+
+
+def test_torchrun_like_teardown_leaves_every_rank_on_disk(tmp_path):
+    """4 ranks; rank 2 runs out of memory and exits 1; the launcher then
+    SIGTERMs the others and SIGKILLs, 2 s later, rank 3, which ignores
+    SIGTERM.  Every rank's record is on disk and `report DIR` shows four."""
+    procs = []
+    for rank in range(4):
+        env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "4",
+               "CUMEMTRACE_FLUSH_MS": "100"}
+        if rank == 2:
+            env["RT_HOLD_OOM"] = "1"
+        mode = "ignore" if rank == 3 else "default"
+        procs.append(subprocess.Popen([str(PROGS / "rt_hold"), mode], cwd=tmp_path,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, env=base_env(env)))
+    for rank in (0, 1, 3):
+        assert procs[rank].stdout.readline() == "ready\n"
+    assert procs[2].wait(timeout=20) == 1
+    for rank in (0, 1, 3):
+        procs[rank].send_signal(signal.SIGTERM)
+    time.sleep(2)
+    for rank in (0, 1, 3):
+        if procs[rank].poll() is None:
+            procs[rank].kill()
+    status = [p.wait(timeout=20) for p in procs]
+    assert status == [-signal.SIGTERM, -signal.SIGTERM, 1, -signal.SIGKILL]
+    names = sorted(f.name for f in tmp_path.glob("cumemtrace.*"))
+    reasons = {}
+    for f in tmp_path.glob("cumemtrace.*.json"):
+        s = json.loads(f.read_text())
+        reasons.setdefault(s["process"]["rank"], []).append(s["reason"])
+    assert sorted(reasons[0]) == ["signal"] and sorted(reasons[1]) == ["signal"], names
+    assert "exit" in reasons[2] and "oom" in reasons[2], names
+    assert 3 not in reasons, names
+    (stream,) = tmp_path.glob("cumemtrace.*.stream")  # rank 3's, SIGKILLed
+    r = subprocess.run([str(CLI), "report", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "4 ranks" in r.stdout or "ranks 0-3" in r.stdout or r.stdout.count("\n") > 4, r.stdout
+    assert "recovered from a stream" in r.stderr, r.stderr
+    for rank in range(4):
+        assert re.search(rf"^\s*{rank}\s", r.stdout, re.M), r.stdout
+
+
+def test_periodic_snapshots_keep_the_last_k(tmp_path):
+    p = start([PROGS / "rt_hold", "early"], tmp_path,
+              {"CUMEMTRACE_INTERVAL": "100ms", "CUMEMTRACE_INTERVAL_KEEP": "2"})
+    time.sleep(0.75)
+    status, err = stop(p, signal.SIGTERM)
+    assert status == 3, err
+    files = sorted(tmp_path.glob("cumemtrace.*.periodic.*.json"),
+                   key=lambda f: int(f.name.split(".")[-2]))
+    assert len(files) == 2, [f.name for f in tmp_path.iterdir()]
+    n = [int(f.name.split(".")[-2]) for f in files]
+    assert n[1] == n[0] + 1 and n[0] >= 3, n  # 5-7 written, the last two kept
+    snaps = [json.loads(f.read_text()) for f in files]
+    assert all(s["reason"] == "periodic" for s in snaps)
+    assert snaps[0]["process"]["dump_time_ns"] < snaps[1]["process"]["dump_time_ns"]

@@ -1,0 +1,161 @@
+"""The stream (issue 13): a record that survives SIGKILL.  A program that
+logs what it holds is killed at random moments; its stream must always
+read, and the recovered live set must be what the program held at the
+checkpoint's moment, no older than a few flush intervals."""
+import bisect
+import json
+import struct
+import zlib
+import random
+import signal
+import subprocess
+import time
+
+from conftest import CLI, PROGS, base_env, device
+
+FLUSH_MS = 40
+
+
+def truth(log):
+    rows = []
+    for line in log.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 2:  # the last line may be cut by the kill
+            rows.append((int(parts[0]), int(parts[1])))
+    return rows
+
+
+def held_at(rows, wall_ns):
+    """What the program held at wall_ns by its own log (rows after ops)."""
+    i = bisect.bisect_right([t for t, _ in rows], wall_ns)
+    return rows[i - 1][1] if i > 0 else None
+
+
+def kill_run(d, delay, env=None):
+    log = d / "truth.log"
+    p = subprocess.Popen([str(PROGS / "rt_hold"), "default", str(log)], cwd=d,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=base_env(dict({"CUMEMTRACE_FLUSH_MS": str(FLUSH_MS)},
+                                           **(env or {}))))
+    assert p.stdout.readline() == "ready\n"
+    time.sleep(delay)
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=20)
+    return log
+
+
+def recover(stream):
+    r = subprocess.run([str(CLI), "recover", str(stream)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    out = stream.with_name(stream.name[:-len(".stream")] + ".killed.json")
+    return json.loads(out.read_text()), r.stderr
+
+
+def test_sigkill_at_random_moments_always_leaves_a_readable_stream(tmp_path):
+    rng = random.Random(13)
+    worst = 0.0
+    for i in range(20):
+        d = tmp_path / f"k{i}"
+        d.mkdir()
+        log = kill_run(d, rng.uniform(0.05, 0.4))
+        (stream,) = d.glob("cumemtrace.*.stream")
+        snap, err = recover(stream)
+        assert snap["reason"] == "killed"
+        rec = snap["recovered"]
+        state_wall = snap["process"]["start_wall_ns"] + rec["state_ns"]
+        rows = truth(log)
+        # the view is taken just before the dump time is read: the program's
+        # state then is its last logged row at or before that instant, give
+        # or take the row being written as the view was taken
+        cur = device(snap)["current_bytes"]
+        candidates = {held_at(rows, state_wall + dt) for dt in (-2_000_000, 0, 2_000_000)}
+        assert cur in candidates, (cur, candidates, err)
+        # and no older than a few flushes before the last thing the program did
+        lag = (rows[-1][0] - state_wall) / 1e9
+        worst = max(worst, lag)
+        assert lag < 8 * FLUSH_MS / 1000 + 0.5, (lag, err)
+        assert "state recorded at most" in err
+    print(f"worst staleness {worst:.3f} s")
+
+
+def test_truncated_stream_reads_to_its_last_complete_record(tmp_path):
+    log = kill_run(tmp_path, 0.3)
+    (stream,) = tmp_path.glob("cumemtrace.*.stream")
+    data = stream.read_bytes()
+    rng = random.Random(7)
+    cut = tmp_path / "cut.stream"
+    ok = 0
+    for n in sorted(rng.sample(range(8, len(data)), 40)) + [len(data) - 1]:
+        cut.write_bytes(data[:n])
+        r = subprocess.run([str(CLI), "report", str(cut)], capture_output=True, text=True)
+        if r.returncode == 0:
+            ok += 1
+            assert "recovered from a stream" in r.stderr
+            assert ("cut short" in r.stderr or "truncated record head" in r.stderr
+                    or "end of file" in r.stderr), r.stderr
+        else:
+            # only before the first complete checkpoint
+            assert "no complete checkpoint" in r.stderr or "header" in r.stderr, r.stderr
+            assert len(r.stderr.strip().splitlines()) == 1
+    assert ok > 0
+    # a flipped byte in the last record: reading stops at its checksum
+    bad = bytearray(data)
+    bad[-3] ^= 0xFF
+    cut.write_bytes(bytes(bad))
+    r = subprocess.run([str(CLI), "report", str(cut)], capture_output=True, text=True)
+    assert r.returncode == 0 and "checksum mismatch" in r.stderr, r.stderr
+
+
+def test_normal_exit_removes_the_stream_unless_kept(tmp_path):
+    for mode, kept in (("auto", False), ("keep", True)):
+        d = tmp_path / mode
+        d.mkdir()
+        p = subprocess.Popen([str(PROGS / "rt_hold"), "early"], cwd=d,
+                             stdout=subprocess.PIPE, text=True,
+                             env=base_env({"CUMEMTRACE_STREAM": mode,
+                                           "CUMEMTRACE_FLUSH_MS": "20"}))
+        assert p.stdout.readline() == "ready\n"
+        time.sleep(0.1)
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=20) == 3
+        assert len(list(d.glob("cumemtrace.*.json"))) == 1
+        assert len(list(d.glob("cumemtrace.*.stream"))) == (1 if kept else 0)
+    d = tmp_path / "off"
+    d.mkdir()
+    kill_run(d, 0.2, {"CUMEMTRACE_STREAM": "off"})
+    assert list(d.glob("cumemtrace.*")) == [d / "truth.log"] or \
+        list(d.glob("cumemtrace.*")) == []
+
+
+def records(stream):
+    data = stream.read_bytes()
+    assert data[:8] == b"CMTSTRM1"
+    off, out = 8, []
+    while off + 16 <= len(data):
+        magic, n, crc, kind = struct.unpack_from("<IIIB", data, off)
+        payload = data[off + 16:off + 16 + n]
+        if len(payload) < n or zlib.crc32(payload) != crc:
+            break
+        out.append((chr(kind), payload))
+        off += 16 + n
+    return out
+
+
+def test_disk_use_is_bounded(tmp_path):
+    """With CUMEMTRACE_STREAM_MAX=256KiB the file is replaced by its latest
+    checkpoint when it would grow past the bound, and stays under it."""
+    log = kill_run(tmp_path, 1.5, {"CUMEMTRACE_STREAM_MAX": "256KiB",
+                                   "CUMEMTRACE_FLUSH_MS": "10"})
+    (stream,) = tmp_path.glob("cumemtrace.*.stream")
+    assert stream.stat().st_size <= 256 << 10
+    recs = records(stream)
+    assert recs[0][0] == "H" and recs[1][0] == "C"
+    # compacted: the file starts with a late checkpoint, not the first one
+    # (written when the thread started, before the program's loop)
+    first = json.loads(recs[1][1])
+    assert first["process"]["dump_time_ns"] > 300_000_000, first["process"]
+    snap, _ = recover(stream)
+    # totals survive compaction: the allocations of the whole run are counted
+    ops = len(truth(log)) - 1
+    k = device(snap)["by_kind"]["device"]
+    assert k["allocs"] + k["frees"] >= ops - 200, (k, ops)
