@@ -247,16 +247,17 @@ static void print_manifest(const char *path, const char *header)
     while ((len = getline(&line, &lcap, f)) > 0) {
         if (line[len - 1] == '\n')
             line[--len] = '\0';
-        if (len == 0 || access(line, F_OK) != 0)
-            continue; /* a pre-exec snapshot removed when the exec failed */
+        if (len == 0)
+            continue;
         bool seen = false;
         if (snapshot_vec_reserve((void **)&lines, &cap, sizeof *lines, n + 1) != 0)
             break;
         char *copy = strdup(line);
         if (copy == NULL)
             break;
-        if (!parse_mline(copy, &lines[n])) {
-            free(copy);
+        if (!parse_mline(copy, &lines[n]) ||
+            (lines[n].kind == 'w' && access(lines[n].path, F_OK) != 0)) {
+            free(copy); /* a pre-exec snapshot removed when the exec failed */
             continue;
         }
         /* one file written twice (a post-mortem rewritten) is one file */

@@ -11,7 +11,7 @@
  * Records are length-prefixed and checksummed (docs/stream-format.md), so
  * a writer killed half-way through a record leaves a file that reads up to
  * its last complete record.  A checkpoint costs what a snapshot costs; to
- * keep the thread under 1% of a CPU the next checkpoint waits at least 99
+ * keep the thread under 0.5% of a CPU the next checkpoint waits at least 199
  * times the last one's cost (heartbeats meanwhile): a state that large is
  * then older than one flush interval, and the reader states how old.
  * Disk use is bounded by CUMEMTRACE_STREAM_MAX: past it the file is
@@ -204,6 +204,13 @@ static int compact(const char *doc, size_t len)
     return 0;
 }
 
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
 void stream_flush(int64_t now)
 {
     if (!stream_enabled() || failed || finished)
@@ -220,6 +227,7 @@ void stream_flush(int64_t now)
     uint64_t events = record_events_recorded();
     bool moved = events != last_events || oom != last_oom;
     if (moved && now >= next_checkpoint) {
+        int64_t cpu0 = thread_cpu_ns();
         size_t len = 0;
         char *doc = checkpoint(&len);
         if (doc == NULL) {
@@ -233,8 +241,8 @@ void stream_flush(int64_t now)
             fail("cannot append to it");
             return;
         }
-        int64_t cost = clock_now_ns() - now;
-        next_checkpoint = now + 99 * cost;
+        /* CPU time, not wall time: a loaded machine must not thin them */
+        next_checkpoint = now + 199 * (thread_cpu_ns() - cpu0);
         last_events = events;
         last_oom = oom;
         return;

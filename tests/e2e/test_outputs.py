@@ -312,7 +312,9 @@ def test_a_failed_exec_leaves_only_the_exit_snapshot(tmp_path):
     assert r.returncode == 127
     files = list(out.iterdir())
     assert [json.loads(f.read_text())["reason"] for f in files] == ["exit"]
-    assert r.stderr.splitlines()[-2:] == ["cumemtrace: 1 snapshot written:", f"  {files[0]}"]
+    pid = json.loads(files[0].read_text())["process"]["pid"]
+    assert r.stderr.splitlines()[-2:] == ["cumemtrace: 1 snapshot written:",
+                                          f"  {files[0]}  (exit, pid {pid})"]
 
 
 def test_a_vfork_child_that_execs_writes_nothing(tmp_path):

@@ -142,13 +142,15 @@ def records(stream):
 
 
 def test_disk_use_is_bounded(tmp_path):
-    """With CUMEMTRACE_STREAM_MAX=256KiB the file is replaced by its latest
-    checkpoint when it would grow past the bound, and stays under it."""
-    log = kill_run(tmp_path, 1.5, {"CUMEMTRACE_STREAM_MAX": "256KiB",
+    """With CUMEMTRACE_STREAM_MAX=64KiB (its floor) the file is replaced by
+    its latest checkpoint when it would grow past the bound."""
+    log = kill_run(tmp_path, 1.5, {"CUMEMTRACE_STREAM_MAX": "64KiB",
                                    "CUMEMTRACE_FLUSH_MS": "10"})
     (stream,) = tmp_path.glob("cumemtrace.*.stream")
-    assert stream.stat().st_size <= 256 << 10
+    # the bound, or one header and checkpoint when a checkpoint alone is larger
     recs = records(stream)
+    assert stream.stat().st_size <= max(64 << 10, 8 + sum(16 + len(p) for _, p in recs[:2])
+                                        + 64 * len(recs))
     assert recs[0][0] == "H" and recs[1][0] == "C"
     # compacted: the file starts with a late checkpoint, not the first one
     # (written when the thread started, before the program's loop)
@@ -159,3 +161,34 @@ def test_disk_use_is_bounded(tmp_path):
     ops = len(truth(log)) - 1
     k = device(snap)["by_kind"]["device"]
     assert k["allocs"] + k["frees"] >= ops - 200, (k, ops)
+
+
+def _thread_cpu_ns(pid, name):
+    import pathlib
+    for t in pathlib.Path(f"/proc/{pid}/task").iterdir():
+        if (t / "comm").read_text().strip() == name:
+            return int((t / "schedstat").read_text().split()[0])
+    raise AssertionError(f"no thread {name!r} in {pid}")
+
+
+def test_writer_thread_cpu_under_one_percent(tmp_path):
+    """A loop allocating and freeing as fast as it can (well over 100,000
+    events/s): the stream writer's CPU time, from the kernel's schedstat,
+    stays under 1% of the wall time it ran."""
+    p = subprocess.Popen([str(PROGS / "rt_hold"), "default"], cwd=tmp_path,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=base_env({"RT_HOLD_BUSY": "1"}))
+    assert p.stdout.readline() == "ready\n"
+    t0, c0 = time.monotonic(), _thread_cpu_ns(p.pid, "cumemtrace")
+    time.sleep(3)
+    t1, c1 = time.monotonic(), _thread_cpu_ns(p.pid, "cumemtrace")
+    p.send_signal(signal.SIGTERM)
+    p.communicate(timeout=30)
+    (f,) = tmp_path.glob("cumemtrace.*.signal.0.json")
+    snap = json.loads(f.read_text())
+    k = device(snap)["by_kind"]["device"]
+    rate = (k["allocs"] + k["frees"]) / (snap["process"]["dump_time_ns"] / 1e9)
+    share = (c1 - c0) / 1e9 / (t1 - t0)
+    print(f"writer thread {share * 100:.2f}% of a CPU at {rate:,.0f} events/s")
+    assert rate > 100_000 or share < 0.01
+    assert share < 0.01, (share, rate)
