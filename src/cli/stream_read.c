@@ -85,6 +85,41 @@ static void escape(const char *s, char *out, size_t n)
     out[o] = '\0';
 }
 
+struct span {
+    size_t off, len;
+};
+
+/* The event rows of a checkpoint: what lies between `"data":[` of its
+ * "events" object and the `]}` that closes it (rows hold no braces), with
+ * the leading newline and space; r->len is 0 when it has none. */
+static bool rows_of(const char *p, size_t n, struct span *r)
+{
+    static const char ev[] = "\"events\":{\"cap\":", data[] = "\"data\":[";
+    size_t i = 0;
+    for (; i + sizeof ev - 1 <= n; i++)
+        if (memcmp(p + i, ev, sizeof ev - 1) == 0)
+            break;
+    for (; i + sizeof data - 1 <= n; i++)
+        if (memcmp(p + i, data, sizeof data - 1) == 0)
+            break;
+    if (i + sizeof data - 1 > n)
+        return false;
+    size_t start = i + sizeof data - 1, j = start;
+    for (; j + 1 < n; j++) {
+        if (p[j] == '{' || p[j] == '}')
+            break;
+    }
+    /* the rows end where "]}" closes the object */
+    if (j + 1 >= n || p[j] != '}' || j == start || p[j - 1] != ']')
+        return false;
+    size_t end = j - 1; /* the ']' of "data" */
+    while (start < end && (p[start] == '\n' || p[start] == ' '))
+        start++;
+    r->off = start;
+    r->len = end - start;
+    return true;
+}
+
 int stream_recover(const char *name, const char *buf, size_t len, char **doc,
                    size_t *doclen, struct stream_info *info, struct cli_error *err)
 {
@@ -96,6 +131,8 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
     const unsigned char *u = (const unsigned char *)buf;
     size_t off = 8, ck_off = 0, ck_len = 0;
     bool header = false;
+    struct span *cks = NULL;
+    size_t ncks = 0, cks_cap = 0;
     for (;;) {
         info->stopped_at = off;
         if (off == len) {
@@ -138,6 +175,18 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
         } else if (type == 'C') {
             ck_off = off + HEAD;
             ck_len = plen;
+            if (ncks == cks_cap) {
+                size_t nc = cks_cap ? cks_cap * 2 : 64;
+                struct span *g = realloc(cks, nc * sizeof *g);
+                if (g == NULL) {
+                    free(cks);
+                    return errors_set(err, CLI_ENOMEM, "cannot read stream '%s': out "
+                                      "of memory", name);
+                }
+                cks = g;
+                cks_cap = nc;
+            }
+            cks[ncks++] = (struct span){ck_off, ck_len};
             info->checkpoints++;
             int64_t t = field(p, plen < 4096 ? plen : 4096, "\"dump_time_ns\":", -1);
             info->state_ns = t;
@@ -154,13 +203,15 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
         info->records++;
         off += HEAD + plen;
     }
-    if (!header)
-        return errors_set(err, CLI_ETRUNC, "cannot read stream '%s': %s before its "
-                          "header", name, info->stopped);
-    if (ck_len == 0)
+    if (!header || ck_len == 0) {
+        free(cks);
+        if (!header)
+            return errors_set(err, CLI_ETRUNC, "cannot read stream '%s': %s before its "
+                              "header", name, info->stopped);
         return errors_set(err, CLI_ETRUNC, "cannot read stream '%s': no complete "
                           "checkpoint (stopped at %s; the process ended within its "
                           "first flush)", name, info->stopped);
+    }
     /* The checkpoint opens {"format":"cumemtrace","version":N,"reason":"stream", */
     const char *ck = buf + ck_off;
     static const char reason[] = "\"reason\":\"stream\"";
@@ -168,9 +219,20 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
     for (size_t i = 0; i + sizeof reason - 1 <= ck_len && i < 200 && at == NULL; i++)
         if (memcmp(ck + i, reason, sizeof reason - 1) == 0)
             at = ck + i;
-    if (at == NULL)
+    struct span last_rows;
+    if (at == NULL || !rows_of(ck, ck_len, &last_rows)) {
+        free(cks);
         return errors_set(err, CLI_EVALUE, "cannot read stream '%s': its checkpoint at "
                           "byte %zu is not a stream snapshot", name, ck_off - HEAD);
+    }
+    /* Each checkpoint holds the event rows that are new since the one
+     * before it: the timeline is all of them, in file order. */
+    size_t rows_len = 0;
+    for (size_t i = 0; i < ncks; i++) {
+        struct span r;
+        if (rows_of(buf + cks[i].off, cks[i].len, &r) && r.len > 0)
+            rows_len += r.len + 3;
+    }
     char ename[2048], ewhy[400], rec[3000];
     escape(name, ename, sizeof ename);
     escape(info->stopped, ewhy, sizeof ewhy);
@@ -178,17 +240,41 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
                       "\"%s\",\"state_ns\":%" PRId64 ",\"alive_ns\":%" PRId64
                       ",\"flush_ms\":%u,\"stopped\":\"%s\"}", ename, info->state_ns,
                       info->alive_ns, info->flush_ms, ewhy);
-    size_t head = (size_t)(at - ck), tail = ck_len - head - (sizeof reason - 1);
-    size_t total = head + (size_t)rn + tail;
+    size_t head = (size_t)(at - ck);
+    size_t mid = last_rows.off - head - (sizeof reason - 1);        /* up to the rows */
+    size_t tail = ck_len - last_rows.off - last_rows.len;           /* after them */
+    size_t total = head + (size_t)rn + mid + rows_len + tail;
     char *d = malloc(total + 1);
-    if (d == NULL)
+    if (d == NULL) {
+        free(cks);
         return errors_set(err, CLI_ENOMEM, "cannot read stream '%s': out of memory", name);
-    memcpy(d, ck, head);
-    memcpy(d + head, rec, (size_t)rn);
-    memcpy(d + head + rn, at + sizeof reason - 1, tail);
-    d[total] = '\0';
+    }
+    size_t o = 0;
+    memcpy(d + o, ck, head);
+    o += head;
+    memcpy(d + o, rec, (size_t)rn);
+    o += (size_t)rn;
+    memcpy(d + o, at + sizeof reason - 1, mid);
+    o += mid;
+    bool first = true;
+    for (size_t i = 0; i < ncks; i++) {
+        struct span r;
+        if (!rows_of(buf + cks[i].off, cks[i].len, &r) || r.len == 0)
+            continue;
+        if (!first) {
+            memcpy(d + o, ",\n ", 3);
+            o += 3;
+        }
+        memcpy(d + o, buf + cks[i].off + r.off, r.len);
+        o += r.len;
+        first = false;
+    }
+    memcpy(d + o, ck + last_rows.off + last_rows.len, tail);
+    o += tail;
+    d[o] = '\0';
+    free(cks);
     *doc = d;
-    *doclen = total;
+    *doclen = o;
     return 0;
 }
 

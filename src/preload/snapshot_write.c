@@ -583,7 +583,31 @@ static void write_ooms(struct jw *w)
     free(s);
 }
 
-static void write_events(struct jw *w, const struct record_view *v)
+static char *put_u64(char *o, uint64_t v)
+{
+    char t[24];
+    int n = 0;
+    do {
+        t[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    while (n > 0)
+        *o++ = t[--n];
+    return o;
+}
+
+static char *put_i64(char *o, int64_t v)
+{
+    if (v < 0) {
+        *o++ = '-';
+        return put_u64(o, (uint64_t)0 - (uint64_t)v);
+    }
+    return put_u64(o, (uint64_t)v);
+}
+
+/* Rows of the event log from `from` on (a stream checkpoint writes only
+ * those its predecessors did not: struct snapshot_events). */
+static void write_events(struct jw *w, const struct record_view *v, size_t from)
 {
     /* stride: how many events each kept row stands for, on average */
     uint64_t stride = 1;
@@ -594,9 +618,9 @@ static void write_events(struct jw *w, const struct record_view *v)
               "\"kind\",\"delta\",\"stack\",\"current\"],\"data\":[",
            v->event_cap, v->events_recorded, stride,
            v->event_bucket_ns != 0 ? "true" : "false", v->event_bucket_ns);
-    for (size_t i = 0; i < v->nevents; i++) {
+    for (size_t i = from; i < v->nevents; i++) {
         const struct record_event *e = &v->events[i];
-        jw_s(w, i ? ",\n [" : "\n [");
+        jw_s(w, i > from ? ",\n [" : "\n [");
         jw_i64(w, e->t_ns);
         jw_raw(w, ",", 1);
         jw_i64(w, e->pool);
@@ -738,7 +762,7 @@ static void write_stacks(struct jw *w, const struct record_view *v)
 static void write_document(struct jw *w, struct record_view *v,
                            const char *reason, unsigned seq,
                            const struct oom_info *oom, const char *signame,
-                           int64_t now)
+                           int64_t now, size_t events_from)
 {
     jw_fmt(w, "{\"format\":\"cumemtrace\",\"version\":%d,\"reason\":\"%s\","
               "\"sequence\":%u,\n",
@@ -767,7 +791,7 @@ static void write_document(struct jw *w, struct record_view *v,
            v->counters.stacks, v->counters.live);
     write_oom(w, v, oom);
     write_ooms(w);
-    write_events(w, v);
+    write_events(w, v, events_from);
     write_stacks(w, v);
     jw_s(w, "}\n");
 }
@@ -880,7 +904,7 @@ static int write_snapshot(const char *reason, const char *path,
     w->fd = fd;
     w->err = 0;
     w->n = 0;
-    write_document(w, &v, reason, seq, oom, signame, clock_now_ns());
+    write_document(w, &v, reason, seq, oom, signame, clock_now_ns(), 0);
     jw_flush(w);
     int err = w->err;
     /* The copy keeps the temporary's lock (it belongs to the open file)
@@ -936,7 +960,8 @@ int snapshot_rewrite(const char *reason, const char *path)
     return write_snapshot(reason, path, NULL, true, NULL, NULL, 0);
 }
 
-int snapshot_serialise(int fd, const char *reason, int64_t *time_ns)
+int snapshot_serialise(int fd, const char *reason, struct snapshot_events *ev,
+                       int64_t *time_ns)
 {
     struct record_view v;
     if (record_view_take(&v) != 0) {
@@ -949,14 +974,31 @@ int snapshot_serialise(int fd, const char *reason, int64_t *time_ns)
         errno = ENOMEM;
         return -1;
     }
+    /* New rows: the last (recorded now - recorded then) of an unthinned
+     * log; in a thinned one, those stamped after the last row written. */
+    size_t from = 0;
+    if (ev != NULL && ev->recorded > 0) {
+        if (v.event_bucket_ns == 0 && v.events_recorded >= ev->recorded) {
+            uint64_t fresh = v.events_recorded - ev->recorded;
+            from = fresh < v.nevents ? v.nevents - (size_t)fresh : 0;
+        } else {
+            while (from < v.nevents && v.events[from].t_ns <= ev->last_t_ns)
+                from++;
+        }
+    }
     w->fd = fd;
     w->err = 0;
     w->n = 0;
     int64_t now = clock_now_ns();
-    write_document(w, &v, reason, 0, NULL, NULL, now);
+    write_document(w, &v, reason, 0, NULL, NULL, now, from);
     jw_flush(w);
     int err = w->err;
     free(w);
+    if (ev != NULL && err == 0) {
+        ev->recorded = v.events_recorded;
+        if (v.nevents > 0)
+            ev->last_t_ns = v.events[v.nevents - 1].t_ns;
+    }
     record_view_free(&v);
     if (time_ns != NULL)
         *time_ns = now;

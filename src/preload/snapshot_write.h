@@ -28,9 +28,18 @@ int snapshot_write_signal(const char *signame, char *out_path, size_t out_len);
  * Python host's finalisation wrote, when the process went on). */
 int snapshot_rewrite(const char *reason, const char *path);
 
+/* Where a stream's checkpoints are in the event log: each writes only the
+ * rows the ones before it did not.  {0, 0}: every row. */
+struct snapshot_events {
+    uint64_t recorded; /* events_recorded at the last checkpoint */
+    int64_t last_t_ns; /* the last row written */
+};
+
 /* The one serialiser of the state (every snapshot and the stream's
- * checkpoints): writes the document for `reason` to fd.  *time_ns gets the
- * dump time it records.  Returns 0, or -1 with errno set. */
-int snapshot_serialise(int fd, const char *reason, int64_t *time_ns);
+ * checkpoints): writes the document for `reason` to fd; with `ev`, only
+ * the event rows after it (and ev is moved on).  *time_ns gets the dump
+ * time it records.  Returns 0, or -1 with errno set. */
+int snapshot_serialise(int fd, const char *reason, struct snapshot_events *ev,
+                       int64_t *time_ns);
 
 #endif

@@ -8,6 +8,9 @@
  * still alive.  The allocation path writes nothing: it only updates the
  * tracker's memory, as without a stream.
  *
+ * A checkpoint carries only the event rows its predecessors in the file do
+ * not (the reader joins them), so its cost does not grow with the log.
+ *
  * Records are length-prefixed and checksummed (docs/stream-format.md), so
  * a writer killed half-way through a record leaves a file that reads up to
  * its last complete record.  A checkpoint costs what a snapshot costs; to
@@ -57,6 +60,7 @@ static char path[4200];
 static uint64_t size;
 static uint64_t last_events = UINT64_MAX, last_oom = UINT64_MAX;
 static int64_t next_checkpoint;
+static struct snapshot_events events_written; /* rows already in the file */
 
 bool stream_enabled(void)
 {
@@ -166,10 +170,10 @@ static int open_stream(void)
 
 /* Serialises a checkpoint into the scratch memfd; returns its bytes
  * (mapped, munmap after use) or NULL. */
-static char *checkpoint(size_t *len)
+static char *checkpoint(size_t *len, struct snapshot_events *ev)
 {
     if (ftruncate(scratch, 0) != 0 || lseek(scratch, 0, SEEK_SET) != 0 ||
-        snapshot_serialise(scratch, "stream", NULL) != 0)
+        snapshot_serialise(scratch, "stream", ev, NULL) != 0)
         return NULL;
     off_t end = lseek(scratch, 0, SEEK_CUR);
     if (end <= 0)
@@ -229,14 +233,26 @@ void stream_flush(int64_t now)
     if (moved && now >= next_checkpoint) {
         int64_t cpu0 = thread_cpu_ns();
         size_t len = 0;
-        char *doc = checkpoint(&len);
+        struct snapshot_events ev = events_written;
+        char *doc = checkpoint(&len, &ev);
         if (doc == NULL) {
             fail("cannot serialise a checkpoint");
             return;
         }
-        int rc = size + sizeof(struct record_head) + len > config.stream_max
-                     ? compact(doc, len) : append(fd, 'C', doc, len);
-        munmap(doc, len);
+        int rc;
+        if (size + sizeof(struct record_head) + len <= config.stream_max) {
+            rc = append(fd, 'C', doc, len);
+        } else {
+            /* the new file starts with every row the log still holds */
+            munmap(doc, len);
+            ev = (struct snapshot_events){0, 0};
+            doc = checkpoint(&len, &ev);
+            rc = doc != NULL ? compact(doc, len) : -1;
+        }
+        if (doc != NULL)
+            munmap(doc, len);
+        if (rc == 0)
+            events_written = ev;
         if (rc != 0) {
             fail("cannot append to it");
             return;
@@ -280,4 +296,5 @@ void stream_atfork_child(void)
     size = 0;
     last_events = last_oom = UINT64_MAX;
     next_checkpoint = 0;
+    events_written = (struct snapshot_events){0, 0};
 }

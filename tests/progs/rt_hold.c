@@ -15,8 +15,8 @@
  * to that file, after it happened, as "<CLOCK_REALTIME ns> <live bytes>"
  * (the program's own truth for the stream test).  RT_HOLD_OOM=1 asks for
  * more than the card has and exits 1; RT_HOLD_BUSY=1 does not sleep between
- * operations (a signal then mostly lands inside a CUDA call); after 60 s it
- * exits 0. */
+ * operations (a signal then mostly lands inside a CUDA call), RT_HOLD_BURST=n
+ * sleeps 1 ms after every n; after 60 s it exits 0. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -89,6 +89,8 @@ int main(int argc, char **argv)
     unsigned seed = (unsigned)getpid();
     long long end = now_ns() + 60000000000LL;
     int busy = getenv("RT_HOLD_BUSY") != NULL;
+    long burst = getenv("RT_HOLD_BURST") ? atol(getenv("RT_HOLD_BURST")) : 1;
+    long n = 0;
     while (!stop && now_ns() < end) {
         seed = seed * 1103515245u + 12345u;
         unsigned i = (seed >> 16) % 16;
@@ -105,7 +107,7 @@ int main(int argc, char **argv)
             fflush(log);
         }
         struct timespec ms = {0, 1000000};
-        if (!busy)
+        if (!busy && ++n % (burst > 0 ? burst : 1) == 0)
             nanosleep(&ms, NULL);
     }
     return stop ? 3 : 0;
