@@ -17,6 +17,7 @@
 #include <string.h>
 
 #define HEAD 16
+#define ROW_JSON_MAX 120 /* the longest JSON row: six numbers at most 20 digits */
 #define RECORD_MAGIC 0x52544d43u
 
 bool stream_is(const char *buf, size_t len)
@@ -87,7 +88,31 @@ static void escape(const char *s, char *out, size_t n)
 
 struct span {
     size_t off, len;
+    char type; /* 'C' (JSON rows inside it) or 'E' (binary rows) */
 };
+
+#define ROW 32
+static const char *const kinds[] = {"device", "managed", "async", "vmm", "host_pinned"};
+
+static uint64_t le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* One binary row as the snapshot's JSON row; 0 for a row of unknown kind. */
+static int json_row(const unsigned char *r, char *out, size_t n)
+{
+    if (r[30] >= sizeof kinds / sizeof kinds[0])
+        return 0;
+    int16_t pool = (int16_t)(uint16_t)(r[28] | r[29] << 8);
+    int k = snprintf(out, n, "[%" PRId64 ",%d,\"%s\",%" PRId64 ",%" PRIu32 ",%" PRIu64 "]",
+                     (int64_t)le64(r), pool, kinds[r[30]], (int64_t)le64(r + 8),
+                     le32(r + 24), le64(r + 16));
+    return k > 0 && (size_t)k < n ? k : 0;
+}
 
 /* The event rows of a checkpoint: what lies between `"data":[` of its
  * "events" object and the `]}` that closes it (rows hold no braces), with
@@ -186,12 +211,25 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
                 cks = g;
                 cks_cap = nc;
             }
-            cks[ncks++] = (struct span){ck_off, ck_len};
+            cks[ncks++] = (struct span){ck_off, ck_len, 'C'};
             info->checkpoints++;
             int64_t t = field(p, plen < 4096 ? plen : 4096, "\"dump_time_ns\":", -1);
             info->state_ns = t;
             if (t > info->alive_ns)
                 info->alive_ns = t;
+        } else if (type == 'E' && plen % ROW == 0) {
+            if (ncks == cks_cap) {
+                size_t nc = cks_cap ? cks_cap * 2 : 64;
+                struct span *g = realloc(cks, nc * sizeof *g);
+                if (g == NULL) {
+                    free(cks);
+                    return errors_set(err, CLI_ENOMEM, "cannot read stream '%s': out "
+                                      "of memory", name);
+                }
+                cks = g;
+                cks_cap = nc;
+            }
+            cks[ncks++] = (struct span){off + HEAD, plen, 'E'};
         } else if (type == 'B') {
             info->heartbeats++;
             int64_t t = field(p, plen, "\"t_ns\":", -1);
@@ -230,7 +268,9 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
     size_t rows_len = 0;
     for (size_t i = 0; i < ncks; i++) {
         struct span r;
-        if (rows_of(buf + cks[i].off, cks[i].len, &r) && r.len > 0)
+        if (cks[i].type == 'E')
+            rows_len += cks[i].len / ROW * (ROW_JSON_MAX + 3);
+        else if (rows_of(buf + cks[i].off, cks[i].len, &r) && r.len > 0)
             rows_len += r.len + 3;
     }
     char ename[2048], ewhy[400], rec[3000];
@@ -258,6 +298,23 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
     o += mid;
     bool first = true;
     for (size_t i = 0; i < ncks; i++) {
+        if (cks[i].type == 'E') {
+            const unsigned char *r = u + cks[i].off;
+            for (size_t k = 0; k < cks[i].len / ROW; k++, r += ROW) {
+                char row[ROW_JSON_MAX];
+                int rl = json_row(r, row, sizeof row);
+                if (rl == 0)
+                    continue;
+                if (!first) {
+                    memcpy(d + o, ",\n ", 3);
+                    o += 3;
+                }
+                memcpy(d + o, row, (size_t)rl);
+                o += (size_t)rl;
+                first = false;
+            }
+            continue;
+        }
         struct span r;
         if (!rows_of(buf + cks[i].off, cks[i].len, &r) || r.len == 0)
             continue;

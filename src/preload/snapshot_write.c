@@ -990,14 +990,25 @@ int snapshot_serialise(int fd, const char *reason, struct snapshot_events *ev,
     w->err = 0;
     w->n = 0;
     int64_t now = clock_now_ns();
-    write_document(w, &v, reason, 0, NULL, NULL, now, from);
+    write_document(w, &v, reason, 0, NULL, NULL, now, ev != NULL ? v.nevents : 0);
     jw_flush(w);
     int err = w->err;
     free(w);
-    if (ev != NULL && err == 0) {
-        ev->recorded = v.events_recorded;
-        if (v.nevents > 0)
-            ev->last_t_ns = v.events[v.nevents - 1].t_ns;
+    if (ev != NULL) {
+        ev->rows = NULL;
+        ev->nrows = v.nevents - from;
+        if (ev->nrows > 0 && err == 0 &&
+            (ev->rows = malloc(ev->nrows * sizeof *ev->rows)) == NULL)
+            err = ENOMEM;
+        if (err == 0) {
+            if (ev->nrows > 0)
+                memcpy(ev->rows, v.events + from, ev->nrows * sizeof *ev->rows);
+            ev->recorded = v.events_recorded;
+            if (v.nevents > 0)
+                ev->last_t_ns = v.events[v.nevents - 1].t_ns;
+        } else {
+            ev->nrows = 0;
+        }
     }
     record_view_free(&v);
     if (time_ns != NULL)

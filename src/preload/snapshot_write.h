@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "record.h"
+
 struct oom_info;
 
 /* Writes one snapshot for `reason` ("exit", "oom", "signal", "api").
@@ -28,17 +30,21 @@ int snapshot_write_signal(const char *signame, char *out_path, size_t out_len);
  * Python host's finalisation wrote, when the process went on). */
 int snapshot_rewrite(const char *reason, const char *path);
 
-/* Where a stream's checkpoints are in the event log: each writes only the
- * rows the ones before it did not.  {0, 0}: every row. */
+/* Where a stream's checkpoints are in the event log.  A checkpoint's JSON
+ * holds no event rows: snapshot_serialise hands back, in rows[0..nrows)
+ * (malloc'd, the caller frees), those new since the last checkpoint
+ * ({0, 0}: every row the log holds), for the stream's binary records. */
 struct snapshot_events {
     uint64_t recorded; /* events_recorded at the last checkpoint */
-    int64_t last_t_ns; /* the last row written */
+    int64_t last_t_ns; /* the last row handed back */
+    struct record_event *rows;
+    size_t nrows;
 };
 
 /* The one serialiser of the state (every snapshot and the stream's
- * checkpoints): writes the document for `reason` to fd; with `ev`, only
- * the event rows after it (and ev is moved on).  *time_ns gets the dump
- * time it records.  Returns 0, or -1 with errno set. */
+ * checkpoints): writes the document for `reason` to fd; with `ev`, a
+ * checkpoint (above).  *time_ns gets the dump time it records.  Returns 0,
+ * or -1 with errno set. */
 int snapshot_serialise(int fd, const char *reason, struct snapshot_events *ev,
                        int64_t *time_ns);
 
