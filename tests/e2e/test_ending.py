@@ -82,6 +82,20 @@ def test_host_reraising_the_default_keeps_its_status(tmp_path):
     traced, bare, _, err = ended(tmp_path, "reraise", [PROGS / "rt_hold", "reraise"],
                                  signal.SIGTERM)
     assert traced == bare == -signal.SIGTERM, err
+    # the host's handler ran instead of ours: the stream is the record (once
+    # the background thread wrote its first checkpoint, right at the start)
+    d = tmp_path / "stream"
+    d.mkdir()
+    p = start([PROGS / "rt_hold", "reraise"], d)
+    deadline = time.monotonic() + 10
+    while not list(d.glob("cumemtrace.*.stream")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)
+    status, err = stop(p, signal.SIGTERM)
+    assert status == -signal.SIGTERM and snapshots(d) == {}, err
+    (stream,) = d.glob("cumemtrace.*.stream")
+    r = subprocess.run([str(CLI), "report", str(stream)], capture_output=True, text=True)
+    assert r.returncode == 0 and "recovered from a stream" in r.stderr, r.stderr
 
 
 def test_ignored_signal_stays_ignored(tmp_path):
@@ -161,6 +175,13 @@ def test_run_no_cuda_only_when_no_cuda(tmp_path):
                        capture_output=True, text=True)
     assert "used CUDA but wrote no snapshot" in r.stderr, r.stderr
     assert "no process of the command used CUDA" not in r.stderr
+    # with the stream on, run names the stream the killed process left
+    r = subprocess.run([str(CLI), "run", "--", "sh", "-c",
+                        f"{PROGS / 'rt_hold'} default & sleep 0.5; kill -KILL $!; wait"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True)
+    (stream,) = tmp_path.glob("cumemtrace.*.stream")
+    assert re.search(rf"^  {re.escape(str(stream))}  \(stream, pid \d+ rt_hold ended "
+                     "without a snapshot", r.stderr, re.M), r.stderr
 
 
 def test_torchrun_like_teardown_leaves_every_rank_on_disk(tmp_path):
