@@ -34,6 +34,13 @@ def kill_run(d, delay, env=None):
                          env=base_env(dict({"CUMEMTRACE_FLUSH_MS": str(FLUSH_MS)},
                                            **(env or {}))))
     assert p.stdout.readline() == "ready\n"
+    # the background thread writes its first checkpoint as it starts; on a
+    # loaded machine it may not have run yet (a kill before that leaves
+    # no stream, as run says)
+    deadline = time.monotonic() + 10
+    while (env or {}).get("CUMEMTRACE_STREAM") != "off" and \
+            not list(d.glob("cumemtrace.*.stream")) and time.monotonic() < deadline:
+        time.sleep(0.005)
     time.sleep(delay)
     p.send_signal(signal.SIGKILL)
     p.communicate(timeout=20)
