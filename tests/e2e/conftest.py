@@ -62,6 +62,10 @@ def base_env(extra=None, preload=True, extra_preload=(), preload_first=()):
     if libs:
         env["LD_PRELOAD"] = " ".join(libs)
     env.setdefault("ASAN_OPTIONS", "detect_leaks=0")
+    # Our background thread makes every CUDA process multi-threaded, and a
+    # fork child that uses CUDA starts its own (glibc allows it); TSan
+    # cannot follow a child that starts threads and kills it by default.
+    env.setdefault("TSAN_OPTIONS", "die_after_fork=0")
     if extra:
         env.update(extra)
     return env
