@@ -210,6 +210,7 @@ static void init(void)
     output_init();
     unwind_init();
     python_init();
+    signals_init();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atexit(at_exit);
     if (config.dump_signal != 0) {

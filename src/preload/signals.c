@@ -150,17 +150,27 @@ static void python_exit_hook(void)
     hooks_write_exit_snapshot(true);
 }
 
+/* Looked up at load time, as python.c does: dlsym inside a wrapper could
+ * deadlock on the loader lock (python.c, top).  A libpython dlopen()ed
+ * later is not seen: its SIGINT re-raise then leaves the stream. */
+static int (*py_is_initialized)(void);
+static int (*py_at_exit)(void (*)(void));
+
+void signals_init(void)
+{
+    *(void **)&py_is_initialized = lookup("Py_IsInitialized");
+    *(void **)&py_at_exit = lookup("Py_AtExit");
+}
+
 static void python_register(void)
 {
     static int registered;
-    int (*is_initialized)(void) = (int (*)(void))lookup("Py_IsInitialized");
-    int (*at_exit)(void (*)(void)) = (int (*)(void (*)(void)))lookup("Py_AtExit");
     /* Before Py_Initialize the registration would be wiped with the
      * runtime's state; a CUDA call made before it is a C host's. */
-    if (is_initialized == NULL || at_exit == NULL || !is_initialized() ||
+    if (py_is_initialized == NULL || py_at_exit == NULL || !py_is_initialized() ||
         __atomic_exchange_n(&registered, 1, __ATOMIC_ACQ_REL))
         return;
-    at_exit(python_exit_hook);
+    py_at_exit(python_exit_hook);
 }
 
 void signals_install(void)

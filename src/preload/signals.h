@@ -5,6 +5,9 @@
 
 #include <stdbool.h>
 
+/* At load time: finds CPython's Py_AtExit, if the host is Python. */
+void signals_init(void);
+
 /* At the process's first CUDA call, after background_start: takes over
  * SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGXCPU where their action is still
  * the default, and registers the Python exit hook in a Python host. */
