@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, CLI, PROGS, ROOT, base_env, device
+from conftest import BUILD, CLI, PROGS, ROOT, SAN_RUNTIME, base_env, device
 
 PYTHON = "/usr/bin/python3"
 HOLD_PY = ROOT / "tests" / "python" / "hold.py"
@@ -20,9 +20,11 @@ MiB = 1 << 20
 
 
 def start(cmd, cwd, env=None, preload=True):
+    # an instrumented build's programs need the sanitizer runtime even bare
+    first = [SAN_RUNTIME] if SAN_RUNTIME and not preload else []
     p = subprocess.Popen([str(c) for c in cmd], cwd=cwd, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True,
-                         env=base_env(env, preload=preload))
+                         env=base_env(env, preload=preload, preload_first=first))
     line = p.stdout.readline()
     assert line == "ready\n", (line, p.stderr.read())
     return p
@@ -36,6 +38,17 @@ def stop(p, sig, timeout=20):
         p.kill()
         raise AssertionError(f"still running {timeout} s after {sig.name}")
     return p.returncode, err
+
+
+def run_env():
+    """For `cumemtrace run`, which preloads the library itself (keeping a
+    sanitizer runtime first where one is already preloaded)."""
+    env = base_env()
+    if SAN_RUNTIME:
+        env["LD_PRELOAD"] = SAN_RUNTIME
+    else:
+        env.pop("LD_PRELOAD", None)
+    return env
 
 
 def snapshots(d):
@@ -146,8 +159,7 @@ def test_signal_inside_cuda_calls_never_hangs_or_corrupts(tmp_path):
 
 
 def test_run_says_what_each_process_wrote(tmp_path):
-    env = base_env()
-    env.pop("LD_PRELOAD", None)
+    env = run_env()
     p = subprocess.Popen([str(CLI), "run", "--", str(PROGS / "rt_hold"), "default"],
                          cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
@@ -163,8 +175,7 @@ def test_run_says_what_each_process_wrote(tmp_path):
 
 
 def test_run_no_cuda_only_when_no_cuda(tmp_path):
-    env = base_env()
-    env.pop("LD_PRELOAD", None)
+    env = run_env()
     r = subprocess.run([str(CLI), "run", "--", str(PROGS / "plain")], cwd=tmp_path,
                        env=env, capture_output=True, text=True)
     assert "no process of the command used CUDA" in r.stderr
