@@ -82,14 +82,14 @@ void hooks_write_exit_snapshot(bool python)
             if (python) {
                 rc = snapshot_write("exit", NULL, NULL, python_exit_path,
                                     sizeof python_exit_path);
-                python_exit_events = record_events_recorded();
+                python_exit_events = record_activity();
             } else {
                 rc = snapshot_write("exit", NULL, NULL, NULL, 0);
             }
             if (held)
                 stream_finish(rc == 0);
         } else if (!python && python_exit_path[0] != '\0' &&
-                   record_events_recorded() != python_exit_events) {
+                   record_activity() != python_exit_events) {
             oom_at_exit(clock_now_ns());
             snapshot_rewrite("exit", python_exit_path);
         }

@@ -957,10 +957,15 @@ static void histogram_locked(struct record_view *v, struct live *table)
     }
 }
 
-uint64_t record_events_recorded(void)
+uint64_t record_activity(void)
 {
+    uint64_t n = 0;
     pthread_mutex_lock(&lock);
-    uint64_t n = event_log_stats().recorded;
+    for (int p = 0; p < RECORD_POOLS; p++)
+        for (int k = 0; k < KIND_COUNT; k++)
+            n += pools[p].kinds[k].allocs + pools[p].kinds[k].frees +
+                 pools[p].kinds[k].failures;
+    n += counters.unknown_frees + counters.failed_frees;
     pthread_mutex_unlock(&lock);
     return n;
 }

@@ -197,8 +197,9 @@ uint64_t record_current(int pool);
  * O(1), unlike record_view_take (an OOM retry loop asks at every attempt). */
 void record_pool_kinds(int pool, uint64_t out[KIND_COUNT]);
 
-/* Allocations and frees recorded so far (whether anything moved since). */
-uint64_t record_events_recorded(void);
+/* Allocations, frees and failures counted so far, whatever the event log
+ * keeps: whether anything moved since an earlier reading. */
+uint64_t record_activity(void);
 
 /* Remembers the driver's latest (free, total) for a device. */
 void record_meminfo(int device, uint64_t free_bytes, uint64_t total_bytes);

@@ -59,7 +59,9 @@ static int scratch = -1;   /* memfd the checkpoint is serialised into */
 static bool failed, finished;
 static char path[4200];
 static uint64_t size;
-static uint64_t last_events = UINT64_MAX, last_oom = UINT64_MAX;
+/* Nothing recorded yet is nothing to checkpoint: the first one waits for
+ * the first allocation (the pacing would otherwise hold a real one back). */
+static uint64_t last_events, last_oom;
 static int64_t next_checkpoint;
 static struct snapshot_events events_written; /* rows already in the file */
 
@@ -276,7 +278,7 @@ void stream_flush(int64_t now)
         oom = o->count + o->failed_attempts + o->recovered;
         free(o);
     }
-    uint64_t events = record_events_recorded();
+    uint64_t events = record_activity();
     bool moved = events != last_events || oom != last_oom;
     if (moved && now >= next_checkpoint) {
         int64_t cpu0 = thread_cpu_ns();
@@ -349,7 +351,7 @@ void stream_atfork_child(void)
     fd = scratch = -1;
     failed = finished = false;
     size = 0;
-    last_events = last_oom = UINT64_MAX;
+    last_events = last_oom = 0;
     next_checkpoint = 0;
     events_written = (struct snapshot_events){0, 0, NULL, 0};
 }

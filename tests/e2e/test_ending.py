@@ -99,11 +99,11 @@ def test_host_reraising_the_default_keeps_its_status(tmp_path):
     # the background thread wrote its first checkpoint, right at the start)
     d = tmp_path / "stream"
     d.mkdir()
-    p = start([PROGS / "rt_hold", "reraise"], d)
+    p = start([PROGS / "rt_hold", "reraise"], d, {"CUMEMTRACE_FLUSH_MS": "50"})
     deadline = time.monotonic() + 10
     while not list(d.glob("cumemtrace.*.stream")) and time.monotonic() < deadline:
         time.sleep(0.01)
-    time.sleep(0.05)
+    time.sleep(0.3)  # a few flushes: a checkpoint after the first allocation
     status, err = stop(p, signal.SIGTERM)
     assert status == -signal.SIGTERM and snapshots(d) == {}, err
     (stream,) = d.glob("cumemtrace.*.stream")

@@ -27,6 +27,11 @@ def truth(log):
     return rows
 
 
+def has_checkpoint(d):
+    streams = list(d.glob("cumemtrace.*.stream"))
+    return bool(streams) and any(k == "C" for k, _ in records(streams[0]))
+
+
 def kill_run(d, delay, env=None):
     log = d / "truth.log"
     p = subprocess.Popen([str(PROGS / "rt_hold"), "default", str(log)], cwd=d,
@@ -34,12 +39,11 @@ def kill_run(d, delay, env=None):
                          env=base_env(dict({"CUMEMTRACE_FLUSH_MS": str(FLUSH_MS)},
                                            **(env or {}))))
     assert p.stdout.readline() == "ready\n"
-    # the background thread writes its first checkpoint as it starts; on a
-    # loaded machine it may not have run yet (a kill before that leaves
-    # no stream, as run says)
+    # the first checkpoint comes at the first flush after the first
+    # allocation; a kill before it leaves a stream that says so
     deadline = time.monotonic() + 10
     while (env or {}).get("CUMEMTRACE_STREAM") != "off" and \
-            not list(d.glob("cumemtrace.*.stream")) and time.monotonic() < deadline:
+            not has_checkpoint(d) and time.monotonic() < deadline:
         time.sleep(0.005)
     time.sleep(delay)
     p.send_signal(signal.SIGKILL)
