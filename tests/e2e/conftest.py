@@ -65,9 +65,7 @@ def base_env(extra=None, preload=True, extra_preload=(), preload_first=()):
     # Our background thread makes every CUDA process multi-threaded, and a
     # fork child that uses CUDA starts its own (glibc allows it); TSan
     # cannot follow a child that starts threads and kills it by default.
-    # tests/tsan.supp: a loader race TSan cannot see the lock of.
-    env.setdefault("TSAN_OPTIONS", "die_after_fork=0 suppressions=" +
-                   str(ROOT / "tests" / "tsan.supp"))
+    env.setdefault("TSAN_OPTIONS", "die_after_fork=0")
     if extra:
         env.update(extra)
     return env

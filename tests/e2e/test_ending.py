@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, CLI, PROGS, ROOT, SAN_RUNTIME, base_env, device
+from conftest import BUILD, CLI, PROGS, ROOT, SAN_RUNTIME, base_env, device, run_env
 
 PYTHON = "/usr/bin/python3"
 HOLD_PY = ROOT / "tests" / "python" / "hold.py"
@@ -38,17 +38,6 @@ def stop(p, sig, timeout=20):
         p.kill()
         raise AssertionError(f"still running {timeout} s after {sig.name}")
     return p.returncode, err
-
-
-def run_env():
-    """For `cumemtrace run`, which preloads the library itself (keeping a
-    sanitizer runtime first where one is already preloaded)."""
-    env = base_env()
-    if SAN_RUNTIME:
-        env["LD_PRELOAD"] = SAN_RUNTIME
-    else:
-        env.pop("LD_PRELOAD", None)
-    return env
 
 
 def snapshots(d):
