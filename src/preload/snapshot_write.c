@@ -583,28 +583,6 @@ static void write_ooms(struct jw *w)
     free(s);
 }
 
-static char *put_u64(char *o, uint64_t v)
-{
-    char t[24];
-    int n = 0;
-    do {
-        t[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    while (n > 0)
-        *o++ = t[--n];
-    return o;
-}
-
-static char *put_i64(char *o, int64_t v)
-{
-    if (v < 0) {
-        *o++ = '-';
-        return put_u64(o, (uint64_t)0 - (uint64_t)v);
-    }
-    return put_u64(o, (uint64_t)v);
-}
-
 /* Rows of the event log from `from` on (a stream checkpoint writes only
  * those its predecessors did not: struct snapshot_events). */
 static void write_events(struct jw *w, const struct record_view *v, size_t from)
