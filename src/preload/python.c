@@ -340,25 +340,29 @@ static bool slot_put(py_object *code, int64_t key, uint32_t index)
     return true;
 }
 
+/* A new frame index for (key, line), naming entry c; MARK_NO_MEMORY when
+ * it cannot be had.  Caller holds `lock`. */
+static uint32_t frame_new(py_object *key, int line, const struct code_entry *c)
+{
+    if (c == NULL || nframes >= FRAME_CHUNK * FRAME_CHUNKS)
+        return MARK_NO_MEMORY;
+    uint32_t index = nframes;
+    struct frame_entry **chunk = &chunks[index / FRAME_CHUNK];
+    if (*chunk == NULL && (*chunk = calloc(FRAME_CHUNK, sizeof **chunk)) == NULL)
+        return MARK_NO_MEMORY;
+    if (!slot_put(key, LINE_KEY(line), index))
+        return MARK_NO_MEMORY;
+    (*chunk)[index % FRAME_CHUNK] = (struct frame_entry){c, line};
+    nframes++;
+    return index;
+}
+
 /* The index of (code, line), interned if new; MARK_NO_MEMORY when it cannot
  * be.  Caller holds `lock` and the GIL. */
 static uint32_t frame_intern(py_object *code, int line)
 {
     uint32_t index = slot_find(code, LINE_KEY(line));
-    if (index != 0)
-        return index;
-    if (nframes >= FRAME_CHUNK * FRAME_CHUNKS)
-        return MARK_NO_MEMORY;
-    index = nframes;
-    struct frame_entry **chunk = &chunks[index / FRAME_CHUNK];
-    if (*chunk == NULL && (*chunk = calloc(FRAME_CHUNK, sizeof **chunk)) == NULL)
-        return MARK_NO_MEMORY;
-    const struct code_entry *c = code_intern(code);
-    if (c == NULL || !slot_put(code, LINE_KEY(line), index))
-        return MARK_NO_MEMORY;
-    (*chunk)[index % FRAME_CHUNK] = (struct frame_entry){c, line};
-    nframes++;
-    return index;
+    return index != 0 ? index : frame_new(code, line, code_intern(code));
 }
 
 static void *tag(uint32_t index)
@@ -713,19 +717,7 @@ static uint32_t names_frame_intern(const char *file, size_t flen, int line, cons
         return MARK_NO_MEMORY;
     py_object *key = (py_object *)(uintptr_t)c; /* never a real code object */
     uint32_t index = slot_find(key, LINE_KEY(line));
-    if (index != 0)
-        return index;
-    if (nframes >= FRAME_CHUNK * FRAME_CHUNKS)
-        return MARK_NO_MEMORY;
-    index = nframes;
-    struct frame_entry **chunk = &chunks[index / FRAME_CHUNK];
-    if (*chunk == NULL && (*chunk = calloc(FRAME_CHUNK, sizeof **chunk)) == NULL)
-        return MARK_NO_MEMORY;
-    if (!slot_put(key, LINE_KEY(line), index))
-        return MARK_NO_MEMORY;
-    (*chunk)[index % FRAME_CHUNK] = (struct frame_entry){c, line};
-    nframes++;
-    return index;
+    return index != 0 ? index : frame_new(key, line, c);
 }
 
 /* Our memfd, still ours; -1 when it cannot be had.  Caller holds dump_lock. */
