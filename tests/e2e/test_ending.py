@@ -19,11 +19,22 @@ HOLD_PY = ROOT / "tests" / "python" / "hold.py"
 MiB = 1 << 20
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGQUIT)
+
+
+def default_dispositions():
+    # An ignored signal is inherited: under `nohup make test &` SIGHUP and
+    # SIGINT would be ignored by the host, traced or not, and it would never
+    # stop.  These tests are about hosts that start with the defaults.
+    for s in STOP_SIGNALS:
+        signal.signal(s, signal.SIG_DFL)
+
+
 def start(cmd, cwd, env=None, preload=True):
     # an instrumented build's programs need the sanitizer runtime even bare
     first = [SAN_RUNTIME] if SAN_RUNTIME and not preload else []
     p = subprocess.Popen([str(c) for c in cmd], cwd=cwd, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True,
+                         stderr=subprocess.PIPE, text=True, preexec_fn=default_dispositions,
                          env=base_env(env, preload=preload, preload_first=first))
     line = p.stdout.readline()
     assert line == "ready\n", (line, p.stderr.read())
