@@ -114,9 +114,18 @@ DLSYM_PATH static void *real_dlsym(void *handle, const char *name)
  * meanwhile - NVIDIA's runtime unloads libcuda.so.1 when it rejects the
  * driver - and a pointer into an unmapped library would crash the host.
  * RTLD_NODELETE on an already-loaded object only pins it. */
+/* How deep this thread is in resolve_slow: more than 1 means a signal
+ * handler's CUDA call interrupted a resolution on this very thread.  Then
+ * no dlopen: the interrupted code may hold the loader's lock (glibc lets the
+ * same thread take it again, ThreadSanitizer's dlopen wrapper does not) -
+ * the outer resolution pins its library, the one the handler calls too. */
+static __thread int resolve_depth;
+
 DLSYM_PATH static void pin_library(void *fn)
 {
     static void *last_base; /* the library pinned last: usually the same */
+    if (resolve_depth > 1)
+        return;
     Dl_info info;
     if (dladdr(fn, &info) == 0 || info.dli_fname == NULL ||
         info.dli_fbase == __atomic_load_n(&last_base, __ATOMIC_RELAXED))
@@ -278,7 +287,17 @@ static unsigned long long loads_so_far(void)
     return adds;
 }
 
+static void *resolve_slow_depth(enum resolve_slot slot);
+
 void *resolve_slow(enum resolve_slot slot)
+{
+    resolve_depth++;
+    void *p = resolve_slow_depth(slot);
+    resolve_depth--;
+    return p;
+}
+
+static void *resolve_slow_depth(enum resolve_slot slot)
 {
     const char *name = slots[slot].name;
     unsigned long long loads = loads_so_far();
