@@ -165,8 +165,11 @@ def test_disk_use_is_bounded(tmp_path):
     assert recs[0][0] == "H" and recs[1][0] == "C"
     # compacted: the file starts with a late checkpoint, not the first one
     # (written when the thread started, before the program's loop)
+    # (an instrumented host may not write 64 KiB in the run: then the file
+    # never had to be compacted, and is still under the bound)
     first = json.loads(recs[1][1])
-    assert first["process"]["dump_time_ns"] > 300_000_000, first["process"]
+    assert (first["process"]["dump_time_ns"] > 300_000_000 or
+            stream.stat().st_size <= 64 << 10), first["process"]
     snap, _ = recover(stream)
     # totals survive compaction: the counts are those of the whole run (the
     # program's n-th call left it holding what the checkpoint holds), not
