@@ -115,6 +115,26 @@ static int sum_devices(struct sites_sum *sum, struct snapshot *s, bool live)
 }
 
 /* One table of call-site changes between base and new sums. */
+int diff_changes_finish(FILE *f, struct out_table *t, size_t n, size_t top, int64_t rest,
+                        size_t unchanged)
+{
+    int rc = 0;
+    if (n == 0) {
+        out_table_free(t);
+        fprintf(f, "  no call site changed\n");
+    } else {
+        rc = out_table_print(t, f);
+    }
+    if (n > top) {
+        char c[OUT_NUM];
+        fprintf(f, "  (%zu more changed call sites, %s in total)\n", n - top,
+                out_sbytes(rest, c));
+    }
+    if (unchanged > 0)
+        fprintf(f, "  (%zu call site%s unchanged)\n", unchanged, unchanged == 1 ? "" : "s");
+    return rc;
+}
+
 static int print_changes(FILE *f, const struct snapctx *ctx, enum site_by by,
                          const struct sites_sum *sa, const struct sites_sum *sb,
                          unsigned top)
@@ -167,21 +187,7 @@ static int print_changes(FILE *f, const struct snapctx *ctx, enum site_by by,
                 out_table_note(&t, via);
         }
     }
-    int rc;
-    if (n == 0) {
-        out_table_free(&t);
-        rc = 0;
-        fprintf(f, "  no call site changed\n");
-    } else {
-        rc = out_table_print(&t, f);
-    }
-    if (n > top) {
-        char c[OUT_NUM];
-        fprintf(f, "  (%zu more changed call sites, %s in total)\n", n - top,
-                out_sbytes(rest, c));
-    }
-    if (unchanged > 0)
-        fprintf(f, "  (%zu call site%s unchanged)\n", unchanged, unchanged == 1 ? "" : "s");
+    int rc = diff_changes_finish(f, &t, n, top, rest, unchanged);
     free(ch);
     return rc;
 }

@@ -24,6 +24,8 @@
 #include "arena.h"
 #include "hmap.h"
 
+struct out_table;
+
 #define RANKS_NONE SIZE_MAX
 
 /* What one file says, kept after the file itself is released. */
@@ -125,5 +127,11 @@ int ranks_diff_main(char *base, char *now, const struct gate *g, unsigned top);
 
 int ranks_report_main(char **paths, size_t n, bool json, unsigned top, bool one,
                       int64_t rank);
+
+/* The end of a changed-call-sites table, shared by the file diff and the
+ * rank diff (diff.c): prints (or frees) the table of n changed sites shown
+ * up to `top`, the total of those left out, the unchanged count. */
+int diff_changes_finish(FILE *f, struct out_table *t, size_t n, size_t top, int64_t rest,
+                        size_t unchanged);
 
 #endif

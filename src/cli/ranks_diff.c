@@ -186,20 +186,7 @@ static int print_sites(FILE *f, const struct ranks *a, const struct ranks *b, un
         if (v[i].site->callers[0])
             out_table_note(&t, v[i].site->callers);
     }
-    int rc = 0;
-    if (n == 0) {
-        out_table_free(&t);
-        fprintf(f, "  no call site changed\n");
-    } else {
-        rc = out_table_print(&t, f);
-    }
-    if (n > top) {
-        char c[OUT_NUM];
-        fprintf(f, "  (%zu more changed call sites, %s in total)\n", n - top,
-                out_sbytes(rest, c));
-    }
-    if (unchanged > 0)
-        fprintf(f, "  (%zu call site%s unchanged)\n", unchanged, unchanged == 1 ? "" : "s");
+    int rc = diff_changes_finish(f, &t, n, top, rest, unchanged);
     free(v);
     return rc;
 }
