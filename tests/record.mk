@@ -4,10 +4,10 @@
 
 RECORD_COST := $(BUILD)/tests/unit/record_cost
 
-$(RECORD_COST): tests/unit/record_cost.c $(BUILD)/obj/src/preload/record.o \
+$(RECORD_COST): tests/unit/record_cost.c $(RECORD_OBJ) \
                 $(BUILD)/obj/src/preload/event_log.o
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Isrc/preload -o $@ $< $(BUILD)/obj/src/preload/record.o \
+	$(CC) $(CFLAGS_ALL) -Isrc/preload -o $@ $< $(RECORD_OBJ) \
 	    $(BUILD)/obj/src/preload/event_log.o $(LDFLAGS_ALL) -lpthread
 
 test-bins: $(RECORD_COST)

@@ -10,6 +10,8 @@
 # CUDA: rt_* link the shared runtime, static_* the static archive, drv_* the
 # driver, other names link neither (they dlopen what they need).
 
+# The tracker is record.c and its record_*.c siblings (record_state.h).
+RECORD_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/preload/record*.c))
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 PROG_LIBS := $(wildcard tests/progs/lib*.c)
@@ -36,7 +38,7 @@ $(BUILD)/tests/unit/test_python: tests/unit/test_python.c $(BUILD)/obj/src/prelo
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Isrc/preload -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
 # record.c hands its event log to event_log.c.
-$(BUILD)/tests/unit/test_record: tests/unit/test_record.c $(BUILD)/obj/src/preload/record.o \
+$(BUILD)/tests/unit/test_record: tests/unit/test_record.c $(RECORD_OBJ) \
     $(BUILD)/obj/src/preload/event_log.o $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Isrc/preload -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
@@ -94,7 +96,13 @@ $(BUILD)/tests/bench/bench_alloc: tests/bench/bench_alloc.c $(SIMRT)
 	$(CC) $(CSTD) -O2 -g -Wall -Wextra -Werror -Isrc/common -rdynamic -o $@ $< \
 	    -L$(BUILD)/sim -lcudart -ldl -lpthread
 
-bench: all $(BUILD)/tests/bench/bench_alloc
+# The lock-free stand-in runtime of the thread-scaling row (fastrt.c).
+$(BUILD)/bench/fastrt/libcudart.so.13: tests/bench/fastrt.c tests/sim/libcudart.map
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) -O2 -g -Wall -Wextra -Werror -fPIC -fvisibility=hidden -shared -o $@ $< \
+	    -Wl,-soname,libcudart.so.13 -Wl,--version-script=tests/sim/libcudart.map
+
+bench: all $(BUILD)/tests/bench/bench_alloc $(BUILD)/bench/fastrt/libcudart.so.13
 	@scripts/install-deps.sh --bench || echo "cumemtrace: bench: heaptrack missing; the comparison with it is skipped"
 	$(PYTHON) scripts/bench.py --build $(BUILD) --write docs/performance.md
 	$(PYTHON) scripts/bench_ranks.py --build $(BUILD) --write docs/performance.md

@@ -1,0 +1,163 @@
+/* record_state.h - the tracker's tables and counters, shared by the files
+ * that implement record.h: record.c (the live recording path), record_vmm.c
+ * (VMM ranges, the limit, device truth) and record_view.c (marks, queries,
+ * the consistent copy dumps take).  Private to them: nothing else includes
+ * it.  Every object declared here is guarded by record_lock unless its
+ * comment says otherwise. */
+#ifndef CUMEMTRACE_RECORD_STATE_H
+#define CUMEMTRACE_RECORD_STATE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "record.h"
+
+extern bool record_nomem; /* set by uthash when an insert could not allocate */
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) (record_nomem = true)
+#define HASH_FUNCTION(keyptr, keylen, hashv) \
+    ((hashv) = hash_key((const void *)(keyptr), (keylen)))
+
+static inline unsigned hash_key(const void *key, size_t len)
+{
+    /* Keys are addresses, handles or precomputed 64-bit stack hashes.
+     * uthash picks a bucket from the hash's LOW bits, and stops doubling
+     * its table for good once an expansion leaves most items in overfull
+     * buckets, so every input bit must reach every low output bit: the
+     * full MurmurHash3 finalizer does that (one multiply and shift left
+     * the low bits of 1-16 KiB strided addresses nearly constant, the
+     * table stuck at 128 buckets and every lookup walking a long chain).
+     * Still far cheaper than uthash's Jenkins. */
+    uint64_t x = 0;
+    memcpy(&x, key, len < sizeof x ? len : sizeof x);
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return (unsigned)x;
+}
+
+#include <uthash.h>
+
+/* ---- structures ---- */
+
+struct site {
+    struct record_site s;
+    struct site *next; /* the stack's other sites (other pools) */
+    uint32_t index;    /* in record_site_table */
+};
+
+struct stack_node {
+    uint64_t hash;
+    UT_hash_handle hh;
+    struct stack_node *collide; /* different stacks with an equal hash */
+    struct site *sites;
+    struct record_stack s; /* last: flexible frames[] */
+};
+
+/* 88 bytes with uthash's handle (issue 7 asks for at most 96): the size
+ * and a 16-bit extra share a word (sizes stay below 2^48 = 256 TiB), the
+ * site is a 32-bit index whose top bit marks a VMM handle. */
+struct live {
+    uintptr_t addr;      /* key; the next free entry while on the free list */
+    uint64_t size_extra; /* bytes charged | extra << 48; extra: a handle's
+                            references, else size - requested (saturating) */
+    int64_t t_ns;
+    uint32_t site;       /* index into record_site_table | HANDLE_BIT */
+    /* Linux tids are below PID_MAX_LIMIT = 2^22: the other 10 bits name the
+     * owning context (owner_of), so a context's destroy can find its memory. */
+    uint32_t tid : 22;
+    uint32_t owner : 10;
+    UT_hash_handle hh;
+};
+_Static_assert(sizeof(struct live) <= 88, "live entry over budget");
+
+#define HANDLE_BIT 0x80000000u
+#define SIZE_MASK ((UINT64_C(1) << 48) - 1)
+#define EXTRA_MAX 0xffffu
+
+extern struct site **record_site_table; /* every site, by index */
+
+static inline struct site *site_of(const struct live *e)
+{
+    return record_site_table[e->site & ~HANDLE_BIT];
+}
+
+static inline bool is_handle(const struct live *e)
+{
+    return (e->site & HANDLE_BIT) != 0;
+}
+
+static inline uint64_t entry_size(const struct live *e)
+{
+    return e->size_extra & SIZE_MASK;
+}
+
+static inline unsigned entry_extra(const struct live *e)
+{
+    return (unsigned)(e->size_extra >> 48);
+}
+
+static inline void set_extra(struct live *e, uint64_t extra)
+{
+    if (extra > EXTRA_MAX)
+        extra = EXTRA_MAX;
+    e->size_extra = (e->size_extra & SIZE_MASK) | extra << 48;
+}
+
+/* A range of virtual addresses: reserved (cuMemAddressReserve) or mapped
+ * to a handle (cuMemMap). */
+struct range {
+    uintptr_t addr;
+    uint64_t size;
+    uint32_t pool;
+    UT_hash_handle hh;
+};
+
+struct pool {
+    bool active;
+    uint64_t current, peak, epoch;
+    int64_t peak_time;
+    uint64_t limit, inflight;
+    int64_t free_bytes, total_bytes;
+    struct record_kind_stats kinds[KIND_COUNT];
+    struct record_vmm_stats vmm;
+    struct record_mark mark;
+};
+
+extern pthread_mutex_t record_lock;
+extern uint32_t record_nsites;
+/* The latest allocation, while nothing else was allocated since, and the
+ * latest free counted as temporary (a failed free takes it back). */
+extern const struct live *record_last_alloc, *record_last_temporary;
+extern struct pool record_pools[RECORD_POOLS];
+extern struct live *record_live_table, *record_handles;
+extern struct stack_node **record_stacks_by_id; /* index id-1 */
+extern size_t record_nstacks;
+extern struct record_counters record_totals;
+/* Only ever touched atomically: a signal handler increments it. */
+extern uint64_t record_reentrant;
+
+/* The pool an allocation of `kind` on `device` counts in. */
+static inline uint32_t record_pool_of(enum record_kind kind, int device)
+{
+    if (kind == KIND_HOST_PINNED)
+        return RECORD_HOST_POOL;
+    if (device < 0)
+        return 0;
+    if (device >= RECORD_MAX_DEVICES)
+        return RECORD_MAX_DEVICES - 1;
+    return (uint32_t)device;
+}
+
+/* Applies +/- bytes of one allocation to its site and pool (record.c). */
+void record_account_locked(struct site *s, int64_t bytes, int64_t now);
+/* Returns an entry to the free list (record.c). */
+void record_entry_free_locked(struct live *e);
+/* Empties the VMM range tables: the fork child's reset (record_vmm.c). */
+void record_vmm_reset_locked(void);
+
+#endif

@@ -1,0 +1,190 @@
+/* record_view.c - what the tracker tells: the peak since a mark
+ * (cumemtrace_mark_begin), the cheap per-pool queries (current bytes, per
+ * kind, activity) and the consistent copy a dump takes (record_view_take).
+ * Every reading is taken under record_lock (record_state.h), so it never
+ * sees half an event; stacks are immutable, so a view points at them. */
+#include "record_state.h"
+
+#include <stdlib.h>
+
+#include "event_log.h"
+
+/* ---- queries ---- */
+
+uint64_t record_current(int pool)
+{
+    uint64_t v;
+    pthread_mutex_lock(&record_lock);
+    v = record_pools[pool < 0 ? RECORD_HOST_POOL : record_pool_of(KIND_DEVICE, pool)].current;
+    pthread_mutex_unlock(&record_lock);
+    return v;
+}
+
+void record_pool_kinds(int pool, uint64_t out[KIND_COUNT])
+{
+    uint32_t p = pool < 0 ? RECORD_HOST_POOL : record_pool_of(KIND_DEVICE, pool);
+    pthread_mutex_lock(&record_lock);
+    for (int k = 0; k < KIND_COUNT; k++)
+        out[k] = record_pools[p].kinds[k].current;
+    pthread_mutex_unlock(&record_lock);
+}
+
+/* ---- marks ---- */
+
+void record_mark_set(struct record_mark saved[RECORD_POOLS], int64_t now)
+{
+    pthread_mutex_lock(&record_lock);
+    for (int i = 0; i < RECORD_POOLS; i++) {
+        struct record_mark *m = &record_pools[i].mark;
+        saved[i] = *m;
+        /* Every site's current is its share of the new mark's peak. */
+        m->base = m->peak = record_pools[i].current;
+        m->time = m->peak_time = now;
+        m->epoch++;
+        m->sites_valid = true;
+    }
+    pthread_mutex_unlock(&record_lock);
+}
+
+void record_mark_restore(const struct record_mark saved[RECORD_POOLS])
+{
+    pthread_mutex_lock(&record_lock);
+    for (int i = 0; i < RECORD_POOLS; i++) {
+        struct record_mark *m = &record_pools[i].mark, inner = *m;
+        *m = saved[i];
+        m->epoch = inner.epoch; /* sites compare against it: keep it moving */
+        if (inner.peak > saved[i].peak) {
+            m->peak = inner.peak;
+            m->peak_time = inner.peak_time;
+            m->sites_valid = inner.sites_valid;
+        } else {
+            m->sites_valid = false;
+        }
+    }
+    pthread_mutex_unlock(&record_lock);
+}
+
+bool record_mark_get(int pool, struct record_mark *m, uint64_t *current)
+{
+    pthread_mutex_lock(&record_lock);
+    struct pool *p = &record_pools[pool < 0 ? RECORD_HOST_POOL : record_pool_of(KIND_DEVICE, pool)];
+    *m = p->mark;
+    *current = p->current;
+    bool active = p->active;
+    pthread_mutex_unlock(&record_lock);
+    return active;
+}
+
+/* ---- dump support ---- */
+
+static unsigned bucket_of(uint64_t size)
+{
+    if (size <= 1)
+        return 0;
+    return 64 - (unsigned)__builtin_clzll(size - 1);
+}
+
+static void histogram_locked(struct record_view *v, struct live *table)
+{
+    for (struct live *e = table; e != NULL; e = e->hh.next) {
+        struct record_pool_view *pv = &v->pools[site_of(e)->s.pool];
+        uint64_t size = entry_size(e);
+        unsigned b = bucket_of(size);
+        pv->hist_count[b]++;
+        pv->hist_bytes[b] += size;
+        pv->requested += is_handle(e) ? size : size - entry_extra(e);
+        if (size >= (1u << 20)) {
+            pv->rounded += (size + RECORD_GRANULARITY - 1) /
+                           RECORD_GRANULARITY * RECORD_GRANULARITY;
+        } else {
+            /* NVIDIA sub-allocates small requests; 512 B is its alignment */
+            pv->rounded += (size + 511) / 512 * 512;
+            pv->small_count++;
+            pv->small_bytes += size;
+        }
+    }
+}
+
+uint64_t record_activity(void)
+{
+    uint64_t n = 0;
+    pthread_mutex_lock(&record_lock);
+    for (int p = 0; p < RECORD_POOLS; p++)
+        for (int k = 0; k < KIND_COUNT; k++)
+            n += record_pools[p].kinds[k].allocs + record_pools[p].kinds[k].frees +
+                 record_pools[p].kinds[k].failures;
+    n += record_totals.unknown_frees + record_totals.failed_frees;
+    pthread_mutex_unlock(&record_lock);
+    return n;
+}
+
+int record_view_take(struct record_view *v)
+{
+    memset(v, 0, sizeof *v);
+    pthread_mutex_lock(&record_lock);
+    struct event_log_stats es = event_log_stats();
+    v->sites = malloc((record_nsites ? record_nsites : 1) * sizeof *v->sites);
+    v->stacks = malloc((record_nstacks ? record_nstacks : 1) * sizeof *v->stacks);
+    v->events = malloc((es.kept ? es.kept : 1) * sizeof *v->events);
+    if (!v->sites || !v->stacks || !v->events) {
+        pthread_mutex_unlock(&record_lock);
+        record_view_free(v);
+        return -1;
+    }
+    for (int i = 0; i < RECORD_POOLS; i++) {
+        struct pool *p = &record_pools[i];
+        struct record_pool_view *pv = &v->pools[i];
+        pv->active = p->active;
+        pv->current = p->current;
+        pv->peak = p->peak;
+        pv->peak_time = p->peak_time;
+        pv->limit = p->limit;
+        pv->free_bytes = p->free_bytes;
+        pv->total_bytes = p->total_bytes;
+        memcpy(pv->kinds, p->kinds, sizeof pv->kinds);
+        pv->vmm = p->vmm;
+        pv->mark = p->mark;
+    }
+    histogram_locked(v, record_live_table);
+    histogram_locked(v, record_handles);
+    for (size_t i = 0; i < record_nstacks; i++) {
+        v->stacks[i] = &record_stacks_by_id[i]->s;
+        for (struct site *s = record_stacks_by_id[i]->sites; s; s = s->next) {
+            struct record_site_view *sv = &v->sites[v->nsites++];
+            bool saved = s->s.epoch == record_pools[s->s.pool].epoch;
+            sv->stack = s->s.stack;
+            sv->pool = s->s.pool;
+            sv->kind = s->s.kind;
+            sv->current = s->s.current;
+            sv->count = s->s.count;
+            sv->at_peak = saved ? s->s.at_peak : s->s.current;
+            sv->at_peak_count = saved ? s->s.at_peak_count : s->s.count;
+            saved = s->s.mark_epoch == record_pools[s->s.pool].mark.epoch;
+            sv->mark_at_peak = saved ? s->s.mark_at_peak : s->s.current;
+            sv->mark_at_peak_count = saved ? s->s.mark_at_peak_count : s->s.count;
+            sv->allocs = s->s.allocs;
+            sv->frees = s->s.frees;
+            sv->alloc_bytes = s->s.alloc_bytes;
+            sv->temporary = s->s.temporary;
+        }
+    }
+    v->nstacks = record_nstacks;
+    event_log_copy(v->events);
+    v->nevents = es.kept;
+    v->events_recorded = es.recorded;
+    v->event_bucket_ns = es.bucket_ns;
+    v->event_cap = es.cap;
+    v->counters = record_totals;
+    v->counters.reentrant_untracked =
+        __atomic_load_n(&record_reentrant, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&record_lock);
+    return 0;
+}
+
+void record_view_free(struct record_view *v)
+{
+    free(v->sites);
+    free(v->stacks);
+    free(v->events);
+    memset(v, 0, sizeof *v);
+}
