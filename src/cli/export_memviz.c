@@ -273,8 +273,8 @@ int export_memviz(FILE *f, struct snapshot *s, struct cli_error *err)
             for (; ai < s->ooms.nattempts && (e == NULL || s->ooms.attempts[ai].t_ns <= e->t_ns);
                  ai++)
                 oom_action(&p, s, &s->ooms.attempts[ai], d);
-            if (e == NULL || e->device != d || e->delta == 0)
-                continue;
+            if (e == NULL || e->device != d || e->delta == 0 || e->unfocused)
+                continue; /* unfocused: --focus left its call site out */
             uint32_t st = e->stack_id > 0 ? snapshot_stack_index(s, e->stack_id) : SNAP_NO_STACK;
             uint64_t size = e->delta > 0 ? (uint64_t)e->delta : (uint64_t)(-(e->delta + 1)) + 1;
             uint32_t bk;

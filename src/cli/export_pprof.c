@@ -125,7 +125,7 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
     size_t total_frames = 0;
     for (size_t i = 0; i < s->events.n; i++) {
         const struct snap_event *e = &s->events.v[i];
-        if (e->device < 0 || e->delta <= 0 || e->stack_id <= 0)
+        if (e->device < 0 || e->delta <= 0 || e->stack_id <= 0 || e->unfocused)
             continue;
         uint32_t st = snapshot_stack_index(s, e->stack_id);
         if (st == SNAP_NO_STACK)

@@ -7,9 +7,33 @@
 #include "cli.h"
 
 static struct {
-    bool all_frames, python_only, native_only, hide_set;
-    regex_t hide;
+    bool all_frames, python_only, native_only, hide_set, focus_set;
+    regex_t hide, focus;
+    const char *focus_text;
 } filter;
+
+/* --NAME REGEX or --NAME=REGEX at argv[*i]: 1 when it is that option (the
+ * regex compiled into *re), 0 when not, or a usage error's exit status. */
+static int regex_opt(const char *cmd, const char *name, int *i, int argc, char **argv,
+                     regex_t *re, bool *set, const char **text)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, name, n) != 0 || (a[n] != '\0' && a[n] != '='))
+        return 0;
+    const char *v = a[n] == '=' ? a + n + 1 : (*i + 1 < argc ? argv[++*i] : NULL);
+    if (v == NULL)
+        return -cli_usage(cmd, "%s needs a regular expression", name);
+    if (*set)
+        regfree(re);
+    *set = false;
+    if (regcomp(re, v, REG_EXTENDED | REG_NOSUB) != 0)
+        return -cli_usage(cmd, "%s: '%s' is not an extended regular expression", name, v);
+    *set = true;
+    if (text)
+        *text = v;
+    return 1;
+}
 
 int frame_filter_args(const char *cmd, int *argc, char **argv)
 {
@@ -22,18 +46,16 @@ int frame_filter_args(const char *cmd, int *argc, char **argv)
             filter.python_only = true;
         } else if (strcmp(a, "--native-only") == 0) {
             filter.native_only = true;
-        } else if (strcmp(a, "--hide") == 0 || strncmp(a, "--hide=", 7) == 0) {
-            const char *re = a[6] == '=' ? a + 7 : (i + 1 < *argc ? argv[++i] : NULL);
-            if (re == NULL)
-                return cli_usage(cmd, "--hide needs a regular expression");
-            if (filter.hide_set)
-                regfree(&filter.hide);
-            if (regcomp(&filter.hide, re, REG_EXTENDED | REG_NOSUB) != 0)
-                return cli_usage(cmd, "--hide: '%s' is not an extended regular "
-                                      "expression", re);
-            filter.hide_set = true;
         } else {
-            argv[out++] = argv[i];
+            int rc = regex_opt(cmd, "--hide", &i, *argc, argv, &filter.hide,
+                               &filter.hide_set, NULL);
+            if (rc == 0)
+                rc = regex_opt(cmd, "--focus", &i, *argc, argv, &filter.focus,
+                               &filter.focus_set, &filter.focus_text);
+            if (rc < 0)
+                return -rc;
+            if (rc == 0)
+                argv[out++] = argv[i];
         }
     }
     if (filter.python_only && filter.native_only)
@@ -92,4 +114,53 @@ size_t frame_filter_apply(const struct snapctx *ctx, uint32_t *frames, size_t n)
     if (k == 0 && n > 0) /* keep the innermost rather than an empty stack */
         k = 1;
     return k;
+}
+
+bool frame_filter_focused(const struct snapctx *ctx, const uint32_t *frames, size_t n)
+{
+    if (!filter.focus_set)
+        return true;
+    for (size_t i = 0; i < n; i++)
+        if (regexec(&filter.focus, ctx->frames[frames[i]].name, 0, NULL, 0) == 0)
+            return true;
+    return false;
+}
+
+const char *frame_filter_focus_text(void)
+{
+    return filter.focus_set ? filter.focus_text : NULL;
+}
+
+static bool group_focused(const struct snapshot *s, const struct snap_group *g)
+{
+    return g->stack != SNAP_NO_STACK && !s->stacks[g->stack].unfocused;
+}
+
+static void focus_groups(const struct snapshot *s, struct snap_groups *g)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < g->n; i++)
+        if (group_focused(s, &g->v[i]))
+            g->v[k++] = g->v[i];
+    g->n = k;
+}
+
+void frame_filter_focus(struct snapshot *s)
+{
+    if (!filter.focus_set)
+        return;
+    for (size_t d = 0; d < s->ndevices; d++) {
+        focus_groups(s, &s->devices[d].live);
+        focus_groups(s, &s->devices[d].at_peak);
+        focus_groups(s, &s->devices[d].churn);
+    }
+    focus_groups(s, &s->host.live);
+    focus_groups(s, &s->host.at_peak);
+    focus_groups(s, &s->oom.live);
+    focus_groups(s, &s->oom.released);
+    for (size_t i = 0; i < s->events.n; i++) {
+        struct snap_event *e = &s->events.v[i];
+        uint32_t st = e->stack_id > 0 ? snapshot_stack_index(s, e->stack_id) : SNAP_NO_STACK;
+        e->unfocused = st == SNAP_NO_STACK || s->stacks[st].unfocused;
+    }
 }

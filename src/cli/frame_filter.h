@@ -2,7 +2,9 @@
  * interpreter's own frames and process start-up are folded away, since the
  * Python frames stand for them and every stack ends in start-up;
  * --all-frames keeps them, --hide REGEX drops frames whose name matches
- * (pprof's --hide), --python-only / --native-only keep one kind.  Applied
+ * (pprof's --hide), --focus REGEX keeps only the samples whose stack has a
+ * matching frame (pprof's --focus), --python-only / --native-only keep one
+ * kind.  Applied
  * when a snapshot is read, so every view (report, diff, flamegraph,
  * timeline, html, export) sees the same stacks.  A stack never loses its
  * last frame to a filter. */
@@ -19,6 +21,21 @@
  * files) and sets the process-wide filter.  Returns 0, or the exit status
  * of a usage error already printed (a bad regular expression). */
 int frame_filter_args(const char *cmd, int *argc, char **argv);
+
+/* Whether a stack, as recorded (before any frame is hidden or folded, as
+ * pprof's -focus sees the locations -hide will drop), has a frame whose
+ * name matches --focus; true without --focus. */
+bool frame_filter_focused(const struct snapctx *ctx, const uint32_t *frames, size_t n);
+
+/* --focus REGEX as given, or NULL without it. */
+const char *frame_filter_focus_text(void);
+
+/* pprof's -focus on a snapshot read and checked: drops every group (live,
+ * at_peak, churn, host, oom.live, oom.released) whose stack is out of focus
+ * or absent, and marks such events unfocused (the views that attribute
+ * events to call sites skip them; the device's totals and its curve stay
+ * the whole process's, as pprof's total does).  Nothing without --focus. */
+void frame_filter_focus(struct snapshot *s);
 
 /* Filters frames[0..n) of a stack in place; returns the new count. */
 size_t frame_filter_apply(const struct snapctx *ctx, uint32_t *frames, size_t n);

@@ -131,6 +131,8 @@ static int model_build(struct model *m, struct snapshot *s)
     m->counted = s->events.thinned == 0 && s->events.stride <= 1;
     for (size_t i = 0; m->counted && i < s->events.n; i++) {
         const struct snap_event *e = &s->events.v[i];
+        if (e->unfocused) /* --focus left its call site out */
+            continue;
         uint32_t r = event_row(m, e);
         if (r == NO_SITE)
             return -1;
@@ -286,7 +288,7 @@ static int write_points(struct jsonw *w, struct model *m, const struct track *t,
         const struct snap_event *e = &ev->v[i];
         if (e->device != t->device)
             continue;
-        if (nb > 0) {
+        if (nb > 0 && !e->unfocused) {
             uint32_t r = event_row(m, e);
             if (r == NO_SITE) {
                 free(cur);

@@ -28,6 +28,8 @@ static const char usage[] =
     "start-up are folded away by default):\n"
     "  --all-frames     keep the interpreter's and process start-up frames\n"
     "  --hide REGEX     leave out frames whose name matches (extended regex)\n"
+    "  --focus REGEX    only the memory whose stack has a frame that matches\n"
+    "                   (pprof's -focus; sees the frames --hide leaves out)\n"
     "  --python-only    Python frames only; --native-only: native frames only\n"
     "\n"
     "example: cumemtrace run -- python train.py\n"

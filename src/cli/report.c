@@ -18,6 +18,7 @@
 
 #include "advice.h"
 #include "cli.h"
+#include "frame_filter.h"
 #include "frames.h"
 #include "out.h"
 #include "ranks.h"
@@ -259,6 +260,10 @@ static void print_header(FILE *f, const struct snapshot *s)
         fprintf(f, "  limit: %s on device %" PRId64 " (CUMEMTRACE_LIMIT)\n",
                 out_bytes(s->config.limits[i].bytes, b), s->config.limits[i].device);
     }
+    if (frame_filter_focus_text() != NULL)
+        para(f, 2, "focus: only call sites whose stack has a frame matching '%s' "
+                   "(--focus); totals are the whole process's",
+             TEXT(s, frame_filter_focus_text()));
 }
 
 /* ---- OOM post-mortem ---- */
@@ -490,26 +495,35 @@ static void print_frag(FILE *f, const struct snap_device *d)
     }
 }
 
+/* whole: what the process had live (current_bytes), the base of the
+ * percentages when --focus leaves only part of it. */
 static int print_live(FILE *f, struct snapshot *s, const struct snap_groups *live,
-                      const struct snap_allocator *al, unsigned top, int indent)
+                      const struct snap_allocator *al, uint64_t whole, unsigned top,
+                      int indent)
 {
-    char a[OUT_NUM];
+    char a[OUT_NUM], of[OUT_NUM + 32] = "";
+    bool focus = frame_filter_focus_text() != NULL;
     uint64_t count, bytes = groups_bytes(live, &count);
     bool at_exit = strcmp(s->reason, "exit") == 0;
     if (live->n == 0) {
         fprintf(f, "%*s%s: nothing%s\n", indent, "",
-                at_exit ? "Live at exit" : "Live at this dump", at_exit ? " (no leaks)" : "");
+                at_exit ? "Live at exit" : "Live at this dump",
+                focus ? " in focus" : at_exit ? " (no leaks)" : "");
         return 0;
     }
     /* A caching allocator keeps its segments to the end: only what its
      * tensors hold can be a leak, when it told us. */
     bool split = at_exit && al != NULL && al->present &&
                  al->allocated_bytes != SNAP_UNKNOWN && al->reserved_bytes != SNAP_UNKNOWN;
-    heading(f, "%*s%s: %s in %" PRIu64 " allocation%s", indent, "",
+    if (focus) {
+        char w[OUT_NUM];
+        snprintf(of, sizeof of, " in focus, of %s", out_bytes(whole, w));
+    }
+    heading(f, "%*s%s: %s in %" PRIu64 " allocation%s%s", indent, "",
             !at_exit ? "Live at this dump"
             : split  ? "Live at exit"
                      : "Live at exit (possible leaks; no allocator said which is cache)",
-            out_bytes(bytes, a), count, count == 1 ? "" : "s");
+            out_bytes(bytes, a), count, count == 1 ? "" : "s", of);
     if (split) {
         char t[OUT_NUM], c[OUT_NUM], text[256];
         uint64_t cache = al->reserved_bytes > al->allocated_bytes
@@ -522,7 +536,23 @@ static int print_live(FILE *f, struct snapshot *s, const struct snap_groups *liv
         snprintf(first, sizeof first, "%*s", indent + 2, "");
         out_wrap(f, first, first, text);
     }
-    return print_sites(f, s, live, bytes, top, true, indent);
+    return print_sites(f, s, live, focus ? whole : bytes, top, true, indent);
+}
+
+/* "Call sites at peak (12.2 GiB)", with what --focus kept of it. */
+static int print_at_peak(FILE *f, struct snapshot *s, const struct snap_groups *g,
+                         uint64_t peak, unsigned top)
+{
+    char a[OUT_NUM], b[OUT_NUM];
+    if (frame_filter_focus_text() != NULL) {
+        heading(f, "  Call sites at peak (%s), in focus: %s", out_bytes(peak, a),
+                out_bytes(groups_bytes(g, NULL), b));
+    } else {
+        if (g->n == 0)
+            return 0;
+        heading(f, "  Call sites at peak (%s)", out_bytes(peak, a));
+    }
+    return g->n > 0 ? print_sites(f, s, g, peak, top, false, 2) : 0;
 }
 
 static int print_device(FILE *f, struct snapshot *s, const struct snap_device *d,
@@ -542,12 +572,9 @@ static int print_device(FILE *f, struct snapshot *s, const struct snap_device *d
     }
     static const int which[DEVICE_KINDS] = {KIND_DEVICE, KIND_MANAGED, KIND_ASYNC, KIND_VMM};
     print_kinds(f, d->by_kind, DEVICE_KINDS, which);
-    if (d->at_peak.n > 0) {
-        heading(f, "  Call sites at peak (%s)", out_bytes(d->peak_bytes, a));
-        if (print_sites(f, s, &d->at_peak, d->peak_bytes, top, false, 2) != 0)
-            return -1;
-    }
-    if (print_live(f, s, &d->live, &d->allocator, top, 2) != 0)
+    if (print_at_peak(f, s, &d->at_peak, d->peak_bytes, top) != 0)
+        return -1;
+    if (print_live(f, s, &d->live, &d->allocator, d->current_bytes, top, 2) != 0)
         return -1;
     if (report_churn(f, s, d, report_sort, top) != 0)
         return -1;
@@ -567,12 +594,9 @@ static int print_host(FILE *f, struct snapshot *s, unsigned top)
             out_duration(h->stats.peak_time_ns, t), out_bytes(h->stats.current_bytes, b));
     para(f, 2, "%" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64 " failures",
          h->stats.allocs, h->stats.frees, h->stats.failures);
-    if (h->at_peak.n > 0) {
-        heading(f, "  Call sites at peak (%s)", out_bytes(h->stats.peak_bytes, a));
-        if (print_sites(f, s, &h->at_peak, h->stats.peak_bytes, top, false, 2) != 0)
-            return -1;
-    }
-    return print_live(f, s, &h->live, NULL, top, 2);
+    if (print_at_peak(f, s, &h->at_peak, h->stats.peak_bytes, top) != 0)
+        return -1;
+    return print_live(f, s, &h->live, NULL, h->stats.current_bytes, top, 2);
 }
 
 static void print_counters(FILE *f, const struct snapshot *s)

@@ -71,6 +71,7 @@ struct snap_stack {
     uint32_t *frames;    /* frame indices in snapctx, innermost first */
     uint32_t nframes;
     uint32_t site[BY_COUNT]; /* site ids, computed on first use */
+    bool unfocused;      /* --focus is given and no frame matches it */
 };
 
 /* Allocations grouped by call site (live, at_peak, oom.live). */
@@ -221,6 +222,7 @@ struct snap_event {
     int64_t stack_id; /* 0 when null */
     int32_t device;  /* -1 host-pinned */
     uint8_t kind;
+    bool unfocused;  /* --focus: its stack is out of focus (frame_filter.h) */
 };
 
 struct snap_events {

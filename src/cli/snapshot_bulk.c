@@ -354,6 +354,7 @@ static int rd_frames(struct reader *r, void *obj)
     }
     if (n > UINT32_MAX)
         return reader_invalid(r, "has too many frames");
+    st->unfocused = !frame_filter_focused(r->ctx, r->tmp, n);
     n = frame_filter_apply(r->ctx, r->tmp, n);
     st->nframes = (uint32_t)n;
     st->frames = arena_alloc(&r->ctx->arena, (n ? n : 1) * sizeof *st->frames);
@@ -391,7 +392,8 @@ static int rd_stack(struct reader *r, void *obj, size_t i)
         st->entry = snapshot_intern(r->ctx, "[unknown entry point]", 21);
     if (st->entry == NULL)
         return reader_nomem(r);
-    if (st->frames == NULL) {
+    if (st->frames == NULL) { /* no "frames": nothing can match --focus */
+        st->unfocused = !frame_filter_focused(r->ctx, NULL, 0);
         st->frames = arena_alloc(&r->ctx->arena, sizeof *st->frames);
         if (st->frames == NULL)
             return reader_nomem(r);

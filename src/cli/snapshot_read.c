@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "frame_filter.h"
 #include "reader.h"
 #include "snapshot_bulk.h"
 #include "snapshot_check.h"
@@ -133,6 +134,8 @@ int snapshot_read_mem(struct snapctx *ctx, const char *name, char *buf,
                           r.have_version, r.version_int, r.version);
     if (rc == 0)
         rc = snapshot_check(out, err);
+    if (rc == 0) /* the file's invariants hold; now the view's focus */
+        frame_filter_focus(out);
     if (rc == CLI_ETYPE || rc == CLI_EVALUE || rc == CLI_EBADREF || rc == CLI_EINVARIANT) {
         /* A field is wrong; but if the file is also cut short, not JSON
          * further on, foreign or too new, that is the message to give.

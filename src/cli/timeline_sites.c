@@ -69,7 +69,7 @@ static int device_sites(struct jsonw *w, struct snapshot *s, const struct snap_d
     snprintf(tname, sizeof tname, "device %" PRId64 " by call site", d->ordinal);
     for (size_t i = 0; i < s->events.n; i++) {
         const struct snap_event *e = &s->events.v[i];
-        if (e->device != d->ordinal)
+        if (e->device != d->ordinal || e->unfocused) /* --focus left it out */
             continue;
         uint32_t st = e->stack_id > 0 ? snapshot_stack_index(s, e->stack_id) : SNAP_NO_STACK;
         uint32_t id = frames_site(s, st, BY_STACK);

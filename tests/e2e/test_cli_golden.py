@@ -50,10 +50,11 @@ def check(path, actual, what):
 
 
 def is_text_view(args):
-    """Human views must fit 80 columns (exact byte counts may widen them)."""
+    """Human views must fit 80 columns (exact byte counts may widen them,
+    and --width / --full ask for another width)."""
     if args[0] not in ("report", "diff", "timeline"):
         return False
-    return not ({"--json", "--bytes", "chrome"} & set(args))
+    return not ({"--json", "--bytes", "chrome", "--width", "--full"} & set(args))
 
 
 @pytest.mark.skipif(not CLI.exists(), reason=f"{CLI} not built (make cli)")

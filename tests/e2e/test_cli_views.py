@@ -3,6 +3,7 @@ inputs/, made by gen_inputs.py) that a byte-for-byte golden file cannot
 express: sums that must equal the snapshot's own figures, valid trace-event
 JSON, exit codes, and every malformed input on every subcommand."""
 import json
+import re
 import os
 import subprocess
 import sys
@@ -278,6 +279,13 @@ def test_docs_match_help():
     for cmd in ["run", "report", "diff", "flamegraph", "timeline", "html", "export"]:
         usage = cli(cmd, "--help").stdout.split("\n\n")[0]
         assert usage in doc, f"docs/cli.md lacks the usage of {cmd}:\n{usage}"
+    # ... and every option any --help names (the examples' own aside).
+    for cmd in [None, "run", "report", "diff", "flamegraph", "timeline", "html", "export",
+                "recover"]:
+        text = cli(*([cmd] if cmd else []), "--help").stdout.split("\nexample:")[0]
+        for opt in set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", text)):
+            assert re.search(r"(?<![\w-])" + opt + r"(?![\w-])", doc), \
+                f"docs/cli.md does not document {opt} (in {cmd or 'cumemtrace'} --help)"
 
 
 def test_big_snapshot_smoke(tmp_path):

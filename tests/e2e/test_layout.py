@@ -167,3 +167,78 @@ def test_filter_option_errors():
     assert r.returncode == 2 and "not an extended regular expression" in r.stderr
     r = cli("report", "--python-only", "--native-only", src)
     assert r.returncode == 2 and "exclude each other" in r.stderr
+
+
+# ---- --focus (pprof's -focus: keep the samples through a matching frame) ----
+
+def stack_text(frame):
+    """A frame of the file as the CLI names it, for the frames this test's
+    regular expressions look at (Python frames and native symbols)."""
+    if frame.get("file"):
+        return f"{frame['file']}:{frame['line']}:{frame['function']}"
+    return f"{frame.get('module')}!{frame.get('symbol')}"
+
+
+def focused_peak(doc, regex):
+    """Bytes at peak of the groups whose whole recorded stack has a frame
+    matching regex - computed from the file, not by the CLI."""
+    import re
+    hit = {st["id"] for st in doc["stacks"]
+           if any(re.search(regex, stack_text(f)) for f in st["frames"])}
+    return sum(g["bytes"] for d in doc["devices"] for g in d["at_peak"]
+               if g.get("stack") in hit)
+
+
+def test_focus_keeps_only_samples_through_a_matching_frame():
+    src = INPUTS / "exit_train.json"
+    doc = json.loads(src.read_text())
+    for regex in (r"model\.py:142", "ncclCommInitRank", "optim|setup"):
+        want = focused_peak(doc, regex)
+        assert want > 0
+        stacks = folded("--focus", regex, "--all-frames", src)
+        total = sum(int(l.rpartition(" ")[2])
+                    for l in cli("flamegraph", "--focus", regex, src).stdout.splitlines())
+        assert total == want, regex
+        import re
+        assert stacks and all(any(re.search(regex, f) for f in s) for s in stacks)
+        m = json.loads(cli("report", "--json", "--focus", regex, src).stdout)
+        assert sum(g["bytes"] for g in m["snapshots"][0]["devices"][0]["at_peak"]) == want
+        text = cli("report", "--focus", regex, src).stdout
+        assert "focus: only call sites" in text and "in focus:" in text
+    assert folded("--focus", "matches-no-frame", src) == []
+
+
+def test_focus_sees_the_frames_hide_and_folding_drop(tmp_path):
+    """pprof's -focus matches the stack before -hide removes frames; here
+    also before the default folding of start-up frames."""
+    src = INPUTS / "exit_train.json"
+    only = folded("--focus", "empty_cuda", src)
+    both = folded("--focus", "empty_cuda", "--hide", "libtorch|libc10", src)
+    assert len(both) == len(only) == 3
+    assert not any("libtorch" in f or "libc10" in f for s in both for f in s)
+    interp = with_interpreter(tmp_path)
+    assert len(folded("--focus", "__libc_start_main", interp)) == len(folded(interp))
+
+
+def test_focus_in_the_html_page_and_the_other_views(tmp_path):
+    src = INPUTS / "exit_train.json"
+    doc = json.loads(src.read_text())
+    page = tmp_path / "p.html"
+    r = cli("html", "--focus", "ncclCommInitRank", src, "-o", page)
+    assert r.returncode == 0, r.stderr
+    text = page.read_text()
+    start = text.index('<script type="application/json" id="cmt-data">') + 46
+    f = json.loads(text[start:text.index("</script>", start)])["files"][0]
+    assert sum(s[3] for s in f["sites"]) == focused_peak(doc, "ncclCommInitRank")
+    for view in (["diff", src, src], ["timeline", src], ["export", "--format", "speedscope",
+                                                         src, "-o", tmp_path / "s.json"]):
+        r = cli(view[0], "--focus", "nccl", *view[1:])
+        assert r.returncode == 0, (view, r.stderr)
+
+
+def test_focus_option_errors():
+    src = INPUTS / "exit_train.json"
+    r = cli("flamegraph", "--focus", "(", src)
+    assert r.returncode == 2 and "--focus: '(' is not an extended regular" in r.stderr
+    r = cli("report", src, "--focus")
+    assert r.returncode == 2 and "--focus needs a regular expression" in r.stderr
