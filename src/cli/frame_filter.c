@@ -108,9 +108,16 @@ static bool keep(const struct frame *f)
 size_t frame_filter_apply(const struct snapctx *ctx, uint32_t *frames, size_t n)
 {
     size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (keep(&ctx->frames[frames[i]]))
+    for (size_t i = 0; i < n; i++) {
+        /* The options are set once, before any file is read: a frame's
+         * verdict is worked out the first time and kept with it (most
+         * frames recur in many stacks). */
+        struct frame *f = &ctx->frames[frames[i]];
+        if (f->shown == 0)
+            f->shown = keep(f) ? 1 : 2;
+        if (f->shown == 1)
             frames[k++] = frames[i];
+    }
     if (k == 0 && n > 0) /* keep the innermost rather than an empty stack */
         k = 1;
     return k;

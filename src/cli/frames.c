@@ -79,6 +79,7 @@ static uint32_t add_frame(struct snapctx *ctx, const char *name, size_t n,
     f->module = module;
     f->type = (uint8_t)type;
     f->named = named;
+    f->shown = 0;
     return idx;
 }
 

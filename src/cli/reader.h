@@ -43,6 +43,9 @@ struct reader {
     struct hmap raw_frames;  /* raw frame bytes -> frame index (in scratch) */
     char *key;               /* the raw frame being looked up */
     size_t key_cap;
+    struct hmap frame_bytes; /* a frame object's bytes -> as raw_frames (in scratch) */
+    char *span;              /* the bytes being parsed, kept for frame_bytes */
+    size_t span_cap;
     const char *format;      /* top-level "format" if a string (in the buffer) */
     int64_t version;         /* top-level "version" ... */
     bool have_version;       /* ... if present */

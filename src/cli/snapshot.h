@@ -52,6 +52,7 @@ struct frame {
     const char *module; /* native: module basename; python: the file; marker: NULL */
     uint8_t type;       /* enum frame_type */
     bool named;         /* python, or native with a symbol */
+    uint8_t shown;      /* frame_filter.c's verdict, 0 until it is asked */
 };
 
 /* Grouping of call sites, the --by option of diff. */

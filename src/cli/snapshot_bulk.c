@@ -263,9 +263,10 @@ static const struct field frame_fields[] = {
     FIELD(raw_frame, marker, F_RAWN),
 };
 
-static int rd_frame(struct reader *r, void *obj, size_t i)
+/* Reads the frame object at the cursor into *idx (a frame index, or
+ * EXPANDED and a run in r->expand): 0 or the error code. */
+static int parse_frame(struct reader *r, uint32_t *out)
 {
-    size_t *n = obj;
     struct raw_frame f = {NULL, NULL, NULL, NULL, NULL, SNAP_UNKNOWN, SNAP_UNKNOWN_I64};
     int rc = reader_object(r, &f, frame_fields, NFIELDS(frame_fields));
     if (rc != 0)
@@ -295,8 +296,10 @@ static int rd_frame(struct reader *r, void *obj, size_t i)
     memcpy(r->key + klen, &f.line, sizeof f.line);
     klen += sizeof f.line;
     uint32_t idx;
-    if (hmap_find(&r->raw_frames, r->key, klen, &idx))
-        goto found;
+    if (hmap_find(&r->raw_frames, r->key, klen, &idx)) {
+        *out = idx;
+        return 0;
+    }
     if (f.marker != NULL)
         idx = frames_marker(r->ctx, f.marker);
     else if (f.file != NULL || f.function != NULL)
@@ -328,8 +331,37 @@ static int rd_frame(struct reader *r, void *obj, size_t i)
     uint32_t got;
     if (hmap_get_or_add(&r->raw_frames, r->key, klen, idx, &got, NULL))
         return reader_nomem(r);
-found:
+    *out = idx;
+    return 0;
+}
+
+static int rd_frame(struct reader *r, void *obj, size_t i)
+{
     (void)i; /* an inlined chain makes one recorded frame several */
+    size_t *n = obj;
+    /* Most frames are byte for byte a frame met before: look the bytes up
+     * before parsing them (the parse writes NULs into them, so the key is
+     * a copy taken first), and remember them when the parse read exactly
+     * them (a '}' inside a string makes the candidate too short). */
+    const char *span;
+    size_t slen = json_object_bytes(&r->c, &span);
+    uint32_t idx, got;
+    if (slen > 0 && hmap_find(&r->frame_bytes, span, slen, &idx)) {
+        json_advance(&r->c, slen);
+    } else {
+        if (slen > 0) {
+            if (snapshot_vec_reserve((void **)&r->span, &r->span_cap, 1, slen))
+                return reader_nomem(r);
+            memcpy(r->span, span, slen);
+        }
+        size_t from = json_offset(&r->c);
+        int rc = parse_frame(r, &idx);
+        if (rc != 0)
+            return rc;
+        if (slen > 0 && json_offset(&r->c) - from == slen &&
+            hmap_get_or_add(&r->frame_bytes, r->span, slen, idx, &got, NULL))
+            return reader_nomem(r);
+    }
     const uint32_t *run = &idx;
     size_t len = 1;
     if (idx != FRAMES_NONE && (idx & EXPANDED)) {

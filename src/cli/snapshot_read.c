@@ -122,6 +122,7 @@ int snapshot_read_mem(struct snapctx *ctx, const char *name, char *buf,
     r.len = len;
     arena_init(&r.scratch);
     hmap_init(&r.raw_frames, &r.scratch);
+    hmap_init(&r.frame_bytes, &r.scratch);
     snapshot_sections_init(out, ctx, name, len);
     snapshot_bulk_init(&r);
 
@@ -167,6 +168,8 @@ int snapshot_read_mem(struct snapctx *ctx, const char *name, char *buf,
 fail:
     free(r.tmp);
     free(r.key);
+    free(r.span);
+    hmap_free(&r.frame_bytes);
     free(r.mods);
     free(r.expand);
     hmap_free(&r.raw_frames);

@@ -176,6 +176,52 @@ static void test_missing_file(void **state)
     snapshot_ctx_free(&ctx);
 }
 
+/* Frames are memoised by their bytes (snapshot_bulk.c): a repeat reads as
+ * the same frame, a '}' inside a string does not cut a frame short, and a
+ * repeat of a frame's opening bytes that goes on differently is its own
+ * frame. */
+static const char memo[] =
+    "{\"format\": \"cumemtrace\", \"version\": 1, \"devices\": [],\n"
+    " \"stacks\": [\n"
+    "  {\"id\": 1, \"frames\": [{\"module\":\"m\",\"offset\":1,\"symbol\":\"f}\"},\n"
+    "                        {\"module\":\"m\",\"offset\":2,\"symbol\":null},\n"
+    "                        {\"module\":\"m\",\"offset\":2,\"symbol\":null}]},\n"
+    "  {\"id\": 2, \"frames\": [{\"module\":\"m\",\"offset\":1,\"symbol\":\"f}\"},\n"
+    "                        {\"module\":\"m\",\"offset\":1,\"symbol\":\"f}x\"},\n"
+    "                        {\"module\":\"m\",\"offset\":2,\"symbol\":null},\n"
+    "                        {\"module\":\"m\", \"offset\":2,\"symbol\":null},\n"
+    "                        {\"module\":\"m\",\"offset\":2,\"symbol\":\"g\"}]}]}\n";
+
+static void test_frames_memoised_by_bytes(void **state)
+{
+    (void)state;
+    struct snapctx ctx;
+    snapshot_ctx_init(&ctx);
+    struct snapshot s;
+    struct cli_error err;
+    assert_int_equal(read_text(&ctx, memo, &s, &err), 0);
+    assert_int_equal(s.nstacks, 2);
+    const struct snap_stack *a = &s.stacks[0], *b = &s.stacks[1];
+    assert_int_equal(a->nframes, 3);
+    assert_int_equal(b->nframes, 5);
+    assert_string_equal(ctx.frames[a->frames[0]].name, "m!f}");
+    assert_string_equal(ctx.frames[a->frames[1]].name, "m+0x2");
+    assert_int_equal(a->frames[1], a->frames[2]);
+    assert_int_equal(b->frames[0], a->frames[0]);
+    assert_string_equal(ctx.frames[b->frames[1]].name, "m!f}x");
+    assert_int_equal(b->frames[2], a->frames[1]);
+    assert_int_equal(b->frames[3], a->frames[1]); /* other bytes, same frame */
+    assert_string_equal(ctx.frames[b->frames[4]].name, "m!g");
+    snapshot_free(&s);
+    /* A repeat cut short is still a truncated file. */
+    char cut[] = "{\"format\": \"cumemtrace\", \"version\": 1, \"stacks\": [\n"
+                 " {\"id\": 1, \"frames\": [{\"module\":\"m\",\"offset\":1}]},\n"
+                 " {\"id\": 2, \"frames\": [{\"module\":\"m\",\"offset\":1";
+    assert_int_equal(snapshot_read_mem(&ctx, "t.json", cut, strlen(cut), &s, &err),
+                     CLI_ETRUNC);
+    snapshot_ctx_free(&ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -183,6 +229,7 @@ int main(void)
         cmocka_unit_test(test_error_classes),
         cmocka_unit_test(test_columns_reordered),
         cmocka_unit_test(test_missing_file),
+        cmocka_unit_test(test_frames_memoised_by_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
