@@ -20,17 +20,64 @@ distinct (a worst case for the reader's frame table).
 
 Fields are consistent: at_peak sums to peak_bytes, the event log's
 `current` column is the running sum of `delta`.
+
+--module FILE points the native frames into FILE's functions instead (an
+ELF built with -g, e.g. build/tests/bench/bench_symbols): `modules[]`
+records its path, real build-id and vaddr_base, frames carry no symbol (as
+for static functions), so the reader resolves every one from FILE's
+.symtab and DWARF - what `make bench` times against CUMEMTRACE_DEBUGINFO=off.
+--native-frames sets how many distinct native addresses there are.
 """
 import argparse
+import os
 import random
+import re
+import struct
+import subprocess
 import sys
 
 MiB = 1 << 20
 
 
+def json_str(v):
+    import json
+    return json.dumps(v)
+
+
 def mangled(ns, cls, fn, argc):
     """An Itanium-mangled member function name ns::cls::fn(long, ...)."""
     return "_ZN%d%s%d%s%d%sE%s" % (len(ns), ns, len(cls), cls, len(fn), fn, "l" * argc or "v")
+
+
+def elf_module(path):
+    """(build_id hex or None, vaddr_base, [(addr, size)] of its functions)."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if head[:4] != b"\x7fELF" or head[4] != 2:
+            sys.exit(f"gen_big_snapshot: {path} is not a 64-bit ELF file: give a program "
+                     f"or shared library built with -g")
+        e_type, = struct.unpack_from("<H", head, 16)
+        phoff, = struct.unpack_from("<Q", head, 32)
+        phentsize, phnum = struct.unpack_from("<HH", head, 54)
+        f.seek(phoff)
+        ph = f.read(phentsize * phnum)
+    loads = [struct.unpack_from("<IIQQ", ph, i * phentsize) for i in range(phnum)]
+    # ET_DYN (PIE, shared library): offsets are file addresses, base 0;
+    # ET_EXEC: offset 0 is the first PT_LOAD's address.
+    base = 0 if e_type == 3 else min(v for t, _, _, v in loads if t == 1)
+    notes = subprocess.run(["readelf", "-n", path], capture_output=True, text=True).stdout
+    m = re.search(r"Build ID: ([0-9a-f]+)", notes)
+    nm = subprocess.run(["nm", "-S", "--defined-only", path], capture_output=True,
+                        text=True, check=True).stdout
+    funcs = []
+    for line in nm.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[2] in "tT" and int(parts[1], 16) > 1:
+            funcs.append((int(parts[0], 16) - base, int(parts[1], 16)))
+    if not funcs:
+        sys.exit(f"gen_big_snapshot: {path} has no function symbols: build it with -g "
+                 f"and do not strip it")
+    return (m.group(1) if m else None), base, sorted(funcs)
 
 
 def main():
@@ -42,6 +89,9 @@ def main():
     ap.add_argument("--python-frames", type=int, default=20_000,
                     help="distinct Python frames (file:line:function) to draw from; "
                          "0 makes every Python frame of every stack distinct (worst case)")
+    ap.add_argument("--module", help="an ELF built with -g that the native frames lie in")
+    ap.add_argument("--native-frames", type=int, default=3000,
+                    help="distinct native frames (addresses) to draw from")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("-o", "--output", required=True)
     a = ap.parse_args()
@@ -52,7 +102,24 @@ def main():
     libs = ["libtorch_cuda.so", "libtorch_cpu.so", "libc10_cuda.so", "libc10.so",
             "libtorch_python.so", "libcublasLt.so.13", "libnccl.so.2"]
     native_pool = []
-    for i in range(3000):
+    modules = ""
+    if a.module:
+        build_id, base, funcs = elf_module(a.module)
+        name = os.path.basename(a.module)
+        path = os.path.abspath(a.module)
+        modules = ('"modules":[{"name":%s,"path":%s,"build_id":%s,"vaddr_base":%d}],\n'
+                   % (json_str(name), json_str(path),
+                      json_str(build_id) if build_id else "null", base))
+        seen = set()
+        while len(native_pool) < a.native_frames:
+            addr, size = funcs[shared.randrange(len(funcs))]
+            off = addr + shared.randrange(size)
+            if off in seen and len(seen) < sum(sz for _, sz in funcs):
+                continue
+            seen.add(off)
+            native_pool.append('{"module":%s,"offset":%d,"symbol":null}'
+                               % (json_str(name), off))
+    for i in range(0 if a.module else a.native_frames):
         lib = libs[i % len(libs)]
         sym = mangled("at", "Kernel%d" % (i // 7), "run%d" % (i % 7), i % 4)
         native_pool.append('{"module":"%s","offset":%d,"symbol":"%s"}'
@@ -169,6 +236,7 @@ def main():
       % (a.events, 2 * len(rows)))
     w(",\n".join(rows))
     w("]},\n")
+    w(modules)
     w('"stacks":[\n')
     w(",\n".join('{"id":%d,"entry":"%s","frames":[%s]}' % (sid, e, ",".join(fr))
                  for sid, e, fr in stacks))

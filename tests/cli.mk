@@ -50,11 +50,13 @@ fuzz-stream: $(FUZZ_STREAM_BIN)
 	    $(FUZZ_DIR)/stream_corpus tests/fuzz/stream_seeds
 
 BENCH_DIR = $(BUILD)/bench
-bench-cli: $(CLI)
+bench-cli: $(CLI) $(BUILD)/tests/bench/bench_symbols
 	@mkdir -p $(BENCH_DIR)
 	$(PYTHON) scripts/gen_big_snapshot.py --allocations 1000000 --stacks 100000 \
+	    --module $(BUILD)/tests/bench/bench_symbols --native-frames 20000 \
 	    --seed 1 -o $(BENCH_DIR)/big_a.json
 	$(PYTHON) scripts/gen_big_snapshot.py --allocations 1000000 --stacks 100000 \
+	    --module $(BUILD)/tests/bench/bench_symbols --native-frames 20000 \
 	    --seed 2 -o $(BENCH_DIR)/big_b.json
 	scripts/bench_cli.sh $(CLI) $(BENCH_DIR)/big_a.json $(BENCH_DIR)/big_b.json
 

@@ -102,7 +102,13 @@ $(BUILD)/bench/fastrt/libcudart.so.13: tests/bench/fastrt.c tests/sim/libcudart.
 	$(CC) $(CSTD) -O2 -g -Wall -Wextra -Werror -fPIC -fvisibility=hidden -shared -o $@ $< \
 	    -Wl,-soname,libcudart.so.13 -Wl,--version-script=tests/sim/libcudart.map
 
-bench: all $(BUILD)/tests/bench/bench_alloc $(BUILD)/bench/fastrt/libcudart.so.13
+# The -g module the big snapshot's native frames lie in (scripts/bench_resolve.py).
+$(BUILD)/tests/bench/bench_symbols: tests/bench/bench_symbols.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) -O2 -g -Wall -Wextra -Werror -o $@ $<
+
+bench: all $(BUILD)/tests/bench/bench_alloc $(BUILD)/bench/fastrt/libcudart.so.13 \
+       $(BUILD)/tests/bench/bench_symbols
 	@scripts/install-deps.sh --bench || echo "cumemtrace: bench: heaptrack missing; the comparison with it is skipped"
 	$(PYTHON) scripts/bench.py --build $(BUILD) --write docs/performance.md
 	$(PYTHON) scripts/bench_ranks.py --build $(BUILD) --write docs/performance.md
