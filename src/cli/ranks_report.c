@@ -286,7 +286,13 @@ int ranks_report(FILE *f, const struct ranks *r, unsigned top, size_t *detail)
         if (r->files[r->rows[i].chosen].peak > r->files[r->rows[best].chosen].peak)
             best = i;
     char who[96], line[1200];
-    if (failed != RANKS_NONE && r->rows[failed].postmortem != RANKS_NONE) {
+    if (r->nrows == 1 && r->nfiles > 1) {
+        /* One process's files (its exit snapshot and post-mortems): each. */
+        *detail = r->rows[0].postmortem != RANKS_NONE ? r->rows[0].postmortem
+                                                      : r->rows[0].chosen;
+        snprintf(line, sizeof line, "detailed below: each of its %zu files, the OOM "
+                 "post-mortems first", r->nfiles);
+    } else if (failed != RANKS_NONE && r->rows[failed].postmortem != RANKS_NONE) {
         *detail = r->rows[failed].postmortem;
         snprintf(line, sizeof line, "detailed below: the post-mortem of %s, the first to "
                  "fail; one rank: cumemtrace report --rank N",
@@ -311,6 +317,43 @@ static int detail_file(const char *path, bool json, unsigned top)
         return CLI_EXIT_ERROR;
     int rc = json ? report_json(stdout, in.snaps, 1, top) : report_text(stdout, in.snaps, 1, top);
     cli_inputs_free(&in);
+    return rc;
+}
+
+static const struct ranks *order_of; /* for file_order */
+
+/* OOM post-mortems first, each kind in the order written. */
+static int file_order(const void *a, const void *b)
+{
+    const struct rank_file *x = &order_of->files[*(const size_t *)a];
+    const struct rank_file *y = &order_of->files[*(const size_t *)b];
+    if (x->oom != y->oom)
+        return x->oom ? -1 : 1;
+    if (x->dump_wall_ns != y->dump_wall_ns)
+        return x->dump_wall_ns < y->dump_wall_ns ? -1 : 1;
+    if (x->dump_time_ns != y->dump_time_ns)
+        return x->dump_time_ns < y->dump_time_ns ? -1 : 1;
+    return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
+}
+
+/* Every file of a one-process merge in full, the post-mortems first (the
+ * exit snapshot alone would hide why it failed). */
+static int detail_each(const struct ranks *r, unsigned top)
+{
+    size_t *order = malloc(r->nfiles * sizeof *order);
+    if (order == NULL)
+        return -1;
+    for (size_t i = 0; i < r->nfiles; i++)
+        order[i] = i;
+    order_of = r;
+    qsort(order, r->nfiles, sizeof *order, file_order);
+    int rc = 0;
+    for (size_t i = 0; i < r->nfiles && rc == 0; i++) {
+        if (i > 0)
+            fputc('\n', stdout);
+        rc = detail_file(r->files[order[i]].path, false, top);
+    }
+    free(order);
     return rc;
 }
 
@@ -357,7 +400,9 @@ int ranks_report_main(char **paths, size_t n, bool json, unsigned top, bool one,
         }
     } else {
         rc = ranks_report(stdout, &r, top, &detail);
-        if (rc == 0 && detail != RANKS_NONE)
+        if (rc == 0 && r.nrows == 1 && r.nfiles > 1)
+            rc = detail_each(&r, top);
+        else if (rc == 0 && detail != RANKS_NONE)
             rc = detail_file(r.files[detail].path, false, top);
     }
     ranks_free(&r);
