@@ -59,32 +59,48 @@
   }
   /* Python frames of a stack, innermost first, as "file:line function". */
   function stackLines(file, st, max) {
-    if (st < 0 || !file.stacks[st]) return [];
-    var out = [], fr = file.stacks[st][1];
+    var sk = stack(file, st);
+    if (!sk) return [];
+    var out = [], fr = sk[1];
     for (var i = 0; i < fr.length && out.length < max; i++)
       if (FR[fr[i]][1] === 1) out.push('  ' + FR[fr[i]][0]);
     return out;
   }
   function site(file, i) {
     var r = file.sites[i];
-    return { label: r[0], stack: r[1], callers: r[2], at_peak: r[3], live: r[4], oom: r[5],
-             allocs: r[6], frees: r[7], alloc_bytes: r[8], kinds: r[9] };
+    return { label: r[0], stack: r[1], at_peak: r[3], live: r[4],
+             oom: r[5], allocs: r[6], frees: r[7], alloc_bytes: r[8], kinds: r[9] };
   }
   /* ---------------- the model, unpacked ---------------- */
 
   var B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/', DIGIT = [];
   for (var di = 0; di < 64; di++) DIGIT[B64.charCodeAt(di)] = di;
-  function unpackStacks(file) {
-    var w = file.frame_width;
-    file.stacks = file.stacks.map(function (st) {
-      var str = st[1], out = new Array(str.length / w);
-      for (var i = 0, k = 0; i < str.length; i += w, k++) {
+  /* Every stack of a file decoded at its first use, at once, into one
+   * Int32Array of frame indices (innermost first) with per-stack offsets:
+   * for 100 000 stacks, as many small arrays cost more in allocation and
+   * garbage collection than the decoding itself. */
+  function stacksOf(file) {
+    if (file.decoded) return file.decoded;
+    var w = file.frame_width, n = file.stacks.length, off = new Int32Array(n + 1), tot = 0, i;
+    for (i = 0; i < n; i++) { off[i] = tot; tot += file.stacks[i][1].length / w; }
+    off[n] = tot;
+    var fr = new Int32Array(tot), k = 0;
+    for (i = 0; i < n; i++) {
+      var str = file.stacks[i][1];
+      for (var c = 0; c < str.length; c += w) {
         var v = 0;
-        for (var j = 0; j < w; j++) v = v * 64 + DIGIT[str.charCodeAt(i + j)];
-        out[k] = v;
+        for (var j = 0; j < w; j++) v = v * 64 + DIGIT[str.charCodeAt(c + j)];
+        fr[k++] = v;
       }
-      return [st[0], out];
-    });
+    }
+    file.decoded = { n: n, off: off, fr: fr };
+    return file.decoded;
+  }
+  /* [entry point, frame indices innermost first], or null for no stack. */
+  function stack(file, st) {
+    if (st == null || st < 0 || st >= file.stacks.length) return null;
+    var S = stacksOf(file);
+    return [file.stacks[st][0], S.fr.subarray(S.off[st], S.off[st + 1])];
   }
   /* The callers of a stack's label frame, as report.c's report_callers
    * prints them: the frame that names the site is the innermost Python
@@ -92,8 +108,9 @@
    * unnamed native frames and process start-up are skipped. */
   function startup(f) { return /^(libc\.so|ld-linux)/.test(f[2]) || /!_start$/.test(f[2]); }
   function callers(file, st, max) {
-    if (st < 0 || !file.stacks[st]) return '';
-    var fr = file.stacks[st][1], pos = -1, i;
+    var sk = stack(file, st);
+    if (!sk) return '';
+    var fr = sk[1], pos = -1, i;
     for (i = 0; i < fr.length && pos < 0; i++) if (FR[fr[i]][1] === 1) pos = i;
     for (i = 0; i < fr.length && pos < 0; i++) if (FR[fr[i]][3]) pos = i;
     for (i = 0; i < fr.length && pos < 0; i++) if (FR[fr[i]][1] !== 2) pos = i;
@@ -106,11 +123,13 @@
     }
     return out.join(' ');
   }
+  /* Worked out for the rows and bands drawn, not for all 100 000 sites. */
+  function siteCallers(file, i) {
+    var r = file.sites[i];
+    if (r[2] == null) r[2] = callers(file, r[1], 4);
+    return r[2];
+  }
   performance.mark('cmt-parsed');
-  D.files.forEach(function (f) {
-    unpackStacks(f);
-    f.sites.forEach(function (r) { r[2] = callers(f, r[1], 4); });
-  });
 
   function section(id, title) {
     var sec = h('section', { id: id }, main);
@@ -226,7 +245,8 @@
       if (band >= 0 && band < nb) {
         var st = site(file, dev.bands[band]);
         lines.push(st.label + '  ' + bytes(L[band][1] - L[band][0]));
-        if (st.callers) lines.push('  ' + st.callers);
+        var cl = siteCallers(file, dev.bands[band]);
+        if (cl) lines.push('  ' + cl);
         lines = lines.concat(stackLines(file, st.stack, 6));
       } else if (band === nb) {
         lines.push((nb ? 'other call sites  ' : 'total  ') + bytes(L[band][1] - L[band][0]));
@@ -259,7 +279,7 @@
       h('span', { 'class': 'sw', style: 'background:' + color(si) }, it);
       /* sites may share a label (one allocator function): the first
        * caller tells them apart */
-      var c = file.sites[si][2], first = c ? c.split(' < ')[0].replace(/^< /, '') : '';
+      var c = siteCallers(file, si), first = c ? c.split(' < ')[0].replace(/^< /, '') : '';
       it.appendChild(document.createTextNode(file.sites[si][0] + (first ? ' < ' + first : '')));
     });
     if (dev.bands.length) {
@@ -288,70 +308,92 @@
 
   /* Children live in a Map and are sorted only when a node is laid out,
    * and a path that only one stack has taken below a node stays a "tail"
-   * (the path and where it continues) until a second stack arrives there
-   * or it is drawn: a 100 000-stack snapshot has millions of nodes, nearly
-   * all on such unshared paths and narrower than a pixel.  Counts and
-   * depth stay exact. */
-  function node(name, type, parent) {
-    return { name: name, type: type, value: 0, base: 0, kids: new Map(), list: null,
+   * (the stack and the step where it continues) until a second stack
+   * arrives there or it is drawn: a 100 000-stack snapshot has millions of
+   * nodes, nearly all on such unshared paths and narrower than a pixel.
+   * Counts and depth stay exact.  A step's key is its frame index (equal
+   * names share an index, so stacks merge as `cumemtrace flamegraph` merges
+   * its lines), -1 for "[no stack]", -2 - id for an entry point. */
+  var ENTRY_ID = new Map(), ENTRY_NAME = [];
+  function entryKey(name) {
+    var id = ENTRY_ID.get(name);
+    if (id === undefined) { id = ENTRY_NAME.length; ENTRY_NAME.push(name); ENTRY_ID.set(name, id); }
+    return -2 - id;
+  }
+  function entryKeys(file) {
+    var S = stacksOf(file);
+    if (!S.ent) {
+      S.ent = new Int32Array(S.n);
+      for (var i = 0; i < S.n; i++) S.ent[i] = entryKey(file.stacks[i][0]);
+    }
+    return S;
+  }
+  /* Steps of stack st, outermost first: its frames, then its entry point. */
+  function stepCount(S, st) { return st < 0 ? 1 : S.off[st + 1] - S.off[st] + 1; }
+  function stepKey(S, st, j) {
+    if (st < 0) return -1;
+    var end = S.off[st + 1];
+    return j < end - S.off[st] ? S.fr[end - 1 - j] : S.ent[st];
+  }
+  function node(key, parent, name, type) {
+    if (name == null) {
+      name = key >= 0 ? FR[key][0] : key === -1 ? '[no stack]' : ENTRY_NAME[-2 - key];
+      type = key >= 0 ? FR[key][1] : key === -1 ? 2 : 3;
+    }
+    return { name: name, type: type, value: 0, base: 0, kids: null, list: null,
              parent: parent, tail: null };
   }
+  function kidMap(n) { return n.kids || (n.kids = new Map()); }
   function split(n) {
-    var t = n.tail, e = t.path[t.i], c = node(e[0], e[1], n);
+    var t = n.tail, k = stepKey(t.S, t.st, t.j), c = node(k, n);
     n.tail = null;
     c.value = t.v;
-    n.kids.set(e[2], c);
-    if (t.i + 1 < t.path.length) c.tail = { path: t.path, i: t.i + 1, v: t.v };
+    kidMap(n).set(k, c);
+    if (t.j + 1 < t.len) c.tail = { S: t.S, st: t.st, j: t.j + 1, len: t.len, v: t.v };
   }
   function addPath(root, top, file, st, bytesv, isBase) {
-    var path = [];
-    /* merged by frame identity (equal names share an index), as
-     * `cumemtrace flamegraph` merges its lines */
-    if (st < 0 || !file.stacks[st]) path.push(['[no stack]', 2, 'n']);
-    else {
-      var fr = file.stacks[st][1];
-      for (var i = fr.length - 1; i >= 0; i--) path.push([FR[fr[i]][0], FR[fr[i]][1], fr[i]]);
-      path.push([file.stacks[st][0], 3, 'e' + file.stacks[st][0]]);
-    }
-    var d = path.length + (top !== root ? 1 : 0);
+    var S = entryKeys(file);
+    if (st == null || st < 0 || st >= S.n) st = -1;
+    var len = stepCount(S, st), d = len + (top !== root ? 1 : 0);
     if (!isBase && d > root.depth) root.depth = d;
     var n = top;
-    for (var j = 0; j < path.length; j++) {
+    for (var j = 0; j < len; j++) {
       if (n.tail) split(n);
-      var c = n.kids.get(path[j][2]);
+      var k = stepKey(S, st, j), c = n.kids && n.kids.get(k);
       if (!c) {
         if (isBase) return; /* gone from the new file: no width, not drawn */
-        n.kids.set(path[j][2], c = node(path[j][0], path[j][1], n));
+        kidMap(n).set(k, c = node(k, n));
         c.value = bytesv;
-        root.count += path.length - j;
-        if (j + 1 < path.length) c.tail = { path: path, i: j + 1, v: bytesv };
+        root.count += len - j;
+        if (j + 1 < len) c.tail = { S: S, st: st, j: j + 1, len: len, v: bytesv };
         return;
       }
-      c[isBase ? 'base' : 'value'] += bytesv;
+      if (isBase) c.base += bytesv; else c.value += bytesv;
       n = c;
     }
   }
   function buildTree(file, mode, into, isBase) {
     var root = into;
-    if (!root) { root = node('all', 4, null); root.count = 1; root.depth = 0; }
+    if (!root) { root = node(null, null, 'all', 4); root.count = 1; root.depth = 0; }
     /* device memory only, as `cumemtrace flamegraph`: pinned host memory
      * is not what runs out on the GPU */
     var devs = file.devices.filter(function (d) { return d.ordinal >= 0 && d.groups[mode]; });
     devs.forEach(function (d) {
       var top = root;
       if (devs.length > 1) {
-        top = root.kids.get(d.name);
+        top = kidMap(root).get('device ' + d.name);
         if (!top) {
-          root.kids.set(d.name, top = node(d.name, 4, root));
+          kidMap(root).set('device ' + d.name, top = node(null, root, d.name, 4));
           if (!isBase) root.count++;
         }
       }
-      d.groups[mode].forEach(function (g) {
-        if (!g[1]) return;
-        root[isBase ? 'base' : 'value'] += g[1];
-        if (top !== root) top[isBase ? 'base' : 'value'] += g[1];
-        addPath(root, top, file, g[0], g[1], isBase);
-      });
+      var g = d.groups[mode];
+      for (var i = 0; i < g.length; i++) {
+        if (!g[i][1]) continue;
+        if (isBase) { root.base += g[i][1]; if (top !== root) top.base += g[i][1]; }
+        else { root.value += g[i][1]; if (top !== root) top.value += g[i][1]; }
+        addPath(root, top, file, g[i][0], g[i][1], isBase);
+      }
     });
     return root;
   }
@@ -359,7 +401,7 @@
     if (n.tail) split(n);
     if (!n.list) {
       n.list = [];
-      n.kids.forEach(function (c) { if (c.value > 0) n.list.push(c); });
+      if (n.kids) n.kids.forEach(function (c) { if (c.value > 0) n.list.push(c); });
       n.list.sort(function (a, b) { return b.value - a.value || (a.name < b.name ? -1 : 1); });
     }
     return n.list;
@@ -384,7 +426,7 @@
     var svgEl = s('svg', { width: W, height: (depth + 1) * RH + 4, 'class': 'fg', 'data-nodes': root.count }, box);
     var focus = root, query = '';
     var maxDelta = 1;
-    if (opts.diff) (function walk(n) { maxDelta = Math.max(maxDelta, Math.abs(n.value - n.base)); n.kids.forEach(walk); })(root);
+    if (opts.diff) (function walk(n) { maxDelta = Math.max(maxDelta, Math.abs(n.value - n.base)); if (n.kids) n.kids.forEach(walk); })(root);
     function fill(n) {
       if (opts.diff) {
         var dlt = n.value - n.base, a = Math.min(1, Math.abs(dlt) / maxDelta);
@@ -394,8 +436,24 @@
       }
       return TYPE_FILL[n.type](hash(n.name));
     }
+    /* One listener per event for the whole graph, not three per rectangle. */
+    var nodes = [];
+    function hit(ev) {
+      var g = ev.target.closest ? ev.target.closest('g[data-i]') : null;
+      return g ? nodes[+g.getAttribute('data-i')] : null;
+    }
+    svgEl.addEventListener('click', function (ev) { var n = hit(ev); if (n) { focus = n; draw(); } });
+    svgEl.addEventListener('mousemove', function (ev) {
+      var n = hit(ev);
+      if (!n) { hideTip(); return; }
+      var t = n.name + '\n' + bytes(n.value) + ' (' + (100 * n.value / (root.value || 1)).toFixed(1) + '% of ' + bytes(root.value) + ')';
+      if (opts.diff) t += '\nbase ' + bytes(n.base) + ', change ' + sbytes(n.value - n.base);
+      showTip(ev, t);
+    });
+    svgEl.addEventListener('mouseleave', hideTip);
     function draw() {
       while (svgEl.firstChild) svgEl.removeChild(svgEl.firstChild);
+      nodes = [];
       var drawn = 0, matched = 0;
       var re = query.toLowerCase();
       /* ancestors of the focus span the full width */
@@ -403,7 +461,8 @@
       while (a) { chain.unshift(a); a = a.parent; }
       function rect(n, x, w, d) {
         if (w < minW) return;
-        var g = s('g', {}, svgEl);
+        var g = s('g', { 'data-i': nodes.length }, svgEl);
+        nodes.push(n);
         var r = s('rect', { x: x.toFixed(2), y: d * RH, width: Math.max(0.1, w - 0.5).toFixed(2), height: RH - 1,
                             fill: fill(n), 'data-name': n.name, 'data-type': n.type, 'data-bytes': n.value }, g);
         if (re && n.name.toLowerCase().indexOf(re) >= 0) { r.classList.add('match'); matched++; }
@@ -411,13 +470,6 @@
           var maxc = Math.floor((w - 6) / 6.5);
           s('text', { x: x + 3, y: d * RH + 13 }, g, n.name.length > maxc ? n.name.slice(0, Math.max(1, maxc - 1)) + '\u2026' : n.name);
         }
-        r.addEventListener('click', function () { focus = n; draw(); });
-        r.addEventListener('mousemove', function (ev) {
-          var t = n.name + '\n' + bytes(n.value) + ' (' + (100 * n.value / (root.value || 1)).toFixed(1) + '% of ' + bytes(root.value) + ')';
-          if (opts.diff) t += '\nbase ' + bytes(n.base) + ', change ' + sbytes(n.value - n.base);
-          showTip(ev, t);
-        });
-        r.addEventListener('mouseleave', hideTip);
         drawn++;
       }
       for (var i = 0; i < chain.length - 1; i++) rect(chain[i], 0, W, i);
@@ -498,15 +550,18 @@
     var table = h('table', { id: 'sites-table' }, sec);
     var thead = h('thead', {}, table), tr = h('tr', {}, thead), tbody = h('tbody', {}, table);
     var view = h('div', { 'class': 'stackview', id: 'stackview', hidden: '' }, sec);
-    var key = 'at_peak', asc = false;
+    /* The model lists the sites largest at the peak first (html_model.c),
+     * the order of the first drawing: no sort of 100 000 rows before it. */
+    var key = 'at_peak', asc = false, inModelOrder = true;
     function render() {
-      rows.sort(function (a, b) {
+      if (!inModelOrder) rows.sort(function (a, b) {
         var x = a[key], y = b[key], c;
         if (key === 'label') c = x < y ? -1 : x > y ? 1 : 0;
         else c = (x == null ? -1 : x) - (y == null ? -1 : y);
         if (!asc) c = -c;
         return c || a.i - b.i;
       });
+      inModelOrder = false;
       tr.querySelectorAll('th').forEach(function (th) {
         th.classList.toggle('sorted', th.getAttribute('data-key') === key);
         th.classList.toggle('asc', th.getAttribute('data-key') === key && asc);
@@ -518,7 +573,8 @@
         h('span', { 'class': 'sw', style: 'display:inline-block;width:9px;height:9px;margin-right:5px;background:' + color(r.i) }, td);
         var a = h('a', { href: '#stack-' + r.i }, td, r.label);
         a.addEventListener('click', function (ev) { ev.preventDefault(); showStack(r, row); });
-        if (r.callers) h('div', { 'class': 'callers' }, td, r.callers);
+        var cl = siteCallers(file, r.i);
+        if (cl) h('div', { 'class': 'callers' }, td, cl);
         cols.slice(1).forEach(function (c) {
           var v = r[c[0]];
           h('td', {}, row, v == null ? '?' : /bytes|peak|live|oom/.test(c[0]) ? bytes(v) : String(v));
@@ -532,7 +588,7 @@
       view.textContent = '';
       h('div', {}, view, r.label + ' - stack, innermost first:');
       if (r.stack < 0) { h('div', {}, view, '(no stack recorded)'); return; }
-      var st = file.stacks[r.stack];
+      var st = stack(file, r.stack);
       h('div', {}, view, '  ' + st[0]);
       st[1].forEach(function (f) {
         h('div', { 'class': FR[f][1] === 1 ? 'py' : FR[f][1] === 2 ? 'marker' : '' }, view, '  ' + FR[f][0]);
@@ -564,7 +620,7 @@
     if (o.limit != null) row('CUMEMTRACE_LIMIT', bytes(o.limit));
     row('attempts in the retry chain', o.attempts + (o.recovered === true ? ', recovered later' : o.recovered === false ? ', never recovered' : ''));
     if (o.released) row('freed by the retries', bytes(o.released) + ' in ' + o.released_count + ' allocations');
-    var st = o.stack >= 0 ? file.stacks[o.stack] : null;
+    var st = stack(file, o.stack);
     if (st) {
       var sv = h('div', { 'class': 'stackview' }, sec);
       h('div', {}, sv, 'failing call, innermost first: ' + st[0]);
@@ -780,4 +836,9 @@
     renderFile(pick);
   }
   performance.mark('cmt-drawn');
+  /* Interactive once the first frame with everything drawn has been laid
+   * out and painted: a task queued from the frame's callback runs after it. */
+  requestAnimationFrame(function () {
+    setTimeout(function () { performance.mark('cmt-interactive'); }, 0);
+  });
 })();
