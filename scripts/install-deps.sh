@@ -49,6 +49,7 @@ need valgrind    command -v valgrind
 if [ "$ci" = 1 ]; then
     need chromium    command -v chromium   # tests/e2e/test_html.py
     need python3-jsonschema "$py" -c "import jsonschema"   # tests/e2e/test_export.py
+    need golang-go   command -v go   # go tool pprof reads our export: tests/e2e/test_pprof_tool.py
     need python3-venv "$py" -c "import venv, ensurepip"   # make test-torch (scripts/torch-env.sh)
     need clang command -v clang
     need libclang-rt-14-dev sh -c 'test -n "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null | grep /)" && test -f "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a)"'

@@ -10,8 +10,16 @@
  * over every device (pinned host memory is left out, as in `flamegraph`).
  * A thinned log makes the alloc_* values lower bounds; a comment says so.
  * Locations: one per frame (one line, its function), leaf first in each
- * sample, the CUDA entry point as the leaf; no mappings (the frames are
- * already named, pprof has nothing to symbolise).
+ * sample, the CUDA entry point as the leaf.  A Python frame's function is
+ * its function name in its file, the line on the location's line, as pprof
+ * shows Go code (`-top` by function, `-lines` by line); a native frame's
+ * function is module!symbol, as our other views print it.  Each function's
+ * system_name differs from its name (the frame's full name, or empty):
+ * pprof takes a name equal to its system_name for a demangled C++ name to
+ * shorten, cutting (...) and <...> out of it, which would print overloads
+ * as one function and a Python "<module>" as an empty name.  One mapping,
+ * the process's executable, says every location is already symbolised:
+ * without it pprof warns that the main binary is unknown.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -29,6 +37,7 @@ typedef Perftools__Profiles__Location Location;
 typedef Perftools__Profiles__Line Line;
 typedef Perftools__Profiles__Function Function;
 typedef Perftools__Profiles__ValueType ValueType;
+typedef Perftools__Profiles__Mapping Mapping;
 
 #define NVALUES 4
 
@@ -53,15 +62,60 @@ static int64_t str(struct strtab *t, const char *s)
     return idx;
 }
 
-/* Python frames are file:line:function; the line is what pprof shows. */
-static int64_t python_line(const struct frame *fr)
+/* Python frames are file:line:function (file being fr->module); *func
+ * gets the function, the result is the line (0 when the name is not of
+ * that shape: the whole name is then the function). */
+static int64_t python_line(const struct frame *fr, const char **func)
 {
-    const char *c2 = strrchr(fr->name, ':');
-    const char *c1 = NULL;
-    for (const char *q = fr->name; c2 && q < c2; q++)
-        if (*q == ':')
-            c1 = q;
-    return c1 ? strtoll(c1 + 1, NULL, 10) : 0;
+    size_t m = fr->module ? strlen(fr->module) : 0;
+    *func = fr->name;
+    if (m == 0 || strncmp(fr->name, fr->module, m) != 0 || fr->name[m] != ':')
+        return 0;
+    char *end;
+    long long line = strtoll(fr->name + m + 1, &end, 10);
+    if (*end != ':' || end[1] == '\0')
+        return 0;
+    *func = end + 1;
+    return line;
+}
+
+/* Functions are one per (name, file): pprof's identity of a function. */
+struct fntab {
+    struct hmap map;
+    Function *v;
+    Function **p;
+    size_t n;
+    char *key;
+    size_t keycap;
+};
+
+static int64_t function_of(struct fntab *ft, struct strtab *t, const char *name,
+                           const char *file, const char *system_name)
+{
+    size_t a = strlen(name), b = strlen(file);
+    if (snapshot_vec_reserve((void **)&ft->key, &ft->keycap, 1, a + b + 1))
+        return -1;
+    memcpy(ft->key, name, a);
+    ft->key[a] = '\0';
+    memcpy(ft->key + a + 1, file, b);
+    uint32_t idx;
+    const char *stored;
+    if (hmap_get_or_add(&ft->map, ft->key, a + b + 1, (uint32_t)ft->n, &idx, &stored))
+        return -1;
+    if (idx == ft->n) {
+        Function *fn = &ft->v[ft->n];
+        perftools__profiles__function__init(fn);
+        int64_t ni = str(t, name), fi = str(t, file);
+        int64_t si = strcmp(system_name, name) != 0 ? str(t, system_name) : 0;
+        if (ni < 0 || fi < 0 || si < 0)
+            return -1;
+        fn->id = ft->n + 1;
+        fn->name = ni;
+        fn->system_name = si;
+        fn->filename = fi;
+        ft->p[ft->n++] = fn;
+    }
+    return idx;
 }
 
 /* gzip of buf[n] to f; 0 or -1. */
@@ -105,8 +159,11 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
     /* Locations and functions: frames 1..nf, then entry points. */
     Location *loc = calloc(nf + nst + 1, sizeof *loc);
     Location **locp = calloc(nf + nst + 1, sizeof *locp);
-    Function *fn = calloc(nf + nst + 1, sizeof *fn);
-    Function **fnp = calloc(nf + nst + 1, sizeof *fnp);
+    struct fntab ft = {.v = calloc(nf + nst + 1, sizeof *ft.v),
+                       .p = calloc(nf + nst + 1, sizeof *ft.p)};
+    hmap_init(&ft.map, &t.arena);
+    /* the location of each entry point's function, 0 for none yet */
+    uint32_t *fn_entry_loc = calloc(nf + nst + 1, sizeof *fn_entry_loc);
     Line *ln = calloc(nf + nst + 1, sizeof *ln);
     Line **lnp = calloc(nf + nst + 1, sizeof *lnp);
     Sample *smp = calloc(nst ? nst : 1, sizeof *smp);
@@ -115,8 +172,8 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
     uint32_t *entry_loc = calloc(nst ? nst : 1, sizeof *entry_loc);
     uint8_t *buf = NULL;
     int rc = CLI_ENOMEM;
-    if (!vals || !loc || !locp || !fn || !fnp || !ln || !lnp || !smp || !smpp || !entry_loc ||
-        str(&t, "") != 0)
+    if (!vals || !loc || !locp || !ft.v || !ft.p || !fn_entry_loc || !ln || !lnp || !smp ||
+        !smpp || !entry_loc || str(&t, "") != 0)
         goto out;
     for (size_t d = 0; d < s->ndevices; d++) {
         add_groups(vals, &s->devices[d].at_peak, 0);
@@ -136,51 +193,44 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
     size_t nloc = 0;
     for (size_t i = 0; i < nf; i++) {
         const struct frame *fr = &ctx->frames[i];
-        perftools__profiles__function__init(&fn[nloc]);
+        const char *func = fr->name;
+        int64_t line = fr->type == FRAME_PYTHON ? python_line(fr, &func) : 0;
+        int64_t fi = function_of(&ft, &t, func,
+                                 fr->type == FRAME_PYTHON && fr->module ? fr->module : "",
+                                 fr->name);
+        if (fi < 0)
+            goto out;
         perftools__profiles__location__init(&loc[nloc]);
         perftools__profiles__line__init(&ln[nloc]);
-        int64_t name = str(&t, fr->name), file = str(&t, fr->module ? fr->module : "");
-        if (name < 0 || file < 0)
-            goto out;
-        fn[nloc].id = nloc + 1;
-        fn[nloc].name = fn[nloc].system_name = name;
-        fn[nloc].filename = file;
-        ln[nloc].function_id = nloc + 1;
-        ln[nloc].line = fr->type == FRAME_PYTHON ? python_line(fr) : 0;
+        ln[nloc].function_id = (uint64_t)fi + 1;
+        ln[nloc].line = line;
         lnp[nloc] = &ln[nloc];
         loc[nloc].id = nloc + 1;
+        loc[nloc].mapping_id = 1;
         loc[nloc].n_line = 1;
         loc[nloc].line = &lnp[nloc];
-        fnp[nloc] = &fn[nloc];
         locp[nloc] = &loc[nloc];
         nloc++;
     }
-    /* Entry points: one location each, found by name among those made. */
+    /* Entry points: one location per entry point's function. */
     for (size_t i = 0; i < nst; i++) {
         const char *entry = s->stacks[i].entry ? s->stacks[i].entry : "unknown";
-        size_t k;
-        for (k = nf; k < nloc; k++)
-            if (strcmp(t.v[fn[k].name], entry) == 0)
-                break;
-        if (k == nloc) {
-            int64_t name = str(&t, entry);
-            if (name < 0)
-                goto out;
-            perftools__profiles__function__init(&fn[nloc]);
+        int64_t fi = function_of(&ft, &t, entry, "", "");
+        if (fi < 0)
+            goto out;
+        if (fn_entry_loc[fi] == 0) {
             perftools__profiles__location__init(&loc[nloc]);
             perftools__profiles__line__init(&ln[nloc]);
-            fn[nloc].id = nloc + 1;
-            fn[nloc].name = fn[nloc].system_name = name;
-            ln[nloc].function_id = nloc + 1;
+            ln[nloc].function_id = (uint64_t)fi + 1;
             lnp[nloc] = &ln[nloc];
             loc[nloc].id = nloc + 1;
+            loc[nloc].mapping_id = 1;
             loc[nloc].n_line = 1;
             loc[nloc].line = &lnp[nloc];
-            fnp[nloc] = &fn[nloc];
             locp[nloc] = &loc[nloc];
-            nloc++;
+            fn_entry_loc[fi] = (uint32_t)++nloc;
         }
-        entry_loc[i] = (uint32_t)k;
+        entry_loc[i] = fn_entry_loc[fi] - 1;
         total_frames += s->stacks[i].nframes + 1;
     }
     ids = calloc(total_frames ? total_frames : 1, sizeof *ids);
@@ -233,16 +283,25 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
         if ((comments[ncomments++] = str(&t, note)) < 0)
             goto out;
     }
+    Mapping map, *mapp = &map;
+    perftools__profiles__mapping__init(&map);
+    map.id = 1;
+    map.filename = str(&t, s->process.exe ? s->process.exe : "unknown");
+    if (map.filename < 0)
+        goto out;
+    map.has_functions = map.has_filenames = map.has_line_numbers = map.has_inline_frames = 1;
     Profile p;
     perftools__profiles__profile__init(&p);
+    p.n_mapping = 1;
+    p.mapping = &mapp;
     p.n_sample_type = NVALUES;
     p.sample_type = vtp;
     p.n_sample = nsmp;
     p.sample = smpp;
     p.n_location = nloc;
     p.location = locp;
-    p.n_function = nloc;
-    p.function = fnp;
+    p.n_function = ft.n;
+    p.function = ft.p;
     p.n_comment = ncomments;
     p.comment = comments;
     p.default_sample_type = vt[0].type;
@@ -274,8 +333,10 @@ done:
     free(smp);
     free(lnp);
     free(ln);
-    free(fnp);
-    free(fn);
+    free(ft.key);
+    free(ft.p);
+    free(ft.v);
+    free(fn_entry_loc);
     free(locp);
     free(loc);
     free(vals);

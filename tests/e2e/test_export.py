@@ -199,7 +199,9 @@ def decode_pprof(data):
     strings = [v.decode() for n, _, v in f if n == 6]
     msgs = lambda num: [list(_fields(v)) for n, _, v in f if n == num]
     types = [(strings[_ints(m, 1)[0]], strings[_ints(m, 2)[0]]) for m in msgs(1)]
-    funcs = {_ints(m, 1)[0]: strings[(_ints(m, 2) or [0])[0]] for m in msgs(5)}
+    # function: (name, file)
+    funcs = {_ints(m, 1)[0]: (strings[(_ints(m, 2) or [0])[0]], strings[(_ints(m, 4) or [0])[0]])
+             for m in msgs(5)}
     locs = {}
     for m in msgs(4):
         lines = [list(_fields(v)) for n, _, v in m if n == 4]
@@ -229,12 +231,13 @@ def test_pprof_profile(name, tmp_path):
     entries = {s["entry"] for s in snap["stacks"]}
     for ids, _ in samples:
         # leaf first: the entry point, then the frames innermost first
-        assert locs[ids[0]][0][0] in entries
+        assert locs[ids[0]][0][0][0] in entries
         assert all(len(locs[i]) == 1 for i in ids)
-    pylines = {(f["file"], f["line"]) for s in stacks.values() for f in s["frames"]
-               if f.get("module") == "python"}
-    got = {(n.rsplit(":", 2)[0], ln) for ids, _ in samples for i in ids
-           for n, ln in locs[i] if ln}
+    # A Python frame: its function, in its file, at its line.
+    pylines = {(f["function"], f["file"], f["line"]) for s in stacks.values()
+               for f in s["frames"] if f.get("module") == "python"}
+    got = {(n, file, ln) for ids, _ in samples for i in ids
+           for (n, file), ln in locs[i] if ln}
     assert got <= pylines
     used = {s_id for d in snap["devices"] for k in ("at_peak", "live") for g in d[k]
             for s_id in [g["stack"]] if s_id}
