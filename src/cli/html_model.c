@@ -556,6 +556,8 @@ static void write_meta(struct jsonw *w, const struct snapshot *s)
     jsonw_string(w, s->process.host);
     jsonw_key(w, "reason");
     jsonw_string(w, s->reason);
+    jsonw_key(w, "recovered");
+    jsonw_string(w, s->recovered); /* null unless read from a stream */
     jsonw_key(w, "tool_version");
     jsonw_string(w, s->process.tool_version);
     jsonw_key(w, "cmdline");

@@ -242,6 +242,8 @@ struct snapshot {
     uint64_t file_bytes;
     int64_t version;
     const char *reason;     /* "exit", "oom", "signal", "api" (as written) */
+    const char *recovered;  /* read from a killed process's stream: how stale
+                               its last checkpoint is (a sentence), else NULL */
     int64_t sequence;
     struct snap_process process;
     struct snap_config config;

@@ -247,6 +247,8 @@ int snapshot_read_file(struct snapctx *ctx, const char *path,
     int rc = slurp(path, &buf, &len, err);
     if (rc != 0)
         return rc;
+    char why[400];
+    why[0] = '\0';
     if (stream_is(buf, len)) { /* a killed process's stream: its last checkpoint */
         char *doc;
         size_t dlen;
@@ -255,7 +257,6 @@ int snapshot_read_file(struct snapctx *ctx, const char *path,
         free(buf);
         if (rc != 0)
             return rc;
-        char why[400];
         stream_staleness(&info, why, sizeof why);
         fprintf(stderr, "cumemtrace: %s: recovered from a stream: %s\n", path, why);
         buf = doc;
@@ -263,5 +264,9 @@ int snapshot_read_file(struct snapctx *ctx, const char *path,
     }
     rc = snapshot_read_mem(ctx, path, buf, len, out, err);
     free(buf);
+    /* kept for views that cannot print to stderr (the HTML page) */
+    if (rc == 0 && why[0] != '\0' &&
+        (out->recovered = arena_strndup(&ctx->arena, why, strlen(why))) == NULL)
+        rc = errors_set(err, CLI_ENOMEM, "cannot read '%s': out of memory", path);
     return rc;
 }

@@ -300,6 +300,40 @@ def test_killed_run_page(browser, tmp_path):
     assert site in text
 
 
+def test_killed_stream_page(browser, tmp_path):
+    """A run killed with SIGKILL and nothing else: its stream is the only
+    record, and the page draws it as the reader recovers it."""
+    cwd = tmp_path / "stream"
+    cwd.mkdir()
+    p = subprocess.Popen([str(BUILD / "tests" / "progs" / "rt_workload"), "timed"], cwd=cwd,
+                         env=base_env({"CUMEMTRACE_FLUSH_MS": "40"}))
+    time.sleep(0.8)  # well past the first checkpoint (the first flush after an allocation)
+    p.kill()
+    p.wait()
+    streams = list(cwd.glob("cumemtrace.*.stream"))
+    assert len(streams) == 1 and not list(cwd.glob("cumemtrace.*.json"))
+    r = subprocess.run([str(CLI), "report", "--json", str(streams[0])], capture_output=True,
+                       text=True, timeout=60, check=True)
+    snap = json.loads(r.stdout)["snapshots"][0]
+    page = html(tmp_path / "stream.html", streams[0])
+    m = open_page(browser, page, "html_stream.png")
+    f = m["files"][0]
+    assert browser.eval("document.title") == f"cumemtrace: rt_workload (pid {f['pid']})"
+    assert sections(browser) == ["timeline", "flamegraph", "sites"]
+    # The page says the file was recovered, and how stale it is, as the
+    # reader says on stderr.
+    assert f["reason"] == snap["reason"] == "killed"
+    note = browser.eval("document.getElementById('recovered').textContent")
+    assert note.startswith("Recovered from the stream of a process that was killed: ")
+    assert f["recovered"] and f["recovered"] in r.stderr
+    assert sum(s[4] for s in f["sites"]) == sum(sum(g["bytes"] for g in d["live"])
+                                                 for d in snap["devices"]) > 0
+    check_timeline(browser, f)
+    check_flame(browser, streams[0])
+    text, site = hover_band(browser, 0, 0)
+    assert site in text
+
+
 def test_thinned_log_page(browser, tmp_path):
     """A thinned log has an exact total but no per-site split: the page
     draws the total alone and says why."""
@@ -360,3 +394,22 @@ def test_allocator_postmortem_page(browser, tmp_path):
     got = browser.eval("""Object.fromEntries([...document.querySelectorAll('#allocator-layout rect[data-bytes]')]
         .map(r => [r.getAttribute('class'), +r.dataset.bytes]))""")
     assert got == {"seg-allocated": 10 * GiB, "seg-cached": 8 * GiB, "seg-largest": 380 << 20}
+
+
+def test_make_demo_ends_with_the_html_report(browser, tmp_path):
+    """`make demo` (scripts/demo.sh) ends by writing the post-mortem's page
+    and saying where it is."""
+    build = tmp_path / "build"
+    build.mkdir()
+    for name in ("cumemtrace", "sim", "examples"):
+        (build / name).symlink_to(BUILD / name)
+    r = subprocess.run(["sh", str(ROOT / "scripts" / "demo.sh"), str(build)],
+                       capture_output=True, text=True, timeout=300, env=base_env(preload=False))
+    assert r.returncode == 0, r.stderr
+    last = r.stdout.strip().splitlines()[-1]
+    page = build / "demo" / "report.html"
+    assert last == f"open {page} in a browser (self-contained: no network needed)"
+    open_page(browser, page, "html_demo.png")
+    assert sections(browser)[0] == "postmortem"
+    assert "cudaMalloc of 1.00 GiB" in browser.eval(
+        "document.querySelector('#postmortem .cause').textContent")

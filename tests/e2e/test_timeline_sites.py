@@ -41,6 +41,23 @@ def test_site_tracks_add_up(name):
         assert total  # the totals stay beside them
 
 
+def test_site_tracks_top_n():
+    """--sites N: the N biggest sites at the peak get a track each, the
+    rest is "other"."""
+    snap = json.loads((INPUTS / "exit_train.json").read_text())
+    d = snap["devices"][0]
+    for n in (1, 3):
+        t = trace(INPUTS / "exit_train.json", "--sites", str(n))
+        sites = [e for e in t["traceEvents"] if e["name"] == f"device {d['ordinal']} by call site"]
+        names = {k for s in sites for k in s["args"]} - {"other"}
+        assert len(names) == min(n, len(d["at_peak"]))
+        at = [s["args"] for s, r in zip(sites, [r for r in snap["events"]["data"]
+                                               if r[1] == d["ordinal"]])
+              if r[5] == d["peak_bytes"]][0]
+        top = sorted((g["bytes"] for g in d["at_peak"]), reverse=True)[:n]
+        assert sorted((v for k, v in at.items() if k != "other"), reverse=True) == top
+
+
 def test_site_tracks_off_and_thinned():
     t = trace(INPUTS / "exit_train.json", "--sites", "0")
     assert not [e for e in t["traceEvents"] if e["name"].endswith("by call site")]

@@ -790,6 +790,8 @@
     var m = document.getElementById('meta');
     m.textContent = '';
     h('div', {}, m, f.file + ' - ' + procName(f) + (f.host ? ' on ' + f.host : '') + ', ' + f.reason + ' dump at ' + dur(f.dump_ns));
+    if (f.recovered)
+      h('div', { 'class': 'note', id: 'recovered' }, m, 'Recovered from the stream of a process that was killed: ' + f.recovered);
     if (f.cmdline.length) h('code', {}, h('div', {}, m), f.cmdline.join(' '));
     h('div', {}, m, 'written by ' + (f.tool_version ? 'cumemtrace ' + f.tool_version : 'cumemtrace') + ', drawn by ' + D.generator);
   }
