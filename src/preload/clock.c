@@ -2,15 +2,28 @@
  *
  * CLOCK_MONOTONIC is the truth.  Where the CPU says its TSC is invariant
  * (CPUID 0x80000007, EDX bit 8: constant rate, runs in every power state),
- * we anchor (tsc, ns) pairs at start-up and again once a full second has
- * passed, and from then on convert rdtsc with the measured rate.  Each anchor
- * reads the TSC on both sides of clock_gettime and is retried if the two are
- * far apart (the thread was preempted in between), so the rate is good to a
- * few parts in 10^8: well under a millisecond per hour of drift.  Until the
- * second anchor exists every reading is CLOCK_MONOTONIC.
+ * readings are rdtsc converted by a piecewise-linear function of the TSC,
+ * from the first call on:
+ *  - clock_init takes a base anchor (a tsc, ns pair read close together),
+ *    spins CALIBRATION_NS and takes a second one: the first piece's rate is
+ *    good to ~1e-4 (each anchor is the narrowest of several brackets of
+ *    clock_gettime by two rdtsc, ~50 ns on a VM);
+ *  - each piece ends when the time since the base anchor has grown
+ *    REFINE_GROWTH-fold (first at FIRST_REFINE_NS); the reader that
+ *    crosses the end takes a new anchor and publishes the next piece, whose
+ *    rate comes from the whole interval since the base anchor (so the error
+ *    shrinks with every piece: ~1e-7 after a second) plus a slew that
+ *    brings the clock back onto CLOCK_MONOTONIC by the piece's end.  Each
+ *    piece starts where the previous one ended at its first tick, so the
+ *    clock never jumps, and never goes back.
+ * Without an invariant TSC every reading is CLOCK_MONOTONIC.
  *
- * Threads: one thread wins the calibration by compare-and-swap and publishes
- * the rate with a release store of clock_tsc_ready; readers acquire it.
+ * Threads and signals: the pieces live in a fixed array, each written once
+ * by the one reader that won the `refining` flag, then published by a
+ * release store of clock_piece; readers acquire it.  A reader whose tick
+ * lies before the newest piece's start uses the piece it belongs to.  No
+ * locks: a signal handler interrupting a recalibration extrapolates the
+ * current piece.
  */
 #include "clock.h"
 
@@ -21,15 +34,19 @@
 #endif
 
 int64_t clock_origin_ns;
-struct clock_tsc clock_tsc;
-int clock_tsc_ready;
 
-enum { TSC_NONE, TSC_ANCHORED, TSC_CALIBRATING };
-static int tsc_state = TSC_NONE;
-static uint64_t anchor_tsc;
-static int64_t anchor_ns;
+/* 24 pieces: the last one starts FIRST_REFINE_NS * 5^22 (~7e13 s) in */
+enum { PIECES = 24 };
+struct clock_tsc clock_pieces[PIECES];
+int clock_piece = -1;
 
-#define CALIBRATION_NS 1000000000LL /* a second of CLOCK_MONOTONIC first */
+#define CALIBRATION_NS 250000LL   /* the start-up spin: a quarter ms */
+#define FIRST_REFINE_NS 10000000LL /* 10 ms: the first piece's error is ~1 us */
+#define REFINE_GROWTH 5
+
+static uint64_t base_tsc;
+static int64_t base_ns;
+static int refining;
 
 static int64_t monotonic_ns(void)
 {
@@ -38,21 +55,29 @@ static int64_t monotonic_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - clock_origin_ns;
 }
 
+int clock_uses_tsc(void)
+{
+    return __atomic_load_n(&clock_piece, __ATOMIC_ACQUIRE) >= 0;
+}
+
 #if defined(__x86_64__)
-/* One (tsc, ns) pair read close together; 0 when it kept being preempted. */
+/* The narrowest of a few (tsc, ns) brackets; 0 when each one was preempted. */
 static int anchor(uint64_t *tsc, int64_t *ns)
 {
-    for (int i = 0; i < 8; i++) {
+    uint64_t best = 20000; /* ticks: a few microseconds at any clock rate */
+    int found = 0;
+    for (int i = 0; i < 6; i++) {
         uint64_t a = __rdtsc();
         int64_t t = monotonic_ns();
         uint64_t b = __rdtsc();
-        if (b - a < 20000) { /* a few microseconds at any clock rate */
+        if (b > a && b - a < best) {
+            best = b - a;
             *tsc = a + (b - a) / 2;
             *ns = t;
-            return 1;
+            found = 1;
         }
     }
-    return 0;
+    return found;
 }
 
 static int invariant_tsc(void)
@@ -63,6 +88,12 @@ static int invariant_tsc(void)
     __cpuid(0x80000007u, a, b, c, d);
     return (d >> 8) & 1;
 }
+
+/* Ticks of `ns` nanoseconds at `ns_per_tick`. */
+static uint64_t ticks(int64_t ns, double ns_per_tick)
+{
+    return (uint64_t)((double)ns / ns_per_tick);
+}
 #endif
 
 void clock_init(void)
@@ -71,31 +102,71 @@ void clock_init(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     clock_origin_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 #if defined(__x86_64__)
-    if (invariant_tsc() && anchor(&anchor_tsc, &anchor_ns))
-        __atomic_store_n(&tsc_state, TSC_ANCHORED, __ATOMIC_RELEASE);
+    uint64_t t1;
+    int64_t n1;
+    if (!invariant_tsc() || !anchor(&base_tsc, &base_ns))
+        return;
+    while (monotonic_ns() - base_ns < CALIBRATION_NS)
+        ;
+    if (!anchor(&t1, &n1) || t1 <= base_tsc || n1 <= base_ns)
+        return;
+    struct clock_tsc *p = &clock_pieces[0];
+    p->ns_per_tick = (double)(n1 - base_ns) / (double)(t1 - base_tsc);
+    p->tsc0 = t1;
+    p->ns0 = n1;
+    p->tsc_next = base_tsc + ticks(FIRST_REFINE_NS, p->ns_per_tick);
+    __atomic_store_n(&clock_piece, 0, __ATOMIC_RELEASE);
 #endif
 }
 
+#if defined(__x86_64__)
+static int64_t on_piece(const struct clock_tsc *p, uint64_t t)
+{
+    return p->ns0 + (int64_t)((double)(int64_t)(t - p->tsc0) * p->ns_per_tick);
+}
+
+/* Under `refining`: publishes piece i + 1, starting at the current tick. */
+static void refine(int i)
+{
+    const struct clock_tsc *p = &clock_pieces[i];
+    uint64_t t;
+    int64_t ns;
+    if (!anchor(&t, &ns) || t <= p->tsc0 || ns <= base_ns)
+        return; /* retried by the next reading */
+    struct clock_tsc *q = &clock_pieces[i + 1];
+    int64_t elapsed = ns - base_ns;
+    double rate = (double)elapsed / (double)(t - base_tsc);
+    int64_t at = on_piece(p, t); /* continuity: the new piece starts here */
+    int64_t span = elapsed * (REFINE_GROWTH - 1); /* until the next refine */
+    int64_t err = ns - at;                        /* > 0: we were slow */
+    if (err < -span / 2)
+        err = -span / 2; /* never slower than half speed, never backwards */
+    q->tsc0 = t;
+    q->ns0 = at;
+    q->ns_per_tick = rate * (double)(span + err) / (double)span;
+    q->tsc_next = i + 2 < PIECES ? t + ticks(span, rate) : UINT64_MAX;
+    __atomic_store_n(&clock_piece, i + 1, __ATOMIC_RELEASE);
+}
+#endif
+
 int64_t clock_slow_ns(void)
 {
-    int64_t now = monotonic_ns();
 #if defined(__x86_64__)
-    int expected = TSC_ANCHORED;
-    if (now - anchor_ns >= CALIBRATION_NS &&
-        __atomic_load_n(&tsc_state, __ATOMIC_ACQUIRE) == TSC_ANCHORED &&
-        __atomic_compare_exchange_n(&tsc_state, &expected, TSC_CALIBRATING, false,
-                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        uint64_t tsc;
-        int64_t ns;
-        if (anchor(&tsc, &ns) && tsc > anchor_tsc) {
-            clock_tsc.ns_per_tick = (double)(ns - anchor_ns) / (double)(tsc - anchor_tsc);
-            clock_tsc.tsc0 = tsc;
-            clock_tsc.ns0 = ns;
-            __atomic_store_n(&clock_tsc_ready, 1, __ATOMIC_RELEASE);
-        } else {
-            __atomic_store_n(&tsc_state, TSC_ANCHORED, __ATOMIC_RELEASE);
+    int i = __atomic_load_n(&clock_piece, __ATOMIC_ACQUIRE);
+    if (i >= 0) {
+        uint64_t t = __rdtsc();
+        while (i > 0 && t < clock_pieces[i].tsc0)
+            i--; /* read before the newest piece began */
+        if (t >= clock_pieces[i].tsc_next && i + 1 < PIECES &&
+            !__atomic_exchange_n(&refining, 1, __ATOMIC_ACQUIRE)) {
+            if (__atomic_load_n(&clock_piece, __ATOMIC_ACQUIRE) == i)
+                refine(i);
+            __atomic_store_n(&refining, 0, __ATOMIC_RELEASE);
+            i = __atomic_load_n(&clock_piece, __ATOMIC_ACQUIRE);
+            t = __rdtsc();
         }
+        return on_piece(&clock_pieces[i], t);
     }
 #endif
-    return now;
+    return monotonic_ns();
 }

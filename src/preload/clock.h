@@ -13,26 +13,37 @@
 
 extern int64_t clock_origin_ns;
 
-/* The TSC-to-ns conversion, valid once clock_tsc_ready is 1. */
+/* One piece of the TSC-to-ns conversion: for tsc0 <= tsc < tsc_next,
+ * ns = ns0 + (tsc - tsc0) * ns_per_tick.  Written once, before the release
+ * store of clock_piece that publishes it; never changed afterwards. */
 struct clock_tsc {
     uint64_t tsc0;
+    uint64_t tsc_next; /* the next recalibration is due here */
     int64_t ns0;
     double ns_per_tick;
 };
-extern struct clock_tsc clock_tsc;
-extern int clock_tsc_ready;
+extern struct clock_tsc clock_pieces[];
+extern int clock_piece; /* index of the newest piece; -1: no TSC */
 
-/* Sets the origin; starts TSC calibration where the TSC is invariant. */
+/* Sets the origin and, where the TSC is invariant, calibrates it (a
+ * quarter of a millisecond, once): readings are rdtsc from the start. */
 void clock_init(void);
-/* CLOCK_MONOTONIC, and the calibration step once enough time has passed. */
+/* CLOCK_MONOTONIC without a TSC; otherwise the next piece of the
+ * conversion, once a recalibration is due.  Async-signal-safe. */
 int64_t clock_slow_ns(void);
+/* True when readings come from the TSC (for tests). */
+int clock_uses_tsc(void);
 
 static inline int64_t clock_now_ns(void)
 {
 #if defined(__x86_64__)
-    if (__builtin_expect(__atomic_load_n(&clock_tsc_ready, __ATOMIC_ACQUIRE), 1))
-        return clock_tsc.ns0 +
-               (int64_t)((double)(__rdtsc() - clock_tsc.tsc0) * clock_tsc.ns_per_tick);
+    int i = __atomic_load_n(&clock_piece, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(i >= 0, 1)) {
+        const struct clock_tsc *p = &clock_pieces[i];
+        uint64_t t = __rdtsc();
+        if (__builtin_expect(t - p->tsc0 < p->tsc_next - p->tsc0, 1))
+            return p->ns0 + (int64_t)((double)(t - p->tsc0) * p->ns_per_tick);
+    }
 #endif
     return clock_slow_ns();
 }

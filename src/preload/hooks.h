@@ -76,9 +76,15 @@ static inline void hook_leave(void)
 }
 
 /* Device ordinal of the calling thread's current context (driver calls) or
- * current device (runtime calls); 0 when it cannot be told. */
+ * current device (runtime calls); 0 when it cannot be told.  Cached per
+ * thread: asking costs a call into the driver or runtime per allocation. */
 int hooks_driver_device(void);
 int hooks_runtime_device(void);
+/* Forgets the cached device after a call that may change it: this
+ * thread's (cudaSetDevice, cuCtxSetCurrent/Push/Pop, cuCtxCreate), or, with
+ * every_thread, all threads' (a context destroyed or reset).  Async-signal-
+ * safe; callable before initialisation. */
+void hooks_device_changed(bool every_thread);
 
 /* The created context (hooks_context.c) current on this thread, as the
  * tracker numbers it (record_alloc.ctx): 0 for a primary context.  Costs two

@@ -88,22 +88,70 @@ void hooks_thread_start(void)
         pthread_setspecific(thread_key, &thread_key); /* any non-NULL value */
 }
 
-int hooks_driver_device(void)
+/* The current device, cached per thread (see hooks.h).  A cached value is
+ * good while `gen` matches device_gen (bumped when a context is destroyed
+ * or reset: another thread's current context may be gone) and `epoch`
+ * matches device_epoch (bumped by this thread's own switches).  A fill
+ * reads both before asking the driver, so a switch in between - a signal
+ * handler's included - leaves the filled value stale, never wrong. */
+static unsigned device_gen = 1;
+static __thread unsigned device_epoch __attribute__((tls_model("initial-exec")));
+static __thread struct {
+    unsigned gen, epoch;
+    int device; /* >= 0 when filled */
+} cached[2] __attribute__((tls_model("initial-exec")));
+
+void hooks_device_changed(bool every_thread)
+{
+    if (every_thread)
+        __atomic_add_fetch(&device_gen, 1, __ATOMIC_RELEASE);
+    device_epoch++;
+}
+
+static int ask_driver(void)
 {
     PFN(cuCtxGetDevice) get = REAL(cuCtxGetDevice);
     CUdevice d;
     if (get != NULL && get(&d) == CUDA_SUCCESS && d >= 0)
         return d;
-    return 0;
+    return -1;
 }
 
-int hooks_runtime_device(void)
+static int ask_runtime(void)
 {
     PFN(cudaGetDevice) get = REAL(cudaGetDevice);
     int d;
     if (get != NULL && get(&d) == cudaSuccess && d >= 0)
         return d;
-    return hooks_driver_device();
+    return ask_driver();
+}
+
+/* Layer 0: the driver's current context; 1: the runtime's current device.
+ * A failed query is not cached (no context yet: the next call asks again). */
+static int current_device(int layer)
+{
+    unsigned gen = __atomic_load_n(&device_gen, __ATOMIC_ACQUIRE);
+    unsigned epoch = device_epoch;
+    if (__builtin_expect(cached[layer].gen == gen && cached[layer].epoch == epoch &&
+                         cached[layer].device >= 0, 1))
+        return cached[layer].device;
+    int d = layer ? ask_runtime() : ask_driver();
+    if (d < 0)
+        return 0;
+    cached[layer].gen = gen;
+    cached[layer].epoch = epoch;
+    cached[layer].device = d;
+    return d;
+}
+
+int hooks_driver_device(void)
+{
+    return current_device(0);
+}
+
+int hooks_runtime_device(void)
+{
+    return current_device(1);
 }
 
 /* Native frames (unless CUMEMTRACE_NATIVE=0), with the thread's Python

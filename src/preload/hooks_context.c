@@ -1,5 +1,7 @@
 /* hooks_context.c - context lifetimes: what the driver frees when a context
- * goes, so the snapshot and CUMEMTRACE_LIMIT stop counting it.
+ * goes, so the snapshot and CUMEMTRACE_LIMIT stop counting it; and the calls
+ * that change a thread's current context or device, which only forget the
+ * device the wrappers cache per thread (hooks_common.c).
  *
  * NVIDIA's documentation (cuda.h, cuCtxDestroy; cudaDeviceReset): destroying
  * a context frees its cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged and
@@ -115,6 +117,7 @@ void hooks_context_atfork_child(void)
 
 static CUresult after_create(CUresult r, CUcontext *pctx, CUdevice dev)
 {
+    hooks_device_changed(false); /* the new context is current now */
     if (hook_enter() && r == CUDA_SUCCESS && pctx != NULL && *pctx != NULL) {
         pthread_mutex_lock(&created_lock);
         unsigned n = created_find(*pctx); /* a reused address: the old one is gone */
@@ -159,6 +162,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
     if (real == NULL)
         return NO_DRIVER;
     CUresult r = real(ctx);
+    hooks_device_changed(true); /* it may have been current anywhere */
     if (hook_enter() && r == CUDA_SUCCESS && ctx != NULL) {
         pthread_mutex_lock(&created_lock);
         unsigned n = created_find(ctx);
@@ -181,6 +185,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
 
 static CUresult after_reset(CUresult r, CUdevice dev, const char *why)
 {
+    hooks_device_changed(true);
     if (hook_enter() && r == CUDA_SUCCESS)
         destroyed(dev, 0, why);
     hook_leave();
@@ -204,6 +209,7 @@ CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 /* A release destroys the context only when it dropped the last reference. */
 static CUresult after_release(CUresult r, CUdevice dev)
 {
+    hooks_device_changed(true);
     if (hook_enter() && r == CUDA_SUCCESS) {
         PFN(cuDevicePrimaryCtxGetState) state = REAL(cuDevicePrimaryCtxGetState);
         unsigned int flags;
@@ -237,8 +243,32 @@ cudaError_t cudaDeviceReset(void)
     bool traced = hook_enter();
     int dev = traced ? hooks_runtime_device() : 0;
     cudaError_t r = real();
+    hooks_device_changed(true);
     if (traced && r == cudaSuccess)
         destroyed(dev, 0, "cudaDeviceReset");
     hook_leave();
     return r;
 }
+
+/* ---- switching the current context or device ----
+ * Nothing to record: each forgets this thread's cached device (hooks.h)
+ * once the real call has switched, whatever it returned, nested or not
+ * (the runtime's cudaSetDevice reaches cuCtxSetCurrent through us too). */
+
+#define SWITCH(ret_t, no_real, sym, params, args) \
+    ret_t sym params                              \
+    {                                             \
+        PFN(sym) real = REAL(sym);                \
+        if (real == NULL)                         \
+            return no_real;                       \
+        ret_t r = real args;                      \
+        hooks_device_changed(false);              \
+        return r;                                 \
+    }
+
+SWITCH(CUresult, NO_DRIVER, cuCtxSetCurrent, (CUcontext ctx), (ctx))
+SWITCH(CUresult, NO_DRIVER, cuCtxPushCurrent, (CUcontext ctx), (ctx))
+SWITCH(CUresult, NO_DRIVER, cuCtxPushCurrent_v2, (CUcontext ctx), (ctx))
+SWITCH(CUresult, NO_DRIVER, cuCtxPopCurrent, (CUcontext *pctx), (pctx))
+SWITCH(CUresult, NO_DRIVER, cuCtxPopCurrent_v2, (CUcontext *pctx), (pctx))
+SWITCH(cudaError_t, NO_RUNTIME, cudaSetDevice, (int device), (device))

@@ -48,7 +48,12 @@
     X(cuCtxCreate_v2, "cuCtxCreate", 3020, 0)                             \
     X(cuCtxCreate_v3, "cuCtxCreate", 11040, 0)                            \
     X(cuCtxCreate_v4, "cuCtxCreate", 12050, 0)                            \
-    X(cuCtxDestroy_v2, "cuCtxDestroy", 4000, 0)
+    X(cuCtxDestroy_v2, "cuCtxDestroy", 4000, 0)                           \
+    X(cuCtxSetCurrent, "cuCtxSetCurrent", 4000, 0)                        \
+    X(cuCtxPushCurrent, "cuCtxPushCurrent", 2000, 0)                      \
+    X(cuCtxPushCurrent_v2, "cuCtxPushCurrent", 4000, 0)                   \
+    X(cuCtxPopCurrent, "cuCtxPopCurrent", 2000, 0)                        \
+    X(cuCtxPopCurrent_v2, "cuCtxPopCurrent", 4000, 0)
 
 #define CUMEMTRACE_RUNTIME_HOOKS(X)                                       \
     X(cudaMalloc, "cudaMalloc", 0, 0)                                     \
@@ -67,6 +72,7 @@
     X(cudaMallocFromPoolAsync_ptsz, "cudaMallocFromPoolAsync", 0, 1)      \
     X(cudaMemGetInfo, "cudaMemGetInfo", 0, 0)                             \
     X(cudaDeviceReset, "cudaDeviceReset", 0, 0)                           \
+    X(cudaSetDevice, "cudaSetDevice", 0, 0)                               \
     X(cudaGetDriverEntryPoint, "cudaGetDriverEntryPoint", 0, 0)           \
     X(cudaGetDriverEntryPoint_ptsz, "cudaGetDriverEntryPoint", 0, 1)      \
     X(cudaGetDriverEntryPointByVersion, "cudaGetDriverEntryPointByVersion", 0, 0) \

@@ -9,6 +9,10 @@
 #pragma GCC visibility push(default)
 #include "cuda_api.h"
 
+/* The pre-4.0 ABI of the context stack (same parameters; NVIDIA's cuda.h
+ * maps the names to _v2), still exported by libcuda for old binaries. */
+CUresult cuCtxPushCurrent(CUcontext ctx);
+CUresult cuCtxPopCurrent(CUcontext *pctx);
 /* Runtime entry points that exist in libcudart but not in cuda_api.h. */
 cudaError_t cudaGetDriverEntryPoint_ptsz(
     const char *symbol, void **funcPtr, unsigned long long flags,

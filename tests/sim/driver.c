@@ -620,9 +620,14 @@ CUresult cuCtxSetCurrent(CUcontext ctx)
 }
 DRIVER_SELF(cuCtxSetCurrent);
 
-/* The sim keeps no context stack: with one (primary) context per device,
- * push makes ctx current and pop hands back and clears the current one,
- * which is what a push/pop pair around other work amounts to. */
+/* The context stack of the calling thread, as the driver's: push saves the
+ * current context and makes ctx current, pop hands back the current one and
+ * makes the saved one current again (none when the stack is empty).  Deeper
+ * than STACK_MAX, push answers CUDA_ERROR_OUT_OF_MEMORY. */
+enum { STACK_MAX = 16 };
+static _Thread_local struct CUctx_st *ctx_stack[STACK_MAX];
+static _Thread_local int ctx_depth;
+
 CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 {
     DRIVER_ENTER(cuCtxPushCurrent_v2);
@@ -633,8 +638,12 @@ CUresult cuCtxPushCurrent_v2(CUcontext ctx)
             r = CUDA_ERROR_INVALID_CONTEXT;
         driver_unlock();
     }
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS && ctx_depth == STACK_MAX)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS) {
+        ctx_stack[ctx_depth++] = current_ctx;
         current_ctx = ctx;
+    }
     return driver_leave(SYM_cuCtxPushCurrent_v2, r, "(%p)", (void *)ctx);
 }
 DRIVER_SELF(cuCtxPushCurrent_v2);
@@ -648,7 +657,7 @@ CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
     if (r == CUDA_SUCCESS) {
         if (pctx != NULL)
             *pctx = current_ctx;
-        current_ctx = NULL;
+        current_ctx = ctx_depth > 0 ? ctx_stack[--ctx_depth] : NULL;
     }
     return driver_leave(SYM_cuCtxPopCurrent_v2, r, "()");
 }
