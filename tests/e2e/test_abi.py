@@ -46,7 +46,7 @@ def test_declarations_match_nvidia(tmp_path):
 
 def test_every_prototype_is_checked(tmp_path):
     """The generated list holds every prototype of cuda_api.h (counted here
-    by a second, independent reading of the header) and the two of
+    by a second, independent reading of the header) and the four of
     resolve.h, so none escapes the redeclaration check."""
     p = check(tmp_path, only="functions")
     assert p.returncode == 0, p.stderr
@@ -55,7 +55,8 @@ def test_every_prototype_is_checked(tmp_path):
     # a prototype starts at column 0: [const] type [*]name(
     ours = re.findall(r"^(?:const\s+)?\w+\s*\*?\s*(cu\w+)\(", API_H.read_text(), re.M)
     assert ours and sorted(ours) == sorted(checked[:len(ours)]), (ours, checked)
-    assert checked[len(ours):] == ["cudaGetDriverEntryPoint_ptsz",
+    assert checked[len(ours):] == ["cuCtxPushCurrent", "cuCtxPopCurrent",
+                                   "cudaGetDriverEntryPoint_ptsz",
                                    "cudaGetDriverEntryPointByVersion_ptsz"]
     for n in ("cuMemAlloc", "cuMemAlloc_v2", "cuMemAllocAsync_ptsz",
               "cudaMallocAsync", "cudaMallocAsync_ptsz"):
