@@ -37,6 +37,11 @@ $(BUILD)/tests/unit/test_python: tests/unit/test_python.c $(BUILD)/obj/src/prelo
     $(BUILD)/obj/src/preload/clock.o $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Isrc/preload -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
+# unwind.c reads frame rules with cfi.c and logs with log.c.
+$(BUILD)/tests/unit/test_unwind: tests/unit/test_unwind.c $(BUILD)/obj/src/preload/unwind.o \
+    $(BUILD)/obj/src/preload/cfi.o $(BUILD)/obj/src/preload/log.o $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Isrc/preload -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
 # record.c hands its event log to event_log.c.
 $(BUILD)/tests/unit/test_record: tests/unit/test_record.c $(RECORD_OBJ) \
     $(BUILD)/obj/src/preload/event_log.o $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)

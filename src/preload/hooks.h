@@ -116,7 +116,14 @@ struct hook_alloc {
     bool reserved;         /* bytes reserved against CUMEMTRACE_LIMIT */
     bool runtime;          /* a runtime entry point (how to find the device) */
     struct hook_outer outer;
+    /* The wrapper's frame (HOOK_FRAME): stacks are walked from its caller,
+     * not through our own frames.  NULL: from the capture itself. */
+    const void *frame;
 };
+
+/* The calling wrapper's frame address; using it makes the compiler give the
+ * wrapper a frame pointer, so its caller's state is at a known place. */
+#define HOOK_FRAME() __builtin_frame_address(0)
 
 /* Before the real call.  Returns false when CUMEMTRACE_LIMIT refuses the
  * request: the wrapper then returns its API's out-of-memory code without
@@ -153,7 +160,8 @@ void hooks_free_end(struct hook_free *f, bool ok);
         PFN(sym) real = REAL(sym);                                            \
         if (real == NULL)                                                     \
             return no_real;                                                   \
-        struct hook_alloc c = {SLOT_##sym, kind, -1, (size_arg), false, false, false, {0}}; \
+        struct hook_alloc c = {SLOT_##sym, kind, -1, (size_arg), false, false, false, \
+                               {0}, HOOK_FRAME()};                            \
         if (!hooks_alloc_begin(&c, runtime))                                  \
             return oom; /* refused by CUMEMTRACE_LIMIT */                     \
         ret_t r = real args;                                                  \

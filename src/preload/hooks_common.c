@@ -157,22 +157,22 @@ int hooks_runtime_device(void)
 /* Native frames (unless CUMEMTRACE_NATIVE=0), with the thread's Python
  * frames merged in where CPython runs (python.c); CUMEMTRACE_DEPTH=0 records
  * no stack at all.  Without Python the merge costs one branch. */
-static unsigned capture_frames(void **frames)
+static unsigned capture_frames(void **frames, const void *from)
 {
     unsigned n = 0;
     if (config.depth != 0) {
         if (config.native)
-            n = unwind_capture(frames, config.depth);
+            n = unwind_capture(frames, config.depth, from);
         if (__builtin_expect(python_wanted(), 0))
             n = python_merge(frames, n, RECORD_MAX_DEPTH);
     }
     return n;
 }
 
-static struct record_stack *capture(unsigned slot)
+static struct record_stack *capture(unsigned slot, const void *from)
 {
     void *frames[RECORD_MAX_DEPTH];
-    unsigned n = capture_frames(frames);
+    unsigned n = capture_frames(frames, from);
     return record_stack_intern(slot, frames, n);
 }
 
@@ -250,7 +250,7 @@ bool hooks_alloc_begin(struct hook_alloc *c, bool runtime)
     if (c->device < 0)
         c->device = runtime ? hooks_runtime_device() : hooks_driver_device();
     if (!record_limit_reserve(c->device, c->requested)) {
-        struct record_stack *st = capture(c->slot);
+        struct record_stack *st = capture(c->slot, c->frame);
         record_failure(c->kind, c->device);
         oom_on_failure(c->slot, c->kind, c->device, c->requested, true, st,
                        clock_now_ns());
@@ -283,13 +283,13 @@ void hooks_alloc_end(struct hook_alloc *c, bool ok, bool oom, uintptr_t addr,
         struct record_alloc a = {addr, size, c->requested, c->kind, dev,
                                  is_handle, (uint16_t)hooks_context_owner()};
         void *frames[RECORD_MAX_DEPTH];
-        unsigned n = capture_frames(frames);
+        unsigned n = capture_frames(frames, c->frame);
         int64_t now = clock_now_ns();
         record_alloc_at(&a, c->slot, frames, n, now);
         oom_on_success(c->kind, c->device, c->requested, now);
         python_arm_torch_layer();
     } else if (oom) {
-        struct record_stack *st = capture(c->slot);
+        struct record_stack *st = capture(c->slot, c->frame);
         record_failure(c->kind, c->device);
         oom_on_failure(c->slot, c->kind, c->device, c->requested, false, st,
                        clock_now_ns());

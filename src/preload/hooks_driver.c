@@ -135,7 +135,8 @@ DRIVER_FREE(cuMemFreeAsync_ptsz, KIND_DEVICE, dptr,
         if (real == NULL)                                                      \
             return NO_DRIVER;                                                  \
         struct hook_alloc c = {SLOT_##sym, KIND_DEVICE, -1,                    \
-                               (uint64_t)WidthInBytes * Height, false, false, false, {0}}; \
+                               (uint64_t)WidthInBytes * Height, false, false, false, \
+                               {0}, HOOK_FRAME()};                            \
         if (!hooks_alloc_begin(&c, false))                                     \
             return CUDA_ERROR_OUT_OF_MEMORY;                                   \
         CUresult r = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes); \

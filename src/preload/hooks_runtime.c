@@ -33,9 +33,10 @@ RUNTIME_FREE(cudaFree, KIND_DEVICE, devPtr, (void *devPtr), (devPtr))
 
 /* Pitched allocations charge pitch * rows, known only after the call. */
 static bool pitched_begin(struct hook_alloc *c, unsigned slot,
-                          uint64_t requested)
+                          uint64_t requested, const void *frame)
 {
-    *c = (struct hook_alloc){slot, KIND_DEVICE, -1, requested, false, false, true, {0}};
+    *c = (struct hook_alloc){slot, KIND_DEVICE, -1, requested, false, false, true,
+                             {0}, frame};
     return hooks_alloc_begin(c, true);
 }
 
@@ -46,7 +47,7 @@ cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width,
     struct hook_alloc c;
     if (real == NULL)
         return NO_RUNTIME;
-    if (!pitched_begin(&c, SLOT_cudaMallocPitch, (uint64_t)width * height))
+    if (!pitched_begin(&c, SLOT_cudaMallocPitch, (uint64_t)width * height, HOOK_FRAME()))
         return cudaErrorMemoryAllocation;
     cudaError_t r = real(devPtr, pitch, width, height);
     bool ok = r == cudaSuccess;
@@ -64,7 +65,7 @@ cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr,
     if (real == NULL)
         return NO_RUNTIME;
     uint64_t rows = (uint64_t)extent.height * extent.depth;
-    if (!pitched_begin(&c, SLOT_cudaMalloc3D, extent.width * rows))
+    if (!pitched_begin(&c, SLOT_cudaMalloc3D, extent.width * rows, HOOK_FRAME()))
         return cudaErrorMemoryAllocation;
     cudaError_t r = real(pitchedDevPtr, extent);
     bool ok = r == cudaSuccess;

@@ -27,7 +27,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     if (real == NULL)
         return NO_DRIVER;
     struct hook_alloc c = {.slot = SLOT_cuMemCreate, .kind = KIND_VMM,
-                           .device = -1, .requested = size};
+                           .device = -1, .requested = size, .frame = HOOK_FRAME()};
     if (prop != NULL) {
         if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
             c.device = prop->location.id;

@@ -107,27 +107,32 @@ void record_init(size_t cap, int64_t (*clock)(void))
 /* ---- stacks ---- */
 
 /* Four independent lanes: a single multiply chain over 32 frames is bound
- * by multiply latency (~60 ns); four chains overlap in the pipeline. */
+ * by multiply latency (~60 ns); four chains overlap in the pipeline.  The
+ * lanes are scalars and the loop is unrolled by hand: as an array in a
+ * nested loop they cost ~15 instructions a frame, now ~5. */
+#define STACK_MIX(h, f) (h ^= (uint64_t)(uintptr_t)(f), h *= k, h ^= h >> 29)
 static uint64_t stack_hash(unsigned entry, void *const *frames, unsigned depth)
 {
     const uint64_t k = 0xff51afd7ed558ccdULL;
-    uint64_t h[4] = {0x9E3779B97F4A7C15ULL * (entry + 1), 0xC2B2AE3D27D4EB4FULL,
-                     0x165667B19E3779F9ULL, 0x27D4EB2F165667C5ULL ^ depth};
+    uint64_t h0 = 0x9E3779B97F4A7C15ULL * (entry + 1), h1 = 0xC2B2AE3D27D4EB4FULL,
+             h2 = 0x165667B19E3779F9ULL, h3 = 0x27D4EB2F165667C5ULL ^ depth;
     unsigned i = 0;
-    for (; i + 4 <= depth; i += 4)
-        for (unsigned l = 0; l < 4; l++) {
-            h[l] ^= (uint64_t)(uintptr_t)frames[i + l];
-            h[l] *= k;
-            h[l] ^= h[l] >> 29;
-        }
-    for (unsigned l = 0; i < depth; i++, l++) {
-        h[l] ^= (uint64_t)(uintptr_t)frames[i];
-        h[l] *= k;
-        h[l] ^= h[l] >> 29;
+    for (; i + 4 <= depth; i += 4) {
+        STACK_MIX(h0, frames[i]);
+        STACK_MIX(h1, frames[i + 1]);
+        STACK_MIX(h2, frames[i + 2]);
+        STACK_MIX(h3, frames[i + 3]);
     }
-    uint64_t x = h[0] ^ (h[1] * k) ^ (h[2] * (k + 2)) ^ (h[3] * (k + 4));
+    if (i < depth)
+        STACK_MIX(h0, frames[i]);
+    if (i + 1 < depth)
+        STACK_MIX(h1, frames[i + 1]);
+    if (i + 2 < depth)
+        STACK_MIX(h2, frames[i + 2]);
+    uint64_t x = h0 ^ (h1 * k) ^ (h2 * (k + 2)) ^ (h3 * (k + 4));
     return x ^ (x >> 31);
 }
+#undef STACK_MIX
 
 static bool stack_equal(const struct record_stack *s, unsigned entry,
                         void *const *frames, unsigned depth)

@@ -22,15 +22,34 @@
  * with glibc's lock-free _dl_find_object), so the first COLD_CAPTURES
  * stacks of a thread are taken with it; both report the same return
  * addresses, so the stacks dedupe as one (tests/e2e/test_concurrency.py).
+ *
+ * The common path needs neither (x86-64): a walk by frame rules.  Each
+ * return address's rule - where the CFA is, whether and where the caller's
+ * rbp is saved - comes from the module's .eh_frame, read once and cached
+ * (cfi.c), so the walk follows the very rules libunwind would, frame
+ * pointers or not, at a hash probe and two loads a frame.  It never reads
+ * outside the calling thread's stack: every CFA must rise strictly, stay
+ * 8-aligned and below the stack's top, and the two reads of a frame lie
+ * between the previous CFA and the new one.  The top: the page holding
+ * glibc's __libc_stack_end for the main thread; for other threads the
+ * thread descriptor, which glibc (nptl allocatestack.c) places above the
+ * stack in the same mapping, user-supplied stacks included; a stack
+ * pointer more than MAX_STACK below either (a signal's alternate stack, a
+ * coroutine's) has no known top, and the walk is not tried.  Any frame
+ * without a plain rule (a signal frame, a DWARF expression, no FDE) hands
+ * the whole stack to libunwind; so does a walk that leaves the bounds.
+ * Both report the same return addresses (tests/unit/test_unwind.c).
  */
 #include "unwind.h"
 
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "cfi.h"
 #include "log.h"
 #include "record.h"
 
@@ -80,9 +99,104 @@ int unwind_is_ours(const void *addr)
     return a >= self_lo && a < self_hi;
 }
 
+/* ---- the frame-rule walk ---- */
+
+#if defined(__x86_64__)
+#define MAX_STACK ((uintptr_t)64 << 20) /* beyond any thread's stack here */
+static bool walk_ok;                 /* cfi_init found _dl_find_object */
+static uintptr_t main_top;           /* page end of __libc_stack_end */
+static __thread uintptr_t stack_top __attribute__((tls_model("initial-exec")));
+
+/* The top of the stack `sp` lies on (see above), or 0 when unknown. */
+static uintptr_t top_of(uintptr_t sp)
+{
+    uintptr_t top = stack_top;
+    if (__builtin_expect(top > sp && top - sp <= MAX_STACK, 1))
+        return top;
+    if (main_top > sp && main_top - sp <= MAX_STACK)
+        top = main_top;
+    else if ((uintptr_t)pthread_self() > sp && (uintptr_t)pthread_self() - sp <= MAX_STACK)
+        top = (uintptr_t)pthread_self();
+    else
+        return 0;
+    stack_top = top;
+    return top;
+}
+
+/* Walks from the frame whose caller resumes at `pc` with stack pointer
+ * `sp` and rbp `rbp`, storing up to `max` return addresses.  Returns how
+ * many, or -1 when the stack needs libunwind.  Every read lies in [sp, top):
+ * the walk reads other frames of this thread's stack by design, so the
+ * sanitizer's redzone checks do not apply to it. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NO_ASAN __attribute__((no_sanitize("address")))
+#endif
+#endif
+#if !defined(NO_ASAN) && defined(__SANITIZE_ADDRESS__)
+#define NO_ASAN __attribute__((no_sanitize_address))
+#endif
+#ifndef NO_ASAN
+#define NO_ASAN
+#endif
+
+NO_ASAN int unwind_walk(void **out, unsigned max, uintptr_t pc, uintptr_t sp,
+                        uintptr_t rbp, uintptr_t top)
+{
+    unsigned n = 0;
+    while (n < max) {
+        uint64_t e = cfi_entry(pc);
+        uintptr_t off = CFI_CFA_OFF(e);
+        out[n++] = (void *)pc;
+        if (__builtin_expect(off == 0, 0))
+            /* the outermost frame (libunwind stops there too), or no rule */
+            return (e & CFI_LAST) ? (int)n : -1;
+        uintptr_t cfa = ((e & CFI_RBP) ? rbp : sp) + off;
+        if (cfa - sp - 1 >= top - sp || (cfa & 7)) /* sp < cfa <= top, aligned */
+            return -1;
+        pc = *(const uintptr_t *)(cfa - 8);
+        uintptr_t slot = CFI_RBP_SLOT(e);
+        if (slot != 0) {
+            if (slot > cfa - sp)
+                return -1;
+            rbp = *(const uintptr_t *)(cfa - slot);
+        }
+        sp = cfa;
+        if (pc == 0)
+            return (int)n;
+    }
+    return (int)n;
+}
+
+/* The walk from our caller: this function keeps a frame pointer (GCC and
+ * clang set one up where __builtin_frame_address(0) is used). */
+static __attribute__((noinline)) int walk_here(void **out, unsigned max)
+{
+    uintptr_t fa = (uintptr_t)__builtin_frame_address(0);
+    uintptr_t top = top_of(fa);
+    if (top == 0 || top - fa < 16)
+        return -1;
+    return unwind_walk(out, max, (uintptr_t)__builtin_return_address(0), fa + 16,
+                       *(const uintptr_t *)fa, top);
+}
+#else
+int unwind_walk(void **out, unsigned max, uintptr_t pc, uintptr_t sp,
+                uintptr_t rbp, uintptr_t top)
+{
+    (void)out, (void)max, (void)pc, (void)sp, (void)rbp, (void)top;
+    return -1;
+}
+#endif
+
 int unwind_init(void)
 {
     dl_iterate_phdr(find_self, (void *)(uintptr_t)unwind_capture);
+#if defined(__x86_64__)
+    void **stack_end = dlsym(RTLD_DEFAULT, "__libc_stack_end");
+    if (stack_end != NULL && *stack_end != NULL)
+        main_top = ((uintptr_t)*stack_end | 4095) + 1;
+    walk_ok = cfi_init();
+#endif
 
     void *h = USE_LIBUNWIND ? dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL)
                             : NULL;
@@ -118,8 +232,24 @@ int unwind_init(void)
     return fn != NULL ? 0 : -1;
 }
 
-unsigned unwind_capture(void **frames, unsigned max)
+unsigned unwind_capture(void **frames, unsigned max, const void *from)
 {
+    if (max > RECORD_MAX_DEPTH)
+        max = RECORD_MAX_DEPTH;
+#if defined(__x86_64__)
+    /* From the wrapper's caller: none of our frames to walk or drop. */
+    if (__builtin_expect(walk_ok && from != NULL, 1)) {
+        uintptr_t fa = (uintptr_t)from, top = top_of(fa);
+        const uintptr_t *rec = from; /* saved rbp, return address */
+        int n = top != 0 && top - fa >= 16 && !(fa & 7)
+                    ? unwind_walk(frames, max, rec[1], fa + 16, rec[0], top)
+                    : -1;
+        if (n > 0 && !unwind_is_ours(frames[0]))
+            return (unsigned)n;
+    }
+#else
+    (void)from;
+#endif
     /* Our own frames (this function, the hook helper, the wrapper) come
      * first and are dropped.  Unwinding costs 10-20 ns a frame, so we ask
      * for just as many extra as we have seen of our own: 8 the first time,
@@ -132,12 +262,19 @@ unsigned unwind_capture(void **frames, unsigned max)
         want = FIRST_SLACK;
     if (max > RECORD_MAX_DEPTH)
         max = RECORD_MAX_DEPTH;
-    backtrace_fn fn = capture;
-    if (__builtin_expect(thread_captures < COLD_CAPTURES, 0)) {
-        thread_captures++;
-        fn = backtrace;
+    int n = -1;
+#if defined(__x86_64__)
+    if (__builtin_expect(walk_ok, 1))
+        n = walk_here(buf, max + want);
+#endif
+    if (n < 0) {
+        backtrace_fn fn = capture;
+        if (__builtin_expect(thread_captures < COLD_CAPTURES, 0)) {
+            thread_captures++;
+            fn = backtrace;
+        }
+        n = fn(buf, (int)(max + want));
     }
-    int n = fn(buf, (int)(max + want));
     /* A sanitizer's backtrace() interceptor may put its own frames first:
      * start at our first frame when there is one among the first few. */
     int skip = 0;

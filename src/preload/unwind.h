@@ -2,14 +2,25 @@
 #ifndef CUMEMTRACE_UNWIND_H
 #define CUMEMTRACE_UNWIND_H
 
+#include <stdint.h>
+
 /* Loads libunwind privately and warms it up.  Returns 0, or -1 when it is
  * not installed (stacks then come from glibc's backtrace(), slower). */
 int unwind_init(void);
 
 /* Stores up to `max` return addresses of the calling thread, innermost
- * first, skipping this library's own frames; returns how many.  No locks, no
- * allocation after unwind_init. */
-unsigned unwind_capture(void **frames, unsigned max);
+ * first, skipping this library's own frames; returns how many.  `from`:
+ * NULL, or the frame address of a function of ours further out that has a
+ * frame pointer (a wrapper's HOOK_FRAME()): the walk then starts at its
+ * caller.  No locks, no allocation after unwind_init. */
+unsigned unwind_capture(void **frames, unsigned max, const void *from);
+
+/* The frame-rule walk (unwind.c), for tests: up to `max` return addresses
+ * from the frame whose caller resumes at `pc` with stack pointer `sp` and
+ * rbp `rbp`, reading nothing outside [sp, top).  Returns how many, or -1
+ * when the stack needs libunwind.  x86-64 only. */
+int unwind_walk(void **out, unsigned max, uintptr_t pc, uintptr_t sp,
+                uintptr_t rbp, uintptr_t top);
 
 /* True if `addr` lies in this library's own code. */
 int unwind_is_ours(const void *addr);
