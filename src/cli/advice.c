@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "frames.h"
 #include "out.h"
+#include "report_layout.h"
 #include "sites.h"
 
 static void add(struct advice *out, int *n, const char *id, uint64_t bytes,
@@ -60,6 +62,28 @@ static bool config_has(const struct snap_allocator *a, const char *item)
     return a->config != NULL && strstr(a->config, item) != NULL;
 }
 
+/* Driver fragmentation: the one live allocation whose free would join the
+ * gaps on either side into a hole as large as the request.  It names only
+ * what oom.layout lists as live at the failure, never a freed buffer. */
+static void free_to_fit(struct snapshot *s, struct advice *out, int *n)
+{
+    const struct snap_oom *o = &s->oom;
+    const struct snap_layout *l = &o->layout;
+    if (!l->present || !l->has_best_free || l->gaps_at_least_request > 0 ||
+        l->best_free_hole_bytes < o->requested_bytes)
+        return;
+    const char *site = l->best_free.stack != SNAP_NO_STACK
+                           ? frames_group_label(s, l->best_free.stack, BY_STACK)
+                           : NULL;
+    char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM];
+    add(out, n, "free-to-fit", l->best_free.bytes,
+        "the %s allocation of %s, live at the failure, sits between gaps: freeing it "
+        "(or allocating it before the others) leaves a hole of up to %s, enough for the "
+        "%s request",
+        out_bytes(l->best_free.bytes, a), site ? site : "an unknown call site",
+        out_bytes(l->best_free_hole_bytes, b), out_bytes(o->requested_bytes, c));
+}
+
 static void oom_advice(struct snapshot *s, struct advice *out, int *n)
 {
     const struct snap_oom *o = &s->oom;
@@ -108,13 +132,19 @@ static void oom_advice(struct snapshot *s, struct advice *out, int *n)
             out_bytes(over, c), frac, fr);
     }
     if (o->cause == CAUSE_FRAGMENTATION) {
+        const struct snap_layout *l = &o->layout;
+        char gaps[300] = "", list[256];
+        if (l->present && l->gap_count > 0)
+            snprintf(gaps, sizeof gaps, " (the largest gaps between its %" PRIu64
+                     " allocations: %s)", l->count, report_layout_gaps(l, list, sizeof list));
         add(out, n, "fragmentation", known(o->free_bytes) ? o->free_bytes : 0,
             "the driver had %s free, at least the %s requested, but no range of "
-            "that size: fragmentation between this process's allocations - with "
+            "that size: fragmentation between this process's allocations%s - with "
             "PyTorch set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; "
             "otherwise allocate the largest buffers first, before memory is cut "
             "into pieces",
-            fr, req);
+            fr, req, gaps);
+        free_to_fit(s, out, n);
     }
     if (o->cause == CAUSE_LIMIT) {
         uint64_t held = known(o->tracked_bytes) ? o->tracked_bytes : 0;

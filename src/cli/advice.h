@@ -12,6 +12,9 @@
  *   max-split-size      the same with expandable segments already on
  *   memory-fraction     oom.cause "allocator_limit"
  *   fragmentation       oom.cause "fragmentation" (driver: free >= request)
+ *   free-to-fit         the same, no gap between our allocations fits, and
+ *                       freeing one live allocation (oom.layout.best_free)
+ *                       joins the gaps beside it into a hole >= the request
  *   limit               oom.cause "limit" (CUMEMTRACE_LIMIT)
  *   untracked           untracked > what the request lacked, or
  *                       > ADVICE_UNTRACKED_PCT % of the device

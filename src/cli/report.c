@@ -23,6 +23,7 @@
 #include "out.h"
 #include "ranks.h"
 #include "report_allocator.h"
+#include "report_layout.h"
 #include "report_churn.h"
 #include "sites.h"
 
@@ -388,6 +389,7 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
     }
     report_allocator_lines(f, s->ctx, o);
     print_cause(f, s, o);
+    report_layout_lines(f, o);
     print_retries(f, o);
     if (o->stack != SNAP_NO_STACK) {
         const struct snap_stack *st = &s->stacks[o->stack];

@@ -62,6 +62,8 @@ void snapshot_free(struct snapshot *s)
     groups_free(&s->host.at_peak);
     groups_free(&s->oom.live);
     groups_free(&s->oom.released);
+    free(s->oom.layout.allocations);
+    free(s->oom.layout.gaps);
     free(s->ooms.dumps);
     free(s->ooms.attempts);
     free(s->events.v);

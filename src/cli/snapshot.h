@@ -178,6 +178,29 @@ struct snap_counters {
     uint64_t unknown_free_calls, oom_dumps_suppressed;
 };
 
+/* oom.layout: where this process's live device and async allocations sat at
+ * the failure (docs/snapshot-format.md); offsets from `base`. */
+struct snap_range {
+    uint64_t offset, bytes;
+    uint8_t kind;
+    int64_t stack_id;
+    uint32_t stack; /* index in stacks, SNAP_NO_STACK */
+};
+
+struct snap_layout {
+    bool present;
+    const char *base; /* hex address of the lowest allocation, NULL if none */
+    uint64_t span_bytes, count, bytes, gap_count, gap_bytes;
+    uint64_t largest_gap_bytes, gaps_at_least_request;
+    struct snap_range *allocations; /* by offset: all, or the notable ones */
+    size_t nallocations, allocations_cap;
+    struct snap_range *gaps;        /* largest first (kind, stack unused) */
+    size_t ngaps, gaps_cap;
+    bool has_best_free;
+    struct snap_range best_free;    /* the free that opens the largest hole */
+    uint64_t best_free_hole_bytes;
+};
+
 struct snap_oom {
     bool present;
     uint64_t requested_bytes;
@@ -198,6 +221,7 @@ struct snap_oom {
     struct snap_groups released; /* what the retries freed, by call site */
     struct snap_groups live;
     struct snap_allocator allocator; /* the caching allocator's own view */
+    struct snap_layout layout;
 };
 
 /* A failed allocation attempt, or the success that ended a retry chain. */

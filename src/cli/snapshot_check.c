@@ -14,6 +14,7 @@
  * the file leaves out reads as unknown, not as a contradiction.
  */
 #include "snapshot_check.h"
+#include "snapshot_layout.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -404,6 +405,8 @@ int snapshot_check(struct snapshot *s, struct cli_error *err)
         rc = check_host(s, err);
     if (rc == 0)
         rc = check_oom(s, err);
+    if (rc == 0)
+        rc = snapshot_layout_check(s, err);
     if (rc == 0)
         rc = check_counts(s, err);
     return rc;

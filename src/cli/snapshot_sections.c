@@ -10,6 +10,7 @@
 
 #include "snapshot_allocator.h"
 #include "snapshot_bulk.h"
+#include "snapshot_layout.h"
 
 /* ---- groups ---- */
 
@@ -474,6 +475,7 @@ static const struct field oom_fields[] = {
     FIELD_FN("live", rd_oom_live),
     FIELD_FN("released", rd_oom_released),
     FIELD_FN("allocator", snapshot_read_allocator),
+    FIELD_FN("layout", snapshot_read_layout),
 };
 
 static int rd_oom(struct reader *r, void *obj)

@@ -275,6 +275,21 @@ struct record_view {
 int record_view_take(struct record_view *v);
 void record_view_free(struct record_view *v);
 
+/* A live allocation's address range (layout.c). */
+struct record_range {
+    uintptr_t addr;
+    uint64_t size;     /* bytes charged */
+    uint32_t stack;    /* allocating stack id, 0 unknown */
+    uint8_t kind;      /* KIND_DEVICE or KIND_ASYNC */
+};
+
+/* Copies the ranges of `device`'s live allocations the driver placed at an
+ * address of its choosing - device and async; not managed or VMM memory,
+ * whose pages need no contiguity - into *out (malloc'd, unsorted, NULL when
+ * none).  Returns their number, or -1 when memory is exhausted.  O(live
+ * allocations) under the lock: for post-mortems, not the hot path. */
+long record_live_ranges(int device, struct record_range **out);
+
 /* Allocation granularity used for the "rounded" fragmentation figure. */
 #define RECORD_GRANULARITY (2u << 20)
 

@@ -105,6 +105,33 @@ static void histogram_locked(struct record_view *v, struct live *table)
     }
 }
 
+long record_live_ranges(int device, struct record_range **out)
+{
+    *out = NULL;
+    pthread_mutex_lock(&record_lock);
+    long n = 0, cap = (long)HASH_COUNT(record_live_table);
+    struct record_range *v = cap > 0 ? malloc((size_t)cap * sizeof *v) : NULL;
+    if (cap > 0 && v == NULL) {
+        pthread_mutex_unlock(&record_lock);
+        return -1;
+    }
+    for (struct live *e = record_live_table; e != NULL; e = e->hh.next) {
+        const struct site *s = site_of(e);
+        if (s->s.pool != (uint32_t)device ||
+            (s->s.kind != KIND_DEVICE && s->s.kind != KIND_ASYNC))
+            continue;
+        v[n++] = (struct record_range){e->addr, entry_size(e),
+                                       s->s.stack ? s->s.stack->id : 0, s->s.kind};
+    }
+    pthread_mutex_unlock(&record_lock);
+    if (n == 0) {
+        free(v);
+        v = NULL;
+    }
+    *out = v;
+    return n;
+}
+
 uint64_t record_activity(void)
 {
     uint64_t n = 0;

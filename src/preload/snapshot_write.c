@@ -26,6 +26,7 @@
 #include "allocator.h"
 #include "clock.h"
 #include "config.h"
+#include "layout.h"
 #include "log.h"
 #include "mark.h"
 #include "modules.h"
@@ -503,6 +504,11 @@ static void write_host(struct jw *w, struct record_view *v)
     jw_s(w, "},\n");
 }
 
+static void jw_emit(void *w, const char *s, size_t n)
+{
+    jw_raw(w, s, n);
+}
+
 static void write_oom(struct jw *w, struct record_view *v,
                       const struct oom_info *o)
 {
@@ -545,6 +551,8 @@ static void write_oom(struct jw *w, struct record_view *v,
                o->released_by[order[i]].bytes, o->released_by[order[i]].count);
     jw_s(w, "],\"allocator\":");
     write_allocator(w, o->has_allocator ? &o->allocator : NULL);
+    jw_s(w, ",\n \"layout\":");
+    layout_write(o->device, o->requested, jw_emit, w);
     jw_s(w, ",\"live\":");
     qsort(v->sites, v->nsites, sizeof *v->sites, by_pool_current);
     write_groups(w, v, o->device < 0 ? RECORD_HOST_POOL : (uint32_t)o->device,

@@ -1,0 +1,229 @@
+/* snapshot_layout.c - oom.layout: where this process's live allocations sat
+ * on the failing device, and the gaps between them. */
+#include "snapshot_layout.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+static int rd_range_kind(struct reader *r, void *obj)
+{
+    struct snap_range *e = obj;
+    const char *k;
+    int rc = reader_str(r, &k, true);
+    if (rc == 0 && k != NULL)
+        e->kind = (uint8_t)snapshot_kind_parse(k);
+    return rc;
+}
+
+static const struct field range_fields[] = {
+    FIELD(snap_range, offset, F_U64),
+    FIELD(snap_range, bytes, F_U64),
+    FIELD_FN("kind", rd_range_kind),
+    FIELD_AT("stack", snap_range, stack_id, F_I64N),
+};
+
+static int read_range(struct reader *r, struct snap_range *e)
+{
+    memset(e, 0, sizeof *e);
+    e->kind = KIND_DEVICE;
+    e->stack = SNAP_NO_STACK;
+    int rc = reader_object(r, e, range_fields, NFIELDS(range_fields));
+    if (e->stack_id == SNAP_UNKNOWN_I64)
+        e->stack_id = 0;
+    return rc;
+}
+
+static int rd_allocation(struct reader *r, void *obj, size_t i)
+{
+    (void)i;
+    struct snap_layout *l = obj;
+    if (snapshot_vec_reserve((void **)&l->allocations, &l->allocations_cap,
+                             sizeof *l->allocations, l->nallocations + 1))
+        return reader_nomem(r);
+    int rc = read_range(r, &l->allocations[l->nallocations]);
+    if (rc == 0)
+        l->nallocations++;
+    return rc;
+}
+
+static int rd_gap(struct reader *r, void *obj, size_t i)
+{
+    (void)i;
+    struct snap_layout *l = obj;
+    if (snapshot_vec_reserve((void **)&l->gaps, &l->gaps_cap, sizeof *l->gaps,
+                             l->ngaps + 1))
+        return reader_nomem(r);
+    int rc = read_range(r, &l->gaps[l->ngaps]);
+    if (rc == 0)
+        l->ngaps++;
+    return rc;
+}
+
+static int rd_allocations(struct reader *r, void *obj)
+{
+    if (reader_take_null(r))
+        return 0;
+    return reader_array(r, obj, rd_allocation);
+}
+
+static int rd_gaps(struct reader *r, void *obj)
+{
+    if (reader_take_null(r))
+        return 0;
+    return reader_array(r, obj, rd_gap);
+}
+
+static const struct field best_fields[] = {
+    FIELD_AT("offset", snap_layout, best_free.offset, F_U64),
+    FIELD_AT("bytes", snap_layout, best_free.bytes, F_U64),
+    FIELD_AT("stack", snap_layout, best_free.stack_id, F_I64N),
+    FIELD_AT("hole_bytes", snap_layout, best_free_hole_bytes, F_U64),
+};
+
+static int rd_best_free(struct reader *r, void *obj)
+{
+    struct snap_layout *l = obj;
+    if (reader_take_null(r))
+        return 0;
+    l->has_best_free = true;
+    int rc = reader_object(r, l, best_fields, NFIELDS(best_fields));
+    if (l->best_free.stack_id == SNAP_UNKNOWN_I64)
+        l->best_free.stack_id = 0;
+    return rc;
+}
+
+static const struct field layout_fields[] = {
+    FIELD(snap_layout, base, F_STRN),
+    FIELD(snap_layout, span_bytes, F_U64),
+    FIELD(snap_layout, count, F_U64),
+    FIELD(snap_layout, bytes, F_U64),
+    FIELD(snap_layout, gap_count, F_U64),
+    FIELD(snap_layout, gap_bytes, F_U64),
+    FIELD(snap_layout, largest_gap_bytes, F_U64),
+    FIELD(snap_layout, gaps_at_least_request, F_U64),
+    FIELD_FN("allocations", rd_allocations),
+    FIELD_FN("gaps", rd_gaps),
+    FIELD_FN("best_free", rd_best_free),
+};
+
+int snapshot_read_layout(struct reader *r, void *obj)
+{
+    struct snap_layout *l = &((struct snap_oom *)obj)->layout;
+    l->best_free.stack = SNAP_NO_STACK;
+    if (reader_take_null(r))
+        return 0;
+    l->present = true;
+    return reader_object(r, l, layout_fields, NFIELDS(layout_fields));
+}
+
+/* ---- checks ---- */
+
+static int broken(const struct snapshot *s, struct cli_error *err, const char *rule,
+                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int broken(const struct snapshot *s, struct cli_error *err, const char *rule,
+                  const char *fmt, ...)
+{
+    char what[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return errors_set(err, CLI_EINVARIANT,
+                      "cannot read snapshot '%s': breaks the invariant \"%s\": %s", s->file,
+                      rule, what);
+}
+
+static int resolve(struct snapshot *s, struct cli_error *err, struct snap_range *e,
+                   const char *where, size_t i)
+{
+    if (e->stack_id == 0)
+        return 0;
+    e->stack = snapshot_stack_index(s, e->stack_id);
+    if (e->stack != SNAP_NO_STACK)
+        return 0;
+    return errors_set(err, CLI_EBADREF,
+                      "cannot read snapshot '%s': oom.layout.%s[%zu] refers to stack "
+                      "%lld, which \"stacks\" does not define",
+                      s->file, where, i, (long long)e->stack_id);
+}
+
+/* a + b <= c without overflow */
+static bool fits(uint64_t a, uint64_t b, uint64_t c)
+{
+    return a <= c && b <= c - a;
+}
+
+static int check_ranges(const struct snapshot *s, struct cli_error *err,
+                        const struct snap_layout *l)
+{
+    for (size_t i = 0; i < l->nallocations; i++) {
+        const struct snap_range *e = &l->allocations[i];
+        if (!fits(e->offset, e->bytes, l->span_bytes) ||
+            (i > 0 && !fits(l->allocations[i - 1].offset, l->allocations[i - 1].bytes,
+                            e->offset)))
+            return broken(s, err, "layout: allocations in address order, inside the span",
+                          "oom.layout.allocations[%zu] at offset %" PRIu64 " (%" PRIu64
+                          " bytes) in a span of %" PRIu64, i, e->offset, e->bytes,
+                          l->span_bytes);
+    }
+    uint64_t listed = 0, at_least = 0;
+    for (size_t i = 0; i < l->ngaps; i++) {
+        const struct snap_range *g = &l->gaps[i];
+        if (g->bytes == 0 || !fits(g->offset, g->bytes, l->span_bytes) ||
+            (i > 0 && g->bytes > l->gaps[i - 1].bytes))
+            return broken(s, err, "layout: gaps largest first, inside the span",
+                          "oom.layout.gaps[%zu] at offset %" PRIu64 " (%" PRIu64
+                          " bytes) in a span of %" PRIu64, i, g->offset, g->bytes,
+                          l->span_bytes);
+        listed += g->bytes;
+        at_least += g->bytes >= s->oom.requested_bytes;
+    }
+    uint64_t largest = l->ngaps > 0 ? l->gaps[0].bytes : 0;
+    if (l->ngaps > l->gap_count || listed > l->gap_bytes || largest != l->largest_gap_bytes)
+        return broken(s, err, "layout: the gaps listed are the largest of gap_count",
+                      "%zu gaps of %" PRIu64 " bytes listed, the largest %" PRIu64
+                      "; gap_count %" PRIu64 ", gap_bytes %" PRIu64
+                      ", largest_gap_bytes %" PRIu64, l->ngaps, listed, largest,
+                      l->gap_count, l->gap_bytes, l->largest_gap_bytes);
+    if (l->gaps_at_least_request < at_least || l->gaps_at_least_request > l->gap_count ||
+        (l->gaps_at_least_request > 0) != (largest >= s->oom.requested_bytes && largest > 0))
+        return broken(s, err, "layout: gaps_at_least_request counts the gaps >= the request",
+                      "gaps_at_least_request %" PRIu64 ", largest gap %" PRIu64
+                      ", request %" PRIu64, l->gaps_at_least_request, largest,
+                      s->oom.requested_bytes);
+    return 0;
+}
+
+int snapshot_layout_check(struct snapshot *s, struct cli_error *err)
+{
+    struct snap_layout *l = &s->oom.layout;
+    if (!s->oom.present || !l->present)
+        return 0;
+    for (size_t i = 0; i < l->nallocations; i++)
+        if (resolve(s, err, &l->allocations[i], "allocations", i))
+            return err->code;
+    if (l->has_best_free && resolve(s, err, &l->best_free, "best_free", 0))
+        return err->code;
+    if (l->nallocations > l->count ||
+        (l->count > 0 && (l->base == NULL || l->nallocations == 0)))
+        return broken(s, err, "layout: count >= the allocations listed, at least one",
+                      "oom.layout.count %" PRIu64 ", %zu allocations listed", l->count,
+                      l->nallocations);
+    if (l->bytes > l->span_bytes || l->span_bytes - l->bytes != l->gap_bytes)
+        return broken(s, err, "layout: bytes + gap_bytes = span_bytes",
+                      "oom.layout.bytes %" PRIu64 ", gap_bytes %" PRIu64
+                      ", span_bytes %" PRIu64, l->bytes, l->gap_bytes, l->span_bytes);
+    int rc = check_ranges(s, err, l);
+    if (rc == 0 && l->has_best_free &&
+        (!fits(l->best_free.offset, l->best_free.bytes, l->span_bytes) ||
+         l->best_free_hole_bytes < l->best_free.bytes ||
+         l->best_free_hole_bytes - l->best_free.bytes > 2 * l->largest_gap_bytes))
+        return broken(s, err, "layout: best_free is an allocation and its gaps",
+                      "best_free at offset %" PRIu64 " (%" PRIu64 " bytes), hole_bytes %"
+                      PRIu64, l->best_free.offset, l->best_free.bytes,
+                      l->best_free_hole_bytes);
+    return rc;
+}

@@ -1,0 +1,202 @@
+/* layout.c - where this process's live allocations sit on a device, for
+ * the OOM post-mortem: the gaps between them and how they compare with the
+ * request that failed (issue 12: driver-level fragmentation).
+ *
+ * Only allocations the driver placed at an address of its choosing take
+ * part: device (cudaMalloc, cuMemAlloc, pitched) and async (pool) memory.
+ * Managed pages and VMM handles need no contiguity, and a VMM mapping's
+ * address is a reservation the process chose, so neither can leave a hole.
+ *
+ * A gap is address space between two of our allocations that we do not
+ * hold.  What no hook sees (the driver's own memory, a pool's cached blocks)
+ * may sit in it, so a gap is the most a hole there can be; holes below the
+ * lowest or above the highest allocation are not seen at all.  Both limits
+ * are stated in docs/snapshot-format.md.
+ *
+ * Bounded output: every allocation up to LISTED_MAX; beyond that only those
+ * that border the listed gaps, the first, the last and the one whose free
+ * would open the largest hole.  Cost: a sort of the device's live ranges,
+ * O(n log n), once per post-mortem write (OOM-rare).
+ */
+#include "layout.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "record.h"
+
+/* Enough to draw a fragmented device allocation by allocation (a 24 GiB
+ * card cut into 2 MiB pieces has 12 k; the picture cannot show them all). */
+#define LISTED_MAX 256
+/* The largest gaps, named with their place: a few dozen say where the holes
+ * are; the totals count the rest. */
+#define GAPS_MAX 16
+
+struct out {
+    layout_emit_fn emit;
+    void *ctx;
+    size_t n;
+    char buf[2048];
+};
+
+static void flush(struct out *o)
+{
+    if (o->n > 0)
+        o->emit(o->ctx, o->buf, o->n);
+    o->n = 0;
+}
+
+static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct out *o, const char *fmt, ...)
+{
+    if (sizeof o->buf - o->n < 256)
+        flush(o);
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(o->buf + o->n, sizeof o->buf - o->n, fmt, ap);
+    va_end(ap);
+    /* every piece written here is well under 256 bytes */
+    if (k > 0 && (size_t)k < sizeof o->buf - o->n)
+        o->n += (size_t)k;
+}
+
+static int by_addr(const void *a, const void *b)
+{
+    const struct record_range *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+struct gap {
+    uint64_t offset, bytes;
+    size_t above; /* index of the allocation just above it */
+};
+
+/* The gap below allocation i (0 for the first, and for one overlapping its
+ * predecessor - the driver never places two in one range, so that is only
+ * a safeguard for handles we misread). */
+static uint64_t gap_below(const struct record_range *v, size_t i, const uint64_t *end_max)
+{
+    return i > 0 && v[i].addr > end_max[i - 1] ? v[i].addr - end_max[i - 1] : 0;
+}
+
+static void keep_gap(struct gap *top, unsigned *ntop, struct gap g)
+{
+    if (*ntop == GAPS_MAX && top[GAPS_MAX - 1].bytes >= g.bytes)
+        return;
+    unsigned j = *ntop < GAPS_MAX ? (*ntop)++ : GAPS_MAX - 1;
+    for (; j > 0 && top[j - 1].bytes < g.bytes; j--)
+        top[j] = top[j - 1];
+    top[j] = g;
+}
+
+static void write_alloc(struct out *o, const struct record_range *r, uint64_t base,
+                        bool comma)
+{
+    put(o, "%s{\"offset\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"kind\":\"%s\",\"stack\":%u}",
+        comma ? "," : "", (uint64_t)r->addr - base, r->size, record_kind_name(r->kind),
+        r->stack);
+}
+
+static void write_layout(struct out *o, struct record_range *v, size_t n,
+                         uint64_t requested, uint64_t *end_max, bool *listed)
+{
+    qsort(v, n, sizeof *v, by_addr);
+    uint64_t base = v[0].addr, bytes = 0, gap_bytes = 0, gap_count = 0, fit = 0;
+    struct gap top[GAPS_MAX];
+    unsigned ntop = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t end = v[i].addr + v[i].size;
+        end_max[i] = i > 0 && end_max[i - 1] > end ? end_max[i - 1] : end;
+        bytes += v[i].size;
+        uint64_t g = gap_below(v, i, end_max);
+        if (g > 0) {
+            gap_count++;
+            gap_bytes += g;
+            fit += g >= requested;
+            keep_gap(top, &ntop, (struct gap){end_max[i - 1] - base, g, i});
+        }
+    }
+    /* The allocation whose free would open the largest hole: itself and the
+     * gaps on both sides.  Among those that would open one large enough for
+     * the request, the smallest (the least to give up), then the largest hole. */
+    size_t best = n;
+    uint64_t best_hole = 0;
+    bool best_fits = false;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t hole = gap_below(v, i, end_max) + v[i].size +
+                        (i + 1 < n ? gap_below(v, i + 1, end_max) : 0);
+        bool fits = hole >= requested;
+        bool better = best == n ||
+                      (fits && !best_fits) ||
+                      (fits && best_fits && (v[i].size < v[best].size ||
+                                               (v[i].size == v[best].size &&
+                                                hole > best_hole))) ||
+                      (!fits && !best_fits && hole > best_hole);
+        if (better) {
+            best = i;
+            best_hole = hole;
+            best_fits = fits;
+        }
+    }
+    put(o, "{\"base\":\"0x%" PRIxPTR "\",\"span_bytes\":%" PRIu64 ",\"count\":%zu,"
+           "\"bytes\":%" PRIu64 ",\"gap_count\":%" PRIu64 ",\"gap_bytes\":%" PRIu64
+           ",\"largest_gap_bytes\":%" PRIu64 ",\"gaps_at_least_request\":%" PRIu64
+           ",\n  \"allocations\":[",
+        v[0].addr, end_max[n - 1] - base, n, bytes, gap_count, gap_bytes,
+        ntop > 0 ? top[0].bytes : 0, fit);
+    if (n <= LISTED_MAX) {
+        for (size_t i = 0; i < n; i++)
+            write_alloc(o, &v[i], base, i > 0);
+    } else {
+        memset(listed, 0, n * sizeof *listed);
+        listed[0] = listed[n - 1] = listed[best] = true;
+        for (unsigned g = 0; g < ntop; g++)
+            listed[top[g].above] = listed[top[g].above - 1] = true;
+        bool comma = false;
+        for (size_t i = 0; i < n; i++)
+            if (listed[i]) {
+                write_alloc(o, &v[i], base, comma);
+                comma = true;
+            }
+    }
+    put(o, "],\n  \"gaps\":[");
+    for (unsigned g = 0; g < ntop; g++)
+        put(o, "%s{\"offset\":%" PRIu64 ",\"bytes\":%" PRIu64 "}", g ? "," : "",
+            top[g].offset, top[g].bytes);
+    put(o, "],\n  \"best_free\":{\"offset\":%" PRIu64 ",\"bytes\":%" PRIu64
+           ",\"stack\":%u,\"hole_bytes\":%" PRIu64 "}}",
+        (uint64_t)v[best].addr - base, v[best].size, v[best].stack, best_hole);
+}
+
+void layout_write(int device, uint64_t requested, layout_emit_fn emit, void *ctx)
+{
+    struct out *o = malloc(sizeof *o);
+    struct record_range *v = NULL;
+    long n = device >= 0 && o != NULL ? record_live_ranges(device, &v) : -1;
+    uint64_t *end_max = n > 0 ? malloc((size_t)n * sizeof *end_max) : NULL;
+    bool *listed = n > LISTED_MAX ? malloc((size_t)n * sizeof *listed) : NULL;
+    if (o == NULL || n < 0 || (n > 0 && end_max == NULL) ||
+        (n > LISTED_MAX && listed == NULL)) {
+        emit(ctx, "null", 4);
+    } else {
+        o->emit = emit;
+        o->ctx = ctx;
+        o->n = 0;
+        if (n == 0)
+            put(o, "{\"base\":null,\"span_bytes\":0,\"count\":0,\"bytes\":0,"
+                   "\"gap_count\":0,\"gap_bytes\":0,\"largest_gap_bytes\":0,"
+                   "\"gaps_at_least_request\":0,\"allocations\":[],\"gaps\":[],"
+                   "\"best_free\":null}");
+        else
+            write_layout(o, v, (size_t)n, requested, end_max, listed);
+        flush(o);
+    }
+    free(listed);
+    free(end_max);
+    free(v);
+    free(o);
+}

@@ -1,0 +1,18 @@
+/* layout.h - the address layout of one device's live allocations, for the
+ * OOM post-mortem (oom.layout in docs/snapshot-format.md). */
+#ifndef CUMEMTRACE_LAYOUT_H
+#define CUMEMTRACE_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Receives the JSON text in pieces (the serialiser's own writer). */
+typedef void (*layout_emit_fn)(void *ctx, const char *s, size_t n);
+
+/* Writes the layout of `device`'s live allocations for a failed request of
+ * `requested` bytes as one JSON value: an object, or null for host memory
+ * (device < 0).  Allocates a copy of the ranges (falls back to null when it
+ * cannot); no CUDA calls. */
+void layout_write(int device, uint64_t requested, layout_emit_fn emit, void *ctx);
+
+#endif

@@ -1,0 +1,156 @@
+"""Driver-level fragmentation (issue 12): the post-mortem records where this
+process's live allocations sat on the device (oom.layout), the largest gaps
+between them against the failing request, and the one live allocation whose
+free would make room; `report` prints the layout and never advises shrinking
+a buffer already freed.  Scenarios: tests/progs/rt_holes.c, rt_oom fragment."""
+import copy
+import json
+import subprocess
+
+from conftest import CLI, MiB
+
+CARD = {"SIMCUDA_MEMORY": "256MiB"}
+
+
+def postmortem(r):
+    [f] = [f for f in r.files if ".oom." in f.name]
+    return f, json.loads(f.read_text())
+
+
+def stack_symbols(doc, sid):
+    st = {s["id"]: s for s in doc["stacks"]}[sid]
+    return [f.get("symbol") for f in st["frames"]]
+
+
+def report(path):
+    return subprocess.run([str(CLI), "report", "--width", "100", str(path)],
+                          capture_output=True, text=True, env={"NO_COLOR": "1"})
+
+
+def check_ranges(lay):
+    """The layout's own arithmetic, recomputed here."""
+    allocs = lay["allocations"]
+    offs = [a["offset"] for a in allocs]
+    assert offs == sorted(offs)
+    for a, b in zip(allocs, allocs[1:]):
+        assert a["offset"] + a["bytes"] <= b["offset"]
+    assert allocs[0]["offset"] == 0
+    assert allocs[-1]["offset"] + allocs[-1]["bytes"] == lay["span_bytes"]
+    assert lay["bytes"] + lay["gap_bytes"] == lay["span_bytes"]
+    sizes = [g["bytes"] for g in lay["gaps"]]
+    assert sizes == sorted(sizes, reverse=True) and sizes[0] == lay["largest_gap_bytes"]
+
+
+def test_holes_between_live_allocations(run):
+    r = run(["rt_holes"], env=CARD)
+    path, pm = postmortem(r)
+    o = pm["oom"]
+    assert (o["cause"], o["requested_bytes"], o["free_bytes"]) == \
+        ("fragmentation", 12 * MiB, 20 * MiB)
+    lay = o["layout"]
+    live = sum(g["count"] for g in o["live"])
+    assert lay["count"] == live == 109 and len(lay["allocations"]) == 109
+    assert lay["bytes"] == o["tracked_bytes"]
+    assert lay["span_bytes"] == 256 * MiB
+    check_ranges(lay)
+    # the three holes the program made, largest first, where it made them
+    assert [(g["offset"], g["bytes"]) for g in lay["gaps"]] == \
+        [(22 * MiB, 10 * MiB), (8 * MiB, 6 * MiB), (34 * MiB, 4 * MiB)]
+    assert (lay["gap_count"], lay["gap_bytes"], lay["gaps_at_least_request"]) == \
+        (3, 20 * MiB, 0)
+    # every gap is bordered by live allocations that the file lists
+    ends = {a["offset"] + a["bytes"] for a in lay["allocations"]}
+    starts = {a["offset"] for a in lay["allocations"]}
+    for g in lay["gaps"]:
+        assert g["offset"] in ends and g["offset"] + g["bytes"] in starts
+    # freeing the 2 MiB buffer between the 10 and 4 MiB holes makes room
+    best = lay["best_free"]
+    assert (best["offset"], best["bytes"], best["hole_bytes"]) == \
+        (32 * MiB, 2 * MiB, 16 * MiB)
+    assert "small_neighbour" in stack_symbols(pm, best["stack"])
+
+    out = report(path)
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stdout.split())
+    assert ("layout: this process's 109 allocations span 256 MiB with 3 gaps (20.0 MiB) "
+            "between them; the largest: 10.0 MiB, 6.00 MiB and 4.00 MiB - none fits "
+            "the 12.0 MiB request") in text
+    assert ("the 2.00 MiB allocation of rt_holes!small_neighbour at rt_holes.c") in text
+    assert "leaves a hole of up to 16.0 MiB, enough for the 12.0 MiB request" in text
+
+
+def test_advice_never_names_a_freed_buffer(run):
+    # big_scratch held most of the card at the run's peak, then was freed
+    # before the holes were made: it is no lever at the failure.
+    r = run(["rt_holes"], env=CARD)
+    path, pm = postmortem(r)
+    scratch = [s["id"] for s in pm["stacks"] if "big_scratch" in stack_symbols(pm, s["id"])]
+    assert scratch, "the scenario must record big_scratch's stack"
+    peak = pm["devices"][0]["at_peak"]
+    assert any(g["stack"] in scratch and g["bytes"] == 200 * MiB for g in peak)
+    lay = pm["oom"]["layout"]
+    assert all(a["stack"] not in scratch for a in lay["allocations"])
+    assert lay["best_free"]["stack"] not in scratch
+    out = report(path).stdout
+    advice = out[out.index("\nAdvice\n"):out.index("\nDevice 0:")]
+    assert "big_scratch" not in advice
+    assert "big_scratch" in out  # named, but only in the peak's table
+
+
+def test_many_allocations_list_the_ones_around_the_largest_gaps(run):
+    # 2 MiB blocks over a 2 GiB card, every other one freed: 512 live
+    # allocations, 511 gaps of 2 MiB, a 4 MiB request that none fits.
+    r = run(["rt_oom", "fragment"], env={"SIMCUDA_MEMORY": "2GiB"})
+    frag = [json.loads(f.read_text()) for f in r.files if ".oom." in f.name]
+    [pm] = [d for d in frag if d["oom"]["requested_bytes"] == 4 * MiB]
+    lay = pm["oom"]["layout"]
+    assert (lay["count"], lay["gap_count"], lay["largest_gap_bytes"]) == \
+        (512, 511, 2 * MiB)
+    assert lay["gaps_at_least_request"] == 0
+    assert len(lay["gaps"]) == 16
+    # bounded: the first, the last, those around the listed gaps, best_free
+    assert 18 <= len(lay["allocations"]) <= 35
+    check_ranges(lay)
+    ends = {a["offset"] + a["bytes"] for a in lay["allocations"]}
+    starts = {a["offset"] for a in lay["allocations"]}
+    for g in lay["gaps"]:
+        assert g["offset"] in ends and g["offset"] + g["bytes"] in starts
+    # freeing any one block joins two 2 MiB gaps into 6 MiB
+    assert (lay["best_free"]["bytes"], lay["best_free"]["hole_bytes"]) == (2 * MiB, 6 * MiB)
+
+
+def test_host_memory_has_no_layout_and_exhaustion_prints_none(run):
+    r = run(["rt_oom", "exhaust"], env=CARD)
+    path, pm = postmortem(r)
+    lay = pm["oom"]["layout"]
+    assert (lay["count"], lay["gap_count"]) == (1, 0)  # the one 40 MiB buffer
+    assert "layout:" not in report(path).stdout  # not a fragmentation failure
+
+
+def test_reader_refuses_a_contradictory_layout(run, tmp_path):
+    r = run(["rt_holes"], env=CARD)
+    _, pm = postmortem(r)
+    cases = {
+        "layout: bytes + gap_bytes = span_bytes":
+            lambda l: l.update(gap_bytes=l["gap_bytes"] + 1),
+        "layout: gaps largest first, inside the span":
+            lambda l: l["gaps"].reverse(),
+        "layout: allocations in address order, inside the span":
+            lambda l: l["allocations"].reverse(),
+        "layout: gaps_at_least_request counts the gaps >= the request":
+            lambda l: l.update(gaps_at_least_request=1),
+    }
+    for rule, edit in cases.items():
+        doc = copy.deepcopy(pm)
+        edit(doc["oom"]["layout"])
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps(doc))
+        out = report(bad)
+        assert out.returncode == 2, (rule, out.stdout)
+        assert f'breaks the invariant "{rule}"' in out.stderr, out.stderr
+    doc = copy.deepcopy(pm)
+    doc["oom"]["layout"]["best_free"]["stack"] = 99999
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    out = report(bad)
+    assert out.returncode == 2 and "oom.layout.best_free[0] refers to stack 99999" in out.stderr
