@@ -25,6 +25,13 @@
  * n == 2 with s[0] the base) as one JSON value.  -1 when out of memory. */
 int html_model_write(struct jsonw *w, struct snapshot **s, size_t n, const char *kind);
 
+/* Writes the model's "layout" of an OOM post-mortem (html_layout.c): the
+ * address layout of the failing device's live allocations as
+ * {base, span, count, bytes, gap_count, gap_bytes, largest_gap, fit,
+ * allocs: [[offset, bytes, stack]], gaps: [[offset, bytes]],
+ * best: [offset, bytes, hole] or null}, or null without one. */
+void html_layout_write(struct jsonw *w, const struct snap_oom *o);
+
 /* Writes the whole page to path (or stdout for "-"); title goes into
  * <title>.  Returns 0, or -1 with a one-line message printed. */
 int html_page_write(const char *path, const char *title, struct snapshot **s, size_t n,

@@ -516,6 +516,7 @@ static void write_oom(struct jsonw *w, const struct snapshot *s)
     jsonw_end_object(w);
     jsonw_key(w, "live");
     write_groups(w, &o->live);
+    html_layout_write(w, o);
     const struct snap_allocator *al = &o->allocator;
     jsonw_key(w, "allocator");
     if (!al->present) {

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from browser import CHROMIUM, Browser
-from conftest import BUILD, CLI, ROOT, base_env
+from conftest import BUILD, CLI, PROGS, ROOT, base_env
 
 TRAIN = BUILD / "examples" / "train_sim"
 ARTIFACTS = BUILD / "test-artifacts"
@@ -413,3 +413,45 @@ def test_make_demo_ends_with_the_html_report(browser, tmp_path):
     assert sections(browser)[0] == "postmortem"
     assert "cudaMalloc of 1.00 GiB" in browser.eval(
         "document.querySelector('#postmortem .cause').textContent")
+
+
+def sim_run(cwd, prog, *args, env=None):
+    cwd.mkdir(parents=True, exist_ok=True)
+    subprocess.run([str(PROGS / prog)] + list(args), cwd=cwd, env=base_env(env),
+                   capture_output=True, timeout=120)
+    return [f for f in sorted(cwd.glob("cumemtrace.*.json")) if ".oom." in f.name]
+
+
+def test_address_layout_page(browser, tmp_path):
+    """A driver-fragmentation post-mortem (oom.layout) draws where this
+    process's allocations sat: one block per listed allocation at its
+    offset, one hole per listed gap, the free that makes room outlined."""
+    [oom] = sim_run(tmp_path / "holes", "rt_holes", env={"SIMCUDA_MEMORY": "256MiB"})
+    lay = json.loads(oom.read_text())["oom"]["layout"]
+    open_page(browser, html(tmp_path / "holes.html", oom), "html_addr_layout.png")
+    q = "[...document.querySelectorAll('#addr-layout rect.%s')]"
+    allocs = browser.eval((q % "alloc") + ".map(r => [+r.dataset.offset, +r.dataset.bytes])")
+    assert allocs == [[a["offset"], a["bytes"]] for a in lay["allocations"]]
+    gaps = browser.eval((q % "gap") + ".map(r => [+r.dataset.offset, +r.dataset.bytes])")
+    assert gaps == [[g["offset"], g["bytes"]] for g in lay["gaps"]] and len(gaps) == 3
+    assert browser.eval((q % "unlisted") + ".length") == 0  # all 109 are drawn
+    assert browser.eval((q % "best-free") + ".map(r => +r.dataset.bytes)") == \
+        [lay["best_free"]["bytes"]]
+    # every hole is narrower than the request drawn to the same scale
+    req = browser.eval("document.querySelector('#addr-layout rect.seg-request').width.baseVal.value")
+    widths = browser.eval((q % "gap") + ".map(r => r.width.baseVal.value)")
+    assert all(w < req for w in widths)
+    browser.eval("document.getElementById('addr-layout').scrollIntoView()")
+    browser.screenshot(ARTIFACTS / "html_addr_layout_zoom.png")
+    # 512 allocations: only the notable ones are listed, the rest is drawn
+    # as unlisted stretches between them
+    frag = sim_run(tmp_path / "many", "rt_oom", "fragment", env={"SIMCUDA_MEMORY": "2GiB"})
+    [big] = [f for f in frag if json.loads(f.read_text())["oom"]["requested_bytes"] == 4 << 20]
+    lay = json.loads(big.read_text())["oom"]["layout"]
+    open_page(browser, html(tmp_path / "many.html", big), "html_addr_layout_many.png")
+    assert browser.eval((q % "alloc") + ".length") == len(lay["allocations"]) < lay["count"]
+    assert browser.eval((q % "gap") + ".length") == 16
+    assert browser.eval((q % "unlisted") + ".length") > 0
+    drawn = browser.eval("[...document.querySelectorAll('#addr-layout rect.alloc, #addr-layout "
+                         "rect.gap, #addr-layout rect.unlisted')].reduce((a, r) => a + +r.dataset.bytes, 0)")
+    assert drawn == lay["span_bytes"]

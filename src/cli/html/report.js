@@ -629,6 +629,7 @@
     if (o.allocator && o.allocator.sentence) h('p', { 'class': 'cause', id: 'allocator-sentence' }, sec, o.allocator.sentence);
     h('h3', {}, sec, 'How the device was used at the failure');
     layoutBar(sec, file, o);
+    if (o.layout && o.layout.count) addrLayout(sec, file, o);
     if (o.allocator) allocatorBar(sec, o);
     if (file.advice.length) {
       h('h3', {}, sec, 'What to do');
@@ -671,8 +672,74 @@
     s('text', { x: xf > W * 0.6 ? W : xf, y: y - 20, 'text-anchor': xf > W * 0.6 ? 'end' : 'start' }, svgEl, 'request ' + bytes(o.requested) + (free < o.requested ? ' > free ' + bytes(free) : ' <= free ' + bytes(free)));
     s('text', { x: 0, y: y + bh + 16 }, svgEl, 'held ' + bytes(live) + ' | not tracked ' + bytes(untracked) + ' | free ' + bytes(free) +
       (total ? ' | total ' + bytes(total) : ''));
-    h('p', { 'class': 'note' }, parent, 'Amounts, not addresses: snapshot format 1 stores no addresses, so the bar shows how much each ' +
-      'call site held beside the untracked and free memory' + (o.cause === 'fragmentation' ? '; the free memory was split into holes smaller than the request.' : '.'));
+    h('p', { 'class': 'note' }, parent, 'Amounts, not addresses: the bar shows how much each ' +
+      'call site held beside the untracked and free memory' + (o.cause === 'fragmentation' ? '; the free memory was split into holes smaller than the request.' : '.') +
+      (o.layout && o.layout.count ? ' Where they sat: the address layout below.' : ''));
+  }
+
+  /* Where this process's live allocations sat on the device (oom.layout):
+   * each listed allocation at its offset in its call site's colour, the
+   * largest gaps between them as holes (red outline when smaller than the
+   * request), unlisted stretches grey, the free that would make room
+   * outlined, and the request drawn to the same scale above. */
+  function addrLayout(parent, file, o) {
+    var L = o.layout;
+    h('h3', {}, parent, 'Address layout of this process\'s allocations on device ' + o.device);
+    var W = widthOf(parent), H = 112, y = 40, bh = 34, span = L.span || 1, sc = W / span;
+    var svgEl = s('svg', { width: W, height: H, id: 'addr-layout', 'data-count': L.count }, parent);
+    function tipOn(r, text) {
+      r.addEventListener('mousemove', function (ev) { showTip(ev, text); });
+      r.addEventListener('mouseleave', hideTip);
+    }
+    function box(off, v, fillc, cls, text, extra) {
+      var a = { x: off * sc, y: y, width: Math.max(1, v * sc), height: bh, fill: fillc, 'class': cls,
+                'data-offset': off, 'data-bytes': v };
+      for (var k in extra || {}) a[k] = extra[k];
+      var r = s('rect', a, svgEl);
+      tipOn(r, text);
+      return r;
+    }
+    /* unlisted stretches: between listed allocations, outside listed gaps */
+    var known = L.allocs.map(function (a) { return [a[0], a[1]]; }).concat(L.gaps)
+      .sort(function (p, q) { return p[0] - q[0]; });
+    var at = 0;
+    known.forEach(function (k) {
+      if (k[0] > at) box(at, k[0] - at, 'url(#cmt-hatch)', 'unlisted',
+                         'not listed: more allocations and smaller gaps\n' + bytes(k[0] - at));
+      at = Math.max(at, k[0] + k[1]);
+    });
+    var defs = s('defs', {}, svgEl), pat = s('pattern', { id: 'cmt-hatch', width: 6, height: 6, patternUnits: 'userSpaceOnUse',
+                                                       patternTransform: 'rotate(45)' }, defs);
+    s('rect', { width: 6, height: 6, fill: '#d0d7de' }, pat);
+    s('line', { x1: 0, y1: 0, x2: 0, y2: 6, stroke: '#8c959f', 'stroke-width': 2 }, pat);
+    L.allocs.forEach(function (a) {
+      var si = a[2] >= 0 ? file.stack_site[a[2]] : -1;
+      box(a[0], a[1], color(si), 'alloc', (si >= 0 ? file.sites[si][0] : '[no stack]') + '\n' + bytes(a[1]) +
+          ' at offset ' + bytes(a[0]), { stroke: '#fff', 'stroke-width': 0.5 });
+    });
+    L.gaps.forEach(function (g, i) {
+      var small = g[1] < o.requested;
+      box(g[0], g[1], '#ffffff', 'gap' + (small ? ' small' : ''), (i === 0 ? 'largest gap' : 'gap') + ': ' + bytes(g[1]) +
+          (small ? ' < request ' : ' >= request ') + bytes(o.requested) + '\nat offset ' + bytes(g[0]),
+          { stroke: small ? '#cf222e' : '#1a7f37', 'stroke-width': 1.5 });
+      if (i < 3 && g[1] * sc > 34)
+        s('text', { x: (g[0] + g[1] / 2) * sc, y: y + bh / 2 + 4, 'text-anchor': 'middle', 'class': 'gap-label' }, svgEl, bytes(g[1]));
+    });
+    if (L.best) s('rect', { x: L.best[0] * sc - 1, y: y - 3, width: Math.max(1, L.best[1] * sc) + 2, height: bh + 6,
+                            fill: 'none', stroke: '#0969da', 'stroke-width': 2, 'stroke-dasharray': '3 2', 'class': 'best-free',
+                            'data-bytes': L.best[1] }, svgEl);
+    s('rect', { x: 0, y: y, width: Math.min(W, span * sc), height: bh, fill: 'none', stroke: '#57606a' }, svgEl);
+    s('rect', { x: 0, y: y - 22, width: Math.max(1, Math.min(W, o.requested * sc)), height: 10, fill: '#cf222e',
+                'class': 'seg-request', 'data-bytes': o.requested }, svgEl);
+    s('text', { x: Math.min(W - 4, o.requested * sc + 6), y: y - 13, 'text-anchor': o.requested * sc > W * 0.6 ? 'end' : 'start' }, svgEl,
+      'request ' + bytes(o.requested) + ' vs largest gap ' + bytes(L.largest_gap) +
+      (L.fit ? ' (' + L.fit + ' gap' + (L.fit > 1 ? 's' : '') + ' large enough)' : ': no gap fits'));
+    s('text', { x: 0, y: y + bh + 16 }, svgEl, L.count + ' allocations, ' + bytes(L.bytes) + ' over ' + bytes(L.span) +
+      ' from ' + L.base + ' | ' + L.gap_count + ' gaps, ' + bytes(L.gap_bytes) +
+      (L.allocs.length < L.count ? ' | ' + L.allocs.length + ' allocations and the ' + L.gaps.length + ' largest gaps drawn' : ''));
+    h('p', { 'class': 'note' }, parent, 'A gap is address space between two of this process\'s allocations that it does not hold: ' +
+      'the most a hole there can be (memory no hook sees may sit in it); holes outside the span are not seen.' +
+      (L.best ? ' Dashed blue: the live allocation whose free would leave a hole of ' + bytes(L.best[2]) + '.' : ''));
   }
 
   /* PyTorch's own view when its allocator spoke: what its tensors hold and
