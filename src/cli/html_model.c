@@ -3,9 +3,11 @@
  * Shape (every array is compact: column lists are in the model itself):
  *   {kind, generator, frames: [[display, type, name, named]], type 0 native,
  *    files: [file...]}                                       1 python, 2 marker
- *   file: {file, exe, pid, rank, host, reason, cmdline, dump_ns, thinned,
- *          frame_width, stacks: [[entry, "frames"]]  base-64, innermost first,
- *          site_columns, sites: [[...]]     largest at peak first,
+ *   file: {file, exe, pid, rank, host, reason, recovered, cmdline, dump_ns,
+ *          thinned, frame_width, stack_entries, stack_entry: [...],
+ *          stack_len: [...], stack_frames: "..."  (see write_stacks),
+ *          labels, sites: {label, stack, at_peak, ...: [one per site]}
+ *                                           largest at peak first,
  *          devices: [{name, ordinal, total, free, limit, current, peak,
  *                     peak_ns, end_ns, groups: {peak, live, oom},
  *                     bands: [site...], points: [[t, total, band...]]}],
@@ -21,7 +23,9 @@
 
 #include "advice.h"
 #include "cli.h"
+#include "arena.h"
 #include "frames.h"
+#include "hmap.h"
 #include "html.h"
 #include "out.h"
 #include "report_allocator.h"
@@ -200,15 +204,35 @@ static void write_groups(struct jsonw *w, const struct snap_groups *g)
     jsonw_end_array(w);
 }
 
-static void write_sites(struct jsonw *w, struct model *m, const uint32_t *order)
+/* One column of the site table: a JSON array of one number per row. */
+enum site_col { COL_STACK, COL_AT_PEAK, COL_LIVE, COL_OOM, COL_ALLOCS, COL_FREES,
+                COL_ALLOC_BYTES, COL_KINDS };
+
+static void write_site_column(struct jsonw *w, struct model *m, const uint32_t *order,
+                              enum site_col c)
 {
-    static const char *const cols[] = {"label", "stack", "callers", "at_peak", "live",
-                                       "oom", "allocs", "frees", "alloc_bytes", "kinds"};
-    jsonw_key(w, "site_columns");
     jsonw_begin_array(w);
-    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
-        jsonw_string(w, cols[i]);
+    for (size_t i = 0; i < m->nrows; i++) {
+        const struct site_row *r = &m->rows[order[i]];
+        switch (c) {
+        case COL_STACK: write_stack_ref(w, r->stack); break;
+        case COL_AT_PEAK: jsonw_u64(w, r->at_peak); break;
+        case COL_LIVE: jsonw_u64(w, r->live); break;
+        case COL_OOM: jsonw_u64(w, r->oom); break;
+        case COL_ALLOCS: jsonw_u64(w, r->allocs); break;
+        case COL_FREES: jsonw_u64(w, r->frees); break;
+        case COL_ALLOC_BYTES: jsonw_u64(w, r->alloc_bytes); break;
+        case COL_KINDS: jsonw_u64(w, r->kinds); break; /* bit per enum snap_kind */
+        }
+    }
     jsonw_end_array(w);
+}
+
+/* The site table by column, labels as indices into "labels" (as text
+ * views print them, a Python file by its basename): for 100 000 sites a
+ * tenth of the objects to parse that rows of ten values would make. */
+static int write_sites(struct jsonw *w, struct model *m, const uint32_t *order)
+{
     jsonw_key(w, "kind_names");
     jsonw_begin_array(w);
     for (int k = 0; k < KIND_COUNT; k++)
@@ -216,34 +240,59 @@ static void write_sites(struct jsonw *w, struct model *m, const uint32_t *order)
     jsonw_end_array(w);
     jsonw_key(w, "counted");
     jsonw_bool(w, m->counted);
-    jsonw_key(w, "sites");
-    jsonw_begin_array(w);
-    for (size_t i = 0; i < m->nrows; i++) {
-        const struct site_row *r = &m->rows[order[i]];
-        jsonw_begin_array(w);
-        /* As text views print it (a Python file by its basename). */
-        uint32_t id = frames_site(m->s, r->stack, BY_STACK);
-        jsonw_string(w, id == FRAMES_NONE ? NULL
-                                          : frames_site_get(m->s->ctx, BY_STACK, id)->display);
-        write_stack_ref(w, r->stack);
-        /* callers: the page derives them from the stack (report.c's rule) */
-        jsonw_null(w);
-        jsonw_u64(w, r->at_peak);
-        jsonw_u64(w, r->live);
-        jsonw_u64(w, r->oom);
-        if (m->counted) {
-            jsonw_u64(w, r->allocs);
-            jsonw_u64(w, r->frees);
-            jsonw_u64(w, r->alloc_bytes);
-        } else {
-            jsonw_null(w);
-            jsonw_null(w);
-            jsonw_null(w);
+    struct arena a;
+    struct hmap map;
+    arena_init(&a);
+    hmap_init(&map, &a);
+    const char **labels = NULL;
+    uint32_t *label_of = malloc((m->nrows ? m->nrows : 1) * sizeof *label_of);
+    size_t nlabels = 0, cap = 0;
+    int rc = label_of ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < m->nrows; i++) {
+        uint32_t id = frames_site(m->s, m->rows[order[i]].stack, BY_STACK);
+        const char *l = id == FRAMES_NONE ? "[no stack]"
+                                          : frames_site_get(m->s->ctx, BY_STACK, id)->display;
+        uint32_t v;
+        if (hmap_get_or_add(&map, l, strlen(l), (uint32_t)nlabels, &v, NULL) ||
+            (v == nlabels &&
+             snapshot_vec_reserve((void **)&labels, &cap, sizeof *labels, nlabels + 1))) {
+            rc = -1;
+            break;
         }
-        jsonw_u64(w, r->kinds); /* bit per enum snap_kind, see kind_names */
-        jsonw_end_array(w);
+        if (v == nlabels)
+            labels[nlabels++] = l;
+        label_of[i] = v;
     }
-    jsonw_end_array(w);
+    if (rc == 0) {
+        jsonw_key(w, "labels");
+        jsonw_begin_array(w);
+        for (size_t i = 0; i < nlabels; i++)
+            jsonw_string(w, labels[i]);
+        jsonw_end_array(w);
+        jsonw_key(w, "sites");
+        jsonw_begin_object(w);
+        jsonw_key(w, "label");
+        jsonw_begin_array(w);
+        for (size_t i = 0; i < m->nrows; i++)
+            jsonw_u64(w, label_of[i]);
+        jsonw_end_array(w);
+        static const char *const names[] = {"stack", "at_peak", "live", "oom", "allocs",
+                                            "frees", "alloc_bytes", "kinds"};
+        for (int c = COL_STACK; c <= COL_KINDS; c++) {
+            jsonw_key(w, names[c]);
+            /* counts from a thinned log are unknown: no column */
+            if (!m->counted && (c == COL_ALLOCS || c == COL_FREES || c == COL_ALLOC_BYTES))
+                jsonw_null(w);
+            else
+                write_site_column(w, m, order, (enum site_col)c);
+        }
+        jsonw_end_object(w);
+    }
+    free(label_of);
+    free(labels);
+    hmap_free(&map);
+    arena_free(&a);
+    return rc;
 }
 
 struct track {
@@ -576,9 +625,12 @@ static void write_meta(struct jsonw *w, const struct snapshot *s)
     jsonw_u64(w, s->events.n);
 }
 
-/* Stacks as [entry, frames]: frames is a string of frame indices, each in
- * frame_width base-64 digits (A-Z a-z 0-9 + /), innermost first - a third
- * of the size of a JSON array of numbers for a 100 000-stack file. */
+/* Stacks by column: stack_entry (an index into stack_entries, the CUDA
+ * entry points), stack_len (frames per stack) and stack_frames, one string
+ * of every stack's frame indices in turn, innermost first, each in
+ * frame_width base-64 digits (A-Z a-z 0-9 + /): for a 100 000-stack file a
+ * third of the size of arrays of numbers, and three values to parse
+ * instead of 300 000. */
 static int write_stacks(struct jsonw *w, const struct snapshot *s)
 {
     static const char digits[] =
@@ -588,27 +640,58 @@ static int write_stacks(struct jsonw *w, const struct snapshot *s)
         width++;
     jsonw_key(w, "frame_width");
     jsonw_u64(w, width);
-    jsonw_key(w, "stacks");
+    /* entry points: few distinct ones, told apart by their interned text */
+    const char **entries = NULL;
+    size_t nentries = 0, cap = 0, total = 0;
+    uint32_t *entry_of = malloc((s->nstacks ? s->nstacks : 1) * sizeof *entry_of);
+    if (entry_of == NULL)
+        return -1;
+    for (size_t i = 0; i < s->nstacks; i++) {
+        const char *e = s->stacks[i].entry ? s->stacks[i].entry : "unknown";
+        size_t k;
+        for (k = 0; k < nentries && strcmp(entries[k], e) != 0; k++)
+            ;
+        if (k == nentries) {
+            if (snapshot_vec_reserve((void **)&entries, &cap, sizeof *entries, nentries + 1)) {
+                free(entries);
+                free(entry_of);
+                return -1;
+            }
+            entries[nentries++] = e;
+        }
+        entry_of[i] = (uint32_t)k;
+        total += s->stacks[i].nframes;
+    }
+    jsonw_key(w, "stack_entries");
     jsonw_begin_array(w);
-    char *buf = NULL;
-    size_t cap = 0;
+    for (size_t k = 0; k < nentries; k++)
+        jsonw_string(w, entries[k]);
+    jsonw_end_array(w);
+    jsonw_key(w, "stack_entry");
+    jsonw_begin_array(w);
+    for (size_t i = 0; i < s->nstacks; i++)
+        jsonw_u64(w, entry_of[i]);
+    jsonw_end_array(w);
+    jsonw_key(w, "stack_len");
+    jsonw_begin_array(w);
+    for (size_t i = 0; i < s->nstacks; i++)
+        jsonw_u64(w, s->stacks[i].nframes);
+    jsonw_end_array(w);
+    free(entries);
+    free(entry_of);
+    char *buf = malloc(total * width + 1);
+    if (buf == NULL)
+        return -1;
+    char *p = buf;
     for (size_t i = 0; i < s->nstacks; i++) {
         const struct snap_stack *st = &s->stacks[i];
-        if (snapshot_vec_reserve((void **)&buf, &cap, 1, (size_t)st->nframes * width + 1)) {
-            free(buf);
-            return -1;
-        }
-        char *p = buf;
         for (uint32_t f = 0; f < st->nframes; f++)
             for (unsigned d = width; d > 0; d--)
                 *p++ = digits[(st->frames[f] >> (6 * (d - 1))) & 63];
-        *p = '\0';
-        jsonw_begin_array(w);
-        jsonw_string(w, st->entry);
-        jsonw_string(w, buf);
-        jsonw_end_array(w);
     }
-    jsonw_end_array(w);
+    *p = '\0';
+    jsonw_key(w, "stack_frames");
+    jsonw_string(w, buf);
     free(buf);
     return 0;
 }
@@ -638,7 +721,8 @@ static int write_file(struct jsonw *w, struct snapshot *s)
     write_meta(w, s);
     if (write_stacks(w, s) != 0)
         goto out;
-    write_sites(w, &m, order);
+    if (write_sites(w, &m, order) != 0)
+        goto out;
     jsonw_key(w, "stack_site");
     jsonw_begin_array(w);
     for (size_t i = 0; i < s->nstacks; i++) {

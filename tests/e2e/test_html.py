@@ -86,21 +86,25 @@ def test_model_of_every_input(name, tmp_path):
     hp = snap.get("host_pinned") or {}
     peaks = sum(d["peak_bytes"] for d in snap["devices"]) + \
         (hp.get("peak_bytes") or 0 if hp.get("at_peak") else 0)
-    assert sum(s[3] for s in f["sites"]) == peaks
+    assert sum(f["sites"]["at_peak"]) == peaks
     live = sum(g["bytes"] for d in snap["devices"] for g in d["live"]) + \
         sum(g["bytes"] for g in hp.get("live", []))
-    assert sum(s[4] for s in f["sites"]) == live
-    assert len(f["stacks"]) == len(snap["stacks"])
+    assert sum(f["sites"]["live"]) == live
+    assert len(f["stack_entry"]) == len(f["stack_len"]) == len(snap["stacks"])
+    assert all(len(col) == len(f["sites"]["stack"]) for col in f["sites"].values() if col)
     # Frames are base-64 digits, frame_width per frame, innermost first.
     digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
     w = f["frame_width"]
-    for (entry, enc), st in zip(f["stacks"], sorted(snap["stacks"], key=lambda x: x["id"])):
-        assert entry == st["entry"] and len(enc) == w * len(st["frames"])
+    enc = f["stack_frames"]
+    assert len(enc) == w * sum(f["stack_len"]) and set(enc) <= set(digits)
+    for e, n, st in zip(f["stack_entry"], f["stack_len"],
+                        sorted(snap["stacks"], key=lambda x: x["id"])):
+        assert f["stack_entries"][e] == st["entry"] and n == len(st["frames"])
     assert f["thinned"] == (snap["events"]["stride"] > 1 or snap["events"]["thinned"])
     for d in f["devices"]:
         ts = [p[0] for p in d["points"]]
         assert ts == sorted(ts) and d["points"][-1][1] == d["current"]
-        assert len(d["bands"]) <= 8 and all(0 <= b < len(f["sites"]) for b in d["bands"])
+        assert len(d["bands"]) <= 8 and all(0 <= b < len(f["sites"]["stack"]) for b in d["bands"])
         assert max(p[1] for p in d["points"]) <= d["peak"]
 
 
@@ -226,8 +230,9 @@ def test_oom_postmortem_page(browser, tmp_path):
     # Sites: the model's at-peak column sums to the snapshot's peaks.
     f = m["files"][0]
     peaks = sum(d["peak_bytes"] for d in snap["devices"]) + snap["host_pinned"]["peak_bytes"]
-    assert sum(s[3] for s in f["sites"]) == peaks
-    assert browser.eval("document.querySelectorAll('#sites-table tbody tr').length") == len(f["sites"])
+    assert sum(f["sites"]["at_peak"]) == peaks
+    assert browser.eval("document.querySelectorAll('#sites-table tbody tr').length") == \
+        len(f["sites"]["stack"])
     check_timeline(browser, f)
     # Hovering the biggest band names the biggest call site at the peak.
     top = top_site(oom)
@@ -326,7 +331,7 @@ def test_killed_stream_page(browser, tmp_path):
     note = browser.eval("document.getElementById('recovered').textContent")
     assert note.startswith("Recovered from the stream of a process that was killed: ")
     assert f["recovered"] and f["recovered"] in r.stderr
-    assert sum(s[4] for s in f["sites"]) == sum(sum(g["bytes"] for g in d["live"])
+    assert sum(f["sites"]["live"]) == sum(sum(g["bytes"] for g in d["live"])
                                                  for d in snap["devices"]) > 0
     check_timeline(browser, f)
     check_flame(browser, streams[0])

@@ -229,7 +229,7 @@ def test_focus_in_the_html_page_and_the_other_views(tmp_path):
     text = page.read_text()
     start = text.index('<script type="application/json" id="cmt-data">') + 46
     f = json.loads(text[start:text.index("</script>", start)])["files"][0]
-    assert sum(s[3] for s in f["sites"]) == focused_peak(doc, "ncclCommInitRank")
+    assert sum(f["sites"]["at_peak"]) == focused_peak(doc, "ncclCommInitRank")
     for view in (["diff", src, src], ["timeline", src], ["export", "--format", "speedscope",
                                                          src, "-o", tmp_path / "s.json"]):
         r = cli(view[0], "--focus", "nccl", *view[1:])

@@ -66,10 +66,15 @@
       if (FR[fr[i]][1] === 1) out.push('  ' + FR[fr[i]][0]);
     return out;
   }
+  /* The model's site table is by column (html_model.c write_sites). */
+  function siteCount(file) { return file.sites.stack.length; }
+  function siteLabel(file, i) { return file.labels[file.sites.label[i]]; }
+  function siteStack(file, i) { return file.sites.stack[i]; }
   function site(file, i) {
-    var r = file.sites[i];
-    return { label: r[0], stack: r[1], at_peak: r[3], live: r[4],
-             oom: r[5], allocs: r[6], frees: r[7], alloc_bytes: r[8], kinds: r[9] };
+    var c = file.sites;
+    return { label: siteLabel(file, i), stack: c.stack[i], at_peak: c.at_peak[i], live: c.live[i],
+             oom: c.oom[i], allocs: c.allocs ? c.allocs[i] : null, frees: c.frees ? c.frees[i] : null,
+             alloc_bytes: c.alloc_bytes ? c.alloc_bytes[i] : null, kinds: c.kinds[i] };
   }
   /* ---------------- the model, unpacked ---------------- */
 
@@ -81,26 +86,24 @@
    * garbage collection than the decoding itself. */
   function stacksOf(file) {
     if (file.decoded) return file.decoded;
-    var w = file.frame_width, n = file.stacks.length, off = new Int32Array(n + 1), tot = 0, i;
-    for (i = 0; i < n; i++) { off[i] = tot; tot += file.stacks[i][1].length / w; }
+    var w = file.frame_width, len = file.stack_len, n = len.length, off = new Int32Array(n + 1);
+    var tot = 0, i, str = file.stack_frames;
+    for (i = 0; i < n; i++) { off[i] = tot; tot += len[i]; }
     off[n] = tot;
-    var fr = new Int32Array(tot), k = 0;
-    for (i = 0; i < n; i++) {
-      var str = file.stacks[i][1];
-      for (var c = 0; c < str.length; c += w) {
-        var v = 0;
-        for (var j = 0; j < w; j++) v = v * 64 + DIGIT[str.charCodeAt(c + j)];
-        fr[k++] = v;
-      }
+    var fr = new Int32Array(tot);
+    for (i = 0; i < tot; i++) {
+      var v = 0;
+      for (var j = 0, c = i * w; j < w; j++) v = v * 64 + DIGIT[str.charCodeAt(c + j)];
+      fr[i] = v;
     }
     file.decoded = { n: n, off: off, fr: fr };
     return file.decoded;
   }
   /* [entry point, frame indices innermost first], or null for no stack. */
   function stack(file, st) {
-    if (st == null || st < 0 || st >= file.stacks.length) return null;
+    if (st == null || st < 0 || st >= file.stack_len.length) return null;
     var S = stacksOf(file);
-    return [file.stacks[st][0], S.fr.subarray(S.off[st], S.off[st + 1])];
+    return [file.stack_entries[file.stack_entry[st]], S.fr.subarray(S.off[st], S.off[st + 1])];
   }
   /* The callers of a stack's label frame, as report.c's report_callers
    * prints them: the frame that names the site is the innermost Python
@@ -125,9 +128,9 @@
   }
   /* Worked out for the rows and bands drawn, not for all 100 000 sites. */
   function siteCallers(file, i) {
-    var r = file.sites[i];
-    if (r[2] == null) r[2] = callers(file, r[1], 4);
-    return r[2];
+    var c = file.callers || (file.callers = []);
+    if (c[i] == null) c[i] = callers(file, siteStack(file, i), 4);
+    return c[i];
   }
   performance.mark('cmt-parsed');
 
@@ -197,7 +200,7 @@
           lo.push('L' + x1.toFixed(1) + ',' + py(L[0]).toFixed(1) + 'L' + x0.toFixed(1) + ',' + py(L[0]).toFixed(1));
         }
         var si = j < nb ? dev.bands[j] : -1;
-        var label = j < nb ? file.sites[si][0] : (nb ? 'other call sites' : 'total');
+        var label = j < nb ? siteLabel(file, si) : (nb ? 'other call sites' : 'total');
         s('path', { d: up + lo.reverse().join('') + 'Z', fill: j < nb ? color(si) : (nb ? OTHER : '#4e79a7'),
                     'class': 'band', 'data-band': j, 'data-site': label }, g);
       }
@@ -280,7 +283,7 @@
       /* sites may share a label (one allocator function): the first
        * caller tells them apart */
       var c = siteCallers(file, si), first = c ? c.split(' < ')[0].replace(/^< /, '') : '';
-      it.appendChild(document.createTextNode(file.sites[si][0] + (first ? ' < ' + first : '')));
+      it.appendChild(document.createTextNode(siteLabel(file, si) + (first ? ' < ' + first : '')));
     });
     if (dev.bands.length) {
       var it = h('span', {}, lg);
@@ -324,7 +327,8 @@
     var S = stacksOf(file);
     if (!S.ent) {
       S.ent = new Int32Array(S.n);
-      for (var i = 0; i < S.n; i++) S.ent[i] = entryKey(file.stacks[i][0]);
+      var keys = file.stack_entries.map(entryKey);
+      for (var i = 0; i < S.n; i++) S.ent[i] = keys[file.stack_entry[i]];
     }
     return S;
   }
@@ -544,9 +548,16 @@
     if (file.oom) cols.push(['oom', 'at OOM']);
     cols.push(['allocs', 'allocations'], ['frees', 'frees'], ['alloc_bytes', 'allocated in total']);
     if (!file.counted) h('p', { 'class': 'note' }, sec, 'The event log was thinned: allocation and free counts are unknown (?).');
-    var rows = file.sites.map(function (r, i) { var x = site(file, i); x.i = i; return x; });
-    var LIMIT = 500;
-    if (rows.length > LIMIT) h('p', { 'class': 'note' }, sec, 'Showing the first ' + LIMIT + ' of ' + rows.length + ' call sites in the chosen order.');
+    var n = siteCount(file), rows = null, LIMIT = 500;
+    /* every row, made for the first sort only */
+    function allRows() {
+      if (!rows) {
+        rows = new Array(n);
+        for (var i = 0; i < n; i++) { rows[i] = site(file, i); rows[i].i = i; }
+      }
+      return rows;
+    }
+    if (n > LIMIT) h('p', { 'class': 'note' }, sec, 'Showing the first ' + LIMIT + ' of ' + n + ' call sites in the chosen order.');
     var table = h('table', { id: 'sites-table' }, sec);
     var thead = h('thead', {}, table), tr = h('tr', {}, thead), tbody = h('tbody', {}, table);
     var view = h('div', { 'class': 'stackview', id: 'stackview', hidden: '' }, sec);
@@ -554,7 +565,7 @@
      * the order of the first drawing: no sort of 100 000 rows before it. */
     var key = 'at_peak', asc = false, inModelOrder = true;
     function render() {
-      if (!inModelOrder) rows.sort(function (a, b) {
+      if (!inModelOrder) allRows().sort(function (a, b) {
         var x = a[key], y = b[key], c;
         if (key === 'label') c = x < y ? -1 : x > y ? 1 : 0;
         else c = (x == null ? -1 : x) - (y == null ? -1 : y);
@@ -567,7 +578,10 @@
         th.classList.toggle('asc', th.getAttribute('data-key') === key && asc);
       });
       tbody.textContent = '';
-      rows.slice(0, LIMIT).forEach(function (r) {
+      var shown = [];
+      if (rows) shown = rows.slice(0, LIMIT);
+      else for (var i = 0; i < n && i < LIMIT; i++) { shown.push(site(file, i)); shown[i].i = i; }
+      shown.forEach(function (r) {
         var row = h('tr', { 'data-site': r.i }, tbody);
         var td = h('td', { 'class': 'l' }, row);
         h('span', { 'class': 'sw', style: 'display:inline-block;width:9px;height:9px;margin-right:5px;background:' + color(r.i) }, td);
@@ -661,7 +675,7 @@
     }
     o.live.forEach(function (g) {
       var si = g[0] >= 0 ? file.stack_site[g[0]] : -1;
-      seg(g[1], color(si), si >= 0 ? file.sites[si][0] : '[no stack]', 'seg-live');
+      seg(g[1], color(si), si >= 0 ? siteLabel(file, si) : '[no stack]', 'seg-live');
     });
     seg(untracked, '#8c959f', 'not tracked by cumemtrace', 'seg-untracked');
     var xf = x;
@@ -714,7 +728,7 @@
     s('line', { x1: 0, y1: 0, x2: 0, y2: 6, stroke: '#8c959f', 'stroke-width': 2 }, pat);
     L.allocs.forEach(function (a) {
       var si = a[2] >= 0 ? file.stack_site[a[2]] : -1;
-      box(a[0], a[1], color(si), 'alloc', (si >= 0 ? file.sites[si][0] : '[no stack]') + '\n' + bytes(a[1]) +
+      box(a[0], a[1], color(si), 'alloc', (si >= 0 ? siteLabel(file, si) : '[no stack]') + '\n' + bytes(a[1]) +
           ' at offset ' + bytes(a[0]), { stroke: '#fff', 'stroke-width': 0.5 });
     });
     L.gaps.forEach(function (g, i) {
