@@ -21,6 +21,13 @@
  * the events where the total is lowest and highest (extrema survive). */
 #define HTML_SLICES 2000
 
+/* The flame graph's modes: held at the peak, live at the dump, at the OOM. */
+enum { HTML_FLAME_PEAK, HTML_FLAME_LIVE, HTML_FLAME_OOM };
+
+/* Counts the nodes of s's flame graph in a mode into *nodes, as the page
+ * lays them out (html_flame.c).  -1 when out of memory. */
+int html_flame_nodes(const struct snapshot *s, int mode, uint64_t *nodes);
+
 /* Writes the model of s[0..n) ("kind": "report" or "diff", a diff being
  * n == 2 with s[0] the base) as one JSON value.  -1 when out of memory. */
 int html_model_write(struct jsonw *w, struct snapshot **s, size_t n, const char *kind);

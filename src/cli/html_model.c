@@ -723,6 +723,20 @@ static int write_file(struct jsonw *w, struct snapshot *s)
         goto out;
     if (write_sites(w, &m, order) != 0)
         goto out;
+    /* the page builds its flame graph lazily and cannot count it */
+    jsonw_key(w, "flame_nodes");
+    jsonw_begin_object(w);
+    static const char *const modes[] = {"peak", "live", "oom"};
+    for (int md = HTML_FLAME_PEAK; md <= HTML_FLAME_OOM; md++) {
+        uint64_t nn;
+        if (md == HTML_FLAME_OOM && !s->oom.present)
+            continue;
+        if (html_flame_nodes(s, md, &nn) != 0)
+            goto out;
+        jsonw_key(w, modes[md]);
+        jsonw_u64(w, nn);
+    }
+    jsonw_end_object(w);
     jsonw_key(w, "stack_site");
     jsonw_begin_array(w);
     for (size_t i = 0; i < s->nstacks; i++) {

@@ -101,6 +101,10 @@ def test_model_of_every_input(name, tmp_path):
                         sorted(snap["stacks"], key=lambda x: x["id"])):
         assert f["stack_entries"][e] == st["entry"] and n == len(st["frames"])
     assert f["thinned"] == (snap["events"]["stride"] > 1 or snap["events"]["thinned"])
+    # The page builds its flame graph lazily; the model counts its nodes.
+    modes = ["peak", "live"] + (["oom"] if snap.get("oom") else [])
+    assert {m: f["flame_nodes"][m] for m in modes} == \
+        {m: flame_nodes(INPUTS / name, m) for m in modes}
     for d in f["devices"]:
         ts = [p[0] for p in d["points"]]
         assert ts == sorted(ts) and d["points"][-1][1] == d["current"]
@@ -460,3 +464,19 @@ def test_address_layout_page(browser, tmp_path):
     drawn = browser.eval("[...document.querySelectorAll('#addr-layout rect.alloc, #addr-layout "
                          "rect.gap, #addr-layout rect.unlisted')].reduce((a, r) => a + +r.dataset.bytes, 0)")
     assert drawn == lay["span_bytes"]
+
+
+def test_flame_count_with_two_devices(tmp_path):
+    """With several devices the icicle has a node per device under the
+    root; the model's count follows."""
+    doc = json.loads((INPUTS / "exit_train.json").read_text())
+    second = json.loads(json.dumps(doc["devices"][0]))
+    second["ordinal"] = 1
+    doc["devices"].append(second)
+    doc["counters"]["live_allocations"] *= 2
+    src = tmp_path / "two.json"
+    src.write_text(json.dumps(doc))
+    f = page_model(html(tmp_path / "two.html", src))["files"][0]
+    assert len([d for d in f["devices"] if d["ordinal"] >= 0]) == 2
+    for m in ("peak", "live"):
+        assert f["flame_nodes"][m] == flame_nodes(src, m)

@@ -80,30 +80,36 @@
 
   var B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/', DIGIT = [];
   for (var di = 0; di < 64; di++) DIGIT[B64.charCodeAt(di)] = di;
-  /* Every stack of a file decoded at its first use, at once, into one
-   * Int32Array of frame indices (innermost first) with per-stack offsets:
-   * for 100 000 stacks, as many small arrays cost more in allocation and
-   * garbage collection than the decoding itself. */
+  /* A file's stacks stay one base-64 string (html_model.c write_stacks):
+   * a frame is decoded where it is read, by stepKey for the flame graph and
+   * by stack() for the few stacks a view prints, never all 2 million of a
+   * 100 000-stack file at once.  Entry points get their flame-graph key. */
+  var ENTRY_ID = new Map(), ENTRY_NAME = [];
+  function entryKey(name) {
+    var id = ENTRY_ID.get(name);
+    if (id === undefined) { id = ENTRY_NAME.length; ENTRY_NAME.push(name); ENTRY_ID.set(name, id); }
+    return -2 - id;
+  }
   function stacksOf(file) {
     if (file.decoded) return file.decoded;
-    var w = file.frame_width, len = file.stack_len, n = len.length, off = new Int32Array(n + 1);
-    var tot = 0, i, str = file.stack_frames;
+    var len = file.stack_len, n = len.length, off = new Int32Array(n + 1), tot = 0, i;
     for (i = 0; i < n; i++) { off[i] = tot; tot += len[i]; }
     off[n] = tot;
-    var fr = new Int32Array(tot);
-    for (i = 0; i < tot; i++) {
-      var v = 0;
-      for (var j = 0, c = i * w; j < w; j++) v = v * 64 + DIGIT[str.charCodeAt(c + j)];
-      fr[i] = v;
-    }
-    file.decoded = { n: n, off: off, fr: fr };
+    var keys = file.stack_entries.map(entryKey), ent = new Int32Array(n);
+    for (i = 0; i < n; i++) ent[i] = keys[file.stack_entry[i]];
+    file.decoded = { n: n, off: off, ent: ent, str: file.stack_frames, w: file.frame_width };
     return file.decoded;
+  }
+  function frameAt(S, k) {
+    for (var v = 0, c = k * S.w, e = c + S.w; c < e; c++) v = v * 64 + DIGIT[S.str.charCodeAt(c)];
+    return v;
   }
   /* [entry point, frame indices innermost first], or null for no stack. */
   function stack(file, st) {
     if (st == null || st < 0 || st >= file.stack_len.length) return null;
-    var S = stacksOf(file);
-    return [file.stack_entries[file.stack_entry[st]], S.fr.subarray(S.off[st], S.off[st + 1])];
+    var S = stacksOf(file), a = S.off[st], fr = new Array(S.off[st + 1] - a);
+    for (var i = 0; i < fr.length; i++) fr[i] = frameAt(S, a + i);
+    return [file.stack_entries[file.stack_entry[st]], fr];
   }
   /* The callers of a stack's label frame, as report.c's report_callers
    * prints them: the frame that names the site is the innermost Python
@@ -309,103 +315,94 @@
 
   /* ---------------- flame graph ---------------- */
 
-  /* Children live in a Map and are sorted only when a node is laid out,
-   * and a path that only one stack has taken below a node stays a "tail"
-   * (the stack and the step where it continues) until a second stack
-   * arrives there or it is drawn: a 100 000-stack snapshot has millions of
-   * nodes, nearly all on such unshared paths and narrower than a pixel.
-   * Counts and depth stay exact.  A step's key is its frame index (equal
-   * names share an index, so stacks merge as `cumemtrace flamegraph` merges
-   * its lines), -1 for "[no stack]", -2 - id for an entry point. */
-  var ENTRY_ID = new Map(), ENTRY_NAME = [];
-  function entryKey(name) {
-    var id = ENTRY_ID.get(name);
-    if (id === undefined) { id = ENTRY_NAME.length; ENTRY_NAME.push(name); ENTRY_ID.set(name, id); }
-    return -2 - id;
-  }
-  function entryKeys(file) {
-    var S = stacksOf(file);
-    if (!S.ent) {
-      S.ent = new Int32Array(S.n);
-      var keys = file.stack_entries.map(entryKey);
-      for (var i = 0; i < S.n; i++) S.ent[i] = keys[file.stack_entry[i]];
-    }
-    return S;
-  }
-  /* Steps of stack st, outermost first: its frames, then its entry point. */
+  /* The icicle is built as it is drawn: a node keeps the groups (stack,
+   * bytes) that pass through it and shares them out among its children
+   * only when it is laid out wide enough to show them.  A 100 000-stack
+   * snapshot has millions of nodes, nearly all narrower than a pixel and
+   * never built; the model counts them (html_flame.c).  A step's key is its
+   * frame index (equal names share an index, so stacks merge as `cumemtrace
+   * flamegraph` merges its lines), -1 for "[no stack]", -2 - id for an
+   * entry point.  Steps of a stack run outermost first: its frames, then
+   * its entry point. */
   function stepCount(S, st) { return st < 0 ? 1 : S.off[st + 1] - S.off[st] + 1; }
   function stepKey(S, st, j) {
     if (st < 0) return -1;
     var end = S.off[st + 1];
-    return j < end - S.off[st] ? S.fr[end - 1 - j] : S.ent[st];
+    return j < end - S.off[st] ? frameAt(S, end - 1 - j) : S.ent[st];
   }
   function node(key, parent, name, type) {
     if (name == null) {
       name = key >= 0 ? FR[key][0] : key === -1 ? '[no stack]' : ENTRY_NAME[-2 - key];
       type = key >= 0 ? FR[key][1] : key === -1 ? 2 : 3;
     }
-    return { name: name, type: type, value: 0, base: 0, kids: null, list: null,
-             parent: parent, tail: null };
+    return { name: name, type: type, value: 0, base: 0, parent: parent, j: 0, items: null,
+             bitems: null, devs: null, list: null };
   }
-  function kidMap(n) { return n.kids || (n.kids = new Map()); }
-  function split(n) {
-    var t = n.tail, k = stepKey(t.S, t.st, t.j), c = node(k, n);
-    n.tail = null;
-    c.value = t.v;
-    kidMap(n).set(k, c);
-    if (t.j + 1 < t.len) c.tail = { S: t.S, st: t.st, j: t.j + 1, len: t.len, v: t.v };
-  }
-  function addPath(root, top, file, st, bytesv, isBase) {
-    var S = entryKeys(file);
-    if (st == null || st < 0 || st >= S.n) st = -1;
-    var len = stepCount(S, st), d = len + (top !== root ? 1 : 0);
-    if (!isBase && d > root.depth) root.depth = d;
-    var n = top;
-    for (var j = 0; j < len; j++) {
-      if (n.tail) split(n);
-      var k = stepKey(S, st, j), c = n.kids && n.kids.get(k);
-      if (!c) {
-        if (isBase) return; /* gone from the new file: no width, not drawn */
-        kidMap(n).set(k, c = node(k, n));
-        c.value = bytesv;
-        root.count += len - j;
-        if (j + 1 < len) c.tail = { S: S, st: st, j: j + 1, len: len, v: bytesv };
-        return;
-      }
-      if (isBase) c.base += bytesv; else c.value += bytesv;
-      n = c;
+  function items(S) { return { S: S, st: [], b: [] }; }
+  /* Adds file's groups of one device and mode to n (its base side for a
+   * diff); the depth they reach below n goes into root.depth. */
+  function addGroups(root, n, file, g, isBase, below) {
+    var S = stacksOf(file), it = isBase ? (n.bitems || (n.bitems = items(S))) : (n.items || (n.items = items(S)));
+    for (var i = 0; i < g.length; i++) {
+      var st = g[i][0], v = g[i][1];
+      if (!v) continue;
+      if (st == null || st < 0 || st >= S.n) st = -1;
+      it.st.push(st);
+      it.b.push(v);
+      if (isBase) { root.base += v; if (n !== root) n.base += v; continue; }
+      root.value += v;
+      if (n !== root) n.value += v;
+      var d = stepCount(S, st) + below;
+      if (d > root.depth) root.depth = d;
     }
   }
   function buildTree(file, mode, into, isBase) {
     var root = into;
-    if (!root) { root = node(null, null, 'all', 4); root.count = 1; root.depth = 0; }
+    if (!root) { root = node(null, null, 'all', 4); root.depth = 0; root.count = file.flame_nodes[mode] || 1; }
     /* device memory only, as `cumemtrace flamegraph`: pinned host memory
      * is not what runs out on the GPU */
     var devs = file.devices.filter(function (d) { return d.ordinal >= 0 && d.groups[mode]; });
     devs.forEach(function (d) {
       var top = root;
       if (devs.length > 1) {
-        top = kidMap(root).get('device ' + d.name);
+        if (!root.devs) root.devs = new Map();
+        top = root.devs.get(d.name);
         if (!top) {
-          kidMap(root).set('device ' + d.name, top = node(null, root, d.name, 4));
-          if (!isBase) root.count++;
+          if (isBase) return; /* gone from the new file: no width, not drawn */
+          root.devs.set(d.name, top = node(null, root, d.name, 4));
         }
       }
-      var g = d.groups[mode];
-      for (var i = 0; i < g.length; i++) {
-        if (!g[i][1]) continue;
-        if (isBase) { root.base += g[i][1]; if (top !== root) top.base += g[i][1]; }
-        else { root.value += g[i][1]; if (top !== root) top.value += g[i][1]; }
-        addPath(root, top, file, g[i][0], g[i][1], isBase);
-      }
+      addGroups(root, top, file, d.groups[mode], isBase, top !== root ? 1 : 0);
     });
     return root;
   }
+  function share(n, it, isBase, map, list) {
+    for (var i = 0; i < it.st.length; i++) {
+      var st = it.st[i];
+      if (n.j >= stepCount(it.S, st)) continue;
+      var k = stepKey(it.S, st, n.j), c = map.get(k);
+      if (!c) {
+        if (isBase) continue; /* gone from the new file: no width, not drawn */
+        map.set(k, c = node(k, n));
+        c.j = n.j + 1;
+        list.push(c);
+      }
+      var dst = isBase ? (c.bitems || (c.bitems = items(it.S))) : (c.items || (c.items = items(it.S)));
+      dst.st.push(st);
+      dst.b.push(it.b[i]);
+      if (isBase) c.base += it.b[i]; else c.value += it.b[i];
+    }
+  }
   function kidsOf(n) {
-    if (n.tail) split(n);
     if (!n.list) {
-      n.list = [];
-      if (n.kids) n.kids.forEach(function (c) { if (c.value > 0) n.list.push(c); });
+      var list = [], map = new Map();
+      if (n.devs) n.devs.forEach(function (c) { list.push(c); });
+      else {
+        if (n.items) share(n, n.items, false, map, list);
+        if (n.bitems) share(n, n.bitems, true, map, list);
+      }
+      n.items = n.bitems = null;
+      n.list = list.filter(function (c) { return c.value > 0; });
       n.list.sort(function (a, b) { return b.value - a.value || (a.name < b.name ? -1 : 1); });
     }
     return n.list;
@@ -429,8 +426,8 @@
     var box = h('div', { 'class': 'fg-box' }, parent);
     var svgEl = s('svg', { width: W, height: (depth + 1) * RH + 4, 'class': 'fg', 'data-nodes': root.count }, box);
     var focus = root, query = '';
+    /* diff colours scale to the largest change among the frames drawn */
     var maxDelta = 1;
-    if (opts.diff) (function walk(n) { maxDelta = Math.max(maxDelta, Math.abs(n.value - n.base)); if (n.kids) n.kids.forEach(walk); })(root);
     function fill(n) {
       if (opts.diff) {
         var dlt = n.value - n.base, a = Math.min(1, Math.abs(dlt) / maxDelta);
@@ -476,10 +473,13 @@
         }
         drawn++;
       }
-      for (var i = 0; i < chain.length - 1; i++) rect(chain[i], 0, W, i);
+      /* laid out first, drawn second: a diff's colours need the largest
+       * change among the frames drawn */
+      var todo = [];
+      for (var i = 0; i < chain.length - 1; i++) todo.push([chain[i], 0, W, i]);
       (function lay(n, x, w, d) {
-        rect(n, x, w, d);
         if (w < minW) return;
+        todo.push([n, x, w, d]);
         var cx = x;
         kidsOf(n).forEach(function (c) {
           var cw = w * c.value / (n.value || 1);
@@ -487,6 +487,9 @@
           cx += cw;
         });
       })(focus, 0, W, chain.length - 1);
+      maxDelta = 1;
+      if (opts.diff) todo.forEach(function (e) { maxDelta = Math.max(maxDelta, Math.abs(e[0].value - e[0].base)); });
+      todo.forEach(function (e) { rect(e[0], e[1], e[2], e[3]); });
       svgEl.setAttribute('data-drawn', drawn);
       svgEl.setAttribute('data-hidden', root.count - drawn); /* narrower than minW, or below one */
       svgEl.setAttribute('data-matched', matched);
