@@ -480,3 +480,21 @@ def test_flame_count_with_two_devices(tmp_path):
     assert len([d for d in f["devices"] if d["ordinal"] >= 0]) == 2
     for m in ("peak", "live"):
         assert f["flame_nodes"][m] == flame_nodes(src, m)
+
+
+def test_flame_graph_flips(browser, tmp_path):
+    """The icicle (root on top) turns into a flame graph (root at the
+    bottom) and back; the same frames are drawn."""
+    open_page(browser, html(tmp_path / "f.html", INPUTS / "exit_train.json"), "html_exit.png")
+    rows = """(() => { const r = [...document.querySelectorAll('#flamegraph svg.fg rect')];
+        return [r.length, r.find(e => e.dataset.name === 'all').y.baseVal.value,
+                Math.max(...r.map(e => e.y.baseVal.value)),
+                Math.max(...r.filter(e => e.dataset.type === '3').map(e => e.y.baseVal.value))]; })()"""
+    n, root_y, max_y, entry_y = browser.eval(rows)
+    assert root_y == 0 and entry_y > 0
+    browser.eval("document.getElementById('fg-flip').click()")
+    n2, root_y2, max_y2, entry_y2 = browser.eval(rows)
+    assert n2 == n and root_y2 == max_y2 == max_y and entry_y2 < root_y2
+    browser.screenshot(ARTIFACTS / "html_exit_flame.png")
+    browser.eval("document.getElementById('fg-flip').click()")
+    assert browser.eval(rows)[1] == 0

@@ -155,3 +155,44 @@ def test_pprof_keeps_names_it_would_shorten(tmp_path):
     assert any(n.startswith("<module> /") for n in got)
     assert any("!" in n and n.endswith(")") for n in got)
     same(got, expected(snap, "inuse_space"))
+
+
+def test_pprof_http_serves_our_profile(tmp_path):
+    """`pprof -http` (its web UI) reads the export: the top table and the
+    flame graph page list our Python functions and entry points."""
+    import signal
+    import socket
+    import time
+    import urllib.request
+    snap = json.loads((INPUTS / "exit_train.json").read_text())
+    prof = export(INPUTS / "exit_train.json", tmp_path / "p.pb.gz")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, HOME=os.environ.get("HOME", "/tmp"), PPROF_TMPDIR=str(tmp_path))
+    p = subprocess.Popen([GO, "tool", "pprof", "-no_browser", "-nodefraction=0",
+                          f"-http=127.0.0.1:{port}",
+                          str(prof)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         env=env, start_new_session=True)
+    try:
+        pages, deadline = {}, time.monotonic() + 60
+        for page in ("top", "flamegraph"):
+            while page not in pages:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/ui/{page}",
+                                                timeout=10) as r:
+                        pages[page] = r.read().decode()
+                except OSError:
+                    assert p.poll() is None, p.stderr.read().decode()
+                    assert time.monotonic() < deadline, "pprof -http did not answer"
+                    time.sleep(0.2)
+        # what the default sample type holds: Python functions (named
+        # "function file:line" by -lines) and entry points
+        want = {n.split(" ")[0] for n, v in expected(snap, "inuse_space").items()
+                if v[1] and ("!" not in n and "+0x" not in n and not n.startswith("["))}
+        assert "forward" in want and "cudaMalloc" in want
+        for text in pages.values():
+            assert all(f in text for f in want), want
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(timeout=10)

@@ -416,16 +416,18 @@
   };
   function hash(str) { var x = 0; for (var i = 0; i < str.length; i++) x = (x * 31 + str.charCodeAt(i)) | 0; return ((x >>> 0) % 1000) / 1000; }
 
-  /* An icicle (root on top): width = bytes.  Click zooms, the search box
-   * highlights matches.  With diff, colour says grown (red) or shrunk
-   * (blue) from the base. */
+  /* An icicle (root on top), or with opts.flip a flame graph (root at the
+   * bottom): width = bytes.  Click zooms, the search box highlights
+   * matches.  With diff, colour says grown (red) or shrunk (blue) from the
+   * base. */
   function flameChart(parent, root, opts) {
     opts = opts || {};
     var W = widthOf(parent), RH = 18, minW = 0.5;
     var depth = root.depth;
     var box = h('div', { 'class': 'fg-box' }, parent);
     var svgEl = s('svg', { width: W, height: (depth + 1) * RH + 4, 'class': 'fg', 'data-nodes': root.count }, box);
-    var focus = root, query = '';
+    var focus = root, query = '', flip = !!opts.flip;
+    function rowY(d) { return (flip ? depth - d : d) * RH; }
     /* diff colours scale to the largest change among the frames drawn */
     var maxDelta = 1;
     function fill(n) {
@@ -464,12 +466,12 @@
         if (w < minW) return;
         var g = s('g', { 'data-i': nodes.length }, svgEl);
         nodes.push(n);
-        var r = s('rect', { x: x.toFixed(2), y: d * RH, width: Math.max(0.1, w - 0.5).toFixed(2), height: RH - 1,
+        var r = s('rect', { x: x.toFixed(2), y: rowY(d), width: Math.max(0.1, w - 0.5).toFixed(2), height: RH - 1,
                             fill: fill(n), 'data-name': n.name, 'data-type': n.type, 'data-bytes': n.value }, g);
         if (re && n.name.toLowerCase().indexOf(re) >= 0) { r.classList.add('match'); matched++; }
         if (w > 40) {
           var maxc = Math.floor((w - 6) / 6.5);
-          s('text', { x: x + 3, y: d * RH + 13 }, g, n.name.length > maxc ? n.name.slice(0, Math.max(1, maxc - 1)) + '\u2026' : n.name);
+          s('text', { x: x + 3, y: rowY(d) + 13 }, g, n.name.length > maxc ? n.name.slice(0, Math.max(1, maxc - 1)) + '\u2026' : n.name);
         }
         drawn++;
       }
@@ -498,6 +500,7 @@
     return {
       svg: svgEl,
       search: function (q) { query = q; draw(); },
+      flip: function (f) { flip = f; draw(); },
       reset: function () { focus = root; draw(); }
     };
   }
@@ -510,7 +513,7 @@
     var holder = h('div', {}, sec);
     var search = h('input', { type: 'search', placeholder: 'highlight frames matching\u2026', id: 'fg-search', size: 30 });
     var info = h('span', { 'class': 'note' });
-    var chart = null, mode = 'peak';
+    var chart = null, mode = 'peak', flip = false;
     function render() {
       holder.textContent = '';
       var root = buildTree(file, mode);
@@ -519,8 +522,8 @@
       h('p', { 'class': 'note' }, holder, bytes(root.value) + ' held ' +
         modes.filter(function (m) { return m[0] === mode; })[0][1] + '. ' +
         (diffBase ? 'Width: bytes in the new file; red grew, blue shrank since the base (call sites gone from the new file have no width).'
-                  : 'Python frames green-blue, native frames orange, CUDA entry points red. Click a frame to zoom, click the top row to zoom out.'));
-      chart = flameChart(holder, root, { diff: !!diffBase });
+                  : 'Python frames green-blue, native frames orange, CUDA entry points red. Click a frame to zoom, click a frame nearer the root to zoom out.'));
+      chart = flameChart(holder, root, { diff: !!diffBase, flip: flip });
       if (search.value) chart.search(search.value);
       api.flame = chart;
     }
@@ -533,6 +536,10 @@
       });
       if (m[0] === mode) b.classList.add('on');
     });
+    var fl = h('label', { 'class': 'note' }, ctl);
+    var flipBox = h('input', { type: 'checkbox', id: 'fg-flip' }, fl);
+    fl.appendChild(document.createTextNode(' flame (root at the bottom) '));
+    flipBox.addEventListener('change', function () { flip = flipBox.checked; if (chart) chart.flip(flip); });
     ctl.appendChild(search);
     ctl.appendChild(info);
     search.addEventListener('input', function () {
