@@ -92,6 +92,7 @@ test-san: check-deps
 	@$(MAKE) --no-print-directory SAN=address,undefined test-unit test-e2e
 test-tsan: check-deps
 	@$(MAKE) --no-print-directory SAN=thread BUILD=build-tsan test-bins
+	build-tsan/tests/unit/test_record   # the tracker's tables under threads
 	CUMEMTRACE_BUILD=$(abspath build-tsan) $(PYTHON) -m pytest -q -p no:cacheprovider \
 	    tests/e2e/test_process.py tests/e2e/test_concurrency.py -k "threads or fork or concurrency"
 

@@ -22,9 +22,20 @@
  * The peak since a mark (record_mark_set) is a second such peak per pool,
  * with its own epoch and per-site fields, kept by the same few instructions.
  *
- * Threads: one mutex (record_lock) guards every table and counter.  Stack capture (the
- * expensive part) happens before the lock is taken; stacks are immutable once
- * published, so dumps read their frames without the lock.
+ * Threads: one lock (record_lock, a futex mutex: a syscall only when
+ * contended) guards every table and counter, taken once per allocation and
+ * once per free.  What needs no
+ * sharing stays out of it: stack capture and hashing, and a per-thread cache
+ * of the stacks (and their sites) this thread allocated from - stacks are
+ * immutable once published, so a hit needs no lock, and dumps read frames
+ * without it - and a per-thread list of free entries.  Under the lock, per
+ * event: one probe of an open-addressed table (record_table.h), the site's
+ * and pool's counters, the event log.  Exact peak attribution needs those
+ * in one total order, which the lock gives; sharding them (per-thread
+ * sites and a global atomic for a pool's bytes) would still need every
+ * site's holdings at the instant of a new peak, i.e. the same order.  On
+ * the bench's lock-free stand-in runtime the CPU time per traced pair stays
+ * level with threads (make bench, threads row): the lock is not the limit.
  *
  * Limitations: a stream-ordered free is accounted when it is issued, not when
  * the stream reaches it; managed memory is assumed resident on its device.
@@ -32,6 +43,8 @@
 #include "record_state.h"
 
 #include <assert.h>
+#include <errno.h>
+#include <linux/futex.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -40,16 +53,15 @@
 
 /* ---- the state record_state.h declares ---- */
 
-/* Adaptive: critical sections are a few hash operations long, so a
- * contending thread spins briefly instead of sleeping in the kernel. */
-pthread_mutex_t record_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
+int record_lock;
 bool record_nomem;
 struct site **record_site_table;
 uint32_t record_nsites;
 static uint32_t sites_cap;
 const struct live *record_last_alloc, *record_last_temporary;
 struct pool record_pools[RECORD_POOLS];
-struct live *record_live_table, *record_handles;
+struct pool_limit record_limits[RECORD_POOLS];
+struct addr_table record_live_table, record_handles;
 static struct live *free_entries;
 static struct stack_node *stack_table;
 struct stack_node **record_stacks_by_id;
@@ -57,6 +69,44 @@ size_t record_nstacks;
 static size_t stacks_cap;
 struct record_counters record_totals;
 uint64_t record_reentrant;
+
+/* ---- the lock's slow paths (record_state.h has the fast ones) ---- */
+
+/* Spins this many polls before sleeping: a critical section is ~100
+ * instructions, a futex round trip thousands. */
+#define LOCK_SPINS 200
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+void record_lock_wait(int *m)
+{
+    for (int i = 0; i < LOCK_SPINS; i++) {
+        int free_state = 0;
+        if (__atomic_load_n(m, __ATOMIC_RELAXED) == 0 &&
+            __atomic_compare_exchange_n(m, &free_state, 1, false, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED))
+            return;
+        cpu_relax();
+    }
+    int saved = errno; /* the host's errno survives our futex calls */
+    while (__atomic_exchange_n(m, 2, __ATOMIC_ACQUIRE) != 0)
+        syscall(SYS_futex, m, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+    errno = saved;
+}
+
+void record_lock_wake(int *m)
+{
+    int saved = errno;
+    syscall(SYS_futex, m, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    errno = saved;
+}
 
 /* Owners: 0 none known (never dropped), 1 + d the primary context of
  * device d, OWNER_CREATED + n created context n. */
@@ -78,14 +128,35 @@ struct slab {
 };
 static struct slab *slabs;
 
-static __thread uint32_t tid_cache __attribute__((tls_model("initial-exec")));
+/* ---- per-thread state: what the hot path reads without the lock ---- */
+
+/* Stacks this thread allocated from, by hash: a direct-mapped cache (32
+ * slots, 768 bytes of static TLS) of immutable stacks, and of the site the
+ * stack last allocated into. */
+#define TC_STACKS 32
+struct stack_slot {
+    uint64_t hash;
+    struct record_stack *st; /* NULL: empty */
+    struct site *site;       /* st's site for some (pool, kind), or NULL */
+};
+/* Frees park their entry here for this thread's next allocations; beyond
+ * TC_FREE_MAX the list goes back to the shared one in one trip. */
+#define TC_FREE_MAX 64
+struct thread_cache {
+    struct stack_slot stacks[TC_STACKS];
+    struct live *free;
+    uint32_t nfree;
+    uint32_t tid;
+};
+static __thread struct thread_cache tc __attribute__((tls_model("initial-exec")));
 
 static uint32_t current_tid(void)
 {
-    if (tid_cache == 0)
-        tid_cache = (uint32_t)syscall(SYS_gettid);
-    return tid_cache;
+    if (tc.tid == 0)
+        tc.tid = (uint32_t)syscall(SYS_gettid);
+    return tc.tid;
 }
+
 const char *record_kind_name(enum record_kind kind)
 {
     static const char *const names[KIND_COUNT] = {
@@ -95,13 +166,13 @@ const char *record_kind_name(enum record_kind kind)
 
 void record_init(size_t cap, int64_t (*clock)(void))
 {
-    pthread_mutex_lock(&record_lock);
+    record_lock_take(&record_lock);
     event_log_init(cap, clock);
     for (int i = 0; i < RECORD_POOLS; i++) {
         record_pools[i].free_bytes = -1;
         record_pools[i].total_bytes = -1;
     }
-    pthread_mutex_unlock(&record_lock);
+    record_lock_drop(&record_lock);
 }
 
 /* ---- stacks ---- */
@@ -111,8 +182,10 @@ void record_init(size_t cap, int64_t (*clock)(void))
  * lanes are scalars and the loop is unrolled by hand: as an array in a
  * nested loop they cost ~15 instructions a frame, now ~5. */
 #define STACK_MIX(h, f) (h ^= (uint64_t)(uintptr_t)(f), h *= k, h ^= h >> 29)
-static uint64_t stack_hash(unsigned entry, void *const *frames, unsigned depth)
+static inline uint64_t stack_hash(unsigned entry, void *const *frames, unsigned depth)
 {
+    if (depth == 0) /* CUMEMTRACE_DEPTH=0: one stack per entry point */
+        return 0x9E3779B97F4A7C15ULL * (entry + 1);
     const uint64_t k = 0xff51afd7ed558ccdULL;
     uint64_t h0 = 0x9E3779B97F4A7C15ULL * (entry + 1), h1 = 0xC2B2AE3D27D4EB4FULL,
              h2 = 0x165667B19E3779F9ULL, h3 = 0x27D4EB2F165667C5ULL ^ depth;
@@ -134,11 +207,11 @@ static uint64_t stack_hash(unsigned entry, void *const *frames, unsigned depth)
 }
 #undef STACK_MIX
 
-static bool stack_equal(const struct record_stack *s, unsigned entry,
-                        void *const *frames, unsigned depth)
+static inline bool stack_equal(const struct record_stack *s, unsigned entry,
+                               void *const *frames, unsigned depth)
 {
     return s->entry == entry && s->depth == depth &&
-           memcmp(s->frames, frames, depth * sizeof(void *)) == 0;
+           (depth == 0 || memcmp(s->frames, frames, depth * sizeof(void *)) == 0);
 }
 
 /* Finds or creates the stack; the caller holds the lock.  NULL only when
@@ -190,10 +263,15 @@ struct record_stack *record_stack_intern(unsigned entry, void *const *frames,
 {
     if (depth > RECORD_MAX_DEPTH)
         depth = RECORD_MAX_DEPTH;
-    uint64_t h = stack_hash(entry, frames, depth); /* outside the record_lock */
-    pthread_mutex_lock(&record_lock);
+    uint64_t h = stack_hash(entry, frames, depth); /* outside the lock */
+    struct stack_slot *c = &tc.stacks[h % TC_STACKS];
+    if (c->st != NULL && c->hash == h && stack_equal(c->st, entry, frames, depth))
+        return c->st;
+    record_lock_take(&record_lock);
     struct record_stack *st = intern_locked(h, entry, frames, depth);
-    pthread_mutex_unlock(&record_lock);
+    record_lock_drop(&record_lock);
+    if (st != NULL)
+        *c = (struct stack_slot){h, st, NULL};
     return st;
 }
 
@@ -272,7 +350,6 @@ static struct live *entry_new_locked(void)
     }
     struct live *e = free_entries;
     free_entries = (struct live *)e->addr;
-    memset(e, 0, sizeof *e);
     return e;
 }
 
@@ -282,9 +359,36 @@ void record_entry_free_locked(struct live *e)
     free_entries = e;
 }
 
+/* This thread's parked entry, or NULL (no lock). */
+static inline struct live *entry_take(void)
+{
+    struct live *e = tc.free;
+    if (e != NULL) {
+        tc.free = (struct live *)e->addr;
+        tc.nfree--;
+    }
+    return e;
+}
+
+/* Hands this thread's parked entries back to the shared list. */
+static void entries_give_back(void)
+{
+    struct live *first = tc.free, *last = first;
+    if (first == NULL)
+        return;
+    while (last->addr != 0)
+        last = (struct live *)last->addr;
+    tc.free = NULL;
+    tc.nfree = 0;
+    record_lock_take(&record_lock);
+    last->addr = (uintptr_t)free_entries;
+    free_entries = first;
+    record_lock_drop(&record_lock);
+}
+
 /* ---- counters ---- */
 
-static void event_push_locked(int64_t now, int64_t delta, const struct site *s,
+static inline __attribute__((always_inline)) void event_push_locked(int64_t now, int64_t delta, const struct site *s,
                               const struct pool *p)
 {
     struct record_event ev = {
@@ -298,15 +402,11 @@ static void event_push_locked(int64_t now, int64_t delta, const struct site *s,
     event_log_push(&ev);
 }
 
-/* Applies +/- bytes of one allocation to its site and pool.  The site is
- * updated first and the pool's epoch bumped after, so a site that sets a new
- * peak counts as "untouched since the peak" - its current is its at_peak. */
-void record_account_locked(struct site *s, int64_t bytes, int64_t now)
+/* Before a site's holdings change: if the pool reached a new peak (or mark
+ * peak) since the site last changed, what it holds now is what it held
+ * then. */
+static inline void epoch_sync(struct site *s, const struct pool *p)
 {
-    struct pool *p = &record_pools[s->s.pool];
-    struct record_kind_stats *k = &p->kinds[s->s.kind];
-
-    now = event_log_stamp(now); /* under the record_lock: events stay in time order */
     if (s->s.epoch != p->epoch) {
         s->s.at_peak = s->s.current;
         s->s.at_peak_count = s->s.count;
@@ -317,49 +417,88 @@ void record_account_locked(struct site *s, int64_t bytes, int64_t now)
         s->s.mark_at_peak_count = s->s.count;
         s->s.mark_epoch = p->mark.epoch;
     }
-    s->s.current += (uint64_t)bytes;
-    s->s.count += bytes >= 0 ? 1 : (uint64_t)-1;
-    if (bytes >= 0) {
-        s->s.allocs++;
-        s->s.alloc_bytes += (uint64_t)bytes;
-    } else {
-        s->s.frees++;
-    }
-    p->current += (uint64_t)bytes;
-    k->current += (uint64_t)bytes;
-    p->active = true;
-    if (bytes >= 0) {
-        k->allocs++;
-        if (k->current > k->peak) {
-            k->peak = k->current;
-            k->peak_time = now;
-        }
-        if (p->current > p->peak) {
-            p->peak = p->current;
-            p->peak_time = now;
-            p->epoch++;
-        }
-        if (p->current > p->mark.peak) {
-            p->mark.peak = p->current;
-            p->mark.peak_time = now;
-            p->mark.epoch++;
-            p->mark.sites_valid = true;
-        }
-    } else {
-        k->frees++;
-    }
-    event_push_locked(now, bytes, s, p);
 }
 
-/* Entries freed by this thread wait here for its next allocation, so the
- * free path needs no second trip through the lock (see record_free_finish). */
-static __thread struct live *spare __attribute__((tls_model("initial-exec")));
+/* Applies an allocation of `bytes` to its site and pool.  The site is
+ * updated first and the pool's epoch bumped after, so a site that sets a new
+ * peak counts as "untouched since the peak" - its current is its at_peak. */
+/* always_inline: the allocation and free paths are one function each, with
+ * one prologue (the calls cost ~10 instructions apiece on a ~150 path). */
+#define HOT static inline __attribute__((always_inline))
 
-static void alloc_locked(const struct record_alloc *a, struct record_stack *stack,
+HOT void account_alloc_locked(struct site *s, uint64_t bytes, int64_t now)
+{
+    struct pool *p = &record_pools[s->s.pool];
+    struct record_kind_stats *k = &p->kinds[s->s.kind];
+
+    now = event_log_stamp(now); /* under the lock: events stay in time order */
+    epoch_sync(s, p);
+    s->s.current += bytes;
+    s->s.count++;
+    s->s.allocs++;
+    s->s.alloc_bytes += bytes;
+    p->current += bytes;
+    p->active = true;
+    k->current += bytes;
+    k->allocs++;
+    if (k->current > k->peak) {
+        k->peak = k->current;
+        k->peak_time = now;
+    }
+    if (p->current > p->peak) {
+        p->peak = p->current;
+        p->peak_time = now;
+        p->epoch++;
+    }
+    if (p->current > p->mark.peak) {
+        p->mark.peak = p->current;
+        p->mark.peak_time = now;
+        p->mark.epoch++;
+        p->mark.sites_valid = true;
+    }
+    event_push_locked(now, (int64_t)bytes, s, p);
+}
+
+HOT void account_free_locked(struct site *s, uint64_t bytes, int64_t now)
+{
+    struct pool *p = &record_pools[s->s.pool];
+    struct record_kind_stats *k = &p->kinds[s->s.kind];
+
+    now = event_log_stamp(now);
+    epoch_sync(s, p);
+    s->s.current -= bytes;
+    s->s.count--;
+    s->s.frees++;
+    p->current -= bytes;
+    p->active = true;
+    k->current -= bytes;
+    k->frees++;
+    event_push_locked(now, -(int64_t)bytes, s, p);
+}
+
+void record_account_locked(struct site *s, int64_t bytes, int64_t now)
+{
+    if (bytes >= 0)
+        account_alloc_locked(s, (uint64_t)bytes, now);
+    else
+        account_free_locked(s, (uint64_t)-bytes, now);
+}
+
+/* Drops a live entry found at `slot` of `t`: the memory is gone. */
+static void forget_locked(struct addr_table *t, struct table_slot *slot, int64_t now)
+{
+    struct live *e = slot->e;
+    table_remove(t, slot);
+    account_free_locked(site_of(e), entry_size(e), now);
+    record_totals.live--;
+    record_entry_free_locked(e);
+}
+
+/* `e` (any entry, or NULL for a fresh one) becomes the allocation `a` at
+ * site `s` (NULL: out of memory, nothing is recorded). */
+HOT void alloc_locked(const struct record_alloc *a, struct site *s,
                          int64_t now, uint32_t tid, struct live *e)
 {
-    uint32_t pool = record_pool_of(a->kind, a->device);
-    struct site *s = site_get_locked(stack, pool, a->kind);
     if (s == NULL) {
         if (e != NULL)
             record_entry_free_locked(e);
@@ -367,54 +506,69 @@ static void alloc_locked(const struct record_alloc *a, struct record_stack *stac
     }
     if (e == NULL && (e = entry_new_locked()) == NULL)
         return;
-    memset(e, 0, sizeof *e);
+    uint64_t extra = a->requested >= a->size ? 0 : a->size - a->requested;
     e->addr = a->addr;
-    e->size_extra = a->size & SIZE_MASK;
     e->t_ns = now;
     e->site = s->index;
     e->tid = tid & ((1u << 22) - 1);
     e->owner = owner_of(a->device, a->ctx) & 1023u;
-    set_extra(e, a->requested >= a->size ? 0 : a->size - a->requested);
+    struct addr_table *t = &record_live_table;
     if (a->is_handle) {
         /* cuMemCreate handle (device- or host-located): refcounted. */
-        struct live *old;
         e->site |= HANDLE_BIT;
-        set_extra(e, 1);
-        HASH_FIND(hh, record_handles, &e->addr, sizeof e->addr, old);
-        if (old != NULL) /* driver reused a handle we missed the release of */
-            HASH_DELETE(hh, record_handles, old);
-        HASH_ADD(hh, record_handles, addr, sizeof e->addr, e);
-    } else {
-        struct live *old;
-        HASH_FIND(hh, record_live_table, &e->addr, sizeof e->addr, old);
-        if (old != NULL) {
-            /* Freed behind our back (e.g. by a context reset): drop it. */
-            HASH_DELETE(hh, record_live_table, old);
-            record_account_locked(site_of(old), -(int64_t)entry_size(old), now);
-            record_totals.live--;
-            record_entry_free_locked(old);
-        }
-        HASH_ADD(hh, record_live_table, addr, sizeof e->addr, e);
+        extra = 1;
+        t = &record_handles;
     }
-    if (record_nomem) {
-        record_nomem = false;
+    e->size_extra = (a->size & SIZE_MASK) | (extra > EXTRA_MAX ? EXTRA_MAX : extra) << 48;
+    struct table_slot *slot = table_slot(t, e->addr);
+    if (slot == NULL) {
         record_entry_free_locked(e);
         return;
     }
+    struct live *old = slot->e;
+    if (old == NULL) {
+        slot->key = e->addr;
+        t->count++;
+    } else if (a->is_handle) {
+        /* the driver reused a handle we missed the release of */
+        record_entry_free_locked(old);
+    } else {
+        /* Freed behind our back (e.g. by a context reset): drop it; the
+         * new entry takes its slot (the key is the same). */
+        account_free_locked(site_of(old), entry_size(old), now);
+        record_totals.live--;
+        record_entry_free_locked(old);
+    }
+    slot->e = e;
     record_totals.live++;
-    record_account_locked(s, (int64_t)a->size, now);
+    account_alloc_locked(s, a->size, now);
     record_last_alloc = e;
+}
+
+/* The site of (stack, pool, kind), through this thread's cache slot `c`
+ * when it holds the stack (c may be NULL). */
+static inline struct site *site_cached_locked(struct stack_slot *c,
+                                              struct record_stack *st,
+                                              uint32_t pool, enum record_kind kind)
+{
+    if (c != NULL && c->st == st && st != NULL && c->site != NULL &&
+        c->site->s.pool == pool && c->site->s.kind == kind)
+        return c->site;
+    struct site *s = site_get_locked(st, pool, kind);
+    if (c != NULL && c->st == st && st != NULL)
+        c->site = s;
+    return s;
 }
 
 void record_alloc(const struct record_alloc *a, struct record_stack *stack,
                   int64_t now)
 {
     uint32_t tid = current_tid();
-    struct live *e = spare;
-    spare = NULL;
-    pthread_mutex_lock(&record_lock);
-    alloc_locked(a, stack, now, tid, e);
-    pthread_mutex_unlock(&record_lock);
+    struct live *e = entry_take();
+    record_lock_take(&record_lock);
+    alloc_locked(a, site_get_locked(stack, record_pool_of(a->kind, a->device), a->kind),
+                 now, tid, e);
+    record_lock_drop(&record_lock);
 }
 
 void record_alloc_at(const struct record_alloc *a, unsigned entry,
@@ -422,14 +576,19 @@ void record_alloc_at(const struct record_alloc *a, unsigned entry,
 {
     if (depth > RECORD_MAX_DEPTH)
         depth = RECORD_MAX_DEPTH;
-    uint64_t h = stack_hash(entry, frames, depth); /* outside the record_lock */
+    uint64_t h = stack_hash(entry, frames, depth); /* outside the lock */
+    struct stack_slot *c = &tc.stacks[h % TC_STACKS];
+    struct record_stack *st = NULL;
+    if (c->st != NULL && c->hash == h && stack_equal(c->st, entry, frames, depth))
+        st = c->st;
     uint32_t tid = current_tid();
-    struct live *e = spare;
-    spare = NULL;
-    pthread_mutex_lock(&record_lock);
-    struct record_stack *st = intern_locked(h, entry, frames, depth);
-    alloc_locked(a, st, now, tid, e);
-    pthread_mutex_unlock(&record_lock);
+    struct live *e = entry_take();
+    uint32_t pool = record_pool_of(a->kind, a->device);
+    record_lock_take(&record_lock);
+    if (st == NULL && (st = intern_locked(h, entry, frames, depth)) != NULL)
+        *c = (struct stack_slot){h, st, NULL};
+    alloc_locked(a, site_cached_locked(c, st, pool, a->kind), now, tid, e);
+    record_lock_drop(&record_lock);
 }
 
 static bool kind_matches(enum record_kind have, enum record_kind want)
@@ -444,30 +603,32 @@ static bool kind_matches(enum record_kind have, enum record_kind want)
 void *record_free_take(uintptr_t addr, enum record_kind kind_hint,
                        int64_t now)
 {
-    struct live *e;
-    pthread_mutex_lock(&record_lock);
-    HASH_FIND(hh, record_live_table, &addr, sizeof addr, e);
-    if (e != NULL && !kind_matches(site_of(e)->s.kind, kind_hint)) {
+    record_lock_take(&record_lock);
+    struct table_slot *slot = table_find(&record_live_table, addr);
+    struct live *e = slot != NULL ? slot->e : NULL;
+    if (e == NULL) {
+        record_totals.unknown_frees++;
+        record_lock_drop(&record_lock);
+        return NULL;
+    }
+    struct site *s = site_of(e);
+    if (!kind_matches(s->s.kind, kind_hint)) {
         /* Known, but not to this API: the real call refuses it and the
          * allocation stays live - a bug in the caller, not a stranger. */
         record_totals.wrong_kind_frees++;
-        pthread_mutex_unlock(&record_lock);
+        record_lock_drop(&record_lock);
         return NULL;
     }
-    if (e != NULL) {
-        HASH_DELETE(hh, record_live_table, e);
-        record_account_locked(site_of(e), -(int64_t)entry_size(e), now);
-        record_totals.live--;
-        record_last_temporary = NULL;
-        if (e == record_last_alloc) { /* nothing was allocated since: temporary */
-            site_of(e)->s.temporary++;
-            record_last_temporary = e;
-        }
-        record_last_alloc = NULL;
-    } else {
-        record_totals.unknown_frees++;
+    table_remove(&record_live_table, slot);
+    account_free_locked(s, entry_size(e), now);
+    record_totals.live--;
+    record_last_temporary = NULL;
+    if (e == record_last_alloc) { /* nothing was allocated since: temporary */
+        s->s.temporary++;
+        record_last_temporary = e;
     }
-    pthread_mutex_unlock(&record_lock);
+    record_last_alloc = NULL;
+    record_lock_drop(&record_lock);
     return e;
 }
 
@@ -476,32 +637,27 @@ void record_free_finish(void *token, bool ok, int64_t now)
     struct live *e = token;
     if (e == NULL)
         return;
-    if (ok) {
-        if (spare == NULL) { /* the common case: no record_lock */
-            spare = e;
-            return;
-        }
-        pthread_mutex_lock(&record_lock);
-        record_entry_free_locked(e);
-        pthread_mutex_unlock(&record_lock);
+    if (ok) { /* the common case: parked for this thread, no lock */
+        e->addr = (uintptr_t)tc.free;
+        tc.free = e;
+        if (++tc.nfree > TC_FREE_MAX)
+            entries_give_back();
         return;
     }
     /* The real free failed: the memory is still there, put it back.  The
      * counters return to where they were (this is not a new allocation). */
-    pthread_mutex_lock(&record_lock);
+    record_lock_take(&record_lock);
     struct site *s = site_of(e);
     record_totals.failed_frees++;
+    struct addr_table *t = &record_live_table;
     if (is_handle(e)) {
         set_extra(e, 1);
-        HASH_ADD(hh, record_handles, addr, sizeof e->addr, e);
-    } else {
-        HASH_ADD(hh, record_live_table, addr, sizeof e->addr, e);
+        t = &record_handles;
     }
-    if (record_nomem) { /* cannot put it back: forget it rather than lie */
-        record_nomem = false;
+    if (!table_add(t, e->addr, e)) { /* cannot put it back: forget it rather than lie */
         record_entry_free_locked(e);
     } else {
-        record_account_locked(s, (int64_t)entry_size(e), now);
+        account_alloc_locked(s, entry_size(e), now);
         record_pools[s->s.pool].kinds[s->s.kind].allocs--;
         record_pools[s->s.pool].kinds[s->s.kind].frees--;
         s->s.allocs--;
@@ -513,7 +669,7 @@ void record_free_finish(void *token, bool ok, int64_t now)
         }
         record_totals.live++;
     }
-    pthread_mutex_unlock(&record_lock);
+    record_lock_drop(&record_lock);
 }
 
 void record_count_reentrant(void)
@@ -523,13 +679,7 @@ void record_count_reentrant(void)
 
 void record_thread_end(void)
 {
-    struct live *e = spare;
-    spare = NULL;
-    if (e != NULL) {
-        pthread_mutex_lock(&record_lock);
-        record_entry_free_locked(e);
-        pthread_mutex_unlock(&record_lock);
-    }
+    entries_give_back();
 }
 
 uint64_t record_token_size(const void *token)
@@ -547,51 +697,51 @@ uint64_t record_drop_context(int device, unsigned ctx, int64_t now)
 {
     unsigned owner = owner_of(device, ctx);
     uint64_t bytes = 0;
-    struct live *e, *tmp;
     if (owner == 0)
         return 0;
-    pthread_mutex_lock(&record_lock);
-    HASH_ITER(hh, record_live_table, e, tmp) {
-        struct site *s = site_of(e);
-        if (e->owner != owner || s->s.kind == KIND_ASYNC || s->s.kind == KIND_VMM)
+    record_lock_take(&record_lock);
+    struct addr_table *t = &record_live_table;
+    for (uint32_t i = 0; i < table_size(t);) {
+        struct live *e = t->slots[i].e;
+        if (e == NULL || e->owner != owner || site_of(e)->s.kind == KIND_ASYNC ||
+            site_of(e)->s.kind == KIND_VMM) {
+            i++;
             continue;
-        HASH_DELETE(hh, record_live_table, e);
-        record_account_locked(s, -(int64_t)entry_size(e), now);
-        record_totals.live--;
+        }
         bytes += entry_size(e);
-        record_entry_free_locked(e);
+        forget_locked(t, &t->slots[i], now); /* slot i may now hold another */
     }
-    pthread_mutex_unlock(&record_lock);
+    record_lock_drop(&record_lock);
     return bytes;
 }
 
 void record_failure(enum record_kind kind, int device)
 {
-    pthread_mutex_lock(&record_lock);
+    record_lock_take(&record_lock);
     struct pool *p = &record_pools[record_pool_of(kind, device)];
     p->kinds[kind].failures++;
     p->active = true;
-    pthread_mutex_unlock(&record_lock);
+    record_lock_drop(&record_lock);
 }
 
 /* ---- fork ---- */
 
 void record_atfork_prepare(void)
 {
-    pthread_mutex_lock(&record_lock);
+    record_lock_take(&record_lock);
 }
 
 void record_atfork_parent(void)
 {
-    pthread_mutex_unlock(&record_lock);
+    record_lock_drop(&record_lock);
 }
 
 void record_atfork_child(void)
 {
     /* Only the forking thread survives, and it holds the lock: tear every
      * table down so the child starts empty, keeping the configuration. */
-    HASH_CLEAR(hh, record_live_table);
-    HASH_CLEAR(hh, record_handles);
+    table_clear(&record_live_table);
+    table_clear(&record_handles);
     record_vmm_reset_locked();
     while (slabs != NULL) {
         struct slab *next = slabs->next;
@@ -611,22 +761,24 @@ void record_atfork_child(void)
             free(n);
     }
     unknown.s.id = 0;
+    unknown.sites = NULL;
     free(record_site_table);
     record_site_table = NULL;
     record_nsites = sites_cap = 0;
     free(record_stacks_by_id);
     record_stacks_by_id = NULL;
     record_nstacks = stacks_cap = 0;
+    record_last_alloc = record_last_temporary = NULL;
     event_log_reset();
     memset(&record_totals, 0, sizeof record_totals);
     __atomic_store_n(&record_reentrant, 0, __ATOMIC_RELAXED);
     for (int i = 0; i < RECORD_POOLS; i++) {
-        uint64_t limit = record_pools[i].limit;
         memset(&record_pools[i], 0, sizeof record_pools[i]);
-        record_pools[i].limit = limit;
         record_pools[i].free_bytes = record_pools[i].total_bytes = -1;
+        record_limits[i].inflight = 0;
     }
-    tid_cache = 0;
-    spare = NULL; /* it pointed into a slab just freed */
-    pthread_mutex_unlock(&record_lock);
+    /* this thread's cache pointed into the stacks and slabs just freed */
+    memset(&tc, 0, sizeof tc);
+    /* the parent's waiters are not in this process: a plain release */
+    __atomic_store_n(&record_lock, 0, __ATOMIC_RELEASE);
 }

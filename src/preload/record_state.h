@@ -7,12 +7,12 @@
 #ifndef CUMEMTRACE_RECORD_STATE_H
 #define CUMEMTRACE_RECORD_STATE_H
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "record.h"
+#include "record_table.h"
 
 extern bool record_nomem; /* set by uthash when an insert could not allocate */
 #define HASH_NONFATAL_OOM 1
@@ -58,11 +58,12 @@ struct stack_node {
     struct record_stack s; /* last: flexible frames[] */
 };
 
-/* 88 bytes with uthash's handle (issue 7 asks for at most 96): the size
- * and a 16-bit extra share a word (sizes stay below 2^48 = 256 TiB), the
- * site is a 32-bit index whose top bit marks a VMM handle. */
+/* 32 bytes (issue 7 asks for at most 96 per live allocation, table slots
+ * included: 16-byte slots at a load of 1/4 to 1/2 add 32-64): the size and
+ * a 16-bit extra share a word (sizes stay below 2^48 = 256 TiB), the site is
+ * a 32-bit index whose top bit marks a VMM handle. */
 struct live {
-    uintptr_t addr;      /* key; the next free entry while on the free list */
+    uintptr_t addr;      /* key; the next free entry while on a free list */
     uint64_t size_extra; /* bytes charged | extra << 48; extra: a handle's
                             references, else size - requested (saturating) */
     int64_t t_ns;
@@ -71,9 +72,8 @@ struct live {
      * owning context (owner_of), so a context's destroy can find its memory. */
     uint32_t tid : 22;
     uint32_t owner : 10;
-    UT_hash_handle hh;
 };
-_Static_assert(sizeof(struct live) <= 88, "live entry over budget");
+_Static_assert(sizeof(struct live) <= 32, "live entry over budget");
 
 #define HANDLE_BIT 0x80000000u
 #define SIZE_MASK ((UINT64_C(1) << 48) - 1)
@@ -121,20 +121,51 @@ struct pool {
     bool active;
     uint64_t current, peak, epoch;
     int64_t peak_time;
-    uint64_t limit, inflight;
     int64_t free_bytes, total_bytes;
     struct record_kind_stats kinds[KIND_COUNT];
     struct record_vmm_stats vmm;
     struct record_mark mark;
 };
 
-extern pthread_mutex_t record_lock;
+/* The limit apart from the counters: every allocation reads it (unlocked)
+ * while other threads write the counters, and sharing a cache line would
+ * make each read a miss. */
+struct pool_limit {
+    uint64_t limit;    /* set once at start-up; 0 = none */
+    uint64_t inflight; /* reserved by calls in progress (under the lock) */
+} __attribute__((aligned(64)));
+
+/* ---- the lock: a futex mutex (Drepper, "Futexes Are Tricky", mutex 2) ----
+ * Uncontended, a lock and an unlock are one atomic each (~10 instructions,
+ * against ~100 for a pthread mutex round trip).  Contended, a thread spins
+ * briefly (critical sections are tens of instructions), then sleeps in the
+ * kernel, so a preempted holder never has its waiters burn their cores.
+ * States: 0 free, 1 held, 2 held with (possible) sleepers. */
+extern int record_lock;
+void record_lock_wait(int *m);
+void record_lock_wake(int *m);
+
+static inline void record_lock_take(int *m)
+{
+    int free_state = 0;
+    if (!__atomic_compare_exchange_n(m, &free_state, 1, false, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED))
+        record_lock_wait(m);
+}
+
+static inline void record_lock_drop(int *m)
+{
+    if (__atomic_exchange_n(m, 0, __ATOMIC_RELEASE) == 2)
+        record_lock_wake(m);
+}
+
 extern uint32_t record_nsites;
 /* The latest allocation, while nothing else was allocated since, and the
  * latest free counted as temporary (a failed free takes it back). */
 extern const struct live *record_last_alloc, *record_last_temporary;
 extern struct pool record_pools[RECORD_POOLS];
-extern struct live *record_live_table, *record_handles;
+extern struct pool_limit record_limits[RECORD_POOLS];
+extern struct addr_table record_live_table, record_handles;
 extern struct stack_node **record_stacks_by_id; /* index id-1 */
 extern size_t record_nstacks;
 extern struct record_counters record_totals;

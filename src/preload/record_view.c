@@ -14,26 +14,26 @@
 uint64_t record_current(int pool)
 {
     uint64_t v;
-    pthread_mutex_lock(&record_lock);
+    record_lock_take(&record_lock);
     v = record_pools[pool < 0 ? RECORD_HOST_POOL : record_pool_of(KIND_DEVICE, pool)].current;
-    pthread_mutex_unlock(&record_lock);
+    record_lock_drop(&record_lock);
     return v;
 }
 
 void record_pool_kinds(int pool, uint64_t out[KIND_COUNT])
 {
     uint32_t p = pool < 0 ? RECORD_HOST_POOL : record_pool_of(KIND_DEVICE, pool);
-    pthread_mutex_lock(&record_lock);
+    record_lock_take(&record_lock);
     for (int k = 0; k < KIND_COUNT; k++)
         out[k] = record_pools[p].kinds[k].current;
-    pthread_mutex_unlock(&record_lock);
+    record_lock_drop(&record_lock);
 }
 
 /* ---- marks ---- */
 
 void record_mark_set(struct record_mark saved[RECORD_POOLS], int64_t now)
 {
-    pthread_mutex_lock(&record_lock);
+    record_lock_take(&record_lock);
     for (int i = 0; i < RECORD_POOLS; i++) {
         struct record_mark *m = &record_pools[i].mark;
         saved[i] = *m;
@@ -43,12 +43,12 @@ void record_mark_set(struct record_mark saved[RECORD_POOLS], int64_t now)
         m->epoch++;
         m->sites_valid = true;
     }
-    pthread_mutex_unlock(&record_lock);
+    record_lock_drop(&record_lock);
 }
 
 void record_mark_restore(const struct record_mark saved[RECORD_POOLS])
 {
-    pthread_mutex_lock(&record_lock);
+    record_lock_take(&record_lock);
     for (int i = 0; i < RECORD_POOLS; i++) {
         struct record_mark *m = &record_pools[i].mark, inner = *m;
         *m = saved[i];
@@ -61,17 +61,17 @@ void record_mark_restore(const struct record_mark saved[RECORD_POOLS])
             m->sites_valid = false;
         }
     }
-    pthread_mutex_unlock(&record_lock);
+    record_lock_drop(&record_lock);
 }
 
 bool record_mark_get(int pool, struct record_mark *m, uint64_t *current)
 {
-    pthread_mutex_lock(&record_lock);
+    record_lock_take(&record_lock);
     struct pool *p = &record_pools[pool < 0 ? RECORD_HOST_POOL : record_pool_of(KIND_DEVICE, pool)];
     *m = p->mark;
     *current = p->current;
     bool active = p->active;
-    pthread_mutex_unlock(&record_lock);
+    record_lock_drop(&record_lock);
     return active;
 }
 
@@ -84,9 +84,12 @@ static unsigned bucket_of(uint64_t size)
     return 64 - (unsigned)__builtin_clzll(size - 1);
 }
 
-static void histogram_locked(struct record_view *v, struct live *table)
+static void histogram_locked(struct record_view *v, const struct addr_table *t)
 {
-    for (struct live *e = table; e != NULL; e = e->hh.next) {
+    for (uint32_t i = 0; i < table_size(t); i++) {
+        const struct live *e = t->slots[i].e;
+        if (e == NULL)
+            continue;
         struct record_pool_view *pv = &v->pools[site_of(e)->s.pool];
         uint64_t size = entry_size(e);
         unsigned b = bucket_of(size);
@@ -108,14 +111,18 @@ static void histogram_locked(struct record_view *v, struct live *table)
 long record_live_ranges(int device, struct record_range **out)
 {
     *out = NULL;
-    pthread_mutex_lock(&record_lock);
-    long n = 0, cap = (long)HASH_COUNT(record_live_table);
+    record_lock_take(&record_lock);
+    const struct addr_table *t = &record_live_table;
+    long n = 0, cap = (long)t->count;
     struct record_range *v = cap > 0 ? malloc((size_t)cap * sizeof *v) : NULL;
     if (cap > 0 && v == NULL) {
-        pthread_mutex_unlock(&record_lock);
+        record_lock_drop(&record_lock);
         return -1;
     }
-    for (struct live *e = record_live_table; e != NULL; e = e->hh.next) {
+    for (uint32_t i = 0; i < table_size(t); i++) {
+        const struct live *e = t->slots[i].e;
+        if (e == NULL)
+            continue;
         const struct site *s = site_of(e);
         if (s->s.pool != (uint32_t)device ||
             (s->s.kind != KIND_DEVICE && s->s.kind != KIND_ASYNC))
@@ -123,7 +130,7 @@ long record_live_ranges(int device, struct record_range **out)
         v[n++] = (struct record_range){e->addr, entry_size(e),
                                        s->s.stack ? s->s.stack->id : 0, s->s.kind};
     }
-    pthread_mutex_unlock(&record_lock);
+    record_lock_drop(&record_lock);
     if (n == 0) {
         free(v);
         v = NULL;
@@ -135,26 +142,26 @@ long record_live_ranges(int device, struct record_range **out)
 uint64_t record_activity(void)
 {
     uint64_t n = 0;
-    pthread_mutex_lock(&record_lock);
+    record_lock_take(&record_lock);
     for (int p = 0; p < RECORD_POOLS; p++)
         for (int k = 0; k < KIND_COUNT; k++)
             n += record_pools[p].kinds[k].allocs + record_pools[p].kinds[k].frees +
                  record_pools[p].kinds[k].failures;
     n += record_totals.unknown_frees + record_totals.failed_frees;
-    pthread_mutex_unlock(&record_lock);
+    record_lock_drop(&record_lock);
     return n;
 }
 
 int record_view_take(struct record_view *v)
 {
     memset(v, 0, sizeof *v);
-    pthread_mutex_lock(&record_lock);
+    record_lock_take(&record_lock);
     struct event_log_stats es = event_log_stats();
     v->sites = malloc((record_nsites ? record_nsites : 1) * sizeof *v->sites);
     v->stacks = malloc((record_nstacks ? record_nstacks : 1) * sizeof *v->stacks);
     v->events = malloc((es.kept ? es.kept : 1) * sizeof *v->events);
     if (!v->sites || !v->stacks || !v->events) {
-        pthread_mutex_unlock(&record_lock);
+        record_lock_drop(&record_lock);
         record_view_free(v);
         return -1;
     }
@@ -165,15 +172,15 @@ int record_view_take(struct record_view *v)
         pv->current = p->current;
         pv->peak = p->peak;
         pv->peak_time = p->peak_time;
-        pv->limit = p->limit;
+        pv->limit = record_limits[i].limit;
         pv->free_bytes = p->free_bytes;
         pv->total_bytes = p->total_bytes;
         memcpy(pv->kinds, p->kinds, sizeof pv->kinds);
         pv->vmm = p->vmm;
         pv->mark = p->mark;
     }
-    histogram_locked(v, record_live_table);
-    histogram_locked(v, record_handles);
+    histogram_locked(v, &record_live_table);
+    histogram_locked(v, &record_handles);
     for (size_t i = 0; i < record_nstacks; i++) {
         v->stacks[i] = &record_stacks_by_id[i]->s;
         for (struct site *s = record_stacks_by_id[i]->sites; s; s = s->next) {
@@ -204,7 +211,7 @@ int record_view_take(struct record_view *v)
     v->counters = record_totals;
     v->counters.reentrant_untracked =
         __atomic_load_n(&record_reentrant, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&record_lock);
+    record_lock_drop(&record_lock);
     return 0;
 }
 

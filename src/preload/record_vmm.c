@@ -43,24 +43,24 @@ void record_vmm_reserve(int device, uintptr_t addr, uint64_t size)
     r->addr = addr;
     r->size = size;
     r->pool = record_pool_of(KIND_VMM, device);
-    pthread_mutex_lock(&record_lock);
+    record_lock_take(&record_lock);
     struct record_vmm_stats *v = &record_pools[r->pool].vmm;
     if (range_add_locked(&reservations, r, &v->reserved, &v->reserved_peak))
         r = NULL;
-    pthread_mutex_unlock(&record_lock);
+    record_lock_drop(&record_lock);
     free(r);
 }
 
 void record_vmm_unreserve(uintptr_t addr)
 {
     struct range *r;
-    pthread_mutex_lock(&record_lock);
+    record_lock_take(&record_lock);
     HASH_FIND(hh, reservations, &addr, sizeof addr, r);
     if (r != NULL) {
         HASH_DELETE(hh, reservations, r);
         record_pools[r->pool].vmm.reserved -= r->size;
     }
-    pthread_mutex_unlock(&record_lock);
+    record_lock_drop(&record_lock);
     free(r);
 }
 
@@ -69,9 +69,9 @@ void record_vmm_map(uintptr_t addr, uint64_t size, uintptr_t handle)
     struct range *m = malloc(sizeof *m);
     if (m == NULL)
         return;
-    pthread_mutex_lock(&record_lock);
-    struct live *h;
-    HASH_FIND(hh, record_handles, &handle, sizeof handle, h);
+    record_lock_take(&record_lock);
+    struct table_slot *slot = table_find(&record_handles, handle);
+    struct live *h = slot != NULL ? slot->e : NULL;
     /* Imported handles (IPC, fabric) are not ours: their mappings are not
      * this process's memory either. */
     if (h != NULL) {
@@ -82,13 +82,13 @@ void record_vmm_map(uintptr_t addr, uint64_t size, uintptr_t handle)
         if (range_add_locked(&mappings, m, &v->mapped, &v->mapped_peak))
             m = NULL;
     }
-    pthread_mutex_unlock(&record_lock);
+    record_lock_drop(&record_lock);
     free(m);
 }
 
 void record_vmm_unmap(uintptr_t addr, uint64_t size)
 {
-    pthread_mutex_lock(&record_lock);
+    record_lock_take(&record_lock);
     uintptr_t a = addr, end = addr + size;
     while (a < end) {
         struct range *m;
@@ -100,36 +100,36 @@ void record_vmm_unmap(uintptr_t addr, uint64_t size)
         a += m->size ? m->size : end - a;
         free(m);
     }
-    pthread_mutex_unlock(&record_lock);
+    record_lock_drop(&record_lock);
 }
 
 bool record_vmm_retain(uintptr_t handle)
 {
-    struct live *h;
-    pthread_mutex_lock(&record_lock);
-    HASH_FIND(hh, record_handles, &handle, sizeof handle, h);
+    record_lock_take(&record_lock);
+    struct table_slot *slot = table_find(&record_handles, handle);
+    struct live *h = slot != NULL ? slot->e : NULL;
     if (h != NULL)
         set_extra(h, entry_extra(h) + 1u);
-    pthread_mutex_unlock(&record_lock);
+    record_lock_drop(&record_lock);
     return h != NULL;
 }
 
 void *record_vmm_release(uintptr_t handle, int64_t now)
 {
-    struct live *h;
-    pthread_mutex_lock(&record_lock);
-    HASH_FIND(hh, record_handles, &handle, sizeof handle, h);
+    record_lock_take(&record_lock);
+    struct table_slot *slot = table_find(&record_handles, handle);
+    struct live *h = slot != NULL ? slot->e : NULL;
     if (h != NULL) {
         if (entry_extra(h) > 1) {
             set_extra(h, entry_extra(h) - 1u);
             h = NULL;
         } else {
-            HASH_DELETE(hh, record_handles, h);
+            table_remove(&record_handles, slot);
             record_account_locked(site_of(h), -(int64_t)entry_size(h), now);
             record_totals.live--;
         }
     }
-    pthread_mutex_unlock(&record_lock);
+    record_lock_drop(&record_lock);
     return h;
 }
 
@@ -151,48 +151,49 @@ void record_vmm_reset_locked(void)
 
 void record_set_limit(int device, uint64_t bytes)
 {
-    __atomic_store_n(&record_pools[record_pool_of(KIND_DEVICE, device)].limit, bytes,
+    __atomic_store_n(&record_limits[record_pool_of(KIND_DEVICE, device)].limit, bytes,
                      __ATOMIC_RELAXED);
 }
 
 uint64_t record_limit(int device)
 {
-    return __atomic_load_n(&record_pools[record_pool_of(KIND_DEVICE, device)].limit,
+    return __atomic_load_n(&record_limits[record_pool_of(KIND_DEVICE, device)].limit,
                            __ATOMIC_RELAXED);
 }
 
 bool record_limit_reserve(int device, uint64_t bytes)
 {
-    struct pool *p = &record_pools[record_pool_of(KIND_DEVICE, device)];
+    uint32_t i = record_pool_of(KIND_DEVICE, device);
+    struct pool_limit *l = &record_limits[i];
     /* set once at init, before any hook runs */
-    if (__atomic_load_n(&p->limit, __ATOMIC_RELAXED) == 0)
+    if (__atomic_load_n(&l->limit, __ATOMIC_RELAXED) == 0)
         return true;
     bool ok;
-    pthread_mutex_lock(&record_lock);
-    ok = p->current + p->inflight + bytes <= p->limit &&
-         p->current + p->inflight + bytes >= bytes;
+    record_lock_take(&record_lock);
+    uint64_t held = record_pools[i].current + l->inflight;
+    ok = held + bytes <= l->limit && held + bytes >= bytes;
     if (ok)
-        p->inflight += bytes;
-    pthread_mutex_unlock(&record_lock);
+        l->inflight += bytes;
+    record_lock_drop(&record_lock);
     return ok;
 }
 
 void record_limit_settle(int device, uint64_t bytes)
 {
-    struct pool *p = &record_pools[record_pool_of(KIND_DEVICE, device)];
-    if (__atomic_load_n(&p->limit, __ATOMIC_RELAXED) == 0)
+    struct pool_limit *l = &record_limits[record_pool_of(KIND_DEVICE, device)];
+    if (__atomic_load_n(&l->limit, __ATOMIC_RELAXED) == 0)
         return;
-    pthread_mutex_lock(&record_lock);
-    assert(p->inflight >= bytes);
-    p->inflight -= bytes;
-    pthread_mutex_unlock(&record_lock);
+    record_lock_take(&record_lock);
+    assert(l->inflight >= bytes);
+    l->inflight -= bytes;
+    record_lock_drop(&record_lock);
 }
 
 void record_meminfo(int device, uint64_t free_bytes, uint64_t total_bytes)
 {
-    pthread_mutex_lock(&record_lock);
+    record_lock_take(&record_lock);
     struct pool *p = &record_pools[record_pool_of(KIND_DEVICE, device)];
     p->free_bytes = (int64_t)free_bytes;
     p->total_bytes = (int64_t)total_bytes;
-    pthread_mutex_unlock(&record_lock);
+    record_lock_drop(&record_lock);
 }

@@ -2,7 +2,7 @@
  * each one bare and under LD_PRELOAD, interleaved, and compares).
  *
  *   bench_alloc pair PATH DEPTH THREADS ITERS   ns per allocation and per free,
- *       and the wall time of all THREADS together (each runs ITERS pairs)
+ *       and the wall and CPU time of all THREADS' loops (ITERS pairs each)
  *       PATH: runtime (cudaMalloc/cudaFree), driver (cuMemAlloc_v2/
  *       cuMemFree_v2), async (cudaMallocAsync/cudaFreeAsync),
  *       vmm (cuMemCreate+cuMemMap / cuMemUnmap+cuMemRelease)
@@ -67,7 +67,20 @@ struct pair_args {
     long iters;
     int depth;
     double alloc_s, free_s;
+    double end;   /* now() when this thread's loop ended */
+    double cpu_s; /* this thread's CPU time in its loop */
 };
+
+/* Every thread's loop starts together, after every live set is in place:
+ * the run's wall time is from then to the last loop's end. */
+static pthread_barrier_t loops_start;
+
+static double thread_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static PFN(cuMemAlloc_v2) drv_alloc;
 static PFN(cuMemFree_v2) drv_free;
@@ -163,7 +176,11 @@ static void pair_body(void *arg)
     void **live = malloc(LIVE * sizeof *live);
     for (int i = 0; i < LIVE; i++)
         must(cudaMalloc(&live[i], 4096) == cudaSuccess, "cudaMalloc (live set)");
+    pthread_barrier_wait(&loops_start);
+    double c0 = thread_cpu();
     pair_loop(a, &s);
+    a->cpu_s = thread_cpu() - c0;
+    a->end = now();
     for (int i = 0; i < LIVE; i++)
         cudaFree(live[i]);
     free(live);
@@ -195,22 +212,27 @@ static int run_pairs(const char *path, int depth, int threads, long iters)
     pthread_t t[16];
     if (threads < 1 || threads > 16)
         return 2;
-    double w0 = now();
+    pthread_barrier_init(&loops_start, NULL, (unsigned)threads + 1);
     for (int i = 0; i < threads; i++) {
-        a[i] = (struct pair_args){path, iters, depth, 0, 0};
+        a[i] = (struct pair_args){path, iters, depth, 0, 0, 0, 0};
         pthread_create(&t[i], NULL, pair_thread, &a[i]);
     }
-    double alloc_s = 0, free_s = 0;
+    pthread_barrier_wait(&loops_start);
+    double w0 = now(), w1 = w0, alloc_s = 0, free_s = 0, cpu = 0;
     for (int i = 0; i < threads; i++) {
         pthread_join(t[i], NULL);
         alloc_s += a[i].alloc_s;
         free_s += a[i].free_s;
+        cpu += a[i].cpu_s;
+        w1 = a[i].end > w1 ? a[i].end : w1;
     }
-    double wall = now() - w0;
+    pthread_barrier_destroy(&loops_start);
+    double wall = w1 - w0;
     double n = (double)((iters + BATCH - 1) / BATCH * BATCH) * threads;
-    /* wall_s: the whole run, threads together (throughput = pairs / wall_s) */
-    printf("alloc_ns=%.1f free_ns=%.1f pair_ns=%.1f pairs=%.0f wall_s=%.4f\n",
-           alloc_s / n * 1e9, free_s / n * 1e9, (alloc_s + free_s) / n * 1e9, n, wall);
+    /* wall_s: the loops, threads together (throughput = pairs / wall_s);
+     * cpu_s: the CPU time of the loops, all threads */
+    printf("alloc_ns=%.1f free_ns=%.1f pair_ns=%.1f pairs=%.0f wall_s=%.4f cpu_s=%.4f\n",
+           alloc_s / n * 1e9, free_s / n * 1e9, (alloc_s + free_s) / n * 1e9, n, wall, cpu);
     return 0;
 }
 

@@ -1,6 +1,7 @@
 /* test_record.c - the tracker on its own: exact peak attribution against a
  * brute-force model, frees, VMM reference counts, the limit, event thinning
  * and the fork reset. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -367,6 +368,117 @@ static void events_thin_without_aliasing(void **state)
     record_view_free(&v);
 }
 
+/* ---- threads ---- */
+
+/* The exact-peak invariant under threads, against a brute-force model.  The
+ * tracker logs every event under its lock with the pool's current right
+ * after it, so the log is the order the tracker applied them in: replaying
+ * it copies every stack's holdings at each new peak, as the single-thread
+ * model does.  Workers allocate through both paths (record_alloc_at with its
+ * per-thread stack cache, record_alloc with an interned stack), on stacks
+ * shared by all threads and stacks of their own, and free each other's
+ * allocations through a shared exchange array (entries migrate between
+ * threads' free lists).  Run under TSan by make test-tsan. */
+enum { WORKERS = 4, WORKER_OPS = 3000, SHARED = 64, TSTACKS = 4 + WORKERS };
+
+static uintptr_t exchange[SHARED];
+
+struct worker {
+    unsigned id, seed;
+    uintptr_t next_addr;
+};
+
+static void *worker_run(void *arg)
+{
+    struct worker *w = arg;
+    for (int op = 0; op < WORKER_OPS; op++) {
+        unsigned r = (unsigned)rand_r(&w->seed);
+        unsigned slot = r % SHARED;
+        uintptr_t old = __atomic_exchange_n(&exchange[slot], 0, __ATOMIC_ACQ_REL);
+        if (old != 0) {
+            release(old, op);
+            continue;
+        }
+        /* shared stacks 0-3, or this worker's own 4 + id */
+        unsigned sn = (r >> 8) % 5 < 4 ? (r >> 8) % 4 : 4 + w->id;
+        uint64_t size = (uint64_t)((r >> 12) % 1000 + 1) * 512;
+        uintptr_t addr = w->next_addr;
+        w->next_addr += 0x1000;
+        struct record_alloc a = {addr, size, size, KIND_DEVICE, 3, false, 0};
+        if ((r >> 24) & 1) {
+            void *frames[2] = {(void *)(uintptr_t)(0x1000 + 200 + sn), (void *)0x2000};
+            record_alloc_at(&a, 1, frames, 2, op);
+        } else {
+            record_alloc(&a, stack_n(200 + sn), op);
+        }
+        old = __atomic_exchange_n(&exchange[slot], addr, __ATOMIC_ACQ_REL);
+        if (old != 0) /* another worker published here meanwhile */
+            release(old, op);
+    }
+    record_thread_end();
+    return NULL;
+}
+
+static void peak_attribution_matches_brute_force_under_threads(void **state)
+{
+    (void)state;
+    record_atfork_prepare();
+    record_atfork_child(); /* a fresh tracker */
+    record_init(1u << 16, NULL); /* every event kept: the model replays them */
+    struct record_stack *st[TSTACKS];
+    for (unsigned i = 0; i < TSTACKS; i++)
+        st[i] = stack_n(200 + i);
+    memset(exchange, 0, sizeof exchange);
+    pthread_t t[WORKERS];
+    struct worker w[WORKERS];
+    for (unsigned i = 0; i < WORKERS; i++) {
+        w[i] = (struct worker){i, 11 + i, (uintptr_t)(i + 1) << 32};
+        assert_int_equal(pthread_create(&t[i], NULL, worker_run, &w[i]), 0);
+    }
+    for (unsigned i = 0; i < WORKERS; i++)
+        pthread_join(t[i], NULL);
+
+    struct record_view v;
+    assert_int_equal(record_view_take(&v), 0);
+    assert_int_equal(v.events_recorded, v.nevents); /* nothing thinned */
+    uint64_t held[TSTACKS + 2] = {0}, at_peak[TSTACKS + 2] = {0};
+    uint64_t cur = 0, peak = 0;
+    for (size_t i = 0; i < v.nevents; i++) {
+        const struct record_event *e = &v.events[i];
+        assert_int_equal(e->pool, 3);
+        unsigned k = 0;
+        while (k < TSTACKS && st[k]->id != e->stack)
+            k++;
+        assert_true(k < TSTACKS);
+        held[k] += (uint64_t)e->delta;
+        cur += (uint64_t)e->delta;
+        assert_int_equal(e->current, cur); /* the log is the tracker's order */
+        if (cur > peak) {
+            peak = cur;
+            memcpy(at_peak, held, sizeof held);
+        }
+    }
+    assert_int_equal(v.pools[3].peak, peak);
+    assert_int_equal(v.pools[3].current, cur);
+    uint64_t sum = 0, live = 0;
+    for (unsigned i = 0; i < TSTACKS; i++) {
+        const struct record_site_view *sv = site(&v, st[i], 3);
+        assert_non_null(sv);
+        assert_int_equal(sv->at_peak, at_peak[i]);
+        assert_int_equal(sv->current, held[i]);
+        sum += sv->at_peak;
+    }
+    assert_int_equal(sum, peak);
+    for (unsigned i = 0; i < SHARED; i++)
+        live += exchange[i] != 0;
+    assert_int_equal(v.counters.live, live);
+    assert_int_equal(v.counters.unknown_frees, 0);
+    record_view_free(&v);
+    for (unsigned i = 0; i < SHARED; i++)
+        if (exchange[i] != 0)
+            release(exchange[i], WORKER_OPS);
+}
+
 int main(void)
 {
     record_init(1024, NULL);
@@ -380,6 +492,7 @@ int main(void)
         cmocka_unit_test(limit_reserves_before_the_call),
         cmocka_unit_test(stacks_are_deduplicated),
         cmocka_unit_test(events_thin_without_aliasing),
+        cmocka_unit_test(peak_attribution_matches_brute_force_under_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
