@@ -130,10 +130,10 @@ static struct slab *slabs;
 
 /* ---- per-thread state: what the hot path reads without the lock ---- */
 
-/* Stacks this thread allocated from, by hash: a direct-mapped cache (32
- * slots, 768 bytes of static TLS) of immutable stacks, and of the site the
- * stack last allocated into. */
-#define TC_STACKS 32
+/* Stacks this thread allocated from, by hash: a direct-mapped cache (16
+ * slots, 384 bytes of static TLS: little, should a host dlopen us) of
+ * immutable stacks, and of the site the stack last allocated into. */
+#define TC_STACKS 16
 struct stack_slot {
     uint64_t hash;
     struct record_stack *st; /* NULL: empty */
@@ -328,6 +328,8 @@ static struct site *site_get_locked(struct record_stack *stack, uint32_t pool,
     s->s.stack = stack;
     s->s.pool = pool;
     s->s.kind = (uint8_t)kind;
+    s->stack_id = stack->id;
+    s->event_pool = pool == RECORD_HOST_POOL ? -1 : (int16_t)pool;
     s->next = n->sites;
     n->sites = s;
     return s;
@@ -395,8 +397,8 @@ static inline __attribute__((always_inline)) void event_push_locked(int64_t now,
         .t_ns = now,
         .delta = delta,
         .current = p->current,
-        .stack = s->s.stack ? s->s.stack->id : 0,
-        .pool = s->s.pool == RECORD_HOST_POOL ? -1 : (int16_t)s->s.pool,
+        .stack = s->stack_id,
+        .pool = s->event_pool,
         .kind = s->s.kind,
     };
     event_log_push(&ev);

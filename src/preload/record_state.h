@@ -48,6 +48,10 @@ struct site {
     struct record_site s;
     struct site *next; /* the stack's other sites (other pools) */
     uint32_t index;    /* in record_site_table */
+    /* What each event row of this site says, kept ready: the stack's id
+     * and the pool as rows name it (-1 host-pinned). */
+    uint32_t stack_id;
+    int16_t event_pool;
 };
 
 struct stack_node {

@@ -37,3 +37,23 @@ def test_cost_per_allocation_is_flat_from_50k_to_400k_live(tmp_path):
     print(f"instructions per alloc/free pair: {small / 20000:.0f} at 50k live, "
           f"{large / 20000:.0f} at 400k live")
     assert large <= 2 * small, (small, large)
+
+
+@pytest.mark.skipif(SAN_RUNTIME is not None,
+                    reason="valgrind cannot run sanitizer-instrumented code")
+def test_fixed_cost_per_pair_is_one_lean_trip_each_way(tmp_path):
+    """Issue 14: the tracker's bookkeeping per allocation + free (stack
+    already interned, no event log) was ~800 instructions - two pthread
+    mutex round trips and uthash's insert, find and delete; one futex-lock
+    trip each way and an open-addressed table bring it to ~500."""
+    assert shutil.which("valgrind"), \
+        "valgrind not found: run scripts/install-deps.sh"
+    out = tmp_path / "callgrind.out"
+    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                    "--collect-atstart=no", "--toggle-collect=pairs_at_50k", str(PROG)],
+                   check=True, capture_output=True, timeout=180)
+    annotated = subprocess.run(["callgrind_annotate", "--inclusive=yes", str(out)],
+                               check=True, capture_output=True, text=True).stdout
+    per_pair = inclusive(annotated, "pairs_at_50k") / 20000
+    print(f"instructions per alloc/free pair at 50k live: {per_pair:.0f}")
+    assert per_pair <= 600, per_pair
