@@ -322,6 +322,18 @@ if os.path.exists(os.path.join(FASTRT, "libcudart.so.13")):
             f" (bare stand-in {fig(bthr, ' x', '.2f')})")
         say(f"             CPU    traced CPU per pair {med(ns):.0f} ns "
             f"= {fig(cpu, ' x 1 thread', '.2f')}")
+    try:
+        autogroup = open("/proc/sys/kernel/sched_autogroup_enabled").read().strip() == "1"
+    except OSError:
+        autogroup = False
+    load = os.getloadavg()[0]
+    if load > os.cpu_count():
+        say(f"  (load average {load:.1f} on {os.cpu_count()} cores"
+            + (", autogroup scheduling on: a session's threads share one slice of the "
+               "cores, so no program's wall throughput can grow with its threads here"
+               if autogroup else "")
+            + "; the bare stand-in's figures show what the machine gave, the CPU per "
+            "pair what the threads cost one another when they do run together)")
 else:
     say("threads: not measured (build/bench/fastrt/libcudart.so.13 is missing: "
         "run make bench, which builds it)")
