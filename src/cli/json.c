@@ -428,7 +428,15 @@ static inline char *string_run(char *p, const char *end)
 /* Scans the string whose opening quote is at c->p.  With out == NULL it
  * only validates; otherwise it returns the decoded string (see json.h for
  * where it lives).  Consumes the string on success. */
-static int scan_string(struct json_cursor *c, const char **out, size_t *outlen)
+/* How scan_string hands a string out. */
+enum str_as {
+    AS_STRING, /* NUL-terminated (insitu: in place; else a copy) */
+    AS_SPAN,   /* in place, not terminated, when it has no escape */
+    AS_KEY,    /* as AS_SPAN, a decoded key cut at its first NUL */
+};
+
+static int scan_string_as(struct json_cursor *c, const char **out, size_t *outlen,
+                          enum str_as as)
 {
     char *start = c->p + 1;
     char *p = start;
@@ -455,7 +463,9 @@ static int scan_string(struct json_cursor *c, const char **out, size_t *outlen)
     if (out == NULL)
         return JSON_OK;
     if (!escaped) {
-        if (c->insitu) {
+        if (as != AS_STRING) {
+            *out = start;
+        } else if (c->insitu) {
             *p = '\0';
             *out = start;
         } else {
@@ -481,8 +491,13 @@ static int scan_string(struct json_cursor *c, const char **out, size_t *outlen)
     }
     *w = '\0';
     *out = dst;
-    *outlen = (size_t)(w - dst);
+    *outlen = as == AS_KEY ? strlen(dst) : (size_t)(w - dst);
     return JSON_OK;
+}
+
+static int scan_string(struct json_cursor *c, const char **out, size_t *outlen)
+{
+    return scan_string_as(c, out, outlen, AS_STRING);
 }
 
 int json_get_string(struct json_cursor *c, const char **s, size_t *len)
@@ -494,6 +509,16 @@ int json_get_string(struct json_cursor *c, const char **s, size_t *len)
         return JSON_ETYPE;
     size_t n;
     return scan_string(c, s, len ? len : &n);
+}
+
+int json_get_span(struct json_cursor *c, const char **s, size_t *len)
+{
+    enum json_type t = json_peek(c);
+    if (t == JSON_INVALID)
+        return c->status;
+    if (t != JSON_STRING)
+        return JSON_ETYPE;
+    return scan_string_as(c, s, len, AS_SPAN);
 }
 
 /* ---- containers ---- */
@@ -556,7 +581,8 @@ int json_next_element(struct json_cursor *c)
     return next_in(c, ']', "',' or ']'");
 }
 
-int json_next_member(struct json_cursor *c, const char **key, size_t *keylen)
+static int next_member(struct json_cursor *c, const char **key, size_t *keylen,
+                       enum str_as as)
 {
     int rc = next_in(c, '}', "',' or '}'");
     if (rc != 1)
@@ -564,7 +590,7 @@ int json_next_member(struct json_cursor *c, const char **key, size_t *keylen)
     if (*c->p != '"')
         return unexpected(c, c->p, "a string key");
     size_t n;
-    rc = scan_string(c, key, keylen ? keylen : &n);
+    rc = scan_string_as(c, key, keylen ? keylen : &n, as);
     if (rc != JSON_OK)
         return rc;
     skip_ws(c);
@@ -572,6 +598,16 @@ int json_next_member(struct json_cursor *c, const char **key, size_t *keylen)
         return unexpected(c, c->p, "':' after the key");
     c->p++;
     return 1;
+}
+
+int json_next_member(struct json_cursor *c, const char **key, size_t *keylen)
+{
+    return next_member(c, key, keylen, AS_STRING);
+}
+
+int json_next_key(struct json_cursor *c, const char **key, size_t *keylen)
+{
+    return next_member(c, key, keylen, AS_KEY);
 }
 
 size_t json_object_bytes(struct json_cursor *c, const char **start)

@@ -98,6 +98,12 @@ int json_get_double(struct json_cursor *c, double *out);
 /* *s is NUL-terminated and stays valid as long as buf and the arena. */
 int json_get_string(struct json_cursor *c, const char **s, size_t *len);
 
+/* As json_get_string, for a caller that compares or copies the string at
+ * once: a string without escapes is handed out in place and is NOT
+ * NUL-terminated (*len bytes at *s); one with escapes is decoded into the
+ * arena as always.  Never writes into buf, whatever insitu says. */
+int json_get_span(struct json_cursor *c, const char **s, size_t *len);
+
 /* Consume '[' / '{'.  0, JSON_ETYPE, or a sticky error. */
 int json_enter_array(struct json_cursor *c);
 int json_enter_object(struct json_cursor *c);
@@ -123,6 +129,11 @@ size_t json_object_bytes(struct json_cursor *c, const char **start);
 /* Consumes n bytes that json_object_bytes() measured and the caller knows
  * to be an object it parsed before. */
 void json_advance(struct json_cursor *c, size_t n);
+
+/* As json_next_member, with the key handed out as json_get_span hands out
+ * a string (keylen must not be NULL), except that a key decoded from an
+ * escape ends at its first NUL, as a C string would. */
+int json_next_key(struct json_cursor *c, const char **key, size_t *keylen);
 
 /* Consumes (and validates) the next value of any type. */
 int json_skip(struct json_cursor *c);

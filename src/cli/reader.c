@@ -1,8 +1,11 @@
 /* reader.c - see reader.h. */
 #include "reader.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* ---- messages ---- */
 
@@ -176,7 +179,7 @@ int reader_str(struct reader *r, const char **out, bool nullable)
 {
     const char *s;
     size_t n;
-    int rc = json_get_string(&r->c, &s, &n);
+    int rc = json_get_span(&r->c, &s, &n);
     if (rc == JSON_OK) {
         *out = snapshot_intern(r->ctx, s, n);
         return *out ? 0 : reader_nomem(r);
@@ -229,10 +232,10 @@ int reader_object(struct reader *r, void *obj, const struct field *fields,
         return reader_bad_value(r, rc, "an object");
     const char *key;
     size_t keylen;
-    while ((rc = json_next_member(&r->c, &key, &keylen)) == 1) {
+    while ((rc = json_next_key(&r->c, &key, &keylen)) == 1) {
         const struct field *f = NULL;
         for (size_t i = 0; i < nfields; i++) {
-            if (strcmp(fields[i].name, key) == 0) {
+            if (reader_key_is(key, keylen, fields[i].name)) {
                 f = &fields[i];
                 break;
             }
@@ -251,6 +254,34 @@ int reader_object(struct reader *r, void *obj, const struct field *fields,
     return rc < 0 ? reader_json_failed(r) : 0;
 }
 
+/* Pages of a mapped file are given back in steps of RELEASE_STEP, the
+ * last RELEASE_KEEP before the cursor kept (the error path and messages
+ * read back from the file what they need). */
+#define RELEASE_STEP ((size_t)2 << 20)
+#define RELEASE_KEEP ((size_t)1 << 20)
+
+void reader_release_init(struct reader *r)
+{
+    r->release_from = r->c.buf; /* page-aligned: the start of the mapping */
+    r->release_at = r->c.buf + RELEASE_STEP + RELEASE_KEEP;
+}
+
+void reader_release(struct reader *r)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0)
+        return;
+    uintptr_t upto = (uintptr_t)(r->c.p - RELEASE_KEEP);
+    upto -= upto % (uintptr_t)page;
+    if (upto > (uintptr_t)r->release_from) {
+        /* Clean private pages: dropped, read again from the file if ever
+         * touched again. */
+        madvise(r->release_from, upto - (uintptr_t)r->release_from, MADV_DONTNEED);
+        r->release_from = (char *)upto;
+    }
+    r->release_at = r->c.p + RELEASE_STEP;
+}
+
 /* Iterates an array, calling fn for each element with its index. */
 int reader_array(struct reader *r, void *obj,
                     int (*fn)(struct reader *r, void *obj, size_t i))
@@ -265,6 +296,8 @@ int reader_array(struct reader *r, void *obj,
         reader_pop(r);
         if (rc != 0)
             return rc;
+        if (r->release_at != NULL && r->c.p >= r->release_at)
+            reader_release(r);
         i++;
     }
     return rc < 0 ? reader_json_failed(r) : 0;

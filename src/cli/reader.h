@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "arena.h"
 #include "errors.h"
@@ -44,8 +45,8 @@ struct reader {
     char *key;               /* the raw frame being looked up */
     size_t key_cap;
     struct hmap frame_bytes; /* a frame object's bytes -> as raw_frames (in scratch) */
-    char *span;              /* the bytes being parsed, kept for frame_bytes */
-    size_t span_cap;
+    char *release_from;      /* a mapped file: its pages from here ... */
+    const char *release_at;  /* ... are given back once the cursor is here */
     const char *format;      /* top-level "format" if a string (in the buffer) */
     int64_t version;         /* top-level "version" ... */
     bool have_version;       /* ... if present */
@@ -116,10 +117,24 @@ int reader_raw(struct reader *r, const char **out);
 
 /* ---- objects and arrays, table-driven ---- */
 
+/* Whether an object key as json_next_key hands it out (len bytes, not
+ * NUL-terminated) is name; the first byte first, as most keys differ there. */
+static inline bool reader_key_is(const char *key, size_t len, const char *name)
+{
+    return name[0] == (len ? key[0] : '\0') && strncmp(name, key, len) == 0 &&
+           name[len] == '\0';
+}
+
 int reader_field(struct reader *r, void *obj, const struct field *f);
 /* An object: known keys through the table, the others skipped. */
 int reader_object(struct reader *r, void *obj, const struct field *fields,
                   size_t nfields);
+/* A mapped file's pages far behind the cursor are given back as the pass
+ * goes (a large snapshot is then never resident whole): what the reader
+ * keeps of the buffer must be copied, as reader_str and reader_raw do. */
+void reader_release_init(struct reader *r);
+void reader_release(struct reader *r);
+
 /* An array: fn for each element, with its index. */
 int reader_array(struct reader *r, void *obj,
                  int (*fn)(struct reader *r, void *obj, size_t i));

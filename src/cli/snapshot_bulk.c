@@ -340,8 +340,7 @@ static int rd_frame(struct reader *r, void *obj, size_t i)
     (void)i; /* an inlined chain makes one recorded frame several */
     size_t *n = obj;
     /* Most frames are byte for byte a frame met before: look the bytes up
-     * before parsing them (the parse writes NULs into them, so the key is
-     * a copy taken first), and remember them when the parse read exactly
+     * before parsing them, and remember them when the parse read exactly
      * them (a '}' inside a string makes the candidate too short). */
     const char *span;
     size_t slen = json_object_bytes(&r->c, &span);
@@ -349,17 +348,12 @@ static int rd_frame(struct reader *r, void *obj, size_t i)
     if (slen > 0 && hmap_find(&r->frame_bytes, span, slen, &idx)) {
         json_advance(&r->c, slen);
     } else {
-        if (slen > 0) {
-            if (snapshot_vec_reserve((void **)&r->span, &r->span_cap, 1, slen))
-                return reader_nomem(r);
-            memcpy(r->span, span, slen);
-        }
         size_t from = json_offset(&r->c);
         int rc = parse_frame(r, &idx);
         if (rc != 0)
             return rc;
         if (slen > 0 && json_offset(&r->c) - from == slen &&
-            hmap_get_or_add(&r->frame_bytes, r->span, slen, idx, &got, NULL))
+            hmap_get_or_add(&r->frame_bytes, span, slen, idx, &got, NULL))
             return reader_nomem(r);
     }
     const uint32_t *run = &idx;

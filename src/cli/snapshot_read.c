@@ -27,9 +27,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -110,8 +112,10 @@ static int check_header(struct reader *r, char *buf, size_t len, int64_t *versio
     return judge_header(r, ours, have_version, version_int, *version);
 }
 
-int snapshot_read_mem(struct snapctx *ctx, const char *name, char *buf,
-                      size_t len, struct snapshot *out, struct cli_error *err)
+/* mapped: buf is a private mapping of the file (map_file), whose pages
+ * the pass may give back behind itself. */
+static int read_doc(struct snapctx *ctx, const char *name, char *buf, size_t len,
+                    bool mapped, struct snapshot *out, struct cli_error *err)
 {
     struct reader r;
     memset(&r, 0, sizeof r);
@@ -126,7 +130,13 @@ int snapshot_read_mem(struct snapctx *ctx, const char *name, char *buf,
     snapshot_sections_init(out, ctx, name, len);
     snapshot_bulk_init(&r);
 
-    json_init(&r.c, buf, len, &ctx->arena, true);
+    /* Nothing is written into buf: a page of the file that is only read
+     * stays the page cache's (no copy), and the error path below reads
+     * the document as it was.  Strings the reader keeps are interned;
+     * reader_raw's go to the scratch arena. */
+    json_init(&r.c, buf, len, &r.scratch, false);
+    if (mapped)
+        reader_release_init(&r);
     int rc = snapshot_sections_read(&r);
     if (rc == 0 && json_finish(&r.c) != JSON_OK)
         rc = reader_json_failed(&r);
@@ -139,14 +149,8 @@ int snapshot_read_mem(struct snapctx *ctx, const char *name, char *buf,
         frame_filter_focus(out);
     if (rc == CLI_ETYPE || rc == CLI_EVALUE || rc == CLI_EBADREF || rc == CLI_EINVARIANT) {
         /* A field is wrong; but if the file is also cut short, not JSON
-         * further on, foreign or too new, that is the message to give.
-         * Undo the NULs the pass wrote over closing quotes (every NUL
-         * before the cursor is one: a NUL in the input would have stopped
-         * the pass there), then look at the whole document. */
-        size_t upto = (size_t)(r.c.p - buf);
-        for (char *z = memchr(buf, '\0', upto); z != NULL;
-             z = memchr(z + 1, '\0', upto - (size_t)(z + 1 - buf)))
-            *z = '"';
+         * further on, foreign or too new, that is the message to give:
+         * look at the whole document. */
         struct cli_error first = *err;
         int64_t version;
         int hrc = check_header(&r, buf, len, &version);
@@ -168,7 +172,6 @@ int snapshot_read_mem(struct snapctx *ctx, const char *name, char *buf,
 fail:
     free(r.tmp);
     free(r.key);
-    free(r.span);
     hmap_free(&r.frame_bytes);
     free(r.mods);
     free(r.expand);
@@ -177,6 +180,51 @@ fail:
     if (rc != 0)
         snapshot_free(out);
     return rc;
+}
+
+int snapshot_read_mem(struct snapctx *ctx, const char *name, char *buf,
+                      size_t len, struct snapshot *out, struct cli_error *err)
+{
+    return read_doc(ctx, name, buf, len, false, out, err);
+}
+
+/* A regular file is mapped rather than copied (a large snapshot is
+ * hundreds of megabytes, and the pass reads it once, in order): private,
+ * with a zero page after it for the sentinel even when the size is a
+ * multiple of the page.  0 with *buf set, 1 when the file is not one to
+ * map (the caller reads it), or an error. */
+static int map_file(const char *path, char **buf, size_t *len, size_t *maplen,
+                    struct cli_error *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 1; /* slurp names the error */
+    struct stat st;
+    long page = sysconf(_SC_PAGESIZE);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 || page <= 0 ||
+        (uint64_t)st.st_size > SIZE_MAX / 2) {
+        close(fd);
+        return 1;
+    }
+    size_t n = (size_t)st.st_size;
+    size_t whole = (n / (size_t)page + 1) * (size_t)page; /* >= n + 1 */
+    char *b = mmap(NULL, whole, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (b == MAP_FAILED) {
+        close(fd);
+        return errors_set(err, CLI_ENOMEM, "cannot read snapshot '%s': out of memory",
+                          path);
+    }
+    if (mmap(b, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, 0) == MAP_FAILED) {
+        munmap(b, whole);
+        close(fd);
+        return 1;
+    }
+    close(fd);
+    madvise(b, n, MADV_SEQUENTIAL);
+    *buf = b;
+    *len = n;
+    *maplen = whole;
+    return 0;
 }
 
 /* Reads the whole file (any kind: regular, pipe) into a malloc'd buffer
@@ -242,9 +290,11 @@ int snapshot_read_file(struct snapctx *ctx, const char *path,
                        struct snapshot *out, struct cli_error *err)
 {
     char *buf = NULL;
-    size_t len = 0;
+    size_t len = 0, maplen = 0;
     memset(out, 0, sizeof *out);
-    int rc = slurp(path, &buf, &len, err);
+    int rc = map_file(path, &buf, &len, &maplen, err);
+    if (rc == 1)
+        rc = slurp(path, &buf, &len, err);
     if (rc != 0)
         return rc;
     char why[400];
@@ -254,7 +304,11 @@ int snapshot_read_file(struct snapctx *ctx, const char *path,
         size_t dlen;
         struct stream_info info;
         rc = stream_recover(path, buf, len, &doc, &dlen, &info, err);
-        free(buf);
+        if (maplen > 0)
+            munmap(buf, maplen);
+        else
+            free(buf);
+        maplen = 0;
         if (rc != 0)
             return rc;
         stream_staleness(&info, why, sizeof why);
@@ -262,8 +316,11 @@ int snapshot_read_file(struct snapctx *ctx, const char *path,
         buf = doc;
         len = dlen;
     }
-    rc = snapshot_read_mem(ctx, path, buf, len, out, err);
-    free(buf);
+    rc = read_doc(ctx, path, buf, len, maplen > 0, out, err);
+    if (maplen > 0)
+        munmap(buf, maplen);
+    else
+        free(buf);
     /* kept for views that cannot print to stderr (the HTML page) */
     if (rc == 0 && why[0] != '\0' &&
         (out->recovered = arena_strndup(&ctx->arena, why, strlen(why))) == NULL)

@@ -15,8 +15,8 @@ int snapshot_read_file(struct snapctx *ctx, const char *path,
                        struct snapshot *out, struct cli_error *err);
 
 /* As snapshot_read_file for a document in memory: buf[len] must be '\0'
- * and buf is modified (strings are terminated in place).  name is used in
- * messages and kept as out->file (it must outlive *out). */
+ * (buf is not modified).  name is used in messages and kept as out->file
+ * (it must outlive *out). */
 int snapshot_read_mem(struct snapctx *ctx, const char *name, char *buf,
                       size_t len, struct snapshot *out, struct cli_error *err);
 

@@ -40,8 +40,9 @@ static int rd_group(struct reader *r, void *obj, size_t i)
     if (rc != JSON_OK)
         return reader_bad_value(r, rc, "an object");
     const char *key;
-    while ((rc = json_next_member(&r->c, &key, NULL)) == 1) {
-        if (strcmp(key, "kind") == 0) {
+    size_t klen;
+    while ((rc = json_next_key(&r->c, &key, &klen)) == 1) {
+        if (reader_key_is(key, klen, "kind")) {
             const char *k;
             reader_push_key(r, "kind");
             rc = reader_str(r, &k, true);
@@ -54,7 +55,7 @@ static int rd_group(struct reader *r, void *obj, size_t i)
         }
         const struct field *f = NULL;
         for (size_t j = 0; j < NFIELDS(group_fields); j++)
-            if (strcmp(group_fields[j].name, key) == 0)
+            if (reader_key_is(key, klen, group_fields[j].name))
                 f = &group_fields[j];
         if (f == NULL) {
             if (json_skip(&r->c) != JSON_OK)

@@ -4,6 +4,7 @@ two 1.47 s).  Counted in instructions under callgrind on a generated
 snapshot of the same shape, smaller: exact on a loaded machine, where
 timings are not.  The reader spent ~1800 instructions on each frame
 object, most of which repeat byte for byte in other stacks."""
+import os
 import re
 import shutil
 import subprocess
@@ -11,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import CLI, ROOT, SAN_RUNTIME
+from conftest import CLI, MiB, ROOT, SAN_RUNTIME
 
 
 def inclusive(annotated, fn):
@@ -20,15 +21,22 @@ def inclusive(annotated, fn):
     return int(m.group(1).replace(",", ""))
 
 
+def gen(path, stacks):
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_big_snapshot.py"),
+                    "--allocations", str(10 * stacks), "--stacks", str(stacks),
+                    "--events", str(stacks), "-o", str(path)],
+                   check=True, capture_output=True, timeout=120)
+
+
 def read_cost(tmp_path, snap, *argv):
     out = tmp_path / "callgrind.out"
     subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                    "--collect-atstart=no", "--toggle-collect=snapshot_read_mem",
+                    "--collect-atstart=no", "--toggle-collect=snapshot_read_file",
                     str(CLI), *argv, str(snap)],
                    check=True, capture_output=True, timeout=300)
     annotated = subprocess.run(["callgrind_annotate", "--inclusive=yes", str(out)],
                                check=True, capture_output=True, text=True).stdout
-    return inclusive(annotated, "snapshot_read_mem")
+    return inclusive(annotated, "snapshot_read_file")
 
 
 @pytest.mark.skipif(SAN_RUNTIME is not None,
@@ -36,11 +44,56 @@ def read_cost(tmp_path, snap, *argv):
 def test_reading_costs_few_instructions_per_byte(tmp_path):
     assert shutil.which("valgrind"), "valgrind not found: run scripts/install-deps.sh"
     snap = tmp_path / "s.json"
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_big_snapshot.py"),
-                    "--allocations", "50000", "--stacks", "5000", "--events", "5000",
-                    "-o", str(snap)], check=True, capture_output=True, timeout=120)
+    gen(snap, 5000)
     size = snap.stat().st_size
     per_byte = read_cost(tmp_path, snap, "report") / size
-    print(f"snapshot_read_mem: {per_byte:.1f} instructions per byte of a {size} byte file")
+    print(f"snapshot_read_file: {per_byte:.1f} instructions per byte of a {size} byte file")
     # 43 before frames were memoised by their bytes, 25 after.
     assert per_byte <= 32, per_byte
+
+
+def test_a_large_file_is_never_resident_whole(tmp_path):
+    """The file is mapped and its pages given back behind the reader: the
+    peak RSS of `report` stays below the file's size (it was the file plus
+    the model: 50 MiB for this 34 MiB file)."""
+    snap = tmp_path / "s.json"
+    gen(snap, 20000)
+    # From a child Python that only runs it: a process inherits the peak
+    # RSS of the one it was forked from (here pytest's) when it execs.
+    code = ("import resource, subprocess, sys; "
+            "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); "
+            "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0:quarantine_size_mb=0")
+    out = subprocess.run([sys.executable, "-c", code, str(CLI), "report", str(snap)],
+                         capture_output=True, text=True, timeout=120, env=env).stdout.split()
+    assert out[0] == "0", out
+    rss = int(out[1]) * 1024
+    size = snap.stat().st_size
+    print(f"peak RSS {rss / MiB:.1f} MiB reading a {size / MiB:.1f} MiB snapshot")
+    limit = 0.9 * size
+    if SAN_RUNTIME is not None:  # the sanitizers' shadow memory and quarantine
+        limit = 4 * size
+    assert rss < limit, (rss, size)
+
+
+def test_a_file_ending_at_a_page_boundary_reads(tmp_path):
+    """The mapping puts a zero page after the file for the parser's
+    sentinel, also when the size is a multiple of the page (no byte of the
+    last page is past the end), and a cut one is still truncated."""
+    good = tmp_path / "s.json"
+    gen(good, 20)
+    text = good.read_bytes().rstrip()
+    page = os.sysconf("SC_PAGESIZE")
+    padded = tmp_path / "page.json"
+    padded.write_bytes(text + b" " * (-len(text) % page or page))
+    assert padded.stat().st_size % page == 0
+    a = subprocess.run([str(CLI), "report", str(good)], capture_output=True, timeout=60)
+    b = subprocess.run([str(CLI), "report", str(padded)], capture_output=True, timeout=60)
+    assert a.returncode == b.returncode == 0, b.stderr
+    assert a.stdout == b.stdout.replace(str(padded).encode(), str(good).encode())
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(text[:2 * page])
+    c = subprocess.run([str(CLI), "report", str(cut)], capture_output=True, text=True,
+                       timeout=60)
+    assert c.returncode != 0
+    assert f"truncated after {2 * page} bytes" in c.stderr, c.stderr
