@@ -197,7 +197,12 @@ static int scan_number(struct json_cursor *c, struct number *n)
     if (*p == '0') {
         p++;
     } else if (*p >= '1' && *p <= '9') {
+        /* 19 digits always fit in 64 bits: check for overflow only past
+         * them. */
+        const char *digits = p;
         uint64_t m = 0;
+        while (is_digit(*p) && p - digits < 19)
+            m = m * 10 + (unsigned)(*p++ - '0');
         while (is_digit(*p)) {
             unsigned d = (unsigned)(*p - '0');
             if (m > (UINT64_MAX - d) / 10)
@@ -416,8 +421,15 @@ static inline char *string_run(char *p, const char *end)
         memcpy(&w, p, 8);
         uint64_t stop = has_zero(w ^ (ONES * '"')) | has_zero(w ^ (ONES * '\\')) |
                         ((w - ONES * 0x20) & ~w & HIGHS);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        /* The lowest flag is exact (a borrow only runs upwards from a byte
+         * that is itself flagged): it is the byte to stop at. */
+        if (stop != 0)
+            return p + (__builtin_ctzll(stop) >> 3);
+#else
         if (stop != 0)
             break;
+#endif
         p += 8;
     }
     while (!string_stop[(unsigned char)*p])

@@ -25,6 +25,32 @@ static const struct field group_fields[] = {
     FIELD_AT("temporary", snap_group, temporary, F_U64),
 };
 
+/* A group's kind, a string or null (null keeps *kind), compared in place
+ * rather than interned: a snapshot has one per group. */
+static int rd_kind(struct reader *r, uint8_t *kind)
+{
+    const char *k;
+    size_t n;
+    int rc = json_get_span(&r->c, &k, &n);
+    if (rc == JSON_OK) {
+        char name[16];
+        const char *nul = memchr(k, '\0', n); /* a decoded \u0000 ends it */
+        if (nul != NULL)
+            n = (size_t)(nul - k);
+        if (n >= sizeof name) {
+            *kind = KIND_OTHER;
+            return 0;
+        }
+        memcpy(name, k, n);
+        name[n] = '\0';
+        *kind = (uint8_t)snapshot_kind_parse(name);
+        return 0;
+    }
+    if (rc == JSON_ETYPE && reader_take_null(r))
+        return 0;
+    return reader_bad_value(r, rc, "a string or null");
+}
+
 static int rd_group(struct reader *r, void *obj, size_t i)
 {
     (void)i;
@@ -43,14 +69,11 @@ static int rd_group(struct reader *r, void *obj, size_t i)
     size_t klen;
     while ((rc = json_next_key(&r->c, &key, &klen)) == 1) {
         if (reader_key_is(key, klen, "kind")) {
-            const char *k;
             reader_push_key(r, "kind");
-            rc = reader_str(r, &k, true);
+            rc = rd_kind(r, &e->kind);
             reader_pop(r);
             if (rc != 0)
                 return rc;
-            if (k != NULL)
-                e->kind = (uint8_t)snapshot_kind_parse(k);
             continue;
         }
         const struct field *f = NULL;
