@@ -30,17 +30,23 @@ uint64_t hmap_hash(const void *key, size_t n)
 {
     const unsigned char *p = key;
     uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)n;
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        h = (h ^ w) * 0x100000001b3ULL;
-        h ^= h >> 29;
-        p += 8;
-        n -= 8;
+    uint64_t w;
+    if (n >= 8) {
+        const unsigned char *last = p + n - 8;
+        while (p < last) {
+            memcpy(&w, p, 8);
+            h = (h ^ w) * 0x100000001b3ULL;
+            h ^= h >> 29;
+            p += 8;
+        }
+        /* The last 8 bytes, overlapping the word before when n is not a
+         * multiple of 8 (n itself is in h): no byte-by-byte tail. */
+        memcpy(&w, last, 8);
+    } else {
+        w = 0;
+        for (size_t i = 0; i < n; i++)
+            w |= (uint64_t)p[i] << (8 * i);
     }
-    uint64_t w = 0;
-    for (size_t i = 0; i < n; i++)
-        w |= (uint64_t)p[i] << (8 * i);
     h = (h ^ w) * 0x100000001b3ULL;
     return mix(h);
 }
