@@ -119,6 +119,43 @@ int cumemtrace_allocator_oom(int device, const struct cumemtrace_allocator_facts
  * cache.  Same fields and return values as cumemtrace_allocator_oom. */
 int cumemtrace_allocator_state(int device, const struct cumemtrace_allocator_facts *facts);
 
+/* ---- where the caching allocator's memory lies, at its out-of-memory ----
+ *
+ * Its segments (what it holds from the driver) and the blocks each is cut
+ * into, as PyTorch's torch.cuda.memory._snapshot() lists them: the
+ * post-mortem draws them beside the driver-level layout (oom.layout).  Call
+ * it just before cumemtrace_allocator_oom, with `tag` equal to the facts'
+ * num_ooms: the post-mortem whose facts carry the same num_ooms shows these
+ * segments (a later OOM's segments never land in an earlier post-mortem).
+ * The library copies what it keeps (at most 1024 segments and 16384 blocks;
+ * the counts of the rest are kept).  Returns 0, or -1 (bad arguments, out of
+ * memory, or tracing disabled).  Thread-safe. */
+enum {
+    CUMEMTRACE_BLOCK_FREE = 0,      /* PyTorch's "inactive": cached, free */
+    CUMEMTRACE_BLOCK_ALLOCATED = 1, /* "active_allocated": a live tensor */
+    CUMEMTRACE_BLOCK_PENDING = 2    /* "active_pending_free": freed, still
+                                       in use by a stream */
+};
+
+struct cumemtrace_allocator_block {
+    int64_t offset;   /* from the segment's address */
+    int64_t size;
+    int32_t state;    /* CUMEMTRACE_BLOCK_* */
+    int32_t unused;
+};
+
+struct cumemtrace_allocator_segment {
+    uint64_t address; /* device address of the segment */
+    int64_t size;
+    int32_t pool;     /* 0 small (<= 1 MiB requests), 1 large */
+    uint32_t nblocks;
+    const struct cumemtrace_allocator_block *blocks; /* by offset */
+};
+
+int cumemtrace_allocator_segments(int device, int64_t tag,
+                                  const struct cumemtrace_allocator_segment *segments,
+                                  uint32_t nsegments);
+
 /* The library's version, "MAJOR.MINOR.PATCH". */
 const char *cumemtrace_version(void);
 

@@ -36,7 +36,8 @@ int html_model_write(struct jsonw *w, struct snapshot **s, size_t n, const char 
  * address layout of the failing device's live allocations as
  * {base, span, count, bytes, gap_count, gap_bytes, largest_gap, fit,
  * allocs: [[offset, bytes, stack]], gaps: [[offset, bytes]],
- * best: [offset, bytes, hole] or null}, or null without one. */
+ * segments: the caching allocator's, or null, best: [offset, bytes, hole]
+ * or null}, or null without one. */
 void html_layout_write(struct jsonw *w, const struct snap_oom *o);
 
 /* Writes the whole page to path (or stdout for "-"); title goes into

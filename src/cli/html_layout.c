@@ -11,6 +11,44 @@ static void write_stack(struct jsonw *w, uint32_t stack)
         jsonw_u64(w, stack);
 }
 
+/* The caching allocator's segments: {count, blocks, list: [[address, bytes,
+ * small, [[offset, bytes, state]...]]]}, state 0 free, 1 allocated,
+ * 2 pending, 3 unknown; null when it did not report them. */
+static void write_segments(struct jsonw *w, const struct snap_layout *l)
+{
+    if (!l->has_segments) {
+        jsonw_null(w);
+        return;
+    }
+    jsonw_begin_object(w);
+    jsonw_key(w, "count");
+    jsonw_u64(w, l->segments_count);
+    jsonw_key(w, "blocks");
+    jsonw_u64(w, l->blocks_count);
+    jsonw_key(w, "list");
+    jsonw_begin_array(w);
+    for (size_t i = 0; i < l->nsegments; i++) {
+        const struct snap_segment *g = &l->segments[i];
+        jsonw_begin_array(w);
+        jsonw_string(w, g->address);
+        jsonw_u64(w, g->bytes);
+        jsonw_u64(w, g->small);
+        jsonw_begin_array(w);
+        for (size_t k = 0; k < g->nblocks; k++) {
+            const struct snap_block *b = &l->blocks[g->first + k];
+            jsonw_begin_array(w);
+            jsonw_u64(w, b->offset);
+            jsonw_u64(w, b->bytes);
+            jsonw_u64(w, b->state);
+            jsonw_end_array(w);
+        }
+        jsonw_end_array(w);
+        jsonw_end_array(w);
+    }
+    jsonw_end_array(w);
+    jsonw_end_object(w);
+}
+
 void html_layout_write(struct jsonw *w, const struct snap_oom *o)
 {
     const struct snap_layout *l = &o->layout;
@@ -49,6 +87,8 @@ void html_layout_write(struct jsonw *w, const struct snap_oom *o)
         jsonw_end_array(w);
     }
     jsonw_end_array(w);
+    jsonw_key(w, "segments");
+    write_segments(w, l);
     jsonw_key(w, "best");
     if (l->has_best_free) {
         jsonw_begin_array(w);

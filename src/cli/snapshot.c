@@ -64,6 +64,8 @@ void snapshot_free(struct snapshot *s)
     groups_free(&s->oom.released);
     free(s->oom.layout.allocations);
     free(s->oom.layout.gaps);
+    free(s->oom.layout.segments);
+    free(s->oom.layout.blocks);
     free(s->ooms.dumps);
     free(s->ooms.attempts);
     free(s->events.v);

@@ -187,8 +187,30 @@ struct snap_range {
     uint32_t stack; /* index in stacks, SNAP_NO_STACK */
 };
 
+/* oom.layout.allocator_segments: a caching allocator's segments, each cut
+ * into blocks (offsets from the segment's address). */
+enum snap_block_state { BLOCK_FREE, BLOCK_ALLOCATED, BLOCK_PENDING, BLOCK_UNKNOWN };
+
+struct snap_block {
+    uint64_t offset, bytes;
+    uint8_t state; /* enum snap_block_state */
+};
+
+struct snap_segment {
+    const char *address; /* hex */
+    uint64_t bytes;
+    bool small;          /* the small pool */
+    size_t first, nblocks; /* in snap_layout.blocks */
+};
+
 struct snap_layout {
     bool present;
+    bool has_segments;              /* allocator_segments is an object */
+    uint64_t segments_count, blocks_count; /* all, listed or not */
+    struct snap_segment *segments;
+    size_t nsegments, segments_cap;
+    struct snap_block *blocks;
+    size_t nblocks, blocks_cap;
     const char *base; /* hex address of the lowest allocation, NULL if none */
     uint64_t span_bytes, count, bytes, gap_count, gap_bytes;
     uint64_t largest_gap_bytes, gaps_at_least_request;

@@ -95,6 +95,129 @@ static int rd_best_free(struct reader *r, void *obj)
     return rc;
 }
 
+/* ---- allocator_segments ---- */
+
+static int rd_block_field(struct reader *r, void *obj, size_t i)
+{
+    struct snap_block *b = obj;
+    if (i == 0)
+        return reader_u64(r, &b->offset, false);
+    if (i == 1)
+        return reader_u64(r, &b->bytes, false);
+    if (i == 2) {
+        const char *st;
+        int rc = reader_str(r, &st, false);
+        if (rc == 0)
+            b->state = strcmp(st, "free") == 0        ? BLOCK_FREE
+                       : strcmp(st, "allocated") == 0 ? BLOCK_ALLOCATED
+                       : strcmp(st, "pending") == 0   ? BLOCK_PENDING
+                                                      : BLOCK_UNKNOWN;
+        return rc;
+    }
+    return json_skip(&r->c) == JSON_OK ? 0 : reader_json_failed(r);
+}
+
+struct seg_ctx {
+    struct snap_layout *l;
+    struct snap_segment *seg;
+};
+
+static int rd_block(struct reader *r, void *obj, size_t i)
+{
+    (void)i;
+    struct seg_ctx *c = obj;
+    struct snap_layout *l = c->l;
+    if (snapshot_vec_reserve((void **)&l->blocks, &l->blocks_cap, sizeof *l->blocks,
+                             l->nblocks + 1))
+        return reader_nomem(r);
+    struct snap_block *b = &l->blocks[l->nblocks];
+    memset(b, 0, sizeof *b);
+    b->state = BLOCK_UNKNOWN;
+    int rc = reader_array(r, b, rd_block_field);
+    if (rc == 0) {
+        l->nblocks++;
+        c->seg->nblocks++;
+    }
+    return rc;
+}
+
+static int rd_seg_blocks(struct reader *r, void *obj)
+{
+    struct seg_ctx *c = obj;
+    if (reader_take_null(r))
+        return 0;
+    return reader_array(r, c, rd_block);
+}
+
+static int rd_seg_pool(struct reader *r, void *obj)
+{
+    struct seg_ctx *c = obj;
+    const char *p;
+    int rc = reader_str(r, &p, true);
+    if (rc == 0 && p != NULL)
+        c->seg->small = strcmp(p, "small") == 0;
+    return rc;
+}
+
+static int rd_seg_address(struct reader *r, void *obj)
+{
+    return reader_str(r, &((struct seg_ctx *)obj)->seg->address, true);
+}
+
+static int rd_seg_bytes(struct reader *r, void *obj)
+{
+    return reader_u64(r, &((struct seg_ctx *)obj)->seg->bytes, false);
+}
+
+static const struct field segment_fields[] = {
+    FIELD_FN("address", rd_seg_address),
+    FIELD_FN("bytes", rd_seg_bytes),
+    FIELD_FN("pool", rd_seg_pool),
+    FIELD_FN("blocks", rd_seg_blocks),
+};
+
+static int rd_segment(struct reader *r, void *obj, size_t i)
+{
+    (void)i;
+    struct snap_layout *l = obj;
+    if (snapshot_vec_reserve((void **)&l->segments, &l->segments_cap, sizeof *l->segments,
+                             l->nsegments + 1))
+        return reader_nomem(r);
+    /* the segment is filled in a local: reading its blocks may move l->segments */
+    struct snap_segment seg = {.first = l->nblocks};
+    struct seg_ctx c = {l, &seg};
+    int rc = reader_object(r, &c, segment_fields, NFIELDS(segment_fields));
+    if (rc == 0) {
+        if (snapshot_vec_reserve((void **)&l->segments, &l->segments_cap,
+                                 sizeof *l->segments, l->nsegments + 1))
+            return reader_nomem(r);
+        l->segments[l->nsegments++] = seg;
+    }
+    return rc;
+}
+
+static int rd_segments(struct reader *r, void *obj)
+{
+    if (reader_take_null(r))
+        return 0;
+    return reader_array(r, obj, rd_segment);
+}
+
+static const struct field segments_fields[] = {
+    FIELD_AT("count", snap_layout, segments_count, F_U64),
+    FIELD_AT("blocks", snap_layout, blocks_count, F_U64),
+    FIELD_FN("segments", rd_segments),
+};
+
+static int rd_allocator_segments(struct reader *r, void *obj)
+{
+    struct snap_layout *l = obj;
+    if (reader_take_null(r))
+        return 0;
+    l->has_segments = true;
+    return reader_object(r, l, segments_fields, NFIELDS(segments_fields));
+}
+
 static const struct field layout_fields[] = {
     FIELD(snap_layout, base, F_STRN),
     FIELD(snap_layout, span_bytes, F_U64),
@@ -107,6 +230,7 @@ static const struct field layout_fields[] = {
     FIELD_FN("allocations", rd_allocations),
     FIELD_FN("gaps", rd_gaps),
     FIELD_FN("best_free", rd_best_free),
+    FIELD_FN("allocator_segments", rd_allocator_segments),
 };
 
 int snapshot_read_layout(struct reader *r, void *obj)
@@ -197,6 +321,28 @@ static int check_ranges(const struct snapshot *s, struct cli_error *err,
     return 0;
 }
 
+static int check_segments(const struct snapshot *s, struct cli_error *err,
+                          const struct snap_layout *l)
+{
+    if (l->nsegments > l->segments_count || l->nblocks > l->blocks_count)
+        return broken(s, err, "layout: allocator segments listed <= their counts",
+                      "%zu segments and %zu blocks listed, count %" PRIu64 ", blocks %"
+                      PRIu64, l->nsegments, l->nblocks, l->segments_count, l->blocks_count);
+    for (size_t i = 0; i < l->nsegments; i++) {
+        const struct snap_segment *g = &l->segments[i];
+        for (size_t k = 0; k < g->nblocks; k++) {
+            const struct snap_block *b = &l->blocks[g->first + k];
+            if (!fits(b->offset, b->bytes, g->bytes) ||
+                (k > 0 && !fits(b[-1].offset, b[-1].bytes, b->offset)))
+                return broken(s, err, "layout: blocks in order, inside their segment",
+                              "oom.layout.allocator_segments.segments[%zu].blocks[%zu] at "
+                              "offset %" PRIu64 " (%" PRIu64 " bytes) in a segment of %"
+                              PRIu64, i, k, b->offset, b->bytes, g->bytes);
+        }
+    }
+    return 0;
+}
+
 int snapshot_layout_check(struct snapshot *s, struct cli_error *err)
 {
     struct snap_layout *l = &s->oom.layout;
@@ -217,6 +363,8 @@ int snapshot_layout_check(struct snapshot *s, struct cli_error *err)
                       "oom.layout.bytes %" PRIu64 ", gap_bytes %" PRIu64
                       ", span_bytes %" PRIu64, l->bytes, l->gap_bytes, l->span_bytes);
     int rc = check_ranges(s, err, l);
+    if (rc == 0 && l->has_segments)
+        rc = check_segments(s, err, l);
     if (rc == 0 && l->has_best_free &&
         (!fits(l->best_free.offset, l->best_free.bytes, l->span_bytes) ||
          l->best_free_hole_bytes < l->best_free.bytes ||

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "allocator_segments.h"
 #include "background.h"
 #include "clock.h"
 #include "config.h"
@@ -168,6 +169,7 @@ static void fork_child(void)
     record_atfork_child();
     background_atfork_child();
     oom_atfork_child();
+    allocator_segments_atfork_child();
     hooks_context_atfork_child();
     periodic_atfork_child();
     stream_atfork_child();

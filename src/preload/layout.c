@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allocator_segments.h"
 #include "record.h"
 
 /* Enough to draw a fragmented device allocation by allocation (a 24 GiB
@@ -168,11 +169,12 @@ static void write_layout(struct out *o, struct record_range *v, size_t n,
         put(o, "%s{\"offset\":%" PRIu64 ",\"bytes\":%" PRIu64 "}", g ? "," : "",
             top[g].offset, top[g].bytes);
     put(o, "],\n  \"best_free\":{\"offset\":%" PRIu64 ",\"bytes\":%" PRIu64
-           ",\"stack\":%u,\"hole_bytes\":%" PRIu64 "}}",
+           ",\"stack\":%u,\"hole_bytes\":%" PRIu64 "}",
         (uint64_t)v[best].addr - base, v[best].size, v[best].stack, best_hole);
 }
 
-void layout_write(int device, uint64_t requested, layout_emit_fn emit, void *ctx)
+void layout_write(int device, uint64_t requested, int64_t allocator_tag,
+                  layout_emit_fn emit, void *ctx)
 {
     struct out *o = malloc(sizeof *o);
     struct record_range *v = NULL;
@@ -190,10 +192,13 @@ void layout_write(int device, uint64_t requested, layout_emit_fn emit, void *ctx
             put(o, "{\"base\":null,\"span_bytes\":0,\"count\":0,\"bytes\":0,"
                    "\"gap_count\":0,\"gap_bytes\":0,\"largest_gap_bytes\":0,"
                    "\"gaps_at_least_request\":0,\"allocations\":[],\"gaps\":[],"
-                   "\"best_free\":null}");
+                   "\"best_free\":null");
         else
             write_layout(o, v, (size_t)n, requested, end_max, listed);
+        put(o, ",\n  \"allocator_segments\":");
         flush(o);
+        allocator_segments_write(device, allocator_tag, emit, ctx);
+        emit(ctx, "}", 1);
     }
     free(listed);
     free(end_max);

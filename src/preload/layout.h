@@ -11,8 +11,11 @@ typedef void (*layout_emit_fn)(void *ctx, const char *s, size_t n);
 
 /* Writes the layout of `device`'s live allocations for a failed request of
  * `requested` bytes as one JSON value: an object, or null for host memory
- * (device < 0).  Allocates a copy of the ranges (falls back to null when it
- * cannot); no CUDA calls. */
-void layout_write(int device, uint64_t requested, layout_emit_fn emit, void *ctx);
+ * (device < 0).  With `allocator_tag` >= 0 (the caching allocator's num_ooms
+ * in the post-mortem's facts) it includes the segments that allocator
+ * reported with that tag (allocator_segments.c).  Allocates a copy of the
+ * ranges (falls back to null when it cannot); no CUDA calls. */
+void layout_write(int device, uint64_t requested, int64_t allocator_tag,
+                  layout_emit_fn emit, void *ctx);
 
 #endif

@@ -552,7 +552,8 @@ static void write_oom(struct jw *w, struct record_view *v,
     jw_s(w, "],\"allocator\":");
     write_allocator(w, o->has_allocator ? &o->allocator : NULL);
     jw_s(w, ",\n \"layout\":");
-    layout_write(o->device, o->requested, jw_emit, w);
+    layout_write(o->device, o->requested,
+                 o->has_allocator ? o->allocator.num_ooms : -1, jw_emit, w);
     jw_s(w, ",\"live\":");
     qsort(v->sites, v->nsites, sizeof *v->sites, by_pool_current);
     write_groups(w, v, o->device < 0 ? RECORD_HOST_POOL : (uint32_t)o->device,

@@ -52,6 +52,56 @@ class Facts(ctypes.Structure):
     ]]
 
 
+class Block(ctypes.Structure):
+    """struct cumemtrace_allocator_block."""
+    _fields_ = [("offset", ctypes.c_int64), ("size", ctypes.c_int64),
+                ("state", ctypes.c_int32), ("unused", ctypes.c_int32)]
+
+
+class Segment(ctypes.Structure):
+    """struct cumemtrace_allocator_segment."""
+    _fields_ = [("address", ctypes.c_uint64), ("size", ctypes.c_int64),
+                ("pool", ctypes.c_int32), ("nblocks", ctypes.c_uint32),
+                ("blocks", ctypes.POINTER(Block))]
+
+
+_STATES = {"inactive": 0, "active_allocated": 1, "active_pending_free": 2}
+
+
+def segments(torch, device, tag, fn):
+    """Hands the library where PyTorch's memory on `device` lies (its
+    segments and their blocks, from memory._snapshot()), tagged with the
+    num_ooms of the facts that follow, for the post-mortem's picture."""
+    segs = sorted((g for g in torch.cuda.memory._snapshot().get("segments", [])
+                   if g.get("device") == device), key=lambda g: g["address"])
+    arr = (Segment * len(segs))()
+    keep = []  # the block arrays must outlive the call
+    for i, g in enumerate(segs):
+        blocks = g.get("blocks", [])
+        b = (Block * len(blocks))()
+        for j, k in enumerate(blocks):
+            b[j].offset = k["address"] - g["address"]
+            b[j].size = k["size"]
+            b[j].state = _STATES.get(k.get("state"), 3)
+        keep.append(b)
+        arr[i].address = g["address"]
+        arr[i].size = g.get("total_size", 0)
+        arr[i].pool = 0 if g.get("segment_type") == "small" else 1
+        arr[i].nblocks = len(blocks)
+        arr[i].blocks = ctypes.cast(b, ctypes.POINTER(Block))
+    fn(device, tag, arr, len(segs))
+
+
+def _segments_fn():
+    try:
+        fn = ctypes.CDLL(None).cumemtrace_allocator_segments
+    except (AttributeError, OSError):
+        return None  # an older library: the driver-level layout stands
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.POINTER(Segment), ctypes.c_uint32]
+    return fn
+
+
 def _library(name="cumemtrace_allocator_oom"):
     try:
         fn = getattr(ctypes.CDLL(None), name)
@@ -123,9 +173,19 @@ def facts(torch, device, alloc, device_total, device_free):
 
 
 def _attach(torch, report):
+    layout = [_segments_fn()]
+
     def observer(device, alloc, device_total, device_free):
         try:
             f = facts(torch, device, alloc, device_total, device_free)
+            if layout[0] is not None:
+                try:
+                    segments(torch, device, f.num_ooms, layout[0])
+                except Exception as e:
+                    layout[0] = None
+                    sys.stderr.write(f"cumemtrace: warning: PyTorch segment layout off: "
+                                     f"{type(e).__name__}: {e}; post-mortems draw the "
+                                     f"driver-level layout only\n")
             report(device, ctypes.byref(f))
         except Exception as e:  # an observer must never raise
             _warn(f"{type(e).__name__}: {e}")

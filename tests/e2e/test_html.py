@@ -498,3 +498,35 @@ def test_flame_graph_flips(browser, tmp_path):
     browser.screenshot(ARTIFACTS / "html_exit_flame.png")
     browser.eval("document.getElementById('fg-flip').click()")
     assert browser.eval(rows)[1] == 0
+
+
+def test_allocator_segments_page(browser, tmp_path):
+    """When PyTorch's allocator reported its segments (oom.layout's
+    allocator_segments), the post-mortem draws one row per segment cut into
+    its blocks: one rect per block, free blocks outlined against the
+    request."""
+    [oom] = sim_run(tmp_path / "holes", "rt_holes", env={"SIMCUDA_MEMORY": "256MiB"})
+    doc = json.loads(oom.read_text())
+    lay = doc["oom"]["layout"]
+    base, MiB = int(lay["base"], 16), 1 << 20
+    segs = []
+    eights = [a for a in lay["allocations"] if a["bytes"] == 8 * MiB][:3]
+    for a in eights:  # three 8 MiB buffers as PyTorch segments
+        n = a["bytes"]
+        segs.append({"address": hex(base + a["offset"]), "bytes": n, "pool": "large",
+                     "blocks": [[0, n // 2, "allocated"], [n // 2, n // 4, "free"],
+                                [3 * n // 4, n // 4, "pending"]]})
+    lay["allocator_segments"] = {"count": 3, "blocks": 9, "segments": segs}
+    src = tmp_path / "segs.json"
+    src.write_text(json.dumps(doc))
+    open_page(browser, html(tmp_path / "segs.html", src), "html_allocator_segments.png")
+    q = "[...document.querySelectorAll('#allocator-segments rect.%s')]"
+    assert browser.eval((q % "segment") + ".map(r => +r.dataset.bytes)") == [8 * MiB] * 3
+    assert browser.eval((q % "block") + ".length") == 9
+    assert browser.eval((q % "block.free") + ".map(r => +r.dataset.bytes)") == [2 * MiB] * 3
+    assert browser.eval((q % "block.allocated") + ".length") == 3
+    assert browser.eval((q % "block.pending") + ".length") == 3
+    # a free block smaller than the 12 MiB request is outlined red
+    assert browser.eval((q % "block.free") + ".every(r => r.getAttribute('stroke') === '#cf222e')")
+    browser.eval("document.getElementById('allocator-segments').scrollIntoView()")
+    browser.screenshot(ARTIFACTS / "html_allocator_segments_zoom.png")

@@ -154,3 +154,44 @@ def test_reader_refuses_a_contradictory_layout(run, tmp_path):
     bad.write_text(json.dumps(doc))
     out = report(bad)
     assert out.returncode == 2 and "oom.layout.best_free[0] refers to stack 99999" in out.stderr
+
+
+def test_allocator_segments_land_in_their_own_post_mortem(tmp_path):
+    # The PyTorch layer's ctypes path (tests/python/allocator_segments.py):
+    # each post-mortem carries the segments tagged with its own facts'
+    # num_ooms, never a later OOM's, and none when none were reported.
+    from conftest import BUILD, ROOT, base_env
+    script = ROOT / "tests" / "python" / "allocator_segments.py"
+    r = subprocess.run(["/usr/bin/python3", str(script), str(BUILD),
+                        str(ROOT / "src" / "torchboot")], cwd=tmp_path,
+                       env=base_env({"SIMCUDA_MEMORY": "256MiB"}), capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout == "reported\n", r.stderr
+    pms = sorted(tmp_path.glob("*.oom.*.json"), key=lambda p: p.name)
+    docs = {json.loads(p.read_text())["oom"]["requested_bytes"]: json.loads(p.read_text())
+            for p in pms}
+    assert sorted(docs) == [1 << 40, 2 << 40, 3 << 40]
+    one = docs[1 << 40]["oom"]
+    assert one["allocator"]["num_ooms"] == 5
+    base = int(one["layout"]["base"], 16)
+    addrs = [base + a["offset"] for a in one["layout"]["allocations"]]
+    segs = one["layout"]["allocator_segments"]
+    assert (segs["count"], segs["blocks"]) == (3, 9)
+    assert [int(g["address"], 16) for g in segs["segments"]] == addrs
+    assert [g["blocks"] for g in segs["segments"]] == \
+        [[[0, 4 * MiB, "allocated"], [4 * MiB, 2 * MiB, "free"],
+          [6 * MiB, 2 * MiB, "pending"]]] * 3
+    two = docs[2 << 40]["oom"]["layout"]["allocator_segments"]
+    assert (two["count"], two["blocks"], two["segments"][0]["address"]) == \
+        (1, 1, hex(addrs[1]))
+    assert docs[3 << 40]["oom"]["layout"]["allocator_segments"] is None
+    # the reader accepts them, and refuses a block outside its segment
+    for p in pms:
+        assert report(p).returncode == 0
+    bad = copy.deepcopy(docs[1 << 40])
+    bad["oom"]["layout"]["allocator_segments"]["segments"][0]["blocks"][2][1] = 4 * MiB
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bad))
+    out = report(path)
+    assert out.returncode == 2
+    assert 'breaks the invariant "layout: blocks in order, inside their segment"' in out.stderr

@@ -170,6 +170,7 @@ def test_symbol_list_is_exactly_what_we_export():
     wrapped = {n for n in names if re.match(r"cu(da)?[A-Z]", n)}
     assert names - wrapped == {"dlsym", "cumemtrace_dump", "cumemtrace_version",
                                "cumemtrace_allocator_oom", "cumemtrace_allocator_state",
+                               "cumemtrace_allocator_segments",
                                "cumemtrace_mark_begin", "cumemtrace_mark_end",
                                "cumemtrace_usage", "execve", "execv", "execvp",
                                "execvpe", "execl", "execlp", "execle", "fexecve"}

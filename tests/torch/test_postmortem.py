@@ -137,3 +137,40 @@ def test_plain_ld_preload_gets_the_pytorch_layer_too(tmp_path):
     [pm] = [json.loads(f.read_text()) for f in tmp_path.glob("cumemtrace.*.oom.*.json")]
     assert pm["oom"]["cause"] == "allocator_limit"
     assert pm["oom"]["allocator"]["name"] == "pytorch"
+
+
+def test_layout_shows_pytorchs_segments_at_their_addresses(scenario):
+    # Issue 16: the post-mortem carries where PyTorch's memory lies (its
+    # segments and blocks, as memory._snapshot() lists them at the failure)
+    # beside the driver-level layout of the same cudaMalloc'd segments.
+    r = scenario("pm_fragmentation.py", memory="1GiB")
+    [pm] = [s for s in post_mortems(r) if s["oom"]["cause"] == "allocator_fragmentation"]
+    seen = r.torch["observed"][-1]["segments"]  # the script's own observer
+    lay = pm["oom"]["layout"]
+    segs = lay["allocator_segments"]
+    assert segs["count"] == len(seen) == pm["oom"]["allocator"]["segments"]
+    assert segs["blocks"] == sum(len(g[2]) for g in seen)
+    states = {"inactive": "free", "active_allocated": "allocated",
+              "active_pending_free": "pending"}
+    assert [[int(g["address"], 16), g["bytes"], [list(b) for b in g["blocks"]]]
+            for g in segs["segments"]] == \
+        [[a, n, [[o, sz, states[st]] for o, sz, st in bl]] for a, n, bl in seen]
+    assert sum(g["bytes"] for g in segs["segments"]) == pm["oom"]["allocator"]["reserved_bytes"]
+    # each segment is one of this process's cudaMalloc'd ranges, at the same place
+    base = int(lay["base"], 16)
+    ranges = {(base + a["offset"], a["bytes"]) for a in lay["allocations"]}
+    assert {(int(g["address"], 16), g["bytes"]) for g in segs["segments"]} <= ranges
+    free = [b for g in segs["segments"] for b in g["blocks"] if b[2] == "free"]
+    assert free and max(b[1] for b in free) == 4 * MiB < pm["oom"]["allocator"]["requested_bytes"]
+    # the html page's model carries every segment and block for the picture
+    path = next(f for f in r.files if ".oom." in f.name and
+                json.loads(f.read_text())["oom"]["cause"] == "allocator_fragmentation")
+    page = path.with_suffix(".html")
+    subprocess.run([str(CLI), "html", "-o", str(page), str(path)], check=True,
+                   capture_output=True, timeout=60)
+    text = page.read_text()
+    start = text.index('<script type="application/json" id="cmt-data">') + 46
+    model = json.loads(text[start:text.index("</script>", start)])
+    got = model["files"][0]["oom"]["layout"]["segments"]
+    assert (got["count"], got["blocks"]) == (segs["count"], segs["blocks"])
+    assert sum(len(g[3]) for g in got["list"]) == segs["blocks"]

@@ -655,6 +655,7 @@
     layoutBar(sec, file, o);
     if (o.layout && o.layout.count) addrLayout(sec, file, o);
     if (o.allocator) allocatorBar(sec, o);
+    if (o.layout && o.layout.segments && o.layout.segments.list.length) segmentsPicture(sec, o);
     if (file.advice.length) {
       h('h3', {}, sec, 'What to do');
       var ul = h('ul', { 'class': 'advice' }, sec);
@@ -795,6 +796,49 @@
     s('text', { x: xa > W * 0.6 ? W : xa, y: y - 20, 'text-anchor': xa > W * 0.6 ? 'end' : 'start' }, svgEl, 'request ' + bytes(req) + ' vs largest free block ' + bytes(big));
     s('text', { x: 0, y: y + bh + 16 }, svgEl, 'allocated ' + bytes(a.allocated) + ' | cached (unallocated) ' + bytes(un) +
       ' | reserved ' + bytes(a.reserved) + (a.segments != null ? ' in ' + a.segments + ' segments' : ''));
+  }
+
+  /* The caching allocator's segments at the failure (oom.layout's
+   * allocator_segments): one row per segment, its length to scale, cut
+   * into its blocks - tensors blue, freed-but-in-use orange, free blocks
+   * white, outlined red when smaller than the request and green when it
+   * would fit.  Rows beyond SEG_ROWS are counted, not drawn. */
+  var SEG_ROWS = 48;
+  function segmentsPicture(parent, o) {
+    var G = o.layout.segments, a = o.allocator || {};
+    var req = a.requested != null ? a.requested : o.requested;
+    var rows = G.list; /* in address order, as the allocator listed them */
+    var shown = rows.slice(0, SEG_ROWS), nblocks = 0;
+    h('h3', {}, parent, (a.name || 'the caching allocator') + '\'s segments and blocks at the failure');
+    var W = widthOf(parent), ml = 118, rh = 12, gap = 3, top = 22;
+    var big = Math.max.apply(null, shown.map(function (g) { return g[1]; }).concat([req, 1]));
+    var sc = (W - ml - 8) / big;
+    var svgEl = s('svg', { width: W, height: top + shown.length * (rh + gap) + 22, id: 'allocator-segments',
+                           'data-segments': G.count, 'data-blocks': G.blocks }, parent);
+    var FILL = ['#ffffff', '#4e79a7', '#f28e2b', '#c5cbd3'], NAME = ['free', 'tensor', 'freed, in use by a stream', 'unknown'];
+    s('rect', { x: ml, y: 4, width: Math.max(1, req * sc), height: 10, fill: '#cf222e', 'class': 'seg-request', 'data-bytes': req }, svgEl);
+    s('text', { x: ml - 6, y: 13, 'text-anchor': 'end' }, svgEl, 'request ' + bytes(req));
+    shown.forEach(function (g, i) {
+      var y = top + i * (rh + gap);
+      s('text', { x: ml - 6, y: y + rh - 2, 'text-anchor': 'end', 'class': 'mono' }, svgEl, g[0] + (g[2] ? ' s' : ''));
+      g[3].forEach(function (b) {
+        var st = b[2] < 4 ? b[2] : 3, free = st === 0;
+        var r = s('rect', { x: ml + b[0] * sc, y: y, width: Math.max(0.5, b[1] * sc), height: rh, fill: FILL[st],
+                            stroke: free ? (b[1] >= req ? '#1a7f37' : '#cf222e') : '#fff', 'stroke-width': free ? 1 : 0.5,
+                            'class': 'block ' + ['free', 'allocated', 'pending', 'unknown'][st], 'data-bytes': b[1] }, svgEl);
+        r.addEventListener('mousemove', function (ev) {
+          showTip(ev, NAME[st] + ' block: ' + bytes(b[1]) + '\nsegment ' + g[0] + ' (' + bytes(g[1]) + (g[2] ? ', small pool' : '') + ')' +
+                  (free ? (b[1] >= req ? '\nlarge enough for the request' : '\nsmaller than the request ' + bytes(req)) : ''));
+        });
+        r.addEventListener('mouseleave', hideTip);
+        nblocks++;
+      });
+      s('rect', { x: ml, y: y, width: Math.max(1, g[1] * sc), height: rh, fill: 'none', stroke: '#57606a', 'class': 'segment',
+                  'data-bytes': g[1] }, svgEl);
+    });
+    var untold = G.count - shown.length;
+    s('text', { x: ml, y: top + shown.length * (rh + gap) + 14 }, svgEl, G.count + ' segments, ' + G.blocks + ' blocks' +
+      (untold > 0 ? ' | ' + shown.length + ' segments (' + nblocks + ' blocks) drawn, ' + untold + ' more not drawn' : ''));
   }
 
   /* ---------------- several processes ---------------- */

@@ -16,7 +16,11 @@ def observer(device, alloc, device_total, device_free):
     seen.append({k: s[k] for k in (
         "allocated_bytes.all.current", "reserved_bytes.all.current",
         "active_bytes.all.current", "inactive_split_bytes.all.current",
-        "num_alloc_retries", "num_ooms")} | {"alloc": alloc})
+        "num_alloc_retries", "num_ooms")} | {"alloc": alloc, "segments": [
+            [g["address"], g["total_size"],
+             [[b["address"] - g["address"], b["size"], b["state"]] for b in g["blocks"]]]
+            for g in sorted(torch.cuda.memory._snapshot()["segments"],
+                            key=lambda g: g["address"]) if g["device"] == device]})
 
 
 torch.cuda.init()

@@ -1,0 +1,20 @@
+/* allocator_segments.h - the caching allocator's segments and blocks at its
+ * OOM (cumemtrace_allocator_segments in include/cumemtrace.h), kept for the
+ * post-mortem's oom.layout.allocator_segments. */
+#ifndef CUMEMTRACE_ALLOCATOR_SEGMENTS_H
+#define CUMEMTRACE_ALLOCATOR_SEGMENTS_H
+
+#include <stdint.h>
+
+#include "layout.h"
+
+/* Writes the segments `device`'s allocator reported with `tag` as one JSON
+ * value: an object, or null when the latest report has another tag (or
+ * there is none).  No CUDA calls. */
+void allocator_segments_write(int device, int64_t tag, layout_emit_fn emit, void *ctx);
+
+/* fork(): the child forgets the parent's reports (its allocator's state is
+ * the parent's copy, but no OOM of the child's has spoken yet). */
+void allocator_segments_atfork_child(void);
+
+#endif
