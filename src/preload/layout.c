@@ -54,13 +54,18 @@ static void flush(struct out *o)
 static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void put(struct out *o, const char *fmt, ...)
 {
-    if (sizeof o->buf - o->n < 256)
-        flush(o);
-    va_list ap;
+    va_list ap, again;
     va_start(ap, fmt);
+    va_copy(again, ap);
     int k = vsnprintf(o->buf + o->n, sizeof o->buf - o->n, fmt, ap);
+    if (k >= 0 && (size_t)k >= sizeof o->buf - o->n) {
+        /* did not fit: flush, then once more into the empty buffer (every
+         * piece written here is well under its size) */
+        flush(o);
+        k = vsnprintf(o->buf, sizeof o->buf, fmt, again);
+    }
+    va_end(again);
     va_end(ap);
-    /* every piece written here is well under 256 bytes */
     if (k > 0 && (size_t)k < sizeof o->buf - o->n)
         o->n += (size_t)k;
 }
