@@ -333,6 +333,7 @@ done:
     free(smp);
     free(lnp);
     free(ln);
+    hmap_free(&ft.map);
     free(ft.key);
     free(ft.p);
     free(ft.v);

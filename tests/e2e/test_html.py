@@ -12,7 +12,7 @@ import time
 import pytest
 
 from browser import CHROMIUM, Browser
-from conftest import BUILD, CLI, PROGS, ROOT, base_env
+from conftest import BUILD, CLI, PROGS, ROOT, base_env, run_env
 
 TRAIN = BUILD / "examples" / "train_sim"
 ARTIFACTS = BUILD / "test-artifacts"
@@ -413,7 +413,7 @@ def test_make_demo_ends_with_the_html_report(browser, tmp_path):
     for name in ("cumemtrace", "sim", "examples"):
         (build / name).symlink_to(BUILD / name)
     r = subprocess.run(["sh", str(ROOT / "scripts" / "demo.sh"), str(build)],
-                       capture_output=True, text=True, timeout=300, env=base_env(preload=False))
+                       capture_output=True, text=True, timeout=300, env=run_env())
     assert r.returncode == 0, r.stderr
     last = r.stdout.strip().splitlines()[-1]
     page = build / "demo" / "report.html"
