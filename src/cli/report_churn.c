@@ -88,6 +88,12 @@ int report_churn(FILE *f, struct snapshot *s, const struct snap_device *d,
     fprintf(f, "  Churn over the run by %s: %" PRIu64 " allocations, %" PRIu64
                " frees (%" PRIu64 " temporary)\n",
             names[by], allocs, frees, temporary);
+    uint64_t win = s->config.temporary_ms;
+    if (win != SNAP_UNKNOWN && win > 0 && win < UINT64_MAX / 1000000u) {
+        char w[OUT_NUM];
+        fprintf(f, "    temporary: freed before the next allocation, or within %s "
+                   "(CUMEMTRACE_TEMPORARY)\n", out_duration((int64_t)(win * 1000000u), w));
+    }
     char cost[256];
     snprintf(cost, sizeof cost, "on a real GPU %" PRIu64 " alloc+free pairs cost about %s to "
              "%s of API time (20-100 us a pair)",

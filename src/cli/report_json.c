@@ -247,6 +247,7 @@ static int snapshot(struct jsonw *w, struct snapshot *s, unsigned top)
     jsonw_key(w, "event_cap"); jsonw_u64(w, s->config.event_cap);
     jsonw_key(w, "python"); jsonw_tribool(w, s->config.python);
     jsonw_key(w, "native"); jsonw_tribool(w, s->config.native);
+    jsonw_key(w, "temporary_ms"); jsonw_u64(w, s->config.temporary_ms);
     jsonw_key(w, "limits");
     jsonw_begin_array(w);
     for (size_t i = 0; i < s->config.nlimits; i++) {

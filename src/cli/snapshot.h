@@ -164,6 +164,7 @@ struct snap_limit {
 
 struct snap_config {
     uint64_t depth, event_cap;
+    uint64_t temporary_ms; /* CUMEMTRACE_TEMPORARY, 0 none; unknown in older files */
     int python, native; /* 1, 0, or -1 unknown */
     struct snap_limit *limits;
     size_t nlimits, limits_cap;

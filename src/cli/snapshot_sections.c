@@ -183,6 +183,7 @@ static const struct field config_fields[] = {
     FIELD_FN("limit_bytes", rd_limits),
     FIELD(snap_config, python, F_BOOLN),
     FIELD(snap_config, native, F_BOOLN),
+    FIELD(snap_config, temporary_ms, F_U64N),
 };
 
 static int rd_config(struct reader *r, void *obj)
@@ -641,7 +642,7 @@ void snapshot_sections_init(struct snapshot *s, struct snapctx *ctx, const char 
     s->process.pid = s->process.ppid = s->process.rank = SNAP_UNKNOWN_I64;
     s->process.local_rank = s->process.world_size = SNAP_UNKNOWN_I64;
     s->process.start_wall_ns = s->process.dump_time_ns = SNAP_UNKNOWN_I64;
-    s->config.depth = s->config.event_cap = SNAP_UNKNOWN;
+    s->config.depth = s->config.event_cap = s->config.temporary_ms = SNAP_UNKNOWN;
     s->config.python = s->config.native = -1;
     kind_stats_init(&s->host.stats);
     s->oom.stack = SNAP_NO_STACK;

@@ -143,7 +143,7 @@ static bool load_size(const char *name, const char *v, uint64_t *out,
 }
 
 /* A duration: a number with ms, s, m or h (10m, 90s, 1h). */
-static void load_duration(const char *name, uint64_t *out_ms)
+static void load_duration(const char *name, uint64_t *out_ms, const char *fallback)
 {
     const char *v = secure_getenv(name);
     if (v == NULL || *v == '\0')
@@ -160,7 +160,7 @@ static void load_duration(const char *name, uint64_t *out_ms)
                 return;
             }
     config_warn("ignoring %s='%s': expected a duration like 10m, 90s, 500ms "
-                "or 1h; no periodic snapshots", name, Q(v));
+                "or 1h; %s", name, Q(v), fallback);
 }
 
 static void load_durability(void)
@@ -187,7 +187,7 @@ static void load_durability(void)
     if (v != NULL && *v != '\0' &&
         load_size("CUMEMTRACE_STREAM_MAX", v, &bytes, "using 256MiB"))
         config.stream_max = bytes < (64u << 10) ? (64u << 10) : bytes;
-    load_duration("CUMEMTRACE_INTERVAL", &config.interval_ms);
+    load_duration("CUMEMTRACE_INTERVAL", &config.interval_ms, "no periodic snapshots");
     x = config.interval_keep;
     load_uint("CUMEMTRACE_INTERVAL_KEEP", 1, 1000000, &x);
     config.interval_keep = (unsigned)x;
@@ -272,6 +272,8 @@ void config_load(void)
               "Python frames stay on");
     load_bool("CUMEMTRACE_NATIVE", &config.native,
               "native frames stay on");
+    load_duration("CUMEMTRACE_TEMPORARY", &config.temporary_ms,
+                  "temporary frees are those with no allocation in between");
 
     v = secure_getenv("CUMEMTRACE_OUTPUT");
     if (v != NULL && *v != '\0') {

@@ -25,6 +25,9 @@ struct config {
     uint64_t stream_max;    /* CUMEMTRACE_STREAM_MAX: bytes on disk per process */
     uint64_t interval_ms;   /* CUMEMTRACE_INTERVAL: periodic snapshots, 0 none */
     unsigned interval_keep; /* CUMEMTRACE_INTERVAL_KEEP: periodic files kept */
+    uint64_t temporary_ms;  /* CUMEMTRACE_TEMPORARY: a free this soon after its
+                               allocation is temporary too; 0: only heaptrack's
+                               rule (no allocation in between) */
 };
 
 enum { CONFIG_STREAM_AUTO, CONFIG_STREAM_KEEP, CONFIG_STREAM_OFF };

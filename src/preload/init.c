@@ -208,6 +208,9 @@ static void init(void)
         return;
     }
     record_init(config.event_cap, clock_now_ns);
+    /* 9e12 ms (285 years) keeps the nanoseconds in an int64_t */
+    record_set_temporary((int64_t)((config.temporary_ms < 9000000000000u
+                                        ? config.temporary_ms : 9000000000000u) * 1000000u));
     hooks_thread_init();
     output_init();
     unwind_init();

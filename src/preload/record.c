@@ -175,6 +175,13 @@ void record_init(size_t cap, int64_t (*clock)(void))
     record_lock_drop(&record_lock);
 }
 
+static int64_t temporary_window_ns; /* CUMEMTRACE_TEMPORARY */
+
+void record_set_temporary(int64_t window_ns)
+{
+    temporary_window_ns = window_ns > 0 ? window_ns : 0;
+}
+
 /* ---- stacks ---- */
 
 /* Four independent lanes: a single multiply chain over 32 frames is bound
@@ -625,7 +632,9 @@ void *record_free_take(uintptr_t addr, enum record_kind kind_hint,
     account_free_locked(s, entry_size(e), now);
     record_totals.live--;
     record_last_temporary = NULL;
-    if (e == record_last_alloc) { /* nothing was allocated since: temporary */
+    /* Nothing was allocated since, or freed within the window: temporary. */
+    if (e == record_last_alloc ||
+        (temporary_window_ns > 0 && now - e->t_ns <= temporary_window_ns)) {
         s->s.temporary++;
         record_last_temporary = e;
     }

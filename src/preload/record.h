@@ -119,6 +119,11 @@ struct record_counters {
  * once before any other function. */
 void record_init(size_t event_cap, int64_t (*clock)(void));
 
+/* A free within window_ns of its allocation counts as temporary too (0:
+ * only a free with no allocation in between does, heaptrack's rule).  Set
+ * once, after record_init, before any allocation. */
+void record_set_temporary(int64_t window_ns);
+
 /* Returns the stack for (entry, frames[0..depth)), creating it if new; NULL
  * only when memory is exhausted (the allocation is then still counted, under
  * a shared "unknown" stack).  Takes the lock briefly. */

@@ -248,8 +248,9 @@ static void write_config(struct jw *w)
                d, l);
         first = false;
     }
-    jw_fmt(w, "],\"python\":%s,\"native\":%s},\n",
-           config.python ? "true" : "false", config.native ? "true" : "false");
+    jw_fmt(w, "],\"python\":%s,\"native\":%s,\"temporary_ms\":%" PRIu64 "},\n",
+           config.python ? "true" : "false", config.native ? "true" : "false",
+           config.temporary_ms);
 }
 
 static void write_kind_stats(struct jw *w, const struct record_kind_stats *k)

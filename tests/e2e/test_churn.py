@@ -49,3 +49,28 @@ def test_report_shows_and_sorts_the_churn(run):
 def test_a_run_without_frees_shows_no_churn(run):
     r = run(["rt_symbols"])
     assert "Churn over the run" not in cli("report", r.files[0]).stdout
+
+
+def test_a_time_window_makes_later_frees_temporary_too(run):
+    """CUMEMTRACE_TEMPORARY=1h: kept_site's 3 frees (other allocations came
+    between, so not temporary by heaptrack's rule) were within the hour."""
+    r = run(["rt_churn"], env={"CUMEMTRACE_TEMPORARY": "1h"})
+    snap = r.only("exit")
+    assert snap["config"]["temporary_ms"] == 3_600_000
+    assert [x["temporary"] for x in snap["devices"][0]["churn"]] == [10, 3]
+    text = cli("report", r.files[0]).stdout
+    assert "Churn over the run by allocations: 15 allocations, 13 frees (13 temporary)" in text
+    assert "or within 1h00m (CUMEMTRACE_TEMPORARY)" in text
+    m = json.loads(cli("report", "--json", r.files[0]).stdout)["snapshots"][0]
+    assert m["config"]["temporary_ms"] == 3_600_000
+    # unset: heaptrack's rule alone, and the file says 0
+    plain = run(["rt_churn"]).only("exit")
+    assert plain["config"]["temporary_ms"] == 0
+    assert [x["temporary"] for x in plain["devices"][0]["churn"]] == [10, 0]
+
+
+def test_a_bad_time_window_is_one_warning(run):
+    r = run(["rt_churn"], env={"CUMEMTRACE_TEMPORARY": "soon"})
+    warn = [l for l in r.stderr.splitlines() if "CUMEMTRACE_TEMPORARY" in l]
+    assert len(warn) == 1 and "expected a duration like" in warn[0], r.stderr
+    assert [x["temporary"] for x in r.only("exit")["devices"][0]["churn"]] == [10, 0]
