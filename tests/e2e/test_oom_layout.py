@@ -170,7 +170,7 @@ def test_allocator_segments_land_in_their_own_post_mortem(tmp_path):
     pms = sorted(tmp_path.glob("*.oom.*.json"), key=lambda p: p.name)
     docs = {json.loads(p.read_text())["oom"]["requested_bytes"]: json.loads(p.read_text())
             for p in pms}
-    assert sorted(docs) == [1 << 40, 2 << 40, 3 << 40]
+    assert sorted(docs) == [1 << 40, 2 << 40, 3 << 40, 4 << 40]
     one = docs[1 << 40]["oom"]
     assert one["allocator"]["num_ooms"] == 5
     base = int(one["layout"]["base"], 16)
@@ -185,6 +185,9 @@ def test_allocator_segments_land_in_their_own_post_mortem(tmp_path):
     assert (two["count"], two["blocks"], two["segments"][0]["address"]) == \
         (1, 1, hex(addrs[1]))
     assert docs[3 << 40]["oom"]["layout"]["allocator_segments"] is None
+    many = docs[4 << 40]["oom"]["layout"]["allocator_segments"]
+    assert (many["count"], many["blocks"], len(many["segments"])) == (1100, 1100, 1024)
+    assert {g["pool"] for g in many["segments"]} == {"small"}
     # the reader accepts them, and refuses a block outside its segment
     for p in pms:
         assert report(p).returncode == 0

@@ -3,7 +3,8 @@ hand on the simulated runtime, for tests/e2e/test_oom_layout.py: three
 failed requests, each followed by what PyTorch's out-of-memory observer
 hands over - segments tagged with num_ooms, then the facts.  A stand-in for
 torch.cuda.memory._snapshot() lists three 8 MiB cudaMalloc'd buffers as
-PyTorch segments.  The third OOM reports facts but no segments."""
+PyTorch segments.  The third OOM reports facts but no segments, the
+fourth 1100 small segments."""
 import ctypes
 import os
 import sys
@@ -61,7 +62,13 @@ assert seg_fn is not None and report is not None, "run under libcumemtrace.so"
 first = [segment(b, [(4 * MiB, "active_allocated"), (2 * MiB, "inactive"),
                      (2 * MiB, "active_pending_free")]) for b in bufs]
 second = [segment(bufs[1], [(8 * MiB, "inactive")])]
-for size, tag, segs in ((1 << 40, 5, first), (2 << 40, 6, second), (3 << 40, 7, None)):
+# more than the library keeps (1024 segments): the rest are only counted
+many = [{"device": 0, "address": (1 << 44) + i * 2 * MiB, "total_size": 2 * MiB,
+         "segment_type": "small", "blocks": [{"address": (1 << 44) + i * 2 * MiB,
+                                              "size": 2 * MiB, "state": "inactive"}]}
+        for i in range(1100)]
+for size, tag, segs in ((1 << 40, 5, first), (2 << 40, 6, second), (3 << 40, 7, None),
+                        (4 << 40, 8, many)):
     fail(size)
     if segs is not None:
         layer.segments(fake_torch(segs), 0, tag, seg_fn)
