@@ -309,6 +309,31 @@ static struct record_stack *unknown_stack_locked(void)
     return &unknown.s;
 }
 
+/* Tables the site table outgrew.  A free reads its entry's site through
+ * the table outside the lock (record_token_stack): a table it may still
+ * hold is never freed while the process lives (doubling from 1024, the old
+ * ones add up to less than the current one; at most 21 growths). */
+static struct site **outgrown[32];
+static unsigned noutgrown;
+
+static bool site_table_grow_locked(void)
+{
+    uint32_t cap = sites_cap ? sites_cap * 2 : 1024;
+    if (cap < sites_cap || cap >= HANDLE_BIT || noutgrown == 32)
+        return false;
+    struct site **t = malloc(cap * sizeof *t);
+    if (t == NULL)
+        return false;
+    if (record_nsites > 0)
+        memcpy(t, record_site_table, record_nsites * sizeof *t);
+    if (record_site_table != NULL)
+        outgrown[noutgrown++] = record_site_table;
+    /* release: a reader that sees the new table sees what was copied */
+    __atomic_store_n(&record_site_table, t, __ATOMIC_RELEASE);
+    sites_cap = cap;
+    return true;
+}
+
 static struct site *site_get_locked(struct record_stack *stack, uint32_t pool,
                                     enum record_kind kind)
 {
@@ -318,15 +343,8 @@ static struct site *site_get_locked(struct record_stack *stack, uint32_t pool,
     for (struct site *s = n->sites; s != NULL; s = s->next)
         if (s->s.pool == pool && s->s.kind == kind)
             return s;
-    if (record_nsites == sites_cap) {
-        uint32_t cap = sites_cap ? sites_cap * 2 : 1024;
-        struct site **t = cap < sites_cap || cap >= HANDLE_BIT
-                              ? NULL : realloc(record_site_table, cap * sizeof *t);
-        if (t == NULL)
-            return NULL;
-        record_site_table = t;
-        sites_cap = cap;
-    }
+    if (record_nsites == sites_cap && !site_table_grow_locked())
+        return NULL;
     struct site *s = calloc(1, sizeof *s);
     if (s == NULL)
         return NULL;
@@ -775,6 +793,8 @@ void record_atfork_child(void)
     unknown.sites = NULL;
     free(record_site_table);
     record_site_table = NULL;
+    while (noutgrown > 0) /* the child has no readers of them */
+        free(outgrown[--noutgrown]);
     record_nsites = sites_cap = 0;
     free(record_stacks_by_id);
     record_stacks_by_id = NULL;

@@ -83,11 +83,13 @@ _Static_assert(sizeof(struct live) <= 32, "live entry over budget");
 #define SIZE_MASK ((UINT64_C(1) << 48) - 1)
 #define EXTRA_MAX 0xffffu
 
-extern struct site **record_site_table; /* every site, by index */
+/* Every site, by index.  Read outside the lock too (record_token_stack):
+ * an outgrown table stays allocated (record.c), the pointer is atomic. */
+extern struct site **record_site_table;
 
 static inline struct site *site_of(const struct live *e)
 {
-    return record_site_table[e->site & ~HANDLE_BIT];
+    return __atomic_load_n(&record_site_table, __ATOMIC_ACQUIRE)[e->site & ~HANDLE_BIT];
 }
 
 static inline bool is_handle(const struct live *e)

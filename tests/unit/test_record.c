@@ -479,6 +479,42 @@ static void peak_attribution_matches_brute_force_under_threads(void **state)
             release(exchange[i], WORKER_OPS);
 }
 
+/* A free reads its entry's site outside the lock (record_token_stack, as
+ * hooks_free_end does) while other threads' new call sites grow the site
+ * table: the table it reads must stay valid.  Under TSan (make test-tsan)
+ * and ASan (make test-san) a table freed by the growth is caught. */
+enum { GROW_SITES = 5000 };
+
+static void *grow_sites(void *arg)
+{
+    (void)arg;
+    for (unsigned i = 0; i < GROW_SITES; i++)
+        alloc(0x700000000ull + (uintptr_t)i * 0x1000, 512, KIND_DEVICE, 1,
+              stack_n(5000 + i), i);
+    return NULL;
+}
+
+static void token_site_survives_site_table_growth(void **state)
+{
+    (void)state;
+    record_atfork_prepare();
+    record_atfork_child(); /* a fresh tracker: its site table starts small */
+    record_init(0, NULL);
+    struct record_stack *mine = stack_n(4999);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, grow_sites, NULL), 0);
+    for (int i = 0; i < 20000; i++) {
+        alloc(0x600000000ull, 512, KIND_DEVICE, 0, mine, i);
+        void *tok = record_free_take(0x600000000ull, KIND_COUNT, i);
+        assert_non_null(tok);
+        assert_int_equal(record_token_stack(tok), mine->id);
+        record_free_finish(tok, true, i);
+    }
+    pthread_join(t, NULL);
+    for (unsigned i = 0; i < GROW_SITES; i++)
+        release(0x700000000ull + (uintptr_t)i * 0x1000, GROW_SITES);
+}
+
 int main(void)
 {
     record_init(1024, NULL);
@@ -493,6 +529,7 @@ int main(void)
         cmocka_unit_test(stacks_are_deduplicated),
         cmocka_unit_test(events_thin_without_aliasing),
         cmocka_unit_test(peak_attribution_matches_brute_force_under_threads),
+        cmocka_unit_test(token_site_survives_site_table_growth),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
