@@ -290,7 +290,7 @@ FASTRT = os.path.join(BUILD, "bench", "fastrt")
 THREADS = (1, 2, 4, 8)
 say()
 if os.path.exists(os.path.join(FASTRT, "libcudart.so.13")):
-    TH_ITERS = 20_000 if args.quick else 100_000
+    TH_ITERS = 10_000 if args.quick else 50_000
 
     def run_fast(argv, traced):
         e = env(traced, CUMEMTRACE_DEPTH=32)

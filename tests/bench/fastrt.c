@@ -17,6 +17,14 @@
 
 typedef int cudaError_t; /* 0 = cudaSuccess */
 
+/* The runtime's declarations of what this library exports (cuda_api.h's,
+ * without its types). */
+EXPORT cudaError_t cudaMalloc(void **p, size_t size);
+EXPORT cudaError_t cudaFree(void *p);
+EXPORT cudaError_t cudaGetDevice(int *dev);
+EXPORT cudaError_t cudaSetDevice(int dev);
+EXPORT cudaError_t cudaGetDeviceCount(int *n);
+
 /* Per-thread arenas of 1 TiB each, handed out once per thread (the only
  * shared write): addresses never collide between threads. */
 #define ARENA (UINT64_C(1) << 40)
