@@ -89,6 +89,11 @@ static int invariant_tsc(void)
     return (d >> 8) & 1;
 }
 
+static uint64_t fixed(double ns_per_tick)
+{
+    return (uint64_t)(ns_per_tick * 4294967296.0 + 0.5);
+}
+
 /* Ticks of `ns` nanoseconds at `ns_per_tick`. */
 static uint64_t ticks(int64_t ns, double ns_per_tick)
 {
@@ -112,6 +117,7 @@ void clock_init(void)
         return;
     struct clock_tsc *p = &clock_pieces[0];
     p->ns_per_tick = (double)(n1 - base_ns) / (double)(t1 - base_tsc);
+    p->mul = fixed(p->ns_per_tick);
     p->tsc0 = t1;
     p->ns0 = n1;
     p->tsc_next = base_tsc + ticks(FIRST_REFINE_NS, p->ns_per_tick);
@@ -120,9 +126,13 @@ void clock_init(void)
 }
 
 #if defined(__x86_64__)
+/* The piece's reading at t (the hot path's formula; t may lie a little
+ * before tsc0: another CPU's TSC, read as the piece was published). */
 static int64_t on_piece(const struct clock_tsc *p, uint64_t t)
 {
-    return p->ns0 + (int64_t)((double)(int64_t)(t - p->tsc0) * p->ns_per_tick);
+    if (t >= p->tsc0)
+        return p->ns0 + (int64_t)(((unsigned __int128)(t - p->tsc0) * p->mul) >> 32);
+    return p->ns0 - (int64_t)(((unsigned __int128)(p->tsc0 - t) * p->mul) >> 32);
 }
 
 /* Under `refining`: publishes piece i + 1, starting at the current tick. */
@@ -144,6 +154,7 @@ static void refine(int i)
     q->tsc0 = t;
     q->ns0 = at;
     q->ns_per_tick = rate * (double)(span + err) / (double)span;
+    q->mul = fixed(q->ns_per_tick);
     q->tsc_next = i + 2 < PIECES ? t + ticks(span, rate) : UINT64_MAX;
     __atomic_store_n(&clock_piece, i + 1, __ATOMIC_RELEASE);
 }

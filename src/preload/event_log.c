@@ -240,6 +240,13 @@ static void push_thinned(const struct record_event *ev)
 
 void event_log_push(const struct record_event *ev)
 {
+    /* the common case first: room in the faulted-in part, not thinning */
+    if (__builtin_expect(shift < 0 && nrows < faulted && nrows < mapped &&
+                         nrows < cap && !failed, 1)) {
+        recorded++;
+        rows[nrows++] = *ev;
+        return;
+    }
     if (cap == 0)
         return;
     recorded++;

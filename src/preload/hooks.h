@@ -94,6 +94,28 @@ unsigned hooks_context_owner(void);
 /* fork(): the child owns none of the parent's contexts (and no lock). */
 void hooks_context_atfork_child(void);
 
+/* What the calling thread is doing, for telling a nested call from a signal
+ * handler's new one (hooks_common.c, "Signal handlers"). */
+enum { HOOKS_LAYER_NONE, HOOKS_LAYER_RUNTIME, HOOKS_LAYER_DRIVER };
+struct hooks_guard {
+    unsigned char busy;  /* in our bookkeeping */
+    unsigned char layer; /* of the traced outermost allocation/free call */
+};
+extern __thread struct hooks_guard hooks_guard __attribute__((tls_model("initial-exec")));
+
+/* True when a call of `slot` is the same allocation or free one layer down
+ * (the runtime's cudaMalloc reaching cuMemAlloc_v2 through us) or runs
+ * under another untraced call of ours: the wrapper then only calls the real
+ * function, between hooks_depth++ and --.  The first test call_enter
+ * makes, inlined in the wrappers so the nested layer costs a few
+ * instructions instead of two calls into the bookkeeping. */
+static inline bool hooks_passthrough(unsigned slot)
+{
+    return hooks_depth != 0 && !hooks_guard.busy &&
+           (hooks_guard.layer == HOOKS_LAYER_NONE ||
+            (hooks_guard.layer == HOOKS_LAYER_RUNTIME && slot < SLOT_DRIVER_END));
+}
+
 /* What a traced allocation or free call interrupted by a signal handler
  * must get back when the handler's own call ends (see hooks_common.c). */
 struct hook_outer {
@@ -160,6 +182,12 @@ void hooks_free_end(struct hook_free *f, bool ok);
         PFN(sym) real = REAL(sym);                                            \
         if (real == NULL)                                                     \
             return no_real;                                                   \
+        if (hooks_passthrough(SLOT_##sym)) {                                  \
+            hooks_depth++;                                                    \
+            ret_t r_ = real args;                                             \
+            hooks_depth--;                                                    \
+            return r_;                                                        \
+        }                                                                     \
         struct hook_alloc c = {SLOT_##sym, kind, -1, (size_arg), false, false, false, \
                                {0}, HOOK_FRAME()};                            \
         if (!hooks_alloc_begin(&c, runtime))                                  \
@@ -176,6 +204,12 @@ void hooks_free_end(struct hook_free *f, bool ok);
         PFN(sym) real = REAL(sym);                                            \
         if (real == NULL)                                                     \
             return no_real;                                                   \
+        if (hooks_passthrough(SLOT_##sym)) {                                  \
+            hooks_depth++;                                                    \
+            ret_t r_ = real args;                                             \
+            hooks_depth--;                                                    \
+            return r_;                                                        \
+        }                                                                     \
         struct hook_free f;                                                   \
         hooks_free_begin(&f, SLOT_##sym, (uintptr_t)(ptr_arg), hint);                     \
         ret_t r = real args;                                                  \

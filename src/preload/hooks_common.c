@@ -14,7 +14,8 @@
  * Signal handlers: the depth guard counts only a thread's outermost call,
  * but a handler that interrupts a traced call and allocates makes a new
  * outermost call, not a nested one - swallowed, its free would later count
- * as unknown.  `guard` tells them apart for allocations and frees:
+ * as unknown.  `hooks_guard` (hooks.h) tells them apart for allocations and
+ * frees:
  *  - `busy`: the thread is in our bookkeeping (it may hold the tracker's
  *    lock, be in the unwinder or in malloc).  A call arriving then can only
  *    come from a handler, and blocking could deadlock: it is passed through
@@ -50,11 +51,7 @@ static __thread struct {
     void *token;
 } inflight __attribute__((tls_model("initial-exec")));
 
-enum { LAYER_NONE, LAYER_RUNTIME, LAYER_DRIVER };
-static __thread struct {
-    unsigned char busy;  /* in our bookkeeping */
-    unsigned char layer; /* of the traced outermost allocation/free call */
-} guard __attribute__((tls_model("initial-exec")));
+__thread struct hooks_guard hooks_guard __attribute__((tls_model("initial-exec")));
 
 static pthread_key_t thread_key;
 static bool thread_key_made;
@@ -177,26 +174,26 @@ static struct record_stack *capture(unsigned slot, const void *from)
 }
 
 /* Enters an allocation or free call of `slot`: true when it is traced
- * (then guard.busy is set).  See "Signal handlers" at the top. */
+ * (then hooks_guard.busy is set).  See "Signal handlers" at the top. */
 static bool call_enter(unsigned slot, struct hook_outer *o)
 {
-    unsigned char layer = slot < SLOT_DRIVER_END ? LAYER_DRIVER : LAYER_RUNTIME;
+    unsigned char layer = slot < SLOT_DRIVER_END ? HOOKS_LAYER_DRIVER : HOOKS_LAYER_RUNTIME;
     o->fresh = false;
     if (hooks_depth != 0) {
-        if (guard.busy) {
+        if (hooks_guard.busy) {
             record_count_reentrant();
             hooks_depth++;
             return false;
         }
-        if (guard.layer == LAYER_NONE ||
-            (guard.layer == LAYER_RUNTIME && layer == LAYER_DRIVER)) {
+        if (hooks_guard.layer == HOOKS_LAYER_NONE ||
+            (hooks_guard.layer == HOOKS_LAYER_RUNTIME && layer == HOOKS_LAYER_DRIVER)) {
             hooks_depth++; /* the same call, one layer down */
             return false;
         }
         /* a handler's new call inside a real call: save what is ours */
         o->fresh = true;
         o->depth = hooks_depth;
-        o->layer = guard.layer;
+        o->layer = hooks_guard.layer;
         o->reserved = inflight.reserved;
         o->device = inflight.device;
         o->bytes = inflight.bytes;
@@ -210,25 +207,25 @@ static bool call_enter(unsigned slot, struct hook_outer *o)
     } else if (!hook_enter()) {
         return false;
     }
-    guard.layer = layer;
-    guard.busy = 1;
+    hooks_guard.layer = layer;
+    hooks_guard.busy = 1;
     return true;
 }
 
-/* Leaves a call entered by call_enter; an untraced one leaves `guard` as
+/* Leaves a call entered by call_enter; an untraced one leaves hooks_guard as
  * it was (it may have arrived in the bookkeeping of the call it interrupted). */
 static void call_leave(const struct hook_outer *o, bool traced)
 {
     if (traced)
-        guard.busy = 0;
+        hooks_guard.busy = 0;
     if (!o->fresh) {
         if (hooks_depth == 1)
-            guard.layer = LAYER_NONE;
+            hooks_guard.layer = HOOKS_LAYER_NONE;
         hook_leave();
         return;
     }
     hooks_depth = o->depth;
-    guard.layer = o->layer;
+    hooks_guard.layer = o->layer;
     inflight.reserved = o->reserved;
     inflight.device = o->device;
     inflight.bytes = o->bytes;
@@ -244,7 +241,7 @@ bool hooks_alloc_begin(struct hook_alloc *c, bool runtime)
         return true;
     if (c->kind == KIND_HOST_PINNED) {
         c->device = -1;
-        guard.busy = 0; /* the real call runs */
+        hooks_guard.busy = 0; /* the real call runs */
         return true;
     }
     if (c->device < 0)
@@ -261,7 +258,7 @@ bool hooks_alloc_begin(struct hook_alloc *c, bool runtime)
     inflight.device = c->device;
     inflight.bytes = c->requested;
     inflight.reserved = true;
-    guard.busy = 0; /* the real call runs */
+    hooks_guard.busy = 0; /* the real call runs */
     return true;
 }
 
@@ -272,7 +269,7 @@ void hooks_alloc_end(struct hook_alloc *c, bool ok, bool oom, uintptr_t addr,
         call_leave(&c->outer, c->traced);
         return;
     }
-    guard.busy = 1;
+    hooks_guard.busy = 1;
     if (ok && addr == 0) {
         /* cudaMalloc(&p, 0): success, and nothing was allocated */
         oom_on_success(c->kind, c->device, c->requested, clock_now_ns());
@@ -311,13 +308,13 @@ void hooks_free_begin(struct hook_free *f, unsigned slot, uintptr_t addr,
         inflight.token = f->token = record_free_take(addr, kind_hint,
                                                      clock_now_ns());
     if (f->traced)
-        guard.busy = 0; /* the real call runs */
+        hooks_guard.busy = 0; /* the real call runs */
 }
 
 void hooks_free_end(struct hook_free *f, bool ok)
 {
     if (f->guarded && f->traced)
-        guard.busy = 1;
+        hooks_guard.busy = 1;
     if (f->token != NULL) {
         inflight.token = NULL;
         uint64_t size = record_token_size(f->token);
