@@ -74,7 +74,8 @@ $(BUILD)/tests/progs/%: tests/progs/%.c
 	$(CC) $(PROG_CFLAGS) -o $@ $< -ldl -lpthread
 $(BUILD)/tests/progs/static_workload: tests/progs/rt_workload.c
 
-test-bins: all $(UNIT_BIN) $(PROG_BIN) $(EXTRA_TEST_BINS)
+# bench_alloc: test_hotpath_cost.py counts its loop's instructions.
+test-bins: all $(UNIT_BIN) $(PROG_BIN) $(EXTRA_TEST_BINS) $(BUILD)/tests/bench/bench_alloc
 
 test-unit: test-bins
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
