@@ -162,12 +162,18 @@ def test_disk_use_is_bounded(tmp_path):
     recs = records(stream)
     assert stream.stat().st_size <= max(64 << 10, 8 + sum(16 + len(p) for _, p in recs[:2])
                                         + 64 * len(recs))
-    assert recs[0][0] == "H" and recs[1][0] == "C"
+    # a file never compacted may start with heartbeats: the first flush can
+    # come before the first allocation is recorded (on a loaded machine)
+    kinds = [k for k, _ in recs]
+    assert kinds[0] == "H" and "C" in kinds, kinds[:8]
+    first_c = kinds.index("C")
+    assert set(kinds[1:first_c]) <= {"B"}, kinds[:8]
     # compacted: the file starts with a late checkpoint, not the first one
     # (written when the thread started, before the program's loop)
-    # (an instrumented host may not write 64 KiB in the run: then the file
-    # never had to be compacted, and is still under the bound)
-    first = json.loads(recs[1][1])
+    # (an instrumented host, or a loaded machine, may not write 64 KiB in
+    # the run: then the file never had to be compacted, and is still under
+    # the bound)
+    first = json.loads(recs[first_c][1])
     assert (first["process"]["dump_time_ns"] > 300_000_000 or
             stream.stat().st_size <= 64 << 10), first["process"]
     snap, _ = recover(stream)
