@@ -515,12 +515,16 @@ if "py_steady" in R:
               f"wall {m:.0f} ns [{lo:.0f}-{hi:.0f}]; instr not counted"))
 if VALGRIND:
     tr = CG[("traced", "runtime", 32)]
-    clock = sum(v for (f, _), v in tr["incl"].items()
-                if f in ("clock_gettime", "__clock_gettime", "clock_gettime@@GLIBC_2.17"))
-    T.append(("met" if clock == 0 else "MISSED",
+
+    def clock_instr(cg):
+        return sum(v for (f, _), v in cg["incl"].items()
+                   if f in ("clock_gettime", "__clock_gettime", "clock_gettime@@GLIBC_2.17"))
+    # the loop times itself with clock_gettime: only what tracing adds counts
+    clock = clock_instr(tr) - clock_instr(CG[("bare", "runtime", 32)])
+    T.append(("met" if clock <= 0 else "MISSED",
               "TSC calibrated at start-up (no clock_gettime in the traced loop)",
-              f"instr in clock_gettime over the {tr['pairs']:.0f} traced pairs {clock} "
-              f"({clock / tr['pairs']:.1f} per pair; the TSC takes over after 1 s)"))
+              f"instr in clock_gettime added over the {tr['pairs']:.0f} traced pairs {clock} "
+              f"({clock / tr['pairs']:.1f} per pair)"))
     dev = sum(v for (f, o), v in tr["incl"].items() if f == "cudaGetDevice"
               and o.startswith("libcudart")) - sum(
         v for (f, o), v in CG[("bare", "runtime", 32)]["incl"].items()
@@ -547,8 +551,18 @@ if "threads" in R:
 else:
     T.append(("not measured", "threads: 2 threads >= 1.6 x 1 thread on a lock-free runtime",
               "the stand-in runtime was not built"))
-T.append(("not measured", "unwinding cheaper than a full unw_backtrace",
-          "no numeric target; the breakdown above shows libunwind's share"))
+if VALGRIND:
+    # per extra frame, from depth 32 to 64: the traced pair against the floor's
+    # unw_backtrace (plus its hash operations, which do not grow with depth)
+    ours = (per_pair(CG[("traced", "runtime", 64)]) - per_pair(CG[("traced", "runtime", 32)])) / 32
+    theirs = (per_pair(CG[("floor", 64)]) - per_pair(CG[("floor", 32)])) / 32
+    T.append(("met" if ours < theirs else "MISSED",
+              "unwinding cheaper than a full unw_backtrace (instructions per extra frame)",
+              f"instr {ours:.0f} per frame traced (walk, hash, stack table) against "
+              f"{theirs:.0f} for unw_backtrace; wall not judged"))
+else:
+    T.append(("not measured", "unwinding cheaper than a full unw_backtrace",
+              "valgrind is missing: no instruction counts"))
 
 say()
 say("targets of issue 14, judged on this run (met only if every measure meets it):")
