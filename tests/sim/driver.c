@@ -15,6 +15,8 @@
  *                       and other processes, memory no allocation accounts for
  *   SIMCUDA_FAIL        fault injection, see sim_common.h
  *   SIMCUDA_LOG=1       one stderr line per call
+ *   SIMCUDA_SHARED      a file: processes naming the same one share each
+ *                       device's memory (driver_shared.c)
  *   SIMCUDA_WAIT_BYTES  a cuMemAlloc_v2 (so a cudaMalloc) of exactly this size
  *                       bytes first waits in pause(), a cancellation point,
  *                       until a signal is handled or the thread is cancelled:
@@ -87,16 +89,19 @@ static void configure(void)
     }
     sim_common_fault_parse(&driver.faults, sim_common_getenv("SIMCUDA_FAIL"), SPEAKER, 0,
                            sym_names, DRIVER_NSYMS);
+    driver_shared_configure();
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }
 
 void driver_lock(void)
 {
     pthread_mutex_lock(&driver.lock);
+    driver_shared_enter();
 }
 
 void driver_unlock(void)
 {
+    driver_shared_leave();
     pthread_mutex_unlock(&driver.lock);
 }
 

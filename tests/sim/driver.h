@@ -198,6 +198,15 @@ int driver_valid_device(int dev);
 void driver_lock(void);
 void driver_unlock(void);
 
+/* SIMCUDA_SHARED (driver_shared.c): configure reads the variable once;
+ * enter (after the driver lock is taken) locks the shared file and reserves
+ * what the other processes hold; leave (before the lock is let go) writes
+ * this process's usage and unlocks.  No-ops when sharing is off. */
+void driver_shared_configure(void);
+void driver_shared_enter(void);
+void driver_shared_leave(void);
+uint64_t driver_shared_others_pages(int device);
+
 /* driver_memory.c, with driver.lock held: frees what context c owns -
  * linear, managed and pinned host memory made in it, not pool allocations
  * (cuDevicePrimaryCtxReset, the last release, cuCtxDestroy). */

@@ -366,8 +366,9 @@ DRIVER_SELF(cuMemFree);
 
 /* ---- what is free ---- */
 
-/* free = capacity - pages held x 2 MiB - SIMCUDA_RESERVED (once charged):
- * shared pages count whole, as on a real GPU. */
+/* free = capacity - pages held x 2 MiB - SIMCUDA_RESERVED (once charged)
+ * - what other processes hold (SIMCUDA_SHARED): shared pages count whole,
+ * as on a real GPU. */
 static CUresult mem_info(uint64_t *free_bytes, uint64_t *total)
 {
     int dev;
@@ -378,6 +379,7 @@ static CUresult mem_info(uint64_t *free_bytes, uint64_t *total)
         uint64_t used = driver_vaspace_used(&sd->pages) * SIM_PAGE;
         if (sd->reserved_charged)
             used += sd->reserved;
+        used += driver_shared_others_pages(dev) * SIM_PAGE;
         *free_bytes = used >= sd->capacity ? 0 : sd->capacity - used;
         *total = sd->capacity;
     }

@@ -287,6 +287,19 @@ uint64_t driver_vaspace_reserve_top(struct driver_vaspace_pages *p, uint64_t npa
     return got;
 }
 
+uint64_t driver_vaspace_unreserve_top(struct driver_vaspace_pages *p, uint64_t npages)
+{
+    uint64_t got = 0;
+    for (uint64_t i = p->npages; i > 0 && got < npages; i--) {
+        if (p->state[i - 1] == VS_RESERVED) {
+            set_pages(p, i - 1, 1, VS_RESERVED, VS_FREE);
+            got++;
+        }
+    }
+    p->nreserved -= got;
+    return got;
+}
+
 /* ---- virtual address ranges ---- */
 
 void driver_vaspace_range_init(struct driver_vaspace_range *r, uint64_t base, uint64_t end)

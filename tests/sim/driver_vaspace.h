@@ -86,6 +86,10 @@ uint64_t driver_vaspace_offset(const struct driver_vaspace_block *b);
  * returns how many it took. */
 uint64_t driver_vaspace_reserve_top(struct driver_vaspace_pages *p, uint64_t npages);
 
+/* Returns up to `npages` VS_RESERVED pages, highest first, to VS_FREE and
+ * returns how many it gave back. */
+uint64_t driver_vaspace_unreserve_top(struct driver_vaspace_pages *p, uint64_t npages);
+
 /* Pages held by placements (not free, not reserved). */
 uint64_t driver_vaspace_used(const struct driver_vaspace_pages *p);
 
