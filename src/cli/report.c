@@ -283,7 +283,7 @@ static const char *kind_phrase(int kind)
 
 static void print_cause(FILE *f, const struct snapshot *s, const struct snap_oom *o)
 {
-    char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM];
+    char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM], d[OUT_NUM];
     switch (o->cause) {
     case CAUSE_EXHAUSTED: {
         uint64_t short_by = o->shortfall_bytes;
@@ -296,6 +296,13 @@ static void print_cause(FILE *f, const struct snapshot *s, const struct snap_oom
              out_bytes(o->free_bytes, c));
         break;
     }
+    case CAUSE_OTHER_PROCESSES:
+        field(f, "cause:", "other processes - %s of the device is held outside this "
+                           "process's allocations, more than the %s this request lacked "
+                           "(request %s, free %s)",
+             out_bytes(o->untracked_bytes, a), out_bytes(o->shortfall_bytes, b),
+             out_bytes(o->requested_bytes, c), out_bytes(o->free_bytes, d));
+        break;
     case CAUSE_FRAGMENTATION:
         field(f, "cause:", "fragmentation - free %s >= request %s, but the driver "
                            "found no place for it",

@@ -50,6 +50,16 @@ const char *report_allocator_sentence(const struct snap_oom *o, char *buf, size_
                  "driver.",
                  who(a), out_bytes(a->limit_bytes, lim), out_bytes(a->reserved_bytes, rs), r);
         break;
+    case CAUSE_OTHER_PROCESSES:
+        snprintf(buf, n,
+                 "%s of the device is held outside this process (other processes, or "
+                 "memory %s does not allocate); %s holds %s in tensors of %s reserved, "
+                 "and the device had %s free for the %s requested: without that memory "
+                 "it would have fit.",
+                 out_bytes(o->untracked_bytes, u), who(a), who(a),
+                 out_bytes(a->allocated_bytes, al), out_bytes(a->reserved_bytes, rs),
+                 out_bytes(o->free_bytes, fr), r);
+        break;
     default:
         snprintf(buf, n,
                  "The device is full: %s holds %s in tensors of %s reserved (%s reserved "

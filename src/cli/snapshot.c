@@ -137,6 +137,7 @@ const char *snapshot_cause_name(const struct snap_oom *oom)
     case CAUSE_LIMIT: return "limit";
     case CAUSE_ALLOCATOR_FRAGMENTATION: return "allocator_fragmentation";
     case CAUSE_ALLOCATOR_LIMIT: return "allocator_limit";
+    case CAUSE_OTHER_PROCESSES: return "other_processes";
     default: return oom->cause_name ? oom->cause_name : "unknown";
     }
 }

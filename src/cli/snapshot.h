@@ -40,6 +40,7 @@ enum oom_cause {
     CAUSE_UNKNOWN, CAUSE_EXHAUSTED, CAUSE_FRAGMENTATION, CAUSE_LIMIT,
     CAUSE_ALLOCATOR_FRAGMENTATION, /* free inside the allocator's segments, no block fits */
     CAUSE_ALLOCATOR_LIMIT,         /* the allocator's own cap (memory fraction) */
+    CAUSE_OTHER_PROCESSES,         /* untracked memory > the shortfall + a context */
 };
 
 enum frame_type { FRAME_NATIVE, FRAME_PYTHON, FRAME_MARKER };

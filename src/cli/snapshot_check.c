@@ -344,13 +344,18 @@ static int check_oom(const struct snapshot *s, struct cli_error *err)
         return broken(s, err, "untracked = total - free - tracked, floored at 0",
                       "oom.untracked_bytes is %" PRIu64 ", total - free - tracked is %s",
                       o->untracked_bytes, u128_text(untracked, buf));
-    if (o->cause == CAUSE_EXHAUSTED &&
+    if ((o->cause == CAUSE_EXHAUSTED || o->cause == CAUSE_OTHER_PROCESSES) &&
         (o->free_bytes >= o->requested_bytes ||
          o->shortfall_bytes != o->requested_bytes - o->free_bytes))
         return broken(s, err, "exhausted: free < requested, shortfall = requested - free",
                       "oom.free_bytes %" PRIu64 ", requested_bytes %" PRIu64
                       ", shortfall_bytes %" PRIu64, o->free_bytes, o->requested_bytes,
                       o->shortfall_bytes);
+    if (o->cause == CAUSE_OTHER_PROCESSES && o->untracked_bytes != SNAP_UNKNOWN &&
+        o->untracked_bytes <= o->shortfall_bytes)
+        return broken(s, err, "other_processes: untracked > shortfall",
+                      "oom.untracked_bytes %" PRIu64 " <= shortfall_bytes %" PRIu64,
+                      o->untracked_bytes, o->shortfall_bytes);
     if (o->cause == CAUSE_FRAGMENTATION && o->free_bytes < o->requested_bytes)
         return broken(s, err, "fragmentation: free >= requested",
                       "oom.free_bytes %" PRIu64 " < requested_bytes %" PRIu64, o->free_bytes,

@@ -441,6 +441,8 @@ static int rd_oom_cause(struct reader *r, void *obj)
         o->cause = CAUSE_ALLOCATOR_FRAGMENTATION;
     else if (strcmp(k, "allocator_limit") == 0)
         o->cause = CAUSE_ALLOCATOR_LIMIT;
+    else if (strcmp(k, "other_processes") == 0)
+        o->cause = CAUSE_OTHER_PROCESSES;
     return 0;
 }
 

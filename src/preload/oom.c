@@ -116,6 +116,10 @@ static void device_truth(struct oom_info *o)
     }
 }
 
+/* Untracked memory a process's own CUDA context, cuBLAS/cuDNN workspaces
+ * and NCCL buffers can explain: ~0.3-1 GiB on current GPUs. */
+#define OOM_CONTEXT_ALLOWANCE (UINT64_C(1) << 30)
+
 static void classify(struct oom_info *o, bool by_limit)
 {
     o->tracked = record_current(o->device);
@@ -137,6 +141,11 @@ static void classify(struct oom_info *o, bool by_limit)
         o->cause = "exhausted";
         if (o->free_bytes >= 0)
             o->shortfall = o->requested - (uint64_t)o->free_bytes;
+        /* Had the memory outside this process's allocations been free
+         * (beyond what a CUDA context and library workspaces take), the
+         * request would have fit: someone else holds the device. */
+        if (o->free_bytes >= 0 && o->untracked > o->shortfall + OOM_CONTEXT_ALLOWANCE)
+            o->cause = "other_processes";
     }
 }
 

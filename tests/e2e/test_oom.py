@@ -18,6 +18,25 @@ def cumemtrace_lines(stderr):
     return [l for l in stderr.splitlines() if l.startswith("cumemtrace")]
 
 
+def test_memory_held_elsewhere_is_the_cause_other_processes(run):
+    # 3.5 GiB of a 4 GiB card held outside this process (SIMCUDA_RESERVED
+    # stands for another process): the 1 GiB request lacked 552 MiB, and
+    # the untracked memory exceeds that by more than a CUDA context takes.
+    r = run(["rt_oom", "exhaust"], env={"SIMCUDA_MEMORY": "4GiB",
+                                        "SIMCUDA_RESERVED": "3584MiB"})
+    [pm] = ooms(r)
+    o = pm["oom"]
+    assert (o["free_bytes"], o["shortfall_bytes"]) == (472 * MiB, 552 * MiB)
+    assert o["untracked_bytes"] == 3584 * MiB
+    assert o["cause"] == "other_processes"
+    assert "failed (other_processes)" in cumemtrace_lines(r.stderr)[0]
+    path = next(f for f in r.files if ".oom." in f.name)
+    rep = subprocess.run([str(CLI), "report", "--json", str(path)], capture_output=True,
+                         text=True, timeout=60)
+    ids = [a["id"] for a in json.loads(rep.stdout)["snapshots"][0]["advice"]]
+    assert ids[0] == "untracked" and "exhausted" not in ids, ids
+
+
 def test_exhausted_reports_truth_and_untracked(run):
     r = run(["rt_oom", "exhaust"], env=dict(CARD, SIMCUDA_RESERVED="16MiB"))
     [pm] = ooms(r)

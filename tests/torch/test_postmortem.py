@@ -5,7 +5,7 @@ only advice a measurement supports."""
 import json
 import subprocess
 
-from conftest import CLI, MiB, line_of, python_frames
+from conftest import CLI, GiB, MiB, line_of, python_frames
 
 
 def post_mortems(run):
@@ -174,3 +174,33 @@ def test_layout_shows_pytorchs_segments_at_their_addresses(scenario):
     got = model["files"][0]["oom"]["layout"]["segments"]
     assert (got["count"], got["blocks"]) == (segs["count"], segs["blocks"])
     assert sum(len(g[3]) for g in got["list"]) == segs["blocks"]
+
+
+def test_another_process_holding_memory_is_named_first(scenario):
+    # 2 GiB held by a second process on the same (simulated) device: the
+    # request lacked ~0.5 GiB, far less than what the other process holds.
+    r = scenario("pm_other.py", str(2 * GiB), memory="4GiB")
+    assert r.torch["raised"]
+    [pm] = post_mortems(r)
+    o = pm["oom"]
+    assert o["cause"] == "other_processes", o["cause"]
+    assert o["untracked_bytes"] >= 2 * GiB > o["shortfall_bytes"] > 0
+    assert o["allocator"]["name"] == "pytorch"
+    path = next(f for f in r.files if ".oom." in f.name)
+    advice = report_json(path)["advice"]
+    assert advice[0]["id"] == "untracked", [a["id"] for a in advice]
+    assert "nvidia-smi" in advice[0]["text"]
+    assert all("precision" not in a["text"] for a in advice), advice
+    text = report_text(path)
+    assert "held outside this process" in text and "it would have fit" in text
+
+
+def test_no_other_process_keeps_the_cause_exhausted(scenario):
+    # The same job alone on a card too small for it: nobody else to blame.
+    r = scenario("pm_other.py", "0", memory="2GiB")
+    assert r.torch["raised"]
+    [pm] = post_mortems(r)
+    assert pm["oom"]["cause"] == "exhausted"
+    path = next(f for f in r.files if ".oom." in f.name)
+    ids = [a["id"] for a in report_json(path)["advice"]]
+    assert "untracked" not in ids and "exhausted" in ids, ids
