@@ -88,6 +88,14 @@ int cumemtrace_usage(int device, struct cumemtrace_usage *out);
  * itself, e.g. PyTorch's set_per_process_memory_fraction), a post-mortem is
  * written for the refusal.  Any field may be -1 (unknown); strings may be
  * NULL.  Call it outside the allocator's own locks. */
+/* Live tensors allocated from the same Python lines (PyTorch's history). */
+struct cumemtrace_tensor_site {
+    const char *stack; /* Python frames, innermost first, one per line, each
+                          "file:line:function" */
+    int64_t bytes;     /* their blocks' bytes */
+    int64_t count;     /* how many */
+};
+
 struct cumemtrace_allocator_facts {
     uint32_t size;            /* sizeof(struct cumemtrace_allocator_facts) */
     const char *name;         /* "pytorch" */
@@ -107,6 +115,11 @@ struct cumemtrace_allocator_facts {
     int64_t limit_bytes;      /* the allocator's own cap (memory fraction) */
     int64_t device_total_bytes; /* as the allocator's observer was told */
     int64_t device_free_bytes;
+    /* The Python lines holding the largest live tensors, largest first, when
+     * the allocator records its own history (CUMEMTRACE_TORCH_HISTORY=1);
+     * ntop_tensors is -1 when it does not.  The library keeps the first 5. */
+    const struct cumemtrace_tensor_site *top_tensors;
+    int64_t ntop_tensors;
 };
 
 /* Returns 0, or -1 (bad arguments, or tracing disabled).  Thread-safe. */

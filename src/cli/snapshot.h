@@ -115,6 +115,7 @@ struct snap_bucket {
 
 /* oom.allocator: what the caching allocator (PyTorch) said at the OOM.
  * Numbers are SNAP_UNKNOWN when absent or null. */
+#define SNAP_TOP_TENSORS 8 /* the writer keeps 5; a reader takes a few more */
 struct snap_allocator {
     bool present;
     const char *name, *version;
@@ -124,6 +125,12 @@ struct snap_allocator {
     uint64_t segments, num_alloc_retries, num_ooms, limit_bytes;
     uint64_t device_total_bytes, device_free_bytes;
     const char *config; /* "key:value,..." as written back, or NULL */
+    bool has_top;       /* top_tensors was not null: the allocator's history is on */
+    size_t ntop;
+    struct snap_tensor_site {
+        const char *where;    /* "file:line:function < ...", innermost first */
+        uint64_t bytes, count;
+    } top[SNAP_TOP_TENSORS];
 };
 
 struct snap_device {

@@ -1,8 +1,10 @@
 /* snapshot_allocator.c - oom.allocator: PyTorch's figures at its OOM. */
 #include "snapshot_allocator.h"
 
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "snapshot.h"
 
@@ -50,6 +52,92 @@ static int rd_config(struct reader *r, void *obj)
     return 0;
 }
 
+/* One Python frame of a top_tensors stack, appended to the site's text. */
+struct site_read {
+    char text[1024];
+    size_t used;
+    const char *file, *function;
+    int64_t line;
+    struct snap_tensor_site *site;
+};
+
+static const struct field frame_fields[] = {
+    FIELD_AT("file", site_read, file, F_RAWN),
+    FIELD_AT("line", site_read, line, F_I64N),
+    FIELD_AT("function", site_read, function, F_RAWN),
+};
+
+static int rd_frame(struct reader *r, void *obj, size_t i)
+{
+    struct site_read *s = obj;
+    s->file = s->function = NULL;
+    s->line = -1;
+    int rc = reader_object(r, s, frame_fields, NFIELDS(frame_fields));
+    if (rc != 0)
+        return rc;
+    const char *base = s->file ? strrchr(s->file, '/') : NULL; /* as report shows frames */
+    int k = snprintf(s->text + s->used, sizeof s->text - s->used, "%s%s:%" PRId64 ":%s",
+                     i ? " < " : "", base ? base + 1 : s->file ? s->file : "?", s->line,
+                     s->function ? s->function : "?");
+    if (k > 0 && (size_t)k < sizeof s->text - s->used)
+        s->used += (size_t)k;
+    return 0;
+}
+
+static int rd_site_stack(struct reader *r, void *obj)
+{
+    struct site_read *s = obj;
+    s->used = 0;
+    s->text[0] = '\0';
+    int rc = reader_array(r, s, rd_frame);
+    if (rc == 0 && (s->site->where = snapshot_intern(r->ctx, s->text, s->used)) == NULL)
+        return reader_nomem(r);
+    return rc;
+}
+
+static int rd_site_u64(struct reader *r, uint64_t *out)
+{
+    return reader_u64(r, out, true);
+}
+
+static int rd_site_bytes(struct reader *r, void *obj)
+{
+    return rd_site_u64(r, &((struct site_read *)obj)->site->bytes);
+}
+
+static int rd_site_count(struct reader *r, void *obj)
+{
+    return rd_site_u64(r, &((struct site_read *)obj)->site->count);
+}
+
+static const struct field site_fields[] = {
+    FIELD_FN("stack", rd_site_stack),
+    FIELD_FN("bytes", rd_site_bytes),
+    FIELD_FN("count", rd_site_count),
+};
+
+static int rd_site(struct reader *r, void *obj, size_t i)
+{
+    struct snap_allocator *a = obj;
+    struct snap_tensor_site spare;
+    struct site_read s = {.site = i < SNAP_TOP_TENSORS ? &a->top[i] : &spare};
+    memset(s.site, 0, sizeof *s.site);
+    int rc = reader_object(r, &s, site_fields, NFIELDS(site_fields));
+    if (rc == 0 && i < SNAP_TOP_TENSORS)
+        a->ntop = i + 1;
+    return rc;
+}
+
+/* null without the allocator's history; else its largest tensors' lines. */
+static int rd_top_tensors(struct reader *r, void *obj)
+{
+    struct snap_allocator *a = obj;
+    if (reader_take_null(r))
+        return 0;
+    a->has_top = true;
+    return reader_array(r, a, rd_site);
+}
+
 static const struct field allocator_fields[] = {
     FIELD(snap_allocator, name, F_STRN),
     FIELD(snap_allocator, version, F_STRN),
@@ -67,6 +155,7 @@ static const struct field allocator_fields[] = {
     FIELD(snap_allocator, device_free_bytes, F_U64N),
     FIELD_FN("largest_free_block_bytes", rd_largest_free),
     FIELD_FN("config", rd_config),
+    FIELD_FN("top_tensors", rd_top_tensors),
 };
 
 static int read_allocator(struct reader *r, struct snap_allocator *a)

@@ -57,6 +57,26 @@ static void copy_str(char *dst, size_t n, const char *src)
          ? (in)->field                                                               \
          : -1)
 
+/* The allocator's top tensor sites, when the caller's struct has them. */
+static void take_top(const struct cumemtrace_allocator_facts *in, struct allocator_facts *f)
+{
+    f->ntop = -1;
+    if (in->size < offsetof(struct cumemtrace_allocator_facts, ntop_tensors) +
+                       sizeof in->ntop_tensors ||
+        in->ntop_tensors < 0 || (in->ntop_tensors > 0 && in->top_tensors == NULL))
+        return;
+    f->ntop = 0;
+    for (int64_t i = 0; i < in->ntop_tensors && f->ntop < ALLOCATOR_TOP_TENSORS; i++) {
+        struct allocator_tensor_site *t = &f->top[f->ntop++];
+        copy_str(t->stack, sizeof t->stack, in->top_tensors[i].stack);
+        char *cut = strrchr(t->stack, '\n');
+        if (strlen(t->stack) == sizeof t->stack - 1 && cut != NULL)
+            *cut = '\0'; /* cut to whole frames: the outermost ones go */
+        t->bytes = in->top_tensors[i].bytes;
+        t->count = in->top_tensors[i].count;
+    }
+}
+
 /* The caller's struct as ours; false when it cannot be one. */
 static bool take(int device, const struct cumemtrace_allocator_facts *in,
                  struct allocator_facts *out)
@@ -84,6 +104,7 @@ static bool take(int device, const struct cumemtrace_allocator_facts *in,
     f.limit = FIELD_OR_UNKNOWN(in, limit_bytes);
     f.device_total = FIELD_OR_UNKNOWN(in, device_total_bytes);
     f.device_free = FIELD_OR_UNKNOWN(in, device_free_bytes);
+    take_top(in, &f);
     *out = f;
     return true;
 }

@@ -7,6 +7,15 @@
 #include <stdint.h>
 
 #define ALLOCATOR_CONFIG_MAX 512
+/* A post-mortem names the few lines that matter; 5 stacks of ~12 Python
+ * frames fit, and 64 devices' latest states stay under 256 KiB. */
+#define ALLOCATOR_TOP_TENSORS 5
+#define ALLOCATOR_STACK_MAX 768
+
+struct allocator_tensor_site {
+    char stack[ALLOCATOR_STACK_MAX]; /* "file:line:function\n"..., innermost first */
+    int64_t bytes, count;
+};
 
 struct allocator_facts {
     char name[32];
@@ -16,6 +25,8 @@ struct allocator_facts {
     int64_t largest_free_small, largest_free_large;
     int64_t segments, num_alloc_retries, num_ooms, limit;
     int64_t device_total, device_free;
+    int ntop; /* top[0..ntop); -1: the allocator keeps no history */
+    struct allocator_tensor_site top[ALLOCATOR_TOP_TENSORS];
 };
 
 /* reserved - allocated, or -1 when either is unknown. */

@@ -391,6 +391,45 @@ static void write_mark(struct jw *w, struct record_view *v, uint32_t pool)
     jw_s(w, "}");
 }
 
+/* top_tensors: null without the allocator's history, else each site's
+ * "file:line:function" lines as frames. */
+static void write_top_tensors(struct jw *w, const struct allocator_facts *f)
+{
+    jw_s(w, ",\"top_tensors\":");
+    if (f->ntop < 0) {
+        jw_s(w, "null");
+        return;
+    }
+    jw_s(w, "[");
+    for (int i = 0; i < f->ntop; i++) {
+        const struct allocator_tensor_site *t = &f->top[i];
+        jw_s(w, i ? ",{\"stack\":[" : "{\"stack\":[");
+        char buf[ALLOCATOR_STACK_MAX];
+        memcpy(buf, t->stack, sizeof buf);
+        char *save = NULL;
+        bool first = true;
+        for (char *line = strtok_r(buf, "\n", &save); line != NULL;
+             line = strtok_r(NULL, "\n", &save)) {
+            char *fn = strrchr(line, ':');
+            if (fn == NULL || fn == line)
+                continue;
+            *fn = '\0';
+            char *ln = strrchr(line, ':');
+            if (ln == NULL)
+                continue;
+            *ln = '\0';
+            jw_s(w, first ? "{\"file\":" : ",{\"file\":");
+            first = false;
+            jw_str(w, line);
+            jw_fmt(w, ",\"line\":%ld,\"function\":", strtol(ln + 1, NULL, 10));
+            jw_str(w, fn + 1);
+            jw_s(w, "}");
+        }
+        jw_fmt(w, "],\"bytes\":%" PRId64 ",\"count\":%" PRId64 "}", t->bytes, t->count);
+    }
+    jw_s(w, "]");
+}
+
 /* The caching allocator's own figures (null when it did not speak), its
  * configuration parsed as PyTorch reads it: "key:value,key:value". */
 static void write_allocator(struct jw *w, const struct allocator_facts *f)
@@ -445,7 +484,9 @@ static void write_allocator(struct jw *w, const struct allocator_facts *f)
         jw_s(w, ":");
         jw_str(w, colon + 1);
     }
-    jw_s(w, "}}");
+    jw_s(w, "}");
+    write_top_tensors(w, f);
+    jw_s(w, "}");
 }
 
 static void write_device(struct jw *w, struct record_view *v, int d)

@@ -29,6 +29,12 @@ def _warn(what):
                          f"post-mortems show driver-level figures only\n")
 
 
+class TensorSite(ctypes.Structure):
+    """struct cumemtrace_tensor_site (include/cumemtrace.h)."""
+    _fields_ = [("stack", ctypes.c_char_p), ("bytes", ctypes.c_int64),
+                ("count", ctypes.c_int64)]
+
+
 class Facts(ctypes.Structure):
     """struct cumemtrace_allocator_facts (include/cumemtrace.h)."""
     _fields_ = [(n, t) for n, t in [
@@ -49,6 +55,8 @@ class Facts(ctypes.Structure):
         ("limit_bytes", ctypes.c_int64),
         ("device_total_bytes", ctypes.c_int64),
         ("device_free_bytes", ctypes.c_int64),
+        ("top_tensors", ctypes.POINTER(TensorSite)),
+        ("ntop_tensors", ctypes.c_int64),
     ]]
 
 
@@ -102,6 +110,52 @@ def _segments_fn():
     return fn
 
 
+# CUMEMTRACE_TORCH_HISTORY=1: PyTorch records the Python stack of every
+# allocation it makes (torch.cuda.memory._record_memory_history), so that a
+# post-mortem names the lines holding the largest live tensors.  Its trace
+# of alloc/free events is bounded to this many entries (ours reads only the
+# stacks of live blocks; the bound keeps a long run's history from growing).
+HISTORY_ENTRIES = 10000
+TOP_SITES = 5        # the library keeps 5
+FRAMES_PER_SITE = 12  # innermost first: the outer ones say little
+_history = False
+
+
+def _start_history(torch):
+    global _history
+    if os.environ.get("CUMEMTRACE_TORCH_HISTORY", "") in ("", "0"):
+        return
+    try:
+        torch.cuda.memory._record_memory_history(enabled="all", context="alloc",
+                                                 stacks="python",
+                                                 max_entries=HISTORY_ENTRIES)
+        _history = True
+    except Exception as e:
+        sys.stderr.write(f"cumemtrace: warning: CUMEMTRACE_TORCH_HISTORY ignored: PyTorch "
+                         f"refused to record its allocation history ({type(e).__name__}: "
+                         f"{e}); post-mortems name call sites, not tensors\n")
+
+
+def _top_tensors(snapshot_segments, device):
+    """[(stack text, bytes, count)] of the live blocks' allocation stacks,
+    largest first (bytes as PyTorch counts them in allocated_bytes)."""
+    sites = {}
+    for seg in snapshot_segments:
+        if seg.get("device") != device:
+            continue
+        for b in seg.get("blocks", []):
+            if b.get("state") != "active_allocated":
+                continue
+            frames = b.get("frames") or []
+            key = "\n".join(f"{fr.get('filename', '?')}:{fr.get('line', 0)}:"
+                            f"{fr.get('name', '?')}" for fr in frames[:FRAMES_PER_SITE])
+            site = sites.setdefault(key, [0, 0])
+            site[0] += b.get("size", 0)
+            site[1] += 1
+    return sorted(((k, v[0], v[1]) for k, v in sites.items()),
+                  key=lambda t: (-t[1], t[0]))[:TOP_SITES]
+
+
 def _library(name="cumemtrace_allocator_oom"):
     try:
         fn = getattr(ctypes.CDLL(None), name)
@@ -134,7 +188,8 @@ def facts(torch, device, alloc, device_total, device_free):
     s = torch.cuda.memory_stats(device)
     largest = {"small": 0, "large": 0}
     segments = 0
-    for seg in torch.cuda.memory._snapshot().get("segments", []):
+    snap = torch.cuda.memory._snapshot().get("segments", [])
+    for seg in snap:
         if seg.get("device") != device:
             continue
         segments += 1
@@ -169,10 +224,22 @@ def facts(torch, device, alloc, device_total, device_free):
     f.limit_bytes = limit
     f.device_total_bytes = device_total
     f.device_free_bytes = device_free
+    f.ntop_tensors = -1
+    if _history:
+        top = _top_tensors(snap, device)
+        arr = (TensorSite * max(len(top), 1))()
+        for i, (stack, size, count) in enumerate(top):
+            arr[i].stack = stack.encode(errors="replace")
+            arr[i].bytes = size
+            arr[i].count = count
+        f.top_tensors = arr
+        f.ntop_tensors = len(top)
+        f.keep = arr  # alive until the library copied it
     return f
 
 
 def _attach(torch, report):
+    _start_history(torch)
     layout = [_segments_fn()]
 
     def observer(device, alloc, device_total, device_free):

@@ -80,3 +80,64 @@ def test_plain_ld_preload_leaves_a_process_without_torch_alone(tmp_path):
     assert out["boot"] is False and out["same_path"] is True
     assert out["main"] == ["_", "before", "ctypes", "json", "os", "p", "rt", "sys"]
     assert "warning" not in r.stderr, r.stderr
+
+
+# The layer's Facts handed to the library by hand (what its observer does
+# with PyTorch's figures), without torch: top_tensors as the library keeps
+# them, and an older caller's shorter struct.
+FACTS = r"""
+import ctypes, sys
+sys.path.insert(0, sys.argv[1])
+import cumemtrace_torch as ct
+rt = ctypes.CDLL("libcudart.so.13")
+p = ctypes.c_void_p()
+assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(64 << 20)) == 0
+oom = ct._library()
+long = "\n".join(f"/deep/module{i}.py:{i}:f{i}" for i in range(100))
+def facts(sites, size=None):
+    f = ct.Facts()
+    f.size = size or ctypes.sizeof(ct.Facts)
+    f.name, f.version, f.config = b"pytorch", b"2.15", b""
+    f.requested_bytes, f.allocated_bytes, f.reserved_bytes = 8 << 30, 64 << 20, 64 << 20
+    f.limit_bytes = 100 << 20
+    arr = (ct.TensorSite * 8)()
+    for i, (stack, nbytes, count) in enumerate(sites):
+        arr[i].stack, arr[i].bytes, arr[i].count = stack.encode(), nbytes, count
+    f.top_tensors, f.ntop_tensors = arr, len(sites)
+    return f, arr
+sites = [("/w/train.py:12:forward\n/w/train.py:40:<module>", 48 << 20, 2),
+         ("", 10 << 20, 1), (long, 4 << 20, 1)] + [("/w/x.py:1:g", 1, 1)] * 5
+f, keep = facts(sites)
+assert oom(0, ctypes.byref(f)) == 0
+f, keep = facts(sites[:1], size=ct.Facts.top_tensors.offset)
+assert oom(0, ctypes.byref(f)) == 0
+"""
+
+
+def test_top_tensors_reach_the_post_mortem(tmp_path):
+    boot = SIM.parent / "share" / "cumemtrace" / "torchboot"
+    r = subprocess.run([PYTHON, "-c", FACTS, str(boot)], cwd=tmp_path,
+                       env=base_env({"SIMCUDA_MEMORY": "1GiB"}), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    pms = sorted(tmp_path.glob("cumemtrace.*.oom.*.json"))
+    assert len(pms) == 2, r.stderr
+    first, older = [json.loads(p.read_text())["oom"]["allocator"] for p in pms]
+    top = first["top_tensors"]
+    assert [(t["bytes"], t["count"]) for t in top] == \
+        [(48 << 20, 2), (10 << 20, 1), (4 << 20, 1), (1, 1), (1, 1)]  # the first 5
+    assert top[0]["stack"] == [{"file": "/w/train.py", "line": 12, "function": "forward"},
+                               {"file": "/w/train.py", "line": 40, "function": "<module>"}]
+    assert top[1]["stack"] == []
+    deep = top[2]["stack"]  # cut to whole frames, innermost kept
+    assert 10 < len(deep) < 100 and deep[0] == {"file": "/deep/module0.py", "line": 0,
+                                                "function": "f0"}
+    assert deep == [{"file": f"/deep/module{i}.py", "line": i, "function": f"f{i}"}
+                    for i in range(len(deep))]
+    assert older["top_tensors"] is None  # a caller without the fields: no history
+    rep = subprocess.run([str(CLI), "report", str(pms[0])], capture_output=True, text=True,
+                         timeout=60, env={"NO_COLOR": "1", "COLUMNS": "200"})
+    text = " ".join(rep.stdout.split())
+    assert "tensors: 48.0 MiB in 2 tensors from train.py:12:forward < train.py:40:<module>" \
+        in text, rep.stdout
+    assert "10.0 MiB in 1 tensor from no Python stack" in text
