@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "diff_allocator.h"
 #include "frames.h"
 #include "gate.h"
 #include "html.h"
@@ -297,6 +298,7 @@ static int diff_text(FILE *f, struct snapshot *a, struct snapshot *b, enum site_
         print_sites_section(f, a, b, by, true, top) != 0)
         return -1;
     print_ooms(f, a, b);
+    diff_allocator_print(f, a->ctx, a, b);
     print_kinds(f, a, b);
     if (g->on) {
         fputc('\n', f);

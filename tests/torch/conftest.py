@@ -118,9 +118,14 @@ def finish(started):
 def scenario(tmp_path):
     """Runs a scenario bare and traced; checks that the tracer changed
     nothing PyTorch printed nor its exit status; returns the traced run."""
+    calls = []
+
     def go(name, *args, expect_rc=0, **kw):
+        # A second scenario in one test gets its own directories.
+        calls.append(name)
+        tmp = tmp_path if len(calls) == 1 else tmp_path / f"run{len(calls)}"
         # Both at once: the suite's time is mostly starting torch.
-        started = [start_scenario(tmp_path, name, *args, traced=t, **kw) for t in (False, True)]
+        started = [start_scenario(tmp, name, *args, traced=t, **kw) for t in (False, True)]
         bare, traced = [finish(s) for s in started]
         assert bare.torch is not None, f"no TORCH line:\n{bare.stdout}\n{bare.stderr}"
         assert bare.returncode == expect_rc, bare.stderr

@@ -204,3 +204,83 @@ def test_no_other_process_keeps_the_cause_exhausted(scenario):
     path = next(f for f in r.files if ".oom." in f.name)
     ids = [a["id"] for a in report_json(path)["advice"]]
     assert "untracked" not in ids and "exhausted" in ids, ids
+
+
+def test_history_names_the_lines_holding_the_largest_tensors(scenario):
+    r = scenario("pm_history.py", memory="1GiB", env={"CUMEMTRACE_TORCH_HISTORY": "1"})
+    assert r.torch["raised"]
+    [pm] = post_mortems(r)
+    a = pm["oom"]["allocator"]
+    top = a["top_tensors"]
+    assert [(t["bytes"], t["count"]) for t in top] == [(200 * MiB, 1), (192 * MiB, 3)], top
+    assert sum(t["bytes"] for t in top) == a["allocated_bytes"] == r.torch["allocated"]
+    here = [[(f["file"].rsplit("/", 1)[-1], f["line"]) for f in t["stack"]] for t in top]
+    assert ("pm_history.py", line_of("pm_history.py", "ACTS")) in here[0], here
+    assert ("pm_history.py", line_of("pm_history.py", "WEIGHTS")) in here[1], here
+    assert top[1]["stack"][0]["function"] in ("weights", "<listcomp>"), top[1]["stack"]
+    path = next(f for f in r.files if ".oom." in f.name)
+    text = report_text(path)
+    assert (f"tensors: 200 MiB in 1 tensor from pm_history.py:"
+            f"{line_of('pm_history.py', 'ACTS')}:<module>") in text, text
+    assert "192 MiB in 3 tensors from pm_history.py:" in text
+
+
+def test_without_history_there_are_no_top_tensors(scenario):
+    r = scenario("pm_history.py", memory="1GiB")
+    [pm] = post_mortems(r)
+    assert pm["oom"]["allocator"]["top_tensors"] is None
+    assert "tensors:" not in report_text(next(f for f in r.files if ".oom." in f.name))
+
+
+def test_history_cost_is_measured(tmp_path):
+    """The ratio docs/snapshot-format.md quotes: one process, history off
+    and on alternately, the recording our layer turns on."""
+    import os
+    import sys
+    from conftest import BUILD, REAL, ROOT, SCENARIOS, SIMGPU
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CUMEMTRACE_", "SIMCUDA_", "LD_", "PYTORCH_"))}
+    env["PYTHONPATH"] = str(BUILD / "share" / "cumemtrace" / "torchboot")
+    cmd = [] if REAL else [str(SIMGPU), "--build", str(BUILD), "--memory", "4GiB", "--"]
+    p = subprocess.run(cmd + [sys.executable, str(SCENARIOS / "history_cost.py")],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    t = json.loads(next(l for l in p.stdout.splitlines() if l.startswith("TORCH "))[6:])
+    assert not any(t["recorded_off"]) and all(t["recorded_on"]), t
+    print(f"\nCUMEMTRACE_TORCH_HISTORY=1 cost: {t['ratio']:.2f}x the loop's time "
+          f"({t['steps']} steps: {t['off_s'] * 1e3:.1f} ms off, {t['on_s'] * 1e3:.1f} ms on)")
+    assert t["ratio"] < 20, t  # far above what was measured: a regression, not noise
+
+
+def test_diff_shows_why_expandable_segments_fit(scenario):
+    # The failing run (default segments) against the same script with
+    # expandable segments, which fits: the diff's allocator section shows
+    # the free space that could not serve 24 MiB and the block that can.
+    fail = scenario("pm_segments.py", memory="1GiB")
+    assert fail.torch["raised"]
+    frag = [(f, s) for f, s in zip(fail.files, fail.snapshots)
+            if s["reason"] == "oom" and s["oom"]["cause"] == "allocator_fragmentation"]
+    assert len(frag) == 1, [s["oom"]["cause"] for s in post_mortems(fail)]
+    path, pm = frag[0]
+    a = pm["oom"]["allocator"]
+    assert a["largest_free_block_bytes"]["large"] == 16 * MiB
+    assert a["reserved_unallocated_bytes"] >= 24 * MiB
+    fit = scenario("pm_segments.py", memory="1GiB",
+                   env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+    assert not fit.torch["raised"] and fit.torch["kept"] == fail.torch["kept"]
+    end = fit.only("exit")
+    b = end["devices"][0]["allocator"]
+    assert b["largest_free_block_bytes"]["large"] >= 24 * MiB
+    d = subprocess.run([str(CLI), "diff", str(path), str(fit.files[fit.snapshots.index(end)])],
+                       capture_output=True, text=True, timeout=60,
+                       env={"NO_COLOR": "1", "COLUMNS": "200"})
+    assert d.returncode == 0, d.stderr
+    out = d.stdout
+    assert "PyTorch's caching allocator (base at its OOM, new at exit)" in out, out
+    big = b["largest_free_block_bytes"]["large"] >> 20
+    [row] = [x for x in out.splitlines() if x.strip().startswith("largest free block")]
+    assert row.split()[3:] == ["16.0", "MiB", f"{big:.1f}", "MiB", f"+{big - 16:.1f}",
+                               "MiB"], out
+    [row] = [x for x in out.splitlines() if x.strip().startswith("segments")]
+    assert row.split()[1:3] == [str(a["segments"]), str(b["segments"])], out
+    assert "PYTORCH_CUDA_ALLOC_CONF: base unset, new expandable_segments:True" in out
