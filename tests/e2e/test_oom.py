@@ -37,6 +37,21 @@ def test_memory_held_elsewhere_is_the_cause_other_processes(run):
     assert ids[0] == "untracked" and "exhausted" not in ids, ids
 
 
+def test_plain_exhaustion_advises_the_shortfall_not_activations(run):
+    # A C program (no Python forward on any stack), little untracked memory:
+    # the 'exhausted' and 'whole-run' lines fire, 'activations' and
+    # 'untracked' must not.
+    r = run(["rt_oom", "exhaust"], env=dict(CARD, SIMCUDA_RESERVED="16MiB"))
+    path = next(f for f in r.files if ".oom." in f.name)
+    rep = subprocess.run([str(CLI), "report", "--json", str(path)], capture_output=True,
+                         text=True, timeout=60)
+    advice = json.loads(rep.stdout)["snapshots"][0]["advice"]
+    ids = [a["id"] for a in advice]
+    assert "exhausted" in ids and "whole-run" in ids, ids
+    assert "activations" not in ids and "untracked" not in ids, ids
+    assert "this request lacked 824 MiB" in advice[ids.index("exhausted")]["text"]
+
+
 def test_exhausted_reports_truth_and_untracked(run):
     r = run(["rt_oom", "exhaust"], env=dict(CARD, SIMCUDA_RESERVED="16MiB"))
     [pm] = ooms(r)
