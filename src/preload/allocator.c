@@ -1,9 +1,8 @@
-/* allocator.c - cumemtrace_allocator_oom: a caching allocator's figures
- * for the post-mortem of its failing request (issue 12).
- *
- * The caller is PyTorch's out-of-memory observer (src/torchboot/), which
- * runs after PyTorch released its allocator mutex: taking our locks and
- * writing a file here cannot deadlock against the allocator. */
+/* allocator.c - a caching allocator's own figures (issue 12): taken from
+ * the caller's struct, the cause they show, and the latest state reported
+ * through cumemtrace_allocator_state.  The figures of an allocator's OOM
+ * (cumemtrace_allocator_oom) go to its post-mortem through oom.c; this file
+ * only holds facts, so the serialiser and oom.c both read it. */
 #include "allocator.h"
 
 #include <pthread.h>
@@ -11,9 +10,7 @@
 #include <string.h>
 
 #include "cumemtrace.h"
-#include "clock.h"
 #include "config.h"
-#include "oom.h"
 #include "record.h"
 
 int64_t allocator_unallocated(const struct allocator_facts *f)
@@ -77,8 +74,7 @@ static void take_top(const struct cumemtrace_allocator_facts *in, struct allocat
     }
 }
 
-/* The caller's struct as ours; false when it cannot be one. */
-static bool take(int device, const struct cumemtrace_allocator_facts *in,
+bool allocator_take(int device, const struct cumemtrace_allocator_facts *in,
                  struct allocator_facts *out)
 {
     if (in == NULL || device < 0 || device >= RECORD_MAX_DEVICES ||
@@ -109,16 +105,6 @@ static bool take(int device, const struct cumemtrace_allocator_facts *in,
     return true;
 }
 
-__attribute__((visibility("default"))) int
-cumemtrace_allocator_oom(int device, const struct cumemtrace_allocator_facts *in)
-{
-    struct allocator_facts f;
-    if (!take(device, in, &f))
-        return -1;
-    oom_on_allocator(device, &f, clock_now_ns());
-    return 0;
-}
-
 static pthread_mutex_t latest_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     bool set;
@@ -129,7 +115,7 @@ __attribute__((visibility("default"))) int
 cumemtrace_allocator_state(int device, const struct cumemtrace_allocator_facts *in)
 {
     struct allocator_facts f;
-    if (!take(device, in, &f))
+    if (!allocator_take(device, in, &f))
         return -1;
     pthread_mutex_lock(&latest_lock);
     latest[device].f = f;

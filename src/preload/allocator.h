@@ -42,6 +42,12 @@ int64_t allocator_largest_free(const struct allocator_facts *f);
  *                              no free block is large enough. */
 const char *allocator_cause(const struct allocator_facts *f);
 
+struct cumemtrace_allocator_facts;
+/* The caller's struct (include/cumemtrace.h, possibly an older, shorter
+ * one) as ours; false when it cannot be one or recording is off. */
+bool allocator_take(int device, const struct cumemtrace_allocator_facts *in,
+                    struct allocator_facts *out);
+
 /* The latest state cumemtrace_allocator_state reported for `device`: true
  * and *out filled when there is one. */
 bool allocator_latest(int device, struct allocator_facts *out);

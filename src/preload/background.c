@@ -11,6 +11,9 @@
  * takes locks or allocates happens here, on a thread that holds none of the
  * interrupted thread's locks.
  *
+ * The pipe and whether the thread runs in this process are wake.c's, so
+ * that the signal handler reaches the thread without depending on it.
+ *
  * `work` is held while the thread works: fork() waits for it (a child must
  * not inherit a lock the thread held half-way through a dump), and so does
  * the exit path before it publishes or removes the files.
@@ -33,27 +36,14 @@
 #include "periodic.h"
 #include "signals.h"
 #include "stream.h"
+#include "wake.h"
 
-static int wake_fd[2] = {-1, -1};
-static pid_t owner;   /* the process whose thread runs; 0 none */
 static int stopped;
 static pthread_mutex_t work = PTHREAD_MUTEX_INITIALIZER;
 
 bool background_running(void)
 {
-    pid_t o = __atomic_load_n(&owner, __ATOMIC_ACQUIRE);
-    return o != 0 && o == getpid();
-}
-
-void background_wake(void)
-{
-    int saved = errno;
-    int fd = __atomic_load_n(&wake_fd[1], __ATOMIC_ACQUIRE);
-    if (fd >= 0) {
-        ssize_t w = write(fd, "w", 1); /* a full pipe is already a wake-up */
-        (void)w;
-    }
-    errno = saved;
+    return wake_armed();
 }
 
 static int64_t next_due(int64_t last, uint64_t period_ms)
@@ -75,12 +65,9 @@ static void *run(void *arg)
             int64_t ms = (due - clock_now_ns()) / 1000000 + 1;
             timeout = ms < 0 ? 0 : ms > 3600000 ? 3600000 : (int)ms;
         }
-        struct pollfd p = {.fd = wake_fd[0], .events = POLLIN};
-        if (poll(&p, 1, timeout) > 0) {
-            char b[64];
-            while (read(wake_fd[0], b, sizeof b) > 0)
-                ;
-        }
+        struct pollfd p = {.fd = wake_fd(), .events = POLLIN};
+        if (poll(&p, 1, timeout) > 0)
+            wake_drain();
         pthread_mutex_lock(&work);
         if (__atomic_load_n(&stopped, __ATOMIC_ACQUIRE)) {
             pthread_mutex_unlock(&work);
@@ -103,23 +90,14 @@ static void *run(void *arg)
 
 int background_start(void)
 {
-    pid_t me = getpid();
     if (background_running())
         return 0;
-    if (wake_fd[0] >= 0) { /* the parent's pipe, inherited by fork */
-        close(wake_fd[0]);
-        close(wake_fd[1]);
-        wake_fd[0] = wake_fd[1] = -1;
-    }
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+    if (wake_open() != 0) {
         log_msg(LOG_WARN, "cannot start the background thread: pipe: %s; no "
                           "snapshot on SIGTERM and no stream (raise the open-file "
                           "limit, ulimit -n)", strerror(errno));
         return -1;
     }
-    wake_fd[0] = fds[0];
-    __atomic_store_n(&wake_fd[1], fds[1], __ATOMIC_RELEASE);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread inherits it */
@@ -134,14 +112,11 @@ int background_start(void)
         log_msg(LOG_WARN, "cannot start the background thread: %s; no snapshot "
                           "on SIGTERM and no stream (raise the thread limit, "
                           "ulimit -u)", strerror(rc));
-        __atomic_store_n(&wake_fd[1], -1, __ATOMIC_RELEASE);
-        close(fds[0]);
-        close(fds[1]);
-        wake_fd[0] = -1;
+        wake_close();
         return -1;
     }
     pthread_setname_np(t, "cumemtrace");
-    __atomic_store_n(&owner, me, __ATOMIC_RELEASE);
+    wake_arm();
     return 0;
 }
 
@@ -171,7 +146,7 @@ bool background_stop(void)
     __atomic_store_n(&stopped, 1, __ATOMIC_RELEASE);
     /* From here a termination signal acts as without us: the exit path
      * already writes the record. */
-    __atomic_store_n(&owner, 0, __ATOMIC_RELEASE);
+    wake_disarm();
     if (held)
         pthread_mutex_unlock(&work);
     return held;
@@ -192,6 +167,6 @@ void background_atfork_parent(void)
 void background_atfork_child(void)
 {
     pthread_mutex_init(&work, NULL);
-    __atomic_store_n(&owner, 0, __ATOMIC_RELEASE);
+    wake_disarm();
     __atomic_store_n(&stopped, 0, __ATOMIC_RELEASE);
 }

@@ -12,8 +12,6 @@ int background_start(void);
 /* True in the process whose thread runs.  Async-signal-safe. */
 bool background_running(void);
 
-/* Wakes the thread now.  Async-signal-safe (one write(2) to a pipe). */
-void background_wake(void);
 
 /* Holds the thread's work (waits at most ~2 s for the current flush or
  * dump to end), so that the caller owns the stream; true when held, and

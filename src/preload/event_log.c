@@ -38,7 +38,7 @@
  * faulted in (64 pages at a time: a few microseconds per 8192 rows). */
 #define INITIAL_ROWS 8192
 #define PREFAULT_BYTES (256u << 10)
-#define POOL_SLOTS (RECORD_POOLS) /* row pool -1..63 -> slot 0..64 */
+#define POOL_SLOTS (RECORD_EVENT_POOLS) /* row pool -1..63 -> slot 0..64 */
 
 static struct record_event *rows;
 static size_t cap;       /* the bound on rows */

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "record.h"
+#include "record_event.h"
 
 /* Sets the bound (0 = no log) and the clock rows are stamped with (NULL:
  * the time the caller passes, made non-decreasing).  Call once, first. */

@@ -24,12 +24,13 @@
  * says how many.  `postmortem_new` and `postmortem_sync` are the only places
  * that decide what is written.
  *
- * Cause: the limit refused it -> "limit"; the driver says free >= request ->
- * "fragmentation" (memory is free but no placement fits); else "exhausted".
+ * What is known of each chain and of the process's failures is kept by the
+ * ledger (oom_ledger.c), which the serialiser reads; this file decides what
+ * is written and when, and calls the writer (snapshot_write.c).
  *
- * Threads: chain state is per thread (a pointer in TLS); the summary and the
- * dump budget are under `lock`.  Workload: nothing on the success/free paths
- * but one TLS load unless a chain is open.
+ * Threads: chain state is per thread (a pointer in TLS); the dump budget
+ * and the post-mortems are under `lock`.  Workload: nothing on the
+ * success/free paths but one TLS load unless a chain is open.
  */
 #include "oom.h"
 
@@ -41,16 +42,19 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "allocator.h"
+#include "clock.h"
 #include "config.h"
-#include "hooks.h"
+#include "cumemtrace.h"
 #include "log.h"
+#include "oom_ledger.h"
 #include "output.h"
+#include "resolve.h"
 #include "snapshot_write.h"
 #include "units.h"
 
 static __thread struct oom_info *chain __attribute__((tls_model("initial-exec")));
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct oom_summary summary;
 static unsigned dumps_written;
 static bool cap_said; /* the one line printed when the budget ran out */
 
@@ -102,53 +106,6 @@ static void mark_written(struct postmortem *p, int64_t now)
 static struct postmortem **pms;
 static unsigned npms, pms_cap;
 
-static void device_truth(struct oom_info *o)
-{
-    o->free_bytes = o->total_bytes = -1;
-    if (o->device < 0)
-        return;
-    PFN(cuMemGetInfo_v2) get = REAL(cuMemGetInfo_v2);
-    size_t f, t;
-    if (get != NULL && get(&f, &t) == CUDA_SUCCESS) {
-        o->free_bytes = (int64_t)f;
-        o->total_bytes = (int64_t)t;
-        record_meminfo(o->device, f, t);
-    }
-}
-
-/* Untracked memory a process's own CUDA context, cuBLAS/cuDNN workspaces
- * and NCCL buffers can explain: ~0.3-1 GiB on current GPUs. */
-#define OOM_CONTEXT_ALLOWANCE (UINT64_C(1) << 30)
-
-static void classify(struct oom_info *o, bool by_limit)
-{
-    o->tracked = record_current(o->device);
-    record_pool_kinds(o->device, o->by_kind);
-    o->limit = o->device >= 0 ? record_limit(o->device) : 0;
-    o->untracked = 0;
-    if (o->total_bytes >= 0) {
-        int64_t u = o->total_bytes - o->free_bytes - (int64_t)o->tracked;
-        o->untracked = u > 0 ? (uint64_t)u : 0;
-    }
-    o->shortfall = 0;
-    if (by_limit) {
-        o->cause = "limit";
-        uint64_t room = o->limit > o->tracked ? o->limit - o->tracked : 0;
-        o->shortfall = o->requested > room ? o->requested - room : 0;
-    } else if (o->free_bytes >= 0 && (uint64_t)o->free_bytes >= o->requested) {
-        o->cause = "fragmentation";
-    } else {
-        o->cause = "exhausted";
-        if (o->free_bytes >= 0)
-            o->shortfall = o->requested - (uint64_t)o->free_bytes;
-        /* Had the memory outside this process's allocations been free
-         * (beyond what a CUDA context and library workspaces take), the
-         * request would have fit: someone else holds the device. */
-        if (o->free_bytes >= 0 && o->untracked > o->shortfall + OOM_CONTEXT_ALLOWANCE)
-            o->cause = "other_processes";
-    }
-}
-
 static void say(const struct oom_info *o)
 {
     char req[32], tot[32], fre[32], trk[32], unt[32], lim[32];
@@ -178,20 +135,6 @@ static void say(const struct oom_info *o)
     if (o->path[0])
         log_msg(LOG_ERROR, "  post-mortem: %s (read it with: cumemtrace report "
                            "%s)", o->path, o->path);
-}
-
-/* Appends to the attempt log; the caller holds `lock`. */
-static void log_attempt_locked(const struct oom_info *o, int64_t t, bool recovered)
-{
-    if (summary.nattempts == OOM_ATTEMPTS_KEPT)
-        return;
-    struct oom_attempt *a = &summary.attempts[summary.nattempts++];
-    a->t_ns = t;
-    a->requested = o->requested;
-    a->device = o->device;
-    a->chain = o->chain;
-    a->attempt = (uint16_t)(recovered ? o->attempts + 1 : o->attempts);
-    a->recovered = recovered;
 }
 
 /* Writes the chain's post-mortem if the policy above says so; final: the
@@ -232,8 +175,6 @@ static bool postmortem_new(struct oom_info *o, int64_t now)
     bool say_cap = !budget && !cap_said;
     if (budget)
         dumps_written++;
-    else
-        summary.suppressed++;
     cap_said = cap_said || say_cap;
     if (budget && npms == pms_cap) {
         unsigned cap = pms_cap ? pms_cap * 2 : 8;
@@ -245,6 +186,8 @@ static bool postmortem_new(struct oom_info *o, int64_t now)
     }
     struct postmortem *p = budget && npms < pms_cap ? calloc(1, sizeof *p) : NULL;
     pthread_mutex_unlock(&lock);
+    if (!budget)
+        oom_ledger_suppressed();
     if (say_cap) {
         char req[32];
         log_msg(LOG_ERROR, "out of memory again: %s of %s failed (%s); "
@@ -269,9 +212,8 @@ static bool postmortem_new(struct oom_info *o, int64_t now)
     o->postmortem = npms;
     p->info = *o;
     mark_written(p, now);
-    if (summary.ndumps < 8 && strlen(path) < sizeof summary.dumps[0])
-        memcpy(summary.dumps[summary.ndumps++], path, strlen(path) + 1);
     pthread_mutex_unlock(&lock);
+    oom_ledger_dump_added(path);
     return true;
 }
 
@@ -285,14 +227,8 @@ static void postmortem_forget(struct oom_info *o)
     p->dirty = false;
     if (dumps_written > 0)
         dumps_written--;
-    for (unsigned i = 0; i < summary.ndumps; i++)
-        if (strcmp(summary.dumps[i], o->path) == 0) {
-            memmove(summary.dumps[i], summary.dumps[i + 1],
-                    (summary.ndumps - i - 1) * sizeof summary.dumps[0]);
-            summary.ndumps--;
-            break;
-        }
     pthread_mutex_unlock(&lock);
+    oom_ledger_dump_removed(o->path);
     unlink(o->path);
     snapshot_name_release("oom", o->path);
     o->path[0] = '\0';
@@ -306,13 +242,8 @@ static void close_chain(bool recovered, int64_t now)
         return;
     o->open = false;
     o->recovered = recovered;
-    if (recovered) {
-        pthread_mutex_lock(&lock);
-        summary.recovered++;
-        summary.retry_released_bytes += o->released_bytes;
-        log_attempt_locked(o, now, true);
-        pthread_mutex_unlock(&lock);
-    }
+    if (recovered)
+        oom_ledger_recovered(o, now);
     if (recovered && !config.oom_dumps_all && o->postmortem != 0) {
         postmortem_forget(o);
     } else {
@@ -345,14 +276,8 @@ void oom_on_failure(unsigned slot, enum record_kind kind, int device,
     struct oom_info *o = chain;
     bool same = o->open && o->requested == requested && o->kind == kind &&
                 o->device == (kind == KIND_HOST_PINNED ? -1 : device);
-    if (!same)
-        close_chain(false, now); /* a different request: that one gave up */
-    pthread_mutex_lock(&lock);
-    summary.failed_attempts++;
-    uint32_t chain_no = same ? o->chain : (uint32_t)++summary.count;
-    pthread_mutex_unlock(&lock);
-
     if (!same) {
+        close_chain(false, now); /* a different request: that one gave up */
         memset(o, 0, sizeof *o);
         o->requested = requested;
         o->kind = kind;
@@ -362,14 +287,11 @@ void oom_on_failure(unsigned slot, enum record_kind kind, int device,
         o->time_ns = now;
         o->stack = stack ? stack->id : 0;
         o->open = true;
-        o->chain = chain_no;
+        o->chain = oom_ledger_new_chain();
     }
     o->attempts++;
-    pthread_mutex_lock(&lock);
-    log_attempt_locked(o, now, false);
-    pthread_mutex_unlock(&lock);
-    device_truth(o);
-    classify(o, by_limit);
+    oom_ledger_failed(o, now);
+    oom_ledger_measure(o, by_limit);
 
     if (same) {
         postmortem_sync(o, now, false);
@@ -396,20 +318,14 @@ void oom_on_free(uint64_t bytes, uint32_t stack)
     struct oom_info *o = chain;
     if (__builtin_expect(o == NULL || !o->open, 1))
         return;
-    o->released_bytes += bytes;
-    o->released_count++;
-    unsigned i = 0;
-    while (i < o->nreleased_by && o->released_by[i].stack != stack && i < 15)
-        i++;
-    if (i == o->nreleased_by) {
-        o->released_by[i].stack = i == 15 ? 0 : stack; /* 0: other stacks */
-        o->nreleased_by++;
-    }
-    o->released_by[i].bytes += bytes;
-    o->released_by[i].count++;
+    oom_ledger_released(o, bytes, stack);
 }
 
-void oom_on_allocator(int device, const struct allocator_facts *f, int64_t now)
+/* A caching allocator's figures for its OOM on `device`: attached to the
+ * calling thread's open chain on that device, whose post-mortem is
+ * rewritten; with no such chain (the allocator refused by itself) a
+ * post-mortem is written for the refusal. */
+static void on_allocator(int device, const struct allocator_facts *f, int64_t now)
 {
     if (chain == NULL && (chain = calloc(1, sizeof *chain)) == NULL)
         return;
@@ -427,13 +343,9 @@ void oom_on_allocator(int device, const struct allocator_facts *f, int64_t now)
         o->time_ns = now;
         o->by_allocator = true;
         o->attempts = 1; /* the allocator's own failed attempt */
-        pthread_mutex_lock(&lock);
-        o->chain = (uint32_t)++summary.count;
-        summary.failed_attempts++;
-        log_attempt_locked(o, now, false);
-        pthread_mutex_unlock(&lock);
-        device_truth(o);
-        classify(o, false);
+        o->chain = oom_ledger_new_chain();
+        oom_ledger_failed(o, now);
+        oom_ledger_measure(o, false);
     }
     o->allocator = *f;
     o->has_allocator = true;
@@ -457,19 +369,25 @@ void oom_on_allocator(int device, const struct allocator_facts *f, int64_t now)
     }
 }
 
-void oom_summary_get(struct oom_summary *out)
+/* The public entry point (include/cumemtrace.h): PyTorch's out-of-memory
+ * observer runs after PyTorch released its allocator mutex, so taking our
+ * locks and writing a file here cannot deadlock against the allocator. */
+__attribute__((visibility("default"))) int
+cumemtrace_allocator_oom(int device, const struct cumemtrace_allocator_facts *in)
 {
-    pthread_mutex_lock(&lock);
-    *out = summary;
-    pthread_mutex_unlock(&lock);
+    struct allocator_facts f;
+    if (!allocator_take(device, in, &f))
+        return -1;
+    on_allocator(device, &f, clock_now_ns());
+    return 0;
 }
 
 void oom_at_exit(int64_t now)
 {
     pthread_mutex_lock(&lock);
     unsigned n = npms;
-    uint64_t suppressed = summary.suppressed;
     pthread_mutex_unlock(&lock);
+    uint64_t suppressed = oom_ledger_suppressed_count();
     for (unsigned i = 0; i < n; i++) {
         struct oom_info *copy = NULL;
         pthread_mutex_lock(&lock);
@@ -509,7 +427,7 @@ void oom_thread_end(void)
 
 void oom_atfork_child(void)
 {
-    memset(&summary, 0, sizeof summary);
+    oom_ledger_atfork_child();
     dumps_written = 0;
     cap_said = false;
     for (unsigned i = 0; i < npms; i++) /* the parent's files, not ours */

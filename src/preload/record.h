@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "record_event.h"
 #include "settings.h"
 
 /* Devices we keep counters for; an ordinal beyond this is folded into the
@@ -73,15 +74,7 @@ struct record_site {
     uint8_t kind;
 };
 
-/* One entry of the time-ordered event log (event_log.c). */
-struct record_event {
-    int64_t t_ns;
-    int64_t delta;     /* + allocation, - free, in bytes */
-    uint64_t current;  /* the pool's current bytes right after the event */
-    uint32_t stack;    /* stack id, 0 if unknown (frees of unseen pointers) */
-    int16_t pool;      /* device ordinal, or -1 for host-pinned */
-    uint8_t kind;
-};
+_Static_assert(RECORD_EVENT_POOLS == RECORD_POOLS, "an event row names every pool");
 
 /* A live allocation as the hooks describe it. */
 struct record_alloc {

@@ -42,7 +42,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "background.h"
 #include "clock.h"
 #include "config.h"
 #include "hooks.h"
@@ -50,6 +49,7 @@
 #include "resolve.h"
 #include "snapshot_write.h"
 #include "stream.h"
+#include "wake.h"
 
 #define SIGNALS_WAIT_MS 5000
 
@@ -93,11 +93,11 @@ static void on_term(int sig, siginfo_t *si, void *uc)
     (void)si;
     (void)uc;
     int saved = errno;
-    if (background_running()) {
+    if (wake_armed()) {
         int none = 0;
         if (__atomic_compare_exchange_n(&pending, &none, sig, false,
                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            background_wake();
+            wake_post();
         if (hooks_depth != 0) {
             /* We may hold the lock the dump needs: let the hook finish. */
             errno = saved;
@@ -178,7 +178,7 @@ void signals_install(void)
     python_register();
     /* pid 1 of a namespace: the kernel drops default-action signals sent to
      * it from inside, so "the default" is not to end at all. */
-    if (!config.term_signals || !background_running() || getpid() == 1)
+    if (!config.term_signals || !wake_armed() || getpid() == 1)
         return;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -3,7 +3,7 @@
  * The background thread appends to "<snapshot name>.stream" (the exit
  * snapshot's name with ".stream" for ".json") every CUMEMTRACE_FLUSH_MS:
  * a checkpoint - the whole state, serialised by the same code as every
- * snapshot (snapshot_serialise) - when anything was allocated, freed or
+ * snapshot (serialise_state) - when anything was allocated, freed or
  * failed since the last one, else a heartbeat that says the process was
  * still alive.  The allocation path writes nothing: it only updates the
  * tracker's memory, as without a stream.
@@ -38,10 +38,10 @@
 #include "clock.h"
 #include "config.h"
 #include "log.h"
-#include "oom.h"
+#include "oom_ledger.h"
 #include "output.h"
 #include "record.h"
-#include "snapshot_write.h"
+#include "serialise.h"
 
 #define STREAM_MAGIC "CMTSTRM1"   /* file header, 8 bytes */
 #define RECORD_MAGIC 0x52544d43u  /* "CMTR" little-endian */
@@ -63,7 +63,7 @@ static uint64_t size;
  * the first allocation (the pacing would otherwise hold a real one back). */
 static uint64_t last_events, last_oom;
 static int64_t next_checkpoint;
-static struct snapshot_events events_written; /* rows already in the file */
+static struct serialise_events events_written; /* rows already in the file */
 
 bool stream_enabled(void)
 {
@@ -188,10 +188,11 @@ static int open_stream(void)
 
 /* Serialises a checkpoint into the scratch memfd; returns its bytes
  * (mapped, munmap after use) or NULL. */
-static char *checkpoint(size_t *len, struct snapshot_events *ev)
+static char *checkpoint(size_t *len, struct serialise_events *ev)
 {
+    const struct serialise_doc doc = {"stream", 0, NULL, NULL};
     if (ftruncate(scratch, 0) != 0 || lseek(scratch, 0, SEEK_SET) != 0 ||
-        snapshot_serialise(scratch, "stream", ev, NULL) != 0)
+        serialise_state(scratch, &doc, ev, NULL) != 0)
         return NULL;
     off_t end = lseek(scratch, 0, SEEK_CUR);
     if (end <= 0)
@@ -206,7 +207,7 @@ static char *checkpoint(size_t *len, struct snapshot_events *ev)
 /* Event rows as 32 little-endian bytes each (docs/stream-format.md):
  * t_ns i64, delta i64, current u64, stack u32, pool i16, kind u8, 0. */
 #define ROW 32
-static int append_rows(int to, const struct snapshot_events *ev)
+static int append_rows(int to, const struct serialise_events *ev)
 {
     if (ev->nrows == 0)
         return 0;
@@ -237,7 +238,7 @@ static int append_rows(int to, const struct snapshot_events *ev)
 }
 
 /* Replaces the file by one holding the header and this checkpoint. */
-static int compact(const char *doc, size_t len, const struct snapshot_events *ev)
+static int compact(const char *doc, size_t len, const struct serialise_events *ev)
 {
     char tmp[4400], actual[4400];
     int t = output_open_temp(path, tmp, sizeof tmp);
@@ -272,19 +273,13 @@ void stream_flush(int64_t now)
         return;
     if (fd < 0 && open_stream() != 0)
         return;
-    struct oom_summary *o = malloc(sizeof *o);
-    uint64_t oom = 0;
-    if (o != NULL) {
-        oom_summary_get(o);
-        oom = o->count + o->failed_attempts + o->recovered;
-        free(o);
-    }
+    uint64_t oom = oom_ledger_activity();
     uint64_t events = record_activity();
     bool moved = events != last_events || oom != last_oom;
     if (moved && now >= next_checkpoint) {
         int64_t cpu0 = thread_cpu_ns();
         size_t len = 0;
-        struct snapshot_events ev = events_written;
+        struct serialise_events ev = events_written;
         char *doc = checkpoint(&len, &ev);
         if (doc == NULL) {
             free(ev.rows);
@@ -301,7 +296,7 @@ void stream_flush(int64_t now)
             /* the new file starts with every row the log still holds */
             munmap(doc, len);
             free(ev.rows);
-            ev = (struct snapshot_events){0, 0, NULL, 0};
+            ev = (struct serialise_events){0, 0, NULL, 0};
             doc = checkpoint(&len, &ev);
             rc = doc != NULL ? compact(doc, len, &ev) : -1;
         }
@@ -354,5 +349,5 @@ void stream_atfork_child(void)
     size = 0;
     last_events = last_oom = 0;
     next_checkpoint = 0;
-    events_written = (struct snapshot_events){0, 0, NULL, 0};
+    events_written = (struct serialise_events){0, 0, NULL, 0};
 }

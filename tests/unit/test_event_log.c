@@ -4,6 +4,7 @@
  * time order and unaltered, and memory grows with the rows, not the cap. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -1,0 +1,164 @@
+/* jw.c - the snapshot's JSON emitter.
+ *
+ * Workload: a million-allocation, 100k-stack snapshot is ~140 MB of JSON,
+ * millions of integers and strings: the integers are formatted by hand
+ * (vsnprintf's format parsing was most of a dump's time) and strings are
+ * copied in runs of bytes that need no escape.  Output is byte-identical to
+ * what printf's %d / %u / %02x would write (tests/unit/test_jw.c).
+ */
+#include "jw.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+#include "utf8.h"
+
+void jw_init(struct jw *w, int fd)
+{
+    w->fd = fd;
+    w->err = 0;
+    w->n = 0;
+}
+
+void jw_flush(struct jw *w)
+{
+    size_t off = 0;
+    while (off < w->n && w->err == 0) {
+        ssize_t k = write(w->fd, w->buf + off, w->n - off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            w->err = k < 0 ? errno : EIO;
+        else
+            off += (size_t)k;
+    }
+    w->n = 0;
+}
+
+void jw_raw_slow(struct jw *w, const char *s, size_t len)
+{
+    while (len > 0) {
+        if (w->n == sizeof w->buf)
+            jw_flush(w);
+        size_t k = sizeof w->buf - w->n;
+        if (k > len)
+            k = len;
+        memcpy(w->buf + w->n, s, k);
+        w->n += k;
+        s += k;
+        len -= k;
+    }
+}
+
+/* Two digits at a time: half the divisions of one at a time. */
+static const char pairs[201] = "00010203040506070809101112131415161718192021222324"
+                               "25262728293031323334353637383940414243444546474849"
+                               "50515253545556575859606162636465666768697071727374"
+                               "75767778798081828384858687888990919293949596979899";
+
+char *jw_u64_digits(char b[20], uint64_t v)
+{
+    char *p = b + 20;
+    while (v >= 100) {
+        unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        p -= 2;
+        memcpy(p, pairs + 2 * r, 2);
+    }
+    if (v >= 10) {
+        p -= 2;
+        memcpy(p, pairs + 2 * v, 2);
+    } else {
+        *--p = (char)('0' + v);
+    }
+    return p;
+}
+
+void jw_u64(struct jw *w, uint64_t v)
+{
+    char b[20];
+    char *p = jw_u64_digits(b, v);
+    jw_raw(w, p, (size_t)(b + sizeof b - p));
+}
+
+void jw_i64(struct jw *w, int64_t v)
+{
+    if (v < 0) {
+        jw_raw(w, "-", 1);
+        jw_u64(w, (uint64_t)0 - (uint64_t)v);
+    } else {
+        jw_u64(w, (uint64_t)v);
+    }
+}
+
+void jw_i64_or_null(struct jw *w, int64_t v)
+{
+    if (v < 0)
+        jw_raw(w, "null", 4);
+    else
+        jw_u64(w, (uint64_t)v);
+}
+
+void jw_bool(struct jw *w, bool v)
+{
+    if (v)
+        jw_raw(w, "true", 4);
+    else
+        jw_raw(w, "false", 5);
+}
+
+static const char hexdigits[] = "0123456789abcdef";
+
+void jw_hex(struct jw *w, const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char h[2] = {hexdigits[p[i] >> 4], hexdigits[p[i] & 15]};
+        jw_raw(w, h, 2);
+    }
+}
+
+/* A byte written as it is: printable ASCII other than the quote and the
+ * backslash. */
+static inline bool plain(unsigned char c)
+{
+    return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
+void jw_str(struct jw *w, const char *s)
+{
+    if (s == NULL) {
+        jw_raw(w, "null", 4);
+        return;
+    }
+    jw_raw(w, "\"", 1);
+    const unsigned char *p = (const unsigned char *)s;
+    size_t left = strlen(s);
+    while (left > 0) {
+        size_t run = 0;
+        while (run < left && plain(p[run]))
+            run++;
+        if (run > 0) {
+            jw_raw(w, (const char *)p, run);
+            p += run;
+            left -= run;
+            continue;
+        }
+        uint32_t cp;
+        size_t k = utf8_decode(p, left, &cp);
+        if (k == 0) {
+            jw_raw(w, "\\ufffd", 6);
+            k = 1;
+        } else if (*p == '"' || *p == '\\') {
+            char e[2] = {'\\', (char)*p};
+            jw_raw(w, e, 2);
+        } else if (*p < 0x20) {
+            char e[6] = {'\\', 'u', '0', '0', hexdigits[*p >> 4], hexdigits[*p & 15]};
+            jw_raw(w, e, 6);
+        } else {
+            jw_raw(w, (const char *)p, k);
+        }
+        p += k;
+        left -= k;
+    }
+    jw_raw(w, "\"", 1);
+}

@@ -1,0 +1,721 @@
+/* serialise.c - the one serialiser of the tracker's state.
+ *
+ * Every snapshot file (snapshot_write.c: exit, oom, signal, api, periodic,
+ * exec) and every stream checkpoint (stream.c) is the document written
+ * here, so they cannot drift apart.  It reads the state and writes; it
+ * decides nothing about when or where: OOM bookkeeping (oom_ledger.c) and
+ * the caching allocator's figures (allocator.c) feed it, and the callers
+ * that decide to dump (oom.c, init.c, signals.c, periodic.c, stream.c)
+ * call it through snapshot_write.c or directly.
+ *
+ * Order: take a consistent copy of the tracker under its lock
+ * (record_view_take), release it, then write without holding anything the
+ * host's threads could wait on.  The document's sections are written in
+ * the order of write_document(), the one place a new section goes.
+ */
+#include "serialise.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "allocator.h"
+#include "clock.h"
+#include "config.h"
+#include "jw.h"
+#include "layout.h"
+#include "mark.h"
+#include "oom_ledger.h"
+#include "output.h"
+#include "resolve.h"
+#include "serialise_stacks.h"
+
+#define TOOL_VERSION "0.1.0"
+#define FORMAT_VERSION 1
+
+/* key (a literal such as ",\"peak_bytes\":") then the number */
+static void key_u64(struct jw *w, const char *key, uint64_t v)
+{
+    jw_s(w, key);
+    jw_u64(w, v);
+}
+
+static void key_i64(struct jw *w, const char *key, int64_t v)
+{
+    jw_s(w, key);
+    jw_i64(w, v);
+}
+
+/* ---- process and configuration ---- */
+
+static void write_process(struct jw *w, int64_t now)
+{
+    key_i64(w, "\"process\":{\"pid\":", getpid());
+    key_i64(w, ",\"ppid\":", getppid());
+    jw_s(w, ",\"exe\":");
+    jw_str(w, output_process.exe);
+    jw_s(w, ",\"cmdline\":[");
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[8192];
+        ssize_t len = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (len > 0) {
+            buf[len] = '\0';
+            for (ssize_t off = 0; off < len; off += (ssize_t)strlen(buf + off) + 1) {
+                if (off)
+                    jw_s(w, ",");
+                jw_str(w, buf + off);
+            }
+        }
+    }
+    jw_s(w, "],\"host\":");
+    jw_str(w, output_process.host);
+    jw_s(w, ",\"rank\":");
+    jw_i64_or_null(w, output_process.rank);
+    jw_s(w, ",\"local_rank\":");
+    jw_i64_or_null(w, output_process.local_rank);
+    jw_s(w, ",\"world_size\":");
+    jw_i64_or_null(w, output_process.world_size);
+    key_i64(w, ",\"start_wall_ns\":", output_process.start_wall_ns);
+    key_i64(w, ",\"dump_time_ns\":", now);
+    jw_s(w, ",\"tool_version\":\"" TOOL_VERSION "\"},\n");
+}
+
+static void write_config(struct jw *w)
+{
+    key_u64(w, "\"config\":{\"depth\":", config.depth);
+    key_u64(w, ",\"event_cap\":", config.event_cap);
+    jw_s(w, ",\"limit_bytes\":[");
+    bool first = true;
+    for (int d = 0; d < RECORD_MAX_DEVICES; d++) {
+        uint64_t l = record_limit(d);
+        if (l == 0 || (l == config.limit_all && d > 0))
+            continue;
+        key_i64(w, first ? "{\"device\":" : ",{\"device\":", d);
+        key_u64(w, ",\"bytes\":", l);
+        jw_s(w, "}");
+        first = false;
+    }
+    jw_s(w, "],\"python\":");
+    jw_bool(w, config.python);
+    jw_s(w, ",\"native\":");
+    jw_bool(w, config.native);
+    jw_s(w, "},\n");
+}
+
+static void write_kind_stats(struct jw *w, const struct record_kind_stats *k)
+{
+    key_u64(w, "{\"current_bytes\":", k->current);
+    key_u64(w, ",\"peak_bytes\":", k->peak);
+    key_i64(w, ",\"peak_time_ns\":", k->peak_time);
+    key_u64(w, ",\"allocs\":", k->allocs);
+    key_u64(w, ",\"frees\":", k->frees);
+    key_u64(w, ",\"failures\":", k->failures);
+    jw_s(w, "}");
+}
+
+/* ---- call sites ---- */
+
+/* The order sites are written in: by a figure, largest first, then by
+ * stack id - a stable order, so two dumps of the same state are the same
+ * file.  Sorting these small keys rather than the sites themselves keeps a
+ * 100k-site sort in cache (the sites' stack ids are a pointer away). */
+struct site_key {
+    uint64_t by;   /* the figure ordered by */
+    uint32_t id;   /* stack id */
+    uint32_t at;   /* index in v->sites */
+};
+
+enum order_by { BY_CURRENT, BY_AT_PEAK, BY_MARK_AT_PEAK, BY_ALLOCS };
+
+static int by_figure(const void *a, const void *b)
+{
+    const struct site_key *x = a, *y = b;
+    if (x->by != y->by)
+        return x->by > y->by ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Fills keys[0..n) with the sites of `pool` in the order `by`; returns n.
+ * keys has room for every site (the caller's scratch). */
+static size_t order_sites(const struct record_view *v, uint32_t pool, enum order_by by,
+                          struct site_key *keys)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < v->nsites; i++) {
+        const struct record_site_view *s = &v->sites[i];
+        if (s->pool != pool)
+            continue;
+        keys[n].by = by == BY_CURRENT    ? s->current
+                     : by == BY_AT_PEAK  ? s->at_peak
+                     : by == BY_ALLOCS   ? s->allocs
+                                         : s->mark_at_peak;
+        keys[n].id = s->stack->id;
+        keys[n].at = (uint32_t)i;
+        n++;
+    }
+    qsort(keys, n, sizeof *keys, by_figure);
+    return n;
+}
+
+enum groups_of { GROUPS_LIVE, GROUPS_AT_PEAK, GROUPS_AT_MARK_PEAK };
+
+/* The sites of `pool` ordered by the figure `which` picks; at most `max`
+ * groups (0 = all). */
+static void write_groups(struct jw *w, const struct record_view *v, struct site_key *keys,
+                         uint32_t pool, enum groups_of which, size_t max)
+{
+    size_t n = 0;
+    bool peak = which != GROUPS_LIVE;
+    size_t nkeys = order_sites(v, pool,
+                               which == GROUPS_AT_PEAK        ? BY_AT_PEAK
+                               : which == GROUPS_AT_MARK_PEAK ? BY_MARK_AT_PEAK
+                                                              : BY_CURRENT,
+                               keys);
+    jw_s(w, "[");
+    for (size_t k = 0; k < nkeys; k++) {
+        const struct record_site_view *s = &v->sites[keys[k].at];
+        uint64_t bytes = which == GROUPS_AT_PEAK        ? s->at_peak
+                         : which == GROUPS_AT_MARK_PEAK ? s->mark_at_peak
+                                                        : s->current;
+        uint64_t count = which == GROUPS_AT_PEAK        ? s->at_peak_count
+                         : which == GROUPS_AT_MARK_PEAK ? s->mark_at_peak_count
+                                                        : s->count;
+        if (bytes == 0 && count == 0)
+            continue;
+        if (max && n == max)
+            break;
+        jw_s(w, n++ ? ",\n  " : "\n  ");
+        key_u64(w, "{\"stack\":", keys[k].id);
+        if (!peak) {
+            jw_s(w, ",\"kind\":\"");
+            jw_s(w, record_kind_name(s->kind));
+            jw_raw(w, "\"", 1);
+        }
+        key_u64(w, ",\"bytes\":", bytes);
+        key_u64(w, ",\"count\":", count);
+        jw_raw(w, "}", 1);
+    }
+    jw_s(w, "]");
+}
+
+/* Per call site over the whole run: allocations, frees, bytes allocated,
+ * temporary frees (docs/snapshot-format.md "churn"), most allocations first. */
+static void write_churn(struct jw *w, const struct record_view *v, struct site_key *keys,
+                        uint32_t pool)
+{
+    size_t nkeys = order_sites(v, pool, BY_ALLOCS, keys);
+    jw_s(w, ",\n \"churn\":[");
+    size_t n = 0;
+    for (size_t k = 0; k < nkeys; k++) {
+        const struct record_site_view *s = &v->sites[keys[k].at];
+        if (s->allocs == 0)
+            continue;
+        key_u64(w, n++ ? ",\n  {\"stack\":" : "\n  {\"stack\":", keys[k].id);
+        key_u64(w, ",\"allocs\":", s->allocs);
+        key_u64(w, ",\"frees\":", s->frees);
+        key_u64(w, ",\"bytes_allocated\":", s->alloc_bytes);
+        key_u64(w, ",\"temporary\":", s->temporary);
+        jw_raw(w, "}", 1);
+    }
+    jw_s(w, "]");
+}
+
+static void write_live_and_peak(struct jw *w, const struct record_view *v,
+                                struct site_key *keys, uint32_t pool)
+{
+    jw_s(w, ",\"live\":");
+    write_groups(w, v, keys, pool, GROUPS_LIVE, 0);
+    jw_s(w, ",\"at_peak\":");
+    write_groups(w, v, keys, pool, GROUPS_AT_PEAK, 0);
+}
+
+/* The peak since the innermost mark (cumemtrace_mark_begin), only while
+ * one is active. */
+static void write_mark(struct jw *w, const struct record_view *v, struct site_key *keys,
+                       uint32_t pool)
+{
+    int depth = mark_depth();
+    if (depth == 0)
+        return;
+    const struct record_mark *m = &v->pools[pool].mark;
+    key_i64(w, ",\n \"mark\":{\"depth\":", depth);
+    key_i64(w, ",\"time_ns\":", m->time);
+    key_u64(w, ",\"base_bytes\":", m->base);
+    key_u64(w, ",\"peak_bytes\":", m->peak);
+    key_i64(w, ",\"peak_time_ns\":", m->peak_time);
+    jw_s(w, ",\"at_peak\":");
+    if (m->sites_valid)
+        write_groups(w, v, keys, pool, GROUPS_AT_MARK_PEAK, 0);
+    else
+        jw_s(w, "null");
+    jw_s(w, "}");
+}
+
+/* ---- devices ---- */
+
+/* top_tensors: null without the allocator's history, else each site's
+ * "file:line:function" lines as frames. */
+static void write_top_tensors(struct jw *w, const struct allocator_facts *f)
+{
+    jw_s(w, ",\"top_tensors\":");
+    if (f->ntop < 0) {
+        jw_s(w, "null");
+        return;
+    }
+    jw_s(w, "[");
+    for (int i = 0; i < f->ntop; i++) {
+        const struct allocator_tensor_site *t = &f->top[i];
+        jw_s(w, i ? ",{\"stack\":[" : "{\"stack\":[");
+        char buf[ALLOCATOR_STACK_MAX];
+        memcpy(buf, t->stack, sizeof buf);
+        char *save = NULL;
+        bool first = true;
+        for (char *line = strtok_r(buf, "\n", &save); line != NULL;
+             line = strtok_r(NULL, "\n", &save)) {
+            char *fn = strrchr(line, ':');
+            if (fn == NULL || fn == line)
+                continue;
+            *fn = '\0';
+            char *ln = strrchr(line, ':');
+            if (ln == NULL)
+                continue;
+            *ln = '\0';
+            jw_s(w, first ? "{\"file\":" : ",{\"file\":");
+            first = false;
+            jw_str(w, line);
+            key_i64(w, ",\"line\":", strtol(ln + 1, NULL, 10));
+            jw_s(w, ",\"function\":");
+            jw_str(w, fn + 1);
+            jw_s(w, "}");
+        }
+        key_i64(w, "],\"bytes\":", t->bytes);
+        key_i64(w, ",\"count\":", t->count);
+        jw_s(w, "}");
+    }
+    jw_s(w, "]");
+}
+
+/* The caching allocator's own figures (null when it did not speak), its
+ * configuration parsed as PyTorch reads it: "key:value,key:value". */
+static void write_allocator(struct jw *w, const struct allocator_facts *f)
+{
+    if (f == NULL) {
+        jw_s(w, "null");
+        return;
+    }
+    jw_s(w, "{\"name\":");
+    jw_str(w, f->name);
+    jw_s(w, ",\"version\":");
+    jw_str(w, f->version[0] ? f->version : NULL);
+    const struct {
+        const char *key;
+        int64_t v;
+    } n[] = {
+        {",\"requested_bytes\":", f->requested},
+        {",\"allocated_bytes\":", f->allocated},
+        {",\"reserved_bytes\":", f->reserved},
+        {",\"active_bytes\":", f->active},
+        {",\"reserved_unallocated_bytes\":", allocator_unallocated(f)},
+        {",\"inactive_split_bytes\":", f->inactive_split},
+        {",\"segments\":", f->segments},
+        {",\"num_alloc_retries\":", f->num_alloc_retries},
+        {",\"num_ooms\":", f->num_ooms},
+        {",\"limit_bytes\":", f->limit},
+        {",\"device_total_bytes\":", f->device_total},
+        {",\"device_free_bytes\":", f->device_free},
+    };
+    for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
+        jw_s(w, n[i].key);
+        jw_i64_or_null(w, n[i].v);
+    }
+    jw_s(w, ",\"largest_free_block_bytes\":{\"small\":");
+    jw_i64_or_null(w, f->largest_free_small);
+    jw_s(w, ",\"large\":");
+    jw_i64_or_null(w, f->largest_free_large);
+    jw_s(w, "},\"config\":{");
+    char conf[ALLOCATOR_CONFIG_MAX];
+    memcpy(conf, f->config, sizeof conf);
+    bool first = true;
+    char *save = NULL;
+    for (char *item = strtok_r(conf, ",", &save); item != NULL;
+         item = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(item, ':');
+        if (colon == NULL)
+            continue;
+        *colon = '\0';
+        jw_s(w, first ? "" : ",");
+        first = false;
+        jw_str(w, item);
+        jw_s(w, ":");
+        jw_str(w, colon + 1);
+    }
+    jw_s(w, "}");
+    write_top_tensors(w, f);
+    jw_s(w, "}");
+}
+
+static void write_histogram(struct jw *w, const struct record_pool_view *p)
+{
+    bool first = true;
+    for (int b = 0; b < 65; b++) {
+        if (p->hist_count[b] == 0)
+            continue;
+        key_u64(w, first ? "{\"le\":" : ",{\"le\":", b == 64 ? UINT64_MAX : (uint64_t)1 << b);
+        key_u64(w, ",\"count\":", p->hist_count[b]);
+        key_u64(w, ",\"bytes\":", p->hist_bytes[b]);
+        jw_s(w, "}");
+        first = false;
+    }
+}
+
+static void write_device(struct jw *w, const struct record_view *v, struct site_key *keys,
+                         int d)
+{
+    const struct record_pool_view *p = &v->pools[d];
+    key_i64(w, "{\"ordinal\":", d);
+    jw_s(w, ",\"total_bytes\":");
+    jw_i64_or_null(w, p->total_bytes);
+    jw_s(w, ",\"free_bytes\":");
+    jw_i64_or_null(w, p->free_bytes);
+    jw_s(w, ",\"limit_bytes\":");
+    jw_i64_or_null(w, p->limit ? (int64_t)p->limit : -1);
+    key_u64(w, ",\"current_bytes\":", p->current);
+    key_u64(w, ",\"peak_bytes\":", p->peak);
+    key_i64(w, ",\"peak_time_ns\":", p->peak_time);
+    jw_s(w, ",\n \"by_kind\":{");
+    for (int k = 0; k < KIND_HOST_PINNED; k++) {
+        jw_s(w, k ? ",\"" : "\"");
+        jw_s(w, record_kind_name(k));
+        jw_s(w, "\":");
+        write_kind_stats(w, &p->kinds[k]);
+    }
+    key_u64(w, "},\n \"vmm\":{\"reserved_bytes\":", p->vmm.reserved);
+    key_u64(w, ",\"mapped_bytes\":", p->vmm.mapped);
+    key_u64(w, ",\"physical_bytes\":", p->kinds[KIND_VMM].current);
+    key_u64(w, ",\"reserved_peak_bytes\":", p->vmm.reserved_peak);
+    key_u64(w, ",\"mapped_peak_bytes\":", p->vmm.mapped_peak);
+    jw_s(w, "},\n \"histogram\":[");
+    write_histogram(w, p);
+    key_u64(w, "],\n \"fragmentation\":{\"granularity_bytes\":", RECORD_GRANULARITY);
+    key_u64(w, ",\"requested_bytes\":", p->requested);
+    key_u64(w, ",\"rounded_bytes\":", p->rounded);
+    key_u64(w, ",\"small_count\":", p->small_count);
+    key_u64(w, ",\"small_bytes\":", p->small_bytes);
+    jw_s(w, "}");
+    struct allocator_facts latest;
+    jw_s(w, ",\n \"allocator\":");
+    write_allocator(w, allocator_latest(d, &latest) ? &latest : NULL);
+    write_live_and_peak(w, v, keys, (uint32_t)d);
+    write_churn(w, v, keys, (uint32_t)d);
+    write_mark(w, v, keys, (uint32_t)d);
+    jw_s(w, "}");
+}
+
+static void write_devices(struct jw *w, const struct record_view *v, struct site_key *keys)
+{
+    jw_s(w, "\"devices\":[");
+    bool first = true;
+    for (int d = 0; d < RECORD_MAX_DEVICES; d++) {
+        if (!v->pools[d].active)
+            continue;
+        jw_s(w, first ? "\n" : ",\n");
+        write_device(w, v, keys, d);
+        first = false;
+    }
+    jw_s(w, "],\n");
+}
+
+static void write_host(struct jw *w, const struct record_view *v, struct site_key *keys)
+{
+    const struct record_pool_view *p = &v->pools[RECORD_HOST_POOL];
+    const struct record_kind_stats *k = &p->kinds[KIND_HOST_PINNED];
+    key_u64(w, "\"host_pinned\":{\"current_bytes\":", p->current);
+    key_u64(w, ",\"peak_bytes\":", p->peak);
+    key_i64(w, ",\"peak_time_ns\":", p->peak_time);
+    key_u64(w, ",\"allocs\":", k->allocs);
+    key_u64(w, ",\"frees\":", k->frees);
+    key_u64(w, ",\"failures\":", k->failures);
+    write_live_and_peak(w, v, keys, RECORD_HOST_POOL);
+    write_churn(w, v, keys, RECORD_HOST_POOL);
+    jw_s(w, "},\n");
+}
+
+static void write_counters(struct jw *w, const struct record_view *v)
+{
+    key_u64(w, "\"counters\":{\"unknown_frees\":", v->counters.unknown_frees);
+    key_u64(w, ",\"wrong_kind_frees\":", v->counters.wrong_kind_frees);
+    key_u64(w, ",\"reentrant_untracked\":", v->counters.reentrant_untracked);
+    key_u64(w, ",\"failed_frees\":", v->counters.failed_frees);
+    key_u64(w, ",\"stacks\":", v->counters.stacks);
+    key_u64(w, ",\"live_allocations\":", v->counters.live);
+    jw_s(w, "},\n");
+}
+
+/* ---- out of memory (the ledger's records, oom_ledger.h) ---- */
+
+static void write_released(struct jw *w, const struct oom_info *o)
+{
+    unsigned order[16], n = o->nreleased_by; /* largest first */
+    for (unsigned i = 0; i < n; i++) {
+        unsigned j = i;
+        for (; j > 0 && o->released_by[order[j - 1]].bytes < o->released_by[i].bytes; j--)
+            order[j] = order[j - 1];
+        order[j] = i;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        key_u64(w, i ? ",{\"stack\":" : "{\"stack\":", o->released_by[order[i]].stack);
+        key_u64(w, ",\"bytes\":", o->released_by[order[i]].bytes);
+        key_u64(w, ",\"count\":", o->released_by[order[i]].count);
+        jw_s(w, "}");
+    }
+}
+
+static void jw_emit(void *w, const char *s, size_t n)
+{
+    jw_raw(w, s, n);
+}
+
+/* The failing request of a post-mortem; null in any other document.
+ * Names (kind, entry point, cause) are the tracker's own literals. */
+static void write_oom(struct jw *w, const struct record_view *v, struct site_key *keys,
+                      const struct oom_info *o)
+{
+    if (o == NULL) {
+        jw_s(w, "\"oom\":null,\n");
+        return;
+    }
+    key_u64(w, "\"oom\":{\"requested_bytes\":", o->requested);
+    key_i64(w, ",\"device\":", o->device);
+    jw_s(w, ",\"kind\":\"");
+    jw_s(w, record_kind_name(o->kind));
+    jw_s(w, "\",\"entry_point\":\"");
+    jw_s(w, o->by_allocator ? o->allocator.name : resolve_name(o->slot));
+    key_u64(w, "\",\"thread\":", o->tid);
+    key_i64(w, ",\"time_ns\":", o->time_ns);
+    key_u64(w, ",\"stack\":", o->stack);
+    jw_s(w, ",\"total_bytes\":");
+    jw_i64_or_null(w, o->total_bytes);
+    jw_s(w, ",\"free_bytes\":");
+    jw_i64_or_null(w, o->free_bytes);
+    jw_s(w, ",\"limit_bytes\":");
+    jw_i64_or_null(w, o->limit ? (int64_t)o->limit : -1);
+    key_u64(w, ",\"tracked_bytes\":", o->tracked);
+    jw_s(w, ",\"untracked_bytes\":");
+    jw_i64_or_null(w, o->total_bytes >= 0 ? (int64_t)o->untracked : -1);
+    jw_s(w, ",\"by_kind\":{");
+    for (int k = 0; k < KIND_HOST_PINNED; k++) {
+        jw_s(w, k ? ",\"" : "\"");
+        jw_s(w, record_kind_name(k));
+        key_u64(w, "\":", o->by_kind[k]);
+    }
+    jw_s(w, "},\"cause\":\"");
+    jw_s(w, o->cause);
+    key_u64(w, "\",\"shortfall_bytes\":", o->shortfall);
+    key_u64(w, ",\"attempts\":", o->attempts);
+    jw_s(w, ",\"recovered\":");
+    jw_bool(w, o->recovered);
+    key_u64(w, ",\"released_bytes\":", o->released_bytes);
+    key_u64(w, ",\"released_count\":", o->released_count);
+    jw_s(w, ",\"released\":[");
+    write_released(w, o);
+    jw_s(w, "],\"allocator\":");
+    write_allocator(w, o->has_allocator ? &o->allocator : NULL);
+    jw_s(w, ",\n \"layout\":");
+    layout_write(o->device, o->requested,
+                 o->has_allocator ? o->allocator.num_ooms : -1, jw_emit, w);
+    jw_s(w, ",\"live\":");
+    write_groups(w, v, keys, o->device < 0 ? RECORD_HOST_POOL : (uint32_t)o->device,
+                 GROUPS_LIVE, 50);
+    jw_s(w, "},\n");
+}
+
+/* The process's OOM totals and attempts, in every document. */
+static void write_ooms(struct jw *w)
+{
+    struct oom_summary *s = malloc(sizeof *s);
+    if (s == NULL) {
+        jw_s(w, "\"ooms\":{\"count\":0,\"failed_attempts\":0,\"recovered\":0,"
+                "\"retry_released_bytes\":0,\"dumps\":[]},\n");
+        return;
+    }
+    oom_ledger_summary(s);
+    key_u64(w, "\"ooms\":{\"count\":", s->count);
+    key_u64(w, ",\"failed_attempts\":", s->failed_attempts);
+    key_u64(w, ",\"recovered\":", s->recovered);
+    key_u64(w, ",\"retry_released_bytes\":", s->retry_released_bytes);
+    key_u64(w, ",\"suppressed\":", s->suppressed);
+    jw_s(w, ",\"dumps\":[");
+    for (unsigned i = 0; i < s->ndumps; i++) {
+        if (i)
+            jw_s(w, ",");
+        jw_str(w, s->dumps[i]);
+    }
+    jw_s(w, "],\n \"attempts\":[");
+    for (unsigned i = 0; i < s->nattempts; i++) {
+        const struct oom_attempt *a = &s->attempts[i];
+        key_i64(w, i ? ",{\"t_ns\":" : "{\"t_ns\":", a->t_ns);
+        key_i64(w, ",\"device\":", a->device);
+        key_u64(w, ",\"requested_bytes\":", a->requested);
+        key_u64(w, ",\"chain\":", a->chain);
+        key_u64(w, ",\"attempt\":", a->attempt);
+        jw_s(w, a->recovered ? ",\"outcome\":\"recovered\"}" : ",\"outcome\":\"failed\"}");
+    }
+    jw_s(w, "]},\n");
+    free(s);
+}
+
+/* ---- events ---- */
+
+/* Rows of the event log from `from` on (a stream checkpoint writes only
+ * those its predecessors did not: struct serialise_events). */
+static void write_events(struct jw *w, const struct record_view *v, size_t from)
+{
+    /* stride: how many events each kept row stands for, on average */
+    uint64_t stride = 1;
+    if (v->event_bucket_ns != 0 && v->nevents > 0)
+        stride = (v->events_recorded + v->nevents - 1) / v->nevents;
+    key_u64(w, "\"events\":{\"cap\":", v->event_cap);
+    key_u64(w, ",\"recorded\":", v->events_recorded);
+    key_u64(w, ",\"stride\":", stride);
+    jw_s(w, ",\"thinned\":");
+    jw_bool(w, v->event_bucket_ns != 0);
+    key_u64(w, ",\"bucket_ns\":", v->event_bucket_ns);
+    jw_s(w, ",\"columns\":[\"t_ns\",\"device\",\"kind\",\"delta\",\"stack\",\"current\"],"
+            "\"data\":[");
+    for (size_t i = from; i < v->nevents; i++) {
+        const struct record_event *e = &v->events[i];
+        jw_s(w, i > from ? ",\n [" : "\n [");
+        jw_i64(w, e->t_ns);
+        jw_raw(w, ",", 1);
+        jw_i64(w, e->pool);
+        jw_s(w, ",\"");
+        jw_s(w, record_kind_name(e->kind));
+        jw_s(w, "\",");
+        jw_i64(w, e->delta);
+        jw_raw(w, ",", 1);
+        jw_u64(w, e->stack);
+        jw_raw(w, ",", 1);
+        jw_u64(w, e->current);
+        jw_raw(w, "]", 1);
+    }
+    jw_s(w, "]},\n");
+}
+
+/* ---- the document ---- */
+
+/* The sections, in the order docs/snapshot-format.md lists them; a new
+ * section is one call here. */
+static void write_document(struct jw *w, const struct record_view *v,
+                           struct site_key *keys, const struct serialise_doc *doc,
+                           int64_t now, size_t events_from)
+{
+    key_i64(w, "{\"format\":\"cumemtrace\",\"version\":", FORMAT_VERSION);
+    jw_s(w, ",\"reason\":\"");
+    jw_s(w, doc->reason);
+    key_u64(w, "\",\"sequence\":", doc->sequence);
+    jw_s(w, ",\n");
+    if (doc->signame != NULL) {
+        jw_s(w, "\"signal\":\"");
+        jw_s(w, doc->signame);
+        jw_s(w, "\",\n");
+    }
+    write_process(w, now);
+    write_config(w);
+    write_devices(w, v, keys);
+    write_host(w, v, keys);
+    write_counters(w, v);
+    write_oom(w, v, keys, doc->oom);
+    write_ooms(w);
+    write_events(w, v, events_from);
+    serialise_stacks(w, v);
+    jw_s(w, "}\n");
+}
+
+/* The first row of the log that a checkpoint after `ev` has not written:
+ * the last (recorded now - recorded then) of an unthinned log; in a
+ * thinned one, those stamped after the last row written. */
+static size_t fresh_from(const struct record_view *v, const struct serialise_events *ev)
+{
+    size_t from = 0;
+    if (ev == NULL || ev->recorded == 0)
+        return 0;
+    if (v->event_bucket_ns == 0 && v->events_recorded >= ev->recorded) {
+        uint64_t fresh = v->events_recorded - ev->recorded;
+        return fresh < v->nevents ? v->nevents - (size_t)fresh : 0;
+    }
+    while (from < v->nevents && v->events[from].t_ns <= ev->last_t_ns)
+        from++;
+    return from;
+}
+
+/* Hands the new rows to the stream; returns the error, 0 none. */
+static int hand_rows(const struct record_view *v, struct serialise_events *ev,
+                     size_t from, int err)
+{
+    ev->rows = NULL;
+    ev->nrows = v->nevents - from;
+    if (ev->nrows > 0 && err == 0 &&
+        (ev->rows = malloc(ev->nrows * sizeof *ev->rows)) == NULL)
+        err = ENOMEM;
+    if (err != 0) {
+        ev->nrows = 0;
+        return err;
+    }
+    if (ev->nrows > 0)
+        memcpy(ev->rows, v->events + from, ev->nrows * sizeof *ev->rows);
+    ev->recorded = v->events_recorded;
+    if (v->nevents > 0)
+        ev->last_t_ns = v->events[v->nevents - 1].t_ns;
+    return 0;
+}
+
+static void peak_of(const struct record_view *v, struct serialise_said *said)
+{
+    said->peak_device = -1;
+    said->peak_bytes = 0;
+    for (int d = 0; d < RECORD_MAX_DEVICES; d++)
+        if (v->pools[d].active && v->pools[d].peak >= said->peak_bytes) {
+            said->peak_bytes = v->pools[d].peak;
+            said->peak_device = d;
+        }
+}
+
+int serialise_state(int fd, const struct serialise_doc *doc, struct serialise_events *ev,
+                    struct serialise_said *said)
+{
+    struct record_view v;
+    if (record_view_take(&v) != 0) {
+        errno = ENOMEM;
+        return -1;
+    }
+    struct jw *w = malloc(sizeof *w);
+    struct site_key *keys = malloc((v.nsites ? v.nsites : 1) * sizeof *keys);
+    if (w == NULL || keys == NULL) {
+        free(w);
+        free(keys);
+        record_view_free(&v);
+        errno = ENOMEM;
+        return -1;
+    }
+    size_t from = fresh_from(&v, ev);
+    jw_init(w, fd);
+    int64_t now = clock_now_ns();
+    write_document(w, &v, keys, doc, now, ev != NULL ? v.nevents : 0);
+    jw_flush(w);
+    int err = w->err;
+    free(keys);
+    free(w);
+    if (ev != NULL)
+        err = hand_rows(&v, ev, from, err);
+    if (said != NULL) {
+        said->time_ns = now;
+        peak_of(&v, said);
+    }
+    record_view_free(&v);
+    errno = err;
+    return err == 0 ? 0 : -1;
+}

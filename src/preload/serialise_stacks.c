@@ -1,0 +1,250 @@
+/* serialise_stacks.c - the stacks of a snapshot, symbolised.
+ *
+ * Symbolisation happens here and only here: dladdr() of (return address -
+ * 1) gives the module, the offset from its load base (stable across ASLR)
+ * and the dynamic symbol, through a direct-mapped cache because most
+ * frames repeat across stacks.  The cache also keeps each native frame's
+ * JSON text as first written: 100k stacks of 22 frames are 2.2 M frames of
+ * a few hundred distinct addresses, so most frames are one copy.
+ * Memory: the cache (~3 MiB) and the texts live only while dumping.
+ */
+#include "serialise_stacks.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "modules.h"
+#include "output.h"
+#include "python.h"
+#include "resolve.h"
+
+struct sym {
+    void *addr;
+    const char *module; /* basename, points into dli_fname */
+    const char *symbol;
+    uintptr_t offset;
+    uintptr_t base;     /* dli_fbase; 0 when dladdr knew no module */
+    const char *json;   /* {"module":...,"symbol":...} as written, or NULL */
+    size_t json_len;
+};
+
+#define SYMCACHE_SIZE 65536 /* power of two */
+#define TEXT_CHUNK (1u << 20)
+
+/* The frames' texts: chunks of TEXT_CHUNK bytes, freed after the dump. */
+struct texts {
+    char *chunk; /* current chunk; its first pointer-size bytes link the previous */
+    size_t used;
+};
+
+static char *texts_alloc(struct texts *t, size_t n)
+{
+    size_t head = sizeof(char *);
+    if (n + head > TEXT_CHUNK)
+        return NULL;
+    if (t->chunk == NULL || t->used + n > TEXT_CHUNK) {
+        char *c = malloc(TEXT_CHUNK);
+        if (c == NULL)
+            return NULL;
+        memcpy(c, &t->chunk, sizeof t->chunk);
+        t->chunk = c;
+        t->used = head;
+    }
+    char *p = t->chunk + t->used;
+    t->used += n;
+    return p;
+}
+
+static void texts_free(struct texts *t)
+{
+    while (t->chunk != NULL) {
+        char *prev;
+        memcpy(&prev, t->chunk, sizeof prev);
+        free(t->chunk);
+        t->chunk = prev;
+    }
+}
+
+static struct sym *symbolize(struct sym *cache, void *addr)
+{
+    uintptr_t a = (uintptr_t)addr;
+    struct sym *s = &cache[(a ^ (a >> 16)) & (SYMCACHE_SIZE - 1)];
+    if (s->addr == addr && s->module != NULL)
+        return s;
+    Dl_info info;
+    s->addr = addr;
+    s->json = NULL;
+    /* A return address points after the call; -1 lands inside it. */
+    if (dladdr((void *)(a - 1), &info) != 0 && info.dli_fname != NULL) {
+        const char *slash = strrchr(info.dli_fname, '/');
+        s->module = slash ? slash + 1 : info.dli_fname;
+        if (s->module[0] == '\0')
+            s->module = output_process.exe;
+        s->symbol = info.dli_sname;
+        s->offset = a - 1 - (uintptr_t)info.dli_fbase;
+        s->base = (uintptr_t)info.dli_fbase;
+    } else {
+        s->module = "?";
+        s->symbol = NULL;
+        s->offset = a - 1;
+        s->base = 0;
+    }
+    return s;
+}
+
+static void write_native_frame(struct jw *w, const struct sym *y)
+{
+    jw_raw(w, "{\"module\":", 10);
+    jw_str(w, y->module);
+    jw_raw(w, ",\"offset\":", 10);
+    jw_u64(w, y->offset);
+    jw_raw(w, ",\"symbol\":", 10);
+    jw_str(w, y->symbol);
+    jw_raw(w, "}", 1);
+}
+
+/* The frame's text, from the cache entry's copy when it has one, else
+ * written and copied there.  A text that cannot be copied (no memory, or
+ * too long for the buffer's room) is written each time. */
+static void write_cached_frame(struct jw *w, struct sym *y, struct texts *t)
+{
+    if (y->json != NULL) {
+        jw_raw(w, y->json, y->json_len);
+        return;
+    }
+    /* escapes take at most 6 bytes a byte; 64 for the keys and digits */
+    size_t need = 6 * (strlen(y->module) + (y->symbol ? strlen(y->symbol) : 0)) + 64;
+    if (need > sizeof w->buf) {
+        write_native_frame(w, y);
+        return;
+    }
+    if (sizeof w->buf - w->n < need)
+        jw_flush(w);
+    size_t start = w->n;
+    write_native_frame(w, y);
+    size_t len = w->n - start;
+    char *copy = w->err == 0 ? texts_alloc(t, len) : NULL;
+    if (copy != NULL) {
+        memcpy(copy, w->buf + start, len);
+        y->json = copy;
+        y->json_len = len;
+    }
+}
+
+/* A Python frame {module:"python", file, line, function} or a marker
+ * frame {marker} (python.c). */
+static void write_python_frame(struct jw *w, enum python_frame_kind k,
+                               const struct python_frame *py)
+{
+    if (k == PYTHON_FRAME_MARKER) {
+        jw_s(w, "{\"marker\":");
+        jw_str(w, py->marker);
+    } else {
+        jw_s(w, "{\"module\":\"python\",\"file\":");
+        jw_str(w, py->file);
+        jw_s(w, ",\"line\":");
+        jw_i64(w, py->line);
+        jw_s(w, ",\"function\":");
+        jw_str(w, py->function);
+    }
+    jw_s(w, "}");
+}
+
+/* The modules the stacks' native frames lie in, one row each, before the
+ * stacks (the CLI reads in one pass): path, build-id and the ELF vaddr of
+ * offset 0, so that DWARF can be consulted later, elsewhere. */
+static void write_modules(struct jw *w, const struct record_view *v, struct sym *cache)
+{
+    struct module_info *mods = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t i = 0; i < v->nstacks && cache != NULL; i++) {
+        const struct record_stack *s = v->stacks[i];
+        for (unsigned f = 0; f < s->depth; f++) {
+            struct python_frame py;
+            if (python_frame_decode(s->frames[f], &py) != PYTHON_FRAME_NATIVE)
+                continue;
+            const struct sym *y = symbolize(cache, s->frames[f]);
+            if (y->base == 0)
+                continue;
+            size_t k = 0;
+            while (k < n && mods[k].base != y->base)
+                k++;
+            if (k < n)
+                continue;
+            if (n == cap) {
+                size_t ncap = cap ? 2 * cap : 16;
+                struct module_info *m = realloc(mods, ncap * sizeof *m);
+                if (m == NULL)
+                    goto out;
+                mods = m;
+                cap = ncap;
+            }
+            mods[n].base = y->base;
+            mods[n].name = y->module;
+            n++;
+        }
+    }
+    modules_describe(mods, n);
+    jw_s(w, "\"modules\":[");
+    bool first = true;
+    for (size_t k = 0; k < n; k++) {
+        const struct module_info *m = &mods[k];
+        if (!m->found)
+            continue;
+        jw_s(w, first ? "\n {\"name\":" : ",\n {\"name\":");
+        first = false;
+        jw_str(w, m->name);
+        jw_s(w, ",\"path\":");
+        jw_str(w, m->path[0] ? m->path : NULL);
+        jw_s(w, ",\"build_id\":");
+        if (m->build_id_len == 0) {
+            jw_s(w, "null");
+        } else {
+            jw_raw(w, "\"", 1);
+            jw_hex(w, m->build_id, m->build_id_len);
+            jw_raw(w, "\"", 1);
+        }
+        jw_s(w, ",\"vaddr_base\":");
+        jw_u64(w, m->vaddr_base);
+        jw_s(w, "}");
+    }
+    jw_s(w, "],\n");
+out:
+    free(mods);
+}
+
+void serialise_stacks(struct jw *w, const struct record_view *v)
+{
+    struct sym *cache = calloc(SYMCACHE_SIZE, sizeof *cache);
+    struct texts texts = {NULL, 0};
+    write_modules(w, v, cache);
+    jw_s(w, "\"stacks\":[");
+    for (size_t i = 0; i < v->nstacks; i++) {
+        const struct record_stack *s = v->stacks[i];
+        jw_s(w, i ? ",\n {\"id\":" : "\n {\"id\":");
+        jw_u64(w, s->id);
+        jw_s(w, ",\"entry\":");
+        jw_str(w, s->entry == 0xffff ? "unknown" : resolve_name(s->entry));
+        jw_s(w, ",\"frames\":[");
+        for (unsigned f = 0; f < s->depth; f++) {
+            struct python_frame py;
+            enum python_frame_kind k = python_frame_decode(s->frames[f], &py);
+            if (f != 0)
+                jw_raw(w, ",", 1);
+            if (k != PYTHON_FRAME_NATIVE) {
+                write_python_frame(w, k, &py);
+            } else if (cache != NULL) {
+                write_cached_frame(w, symbolize(cache, s->frames[f]), &texts);
+            } else {
+                struct sym one;
+                memset(&one, 0, sizeof one);
+                write_native_frame(w, symbolize(&one, s->frames[f])); /* cache of one */
+            }
+        }
+        jw_s(w, "]}");
+    }
+    jw_s(w, "]\n");
+    texts_free(&texts);
+    free(cache);
+}

@@ -1,0 +1,12 @@
+/* serialise_stacks.h - the "modules" and "stacks" sections of the
+ * document, symbolised (serialise_stacks.c). */
+#ifndef CUMEMTRACE_SERIALISE_STACKS_H
+#define CUMEMTRACE_SERIALISE_STACKS_H
+
+#include "jw.h"
+#include "record.h"
+
+/* Writes "modules":[...],\n"stacks":[...]\n for the stacks of v. */
+void serialise_stacks(struct jw *w, const struct record_view *v);
+
+#endif
