@@ -245,7 +245,10 @@ static void print_header(FILE *f, const struct snapshot *s)
     if (p->dump_time_ns != SNAP_UNKNOWN_I64)
         snprintf(extra, sizeof extra, " at %s", out_duration(p->dump_time_ns, when));
     heading(f, "cumemtrace report: %s", TEXT(s, s->file));
-    para(f, 2, "%s; %s snapshot%s", who, TEXT(s, s->reason), extra);
+    char sig[64] = "";
+    if (s->signal != NULL) /* which signal ended it (docs/snapshot-format.md) */
+        snprintf(sig, sizeof sig, " (%s)", TEXT(s, s->signal));
+    para(f, 2, "%s; %s snapshot%s%s", who, TEXT(s, s->reason), sig, extra);
     if (p->ncmdline > 0) {
         char cmd[1024];
         size_t used = 0;

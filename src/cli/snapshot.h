@@ -299,6 +299,7 @@ struct snapshot {
     const char *reason;     /* "exit", "oom", "signal", "api" (as written) */
     const char *recovered;  /* read from a killed process's stream: how stale
                                its last checkpoint is (a sentence), else NULL */
+    const char *signal;     /* reason "signal": "SIGTERM"...; NULL otherwise */
     int64_t sequence;
     struct snap_process process;
     struct snap_config config;

@@ -615,6 +615,7 @@ static const struct field top_fields[] = {
     FIELD_FN("format", rd_format),
     FIELD_FN("version", rd_version),
     FIELD(snapshot, reason, F_STRN),
+    FIELD(snapshot, signal, F_STRN),
     FIELD(snapshot, sequence, F_I64N),
     FIELD_FN("process", rd_process),
     FIELD_FN("config", rd_config),

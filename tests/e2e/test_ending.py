@@ -86,6 +86,11 @@ def test_c_program_signal(tmp_path, sig, mode, reason):
     if reason == "signal":
         assert snap["signal"] == sig.name
         assert ".signal.0.json" in next(iter(snaps))
+        # the report says which signal ended it
+        path = tmp_path / mode / next(iter(snaps))
+        rep = subprocess.run([str(CLI), "report", str(path)], capture_output=True,
+                             text=True)
+        assert f"signal snapshot ({sig.name}) at" in rep.stdout, rep.stdout[:600]
     # the 64 MiB block and up to 16 blocks of 1 MiB: held when it ended
     cur = device(snap)["current_bytes"]
     assert 64 * MiB <= cur <= 80 * MiB, cur
