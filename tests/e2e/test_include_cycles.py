@@ -18,23 +18,50 @@ def module(path):
     return os.path.splitext(os.path.relpath(path, ROOT))[0]
 
 
+def includes(path):
+    """The files `path` includes with quotes, resolved as the compiler does."""
+    d = os.path.dirname(path)
+    out = []
+    with open(path, errors="replace") as fh:
+        for name in INCLUDE.findall(fh.read()):
+            for base in [d] + SEARCH:
+                target = os.path.normpath(os.path.join(base, name))
+                if os.path.exists(target):
+                    out.append(target)
+                    break
+    return out
+
+
 def graph(src=SRC):
+    """Module -> the modules it depends on.  A module is a <stem>.c with its
+    <stem>.h; a header without a .c (shared declarations: hooks.h,
+    record_state.h) has no code of its own to be circular with, so it is
+    part of whoever includes it: its includes count as theirs."""
+    files = [os.path.join(d, f) for d, _, fs in os.walk(src) for f in fs
+             if f.endswith((".c", ".h"))]
+    direct = {f: includes(f) for f in files}
+
+    def owner(path):
+        stem = os.path.splitext(path)[0]
+        return module(path) if os.path.exists(stem + ".c") else None
+
     deps = {}
-    for d, _, files in os.walk(src):
-        for f in files:
-            if not f.endswith((".c", ".h")):
+    for f in files:
+        me = owner(f)
+        if me is None:
+            continue
+        deps.setdefault(me, set())
+        seen, todo = set(), list(direct[f])
+        while todo:
+            t = todo.pop()
+            if t in seen:
                 continue
-            path = os.path.join(d, f)
-            me = module(path)
-            deps.setdefault(me, set())
-            with open(path, errors="replace") as fh:
-                for name in INCLUDE.findall(fh.read()):
-                    for base in [d] + SEARCH:
-                        target = os.path.normpath(os.path.join(base, name))
-                        if os.path.exists(target):
-                            if module(target) != me:
-                                deps[me].add(module(target))
-                            break
+            seen.add(t)
+            o = owner(t)
+            if o is None:  # a header of no module: look through it
+                todo.extend(direct.get(t) or includes(t))
+            elif o != me:
+                deps[me].add(o)
     return deps
 
 
@@ -138,5 +165,21 @@ def test_the_check_sees_a_longer_cycle(tmp_path):
     ring = ["x", "y", "z"]
     for i, stem in enumerate(ring):
         (tmp_path / f"{stem}.h").write_text(f'#include "{ring[(i + 1) % 3]}.h"\n')
+        (tmp_path / f"{stem}.c").write_text(f'#include "{stem}.h"\n')
     found = cycles(graph(str(tmp_path)))
     assert len(found) == 1 and len(found[0]) == 4, found
+
+
+def test_a_header_without_code_is_part_of_its_includer(tmp_path):
+    # a.c includes s.h (a's private declarations), which needs a.h: no cycle
+    (tmp_path / "a.h").write_text("/* a */\n")
+    (tmp_path / "a.c").write_text('#include "a.h"\n#include "s.h"\n')
+    (tmp_path / "s.h").write_text('#include "a.h"\n')
+    assert cycles(graph(str(tmp_path))) == []
+    # but a cycle through it is one: s.h brings in b.h, and b.c includes a.h
+    (tmp_path / "s.h").write_text('#include "a.h"\n#include "b.h"\n')
+    (tmp_path / "b.h").write_text("/* b */\n")
+    (tmp_path / "b.c").write_text('#include "b.h"\n#include "a.h"\n')
+    found = cycles(graph(str(tmp_path)))
+    assert len(found) == 1 and set(found[0]) == {module(str(tmp_path / "a")),
+                                                 module(str(tmp_path / "b"))}, found
