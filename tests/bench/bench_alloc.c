@@ -11,6 +11,10 @@
  *   bench_alloc live N                          N live allocations, 1 stack
  *   bench_alloc stacks N                        N distinct stacks, 1 live each
  *   bench_alloc dump NALLOC NSTACKS FILE        time cumemtrace_dump() (wall and CPU)
+ *   bench_alloc rate EVENTS_PER_S SECONDS       cudaMalloc/cudaFree paced at that
+ *       rate (an allocation and a free are two events) beside LIVE live ones
+ *       from 16 call sites; prints the CPU time of the tracer's own thread
+ *       (named "cumemtrace") over the run
  *
  * Output is one line of "key=value" pairs.  Each call site runs at a chosen
  * stack depth: descend() recurses that many frames before the loop.
@@ -22,6 +26,7 @@
  * of each batch is its own function (pair_frees, floor_frees, malloc_frees)
  * so its inclusive instruction count can be read apart.
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -504,6 +509,95 @@ static int run_dump(long nalloc, long nstacks, const char *file)
     return r == 0 ? 0 : 1;
 }
 
+/* ---- the tracer's thread at a steady event rate ---- */
+
+/* CPU seconds of this process's thread named `name`, -1 if none.  Linux's
+ * per-thread CPU clock of another thread: MAKE_THREAD_CPUCLOCK(tid,
+ * CPUCLOCK_SCHED), ns resolution where /proc's ticks have 10 ms. */
+static double thread_cpu(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    double cpu = -1;
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        char path[300], comm[64] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        if (fgets(comm, sizeof comm, f) == NULL)
+            comm[0] = '\0';
+        fclose(f);
+        comm[strcspn(comm, "\n")] = '\0';
+        if (strcmp(comm, name) != 0)
+            continue;
+        clockid_t cid = (clockid_t)((~(unsigned)atoi(e->d_name) << 3) | 6);
+        struct timespec ts;
+        if (clock_gettime(cid, &ts) == 0)
+            cpu = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    }
+    if (d != NULL)
+        closedir(d);
+    return cpu;
+}
+
+__attribute__((noinline)) static void rate_site(int site, void **out)
+{
+    volatile int s = site; /* one call site per value: 16 stacks */
+    switch (s & 15) {
+    case 0: must(cudaMalloc(out, 4096) == cudaSuccess, "cudaMalloc"); break;
+    case 1: must(cudaMalloc(out, 8192) == cudaSuccess, "cudaMalloc"); break;
+    case 2: must(cudaMalloc(out, 4096) == cudaSuccess, "cudaMalloc"); break;
+    case 3: must(cudaMalloc(out, 8192) == cudaSuccess, "cudaMalloc"); break;
+    case 4: must(cudaMalloc(out, 4096) == cudaSuccess, "cudaMalloc"); break;
+    case 5: must(cudaMalloc(out, 8192) == cudaSuccess, "cudaMalloc"); break;
+    case 6: must(cudaMalloc(out, 4096) == cudaSuccess, "cudaMalloc"); break;
+    case 7: must(cudaMalloc(out, 8192) == cudaSuccess, "cudaMalloc"); break;
+    case 8: must(cudaMalloc(out, 4096) == cudaSuccess, "cudaMalloc"); break;
+    case 9: must(cudaMalloc(out, 8192) == cudaSuccess, "cudaMalloc"); break;
+    case 10: must(cudaMalloc(out, 4096) == cudaSuccess, "cudaMalloc"); break;
+    case 11: must(cudaMalloc(out, 8192) == cudaSuccess, "cudaMalloc"); break;
+    case 12: must(cudaMalloc(out, 4096) == cudaSuccess, "cudaMalloc"); break;
+    case 13: must(cudaMalloc(out, 8192) == cudaSuccess, "cudaMalloc"); break;
+    case 14: must(cudaMalloc(out, 4096) == cudaSuccess, "cudaMalloc"); break;
+    default: must(cudaMalloc(out, 8192) == cudaSuccess, "cudaMalloc"); break;
+    }
+}
+
+static int run_rate(double events_per_s, double seconds)
+{
+    void **live = malloc(LIVE * sizeof *live);
+    for (int i = 0; i < LIVE; i++)
+        rate_site(i, &live[i]);
+    void *p[BATCH];
+    /* a batch is BATCH allocations and BATCH frees */
+    double batch_s = 2.0 * BATCH / events_per_s;
+    double cpu0 = thread_cpu("cumemtrace");
+    double t0 = now(), due = t0;
+    long events = 0;
+    while (now() - t0 < seconds) {
+        for (int i = 0; i < BATCH; i++)
+            rate_site(i, &p[i]);
+        for (int i = 0; i < BATCH; i++)
+            cudaFree(p[i]);
+        events += 2 * BATCH;
+        due += batch_s;
+        double wait = due - now();
+        if (wait > 0) {
+            struct timespec ts = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
+            nanosleep(&ts, NULL);
+        }
+    }
+    double wall = now() - t0;
+    double cpu1 = thread_cpu("cumemtrace");
+    for (int i = 0; i < LIVE; i++)
+        cudaFree(live[i]);
+    free(live);
+    printf("events=%ld wall_s=%.3f events_per_s=%.0f thread_cpu_s=%.6f thread=%d\n", events,
+           wall, events / wall, cpu0 >= 0 && cpu1 >= 0 ? cpu1 - cpu0 : 0.0, cpu1 >= 0);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 6 && strcmp(argv[1], "pair") == 0)
@@ -516,6 +610,8 @@ int main(int argc, char **argv)
         return run_live(atol(argv[2]));
     if (argc >= 3 && strcmp(argv[1], "stacks") == 0)
         return run_stacks(atol(argv[2]));
+    if (argc >= 4 && strcmp(argv[1], "rate") == 0)
+        return run_rate(atof(argv[2]), atof(argv[3]));
     if (argc >= 5 && strcmp(argv[1], "dump") == 0)
         return run_dump(atol(argv[2]), atol(argv[3]), argv[4]);
     fprintf(stderr, "usage: see the comment at the top of bench_alloc.c\n");
