@@ -631,7 +631,7 @@ static void write_document(struct jw *w, const struct record_view *v,
     write_oom(w, v, keys, doc->oom);
     write_ooms(w);
     write_events(w, v, events_from);
-    serialise_stacks(w, v);
+    serialise_stacks(w, v, doc->checkpoint);
     jw_s(w, "}\n");
 }
 

@@ -4,6 +4,7 @@
 #ifndef CUMEMTRACE_SERIALISE_H
 #define CUMEMTRACE_SERIALISE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,6 +18,7 @@ struct serialise_doc {
     unsigned sequence;           /* the process's dump number */
     const struct oom_info *oom;  /* the failing request of a post-mortem, or NULL */
     const char *signame;         /* "SIGTERM" for reason "signal", else NULL */
+    bool checkpoint;             /* a stream checkpoint (its symbols are kept) */
 };
 
 /* Where a stream's checkpoints are in the event log.  A checkpoint's JSON

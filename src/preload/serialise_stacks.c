@@ -6,11 +6,20 @@
  * frames repeat across stacks.  The cache also keeps each native frame's
  * JSON text as first written: 100k stacks of 22 frames are 2.2 M frames of
  * a few hundred distinct addresses, so most frames are one copy.
- * Memory: the cache (~3 MiB) and the texts live only while dumping.
+ * Memory: the cache (~3 MiB) and the texts live only while dumping -
+ * except for the stream's checkpoints, which symbolise the same frames
+ * every flush and keep a smaller cache between them (`kept`): dladdr of a
+ * frame in libtorch scans its ~100k dynamic symbols, so a torch process's
+ * checkpoint cost ~15 ms of CPU each time, and the stream's pacing (199x a
+ * checkpoint's cost) then held checkpoints 3 s apart.  The kept cache is
+ * emptied when an object was unloaded (its addresses may be reused) and
+ * when its texts pass KEPT_TEXT_CHUNKS.
  */
 #include "serialise_stacks.h"
 
 #include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,13 +39,24 @@ struct sym {
 };
 
 #define SYMCACHE_SIZE 65536 /* power of two */
+#define KEPT_SIZE 8192      /* power of two; ~0.5 MiB kept while streaming */
 #define TEXT_CHUNK (1u << 20)
+#define KEPT_TEXT_CHUNKS 4  /* then the kept cache starts afresh */
 
 /* The frames' texts: chunks of TEXT_CHUNK bytes, freed after the dump. */
 struct texts {
     char *chunk; /* current chunk; its first pointer-size bytes link the previous */
     size_t used;
+    size_t chunks;
 };
+
+/* The checkpoints' cache; only the stream's thread uses it, under lock. */
+static struct {
+    pthread_mutex_t lock;
+    struct sym *cache;       /* KEPT_SIZE entries, or NULL */
+    struct texts texts;
+    unsigned long long subs; /* unloads seen when it was filled */
+} kept = {PTHREAD_MUTEX_INITIALIZER, NULL, {NULL, 0, 0}, 0};
 
 static char *texts_alloc(struct texts *t, size_t n)
 {
@@ -50,6 +70,7 @@ static char *texts_alloc(struct texts *t, size_t n)
         memcpy(c, &t->chunk, sizeof t->chunk);
         t->chunk = c;
         t->used = head;
+        t->chunks++;
     }
     char *p = t->chunk + t->used;
     t->used += n;
@@ -64,12 +85,13 @@ static void texts_free(struct texts *t)
         free(t->chunk);
         t->chunk = prev;
     }
+    t->used = t->chunks = 0;
 }
 
-static struct sym *symbolize(struct sym *cache, void *addr)
+static struct sym *symbolize(struct sym *cache, size_t mask, void *addr)
 {
     uintptr_t a = (uintptr_t)addr;
-    struct sym *s = &cache[(a ^ (a >> 16)) & (SYMCACHE_SIZE - 1)];
+    struct sym *s = &cache[(a ^ (a >> 16)) & mask];
     if (s->addr == addr && s->module != NULL)
         return s;
     Dl_info info;
@@ -154,7 +176,8 @@ static void write_python_frame(struct jw *w, enum python_frame_kind k,
 /* The modules the stacks' native frames lie in, one row each, before the
  * stacks (the CLI reads in one pass): path, build-id and the ELF vaddr of
  * offset 0, so that DWARF can be consulted later, elsewhere. */
-static void write_modules(struct jw *w, const struct record_view *v, struct sym *cache)
+static void write_modules(struct jw *w, const struct record_view *v, struct sym *cache,
+                          size_t mask)
 {
     struct module_info *mods = NULL;
     size_t n = 0, cap = 0;
@@ -164,7 +187,7 @@ static void write_modules(struct jw *w, const struct record_view *v, struct sym 
             struct python_frame py;
             if (python_frame_decode(s->frames[f], &py) != PYTHON_FRAME_NATIVE)
                 continue;
-            const struct sym *y = symbolize(cache, s->frames[f]);
+            const struct sym *y = symbolize(cache, mask, s->frames[f]);
             if (y->base == 0)
                 continue;
             size_t k = 0;
@@ -214,11 +237,43 @@ out:
     free(mods);
 }
 
-void serialise_stacks(struct jw *w, const struct record_view *v)
+static int unloads_seen(struct dl_phdr_info *info, size_t size, void *data)
 {
-    struct sym *cache = calloc(SYMCACHE_SIZE, sizeof *cache);
-    struct texts texts = {NULL, 0};
-    write_modules(w, v, cache);
+    (void)size;
+    *(unsigned long long *)data = info->dlpi_subs;
+    return 1; /* the first object carries the process-wide counter */
+}
+
+/* The kept cache, valid for this process's objects now, or NULL (the
+ * caller then uses its own); the caller unlocks kept.lock when not NULL. */
+static struct sym *kept_cache(void)
+{
+    if (pthread_mutex_trylock(&kept.lock) != 0)
+        return NULL;
+    unsigned long long subs = 0;
+    dl_iterate_phdr(unloads_seen, &subs);
+    if (kept.cache != NULL && (subs != kept.subs || kept.texts.chunks > KEPT_TEXT_CHUNKS)) {
+        texts_free(&kept.texts);
+        memset(kept.cache, 0, KEPT_SIZE * sizeof *kept.cache);
+    }
+    if (kept.cache == NULL)
+        kept.cache = calloc(KEPT_SIZE, sizeof *kept.cache);
+    kept.subs = subs;
+    if (kept.cache == NULL)
+        pthread_mutex_unlock(&kept.lock);
+    return kept.cache;
+}
+
+void serialise_stacks(struct jw *w, const struct record_view *v, bool keep)
+{
+    struct sym *cache = keep ? kept_cache() : NULL;
+    bool kept_one = cache != NULL;
+    size_t mask = kept_one ? KEPT_SIZE - 1 : SYMCACHE_SIZE - 1;
+    struct texts own = {NULL, 0, 0};
+    struct texts *texts = kept_one ? &kept.texts : &own;
+    if (!kept_one)
+        cache = calloc(SYMCACHE_SIZE, sizeof *cache);
+    write_modules(w, v, cache, mask);
     jw_s(w, "\"stacks\":[");
     for (size_t i = 0; i < v->nstacks; i++) {
         const struct record_stack *s = v->stacks[i];
@@ -235,16 +290,20 @@ void serialise_stacks(struct jw *w, const struct record_view *v)
             if (k != PYTHON_FRAME_NATIVE) {
                 write_python_frame(w, k, &py);
             } else if (cache != NULL) {
-                write_cached_frame(w, symbolize(cache, s->frames[f]), &texts);
+                write_cached_frame(w, symbolize(cache, mask, s->frames[f]), texts);
             } else {
                 struct sym one;
                 memset(&one, 0, sizeof one);
-                write_native_frame(w, symbolize(&one, s->frames[f])); /* cache of one */
+                write_native_frame(w, symbolize(&one, 0, s->frames[f])); /* cache of one */
             }
         }
         jw_s(w, "]}");
     }
     jw_s(w, "]\n");
-    texts_free(&texts);
-    free(cache);
+    if (kept_one) {
+        pthread_mutex_unlock(&kept.lock);
+    } else {
+        texts_free(&own);
+        free(cache);
+    }
 }

@@ -3,10 +3,13 @@
 #ifndef CUMEMTRACE_SERIALISE_STACKS_H
 #define CUMEMTRACE_SERIALISE_STACKS_H
 
+#include <stdbool.h>
+
 #include "jw.h"
 #include "record.h"
 
-/* Writes "modules":[...],\n"stacks":[...]\n for the stacks of v. */
-void serialise_stacks(struct jw *w, const struct record_view *v);
+/* Writes "modules":[...],\n"stacks":[...]\n for the stacks of v.  keep:
+ * a stream checkpoint, whose symbols are kept for the next one. */
+void serialise_stacks(struct jw *w, const struct record_view *v, bool keep);
 
 #endif

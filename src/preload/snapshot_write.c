@@ -107,7 +107,7 @@ static int write_snapshot(const char *reason, const char *path,
                 strerror(errno), fix);
         return -1;
     }
-    struct serialise_doc doc = {reason, seq, oom, signame};
+    struct serialise_doc doc = {reason, seq, oom, signame, false};
     struct serialise_said said;
     int err = serialise_state(fd, &doc, NULL, &said) == 0 ? 0 : errno;
     /* The copy keeps the temporary's lock (it belongs to the open file)

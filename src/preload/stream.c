@@ -190,7 +190,7 @@ static int open_stream(void)
  * (mapped, munmap after use) or NULL. */
 static char *checkpoint(size_t *len, struct serialise_events *ev)
 {
-    const struct serialise_doc doc = {"stream", 0, NULL, NULL};
+    const struct serialise_doc doc = {"stream", 0, NULL, NULL, true};
     if (ftruncate(scratch, 0) != 0 || lseek(scratch, 0, SEEK_SET) != 0 ||
         serialise_state(scratch, &doc, ev, NULL) != 0)
         return NULL;
