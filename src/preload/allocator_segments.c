@@ -143,9 +143,9 @@ static const char *state_name(int32_t s)
     }
 }
 
-static void put(layout_emit_fn emit, void *ctx, const char *fmt, ...)
+static void put(allocator_segments_emit_fn emit, void *ctx, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void put(layout_emit_fn emit, void *ctx, const char *fmt, ...)
+static void put(allocator_segments_emit_fn emit, void *ctx, const char *fmt, ...)
 {
     char buf[256];
     va_list ap;
@@ -156,7 +156,7 @@ static void put(layout_emit_fn emit, void *ctx, const char *fmt, ...)
         emit(ctx, buf, (size_t)k < sizeof buf ? (size_t)k : sizeof buf - 1);
 }
 
-void allocator_segments_write(int device, int64_t tag, layout_emit_fn emit, void *ctx)
+void allocator_segments_write(int device, int64_t tag, allocator_segments_emit_fn emit, void *ctx)
 {
     pthread_mutex_lock(&lock);
     const struct report *r = NULL;

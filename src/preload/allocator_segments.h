@@ -4,14 +4,19 @@
 #ifndef CUMEMTRACE_ALLOCATOR_SEGMENTS_H
 #define CUMEMTRACE_ALLOCATOR_SEGMENTS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-#include "layout.h"
+/* Receives the JSON text in pieces: the same type as layout.h's
+ * layout_emit_fn, spelled out so that this file, which layout.c calls,
+ * does not include layout.h back (no include cycle). */
+typedef void (*allocator_segments_emit_fn)(void *ctx, const char *s, size_t n);
 
 /* Writes the segments `device`'s allocator reported with `tag` as one JSON
  * value: an object, or null when the latest report has another tag (or
  * there is none).  No CUDA calls. */
-void allocator_segments_write(int device, int64_t tag, layout_emit_fn emit, void *ctx);
+void allocator_segments_write(int device, int64_t tag, allocator_segments_emit_fn emit,
+                              void *ctx);
 
 /* fork(): the child forgets the parent's reports (its allocator's state is
  * the parent's copy, but no OOM of the child's has spoken yet). */
