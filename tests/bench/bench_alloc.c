@@ -514,7 +514,7 @@ static int run_dump(long nalloc, long nstacks, const char *file)
 /* CPU seconds of this process's thread named `name`, -1 if none.  Linux's
  * per-thread CPU clock of another thread: MAKE_THREAD_CPUCLOCK(tid,
  * CPUCLOCK_SCHED), ns resolution where /proc's ticks have 10 ms. */
-static double thread_cpu(const char *name)
+static double named_thread_cpu(const char *name)
 {
     DIR *d = opendir("/proc/self/task");
     double cpu = -1;
@@ -572,7 +572,7 @@ static int run_rate(double events_per_s, double seconds)
     void *p[BATCH];
     /* a batch is BATCH allocations and BATCH frees */
     double batch_s = 2.0 * BATCH / events_per_s;
-    double cpu0 = thread_cpu("cumemtrace");
+    double cpu0 = named_thread_cpu("cumemtrace");
     double t0 = now(), due = t0;
     long events = 0;
     while (now() - t0 < seconds) {
@@ -589,7 +589,7 @@ static int run_rate(double events_per_s, double seconds)
         }
     }
     double wall = now() - t0;
-    double cpu1 = thread_cpu("cumemtrace");
+    double cpu1 = named_thread_cpu("cumemtrace");
     for (int i = 0; i < LIVE; i++)
         cudaFree(live[i]);
     free(live);
