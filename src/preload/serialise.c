@@ -103,6 +103,7 @@ static void write_config(struct jw *w)
     jw_bool(w, config.python);
     jw_s(w, ",\"native\":");
     jw_bool(w, config.native);
+    key_u64(w, ",\"temporary_ms\":", config.temporary_ms);
     jw_s(w, "},\n");
 }
 
