@@ -275,8 +275,47 @@ if shutil.which("heaptrack") and os.path.exists(HT_PRELOAD) and os.path.exists(H
 else:
     say("heaptrack: not installed, so not compared. Install it with "
         "scripts/install-deps.sh --bench")
-say("memray: not compared (it records Python frames only through its own "
-    "Python API, and is not installed here)")
+# memray, from the Python registry: in-loop, interleaved, same interpreter and
+# 30 Python frames (bench_python.py --memray); found in the PyTorch venv or
+# $CUMEMTRACE_MEMRAY_PYTHON (`VENV/bin/pip install memray`; CI does not need it)
+MEMRAY_PY = os.environ.get("CUMEMTRACE_MEMRAY_PYTHON",
+                           os.path.expanduser("~/.cache/cumemtrace/torch-venv/bin/python"))
+have_memray = os.path.exists(MEMRAY_PY) and subprocess.run(
+    [MEMRAY_PY, "-c", "import memray"], capture_output=True).returncode == 0
+if have_memray:
+    mp = subprocess.run([MEMRAY_PY, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                 "bench_python.py"),
+                         "--build", BUILD, "--memray", MEMRAY_PY, "--reps", str(REPS),
+                         "--pairs", "20000" if args.quick else "100000"],
+                        capture_output=True, text=True, timeout=1800)
+    kv = dict(re.findall(r"^(\w+)=(-?[\d.]+)$", mp.stdout, re.M))
+    if mp.returncode == 0 and "ratio" in kv:
+        def trio(k):
+            return [float(kv[k + "_min"]), float(kv[k]), float(kv[k + "_max"])]
+        def show(xs, unit, fmt=".0f"):
+            lo, m, hi = xs
+            if lo <= 0 <= hi:
+                return f"not measurable (spread {lo:{fmt}}-{hi:{fmt}}{unit} crosses zero)"
+            return f"{m:{fmt}}{unit} [{lo:{fmt}}-{hi:{fmt}}]"
+        ver = subprocess.run([MEMRAY_PY, "-c", "import memray; print(memray.__version__)"],
+                             capture_output=True, text=True).stdout.strip()
+        R["memray_ratio"] = trio("ratio")
+        say(f"memray {ver} (PyPI), the same 30 Python frames, in-loop, interleaved "
+            f"(calloc+free of 4 KiB via bytes(); cumemtrace: cudaMalloc+cudaFree, "
+            f"Python frames and native stack):")
+        say(f"  wall   memray added per pair {show(trio('memray_ns_per_pair'), ' ns')} "
+            f"(Python frames only, its default); with --native "
+            f"{show(trio('memray_native_ns_per_pair'), ' ns')}")
+        say(f"  wall   cumemtrace added per pair {show(trio('ours_ns_per_pair'), ' ns')} "
+            f"= {show(trio('ratio'), ' x memray', '.2f')}; "
+            f"= {show(trio('ratio_native'), ' x memray --native', '.2f')}")
+        say("  instr  not counted (three interpreters under callgrind take too long)")
+    else:
+        say(f"memray: not measured, bench_python.py --memray failed: "
+            f"{(mp.stderr or mp.stdout).strip()[-200:]}")
+else:
+    say(f"memray: not installed in {MEMRAY_PY}, so not compared "
+        f"(pip install memray there, or set CUMEMTRACE_MEMRAY_PYTHON)")
 
 # ---- 2b: threads, on the lock-free stand-in runtime (tests/bench/fastrt.c) ----
 # Each thread runs the same cudaMalloc+cudaFree loop (depth 32, its own live

@@ -15,6 +15,8 @@ cost of the Python frames per allocation.  Two shapes:
           forward pass would: 3.11+ creates the frame objects each time
 
   scripts/bench_python.py --build build [--pairs 100000] [--reps 5]
+  scripts/bench_python.py --build build --memray VENV/bin/python
+      memray against cumemtrace per allocation, same frames (compare_memray)
 
 Prints a table and key=value lines (python_ns_per_alloc_<shape>=N).
 """
@@ -32,19 +34,30 @@ SIZE = 2 << 20
 
 def child(build, pairs, shape):
     import ctypes
-    lib = ctypes.PyDLL(os.path.join(build, "sim", "libcudart.so.13"))
-    malloc, free = lib.cudaMalloc, lib.cudaFree
-    malloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
-    malloc.restype = ctypes.c_int
-    free.argtypes = [ctypes.c_void_p]
-    free.restype = ctypes.c_int
-    ptr = ctypes.c_void_p()
-    ref = ctypes.byref(ptr)
+    if shape.startswith("libc-"):
+        # what memray records: the system allocator, one Python stack each.
+        # memray patches the loaded modules' PLT entries, so a pointer ctypes
+        # got from dlsym would bypass it; bytes(n) reaches calloc through
+        # CPython's own PyMem_RawCalloc (above pymalloc's 512-byte limit) and
+        # its free when the object dies, and 4 KiB keeps the zeroing cheap.
+        shape = shape[len("libc-"):]
 
-    def pair():
-        if malloc(ref, SIZE) != 0:
-            sys.exit("bench_python: cudaMalloc failed")
-        free(ptr)
+        def pair():
+            bytes(4096)
+    else:
+        lib = ctypes.PyDLL(os.path.join(build, "sim", "libcudart.so.13"))
+        malloc, free = lib.cudaMalloc, lib.cudaFree
+        malloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+        malloc.restype = ctypes.c_int
+        free.argtypes = [ctypes.c_void_p]
+        free.restype = ctypes.c_int
+        ptr = ctypes.c_void_p()
+        ref = ctypes.byref(ptr)
+
+        def pair():
+            if malloc(ref, SIZE) != 0:
+                sys.exit("bench_python: cudaMalloc failed")
+            free(ptr)
 
     def loop(n):
         for _ in range(n):
@@ -118,15 +131,80 @@ def parent(args):
         print(f"python_ns_per_alloc_{shape}_max={max(diffs):.0f}")
 
 
+def compare_memray(args):
+    """memray against cumemtrace, in-loop, interleaved, same interpreter, same
+    30 Python frames, same ctypes call shape: memray (its default: Python
+    frames, the system allocator) over a loop of calloc+free (bytes(4096)), cumemtrace
+    (CUMEMTRACE_PYTHON=1) over the same loop of cudaMalloc+cudaFree; each
+    minus the same loop untraced.  memray writes its records from the
+    allocating thread, so its cost is in the loop's time."""
+    build = os.path.abspath(args.build)
+    lib = os.path.join(build, "libcumemtrace.so")
+    tmp = tempfile.mkdtemp(prefix="cumemtrace-bench-memray-")
+    py = args.memray
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("CUMEMTRACE_", "SIMCUDA_", "LD_PRELOAD", "MEMRAY"))}
+    base["LD_LIBRARY_PATH"] = os.path.join(build, "sim")
+    me = [os.path.abspath(__file__), "--build", build, "--pairs", str(args.pairs)]
+
+    def run(which, n):
+        env = dict(base)
+        if which.startswith("memray"):
+            native = ["--native"] if which == "memray-native" else []
+            argv = [py, "-m", "memray", "run", "--quiet", "--force"] + native + [
+                "-o", os.path.join(tmp, f"memray.{n}.bin")] + me + ["--child", "libc-steady"]
+        elif which == "libc":
+            argv = [py] + me + ["--child", "libc-steady"]
+        else:
+            argv = [py] + me + ["--child", "steady"]
+            if which == "ours":
+                env.update(LD_PRELOAD=lib, CUMEMTRACE_OUTPUT=tmp + "/",
+                           CUMEMTRACE_PYTHON="1", CUMEMTRACE_STREAM="off")
+        out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+        if out.returncode != 0:
+            sys.exit(f"bench_python: {which} child failed:\n{out.stdout}{out.stderr[-2000:]}")
+        for f in os.listdir(tmp):
+            if f.startswith("memray."):
+                os.unlink(os.path.join(tmp, f))
+        return float(out.stdout.split("ns_per_pair=")[1].split()[0])
+
+    def show(name, xs, fmt=".0f"):
+        xs = [x for x in xs if x == x]
+        if xs:
+            print(f"{name}_min={min(xs):{fmt}}")
+            print(f"{name}={statistics.median(xs):{fmt}}")
+            print(f"{name}_max={max(xs):{fmt}}")
+
+    mem, nat, ours, ratio, ratio_nat = [], [], [], [], []
+    for n in range(args.reps):
+        libc, m = run("libc", n), run("memray", n)
+        mn = run("memray-native", n)
+        cuda, o = run("cuda", n), run("ours", n)
+        mem.append(m - libc)
+        nat.append(mn - libc)
+        ours.append(o - cuda)
+        ratio.append((o - cuda) / (m - libc) if m > libc else float("nan"))
+        ratio_nat.append((o - cuda) / (mn - libc) if mn > libc else float("nan"))
+    show("memray_ns_per_pair", mem)
+    show("memray_native_ns_per_pair", nat)
+    show("ours_ns_per_pair", ours)
+    show("ratio", ratio, ".2f")
+    show("ratio_native", ratio_nat, ".2f")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--pairs", type=int, default=100_000)
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--child", choices=("steady", "fresh"))
+    ap.add_argument("--child", choices=("steady", "fresh", "libc-steady"))
+    ap.add_argument("--memray", metavar="PYTHON",
+                    help="compare with memray, run by this interpreter (which has it)")
     args = ap.parse_args()
     if args.child:
         child(os.path.abspath(args.build), args.pairs, args.child)
+    elif args.memray:
+        compare_memray(args)
     else:
         parent(args)
 
