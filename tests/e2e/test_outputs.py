@@ -61,8 +61,10 @@ def test_a_dump_killed_half_way_does_not_block_the_next_process_with_its_pid(tmp
         pytest.fail("the exit dump always finished before it could be killed")
     left = temps(out)
     assert len(left) == 1 and left[0].startswith(".cumemtrace-tmp.1."), left
-    # no snapshot; the stream is the killed process's record (docs/stream-format.md)
-    assert [f.name for f in out.glob("cumemtrace.*")] == ["cumemtrace.rt_outputs.1.stream"]
+    # no snapshot; the stream, if the background thread ran before the exit
+    # (it flushes at once, but a quick host can reach its exit dump first), is
+    # the killed process's record (docs/stream-format.md; tests in test_stream)
+    assert {f.name for f in out.glob("cumemtrace.*")} <= {"cumemtrace.rt_outputs.1.stream"}
     # 2: the next traced program gets the same pid (1) and the same directory
     p = in_pid_namespace([PROG, "many", "10"], tmp_path, env)
     _, err = p.communicate(timeout=60)
