@@ -85,7 +85,13 @@ $(CLI): $(CLI_OBJ)
 	$(CC) -o $@ $(CLI_OBJ) $(LDFLAGS_ALL) $(CLI_LIBS)
 
 # ---- the HTML page's assets, compiled into the CLI (src/cli/html_page.c) ----
-HTML_ASSETS := src/cli/html/report.html src/cli/html/report.css src/cli/html/report.js
+# The script is one closure written in several files by concern, joined in
+# this fixed order (common.js opens the closure, page.js closes it).
+HTML_JS := $(addprefix src/cli/html/,common.js timeline.js flame.js sites.js postmortem.js page.js)
+$(BUILD)/gen/report.js: $(HTML_JS)
+	@mkdir -p $(dir $@)
+	cat $(HTML_JS) > $@
+HTML_ASSETS := src/cli/html/report.html src/cli/html/report.css $(BUILD)/gen/report.js
 $(BUILD)/gen/html_assets.h: $(HTML_ASSETS) scripts/embed.awk
 	@mkdir -p $(dir $@)
 	awk -v names="html_template html_style html_script" -f scripts/embed.awk $(HTML_ASSETS) > $@

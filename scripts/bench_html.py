@@ -79,7 +79,7 @@ def main():
     finally:
         b.close()
     # Interactive: the first frame with every section drawn has been laid
-    # out and painted (report.js marks cmt-interactive in a task queued
+    # out and painted (page.js marks cmt-interactive in a task queued
     # from that frame), so input is handled from then on.
     ready = marks.get("cmt-interactive", float("nan")) / 1000
     print(f"chromium: model parsed at {marks.get('cmt-parsed', 0) / 1000:.2f} s, timeline "

@@ -1,0 +1,169 @@
+  /* timeline.js - per-device memory over time (see common.js for how the
+   * script's files are joined). */
+  /* ---------------- timeline ---------------- */
+
+  /* One device's memory over time: stacked step areas of its top call sites
+   * (the model's bands) and "other" up to the exact total.  Drag to zoom,
+   * double-click to reset.  opts.domain shares a time axis (diff). */
+  function timelineChart(parent, file, dev, opts) {
+    opts = opts || {};
+    var W = widthOf(parent), H = opts.height || 240, ml = 64, mr = 12, mt = 10, mb = 26;
+    var pts = dev.points, nb = dev.bands.length;
+    /* Start where the log starts (the model's first point is the zero at
+     * process start), with a little room. */
+    var t0 = pts.length > 1 ? pts[1][0] : 0, pad = (dev.end_ns - t0) * 0.02;
+    var full = opts.domain || [Math.max(0, t0 - pad), dev.end_ns];
+    var dom = full.slice();
+    var box = h('div', { 'class': 'tl', 'data-device': dev.name }, parent);
+    var svgEl = s('svg', { width: W, height: H, 'class': 'timeline-svg' }, box);
+    var ymax = dev.peak;
+    for (var i = 0; i < pts.length; i++) if (pts[i][1] > ymax) ymax = pts[i][1];
+    if (opts.ymax && opts.ymax > ymax) ymax = opts.ymax;
+    if (ymax <= 0) ymax = 1;
+    var px = function (t) { return ml + (t - dom[0]) / (dom[1] - dom[0] || 1) * (W - ml - mr); };
+    var py = function (v) { return mt + (1 - v / ymax) * (H - mt - mb); };
+    /* layers[k][j] = [lower, upper] of band j (nb = other) at point k */
+    var layers = pts.map(function (p) {
+      var acc = 0, out = [];
+      for (var j = 0; j < nb; j++) {
+        var v = Math.max(0, p[2 + j]);
+        if (acc + v > p[1]) v = Math.max(0, p[1] - acc);
+        out.push([acc, acc + v]);
+        acc += v;
+      }
+      out.push([acc, Math.max(acc, p[1])]);
+      return out;
+    });
+    function draw() {
+      while (svgEl.firstChild) svgEl.removeChild(svgEl.firstChild);
+      var gAxis = s('g', { 'class': 'axis' }, svgEl);
+      for (var q = 0; q <= 4; q++) {
+        var v = ymax * q / 4, y = py(v);
+        s('line', { x1: ml, x2: W - mr, y1: y, y2: y, 'class': 'grid' }, gAxis);
+        s('text', { x: ml - 6, y: y + 4, 'text-anchor': 'end' }, gAxis, bytes(Math.round(v)));
+      }
+      for (q = 0; q <= 5; q++) {
+        var t = dom[0] + (dom[1] - dom[0]) * q / 5;
+        s('text', { x: px(t), y: H - 8, 'text-anchor': q === 0 ? 'start' : q === 5 ? 'end' : 'middle' },
+          gAxis, dur(Math.round(t)));
+      }
+      var clipId = 'clip' + Math.random().toString(36).slice(2);
+      var cp = s('clipPath', { id: clipId }, svgEl);
+      s('rect', { x: ml, y: 0, width: W - ml - mr, height: H }, cp);
+      var g = s('g', { 'clip-path': 'url(#' + clipId + ')' }, svgEl);
+      for (var j = 0; j <= nb; j++) {
+        var up = '', lo = [];
+        for (var k = 0; k < pts.length; k++) {
+          var x0 = px(pts[k][0]), x1 = k + 1 < pts.length ? px(pts[k + 1][0]) : px(dom[1]);
+          var L = layers[k][j];
+          up += (k ? 'L' : 'M') + x0.toFixed(1) + ',' + py(L[1]).toFixed(1) + 'L' + x1.toFixed(1) + ',' + py(L[1]).toFixed(1);
+          lo.push('L' + x1.toFixed(1) + ',' + py(L[0]).toFixed(1) + 'L' + x0.toFixed(1) + ',' + py(L[0]).toFixed(1));
+        }
+        var si = j < nb ? dev.bands[j] : -1;
+        var label = j < nb ? siteLabel(file, si) : (nb ? 'other call sites' : 'total');
+        s('path', { d: up + lo.reverse().join('') + 'Z', fill: j < nb ? color(si) : (nb ? OTHER : '#4e79a7'),
+                    'class': 'band', 'data-band': j, 'data-site': label }, g);
+      }
+      if (dev.peak_ns != null) {
+        var xp = px(dev.peak_ns);
+        s('line', { x1: xp, x2: xp, y1: mt, y2: H - mb, 'class': 'mark-peak' }, g);
+        s('text', { x: xp + 4, y: mt + 10, fill: '#cf222e' }, g, 'peak ' + bytes(dev.peak));
+      }
+      (file.attempts || []).forEach(function (a) {
+        if (a[1] !== dev.ordinal) return;
+        var x = px(a[0]);
+        s('line', { x1: x, x2: x, y1: H - mb - 14, y2: H - mb, 'class': a[5] === 'recovered' ? 'mark-ok' : 'mark-fail',
+                    'data-outcome': a[5] }, g);
+      });
+      if (file.oom && file.oom.device === dev.ordinal && file.oom.time_ns != null) {
+        var xo = px(file.oom.time_ns);
+        s('line', { x1: xo, x2: xo, y1: mt, y2: H - mb, 'class': 'mark-fail', 'data-mark': 'oom' }, g);
+        s('text', { x: xo - 4, y: mt + 24, fill: '#cf222e', 'text-anchor': 'end' }, g,
+          'OOM: ' + bytes(file.oom.requested) + ' refused');
+      }
+      s('rect', { x: ml, y: mt, width: W - ml - mr, height: H - mt - mb, fill: 'transparent', 'class': 'hit' }, svgEl);
+    }
+    function at(ev) {
+      var r = svgEl.getBoundingClientRect(), x = ev.clientX - r.left, y = ev.clientY - r.top;
+      var t = dom[0] + (x - ml) / (W - ml - mr) * (dom[1] - dom[0]);
+      var v = (1 - (y - mt) / (H - mt - mb)) * ymax;
+      var lo = 0, hi = pts.length - 1;
+      while (lo < hi) { var mid = (lo + hi + 1) >> 1; if (pts[mid][0] <= t) lo = mid; else hi = mid - 1; }
+      return { x: x, t: t, v: v, k: lo };
+    }
+    var drag = null, brush = null;
+    svgEl.addEventListener('mousemove', function (ev) {
+      var a = at(ev);
+      if (drag != null) {
+        var x0 = Math.min(drag, a.x), x1 = Math.max(drag, a.x);
+        if (!brush) brush = s('rect', { y: mt, height: H - mt - mb, 'class': 'brush' }, svgEl);
+        brush.setAttribute('x', x0); brush.setAttribute('width', x1 - x0);
+        return;
+      }
+      var L = layers[a.k], band = -1;
+      for (var j = 0; j < L.length; j++) if (a.v >= L[j][0] && a.v < L[j][1]) band = j;
+      var paths = svgEl.querySelectorAll('path.band');
+      for (var q = 0; q < paths.length; q++) paths[q].classList.toggle('hl', +paths[q].getAttribute('data-band') === band);
+      var p = pts[a.k], lines = [dev.name + ' at ' + dur(Math.round(a.t)) + ': total ' + bytes(p[1])];
+      if (band >= 0 && band < nb) {
+        var st = site(file, dev.bands[band]);
+        lines.push(st.label + '  ' + bytes(L[band][1] - L[band][0]));
+        var cl = siteCallers(file, dev.bands[band]);
+        if (cl) lines.push('  ' + cl);
+        lines = lines.concat(stackLines(file, st.stack, 6));
+      } else if (band === nb) {
+        lines.push((nb ? 'other call sites  ' : 'total  ') + bytes(L[band][1] - L[band][0]));
+        if (file.thinned) lines.push('(the event log was thinned: no per-site split)');
+      }
+      showTip(ev, lines.join('\n'));
+    });
+    svgEl.addEventListener('mouseleave', function () { hideTip(); });
+    svgEl.addEventListener('mousedown', function (ev) { drag = at(ev).x; ev.preventDefault(); });
+    svgEl.addEventListener('mouseup', function (ev) {
+      var x1 = at(ev).x, x0 = drag;
+      drag = null;
+      if (brush) { brush.remove(); brush = null; }
+      if (x0 == null || Math.abs(x1 - x0) < 4) return;
+      var a = Math.min(x0, x1), b = Math.max(x0, x1);
+      var t0 = dom[0] + (a - ml) / (W - ml - mr) * (dom[1] - dom[0]);
+      var t1 = dom[0] + (b - ml) / (W - ml - mr) * (dom[1] - dom[0]);
+      dom = [Math.max(full[0], t0), Math.min(full[1], t1)];
+      draw();
+    });
+    svgEl.addEventListener('dblclick', function () { dom = full.slice(); draw(); });
+    draw();
+    return { svg: svgEl, domain: function () { return dom.slice(); } };
+  }
+
+  function legend(parent, file, dev) {
+    var lg = h('div', { 'class': 'legend' }, parent);
+    dev.bands.forEach(function (si) {
+      var it = h('span', {}, lg);
+      h('span', { 'class': 'sw', style: 'background:' + color(si) }, it);
+      /* sites may share a label (one allocator function): the first
+       * caller tells them apart */
+      var c = siteCallers(file, si), first = c ? c.split(' < ')[0].replace(/^< /, '') : '';
+      it.appendChild(document.createTextNode(siteLabel(file, si) + (first ? ' < ' + first : '')));
+    });
+    if (dev.bands.length) {
+      var it = h('span', {}, lg);
+      h('span', { 'class': 'sw', style: 'background:' + OTHER }, it);
+      it.appendChild(document.createTextNode('other call sites'));
+    }
+  }
+
+  function drawTimeline(file) {
+    var sec = section('timeline', 'Memory over time');
+    h('p', { 'class': 'note' }, sec, 'Stacked by the call sites that held the most at each device\'s peak. ' +
+      'Hover for the call site, drag to zoom, double-click to reset. Red ticks: failed allocations; green: recoveries.');
+    if (file.thinned)
+      h('p', { 'class': 'note' }, sec, 'The event log was thinned (' + file.events_kept + ' of ' + file.events_recorded +
+        ' events kept): the total is exact, the split by call site cannot be rebuilt and is not drawn.');
+    if (!file.devices.length) h('p', {}, sec, 'No device memory was tracked in this file.');
+    file.devices.forEach(function (dev) {
+      h('h3', {}, sec, dev.name + ': peak ' + bytes(dev.peak) + ' at ' + dur(dev.peak_ns) + ', at the dump ' + bytes(dev.current));
+      legend(sec, file, dev);
+      timelineChart(sec, file, dev);
+    });
+  }
+
