@@ -52,19 +52,6 @@ void cli_inputs_free(struct cli_inputs *in)
     snapshot_ctx_free(&in->ctx);
 }
 
-int cli_usage(const char *cmd, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("cumemtrace: ", stderr);
-    if (cmd != NULL)
-        fprintf(stderr, "%s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, " (see 'cumemtrace %s%s--help')\n", cmd ? cmd : "", cmd ? " " : "");
-    return CLI_EXIT_ERROR;
-}
-
 int cli_parse_count(const char *s, uint64_t *out)
 {
     if (s == NULL || *s < '0' || *s > '9')

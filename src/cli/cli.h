@@ -13,10 +13,7 @@
 
 #include "errors.h"
 #include "snapshot.h"
-
-#define CLI_EXIT_OK 0
-#define CLI_EXIT_GATE 1
-#define CLI_EXIT_ERROR 2
+#include "cli_usage.h"
 
 /* The tool's version is the library's (include/cumemtrace.h): they ship
  * together and agree on the snapshot format. */
@@ -50,11 +47,6 @@ struct cli_inputs {
 int cli_load(struct cli_inputs *in, char **paths, size_t n);
 
 void cli_inputs_free(struct cli_inputs *in);
-
-/* Prints "cumemtrace: <fmt>" and the usage hint to stderr; returns
- * CLI_EXIT_ERROR for `return cli_usage(...)`. */
-int cli_usage(const char *cmd, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 
 /* Parses a decimal count (no sign, no unit); -1 when malformed. */
 int cli_parse_count(const char *s, uint64_t *out);

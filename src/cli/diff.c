@@ -183,7 +183,7 @@ static int print_changes(FILE *f, const struct snapctx *ctx, enum site_by by,
         out_table_row(&t, out_bytes(ch[i].base, x), out_bytes(ch[i].now, y),
                   out_sbytes(ch[i].delta, c), mark, site->display);
         if (by == BY_STACK) {
-            report_callers(site->snap, site->stack, 3, via, sizeof via);
+            frames_callers(site->snap, site->stack, 3, via, sizeof via);
             if (via[0])
                 out_table_note(&t, via);
         }

@@ -4,7 +4,7 @@
 #include <regex.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli_usage.h"
 
 static struct {
     bool all_frames, python_only, native_only, hide_set, focus_set;

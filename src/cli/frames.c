@@ -349,3 +349,40 @@ const char *frames_group_label(struct snapshot *s, uint32_t stack, enum site_by 
         return NULL;
     return s->ctx->sites[by][id].label;
 }
+
+/* Frames of process start-up: libc's __libc_start_main, the loader,
+ * _start. */
+static bool startup(const struct frame *fr)
+{
+    const char *m = fr->module ? fr->module : "";
+    size_t n = strlen(fr->name);
+    return strncmp(m, "libc.so", 7) == 0 || strncmp(m, "ld-linux", 8) == 0 ||
+           (n >= 7 && strcmp(fr->name + n - 7, "!_start") == 0);
+}
+
+const char *frames_callers(const struct snapshot *s, uint32_t stack, unsigned max,
+                           char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (stack == SNAP_NO_STACK)
+        return buf;
+    const struct snapctx *ctx = s->ctx;
+    const struct snap_stack *st = &s->stacks[stack];
+    int pos = frames_label_pos(ctx, st);
+    size_t used = 0;
+    unsigned shown = 0;
+    for (uint32_t i = (uint32_t)(pos + 1); i < st->nframes && shown < max; i++) {
+        const struct frame *fr = &ctx->frames[st->frames[i]];
+        /* Unnamed frames between named ones carry no information for a
+         * reader; markers do (e.g. "GIL not held").  Neither does process
+         * start-up, which every stack ends with. */
+        if (fr->type == FRAME_NATIVE && (!fr->named || startup(fr)))
+            continue;
+        int w = snprintf(buf + used, n - used, "%s< %s", used ? " " : "", fr->display);
+        if (w < 0 || (size_t)w >= n - used)
+            break;
+        used += (size_t)w;
+        shown++;
+    }
+    return buf;
+}

@@ -76,4 +76,10 @@ char *frames_site_text(struct snapshot *s, uint32_t stack, enum site_by by, size
  * "[no stack]"); NULL when out of memory. */
 const char *frames_group_label(struct snapshot *s, uint32_t stack, enum site_by by);
 
+/* The callers of a stack's label frame, outward, as
+ * "< caller < caller's caller", at most `max` frames; "" when there are
+ * none.  Writes into buf and returns it. */
+const char *frames_callers(const struct snapshot *s, uint32_t stack, unsigned max,
+                           char *buf, size_t n);
+
 #endif

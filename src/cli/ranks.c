@@ -10,7 +10,6 @@
 
 #include "errors.h"
 #include "frames.h"
-#include "report.h"
 #include "sites.h"
 #include "snapshot.h"
 #include "snapshot_read.h"
@@ -227,7 +226,7 @@ static int fold_sites(struct ranks *r, struct snapshot *s, size_t row)
             rs->key = key;
             rs->key_len = len;
             rs->display = keep(r, site->display);
-            rs->callers = keep(r, report_callers(site->snap, site->stack, 3, via,
+            rs->callers = keep(r, frames_callers(site->snap, site->stack, 3, via,
                                                  sizeof via));
             if (rs->display == NULL || rs->callers == NULL)
                 goto out;

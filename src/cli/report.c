@@ -44,43 +44,6 @@ size_t report_pick(struct snapshot **s, size_t n)
     return best;
 }
 
-/* Frames of process start-up: libc's __libc_start_main, the loader,
- * _start. */
-static bool startup(const struct frame *fr)
-{
-    const char *m = fr->module ? fr->module : "";
-    size_t n = strlen(fr->name);
-    return strncmp(m, "libc.so", 7) == 0 || strncmp(m, "ld-linux", 8) == 0 ||
-           (n >= 7 && strcmp(fr->name + n - 7, "!_start") == 0);
-}
-
-const char *report_callers(const struct snapshot *s, uint32_t stack, unsigned max,
-                           char *buf, size_t n)
-{
-    buf[0] = '\0';
-    if (stack == SNAP_NO_STACK)
-        return buf;
-    const struct snapctx *ctx = s->ctx;
-    const struct snap_stack *st = &s->stacks[stack];
-    int pos = frames_label_pos(ctx, st);
-    size_t used = 0;
-    unsigned shown = 0;
-    for (uint32_t i = (uint32_t)(pos + 1); i < st->nframes && shown < max; i++) {
-        const struct frame *fr = &ctx->frames[st->frames[i]];
-        /* Unnamed frames between named ones carry no information for a
-         * reader; markers do (e.g. "GIL not held").  Neither does process
-         * start-up, which every stack ends with. */
-        if (fr->type == FRAME_NATIVE && (!fr->named || startup(fr)))
-            continue;
-        int w = snprintf(buf + used, n - used, "%s< %s", used ? " " : "", fr->display);
-        if (w < 0 || (size_t)w >= n - used)
-            break;
-        used += (size_t)w;
-        shown++;
-    }
-    return buf;
-}
-
 static const char *kinds_text(uint8_t bits)
 {
     int only = -1;
@@ -130,7 +93,7 @@ static int print_sites(FILE *f, struct snapshot *s, const struct snap_groups *g,
         else
             out_table_row(&t, out_bytes(sum.bytes[id], b), out_pct(sum.bytes[id], whole, p), c,
                       site->display);
-        report_callers(site->snap, site->stack,
+        frames_callers(site->snap, site->stack,
                        OUT_WIDTH >= OUT_WIDTH_FULL ? CALLERS_FULL : CALLERS_SHOWN, via,
                        sizeof via);
         if (via[0])
@@ -407,7 +370,7 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
         char via[512], line[1024], fit[1024];
         /* As many callers as fit, rather than a line cut in the middle. */
         for (unsigned shown = CALLERS_SHOWN + 1; shown-- > 0;) {
-            report_callers(s, o->stack, shown, via, sizeof via);
+            frames_callers(s, o->stack, shown, via, sizeof via);
             snprintf(line, sizeof line, "%s%s%s",
                      pos >= 0 ? s->ctx->frames[st->frames[pos]].display : TEXT(s, st->entry),
                      via[0] ? " " : "", via);

@@ -22,10 +22,5 @@ int report_json(FILE *f, struct snapshot **s, size_t n, unsigned top);
  * first on ties). */
 size_t report_pick(struct snapshot **s, size_t n);
 
-/* The callers of a stack's label frame, outward, as
- * "< caller < caller's caller", at most `max` frames; "" when there are
- * none.  Writes into buf and returns it. */
-const char *report_callers(const struct snapshot *s, uint32_t stack, unsigned max,
-                           char *buf, size_t n);
 
 #endif

@@ -22,7 +22,7 @@ static char *site_name(struct snapshot *s, uint32_t stack, char **names, size_t 
 {
     char callers[256], buf[512];
     const char *label = frames_group_label(s, stack, BY_STACK);
-    report_callers(s, stack, 1, callers, sizeof callers);
+    frames_callers(s, stack, 1, callers, sizeof callers);
     snprintf(buf, sizeof buf, "%s%s%s", label ? label : "?", callers[0] ? " " : "", callers);
     size_t len = strlen(buf);
     for (int k = 2; k < 100; k++) {
