@@ -115,7 +115,7 @@
     for (var i = 0; i < fr.length; i++) fr[i] = frameAt(S, a + i);
     return [file.stack_entries[file.stack_entry[st]], fr];
   }
-  /* The callers of a stack's label frame, as report.c's report_callers
+  /* The callers of a stack's label frame, as frames.c's frames_callers
    * prints them: the frame that names the site is the innermost Python
    * frame, else the innermost named one, else the innermost non-marker;
    * unnamed native frames and process start-up are skipped. */
