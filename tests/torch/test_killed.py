@@ -101,7 +101,7 @@ def test_sigterm_writes_a_signal_snapshot_with_the_same_exit_status(tmp_path):
 
 
 @pytest.mark.skipif(REAL, reason="paced for the simulated GPU's 24 GiB")
-def test_sigkill_leaves_a_stream_read_to_one_flush_interval(tmp_path):
+def test_sigkill_leaves_a_stream_read_to_its_stated_age(tmp_path):
     flush_ms = 1000  # the default
     log = tmp_path / "traced.log"
     started = start_scenario(tmp_path, "train_killed.py", str(log), traced=True)
@@ -130,12 +130,15 @@ def test_sigkill_leaves_a_stream_read_to_one_flush_interval(tmp_path):
     snap = json.loads(killed.read_text())
     assert snap["reason"] == "killed"
     row = check_state(snap, rows)
-    # no older than one flush interval before the kill (plus a loaded
-    # machine's scheduling), and the report's statement covers the truth
+    # The report's statement covers the truth.  The state is about one flush
+    # interval old, more when a checkpoint is costly: the next one waits 199 x
+    # the last one's CPU (README "Where files go", docs/design.md) - a torch
+    # process's checkpoint takes ~10 ms on CI's 2 cores, so 2 s apart there;
+    # bounded here at 4 flush intervals (plus a loaded machine's scheduling).
     state_wall = snap["process"]["start_wall_ns"] + snap["recovered"]["state_ns"]
     lag = (kill_ns - state_wall) / 1e9
-    assert lag <= flush_ms / 1000 + 1.5, (lag, rep.stderr)
     assert lag <= float(stated.group(1)) + 0.5, (lag, rep.stderr)
+    assert lag <= 4 * flush_ms / 1000 + 1.5, (lag, rep.stderr)
     # the steps it lost are those of that interval: the truth logged them
     # after the state's moment
     assert all(r[1] > state_wall - 0.2e9 for r in rows[rows.index(row) + 1:]), (row, lag)
