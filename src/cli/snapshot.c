@@ -1,9 +1,12 @@
 /* snapshot.c - lifetime and small queries of the snapshot model. */
 #include "snapshot.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "errors.h"
 #include "esc.h"
 #include "symbolize.h"
 
@@ -180,4 +183,17 @@ int snapshot_vec_reserve(void **v, size_t *cap, size_t elem, size_t need)
     *v = p;
     *cap = n;
     return 0;
+}
+
+int snapshot_broken(const struct snapshot *s, struct cli_error *err, const char *rule,
+                    const char *fmt, ...)
+{
+    char what[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return errors_set(err, CLI_EINVARIANT,
+                      "cannot read snapshot '%s': breaks the invariant \"%s\": %s", s->file,
+                      rule, what);
 }

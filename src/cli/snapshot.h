@@ -374,4 +374,11 @@ uint64_t snapshot_max_peak(const struct snapshot *s);
  * returns 0 or -1 on OOM (the vector is unchanged then). */
 int snapshot_vec_reserve(void **v, size_t *cap, size_t elem, size_t need);
 
+/* Refuses s (CLI_EINVARIANT): rule is the invariant's name in
+ * docs/snapshot-format.md, fmt the figures that break it.  Returns the
+ * error code, for `return snapshot_broken(...)`. */
+struct cli_error;
+int snapshot_broken(const struct snapshot *s, struct cli_error *err, const char *rule,
+                    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
 #endif

@@ -17,29 +17,11 @@
 #include "snapshot_layout.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef unsigned __int128 u128; /* sums of 64-bit sizes cannot overflow it */
-
-/* Refuses s: rule is the invariant's name in docs/snapshot-format.md,
- * fmt the figures that break it. */
-static int broken(const struct snapshot *s, struct cli_error *err, const char *rule,
-                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int broken(const struct snapshot *s, struct cli_error *err, const char *rule,
-                  const char *fmt, ...)
-{
-    char what[320];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    return errors_set(err, CLI_EINVARIANT,
-                      "cannot read snapshot '%s': breaks the invariant \"%s\": %s", s->file,
-                      rule, what);
-}
 
 /* A u128 sum as decimal (it may exceed 64 bits). */
 static const char *u128_text(u128 v, char buf[48])
@@ -156,11 +138,11 @@ static int check_stats(const struct snapshot *s, struct cli_error *err, const ch
                        const struct snap_kind_stats *k)
 {
     if (k->current_bytes > k->peak_bytes)
-        return broken(s, err, "current <= peak",
+        return snapshot_broken(s, err, "current <= peak",
                       "%s.current_bytes %" PRIu64 " > %s.peak_bytes %" PRIu64, where,
                       k->current_bytes, where, k->peak_bytes);
     if (k->frees > k->allocs)
-        return broken(s, err, "frees <= allocs",
+        return snapshot_broken(s, err, "frees <= allocs",
                       "%s.frees %" PRIu64 " > %s.allocs %" PRIu64, where, k->frees, where,
                       k->allocs);
     return 0;
@@ -177,7 +159,7 @@ static int check_sum(const struct snapshot *s, struct cli_error *err, const char
     if (sum == value)
         return 0;
     char buf[48];
-    return broken(s, err, rule, "%s.%s%s%s sums to %s bytes, %s.%s is %" PRIu64, where,
+    return snapshot_broken(s, err, rule, "%s.%s%s%s sums to %s bytes, %s.%s is %" PRIu64, where,
                   groups, kind >= 0 ? " of kind " : "", kind >= 0 ? snapshot_kind_name(kind) : "",
                   u128_text(sum, buf), where, figure, value);
 }
@@ -208,15 +190,15 @@ static int check_kinds(const struct snapshot *s, struct cli_error *err, const ch
     }
     char buf[48];
     if (cur != d->current_bytes)
-        return broken(s, err, "current_bytes is the sum of by_kind",
+        return snapshot_broken(s, err, "current_bytes is the sum of by_kind",
                       "%s.by_kind current_bytes sum to %s, %s.current_bytes is %" PRIu64,
                       where, u128_text(cur, buf), where, d->current_bytes);
     if (max_peak > d->peak_bytes)
-        return broken(s, err, "no kind peaks above the device",
+        return snapshot_broken(s, err, "no kind peaks above the device",
                       "a %s.by_kind peak_bytes is %" PRIu64 ", %s.peak_bytes is %" PRIu64,
                       where, max_peak, where, d->peak_bytes);
     if (peaks < d->peak_bytes)
-        return broken(s, err, "the device peaks at most at the sum of its kinds' peaks",
+        return snapshot_broken(s, err, "the device peaks at most at the sum of its kinds' peaks",
                       "%s.by_kind peak_bytes sum to %s, %s.peak_bytes is %" PRIu64, where,
                       u128_text(peaks, buf), where, d->peak_bytes);
     return 0;
@@ -228,15 +210,15 @@ static int check_device(const struct snapshot *s, struct cli_error *err, size_t 
     char where[40];
     snprintf(where, sizeof where, "devices[%zu]", i);
     if (d->ordinal < 0)
-        return broken(s, err, "ordinals are unique and non-negative",
+        return snapshot_broken(s, err, "ordinals are unique and non-negative",
                       "%s.ordinal is %" PRId64, where, d->ordinal);
     if (d->current_bytes > d->peak_bytes)
-        return broken(s, err, "current <= peak",
+        return snapshot_broken(s, err, "current <= peak",
                       "%s.current_bytes %" PRIu64 " > %s.peak_bytes %" PRIu64, where,
                       d->current_bytes, where, d->peak_bytes);
     if (d->total_bytes != SNAP_UNKNOWN && d->free_bytes != SNAP_UNKNOWN &&
         d->free_bytes > d->total_bytes)
-        return broken(s, err, "free <= total",
+        return snapshot_broken(s, err, "free <= total",
                       "%s.free_bytes %" PRIu64 " > %s.total_bytes %" PRIu64, where,
                       d->free_bytes, where, d->total_bytes);
     int rc = check_sum(s, err, "at_peak sums to peak_bytes", where, "at_peak", &d->at_peak,
@@ -251,18 +233,18 @@ static int check_device(const struct snapshot *s, struct cli_error *err, size_t 
     const struct snap_vmm *v = &d->vmm;
     if (v->present && (v->reserved_bytes > v->reserved_peak_bytes ||
                        v->mapped_bytes > v->mapped_peak_bytes))
-        return broken(s, err, "current <= peak",
+        return snapshot_broken(s, err, "current <= peak",
                       "%s.vmm reserved/mapped %" PRIu64 "/%" PRIu64 " above their peaks %"
                       PRIu64 "/%" PRIu64, where, v->reserved_bytes, v->mapped_bytes,
                       v->reserved_peak_bytes, v->mapped_peak_bytes);
     if (v->present && v->mapped_bytes > v->reserved_bytes)
-        return broken(s, err, "mapped <= reserved",
+        return snapshot_broken(s, err, "mapped <= reserved",
                       "%s.vmm.mapped_bytes %" PRIu64 " > reserved_bytes %" PRIu64, where,
                       v->mapped_bytes, v->reserved_bytes);
     const struct snap_frag *f = &d->frag;
     if (f->present && (f->rounded_bytes < f->requested_bytes ||
                        f->small_bytes > f->requested_bytes))
-        return broken(s, err, "requested <= rounded, small <= requested",
+        return snapshot_broken(s, err, "requested <= rounded, small <= requested",
                       "%s.fragmentation requested %" PRIu64 ", rounded %" PRIu64
                       ", small %" PRIu64, where, f->requested_bytes, f->rounded_bytes,
                       f->small_bytes);
@@ -272,7 +254,7 @@ static int check_device(const struct snapshot *s, struct cli_error *err, size_t 
             hb += d->hist[b].bytes, hc += d->hist[b].count;
         if (hb != group_bytes(&d->live, -1) || hc != group_count(&d->live)) {
             char x[48], y[48];
-            return broken(s, err, "the histogram counts the live allocations",
+            return snapshot_broken(s, err, "the histogram counts the live allocations",
                           "%s.histogram holds %s bytes in %s allocations, %s.live differs",
                           where, u128_text(hb, x), u128_text(hc, y), where);
         }
@@ -294,7 +276,7 @@ static int check_devices(struct snapshot *s, struct cli_error *err)
         qsort(s->devices, s->ndevices, sizeof *s->devices, device_cmp);
     for (size_t i = 1; i < s->ndevices; i++)
         if (s->devices[i].ordinal == s->devices[i - 1].ordinal)
-            return broken(s, err, "ordinals are unique and non-negative",
+            return snapshot_broken(s, err, "ordinals are unique and non-negative",
                           "device ordinal %" PRId64 " appears twice", s->devices[i].ordinal);
     return 0;
 }
@@ -319,21 +301,21 @@ static int check_oom(const struct snapshot *s, struct cli_error *err)
     const struct snap_oom *o = &s->oom;
     bool oom_reason = s->reason != NULL && strcmp(s->reason, "oom") == 0;
     if (o->present != oom_reason)
-        return broken(s, err, "oom is present exactly when reason is \"oom\"",
+        return snapshot_broken(s, err, "oom is present exactly when reason is \"oom\"",
                       "reason is %s%s%s and oom is %s", s->reason ? "\"" : "",
                       s->reason ? s->reason : "missing", s->reason ? "\"" : "",
                       o->present ? "an object" : "null or missing");
     if (!o->present)
         return 0;
     if (o->device < -1 || (o->device >= 0 && snapshot_device(s, o->device) == NULL))
-        return broken(s, err, "oom.device is -1 or a listed device",
+        return snapshot_broken(s, err, "oom.device is -1 or a listed device",
                       "oom.device is %" PRId64 ", which \"devices\" does not list", o->device);
     u128 kinds = 0;
     for (int k = 0; k < DEVICE_KINDS; k++)
         kinds += o->by_kind[k];
     char buf[48];
     if (kinds != o->tracked_bytes)
-        return broken(s, err, "oom.by_kind sums to tracked_bytes",
+        return snapshot_broken(s, err, "oom.by_kind sums to tracked_bytes",
                       "oom.by_kind sums to %s, oom.tracked_bytes is %" PRIu64,
                       u128_text(kinds, buf), o->tracked_bytes);
     if (o->total_bytes == SNAP_UNKNOWN || o->free_bytes == SNAP_UNKNOWN)
@@ -341,23 +323,23 @@ static int check_oom(const struct snapshot *s, struct cli_error *err)
     u128 used = o->total_bytes > o->free_bytes ? o->total_bytes - o->free_bytes : 0;
     u128 untracked = used > o->tracked_bytes ? used - o->tracked_bytes : 0;
     if (o->untracked_bytes != SNAP_UNKNOWN && o->untracked_bytes != untracked)
-        return broken(s, err, "untracked = total - free - tracked, floored at 0",
+        return snapshot_broken(s, err, "untracked = total - free - tracked, floored at 0",
                       "oom.untracked_bytes is %" PRIu64 ", total - free - tracked is %s",
                       o->untracked_bytes, u128_text(untracked, buf));
     if ((o->cause == CAUSE_EXHAUSTED || o->cause == CAUSE_OTHER_PROCESSES) &&
         (o->free_bytes >= o->requested_bytes ||
          o->shortfall_bytes != o->requested_bytes - o->free_bytes))
-        return broken(s, err, "exhausted: free < requested, shortfall = requested - free",
+        return snapshot_broken(s, err, "exhausted: free < requested, shortfall = requested - free",
                       "oom.free_bytes %" PRIu64 ", requested_bytes %" PRIu64
                       ", shortfall_bytes %" PRIu64, o->free_bytes, o->requested_bytes,
                       o->shortfall_bytes);
     if (o->cause == CAUSE_OTHER_PROCESSES && o->untracked_bytes != SNAP_UNKNOWN &&
         o->untracked_bytes <= o->shortfall_bytes)
-        return broken(s, err, "other_processes: untracked > shortfall",
+        return snapshot_broken(s, err, "other_processes: untracked > shortfall",
                       "oom.untracked_bytes %" PRIu64 " <= shortfall_bytes %" PRIu64,
                       o->untracked_bytes, o->shortfall_bytes);
     if (o->cause == CAUSE_FRAGMENTATION && o->free_bytes < o->requested_bytes)
-        return broken(s, err, "fragmentation: free >= requested",
+        return snapshot_broken(s, err, "fragmentation: free >= requested",
                       "oom.free_bytes %" PRIu64 " < requested_bytes %" PRIu64, o->free_bytes,
                       o->requested_bytes);
     return 0;
@@ -367,7 +349,7 @@ static int check_counts(const struct snapshot *s, struct cli_error *err)
 {
     const struct snap_ooms *o = &s->ooms;
     if (o->recovered > o->count || o->count > o->failed_attempts)
-        return broken(s, err, "recovered <= count <= failed_attempts",
+        return snapshot_broken(s, err, "recovered <= count <= failed_attempts",
                       "ooms.recovered %" PRIu64 ", count %" PRIu64 ", failed_attempts %"
                       PRIu64, o->recovered, o->count, o->failed_attempts);
     if (s->counters.present) {
@@ -379,7 +361,7 @@ static int check_counts(const struct snapshot *s, struct cli_error *err)
         }
         char buf[48];
         if (all && live != s->counters.live_allocations)
-            return broken(s, err, "live_allocations counts the live groups",
+            return snapshot_broken(s, err, "live_allocations counts the live groups",
                           "counters.live_allocations is %" PRIu64
                           ", the live groups hold %s allocations",
                           s->counters.live_allocations, u128_text(live, buf));
@@ -387,12 +369,12 @@ static int check_counts(const struct snapshot *s, struct cli_error *err)
     for (size_t i = 0; i < s->config.nlimits; i++)
         for (size_t j = 0; j < i; j++)
             if (s->config.limits[i].device == s->config.limits[j].device)
-                return broken(s, err, "one limit per device",
+                return snapshot_broken(s, err, "one limit per device",
                               "config.limit_bytes names device %" PRId64 " twice",
                               s->config.limits[i].device);
     const struct snap_events *e = &s->events;
     if (e->recorded != SNAP_UNKNOWN && e->n > e->recorded)
-        return broken(s, err, "events kept <= recorded",
+        return snapshot_broken(s, err, "events kept <= recorded",
                       "events.data holds %zu rows, events.recorded is %" PRIu64, e->n,
                       e->recorded);
     return 0;

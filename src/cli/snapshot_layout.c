@@ -3,7 +3,6 @@
 #include "snapshot_layout.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -245,20 +244,6 @@ int snapshot_read_layout(struct reader *r, void *obj)
 
 /* ---- checks ---- */
 
-static int broken(const struct snapshot *s, struct cli_error *err, const char *rule,
-                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int broken(const struct snapshot *s, struct cli_error *err, const char *rule,
-                  const char *fmt, ...)
-{
-    char what[320];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    return errors_set(err, CLI_EINVARIANT,
-                      "cannot read snapshot '%s': breaks the invariant \"%s\": %s", s->file,
-                      rule, what);
-}
 
 static int resolve(struct snapshot *s, struct cli_error *err, struct snap_range *e,
                    const char *where, size_t i)
@@ -288,7 +273,7 @@ static int check_ranges(const struct snapshot *s, struct cli_error *err,
         if (!fits(e->offset, e->bytes, l->span_bytes) ||
             (i > 0 && !fits(l->allocations[i - 1].offset, l->allocations[i - 1].bytes,
                             e->offset)))
-            return broken(s, err, "layout: allocations in address order, inside the span",
+            return snapshot_broken(s, err, "layout: allocations in address order, inside the span",
                           "oom.layout.allocations[%zu] at offset %" PRIu64 " (%" PRIu64
                           " bytes) in a span of %" PRIu64, i, e->offset, e->bytes,
                           l->span_bytes);
@@ -298,7 +283,7 @@ static int check_ranges(const struct snapshot *s, struct cli_error *err,
         const struct snap_range *g = &l->gaps[i];
         if (g->bytes == 0 || !fits(g->offset, g->bytes, l->span_bytes) ||
             (i > 0 && g->bytes > l->gaps[i - 1].bytes))
-            return broken(s, err, "layout: gaps largest first, inside the span",
+            return snapshot_broken(s, err, "layout: gaps largest first, inside the span",
                           "oom.layout.gaps[%zu] at offset %" PRIu64 " (%" PRIu64
                           " bytes) in a span of %" PRIu64, i, g->offset, g->bytes,
                           l->span_bytes);
@@ -307,14 +292,14 @@ static int check_ranges(const struct snapshot *s, struct cli_error *err,
     }
     uint64_t largest = l->ngaps > 0 ? l->gaps[0].bytes : 0;
     if (l->ngaps > l->gap_count || listed > l->gap_bytes || largest != l->largest_gap_bytes)
-        return broken(s, err, "layout: the gaps listed are the largest of gap_count",
+        return snapshot_broken(s, err, "layout: the gaps listed are the largest of gap_count",
                       "%zu gaps of %" PRIu64 " bytes listed, the largest %" PRIu64
                       "; gap_count %" PRIu64 ", gap_bytes %" PRIu64
                       ", largest_gap_bytes %" PRIu64, l->ngaps, listed, largest,
                       l->gap_count, l->gap_bytes, l->largest_gap_bytes);
     if (l->gaps_at_least_request < at_least || l->gaps_at_least_request > l->gap_count ||
         (l->gaps_at_least_request > 0) != (largest >= s->oom.requested_bytes && largest > 0))
-        return broken(s, err, "layout: gaps_at_least_request counts the gaps >= the request",
+        return snapshot_broken(s, err, "layout: gaps_at_least_request counts the gaps >= the request",
                       "gaps_at_least_request %" PRIu64 ", largest gap %" PRIu64
                       ", request %" PRIu64, l->gaps_at_least_request, largest,
                       s->oom.requested_bytes);
@@ -325,7 +310,7 @@ static int check_segments(const struct snapshot *s, struct cli_error *err,
                           const struct snap_layout *l)
 {
     if (l->nsegments > l->segments_count || l->nblocks > l->blocks_count)
-        return broken(s, err, "layout: allocator segments listed <= their counts",
+        return snapshot_broken(s, err, "layout: allocator segments listed <= their counts",
                       "%zu segments and %zu blocks listed, count %" PRIu64 ", blocks %"
                       PRIu64, l->nsegments, l->nblocks, l->segments_count, l->blocks_count);
     for (size_t i = 0; i < l->nsegments; i++) {
@@ -334,7 +319,7 @@ static int check_segments(const struct snapshot *s, struct cli_error *err,
             const struct snap_block *b = &l->blocks[g->first + k];
             if (!fits(b->offset, b->bytes, g->bytes) ||
                 (k > 0 && !fits(b[-1].offset, b[-1].bytes, b->offset)))
-                return broken(s, err, "layout: blocks in order, inside their segment",
+                return snapshot_broken(s, err, "layout: blocks in order, inside their segment",
                               "oom.layout.allocator_segments.segments[%zu].blocks[%zu] at "
                               "offset %" PRIu64 " (%" PRIu64 " bytes) in a segment of %"
                               PRIu64, i, k, b->offset, b->bytes, g->bytes);
@@ -355,11 +340,11 @@ int snapshot_layout_check(struct snapshot *s, struct cli_error *err)
         return err->code;
     if (l->nallocations > l->count ||
         (l->count > 0 && (l->base == NULL || l->nallocations == 0)))
-        return broken(s, err, "layout: count >= the allocations listed, at least one",
+        return snapshot_broken(s, err, "layout: count >= the allocations listed, at least one",
                       "oom.layout.count %" PRIu64 ", %zu allocations listed", l->count,
                       l->nallocations);
     if (l->bytes > l->span_bytes || l->span_bytes - l->bytes != l->gap_bytes)
-        return broken(s, err, "layout: bytes + gap_bytes = span_bytes",
+        return snapshot_broken(s, err, "layout: bytes + gap_bytes = span_bytes",
                       "oom.layout.bytes %" PRIu64 ", gap_bytes %" PRIu64
                       ", span_bytes %" PRIu64, l->bytes, l->gap_bytes, l->span_bytes);
     int rc = check_ranges(s, err, l);
@@ -369,7 +354,7 @@ int snapshot_layout_check(struct snapshot *s, struct cli_error *err)
         (!fits(l->best_free.offset, l->best_free.bytes, l->span_bytes) ||
          l->best_free_hole_bytes < l->best_free.bytes ||
          l->best_free_hole_bytes - l->best_free.bytes > 2 * l->largest_gap_bytes))
-        return broken(s, err, "layout: best_free is an allocation and its gaps",
+        return snapshot_broken(s, err, "layout: best_free is an allocation and its gaps",
                       "best_free at offset %" PRIu64 " (%" PRIu64 " bytes), hole_bytes %"
                       PRIu64, l->best_free.offset, l->best_free.bytes,
                       l->best_free_hole_bytes);

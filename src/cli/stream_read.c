@@ -117,6 +117,22 @@ static int json_row(const unsigned char *r, char *out, size_t n)
 /* The event rows of a checkpoint: what lies between `"data":[` of its
  * "events" object and the `]}` that closes it (rows hold no braces), with
  * the leading newline and space; r->len is 0 when it has none. */
+/* Appends sp to the growing vector v of n (capacity cap): 0, or -1 when out
+ * of memory (v unchanged). */
+static int push_span(struct span **v, size_t *n, size_t *cap, struct span sp)
+{
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 64;
+        struct span *g = realloc(*v, nc * sizeof *g);
+        if (g == NULL)
+            return -1;
+        *v = g;
+        *cap = nc;
+    }
+    (*v)[(*n)++] = sp;
+    return 0;
+}
+
 static bool rows_of(const char *p, size_t n, struct span *r)
 {
     static const char ev[] = "\"events\":{\"cap\":", data[] = "\"data\":[";
@@ -200,36 +216,22 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
         } else if (type == 'C') {
             ck_off = off + HEAD;
             ck_len = plen;
-            if (ncks == cks_cap) {
-                size_t nc = cks_cap ? cks_cap * 2 : 64;
-                struct span *g = realloc(cks, nc * sizeof *g);
-                if (g == NULL) {
-                    free(cks);
-                    return errors_set(err, CLI_ENOMEM, "cannot read stream '%s': out "
-                                      "of memory", name);
-                }
-                cks = g;
-                cks_cap = nc;
+            if (push_span(&cks, &ncks, &cks_cap, (struct span){ck_off, ck_len, 'C'}) != 0) {
+                free(cks);
+                return errors_set(err, CLI_ENOMEM, "cannot read stream '%s': out "
+                                  "of memory", name);
             }
-            cks[ncks++] = (struct span){ck_off, ck_len, 'C'};
             info->checkpoints++;
             int64_t t = field(p, plen < 4096 ? plen : 4096, "\"dump_time_ns\":", -1);
             info->state_ns = t;
             if (t > info->alive_ns)
                 info->alive_ns = t;
         } else if (type == 'E' && plen % ROW == 0) {
-            if (ncks == cks_cap) {
-                size_t nc = cks_cap ? cks_cap * 2 : 64;
-                struct span *g = realloc(cks, nc * sizeof *g);
-                if (g == NULL) {
-                    free(cks);
-                    return errors_set(err, CLI_ENOMEM, "cannot read stream '%s': out "
-                                      "of memory", name);
-                }
-                cks = g;
-                cks_cap = nc;
+            if (push_span(&cks, &ncks, &cks_cap, (struct span){off + HEAD, plen, 'E'}) != 0) {
+                free(cks);
+                return errors_set(err, CLI_ENOMEM, "cannot read stream '%s': out "
+                                  "of memory", name);
             }
-            cks[ncks++] = (struct span){off + HEAD, plen, 'E'};
         } else if (type == 'B') {
             info->heartbeats++;
             int64_t t = field(p, plen, "\"t_ns\":", -1);
