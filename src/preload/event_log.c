@@ -4,11 +4,18 @@
  * path, under the tracker's lock (every function here assumes it is held);
  * a copy per dump.
  *
- * Order: a row's time is taken by event_log_stamp under that same lock, so
- * rows are in lock order and their times never decrease (a time taken
- * before the lock would let a thread preempted in between write an older
- * time after a newer one).  The stamp is also clamped to the previous one,
- * which absorbs the sub-microsecond steps a TSC-based clock can make.
+ * Order: rows are in lock order, and event_log_stamp (under that same
+ * lock) makes their times non-decreasing: a caller reads its clock just
+ * before the lock, and a time older than the previous row's - the caller
+ * waited for the lock while another thread logged, or the TSC stepped back
+ * a little - becomes the previous row's.  So no clock is read inside the
+ * critical section, except for a caller late by more than
+ * EVENT_LOG_LATE_NS (preempted in between), re-stamped with the clock.
+ *
+ * Cost: the common push is a few stores into the cursor's row
+ * (event_log_add, inline): `fast_end` folds every condition of the slow
+ * path - growing, faulting in, thinning, failure, no bound - into one
+ * compare, recomputed whenever one of them changes.
  *
  * Memory: grown on demand.  The rows live in one anonymous mapping that
  * starts at INITIAL_ROWS and doubles (mremap, no copy) up to the cap, and is
@@ -40,31 +47,40 @@
 #define PREFAULT_BYTES (256u << 10)
 #define POOL_SLOTS (RECORD_EVENT_POOLS) /* row pool -1..63 -> slot 0..64 */
 
-static struct record_event *rows;
+struct event_log_cursor event_log_cursor;
+/* rows, nrows, recorded and last_stamp live in the cursor */
+static struct event_log_cursor *const cur = &event_log_cursor;
 static size_t cap;       /* the bound on rows */
-static size_t nrows;     /* rows held */
 static size_t mapped;    /* rows the mapping holds */
 static size_t faulted;   /* rows known to be backed by memory */
 static size_t open_start; /* first row of the latest bucket (when thinned) */
-static uint64_t recorded;
 static int shift = -1;    /* -1: nothing thinned; else bucket = t >> shift */
 static bool failed, populate_off;
-static int64_t last_stamp;
 static int64_t (*clock_fn)(void);
+
+/* Recomputes the fast path's bound: below it a push needs no check. */
+static void refresh(void)
+{
+    size_t end = faulted < mapped ? faulted : mapped;
+    if (end > cap)
+        end = cap;
+    event_log_cursor.fast_end = shift < 0 && !failed ? end : 0;
+}
 
 void event_log_init(size_t c, int64_t (*clock)(void))
 {
     cap = c;
     clock_fn = clock;
+    refresh();
 }
 
-int64_t event_log_stamp(int64_t now)
+int64_t event_log_stamp_late(int64_t now)
 {
-    if (clock_fn != NULL)
+    if (clock_fn != NULL && cur->last_stamp - now > EVENT_LOG_LATE_NS)
         now = clock_fn();
-    if (now < last_stamp)
-        now = last_stamp;
-    last_stamp = now;
+    if (now < cur->last_stamp)
+        now = cur->last_stamp;
+    cur->last_stamp = now;
     return now;
 }
 
@@ -78,13 +94,13 @@ static size_t page_round(size_t bytes)
  * MADV_POPULATE_WRITE is unknown (Linux < 5.14) pages fault on first use. */
 static void prefault(void)
 {
-    size_t per = PREFAULT_BYTES / sizeof *rows;
+    size_t per = PREFAULT_BYTES / sizeof *cur->rows;
     size_t end = faulted + per < mapped ? faulted + per : mapped;
 #ifdef MADV_POPULATE_WRITE
     if (!populate_off) {
         size_t page = (size_t)sysconf(_SC_PAGESIZE);
-        uintptr_t a = (uintptr_t)(rows + faulted) / page * page;
-        uintptr_t b = (uintptr_t)(rows + end);
+        uintptr_t a = (uintptr_t)(cur->rows + faulted) / page * page;
+        uintptr_t b = (uintptr_t)(cur->rows + end);
         if (madvise((void *)a, b - a, MADV_POPULATE_WRITE) != 0)
             populate_off = true;
     }
@@ -95,26 +111,26 @@ static void prefault(void)
 /* Makes room for one more row below `cap`; false when memory ran out. */
 static bool grow(void)
 {
-    if (rows == NULL) {
+    if (cur->rows == NULL) {
         size_t n = cap < INITIAL_ROWS ? cap : INITIAL_ROWS;
-        void *m = mmap(NULL, page_round(n * sizeof *rows), PROT_READ | PROT_WRITE,
+        void *m = mmap(NULL, page_round(n * sizeof *cur->rows), PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED) {
             failed = true;
             return false;
         }
-        rows = m;
+        cur->rows = m;
         mapped = n;
         return true;
     }
     size_t n = mapped * 2 < cap ? mapped * 2 : cap;
-    void *m = mremap(rows, page_round(mapped * sizeof *rows),
-                     page_round(n * sizeof *rows), MREMAP_MAYMOVE);
+    void *m = mremap(cur->rows, page_round(mapped * sizeof *cur->rows),
+                     page_round(n * sizeof *cur->rows), MREMAP_MAYMOVE);
     if (m == MAP_FAILED) {
         cap = mapped; /* keep what we have; thinning takes over from here */
         return false;
     }
-    rows = m;
+    cur->rows = m;
     mapped = n;
     return true;
 }
@@ -137,35 +153,35 @@ static size_t select_pass(int s, bool apply)
     static size_t lo[POOL_SLOTS], hi[POOL_SLOTS];
     static bool seen[POOL_SLOTS];
     size_t w = 0, i = 0, last_start = 0;
-    while (i < nrows) {
-        uint64_t b = bucket_of(rows[i].t_ns, s);
+    while (i < cur->nrows) {
+        uint64_t b = bucket_of(cur->rows[i].t_ns, s);
         size_t j = i;
-        for (; j < nrows && bucket_of(rows[j].t_ns, s) == b; j++) {
-            unsigned p = slot_of(&rows[j]);
+        for (; j < cur->nrows && bucket_of(cur->rows[j].t_ns, s) == b; j++) {
+            unsigned p = slot_of(&cur->rows[j]);
             if (!seen[p]) {
                 seen[p] = true;
                 lo[p] = hi[p] = j;
-            } else if (rows[j].current < rows[lo[p]].current) {
+            } else if (cur->rows[j].current < cur->rows[lo[p]].current) {
                 lo[p] = j;
-            } else if (rows[j].current > rows[hi[p]].current) {
+            } else if (cur->rows[j].current > cur->rows[hi[p]].current) {
                 hi[p] = j;
             }
         }
         last_start = w;
         for (size_t r = i; r < j; r++) {
-            unsigned p = slot_of(&rows[r]);
+            unsigned p = slot_of(&cur->rows[r]);
             if (r == lo[p] || r == hi[p]) {
                 if (apply)
-                    rows[w] = rows[r]; /* w <= r: never overwrites unread rows */
+                    cur->rows[w] = cur->rows[r]; /* w <= r: never overwrites unread rows */
                 w++;
             }
         }
         for (size_t r = i; r < j; r++)
-            seen[slot_of(&rows[r])] = false;
+            seen[slot_of(&cur->rows[r])] = false;
         i = j;
     }
     if (apply) {
-        nrows = w;
+        cur->nrows = w;
         open_start = last_start;
         shift = s;
     }
@@ -190,48 +206,48 @@ static void thin(void)
 /* The caller made sure a mapped row is free. */
 static void append(const struct record_event *ev)
 {
-    if (nrows >= faulted)
+    if (cur->nrows >= faulted)
         prefault();
-    rows[nrows++] = *ev;
+    cur->rows[cur->nrows++] = *ev;
 }
 
 static void remove_row(size_t i)
 {
-    memmove(&rows[i], &rows[i + 1], (nrows - i - 1) * sizeof *rows);
-    nrows--;
+    memmove(&cur->rows[i], &cur->rows[i + 1], (cur->nrows - i - 1) * sizeof *cur->rows);
+    cur->nrows--;
 }
 
 /* Thinned: `ev` joins the latest bucket if it falls in it, replacing the
  * extremum of its pool that it beats (ties keep the first). */
 static void push_thinned(const struct record_event *ev)
 {
-    if (nrows == 0 ||
-        bucket_of(rows[nrows - 1].t_ns, shift) != bucket_of(ev->t_ns, shift)) {
-        if (nrows < cap) {
-            open_start = nrows;
+    if (cur->nrows == 0 ||
+        bucket_of(cur->rows[cur->nrows - 1].t_ns, shift) != bucket_of(ev->t_ns, shift)) {
+        if (cur->nrows < cap) {
+            open_start = cur->nrows;
             append(ev);
         }
         return;
     }
     size_t lo = SIZE_MAX, hi = SIZE_MAX;
-    for (size_t i = open_start; i < nrows; i++) {
-        if (rows[i].pool != ev->pool)
+    for (size_t i = open_start; i < cur->nrows; i++) {
+        if (cur->rows[i].pool != ev->pool)
             continue;
-        if (lo == SIZE_MAX || rows[i].current < rows[lo].current)
+        if (lo == SIZE_MAX || cur->rows[i].current < cur->rows[lo].current)
             lo = i;
-        if (hi == SIZE_MAX || rows[i].current > rows[hi].current)
+        if (hi == SIZE_MAX || cur->rows[i].current > cur->rows[hi].current)
             hi = i;
     }
-    if (lo == SIZE_MAX || (lo == hi && ev->current != rows[lo].current)) {
-        if (nrows < cap)
+    if (lo == SIZE_MAX || (lo == hi && ev->current != cur->rows[lo].current)) {
+        if (cur->nrows < cap)
             append(ev); /* a new pool, or the bucket's other extremum */
         return;
     }
-    if (ev->current > rows[hi].current) {
+    if (ev->current > cur->rows[hi].current) {
         if (lo != hi)
             remove_row(hi);
         append(ev);
-    } else if (ev->current < rows[lo].current) {
+    } else if (ev->current < cur->rows[lo].current) {
         if (lo != hi)
             remove_row(lo);
         append(ev);
@@ -240,51 +256,63 @@ static void push_thinned(const struct record_event *ev)
 
 void event_log_push(const struct record_event *ev)
 {
-    /* the common case first: room in the faulted-in part, not thinning */
-    if (__builtin_expect(shift < 0 && nrows < faulted && nrows < mapped &&
-                         nrows < cap && !failed, 1)) {
-        recorded++;
-        rows[nrows++] = *ev;
+    if (__builtin_expect(cur->nrows < cur->fast_end, 1)) {
+        cur->recorded++;
+        cur->rows[cur->nrows++] = *ev;
         return;
     }
+    event_log_push_slow(ev);
+}
+
+void event_log_push_slow(const struct record_event *ev)
+{
     if (cap == 0)
         return;
-    recorded++;
-    if (nrows == mapped && mapped < cap)
+    cur->recorded++;
+    if (cur->nrows == mapped && mapped < cap)
         grow(); /* may lower the cap to what is mapped */
-    if (failed)
-        return;
-    if (nrows >= cap)
-        thin();
-    if (shift < 0)
-        append(ev);
-    else
-        push_thinned(ev);
+    if (!failed) {
+        if (cur->nrows >= cap)
+            thin();
+        if (shift < 0)
+            append(ev);
+        else
+            push_thinned(ev);
+    }
+    refresh();
+}
+
+void event_log_add_slow(int64_t t, int64_t delta, uint64_t current, uint64_t tag)
+{
+    struct record_event ev = {.t_ns = t, .delta = delta, .current = current};
+    memcpy((char *)&ev + RECORD_EVENT_TAG_AT, &tag, sizeof tag);
+    event_log_push_slow(&ev);
 }
 
 struct event_log_stats event_log_stats(void)
 {
-    struct event_log_stats s = {cap, nrows, recorded,
+    struct event_log_stats s = {cap, cur->nrows, cur->recorded,
                                 shift < 0 ? 0 : UINT64_C(1) << shift};
     return s;
 }
 
 void event_log_copy(struct record_event *out)
 {
-    if (nrows > 0)
-        memcpy(out, rows, nrows * sizeof *rows);
+    if (cur->nrows > 0)
+        memcpy(out, cur->rows, cur->nrows * sizeof *cur->rows);
 }
 
 void event_log_reset(void)
 {
-    if (rows != NULL)
-        munmap(rows, page_round(mapped * sizeof *rows));
-    rows = NULL;
-    nrows = mapped = faulted = open_start = 0;
-    recorded = 0;
+    if (cur->rows != NULL)
+        munmap(cur->rows, page_round(mapped * sizeof *cur->rows));
+    cur->rows = NULL;
+    cur->nrows = mapped = faulted = open_start = 0;
+    cur->recorded = 0;
     shift = -1;
     failed = populate_off = false;
-    last_stamp = 0;
+    cur->last_stamp = 0;
+    refresh();
 }
 
 size_t event_log_machine_cap(void)
@@ -293,5 +321,5 @@ size_t event_log_machine_cap(void)
     if (pages <= 0 || page <= 0)
         return SIZE_MAX;
     /* an eighth of memory: the log, the dump's copy of it and the host */
-    return (size_t)pages / 8 * ((size_t)page / sizeof *rows);
+    return (size_t)pages / 8 * ((size_t)page / sizeof *cur->rows);
 }

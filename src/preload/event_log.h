@@ -7,22 +7,71 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "record_event.h"
 
-/* Sets the bound (0 = no log) and the clock rows are stamped with (NULL:
- * the time the caller passes, made non-decreasing).  Call once, first. */
+/* Sets the bound (0 = no log) and the clock that re-stamps a late event
+ * (see event_log_stamp; NULL: none).  Call once, first. */
 void event_log_init(size_t cap, int64_t (*clock)(void));
 
-/* The time of an event happening now, under the lock: the clock's reading
- * (or `now` without a clock), never earlier than the previous stamp, so
- * rows come out in time order whatever the threads do. */
-int64_t event_log_stamp(int64_t now);
+/* What every push reads and writes, apart from the rest of the log's state
+ * and on a cache line of its own: each thread's push writes it (under the
+ * tracker's lock), and nothing read outside the lock may share the line. */
+struct event_log_cursor {
+    struct record_event *rows;
+    size_t nrows;       /* rows held */
+    size_t fast_end;    /* a push with nrows below it only appends: 0 while
+                           the log thins, has failed or has no bound */
+    uint64_t recorded;  /* events ever pushed */
+    int64_t last_stamp; /* the latest row's time */
+} __attribute__((aligned(64)));
+extern struct event_log_cursor event_log_cursor;
+
+int64_t event_log_stamp_late(int64_t now);
+
+/* The time of an event that the caller read the clock for just before the
+ * lock: `now`, unless it is earlier than the previous row's (a thread that
+ * read its clock, then waited for the lock while another one logged), in
+ * which case the previous row's - so rows come out in time order whatever
+ * the threads do, with no clock read inside the critical section on the
+ * common path.  A caller late by more than EVENT_LOG_LATE_NS (preempted
+ * between its reading and the lock) is re-stamped with the clock. */
+#define EVENT_LOG_LATE_NS 20000
+static inline int64_t event_log_stamp(int64_t now)
+{
+    if (__builtin_expect(now < event_log_cursor.last_stamp, 0))
+        return event_log_stamp_late(now);
+    event_log_cursor.last_stamp = now;
+    return now;
+}
 
 /* Appends one event (its t_ns from event_log_stamp), thinning when the log
  * is full.  Never fails: without memory the log stops growing and says so
  * through event_log_stats().kept. */
 void event_log_push(const struct record_event *ev);
+/* event_log_push's other cases: growing, faulting in, thinning, full;
+ * _add_ takes the row's fields (no row on the caller's stack). */
+void event_log_push_slow(const struct record_event *ev);
+void event_log_add_slow(int64_t t, int64_t delta, uint64_t current, uint64_t tag);
+
+/* The same as event_log_push of the row {t, delta, current, tag} (tag:
+ * record_event_tag), a few stores on the common path. */
+static inline void event_log_add(int64_t t, int64_t delta, uint64_t current,
+                                 uint64_t tag)
+{
+    struct event_log_cursor *c = &event_log_cursor;
+    if (__builtin_expect(c->nrows < c->fast_end, 1)) {
+        struct record_event *r = &c->rows[c->nrows++];
+        r->t_ns = t;
+        r->delta = delta;
+        r->current = current;
+        memcpy((char *)r + RECORD_EVENT_TAG_AT, &tag, sizeof tag);
+        c->recorded++;
+        return;
+    }
+    event_log_add_slow(t, delta, current, tag);
+}
 
 struct event_log_stats {
     size_t cap;         /* the bound */

@@ -24,18 +24,25 @@
  *
  * Threads: one lock (record_lock, a futex mutex: a syscall only when
  * contended) guards every table and counter, taken once per allocation and
- * once per free.  What needs no
- * sharing stays out of it: stack capture and hashing, and a per-thread cache
- * of the stacks (and their sites) this thread allocated from - stacks are
- * immutable once published, so a hit needs no lock, and dumps read frames
- * without it - and a per-thread list of free entries.  Under the lock, per
- * event: one probe of an open-addressed table (record_table.h), the site's
- * and pool's counters, the event log.  Exact peak attribution needs those
- * in one total order, which the lock gives; sharding them (per-thread
- * sites and a global atomic for a pool's bytes) would still need every
- * site's holdings at the instant of a new peak, i.e. the same order.  On
- * the bench's lock-free stand-in runtime the CPU time per traced pair stays
- * level with threads (make bench, threads row): the lock is not the limit.
+ * once per free.  Exact peak attribution needs every event in one total
+ * order, which the lock gives; sharding the counters (per-thread sites and
+ * a global atomic for a pool's bytes) would still need every site's
+ * holdings at the instant of a new peak, i.e. the same order.  So the
+ * critical section holds only what that order needs, and everything else
+ * is done before the lock is taken: stack capture and hashing; this
+ * thread's cache of the stacks (and their sites) it allocated from -
+ * stacks are immutable once published and a site's pool and kind never
+ * change, so a hit needs no lock, and dumps read frames without it; the
+ * entry, from a per-thread free list, filled in full but for its site; the
+ * time, read by the caller and only clamped under the lock
+ * (event_log_stamp).  Under the lock, per event: one probe of an
+ * open-addressed table (record_table.h), the site's, pool's and kind's
+ * counters through pointers the site keeps ready, and a log row of four
+ * stores (event_log_add).  The state it writes is laid out by cache line
+ * (record_state.h): the lock word alone, the tables' heads and the latest
+ * allocation together, each pool's and each site's hot counters on their
+ * own line, the log's cursor on its own - so a contended hand-over moves
+ * few lines, and nothing read outside the lock shares a line with them.
  *
  * Limitations: a stream-ordered free is accounted when it is issued, not when
  * the stream reaches it; managed memory is assumed resident on its device.
@@ -53,15 +60,14 @@
 
 /* ---- the state record_state.h declares ---- */
 
-int record_lock;
+union record_lock_line record_lock_line;
+struct record_hot record_hot;
 bool record_nomem;
 struct site **record_site_table;
 uint32_t record_nsites;
 static uint32_t sites_cap;
-const struct live *record_last_alloc, *record_last_temporary;
 struct pool record_pools[RECORD_POOLS];
 struct pool_limit record_limits[RECORD_POOLS];
-struct addr_table record_live_table, record_handles;
 static struct live *free_entries;
 static struct stack_node *stack_table;
 struct stack_node **record_stacks_by_id;
@@ -111,7 +117,8 @@ void record_lock_wake(int *m)
 /* Owners: 0 none known (never dropped), 1 + d the primary context of
  * device d, OWNER_CREATED + n created context n. */
 #define OWNER_CREATED (1 + RECORD_MAX_DEVICES - 1)
-_Static_assert(OWNER_CREATED + RECORD_MAX_CONTEXTS < 1024, "owner is 10 bits");
+_Static_assert(OWNER_CREATED + RECORD_MAX_CONTEXTS < 1u << (32 - TID_BITS),
+               "owner is 10 bits");
 
 static unsigned owner_of(int device, unsigned ctx)
 {
@@ -345,16 +352,20 @@ static struct site *site_get_locked(struct record_stack *stack, uint32_t pool,
             return s;
     if (record_nsites == sites_cap && !site_table_grow_locked())
         return NULL;
-    struct site *s = calloc(1, sizeof *s);
+    struct site *s = aligned_alloc(_Alignof(struct site), sizeof *s);
     if (s == NULL)
         return NULL;
+    memset(s, 0, sizeof *s);
     s->index = record_nsites;
     record_site_table[record_nsites++] = s;
     s->s.stack = stack;
     s->s.pool = pool;
     s->s.kind = (uint8_t)kind;
-    s->stack_id = stack->id;
-    s->event_pool = pool == RECORD_HOST_POOL ? -1 : (int16_t)pool;
+    s->pool = &record_pools[pool];
+    s->kind_stats = &record_pools[pool].kinds[kind];
+    s->event_tag = record_event_tag(stack->id,
+                                    pool == RECORD_HOST_POOL ? -1 : (int16_t)pool,
+                                    (uint8_t)kind);
     s->next = n->sites;
     n->sites = s;
     return s;
@@ -398,7 +409,7 @@ static inline struct live *entry_take(void)
 }
 
 /* Hands this thread's parked entries back to the shared list. */
-static void entries_give_back(void)
+static __attribute__((noinline)) void entries_give_back(void)
 {
     struct live *first = tc.free, *last = first;
     if (first == NULL)
@@ -414,20 +425,6 @@ static void entries_give_back(void)
 }
 
 /* ---- counters ---- */
-
-static inline __attribute__((always_inline)) void event_push_locked(int64_t now, int64_t delta, const struct site *s,
-                              const struct pool *p)
-{
-    struct record_event ev = {
-        .t_ns = now,
-        .delta = delta,
-        .current = p->current,
-        .stack = s->stack_id,
-        .pool = s->event_pool,
-        .kind = s->s.kind,
-    };
-    event_log_push(&ev);
-}
 
 /* Before a site's holdings change: if the pool reached a new peak (or mark
  * peak) since the site last changed, what it holds now is what it held
@@ -446,61 +443,67 @@ static inline void epoch_sync(struct site *s, const struct pool *p)
     }
 }
 
+/* always_inline: the allocation and free paths are one function each, with
+ * one prologue (the calls cost ~10 instructions apiece on a ~150 path);
+ * COLD keeps the rare cases out of them, and out of their prologues. */
+#define HOT static inline __attribute__((always_inline))
+#define COLD static __attribute__((noinline, cold))
+
 /* Applies an allocation of `bytes` to its site and pool.  The site is
  * updated first and the pool's epoch bumped after, so a site that sets a new
  * peak counts as "untouched since the peak" - its current is its at_peak. */
-/* always_inline: the allocation and free paths are one function each, with
- * one prologue (the calls cost ~10 instructions apiece on a ~150 path). */
-#define HOT static inline __attribute__((always_inline))
-
 HOT void account_alloc_locked(struct site *s, uint64_t bytes, int64_t now)
 {
-    struct pool *p = &record_pools[s->s.pool];
-    struct record_kind_stats *k = &p->kinds[s->s.kind];
+    struct pool *p = s->pool;
+    struct record_kind_stats *k = s->kind_stats;
 
-    now = event_log_stamp(now); /* under the lock: events stay in time order */
+    now = event_log_stamp(now); /* the caller's time, in lock order */
     epoch_sync(s, p);
     s->s.current += bytes;
     s->s.count++;
     s->s.allocs++;
     s->s.alloc_bytes += bytes;
-    p->current += bytes;
-    p->active = true;
+    uint64_t current = p->current + bytes;
+    p->current = current;
+    if (__builtin_expect(!p->active, 0))
+        p->active = true;
     k->current += bytes;
     k->allocs++;
     if (k->current > k->peak) {
         k->peak = k->current;
         k->peak_time = now;
     }
-    if (p->current > p->peak) {
-        p->peak = p->current;
+    if (current > p->peak) {
+        p->peak = current;
         p->peak_time = now;
         p->epoch++;
     }
-    if (p->current > p->mark.peak) {
-        p->mark.peak = p->current;
+    if (current > p->mark.peak) {
+        p->mark.peak = current;
         p->mark.peak_time = now;
         p->mark.epoch++;
         p->mark.sites_valid = true;
     }
-    event_push_locked(now, (int64_t)bytes, s, p);
+    event_log_add(now, (int64_t)bytes, current, s->event_tag);
 }
 
 HOT void account_free_locked(struct site *s, uint64_t bytes, int64_t now)
 {
-    struct pool *p = &record_pools[s->s.pool];
-    struct record_kind_stats *k = &p->kinds[s->s.kind];
+    struct pool *p = s->pool;
+    struct record_kind_stats *k = s->kind_stats;
 
     now = event_log_stamp(now);
     epoch_sync(s, p);
     s->s.current -= bytes;
     s->s.count--;
     s->s.frees++;
-    p->current -= bytes;
-    p->active = true;
+    uint64_t current = p->current - bytes;
+    p->current = current;
+    if (__builtin_expect(!p->active, 0))
+        p->active = true;
     k->current -= bytes;
     k->frees++;
-    event_push_locked(now, -(int64_t)bytes, s, p);
+    event_log_add(now, -(int64_t)bytes, current, s->event_tag);
 }
 
 void record_account_locked(struct site *s, int64_t bytes, int64_t now)
@@ -517,72 +520,88 @@ static void forget_locked(struct addr_table *t, struct table_slot *slot, int64_t
     struct live *e = slot->e;
     table_remove(t, slot);
     account_free_locked(site_of(e), entry_size(e), now);
-    record_totals.live--;
     record_entry_free_locked(e);
 }
 
-/* `e` (any entry, or NULL for a fresh one) becomes the allocation `a` at
- * site `s` (NULL: out of memory, nothing is recorded). */
-HOT void alloc_locked(const struct record_alloc *a, struct site *s,
-                         int64_t now, uint32_t tid, struct live *e)
+/* Writes what allocation `a` says into entry `e`, all but its site, which
+ * may be known only under the lock.  An entry is its thread's until the
+ * table holds it: no lock. */
+HOT void entry_fill(struct live *e, const struct record_alloc *a, int64_t now,
+                    uint32_t tid)
 {
-    if (s == NULL) {
+    /* a cuMemCreate handle's extra is its reference count */
+    uint64_t extra = a->is_handle ? 1 : a->requested >= a->size ? 0 : a->size - a->requested;
+    e->addr = a->addr;
+    e->t_ns = now;
+    e->tid_owner = (tid & ((1u << TID_BITS) - 1)) | owner_of(a->device, a->ctx) << TID_BITS;
+    e->size_extra = (a->size & SIZE_MASK) | (extra > EXTRA_MAX ? EXTRA_MAX : extra) << 48;
+}
+
+/* No entry was parked for this thread: one from the shared list, filled. */
+COLD struct live *entry_new_filled_locked(const struct record_alloc *a, int64_t now,
+                                          uint32_t tid)
+{
+    struct live *e = entry_new_locked();
+    if (e != NULL)
+        entry_fill(e, a, now, tid);
+    return e;
+}
+
+/* An entry of the same address is still live: freed behind our back (e.g.
+ * by a context reset) - drop it, the new entry takes its slot; or a handle
+ * the driver reused, whose release we missed. */
+COLD void alloc_replace_locked(const struct record_alloc *a, struct live *old, int64_t now)
+{
+    if (!a->is_handle)
+        account_free_locked(site_of(old), entry_size(old), now);
+    record_entry_free_locked(old);
+}
+
+/* `e` (filled by entry_fill, or NULL for a fresh one) becomes the
+ * allocation `a` at site `s` (NULL: out of memory, nothing is recorded). */
+HOT void alloc_locked(const struct record_alloc *a, struct site *s,
+                      int64_t now, uint32_t tid, struct live *e)
+{
+    if (__builtin_expect(s == NULL, 0)) {
         if (e != NULL)
             record_entry_free_locked(e);
         return;
     }
-    if (e == NULL && (e = entry_new_locked()) == NULL)
+    if (__builtin_expect(e == NULL, 0) && (e = entry_new_filled_locked(a, now, tid)) == NULL)
         return;
-    uint64_t extra = a->requested >= a->size ? 0 : a->size - a->requested;
-    e->addr = a->addr;
-    e->t_ns = now;
-    e->site = s->index;
-    e->tid = tid & ((1u << 22) - 1);
-    e->owner = owner_of(a->device, a->ctx) & 1023u;
     struct addr_table *t = &record_live_table;
-    if (a->is_handle) {
+    e->site = s->index;
+    if (__builtin_expect(a->is_handle, 0)) {
         /* cuMemCreate handle (device- or host-located): refcounted. */
         e->site |= HANDLE_BIT;
-        extra = 1;
         t = &record_handles;
     }
-    e->size_extra = (a->size & SIZE_MASK) | (extra > EXTRA_MAX ? EXTRA_MAX : extra) << 48;
     struct table_slot *slot = table_slot(t, e->addr);
-    if (slot == NULL) {
+    if (__builtin_expect(slot == NULL, 0)) {
         record_entry_free_locked(e);
         return;
     }
-    struct live *old = slot->e;
-    if (old == NULL) {
+    if (__builtin_expect(slot->e == NULL, 1)) {
         slot->key = e->addr;
         t->count++;
-    } else if (a->is_handle) {
-        /* the driver reused a handle we missed the release of */
-        record_entry_free_locked(old);
     } else {
-        /* Freed behind our back (e.g. by a context reset): drop it; the
-         * new entry takes its slot (the key is the same). */
-        account_free_locked(site_of(old), entry_size(old), now);
-        record_totals.live--;
-        record_entry_free_locked(old);
+        alloc_replace_locked(a, slot->e, now);
     }
     slot->e = e;
-    record_totals.live++;
     account_alloc_locked(s, a->size, now);
     record_last_alloc = e;
 }
 
-/* The site of (stack, pool, kind), through this thread's cache slot `c`
- * when it holds the stack (c may be NULL). */
-static inline struct site *site_cached_locked(struct stack_slot *c,
-                                              struct record_stack *st,
-                                              uint32_t pool, enum record_kind kind)
+/* A miss of this thread's cache: the stack (interned now if `st` is NULL)
+ * and its site for (pool, kind), both remembered in cache slot `c`. */
+COLD struct site *site_miss_locked(struct stack_slot *c, struct record_stack *st,
+                                   uint64_t h, unsigned entry, void *const *frames,
+                                   unsigned depth, uint32_t pool, enum record_kind kind)
 {
-    if (c != NULL && c->st == st && st != NULL && c->site != NULL &&
-        c->site->s.pool == pool && c->site->s.kind == kind)
-        return c->site;
+    if (st == NULL && (st = intern_locked(h, entry, frames, depth)) != NULL)
+        *c = (struct stack_slot){h, st, NULL};
     struct site *s = site_get_locked(st, pool, kind);
-    if (c != NULL && c->st == st && st != NULL)
+    if (st != NULL && c->st == st)
         c->site = s;
     return s;
 }
@@ -592,6 +611,8 @@ void record_alloc(const struct record_alloc *a, struct record_stack *stack,
 {
     uint32_t tid = current_tid();
     struct live *e = entry_take();
+    if (e != NULL)
+        entry_fill(e, a, now, tid);
     record_lock_take(&record_lock);
     alloc_locked(a, site_get_locked(stack, record_pool_of(a->kind, a->device), a->kind),
                  now, tid, e);
@@ -603,18 +624,28 @@ void record_alloc_at(const struct record_alloc *a, unsigned entry,
 {
     if (depth > RECORD_MAX_DEPTH)
         depth = RECORD_MAX_DEPTH;
-    uint64_t h = stack_hash(entry, frames, depth); /* outside the lock */
+    /* Outside the lock: the hash, this thread's cached stack and site (a
+     * site's pool and kind never change, and the cache is this thread's),
+     * the entry. */
+    uint64_t h = stack_hash(entry, frames, depth);
     struct stack_slot *c = &tc.stacks[h % TC_STACKS];
     struct record_stack *st = NULL;
-    if (c->st != NULL && c->hash == h && stack_equal(c->st, entry, frames, depth))
+    struct site *s = NULL;
+    uint32_t pool = record_pool_of(a->kind, a->device);
+    if (c->st != NULL && c->hash == h && stack_equal(c->st, entry, frames, depth)) {
         st = c->st;
+        s = c->site;
+        if (s != NULL && (s->s.pool != pool || s->s.kind != a->kind))
+            s = NULL;
+    }
     uint32_t tid = current_tid();
     struct live *e = entry_take();
-    uint32_t pool = record_pool_of(a->kind, a->device);
+    if (e != NULL)
+        entry_fill(e, a, now, tid);
     record_lock_take(&record_lock);
-    if (st == NULL && (st = intern_locked(h, entry, frames, depth)) != NULL)
-        *c = (struct stack_slot){h, st, NULL};
-    alloc_locked(a, site_cached_locked(c, st, pool, a->kind), now, tid, e);
+    if (__builtin_expect(s == NULL, 0))
+        s = site_miss_locked(c, st, h, entry, frames, depth, pool, a->kind);
+    alloc_locked(a, s, now, tid, e);
     record_lock_drop(&record_lock);
 }
 
@@ -627,54 +658,46 @@ static bool kind_matches(enum record_kind have, enum record_kind want)
     return have != KIND_HOST_PINNED;
 }
 
+/* A free the tracker cannot take: an address never seen (unknown), or one
+ * known, but not to this API - the real call refuses it and the allocation
+ * stays live: a bug in the caller, not a stranger.  Drops the lock. */
+COLD void *free_refused_unlock(bool known)
+{
+    if (known)
+        record_totals.wrong_kind_frees++;
+    else
+        record_totals.unknown_frees++;
+    record_lock_drop(&record_lock);
+    return NULL;
+}
+
 void *record_free_take(uintptr_t addr, enum record_kind kind_hint,
                        int64_t now)
 {
     record_lock_take(&record_lock);
     struct table_slot *slot = table_find(&record_live_table, addr);
-    struct live *e = slot != NULL ? slot->e : NULL;
-    if (e == NULL) {
-        record_totals.unknown_frees++;
-        record_lock_drop(&record_lock);
-        return NULL;
-    }
+    if (__builtin_expect(slot == NULL, 0))
+        return free_refused_unlock(false);
+    struct live *e = slot->e;
     struct site *s = site_of(e);
-    if (!kind_matches(s->s.kind, kind_hint)) {
-        /* Known, but not to this API: the real call refuses it and the
-         * allocation stays live - a bug in the caller, not a stranger. */
-        record_totals.wrong_kind_frees++;
-        record_lock_drop(&record_lock);
-        return NULL;
-    }
+    if (__builtin_expect(!kind_matches(s->s.kind, kind_hint), 0))
+        return free_refused_unlock(true);
     table_remove(&record_live_table, slot);
     account_free_locked(s, entry_size(e), now);
-    record_totals.live--;
-    record_last_temporary = NULL;
     /* Nothing was allocated since, or freed within the window: temporary. */
-    if (e == record_last_alloc ||
-        (temporary_window_ns > 0 && now - e->t_ns <= temporary_window_ns)) {
-        s->s.temporary++;
-        record_last_temporary = e;
-    }
+    bool temporary = e == record_last_alloc ||
+                     (temporary_window_ns > 0 && now - e->t_ns <= temporary_window_ns);
+    s->s.temporary += temporary;
+    record_last_temporary = temporary ? e : NULL;
     record_last_alloc = NULL;
     record_lock_drop(&record_lock);
     return e;
 }
 
-void record_free_finish(void *token, bool ok, int64_t now)
+/* The real free failed: the memory is still there, put it back.  The
+ * counters return to where they were (this is not a new allocation). */
+COLD void free_undo(struct live *e, int64_t now)
 {
-    struct live *e = token;
-    if (e == NULL)
-        return;
-    if (ok) { /* the common case: parked for this thread, no lock */
-        e->addr = (uintptr_t)tc.free;
-        tc.free = e;
-        if (++tc.nfree > TC_FREE_MAX)
-            entries_give_back();
-        return;
-    }
-    /* The real free failed: the memory is still there, put it back.  The
-     * counters return to where they were (this is not a new allocation). */
     record_lock_take(&record_lock);
     struct site *s = site_of(e);
     record_totals.failed_frees++;
@@ -696,9 +719,24 @@ void record_free_finish(void *token, bool ok, int64_t now)
             s->s.temporary--;
             record_last_temporary = NULL;
         }
-        record_totals.live++;
     }
     record_lock_drop(&record_lock);
+}
+
+void record_free_finish(void *token, bool ok, int64_t now)
+{
+    struct live *e = token;
+    if (__builtin_expect(e == NULL, 0))
+        return;
+    if (__builtin_expect(!ok, 0)) {
+        free_undo(e, now);
+        return;
+    }
+    /* the common case: parked for this thread, no lock */
+    e->addr = (uintptr_t)tc.free;
+    tc.free = e;
+    if (__builtin_expect(++tc.nfree > TC_FREE_MAX, 0))
+        entries_give_back();
 }
 
 void record_count_reentrant(void)
@@ -732,7 +770,7 @@ uint64_t record_drop_context(int device, unsigned ctx, int64_t now)
     struct addr_table *t = &record_live_table;
     for (uint32_t i = 0; i < table_size(t);) {
         struct live *e = t->slots[i].e;
-        if (e == NULL || e->owner != owner || site_of(e)->s.kind == KIND_ASYNC ||
+        if (e == NULL || entry_owner(e) != owner || site_of(e)->s.kind == KIND_ASYNC ||
             site_of(e)->s.kind == KIND_VMM) {
             i++;
             continue;

@@ -59,17 +59,19 @@ struct record_stack {
  * `at_peak_count` are valid only when `epoch` equals the pool's epoch; see
  * the peak-attribution comment in record.c. */
 struct record_site {
-    struct record_stack *stack;
-    uint64_t current, at_peak;
-    uint64_t count, at_peak_count;
-    uint64_t epoch;
-    /* The same scheme for the peak since the latest mark (record_mark). */
-    uint64_t mark_at_peak, mark_at_peak_count, mark_epoch;
+    /* What every allocation and free here writes, first: one cache line
+     * (record_state.h aligns sites to lines). */
+    uint64_t current, count;
+    uint64_t epoch, mark_epoch; /* see at_peak, mark_at_peak */
     /* Churn over the run: allocations and frees made here, the bytes
      * allocated in all, and frees that came straight after their own
      * allocation with no other allocation between (heaptrack's
      * "temporary"). */
     uint64_t allocs, frees, alloc_bytes, temporary;
+    struct record_stack *stack;
+    uint64_t at_peak, at_peak_count;
+    /* The same scheme for the peak since the latest mark (record_mark). */
+    uint64_t mark_at_peak, mark_at_peak_count;
     uint32_t pool;
     uint8_t kind;
 };
@@ -103,13 +105,17 @@ struct record_counters {
                                      thread was in our bookkeeping: passed
                                      through, not tracked */
     uint64_t failed_frees;  /* real frees that failed (entry kept) */
-    uint64_t stacks, live;
+    uint64_t stacks;
+    uint64_t live; /* live entries: in a view, the address tables' counts
+                      (record_view.c); the tracker's own copy is not kept */
 };
 
 /* Initialises the tracker; event_cap is the event-log bound (0 = no log).
- * `clock` (may be NULL: then the callers' now_ns) is read under the lock to
- * stamp events and peaks, so that the log is in time order.  Safe to call
- * once before any other function. */
+ * Events and peaks take the callers' now_ns, made non-decreasing under the
+ * lock so that the log is in time order; `clock` (may be NULL) re-stamps
+ * only a caller that was preempted between its reading and the lock (see
+ * event_log_stamp): no clock is read inside the critical section otherwise.
+ * Safe to call once before any other function. */
 void record_init(size_t event_cap, int64_t (*clock)(void));
 
 /* A free within window_ns of its allocation counts as temporary too (0:

@@ -4,7 +4,9 @@
 #ifndef CUMEMTRACE_RECORD_EVENT_H
 #define CUMEMTRACE_RECORD_EVENT_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Pools a row may name: device ordinals 0..63, and -1 for host-pinned
  * (record.h's RECORD_POOLS, asserted there). */
@@ -19,5 +21,24 @@ struct record_event {
     int16_t pool;      /* device ordinal, or -1 for host-pinned */
     uint8_t kind;
 };
+
+/* A row's last eight bytes - stack, pool, kind and padding - as one word:
+ * what a row says about its site, which the site keeps ready, so a push
+ * stores it at once. */
+#define RECORD_EVENT_TAG_AT offsetof(struct record_event, stack)
+_Static_assert(sizeof(struct record_event) == RECORD_EVENT_TAG_AT + 8,
+               "stack, pool and kind end the row, in one word");
+
+static inline uint64_t record_event_tag(uint32_t stack, int16_t pool, uint8_t kind)
+{
+    struct record_event e;
+    memset(&e, 0, sizeof e);
+    e.stack = stack;
+    e.pool = pool;
+    e.kind = kind;
+    uint64_t tag;
+    memcpy(&tag, (const char *)&e + RECORD_EVENT_TAG_AT, sizeof tag);
+    return tag;
+}
 
 #endif

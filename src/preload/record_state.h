@@ -8,6 +8,7 @@
 #define CUMEMTRACE_RECORD_STATE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -44,15 +45,19 @@ static inline unsigned hash_key(const void *key, size_t len)
 
 /* ---- structures ---- */
 
+/* Aligned to a cache line, so that the counters every event writes
+ * (record_site's first line) share it with nothing. */
 struct site {
     struct record_site s;
     struct site *next; /* the stack's other sites (other pools) */
+    /* What each event row of this site says, kept ready: stack id, pool
+     * as rows name it (-1 host-pinned) and kind (record_event_tag). */
+    uint64_t event_tag;
+    /* record_pools[s.pool] and its kinds[s.kind], kept ready */
+    struct pool *pool;
+    struct record_kind_stats *kind_stats;
     uint32_t index;    /* in record_site_table */
-    /* What each event row of this site says, kept ready: the stack's id
-     * and the pool as rows name it (-1 host-pinned). */
-    uint32_t stack_id;
-    int16_t event_pool;
-};
+} __attribute__((aligned(64)));
 
 struct stack_node {
     uint64_t hash;
@@ -72,11 +77,12 @@ struct live {
                             references, else size - requested (saturating) */
     int64_t t_ns;
     uint32_t site;       /* index into record_site_table | HANDLE_BIT */
-    /* Linux tids are below PID_MAX_LIMIT = 2^22: the other 10 bits name the
-     * owning context (owner_of), so a context's destroy can find its memory. */
-    uint32_t tid : 22;
-    uint32_t owner : 10;
+    /* The allocating thread's tid (Linux tids are below PID_MAX_LIMIT =
+     * 2^22) | the owning context << 22 (owner_of, 10 bits), so a context's
+     * destroy can find its memory: one word, written in one store. */
+    uint32_t tid_owner;
 };
+#define TID_BITS 22
 _Static_assert(sizeof(struct live) <= 32, "live entry over budget");
 
 #define HANDLE_BIT 0x80000000u
@@ -90,6 +96,11 @@ extern struct site **record_site_table;
 static inline struct site *site_of(const struct live *e)
 {
     return __atomic_load_n(&record_site_table, __ATOMIC_ACQUIRE)[e->site & ~HANDLE_BIT];
+}
+
+static inline unsigned entry_owner(const struct live *e)
+{
+    return e->tid_owner >> TID_BITS;
 }
 
 static inline bool is_handle(const struct live *e)
@@ -123,15 +134,20 @@ struct range {
     UT_hash_handle hh;
 };
 
+/* What every event reads or writes comes first - current, peak, epoch and
+ * the mark's peak and epoch fall in the first cache line - and a pool
+ * starts a line, so two pools never share one. */
 struct pool {
-    bool active;
     uint64_t current, peak, epoch;
-    int64_t peak_time;
-    int64_t free_bytes, total_bytes;
-    struct record_kind_stats kinds[KIND_COUNT];
-    struct record_vmm_stats vmm;
     struct record_mark mark;
-};
+    bool active;
+    int64_t peak_time;
+    struct record_kind_stats kinds[KIND_COUNT];
+    int64_t free_bytes, total_bytes;
+    struct record_vmm_stats vmm;
+} __attribute__((aligned(64)));
+_Static_assert(offsetof(struct pool, mark.epoch) + 8 <= 64,
+               "the fields every event touches share one line");
 
 /* The limit apart from the counters: every allocation reads it (unlocked)
  * while other threads write the counters, and sharing a cache line would
@@ -141,13 +157,36 @@ struct pool_limit {
     uint64_t inflight; /* reserved by calls in progress (under the lock) */
 } __attribute__((aligned(64)));
 
+/* What every allocation and free writes under the lock besides its site,
+ * pool and event row (event_log.h's cursor): one cache line, which nothing
+ * read outside the lock shares (record_site_table, the limits, the
+ * per-thread caches), so a thread that takes the lock pulls the line once. */
+struct record_hot {
+    struct addr_table live_table, handles;
+    /* The latest allocation, while nothing else was allocated since, and
+     * the latest free counted as temporary (a failed free takes it back):
+     * compared with, never read through. */
+    const struct live *last_alloc, *last_temporary;
+} __attribute__((aligned(64)));
+extern struct record_hot record_hot;
+#define record_live_table (record_hot.live_table)
+#define record_handles (record_hot.handles)
+#define record_last_alloc (record_hot.last_alloc)
+#define record_last_temporary (record_hot.last_temporary)
+
 /* ---- the lock: a futex mutex (Drepper, "Futexes Are Tricky", mutex 2) ----
  * Uncontended, a lock and an unlock are one atomic each (~10 instructions,
  * against ~100 for a pthread mutex round trip).  Contended, a thread spins
  * briefly (critical sections are tens of instructions), then sleeps in the
  * kernel, so a preempted holder never has its waiters burn their cores.
  * States: 0 free, 1 held, 2 held with (possible) sleepers. */
-extern int record_lock;
+/* The lock word on a line of its own: waiters poll it while the holder
+ * writes the state it guards. */
+extern union record_lock_line {
+    int word;
+    char line[64];
+} record_lock_line __attribute__((aligned(64)));
+#define record_lock (record_lock_line.word)
 void record_lock_wait(int *m);
 void record_lock_wake(int *m);
 
@@ -166,12 +205,8 @@ static inline void record_lock_drop(int *m)
 }
 
 extern uint32_t record_nsites;
-/* The latest allocation, while nothing else was allocated since, and the
- * latest free counted as temporary (a failed free takes it back). */
-extern const struct live *record_last_alloc, *record_last_temporary;
 extern struct pool record_pools[RECORD_POOLS];
 extern struct pool_limit record_limits[RECORD_POOLS];
-extern struct addr_table record_live_table, record_handles;
 extern struct stack_node **record_stacks_by_id; /* index id-1 */
 extern size_t record_nstacks;
 extern struct record_counters record_totals;

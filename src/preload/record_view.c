@@ -209,6 +209,7 @@ int record_view_take(struct record_view *v)
     v->event_bucket_ns = es.bucket_ns;
     v->event_cap = es.cap;
     v->counters = record_totals;
+    v->counters.live = (uint64_t)record_live_table.count + record_handles.count;
     v->counters.reentrant_untracked =
         __atomic_load_n(&record_reentrant, __ATOMIC_RELAXED);
     record_lock_drop(&record_lock);

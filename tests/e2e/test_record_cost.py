@@ -57,3 +57,27 @@ def test_fixed_cost_per_pair_is_one_lean_trip_each_way(tmp_path):
     per_pair = inclusive(annotated, "pairs_at_50k") / 20000
     print(f"instructions per alloc/free pair at 50k live: {per_pair:.0f}")
     assert per_pair <= 600, per_pair
+
+
+@pytest.mark.skipif(SAN_RUNTIME is not None,
+                    reason="valgrind cannot run sanitizer-instrumented code")
+def test_hooks_path_per_pair_with_the_log_on(tmp_path):
+    """Issue 14: the hooks' path (record_alloc_at with the stack in the
+    thread's cache, record_free_take, record_free_finish; every event
+    logged) cost 637 instructions a pair: the row built on the stack and
+    copied by an out-of-line push, every event stamped by a second clock
+    read under the lock, the entry filled and the site looked up inside the
+    critical section.  A few stores per row, the caller's time clamped, the
+    entry and the cached site settled before the lock: ~485."""
+    assert shutil.which("valgrind"), \
+        "valgrind not found: run scripts/install-deps.sh"
+    out = tmp_path / "callgrind.out"
+    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                    "--collect-atstart=no", "--toggle-collect=pairs_logged",
+                    str(PROG), "logged"],
+                   check=True, capture_output=True, timeout=180)
+    annotated = subprocess.run(["callgrind_annotate", "--inclusive=yes", str(out)],
+                               check=True, capture_output=True, text=True).stdout
+    per_pair = inclusive(annotated, "pairs_logged") / 20000
+    print(f"instructions per logged alloc/free pair (hooks' path): {per_pair:.0f}")
+    assert per_pair <= 540, per_pair

@@ -5,9 +5,14 @@
  * both; one that stops growing costs eight times more at 400 k.
  *
  * The live allocations are 2 KiB apart, like a caching allocator's small
- * blocks: the address stride the tracker's hash must spread. */
+ * blocks: the address stride the tracker's hash must spread.
+ *
+ * `record_cost logged` times the hooks' own path instead, for
+ * test_record_cost.py's budget: record_alloc_at (the stack found in the
+ * thread's cache), the event log on, the clock read by the caller. */
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "record.h"
 
@@ -48,8 +53,46 @@ __attribute__((noinline)) void pairs_at_400k(void);
 void pairs_at_50k(void) { pairs(); }
 void pairs_at_400k(void) { pairs(); __asm__ volatile("" ::: "memory"); }
 
-int main(void)
+/* The hooks' path: PAIRS allocations at a cached stack, each freed at
+ * once, every event logged. */
+__attribute__((noinline)) void pairs_logged(void);
+void pairs_logged(void)
 {
+    void *frames[2] = {(void *)0x1000, (void *)0x2000};
+    for (size_t i = 0; i < PAIRS; i++) {
+        uintptr_t addr = BASE + (live + i) * STRIDE;
+        struct record_alloc a = {.addr = addr, .size = STRIDE, .requested = STRIDE,
+                                 .kind = KIND_DEVICE, .device = 0};
+        record_alloc_at(&a, 1, frames, 2, (int64_t)i * 2);
+        record_free_finish(record_free_take(addr, KIND_COUNT, (int64_t)i * 2 + 1),
+                           true, 0);
+    }
+}
+
+static int logged(void)
+{
+    void *frames[2] = {(void *)0x1000, (void *)0x2000};
+    record_init(4 * PAIRS, NULL); /* every event kept: no thinning */
+    for (; live < 1000; live++) {
+        struct record_alloc a = {.addr = BASE + live * STRIDE, .size = STRIDE,
+                                 .requested = STRIDE, .kind = KIND_DEVICE, .device = 0};
+        record_alloc_at(&a, 1, frames, 2, 0);
+    }
+    pairs_logged();
+    struct record_view v;
+    if (record_view_take(&v) != 0 || v.events_recorded != 1000 + 2 * PAIRS ||
+        v.nevents != v.events_recorded) {
+        fprintf(stderr, "record_cost: expected every event logged\n");
+        return 1;
+    }
+    record_view_free(&v);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "logged") == 0)
+        return logged();
     void *frames[2] = {(void *)0x1000, (void *)0x2000};
     record_init(0, NULL);
     stack = record_stack_intern(1, frames, 2);

@@ -181,6 +181,53 @@ static void below_the_cap_everything_is_kept(void **state)
     free(r);
 }
 
+static int64_t fake_clock_ns;
+static int fake_clock_reads;
+
+static int64_t fake_clock(void)
+{
+    fake_clock_reads++;
+    return fake_clock_ns;
+}
+
+/* A row's time is the caller's, read before the lock, made non-decreasing:
+ * no clock read inside the critical section, except for a caller late by
+ * more than EVENT_LOG_LATE_NS (preempted between its reading and the lock),
+ * whom the clock re-stamps.  event_log_add writes what event_log_push
+ * would. */
+static void rows_take_the_callers_time_in_order(void **state)
+{
+    (void)state;
+    event_log_reset();
+    event_log_init(16, fake_clock);
+    fake_clock_ns = 1000000;
+    fake_clock_reads = 0;
+    assert_int_equal(event_log_stamp(500000), 500000);
+    assert_int_equal(event_log_stamp(499000), 500000); /* waited for the lock */
+    assert_int_equal(fake_clock_reads, 0);
+    assert_int_equal(event_log_stamp(500000 - EVENT_LOG_LATE_NS - 1), 1000000);
+    assert_int_equal(fake_clock_reads, 1);
+    assert_int_equal(event_log_stamp(999999), 1000000);
+    assert_int_equal(event_log_stamp(1000001), 1000001);
+
+    event_log_add(1000001, -4096, 12, record_event_tag(7, -1, 4));
+    struct record_event want;
+    memset(&want, 0, sizeof want);
+    want.t_ns = 1000001;
+    want.delta = -4096;
+    want.current = 12;
+    want.stack = 7;
+    want.pool = -1;
+    want.kind = 4;
+    struct event_log_stats st = event_log_stats();
+    assert_int_equal(st.kept, 1);
+    assert_int_equal(st.recorded, 1);
+    struct record_event got[1];
+    event_log_copy(got);
+    assert_memory_equal(&got[0], &want, sizeof want);
+    event_log_init(16, NULL); /* the later tests' stamps are their own */
+}
+
 static long rss_kib(void)
 {
     long pages = 0, resident = 0;
@@ -225,6 +272,7 @@ int main(void)
         cmocka_unit_test(random_walk_keeps_exact_extrema),
         cmocka_unit_test(below_the_cap_everything_is_kept),
         cmocka_unit_test(memory_follows_the_rows_not_the_cap),
+        cmocka_unit_test(rows_take_the_callers_time_in_order),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     event_log_reset();

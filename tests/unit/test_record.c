@@ -453,6 +453,9 @@ static void peak_attribution_matches_brute_force_under_threads(void **state)
         held[k] += (uint64_t)e->delta;
         cur += (uint64_t)e->delta;
         assert_int_equal(e->current, cur); /* the log is the tracker's order */
+        /* the workers' times go back and forth; the rows' never do */
+        if (i > 0)
+            assert_true(e->t_ns >= v.events[i - 1].t_ns);
         if (cur > peak) {
             peak = cur;
             memcpy(at_peak, held, sizeof held);
