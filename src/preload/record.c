@@ -39,10 +39,12 @@
  * open-addressed table (record_table.h), the site's, pool's and kind's
  * counters through pointers the site keeps ready, and a log row of four
  * stores (event_log_add).  The state it writes is laid out by cache line
- * (record_state.h): the lock word alone, the tables' heads and the latest
- * allocation together, each pool's and each site's hot counters on their
- * own line, the log's cursor on its own - so a contended hand-over moves
- * few lines, and nothing read outside the lock shares a line with them.
+ * (record_state.h): the lock word with the tables' heads and the latest
+ * allocation, each pool's and each site's hot counters on their own line,
+ * the log's cursor on its own - so a contended hand-over moves few lines,
+ * and nothing read outside the lock shares a line with them.  Still, every
+ * line a critical section writes crosses cores when two threads take
+ * turns, at a cost above the section's own (make bench, threads row).
  *
  * Limitations: a stream-ordered free is accounted when it is issued, not when
  * the stream reaches it; managed memory is assumed resident on its device.
@@ -60,8 +62,7 @@
 
 /* ---- the state record_state.h declares ---- */
 
-union record_lock_line record_lock_line;
-struct record_hot record_hot;
+struct record_locked record_locked;
 bool record_nomem;
 struct site **record_site_table;
 uint32_t record_nsites;
@@ -78,9 +79,13 @@ uint64_t record_reentrant;
 
 /* ---- the lock's slow paths (record_state.h has the fast ones) ---- */
 
-/* Spins this many polls before sleeping: a critical section is ~100
- * instructions, a futex round trip thousands. */
-#define LOCK_SPINS 200
+/* A waiter polls with a pause between (doubling up to LOCK_BACKOFF_MAX,
+ * so that its reads leave the holder the line it writes), and sleeps after
+ * LOCK_SPIN_PAUSES pauses in all (~10-100 us, by the CPU's pause): a
+ * critical section is ~100 instructions, a futex round trip thousands,
+ * and a holder preempted for longer should not have its waiter spin. */
+#define LOCK_BACKOFF_MAX 64
+#define LOCK_SPIN_PAUSES 2000
 
 static inline void cpu_relax(void)
 {
@@ -93,13 +98,16 @@ static inline void cpu_relax(void)
 
 void record_lock_wait(int *m)
 {
-    for (int i = 0; i < LOCK_SPINS; i++) {
+    for (unsigned spent = 0, delay = 1; spent < LOCK_SPIN_PAUSES; spent += delay) {
         int free_state = 0;
         if (__atomic_load_n(m, __ATOMIC_RELAXED) == 0 &&
             __atomic_compare_exchange_n(m, &free_state, 1, false, __ATOMIC_ACQUIRE,
                                         __ATOMIC_RELAXED))
             return;
-        cpu_relax();
+        for (unsigned i = 0; i < delay; i++)
+            cpu_relax();
+        if (delay < LOCK_BACKOFF_MAX)
+            delay *= 2;
     }
     int saved = errno; /* the host's errno survives our futex calls */
     while (__atomic_exchange_n(m, 2, __ATOMIC_ACQUIRE) != 0)

@@ -157,36 +157,37 @@ struct pool_limit {
     uint64_t inflight; /* reserved by calls in progress (under the lock) */
 } __attribute__((aligned(64)));
 
-/* What every allocation and free writes under the lock besides its site,
- * pool and event row (event_log.h's cursor): one cache line, which nothing
- * read outside the lock shares (record_site_table, the limits, the
- * per-thread caches), so a thread that takes the lock pulls the line once. */
-struct record_hot {
+/* ---- the lock: a futex mutex (Drepper, "Futexes Are Tricky", mutex 2) ----
+ * Uncontended, a lock and an unlock are one atomic each (~10 instructions,
+ * against ~100 for a pthread mutex round trip).  Contended, a thread spins
+ * briefly, backing off between polls, then sleeps in the kernel, so a
+ * preempted holder never has its waiters burn their cores.
+ * States: 0 free, 1 held, 2 held with (possible) sleepers.
+ *
+ * The lock word shares its cache line with what every allocation and free
+ * writes under it besides its site, pool and event row: a thread that
+ * takes the lock gets them in the same transfer, and since a waiter backs
+ * off between polls (record_lock_wait) the holder's writes mostly find the
+ * line still its own.  Between two threads taking turns, every line the
+ * critical section writes crosses cores once per turn (hundreds of ns on
+ * a VM, more than the section itself): fewer lines is what shortens it.
+ * Nothing read outside the lock shares this line. */
+struct record_locked {
+    int lock;
     struct addr_table live_table, handles;
     /* The latest allocation, while nothing else was allocated since, and
      * the latest free counted as temporary (a failed free takes it back):
      * compared with, never read through. */
     const struct live *last_alloc, *last_temporary;
 } __attribute__((aligned(64)));
-extern struct record_hot record_hot;
-#define record_live_table (record_hot.live_table)
-#define record_handles (record_hot.handles)
-#define record_last_alloc (record_hot.last_alloc)
-#define record_last_temporary (record_hot.last_temporary)
+_Static_assert(sizeof(struct record_locked) == 64, "one cache line");
+extern struct record_locked record_locked;
+#define record_lock (record_locked.lock)
+#define record_live_table (record_locked.live_table)
+#define record_handles (record_locked.handles)
+#define record_last_alloc (record_locked.last_alloc)
+#define record_last_temporary (record_locked.last_temporary)
 
-/* ---- the lock: a futex mutex (Drepper, "Futexes Are Tricky", mutex 2) ----
- * Uncontended, a lock and an unlock are one atomic each (~10 instructions,
- * against ~100 for a pthread mutex round trip).  Contended, a thread spins
- * briefly (critical sections are tens of instructions), then sleeps in the
- * kernel, so a preempted holder never has its waiters burn their cores.
- * States: 0 free, 1 held, 2 held with (possible) sleepers. */
-/* The lock word on a line of its own: waiters poll it while the holder
- * writes the state it guards. */
-extern union record_lock_line {
-    int word;
-    char line[64];
-} record_lock_line __attribute__((aligned(64)));
-#define record_lock (record_lock_line.word)
 void record_lock_wait(int *m);
 void record_lock_wake(int *m);
 
