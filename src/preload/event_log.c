@@ -188,11 +188,24 @@ static size_t select_pass(int s, bool apply)
     return w;
 }
 
-/* The log is full: coarsen the buckets until at most half the cap is used
- * (binary search: the count never grows as buckets get coarser). */
+/* The log is full: coarsen the buckets until at most half the cap is used.
+ * The count never grows as buckets get coarser.  The first time, a binary
+ * search counts (without applying) for the smallest bucket that does; from
+ * then on, since thinning what is kept equals thinning every event (see
+ * the top), each coarser bucket is applied to the rows in turn until one
+ * does - the same smallest bucket, usually the first or second tried (a
+ * log refilled at a steady rate about halves with buckets twice as wide):
+ * one or two passes where the search took seven, under the tracker's lock. */
 static void thin(void)
 {
-    int lo = shift < 63 ? shift + 1 : 63, hi = 63;
+    if (shift >= 0) {
+        for (int s = shift < 63 ? shift + 1 : 63;; s++) {
+            select_pass(s, true);
+            if (cur->nrows <= cap / 2 || s == 63)
+                return;
+        }
+    }
+    int lo = 0, hi = 63;
     while (lo < hi) {
         int mid = lo + (hi - lo) / 2;
         if (select_pass(mid, false) <= cap / 2)

@@ -81,3 +81,26 @@ def test_hooks_path_per_pair_with_the_log_on(tmp_path):
     per_pair = inclusive(annotated, "pairs_logged") / 20000
     print(f"instructions per logged alloc/free pair (hooks' path): {per_pair:.0f}")
     assert per_pair <= 540, per_pair
+
+
+@pytest.mark.skipif(SAN_RUNTIME is not None,
+                    reason="valgrind cannot run sanitizer-instrumented code")
+def test_hooks_path_per_pair_once_the_log_thins(tmp_path):
+    """Issue 14: a long run's log is full and thinning (past
+    CUMEMTRACE_EVENTS), and every thinning of the full log binary-searched
+    the bucket size with seven counting passes over it, under the lock:
+    791 instructions a pair in that steady state.  Once thinned, each
+    coarser bucket is applied to the rows in turn - the same bucket, in one
+    or two passes: ~725."""
+    assert shutil.which("valgrind"), \
+        "valgrind not found: run scripts/install-deps.sh"
+    out = tmp_path / "callgrind.out"
+    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                    "--collect-atstart=no", "--toggle-collect=pairs_thinned",
+                    str(PROG), "thinned"],
+                   check=True, capture_output=True, timeout=180)
+    annotated = subprocess.run(["callgrind_annotate", "--inclusive=yes", str(out)],
+                               check=True, capture_output=True, text=True).stdout
+    per_pair = inclusive(annotated, "pairs_thinned") / 20000
+    print(f"instructions per logged alloc/free pair, log thinning: {per_pair:.0f}")
+    assert per_pair <= 775, per_pair

@@ -9,7 +9,9 @@
  *
  * `record_cost logged` times the hooks' own path instead, for
  * test_record_cost.py's budget: record_alloc_at (the stack found in the
- * thread's cache), the event log on, the clock read by the caller. */
+ * thread's cache), the event log on, the clock read by the caller;
+ * `record_cost thinned` the same with the log full and thinning. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -55,6 +57,8 @@ void pairs_at_400k(void) { pairs(); __asm__ volatile("" ::: "memory"); }
 
 /* The hooks' path: PAIRS allocations at a cached stack, each freed at
  * once, every event logged. */
+static int64_t t_ns = 1; /* a nanosecond an event, on from run to run */
+
 __attribute__((noinline)) void pairs_logged(void);
 void pairs_logged(void)
 {
@@ -63,26 +67,40 @@ void pairs_logged(void)
         uintptr_t addr = BASE + (live + i) * STRIDE;
         struct record_alloc a = {.addr = addr, .size = STRIDE, .requested = STRIDE,
                                  .kind = KIND_DEVICE, .device = 0};
-        record_alloc_at(&a, 1, frames, 2, (int64_t)i * 2);
-        record_free_finish(record_free_take(addr, KIND_COUNT, (int64_t)i * 2 + 1),
+        record_alloc_at(&a, 1, frames, 2, t_ns + (int64_t)i * 2);
+        record_free_finish(record_free_take(addr, KIND_COUNT, t_ns + (int64_t)i * 2 + 1),
                            true, 0);
     }
+    t_ns += 2 * PAIRS;
 }
 
-static int logged(void)
+/* The same once the log is full and thinning (a long run's steady state):
+ * a small bound, thinned many times over. */
+__attribute__((noinline)) void pairs_thinned(void);
+void pairs_thinned(void) { pairs_logged(); __asm__ volatile("" ::: "memory"); }
+
+static int logged(bool thinned)
 {
     void *frames[2] = {(void *)0x1000, (void *)0x2000};
-    record_init(4 * PAIRS, NULL); /* every event kept: no thinning */
+    /* every event kept, or thinned from the first pairs on */
+    record_init(thinned ? 4096 : 4 * PAIRS, NULL);
     for (; live < 1000; live++) {
         struct record_alloc a = {.addr = BASE + live * STRIDE, .size = STRIDE,
                                  .requested = STRIDE, .kind = KIND_DEVICE, .device = 0};
         record_alloc_at(&a, 1, frames, 2, 0);
     }
-    pairs_logged();
+    if (thinned) {
+        pairs_logged(); /* past the first thinning, which searches */
+        pairs_thinned();
+    } else {
+        pairs_logged();
+    }
     struct record_view v;
-    if (record_view_take(&v) != 0 || v.events_recorded != 1000 + 2 * PAIRS ||
-        v.nevents != v.events_recorded) {
-        fprintf(stderr, "record_cost: expected every event logged\n");
+    uint64_t want = 1000 + (thinned ? 4 : 2) * (uint64_t)PAIRS;
+    if (record_view_take(&v) != 0 || v.events_recorded != want ||
+        (thinned ? v.event_bucket_ns == 0 : v.nevents != v.events_recorded)) {
+        fprintf(stderr, "record_cost: expected every event logged%s\n",
+                thinned ? ", and thinned" : "");
         return 1;
     }
     record_view_free(&v);
@@ -92,7 +110,9 @@ static int logged(void)
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "logged") == 0)
-        return logged();
+        return logged(false);
+    if (argc > 1 && strcmp(argv[1], "thinned") == 0)
+        return logged(true);
     void *frames[2] = {(void *)0x1000, (void *)0x2000};
     record_init(0, NULL);
     stack = record_stack_intern(1, frames, 2);
