@@ -54,6 +54,15 @@ static size_t cap;       /* the bound on rows */
 static size_t mapped;    /* rows the mapping holds */
 static size_t faulted;   /* rows known to be backed by memory */
 static size_t open_start; /* first row of the latest bucket (when thinned) */
+/* What the latest bucket holds for each pool (slot), while `gen` equals
+ * open_gen: the values of its lowest and highest rows (one: a single row).
+ * A thinned push whose value lies between them changes nothing - most of a
+ * long run's pushes - and is told so without a scan of the bucket. */
+static struct {
+    uint64_t lo, hi, gen;
+    bool one;
+} open_ext[POOL_SLOTS];
+static uint64_t open_gen = 1; /* bumped whenever the latest bucket is another */
 static int shift = -1;    /* -1: nothing thinned; else bucket = t >> shift */
 static bool failed, populate_off;
 static int64_t (*clock_fn)(void);
@@ -183,6 +192,7 @@ static size_t select_pass(int s, bool apply)
     if (apply) {
         cur->nrows = w;
         open_start = last_start;
+        open_gen++;
         shift = s;
     }
     return w;
@@ -234,11 +244,16 @@ static void remove_row(size_t i)
  * extremum of its pool that it beats (ties keep the first). */
 static void push_thinned(const struct record_event *ev)
 {
+    unsigned p = slot_of(ev);
     if (cur->nrows == 0 ||
         bucket_of(cur->rows[cur->nrows - 1].t_ns, shift) != bucket_of(ev->t_ns, shift)) {
+        open_gen++;
         if (cur->nrows < cap) {
             open_start = cur->nrows;
             append(ev);
+            open_ext[p].lo = open_ext[p].hi = ev->current;
+            open_ext[p].one = true;
+            open_ext[p].gen = open_gen;
         }
         return;
     }
@@ -251,20 +266,46 @@ static void push_thinned(const struct record_event *ev)
         if (hi == SIZE_MAX || cur->rows[i].current > cur->rows[hi].current)
             hi = i;
     }
-    if (lo == SIZE_MAX || (lo == hi && ev->current != cur->rows[lo].current)) {
-        if (cur->nrows < cap)
+    uint64_t lo_v = lo == SIZE_MAX ? ev->current : cur->rows[lo].current;
+    uint64_t hi_v = lo == SIZE_MAX ? ev->current : cur->rows[hi].current;
+    bool one = lo == hi;
+    if (lo == SIZE_MAX || (lo == hi && ev->current != lo_v)) {
+        if (cur->nrows < cap) {
             append(ev); /* a new pool, or the bucket's other extremum */
-        return;
-    }
-    if (ev->current > cur->rows[hi].current) {
-        if (lo != hi)
-            remove_row(hi);
+            if (lo != SIZE_MAX) {
+                lo_v = ev->current < lo_v ? ev->current : lo_v;
+                hi_v = ev->current > hi_v ? ev->current : hi_v;
+            }
+            one = lo == SIZE_MAX;
+        } else if (lo == SIZE_MAX) {
+            open_ext[p].gen = 0; /* not in the bucket after all */
+            return;
+        }
+    } else if (ev->current > hi_v) {
+        remove_row(hi); /* lo != hi here */
         append(ev);
-    } else if (ev->current < cur->rows[lo].current) {
-        if (lo != hi)
-            remove_row(lo);
+        hi_v = ev->current;
+    } else if (ev->current < lo_v) {
+        remove_row(lo);
         append(ev);
+        lo_v = ev->current;
     }
+    open_ext[p].lo = lo_v;
+    open_ext[p].hi = hi_v;
+    open_ext[p].one = one;
+    open_ext[p].gen = open_gen;
+}
+
+/* Thinned, and `ev` falls in the latest bucket between its pool's extrema
+ * there (or on its single row): keeping it would change nothing. */
+static bool open_unchanged(const struct record_event *ev)
+{
+    unsigned p = (unsigned)(ev->pool + 1);
+    if (p >= POOL_SLOTS || open_ext[p].gen != open_gen || cur->nrows == 0 ||
+        bucket_of(cur->rows[cur->nrows - 1].t_ns, shift) != bucket_of(ev->t_ns, shift))
+        return false;
+    return open_ext[p].one ? ev->current == open_ext[p].lo
+                           : ev->current >= open_ext[p].lo && ev->current <= open_ext[p].hi;
 }
 
 void event_log_push(const struct record_event *ev)
@@ -282,6 +323,8 @@ void event_log_push_slow(const struct record_event *ev)
     if (cap == 0)
         return;
     cur->recorded++;
+    if (shift >= 0 && cur->nrows < cap && open_unchanged(ev))
+        return;
     if (cur->nrows == mapped && mapped < cap)
         grow(); /* may lower the cap to what is mapped */
     if (!failed) {
@@ -321,6 +364,7 @@ void event_log_reset(void)
         munmap(cur->rows, page_round(mapped * sizeof *cur->rows));
     cur->rows = NULL;
     cur->nrows = mapped = faulted = open_start = 0;
+    open_gen++;
     cur->recorded = 0;
     shift = -1;
     failed = populate_off = false;

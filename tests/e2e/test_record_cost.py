@@ -88,10 +88,12 @@ def test_hooks_path_per_pair_with_the_log_on(tmp_path):
 def test_hooks_path_per_pair_once_the_log_thins(tmp_path):
     """Issue 14: a long run's log is full and thinning (past
     CUMEMTRACE_EVENTS), and every thinning of the full log binary-searched
-    the bucket size with seven counting passes over it, under the lock:
-    791 instructions a pair in that steady state.  Once thinned, each
-    coarser bucket is applied to the rows in turn - the same bucket, in one
-    or two passes: ~725."""
+    the bucket size with seven counting passes over it, and every push
+    scanned the latest bucket, under the lock: 791 instructions a pair in
+    that steady state.  Once thinned, each coarser bucket is applied to the
+    rows in turn - the same bucket, in one or two passes (725) - and a push
+    between its pool's extrema in the latest bucket, which changes nothing,
+    is told so from the extrema kept per pool: ~648."""
     assert shutil.which("valgrind"), \
         "valgrind not found: run scripts/install-deps.sh"
     out = tmp_path / "callgrind.out"
@@ -103,4 +105,4 @@ def test_hooks_path_per_pair_once_the_log_thins(tmp_path):
                                check=True, capture_output=True, text=True).stdout
     per_pair = inclusive(annotated, "pairs_thinned") / 20000
     print(f"instructions per logged alloc/free pair, log thinning: {per_pair:.0f}")
-    assert per_pair <= 775, per_pair
+    assert per_pair <= 700, per_pair
