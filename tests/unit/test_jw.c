@@ -166,6 +166,41 @@ static void long_output_is_whole(void **state)
     free(w);
 }
 
+/* A number written when the buffer has less room than its digits (every
+ * room from 0 to 24 bytes, every length of number) arrives whole: the
+ * formatter writes straight into the buffer only when it fits. */
+static void numbers_at_the_buffer_end(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test_jw.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    struct jw *w = malloc(sizeof *w);
+    static char fill[sizeof w->buf];
+    memset(fill, 'x', sizeof fill);
+    uint64_t v[] = {7, 42, 999999999, 4294967295u, 4294967296u, UINT64_MAX};
+    char want[64], got[64];
+    for (size_t room = 0; room <= 24; room++)
+        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+            assert_int_equal(ftruncate(fd, 0), 0);
+            assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+            jw_init(w, fd);
+            jw_raw(w, fill, sizeof fill - room);
+            jw_u64(w, v[i]);
+            jw_raw(w, "|", 1);
+            jw_flush(w);
+            assert_int_equal(w->err, 0);
+            int len = snprintf(want, sizeof want, "%llu|", (unsigned long long)v[i]);
+            assert_int_equal(lseek(fd, 0, SEEK_END), (off_t)(sizeof fill - room) + len);
+            assert_int_equal(pread(fd, got, (size_t)len, (off_t)(sizeof fill - room)), len);
+            got[len] = '\0';
+            assert_string_equal(got, want);
+        }
+    close(fd);
+    unlink(path);
+    free(w);
+}
+
 /* A write error stops the output and is kept. */
 static void write_error_is_kept(void **state)
 {
@@ -185,6 +220,7 @@ int main(void)
         cmocka_unit_test(hex_and_booleans),
         cmocka_unit_test(strings_escape_as_before),
         cmocka_unit_test(long_output_is_whole),
+        cmocka_unit_test(numbers_at_the_buffer_end),
         cmocka_unit_test(write_error_is_kept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
