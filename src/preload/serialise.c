@@ -132,20 +132,60 @@ struct site_key {
 
 enum order_by { BY_CURRENT, BY_AT_PEAK, BY_MARK_AT_PEAK, BY_ALLOCS };
 
+/* Ties of figure and id (one stack's sites of two kinds) keep the sites'
+ * order: the radix sort below is stable, and this is its fallback. */
 static int by_figure(const void *a, const void *b)
 {
     const struct site_key *x = a, *y = b;
     if (x->by != y->by)
         return x->by > y->by ? -1 : 1;
-    return x->id < y->id ? -1 : x->id > y->id;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* Sorts keys[0..n), already in id order, by figure, largest first, keeping
+ * the id order among equals: a stable LSD radix sort of the complemented
+ * figure, one pass per byte in which the keys differ (a 100k-site dump
+ * spent ~140 M instructions in qsort's three sorts).  tmp: room for n. */
+static void radix_by_figure(struct site_key *keys, struct site_key *tmp, size_t n)
+{
+    uint32_t count[8][256]; /* n < 2^32: keys index sites by uint32_t */
+    memset(count, 0, sizeof count);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t k = ~keys[i].by;
+        for (int b = 0; b < 8; b++)
+            count[b][(k >> (8 * b)) & 255]++;
+    }
+    struct site_key *from = keys, *to = tmp;
+    for (int b = 0; b < 8; b++) {
+        uint32_t *c = count[b];
+        if (c[(~from[0].by >> (8 * b)) & 255] == n)
+            continue; /* every key has this byte */
+        uint32_t sum = 0;
+        for (int d = 0; d < 256; d++) {
+            uint32_t k = c[d];
+            c[d] = sum;
+            sum += k;
+        }
+        for (size_t i = 0; i < n; i++)
+            to[c[(~from[i].by >> (8 * b)) & 255]++] = from[i];
+        struct site_key *t = from;
+        from = to;
+        to = t;
+    }
+    if (from != keys)
+        memcpy(keys, from, n * sizeof *keys);
 }
 
 /* Fills keys[0..n) with the sites of `pool` in the order `by`; returns n.
- * keys has room for every site (the caller's scratch). */
+ * keys has room for twice every site (the caller's scratch; the second
+ * half is the sort's). */
 static size_t order_sites(const struct record_view *v, uint32_t pool, enum order_by by,
                           struct site_key *keys)
 {
     size_t n = 0;
+    bool in_id_order = true;
     for (size_t i = 0; i < v->nsites; i++) {
         const struct record_site_view *s = &v->sites[i];
         if (s->pool != pool)
@@ -156,9 +196,14 @@ static size_t order_sites(const struct record_view *v, uint32_t pool, enum order
                                          : s->mark_at_peak;
         keys[n].id = s->stack->id;
         keys[n].at = (uint32_t)i;
+        if (n > 0 && keys[n].id < keys[n - 1].id)
+            in_id_order = false;
         n++;
     }
-    qsort(keys, n, sizeof *keys, by_figure);
+    if (n > 1 && in_id_order)
+        radix_by_figure(keys, keys + v->nsites, n);
+    else
+        qsort(keys, n, sizeof *keys, by_figure);
     return n;
 }
 
@@ -694,7 +739,8 @@ int serialise_state(int fd, const struct serialise_doc *doc, struct serialise_ev
         return -1;
     }
     struct jw *w = malloc(sizeof *w);
-    struct site_key *keys = malloc((v.nsites ? v.nsites : 1) * sizeof *keys);
+    /* keys, then the radix sort's scratch */
+    struct site_key *keys = malloc((v.nsites ? 2 * v.nsites : 1) * sizeof *keys);
     if (w == NULL || keys == NULL) {
         free(w);
         free(keys);
