@@ -5,7 +5,10 @@
  * and the dynamic symbol, through a direct-mapped cache because most
  * frames repeat across stacks.  The cache also keeps each native frame's
  * JSON text as first written: 100k stacks of 22 frames are 2.2 M frames of
- * a few hundred distinct addresses, so most frames are one copy.
+ * a few hundred distinct addresses, so most frames are one inlined lookup
+ * and one copy (~155 instructions a frame when the lookup was a call, the
+ * modules pass looked up every module again and the comma was a write of
+ * its own; ~85 now, both passes).
  * Memory: the cache (~3 MiB) and the texts live only while dumping -
  * except for the stream's checkpoints, which symbolise the same frames
  * every flush and keep a smaller cache between them (`kept`): dladdr of a
@@ -34,8 +37,9 @@ struct sym {
     const char *symbol;
     uintptr_t offset;
     uintptr_t base;     /* dli_fbase; 0 when dladdr knew no module */
-    const char *json;   /* {"module":...,"symbol":...} as written, or NULL */
-    size_t json_len;
+    const char *json;   /* ,{"module":...,"symbol":...} as written, or NULL */
+    uint32_t json_len;  /* with the leading comma */
+    uint32_t listed;    /* the dump whose "modules" has this module (0 none) */
 };
 
 #define SYMCACHE_SIZE 65536 /* power of two */
@@ -88,15 +92,14 @@ static void texts_free(struct texts *t)
     t->used = t->chunks = 0;
 }
 
-static struct sym *symbolize(struct sym *cache, size_t mask, void *addr)
+/* Fills the cache entry `s` for addr (a miss of symbolize). */
+static __attribute__((noinline)) struct sym *symbolize_into(struct sym *s, void *addr)
 {
     uintptr_t a = (uintptr_t)addr;
-    struct sym *s = &cache[(a ^ (a >> 16)) & mask];
-    if (s->addr == addr && s->module != NULL)
-        return s;
     Dl_info info;
     s->addr = addr;
     s->json = NULL;
+    s->listed = 0;
     /* A return address points after the call; -1 lands inside it. */
     if (dladdr((void *)(a - 1), &info) != 0 && info.dli_fname != NULL) {
         const char *slash = strrchr(info.dli_fname, '/');
@@ -115,6 +118,17 @@ static struct sym *symbolize(struct sym *cache, size_t mask, void *addr)
     return s;
 }
 
+/* The cache entry of addr, symbolised.  Inline: 100k stacks are 2.2 M
+ * frames, nearly all hits. */
+static inline struct sym *symbolize(struct sym *cache, size_t mask, void *addr)
+{
+    uintptr_t a = (uintptr_t)addr;
+    struct sym *s = &cache[(a ^ (a >> 16)) & mask];
+    if (__builtin_expect(s->addr == addr && s->module != NULL, 1))
+        return s;
+    return symbolize_into(s, addr);
+}
+
 static void write_native_frame(struct jw *w, const struct sym *y)
 {
     jw_raw(w, "{\"module\":", 10);
@@ -126,15 +140,19 @@ static void write_native_frame(struct jw *w, const struct sym *y)
     jw_raw(w, "}", 1);
 }
 
-/* The frame's text, from the cache entry's copy when it has one, else
- * written and copied there.  A text that cannot be copied (no memory, or
- * too long for the buffer's room) is written each time. */
-static void write_cached_frame(struct jw *w, struct sym *y, struct texts *t)
+/* The frame's text, after its comma unless it is the stack's first: from
+ * the cache entry's copy when it has one, else written and copied there.
+ * A text that cannot be copied (no memory, or too long for the buffer's
+ * room) is written each time. */
+static inline void write_cached_frame(struct jw *w, struct sym *y, struct texts *t,
+                                      bool first)
 {
-    if (y->json != NULL) {
-        jw_raw(w, y->json, y->json_len);
+    if (__builtin_expect(y->json != NULL, 1)) {
+        jw_raw(w, y->json + first, y->json_len - first);
         return;
     }
+    if (!first)
+        jw_raw(w, ",", 1);
     /* escapes take at most 6 bytes a byte; 64 for the keys and digits */
     size_t need = 6 * (strlen(y->module) + (y->symbol ? strlen(y->symbol) : 0)) + 64;
     if (need > sizeof w->buf) {
@@ -146,11 +164,12 @@ static void write_cached_frame(struct jw *w, struct sym *y, struct texts *t)
     size_t start = w->n;
     write_native_frame(w, y);
     size_t len = w->n - start;
-    char *copy = w->err == 0 ? texts_alloc(t, len) : NULL;
+    char *copy = w->err == 0 ? texts_alloc(t, len + 1) : NULL;
     if (copy != NULL) {
-        memcpy(copy, w->buf + start, len);
+        copy[0] = ',';
+        memcpy(copy + 1, w->buf + start, len);
         y->json = copy;
-        y->json_len = len;
+        y->json_len = (uint32_t)(len + 1);
     }
 }
 
@@ -177,19 +196,20 @@ static void write_python_frame(struct jw *w, enum python_frame_kind k,
  * stacks (the CLI reads in one pass): path, build-id and the ELF vaddr of
  * offset 0, so that DWARF can be consulted later, elsewhere. */
 static void write_modules(struct jw *w, const struct record_view *v, struct sym *cache,
-                          size_t mask)
+                          size_t mask, uint32_t dump)
 {
     struct module_info *mods = NULL;
     size_t n = 0, cap = 0;
     for (size_t i = 0; i < v->nstacks && cache != NULL; i++) {
         const struct record_stack *s = v->stacks[i];
         for (unsigned f = 0; f < s->depth; f++) {
-            struct python_frame py;
-            if (python_frame_decode(s->frames[f], &py) != PYTHON_FRAME_NATIVE)
+            if (python_frame_is_tagged(s->frames[f]))
                 continue;
-            const struct sym *y = symbolize(cache, mask, s->frames[f]);
-            if (y->base == 0)
+            struct sym *y = symbolize(cache, mask, s->frames[f]);
+            /* an entry filled since this dump began is looked up once */
+            if (y->base == 0 || y->listed == dump)
                 continue;
+            y->listed = dump;
             size_t k = 0;
             while (k < n && mods[k].base != y->base)
                 k++;
@@ -264,6 +284,47 @@ static struct sym *kept_cache(void)
     return kept.cache;
 }
 
+/* A number for each dump, never 0: what sym.listed compares with. */
+static uint32_t next_dump(void)
+{
+    static uint32_t dumps;
+    uint32_t d;
+    while ((d = __atomic_add_fetch(&dumps, 1, __ATOMIC_RELAXED)) == 0)
+        ;
+    return d;
+}
+
+/* ,"entry":"name","frames":[ for the stack's entry point, formatted once
+ * per run of stacks with the same entry (most stacks share one). */
+struct entry_text {
+    unsigned entry; /* > 0xffff: none yet */
+    size_t len;     /* 0: too long to keep, written each time */
+    char text[128];
+};
+
+static void write_entry(struct jw *w, struct entry_text *e, unsigned entry)
+{
+    if (e->entry == entry && e->len > 0) {
+        jw_raw(w, e->text, e->len);
+        return;
+    }
+    const char *name = entry == 0xffff ? "unknown" : resolve_name(entry);
+    /* escapes take at most 6 bytes a byte; 32 for the keys */
+    bool fits = 6 * strlen(name) + 32 <= sizeof e->text;
+    e->entry = entry;
+    e->len = 0;
+    if (fits && sizeof w->buf - w->n < sizeof e->text)
+        jw_flush(w); /* then nothing below flushes: the text is in buf */
+    size_t start = w->n;
+    jw_s(w, ",\"entry\":");
+    jw_str(w, name);
+    jw_s(w, ",\"frames\":[");
+    if (fits && w->err == 0) {
+        e->len = w->n - start;
+        memcpy(e->text, w->buf + start, e->len);
+    }
+}
+
 void serialise_stacks(struct jw *w, const struct record_view *v, bool keep)
 {
     struct sym *cache = keep ? kept_cache() : NULL;
@@ -273,24 +334,25 @@ void serialise_stacks(struct jw *w, const struct record_view *v, bool keep)
     struct texts *texts = kept_one ? &kept.texts : &own;
     if (!kept_one)
         cache = calloc(SYMCACHE_SIZE, sizeof *cache);
-    write_modules(w, v, cache, mask);
+    write_modules(w, v, cache, mask, next_dump());
     jw_s(w, "\"stacks\":[");
+    struct entry_text entry = {.entry = 0x10000};
     for (size_t i = 0; i < v->nstacks; i++) {
         const struct record_stack *s = v->stacks[i];
         jw_s(w, i ? ",\n {\"id\":" : "\n {\"id\":");
         jw_u64(w, s->id);
-        jw_s(w, ",\"entry\":");
-        jw_str(w, s->entry == 0xffff ? "unknown" : resolve_name(s->entry));
-        jw_s(w, ",\"frames\":[");
+        write_entry(w, &entry, s->entry);
         for (unsigned f = 0; f < s->depth; f++) {
+            if (cache != NULL && !python_frame_is_tagged(s->frames[f])) {
+                write_cached_frame(w, symbolize(cache, mask, s->frames[f]), texts, f == 0);
+                continue;
+            }
             struct python_frame py;
             enum python_frame_kind k = python_frame_decode(s->frames[f], &py);
             if (f != 0)
                 jw_raw(w, ",", 1);
             if (k != PYTHON_FRAME_NATIVE) {
                 write_python_frame(w, k, &py);
-            } else if (cache != NULL) {
-                write_cached_frame(w, symbolize(cache, mask, s->frames[f]), texts);
             } else {
                 struct sym one;
                 memset(&one, 0, sizeof one);
