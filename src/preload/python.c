@@ -56,14 +56,9 @@
  * descriptors without audit hooks.  It only allocates a str; the pending
  * exception, if any, is saved around it.  Done once per code object.
  *
- * Interning: a (code object, line) pair gets a dense index, stored in the
- * frames[] of record_stack as PYTHON_TAG | index, so record.c dedups mixed
- * stacks unchanged.  Indices below MARKER_COUNT are the marker frames.  The
- * table holds a reference to every code object it names (Py_IncRef, under
- * the GIL we hold), so its address cannot be reused by another code object
- * and a cached name cannot turn stale.  Cost: memory for each distinct code
- * object seen in an allocating stack, never freed - bounded by the program's
- * code, except for code made at run time in a loop (exec, some tracers).
+ * Interning: python_table.c gives each (code object, line) a frame index
+ * stored in record_stack.frames[]; python_nogil.c reads the frames of a
+ * thread that does not hold the GIL.
  *
  * Splicing: Python frames take the place of the interpreter's evaluation
  * frames (return addresses inside _PyEval_EvalFrameDefault, whose extent is
@@ -79,11 +74,9 @@
  * (native stack cut at CUMEMTRACE_DEPTH) and those of a stack with no
  * evaluation frame at all go at the outer end.
  *
- * Threads: the intern table is guarded by `lock`, taken once per merge, and
- * never while the tracker's lock is held; fork handlers keep it usable in a
- * child.  The snapshot writer decodes frames without the lock: entries are
- * immutable and were written before the stack that names them was
- * published under the tracker's lock.
+ * Threads: the intern table's lock (py_lock) is taken once per merge, and
+ * never while the tracker's lock is held; fork handlers keep it and the
+ * no-GIL reader's lock usable in a child.
  *
  * Limitations: one interpreter in mind (sub-interpreters' threads that hold
  * their GIL through a non-default thread state get the marker before
@@ -91,20 +84,14 @@
  * RECORD_MAX_DEPTH frames in all (the innermost are kept, then a
  * "truncated" marker).
  */
-#include "python.h"
+#include "python_impl.h"
 
 #include <dlfcn.h>
-#include <errno.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "clock.h"
 #include "config.h"
 #include "log.h"
 #include "record.h"
@@ -113,283 +100,10 @@
 _Static_assert(sizeof(void *) == 8, "tagged frames need 64-bit pointers");
 
 enum python_mode python_mode = PYTHON_OFF;
-
-/* CPython's PyObject, never looked into except on 3.8 (see walk_38). */
-typedef struct py_object py_object;
-
-/* The public C API we use, resolved once by attach(). */
-static struct {
-    int (*is_initialized)(void);
-    int (*gil_check)(void);
-    void *(*this_thread_state)(void);    /* PyGILState_GetThisThreadState */
-    void *(*current_thread_state)(void); /* may be NULL: then trust gil_check */
-    py_object *(*thread_frame)(void *);  /* 3.9+, new reference */
-    py_object *(*frame_back)(py_object *);
-    py_object *(*frame_code)(py_object *);
-    py_object *(*eval_frame)(void);      /* 3.8, borrowed */
-    int (*frame_line)(py_object *);
-    int (*frame_lasti)(py_object *);     /* 3.11+ */
-    py_object *(*getattr)(py_object *, const char *);
-    const char *(*as_utf8)(py_object *);
-    void (*incref)(py_object *);
-    void (*decref)(py_object *);
-    int (*gc_disable)(void);             /* 3.11+ only, see the top */
-    int (*gc_enable)(void);
-    void (*err_fetch)(py_object **, py_object **, py_object **);
-    void (*err_restore)(py_object *, py_object *, py_object *);
-    const char *(*version)(void);
-    const void *frame_type, *code_type; /* 3.8: &PyFrame_Type, &PyCode_Type */
-    void (*dump_traceback)(int, void *); /* _Py_DumpTraceback, may be NULL */
-    int (*add_pending)(int (*)(void *), void *); /* Py_AddPendingCall */
-    int (*run_simple)(const char *);             /* PyRun_SimpleString */
-    py_object *(*unicode)(const char *);         /* PyUnicode_FromString */
-    py_object *(*get_module)(py_object *);       /* PyImport_GetModule */
-} api;
-
-static int py_minor;               /* CPython 3.<py_minor> */
+struct python_api pyapi;
+int py_minor;
 static uintptr_t eval_lo, eval_hi; /* _PyEval_EvalFrameDefault's code */
 static pthread_once_t attach_once = PTHREAD_ONCE_INIT;
-
-/* ---- the intern table ---- */
-
-enum { MARK_NO_GIL, MARK_TRUNCATED, MARK_NO_MEMORY, MARK_BUDGET, MARKER_COUNT };
-static const char *const marker_text[MARKER_COUNT] = {
-    "python frames unavailable: GIL not held",
-    "python frames truncated",
-    "python frame unavailable: out of memory",
-    "python frames skipped: GIL not held and the no-GIL reader over its time budget",
-};
-
-/* One code object, referenced for as long as the process lives. */
-struct code_entry {
-    py_object *code;
-    char *file;     /* malloc'ed UTF-8 copies */
-    char *function;
-};
-
-/* What a frame index names. */
-struct frame_entry {
-    const struct code_entry *code;
-    int line;
-};
-
-/* Open-addressing slots of the table (code, key) -> frame index, where key
- * is a line (LINE_KEY) or, from 3.11, an instruction offset (LASTI_KEY) that
- * saves computing the line on every capture.  Index 0 = empty (0 is a
- * marker, never an interned frame). */
-struct frame_slot {
-    py_object *code;
-    int64_t key;
-    uint32_t index;
-};
-
-#define LINE_KEY(line) ((int64_t)(uint32_t)(line))
-#define LASTI_KEY(lasti) (((int64_t)1 << 32) | (uint32_t)(lasti))
-
-/* 4096 chunks of 1024 entries: 4M distinct (code, line) pairs, far more lines
- * than any program allocates from; the chunk array costs 32 KiB. */
-#define FRAME_CHUNK 1024u
-#define FRAME_CHUNKS 4096u
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct frame_entry *chunks[FRAME_CHUNKS];
-static uint32_t nframes = MARKER_COUNT; /* next index */
-static struct frame_slot *fslots;
-static size_t fcap, fused;
-static struct code_entry **cslots;
-static size_t ccap, cused;
-
-/* The no-GIL path's memfd and buffer (see nogil_frames). */
-static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
-static int dump_fd = -1;
-static dev_t dump_dev;
-static ino_t dump_ino;
-static char dump_buf[1 << 16]; /* under dump_lock */
-static int64_t dump_spent_ns;  /* time spent reading without the GIL */
-
-/* The no-GIL reader may take this share of the process's run time (plus a
- * grace for the first captures): beyond it, stacks get MARK_BUDGET. */
-#define NOGIL_BUDGET_PERCENT 2
-#define NOGIL_GRACE_NS 50000000
-
-static size_t hash_ptr(const void *p, int64_t key)
-{
-    uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull;
-    h ^= (uint64_t)key * 0xC2B2AE3D27D4EB4Full;
-    return (size_t)(h ^ (h >> 29));
-}
-
-static const struct code_entry *code_find(py_object *code)
-{
-    if (ccap == 0)
-        return NULL;
-    for (size_t i = hash_ptr(code, 0) & (ccap - 1);; i = (i + 1) & (ccap - 1)) {
-        if (cslots[i] == NULL)
-            return NULL;
-        if (cslots[i]->code == code)
-            return cslots[i];
-    }
-}
-
-static bool code_put(struct code_entry *c)
-{
-    if (2 * (cused + 1) > ccap) {
-        size_t ncap = ccap ? 2 * ccap : 256;
-        struct code_entry **n = calloc(ncap, sizeof *n);
-        if (n == NULL)
-            return false;
-        for (size_t j = 0; j < ccap; j++) {
-            if (cslots[j] == NULL)
-                continue;
-            size_t i = hash_ptr(cslots[j]->code, 0) & (ncap - 1);
-            while (n[i] != NULL)
-                i = (i + 1) & (ncap - 1);
-            n[i] = cslots[j];
-        }
-        free(cslots);
-        cslots = n;
-        ccap = ncap;
-    }
-    size_t i = hash_ptr(c->code, 0) & (ccap - 1);
-    while (cslots[i] != NULL)
-        i = (i + 1) & (ccap - 1);
-    cslots[i] = c;
-    cused++;
-    return true;
-}
-
-/* A UTF-8 copy of a str attribute of `o`, "?" when it has none. */
-static char *attr_copy(py_object *o, const char *name)
-{
-    py_object *s = api.getattr(o, name);
-    const char *u = s != NULL ? api.as_utf8(s) : NULL;
-    char *copy = strdup(u != NULL ? u : "?");
-    if (s != NULL)
-        api.decref(s);
-    return copy;
-}
-
-/* The entry of `code`, created (names copied, code referenced) if new.
- * Caller holds `lock` and the GIL. */
-static const struct code_entry *code_intern(py_object *code)
-{
-    const struct code_entry *found = code_find(code);
-    if (found != NULL)
-        return found;
-    struct code_entry *c = malloc(sizeof *c);
-    if (c == NULL)
-        return NULL;
-    py_object *type, *value, *tb;
-    api.err_fetch(&type, &value, &tb);
-    c->file = attr_copy(code, "co_filename");
-    c->function = attr_copy(code, py_minor >= 11 ? "co_qualname" : "co_name");
-    api.err_restore(type, value, tb);
-    c->code = code;
-    if (c->file == NULL || c->function == NULL || !code_put(c)) {
-        free(c->file);
-        free(c->function);
-        free(c);
-        return NULL;
-    }
-    api.incref(code);
-    return c;
-}
-
-static bool frame_slots_grow(void)
-{
-    size_t ncap = fcap ? 2 * fcap : 1024;
-    struct frame_slot *n = calloc(ncap, sizeof *n);
-    if (n == NULL)
-        return false;
-    for (size_t j = 0; j < fcap; j++) {
-        if (fslots[j].index == 0)
-            continue;
-        size_t i = hash_ptr(fslots[j].code, fslots[j].key) & (ncap - 1);
-        while (n[i].index != 0)
-            i = (i + 1) & (ncap - 1);
-        n[i] = fslots[j];
-    }
-    free(fslots);
-    fslots = n;
-    fcap = ncap;
-    return true;
-}
-
-/* The frame index stored under (code, key), 0 if none. */
-static uint32_t slot_find(py_object *code, int64_t key)
-{
-    if (fcap == 0)
-        return 0;
-    for (size_t i = hash_ptr(code, key) & (fcap - 1);; i = (i + 1) & (fcap - 1)) {
-        if (fslots[i].index == 0)
-            return 0;
-        if (fslots[i].code == code && fslots[i].key == key)
-            return fslots[i].index;
-    }
-}
-
-static bool slot_put(py_object *code, int64_t key, uint32_t index)
-{
-    if (2 * (fused + 1) > fcap && !frame_slots_grow())
-        return false;
-    size_t i = hash_ptr(code, key) & (fcap - 1);
-    while (fslots[i].index != 0)
-        i = (i + 1) & (fcap - 1);
-    fslots[i] = (struct frame_slot){code, key, index};
-    fused++;
-    return true;
-}
-
-/* A new frame index for (key, line), naming entry c; MARK_NO_MEMORY when
- * it cannot be had.  Caller holds `lock`. */
-static uint32_t frame_new(py_object *key, int line, const struct code_entry *c)
-{
-    if (c == NULL || nframes >= FRAME_CHUNK * FRAME_CHUNKS)
-        return MARK_NO_MEMORY;
-    uint32_t index = nframes;
-    struct frame_entry **chunk = &chunks[index / FRAME_CHUNK];
-    if (*chunk == NULL && (*chunk = calloc(FRAME_CHUNK, sizeof **chunk)) == NULL)
-        return MARK_NO_MEMORY;
-    if (!slot_put(key, LINE_KEY(line), index))
-        return MARK_NO_MEMORY;
-    (*chunk)[index % FRAME_CHUNK] = (struct frame_entry){c, line};
-    nframes++;
-    return index;
-}
-
-/* The index of (code, line), interned if new; MARK_NO_MEMORY when it cannot
- * be.  Caller holds `lock` and the GIL. */
-static uint32_t frame_intern(py_object *code, int line)
-{
-    uint32_t index = slot_find(code, LINE_KEY(line));
-    return index != 0 ? index : frame_new(code, line, code_intern(code));
-}
-
-static void *tag(uint32_t index)
-{
-    return (void *)(PYTHON_TAG | index);
-}
-
-enum python_frame_kind python_frame_decode(const void *frame,
-                                           struct python_frame *out)
-{
-    uintptr_t v = (uintptr_t)frame;
-    if (!(v & PYTHON_TAG))
-        return PYTHON_FRAME_NATIVE;
-    uint32_t index = (uint32_t)(v & 0xffffffffu);
-    memset(out, 0, sizeof *out);
-    const struct frame_entry *chunk =
-        index < FRAME_CHUNK * FRAME_CHUNKS ? chunks[index / FRAME_CHUNK] : NULL;
-    if (index < MARKER_COUNT || chunk == NULL) {
-        out->marker = index < MARKER_COUNT ? marker_text[index] : "?";
-        return PYTHON_FRAME_MARKER;
-    }
-    const struct frame_entry *f = &chunk[index % FRAME_CHUNK];
-    out->file = f->code->file;
-    out->function = f->code->function;
-    out->line = f->line;
-    return PYTHON_FRAME_PYTHON;
-}
 
 /* ---- finding CPython ---- */
 
@@ -401,7 +115,7 @@ static void *lookup(const char *name)
                                       : NULL;
 }
 
-#define LOOKUP(field, name) (*(void **)&api.field = lookup(name))
+#define LOOKUP(field, name) (*(void **)&pyapi.field = lookup(name))
 
 static void find_eval_range(void)
 {
@@ -424,11 +138,11 @@ static void find_eval_range(void)
 static enum python_mode find_api(void)
 {
     LOOKUP(gil_check, "PyGILState_Check");
-    if (api.gil_check == NULL)
+    if (pyapi.gil_check == NULL)
         return PYTHON_PENDING;
     int major = 0;
     LOOKUP(version, "Py_GetVersion");
-    const char *v = api.version != NULL ? api.version() : "?";
+    const char *v = pyapi.version != NULL ? pyapi.version() : "?";
     if (sscanf(v, "%d.%d", &major, &py_minor) != 2 || major != 3 ||
         py_minor < 8) {
         LOG(LOG_WARN, "CPython '%.20s' is not supported (3.8 or newer is); "
@@ -451,25 +165,25 @@ static enum python_mode find_api(void)
     LOOKUP(run_simple, "PyRun_SimpleString");
     LOOKUP(unicode, "PyUnicode_FromString");
     LOOKUP(get_module, "PyImport_GetModule");
-    bool ok = api.is_initialized && api.this_thread_state && api.frame_line &&
-              api.getattr && api.as_utf8 && api.incref && api.decref &&
-              api.err_fetch && api.err_restore;
+    bool ok = pyapi.is_initialized && pyapi.this_thread_state && pyapi.frame_line &&
+              pyapi.getattr && pyapi.as_utf8 && pyapi.incref && pyapi.decref &&
+              pyapi.err_fetch && pyapi.err_restore;
     if (py_minor >= 9) {
         LOOKUP(thread_frame, "PyThreadState_GetFrame");
         LOOKUP(frame_back, "PyFrame_GetBack");
         LOOKUP(frame_code, "PyFrame_GetCode");
-        ok = ok && api.thread_frame && api.frame_back && api.frame_code;
+        ok = ok && pyapi.thread_frame && pyapi.frame_back && pyapi.frame_code;
     } else {
         LOOKUP(eval_frame, "PyEval_GetFrame");
-        api.frame_type = lookup("PyFrame_Type");
-        api.code_type = lookup("PyCode_Type");
-        ok = ok && api.eval_frame && api.frame_type && api.code_type;
+        pyapi.frame_type = lookup("PyFrame_Type");
+        pyapi.code_type = lookup("PyCode_Type");
+        ok = ok && pyapi.eval_frame && pyapi.frame_type && pyapi.code_type;
     }
     if (py_minor >= 11) {
         LOOKUP(gc_disable, "PyGC_Disable");
         LOOKUP(gc_enable, "PyGC_Enable");
         LOOKUP(frame_lasti, "PyFrame_GetLasti");
-        ok = ok && api.gc_disable && api.gc_enable && api.frame_lasti;
+        ok = ok && pyapi.gc_disable && pyapi.gc_enable && pyapi.frame_lasti;
     }
     if (!ok) {
         LOG(LOG_WARN, "CPython 3.%d lacks part of the C API we use; stacks "
@@ -497,23 +211,20 @@ static void attach(void)
 
 static void fork_prepare(void)
 {
-    pthread_mutex_lock(&dump_lock);
-    pthread_mutex_lock(&lock);
+    py_nogil_fork_prepare();
+    pthread_mutex_lock(&py_lock);
 }
 
 static void fork_release(void)
 {
-    pthread_mutex_unlock(&lock);
-    pthread_mutex_unlock(&dump_lock);
+    pthread_mutex_unlock(&py_lock);
+    py_nogil_fork_release();
 }
 
-/* The child shares the memfd's offset with its parent: it makes its own. */
 static void fork_child(void)
 {
-    if (dump_fd >= 0)
-        close(dump_fd);
-    dump_fd = -1;
-    fork_release();
+    pthread_mutex_unlock(&py_lock);
+    py_nogil_fork_child();
 }
 
 void python_init(void)
@@ -536,10 +247,10 @@ void python_init(void)
 /* The calling thread's state if it holds the GIL, else NULL. */
 static void *held_thread_state(void)
 {
-    if (api.gil_check() != 1)
+    if (pyapi.gil_check() != 1)
         return NULL;
-    void *mine = api.this_thread_state();
-    void *cur = api.current_thread_state ? api.current_thread_state() : mine;
+    void *mine = pyapi.this_thread_state();
+    void *cur = pyapi.current_thread_state ? pyapi.current_thread_state() : mine;
     if (cur == NULL || (py_minor < 12 && cur != mine))
         return NULL;
     return cur;
@@ -560,22 +271,22 @@ struct raw_frame {
 static unsigned walk(void *ts, struct raw_frame *raw, unsigned max, bool *more)
 {
     unsigned m = 0;
-    py_object *f = api.thread_frame(ts);
+    py_object *f = pyapi.thread_frame(ts);
     while (f != NULL && m < max) {
-        py_object *code = api.frame_code(f);
+        py_object *code = pyapi.frame_code(f);
         raw[m].code = code;
         raw[m].frame = f;
-        raw[m].line_or_lasti = api.frame_lasti != NULL ? api.frame_lasti(f)
-                                                       : api.frame_line(f);
+        raw[m].line_or_lasti = pyapi.frame_lasti != NULL ? pyapi.frame_lasti(f)
+                                                       : pyapi.frame_line(f);
         m++;
-        api.decref(code);
-        py_object *back = api.frame_back(f);
-        api.decref(f);
+        pyapi.decref(code);
+        py_object *back = pyapi.frame_back(f);
+        pyapi.decref(f);
         f = back;
     }
     *more = f != NULL;
     if (f != NULL)
-        api.decref(f);
+        pyapi.decref(f);
     return m;
 }
 
@@ -584,16 +295,16 @@ static unsigned walk_38(struct raw_frame *raw, unsigned max, bool *more)
 {
     enum { OB_TYPE = 1, F_BACK = 3, F_CODE = 4 }; /* in pointer-sized words */
     unsigned m = 0;
-    py_object *f = api.eval_frame();
+    py_object *f = pyapi.eval_frame();
     while (f != NULL && m < max) {
         void *const *fw = (void *const *)f;
         py_object *code = fw[F_CODE];
-        if (fw[OB_TYPE] != api.frame_type || code == NULL ||
-            ((void *const *)code)[OB_TYPE] != api.code_type)
+        if (fw[OB_TYPE] != pyapi.frame_type || code == NULL ||
+            ((void *const *)code)[OB_TYPE] != pyapi.code_type)
             break;
         raw[m].code = code;
         raw[m].frame = f;
-        raw[m].line_or_lasti = api.frame_line(f);
+        raw[m].line_or_lasti = pyapi.frame_line(f);
         m++;
         f = fw[F_BACK];
     }
@@ -607,214 +318,13 @@ static unsigned walk_38(struct raw_frame *raw, unsigned max, bool *more)
 static uint32_t frame_intern_lasti(const struct raw_frame *r)
 {
     int64_t key = LASTI_KEY(r->line_or_lasti);
-    uint32_t index = slot_find(r->code, key);
+    uint32_t index = py_slot_find(r->code, key);
     if (index != 0)
         return index;
-    index = frame_intern(r->code, api.frame_line(r->frame));
+    index = py_frame_intern(r->code, pyapi.frame_line(r->frame));
     if (index >= MARKER_COUNT)
-        (void)slot_put(r->code, key, index); /* else: retried next time */
+        (void)py_slot_put(r->code, key, index); /* else: retried next time */
     return index;
-}
-
-/* ---- frames of a thread that does not hold the GIL ----
- *
- * PyTorch releases the GIL around every tensor operation, so its
- * allocations never see a thread that holds it.  The thread's own frames
- * are still there and cannot change while it runs our code: only this
- * thread pushes and pops them, and they keep their code objects alive.
- * The public API cannot read them without the GIL (it creates frame
- * objects), but CPython's own fault handler can: _Py_DumpTraceback(fd,
- * tstate) writes "  File "f", line N in name" per frame, innermost first,
- * reading the frames without allocating or locking (documented as
- * signal-safe, used by faulthandler on threads that do not hold the GIL).
- * We hand it a private memfd, read the text back and intern the frames by
- * their strings.  It names functions by co_name (not co_qualname) and
- * escapes non-ASCII as \xNN; it writes character by character, so the cost
- * is a few µs per frame - paid only by allocations made without the GIL,
- * which in PyTorch are the caching allocator's cudaMalloc cache misses
- * (20-100 µs each on a real GPU).  CUMEMTRACE_PYTHON=0 turns Python frames
- * off altogether.  The fd's identity is checked before each use, so a host
- * that closed it and reused the number is never written to. */
-
-
-/* String-keyed entries: (file, function) -> code_entry, whose address
- * then stands for a code object in the (code, line) slots. */
-static struct code_entry **sslots;
-static size_t scap, sused;
-
-static size_t hash_names(const char *file, size_t flen, const char *fn, size_t fnlen)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < flen; i++)
-        h = (h ^ (unsigned char)file[i]) * 0x100000001b3ull;
-    h = (h ^ 0xff) * 0x100000001b3ull;
-    for (size_t i = 0; i < fnlen; i++)
-        h = (h ^ (unsigned char)fn[i]) * 0x100000001b3ull;
-    return (size_t)(h ^ (h >> 29));
-}
-
-static bool names_equal(const struct code_entry *c, const char *file, size_t flen,
-                        const char *fn, size_t fnlen)
-{
-    return strncmp(c->file, file, flen) == 0 && c->file[flen] == '\0' &&
-           strncmp(c->function, fn, fnlen) == 0 && c->function[fnlen] == '\0';
-}
-
-/* Caller holds `lock`. */
-static const struct code_entry *names_intern(const char *file, size_t flen,
-                                             const char *fn, size_t fnlen)
-{
-    size_t h = hash_names(file, flen, fn, fnlen);
-    if (scap != 0)
-        for (size_t i = h & (scap - 1); sslots[i] != NULL; i = (i + 1) & (scap - 1))
-            if (names_equal(sslots[i], file, flen, fn, fnlen))
-                return sslots[i];
-    if (2 * (sused + 1) > scap) {
-        size_t ncap = scap ? 2 * scap : 256;
-        struct code_entry **n = calloc(ncap, sizeof *n);
-        if (n == NULL)
-            return NULL;
-        for (size_t j = 0; j < scap; j++) {
-            if (sslots[j] == NULL)
-                continue;
-            size_t i = hash_names(sslots[j]->file, strlen(sslots[j]->file),
-                                  sslots[j]->function, strlen(sslots[j]->function)) &
-                       (ncap - 1);
-            while (n[i] != NULL)
-                i = (i + 1) & (ncap - 1);
-            n[i] = sslots[j];
-        }
-        free(sslots);
-        sslots = n;
-        scap = ncap;
-    }
-    struct code_entry *c = malloc(sizeof *c);
-    if (c == NULL)
-        return NULL;
-    c->code = NULL;
-    c->file = strndup(file, flen);
-    c->function = strndup(fn, fnlen);
-    if (c->file == NULL || c->function == NULL) {
-        free(c->file);
-        free(c->function);
-        free(c);
-        return NULL;
-    }
-    size_t i = h & (scap - 1);
-    while (sslots[i] != NULL)
-        i = (i + 1) & (scap - 1);
-    sslots[i] = c;
-    sused++;
-    return c;
-}
-
-/* Caller holds `lock`. */
-static uint32_t names_frame_intern(const char *file, size_t flen, int line, const char *fn,
-                                   size_t fnlen)
-{
-    const struct code_entry *c = names_intern(file, flen, fn, fnlen);
-    if (c == NULL)
-        return MARK_NO_MEMORY;
-    py_object *key = (py_object *)(uintptr_t)c; /* never a real code object */
-    uint32_t index = slot_find(key, LINE_KEY(line));
-    return index != 0 ? index : frame_new(key, line, c);
-}
-
-/* Our memfd, still ours; -1 when it cannot be had.  Caller holds dump_lock. */
-static int dump_file(void)
-{
-    struct stat st;
-    if (dump_fd >= 0 &&
-        (fstat(dump_fd, &st) != 0 || st.st_dev != dump_dev || st.st_ino != dump_ino))
-        dump_fd = -1; /* closed by the host, maybe reused: not ours any more */
-    if (dump_fd < 0) {
-        int fd = memfd_create("cumemtrace-pyframes", MFD_CLOEXEC);
-        if (fd < 0 || fstat(fd, &st) != 0) {
-            if (fd >= 0)
-                close(fd);
-            return -1;
-        }
-        dump_fd = fd;
-        dump_dev = st.st_dev;
-        dump_ino = st.st_ino;
-    }
-    return dump_fd;
-}
-
-/* Parses one `  File "F", line N in NAME` line; false for anything else. */
-static bool parse_frame_line(const char *p, const char *end, const char **file,
-                             size_t *flen, int *line, const char **fn, size_t *fnlen)
-{
-    static const char pre[] = "  File \"";
-    if ((size_t)(end - p) < sizeof pre - 1 || memcmp(p, pre, sizeof pre - 1) != 0)
-        return false;
-    p += sizeof pre - 1;
-    const char *q = memmem(p, (size_t)(end - p), "\", line ", 8);
-    if (q == NULL)
-        return false;
-    *file = p;
-    *flen = (size_t)(q - p);
-    p = q + 8;
-    int n = 0;
-    while (p < end && *p >= '0' && *p <= '9' && n < 100000000)
-        n = n * 10 + (*p++ - '0');
-    if ((size_t)(end - p) < 4 || memcmp(p, " in ", 4) != 0)
-        return false;
-    *line = n;
-    *fn = p + 4;
-    *fnlen = (size_t)(end - (p + 4));
-    return true;
-}
-
-/* Up to max tagged frames of thread state ts, read through the fault
- * handler's dumper; 0 when it cannot (the caller then uses the marker). */
-static unsigned nogil_frames(void *ts, void **py, unsigned max, bool *more)
-{
-    unsigned m = 0;
-    *more = false;
-    int saved = errno;
-    pthread_mutex_lock(&dump_lock);
-    int64_t t0 = clock_now_ns();
-    if (dump_spent_ns > NOGIL_GRACE_NS + t0 / (100 / NOGIL_BUDGET_PERCENT)) {
-        pthread_mutex_unlock(&dump_lock);
-        py[0] = tag(MARK_BUDGET);
-        return 1;
-    }
-    int fd = dump_file();
-    ssize_t got = -1;
-    if (fd >= 0 && lseek(fd, 0, SEEK_SET) == 0) {
-        api.dump_traceback(fd, ts);
-        off_t end = lseek(fd, 0, SEEK_CUR);
-        if (end > 0)
-            got = pread(fd, dump_buf,
-                        (size_t)end < sizeof dump_buf ? (size_t)end : sizeof dump_buf, 0);
-    }
-    if (got > 0) {
-        pthread_mutex_lock(&lock);
-        const char *p = dump_buf, *stop = dump_buf + got;
-        while (p < stop) {
-            const char *nl = memchr(p, '\n', (size_t)(stop - p));
-            const char *eol = nl ? nl : stop;
-            const char *file, *fn;
-            size_t flen, fnlen;
-            int line;
-            if (nl != NULL && parse_frame_line(p, eol, &file, &flen, &line, &fn, &fnlen)) {
-                if (m == max) {
-                    *more = true;
-                    break;
-                }
-                py[m++] = tag(names_frame_intern(file, flen, line, fn, fnlen));
-            } else if (nl != NULL && m > 0 && eol - p >= 5 && memcmp(p, "  ...", 5) == 0) {
-                *more = true; /* the dumper's own depth limit */
-            }
-            p = eol + 1;
-        }
-        pthread_mutex_unlock(&lock);
-    }
-    dump_spent_ns += clock_now_ns() - t0;
-    pthread_mutex_unlock(&dump_lock);
-    errno = saved;
-    return m;
 }
 
 /* Tagged Python frames of the calling thread, innermost first, at most
@@ -822,38 +332,38 @@ static unsigned nogil_frames(void *ts, void **py, unsigned max, bool *more)
  * the interpreter is not running or has no frame on this thread. */
 static unsigned python_frames(void **py, unsigned max)
 {
-    if (!api.is_initialized())
+    if (!pyapi.is_initialized())
         return 0;
     void *ts = held_thread_state();
     if (ts == NULL) {
-        void *mine = api.dump_traceback != NULL ? api.this_thread_state() : NULL;
+        void *mine = pyapi.dump_traceback != NULL ? pyapi.this_thread_state() : NULL;
         bool more = false;
-        unsigned m = mine != NULL ? nogil_frames(mine, py, max - 1, &more) : 0;
+        unsigned m = mine != NULL ? py_nogil_frames(mine, py, max - 1, &more) : 0;
         if (m == 0) {
-            py[0] = tag(MARK_NO_GIL);
+            py[0] = py_tag(MARK_NO_GIL);
             return 1;
         }
         if (more)
-            py[m++] = tag(MARK_TRUNCATED);
+            py[m++] = py_tag(MARK_TRUNCATED);
         return m;
     }
     struct raw_frame raw[RECORD_MAX_DEPTH];
     if (max > RECORD_MAX_DEPTH)
         max = RECORD_MAX_DEPTH;
-    int gc_was_on = api.gc_disable != NULL ? api.gc_disable() : 0;
+    int gc_was_on = pyapi.gc_disable != NULL ? pyapi.gc_disable() : 0;
     bool more;
     unsigned m = py_minor >= 9 ? walk(ts, raw, max - 1, &more)
                                : walk_38(raw, max - 1, &more);
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&py_lock);
     for (unsigned i = 0; i < m; i++)
-        py[i] = tag(api.frame_lasti != NULL ? frame_intern_lasti(&raw[i])
-                                            : frame_intern(raw[i].code,
+        py[i] = py_tag(pyapi.frame_lasti != NULL ? frame_intern_lasti(&raw[i])
+                                            : py_frame_intern(raw[i].code,
                                                            raw[i].line_or_lasti));
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&py_lock);
     if (gc_was_on)
-        api.gc_enable();
+        pyapi.gc_enable();
     if (more)
-        py[m++] = tag(MARK_TRUNCATED);
+        py[m++] = py_tag(MARK_TRUNCATED);
     return m;
 }
 
@@ -908,7 +418,7 @@ unsigned python_merge(void **frames, unsigned n, unsigned cap)
     /* One for one up to 3.10, unless there are more evaluation frames than
      * Python frames (cannot be matched: all Python frames at the innermost
      * one); fewer is a native stack cut at CUMEMTRACE_DEPTH. */
-    bool marker_only = m == 1 && (uintptr_t)py[0] == (uintptr_t)tag(MARK_NO_GIL);
+    bool marker_only = m == 1 && (uintptr_t)py[0] == (uintptr_t)py_tag(MARK_NO_GIL);
     bool one_to_one = py_minor <= 10 && !marker_only && n - keep <= m;
     return splice(frames, n, cap, py, m, one_to_one);
 }
@@ -916,13 +426,13 @@ unsigned python_merge(void **frames, unsigned n, unsigned cap)
 bool python_layer_api(struct python_layer_api *out)
 {
     if (__atomic_load_n(&python_mode, __ATOMIC_ACQUIRE) != PYTHON_ON ||
-        api.add_pending == NULL || api.run_simple == NULL || api.unicode == NULL ||
-        api.get_module == NULL)
+        pyapi.add_pending == NULL || pyapi.run_simple == NULL || pyapi.unicode == NULL ||
+        pyapi.get_module == NULL)
         return false;
-    out->add_pending = api.add_pending;
-    out->run_simple = api.run_simple;
-    out->unicode = (void *(*)(const char *))api.unicode;
-    out->get_module = (void *(*)(void *))api.get_module;
-    out->decref = (void (*)(void *))api.decref;
+    out->add_pending = pyapi.add_pending;
+    out->run_simple = pyapi.run_simple;
+    out->unicode = (void *(*)(const char *))pyapi.unicode;
+    out->get_module = (void *(*)(void *))pyapi.get_module;
+    out->decref = (void (*)(void *))pyapi.decref;
     return true;
 }

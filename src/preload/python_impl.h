@@ -1,0 +1,96 @@
+/* python_impl.h - what the files behind python.h share: the CPython API
+ * resolved at load time (python.c), the intern table (python_table.c), the
+ * no-GIL reader (python_nogil.c) and the direct frame walk (python_walk.c).
+ * Not an interface of the preload: python.h is. */
+#ifndef CUMEMTRACE_PYTHON_IMPL_H
+#define CUMEMTRACE_PYTHON_IMPL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "python.h"
+
+/* CPython's PyObject, never looked into except by walk_38 and python_walk.c. */
+typedef struct py_object py_object;
+
+/* The public C API we use, resolved once by python.c's find_api(). */
+struct python_api {
+    int (*is_initialized)(void);
+    int (*gil_check)(void);
+    void *(*this_thread_state)(void);    /* PyGILState_GetThisThreadState */
+    void *(*current_thread_state)(void); /* may be NULL: then trust gil_check */
+    py_object *(*thread_frame)(void *);  /* 3.9+, new reference */
+    py_object *(*frame_back)(py_object *);
+    py_object *(*frame_code)(py_object *);
+    py_object *(*eval_frame)(void);      /* 3.8, borrowed */
+    int (*frame_line)(py_object *);
+    int (*frame_lasti)(py_object *);     /* 3.11+ */
+    int (*addr2line)(py_object *, int);  /* PyCode_Addr2Line, may be NULL */
+    py_object *(*getattr)(py_object *, const char *);
+    const char *(*as_utf8)(py_object *);
+    void (*incref)(py_object *);
+    void (*decref)(py_object *);
+    int (*gc_disable)(void);             /* 3.11+ only, see python.c */
+    int (*gc_enable)(void);
+    void (*err_fetch)(py_object **, py_object **, py_object **);
+    void (*err_restore)(py_object *, py_object *, py_object *);
+    const char *(*version)(void);
+    const void *frame_type, *code_type; /* &PyFrame_Type, &PyCode_Type */
+    void (*dump_traceback)(int, void *); /* _Py_DumpTraceback, may be NULL */
+    int (*add_pending)(int (*)(void *), void *); /* Py_AddPendingCall */
+    int (*run_simple)(const char *);             /* PyRun_SimpleString */
+    py_object *(*unicode)(const char *);         /* PyUnicode_FromString */
+    py_object *(*get_module)(py_object *);       /* PyImport_GetModule */
+};
+extern struct python_api pyapi;
+extern int py_minor; /* CPython 3.<py_minor> */
+
+/* Frame indices below MARKER_COUNT are the marker frames. */
+enum { MARK_NO_GIL, MARK_TRUNCATED, MARK_NO_MEMORY, MARK_BUDGET, MARKER_COUNT };
+
+static inline void *py_tag(uint32_t index)
+{
+    return (void *)(PYTHON_TAG | index);
+}
+
+/* ---- the intern table (python_table.c), guarded by py_lock ---- */
+
+extern pthread_mutex_t py_lock;
+
+/* Keys of the (code, key) -> frame index slots: a line, or (3.11+) an
+ * instruction offset that saves computing the line on every capture. */
+#define LINE_KEY(line) ((int64_t)(uint32_t)(line))
+#define LASTI_KEY(lasti) (((int64_t)1 << 32) | (uint32_t)(lasti))
+
+/* The frame index stored under (code, key), 0 if none.  Caller holds
+ * py_lock. */
+uint32_t py_slot_find(py_object *code, int64_t key);
+
+/* Stores (code, key) -> index; false when out of memory.  Caller holds
+ * py_lock. */
+bool py_slot_put(py_object *code, int64_t key, uint32_t index);
+
+/* The index of (code, line), interned if new (names copied, code
+ * referenced); MARK_NO_MEMORY when it cannot be.  Caller holds py_lock
+ * and the GIL. */
+uint32_t py_frame_intern(py_object *code, int line);
+
+/* The index of a frame known only by its names (the no-GIL reader's
+ * text).  Caller holds py_lock. */
+uint32_t py_names_frame_intern(const char *file, size_t flen, int line,
+                               const char *fn, size_t fnlen);
+
+/* ---- the no-GIL reader (python_nogil.c) ---- */
+
+/* Up to max tagged frames of thread state ts, which does not hold the GIL,
+ * read through CPython's fault-handler dumper; 0 when it cannot (the caller
+ * then uses the marker).  Takes py_lock itself. */
+unsigned py_nogil_frames(void *ts, void **py, unsigned max, bool *more);
+
+/* Fork handlers of the reader's lock and memfd (python.c registers them). */
+void py_nogil_fork_prepare(void);
+void py_nogil_fork_release(void);
+void py_nogil_fork_child(void);
+
+#endif
