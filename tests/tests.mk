@@ -35,6 +35,7 @@ $(BUILD)/tests/unit/test_cli_%: tests/unit/test_cli_%.c $$(CLI_LIBOBJ)
 # python.c times its no-GIL reader with the tracer's clock.
 $(BUILD)/tests/unit/test_python: tests/unit/test_python.c $(BUILD)/obj/src/preload/python.o \
     $(BUILD)/obj/src/preload/python_table.o $(BUILD)/obj/src/preload/python_nogil.o \
+    $(BUILD)/obj/src/preload/python_walk.o \
     $(BUILD)/obj/src/preload/clock.o $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Isrc/preload -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)

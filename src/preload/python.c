@@ -165,6 +165,8 @@ static enum python_mode find_api(void)
     LOOKUP(run_simple, "PyRun_SimpleString");
     LOOKUP(unicode, "PyUnicode_FromString");
     LOOKUP(get_module, "PyImport_GetModule");
+    LOOKUP(addr2line, "PyCode_Addr2Line");       /* optional: python_walk.c */
+    pyapi.code_type = lookup("PyCode_Type");
     bool ok = pyapi.is_initialized && pyapi.this_thread_state && pyapi.frame_line &&
               pyapi.getattr && pyapi.as_utf8 && pyapi.incref && pyapi.decref &&
               pyapi.err_fetch && pyapi.err_restore;
@@ -176,7 +178,6 @@ static enum python_mode find_api(void)
     } else {
         LOOKUP(eval_frame, "PyEval_GetFrame");
         pyapi.frame_type = lookup("PyFrame_Type");
-        pyapi.code_type = lookup("PyCode_Type");
         ok = ok && pyapi.eval_frame && pyapi.frame_type && pyapi.code_type;
     }
     if (py_minor >= 11) {
@@ -191,6 +192,7 @@ static enum python_mode find_api(void)
         return PYTHON_OFF;
     }
     find_eval_range();
+    py_walk_init();
     LOG(LOG_DEBUG, "CPython 3.%d found: Python frames on (evaluator at "
                    "%#lx, %lu bytes)", py_minor, (unsigned long)eval_lo,
         (unsigned long)(eval_hi - eval_lo));
@@ -256,14 +258,6 @@ static void *held_thread_state(void)
     return cur;
 }
 
-/* One frame seen by a walk.  References are borrowed: the running frames
- * hold their frame objects and code objects while we hold the GIL. */
-struct raw_frame {
-    py_object *code;
-    py_object *frame; /* 3.11+: for the line, computed only on a miss */
-    int line_or_lasti; /* the line up to 3.10, the instruction offset after */
-};
-
 /* 3.9+: up to `max` frames, innermost first; *more when some are left.
  * From 3.11 PyFrame_GetLineNumber scans the code's location table - most of
  * a capture's cost - so the walk takes the instruction offset and the line
@@ -312,21 +306,6 @@ static unsigned walk_38(struct raw_frame *raw, unsigned max, bool *more)
     return m;
 }
 
-/* 3.11+: the index of a frame keyed by its instruction offset, through
- * the (code, line) entry on the first sight of that offset.  Caller holds
- * `lock` and the GIL. */
-static uint32_t frame_intern_lasti(const struct raw_frame *r)
-{
-    int64_t key = LASTI_KEY(r->line_or_lasti);
-    uint32_t index = py_slot_find(r->code, key);
-    if (index != 0)
-        return index;
-    index = py_frame_intern(r->code, pyapi.frame_line(r->frame));
-    if (index >= MARKER_COUNT)
-        (void)py_slot_put(r->code, key, index); /* else: retried next time */
-    return index;
-}
-
 /* Tagged Python frames of the calling thread, innermost first, at most
  * `max` (>= 2): a marker alone when it does not hold the GIL, nothing when
  * the interpreter is not running or has no frame on this thread. */
@@ -350,18 +329,19 @@ static unsigned python_frames(void **py, unsigned max)
     struct raw_frame raw[RECORD_MAX_DEPTH];
     if (max > RECORD_MAX_DEPTH)
         max = RECORD_MAX_DEPTH;
-    int gc_was_on = pyapi.gc_disable != NULL ? pyapi.gc_disable() : 0;
-    bool more;
-    unsigned m = py_minor >= 9 ? walk(ts, raw, max - 1, &more)
-                               : walk_38(raw, max - 1, &more);
-    pthread_mutex_lock(&py_lock);
-    for (unsigned i = 0; i < m; i++)
-        py[i] = py_tag(pyapi.frame_lasti != NULL ? frame_intern_lasti(&raw[i])
-                                            : py_frame_intern(raw[i].code,
-                                                           raw[i].line_or_lasti));
-    pthread_mutex_unlock(&py_lock);
-    if (gc_was_on)
-        pyapi.gc_enable();
+    bool more = false;
+    int direct = py_walk_proven() ? py_walk_direct(ts, raw, max - 1, &more) : -1;
+    unsigned m;
+    if (direct >= 0) {
+        m = (unsigned)direct;
+    } else {
+        int gc_was_on = pyapi.gc_disable != NULL ? pyapi.gc_disable() : 0;
+        m = py_minor >= 9 ? walk(ts, raw, max - 1, &more) : walk_38(raw, max - 1, &more);
+        if (gc_was_on)
+            pyapi.gc_enable();
+        py_walk_verify(ts, raw, m, more);
+    }
+    py_index_frames(raw, m, py, pyapi.frame_lasti == NULL);
     if (more)
         py[m++] = py_tag(MARK_TRUNCATED);
     return m;
@@ -375,29 +355,39 @@ static bool is_eval(const void *ret)
     return a >= eval_lo && a < eval_hi;
 }
 
-/* frames[0..n) with evaluation frames replaced by py[0..m) (see the top);
- * returns the new count, at most cap. */
-static unsigned splice(void **frames, unsigned n, unsigned cap,
-                       void *const *py, unsigned m, bool one_to_one)
+/* Up to 3.10: frames[0..n) with the i-th evaluation frame replaced by
+ * py[i] (see the top); returns the new count, at most cap. */
+static unsigned splice_one_to_one(void **frames, unsigned n, unsigned cap,
+                                  void *const *py, unsigned m)
 {
     void *out[RECORD_MAX_DEPTH];
-    unsigned o = 0, p = 0, evals = 0;
-    if (cap > RECORD_MAX_DEPTH)
-        cap = RECORD_MAX_DEPTH;
-    for (unsigned i = 0; i < n && o < cap; i++) {
-        if (!is_eval(frames[i])) {
-            out[o++] = frames[i];
-        } else if (one_to_one) {
-            out[o++] = p < m ? py[p++] : frames[i];
-        } else if (evals++ == 0) {
-            while (p < m && o < cap)
-                out[o++] = py[p++];
-        }
-    }
+    unsigned o = 0, p = 0;
+    for (unsigned i = 0; i < n && o < cap; i++)
+        out[o++] = !is_eval(frames[i]) ? frames[i] : p < m ? py[p++] : frames[i];
     while (p < m && o < cap)
         out[o++] = py[p++];
     memcpy(frames, out, o * sizeof *out);
     return o;
+}
+
+/* frames[0..n) with all of py[0..m) at the first evaluation frame,
+ * frames[first], and the other evaluation frames dropped; at the outer end
+ * when there is none (first == n).  Returns the new count, at most cap. */
+static unsigned splice_at_first(void **frames, unsigned n, unsigned first, unsigned cap,
+                                void *const *py, unsigned m)
+{
+    void *tail[RECORD_MAX_DEPTH];
+    unsigned t = 0;
+    for (unsigned i = first + 1; i < n; i++)
+        if (!is_eval(frames[i]))
+            tail[t++] = frames[i];
+    unsigned o = first < cap ? first : cap;
+    unsigned c = m < cap - o ? m : cap - o;
+    memcpy(frames + o, py, c * sizeof *py);
+    o += c;
+    c = t < cap - o ? t : cap - o;
+    memcpy(frames + o, tail, c * sizeof *tail);
+    return o + c;
 }
 
 unsigned python_merge(void **frames, unsigned n, unsigned cap)
@@ -406,11 +396,17 @@ unsigned python_merge(void **frames, unsigned n, unsigned cap)
         pthread_once(&attach_once, attach);
     if (__atomic_load_n(&python_mode, __ATOMIC_ACQUIRE) != PYTHON_ON || cap < 2)
         return n;
+    if (cap > RECORD_MAX_DEPTH)
+        cap = RECORD_MAX_DEPTH;
     /* Room for the Python frames: what the native frames other than the
      * evaluator's leave, so a "truncated" marker is never cut off. */
-    unsigned keep = 0;
-    for (unsigned i = 0; i < n; i++)
-        keep += !is_eval(frames[i]);
+    unsigned keep = 0, first = n;
+    for (unsigned i = 0; i < n; i++) {
+        if (!is_eval(frames[i]))
+            keep++;
+        else if (first == n)
+            first = i;
+    }
     void *py[RECORD_MAX_DEPTH];
     unsigned m = python_frames(py, cap > keep + 2 ? cap - keep : 2);
     if (m == 0)
@@ -419,8 +415,9 @@ unsigned python_merge(void **frames, unsigned n, unsigned cap)
      * Python frames (cannot be matched: all Python frames at the innermost
      * one); fewer is a native stack cut at CUMEMTRACE_DEPTH. */
     bool marker_only = m == 1 && (uintptr_t)py[0] == (uintptr_t)py_tag(MARK_NO_GIL);
-    bool one_to_one = py_minor <= 10 && !marker_only && n - keep <= m;
-    return splice(frames, n, cap, py, m, one_to_one);
+    if (py_minor <= 10 && !marker_only && n - keep <= m)
+        return splice_one_to_one(frames, n, cap, py, m);
+    return splice_at_first(frames, n, first, cap, py, m);
 }
 
 bool python_layer_api(struct python_layer_api *out)

@@ -81,6 +81,38 @@ uint32_t py_frame_intern(py_object *code, int line);
 uint32_t py_names_frame_intern(const char *file, size_t flen, int line,
                                const char *fn, size_t fnlen);
 
+/* One frame seen by a walk.  References are borrowed: the running frames
+ * hold their frame objects and code objects while we hold the GIL. */
+struct raw_frame {
+    py_object *code;
+    py_object *frame;  /* the API's walks (3.11+): for the line on a miss */
+    int line_or_lasti; /* the line up to 3.10, the instruction offset after */
+};
+
+/* ---- the direct walk and the per-thread cache (python_walk.c) ---- */
+
+/* Picks the layout of CPython 3.<py_minor>, if we know it; once, after the
+ * API is resolved. */
+void py_walk_init(void);
+
+/* True once direct walks have been proven right in this process. */
+bool py_walk_proven(void);
+
+/* Up to max frames of the calling thread (state ts, GIL held), innermost
+ * first, read from the interpreter's structs; -1 when a frame is not as
+ * expected: walk through the API instead.  Only once py_walk_proven(). */
+int py_walk_direct(void *ts, struct raw_frame *raw, unsigned max, bool *more);
+
+/* After a walk through the API of m frames: walks again directly with
+ * reads that cannot fault and compares; decides py_walk_proven(). */
+void py_walk_verify(void *ts, const struct raw_frame *api_raw, unsigned m, bool more);
+
+/* py[0..m) = the tagged frame indices of raw[0..m), reusing those of the
+ * frames this thread's last stack shares with it; interns the rest under
+ * py_lock (with the collector off from 3.11).  line_keyed: up to 3.10,
+ * raw frames carry lines, not instruction offsets.  GIL held. */
+void py_index_frames(const struct raw_frame *raw, unsigned m, void **py, bool line_keyed);
+
 /* ---- the no-GIL reader (python_nogil.c) ---- */
 
 /* Up to max tagged frames of thread state ts, which does not hold the GIL,

@@ -80,7 +80,11 @@ static char frame_type, code_type, str_type;
 static const char *version = "3.11.4";
 static int present = 1;                  /* symbols visible at all */
 static int gil_held = 1, other_holds;    /* other_holds: check disabled */
-static int tstate_mine, tstate_other;
+/* tstate_mine is as big as a PyThreadState: the direct walk (3.11+) reads
+ * its cframe pointer at byte 56 (python_walk.c's 3.11 layout). */
+static void *tstate_mine[48];
+static int tstate_other;
+static int api_walks; /* PyThreadState_GetFrame calls */
 static struct fake_frame *top;
 static int gc_enabled = 1;
 static int line_calls, live_strs;
@@ -113,6 +117,7 @@ static py_object *fake_thread_frame(void *ts)
 {
     assert_ptr_equal(ts, &tstate_mine);
     check_gc_off();
+    api_walks++;
     if (top != NULL)
         top->ob.refcnt++;
     return (py_object *)top;
@@ -216,6 +221,13 @@ static void fake_err_restore(py_object *t, py_object *v, py_object *tb)
 
 static const char *fake_version(void) { return version; }
 
+/* The stacks' lines are a tenth of their offsets (stack_init, direct_init). */
+static int fake_addr2line(py_object *code, int lasti)
+{
+    (void)code;
+    return lasti / 10;
+}
+
 static void *fake_dlsym(void *handle, const char *name)
 {
     static const struct {
@@ -243,6 +255,7 @@ static void *fake_dlsym(void *handle, const char *name)
         {"Py_GetVersion", (void *)fake_version},
         {"PyFrame_Type", &frame_type},
         {"PyCode_Type", &code_type},
+        {"PyCode_Addr2Line", (void *)fake_addr2line},
     };
     (void)handle;
     if (!present)
@@ -469,6 +482,140 @@ static void test_python_only_and_truncation(void **state)
     check_refs(&s, 3);
 }
 
+/* ---- the direct walk (python_walk.c), on 3.11's structs ---- */
+
+/* Byte offsets from CPython 3.11's headers (64-bit), as python_walk.c has
+ * them: PyThreadState.cframe, _PyCFrame.current_frame, _PyInterpreterFrame
+ * f_code/previous/prev_instr/owner, PyCodeObject _co_firsttraceable and
+ * co_code_adaptive. */
+enum { TS_CFRAME = 56, CF_CURRENT = 8, F_CODE = 32, F_PREVIOUS = 48, F_INSTR = 56,
+       F_OWNER = 69, CO_FIRST = 168, CO_CODE = 184 };
+
+struct big_code {
+    struct fake_code c;
+    unsigned char rest[CO_CODE + 1024 - sizeof(struct fake_code)];
+};
+struct iframe {
+    unsigned char b[80];
+};
+
+/* The same three frames as stack_init, with the interpreter frames the
+ * direct walk reads; `extra` inserts an incomplete frame between main and
+ * forward.  Sets the thread state's frame pointer. */
+struct direct_stack {
+    struct big_code code[4];
+    struct fake_frame frame[3];
+    struct iframe ifr[4];
+    void *cframe[2];
+};
+
+static void put(void *at, size_t off, const void *v, size_t n)
+{
+    memcpy((char *)at + off, v, n);
+}
+
+static void iframe_set(struct direct_stack *s, int i, int code, int lasti, int owner,
+                       struct iframe *prev)
+{
+    void *c = &s->code[code];
+    char *instr = (char *)c + CO_CODE + lasti;
+    unsigned char o = (unsigned char)owner;
+    put(&s->ifr[i], F_CODE, &c, 8);
+    put(&s->ifr[i], F_PREVIOUS, &prev, 8);
+    put(&s->ifr[i], F_INSTR, &instr, 8);
+    put(&s->ifr[i], F_OWNER, &o, 1);
+}
+
+static void direct_init(struct direct_stack *s, bool extra)
+{
+    static const char *const q[4] = {"<module>", "main", "Model.forward", "incomplete"};
+    static const char *const file[4] = {"/src/train.py", "/src/train.py",
+                                        "/src/model.py", "/src/x.py"};
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < 4; i++) {
+        s->code[i].c = (struct fake_code){{1, &code_type}, file[i], q[i], q[i]};
+        int first = i == 3 ? 4 : 0; /* code units before the first traceable one */
+        put(&s->code[i], CO_FIRST, &first, 4);
+    }
+    for (int i = 0; i < 3; i++)
+        s->frame[i] = (struct fake_frame){{1, &frame_type}, 0,
+                                          i ? &s->frame[i - 1] : NULL,
+                                          &s->code[i].c, 10 * (i + 1), 100 * (i + 1)};
+    iframe_set(s, 0, 0, 100, 0, NULL);
+    iframe_set(s, 1, 1, 200, 0, &s->ifr[0]);
+    iframe_set(s, 3, 3, 2, 0, &s->ifr[1]); /* before its first traceable unit */
+    iframe_set(s, 2, 2, 300, 0, extra ? &s->ifr[3] : &s->ifr[1]);
+    s->cframe[1] = &s->ifr[2];
+    tstate_mine[TS_CFRAME / 8] = s->cframe;
+    top = &s->frame[2];
+}
+
+static void test_311_direct_walk_once_proven(void **state)
+{
+    (void)state;
+    static struct direct_stack s;
+    use("3.11.4");
+    direct_init(&s, true);
+    api_walks = 0;
+    const char *want = "A Model.forward:30 main:20 <module>:10 B C";
+    for (int i = 0; i < 3; i++) { /* proven against the API's walks */
+        void *f[16] = {A, E(0), B, E(1), C};
+        assert_string_equal(merge(f, 5, 16), want);
+    }
+    assert_int_equal(api_walks, 3);
+    for (int i = 0; i < 3; i++) { /* then read directly, the same frames */
+        void *f[16] = {A, E(0), B, E(1), C};
+        assert_string_equal(merge(f, 5, 16), want);
+    }
+    assert_int_equal(api_walks, 3);
+    /* the innermost frame moves on: its new line, still without the API */
+    s.frame[2].lasti = 310;
+    iframe_set(&s, 2, 2, 310, 0, &s.ifr[3]);
+    void *g[16] = {A, E(0), B};
+    assert_string_equal(merge(g, 3, 16), "A Model.forward:31 main:20 <module>:10 B");
+    assert_int_equal(api_walks, 3);
+    /* truncation: the marker, as through the API */
+    void *h[4] = {A, E(0), B, C};
+    assert_string_equal(merge(h, 4, 4), "A Model.forward:31 [truncated] B");
+    assert_int_equal(api_walks, 3);
+    /* a frame whose code object is not one: that capture goes through the API */
+    s.code[1].c.ob.type = &frame_type;
+    void *k[16] = {A, E(0), B};
+    s.code[1].c.ob.type = &code_type; /* (the API's frames are fine) */
+    void *bad = &s.frame[0];          /* f_code points at a frame object */
+    put(&s.ifr[1], F_CODE, &bad, 8);
+    assert_string_equal(merge(k, 3, 16), "A Model.forward:31 main:20 <module>:10 B");
+    assert_int_equal(api_walks, 4);
+    tstate_mine[TS_CFRAME / 8] = NULL;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(s.code[i].c.ob.refcnt, 2); /* the table's reference */
+    assert_int_equal(gc_enabled, 1);
+}
+
+static void test_311_direct_walk_refused_when_structs_differ(void **state)
+{
+    (void)state;
+    static struct direct_stack s;
+    use("3.11.4");
+    direct_init(&s, false);
+    iframe_set(&s, 1, 1, 202, 0, &s.ifr[0]); /* not where the API says */
+    api_walks = 0;
+    for (int i = 0; i < 6; i++) {
+        void *f[16] = {A, E(0), B, E(1), C};
+        assert_string_equal(merge(f, 5, 16), "A Model.forward:30 main:20 <module>:10 B C");
+    }
+    assert_int_equal(api_walks, 6); /* never trusted */
+    /* a thread state whose frame pointer leads nowhere readable */
+    use("3.11.4");
+    tstate_mine[TS_CFRAME / 8] = (void *)0x8; /* page zero: a fault if read plainly */
+    for (int i = 0; i < 4; i++) {
+        void *f[16] = {A, E(0), B};
+        assert_string_equal(merge(f, 3, 16), "A Model.forward:30 main:20 <module>:10 B");
+    }
+    assert_int_equal(api_walks, 10);
+    tstate_mine[TS_CFRAME / 8] = NULL;
+}
+
 static void test_off(void **state)
 {
     (void)state;
@@ -505,6 +652,8 @@ int main(void)
         cmocka_unit_test(test_311_inlined_calls_and_cached_lines),
         cmocka_unit_test(test_gil_not_held_gives_one_marker),
         cmocka_unit_test(test_python_only_and_truncation),
+        cmocka_unit_test(test_311_direct_walk_once_proven),
+        cmocka_unit_test(test_311_direct_walk_refused_when_structs_differ),
         cmocka_unit_test(test_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
