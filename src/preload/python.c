@@ -64,15 +64,19 @@
  * frames (return addresses inside _PyEval_EvalFrameDefault, whose extent is
  * its ELF symbol size from dladdr1).  Up to 3.10 each Python call is one C
  * call of the evaluator, so the i-th evaluation frame becomes the i-th
- * Python frame.  From 3.11 Python-to-Python calls are inlined in one C
- * evaluation, and the public API does not say which frames start a C
- * evaluation: all Python frames go at the innermost evaluation frame and
- * the other evaluation frames are dropped - as also when, up to 3.10, the
- * counts do not match (more evaluation frames than Python frames).  Native frames between two C
- * evaluations (a C extension calling back into Python) then appear outside
- * all Python frames rather than between them.  Python frames left over
- * (native stack cut at CUMEMTRACE_DEPTH) and those of a stack with no
- * evaluation frame at all go at the outer end.
+ * Python frame; when the counts do not match (more evaluation frames than
+ * Python frames) all Python frames go at the innermost evaluation frame,
+ * the other evaluation frames are dropped, and native frames between two
+ * evaluations then appear outside all Python frames.  From 3.11
+ * Python-to-Python calls are inlined in one C evaluation, and nothing says
+ * which Python frame started a C evaluation: all Python frames go at the
+ * innermost evaluation frame and end the stack.  What lay beyond it is the
+ * interpreter calling itself, the process's main, and now and then a C
+ * extension calling back into Python (it would stand outside all Python
+ * frames, out of place): native unwinding stops there (unwind_stop_at), so
+ * a stack of 30 Python frames costs what its innermost native frames cost.
+ * Python frames left over (native stack cut at CUMEMTRACE_DEPTH) and those
+ * of a stack with no evaluation frame at all go at the outer end.
  *
  * Threads: the intern table's lock (py_lock) is taken once per merge, and
  * never while the tracker's lock is held; fork handlers keep it and the
@@ -96,6 +100,7 @@
 #include "log.h"
 #include "record.h"
 #include "resolve.h"
+#include "unwind.h"
 
 _Static_assert(sizeof(void *) == 8, "tagged frames need 64-bit pointers");
 
@@ -193,6 +198,10 @@ static enum python_mode find_api(void)
     }
     find_eval_range();
     py_walk_init();
+    /* From 3.11 nothing beyond the first evaluation frame is kept (see the
+     * top): native unwinding need not go further. */
+    bool cut = py_minor >= 11;
+    unwind_stop_at(cut ? eval_lo : 0, cut ? eval_hi : 0);
     LOG(LOG_DEBUG, "CPython 3.%d found: Python frames on (evaluator at "
                    "%#lx, %lu bytes)", py_minor, (unsigned long)eval_lo,
         (unsigned long)(eval_hi - eval_lo));
@@ -371,14 +380,15 @@ static unsigned splice_one_to_one(void **frames, unsigned n, unsigned cap,
 }
 
 /* frames[0..n) with all of py[0..m) at the first evaluation frame,
- * frames[first], and the other evaluation frames dropped; at the outer end
- * when there is none (first == n).  Returns the new count, at most cap. */
+ * frames[first], and the other evaluation frames dropped - with what lies
+ * beyond them when `cut`; at the outer end when there is none (first ==
+ * n).  Returns the new count, at most cap. */
 static unsigned splice_at_first(void **frames, unsigned n, unsigned first, unsigned cap,
-                                void *const *py, unsigned m)
+                                void *const *py, unsigned m, bool cut)
 {
     void *tail[RECORD_MAX_DEPTH];
     unsigned t = 0;
-    for (unsigned i = first + 1; i < n; i++)
+    for (unsigned i = first + 1; !cut && i < n; i++)
         if (!is_eval(frames[i]))
             tail[t++] = frames[i];
     unsigned o = first < cap ? first : cap;
@@ -398,14 +408,20 @@ unsigned python_merge(void **frames, unsigned n, unsigned cap)
         return n;
     if (cap > RECORD_MAX_DEPTH)
         cap = RECORD_MAX_DEPTH;
+    /* From 3.11 the Python frames end the stack (see the top). */
+    bool cut = py_minor >= 11;
     /* Room for the Python frames: what the native frames other than the
-     * evaluator's leave, so a "truncated" marker is never cut off. */
+     * evaluator's (and from 3.11 those beyond it) leave, so a "truncated"
+     * marker is never cut off. */
     unsigned keep = 0, first = n;
     for (unsigned i = 0; i < n; i++) {
-        if (!is_eval(frames[i]))
+        if (!is_eval(frames[i])) {
             keep++;
-        else if (first == n)
+        } else if (first == n) {
             first = i;
+            if (cut)
+                break;
+        }
     }
     void *py[RECORD_MAX_DEPTH];
     unsigned m = python_frames(py, cap > keep + 2 ? cap - keep : 2);
@@ -417,7 +433,7 @@ unsigned python_merge(void **frames, unsigned n, unsigned cap)
     bool marker_only = m == 1 && (uintptr_t)py[0] == (uintptr_t)py_tag(MARK_NO_GIL);
     if (py_minor <= 10 && !marker_only && n - keep <= m)
         return splice_one_to_one(frames, n, cap, py, m);
-    return splice_at_first(frames, n, first, cap, py, m);
+    return splice_at_first(frames, n, first, cap, py, m, cut);
 }
 
 bool python_layer_api(struct python_layer_api *out)

@@ -93,6 +93,26 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *data)
     return 0;
 }
 
+/* [stop_lo, stop_lo + stop_span): see unwind_stop_at. */
+static uintptr_t stop_lo, stop_span;
+
+void unwind_stop_at(uintptr_t lo, uintptr_t hi)
+{
+    __atomic_store_n(&stop_lo, lo, __ATOMIC_RELAXED);
+    __atomic_store_n(&stop_span, hi > lo ? hi - lo : 0, __ATOMIC_RELAXED);
+}
+
+/* How many of frames[0..n) to keep: up to the first stop address. */
+static unsigned stop_cut(void *const *frames, unsigned n)
+{
+    uintptr_t lo = __atomic_load_n(&stop_lo, __ATOMIC_RELAXED);
+    uintptr_t span = __atomic_load_n(&stop_span, __ATOMIC_RELAXED);
+    for (unsigned i = 0; span != 0 && i < n; i++)
+        if ((uintptr_t)frames[i] - 1 - lo < span) /* inside the call */
+            return i + 1;
+    return n;
+}
+
 int unwind_is_ours(const void *addr)
 {
     uintptr_t a = (uintptr_t)addr;
@@ -140,14 +160,20 @@ static uintptr_t top_of(uintptr_t sp)
 #define NO_ASAN
 #endif
 
-NO_ASAN int unwind_walk(void **out, unsigned max, uintptr_t pc, uintptr_t sp,
-                        uintptr_t rbp, uintptr_t top)
+/* The walk; with `stop`, it ends at the first return address in
+ * [lo, lo + span) (unwind_stop_at).  Inlined twice, so that a process
+ * without a stop pays nothing for it. */
+static inline __attribute__((always_inline)) int
+walk_rules(bool stop, uintptr_t lo, uintptr_t span, void **out, unsigned max,
+           uintptr_t pc, uintptr_t sp, uintptr_t rbp, uintptr_t top)
 {
     unsigned n = 0;
     while (n < max) {
         uint64_t e = cfi_entry(pc);
         uintptr_t off = CFI_CFA_OFF(e);
         out[n++] = (void *)pc;
+        if (stop && pc - 1 - lo < span) /* inside the call */
+            return (int)n;
         if (__builtin_expect(off == 0, 0))
             /* the outermost frame (libunwind stops there too), or no rule */
             return (e & CFI_LAST) ? (int)n : -1;
@@ -166,6 +192,16 @@ NO_ASAN int unwind_walk(void **out, unsigned max, uintptr_t pc, uintptr_t sp,
             return (int)n;
     }
     return (int)n;
+}
+
+NO_ASAN int unwind_walk(void **out, unsigned max, uintptr_t pc, uintptr_t sp,
+                        uintptr_t rbp, uintptr_t top)
+{
+    uintptr_t lo = __atomic_load_n(&stop_lo, __ATOMIC_RELAXED);
+    uintptr_t span = __atomic_load_n(&stop_span, __ATOMIC_RELAXED);
+    if (span != 0)
+        return walk_rules(true, lo, span, out, max, pc, sp, rbp, top);
+    return walk_rules(false, 0, 0, out, max, pc, sp, rbp, top);
 }
 
 /* The walk from our caller: this function keeps a frame pointer (GCC and
@@ -289,6 +325,7 @@ unsigned unwind_capture(void **frames, unsigned max, const void *from)
     unsigned depth = (unsigned)(n - skip);
     if (depth > max)
         depth = max;
+    depth = stop_cut(buf + skip, depth); /* where the frame-rule walk stops */
     memcpy(frames, buf + skip, depth * sizeof(void *));
     return depth;
 }

@@ -22,6 +22,12 @@ unsigned unwind_capture(void **frames, unsigned max, const void *from);
 int unwind_walk(void **out, unsigned max, uintptr_t pc, uintptr_t sp,
                 uintptr_t rbp, uintptr_t top);
 
+/* Makes every capture end at the first return address in [lo, hi), kept:
+ * python.c passes the interpreter's evaluator when its Python frames
+ * replace all evaluation frames and what lies beyond them (CPython 3.11+).
+ * Once, before or while captures run; 0, 0 (the default): no end. */
+void unwind_stop_at(uintptr_t lo, uintptr_t hi);
+
 /* True if `addr` lies in this library's own code. */
 int unwind_is_ours(const void *addr);
 

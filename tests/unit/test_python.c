@@ -26,6 +26,7 @@
 #include "python.h"
 #include "record.h"
 #include "resolve.h"
+#include "unwind.h"
 
 /* ---- what python.c links against besides the fake CPython ---- */
 
@@ -36,6 +37,15 @@ void log_msg(enum log_level level, const char *fmt, ...)
 {
     (void)level;
     (void)fmt;
+}
+
+/* unwind.c's end of native stacks, as python.c sets it */
+static uintptr_t stop_lo, stop_hi;
+
+void unwind_stop_at(uintptr_t lo, uintptr_t hi)
+{
+    stop_lo = lo;
+    stop_hi = hi;
 }
 
 void *resolve_dlsym_substitute(void *handle, const char *name)
@@ -380,8 +390,10 @@ static void test_found_at_first_allocation_when_loaded_late(void **state)
     present = 1; /* libpython dlopen'ed before the first allocation */
     stack_init(&s);
     void *f[8] = {A, E(0), B};
-    assert_string_equal(merge(f, 3, 8),
-                        "A Model.forward:30 main:20 <module>:10 B");
+    /* 3.11: the Python frames end the stack, and native unwinding stops
+     * at the evaluator */
+    assert_string_equal(merge(f, 3, 8), "A Model.forward:30 main:20 <module>:10");
+    assert_true(stop_lo == eval_lo && stop_hi > stop_lo);
     assert_int_equal(python_mode, PYTHON_ON);
     check_refs(&s, 3);
 }
@@ -391,6 +403,7 @@ static void test_310_one_evaluation_frame_per_call(void **state)
     (void)state;
     static struct fake_stack s;
     use("3.10.12");
+    assert_true(stop_lo == 0 && stop_hi == 0); /* every evaluation frame counts */
     stack_init(&s);
     void *f[16] = {A, E(0), B, E(1), C, E(2), D};
     assert_string_equal(merge(f, 7, 16), "A forward:30 B main:20 C <module>:10 D");
@@ -430,7 +443,7 @@ static void test_311_inlined_calls_and_cached_lines(void **state)
     line_calls = 0;
     void *f[16] = {A, E(0), B, E(1), C};
     assert_string_equal(merge(f, 5, 16),
-                        "A Model.forward:30 main:20 <module>:10 B C");
+                        "A Model.forward:30 main:20 <module>:10");
     assert_ptr_equal(pending_err, &tstate_other);
     pending_err = NULL;
     assert_int_equal(line_calls, 3);
@@ -442,7 +455,7 @@ static void test_311_inlined_calls_and_cached_lines(void **state)
     s.frame[2].line = 31;
     void *h[16] = {A, E(0), B};
     assert_string_equal(merge(h, 3, 16),
-                        "A Model.forward:31 main:20 <module>:10 B");
+                        "A Model.forward:31 main:20 <module>:10");
     assert_int_equal(line_calls, 4);
     check_refs(&s, 3);
 }
@@ -455,14 +468,14 @@ static void test_gil_not_held_gives_one_marker(void **state)
     stack_init(&s);
     gil_held = 0;
     void *f[16] = {A, E(0), B, E(1), C};
-    assert_string_equal(merge(f, 5, 16), "A [gil] B C");
+    assert_string_equal(merge(f, 5, 16), "A [gil]");
     void *g[16] = {A, B}; /* a C thread: no evaluation frame */
     assert_string_equal(merge(g, 2, 16), "A B [gil]");
     /* PyGILState_Check says yes for everybody (a sub-interpreter exists)
      * but another thread holds the GIL */
     other_holds = 1;
     void *h[16] = {A, E(0), B};
-    assert_string_equal(merge(h, 3, 16), "A [gil] B");
+    assert_string_equal(merge(h, 3, 16), "A [gil]");
     check_refs(&s, 0);
 }
 
@@ -477,8 +490,8 @@ static void test_python_only_and_truncation(void **state)
                         "Model.forward:30 main:20 <module>:10");
     assert_string_equal(merge(f, 0, 3), "Model.forward:30 main:20 [truncated]");
     /* native frames keep their room; the marker is never cut off */
-    void *g[4] = {A, E(0), B, C};
-    assert_string_equal(merge(g, 4, 4), "A Model.forward:30 [truncated] B");
+    void *g[4] = {A, B, E(0), C};
+    assert_string_equal(merge(g, 4, 4), "A B Model.forward:30 [truncated]");
     check_refs(&s, 3);
 }
 
@@ -557,7 +570,7 @@ static void test_311_direct_walk_once_proven(void **state)
     use("3.11.4");
     direct_init(&s, true);
     api_walks = 0;
-    const char *want = "A Model.forward:30 main:20 <module>:10 B C";
+    const char *want = "A Model.forward:30 main:20 <module>:10";
     for (int i = 0; i < 3; i++) { /* proven against the API's walks */
         void *f[16] = {A, E(0), B, E(1), C};
         assert_string_equal(merge(f, 5, 16), want);
@@ -572,11 +585,11 @@ static void test_311_direct_walk_once_proven(void **state)
     s.frame[2].lasti = 310;
     iframe_set(&s, 2, 2, 310, 0, &s.ifr[3]);
     void *g[16] = {A, E(0), B};
-    assert_string_equal(merge(g, 3, 16), "A Model.forward:31 main:20 <module>:10 B");
+    assert_string_equal(merge(g, 3, 16), "A Model.forward:31 main:20 <module>:10");
     assert_int_equal(api_walks, 3);
     /* truncation: the marker, as through the API */
-    void *h[4] = {A, E(0), B, C};
-    assert_string_equal(merge(h, 4, 4), "A Model.forward:31 [truncated] B");
+    void *h[4] = {A, B, E(0), C};
+    assert_string_equal(merge(h, 4, 4), "A B Model.forward:31 [truncated]");
     assert_int_equal(api_walks, 3);
     /* a frame whose code object is not one: that capture goes through the API */
     s.code[1].c.ob.type = &frame_type;
@@ -584,7 +597,7 @@ static void test_311_direct_walk_once_proven(void **state)
     s.code[1].c.ob.type = &code_type; /* (the API's frames are fine) */
     void *bad = &s.frame[0];          /* f_code points at a frame object */
     put(&s.ifr[1], F_CODE, &bad, 8);
-    assert_string_equal(merge(k, 3, 16), "A Model.forward:31 main:20 <module>:10 B");
+    assert_string_equal(merge(k, 3, 16), "A Model.forward:31 main:20 <module>:10");
     assert_int_equal(api_walks, 4);
     tstate_mine[TS_CFRAME / 8] = NULL;
     for (int i = 0; i < 3; i++)
@@ -602,7 +615,7 @@ static void test_311_direct_walk_refused_when_structs_differ(void **state)
     api_walks = 0;
     for (int i = 0; i < 6; i++) {
         void *f[16] = {A, E(0), B, E(1), C};
-        assert_string_equal(merge(f, 5, 16), "A Model.forward:30 main:20 <module>:10 B C");
+        assert_string_equal(merge(f, 5, 16), "A Model.forward:30 main:20 <module>:10");
     }
     assert_int_equal(api_walks, 6); /* never trusted */
     /* a thread state whose frame pointer leads nowhere readable */
@@ -610,7 +623,7 @@ static void test_311_direct_walk_refused_when_structs_differ(void **state)
     tstate_mine[TS_CFRAME / 8] = (void *)0x8; /* page zero: a fault if read plainly */
     for (int i = 0; i < 4; i++) {
         void *f[16] = {A, E(0), B};
-        assert_string_equal(merge(f, 3, 16), "A Model.forward:30 main:20 <module>:10 B");
+        assert_string_equal(merge(f, 3, 16), "A Model.forward:30 main:20 <module>:10");
     }
     assert_int_equal(api_walks, 10);
     tstate_mine[TS_CFRAME / 8] = NULL;
