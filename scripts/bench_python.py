@@ -17,11 +17,16 @@ cost of the Python frames per allocation.  Two shapes:
   scripts/bench_python.py --build build [--pairs 100000] [--reps 5]
   scripts/bench_python.py --build build --memray VENV/bin/python
       memray against cumemtrace per allocation, same frames (compare_memray)
+  scripts/bench_python.py --build build --instr
+      callgrind's instructions per allocation instead of the wall clock
+      (count_instructions): repeatable on a busy machine
 
 Prints a table and key=value lines (python_ns_per_alloc_<shape>=N).
 """
 import argparse
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -192,17 +197,62 @@ def compare_memray(args):
     show("ratio_native", ratio_nat, ".2f")
 
 
+def count_instructions(args):
+    """What Python frames add per allocation, in instructions (callgrind):
+    each shape runs with CUMEMTRACE_PYTHON=0 and =1 at two loop lengths,
+    and the slope of (on - off) over the extra pairs is the cost of one
+    allocation - start-up, warm-up and the exit snapshot cancel out."""
+    if shutil.which("valgrind") is None:
+        sys.exit("bench_python: --instr needs valgrind (apt-get install valgrind)")
+    build = os.path.abspath(args.build)
+    lib = os.path.join(build, "libcumemtrace.so")
+    tmp = tempfile.mkdtemp(prefix="cumemtrace-bench-python-instr-")
+    short, long_ = 500, 500 + args.instr_pairs
+
+    def count(shape, python, pairs):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("CUMEMTRACE_", "SIMCUDA_", "LD_PRELOAD"))}
+        env.update(LD_LIBRARY_PATH=os.path.join(build, "sim"), LD_PRELOAD=lib,
+                   CUMEMTRACE_OUTPUT=tmp + "/", CUMEMTRACE_PYTHON=python,
+                   CUMEMTRACE_STREAM="off", PYTHONHASHSEED="0")
+        out = subprocess.run(["valgrind", "--tool=callgrind",
+                              "--callgrind-out-file=/dev/null", sys.executable,
+                              os.path.abspath(__file__), "--child", shape,
+                              "--build", build, "--pairs", str(pairs)],
+                             env=env, capture_output=True, text=True, timeout=900)
+        m = re.search(r"Collected : (\d+)", out.stderr)
+        if out.returncode != 0 or m is None:
+            sys.exit(f"bench_python: callgrind run failed:\n{out.stderr[-2000:]}")
+        return int(m.group(1))
+
+    print(f"cumemtrace bench_python --instr: {sys.version.split()[0]}, {DEPTH} nested "
+          f"Python frames, callgrind, slope over {short} and {long_} pairs")
+    for shape in ("steady", "fresh"):
+        c = {(py, n): count(shape, py, n) for py in ("0", "1") for n in (short, long_)}
+        off = (c[("0", long_)] - c[("0", short)]) / (long_ - short)
+        on = (c[("1", long_)] - c[("1", short)]) / (long_ - short)
+        print(f"  {shape}: python frames off {off:.0f} instructions/pair, on {on:.0f}: "
+              f"{on - off:+.0f} per allocation")
+        print(f"python_instr_per_alloc_{shape}={on - off:.0f}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--pairs", type=int, default=100_000)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--child", choices=("steady", "fresh", "libc-steady"))
+    ap.add_argument("--instr", action="store_true",
+                    help="count instructions with callgrind instead of timing")
+    ap.add_argument("--instr-pairs", type=int, default=2000,
+                    help="with --instr: the extra pairs of the longer runs")
     ap.add_argument("--memray", metavar="PYTHON",
                     help="compare with memray, run by this interpreter (which has it)")
     args = ap.parse_args()
     if args.child:
         child(os.path.abspath(args.build), args.pairs, args.child)
+    elif args.instr:
+        count_instructions(args)
     elif args.memray:
         compare_memray(args)
     else:
