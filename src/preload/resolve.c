@@ -119,7 +119,7 @@ DLSYM_PATH static void *real_dlsym(void *handle, const char *name)
  * no dlopen: the interrupted code may hold the loader's lock (glibc lets the
  * same thread take it again, ThreadSanitizer's dlopen wrapper does not) -
  * the outer resolution pins its library, the one the handler calls too. */
-static __thread int resolve_depth;
+__thread int resolve_depth __attribute__((tls_model("initial-exec")));
 
 DLSYM_PATH static void pin_library(void *fn)
 {

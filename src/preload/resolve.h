@@ -55,6 +55,11 @@ extern void *resolve_reals[SLOT_COUNT];
 /* Returns the real function of a slot, resolving it on first use; NULL when
  * no library in the process defines it. */
 void *resolve_slow(enum resolve_slot slot);
+/* Non-zero while this thread is in resolve_slow: it may hold the dynamic
+ * loader's lock (dlsym, dl_iterate_phdr), even outside every wrapper's
+ * bookkeeping (a wrapper looks up its real function first).  Read by
+ * signal handlers. */
+extern __thread int resolve_depth __attribute__((tls_model("initial-exec")));
 
 static inline void *resolve_real(enum resolve_slot slot)
 {

@@ -14,9 +14,13 @@
  * SIGNALS_WAIT_MS, polling a flag with nanosleep(2); the thread, which holds
  * no lock of the interrupted thread, writes the snapshot.  If the
  * interrupted thread is inside one of our hooks or dumps (hooks_depth > 0)
- * it may hold the tracker's lock the dump needs: the handler then returns at
- * once, the hook finishes and releases it, and the background thread ends
- * the process after the dump.  Snapshots go through a temporary file and a
+ * it may hold the tracker's lock the dump needs, and while it looks up a
+ * real function (resolve_depth > 0: a wrapper's first call does so before
+ * it enters the bookkeeping) it holds the loader's lock, which the dump's
+ * dladdr takes.  The handler then returns at once, the thread finishes and
+ * releases the lock, and the background thread ends the process after the
+ * dump.  (Waiting instead, the dump stalled for the whole wait and the
+ * process ended without a snapshot.)  Snapshots go through a temporary file and a
  * rename, so a signal in the middle of any dump leaves either a complete
  * file or none (the stale temporary is removed by the next run).
  *
@@ -98,8 +102,8 @@ static void on_term(int sig, siginfo_t *si, void *uc)
         if (__atomic_compare_exchange_n(&pending, &none, sig, false,
                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
             wake_post();
-        if (hooks_depth != 0) {
-            /* We may hold the lock the dump needs: let the hook finish. */
+        if (hooks_depth != 0 || resolve_depth != 0) {
+            /* We may hold a lock the dump needs: let the call finish. */
             errno = saved;
             return;
         }

@@ -16,7 +16,9 @@
  * (the program's own truth for the stream test).  RT_HOLD_OOM=1 asks for
  * more than the card has and exits 1; RT_HOLD_BUSY=1 does not sleep between
  * operations (a signal then mostly lands inside a CUDA call), RT_HOLD_BURST=n
- * sleeps 1 ms after every n; after 60 s it exits 0. */
+ * sleeps 1 ms after every n; RT_HOLD_FIRST_CALL=1 makes, after "ready", the
+ * process's first cudaFreeHost call (NULL: nothing is freed), whose real
+ * function our wrapper looks up then; after 60 s it exits 0. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -85,6 +87,8 @@ int main(int argc, char **argv)
     }
     printf("ready\n");
     fflush(stdout);
+    if (getenv("RT_HOLD_FIRST_CALL") != NULL)
+        CHECK(cudaFreeHost(NULL), cudaSuccess);
     void *blocks[16] = {0};
     unsigned seed = (unsigned)getpid();
     long long end = now_ns() + 60000000000LL;
