@@ -191,7 +191,8 @@ def test_signal_while_a_wrapper_looks_up_its_real_function_keeps_the_snapshot(tm
     assert len(snaps) == 1, (sorted(f.name for f in tmp_path.iterdir()), err)
     (snap,) = snaps.values()
     assert snap["reason"] == "signal" and snap["signal"] == "SIGTERM"
-    assert device(snap)["current_bytes"] == 64 * MiB
+    # the handler returned: the loop ran on (1 MiB blocks) until the dump
+    assert 64 * MiB <= device(snap)["current_bytes"] <= 80 * MiB
 
 
 def test_run_says_what_each_process_wrote(tmp_path):
