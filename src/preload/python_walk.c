@@ -233,11 +233,14 @@ static uint32_t intern_lasti(const struct raw_frame *r)
 /* The last stack this thread interned, outermost frame first: a frame
  * whose code object and offset match keeps its index, which never changes
  * (the table keeps the code object alive, so its address names it). */
+struct last_frame {
+    py_object *code;
+    int lasti;
+    uint32_t index;
+};
 struct last_stack {
     unsigned n;
-    py_object *code[RECORD_MAX_DEPTH];
-    int lasti[RECORD_MAX_DEPTH];
-    uint32_t index[RECORD_MAX_DEPTH];
+    struct last_frame f[RECORD_MAX_DEPTH];
 };
 static __thread struct last_stack last;
 
@@ -245,25 +248,26 @@ void py_index_frames(const struct raw_frame *raw, unsigned m, void **py, bool li
 {
     struct last_stack *c = &last;
     __asm__("" : "+r"(c)); /* one __tls_get_addr, not one per frame */
-    unsigned k = 0; /* frames matched, from the outer end */
-    while (k < m && k < c->n && c->code[k] == raw[m - 1 - k].code &&
-           c->lasti[k] == raw[m - 1 - k].line_or_lasti) {
-        py[m - 1 - k] = py_tag(c->index[k]);
-        k++;
+    /* frames matched, from the outer end: raw[m - 1] is the outermost */
+    unsigned k = 0, lim = m < c->n ? m : c->n;
+    const struct raw_frame *r = raw + m - 1;
+    void **out = py + m - 1;
+    for (const struct last_frame *e = c->f; k < lim; k++, e++, r--, out--) {
+        if (e->code != r->code || e->lasti != r->line_or_lasti)
+            break;
+        *out = py_tag(e->index);
     }
     unsigned keep = k; /* what the cache holds afterwards */
     if (k < m) {
         int gc_was_on = pyapi.gc_disable != NULL ? pyapi.gc_disable() : 0;
         pthread_mutex_lock(&py_lock);
         for (unsigned j = k; j < m; j++) {
-            const struct raw_frame *r = &raw[m - 1 - j];
+            r = &raw[m - 1 - j];
             uint32_t index = line_keyed ? py_frame_intern(r->code, r->line_or_lasti)
                                         : intern_lasti(r);
             py[m - 1 - j] = py_tag(index);
             if (keep == j && index >= MARKER_COUNT) { /* a marker is not matched */
-                c->code[j] = r->code;
-                c->lasti[j] = r->line_or_lasti;
-                c->index[j] = index;
+                c->f[j] = (struct last_frame){r->code, r->line_or_lasti, index};
                 keep++;
             }
         }
