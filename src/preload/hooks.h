@@ -14,15 +14,52 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "clock.h"
 #include "record.h"
 #include "resolve.h"
 
-extern __thread int hooks_depth __attribute__((tls_model("initial-exec")));
-/* This thread's exit will give back what the library holds for it. */
-extern __thread bool hooks_thread_known __attribute__((tls_model("initial-exec")));
+#pragma GCC visibility push(hidden) /* direct addressing, no GOT entries */
+
+/* What a thread's calls share (hooks_common.c), in one TLS block: each
+ * distinct TLS variable costs the wrappers a GOT load per function. */
+struct hooks_guard {
+    unsigned char busy;  /* in our bookkeeping */
+    unsigned char layer; /* of the traced outermost allocation/free call */
+};
+struct hooks_device_cache {
+    unsigned gen, epoch;
+    int device; /* >= 0 when filled */
+};
+struct hooks_thread {
+    int depth;                /* the re-entry guard: hooks_depth */
+    struct hooks_guard guard; /* hooks_guard, below */
+    bool known;               /* this thread's exit will give back what the
+                                 library holds for it */
+    unsigned device_epoch;    /* bumped by this thread's device switches */
+    struct hooks_device_cache device[2]; /* see hooks_device() */
+    void *inflight_token;     /* a free's entry, taken out before the real free */
+};
+extern __thread struct hooks_thread hooks_thread __attribute__((tls_model("initial-exec")));
+#define hooks_depth (hooks_thread.depth)
+#define hooks_thread_known (hooks_thread.known)
+
 extern int hooks_ready;          /* set once initialisation finished */
 extern int hooks_touched;        /* the process called a wrapper */
 extern volatile int hooks_dump_requested; /* set by the opt-in signal */
+extern bool hooks_enabled;       /* tracing is on (set once, at init) */
+
+/* Zero when an outermost call may take the fast path (hooks_fast below);
+ * otherwise the HOOKS_SLOW_* reasons it may not, each a duty of hook_enter
+ * or a setting of the generic path.  Cleared and set with atomic and/or
+ * (the dump signal's handler sets its bit). */
+extern int hooks_slow;
+enum {
+    HOOKS_SLOW_INIT = 1,      /* not initialised, or tracing off (init.c) */
+    HOOKS_SLOW_UNTOUCHED = 2, /* hooks_first_touch has not run (init.c) */
+    HOOKS_SLOW_DUMP = 4,      /* a dump was asked for (init.c) */
+    HOOKS_SLOW_LIMIT = 8      /* CUMEMTRACE_LIMIT reserves around the real
+                                 call (hooks_common.c) */
+};
 
 /* Runs initialisation if it has not run (pthread_once).  */
 void hooks_init_once(void);
@@ -46,9 +83,11 @@ void hooks_write_exit_snapshot(bool python);
 void hooks_service_dump_request(void);
 /* Per-thread state (hooks_common.c): the key whose destructor runs when a
  * thread ends - returns, is cancelled or calls pthread_exit - and gives
- * back what the library held for it.  hooks_thread_init runs once at
- * start-up; hooks_thread_start once per thread, from its first traced call. */
-void hooks_thread_init(void);
+ * back what the library held for it.  hooks_common_init runs once at
+ * start-up, after the settings and the tracker (it also reads what the
+ * fast path below needs of them); hooks_thread_start once per thread, from
+ * its first traced call. */
+void hooks_common_init(void);
 void hooks_thread_start(void);
 
 /* True when this call should be traced: outermost on this thread, tracing
@@ -66,7 +105,6 @@ static inline bool hook_enter(void)
         hooks_first_touch();
     if (__builtin_expect(__atomic_load_n(&hooks_dump_requested, __ATOMIC_RELAXED), 0))
         hooks_service_dump_request();
-    extern bool hooks_enabled;
     return hooks_enabled;
 }
 
@@ -86,22 +124,47 @@ int hooks_runtime_device(void);
  * safe; callable before initialisation. */
 void hooks_device_changed(bool every_thread);
 
+/* The cache behind hooks_*_device (hooks_common.c): an entry of
+ * hooks_thread.device is good while its `gen` matches hooks_device_gen
+ * (bumped when a context is destroyed or reset) and its `epoch` the
+ * thread's device_epoch (bumped by the thread's own switches).  Entry 0:
+ * the driver's answer, 1: the runtime's. */
+extern unsigned hooks_device_gen;
+/* Asks the driver (layer 0) or the runtime (1) and caches the answer. */
+int hooks_device_fill(int layer);
+
+/* hooks_*_device without the call: the cached value, or a fill on a miss. */
+static inline int hooks_device(int layer)
+{
+    unsigned gen = __atomic_load_n(&hooks_device_gen, __ATOMIC_ACQUIRE);
+    const struct hooks_device_cache *c = &hooks_thread.device[layer];
+    if (__builtin_expect(c->gen == gen && c->epoch == hooks_thread.device_epoch &&
+                         c->device >= 0, 1))
+        return c->device;
+    return hooks_device_fill(layer);
+}
+
 /* The created context (hooks_context.c) current on this thread, as the
  * tracker numbers it (record_alloc.ctx): 0 for a primary context.  Costs two
  * atomic loads while the process has no created context.  Called after each
  * successful allocation (the first one also arms the exit guard). */
 unsigned hooks_context_owner(void);
+/* Set once the exit guard is armed and while no created context lives: the
+ * owner is then 0 without a call (hooks_context.c keeps it). */
+extern int hooks_context_plain;
+static inline unsigned hooks_context_owner_fast(void)
+{
+    if (__builtin_expect(__atomic_load_n(&hooks_context_plain, __ATOMIC_RELAXED), 1))
+        return 0;
+    return hooks_context_owner();
+}
 /* fork(): the child owns none of the parent's contexts (and no lock). */
 void hooks_context_atfork_child(void);
 
 /* What the calling thread is doing, for telling a nested call from a signal
  * handler's new one (hooks_common.c, "Signal handlers"). */
 enum { HOOKS_LAYER_NONE, HOOKS_LAYER_RUNTIME, HOOKS_LAYER_DRIVER };
-struct hooks_guard {
-    unsigned char busy;  /* in our bookkeeping */
-    unsigned char layer; /* of the traced outermost allocation/free call */
-};
-extern __thread struct hooks_guard hooks_guard __attribute__((tls_model("initial-exec")));
+#define hooks_guard (hooks_thread.guard)
 
 /* True when a call of `slot` is the same allocation or free one layer down
  * (the runtime's cudaMalloc reaching cuMemAlloc_v2 through us) or runs
@@ -171,23 +234,149 @@ void hooks_free_begin(struct hook_free *f, unsigned slot, uintptr_t addr,
                       enum record_kind kind_hint);
 void hooks_free_end(struct hook_free *f, bool ok);
 
+/* ---- the fast path ----
+ * An outermost allocation or free (hooks_depth == 0) in the steady state -
+ * initialised, tracing on, this thread and the process already seen, no
+ * dump asked for, no CUMEMTRACE_LIMIT to reserve against - skips the
+ * generic begin/end calls: the wrapper's sym##_fast writes the state of
+ * call_enter/call_leave (hooks_common.c) directly - hooks_depth 1 and the
+ * call's layer while the real call runs, `busy` around our bookkeeping -
+ * and calls the tracker itself.  A signal handler's call arriving in
+ * between meets the same TLS state as on the generic path, which handles
+ * it; the order of the stores below keeps every window the generic path
+ * has and no other (a handler's call before hooks_depth is set is a new
+ * outermost call that puts everything back before we resume). */
+
+static inline bool hooks_fast(void)
+{
+    return hooks_depth == 0 &&
+           __builtin_expect(__atomic_load_n(&hooks_slow, __ATOMIC_ACQUIRE) == 0 &&
+                            hooks_thread_known, 1);
+}
+
+#define HOOKS_LAYER_OF(slot) \
+    ((slot) < SLOT_DRIVER_END ? HOOKS_LAYER_DRIVER : HOOKS_LAYER_RUNTIME)
+
+static inline void hooks_fast_enter(unsigned slot)
+{
+    hooks_depth = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    hooks_guard.layer = HOOKS_LAYER_OF(slot);
+}
+
+static inline void hooks_fast_leave(void)
+{
+    hooks_depth = 0; /* first: a handler's call from here on is outermost */
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    hooks_guard.layer = HOOKS_LAYER_NONE;
+}
+
+/* The device an allocation of `kind` is charged to, as hooks_alloc_begin
+ * finds it (-1 for host-pinned memory, whose device is its context's).  The
+ * fast path asks after the real call, which does not change it. */
+static inline int hooks_fast_device(enum record_kind kind, bool runtime)
+{
+    return kind == KIND_HOST_PINNED ? -1 : hooks_device(runtime ? 1 : 0);
+}
+
+/* After the real allocation succeeded (addr 0: nothing was allocated) or
+ * failed (oom: with the API's out-of-memory code), from the fast path. */
+void hooks_fast_alloc_done(unsigned slot, enum record_kind kind, int device,
+                           uintptr_t addr, uint64_t size, const void *frame);
+void hooks_fast_alloc_failed(unsigned slot, enum record_kind kind, int device,
+                             uint64_t size, bool oom, const void *frame);
+
+/* A free's entry, taken out before the real free and kept where the end of
+ * the thread finds it (hooks_common.c); NULL for address 0 or one we never
+ * saw. */
+#define hooks_inflight_token (hooks_thread.inflight_token)
+
+static inline void *hooks_fast_free_take(uintptr_t addr, enum record_kind hint)
+{
+    if (addr == 0)
+        return NULL;
+    hooks_guard.busy = 1;
+    void *token = record_free_take(addr, hint, clock_now_ns());
+    hooks_inflight_token = token;
+    hooks_guard.busy = 0; /* the real call runs */
+    return token;
+}
+
+/* The calling thread's OOM chain state (oom.h), NULL until its first
+ * failure; declared here as well so that this header needs not include
+ * oom.h (whose includes lead back to the modules that include this one). */
+struct oom_info;
+extern __thread struct oom_info *oom_chain __attribute__((tls_model("initial-exec")));
+
+/* The real free returned; `token` is not NULL. */
+void hooks_free_done_slow(void *token, bool ok);
+static inline void hooks_fast_free_done(void *token, bool ok)
+{
+    if (__builtin_expect(!ok || oom_chain != NULL, 0)) {
+        hooks_free_done_slow(token, ok);
+        return;
+    }
+    hooks_guard.busy = 1;
+    hooks_inflight_token = NULL;
+    record_free_finish(token, true, 0);
+    hooks_guard.busy = 0;
+}
+
 /* The two shapes most wrappers have, written once.  An allocation whose
  * pointer comes back through `out_arg` and whose size is `size_arg`; a free
  * of `ptr_arg`.  `params` and `args` are the parenthesised parameter list
- * and argument list of the CUDA function. */
-#define HOOK_ALLOC(ret_t, no_real, ok, oom, runtime, sym, kind, size_arg,     \
-                   out_arg, params, args)                                     \
-    ret_t sym params                                                          \
+ * and argument list of the CUDA function.  Three paths: the fast one above,
+ * the nested call one layer down (hooks_passthrough), and the generic one
+ * (hooks_alloc_begin/end, hooks_free_begin/end) for everything else. */
+#define HOOK_UNPAREN(...) __VA_ARGS__
+
+/* The wrapper itself: calls only in tail position, so it needs no frame
+ * of its own (the nested layer costs a dozen instructions) and the frame
+ * that sym##_fast or sym##_generic takes (HOOK_FRAME) is the caller's
+ * record - return address into the application.  Where a compiler does not
+ * make the tail calls (no optimisation), the walk from that frame starts in
+ * the wrapper and unwind_capture falls back to dropping our frames. */
+#define HOOK_DISPATCH(ret_t, no_real, sym, params, args)                      \
+    static __attribute__((noinline)) ret_t sym##_resolve params               \
     {                                                                         \
         PFN(sym) real = REAL(sym);                                            \
         if (real == NULL)                                                     \
             return no_real;                                                   \
-        if (hooks_passthrough(SLOT_##sym)) {                                  \
-            hooks_depth++;                                                    \
-            ret_t r_ = real args;                                             \
-            hooks_depth--;                                                    \
-            return r_;                                                        \
+        return sym##_generic(real, HOOK_UNPAREN args);                        \
+    }                                                                         \
+    ret_t sym params                                                          \
+    {                                                                         \
+        PFN(sym) real = (PFN(sym))__atomic_load_n(&resolve_reals[SLOT_##sym], \
+                                                  __ATOMIC_ACQUIRE);          \
+        if (__builtin_expect(real != NULL, 1)) {                              \
+            if (hooks_passthrough(SLOT_##sym))                                \
+                return real args;                                             \
+            if (hooks_fast())                                                 \
+                return sym##_fast(real, HOOK_UNPAREN args);                   \
+            return sym##_generic(real, HOOK_UNPAREN args);                    \
         }                                                                     \
+        return sym##_resolve args; /* first call, or no such function */      \
+    }
+
+#define HOOK_ALLOC(ret_t, no_real, ok, oom, runtime, sym, kind, size_arg,     \
+                   out_arg, params, args)                                     \
+    static __attribute__((noinline)) ret_t                                    \
+    sym##_fast(PFN(sym) real, HOOK_UNPAREN params)                            \
+    {                                                                         \
+        hooks_fast_enter(SLOT_##sym);                                         \
+        ret_t r = real args;                                                  \
+        if (r == ok)                                                          \
+            hooks_fast_alloc_done(SLOT_##sym, kind, hooks_fast_device(kind, runtime), \
+                                  (uintptr_t)*(out_arg), (size_arg), HOOK_FRAME()); \
+        else                                                                  \
+            hooks_fast_alloc_failed(SLOT_##sym, kind, hooks_fast_device(kind, runtime), \
+                                    (size_arg), r == oom, HOOK_FRAME());      \
+        hooks_fast_leave();                                                   \
+        return r;                                                             \
+    }                                                                         \
+    static __attribute__((noinline)) ret_t                                    \
+    sym##_generic(PFN(sym) real, HOOK_UNPAREN params)                         \
+    {                                                                         \
         struct hook_alloc c = {SLOT_##sym, kind, -1, (size_arg), false, false, false, \
                                {0}, HOOK_FRAME()};                            \
         if (!hooks_alloc_begin(&c, runtime))                                  \
@@ -196,30 +385,37 @@ void hooks_free_end(struct hook_free *f, bool ok);
         hooks_alloc_end(&c, r == ok, r == oom,                                \
                         r == ok ? (uintptr_t)*(out_arg) : 0, (size_arg), false); \
         return r;                                                             \
-    }
+    }                                                                         \
+    HOOK_DISPATCH(ret_t, no_real, sym, params, args)
 
 #define HOOK_FREE(ret_t, no_real, ok, sym, hint, ptr_arg, params, args)       \
-    ret_t sym params                                                          \
+    static __attribute__((noinline)) ret_t                                    \
+    sym##_fast(PFN(sym) real, HOOK_UNPAREN params)                            \
     {                                                                         \
-        PFN(sym) real = REAL(sym);                                            \
-        if (real == NULL)                                                     \
-            return no_real;                                                   \
-        if (hooks_passthrough(SLOT_##sym)) {                                  \
-            hooks_depth++;                                                    \
-            ret_t r_ = real args;                                             \
-            hooks_depth--;                                                    \
-            return r_;                                                        \
-        }                                                                     \
+        hooks_fast_enter(SLOT_##sym);                                         \
+        void *t = hooks_fast_free_take((uintptr_t)(ptr_arg), hint);           \
+        ret_t r = real args;                                                  \
+        if (t != NULL)                                                        \
+            hooks_fast_free_done(t, r == ok);                                 \
+        hooks_fast_leave();                                                   \
+        return r;                                                             \
+    }                                                                         \
+    static __attribute__((noinline)) ret_t                                    \
+    sym##_generic(PFN(sym) real, HOOK_UNPAREN params)                         \
+    {                                                                         \
         struct hook_free f;                                                   \
-        hooks_free_begin(&f, SLOT_##sym, (uintptr_t)(ptr_arg), hint);                     \
+        hooks_free_begin(&f, SLOT_##sym, (uintptr_t)(ptr_arg), hint);         \
         ret_t r = real args;                                                  \
         hooks_free_end(&f, r == ok);                                          \
         return r;                                                             \
-    }
+    }                                                                         \
+    HOOK_DISPATCH(ret_t, no_real, sym, params, args)
 
 /* cuMemGetInfo/cudaMemGetInfo: remembers the truth for post-mortems and,
  * under CUMEMTRACE_LIMIT, shows the limited card (total = limit, free =
  * min(free, limit - tracked), never negative).  NULL outputs tolerated. */
 void hooks_meminfo(int device, size_t *free_bytes, size_t *total_bytes);
+
+#pragma GCC visibility pop
 
 #endif

@@ -40,18 +40,16 @@
 #include "python.h"
 #include "unwind.h"
 
-__thread int hooks_depth __attribute__((tls_model("initial-exec")));
-__thread bool hooks_thread_known __attribute__((tls_model("initial-exec")));
+__thread struct hooks_thread hooks_thread __attribute__((tls_model("initial-exec")));
+int hooks_slow = HOOKS_SLOW_INIT | HOOKS_SLOW_UNTOUCHED;
 
-/* In flight on this thread: a limit reservation and a taken free entry. */
+/* In flight on this thread: a limit reservation (and, in hooks_thread, a
+ * taken free entry). */
 static __thread struct {
     bool reserved;
     int device;
     uint64_t bytes;
-    void *token;
 } inflight __attribute__((tls_model("initial-exec")));
-
-__thread struct hooks_guard hooks_guard __attribute__((tls_model("initial-exec")));
 
 static pthread_key_t thread_key;
 static bool thread_key_made;
@@ -63,9 +61,9 @@ static void thread_end(void *unused)
     if (inflight.reserved)
         record_limit_settle(inflight.device, inflight.bytes);
     /* the real free may or may not have run; it was accounted as done */
-    record_free_finish(inflight.token, true, 0);
+    record_free_finish(hooks_inflight_token, true, 0);
     inflight.reserved = false;
-    inflight.token = NULL;
+    hooks_inflight_token = NULL;
     record_thread_end();
     oom_thread_end();
     /* A later destructor may call CUDA again: then register again. */
@@ -73,9 +71,13 @@ static void thread_end(void *unused)
     hooks_depth--;
 }
 
-void hooks_thread_init(void)
+void hooks_common_init(void)
 {
     thread_key_made = pthread_key_create(&thread_key, thread_end) == 0;
+    /* The limits are set once, before any wrapper runs (config.c). */
+    for (int d = 0; d < RECORD_MAX_DEVICES; d++)
+        if (record_limit(d) != 0)
+            __atomic_or_fetch(&hooks_slow, HOOKS_SLOW_LIMIT, __ATOMIC_RELAXED);
 }
 
 void hooks_thread_start(void)
@@ -85,24 +87,16 @@ void hooks_thread_start(void)
         pthread_setspecific(thread_key, &thread_key); /* any non-NULL value */
 }
 
-/* The current device, cached per thread (see hooks.h).  A cached value is
- * good while `gen` matches device_gen (bumped when a context is destroyed
- * or reset: another thread's current context may be gone) and `epoch`
- * matches device_epoch (bumped by this thread's own switches).  A fill
- * reads both before asking the driver, so a switch in between - a signal
- * handler's included - leaves the filled value stale, never wrong. */
-static unsigned device_gen = 1;
-static __thread unsigned device_epoch __attribute__((tls_model("initial-exec")));
-static __thread struct {
-    unsigned gen, epoch;
-    int device; /* >= 0 when filled */
-} cached[2] __attribute__((tls_model("initial-exec")));
+/* The current device, cached per thread (see hooks.h).  A fill reads the
+ * generation and epoch before asking the driver, so a switch in between - a
+ * signal handler's included - leaves the filled value stale, never wrong. */
+unsigned hooks_device_gen = 1;
 
 void hooks_device_changed(bool every_thread)
 {
     if (every_thread)
-        __atomic_add_fetch(&device_gen, 1, __ATOMIC_RELEASE);
-    device_epoch++;
+        __atomic_add_fetch(&hooks_device_gen, 1, __ATOMIC_RELEASE);
+    hooks_thread.device_epoch++;
 }
 
 static int ask_driver(void)
@@ -124,37 +118,42 @@ static int ask_runtime(void)
 }
 
 /* Layer 0: the driver's current context; 1: the runtime's current device.
- * A failed query is not cached (no context yet: the next call asks again). */
-static int current_device(int layer)
+ * A failed query is not cached (no context yet: the next call asks again).
+ * The thread is in our bookkeeping meanwhile (a fast-path caller is not
+ * marked busy yet). */
+int hooks_device_fill(int layer)
 {
-    unsigned gen = __atomic_load_n(&device_gen, __ATOMIC_ACQUIRE);
-    unsigned epoch = device_epoch;
-    if (__builtin_expect(cached[layer].gen == gen && cached[layer].epoch == epoch &&
-                         cached[layer].device >= 0, 1))
-        return cached[layer].device;
+    unsigned gen = __atomic_load_n(&hooks_device_gen, __ATOMIC_ACQUIRE);
+    unsigned epoch = hooks_thread.device_epoch;
+    struct hooks_device_cache *c = &hooks_thread.device[layer];
+    if (c->gen == gen && c->epoch == epoch && c->device >= 0)
+        return c->device;
+    unsigned char busy = hooks_guard.busy;
+    hooks_guard.busy = 1;
     int d = layer ? ask_runtime() : ask_driver();
+    hooks_guard.busy = busy;
     if (d < 0)
         return 0;
-    cached[layer].gen = gen;
-    cached[layer].epoch = epoch;
-    cached[layer].device = d;
+    c->gen = gen;
+    c->epoch = epoch;
+    c->device = d;
     return d;
 }
 
 int hooks_driver_device(void)
 {
-    return current_device(0);
+    return hooks_device(0);
 }
 
 int hooks_runtime_device(void)
 {
-    return current_device(1);
+    return hooks_device(1);
 }
 
 /* Native frames (unless CUMEMTRACE_NATIVE=0), with the thread's Python
  * frames merged in where CPython runs (python.c); CUMEMTRACE_DEPTH=0 records
  * no stack at all.  Without Python the merge costs one branch. */
-static unsigned capture_frames(void **frames, const void *from)
+static inline unsigned capture_frames(void **frames, const void *from)
 {
     unsigned n = 0;
     if (config.depth != 0) {
@@ -177,7 +176,7 @@ static struct record_stack *capture(unsigned slot, const void *from)
  * (then hooks_guard.busy is set).  See "Signal handlers" at the top. */
 static bool call_enter(unsigned slot, struct hook_outer *o)
 {
-    unsigned char layer = slot < SLOT_DRIVER_END ? HOOKS_LAYER_DRIVER : HOOKS_LAYER_RUNTIME;
+    unsigned char layer = HOOKS_LAYER_OF(slot);
     o->fresh = false;
     if (hooks_depth != 0) {
         if (hooks_guard.busy) {
@@ -197,11 +196,10 @@ static bool call_enter(unsigned slot, struct hook_outer *o)
         o->reserved = inflight.reserved;
         o->device = inflight.device;
         o->bytes = inflight.bytes;
-        o->token = inflight.token;
+        o->token = hooks_inflight_token;
         inflight.reserved = false;
-        inflight.token = NULL;
+        hooks_inflight_token = NULL;
         hooks_depth = 1;
-        extern bool hooks_enabled;
         if (!hooks_enabled)
             return false;
     } else if (!hook_enter()) {
@@ -229,7 +227,58 @@ static void call_leave(const struct hook_outer *o, bool traced)
     inflight.reserved = o->reserved;
     inflight.device = o->device;
     inflight.bytes = o->bytes;
-    inflight.token = o->token;
+    hooks_inflight_token = o->token;
+}
+
+/* A failed allocation (oom: the API's out-of-memory code; only those open
+ * or extend a retry chain).  by_limit: refused by CUMEMTRACE_LIMIT. */
+static void alloc_failed(unsigned slot, enum record_kind kind, int device,
+                         uint64_t requested, bool by_limit, const void *frame)
+{
+    struct record_stack *st = capture(slot, frame);
+    record_failure(kind, device);
+    oom_on_failure(slot, kind, device, requested, by_limit, st, clock_now_ns());
+}
+
+/* A successful allocation; addr 0 is cudaMalloc(&p, 0), success with
+ * nothing allocated.  `device` as hook_alloc.device. */
+static inline __attribute__((always_inline)) void alloc_done(unsigned slot, enum record_kind kind, int device,
+                              bool runtime, uintptr_t addr, uint64_t size,
+                              uint64_t requested, bool is_handle, const void *frame)
+{
+    if (__builtin_expect(addr != 0, 1)) {
+        int dev = device;
+        if (kind == KIND_HOST_PINNED) /* owned by the context that made it */
+            dev = runtime ? hooks_runtime_device() : hooks_driver_device();
+        struct record_alloc a = {addr, size, requested, kind, dev,
+                                 is_handle, (uint16_t)hooks_context_owner_fast()};
+        void *frames[RECORD_MAX_DEPTH];
+        unsigned n = capture_frames(frames, frame);
+        record_alloc_at(&a, slot, frames, n, clock_now_ns());
+        if (__builtin_expect(__atomic_load_n(&python_mode, __ATOMIC_RELAXED) == PYTHON_ON, 0))
+            python_arm_torch_layer();
+    }
+    if (__builtin_expect(oom_chain != NULL, 0))
+        oom_on_success(kind, device, requested, clock_now_ns());
+}
+
+void hooks_fast_alloc_done(unsigned slot, enum record_kind kind, int device,
+                           uintptr_t addr, uint64_t size, const void *frame)
+{
+    hooks_guard.busy = 1;
+    alloc_done(slot, kind, device, slot >= SLOT_DRIVER_END, addr, size, size, false,
+               frame);
+    hooks_guard.busy = 0;
+}
+
+void hooks_fast_alloc_failed(unsigned slot, enum record_kind kind, int device,
+                             uint64_t size, bool oom, const void *frame)
+{
+    if (!oom)
+        return;
+    hooks_guard.busy = 1;
+    alloc_failed(slot, kind, device, size, false, frame);
+    hooks_guard.busy = 0;
 }
 
 bool hooks_alloc_begin(struct hook_alloc *c, bool runtime)
@@ -247,10 +296,7 @@ bool hooks_alloc_begin(struct hook_alloc *c, bool runtime)
     if (c->device < 0)
         c->device = runtime ? hooks_runtime_device() : hooks_driver_device();
     if (!record_limit_reserve(c->device, c->requested)) {
-        struct record_stack *st = capture(c->slot, c->frame);
-        record_failure(c->kind, c->device);
-        oom_on_failure(c->slot, c->kind, c->device, c->requested, true, st,
-                       clock_now_ns());
+        alloc_failed(c->slot, c->kind, c->device, c->requested, true, c->frame);
         call_leave(&c->outer, c->traced);
         return false;
     }
@@ -270,27 +316,11 @@ void hooks_alloc_end(struct hook_alloc *c, bool ok, bool oom, uintptr_t addr,
         return;
     }
     hooks_guard.busy = 1;
-    if (ok && addr == 0) {
-        /* cudaMalloc(&p, 0): success, and nothing was allocated */
-        oom_on_success(c->kind, c->device, c->requested, clock_now_ns());
-    } else if (ok) {
-        int dev = c->device;
-        if (c->kind == KIND_HOST_PINNED) /* owned by the context that made it */
-            dev = c->runtime ? hooks_runtime_device() : hooks_driver_device();
-        struct record_alloc a = {addr, size, c->requested, c->kind, dev,
-                                 is_handle, (uint16_t)hooks_context_owner()};
-        void *frames[RECORD_MAX_DEPTH];
-        unsigned n = capture_frames(frames, c->frame);
-        int64_t now = clock_now_ns();
-        record_alloc_at(&a, c->slot, frames, n, now);
-        oom_on_success(c->kind, c->device, c->requested, now);
-        python_arm_torch_layer();
-    } else if (oom) {
-        struct record_stack *st = capture(c->slot, c->frame);
-        record_failure(c->kind, c->device);
-        oom_on_failure(c->slot, c->kind, c->device, c->requested, false, st,
-                       clock_now_ns());
-    }
+    if (ok)
+        alloc_done(c->slot, c->kind, c->device, c->runtime, addr, size, c->requested,
+                   is_handle, c->frame);
+    else if (oom)
+        alloc_failed(c->slot, c->kind, c->device, c->requested, false, c->frame);
     if (c->reserved) {
         inflight.reserved = false;
         record_limit_settle(c->device, c->requested);
@@ -305,24 +335,42 @@ void hooks_free_begin(struct hook_free *f, unsigned slot, uintptr_t addr,
     f->guarded = true;
     f->traced = call_enter(slot, &f->outer);
     if (f->traced && addr != 0)
-        inflight.token = f->token = record_free_take(addr, kind_hint,
-                                                     clock_now_ns());
+        hooks_inflight_token = f->token =
+            record_free_take(addr, kind_hint, clock_now_ns());
     if (f->traced)
         hooks_guard.busy = 0; /* the real call runs */
+}
+
+/* The real free of a taken entry returned: give it back, or on failure put
+ * it back; an open chain counts what the application released. */
+static void free_done(void *token, bool ok)
+{
+    hooks_inflight_token = NULL;
+    uint64_t size = 0;
+    uint32_t stack = 0;
+    bool chain = ok && oom_chain != NULL;
+    if (chain) {
+        size = record_token_size(token);
+        stack = record_token_stack(token);
+    }
+    record_free_finish(token, ok, ok ? 0 : clock_now_ns());
+    if (chain)
+        oom_on_free(size, stack);
+}
+
+void hooks_free_done_slow(void *token, bool ok)
+{
+    hooks_guard.busy = 1;
+    free_done(token, ok);
+    hooks_guard.busy = 0;
 }
 
 void hooks_free_end(struct hook_free *f, bool ok)
 {
     if (f->guarded && f->traced)
         hooks_guard.busy = 1;
-    if (f->token != NULL) {
-        inflight.token = NULL;
-        uint64_t size = record_token_size(f->token);
-        uint32_t stack = record_token_stack(f->token);
-        record_free_finish(f->token, ok, ok ? 0 : clock_now_ns());
-        if (ok)
-            oom_on_free(size, stack);
-    }
+    if (f->token != NULL)
+        free_done(f->token, ok);
     if (f->guarded)
         call_leave(&f->outer, f->traced);
     else

@@ -81,6 +81,17 @@ static struct {
 } created[RECORD_MAX_CONTEXTS];
 static pthread_mutex_t created_lock = PTHREAD_MUTEX_INITIALIZER;
 static int ncreated; /* live created contexts; atomic reads on the hot path */
+int hooks_context_plain; /* exit guard armed and ncreated == 0 (hooks.h) */
+
+/* After the exit guard is armed or ncreated changed (under created_lock,
+ * or once, from the first allocation). */
+static void update_plain(void)
+{
+    __atomic_store_n(&hooks_context_plain,
+                     __atomic_load_n(&exit_mark_registered, __ATOMIC_RELAXED) &&
+                         __atomic_load_n(&ncreated, __ATOMIC_RELAXED) == 0,
+                     __ATOMIC_RELAXED);
+}
 
 /* Under created_lock: the number of ctx, 0 when not ours. */
 static unsigned created_find(CUcontext ctx)
@@ -94,8 +105,12 @@ static unsigned created_find(CUcontext ctx)
 unsigned hooks_context_owner(void)
 {
     if (__builtin_expect(!__atomic_load_n(&exit_mark_registered, __ATOMIC_RELAXED), 0) &&
-        !__atomic_exchange_n(&exit_mark_registered, 1, __ATOMIC_ACQ_REL))
+        !__atomic_exchange_n(&exit_mark_registered, 1, __ATOMIC_ACQ_REL)) {
         atexit(mark_exiting);
+        pthread_mutex_lock(&created_lock);
+        update_plain();
+        pthread_mutex_unlock(&created_lock);
+    }
     if (__builtin_expect(__atomic_load_n(&ncreated, __ATOMIC_RELAXED) == 0, 1))
         return 0;
     PFN(cuCtxGetCurrent) get = REAL(cuCtxGetCurrent);
@@ -113,6 +128,7 @@ void hooks_context_atfork_child(void)
     memset(created, 0, sizeof created);
     ncreated = 0;
     pthread_mutex_init(&created_lock, NULL);
+    update_plain();
 }
 
 static CUresult after_create(CUresult r, CUcontext *pctx, CUdevice dev)
@@ -121,8 +137,10 @@ static CUresult after_create(CUresult r, CUcontext *pctx, CUdevice dev)
     if (hook_enter() && r == CUDA_SUCCESS && pctx != NULL && *pctx != NULL) {
         pthread_mutex_lock(&created_lock);
         unsigned n = created_find(*pctx); /* a reused address: the old one is gone */
-        if (n == 0 && (n = created_find(NULL)) != 0)
+        if (n == 0 && (n = created_find(NULL)) != 0) {
             __atomic_add_fetch(&ncreated, 1, __ATOMIC_RELAXED);
+            update_plain();
+        }
         if (n != 0) {
             created[n - 1].ctx = *pctx;
             created[n - 1].device = dev;
@@ -174,6 +192,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
             pthread_mutex_lock(&created_lock);
             created[n - 1].ctx = NULL;
             __atomic_sub_fetch(&ncreated, 1, __ATOMIC_RELAXED);
+            update_plain();
             pthread_mutex_unlock(&created_lock);
         }
     }

@@ -42,6 +42,11 @@ int hooks_ready, hooks_touched;
 volatile int hooks_dump_requested;
 bool hooks_enabled;
 
+static void fast_path_allow(int why)
+{
+    __atomic_and_fetch(&hooks_slow, ~why, __ATOMIC_RELEASE);
+}
+
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int exit_written;
 /* Not reset in a fork child: it inherits what its parent checked and said. */
@@ -61,6 +66,7 @@ void hooks_first_touch(void)
     output_manifest_cuda();
     background_start();
     signals_install();
+    fast_path_allow(HOOKS_SLOW_UNTOUCHED);
     errno = saved;
 }
 
@@ -175,6 +181,7 @@ static void fork_child(void)
     stream_atfork_child();
     hooks_touched = 0;
     hooks_dump_requested = 0;
+    __atomic_or_fetch(&hooks_slow, HOOKS_SLOW_UNTOUCHED, __ATOMIC_RELAXED);
     exit_written = 0;
     owner_pid = getpid();
     python_exit_path[0] = '\0';
@@ -185,11 +192,14 @@ static void on_dump_signal(int sig)
 {
     (void)sig;
     hooks_dump_requested = 1; /* served by the next wrapper, outside locks */
+    __atomic_or_fetch(&hooks_slow, HOOKS_SLOW_DUMP, __ATOMIC_RELEASE); /* lock-free */
 }
 
 void hooks_service_dump_request(void)
 {
     char b[24];
+    /* before taking the request: one arriving after it sets the bit again */
+    fast_path_allow(HOOKS_SLOW_DUMP);
     if (__atomic_exchange_n(&hooks_dump_requested, 0, __ATOMIC_ACQ_REL))
         snapshot_write_signal(signals_name(config.dump_signal, b, sizeof b), NULL, 0);
 }
@@ -211,7 +221,7 @@ static void init(void)
     /* 9e12 ms (285 years) keeps the nanoseconds in an int64_t */
     record_set_temporary((int64_t)((config.temporary_ms < 9000000000000u
                                         ? config.temporary_ms : 9000000000000u) * 1000000u));
-    hooks_thread_init();
+    hooks_common_init();
     output_init();
     unwind_init();
     python_init();
@@ -228,6 +238,7 @@ static void init(void)
     }
     hooks_enabled = true;
     __atomic_store_n(&hooks_ready, 1, __ATOMIC_RELEASE);
+    fast_path_allow(HOOKS_SLOW_INIT);
     hooks_depth--;
 }
 

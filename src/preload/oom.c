@@ -53,7 +53,7 @@
 #include "snapshot_write.h"
 #include "units.h"
 
-static __thread struct oom_info *chain __attribute__((tls_model("initial-exec")));
+__thread struct oom_info *oom_chain __attribute__((tls_model("initial-exec")));
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned dumps_written;
 static bool cap_said; /* the one line printed when the budget ran out */
@@ -237,7 +237,7 @@ static void postmortem_forget(struct oom_info *o)
 
 static void close_chain(bool recovered, int64_t now)
 {
-    struct oom_info *o = chain;
+    struct oom_info *o = oom_chain;
     if (o == NULL || !o->open)
         return;
     o->open = false;
@@ -271,9 +271,9 @@ void oom_on_failure(unsigned slot, enum record_kind kind, int device,
                     uint64_t requested, bool by_limit,
                     struct record_stack *stack, int64_t now)
 {
-    if (chain == NULL && (chain = calloc(1, sizeof *chain)) == NULL)
+    if (oom_chain == NULL && (oom_chain = calloc(1, sizeof *oom_chain)) == NULL)
         return;
-    struct oom_info *o = chain;
+    struct oom_info *o = oom_chain;
     bool same = o->open && o->requested == requested && o->kind == kind &&
                 o->device == (kind == KIND_HOST_PINNED ? -1 : device);
     if (!same) {
@@ -305,7 +305,7 @@ void oom_on_failure(unsigned slot, enum record_kind kind, int device,
 void oom_on_success(enum record_kind kind, int device, uint64_t requested,
                     int64_t now)
 {
-    struct oom_info *o = chain;
+    struct oom_info *o = oom_chain;
     if (__builtin_expect(o == NULL || !o->open, 1))
         return;
     close_chain(o->requested == requested && o->kind == kind &&
@@ -315,7 +315,7 @@ void oom_on_success(enum record_kind kind, int device, uint64_t requested,
 
 void oom_on_free(uint64_t bytes, uint32_t stack)
 {
-    struct oom_info *o = chain;
+    struct oom_info *o = oom_chain;
     if (__builtin_expect(o == NULL || !o->open, 1))
         return;
     oom_ledger_released(o, bytes, stack);
@@ -327,9 +327,9 @@ void oom_on_free(uint64_t bytes, uint32_t stack)
  * post-mortem is written for the refusal. */
 static void on_allocator(int device, const struct allocator_facts *f, int64_t now)
 {
-    if (chain == NULL && (chain = calloc(1, sizeof *chain)) == NULL)
+    if (oom_chain == NULL && (oom_chain = calloc(1, sizeof *oom_chain)) == NULL)
         return;
-    struct oom_info *o = chain;
+    struct oom_info *o = oom_chain;
     bool fresh = !(o->open && o->device == device && o->kind != KIND_HOST_PINNED);
     if (fresh) {
         /* Nothing failed at the driver: the allocator's own refusal, a
@@ -421,8 +421,8 @@ void oom_at_exit(int64_t now)
 
 void oom_thread_end(void)
 {
-    free(chain);
-    chain = NULL;
+    free(oom_chain);
+    oom_chain = NULL;
 }
 
 void oom_atfork_child(void)
@@ -433,7 +433,7 @@ void oom_atfork_child(void)
     for (unsigned i = 0; i < npms; i++) /* the parent's files, not ours */
         free(pms[i]);
     npms = 0;
-    if (chain != NULL)
-        chain->open = false;
+    if (oom_chain != NULL)
+        oom_chain->open = false;
     pthread_mutex_init(&lock, NULL);
 }

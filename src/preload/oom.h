@@ -8,6 +8,12 @@
 
 #include "record.h"
 
+/* The calling thread's chain state, NULL until its first failure: while it
+ * is NULL the hooks skip oom_on_success and oom_on_free (no chain can be
+ * open). */
+struct oom_info;
+extern __thread struct oom_info *oom_chain __attribute__((tls_model("initial-exec")));
+
 /* Called by the hooks; cheap unless the calling thread has an open chain. */
 void oom_on_failure(unsigned slot, enum record_kind kind, int device,
                     uint64_t requested, bool by_limit,
