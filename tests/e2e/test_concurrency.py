@@ -1,9 +1,9 @@
 """Threads, signals, cancellation and the loader: the preloaded library
 must never hang the host, and must count what happened exactly."""
 import json
+import resource
 import shutil
 import subprocess
-import time
 
 import pytest
 
@@ -122,18 +122,26 @@ def test_short_lived_threads_cost_little(run, tmp_path):
     # per-thread cache (an mmap, a DWARF step per frame, a munmap at exit):
     # 8x the bare cost of 20,000 one-allocation threads.  Ratio against the
     # same program without the preload, best of 3 each, interleaved.
+    # CPU time (user + system, all threads), not wall time: each of the
+    # 5,000 joins is a wake-up, and on a loaded machine each waits for a
+    # CPU, so wall time measured the scheduler (a loaded make test: 1.46 s
+    # traced vs 0.46 s, 3.1x, while the CPU ratio here stays ~1.1x).  With
+    # the cold libunwind path put back the CPU ratio is 7-8x.
     n = 5000
     best = {False: float("inf"), True: float("inf")}
     for _ in range(3):
         for traced in (False, True):
             env = base_env({"CUMEMTRACE_OUTPUT": str(tmp_path / "t.json")},
                            preload=traced)
-            t0 = time.perf_counter()
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             subprocess.run([str(PROGS / "rt_concurrency"), "threads", str(n)],
                            env=env, check=True, capture_output=True, timeout=120)
-            best[traced] = min(best[traced], time.perf_counter() - t0)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            best[traced] = min(best[traced], cpu)
     ratio = best[True] / best[False]
-    assert ratio < 3.0, f"{n} threads: {best[True]:.2f} s traced vs {best[False]:.2f} s"
+    assert ratio < 3.0, (f"{n} threads: {best[True]:.2f} s CPU traced vs "
+                         f"{best[False]:.2f} s")
     # the cold (glibc) and warm (libunwind) captures of one call site are
     # one stack: the 40-iteration loop in main, and the threads' site
     snap = json.loads(sorted(tmp_path.glob("t.json*"))[-1].read_text())
