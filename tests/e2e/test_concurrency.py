@@ -103,15 +103,22 @@ def test_thread_cancelled_in_the_real_call_gives_its_reservation_back(run):
 def test_threads_that_oom_leave_nothing_behind(run):
     # Issue 10.15: each thread that hit an OOM kept its ~4.6 KB chain state
     # for ever (+18 MB RSS over 4,000 threads here); the thread-exit
-    # destructor now frees it.  Growth between thread 1,000 and 5,000:
+    # destructor now frees it.  Growth of the resident anonymous memory
+    # (RssAnon: a leak is heap; VmRSS adds file pages, which the kernel
+    # reclaims and faults back as the machine's memory pressure goes) over
+    # threads 1,000-3,000 and 3,000-5,000: a per-thread leak grows both (by
+    # 18 MB each with the chain's free() taken out); a one-off step of the process (a loaded make
+    # test once saw VmRSS grow 2.4 MB over the 4,000, here 4-100 KiB) shows
+    # in one at most.  The bound is the old one per thread, 0.5 KiB.
     # Under ASan the stream's checkpoints (a copy of the state per flush)
     # stay in its quarantine instead of being reused, which this would count.
     r = run(["rt_concurrency", "oom-threads", 5000],
             env={"CUMEMTRACE_STREAM": "off"} if SAN_RUNTIME else None)
     rss = [int(line.split(": ")[1]) for line in r.stdout.splitlines()
            if line.startswith("rss_kib")]
-    assert len(rss) == 2 and rss[0] > 0, r.stdout
-    assert rss[1] - rss[0] < 2048, f"RSS grew {rss[1] - rss[0]} KiB"
+    assert len(rss) == 3 and rss[0] > 0, r.stdout
+    grew = [rss[1] - rss[0], rss[2] - rss[1]]
+    assert min(grew) < 1024, f"resident anonymous memory grew {grew} KiB per 2,000 threads"
     assert r.only()["ooms"]["count"] == 5000
 
 
