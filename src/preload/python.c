@@ -350,7 +350,7 @@ static unsigned python_frames(void **py, unsigned max)
             pyapi.gc_enable();
         py_walk_verify(ts, raw, m, more);
     }
-    py_index_frames(raw, m, py, pyapi.frame_lasti == NULL);
+    py_index_frames(raw, m, py, pyapi.frame_lasti == NULL, direct < 0);
     if (more)
         py[m++] = py_tag(MARK_TRUNCATED);
     return m;

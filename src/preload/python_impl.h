@@ -85,7 +85,7 @@ uint32_t py_names_frame_intern(const char *file, size_t flen, int line,
  * hold their frame objects and code objects while we hold the GIL. */
 struct raw_frame {
     py_object *code;
-    py_object *frame;  /* the API's walks (3.11+): for the line on a miss */
+    py_object *frame;  /* the API's walks only: for the line on a miss */
     int line_or_lasti; /* the line up to 3.10, the instruction offset after */
 };
 
@@ -110,8 +110,11 @@ void py_walk_verify(void *ts, const struct raw_frame *api_raw, unsigned m, bool 
 /* py[0..m) = the tagged frame indices of raw[0..m), reusing those of the
  * frames this thread's last stack shares with it; interns the rest under
  * py_lock (with the collector off from 3.11).  line_keyed: up to 3.10,
- * raw frames carry lines, not instruction offsets.  GIL held. */
-void py_index_frames(const struct raw_frame *raw, unsigned m, void **py, bool line_keyed);
+ * raw frames carry lines, not instruction offsets; api_walk: they come
+ * from the API's walk, with their frame objects (py_walk_direct sets no
+ * `frame`).  GIL held. */
+void py_index_frames(const struct raw_frame *raw, unsigned m, void **py, bool line_keyed,
+                     bool api_walk);
 
 /* ---- the no-GIL reader (python_nogil.c) ---- */
 

@@ -123,40 +123,41 @@ walk_frames(bool safe, const struct layout *l, void *ts, struct raw_frame *raw,
         return -1;
     if (!rd(safe, at + l->frame, &f, 8))
         return -1;
-    unsigned m = 0, skipped = 0;
+    struct raw_frame *out = raw, *end = raw + max;
+    unsigned skipped = 0;
     *more = false;
     while (f != 0) {
         unsigned char owner;
-        uintptr_t code = 0, type, instr, prev;
+        uintptr_t code, type, instr, prev;
+        int first;
         if (!rd(safe, f + l->f_owner, &owner, 1) || !rd(safe, f + l->f_previous, &prev, 8))
             return -1;
-        bool incomplete = l->cstack_incomplete && owner == OWNED_BY_CSTACK;
-        if (!incomplete) {
-            int first;
-            if (!rd(safe, f + l->f_code, &code, 8) || code == 0 ||
-                !rd(safe, code + OB_TYPE, &type, 8) || type != (uintptr_t)pyapi.code_type ||
-                !rd(safe, f + l->f_instr, &instr, 8) ||
-                !rd(safe, code + l->co_firsttraceable, &first, 4))
-                return -1;
-            uintptr_t start = code + (uintptr_t)l->co_code;
-            incomplete = owner != OWNED_BY_GENERATOR && instr < start + 2 * (uintptr_t)first;
-            if (!incomplete) {
-                if (m == max) { /* a complete frame beyond what fits */
-                    *more = true;
-                    break;
-                }
-                intptr_t lasti = (intptr_t)(instr - start);
-                raw[m].code = (py_object *)code;
-                raw[m].frame = NULL;
-                raw[m].line_or_lasti = lasti < 0 ? -1 : (int)lasti;
-                m++;
-            }
+        if (l->cstack_incomplete && owner == OWNED_BY_CSTACK)
+            goto incomplete;
+        if (!rd(safe, f + l->f_code, &code, 8) || code == 0 ||
+            !rd(safe, code + OB_TYPE, &type, 8) || type != (uintptr_t)pyapi.code_type ||
+            !rd(safe, f + l->f_instr, &instr, 8) ||
+            !rd(safe, code + l->co_firsttraceable, &first, 4))
+            return -1;
+        uintptr_t start = code + (uintptr_t)l->co_code;
+        if (owner != OWNED_BY_GENERATOR && instr < start + 2 * (uintptr_t)first)
+            goto incomplete;
+        if (out == end) { /* a complete frame beyond what fits */
+            *more = true;
+            break;
         }
-        if (incomplete && ++skipped > MAX_SKIPPED)
+        intptr_t lasti = (intptr_t)(instr - start);
+        out->code = (py_object *)code;
+        out->line_or_lasti = lasti < 0 ? -1 : (int)lasti;
+        out++;
+        f = prev;
+        continue;
+    incomplete:
+        if (++skipped > MAX_SKIPPED)
             return -1;
         f = prev;
     }
-    return (int)m;
+    return (int)(out - raw);
 }
 
 /* One copy of the walk per layout, its offsets constants. */
@@ -216,13 +217,13 @@ void py_walk_verify(void *ts, const struct raw_frame *api_raw, unsigned m, bool 
 /* 3.11+: the index of a frame keyed by its instruction offset, through the
  * (code, line) entry on the first sight of that offset.  Caller holds
  * py_lock and the GIL. */
-static uint32_t intern_lasti(const struct raw_frame *r)
+static uint32_t intern_lasti(const struct raw_frame *r, bool api_walk)
 {
     int64_t key = LASTI_KEY(r->line_or_lasti);
     uint32_t index = py_slot_find(r->code, key);
     if (index != 0)
         return index;
-    int line = r->frame != NULL ? pyapi.frame_line(r->frame)
+    int line = api_walk ? pyapi.frame_line(r->frame)
                                 : pyapi.addr2line(r->code, r->line_or_lasti);
     index = py_frame_intern(r->code, line);
     if (index >= MARKER_COUNT)
@@ -244,7 +245,8 @@ struct last_stack {
 };
 static __thread struct last_stack last;
 
-void py_index_frames(const struct raw_frame *raw, unsigned m, void **py, bool line_keyed)
+void py_index_frames(const struct raw_frame *raw, unsigned m, void **py, bool line_keyed,
+                     bool api_walk)
 {
     struct last_stack *c = &last;
     __asm__("" : "+r"(c)); /* one __tls_get_addr, not one per frame */
@@ -264,7 +266,7 @@ void py_index_frames(const struct raw_frame *raw, unsigned m, void **py, bool li
         for (unsigned j = k; j < m; j++) {
             r = &raw[m - 1 - j];
             uint32_t index = line_keyed ? py_frame_intern(r->code, r->line_or_lasti)
-                                        : intern_lasti(r);
+                                        : intern_lasti(r, api_walk);
             py[m - 1 - j] = py_tag(index);
             if (keep == j && index >= MARKER_COUNT) { /* a marker is not matched */
                 c->f[j] = (struct last_frame){r->code, r->line_or_lasti, index};
