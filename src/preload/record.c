@@ -1,8 +1,8 @@
 /* record.c - the tracker's live recording path: live allocations keyed by
- * address, the deduplicated stack table, per-pool counters and exact peak
- * attribution.  Its siblings: record_vmm.c (VMM ranges, the limit),
- * record_view.c (marks, queries, the copy a dump takes); the state they
- * share is in record_state.h.
+ * address, per-pool counters and exact peak attribution.  Its siblings:
+ * record_stacks.c (the deduplicated stack table and its call sites),
+ * record_vmm.c (VMM ranges, the limit), record_view.c (marks, queries, the
+ * copy a dump takes); the state they share is in record_state.h.
  *
  * Workload: one insert per allocation, one lookup+delete per free, one stack
  * intern per allocation (a hash lookup once the stack is known); dumps are
@@ -64,16 +64,9 @@
 
 struct record_locked record_locked;
 bool record_nomem;
-struct site **record_site_table;
-uint32_t record_nsites;
-static uint32_t sites_cap;
 struct pool record_pools[RECORD_POOLS];
 struct pool_limit record_limits[RECORD_POOLS];
 static struct live *free_entries;
-static struct stack_node *stack_table;
-struct stack_node **record_stacks_by_id;
-size_t record_nstacks;
-static size_t stacks_cap;
 struct record_counters record_totals;
 uint64_t record_reentrant;
 
@@ -197,186 +190,23 @@ void record_set_temporary(int64_t window_ns)
     temporary_window_ns = window_ns > 0 ? window_ns : 0;
 }
 
-/* ---- stacks ---- */
-
-/* Four independent lanes: a single multiply chain over 32 frames is bound
- * by multiply latency (~60 ns); four chains overlap in the pipeline.  The
- * lanes are scalars and the loop is unrolled by hand: as an array in a
- * nested loop they cost ~15 instructions a frame, now ~5. */
-#define STACK_MIX(h, f) (h ^= (uint64_t)(uintptr_t)(f), h *= k, h ^= h >> 29)
-static inline uint64_t stack_hash(unsigned entry, void *const *frames, unsigned depth)
-{
-    if (depth == 0) /* CUMEMTRACE_DEPTH=0: one stack per entry point */
-        return 0x9E3779B97F4A7C15ULL * (entry + 1);
-    const uint64_t k = 0xff51afd7ed558ccdULL;
-    uint64_t h0 = 0x9E3779B97F4A7C15ULL * (entry + 1), h1 = 0xC2B2AE3D27D4EB4FULL,
-             h2 = 0x165667B19E3779F9ULL, h3 = 0x27D4EB2F165667C5ULL ^ depth;
-    unsigned i = 0;
-    for (; i + 4 <= depth; i += 4) {
-        STACK_MIX(h0, frames[i]);
-        STACK_MIX(h1, frames[i + 1]);
-        STACK_MIX(h2, frames[i + 2]);
-        STACK_MIX(h3, frames[i + 3]);
-    }
-    if (i < depth)
-        STACK_MIX(h0, frames[i]);
-    if (i + 1 < depth)
-        STACK_MIX(h1, frames[i + 1]);
-    if (i + 2 < depth)
-        STACK_MIX(h2, frames[i + 2]);
-    uint64_t x = h0 ^ (h1 * k) ^ (h2 * (k + 2)) ^ (h3 * (k + 4));
-    return x ^ (x >> 31);
-}
-#undef STACK_MIX
-
-static inline bool stack_equal(const struct record_stack *s, unsigned entry,
-                               void *const *frames, unsigned depth)
-{
-    return s->entry == entry && s->depth == depth &&
-           (depth == 0 || memcmp(s->frames, frames, depth * sizeof(void *)) == 0);
-}
-
-/* Finds or creates the stack; the caller holds the lock.  NULL only when
- * memory is exhausted. */
-static struct record_stack *intern_locked(uint64_t h, unsigned entry,
-                                          void *const *frames, unsigned depth)
-{
-    struct stack_node *n, *head;
-    HASH_FIND(hh, stack_table, &h, sizeof h, head);
-    for (n = head; n != NULL; n = n->collide)
-        if (stack_equal(&n->s, entry, frames, depth))
-            return &n->s;
-
-    if (record_nstacks == stacks_cap) {
-        size_t cap = stacks_cap ? stacks_cap * 2 : 1024;
-        struct stack_node **p = realloc(record_stacks_by_id, cap * sizeof *p);
-        if (p == NULL)
-            return NULL;
-        record_stacks_by_id = p;
-        stacks_cap = cap;
-    }
-    n = malloc(sizeof *n + depth * sizeof(void *));
-    if (n == NULL)
-        return NULL;
-    memset(n, 0, sizeof *n);
-    n->hash = h;
-    n->s.id = (uint32_t)record_nstacks + 1;
-    n->s.depth = (uint16_t)depth;
-    n->s.entry = (uint16_t)entry;
-    memcpy(n->s.frames, frames, depth * sizeof(void *));
-    if (head != NULL) {
-        n->collide = head->collide;
-        head->collide = n;
-    } else {
-        HASH_ADD(hh, stack_table, hash, sizeof n->hash, n);
-        if (record_nomem) {
-            record_nomem = false;
-            free(n);
-            return NULL;
-        }
-    }
-    record_stacks_by_id[record_nstacks++] = n;
-    record_totals.stacks = record_nstacks;
-    return &n->s;
-}
+/* ---- stacks (record_stacks.c keeps the table) ---- */
 
 struct record_stack *record_stack_intern(unsigned entry, void *const *frames,
                                          unsigned depth)
 {
     if (depth > RECORD_MAX_DEPTH)
         depth = RECORD_MAX_DEPTH;
-    uint64_t h = stack_hash(entry, frames, depth); /* outside the lock */
+    uint64_t h = record_stack_hash(entry, frames, depth); /* outside the lock */
     struct stack_slot *c = &tc.stacks[h % TC_STACKS];
-    if (c->st != NULL && c->hash == h && stack_equal(c->st, entry, frames, depth))
+    if (c->st != NULL && c->hash == h && record_stack_equal(c->st, entry, frames, depth))
         return c->st;
     record_lock_take(&record_lock);
-    struct record_stack *st = intern_locked(h, entry, frames, depth);
+    struct record_stack *st = record_intern_locked(h, entry, frames, depth);
     record_lock_drop(&record_lock);
     if (st != NULL)
         *c = (struct stack_slot){h, st, NULL};
     return st;
-}
-
-static struct stack_node *node_of(struct record_stack *s)
-{
-    return (struct stack_node *)((char *)s - offsetof(struct stack_node, s));
-}
-
-/* The shared stack of allocations whose stack could not be stored. */
-static struct stack_node unknown;
-
-static struct record_stack *unknown_stack_locked(void)
-{
-    if (unknown.s.id == 0) {
-        if (record_nstacks == stacks_cap) {
-            size_t cap = stacks_cap ? stacks_cap * 2 : 1024;
-            struct stack_node **p = realloc(record_stacks_by_id, cap * sizeof *p);
-            if (p == NULL)
-                return NULL;
-            record_stacks_by_id = p;
-            stacks_cap = cap;
-        }
-        unknown.s.id = (uint32_t)record_nstacks + 1;
-        unknown.s.entry = 0xffff;
-        record_stacks_by_id[record_nstacks++] = &unknown;
-        record_totals.stacks = record_nstacks;
-    }
-    return &unknown.s;
-}
-
-/* Tables the site table outgrew.  A free reads its entry's site through
- * the table outside the lock (record_token_stack): a table it may still
- * hold is never freed while the process lives (doubling from 1024, the old
- * ones add up to less than the current one; at most 21 growths). */
-static struct site **outgrown[32];
-static unsigned noutgrown;
-
-static bool site_table_grow_locked(void)
-{
-    uint32_t cap = sites_cap ? sites_cap * 2 : 1024;
-    if (cap < sites_cap || cap >= HANDLE_BIT || noutgrown == 32)
-        return false;
-    struct site **t = malloc(cap * sizeof *t);
-    if (t == NULL)
-        return false;
-    if (record_nsites > 0)
-        memcpy(t, record_site_table, record_nsites * sizeof *t);
-    if (record_site_table != NULL)
-        outgrown[noutgrown++] = record_site_table;
-    /* release: a reader that sees the new table sees what was copied */
-    __atomic_store_n(&record_site_table, t, __ATOMIC_RELEASE);
-    sites_cap = cap;
-    return true;
-}
-
-static struct site *site_get_locked(struct record_stack *stack, uint32_t pool,
-                                    enum record_kind kind)
-{
-    if (stack == NULL && (stack = unknown_stack_locked()) == NULL)
-        return NULL;
-    struct stack_node *n = node_of(stack);
-    for (struct site *s = n->sites; s != NULL; s = s->next)
-        if (s->s.pool == pool && s->s.kind == kind)
-            return s;
-    if (record_nsites == sites_cap && !site_table_grow_locked())
-        return NULL;
-    struct site *s = aligned_alloc(_Alignof(struct site), sizeof *s);
-    if (s == NULL)
-        return NULL;
-    memset(s, 0, sizeof *s);
-    s->index = record_nsites;
-    record_site_table[record_nsites++] = s;
-    s->s.stack = stack;
-    s->s.pool = pool;
-    s->s.kind = (uint8_t)kind;
-    s->pool = &record_pools[pool];
-    s->kind_stats = &record_pools[pool].kinds[kind];
-    s->event_tag = record_event_tag(stack->id,
-                                    pool == RECORD_HOST_POOL ? -1 : (int16_t)pool,
-                                    (uint8_t)kind);
-    s->next = n->sites;
-    n->sites = s;
-    return s;
 }
 
 /* ---- entries ---- */
@@ -606,9 +436,9 @@ COLD struct site *site_miss_locked(struct stack_slot *c, struct record_stack *st
                                    uint64_t h, unsigned entry, void *const *frames,
                                    unsigned depth, uint32_t pool, enum record_kind kind)
 {
-    if (st == NULL && (st = intern_locked(h, entry, frames, depth)) != NULL)
+    if (st == NULL && (st = record_intern_locked(h, entry, frames, depth)) != NULL)
         *c = (struct stack_slot){h, st, NULL};
-    struct site *s = site_get_locked(st, pool, kind);
+    struct site *s = record_site_get_locked(st, pool, kind);
     if (st != NULL && c->st == st)
         c->site = s;
     return s;
@@ -622,7 +452,7 @@ void record_alloc(const struct record_alloc *a, struct record_stack *stack,
     if (e != NULL)
         entry_fill(e, a, now, tid);
     record_lock_take(&record_lock);
-    alloc_locked(a, site_get_locked(stack, record_pool_of(a->kind, a->device), a->kind),
+    alloc_locked(a, record_site_get_locked(stack, record_pool_of(a->kind, a->device), a->kind),
                  now, tid, e);
     record_lock_drop(&record_lock);
 }
@@ -635,12 +465,12 @@ void record_alloc_at(const struct record_alloc *a, unsigned entry,
     /* Outside the lock: the hash, this thread's cached stack and site (a
      * site's pool and kind never change, and the cache is this thread's),
      * the entry. */
-    uint64_t h = stack_hash(entry, frames, depth);
+    uint64_t h = record_stack_hash(entry, frames, depth);
     struct stack_slot *c = &tc.stacks[h % TC_STACKS];
     struct record_stack *st = NULL;
     struct site *s = NULL;
     uint32_t pool = record_pool_of(a->kind, a->device);
-    if (c->st != NULL && c->hash == h && stack_equal(c->st, entry, frames, depth)) {
+    if (c->st != NULL && c->hash == h && record_stack_equal(c->st, entry, frames, depth)) {
         st = c->st;
         s = c->site;
         if (s != NULL && (s->s.pool != pool || s->s.kind != a->kind))
@@ -824,27 +654,7 @@ void record_atfork_child(void)
         slabs = next;
     }
     free_entries = NULL;
-    HASH_CLEAR(hh, stack_table);
-    for (size_t i = 0; i < record_nstacks; i++) {
-        struct stack_node *n = record_stacks_by_id[i];
-        while (n->sites != NULL) {
-            struct site *next = n->sites->next;
-            free(n->sites);
-            n->sites = next;
-        }
-        if (n != &unknown)
-            free(n);
-    }
-    unknown.s.id = 0;
-    unknown.sites = NULL;
-    free(record_site_table);
-    record_site_table = NULL;
-    while (noutgrown > 0) /* the child has no readers of them */
-        free(outgrown[--noutgrown]);
-    record_nsites = sites_cap = 0;
-    free(record_stacks_by_id);
-    record_stacks_by_id = NULL;
-    record_nstacks = stacks_cap = 0;
+    record_stacks_reset_locked();
     record_last_alloc = record_last_temporary = NULL;
     event_log_reset();
     memset(&record_totals, 0, sizeof record_totals);

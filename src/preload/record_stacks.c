@@ -1,0 +1,169 @@
+/* record_stacks.c - the tracker's stack table and the call sites hanging
+ * off each stack (one per pool and kind): found or created under the lock
+ * when a thread's own cache (record.c) misses, so once a program's stacks
+ * are known nothing here runs on the allocation path.  Stacks are
+ * immutable once published: dumps and the per-thread caches read their
+ * frames without the lock.
+ */
+#include "record_state.h"
+
+#include <stdlib.h>
+
+struct site **record_site_table;
+uint32_t record_nsites;
+static uint32_t sites_cap;
+static struct stack_node *stack_table;
+struct stack_node **record_stacks_by_id;
+size_t record_nstacks;
+static size_t stacks_cap;
+
+/* Finds or creates the stack; the caller holds the lock.  NULL only when
+ * memory is exhausted. */
+struct record_stack *record_intern_locked(uint64_t h, unsigned entry,
+                                          void *const *frames, unsigned depth)
+{
+    struct stack_node *n, *head;
+    HASH_FIND(hh, stack_table, &h, sizeof h, head);
+    for (n = head; n != NULL; n = n->collide)
+        if (record_stack_equal(&n->s, entry, frames, depth))
+            return &n->s;
+
+    if (record_nstacks == stacks_cap) {
+        size_t cap = stacks_cap ? stacks_cap * 2 : 1024;
+        struct stack_node **p = realloc(record_stacks_by_id, cap * sizeof *p);
+        if (p == NULL)
+            return NULL;
+        record_stacks_by_id = p;
+        stacks_cap = cap;
+    }
+    n = malloc(sizeof *n + depth * sizeof(void *));
+    if (n == NULL)
+        return NULL;
+    memset(n, 0, sizeof *n);
+    n->hash = h;
+    n->s.id = (uint32_t)record_nstacks + 1;
+    n->s.depth = (uint16_t)depth;
+    n->s.entry = (uint16_t)entry;
+    memcpy(n->s.frames, frames, depth * sizeof(void *));
+    if (head != NULL) {
+        n->collide = head->collide;
+        head->collide = n;
+    } else {
+        HASH_ADD(hh, stack_table, hash, sizeof n->hash, n);
+        if (record_nomem) {
+            record_nomem = false;
+            free(n);
+            return NULL;
+        }
+    }
+    record_stacks_by_id[record_nstacks++] = n;
+    record_totals.stacks = record_nstacks;
+    return &n->s;
+}
+
+static struct stack_node *node_of(struct record_stack *s)
+{
+    return (struct stack_node *)((char *)s - offsetof(struct stack_node, s));
+}
+
+/* The shared stack of allocations whose stack could not be stored. */
+static struct stack_node unknown;
+
+static struct record_stack *unknown_stack_locked(void)
+{
+    if (unknown.s.id == 0) {
+        if (record_nstacks == stacks_cap) {
+            size_t cap = stacks_cap ? stacks_cap * 2 : 1024;
+            struct stack_node **p = realloc(record_stacks_by_id, cap * sizeof *p);
+            if (p == NULL)
+                return NULL;
+            record_stacks_by_id = p;
+            stacks_cap = cap;
+        }
+        unknown.s.id = (uint32_t)record_nstacks + 1;
+        unknown.s.entry = 0xffff;
+        record_stacks_by_id[record_nstacks++] = &unknown;
+        record_totals.stacks = record_nstacks;
+    }
+    return &unknown.s;
+}
+
+/* Tables the site table outgrew.  A free reads its entry's site through
+ * the table outside the lock (record_token_stack): a table it may still
+ * hold is never freed while the process lives (doubling from 1024, the old
+ * ones add up to less than the current one; at most 21 growths). */
+static struct site **outgrown[32];
+static unsigned noutgrown;
+
+static bool site_table_grow_locked(void)
+{
+    uint32_t cap = sites_cap ? sites_cap * 2 : 1024;
+    if (cap < sites_cap || cap >= HANDLE_BIT || noutgrown == 32)
+        return false;
+    struct site **t = malloc(cap * sizeof *t);
+    if (t == NULL)
+        return false;
+    if (record_nsites > 0)
+        memcpy(t, record_site_table, record_nsites * sizeof *t);
+    if (record_site_table != NULL)
+        outgrown[noutgrown++] = record_site_table;
+    /* release: a reader that sees the new table sees what was copied */
+    __atomic_store_n(&record_site_table, t, __ATOMIC_RELEASE);
+    sites_cap = cap;
+    return true;
+}
+
+struct site *record_site_get_locked(struct record_stack *stack, uint32_t pool,
+                                    enum record_kind kind)
+{
+    if (stack == NULL && (stack = unknown_stack_locked()) == NULL)
+        return NULL;
+    struct stack_node *n = node_of(stack);
+    for (struct site *s = n->sites; s != NULL; s = s->next)
+        if (s->s.pool == pool && s->s.kind == kind)
+            return s;
+    if (record_nsites == sites_cap && !site_table_grow_locked())
+        return NULL;
+    struct site *s = aligned_alloc(_Alignof(struct site), sizeof *s);
+    if (s == NULL)
+        return NULL;
+    memset(s, 0, sizeof *s);
+    s->index = record_nsites;
+    record_site_table[record_nsites++] = s;
+    s->s.stack = stack;
+    s->s.pool = pool;
+    s->s.kind = (uint8_t)kind;
+    s->pool = &record_pools[pool];
+    s->kind_stats = &record_pools[pool].kinds[kind];
+    s->event_tag = record_event_tag(stack->id,
+                                    pool == RECORD_HOST_POOL ? -1 : (int16_t)pool,
+                                    (uint8_t)kind);
+    s->next = n->sites;
+    n->sites = s;
+    return s;
+}
+
+void record_stacks_reset_locked(void)
+{
+    HASH_CLEAR(hh, stack_table);
+    for (size_t i = 0; i < record_nstacks; i++) {
+        struct stack_node *n = record_stacks_by_id[i];
+        while (n->sites != NULL) {
+            struct site *next = n->sites->next;
+            free(n->sites);
+            n->sites = next;
+        }
+        if (n != &unknown)
+            free(n);
+    }
+    unknown.s.id = 0;
+    unknown.sites = NULL;
+    free(record_site_table);
+    record_site_table = NULL;
+    while (noutgrown > 0) /* the child has no readers of them */
+        free(outgrown[--noutgrown]);
+    record_nsites = sites_cap = 0;
+    free(record_stacks_by_id);
+    record_stacks_by_id = NULL;
+    record_nstacks = stacks_cap = 0;
+}
