@@ -4,6 +4,7 @@
  * Usage: rt_workload SCENARIO [ARGS]; exits 0 when every CUDA call returned
  * what the scenario expects, prints the failing call otherwise. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,16 +212,30 @@ static int reset(void)
 }
 
 /* Allocations 1.2 s and 0.3 s apart: the event times must say so, across
- * the clock's switch from CLOCK_MONOTONIC to the calibrated TSC (clock.c). */
+ * the clock's switch from CLOCK_MONOTONIC to the calibrated TSC (clock.c).
+ * Each call is bracketed by this program's own CLOCK_MONOTONIC readings
+ * (printed as "t<N>=before,after" in ns), so the test compares the event
+ * times with what really elapsed, not with what nanosleep was asked for (a
+ * loaded machine oversleeps by tens of milliseconds). */
+static int64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
 static int timed(void)
 {
     void *p;
-    struct timespec a = {1, 200000000}, b = {0, 300000000};
-    CHECK(cudaMalloc(&p, 1 * MiB), cudaSuccess);
-    nanosleep(&a, NULL);
-    CHECK(cudaMalloc(&p, 2 * MiB), cudaSuccess);
-    nanosleep(&b, NULL);
-    CHECK(cudaMalloc(&p, 3 * MiB), cudaSuccess);
+    struct timespec gap[2] = {{1, 200000000}, {0, 300000000}};
+    for (int i = 0; i < 3; i++) {
+        if (i > 0)
+            nanosleep(&gap[i - 1], NULL);
+        int64_t before = mono_ns();
+        CHECK(cudaMalloc(&p, (size_t)(i + 1) * MiB), cudaSuccess);
+        int64_t after = mono_ns();
+        printf("t%d=%lld,%lld\n", i + 1, (long long)before, (long long)after);
+    }
     return 0;
 }
 
