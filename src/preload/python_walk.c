@@ -33,6 +33,7 @@
  * a thread that holds the GIL, whose frames nobody else can change; it
  * allocates nothing and takes no lock.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -181,6 +182,7 @@ void py_walk_verify(void *ts, const struct raw_frame *api_raw, unsigned m, bool 
         pthread_mutex_trylock(&verify_lock) != 0)
         return;
     int verdict = UNPROVEN;
+    int saved_errno = errno; /* a refused read sets it: the host's stays */
     if (probe_fd < 0)
         probe_fd = memfd_create("cumemtrace-pyprobe", MFD_CLOEXEC);
     if (probe_fd < 0) {
@@ -210,6 +212,7 @@ void py_walk_verify(void *ts, const struct raw_frame *api_raw, unsigned m, bool 
         __atomic_store_n(&state, verdict, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&verify_lock);
+    errno = saved_errno;
 }
 
 /* ---- frame indices ---- */

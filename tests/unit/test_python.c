@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <link.h>
 
 #include "config.h"
@@ -623,7 +624,9 @@ static void test_311_direct_walk_refused_when_structs_differ(void **state)
     tstate_mine[TS_CFRAME / 8] = (void *)0x8; /* page zero: a fault if read plainly */
     for (int i = 0; i < 4; i++) {
         void *f[16] = {A, E(0), B};
+        errno = 4242; /* the refused read's EFAULT must not reach the host */
         assert_string_equal(merge(f, 3, 16), "A Model.forward:30 main:20 <module>:10");
+        assert_int_equal(errno, 4242);
     }
     assert_int_equal(api_walks, 10);
     tstate_mine[TS_CFRAME / 8] = NULL;
