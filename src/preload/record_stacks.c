@@ -17,6 +17,28 @@ struct stack_node **record_stacks_by_id;
 size_t record_nstacks;
 static size_t stacks_cap;
 
+/* Room in the id index for one more stack: false when memory is exhausted. */
+static bool stacks_room_locked(void)
+{
+    if (record_nstacks < stacks_cap)
+        return true;
+    size_t cap = stacks_cap ? stacks_cap * 2 : 1024;
+    struct stack_node **p = realloc(record_stacks_by_id, cap * sizeof *p);
+    if (p == NULL)
+        return false;
+    record_stacks_by_id = p;
+    stacks_cap = cap;
+    return true;
+}
+
+/* Gives n the next id (after stacks_room_locked said there is room). */
+static void stack_publish_locked(struct stack_node *n)
+{
+    n->s.id = (uint32_t)record_nstacks + 1;
+    record_stacks_by_id[record_nstacks++] = n;
+    record_totals.stacks = record_nstacks;
+}
+
 /* Finds or creates the stack; the caller holds the lock.  NULL only when
  * memory is exhausted. */
 struct record_stack *record_intern_locked(uint64_t h, unsigned entry,
@@ -28,20 +50,13 @@ struct record_stack *record_intern_locked(uint64_t h, unsigned entry,
         if (record_stack_equal(&n->s, entry, frames, depth))
             return &n->s;
 
-    if (record_nstacks == stacks_cap) {
-        size_t cap = stacks_cap ? stacks_cap * 2 : 1024;
-        struct stack_node **p = realloc(record_stacks_by_id, cap * sizeof *p);
-        if (p == NULL)
-            return NULL;
-        record_stacks_by_id = p;
-        stacks_cap = cap;
-    }
+    if (!stacks_room_locked())
+        return NULL;
     n = malloc(sizeof *n + depth * sizeof(void *));
     if (n == NULL)
         return NULL;
     memset(n, 0, sizeof *n);
     n->hash = h;
-    n->s.id = (uint32_t)record_nstacks + 1;
     n->s.depth = (uint16_t)depth;
     n->s.entry = (uint16_t)entry;
     memcpy(n->s.frames, frames, depth * sizeof(void *));
@@ -56,8 +71,7 @@ struct record_stack *record_intern_locked(uint64_t h, unsigned entry,
             return NULL;
         }
     }
-    record_stacks_by_id[record_nstacks++] = n;
-    record_totals.stacks = record_nstacks;
+    stack_publish_locked(n);
     return &n->s;
 }
 
@@ -72,18 +86,10 @@ static struct stack_node unknown;
 static struct record_stack *unknown_stack_locked(void)
 {
     if (unknown.s.id == 0) {
-        if (record_nstacks == stacks_cap) {
-            size_t cap = stacks_cap ? stacks_cap * 2 : 1024;
-            struct stack_node **p = realloc(record_stacks_by_id, cap * sizeof *p);
-            if (p == NULL)
-                return NULL;
-            record_stacks_by_id = p;
-            stacks_cap = cap;
-        }
-        unknown.s.id = (uint32_t)record_nstacks + 1;
+        if (!stacks_room_locked())
+            return NULL;
         unknown.s.entry = 0xffff;
-        record_stacks_by_id[record_nstacks++] = &unknown;
-        record_totals.stacks = record_nstacks;
+        stack_publish_locked(&unknown);
     }
     return &unknown.s;
 }
