@@ -56,22 +56,36 @@ static const char pairs[201] = "000102030405060708091011121314151617181920212223
                                "50515253545556575859606162636465666768697071727374"
                                "75767778798081828384858687888990919293949596979899";
 
+/* Writes the digits of x backwards, ending just before `end`; returns
+ * where they start.  32-bit arithmetic: most numbers fit. */
+static inline __attribute__((always_inline)) char *digits_before(char *end, uint32_t x)
+{
+    char *p = end;
+    while (x >= 100) {
+        unsigned r = x % 100;
+        x /= 100;
+        p -= 2;
+        memcpy(p, pairs + 2 * r, 2);
+    }
+    if (x >= 10) {
+        p -= 2;
+        memcpy(p, pairs + 2 * x, 2);
+    } else {
+        *--p = (char)('0' + x);
+    }
+    return p;
+}
+
 char *jw_u64_digits(char b[20], uint64_t v)
 {
     char *p = b + 20;
-    while (v >= 100) {
+    while (v > UINT32_MAX) {
         unsigned r = (unsigned)(v % 100);
         v /= 100;
         p -= 2;
         memcpy(p, pairs + 2 * r, 2);
     }
-    if (v >= 10) {
-        p -= 2;
-        memcpy(p, pairs + 2 * v, 2);
-    } else {
-        *--p = (char)('0' + v);
-    }
-    return p;
+    return digits_before(p, (uint32_t)v);
 }
 
 /* Decimal digits of v, 1 to 10. */
@@ -100,19 +114,7 @@ void jw_u64(struct jw *w, uint64_t v)
     }
     uint32_t x = (uint32_t)v;
     w->n += digits32(x);
-    char *p = w->buf + w->n;
-    while (x >= 100) {
-        unsigned r = x % 100;
-        x /= 100;
-        p -= 2;
-        memcpy(p, pairs + 2 * r, 2);
-    }
-    if (x >= 10) {
-        p -= 2;
-        memcpy(p, pairs + 2 * x, 2);
-    } else {
-        *--p = (char)('0' + x);
-    }
+    digits_before(w->buf + w->n, x);
 }
 
 void jw_i64(struct jw *w, int64_t v)
