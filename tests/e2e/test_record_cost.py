@@ -20,20 +20,25 @@ def inclusive(annotated, fn):
     return int(m.group(1).replace(",", ""))
 
 
-@pytest.mark.skipif(SAN_RUNTIME is not None,
-                    reason="valgrind cannot run sanitizer-instrumented code")
-def test_cost_per_allocation_is_flat_from_50k_to_400k_live(tmp_path):
+def counted(tmp_path, fns, *args):
+    """Inclusive instructions of each function in fns, from one callgrind
+    run of record_cost with args that counts only inside them."""
     assert shutil.which("valgrind"), \
         "valgrind not found: run scripts/install-deps.sh"
     out = tmp_path / "callgrind.out"
     subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                    "--collect-atstart=no", "--toggle-collect=pairs_at_50k",
-                    "--toggle-collect=pairs_at_400k", str(PROG)],
+                    "--collect-atstart=no", *[f"--toggle-collect={f}" for f in fns],
+                    str(PROG), *args],
                    check=True, capture_output=True, timeout=180)
     annotated = subprocess.run(["callgrind_annotate", "--inclusive=yes", str(out)],
                                check=True, capture_output=True, text=True).stdout
-    small = inclusive(annotated, "pairs_at_50k")
-    large = inclusive(annotated, "pairs_at_400k")
+    return [inclusive(annotated, f) for f in fns]
+
+
+@pytest.mark.skipif(SAN_RUNTIME is not None,
+                    reason="valgrind cannot run sanitizer-instrumented code")
+def test_cost_per_allocation_is_flat_from_50k_to_400k_live(tmp_path):
+    small, large = counted(tmp_path, ["pairs_at_50k", "pairs_at_400k"])
     print(f"instructions per alloc/free pair: {small / 20000:.0f} at 50k live, "
           f"{large / 20000:.0f} at 400k live")
     assert large <= 2 * small, (small, large)
@@ -46,15 +51,7 @@ def test_fixed_cost_per_pair_is_one_lean_trip_each_way(tmp_path):
     already interned, no event log) was ~800 instructions - two pthread
     mutex round trips and uthash's insert, find and delete; one futex-lock
     trip each way and an open-addressed table bring it to ~500."""
-    assert shutil.which("valgrind"), \
-        "valgrind not found: run scripts/install-deps.sh"
-    out = tmp_path / "callgrind.out"
-    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                    "--collect-atstart=no", "--toggle-collect=pairs_at_50k", str(PROG)],
-                   check=True, capture_output=True, timeout=180)
-    annotated = subprocess.run(["callgrind_annotate", "--inclusive=yes", str(out)],
-                               check=True, capture_output=True, text=True).stdout
-    per_pair = inclusive(annotated, "pairs_at_50k") / 20000
+    per_pair = counted(tmp_path, ["pairs_at_50k"])[0] / 20000
     print(f"instructions per alloc/free pair at 50k live: {per_pair:.0f}")
     assert per_pair <= 600, per_pair
 
@@ -69,16 +66,7 @@ def test_hooks_path_per_pair_with_the_log_on(tmp_path):
     read under the lock, the entry filled and the site looked up inside the
     critical section.  A few stores per row, the caller's time clamped, the
     entry and the cached site settled before the lock: ~485."""
-    assert shutil.which("valgrind"), \
-        "valgrind not found: run scripts/install-deps.sh"
-    out = tmp_path / "callgrind.out"
-    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                    "--collect-atstart=no", "--toggle-collect=pairs_logged",
-                    str(PROG), "logged"],
-                   check=True, capture_output=True, timeout=180)
-    annotated = subprocess.run(["callgrind_annotate", "--inclusive=yes", str(out)],
-                               check=True, capture_output=True, text=True).stdout
-    per_pair = inclusive(annotated, "pairs_logged") / 20000
+    per_pair = counted(tmp_path, ["pairs_logged"], "logged")[0] / 20000
     print(f"instructions per logged alloc/free pair (hooks' path): {per_pair:.0f}")
     assert per_pair <= 540, per_pair
 
@@ -94,15 +82,6 @@ def test_hooks_path_per_pair_once_the_log_thins(tmp_path):
     rows in turn - the same bucket, in one or two passes (725) - and a push
     between its pool's extrema in the latest bucket, which changes nothing,
     is told so from the extrema kept per pool: ~648."""
-    assert shutil.which("valgrind"), \
-        "valgrind not found: run scripts/install-deps.sh"
-    out = tmp_path / "callgrind.out"
-    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                    "--collect-atstart=no", "--toggle-collect=pairs_thinned",
-                    str(PROG), "thinned"],
-                   check=True, capture_output=True, timeout=180)
-    annotated = subprocess.run(["callgrind_annotate", "--inclusive=yes", str(out)],
-                               check=True, capture_output=True, text=True).stdout
-    per_pair = inclusive(annotated, "pairs_thinned") / 20000
+    per_pair = counted(tmp_path, ["pairs_thinned"], "thinned")[0] / 20000
     print(f"instructions per logged alloc/free pair, log thinning: {per_pair:.0f}")
     assert per_pair <= 700, per_pair
