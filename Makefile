@@ -21,10 +21,16 @@ OPT     ?= -O2 -g
 CFLAGS_ALL = $(CSTD) $(OPT) $(WARN) $(SANFLAGS) -fPIC -Isrc/common -Iinclude $(CFLAGS)
 LDFLAGS_ALL = $(SANFLAGS) $(LDFLAGS)
 
+# src/<component>/<concern>/: each component's folders are its include path
+# (docs/design.md has the map).
 COMMON_SRC  := $(wildcard src/common/*.c)
-PRELOAD_SRC := $(wildcard src/preload/*.c)
-PRELOAD_ASM := $(wildcard src/preload/*.S)
-CLI_SRC     := $(wildcard src/cli/*.c)
+PRELOAD_SRC := $(wildcard src/preload/*/*.c)
+PRELOAD_ASM := $(wildcard src/preload/*/*.S)
+CLI_SRC     := $(wildcard src/cli/*.c src/cli/*/*.c)
+PRELOAD_INC := $(patsubst %/,-I%,$(sort $(dir $(wildcard src/preload/*/*.h))))
+CLI_INC     := -Isrc/cli $(patsubst %/,-I%,$(sort $(dir $(wildcard src/cli/*/*.h))))
+# the object of a source stem, wherever its folder: $(call preload_obj,record)
+preload_obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(filter %/$(1).c,$(PRELOAD_SRC)))
 # The CLI alone links libdw (debug information) and libstdc++ (demangling),
 # and protobuf-c + zlib (export --format pprof).
 CLI_LIBS    := -ldw -lelf -lstdc++ -lm -lprotobuf-c -lz
@@ -56,18 +62,21 @@ sim: $(SIMDRV) $(SIMRT) $(SIMRTA)
 # ---- objects ----
 $(BUILD)/obj/src/preload/%.o: src/preload/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -fvisibility=hidden -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -fvisibility=hidden -MMD -MP -c $< -o $@
 $(BUILD)/obj/src/preload/%.o: src/preload/%.S
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(SANFLAGS) -fPIC -c $< -o $@
 $(BUILD)/obj/src/common/%.o: src/common/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -fvisibility=hidden -MMD -MP -c $< -o $@
+$(BUILD)/obj/src/cli/%.o: src/cli/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(CLI_INC) -I$(BUILD)/gen -MMD -MP -c $< -o $@
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -I$(BUILD)/gen -MMD -MP -c $< -o $@
 
-# ---- the preloaded library: no DT_NEEDED on libunwind (see src/preload/unwind.c) ----
+# ---- the preloaded library: no DT_NEEDED on libunwind (see src/preload/stacks/unwind.c) ----
 $(LIB): $(PRELOAD_OBJ) src/preload/exports.map
 	@mkdir -p $(dir $@)
 	$(CC) -shared -o $@ $(PRELOAD_OBJ) $(LDFLAGS_ALL) \
@@ -84,27 +93,27 @@ $(CLI): $(CLI_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $(CLI_OBJ) $(LDFLAGS_ALL) $(CLI_LIBS)
 
-# ---- the HTML page's assets, compiled into the CLI (src/cli/html_page.c) ----
+# ---- the HTML page's assets, compiled into the CLI (src/cli/views/html_page.c) ----
 # The script is one closure written in several files by concern, joined in
 # this fixed order (common.js opens the closure, page.js closes it).
-HTML_JS := $(addprefix src/cli/html/,common.js timeline.js flame.js sites.js postmortem.js page.js)
+HTML_JS := $(addprefix src/cli/views/html/,common.js timeline.js flame.js sites.js postmortem.js page.js)
 $(BUILD)/gen/report.js: $(HTML_JS)
 	@mkdir -p $(dir $@)
 	cat $(HTML_JS) > $@
-HTML_ASSETS := src/cli/html/report.html src/cli/html/report.css $(BUILD)/gen/report.js
+HTML_ASSETS := src/cli/views/html/report.html src/cli/views/html/report.css $(BUILD)/gen/report.js
 $(BUILD)/gen/html_assets.h: $(HTML_ASSETS) scripts/embed.awk
 	@mkdir -p $(dir $@)
 	awk -v names="html_template html_style html_script" -f scripts/embed.awk $(HTML_ASSETS) > $@
-$(BUILD)/obj/src/cli/html_page.o: $(BUILD)/gen/html_assets.h
+$(BUILD)/obj/src/cli/views/html_page.o: $(BUILD)/gen/html_assets.h
 
 # ---- pprof's profile.proto compiled with protoc-c (CLI only) ----
-$(BUILD)/gen/profile.pb-c.c $(BUILD)/gen/profile.pb-c.h &: src/cli/pprof/profile.proto
+$(BUILD)/gen/profile.pb-c.c $(BUILD)/gen/profile.pb-c.h &: src/cli/views/pprof/profile.proto
 	@mkdir -p $(BUILD)/gen
-	protoc-c --proto_path=src/cli/pprof --c_out=$(BUILD)/gen $<
+	protoc-c --proto_path=src/cli/views/pprof --c_out=$(BUILD)/gen $<
 $(BUILD)/obj/gen/profile.pb-c.o: $(BUILD)/gen/profile.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(OPT) $(SANFLAGS) -fPIC -I$(BUILD)/gen -c $< -o $@
-$(BUILD)/obj/src/cli/export_pprof.o: $(BUILD)/gen/profile.pb-c.h
+$(BUILD)/obj/src/cli/views/export_pprof.o: $(BUILD)/gen/profile.pb-c.h
 
 # ---- the simulated device: a test double, never installed ----
 $(BUILD)/gen/cudart_lookups.h: tests/data/cudart-13.0-getprocaddress.tsv

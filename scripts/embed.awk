@@ -1,5 +1,5 @@
 # embed.awk - turns text files into C string constants (the HTML page's
-# assets, see src/cli/html_page.c).  Usage:
+# assets, see src/cli/views/html_page.c).  Usage:
 #   awk -v names="NAME1 NAME2 ..." -f scripts/embed.awk FILE1 FILE2 ...
 # Each line becomes one literal ending in \n; '\', '"' and '?' (trigraphs
 # under -std=c11) are escaped.

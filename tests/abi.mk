@@ -1,6 +1,6 @@
 # tests/abi.mk - `make test-abi`: our own declaration of the CUDA ABI
 # (src/common/cuda_types.h, cuda_api.h and the CUDA prototypes of
-# src/preload/resolve.h) checked against NVIDIA's cuda.h and
+# src/preload/interpose/resolve.h) checked against NVIDIA's cuda.h and
 # cuda_runtime_api.h: every prototype (compiled as C and as C++), every
 # type's layout and every value.  Needs the toolkit's headers in
 # $(CUDA_INCLUDE) (default $(CUDA_HOME)/include, CUDA_HOME default

@@ -19,11 +19,11 @@ FUZZ_STREAM_SRC = tests/fuzz/fuzz_stream.c $(filter-out src/cli/main.c,$(CLI_SRC
 
 .PHONY: fuzz fuzz-stream bench-cli test-cli
 
-$(FUZZ_BIN): $(FUZZ_SRC) $(wildcard src/cli/*.h) $(wildcard src/common/*.h) \
+$(FUZZ_BIN): $(FUZZ_SRC) $(wildcard src/cli/*.h src/cli/*/*.h) $(wildcard src/common/*.h) \
              $(BUILD)/gen/html_assets.h $(BUILD)/gen/profile.pb-c.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CSTD) -O1 -g $(WARN) -fsanitize=fuzzer,address,undefined \
-	    -fno-sanitize-recover=all -Isrc/cli -Isrc/common -Iinclude -I$(BUILD)/gen \
+	    -fno-sanitize-recover=all $(CLI_INC) -Isrc/common -Iinclude -I$(BUILD)/gen \
 	    -o $@ $(FUZZ_SRC) $(BUILD)/gen/profile.pb-c.c \
 	    $(CLI_LIBS)
 
@@ -35,11 +35,11 @@ fuzz: $(FUZZ_BIN)
 	    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/ \
 	    $(FUZZ_DIR)/corpus tests/golden/inputs
 
-$(FUZZ_STREAM_BIN): $(FUZZ_STREAM_SRC) $(wildcard src/cli/*.h) $(wildcard src/common/*.h) \
+$(FUZZ_STREAM_BIN): $(FUZZ_STREAM_SRC) $(wildcard src/cli/*.h src/cli/*/*.h) $(wildcard src/common/*.h) \
                     $(BUILD)/gen/html_assets.h $(BUILD)/gen/profile.pb-c.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CSTD) -O1 -g $(WARN) -fsanitize=fuzzer,address,undefined \
-	    -fno-sanitize-recover=all -Isrc/cli -Isrc/common -Iinclude -I$(BUILD)/gen \
+	    -fno-sanitize-recover=all $(CLI_INC) -Isrc/common -Iinclude -I$(BUILD)/gen \
 	    -o $@ $(FUZZ_STREAM_SRC) $(BUILD)/gen/profile.pb-c.c \
 	    $(CLI_LIBS)
 

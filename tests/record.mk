@@ -5,9 +5,9 @@
 RECORD_COST := $(BUILD)/tests/unit/record_cost
 
 $(RECORD_COST): tests/unit/record_cost.c $(RECORD_OBJ) \
-                $(BUILD)/obj/src/preload/event_log.o
+                $(call preload_obj,event_log)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Isrc/preload -o $@ $< $(RECORD_OBJ) \
-	    $(BUILD)/obj/src/preload/event_log.o $(LDFLAGS_ALL) -lpthread
+	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(RECORD_OBJ) \
+	    $(call preload_obj,event_log) $(LDFLAGS_ALL) -lpthread
 
 test-bins: $(RECORD_COST)

@@ -3,15 +3,15 @@
 # Unit tests (cmocka), one binary per tests/unit/test_<stem>.c:
 #   test_sim_*    exercise the simulated device through its public ABI
 #   test_cli_*    link the CLI's objects (all but main.o)
-#   test_<stem>   link src/preload/<stem>.o and src/common (the pure-C,
+#   test_<stem>   link src/preload/*/<stem>.o and src/common (the pure-C,
 #                 CUDA-free parts of the library, e.g. record.c)
 # End-to-end tests (pytest, tests/e2e/) run the programs in tests/progs/ under
 # LD_PRELOAD against the simulated device.  Program names say how they reach
 # CUDA: rt_* link the shared runtime, static_* the static archive, drv_* the
 # driver, other names link neither (they dlopen what they need).
 
-# The tracker is record.c and its record_*.c siblings (record_state.h).
-RECORD_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/preload/record*.c))
+# The tracker is track/record.c and its record_*.c siblings (record_state.h).
+RECORD_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/preload/track/record*.c))
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 PROG_LIBS := $(wildcard tests/progs/lib*.c)
@@ -31,27 +31,26 @@ $(BUILD)/tests/unit/test_sim_%: tests/unit/test_sim_%.c $(SIMDRV) $(SIMRT)
 	    -Wl,-rpath,$(SIMDIR) $(LDFLAGS_ALL) $(UNIT_LD)
 $(BUILD)/tests/unit/test_cli_%: tests/unit/test_cli_%.c $$(CLI_LIBOBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Isrc/cli -o $@ $< $(CLI_LIBOBJ) $(LDFLAGS_ALL) $(UNIT_LD) $(CLI_LIBS)
+	$(CC) $(CFLAGS_ALL) $(CLI_INC) -o $@ $< $(CLI_LIBOBJ) $(LDFLAGS_ALL) $(UNIT_LD) $(CLI_LIBS)
 # python.c times its no-GIL reader with the tracer's clock.
-$(BUILD)/tests/unit/test_python: tests/unit/test_python.c $(BUILD)/obj/src/preload/python.o \
-    $(BUILD)/obj/src/preload/python_table.o $(BUILD)/obj/src/preload/python_nogil.o \
-    $(BUILD)/obj/src/preload/python_walk.o \
-    $(BUILD)/obj/src/preload/clock.o $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
+$(BUILD)/tests/unit/test_python: tests/unit/test_python.c \
+    $(foreach m,python python_table python_nogil python_walk clock,$(call preload_obj,$(m))) \
+    $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Isrc/preload -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
+	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
 # unwind.c reads frame rules with cfi.c and logs with log.c.
-$(BUILD)/tests/unit/test_unwind: tests/unit/test_unwind.c $(BUILD)/obj/src/preload/unwind.o \
-    $(BUILD)/obj/src/preload/cfi.o $(BUILD)/obj/src/preload/log.o $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
+$(BUILD)/tests/unit/test_unwind: tests/unit/test_unwind.c \
+    $(foreach m,unwind cfi log,$(call preload_obj,$(m))) $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Isrc/preload -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
+	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
 # record.c hands its event log to event_log.c.
 $(BUILD)/tests/unit/test_record: tests/unit/test_record.c $(RECORD_OBJ) \
-    $(BUILD)/obj/src/preload/event_log.o $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
+    $(call preload_obj,event_log) $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Isrc/preload -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
-$(BUILD)/tests/unit/test_%: tests/unit/test_%.c $(BUILD)/obj/src/preload/%.o $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
+	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
+$(BUILD)/tests/unit/test_%: tests/unit/test_%.c $$(call preload_obj,$$*) $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Isrc/preload -o $@ $< $(BUILD)/obj/src/preload/$*.o \
+	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(call preload_obj,$*) \
 	    $(COMMON_SRC:%.c=$(BUILD)/obj/%.o) $(LDFLAGS_ALL) $(UNIT_LD)
 
 # ---- programs the end-to-end tests run ----

@@ -14,7 +14,7 @@
  *      our prototypes, the name must already be declared by NVIDIA and must
  *      not be a macro, so no prototype escapes the check below unnoticed.
  *   3. our cuda_api.h, then abi_extra.h (the CUDA prototypes that
- *      src/preload/resolve.h adds, copied token for token by check_abi.py):
+ *      src/preload/interpose/resolve.h adds, copied token for token by check_abi.py):
  *      any difference in a parameter or return type is now a redeclaration
  *      error.  C alone would accept an enum where NVIDIA has unsigned int
  *      (GCC makes such enums compatible with unsigned int); C++ does not,

@@ -75,7 +75,7 @@ def run_env(extra=None):
     """The environment for `cumemtrace run`, which puts the library in
     LD_PRELOAD itself: without it, but with an instrumented build's sanitizer
     runtime, which must come first (as ASan tells a user of such a build) and
-    which run keeps first (src/cli/run.c)."""
+    which run keeps first (src/cli/views/run.c)."""
     env = base_env(extra, preload=False)
     if SAN_RUNTIME:
         env["LD_PRELOAD"] = SAN_RUNTIME

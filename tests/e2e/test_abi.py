@@ -118,7 +118,7 @@ MUTATIONS = {
         "functions", 2, r"hidden from the check by CUMEMTRACE_OFFICIAL_CUDA: "
                         r"cuHiddenFromCheck"),
     "resolve.h prototype": (
-        "src/preload/resolve.h",
+        "src/preload/interpose/resolve.h",
         "void **funcPtr, unsigned long long flags,\n    enum",
         "void **funcPtr, unsigned int flags,\n    enum",
         "functions", 1, r"conflicting types for .cudaGetDriverEntryPoint_ptsz"),

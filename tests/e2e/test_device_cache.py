@@ -1,4 +1,4 @@
-"""The current device is cached per thread (src/preload/hooks_common.c):
+"""The current device is cached per thread (src/preload/interpose/call_state.c):
 asked of the runtime or driver once, not per allocation, and forgotten by
 every call that can change it - cudaSetDevice, cuCtxSetCurrent,
 cuCtxPushCurrent/PopCurrent, cuCtxCreate, a context destroyed - so each

@@ -1,6 +1,6 @@
 /* rt_devices.c - which device an allocation lands on, across every way a
  * thread's current device or context changes (the tracer caches it per
- * thread, src/preload/hooks_common.c).  Links the shared runtime; reaches
+ * thread, src/preload/interpose/call_state.c).  Links the shared runtime; reaches
  * the driver through dlopen + dlsym, as frameworks do.
  *
  *   rt_devices switch   (SIMCUDA_DEVICES=3) allocations of 2^k MiB, each on

@@ -1,5 +1,5 @@
 /* test_cli_frames.c - frame names, demangling and call-site grouping
- * (src/cli/frames.c): the identity that diff matches across runs. */
+ * (src/cli/model/frames.c): the identity that diff matches across runs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* test_cli_json.c - the CLI's JSON pull parser (src/cli/json.c): grammar,
+/* test_cli_json.c - the CLI's JSON pull parser (src/cli/read/json.c): grammar,
  * exact 64-bit integers, truncated vs not-JSON, error positions. */
 #include <setjmp.h>
 #include <stdarg.h>

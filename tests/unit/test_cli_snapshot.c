@@ -1,4 +1,4 @@
-/* test_cli_snapshot.c - the snapshot reader (src/cli/snapshot_read.c): each
+/* test_cli_snapshot.c - the snapshot reader (src/cli/read/snapshot_read.c): each
  * malformed-input class gets its own error, unknown fields are ignored,
  * nulls mean "unknown", and references are resolved whatever the order. */
 #include <setjmp.h>

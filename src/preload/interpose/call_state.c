@@ -1,4 +1,4 @@
-/* hooks_common.c - the tracker calls every wrapper makes (see hooks.h),
+/* call_state.c - the tracker calls every wrapper makes (see hooks.h),
  * and the end of a thread.
  *
  * Per-thread state: the tracker's spare entry, the OOM chain, and, while a
@@ -71,7 +71,7 @@ static void thread_end(void *unused)
     hooks_depth--;
 }
 
-void hooks_common_init(void)
+void call_state_init(void)
 {
     thread_key_made = pthread_key_create(&thread_key, thread_end) == 0;
     /* The limits are set once, before any wrapper runs (config.c). */

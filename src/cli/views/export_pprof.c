@@ -1,6 +1,6 @@
 /* export_pprof.c - a snapshot as a gzipped pprof profile (export.h).
  *
- * Encoded by protobuf-c from src/cli/pprof/profile.proto and compressed by
+ * Encoded by protobuf-c from src/cli/views/pprof/profile.proto and compressed by
  * zlib: the format's own libraries rather than a hand-made encoder, in the
  * CLI only.  One sample per stack of the file, values in this order:
  *   inuse_space       bytes the stack held at its device's peak (at_peak)

@@ -1,6 +1,6 @@
 /* html.h - `cumemtrace html` and `diff --html`: one self-contained page.
  *
- * The page is src/cli/html/report.css and the script joined from the .js
+ * The page is src/cli/views/html/report.css and the script joined from the .js
  * files there (inlined at build time, see html_page.c and HTML_JS in the
  * Makefile) plus a JSON model of the snapshots (html_model.c) in a
  * <script type="application/json" id="cmt-data"> element; the script draws

@@ -20,7 +20,7 @@
 
 #pragma GCC visibility push(hidden) /* direct addressing, no GOT entries */
 
-/* What a thread's calls share (hooks_common.c), in one TLS block: each
+/* What a thread's calls share (call_state.c), in one TLS block: each
  * distinct TLS variable costs the wrappers a GOT load per function. */
 struct hooks_guard {
     unsigned char busy;  /* in our bookkeeping */
@@ -58,7 +58,7 @@ enum {
     HOOKS_SLOW_UNTOUCHED = 2, /* hooks_first_touch has not run (init.c) */
     HOOKS_SLOW_DUMP = 4,      /* a dump was asked for (init.c) */
     HOOKS_SLOW_LIMIT = 8      /* CUMEMTRACE_LIMIT reserves around the real
-                                 call (hooks_common.c) */
+                                 call (call_state.c) */
 };
 
 /* Runs initialisation if it has not run (pthread_once).  */
@@ -81,13 +81,13 @@ void hooks_exec_failed(const char *written);
 void hooks_write_exit_snapshot(bool python);
 /* Writes the snapshot a signal asked for (called outside every lock). */
 void hooks_service_dump_request(void);
-/* Per-thread state (hooks_common.c): the key whose destructor runs when a
+/* Per-thread state (call_state.c): the key whose destructor runs when a
  * thread ends - returns, is cancelled or calls pthread_exit - and gives
- * back what the library held for it.  hooks_common_init runs once at
+ * back what the library held for it.  call_state_init runs once at
  * start-up, after the settings and the tracker (it also reads what the
  * fast path below needs of them); hooks_thread_start once per thread, from
  * its first traced call. */
-void hooks_common_init(void);
+void call_state_init(void);
 void hooks_thread_start(void);
 
 /* True when this call should be traced: outermost on this thread, tracing
@@ -124,7 +124,7 @@ int hooks_runtime_device(void);
  * safe; callable before initialisation. */
 void hooks_device_changed(bool every_thread);
 
-/* The cache behind hooks_*_device (hooks_common.c): an entry of
+/* The cache behind hooks_*_device (call_state.c): an entry of
  * hooks_thread.device is good while its `gen` matches hooks_device_gen
  * (bumped when a context is destroyed or reset) and its `epoch` the
  * thread's device_epoch (bumped by the thread's own switches).  Entry 0:
@@ -162,7 +162,7 @@ static inline unsigned hooks_context_owner_fast(void)
 void hooks_context_atfork_child(void);
 
 /* What the calling thread is doing, for telling a nested call from a signal
- * handler's new one (hooks_common.c, "Signal handlers"). */
+ * handler's new one (call_state.c, "Signal handlers"). */
 enum { HOOKS_LAYER_NONE, HOOKS_LAYER_RUNTIME, HOOKS_LAYER_DRIVER };
 #define hooks_guard (hooks_thread.guard)
 
@@ -180,7 +180,7 @@ static inline bool hooks_passthrough(unsigned slot)
 }
 
 /* What a traced allocation or free call interrupted by a signal handler
- * must get back when the handler's own call ends (see hooks_common.c). */
+ * must get back when the handler's own call ends (see call_state.c). */
 struct hook_outer {
     bool fresh;            /* this call began inside another one's real call */
     int depth;
@@ -239,7 +239,7 @@ void hooks_free_end(struct hook_free *f, bool ok);
  * initialised, tracing on, this thread and the process already seen, no
  * dump asked for, no CUMEMTRACE_LIMIT to reserve against - skips the
  * generic begin/end calls: the wrapper's sym##_fast writes the state of
- * call_enter/call_leave (hooks_common.c) directly - hooks_depth 1 and the
+ * call_enter/call_leave (call_state.c) directly - hooks_depth 1 and the
  * call's layer while the real call runs, `busy` around our bookkeeping -
  * and calls the tracker itself.  A signal handler's call arriving in
  * between meets the same TLS state as on the generic path, which handles
@@ -287,7 +287,7 @@ void hooks_fast_alloc_failed(unsigned slot, enum record_kind kind, int device,
                              uint64_t size, bool oom, const void *frame);
 
 /* A free's entry, taken out before the real free and kept where the end of
- * the thread finds it (hooks_common.c); NULL for address 0 or one we never
+ * the thread finds it (call_state.c); NULL for address 0 or one we never
  * saw. */
 #define hooks_inflight_token (hooks_thread.inflight_token)
 

@@ -1,4 +1,4 @@
-/* html_page.c - the page around the model: src/cli/html/report.html with
+/* html_page.c - the page around the model: src/cli/views/html/report.html with
  * its @TITLE@, @STYLE@, @DATA@ and @SCRIPT@ slots filled.  The assets are
  * compiled in ($(BUILD)/gen/html_assets.h, made from src/cli/html/ by the
  * Makefile), so the page needs no file or network at view time.

@@ -27,7 +27,7 @@ void oom_on_free(uint64_t bytes, uint32_t stack);
  * and says in one line how many failures went unreported.  No CUDA calls. */
 void oom_at_exit(int64_t now);
 void oom_atfork_child(void);
-/* The calling thread ends: its chain state is freed (hooks_common.c). */
+/* The calling thread ends: its chain state is freed (call_state.c). */
 void oom_thread_end(void);
 
 #endif

@@ -178,7 +178,7 @@ static int set_env(const char *name, const char *value)
     return 0;
 }
 
-/* One line of the manifest (src/preload/output.h): "cuda <pid> <exe>",
+/* One line of the manifest (src/preload/write/output.h): "cuda <pid> <exe>",
  * "wrote <pid> <reason>[:<signal>] <path>", "stream <pid> - <path>", or a
  * bare path (older libraries). */
 struct mline {

@@ -1,7 +1,7 @@
 /* hooks_context.c - context lifetimes: what the driver frees when a context
  * goes, so the snapshot and CUMEMTRACE_LIMIT stop counting it; and the calls
  * that change a thread's current context or device, which only forget the
- * device the wrappers cache per thread (hooks_common.c).
+ * device the wrappers cache per thread (call_state.c).
  *
  * NVIDIA's documentation (cuda.h, cuCtxDestroy; cudaDeviceReset): destroying
  * a context frees its cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged and

@@ -221,7 +221,7 @@ static void init(void)
     /* 9e12 ms (285 years) keeps the nanoseconds in an int64_t */
     record_set_temporary((int64_t)((config.temporary_ms < 9000000000000u
                                         ? config.temporary_ms : 9000000000000u) * 1000000u));
-    hooks_common_init();
+    call_state_init();
     output_init();
     unwind_init();
     python_init();
