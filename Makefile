@@ -34,22 +34,25 @@ preload_obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(filter %/$(1).c,$(PRELOAD_SRC)))
 # The CLI alone links libdw (debug information) and libstdc++ (demangling),
 # and protobuf-c + zlib (export --format pprof).
 CLI_LIBS    := -ldw -lelf -lstdc++ -lm -lprotobuf-c -lz
-SIMDRV_SRC  := $(wildcard tests/sim/driver*.c) tests/sim/sim_common.c
-SIMRT_SRC   := $(wildcard tests/sim/runtime*.c)
+# The simulated device (src/simgpu/): each folder one library, common/ shared.
+SIMGPU_INC  := -Isrc/simgpu/common
+SIMCOMMON_OBJ := $(BUILD)/obj/src/simgpu/common/sim_common.o $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
+SIMDRV_SRC  := $(wildcard src/simgpu/driver/*.c)
+SIMRT_SRC   := $(wildcard src/simgpu/runtime/*.c)
 
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(BUILD)/obj/%.o) $(PRELOAD_ASM:%.S=$(BUILD)/obj/%.o) \
                $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/obj/%.o) $(COMMON_SRC:%.c=$(BUILD)/obj/%.o) \
                $(BUILD)/obj/gen/profile.pb-c.o
-SIMDRV_OBJ  := $(SIMDRV_SRC:%.c=$(BUILD)/obj/%.o) $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
-SIMRT_OBJ   := $(SIMRT_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/sim/sim_common.o \
-               $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
+SIMDRV_OBJ  := $(SIMDRV_SRC:%.c=$(BUILD)/obj/%.o) $(SIMCOMMON_OBJ)
+SIMRT_OBJ   := $(SIMRT_SRC:%.c=$(BUILD)/obj/%.o) $(SIMCOMMON_OBJ)
 
 LIB     := $(BUILD)/libcumemtrace.so
 CLI     := $(BUILD)/cumemtrace
 SIMDRV  := $(BUILD)/sim/libcuda.so.1
 SIMRT   := $(BUILD)/sim/libcudart.so.13
 SIMRTA  := $(BUILD)/sim/libcudart_static.a
+SIMNVML := $(BUILD)/sim/libnvidia-ml.so.1
 
 .PHONY: all lib cli sim test test-unit test-e2e test-san demo install uninstall \
         clean bench fuzz deps check-deps
@@ -57,7 +60,7 @@ all: lib cli sim
 TORCHBOOT := $(patsubst src/torchboot/%,$(BUILD)/share/cumemtrace/torchboot/%,$(wildcard src/torchboot/*.py))
 lib: $(LIB) $(TORCHBOOT)
 cli: $(CLI)
-sim: $(SIMDRV) $(SIMRT) $(SIMRTA)
+sim: $(SIMDRV) $(SIMRT) $(SIMRTA) $(SIMNVML)
 
 # ---- objects ----
 $(BUILD)/obj/src/preload/%.o: src/preload/%.c
@@ -69,6 +72,9 @@ $(BUILD)/obj/src/preload/%.o: src/preload/%.S
 $(BUILD)/obj/src/common/%.o: src/common/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -fvisibility=hidden -MMD -MP -c $< -o $@
+$(BUILD)/obj/src/simgpu/%.o: src/simgpu/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(SIMGPU_INC) -I$(BUILD)/gen -MMD -MP -c $< -o $@
 $(BUILD)/obj/src/cli/%.o: src/cli/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(CLI_INC) -I$(BUILD)/gen -MMD -MP -c $< -o $@
@@ -115,23 +121,28 @@ $(BUILD)/obj/gen/profile.pb-c.o: $(BUILD)/gen/profile.pb-c.c
 	$(CC) $(CSTD) $(OPT) $(SANFLAGS) -fPIC -I$(BUILD)/gen -c $< -o $@
 $(BUILD)/obj/src/cli/views/export_pprof.o: $(BUILD)/gen/profile.pb-c.h
 
-# ---- the simulated device: a test double, never installed ----
+# ---- the simulated device (src/simgpu/): never installed ----
 $(BUILD)/gen/cudart_lookups.h: tests/data/cudart-13.0-getprocaddress.tsv
 	@mkdir -p $(dir $@)
 	awk -F'\t' 'BEGIN{print "/* generated from $< - do not edit */"} {printf "{\"%s\", %d, %d},\n", $$1, $$2, $$3}' $< > $@
-$(BUILD)/obj/tests/sim/runtime.o: $(BUILD)/gen/cudart_lookups.h
+$(BUILD)/obj/src/simgpu/runtime/runtime.o: $(BUILD)/gen/cudart_lookups.h
 $(SIMDRV): $(SIMDRV_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -o $@ $(SIMDRV_OBJ) $(LDFLAGS_ALL) -Wl,-soname,libcuda.so.1 -lpthread
 	ln -sf libcuda.so.1 $(BUILD)/sim/libcuda.so
-$(SIMRT): $(SIMRT_OBJ) tests/sim/libcudart.map
+$(SIMRT): $(SIMRT_OBJ) src/simgpu/runtime/libcudart.map
 	@mkdir -p $(dir $@)
 	$(CC) -shared -o $@ $(SIMRT_OBJ) $(LDFLAGS_ALL) -Wl,-soname,libcudart.so.13 \
-	    -Wl,--version-script=tests/sim/libcudart.map -ldl -lpthread
+	    -Wl,--version-script=src/simgpu/runtime/libcudart.map -ldl -lpthread
 	ln -sf libcudart.so.13 $(BUILD)/sim/libcudart.so
 $(SIMRTA): $(SIMRT_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $(SIMRT_OBJ)
+# The simulated NVML: PyTorch's expandable segments call NVML without
+# checking that it loaded, so the simulated GPU has one.
+$(SIMNVML): $(BUILD)/obj/src/simgpu/nvml/nvml.o $(SIMCOMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ $^ $(LDFLAGS_ALL) -Wl,-soname,libnvidia-ml.so.1
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 

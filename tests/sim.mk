@@ -25,11 +25,3 @@ $(BUILD)/tests/sim/libsim_watch.so: tests/sim/sim_watch.c
 
 test-bins: $(SIM_HELPERS)
 
-# The simulated NVML (tests/sim/nvml.c): PyTorch's expandable segments call
-# NVML without checking that it loaded, so the simulated GPU has one.
-SIMNVML := $(BUILD)/sim/libnvidia-ml.so.1
-$(SIMNVML): $(BUILD)/obj/tests/sim/nvml.o $(BUILD)/obj/tests/sim/sim_common.o \
-            $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
-	@mkdir -p $(dir $@)
-	$(CC) -shared -o $@ $^ $(LDFLAGS_ALL) -Wl,-soname,libnvidia-ml.so.1
-sim: $(SIMNVML)

@@ -105,10 +105,10 @@ $(BUILD)/tests/bench/bench_alloc: tests/bench/bench_alloc.c $(SIMRT)
 	    -L$(BUILD)/sim -lcudart -ldl -lpthread
 
 # The lock-free stand-in runtime of the thread-scaling row (fastrt.c).
-$(BUILD)/bench/fastrt/libcudart.so.13: tests/bench/fastrt.c tests/sim/libcudart.map
+$(BUILD)/bench/fastrt/libcudart.so.13: tests/bench/fastrt.c src/simgpu/runtime/libcudart.map
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) -O2 -g -Wall -Wextra -Werror -fPIC -fvisibility=hidden -shared -o $@ $< \
-	    -Wl,-soname,libcudart.so.13 -Wl,--version-script=tests/sim/libcudart.map
+	    -Wl,-soname,libcudart.so.13 -Wl,--version-script=src/simgpu/runtime/libcudart.map
 
 # The -g module the big snapshot's native frames lie in (scripts/bench_resolve.py).
 $(BUILD)/tests/bench/bench_symbols: tests/bench/bench_symbols.c

@@ -1,7 +1,7 @@
 /* fastrt.c - a lock-free stand-in for libcudart.so.13, for `make bench`'s
  * thread-scaling row only (never used by the tests, never installed).
  *
- * The simulated runtime (tests/sim) serialises every call on its own lock, so
+ * The simulated runtime (src/simgpu) serialises every call on its own lock, so
  * traced throughput at N threads measured on it says more about the
  * simulator than about the tracer.  This library answers cudaMalloc with an
  * address from a per-thread arena and cudaFree with success, sharing nothing

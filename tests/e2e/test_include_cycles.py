@@ -10,7 +10,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SRC = os.path.join(ROOT, "src")
 # where a quoted include is looked for: the including file's directory, then
 # the -I directories of the Makefile
-SEARCH = [os.path.join(SRC, "common"), os.path.join(ROOT, "include")]
+SEARCH = [os.path.join(SRC, "common"), os.path.join(SRC, "simgpu", "common"),
+          os.path.join(ROOT, "include")]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 

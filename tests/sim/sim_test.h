@@ -29,7 +29,7 @@
 
 #define MiB (UINT64_C(1) << 20)
 #define GiB (UINT64_C(1) << 30)
-/* Where device d's linear memory starts (tests/sim/driver.h). */
+/* Where device d's linear memory starts (src/simgpu/driver/driver.h). */
 #define SIM_TEST_BASE(d) (UINT64_C(0x200000000000) + (uint64_t)(d) * UINT64_C(0x10000000000))
 
 static inline void sim_test_fail(const char *file, int line, const char *fmt, ...)

@@ -1,5 +1,5 @@
 /* test_sim_shared.c - SIMCUDA_SHARED: processes naming the same file share
- * the simulated device's memory (tests/sim/driver_shared.c): another
+ * the simulated device's memory (src/simgpu/driver/driver_shared.c): another
  * process's allocations lower cuMemGetInfo's free memory and make ours
  * fail, its frees and its death give the memory back; without the
  * variable each process has the whole device. */
