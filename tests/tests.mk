@@ -10,7 +10,7 @@
 # CUDA: rt_* link the shared runtime, static_* the static archive, drv_* the
 # driver, other names link neither (they dlopen what they need).
 
-# The tracker is track/record.c and its record_*.c siblings (record_state.h).
+# The tracker is track/record.c and its record_*.c siblings (record_impl.h).
 RECORD_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/preload/track/record*.c))
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)

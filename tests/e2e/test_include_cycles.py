@@ -36,7 +36,7 @@ def includes(path):
 def graph(src=SRC):
     """Module -> the modules it depends on.  A module is a <stem>.c with its
     <stem>.h; a header without a .c (shared declarations: hooks.h,
-    record_state.h) has no code of its own to be circular with, so it is
+    record_impl.h) has no code of its own to be circular with, so it is
     part of whoever includes it: its includes count as theirs."""
     files = [os.path.join(d, f) for d, _, fs in os.walk(src) for f in fs
              if f.endswith((".c", ".h"))]

@@ -2,7 +2,7 @@
  * address, per-pool counters and exact peak attribution.  Its siblings:
  * record_stacks.c (the deduplicated stack table and its call sites),
  * record_vmm.c (VMM ranges, the limit), record_view.c (marks, queries, the
- * copy a dump takes); the state they share is in record_state.h.
+ * copy a dump takes); the state they share is in record_impl.h.
  *
  * Workload: one insert per allocation, one lookup+delete per free, one stack
  * intern per allocation (a hash lookup once the stack is known); dumps are
@@ -39,7 +39,7 @@
  * open-addressed table (record_table.h), the site's, pool's and kind's
  * counters through pointers the site keeps ready, and a log row of four
  * stores (event_log_add).  The state it writes is laid out by cache line
- * (record_state.h): the lock word with the tables' heads and the latest
+ * (record_impl.h): the lock word with the tables' heads and the latest
  * allocation, each pool's and each site's hot counters on their own line,
  * the log's cursor on its own - so a contended hand-over moves few lines,
  * and nothing read outside the lock shares a line with them.  Still, every
@@ -49,7 +49,7 @@
  * Limitations: a stream-ordered free is accounted when it is issued, not when
  * the stream reaches it; managed memory is assumed resident on its device.
  */
-#include "record_state.h"
+#include "record_impl.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -60,7 +60,7 @@
 
 #include "event_log.h"
 
-/* ---- the state record_state.h declares ---- */
+/* ---- the state record_impl.h declares ---- */
 
 struct record_locked record_locked;
 bool record_nomem;
@@ -70,7 +70,7 @@ static struct live *free_entries;
 struct record_counters record_totals;
 uint64_t record_reentrant;
 
-/* ---- the lock's slow paths (record_state.h has the fast ones) ---- */
+/* ---- the lock's slow paths (record_impl.h has the fast ones) ---- */
 
 /* A waiter polls with a pause between (doubling up to LOCK_BACKOFF_MAX,
  * so that its reads leave the holder the line it writes), and sleeps after

@@ -60,7 +60,7 @@ struct record_stack {
  * the peak-attribution comment in record.c. */
 struct record_site {
     /* What every allocation and free here writes, first: one cache line
-     * (record_state.h aligns sites to lines). */
+     * (record_impl.h aligns sites to lines). */
     uint64_t current, count;
     uint64_t epoch, mark_epoch; /* see at_peak, mark_at_peak */
     /* Churn over the run: allocations and frees made here, the bytes

@@ -5,7 +5,7 @@
  * immutable once published: dumps and the per-thread caches read their
  * frames without the lock.
  */
-#include "record_state.h"
+#include "record_impl.h"
 
 #include <stdlib.h>
 

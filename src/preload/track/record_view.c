@@ -1,9 +1,9 @@
 /* record_view.c - what the tracker tells: the peak since a mark
  * (cumemtrace_mark_begin), the cheap per-pool queries (current bytes, per
  * kind, activity) and the consistent copy a dump takes (record_view_take).
- * Every reading is taken under record_lock (record_state.h), so it never
+ * Every reading is taken under record_lock (record_impl.h), so it never
  * sees half an event; stacks are immutable, so a view points at them. */
-#include "record_state.h"
+#include "record_impl.h"
 
 #include <stdlib.h>
 

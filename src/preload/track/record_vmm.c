@@ -1,10 +1,10 @@
 /* record_vmm.c - the tracker's virtual-memory bookkeeping (cuMemAddressReserve,
  * cuMemMap and cuMemCreate handle references), the memory limit
  * (CUMEMTRACE_LIMIT) and the driver's latest free/total per device.
- * Threads: record_lock (record_state.h) guards the range tables, like every
+ * Threads: record_lock (record_impl.h) guards the range tables, like every
  * table of the tracker; the limit itself is set once at start-up and read
  * atomically. */
-#include "record_state.h"
+#include "record_impl.h"
 
 #include <assert.h>
 #include <stdlib.h>

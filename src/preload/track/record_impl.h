@@ -1,12 +1,12 @@
-/* record_state.h - the tracker's tables and counters, shared by the files
+/* record_impl.h - the tracker's tables and counters, shared by the files
  * that implement record.h: record.c (the live recording path),
  * record_stacks.c (the stack table and its sites), record_vmm.c (VMM
  * ranges, the limit, device truth) and record_view.c (marks, queries, the
  * consistent copy dumps take).  Private to them: nothing else includes
  * it.  Every object declared here is guarded by record_lock unless its
  * comment says otherwise. */
-#ifndef CUMEMTRACE_RECORD_STATE_H
-#define CUMEMTRACE_RECORD_STATE_H
+#ifndef CUMEMTRACE_RECORD_IMPL_H
+#define CUMEMTRACE_RECORD_IMPL_H
 
 #include <stdbool.h>
 #include <stddef.h>

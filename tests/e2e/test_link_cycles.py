@@ -1,0 +1,235 @@
+"""No call loops between the units of src/, drawn from the objects the
+build made: unit A depends on unit B when an object of A references (nm:
+undefined) a global symbol an object of B defines.  Unlike the include
+check (test_include_cycles.py), a loop cannot hide in a header here: an
+inline function in hooks.h that calls into init.c is a reference from every
+object that uses it.
+
+A unit is one .c file, except that the files sharing one private header
+<unit>_impl.h in their folder (record_impl.h: record.c, record_stacks.c,
+record_vmm.c, record_view.c) are one unit: they are one table split by
+concern, and the header is what they share and nobody else includes.  A
+loop inside a unit is no loop; any loop between units fails the test."""
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import BUILD, ROOT
+
+SRC = os.path.join(str(ROOT), "src")
+OBJ = os.path.join(str(BUILD), "obj", "src")
+IMPL = re.compile(r'^\s*#\s*include\s+"(\w+)_impl\.h"', re.M)
+
+# Call edges (unit, unit) that close a loop today; the graph is checked
+# without them.  An entry that no longer closes a loop fails
+# test_known_loops_are_still_loops: drop it then, so the list only shrinks.
+KNOWN = {
+    # the writer reads the mark depth from the public API's file
+    ("preload/write/serialise", "preload/life/mark"),
+    # slot names come from the resolver, which hands out the wrappers
+    ("preload/write/serialise", "preload/interpose/resolve"),
+    ("preload/write/serialise_stacks", "preload/interpose/resolve"),
+    ("preload/oom/oom", "preload/interpose/resolve"),
+    # the resolver holds every wrapper's address (to hand it out)
+    ("preload/interpose/resolve", "preload/interpose/hooks_context"),
+    ("preload/interpose/resolve", "preload/interpose/hooks_driver"),
+    ("preload/interpose/resolve", "preload/interpose/hooks_runtime"),
+    ("preload/interpose/resolve", "preload/interpose/hooks_vmm"),
+    # wrappers call up into start-up (hook_enter, the exec snapshot) and
+    # the signal handlers into the exit snapshot
+    ("preload/interpose/call_state", "preload/life/init"),
+    ("preload/interpose/hooks_context", "preload/life/init"),
+    ("preload/interpose/hooks_driver", "preload/life/init"),
+    ("preload/interpose/hooks_runtime", "preload/life/init"),
+    ("preload/interpose/hooks_vmm", "preload/life/init"),
+    ("preload/interpose/hooks_exec", "preload/life/init"),
+    ("preload/life/signals", "preload/life/init"),
+    # the per-call state asks the context table, whose wrappers use it
+    ("preload/interpose/call_state", "preload/interpose/hooks_context"),
+    # the single-file views call the ranks views that call them
+    ("cli/views/report", "cli/views/ranks_report"),
+    ("cli/views/diff", "cli/views/ranks_diff"),
+    ("cli/views/report_json", "cli/views/report"),
+    ("cli/views/timeline_sites", "cli/views/timeline"),
+}
+
+
+def symbols(obj):
+    """(defined global symbols, undefined symbols) of one object."""
+    out = subprocess.run(["nm", "-P", obj], capture_output=True, text=True,
+                         check=True).stdout
+    defined, undefined = set(), set()
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) < 2:
+            continue
+        name, kind = f[0], f[1]
+        if kind in "Uw":
+            undefined.add(name)
+        elif kind.isupper() or kind == "u":
+            defined.add(name)
+    return defined, undefined
+
+
+def unit_of(module, src):
+    """The unit of an object (its path under obj/src, without .o): the
+    folder's <unit> when its source includes <unit>_impl.h beside it."""
+    path = os.path.join(src, module + ".c")
+    if os.path.exists(path):
+        with open(path, errors="replace") as fh:
+            for stem in IMPL.findall(fh.read()):
+                folder = os.path.dirname(module)
+                if os.path.exists(os.path.join(src, folder, stem + "_impl.h")):
+                    return os.path.join(folder, stem)
+    return module
+
+
+def graph(obj=OBJ, src=SRC, with_why=False):
+    """Unit -> the units it calls (or whose data it uses)."""
+    defs, refs = {}, {}
+    for d, _, fs in os.walk(obj):
+        for f in fs:
+            if not f.endswith(".o"):
+                continue
+            module = os.path.splitext(os.path.relpath(os.path.join(d, f), obj))[0]
+            unit = unit_of(module, src)
+            defined, undefined = symbols(os.path.join(d, f))
+            refs.setdefault(unit, set()).update(undefined)
+            for s in defined:
+                defs.setdefault(s, set()).add(unit)
+    deps = {u: set() for u in refs}
+    why = {}
+    for u, undefined in refs.items():
+        for s in undefined:
+            for v in defs.get(s, ()):
+                if v != u:
+                    deps[u].add(v)
+                    why.setdefault((u, v), set()).add(s)
+    return (deps, why) if with_why else deps
+
+
+def components(deps):
+    """The strongly connected components of more than one unit (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(deps.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(set(comp))
+
+    for v in sorted(deps):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def describe(comp, deps, why):
+    return "{" + ", ".join(sorted(comp)) + "}: " + "; ".join(
+        f"{a} -> {b} ({', '.join(sorted(why[(a, b)])[:3])})"
+        for a in sorted(comp) for b in sorted(deps[a] & comp))
+
+
+def built():
+    if not os.path.isdir(os.path.join(OBJ, "preload")):
+        pytest.skip(f"no objects under {OBJ}: run make first")
+
+
+def test_no_call_loops_between_units():
+    built()
+    deps, why = graph(with_why=True)
+    for a, b in KNOWN:
+        deps.get(a, set()).discard(b)
+    found = components(deps)
+    assert not found, "call loops between units (move what both need into a " \
+        "unit of its own, below both): " + " | ".join(describe(c, deps, why) for c in found)
+
+
+def test_known_loops_are_still_loops():
+    """Cutting one of KNOWN must remove it from the list."""
+    built()
+    deps = graph()
+    for a, b in sorted(KNOWN):
+        assert b in deps.get(a, ()), f"{a} no longer calls {b}: drop it from KNOWN"
+        assert any({a, b} <= c for c in components(deps)), \
+            f"{a} -> {b} no longer closes a loop: drop it from KNOWN"
+
+
+# ---- the check itself, on objects compiled here ----
+
+def compile_units(tmp_path, files):
+    src, obj = tmp_path / "src", tmp_path / "obj"
+    for name, text in files.items():
+        p = src / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    for name in files:
+        if name.endswith(".c"):
+            o = obj / (os.path.splitext(name)[0] + ".o")
+            o.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["cc", "-c", "-o", str(o), str(src / name)], check=True,
+                           cwd=str(src / os.path.dirname(name)))
+    return graph(str(obj), str(src))
+
+
+def test_the_check_sees_a_two_unit_loop(tmp_path):
+    deps = compile_units(tmp_path, {
+        "a.c": "void b(void); void a(void) { b(); }\n",
+        "b.c": "void a(void); void b(void) { a(); }\n",
+        "c.c": "void a(void); void c(void) { a(); }\n"})
+    assert components(deps) == [{"a", "b"}], deps
+
+
+def test_the_check_sees_a_loop_through_a_header(tmp_path):
+    # x.c never names y's function: the inline in the header does
+    deps = compile_units(tmp_path, {
+        "x.h": "void y_go(void);\nstatic inline void x_enter(void) { y_go(); }\n",
+        "x.c": '#include "x.h"\nvoid x_run(void) { x_enter(); }\n',
+        "y.c": "void x_run(void); void y_go(void) {}\nvoid y_start(void) { x_run(); }\n"})
+    assert components(deps) == [{"x", "y"}], deps
+
+
+def test_the_check_sees_a_loop_through_data(tmp_path):
+    deps = compile_units(tmp_path, {
+        "p.c": "extern int q_flag; int p_flag; int p(void) { return q_flag; }\n",
+        "q.c": "extern int p_flag; int q_flag; int q(void) { return p_flag; }\n"})
+    assert components(deps) == [{"p", "q"}], deps
+
+
+def test_files_sharing_a_private_header_are_one_unit(tmp_path):
+    ring = {
+        "t/t_impl.h": "void t_a(void); void t_b(void);\n",
+        "t/t.c": '#include "t_impl.h"\nvoid t_a(void) { t_b(); }\n',
+        "t/t_more.c": '#include "t_impl.h"\nvoid t_b(void) {}\nvoid t_c(void) { t_a(); }\n'}
+    assert components(compile_units(tmp_path, ring)) == []
+    # but a loop between that unit and another one is a loop
+    ring["u.c"] = "void t_a(void); void u(void) { t_a(); }\n"
+    ring["t/t_more.c"] += "void u(void); void t_d(void) { u(); }\n"
+    assert components(compile_units(tmp_path, ring)) == [{"t/t", "u"}]
+
+
+def test_a_chain_is_no_loop(tmp_path):
+    deps = compile_units(tmp_path, {
+        "top.c": "void mid(void); void top(void) { mid(); }\n",
+        "mid.c": "void low(void); void mid(void) { low(); }\n",
+        "low.c": "void low(void) {}\n"})
+    assert components(deps) == [] and deps["top"] == {"mid"}, deps
