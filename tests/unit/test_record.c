@@ -182,6 +182,7 @@ static void mark_peaks_match_brute_force(void **state)
         struct record_view v;
         assert_int_equal(record_view_take(&v), 0);
         assert_int_equal(v.pools[POOL].mark.peak, lv[depth].peak);
+        assert_int_equal(v.mark_depth, depth + 1); /* what the writer prints */
         for (int i = 0; i < STACKS; i++) {
             const struct record_site_view *sv = site(&v, st[i], POOL);
             assert_int_equal(sv ? sv->mark_at_peak : 0, lv[depth].at_peak[i]);
@@ -190,6 +191,10 @@ static void mark_peaks_match_brute_force(void **state)
     }
     for (; depth >= 0; depth--)
         record_mark_restore(lv[depth].saved);
+    struct record_view v;
+    assert_int_equal(record_view_take(&v), 0);
+    assert_int_equal(v.mark_depth, 0);
+    record_view_free(&v);
     for (int i = 0; i < SLOTS; i++)
         if (live[i].addr)
             release(live[i].addr, OPS);

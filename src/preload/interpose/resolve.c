@@ -77,11 +77,6 @@ static const char *const how_names[] = {
     "not resolved", "dynamic link (RTLD_NEXT)", "dlsym on a library handle",
     "cuGetProcAddress", "cudaGetDriverEntryPoint", "scan of loaded libraries"};
 
-const char *resolve_name(unsigned slot)
-{
-    return slot < SLOT_COUNT ? slots[slot].name : "?";
-}
-
 DLSYM_PATH static bool is_wrapper(const void *p)
 {
     for (int i = 0; i < SLOT_WRAPPED_END; i++)

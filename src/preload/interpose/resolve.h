@@ -69,7 +69,7 @@ static inline void *resolve_real(enum resolve_slot slot)
 
 #define REAL(sym) ((PFN(sym))resolve_real(SLOT_##sym))
 
-/* Name of a slot (the exported symbol). */
+/* Name of a slot (the exported symbol); "?" out of range (resolve_names.c). */
 const char *resolve_name(unsigned slot);
 
 /* Post-processes a driver look-up that returned `fn` for (symbol, version,

@@ -7,6 +7,8 @@
  * orders begin/end pairs; the tracker's lock makes each one atomic against
  * allocations.  A forked child starts with an empty tracker (record.h) and
  * so without marks: the first call in a new process forgets the parent's.
+ * The tracker counts the marks it holds as well, for the snapshot writer
+ * (record_view.mark_depth): the writer never calls up into the public API.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -17,7 +19,6 @@
 #include "cumemtrace.h"
 #include "hooks.h"
 #include "log.h"
-#include "mark.h"
 #include "record.h"
 
 static pthread_mutex_t mark_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -33,14 +34,6 @@ static void forget_parent_marks(void)
         __atomic_store_n(&owner, me, __ATOMIC_RELAXED);
         __atomic_store_n(&depth, 0, __ATOMIC_RELAXED);
     }
-}
-
-int mark_depth(void)
-{
-    /* A forked child has no marks until it sets its own. */
-    if (__atomic_load_n(&owner, __ATOMIC_RELAXED) != getpid())
-        return 0;
-    return __atomic_load_n(&depth, __ATOMIC_RELAXED);
 }
 
 __attribute__((visibility("default"))) int cumemtrace_mark_begin(void)

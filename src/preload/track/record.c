@@ -658,6 +658,7 @@ void record_atfork_child(void)
     record_last_alloc = record_last_temporary = NULL;
     event_log_reset();
     memset(&record_totals, 0, sizeof record_totals);
+    record_mark_depth = 0; /* marks are the parent's (mark.c forgets its own) */
     __atomic_store_n(&record_reentrant, 0, __ATOMIC_RELAXED);
     for (int i = 0; i < RECORD_POOLS; i++) {
         memset(&record_pools[i], 0, sizeof record_pools[i]);

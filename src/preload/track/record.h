@@ -223,7 +223,9 @@ struct record_mark {
     bool sites_valid;   /* the sites' mark_at_peak add up to `peak` */
 };
 
-/* Marks every pool now; saved[] receives the marks it replaces. */
+/* Marks every pool now; saved[] receives the marks it replaces.  The
+ * tracker counts the marks set and not yet restored (record_view's
+ * mark_depth), so the snapshot writer learns the depth from its view. */
 void record_mark_set(struct record_mark saved[RECORD_POOLS], int64_t now_ns);
 /* Ends the marks set by the record_mark_set that returned saved[]: each
  * pool's mark becomes the saved one, with the peak since then the higher of
@@ -272,6 +274,7 @@ struct record_view {
     uint64_t event_bucket_ns; /* 0: every event kept; else thinned, see event_log.c */
     size_t event_cap;
     struct record_counters counters;
+    int mark_depth; /* record_mark_set calls not yet restored (0: no mark) */
 };
 
 /* Fills *v with a consistent copy (allocated; free with record_view_free).

@@ -212,6 +212,8 @@ extern struct pool_limit record_limits[RECORD_POOLS];
 extern struct stack_node **record_stacks_by_id; /* index id-1 */
 extern size_t record_nstacks;
 extern struct record_counters record_totals;
+/* Marks set and not yet restored (record_view.c; zero in a fork child). */
+extern int record_mark_depth;
 /* Only ever touched atomically: a signal handler increments it. */
 extern uint64_t record_reentrant;
 

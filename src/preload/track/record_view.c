@@ -31,9 +31,12 @@ void record_pool_kinds(int pool, uint64_t out[KIND_COUNT])
 
 /* ---- marks ---- */
 
+int record_mark_depth;
+
 void record_mark_set(struct record_mark saved[RECORD_POOLS], int64_t now)
 {
     record_lock_take(&record_lock);
+    record_mark_depth++;
     for (int i = 0; i < RECORD_POOLS; i++) {
         struct record_mark *m = &record_pools[i].mark;
         saved[i] = *m;
@@ -49,6 +52,7 @@ void record_mark_set(struct record_mark saved[RECORD_POOLS], int64_t now)
 void record_mark_restore(const struct record_mark saved[RECORD_POOLS])
 {
     record_lock_take(&record_lock);
+    record_mark_depth--;
     for (int i = 0; i < RECORD_POOLS; i++) {
         struct record_mark *m = &record_pools[i].mark, inner = *m;
         *m = saved[i];
@@ -230,6 +234,7 @@ int record_view_take(struct record_view *v)
     v->events_recorded = es.recorded;
     v->event_bucket_ns = es.bucket_ns;
     v->event_cap = es.cap;
+    v->mark_depth = record_mark_depth;
     v->counters = record_totals;
     v->counters.live = (uint64_t)record_live_table.count + record_handles.count;
     v->counters.reentrant_untracked =

@@ -26,7 +26,6 @@
 #include "config.h"
 #include "jw.h"
 #include "layout.h"
-#include "mark.h"
 #include "oom_ledger.h"
 #include "output.h"
 #include "resolve.h"
@@ -292,7 +291,7 @@ static void write_live_and_peak(struct jw *w, const struct record_view *v,
 static void write_mark(struct jw *w, const struct record_view *v, struct site_key *keys,
                        uint32_t pool)
 {
-    int depth = mark_depth();
+    int depth = v->mark_depth;
     if (depth == 0)
         return;
     const struct record_mark *m = &v->pools[pool].mark;
