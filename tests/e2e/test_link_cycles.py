@@ -31,18 +31,10 @@ IMPL = re.compile(r'^\s*#\s*include\s+"(\w+)_impl\.h"', re.M)
 # without them.  An entry that no longer closes a loop fails
 # test_known_loops_are_still_loops: drop it then, so the list only shrinks.
 KNOWN = {
-    # the resolver holds every wrapper's address (to hand it out)
-    ("preload/interpose/resolve", "preload/interpose/hooks_context"),
-    ("preload/interpose/resolve", "preload/interpose/hooks_driver"),
-    ("preload/interpose/resolve", "preload/interpose/hooks_runtime"),
-    ("preload/interpose/resolve", "preload/interpose/hooks_vmm"),
     # wrappers call up into start-up (hook_enter, the exec snapshot) and
     # the signal handlers into the exit snapshot
     ("preload/interpose/call_state", "preload/life/init"),
     ("preload/interpose/hooks_context", "preload/life/init"),
-    ("preload/interpose/hooks_driver", "preload/life/init"),
-    ("preload/interpose/hooks_runtime", "preload/life/init"),
-    ("preload/interpose/hooks_vmm", "preload/life/init"),
     ("preload/interpose/hooks_exec", "preload/life/init"),
     ("preload/life/signals", "preload/life/init"),
     # the per-call state asks the context table, whose wrappers use it

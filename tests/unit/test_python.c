@@ -8,7 +8,7 @@
  *
  * The fake objects have CPython's head layout (ob_refcnt, ob_type, then for
  * frames ob_size, f_back, f_code as in 3.8); python.c reaches the fake API
- * through resolve_real_dlsym, defined here. */
+ * through resolve_dlsym, defined here. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -47,13 +47,6 @@ void unwind_stop_at(uintptr_t lo, uintptr_t hi)
 {
     stop_lo = lo;
     stop_hi = hi;
-}
-
-void *resolve_dlsym_substitute(void *handle, const char *name)
-{
-    (void)handle;
-    (void)name;
-    return NULL;
 }
 
 /* ---- the fake CPython ---- */
@@ -279,7 +272,10 @@ static void *fake_dlsym(void *handle, const char *name)
     return NULL;
 }
 
-void *(*resolve_real_dlsym)(void *, const char *) = fake_dlsym;
+void *resolve_dlsym(void *handle, const char *name)
+{
+    return fake_dlsym(handle, name);
+}
 
 /* ---- stacks ---- */
 

@@ -16,7 +16,14 @@
 #include <cmocka.h>
 
 #include "cfi.h"
+#include "resolve.h"
 #include "unwind.h"
+
+/* what unwind.c and cfi.c look symbols up with (resolve.c in the library) */
+void *resolve_dlsym(void *handle, const char *name)
+{
+    return dlsym(handle, name);
+}
 
 static int (*unw_backtrace_fn)(void **, int);
 static uintptr_t main_top;

@@ -1,6 +1,7 @@
 /* hooks_driver.c - driver API wrappers: linear device memory, managed,
- * page-locked host memory, stream-ordered allocation, memory info, and the
- * cuGetProcAddress look-ups that hand our wrappers to every CUDA runtime.
+ * page-locked host memory, stream-ordered allocation and memory info (the
+ * cuGetProcAddress look-ups that hand our wrappers to every CUDA runtime are
+ * in hooks_lookup.c).
  *
  * Each wrapper: find the real function, call it, tell the tracker, return the
  * real result unchanged.  The only result we ever make up is the out-of-memory
@@ -13,35 +14,6 @@
 #include "clock.h"
 
 #define NO_DRIVER CUDA_ERROR_NOT_INITIALIZED
-
-/* ---- symbol look-up ---- */
-
-CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
-                             cuuint64_t flags,
-                             CUdriverProcAddressQueryResult *symbolStatus)
-{
-    PFN(cuGetProcAddress_v2) real = REAL(cuGetProcAddress_v2);
-    if (real == NULL)
-        return NO_DRIVER;
-    CUresult r = real(symbol, pfn, cudaVersion, flags, symbolStatus);
-    if (r == CUDA_SUCCESS && pfn != NULL)
-        *pfn = resolve_substitute_proc(symbol, *pfn, cudaVersion, flags,
-                                       HOW_PROCADDRESS);
-    return r;
-}
-
-CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
-                          cuuint64_t flags)
-{
-    PFN(cuGetProcAddress) real = REAL(cuGetProcAddress);
-    if (real == NULL)
-        return NO_DRIVER;
-    CUresult r = real(symbol, pfn, cudaVersion, flags);
-    if (r == CUDA_SUCCESS && pfn != NULL)
-        *pfn = resolve_substitute_proc(symbol, *pfn, cudaVersion, flags,
-                                       HOW_PROCADDRESS);
-    return r;
-}
 
 /* ---- memory info ---- */
 

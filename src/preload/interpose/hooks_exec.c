@@ -37,18 +37,18 @@ static fexecve_fn real_fexecve;
 
 void hooks_exec_init(void)
 {
-    *(void **)&real_execve = dlsym(RTLD_NEXT, "execve");
-    *(void **)&real_execvpe = dlsym(RTLD_NEXT, "execvpe");
-    *(void **)&real_execv = dlsym(RTLD_NEXT, "execv");
-    *(void **)&real_execvp = dlsym(RTLD_NEXT, "execvp");
-    *(void **)&real_fexecve = dlsym(RTLD_NEXT, "fexecve");
+    *(void **)&real_execve = resolve_dlsym(RTLD_NEXT, "execve");
+    *(void **)&real_execvpe = resolve_dlsym(RTLD_NEXT, "execvpe");
+    *(void **)&real_execv = resolve_dlsym(RTLD_NEXT, "execv");
+    *(void **)&real_execvp = resolve_dlsym(RTLD_NEXT, "execvp");
+    *(void **)&real_fexecve = resolve_dlsym(RTLD_NEXT, "fexecve");
 }
 
 /* Called before our constructor (another library's constructor execs):
  * looked up now. */
 static void *late(void *fn, const char *name)
 {
-    return fn != NULL ? fn : dlsym(RTLD_NEXT, name);
+    return fn != NULL ? fn : resolve_dlsym(RTLD_NEXT, name);
 }
 
 #define EXEC_BEGIN(check)                                                     \

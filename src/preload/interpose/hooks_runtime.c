@@ -7,10 +7,7 @@
  * A program linked with the static runtime never reaches these; it is seen
  * at the driver wrappers instead.
  *
- * cudaGetDriverEntryPoint(ByVersion): the runtime asks the driver through
- * the cuGetProcAddress it obtained - normally our wrapper already - and we
- * post-process its answer as well, for runtimes that obtained the real one
- * before we could intervene.
+ * cudaGetDriverEntryPoint(ByVersion) is in hooks_lookup.c.
  * With no runtime loaded a wrapper answers cudaErrorInsufficientDriver.
  */
 #include "hooks.h"
@@ -118,54 +115,3 @@ cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
     hook_leave();
     return r;
 }
-
-/* ---- driver entry points ---- */
-
-static int runtime_version(void)
-{
-    PFN(cudaRuntimeGetVersion) get = REAL(cudaRuntimeGetVersion);
-    int v;
-    if (get != NULL && get(&v) == cudaSuccess && v > 0)
-        return v;
-    return 13000; /* the ABI this library was written against */
-}
-
-static cudaError_t entry_point_done(cudaError_t r, const char *symbol,
-                                    void **funcPtr, int version,
-                                    unsigned long long flags)
-{
-    if (r == cudaSuccess && funcPtr != NULL)
-        *funcPtr = resolve_substitute_proc(symbol, *funcPtr, version, flags,
-                                           HOW_ENTRYPOINT);
-    return r;
-}
-
-/* The four entry-point look-ups: with the runtime's version or the
- * caller's, with or without the per-thread default stream suffix. */
-#define ENTRY_POINT(sym)                                                       \
-    cudaError_t sym(const char *symbol, void **funcPtr, unsigned long long flags, \
-                    enum cudaDriverEntryPointQueryResult *driverStatus)        \
-    {                                                                          \
-        PFN(sym) real = REAL(sym);                                             \
-        if (real == NULL)                                                      \
-            return NO_RUNTIME;                                                 \
-        cudaError_t r = real(symbol, funcPtr, flags, driverStatus);            \
-        return entry_point_done(r, symbol, funcPtr, runtime_version(), flags); \
-    }
-
-#define ENTRY_POINT_BY_VERSION(sym)                                            \
-    cudaError_t sym(const char *symbol, void **funcPtr, unsigned int cudaVersion, \
-                    unsigned long long flags,                                  \
-                    enum cudaDriverEntryPointQueryResult *driverStatus)        \
-    {                                                                          \
-        PFN(sym) real = REAL(sym);                                             \
-        if (real == NULL)                                                      \
-            return NO_RUNTIME;                                                 \
-        cudaError_t r = real(symbol, funcPtr, cudaVersion, flags, driverStatus); \
-        return entry_point_done(r, symbol, funcPtr, (int)cudaVersion, flags);  \
-    }
-
-ENTRY_POINT(cudaGetDriverEntryPoint)
-ENTRY_POINT(cudaGetDriverEntryPoint_ptsz)
-ENTRY_POINT_BY_VERSION(cudaGetDriverEntryPointByVersion)
-ENTRY_POINT_BY_VERSION(cudaGetDriverEntryPointByVersion_ptsz)

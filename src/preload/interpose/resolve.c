@@ -1,10 +1,12 @@
-/* resolve.c - makes every path to a CUDA allocation function land on a
- * wrapper, and finds each wrapper's real function.
+/* resolve.c - finds each wrapper's real function.  Making every path to a
+ * CUDA allocation function land on a wrapper is hooks_lookup.c's: it holds
+ * the wrappers' addresses, this file none (it lies below the wrappers,
+ * which call through it).
  *
- * The paths (DESIGN.md): the dynamic linker (our exported symbols come first
- * in the global scope); dlsym(handle, name) on libcuda (old runtimes, old
- * NCCL - our dlsym override in dlsym_*.S); cuGetProcAddress(_v2), how every
- * runtime since 11.3, shared or static, reaches the driver; and
+ * The paths (docs/design.md): the dynamic linker (our exported symbols come
+ * first in the global scope); dlsym(handle, name) on libcuda (old runtimes,
+ * old NCCL - our dlsym override in dlsym_trampoline.S); cuGetProcAddress(_v2),
+ * how every runtime since 11.3, shared or static, reaches the driver; and
  * cudaGetDriverEntryPoint(ByVersion), how PyTorch and NCCL get the VMM calls.
  *
  * Real functions, in order of preference: whatever handed us the call's
@@ -16,8 +18,8 @@
  * Rules learnt from others' bugs: dlsym(RTLD_NEXT) of any other caller is
  * forwarded by a tail jump so glibc still sees *that* caller; only names we
  * wrap are touched (cudnnCreate is not ours); a handle is never replaced by
- * RTLD_DEFAULT; nothing heavy runs inside dlsym; a real pointer that is our
- * own wrapper is never stored (that would recurse).
+ * RTLD_DEFAULT; nothing heavy runs inside dlsym; a real pointer into our
+ * own library - one of our wrappers - is never stored (that would recurse).
  *
  * Threads: real pointers are published with atomic compare-and-swap; two
  * threads resolving the same slot find the same answer.
@@ -31,15 +33,6 @@
 
 #include "config.h"
 #include "log.h"
-
-/* ThreadSanitizer's runtime calls dlsym - ours - while it initialises,
- * before it can take the function-entry callbacks instrumented code makes:
- * the dlsym path must not be instrumented. */
-#if defined(__clang__)
-#define DLSYM_PATH __attribute__((disable_sanitizer_instrumentation))
-#else
-#define DLSYM_PATH __attribute__((no_sanitize("thread")))
-#endif
 
 void *resolve_reals[SLOT_COUNT];
 void *(*resolve_real_dlsym)(void *, const char *);
@@ -62,30 +55,33 @@ struct slot_info {
     const char *name, *base;
     int version;
     int ptsz;
-    void *wrapper;
 };
 
-#define SLOT_INFO(sym, b, ver, p) {#sym, b, ver, p, (void *)&sym},
-#define HELPER_INFO(sym, b, ver, p) {#sym, b, ver, p, NULL},
+#define SLOT_INFO(sym, b, ver, p) {#sym, b, ver, p},
 static const struct slot_info slots[SLOT_COUNT] = {
     CUMEMTRACE_DRIVER_HOOKS(SLOT_INFO)
     CUMEMTRACE_RUNTIME_HOOKS(SLOT_INFO)
-    CUMEMTRACE_HELPERS(HELPER_INFO)
+    CUMEMTRACE_HELPERS(SLOT_INFO)
 };
 
-static const char *const how_names[] = {
+const char *const resolve_how_names[] = {
     "not resolved", "dynamic link (RTLD_NEXT)", "dlsym on a library handle",
     "cuGetProcAddress", "cudaGetDriverEntryPoint", "scan of loaded libraries"};
 
-DLSYM_PATH static bool is_wrapper(const void *p)
+/* The bounds of this library's image, from the linker: a "real" function
+ * found there is one of our wrappers (only they have CUDA names here), and
+ * storing it would make the wrapper call itself.  Comparing with the image
+ * instead of the wrapper table (hooks_lookup.c) keeps the resolver below
+ * the wrappers: it needs none of their addresses. */
+extern const char __ehdr_start[] __attribute__((visibility("hidden")));
+extern const char _end[] __attribute__((visibility("hidden")));
+
+DLSYM_PATH bool resolve_is_ours(const void *p)
 {
-    for (int i = 0; i < SLOT_WRAPPED_END; i++)
-        if (slots[i].wrapper == p)
-            return true;
-    return false;
+    return (uintptr_t)p >= (uintptr_t)__ehdr_start && (uintptr_t)p < (uintptr_t)_end;
 }
 
-DLSYM_PATH static void init_real_dlsym(void)
+DLSYM_PATH void resolve_dlsym_init(void)
 {
     void *p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
     if (p == NULL)
@@ -98,7 +94,7 @@ DLSYM_PATH static void *real_dlsym(void *handle, const char *name)
     void *(*fn)(void *, const char *) =
         __atomic_load_n(&resolve_real_dlsym, __ATOMIC_ACQUIRE);
     if (fn == NULL) {
-        init_real_dlsym();
+        resolve_dlsym_init();
         fn = __atomic_load_n(&resolve_real_dlsym, __ATOMIC_ACQUIRE);
     }
     return fn ? fn(handle, name) : NULL;
@@ -132,11 +128,10 @@ DLSYM_PATH static void pin_library(void *fn)
     }
 }
 
-/* Publishes `fn` as the real function of `slot` unless one is known. */
-DLSYM_PATH static void store_real(int slot, void *fn, enum resolve_how h)
+DLSYM_PATH void resolve_store(int slot, void *fn, enum resolve_how h)
 {
     void *expected = NULL;
-    if (fn == NULL || is_wrapper(fn))
+    if (fn == NULL || resolve_is_ours(fn))
         return;
     pin_library(fn);
     if (__atomic_compare_exchange_n(&resolve_reals[slot], &expected, fn, false,
@@ -145,7 +140,7 @@ DLSYM_PATH static void store_real(int slot, void *fn, enum resolve_how h)
         if (slot == SLOT_cuGetProcAddress || slot == SLOT_cuGetProcAddress_v2)
             forget_misses();
         LOG(LOG_DEBUG, "%s: real function %p found by %s", slots[slot].name,
-            fn, how_names[h]);
+            fn, resolve_how_names[h]);
     }
 }
 
@@ -239,7 +234,7 @@ static void *scan_loaded(const char *name)
             if (h == NULL)
                 continue;
             void *p = real_dlsym(h, name);
-            if (p != NULL && !is_wrapper(p)) {
+            if (p != NULL && !resolve_is_ours(p)) {
                 pin_library(p); /* before our reference goes */
                 dlclose(h);
                 return p;
@@ -282,6 +277,17 @@ static unsigned long long loads_so_far(void)
     return adds;
 }
 
+DLSYM_PATH void resolve_note_libcuda(void *handle)
+{
+    if (__atomic_exchange_n(&libcuda_handle, handle, __ATOMIC_ACQ_REL) != handle)
+        forget_misses();
+}
+
+DLSYM_PATH void *resolve_dlsym(void *handle, const char *name)
+{
+    return real_dlsym(handle, name);
+}
+
 static void *resolve_slow_depth(enum resolve_slot slot);
 
 void *resolve_slow(enum resolve_slot slot)
@@ -299,92 +305,28 @@ static void *resolve_slow_depth(enum resolve_slot slot)
     if (__atomic_load_n(&missed_at[slot], __ATOMIC_RELAXED) == loads)
         return NULL;
     void *p = real_dlsym(RTLD_NEXT, name);
-    if (p != NULL && !is_wrapper(p)) {
-        store_real(slot, p, HOW_DYNAMIC);
+    if (p != NULL && !resolve_is_ours(p)) {
+        resolve_store(slot, p, HOW_DYNAMIC);
         return resolve_reals[slot];
     }
     bool driver = slot < SLOT_DRIVER_END ||
                   (slot >= SLOT_WRAPPED_END && strncmp(name, "cuda", 4) != 0);
     if (driver && slot != SLOT_cuGetProcAddress &&
         slot != SLOT_cuGetProcAddress_v2 && (p = driver_lookup(slot)) != NULL) {
-        store_real(slot, p, HOW_PROCADDRESS);
+        resolve_store(slot, p, HOW_PROCADDRESS);
         return resolve_reals[slot];
     }
     void *h = __atomic_load_n(&libcuda_handle, __ATOMIC_ACQUIRE);
     if (driver && h != NULL && (p = real_dlsym(h, name)) != NULL) {
-        store_real(slot, p, HOW_DLSYM);
+        resolve_store(slot, p, HOW_DLSYM);
         return resolve_reals[slot];
     }
     if ((p = scan_loaded(name)) != NULL) {
-        store_real(slot, p, HOW_SCAN);
+        resolve_store(slot, p, HOW_SCAN);
         return resolve_reals[slot];
     }
     __atomic_store_n(&missed_at[slot], loads, __ATOMIC_RELAXED);
     return NULL;
-}
-
-/* ---- substitution ---- */
-
-DLSYM_PATH static int slot_by_name(const char *name)
-{
-    for (int i = 0; i < SLOT_WRAPPED_END; i++)
-        if (strcmp(slots[i].name, name) == 0)
-            return i;
-    return -1;
-}
-
-DLSYM_PATH void *resolve_dlsym_substitute(void *handle, const char *name)
-{
-    if (__atomic_load_n(&resolve_real_dlsym, __ATOMIC_ACQUIRE) == NULL)
-        init_real_dlsym();
-    if (handle == RTLD_NEXT || handle == RTLD_DEFAULT || name == NULL ||
-        name[0] != 'c' || name[1] != 'u' || config.disabled)
-        return NULL; /* the real dlsym answers, on the caller's behalf */
-    int slot = slot_by_name(name);
-    if (slot < 0)
-        return NULL;
-    void *p = real_dlsym(handle, name);
-    if (p == NULL || p == slots[slot].wrapper)
-        return p;
-    store_real(slot, p, HOW_DLSYM);
-    if (slot < SLOT_DRIVER_END &&
-        __atomic_exchange_n(&libcuda_handle, handle, __ATOMIC_ACQ_REL) != handle)
-        forget_misses();
-    LOG(LOG_DEBUG, "dlsym(%p, \"%s\") -> cumemtrace wrapper", handle, name);
-    return slots[slot].wrapper;
-}
-
-void *resolve_substitute_proc(const char *symbol, void *fn, int version,
-                              unsigned long long flags, enum resolve_how h)
-{
-    if (symbol == NULL || fn == NULL || symbol[0] != 'c' || symbol[1] != 'u' ||
-        config.disabled || is_wrapper(fn))
-        return fn;
-    bool ptds = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
-    int best = -1;
-    long best_rank = -1;
-    for (int i = 0; i < SLOT_DRIVER_END; i++) {
-        const struct slot_info *s = &slots[i];
-        if (strcmp(s->base, symbol) != 0)
-            continue;
-        if (resolve_reals[i] == fn) { /* known by identity: exact */
-            best = i;
-            break;
-        }
-        if (s->version > version || (s->ptsz && !ptds))
-            continue;
-        long rank = (long)s->ptsz * 1000000 + s->version;
-        if (rank > best_rank) {
-            best_rank = rank;
-            best = i;
-        }
-    }
-    if (best < 0)
-        return fn;
-    store_real(best, fn, h);
-    LOG(LOG_DEBUG, "%s(\"%s\", version %d, flags %llu) -> wrapper %s",
-        how_names[h], symbol, version, flags, slots[best].name);
-    return slots[best].wrapper;
 }
 
 void resolve_log_summary(void)
@@ -394,5 +336,5 @@ void resolve_log_summary(void)
     for (int i = 0; i < SLOT_WRAPPED_END; i++)
         if (how[i] != HOW_NONE)
             log_msg(LOG_DEBUG, "wrapped %s: real function by %s", slots[i].name,
-                    how_names[how[i]]);
+                    resolve_how_names[how[i]]);
 }

@@ -2,6 +2,7 @@
 #ifndef CUMEMTRACE_RESOLVE_H
 #define CUMEMTRACE_RESOLVE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* The wrapped entry points are exported (exports.map lists them); everything
@@ -50,6 +51,15 @@ enum resolve_how {
 
 #define PFN(sym) __typeof__(&sym)
 
+/* ThreadSanitizer's runtime calls dlsym - ours - while it initialises,
+ * before it can take the function-entry callbacks instrumented code makes:
+ * the dlsym path must not be instrumented. */
+#if defined(__clang__)
+#define DLSYM_PATH __attribute__((disable_sanitizer_instrumentation))
+#else
+#define DLSYM_PATH __attribute__((no_sanitize("thread")))
+#endif
+
 extern void *resolve_reals[SLOT_COUNT];
 
 /* Returns the real function of a slot, resolving it on first use; NULL when
@@ -74,18 +84,39 @@ const char *resolve_name(unsigned slot);
 
 /* Post-processes a driver look-up that returned `fn` for (symbol, version,
  * flags): returns our wrapper for that exact ABI variant (remembering `fn` as
- * its real function), or `fn` unchanged when the symbol is not ours. */
+ * its real function), or `fn` unchanged when the symbol is not ours
+ * (hooks_lookup.c, which holds the wrappers). */
 void *resolve_substitute_proc(const char *symbol, void *fn, int version,
                               unsigned long long flags, enum resolve_how how);
 
 /* Logs, at debug level, how every wrapped entry point was resolved. */
 void resolve_log_summary(void);
 
-/* Called from the dlsym trampoline (dlsym_*.S): our wrapper for (handle,
- * name), or NULL to let the real dlsym answer on the caller's behalf. */
+/* Called from the dlsym trampoline (dlsym_trampoline.S): our wrapper for
+ * (handle, name), or NULL to let the real dlsym answer on the caller's
+ * behalf (hooks_lookup.c). */
 void *resolve_dlsym_substitute(void *handle, const char *name);
 
-/* The real dlsym, for the trampoline's tail jump and for our own look-ups. */
+/* The real dlsym, for the trampoline's tail jump; NULL until
+ * resolve_dlsym_init ran (idempotent). */
 extern void *(*resolve_real_dlsym)(void *, const char *);
+void resolve_dlsym_init(void);
+/* The real dlsym(handle, name), for our own look-ups: the library's code
+ * calls this, never `dlsym` (our override), so that nothing below the
+ * wrappers calls up into them.  NULL when there is no real dlsym. */
+void *resolve_dlsym(void *handle, const char *name);
+
+/* ---- for hooks_lookup.c ---- */
+/* True when p lies in this library's image (our wrappers, never a real
+ * function).  Async-signal-safe: two compares. */
+bool resolve_is_ours(const void *p);
+/* Publishes `fn` as the real function of `slot` unless one is known (or
+ * fn is NULL or ours), remembering how it was found. */
+void resolve_store(int slot, void *fn, enum resolve_how how);
+/* The application used `handle` for a driver symbol: looked at for later
+ * look-ups, and every earlier miss deserves another look. */
+void resolve_note_libcuda(void *handle);
+/* What resolve_how's values are called in debug logs. */
+extern const char *const resolve_how_names[];
 
 #endif

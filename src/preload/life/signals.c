@@ -144,9 +144,7 @@ void signals_serve(void)
 
 static void *lookup(const char *name)
 {
-    if (resolve_real_dlsym == NULL)
-        (void)resolve_dlsym_substitute(RTLD_DEFAULT, name);
-    return resolve_real_dlsym != NULL ? resolve_real_dlsym(RTLD_DEFAULT, name) : NULL;
+    return resolve_dlsym(RTLD_DEFAULT, name);
 }
 
 static void python_exit_hook(void)

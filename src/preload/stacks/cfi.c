@@ -31,6 +31,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "resolve.h"
+
 #if defined(__x86_64__)
 
 typedef int (*find_object_fn)(void *, struct dl_find_object *);
@@ -43,7 +45,7 @@ bool cfi_init(void)
 {
     /* dlsym, not a link-time reference: the library must still load on a
      * glibc older than 2.35 (there the walk always defers to libunwind) */
-    *(void **)&find_object = dlsym(RTLD_DEFAULT, "_dl_find_object");
+    *(void **)&find_object = resolve_dlsym(RTLD_DEFAULT, "_dl_find_object");
     return find_object != NULL;
 }
 

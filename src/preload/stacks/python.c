@@ -114,10 +114,7 @@ static pthread_once_t attach_once = PTHREAD_ONCE_INIT;
 
 static void *lookup(const char *name)
 {
-    if (resolve_real_dlsym == NULL) /* sets it; answers NULL for RTLD_DEFAULT */
-        (void)resolve_dlsym_substitute(RTLD_DEFAULT, name);
-    return resolve_real_dlsym != NULL ? resolve_real_dlsym(RTLD_DEFAULT, name)
-                                      : NULL;
+    return resolve_dlsym(RTLD_DEFAULT, name);
 }
 
 #define LOOKUP(field, name) (*(void **)&pyapi.field = lookup(name))

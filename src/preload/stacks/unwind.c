@@ -52,6 +52,7 @@
 #include "cfi.h"
 #include "log.h"
 #include "record.h"
+#include "resolve.h"
 
 /* libunwind runs a thread-specific-data destructor that takes a mutex after
  * ThreadSanitizer has torn the exiting thread's state down: TSan crashes.
@@ -228,7 +229,7 @@ int unwind_init(void)
 {
     dl_iterate_phdr(find_self, (void *)(uintptr_t)unwind_capture);
 #if defined(__x86_64__)
-    void **stack_end = dlsym(RTLD_DEFAULT, "__libc_stack_end");
+    void **stack_end = resolve_dlsym(RTLD_DEFAULT, "__libc_stack_end");
     if (stack_end != NULL && *stack_end != NULL)
         main_top = ((uintptr_t)*stack_end | 4095) + 1;
     walk_ok = cfi_init();
@@ -238,7 +239,7 @@ int unwind_init(void)
                             : NULL;
     backtrace_fn fn = NULL;
     if (h != NULL) {
-        *(void **)&fn = dlsym(h, "unw_backtrace");
+        *(void **)&fn = resolve_dlsym(h, "unw_backtrace");
 #if defined(__x86_64__) || defined(__aarch64__)
         /* Per-thread caching makes repeated unwinds cheap and lock-free. */
 #if defined(__x86_64__)
@@ -249,8 +250,8 @@ int unwind_init(void)
         const char *space = "_ULaarch64_local_addr_space";
 #endif
         int (*set_policy)(void *, int);
-        *(void **)&set_policy = dlsym(h, policy);
-        void **as = dlsym(h, space);
+        *(void **)&set_policy = resolve_dlsym(h, policy);
+        void **as = resolve_dlsym(h, space);
         if (set_policy != NULL && as != NULL)
             set_policy(*as, 2 /* UNW_CACHE_PER_THREAD */);
 #endif
