@@ -42,6 +42,12 @@
 
 __thread struct hooks_thread hooks_thread __attribute__((tls_model("initial-exec")));
 int hooks_slow = HOOKS_SLOW_INIT | HOOKS_SLOW_UNTOUCHED;
+/* Set by start-up and the first CUDA call (init.c), read by every wrapper:
+ * defined here, with the state the wrappers share, so that reading them
+ * is no call up into start-up. */
+int hooks_ready, hooks_touched;
+volatile int hooks_dump_requested;
+bool hooks_enabled;
 
 /* In flight on this thread: a limit reservation (and, in hooks_thread, a
  * taken free entry). */

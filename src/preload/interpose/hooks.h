@@ -61,6 +61,14 @@ enum {
                                  call (call_state.c) */
 };
 
+/* ---- the wrappers' way up into start-up (init.c) ----
+ * hook_enter below is the one place code under start-up calls up into it,
+ * through these three: start-up on first use (a wrapper called before our
+ * constructor ran - another library's constructor calling CUDA), the first
+ * CUDA call, and a dump a signal asked for, served outside every lock.
+ * What start-up initialises calls nothing else of it
+ * (tests/e2e/test_link_cycles.py, ENTRY). */
+
 /* Runs initialisation if it has not run (pthread_once).  */
 void hooks_init_once(void);
 /* The process's first CUDA call: sets hooks_touched and, once per process

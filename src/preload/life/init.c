@@ -38,10 +38,6 @@
 #include "stream.h"
 #include "unwind.h"
 
-int hooks_ready, hooks_touched;
-volatile int hooks_dump_requested;
-bool hooks_enabled;
-
 static void fast_path_allow(int why)
 {
     __atomic_and_fetch(&hooks_slow, ~why, __ATOMIC_RELEASE);

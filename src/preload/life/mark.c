@@ -39,7 +39,6 @@ static void forget_parent_marks(void)
 __attribute__((visibility("default"))) int cumemtrace_mark_begin(void)
 {
     hooks_init_once();
-    extern bool hooks_enabled;
     if (!hooks_enabled) {
         log_msg(LOG_WARN, "cumemtrace_mark_begin: tracing is disabled "
                           "(CUMEMTRACE_DISABLE is set); no mark set");
