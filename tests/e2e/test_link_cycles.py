@@ -31,10 +31,6 @@ IMPL = re.compile(r'^\s*#\s*include\s+"(\w+)_impl\.h"', re.M)
 # without them.  An entry that no longer closes a loop fails
 # test_known_loops_are_still_loops: drop it then, so the list only shrinks.
 KNOWN = {
-    # the exec wrappers call up into start-up's exec snapshot, the
-    # signal handlers into its exit snapshot
-    ("preload/interpose/hooks_exec", "preload/life/init"),
-    ("preload/life/signals", "preload/life/init"),
     # the per-call state asks the context table, whose wrappers use it
     ("preload/interpose/call_state", "preload/interpose/hooks_context"),
     # the single-file views call the ranks views that call them

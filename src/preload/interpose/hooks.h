@@ -75,18 +75,8 @@ void hooks_init_once(void);
  * tree lineage, says what the settings got wrong and checks where files
  * will go (init.c). */
 void hooks_first_touch(void);
-/* The exec family (hooks_exec.c).  hooks_before_exec writes the snapshot
- * of the image about to be replaced (reason "exec"; not in a vfork child,
- * not when `path` is given and not executable) and stores its name in
- * `written` ("" when none); hooks_exec_failed removes it again, so the exit
- * snapshot is written later instead.  Both keep errno. */
+/* The exec family (hooks_exec.c): looks up the real exec functions. */
 void hooks_exec_init(void);
-void hooks_before_exec(const char *path, char *written, size_t n);
-void hooks_exec_failed(const char *written);
-/* The exit snapshot: from our atexit handler (python=false), or from a
- * Python host's Py_AtExit (python=true), which runs where an interrupted
- * interpreter re-raises SIGINT and no atexit handler follows. */
-void hooks_write_exit_snapshot(bool python);
 /* Writes the snapshot a signal asked for (called outside every lock). */
 void hooks_service_dump_request(void);
 /* Per-thread state (call_state.c): the key whose destructor runs when a

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ending.h"
 #include "hooks.h"
 
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);

@@ -1,13 +1,15 @@
-/* init.c - start-up, exit snapshot, fork handling and the public API.
+/* init.c - start-up, the first CUDA call, fork handling and the public
+ * API's dump.
  *
  * Start-up runs once (pthread_once): from our constructor, or from the first
  * wrapper if another library's constructor calls CUDA before ours ran.  It
  * holds the re-entry guard, so CUDA calls made while we initialise are passed
- * through untraced.
+ * through untraced.  It sits above everything it starts: the wrappers reach
+ * it only through hook_enter (hooks.h), and nothing it initialises calls
+ * back into it (tests/e2e/test_link_cycles.py).
  *
  * Exit: an atexit handler registered at start-up writes the exit snapshot
- * from our tables only - it never calls CUDA, whose own exit handlers may
- * already have torn the driver down.  A process that never called a wrapper
+ * (ending.c) from our tables only.  A process that never called a wrapper
  * writes nothing (DataLoader workers, shell wrappers).
  *
  * Fork: the tracker lock is taken across fork() and the child starts with
@@ -19,12 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "allocator_segments.h"
 #include "background.h"
 #include "clock.h"
 #include "config.h"
+#include "ending.h"
 #include "cumemtrace.h"
 #include "hooks.h"
 #include "log.h"
@@ -44,7 +46,6 @@ static void fast_path_allow(int why)
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int exit_written;
 /* Not reset in a fork child: it inherits what its parent checked and said. */
 static int first_touch_done;
 
@@ -66,90 +67,15 @@ void hooks_first_touch(void)
     errno = saved;
 }
 
-/* Set when a Python host's finalisation wrote the exit snapshot (see
- * signals.c): the C exit rewrites it only if memory moved since. */
-static char python_exit_path[4200];
-static uint64_t python_exit_events;
-
-void hooks_write_exit_snapshot(bool python)
-{
-    if (!hooks_enabled)
-        return;
-    hooks_depth++;
-    /* The stream is the thread's: touched only while its work is held. */
-    bool held = python ? background_pause() : background_stop();
-    if (__atomic_load_n(&hooks_touched, __ATOMIC_RELAXED)) {
-        if (!__atomic_exchange_n(&exit_written, 1, __ATOMIC_ACQ_REL)) {
-            oom_at_exit(clock_now_ns());
-            int rc;
-            if (python) {
-                rc = snapshot_write("exit", NULL, NULL, python_exit_path,
-                                    sizeof python_exit_path);
-                python_exit_events = record_activity();
-            } else {
-                rc = snapshot_write("exit", NULL, NULL, NULL, 0);
-            }
-            if (held)
-                stream_finish(rc == 0);
-        } else if (!python && python_exit_path[0] != '\0' &&
-                   record_activity() != python_exit_events) {
-            oom_at_exit(clock_now_ns());
-            snapshot_rewrite("exit", python_exit_path);
-        }
-    }
-    if (python && held)
-        background_resume();
-    if (!python)
-        resolve_log_summary();
-    hooks_depth--;
-}
-
-/* The process our tables belong to: a vfork child (no atfork handlers run,
- * our memory shared) has another pid and must write nothing. */
-static pid_t owner_pid;
-static bool exec_paused; /* the background thread waits for the exec */
-
-void hooks_before_exec(const char *path, char *written, size_t n)
-{
-    written[0] = '\0';
-    if (!hooks_enabled || hooks_depth != 0 ||
-        !__atomic_load_n(&hooks_touched, __ATOMIC_RELAXED) || getpid() != owner_pid)
-        return;
-    int saved = errno;
-    /* an exec that cannot succeed (Python's os.execvp tries each PATH entry) */
-    if (path == NULL || access(path, X_OK) == 0) {
-        hooks_depth++;
-        if (!__atomic_exchange_n(&exit_written, 1, __ATOMIC_ACQ_REL)) {
-            oom_at_exit(clock_now_ns());
-            /* a name that filled the buffer may be cut: never removed */
-            if (snapshot_write("exec", NULL, NULL, written, n) != 0 ||
-                strlen(written) + 1 >= n) {
-                written[0] = '\0';
-                __atomic_store_n(&exit_written, 0, __ATOMIC_RELEASE);
-            } else if ((exec_paused = background_pause())) {
-                stream_finish(true); /* the exec snapshot is the record */
-            }
-        }
-        hooks_depth--;
-    }
-    errno = saved;
-}
-
-void hooks_exec_failed(const char *written)
-{
-    if (written[0] == '\0')
-        return;
-    unlink(written); /* the image goes on: its exit snapshot will say more */
-    __atomic_store_n(&exit_written, 0, __ATOMIC_RELEASE);
-    if (exec_paused) {
-        exec_paused = false;
-        background_resume(); /* without its stream, finished at the exec */
-    }
-}
-
 static void at_exit(void)
 {
     hooks_write_exit_snapshot(false);
+}
+
+/* A Python host's Py_AtExit (signals.c registers it). */
+static void at_python_exit(void)
+{
+    hooks_write_exit_snapshot(true);
 }
 
 static void fork_prepare(void)
@@ -178,9 +104,7 @@ static void fork_child(void)
     hooks_touched = 0;
     hooks_dump_requested = 0;
     __atomic_or_fetch(&hooks_slow, HOOKS_SLOW_UNTOUCHED, __ATOMIC_RELAXED);
-    exit_written = 0;
-    owner_pid = getpid();
-    python_exit_path[0] = '\0';
+    ending_atfork_child();
     hooks_depth--;
 }
 
@@ -204,7 +128,7 @@ static void init(void)
 {
     hooks_depth++;
     hooks_exec_init();
-    owner_pid = getpid();
+    ending_init();
     clock_init();
 
     config_load();
@@ -221,7 +145,7 @@ static void init(void)
     output_init();
     unwind_init();
     python_init();
-    signals_init();
+    signals_init(at_python_exit);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atexit(at_exit);
     if (config.dump_signal != 0) {

@@ -147,10 +147,9 @@ static void *lookup(const char *name)
     return resolve_dlsym(RTLD_DEFAULT, name);
 }
 
-static void python_exit_hook(void)
-{
-    hooks_write_exit_snapshot(true);
-}
+/* What a Python host's Py_AtExit runs: the exit snapshot, handed in by
+ * start-up (signals_init), which this file never calls. */
+static void (*python_exit_hook)(void);
 
 /* Looked up at load time, as python.c does: dlsym inside a wrapper could
  * deadlock on the loader lock (python.c, top).  A libpython dlopen()ed
@@ -158,8 +157,9 @@ static void python_exit_hook(void)
 static int (*py_is_initialized)(void);
 static int (*py_at_exit)(void (*)(void));
 
-void signals_init(void)
+void signals_init(void (*at_python_exit)(void))
 {
+    python_exit_hook = at_python_exit;
     *(void **)&py_is_initialized = lookup("Py_IsInitialized");
     *(void **)&py_at_exit = lookup("Py_AtExit");
 }

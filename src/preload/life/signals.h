@@ -5,8 +5,10 @@
 
 #include <stdbool.h>
 
-/* At load time: finds CPython's Py_AtExit, if the host is Python. */
-void signals_init(void);
+/* At load time: finds CPython's Py_AtExit, if the host is Python, and
+ * keeps what it should run there (the exit snapshot; start-up passes it,
+ * so this file calls nothing of start-up's). */
+void signals_init(void (*at_python_exit)(void));
 
 /* At the process's first CUDA call, after background_start: takes over
  * SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGXCPU where their action is still
