@@ -55,7 +55,7 @@ SIMRTA  := $(BUILD)/sim/libcudart_static.a
 SIMNVML := $(BUILD)/sim/libnvidia-ml.so.1
 
 .PHONY: all lib cli sim test test-unit test-e2e test-san demo install uninstall \
-        clean bench fuzz deps check-deps
+        clean bench fuzz deps check-deps wheel
 all: lib cli sim
 TORCHBOOT := $(patsubst src/torchboot/%,$(BUILD)/share/cumemtrace/torchboot/%,$(wildcard src/torchboot/*.py))
 lib: $(LIB) $(TORCHBOOT)
@@ -83,11 +83,17 @@ $(BUILD)/obj/%.o: %.c
 	$(CC) $(CFLAGS_ALL) -I$(BUILD)/gen -MMD -MP -c $< -o $@
 
 # ---- the preloaded library: no DT_NEEDED on libunwind (see src/preload/stacks/unwind.c) ----
+# LIB_RUNPATH=DIR (relative to the library) puts $ORIGIN/DIR in its RUNPATH,
+# where its dlopen of libunwind.so.8 looks before the system's: the binary
+# wheel carries its own copy there (docs/install.md).  Unset by default.
+LIB_RUNPATH ?=
+LIB_RUNPATH_FLAG = $(if $(LIB_RUNPATH),-Wl$(comma)-rpath$(comma)'$$ORIGIN/$(LIB_RUNPATH)')
+comma := ,
 $(LIB): $(PRELOAD_OBJ) src/preload/exports.map
 	@mkdir -p $(dir $@)
 	$(CC) -shared -o $@ $(PRELOAD_OBJ) $(LDFLAGS_ALL) \
 	    -Wl,--version-script=src/preload/exports.map -Wl,-soname,libcumemtrace.so \
-	    -Wl,-z,now -Wl,-z,relro -Wl,-z,nodelete -ldl -lpthread
+	    -Wl,-z,now -Wl,-z,relro -Wl,-z,nodelete -ldl -lpthread $(LIB_RUNPATH_FLAG)
 
 # ---- the PyTorch layer: Python files `cumemtrace run` puts on PYTHONPATH ----
 $(BUILD)/share/cumemtrace/torchboot/%.py: src/torchboot/%.py
@@ -121,7 +127,7 @@ $(BUILD)/obj/gen/profile.pb-c.o: $(BUILD)/gen/profile.pb-c.c
 	$(CC) $(CSTD) $(OPT) $(SANFLAGS) -fPIC -I$(BUILD)/gen -c $< -o $@
 $(BUILD)/obj/src/cli/views/export_pprof.o: $(BUILD)/gen/profile.pb-c.h
 
-# ---- the simulated device (src/simgpu/): never installed ----
+# ---- the simulated device (src/simgpu/): installed privately, loaded only by simgpu ----
 $(BUILD)/gen/cudart_lookups.h: tests/data/cudart-13.0-getprocaddress.tsv
 	@mkdir -p $(dir $@)
 	awk -F'\t' 'BEGIN{print "/* generated from $< - do not edit */"} {printf "{\"%s\", %d, %d},\n", $$1, $$2, $$3}' $< > $@
@@ -157,17 +163,29 @@ $(BUILD)/examples/%: examples/%.c $(SIMRT)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -rdynamic -o $@ $< -L$(BUILD)/sim -lcudart $(LDFLAGS_ALL)
 
-install: lib cli
+# PREFIX/lib/cumemtrace/ is private: the simulated device (src/simgpu) lives
+# there, never on the system library path, and is loaded only by simgpu (or
+# `fit`).
+PRIVATE = $(DESTDIR)$(PREFIX)/lib/cumemtrace
+install: lib cli sim
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libcumemtrace.so
 	install -m 0755 $(CLI) $(DESTDIR)$(PREFIX)/bin/cumemtrace
 	install -m 0644 include/cumemtrace.h $(DESTDIR)$(PREFIX)/include/cumemtrace.h
 	install -d $(DESTDIR)$(PREFIX)/share/cumemtrace/torchboot
 	install -m 0644 src/torchboot/*.py $(DESTDIR)$(PREFIX)/share/cumemtrace/torchboot/
+	install -d $(PRIVATE)/sim
+	install -m 0755 $(BUILD)/sim/*.so.* $(PRIVATE)/sim/   # every versioned library that `sim` built
+	install -m 0755 scripts/simgpu $(DESTDIR)$(PREFIX)/bin/simgpu
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libcumemtrace.so $(DESTDIR)$(PREFIX)/bin/cumemtrace \
-	      $(DESTDIR)$(PREFIX)/include/cumemtrace.h
-	rm -rf $(DESTDIR)$(PREFIX)/share/cumemtrace
+	      $(DESTDIR)$(PREFIX)/include/cumemtrace.h $(DESTDIR)$(PREFIX)/bin/simgpu
+	rm -rf $(DESTDIR)$(PREFIX)/share/cumemtrace $(PRIVATE)
+
+# `make wheel`: the sdist and a binary wheel that carries its libraries
+# (auditwheel repair), in $(BUILD)/dist; `make test-pip` checks both.
+wheel:
+	@scripts/wheel.sh $(BUILD)/dist
 
 check-deps:
 	@scripts/install-deps.sh --check-or-install

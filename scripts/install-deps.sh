@@ -7,6 +7,9 @@
 #   scripts/install-deps.sh --check           only report; exit 1 if missing
 #   scripts/install-deps.sh --ci              also CI-only tools (clang for fuzzing)
 #   scripts/install-deps.sh --bench           also what `make bench` compares with (heaptrack)
+#   scripts/install-deps.sh --build           only what building needs (pip install calls
+#                                             it): one line naming what is missing, exit 1;
+#                                             never installs anything
 set -eu
 
 mode=install
@@ -18,7 +21,8 @@ for arg in "$@"; do
         --check-or-install) mode=install ;;
         --ci) ci=1 ;;
         --bench) bench=1 ;;
-        *) echo "install-deps.sh: unknown option '$arg' (use --check, --ci or --bench)" >&2; exit 2 ;;
+        --build) mode=build ;;
+        *) echo "install-deps.sh: unknown option '$arg' (use --check, --build, --ci or --bench)" >&2; exit 2 ;;
     esac
 done
 
@@ -32,6 +36,23 @@ need() { # need PACKAGE TEST...
 have_header() { printf '#include <%s>\n' "$1" | cc -E -x c - >/dev/null 2>&1; }
 have_lib() { ldconfig -p 2>/dev/null | grep -q "$1"; }
 py=/usr/bin/python3
+
+# Building the library, the CLI and the simulated device (what setup.py runs
+# make for).  libunwind is not among them: the library dlopens
+# libunwind.so.8 at run time and falls back to glibc's backtrace() without it.
+if [ "$mode" = build ]; then
+    need make        command -v make
+    need gcc         command -v "${CC:-cc}"
+    need g++         command -v c++     # libstdc++ for the CLI's demangling
+    need uthash-dev  have_header uthash.h
+    need libdw-dev   have_header elfutils/libdwfl.h
+    need libprotobuf-c-dev have_header protobuf-c/protobuf-c.h
+    need protobuf-c-compiler command -v protoc-c
+    need zlib1g-dev  have_header zlib.h
+    [ -z "$missing" ] && exit 0
+    echo "cumemtrace: cannot build: missing Debian/Ubuntu packages:$missing (install them with: sudo apt-get install$missing)" >&2
+    exit 1
+fi
 
 need make        command -v make
 need gcc         command -v cc

@@ -1,2 +1,3 @@
-"""pytest-cumemtrace: GPU-memory limits for tests (see plugin.py)."""
-__version__ = "0.1.0"
+"""pytest-cumemtrace: GPU-memory limits for tests (see plugin.py).  Ships in
+the cumemtrace package, whose version it carries."""
+from cumemtrace import __version__  # noqa: F401

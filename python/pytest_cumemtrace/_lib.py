@@ -71,12 +71,20 @@ def loaded():
 
 
 def find():
-    """Path of a libcumemtrace.so to preload, or None: $CUMEMTRACE_LIB, else
-    ../lib/libcumemtrace.so or ./libcumemtrace.so beside a `cumemtrace`
-    on PATH (an installed tree or a build directory)."""
+    """Path of a libcumemtrace.so to preload, or None: $CUMEMTRACE_LIB (the
+    override), else the one of this installation (pip install), else
+    ../lib/libcumemtrace.so or ./libcumemtrace.so beside a `cumemtrace` on
+    PATH (an installed prefix or a build directory)."""
     env = os.environ.get("CUMEMTRACE_LIB")
     if env:
         return env if os.path.isfile(env) else None
+    try:
+        from cumemtrace import _native
+    except ImportError:  # the plugin copied on its own
+        _native = None
+    own = _native.library() if _native is not None else None
+    if own:
+        return own
     cli = shutil.which("cumemtrace")
     if cli:
         here = os.path.dirname(os.path.realpath(cli))

@@ -101,8 +101,9 @@ class _State:
         elif path:
             self.why_unchecked = "libcumemtrace.so must be loaded first; run: " + cmd
         else:
-            self.why_unchecked = ("libcumemtrace.so not found (set CUMEMTRACE_LIB or "
-                                  "put `cumemtrace` on PATH); run: " + cmd)
+            self.why_unchecked = ("libcumemtrace.so not found (pip install cumemtrace, "
+                                  "set CUMEMTRACE_LIB or put `cumemtrace` on PATH); run: "
+                                  + cmd)
 
     def _own_command_line(self):
         # Re-executing is only right for the pytest the user started, not

@@ -74,6 +74,7 @@ def tree(tmp_path, stand_in):
 def run(cli, *args, env=None, **kw):
     e = dict(os.environ)
     e.pop("LD_PRELOAD", None)
+    e.pop("CUMEMTRACE_LIB", None)
     e.update(env or {})
     return subprocess.run([str(cli), "run", *args], capture_output=True, text=True, env=e,
                           timeout=60, **kw)
@@ -125,6 +126,25 @@ def test_library_missing(tmp_path):
     assert str(tmp_path / "libcumemtrace.so") in r.stderr
     assert str(tmp_path / ".." / "lib" / "libcumemtrace.so") in r.stderr
     assert r.stderr.count("\n") == 1
+
+
+def test_cumemtrace_lib_overrides_the_one_beside(tree, tmp_path, stand_in):
+    cli, out = tree
+    other = tmp_path / "other" / "libcumemtrace.so"
+    other.parent.mkdir()
+    shutil.copy(stand_in, other)
+    r = run(cli, "sh", "-c", 'echo "$LD_PRELOAD"', env={"CUMEMTRACE_LIB": str(other)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(other.resolve())
+
+
+def test_cumemtrace_lib_missing_is_an_error_not_a_fallback(tree, tmp_path):
+    cli, out = tree  # a library beside the CLI that must not be used instead
+    for bad in (tmp_path / "nowhere.so", tmp_path):
+        r = run(cli, "true", env={"CUMEMTRACE_LIB": str(bad)})
+        assert r.returncode == 2 and r.stdout == "", r.stderr
+        assert f"looked in CUMEMTRACE_LIB={bad} (" in r.stderr
+        assert r.stderr.count("\n") == 1, r.stderr
 
 
 def test_manifest_of_a_process_tree(tree):

@@ -29,7 +29,7 @@
     XX(NOMEM, "out of memory", NULL)                                           \
     XX(NOOOM, "not an OOM post-mortem", "use --at peak or --at live")          \
     XX(NOLIB, "libcumemtrace.so not found",                                    \
-       "install cumemtrace with 'make install' or keep the build tree intact") \
+       "set CUMEMTRACE_LIB, or install cumemtrace (pip or make install)")      \
     XX(EXEC, "cannot run the command", NULL)                                   \
     XX(WRITE, "cannot write output", NULL)
 

@@ -64,9 +64,20 @@ static void forward(int sig, siginfo_t *info, void *uctx)
 }
 
 /* Fills lib with the library's absolute path; on failure fills looked with
- * the places tried. */
+ * the places tried.  $CUMEMTRACE_LIB, when set, is the only place: a user
+ * who names a library wants that one or an error, not a silent fallback. */
 static int find_library(char *lib, size_t n, char *looked, size_t ln)
 {
+    const char *env = getenv("CUMEMTRACE_LIB");
+    if (env != NULL && env[0] != '\0') {
+        struct stat st;
+        if (stat(env, &st) == 0 && S_ISREG(st.st_mode) && access(env, R_OK) == 0 &&
+            realpath(env, lib) != NULL && strlen(lib) < n)
+            return 0;
+        snprintf(looked, ln, "CUMEMTRACE_LIB=%s (%s)", env,
+                 access(env, F_OK) != 0 ? strerror(errno) : "not a readable file");
+        return -1;
+    }
     char exe[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (len <= 0) {
@@ -381,8 +392,8 @@ static const char usage[] =
     "usage: cumemtrace run [--output PATTERN [--force]] [--limit SIZE] [--depth N]\n"
     "                      [--] COMMAND [ARGS...]\n"
     "\n"
-    "Runs COMMAND with libcumemtrace.so preloaded (found next to this program\n"
-    "or in ../lib/), waits for it, prints the snapshot files that it and its\n"
+    "Runs COMMAND with libcumemtrace.so preloaded ($CUMEMTRACE_LIB, else the\n"
+    "one next to this program or in ../lib/), waits for it, prints the snapshot files that it and its\n"
     "child processes wrote (on stderr), and exits with its status.  SIGINT,\n"
     "SIGTERM, SIGHUP and SIGQUIT sent to cumemtrace are passed on.\n"
     "\n"
