@@ -217,6 +217,8 @@ def test_wheel_carries_its_libraries(venv):
 def test_missing_build_dependency_is_one_line(tmp_path):
     """A C compiler on PATH that cannot find zlib.h: pip stops before make,
     with the one line naming zlib1g-dev."""
+    if not TORCH_PYTHON:
+        pytest.fail("CUMEMTRACE_TORCH_PYTHON is not set: run this suite with `make test-pip`")
     fake = tmp_path / "bin"
     fake.mkdir()
     real_cc = shutil.which("cc")
@@ -228,9 +230,11 @@ def test_missing_build_dependency_is_one_line(tmp_path):
     (fake / "cc").chmod(0o755)
     env = {"PATH": f"{fake}:/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8",
            "TMPDIR": str(tmp_path)}
-    p = run(["/usr/bin/python3", "-m", "pip", "install", "--no-cache-dir",
-             "--disable-pip-version-check", "--target", tmp_path / "target",
-             artifact("sdist")], env, tmp_path)
+    base = run([TORCH_PYTHON, "-c", "import sys; print(sys._base_executable)"],
+               dict(os.environ), tmp_path).stdout.strip()
+    assert run([base, "-m", "venv", tmp_path / "venv"], env, tmp_path).returncode == 0
+    p = run([tmp_path / "venv" / "bin" / "python", "-m", "pip", "install", "--no-cache-dir",
+             "--disable-pip-version-check", artifact("sdist")], env, tmp_path)
     text = p.stdout + p.stderr
     assert p.returncode != 0, text
     expected = ("cumemtrace: cannot build: missing Debian/Ubuntu packages: zlib1g-dev "
