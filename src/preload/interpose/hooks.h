@@ -142,13 +142,13 @@ static inline int hooks_device(int layer)
     return hooks_device_fill(layer);
 }
 
-/* The created context (hooks_context.c) current on this thread, as the
+/* The created context (hooks_context_owner.c) current on this thread, as the
  * tracker numbers it (record_alloc.ctx): 0 for a primary context.  Costs two
  * atomic loads while the process has no created context.  Called after each
  * successful allocation (the first one also arms the exit guard). */
 unsigned hooks_context_owner(void);
 /* Set once the exit guard is armed and while no created context lives: the
- * owner is then 0 without a call (hooks_context.c keeps it). */
+ * owner is then 0 without a call (hooks_context_owner.c keeps it). */
 extern int hooks_context_plain;
 static inline unsigned hooks_context_owner_fast(void)
 {
@@ -158,6 +158,14 @@ static inline unsigned hooks_context_owner_fast(void)
 }
 /* fork(): the child owns none of the parent's contexts (and no lock). */
 void hooks_context_atfork_child(void);
+/* The table behind hooks_context_owner (hooks_context_owner.c), for the
+ * context wrappers: a created context and its device; its number (0: not
+ * ours) and device; forgetting number n (after its memory was); and
+ * whether the process is exiting (a context's end then forgets nothing). */
+void hooks_context_add(CUcontext ctx, int device);
+unsigned hooks_context_find(CUcontext ctx, int *device);
+void hooks_context_remove(unsigned n);
+bool hooks_context_exiting(void);
 
 /* What the calling thread is doing, for telling a nested call from a signal
  * handler's new one (call_state.c, "Signal handlers"). */

@@ -26,11 +26,8 @@
  * then) we register a handler of our own, which therefore runs before the
  * runtime's, and from then on a context's end forgets nothing.
  *
- * Owners: an allocation belongs to the context current when it was made.
- * Processes that never call cuCtxCreate (every framework uses primary
- * contexts) pay nothing for that: owner 0 means "the primary context of its
- * device".  Created contexts get a number from `created` below, and while any
- * is alive each allocation asks the driver for the current context.
+ * Owners: an allocation belongs to the context current when it was made;
+ * the table of created contexts that tells it is hooks_context_owner.c's.
  *
  * Limitations: the last release is recognised by asking the driver, right
  * after it, whether the primary context is still active; a retain by another
@@ -45,25 +42,13 @@
 #include "log.h"
 #include "units.h"
 
-#include <pthread.h>
-#include <stdlib.h>
-#include <string.h>
-
 #define NO_DRIVER CUDA_ERROR_NOT_INITIALIZED
 #define NO_RUNTIME cudaErrorInsufficientDriver
-
-static int exit_mark_registered;
-static int exiting; /* set by mark_exiting: the process is ending */
-
-static void mark_exiting(void)
-{
-    __atomic_store_n(&exiting, 1, __ATOMIC_RELAXED);
-}
 
 /* The driver destroyed context `ctx` (0: the primary context of `device`). */
 static void destroyed(int device, unsigned ctx, const char *why)
 {
-    if (__atomic_load_n(&exiting, __ATOMIC_RELAXED))
+    if (hooks_context_exiting())
         return; /* a teardown at exit: the memory stays reported as held */
     uint64_t bytes = record_drop_context(device, ctx, clock_now_ns());
     if (bytes != 0) {
@@ -73,80 +58,11 @@ static void destroyed(int device, unsigned ctx, const char *why)
     }
 }
 
-/* ---- created contexts: slot n-1 holds context n ---- */
-
-static struct {
-    CUcontext ctx;
-    int device;
-} created[RECORD_MAX_CONTEXTS];
-static pthread_mutex_t created_lock = PTHREAD_MUTEX_INITIALIZER;
-static int ncreated; /* live created contexts; atomic reads on the hot path */
-int hooks_context_plain; /* exit guard armed and ncreated == 0 (hooks.h) */
-
-/* After the exit guard is armed or ncreated changed (under created_lock,
- * or once, from the first allocation). */
-static void update_plain(void)
-{
-    __atomic_store_n(&hooks_context_plain,
-                     __atomic_load_n(&exit_mark_registered, __ATOMIC_RELAXED) &&
-                         __atomic_load_n(&ncreated, __ATOMIC_RELAXED) == 0,
-                     __ATOMIC_RELAXED);
-}
-
-/* Under created_lock: the number of ctx, 0 when not ours. */
-static unsigned created_find(CUcontext ctx)
-{
-    for (unsigned i = 0; i < RECORD_MAX_CONTEXTS; i++)
-        if (created[i].ctx == ctx)
-            return i + 1;
-    return 0;
-}
-
-unsigned hooks_context_owner(void)
-{
-    if (__builtin_expect(!__atomic_load_n(&exit_mark_registered, __ATOMIC_RELAXED), 0) &&
-        !__atomic_exchange_n(&exit_mark_registered, 1, __ATOMIC_ACQ_REL)) {
-        atexit(mark_exiting);
-        pthread_mutex_lock(&created_lock);
-        update_plain();
-        pthread_mutex_unlock(&created_lock);
-    }
-    if (__builtin_expect(__atomic_load_n(&ncreated, __ATOMIC_RELAXED) == 0, 1))
-        return 0;
-    PFN(cuCtxGetCurrent) get = REAL(cuCtxGetCurrent);
-    CUcontext ctx = NULL;
-    if (get == NULL || get(&ctx) != CUDA_SUCCESS || ctx == NULL)
-        return 0;
-    pthread_mutex_lock(&created_lock);
-    unsigned n = created_find(ctx);
-    pthread_mutex_unlock(&created_lock);
-    return n;
-}
-
-void hooks_context_atfork_child(void)
-{
-    memset(created, 0, sizeof created);
-    ncreated = 0;
-    pthread_mutex_init(&created_lock, NULL);
-    update_plain();
-}
-
 static CUresult after_create(CUresult r, CUcontext *pctx, CUdevice dev)
 {
     hooks_device_changed(false); /* the new context is current now */
-    if (hook_enter() && r == CUDA_SUCCESS && pctx != NULL && *pctx != NULL) {
-        pthread_mutex_lock(&created_lock);
-        unsigned n = created_find(*pctx); /* a reused address: the old one is gone */
-        if (n == 0 && (n = created_find(NULL)) != 0) {
-            __atomic_add_fetch(&ncreated, 1, __ATOMIC_RELAXED);
-            update_plain();
-        }
-        if (n != 0) {
-            created[n - 1].ctx = *pctx;
-            created[n - 1].device = dev;
-        }
-        pthread_mutex_unlock(&created_lock);
-    }
+    if (hook_enter() && r == CUDA_SUCCESS && pctx != NULL && *pctx != NULL)
+        hooks_context_add(*pctx, dev);
     hook_leave();
     return r;
 }
@@ -182,18 +98,12 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
     CUresult r = real(ctx);
     hooks_device_changed(true); /* it may have been current anywhere */
     if (hook_enter() && r == CUDA_SUCCESS && ctx != NULL) {
-        pthread_mutex_lock(&created_lock);
-        unsigned n = created_find(ctx);
-        int dev = n ? created[n - 1].device : 0;
-        pthread_mutex_unlock(&created_lock);
+        int dev = 0;
+        unsigned n = hooks_context_find(ctx, &dev);
         if (n != 0) {
             /* forget its memory before the number can be handed out again */
             destroyed(dev, n, "cuCtxDestroy");
-            pthread_mutex_lock(&created_lock);
-            created[n - 1].ctx = NULL;
-            __atomic_sub_fetch(&ncreated, 1, __ATOMIC_RELAXED);
-            update_plain();
-            pthread_mutex_unlock(&created_lock);
+            hooks_context_remove(n);
         }
     }
     hook_leave();
