@@ -163,10 +163,11 @@ $(BUILD)/examples/%: examples/%.c $(SIMRT)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -rdynamic -o $@ $< -L$(BUILD)/sim -lcudart $(LDFLAGS_ALL)
 
-# PREFIX/lib/cumemtrace/ is private: the simulated device (src/simgpu) lives
-# there, never on the system library path, and is loaded only by simgpu (or
-# `fit`).
+# PREFIX/lib/cumemtrace/ is private: the simulated GPU (src/simgpu) goes to
+# its simgpu/ (the script, and its libraries in sim/), never on the system
+# library path; nothing loads them unless simgpu (or `fit`) is run.
 PRIVATE = $(DESTDIR)$(PREFIX)/lib/cumemtrace
+SIMGPU_DIR = $(PRIVATE)/simgpu
 install: lib cli sim
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libcumemtrace.so
@@ -174,12 +175,12 @@ install: lib cli sim
 	install -m 0644 include/cumemtrace.h $(DESTDIR)$(PREFIX)/include/cumemtrace.h
 	install -d $(DESTDIR)$(PREFIX)/share/cumemtrace/torchboot
 	install -m 0644 src/torchboot/*.py $(DESTDIR)$(PREFIX)/share/cumemtrace/torchboot/
-	install -d $(PRIVATE)/sim
-	install -m 0755 $(BUILD)/sim/*.so.* $(PRIVATE)/sim/   # every versioned library that `sim` built
-	install -m 0755 scripts/simgpu $(DESTDIR)$(PREFIX)/bin/simgpu
+	install -d $(SIMGPU_DIR)/sim
+	install -m 0755 scripts/simgpu $(SIMGPU_DIR)/simgpu
+	install -m 0755 $(BUILD)/sim/*.so.* $(SIMGPU_DIR)/sim/   # every versioned library `sim` built
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libcumemtrace.so $(DESTDIR)$(PREFIX)/bin/cumemtrace \
-	      $(DESTDIR)$(PREFIX)/include/cumemtrace.h $(DESTDIR)$(PREFIX)/bin/simgpu
+	      $(DESTDIR)$(PREFIX)/include/cumemtrace.h
 	rm -rf $(DESTDIR)$(PREFIX)/share/cumemtrace $(PRIVATE)
 
 # `make wheel`: the sdist and a binary wheel that carries its libraries

@@ -35,8 +35,9 @@ def source_version():
     return ".".join(m.group(1) for m in parts) if all(parts) else "unknown"
 
 
-def _exec(name):
-    exe = os.path.join(prefix(), "bin", name)
+def _exec(*path):
+    exe = os.path.join(prefix(), *path)
+    name = path[-1]
     if not os.access(exe, os.X_OK):
         sys.stderr.write(f"cumemtrace: {exe} is missing: this installation has no native "
                          "files (reinstall with 'pip install --force-reinstall cumemtrace')\n")
@@ -50,9 +51,10 @@ def _exec(name):
 
 def main():
     """The `cumemtrace` command and `python -m cumemtrace`."""
-    return _exec("cumemtrace")
+    return _exec("bin", "cumemtrace")
 
 
 def simgpu():
-    """The `simgpu` command: a command on the simulated GPU."""
-    return _exec("simgpu")
+    """The `simgpu` command: a command on the simulated GPU (make install
+    keeps it in the private lib/cumemtrace/simgpu/, beside its libraries)."""
+    return _exec("lib", "cumemtrace", "simgpu", "simgpu")

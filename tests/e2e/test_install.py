@@ -2,8 +2,8 @@
 is such a prefix inside site-packages, docs/install.md): the installed
 `cumemtrace run` preloads the installed library and puts the installed
 PyTorch bootstrap on PYTHONPATH, the installed `simgpu` runs a program on
-the installed simulated device (PREFIX/lib/cumemtrace/sim, not the build
-tree's), and `make uninstall` removes every file it installed."""
+the installed simulated device (PREFIX/lib/cumemtrace/simgpu/sim, not the
+build tree's), and `make uninstall` removes every file it installed."""
 import json
 import os
 import subprocess
@@ -34,13 +34,14 @@ def installed_env():
 
 def test_installed_prefix_runs_on_its_own(tmp_path):
     root = make("install", tmp_path / "dest")
-    for f in ("bin/cumemtrace", "bin/simgpu", "lib/libcumemtrace.so", "include/cumemtrace.h",
-              "share/cumemtrace/torchboot/sitecustomize.py",
-              "lib/cumemtrace/sim/libcuda.so.1", "lib/cumemtrace/sim/libcudart.so.13",
-              "lib/cumemtrace/sim/libnvidia-ml.so.1"):
+    simgpu = root / "lib" / "cumemtrace" / "simgpu"
+    for f in ("bin/cumemtrace", "lib/libcumemtrace.so", "include/cumemtrace.h",
+              "share/cumemtrace/torchboot/sitecustomize.py", "lib/cumemtrace/simgpu/simgpu",
+              "lib/cumemtrace/simgpu/sim/libcuda.so.1", "lib/cumemtrace/simgpu/sim/libcudart.so.13",
+              "lib/cumemtrace/simgpu/sim/libnvidia-ml.so.1"):
         assert (root / f).is_file(), f
 
-    sim = [str(root / "bin" / "simgpu"), "--"]
+    sim = [str(simgpu / "simgpu"), "--"]
     run = [str(root / "bin" / "cumemtrace"), "run"]
     p = subprocess.run(sim + run + ["--", "sh", "-c", 'echo "$LD_PRELOAD|$PYTHONPATH"'],
                        capture_output=True, text=True, env=installed_env(), timeout=60)
@@ -48,7 +49,7 @@ def test_installed_prefix_runs_on_its_own(tmp_path):
     preload, pythonpath = p.stdout.strip().split("|")
     entries = preload.replace(" ", ":").split(":")
     assert str(root / "lib" / "libcumemtrace.so") in entries, preload
-    assert str(root / "lib" / "cumemtrace" / "sim" / "libcudart.so.13") in entries, preload
+    assert str(simgpu / "sim" / "libcudart.so.13") in entries, preload
     assert pythonpath.split(":")[0] == str(root / "share" / "cumemtrace" / "torchboot")
 
     out = tmp_path / "out"
