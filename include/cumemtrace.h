@@ -169,6 +169,39 @@ int cumemtrace_allocator_segments(int device, int64_t tag,
                                   const struct cumemtrace_allocator_segment *segments,
                                   uint32_t nsegments);
 
+/* ---- phases: the program's own ranges (NVTX, PyTorch, yours) ----
+ *
+ * A phase is a named range a thread opens and closes; ranges nest, and
+ * every allocation the thread makes meanwhile carries the innermost one
+ * (and through it the path of enclosing ranges, e.g. "validation/step
+ * 1200"): `cumemtrace report --by range` shows the peak's live bytes per
+ * range, the timeline draws the ranges.  NVTX ranges arrive by themselves
+ * (NVTX_INJECTION64_PATH, set by `cumemtrace run`) with source "nvtx";
+ * these two calls push and pop a phase of any other source - "torch" for
+ * PyTorch's forward/backward/optimizer phases.  Each source keeps its own
+ * nesting on a thread: a pop closes the innermost open phase of `source`.
+ * Callable through ctypes (char pointers, int results):
+ *
+ *     lib = ctypes.CDLL(None)   # the preloaded library
+ *     lib.cumemtrace_phase_push(b"torch", b"forward")
+ *     ...
+ *     lib.cumemtrace_phase_pop(b"torch")
+ *
+ * `source` NULL or "" means "api".  Names longer than 127 bytes are cut;
+ * past 16384 distinct paths new ones count under one overflow phase
+ * (docs/snapshot-format.md, "phases").  Thread-safe; no lock on the
+ * allocation path, and none shared with it here. */
+
+/* Opens phase `name` of `source` on the calling thread.  Returns its
+ * 0-based nesting level among the thread's open phases, or -1 when the
+ * thread's state cannot be allocated. */
+int cumemtrace_phase_push(const char *source, const char *name);
+
+/* Closes the calling thread's innermost open phase of `source`.  Returns
+ * the level it had, or -1 when none of `source` is open (an unbalanced
+ * pop, counted in the snapshot). */
+int cumemtrace_phase_pop(const char *source);
+
 /* The library's version, "MAJOR.MINOR.PATCH". */
 const char *cumemtrace_version(void);
 

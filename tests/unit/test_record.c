@@ -22,7 +22,7 @@ static struct record_stack *stack_n(unsigned n)
 static void alloc(uintptr_t addr, uint64_t size, enum record_kind kind,
                   int dev, struct record_stack *st, int64_t t)
 {
-    struct record_alloc a = {addr, size, size, kind, dev, false, 0};
+    struct record_alloc a = {addr, size, size, kind, dev, false, 0, 0};
     record_alloc(&a, st, t);
 }
 
@@ -239,9 +239,9 @@ static void context_destroy_forgets_what_it_owned(void **state)
     alloc(0x5d000, 400, KIND_ASYNC, 5, s, 4);
     alloc(0x6a000, 500, KIND_DEVICE, 6, s, 5);
     alloc(0x6c000, 600, KIND_HOST_PINNED, 6, s, 6);  /* GPU 6's context */
-    struct record_alloc in_created = {0x5e000, 700, 700, KIND_DEVICE, 5, false, 3};
+    struct record_alloc in_created = {0x5e000, 700, 700, KIND_DEVICE, 5, false, 3, 0};
     record_alloc(&in_created, s, 7);
-    struct record_alloc h = {0x5f, 800, 800, KIND_VMM, 5, true, 0};
+    struct record_alloc h = {0x5f, 800, 800, KIND_VMM, 5, true, 0, 0};
     record_alloc(&h, s, 8);
     assert_int_equal(record_current(5), 100 + 200 + 400 + 700 + 800);
     assert_int_equal(record_drop_context(5, 0, 9), 100 + 200 + 300);
@@ -278,7 +278,7 @@ static void failed_free_puts_the_entry_back(void **state)
 static void vmm_handle_freed_at_last_release(void **state)
 {
     (void)state;
-    struct record_alloc a = {0x77, 2u << 20, 2u << 20, KIND_VMM, 2, true, 0};
+    struct record_alloc a = {0x77, 2u << 20, 2u << 20, KIND_VMM, 2, true, 0, 0};
     record_alloc(&a, stack_n(3), 1);
     record_vmm_reserve(2, 0x900000000, 8u << 20);
     record_vmm_map(0x900000000, 2u << 20, 0x77);
@@ -409,7 +409,7 @@ static void *worker_run(void *arg)
         uint64_t size = (uint64_t)((r >> 12) % 1000 + 1) * 512;
         uintptr_t addr = w->next_addr;
         w->next_addr += 0x1000;
-        struct record_alloc a = {addr, size, size, KIND_DEVICE, 3, false, 0};
+        struct record_alloc a = {addr, size, size, KIND_DEVICE, 3, false, 0, 0};
         if ((r >> 24) & 1) {
             void *frames[2] = {(void *)(uintptr_t)(0x1000 + 200 + sn), (void *)0x2000};
             record_alloc_at(&a, 1, frames, 2, op);

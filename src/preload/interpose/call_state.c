@@ -37,6 +37,7 @@
 #include "clock.h"
 #include "config.h"
 #include "oom.h"
+#include "phases.h"
 #include "python.h"
 #include "unwind.h"
 
@@ -257,7 +258,7 @@ static inline __attribute__((always_inline)) void alloc_done(unsigned slot, enum
         if (kind == KIND_HOST_PINNED) /* owned by the context that made it */
             dev = runtime ? hooks_runtime_device() : hooks_driver_device();
         struct record_alloc a = {addr, size, requested, kind, dev,
-                                 is_handle, (uint16_t)hooks_context_owner_fast()};
+                                 is_handle, (uint16_t)hooks_context_owner_fast(), phase_now()};
         void *frames[RECORD_MAX_DEPTH];
         unsigned n = capture_frames(frames, frame);
         record_alloc_at(&a, slot, frames, n, clock_now_ns());

@@ -33,6 +33,7 @@
 #include "oom.h"
 #include "output.h"
 #include "periodic.h"
+#include "phases.h"
 #include "python.h"
 #include "record.h"
 #include "signals.h"
@@ -82,12 +83,14 @@ static void fork_prepare(void)
 {
     hooks_depth++; /* a signal now waits for the fork, not in the handler */
     background_atfork_prepare();
+    phase_atfork_prepare();
     record_atfork_prepare();
 }
 
 static void fork_parent(void)
 {
     record_atfork_parent();
+    phase_atfork_parent();
     background_atfork_parent();
     hooks_depth--;
 }
@@ -95,6 +98,7 @@ static void fork_parent(void)
 static void fork_child(void)
 {
     record_atfork_child();
+    phase_atfork_child();
     background_atfork_child();
     oom_atfork_child();
     allocator_segments_atfork_child();

@@ -49,6 +49,7 @@
 #include "log.h"
 #include "oom_ledger.h"
 #include "output.h"
+#include "phases.h"
 #include "resolve.h"
 #include "snapshot_write.h"
 #include "units.h"
@@ -286,6 +287,7 @@ void oom_on_failure(unsigned slot, enum record_kind kind, int device,
         o->tid = (uint32_t)syscall(SYS_gettid);
         o->time_ns = now;
         o->stack = stack ? stack->id : 0;
+        o->phase = phase_now();
         o->open = true;
         o->chain = oom_ledger_new_chain();
     }
@@ -340,6 +342,7 @@ static void on_allocator(int device, const struct allocator_facts *f, int64_t no
         o->kind = KIND_DEVICE;
         o->device = device;
         o->tid = (uint32_t)syscall(SYS_gettid);
+        o->phase = phase_now();
         o->time_ns = now;
         o->by_allocator = true;
         o->attempts = 1; /* the allocator's own failed attempt */

@@ -21,6 +21,7 @@ struct oom_info {
     uint32_t tid;
     int64_t time_ns;
     uint32_t stack;          /* stack id */
+    uint32_t phase;          /* the failing thread's phase (phases.h), 0 none */
     int64_t free_bytes, total_bytes; /* real cuMemGetInfo; -1 unknown */
     uint64_t limit;          /* CUMEMTRACE_LIMIT in force, 0 none */
     uint64_t tracked;        /* this process on that device */

@@ -32,7 +32,8 @@
  * is done before the lock is taken: stack capture and hashing; this
  * thread's cache of the stacks (and their sites) it allocated from -
  * stacks are immutable once published and a site's pool and kind never
- * change, so a hit needs no lock, and dumps read frames without it; the
+ * change, so a hit needs no lock, and dumps read frames without it (a
+ * site is also keyed by the thread's phase: one compare more); the
  * entry, from a per-thread free list, filled in full but for its site; the
  * time, read by the caller and only clamped under the lock
  * (event_log_stamp).  Under the lock, per event: one probe of an
@@ -434,11 +435,12 @@ HOT void alloc_locked(const struct record_alloc *a, struct site *s,
  * and its site for (pool, kind), both remembered in cache slot `c`. */
 COLD struct site *site_miss_locked(struct stack_slot *c, struct record_stack *st,
                                    uint64_t h, unsigned entry, void *const *frames,
-                                   unsigned depth, uint32_t pool, enum record_kind kind)
+                                   unsigned depth, uint32_t pool, enum record_kind kind,
+                                   uint32_t phase)
 {
     if (st == NULL && (st = record_intern_locked(h, entry, frames, depth)) != NULL)
         *c = (struct stack_slot){h, st, NULL};
-    struct site *s = record_site_get_locked(st, pool, kind);
+    struct site *s = record_site_get_locked(st, pool, kind, phase);
     if (st != NULL && c->st == st)
         c->site = s;
     return s;
@@ -452,7 +454,8 @@ void record_alloc(const struct record_alloc *a, struct record_stack *stack,
     if (e != NULL)
         entry_fill(e, a, now, tid);
     record_lock_take(&record_lock);
-    alloc_locked(a, record_site_get_locked(stack, record_pool_of(a->kind, a->device), a->kind),
+    alloc_locked(a, record_site_get_locked(stack, record_pool_of(a->kind, a->device), a->kind,
+                                           a->phase),
                  now, tid, e);
     record_lock_drop(&record_lock);
 }
@@ -473,7 +476,7 @@ void record_alloc_at(const struct record_alloc *a, unsigned entry,
     if (c->st != NULL && c->hash == h && record_stack_equal(c->st, entry, frames, depth)) {
         st = c->st;
         s = c->site;
-        if (s != NULL && (s->s.pool != pool || s->s.kind != a->kind))
+        if (s != NULL && (s->s.pool != pool || s->s.kind != a->kind || s->s.phase != a->phase))
             s = NULL;
     }
     uint32_t tid = current_tid();
@@ -482,7 +485,7 @@ void record_alloc_at(const struct record_alloc *a, unsigned entry,
         entry_fill(e, a, now, tid);
     record_lock_take(&record_lock);
     if (__builtin_expect(s == NULL, 0))
-        s = site_miss_locked(c, st, h, entry, frames, depth, pool, a->kind);
+        s = site_miss_locked(c, st, h, entry, frames, depth, pool, a->kind, a->phase);
     alloc_locked(a, s, now, tid, e);
     record_lock_drop(&record_lock);
 }

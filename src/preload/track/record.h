@@ -73,6 +73,10 @@ struct record_site {
     /* The same scheme for the peak since the latest mark (record_mark). */
     uint64_t mark_at_peak, mark_at_peak_count;
     uint32_t pool;
+    /* The program's phase (phases.h) its allocations were made in, 0 for
+     * none: a stack allocating in two phases has a site in each, so the
+     * peak's bytes per phase come from the same epochs as per stack. */
+    uint32_t phase;
     uint8_t kind;
 };
 
@@ -89,6 +93,7 @@ struct record_alloc {
     bool is_handle;      /* a cuMemCreate handle: refcounted, see VMM */
     uint16_t ctx;        /* the context that owns it: 0 = `device`'s primary
                             context, n = created context n (record_drop_context) */
+    uint32_t phase;      /* the allocating thread's phase (phases.h), 0 none */
 };
 
 /* Created contexts (cuCtxCreate) the tracker tells apart; allocations of a
@@ -255,6 +260,7 @@ struct record_pool_view {
 struct record_site_view {
     struct record_stack *stack;
     uint32_t pool;
+    uint32_t phase;                  /* in `phased` only; 0 in `sites` */
     uint8_t kind;
     uint64_t current, count;         /* live now */
     uint64_t at_peak, at_peak_count; /* held at the pool's peak */
@@ -264,8 +270,14 @@ struct record_site_view {
 
 struct record_view {
     struct record_pool_view pools[RECORD_POOLS];
+    /* One per (stack, pool, kind), the phases' sites added up: what the
+     * live, at_peak and churn groups list. */
     struct record_site_view *sites;
     size_t nsites;
+    /* Every site with its phase, when some site has one (else NULL, 0):
+     * what the per-phase groups add up. */
+    struct record_site_view *phased;
+    size_t nphased;
     struct record_stack **stacks; /* index id-1 */
     size_t nstacks;
     struct record_event *events;

@@ -64,7 +64,9 @@ struct stack_node {
     uint64_t hash;
     UT_hash_handle hh;
     struct stack_node *collide; /* different stacks with an equal hash */
-    struct site *sites;
+    struct site *sites;  /* of phase 0, by `next` */
+    struct site *phased; /* of other phases, by `next` (found by
+                            record_stacks.c's phase table) */
     struct record_stack s; /* last: flexible frames[] */
 };
 
@@ -272,11 +274,11 @@ static inline bool record_stack_equal(const struct record_stack *s, unsigned ent
  * when memory is exhausted. */
 struct record_stack *record_intern_locked(uint64_t h, unsigned entry,
                                           void *const *frames, unsigned depth);
-/* The site of (stack, pool, kind), created on first use; a NULL stack is
+/* The site of (stack, pool, kind, phase), created on first use; a NULL stack is
  * the shared stack of allocations whose stack could not be stored.  NULL
  * when memory is exhausted. */
 struct site *record_site_get_locked(struct record_stack *stack, uint32_t pool,
-                                    enum record_kind kind);
+                                    enum record_kind kind, uint32_t phase);
 /* Frees every stack and site: the fork child's reset. */
 void record_stacks_reset_locked(void);
 

@@ -1,5 +1,5 @@
 /* record_stacks.c - the tracker's stack table and the call sites hanging
- * off each stack (one per pool and kind): found or created under the lock
+ * off each stack (one per pool, kind and phase): found or created under the lock
  * when a thread's own cache (record.c) misses, so once a program's stacks
  * are known nothing here runs on the allocation path.  Stacks are
  * immutable once published: dumps and the per-thread caches read their
@@ -119,15 +119,52 @@ static bool site_table_grow_locked(void)
     return true;
 }
 
-struct site *record_site_get_locked(struct record_stack *stack, uint32_t pool,
-                                    enum record_kind kind)
+/* Sites of a phase other than 0, by (stack, pool, kind, phase): open
+ * addressing, at most half full.  A stack may allocate in thousands of
+ * phases, so its list is not searched for them. */
+static struct site **phased_slots;
+static uint32_t phased_mask, phased_count;
+
+static inline uint32_t phased_home(const struct record_stack *stack, uint32_t pool,
+                                   unsigned kind, uint32_t phase)
 {
-    if (stack == NULL && (stack = unknown_stack_locked()) == NULL)
-        return NULL;
-    struct stack_node *n = node_of(stack);
-    for (struct site *s = n->sites; s != NULL; s = s->next)
-        if (s->s.pool == pool && s->s.kind == kind)
-            return s;
+    uint64_t x = (uint64_t)(uintptr_t)stack ^ ((uint64_t)phase << 32 | pool << 8 | kind);
+    x *= 0x9E3779B97F4A7C15ULL;
+    return (uint32_t)(x >> 32) & phased_mask;
+}
+
+static struct site **phased_find_locked(const struct record_stack *stack, uint32_t pool,
+                                        unsigned kind, uint32_t phase)
+{
+    for (uint32_t i = phased_home(stack, pool, kind, phase);; i = (i + 1) & phased_mask) {
+        struct site *s = phased_slots[i];
+        if (s == NULL || (s->s.stack == stack && s->s.pool == pool && s->s.kind == kind &&
+                          s->s.phase == phase))
+            return &phased_slots[i];
+    }
+}
+
+static bool phased_grow_locked(void)
+{
+    uint32_t n = phased_slots ? (phased_mask + 1) * 2 : 1024;
+    struct site **slots = calloc(n, sizeof *slots);
+    if (slots == NULL)
+        return false;
+    struct site **old = phased_slots;
+    uint32_t old_n = old ? phased_mask + 1 : 0;
+    phased_slots = slots;
+    phased_mask = n - 1;
+    for (uint32_t i = 0; i < old_n; i++)
+        if (old[i] != NULL)
+            *phased_find_locked(old[i]->s.stack, old[i]->s.pool, old[i]->s.kind,
+                                old[i]->s.phase) = old[i];
+    free(old);
+    return true;
+}
+
+static struct site *site_new_locked(struct record_stack *stack, uint32_t pool,
+                                    enum record_kind kind, uint32_t phase)
+{
     if (record_nsites == sites_cap && !site_table_grow_locked())
         return NULL;
     struct site *s = aligned_alloc(_Alignof(struct site), sizeof *s);
@@ -139,13 +176,44 @@ struct site *record_site_get_locked(struct record_stack *stack, uint32_t pool,
     s->s.stack = stack;
     s->s.pool = pool;
     s->s.kind = (uint8_t)kind;
+    s->s.phase = phase;
     s->pool = &record_pools[pool];
     s->kind_stats = &record_pools[pool].kinds[kind];
     s->event_tag = record_event_tag(stack->id,
                                     pool == RECORD_HOST_POOL ? -1 : (int16_t)pool,
                                     (uint8_t)kind);
-    s->next = n->sites;
-    n->sites = s;
+    return s;
+}
+
+struct site *record_site_get_locked(struct record_stack *stack, uint32_t pool,
+                                    enum record_kind kind, uint32_t phase)
+{
+    if (stack == NULL && (stack = unknown_stack_locked()) == NULL)
+        return NULL;
+    struct stack_node *n = node_of(stack);
+    if (phase == 0) {
+        for (struct site *s = n->sites; s != NULL; s = s->next)
+            if (s->s.pool == pool && s->s.kind == kind)
+                return s;
+        struct site *s = site_new_locked(stack, pool, kind, 0);
+        if (s != NULL) {
+            s->next = n->sites;
+            n->sites = s;
+        }
+        return s;
+    }
+    if ((phased_count + 1) * 2 > (phased_slots ? phased_mask + 1 : 0) && !phased_grow_locked())
+        return NULL;
+    struct site **slot = phased_find_locked(stack, pool, kind, phase);
+    if (*slot != NULL)
+        return *slot;
+    struct site *s = site_new_locked(stack, pool, kind, phase);
+    if (s != NULL) {
+        *slot = s;
+        phased_count++;
+        s->next = n->phased;
+        n->phased = s;
+    }
     return s;
 }
 
@@ -159,11 +227,19 @@ void record_stacks_reset_locked(void)
             free(n->sites);
             n->sites = next;
         }
+        while (n->phased != NULL) {
+            struct site *next = n->phased->next;
+            free(n->phased);
+            n->phased = next;
+        }
         if (n != &unknown)
             free(n);
     }
     unknown.s.id = 0;
-    unknown.sites = NULL;
+    unknown.sites = unknown.phased = NULL;
+    free(phased_slots);
+    phased_slots = NULL;
+    phased_mask = phased_count = 0;
     free(record_site_table);
     record_site_table = NULL;
     while (noutgrown > 0) /* the child has no readers of them */

@@ -167,6 +167,40 @@ uint64_t record_activity(void)
     return n;
 }
 
+static void site_view_fill(const struct site *s, struct record_site_view *sv)
+{
+    bool saved = s->s.epoch == record_pools[s->s.pool].epoch;
+    sv->stack = s->s.stack;
+    sv->pool = s->s.pool;
+    sv->phase = s->s.phase;
+    sv->kind = s->s.kind;
+    sv->current = s->s.current;
+    sv->count = s->s.count;
+    sv->at_peak = saved ? s->s.at_peak : s->s.current;
+    sv->at_peak_count = saved ? s->s.at_peak_count : s->s.count;
+    saved = s->s.mark_epoch == record_pools[s->s.pool].mark.epoch;
+    sv->mark_at_peak = saved ? s->s.mark_at_peak : s->s.current;
+    sv->mark_at_peak_count = saved ? s->s.mark_at_peak_count : s->s.count;
+    sv->allocs = s->s.allocs;
+    sv->frees = s->s.frees;
+    sv->alloc_bytes = s->s.alloc_bytes;
+    sv->temporary = s->s.temporary;
+}
+
+static void site_view_add(struct record_site_view *to, const struct record_site_view *s)
+{
+    to->current += s->current;
+    to->count += s->count;
+    to->at_peak += s->at_peak;
+    to->at_peak_count += s->at_peak_count;
+    to->mark_at_peak += s->mark_at_peak;
+    to->mark_at_peak_count += s->mark_at_peak_count;
+    to->allocs += s->allocs;
+    to->frees += s->frees;
+    to->alloc_bytes += s->alloc_bytes;
+    to->temporary += s->temporary;
+}
+
 int record_view_take(struct record_view *v)
 {
     memset(v, 0, sizeof *v);
@@ -198,30 +232,45 @@ int record_view_take(struct record_view *v)
      * histogram reads each entry's site instead. */
     _Static_assert(RECORD_POOLS <= 256, "pool_of holds a pool in a byte");
     uint8_t *pool_of = malloc(record_nsites ? record_nsites : 1);
+    bool any_phase = false;
+    for (size_t i = 0; i < record_nstacks && !any_phase; i++)
+        any_phase = record_stacks_by_id[i]->phased != NULL;
+    if (any_phase && (v->phased = malloc(record_nsites * sizeof *v->phased)) == NULL) {
+        free(pool_of);
+        record_lock_drop(&record_lock);
+        record_view_free(v);
+        return -1;
+    }
+    size_t seen = 0;
     for (size_t i = 0; i < record_nstacks; i++) {
         v->stacks[i] = &record_stacks_by_id[i]->s;
-        for (struct site *s = record_stacks_by_id[i]->sites; s; s = s->next) {
+        size_t first = v->nsites;
+        for (struct site *s = record_stacks_by_id[i]->sites; s; s = s->next, seen++) {
             struct record_site_view *sv = &v->sites[v->nsites++];
-            bool saved = s->s.epoch == record_pools[s->s.pool].epoch;
             if (pool_of != NULL)
                 pool_of[s->index] = (uint8_t)s->s.pool;
-            sv->stack = s->s.stack;
-            sv->pool = s->s.pool;
-            sv->kind = s->s.kind;
-            sv->current = s->s.current;
-            sv->count = s->s.count;
-            sv->at_peak = saved ? s->s.at_peak : s->s.current;
-            sv->at_peak_count = saved ? s->s.at_peak_count : s->s.count;
-            saved = s->s.mark_epoch == record_pools[s->s.pool].mark.epoch;
-            sv->mark_at_peak = saved ? s->s.mark_at_peak : s->s.current;
-            sv->mark_at_peak_count = saved ? s->s.mark_at_peak_count : s->s.count;
-            sv->allocs = s->s.allocs;
-            sv->frees = s->s.frees;
-            sv->alloc_bytes = s->s.alloc_bytes;
-            sv->temporary = s->s.temporary;
+            site_view_fill(s, sv);
+            if (v->phased != NULL)
+                v->phased[v->nphased++] = *sv;
+        }
+        /* a phase's site adds into its stack's (pool, kind) group */
+        for (struct site *s = record_stacks_by_id[i]->phased; s; s = s->next, seen++) {
+            struct record_site_view *pv = &v->phased[v->nphased++];
+            if (pool_of != NULL)
+                pool_of[s->index] = (uint8_t)s->s.pool;
+            site_view_fill(s, pv);
+            size_t j = first;
+            while (j < v->nsites && (v->sites[j].pool != pv->pool || v->sites[j].kind != pv->kind))
+                j++;
+            if (j == v->nsites) {
+                v->sites[v->nsites++] = *pv;
+                v->sites[j].phase = 0;
+            } else {
+                site_view_add(&v->sites[j], pv);
+            }
         }
     }
-    if (pool_of != NULL && v->nsites != record_nsites) {
+    if (pool_of != NULL && seen != record_nsites) {
         free(pool_of); /* a site no stack lists: read the sites themselves */
         pool_of = NULL;
     }
@@ -246,6 +295,7 @@ int record_view_take(struct record_view *v)
 void record_view_free(struct record_view *v)
 {
     free(v->sites);
+    free(v->phased);
     free(v->stacks);
     free(v->events);
     memset(v, 0, sizeof *v);

@@ -29,6 +29,7 @@
 #include "oom_ledger.h"
 #include "output.h"
 #include "resolve.h"
+#include "serialise_phases.h"
 #include "serialise_stacks.h"
 
 #define TOOL_VERSION "0.1.0"
@@ -465,6 +466,7 @@ static void write_device(struct jw *w, const struct record_view *v, struct site_
     write_live_and_peak(w, v, keys, (uint32_t)d);
     write_churn(w, v, keys, (uint32_t)d);
     write_mark(w, v, keys, (uint32_t)d);
+    serialise_phases_pool(w, v, (uint32_t)d);
     jw_s(w, "}");
 }
 
@@ -494,6 +496,7 @@ static void write_host(struct jw *w, const struct record_view *v, struct site_ke
     key_u64(w, ",\"failures\":", k->failures);
     write_live_and_peak(w, v, keys, RECORD_HOST_POOL);
     write_churn(w, v, keys, RECORD_HOST_POOL);
+    serialise_phases_pool(w, v, RECORD_HOST_POOL);
     jw_s(w, "},\n");
 }
 
@@ -550,6 +553,7 @@ static void write_oom(struct jw *w, const struct record_view *v, struct site_key
     key_u64(w, "\",\"thread\":", o->tid);
     key_i64(w, ",\"time_ns\":", o->time_ns);
     key_u64(w, ",\"stack\":", o->stack);
+    key_u64(w, ",\"phase\":", o->phase);
     jw_s(w, ",\"total_bytes\":");
     jw_i64_or_null(w, o->total_bytes);
     jw_s(w, ",\"free_bytes\":");
@@ -683,6 +687,7 @@ static void write_document(struct jw *w, const struct record_view *v,
     write_counters(w, v);
     write_oom(w, v, keys, doc->oom);
     write_ooms(w);
+    serialise_phases(w);
     write_events(w, v, events_from);
     serialise_stacks(w, v, doc->checkpoint);
     jw_s(w, "}\n");

@@ -1,0 +1,21 @@
+# tests/nvtx.mk - programs annotated with NVIDIA's NVTX 3 (header-only: the
+# CUDA toolkit's include/nvtx3, or the same headers in the nvidia-nvtx wheel
+# PyTorch installs), for tests/e2e/test_phases.py.  Each tests/progs/nvtx/X.c
+# becomes $(BUILD)/tests/progs/X, linked to the simulated runtime.  Built by
+# `make test-bins` only when a header is found ($(NVTX_INC)); nothing is
+# vendored, and the tests skip without the programs, saying why.
+
+CUDA_HOME ?= /usr/local/cuda
+NVTX_HEADERS := $(wildcard $(CUDA_HOME)/include/nvtx3/nvToolsExt.h \
+    $(HOME)/.cache/cumemtrace/torch-venv/lib/python3*/site-packages/nvidia/cu*/include/nvtx3/nvToolsExt.h)
+NVTX_INC ?= $(patsubst %/nvtx3/nvToolsExt.h,%,$(firstword $(NVTX_HEADERS)))
+
+ifneq ($(NVTX_INC),)
+NVTX_PROGS := $(patsubst tests/progs/nvtx/%.c,$(BUILD)/tests/progs/%,$(wildcard tests/progs/nvtx/*.c))
+# -isystem: NVIDIA's header is not ours to hold to -Wextra
+$(NVTX_PROGS): $(BUILD)/tests/progs/%: tests/progs/nvtx/%.c $(SIMRT)
+	@mkdir -p $(dir $@)
+	$(CC) $(PROG_CFLAGS) -Itests/progs -isystem $(NVTX_INC) -o $@ $< \
+	    -L$(BUILD)/sim -lcudart -ldl -lpthread
+test-bins: $(NVTX_PROGS)
+endif
