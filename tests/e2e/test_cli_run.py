@@ -204,3 +204,22 @@ def test_usage_errors(tree):
     # options after the command belong to the command
     r = run(cli, "sh", "-c", 'echo "$@"', "sh", "--limit", "x")
     assert r.returncode == 0 and r.stdout.strip() == "--limit x"
+
+
+def test_nvtx_injection_is_set(tree):
+    cli, out = tree
+    r = run(cli, "sh", "-c", 'echo "$NVTX_INJECTION64_PATH"',
+            env={"STAND_IN_DIR": str(out), "NVTX_INJECTION64_PATH": ""})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(cli.parent.resolve() / "libcumemtrace.so")
+    assert "NVTX" not in r.stderr
+
+
+def test_nvtx_injection_the_user_set_is_kept(tree):
+    cli, out = tree
+    r = run(cli, "sh", "-c", 'echo "$NVTX_INJECTION64_PATH"',
+            env={"STAND_IN_DIR": str(out), "NVTX_INJECTION64_PATH": "/opt/nsight/libinj.so"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "/opt/nsight/libinj.so"
+    said = [l for l in r.stderr.splitlines() if "NVTX_INJECTION64_PATH" in l]
+    assert len(said) == 1 and "/opt/nsight/libinj.so" in said[0], r.stderr

@@ -164,3 +164,97 @@ def test_oom_names_its_phase(run):
     r = run(["rt_nvtx", "oom"], env=NVTX)
     snap = r.only("oom")
     assert path(snap, snap["oom"]["phase"]) == "validation/step 1200"
+
+
+@needs_nvtx
+def test_cumemtrace_run_sees_nvtx_and_reports_by_range(tmp_path):
+    import subprocess
+    from conftest import CLI, run_env
+    env = run_env()
+    env.pop("NVTX_INJECTION64_PATH", None)
+    r = subprocess.run([str(CLI), "run", "--", str(PROGS / "rt_nvtx"), "nested"], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    [snap] = tmp_path.glob("cumemtrace.rt_nvtx.*.json")
+    rep = subprocess.run([str(CLI), "report", "--by", "range", str(snap)],
+                         capture_output=True, text=True, timeout=60)
+    assert rep.returncode == 0, rep.stderr
+    lines = rep.stdout.splitlines()
+    at = lines.index([l for l in lines if "Ranges at peak (6.00 MiB)" in l][0])
+    first = lines[at + 2].split()
+    assert first[:3] == ["5.00", "MiB", "83.3%"], lines[at:at + 4]
+    assert lines[at + 2].rstrip().endswith("validation/step 1200")
+    plain = subprocess.run([str(CLI), "report", str(snap)], capture_output=True, text=True,
+                           timeout=60).stdout
+    assert "--by range" in plain     # the default report points at the view
+
+
+@needs_nvtx
+def test_a_host_with_its_own_nvtx_tool_keeps_it(tmp_path):
+    import subprocess
+    from conftest import CLI, run_env
+    env = run_env({"NVTX_INJECTION64_PATH": str(tmp_path / "no-such-tool.so")})
+    r = subprocess.run([str(CLI), "run", "--", str(PROGS / "rt_nvtx"), "nested"], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr   # NVTX turns itself off without a tool
+    assert r.stderr.count("NVTX_INJECTION64_PATH is already set") == 1
+    [snap] = tmp_path.glob("cumemtrace.rt_nvtx.*.json")
+    import json
+    assert "phases" not in json.loads(snap.read_text())
+
+
+def test_report_by_range_without_phases_says_nothing_new(run):
+    import subprocess
+    from conftest import CLI
+    r = run(["rt_workload"])
+    rep = subprocess.run([str(CLI), "report", "--by", "range", str(r.files[0])],
+                         capture_output=True, text=True, timeout=60)
+    assert rep.returncode == 0
+    assert "Ranges at peak" not in rep.stdout and "--by range" not in rep.stdout
+    bad = subprocess.run([str(CLI), "report", "--by", "phase", str(r.files[0])],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--by wants stack or range" in bad.stderr
+
+
+def _cli(*args):
+    import subprocess
+    from conftest import CLI
+    return subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True,
+                          timeout=60)
+
+
+@needs_nvtx
+def test_timeline_draws_ranges_beside_memory(run):
+    import json
+    r = run(["rt_nvtx", "nested"], env=NVTX)
+    f = r.files[0]
+    text = _cli("timeline", "--ascii", f)
+    assert text.returncode == 0, text.stderr
+    out = text.stdout.splitlines()
+    at = out.index([l for l in out if l.startswith("ranges")][0])
+    bands = out[at + 1:at + 5]
+    assert [b.split("| ")[-1] for b in bands] == ["train", "validation", "load batch",
+                                                 "wide \u00e9t\u00e9"]
+    assert all("=" in b for b in bands)
+    trace = json.loads(_cli("timeline", "--format", "chrome", f).stdout)
+    ev = trace["traceEvents"]
+    slices = {e["args"]["path"]: e for e in ev if e.get("cat") == "range" and e["ph"] == "X"}
+    assert set(slices) == {"train", "train/step 1", "validation", "validation/step 1200",
+                           "load batch", "wide \u00e9t\u00e9"}
+    assert slices["load batch"]["args"]["domain"] == "io"
+    outer, inner = slices["validation"], slices["validation/step 1200"]
+    assert outer["ts"] <= inner["ts"] and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"]
+    assert inner["tid"] == r.only()["process"]["pid"]   # the main thread's track
+    assert [e["name"] for e in ev if e.get("cat") == "range" and e["ph"] == "i"] == ["checkpoint"]
+    assert any(e["ph"] == "C" and e["name"] == "device 0" for e in ev)  # beside the counters
+
+
+@needs_nvtx
+def test_chrome_trace_start_end_is_an_async_pair(run):
+    import json
+    r = run(["rt_nvtx", "threads"], env=NVTX)
+    ev = json.loads(_cli("timeline", "--format", "chrome", r.files[0]).stdout)["traceEvents"]
+    b = [e for e in ev if e.get("cat") == "range" and e["ph"] == "b"]
+    e_ = [e for e in ev if e.get("cat") == "range" and e["ph"] == "e"]
+    assert len(b) == len(e_) == 1 and b[0]["id"] == e_[0]["id"]
+    assert b[0]["name"] == "request 7" and b[0]["ts"] <= e_[0]["ts"]

@@ -59,8 +59,12 @@ void snapshot_free(struct snapshot *s)
         groups_free(&s->devices[i].at_peak);
         groups_free(&s->devices[i].churn);
         free(s->devices[i].hist);
+        free(s->devices[i].by_phase.v);
     }
     free(s->devices);
+    free(s->host.by_phase.v);
+    free(s->phases.v);
+    free(s->phases.spans);
     groups_free(&s->host.live);
     groups_free(&s->host.at_peak);
     groups_free(&s->oom.live);

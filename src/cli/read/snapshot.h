@@ -133,6 +133,45 @@ struct snap_allocator {
     } top[SNAP_TOP_TENSORS];
 };
 
+/* The program's phases (docs/snapshot-format.md "phases"). */
+#define SNAP_PHASE_TOP 5 /* call sites the writer lists under a phase */
+struct snap_phase_row {    /* one of a device's by_phase */
+    int64_t phase;         /* id in snap_phases, 0: outside every phase */
+    uint64_t bytes, count, at_peak_bytes, at_peak_count, allocs, bytes_allocated;
+    struct snap_group top[SNAP_PHASE_TOP]; /* stack_id, stack, bytes */
+    size_t ntop;
+};
+
+struct snap_phase_rows {
+    struct snap_phase_row *v;
+    size_t n, cap;
+    bool present; /* the file had by_phase */
+};
+
+struct snap_phase {
+    int64_t id, parent;
+    const char *name, *source, *domain; /* domain NULL for none */
+    const char *path;   /* "validation/step 1200", names joined by '/' */
+};
+
+enum snap_span_kind { SPAN_PUSH, SPAN_STARTEND, SPAN_MARK };
+
+struct snap_span {         /* phases.ranges.data */
+    int64_t start_ns, end_ns; /* end SNAP_UNKNOWN_I64: open at the dump */
+    int64_t thread, phase;
+    uint8_t kind;          /* enum snap_span_kind */
+};
+
+struct snap_phases {
+    bool present;
+    uint64_t count, pushes, overflow, unbalanced_pops, too_deep, dropped_starts;
+    uint64_t recorded; /* ranges.recorded */
+    struct snap_phase *v; /* as listed (by id) */
+    size_t n, cap;
+    struct snap_span *spans;
+    size_t nspans, spans_cap;
+};
+
 struct snap_device {
     struct snap_allocator allocator; /* latest state (allocator_state), if any */
     int64_t ordinal;
@@ -148,12 +187,14 @@ struct snap_device {
                                  bytes allocated, frees, temporary */
     struct snap_bucket *hist;
     size_t nhist, hist_cap;
+    struct snap_phase_rows by_phase;
 };
 
 struct snap_host {
     bool present;
     struct snap_kind_stats stats;
     struct snap_groups live, at_peak;
+    struct snap_phase_rows by_phase;
 };
 
 struct snap_process {
@@ -241,6 +282,7 @@ struct snap_oom {
     int64_t thread, time_ns;
     int64_t stack_id;
     uint32_t stack;
+    int64_t phase; /* the failing thread's phase, 0 none (or an older file) */
     uint64_t total_bytes, free_bytes, limit_bytes; /* may be SNAP_UNKNOWN */
     uint64_t tracked_bytes, untracked_bytes;
     uint64_t by_kind[DEVICE_KINDS];
@@ -310,6 +352,7 @@ struct snapshot {
     struct snap_oom oom;
     struct snap_ooms ooms;
     struct snap_events events;
+    struct snap_phases phases;
     struct snap_stack *stacks; /* sorted by id */
     size_t nstacks, stacks_cap;
 };

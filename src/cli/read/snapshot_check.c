@@ -14,6 +14,7 @@
  * the file leaves out reads as unknown, not as a contradiction.
  */
 #include "snapshot_check.h"
+#include "snapshot_phases.h"
 #include "snapshot_layout.h"
 
 #include <inttypes.h>
@@ -396,5 +397,7 @@ int snapshot_check(struct snapshot *s, struct cli_error *err)
         rc = snapshot_layout_check(s, err);
     if (rc == 0)
         rc = check_counts(s, err);
+    if (rc == 0)
+        rc = snapshot_phases_check(s, err);
     return rc;
 }

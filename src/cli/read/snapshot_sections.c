@@ -11,6 +11,7 @@
 #include "snapshot_allocator.h"
 #include "snapshot_bulk.h"
 #include "snapshot_layout.h"
+#include "snapshot_phases.h"
 
 /* ---- groups ---- */
 
@@ -314,6 +315,12 @@ static int rd_histogram(struct reader *r, void *obj)
     return reader_array(r, obj, rd_bucket);
 }
 
+static int rd_dev_phases(struct reader *r, void *obj)
+{
+    struct snap_device *d = obj;
+    return snapshot_read_by_phase(r, &d->by_phase);
+}
+
 static const struct field device_fields[] = {
     FIELD(snap_device, ordinal, F_I64),
     FIELD(snap_device, total_bytes, F_U64N),
@@ -330,6 +337,7 @@ static const struct field device_fields[] = {
     FIELD_FN("histogram", rd_histogram),
     FIELD_FN("fragmentation", rd_frag),
     FIELD_FN("allocator", snapshot_read_device_allocator),
+    FIELD_FN("by_phase", rd_dev_phases),
 };
 
 static void kind_stats_init(struct snap_kind_stats *k)
@@ -375,6 +383,12 @@ static int rd_host_at_peak(struct reader *r, void *obj)
     return rd_groups(r, &h->at_peak);
 }
 
+static int rd_host_phases(struct reader *r, void *obj)
+{
+    struct snap_host *h = obj;
+    return snapshot_read_by_phase(r, &h->by_phase);
+}
+
 static const struct field host_fields[] = {
     FIELD_AT("current_bytes", snap_host, stats.current_bytes, F_U64),
     FIELD_AT("peak_bytes", snap_host, stats.peak_bytes, F_U64),
@@ -384,6 +398,7 @@ static const struct field host_fields[] = {
     FIELD_AT("failures", snap_host, stats.failures, F_U64),
     FIELD_FN("live", rd_host_live),
     FIELD_FN("at_peak", rd_host_at_peak),
+    FIELD_FN("by_phase", rd_host_phases),
 };
 
 static int rd_host(struct reader *r, void *obj)
@@ -487,6 +502,7 @@ static const struct field oom_fields[] = {
     FIELD(snap_oom, thread, F_I64N),
     FIELD(snap_oom, time_ns, F_I64N),
     FIELD_AT("stack", snap_oom, stack_id, F_I64N),
+    FIELD(snap_oom, phase, F_I64N),
     FIELD(snap_oom, total_bytes, F_U64N),
     FIELD(snap_oom, free_bytes, F_U64N),
     FIELD(snap_oom, limit_bytes, F_U64N),
@@ -624,6 +640,7 @@ static const struct field top_fields[] = {
     FIELD_FN("counters", rd_counters),
     FIELD_FN("oom", rd_oom),
     FIELD_FN("ooms", rd_ooms),
+    FIELD_FN("phases", snapshot_read_phases),
     FIELD_FN("events", snapshot_bulk_events),
     FIELD_FN("modules", snapshot_bulk_modules),
     FIELD_FN("stacks", snapshot_bulk_stacks),

@@ -24,8 +24,10 @@
 #include "ranks.h"
 #include "report_allocator.h"
 #include "report_layout.h"
+#include "report_phases.h"
 #include "report_churn.h"
 #include "sites.h"
+#include "snapshot_phases.h"
 
 /* A recorded string as text output may print it (snapshot_display). */
 #define TEXT(snap, str) snapshot_display((snap)->ctx, (str))
@@ -34,6 +36,7 @@
 #define CALLERS_FULL 64 /* with --full */
 
 static enum churn_sort report_sort = CHURN_BY_ALLOCS; /* --sort */
+static bool report_by_range;                        /* --by range */
 
 size_t report_pick(struct snapshot **s, size_t n)
 {
@@ -379,6 +382,9 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
         }
         fprintf(f, "  %-10s%s\n", "stack:", out_fit_chain(line, OUT_WIDTH - 12, fit, sizeof fit));
     }
+    if (o->phase > 0)
+        field(f, "range:", "inside range `%s`",
+              TEXT(s, snapshot_phase_path(s, o->phase)));
     if (oom_table(f, s, &o->live, "Top holders at the failure", "allocations", "",
                   top, true) != 0 ||
         oom_table(f, s, &o->released, "Released between attempts", "frees",
@@ -547,8 +553,14 @@ static int print_device(FILE *f, struct snapshot *s, const struct snap_device *d
     }
     static const int which[DEVICE_KINDS] = {KIND_DEVICE, KIND_MANAGED, KIND_ASYNC, KIND_VMM};
     print_kinds(f, d->by_kind, DEVICE_KINDS, which);
-    if (print_at_peak(f, s, &d->at_peak, d->peak_bytes, top) != 0)
-        return -1;
+    if (report_by_range) {
+        if (report_phases(f, s, &d->by_phase, d->peak_bytes, top) != 0)
+            return -1;
+    } else {
+        if (print_at_peak(f, s, &d->at_peak, d->peak_bytes, top) != 0)
+            return -1;
+        report_phases_hint(f, s, &d->by_phase);
+    }
     if (print_live(f, s, &d->live, &d->allocator, d->current_bytes, top, 2) != 0)
         return -1;
     if (report_churn(f, s, d, report_sort, top) != 0)
@@ -569,8 +581,12 @@ static int print_host(FILE *f, struct snapshot *s, unsigned top)
             out_duration(h->stats.peak_time_ns, t), out_bytes(h->stats.current_bytes, b));
     para(f, 2, "%" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64 " failures",
          h->stats.allocs, h->stats.frees, h->stats.failures);
-    if (print_at_peak(f, s, &h->at_peak, h->stats.peak_bytes, top) != 0)
+    if (report_by_range) {
+        if (report_phases(f, s, &h->by_phase, h->stats.peak_bytes, top) != 0)
+            return -1;
+    } else if (print_at_peak(f, s, &h->at_peak, h->stats.peak_bytes, top) != 0) {
         return -1;
+    }
     return print_live(f, s, &h->live, NULL, h->stats.current_bytes, top, 2);
 }
 
@@ -644,7 +660,7 @@ int report_text(FILE *f, struct snapshot **s, size_t n, unsigned top)
 
 static const char usage[] =
     "usage: cumemtrace report [--json] [--bytes] [--top N] [--rank N] [--width N] [--full]\n"
-    "                         [--sort allocs|bytes|temporary] FILE|DIR...\n"
+    "                         [--sort allocs|bytes|temporary] [--by stack|range] FILE|DIR...\n"
     "\n"
     "Reports a snapshot: per device the peak and when, memory by kind, the\n"
     "call sites that held memory at the peak, what was still live (leaks),\n"
@@ -664,6 +680,9 @@ static const char usage[] =
     "  --full     cut nothing: whole call-site names and caller chains\n"
     "  --sort K   order the churn table (allocations and frees over the run, per\n"
     "             call site) by allocs (default), bytes or temporary\n"
+    "  --by range the peak by the program's own ranges (NVTX, PyTorch's phases,\n"
+    "             cumemtrace_phase_push) instead of by call site: each range's\n"
+    "             bytes at the peak, exact, and what it holds now\n"
     "\n"
     "example: cumemtrace report cumemtrace.python.4242.json\n"
     "         cumemtrace report run-dir/ --rank 3\n";
@@ -678,6 +697,7 @@ int report_main(int argc, char **argv)
         {"width", required_argument, NULL, 'w'},
         {"full", no_argument, NULL, 'F'},
         {"sort", required_argument, NULL, 's'},
+        {"by", required_argument, NULL, 'B'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -714,6 +734,11 @@ int report_main(int argc, char **argv)
             report_sort = (enum churn_sort)by;
             break;
         }
+        case 'B':
+            if (strcmp(optarg, "range") != 0 && strcmp(optarg, "stack") != 0)
+                return cli_usage("report", "--by wants stack or range, not '%s'", optarg);
+            report_by_range = strcmp(optarg, "range") == 0;
+            break;
         case 'h': fputs(usage, stdout); return cli_finish_stdout();
         case ':': return cli_usage("report", "%s needs a value", argv[optind - 1]);
         default: return cli_usage("report", "unknown option '%s'", argv[optind - 1]);

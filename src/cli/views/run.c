@@ -23,6 +23,10 @@
  * KeyboardInterrupt).  They stay blocked from before fork() until the
  * handlers are in place, so none is lost or handled by the wrong process.
  *
+ * NVTX: NVTX_INJECTION64_PATH names the library too, so the program's
+ * NVTX ranges become phases - unless the user set it (another tool, such
+ * as Nsight, then keeps them; we say so once).
+ *
  * Exit status: the child's; when it was killed by a signal we die of the
  * same signal (with core dumps off, the core would be ours, not the
  * child's), or exit 128+signal if that signal does not kill us.
@@ -507,6 +511,15 @@ int run_main(int argc, char **argv)
     if (pypath != NULL && rc == 0)
         rc = set_env("PYTHONPATH", pypath);
     free(pypath);
+    /* The program's NVTX ranges become phases (src/preload/phases/nvtx.c);
+     * a tool the user chose keeps them. */
+    const char *nvtx = getenv("NVTX_INJECTION64_PATH");
+    if (rc == 0 && (nvtx == NULL || nvtx[0] == '\0'))
+        rc = set_env("NVTX_INJECTION64_PATH", lib);
+    else if (rc == 0 && strcmp(nvtx, lib) != 0)
+        fprintf(stderr, "cumemtrace: run: NVTX_INJECTION64_PATH is already set to '%s': "
+                        "left as it is, so the program's NVTX ranges go to that tool and "
+                        "not to cumemtrace's phases (unset it to see them by range)\n", nvtx);
     if (rc != 0) {
         unlink(manifest);
         return CLI_EXIT_ERROR;

@@ -175,6 +175,7 @@ static int timeline_text(FILE *f, const struct snapshot *s, bool ascii)
         fputc('\n', f);
         spark(f, s, &t[i], end, ascii);
     }
+    timeline_phase_bands(f, s, end, TIMELINE_COLS, ascii);
     return 0;
 }
 
@@ -311,6 +312,7 @@ static int timeline_chrome(FILE *f, struct snapshot *s, unsigned sites)
         chrome_track(&w, s, &t[i], pid, by_kind);
     if (by_kind && timeline_site_tracks(&w, s, pid, sites) != 0)
         return -1;
+    timeline_phase_slices(&w, s, pid);
     for (size_t i = 0; i < s->ooms.nattempts; i++) {
         const struct snap_attempt *a = &s->ooms.attempts[i];
         bool recovered = a->outcome && strcmp(a->outcome, "recovered") == 0;

@@ -2,7 +2,9 @@
 #ifndef CUMEMTRACE_CLI_TIMELINE_H
 #define CUMEMTRACE_CLI_TIMELINE_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "jsonw.h"
 #include "snapshot.h"
@@ -18,5 +20,13 @@ void timeline_event_head(struct jsonw *w, const char *name, const char *ph, int6
  * "other", rebuilt from the event log (call only for an unthinned log).
  * -1 when out of memory. */
 int timeline_site_tracks(struct jsonw *w, struct snapshot *s, int64_t pid, unsigned top);
+
+/* The program's phases (timeline_phases.c): as Chrome slices on each
+ * thread's track (push/pop ranges "X", start/end ranges async "b"/"e",
+ * marks "i"); as text, a band per outermost range under the sparklines,
+ * on the same `cols` cells over [0, end]. */
+void timeline_phase_slices(struct jsonw *w, const struct snapshot *s, int64_t pid);
+void timeline_phase_bands(FILE *f, const struct snapshot *s, int64_t end, size_t cols,
+                          bool ascii);
 
 #endif

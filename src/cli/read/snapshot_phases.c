@@ -1,0 +1,308 @@
+/* snapshot_phases.c - reading the program's phases (docs/snapshot-format.md
+ * "phases", devices[].by_phase), checking them, and naming them by path.
+ * A file without phases leaves everything empty: no view changes. */
+#include "snapshot_phases.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- by_phase ---- */
+
+static int rd_top_item(struct reader *r, void *obj, size_t i)
+{
+    static const struct field fields[] = {
+        FIELD_AT("stack", snap_group, stack_id, F_I64N),
+        FIELD_AT("bytes", snap_group, bytes, F_U64),
+    };
+    struct snap_phase_row *row = obj;
+    (void)i;
+    struct snap_group g = {0};
+    g.stack = SNAP_NO_STACK;
+    int rc = reader_object(r, &g, fields, NFIELDS(fields));
+    if (rc == 0 && row->ntop < SNAP_PHASE_TOP) {
+        if (g.stack_id == SNAP_UNKNOWN_I64)
+            g.stack_id = 0;
+        row->top[row->ntop++] = g;
+    }
+    return rc;
+}
+
+static int rd_top(struct reader *r, void *obj)
+{
+    if (reader_take_null(r))
+        return 0;
+    return reader_array(r, obj, rd_top_item);
+}
+
+static const struct field row_fields[] = {
+    FIELD(snap_phase_row, phase, F_I64),
+    FIELD(snap_phase_row, bytes, F_U64),
+    FIELD(snap_phase_row, count, F_U64),
+    FIELD(snap_phase_row, at_peak_bytes, F_U64),
+    FIELD(snap_phase_row, at_peak_count, F_U64),
+    FIELD(snap_phase_row, allocs, F_U64),
+    FIELD(snap_phase_row, bytes_allocated, F_U64),
+    FIELD_FN("top_at_peak", rd_top),
+};
+
+static int rd_row(struct reader *r, void *obj, size_t i)
+{
+    struct snap_phase_rows *rows = obj;
+    (void)i;
+    if (snapshot_vec_reserve((void **)&rows->v, &rows->cap, sizeof *rows->v, rows->n + 1))
+        return reader_nomem(r);
+    struct snap_phase_row *row = &rows->v[rows->n];
+    memset(row, 0, sizeof *row);
+    int rc = reader_object(r, row, row_fields, NFIELDS(row_fields));
+    if (rc == 0)
+        rows->n++;
+    return rc;
+}
+
+int snapshot_read_by_phase(struct reader *r, struct snap_phase_rows *rows)
+{
+    if (reader_take_null(r))
+        return 0;
+    rows->present = true;
+    return reader_array(r, rows, rd_row);
+}
+
+/* ---- the phases section ---- */
+
+static const struct field phase_fields[] = {
+    FIELD(snap_phase, id, F_I64),
+    FIELD(snap_phase, parent, F_I64),
+    FIELD(snap_phase, name, F_STRN),
+    FIELD(snap_phase, source, F_STRN),
+    FIELD(snap_phase, domain, F_STRN),
+};
+
+static int rd_phase(struct reader *r, void *obj, size_t i)
+{
+    struct snap_phases *p = obj;
+    (void)i;
+    if (snapshot_vec_reserve((void **)&p->v, &p->cap, sizeof *p->v, p->n + 1))
+        return reader_nomem(r);
+    struct snap_phase *e = &p->v[p->n];
+    memset(e, 0, sizeof *e);
+    int rc = reader_object(r, e, phase_fields, NFIELDS(phase_fields));
+    if (rc != 0)
+        return rc;
+    if (e->id < 1 || (p->n > 0 && e->id <= p->v[p->n - 1].id))
+        return reader_invalid(r, "phase ids from 1, ascending");
+    if (e->parent < 0 || e->parent >= e->id)
+        return reader_invalid(r, "a phase's parent listed before it (or 0)");
+    if (e->name == NULL)
+        e->name = "";
+    p->n++;
+    return 0;
+}
+
+static int rd_list(struct reader *r, void *obj)
+{
+    if (reader_take_null(r))
+        return 0;
+    return reader_array(r, obj, rd_phase);
+}
+
+/* One row [start_ns, end_ns|null, thread, phase, kind]. */
+static int rd_span(struct reader *r, void *obj, size_t i)
+{
+    struct snap_phases *p = obj;
+    (void)i;
+    if (snapshot_vec_reserve((void **)&p->spans, &p->spans_cap, sizeof *p->spans,
+                             p->nspans + 1))
+        return reader_nomem(r);
+    struct snap_span *e = &p->spans[p->nspans];
+    memset(e, 0, sizeof *e);
+    int rc = json_enter_array(&r->c);
+    if (rc != JSON_OK)
+        return reader_bad_value(r, rc, "an array (one range row)");
+    size_t j = 0;
+    while ((rc = json_next_element(&r->c)) == 1) {
+        reader_push_index(r, j);
+        if (j == 0)
+            rc = reader_i64(r, &e->start_ns, false);
+        else if (j == 1)
+            rc = reader_i64(r, &e->end_ns, true);
+        else if (j == 2)
+            rc = reader_i64(r, &e->thread, true);
+        else if (j == 3)
+            rc = reader_i64(r, &e->phase, false);
+        else if (j == 4) {
+            const char *k;
+            size_t n;
+            rc = json_get_span(&r->c, &k, &n);
+            if (rc != JSON_OK) {
+                rc = reader_bad_value(r, rc, "a string");
+            } else {
+                e->kind = n == 4 && memcmp(k, "mark", 4) == 0       ? SPAN_MARK
+                          : n == 8 && memcmp(k, "startend", 8) == 0 ? SPAN_STARTEND
+                                                                    : SPAN_PUSH;
+                rc = 0;
+            }
+        } else if (json_skip(&r->c) != JSON_OK) {
+            rc = reader_json_failed(r);
+        }
+        reader_pop(r);
+        if (rc != 0)
+            return rc;
+        j++;
+    }
+    if (rc < 0)
+        return reader_json_failed(r);
+    if (j < 4)
+        return reader_invalid(r, "a range row of 5 columns");
+    if (e->end_ns != SNAP_UNKNOWN_I64 && e->end_ns < e->start_ns)
+        return reader_invalid(r, "a range that ends after it starts");
+    p->nspans++;
+    return 0;
+}
+
+static int rd_data(struct reader *r, void *obj)
+{
+    if (reader_take_null(r))
+        return 0;
+    return reader_array(r, obj, rd_span);
+}
+
+static const struct field ranges_fields[] = {
+    FIELD(snap_phases, recorded, F_U64),
+    FIELD_FN("data", rd_data),
+};
+
+static int rd_ranges(struct reader *r, void *obj)
+{
+    bool present;
+    return reader_optional_object(r, obj, &present, ranges_fields, NFIELDS(ranges_fields));
+}
+
+static const struct field phases_fields[] = {
+    FIELD(snap_phases, count, F_U64),
+    FIELD(snap_phases, pushes, F_U64),
+    FIELD(snap_phases, overflow, F_U64),
+    FIELD(snap_phases, unbalanced_pops, F_U64),
+    FIELD(snap_phases, too_deep, F_U64),
+    FIELD(snap_phases, dropped_starts, F_U64),
+    FIELD_FN("list", rd_list),
+    FIELD_FN("ranges", rd_ranges),
+};
+
+/* Paths: a parent comes before its children (rd_phase checks it). */
+static int make_paths(struct reader *r, struct snap_phases *p)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        struct snap_phase *e = &p->v[i];
+        const struct snap_phase *up = e->parent ? snapshot_phase(r->s, e->parent) : NULL;
+        if (up == NULL) {
+            e->path = e->name;
+            continue;
+        }
+        size_t a = strlen(up->path), b = strlen(e->name);
+        char *s = arena_alloc(&r->ctx->arena, a + b + 2);
+        if (s == NULL)
+            return reader_nomem(r);
+        memcpy(s, up->path, a);
+        s[a] = '/';
+        memcpy(s + a + 1, e->name, b + 1);
+        e->path = s;
+    }
+    return 0;
+}
+
+int snapshot_read_phases(struct reader *r, void *obj)
+{
+    struct snapshot *s = obj;
+    int rc = reader_optional_object(r, &s->phases, &s->phases.present, phases_fields,
+                                    NFIELDS(phases_fields));
+    if (rc == 0 && s->phases.present)
+        rc = make_paths(r, &s->phases);
+    return rc;
+}
+
+/* ---- look-ups ---- */
+
+const struct snap_phase *snapshot_phase(const struct snapshot *s, int64_t id)
+{
+    const struct snap_phases *p = &s->phases;
+    if (id < 1)
+        return NULL;
+    /* the writer lists every id from 1: the row is usually at id - 1 */
+    if ((uint64_t)id <= p->n && p->v[id - 1].id == id)
+        return &p->v[id - 1];
+    size_t lo = 0, hi = p->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (p->v[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < p->n && p->v[lo].id == id ? &p->v[lo] : NULL;
+}
+
+const char *snapshot_phase_path(const struct snapshot *s, int64_t id)
+{
+    if (id == 0)
+        return "(outside every range)";
+    const struct snap_phase *p = snapshot_phase(s, id);
+    return p != NULL ? p->path : "?";
+}
+
+/* ---- checks ---- */
+
+static int check_rows(struct snapshot *s, struct cli_error *err, struct snap_phase_rows *rows,
+                      const char *where, uint64_t peak, uint64_t current)
+{
+    if (!rows->present)
+        return 0;
+    uint64_t at_peak = 0, now = 0;
+    for (size_t i = 0; i < rows->n; i++) {
+        struct snap_phase_row *row = &rows->v[i];
+        at_peak += row->at_peak_bytes;
+        now += row->bytes;
+        if (row->phase != 0 && snapshot_phase(s, row->phase) == NULL)
+            return errors_set(err, CLI_EBADREF,
+                              "cannot read snapshot '%s': %s.by_phase[%zu] refers to phase "
+                              "%" PRId64 ", which \"phases\" does not list",
+                              s->file, where, i, row->phase);
+        for (size_t t = 0; t < row->ntop; t++) {
+            struct snap_group *g = &row->top[t];
+            if (g->stack_id == 0)
+                continue;
+            g->stack = snapshot_stack_index(s, g->stack_id);
+            if (g->stack == SNAP_NO_STACK)
+                return errors_set(err, CLI_EBADREF,
+                                  "cannot read snapshot '%s': %s.by_phase[%zu].top_at_peak "
+                                  "refers to stack %" PRId64 ", which \"stacks\" does not "
+                                  "define", s->file, where, i, g->stack_id);
+        }
+    }
+    if (at_peak != peak)
+        return snapshot_broken(s, err, "phases: at_peak_bytes sum to peak_bytes",
+                               "%s.by_phase at_peak_bytes sum to %" PRIu64
+                               ", %s.peak_bytes is %" PRIu64, where, at_peak, where, peak);
+    if (now != current)
+        return snapshot_broken(s, err, "phases: at_peak_bytes sum to peak_bytes",
+                               "%s.by_phase bytes sum to %" PRIu64
+                               ", %s.current_bytes is %" PRIu64, where, now, where, current);
+    return 0;
+}
+
+int snapshot_phases_check(struct snapshot *s, struct cli_error *err)
+{
+    char where[40];
+    if (s->oom.phase == SNAP_UNKNOWN_I64)
+        s->oom.phase = 0;
+    for (size_t d = 0; d < s->ndevices; d++) {
+        struct snap_device *dev = &s->devices[d];
+        snprintf(where, sizeof where, "devices[%zu]", d);
+        int rc = check_rows(s, err, &dev->by_phase, where, dev->peak_bytes, dev->current_bytes);
+        if (rc != 0)
+            return rc;
+    }
+    return check_rows(s, err, &s->host.by_phase, "host_pinned", s->host.stats.peak_bytes,
+                      s->host.stats.current_bytes);
+}

@@ -1,0 +1,174 @@
+/* timeline_phases.c - the program's phases on the timeline
+ * (docs/snapshot-format.md "phases", phases.ranges): what `timeline`
+ * draws beside the memory counters, as Nsight Systems draws NVTX ranges.
+ *
+ * Chrome: a push/pop range is a complete event ("X") on the track of the
+ * thread that opened it (ranges nest there as they did in the program); a
+ * start/end range, which may overlap others and end on another thread, an
+ * async pair ("b"/"e") of its own; a mark an instant ("i", thread scope).
+ * A range still open at the dump ends at the dump, with args.open true.
+ *
+ * Text: one band per outermost range name (phases without a parent), the
+ * cells where any of its spans is open filled, in the order they first
+ * opened; at most BANDS, then how many more. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "out.h"
+#include "snapshot_phases.h"
+#include "timeline.h"
+
+#define BANDS 8
+
+static void ts_key(struct jsonw *w, const char *key, int64_t ns)
+{
+    char buf[48];
+    if (ns < 0)
+        ns = 0;
+    snprintf(buf, sizeof buf, "%" PRId64 ".%03" PRId64, ns / 1000, ns % 1000);
+    jsonw_key(w, key);
+    jsonw_raw(w, buf);
+}
+
+static void head(struct jsonw *w, const char *name, const char *ph, int64_t pid, int64_t tid,
+                 int64_t t)
+{
+    jsonw_begin_object(w);
+    jsonw_key(w, "name"); jsonw_string(w, name);
+    jsonw_key(w, "cat"); jsonw_string(w, "range");
+    jsonw_key(w, "ph"); jsonw_string(w, ph);
+    ts_key(w, "ts", t);
+    jsonw_key(w, "pid"); jsonw_i64(w, pid);
+    jsonw_key(w, "tid"); jsonw_i64(w, tid != SNAP_UNKNOWN_I64 ? tid : 0);
+}
+
+static void args(struct jsonw *w, const struct snapshot *s, const struct snap_span *sp,
+                 bool open)
+{
+    const struct snap_phase *p = snapshot_phase(s, sp->phase);
+    jsonw_key(w, "args");
+    jsonw_begin_object(w);
+    jsonw_key(w, "path"); jsonw_string(w, snapshot_phase_path(s, sp->phase));
+    jsonw_key(w, "source"); jsonw_string(w, p ? p->source : NULL);
+    if (p != NULL && p->domain != NULL) {
+        jsonw_key(w, "domain"); jsonw_string(w, p->domain);
+    }
+    if (open) {
+        jsonw_key(w, "open"); jsonw_bool(w, true);
+    }
+    jsonw_end_object(w);
+}
+
+void timeline_phase_slices(struct jsonw *w, const struct snapshot *s, int64_t pid)
+{
+    int64_t dump = s->process.dump_time_ns;
+    for (size_t i = 0; i < s->phases.nspans; i++) {
+        const struct snap_span *sp = &s->phases.spans[i];
+        const struct snap_phase *p = snapshot_phase(s, sp->phase);
+        const char *name = p ? p->name : "?";
+        bool open = sp->end_ns == SNAP_UNKNOWN_I64;
+        int64_t end = open ? (dump != SNAP_UNKNOWN_I64 && dump > sp->start_ns ? dump
+                                                                               : sp->start_ns)
+                           : sp->end_ns;
+        if (sp->kind == SPAN_MARK) {
+            head(w, name, "i", pid, sp->thread, sp->start_ns);
+            jsonw_key(w, "s"); jsonw_string(w, "t");
+            args(w, s, sp, false);
+            jsonw_end_object(w);
+        } else if (sp->kind == SPAN_STARTEND) {
+            head(w, name, "b", pid, sp->thread, sp->start_ns);
+            jsonw_key(w, "id"); jsonw_u64(w, i + 1);
+            args(w, s, sp, open);
+            jsonw_end_object(w);
+            head(w, name, "e", pid, sp->thread, end);
+            jsonw_key(w, "id"); jsonw_u64(w, i + 1);
+            jsonw_end_object(w);
+        } else {
+            head(w, name, "X", pid, sp->thread, sp->start_ns);
+            ts_key(w, "dur", end - sp->start_ns);
+            args(w, s, sp, open);
+            jsonw_end_object(w);
+        }
+    }
+}
+
+/* ---- text ---- */
+
+static size_t cell_at(int64_t t, int64_t end, size_t cols)
+{
+    if (t <= 0 || end <= 0)
+        return 0;
+    size_t c = (size_t)((double)t / (double)end * (double)cols);
+    return c >= cols ? cols - 1 : c;
+}
+
+void timeline_phase_bands(FILE *f, const struct snapshot *s, int64_t end, size_t cols,
+                          bool ascii)
+{
+    const struct snap_phases *ph = &s->phases;
+    if (!ph->present || ph->nspans == 0 || cols == 0)
+        return;
+    /* the outermost phases, by first start */
+    int64_t band_of[BANDS];
+    int64_t first[BANDS];
+    size_t nbands = 0, more = 0;
+    int64_t dump = s->process.dump_time_ns;
+    char *cells = malloc(BANDS * cols);
+    if (cells == NULL)
+        return;
+    memset(cells, 0, BANDS * cols);
+    for (size_t i = 0; i < ph->nspans; i++) {
+        const struct snap_span *sp = &ph->spans[i];
+        const struct snap_phase *p = snapshot_phase(s, sp->phase);
+        if (sp->kind == SPAN_MARK || p == NULL || p->parent != 0)
+            continue;
+        size_t b = 0;
+        while (b < nbands && band_of[b] != sp->phase)
+            b++;
+        if (b == nbands) {
+            if (nbands == BANDS) {
+                more++;
+                continue;
+            }
+            band_of[nbands] = sp->phase;
+            first[nbands++] = sp->start_ns;
+        } else if (sp->start_ns < first[b]) {
+            first[b] = sp->start_ns;
+        }
+        int64_t stop = sp->end_ns != SNAP_UNKNOWN_I64 ? sp->end_ns
+                       : dump != SNAP_UNKNOWN_I64 ? dump : end;
+        for (size_t c = cell_at(sp->start_ns, end, cols); c <= cell_at(stop, end, cols); c++)
+            cells[b * cols + c] = 1;
+    }
+    if (nbands == 0) {
+        free(cells);
+        return;
+    }
+    /* bands in the order they first opened */
+    size_t order[BANDS];
+    for (size_t b = 0; b < nbands; b++)
+        order[b] = b;
+    for (size_t i = 1; i < nbands; i++)
+        for (size_t j = i; j > 0 && first[order[j]] < first[order[j - 1]]; j--) {
+            size_t t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    fprintf(f, "\n%sranges%s (outermost, as the program named them)\n", out_color(OUT_BOLD),
+            out_color(OUT_RESET));
+    for (size_t k = 0; k < nbands; k++) {
+        size_t b = order[k];
+        fprintf(f, "%10s |", "");
+        for (size_t c = 0; c < cols; c++)
+            fputs(cells[b * cols + c] ? (ascii ? "=" : "\u2501") : " ", f);
+        fprintf(f, "| %s\n", snapshot_display(s->ctx, snapshot_phase_path(s, band_of[b])));
+    }
+    if (more > 0)
+        fprintf(f, "%10s  (%zu more spans of other outermost ranges; see --format chrome)\n",
+                "", more);
+    if (ph->recorded != SNAP_UNKNOWN && ph->recorded > ph->nspans)
+        fprintf(f, "%10s  the snapshot keeps the latest %zu of %" PRIu64 " ranges\n", "",
+                ph->nspans, ph->recorded);
+    free(cells);
+}
