@@ -19,3 +19,19 @@ $(NVTX_PROGS): $(BUILD)/tests/progs/%: tests/progs/nvtx/%.c $(SIMRT)
 	    -L$(BUILD)/sim -lcudart -ldl -lpthread
 test-bins: $(NVTX_PROGS)
 endif
+
+# `make bench`: what NVTX ranges cost under the tracer (scripts/bench_phases.py,
+# results in docs/performance.md, "Phases").
+.PHONY: bench-phases
+ifneq ($(NVTX_INC),)
+$(BUILD)/tests/bench/bench_nvtx: tests/bench/bench_nvtx.c $(SIMRT)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) -O2 -g -Wall -Wextra -Werror -Isrc/common -isystem $(NVTX_INC) -o $@ $< \
+	    -L$(BUILD)/sim -lcudart -ldl -lpthread
+bench-phases: all $(BUILD)/tests/bench/bench_nvtx
+	$(PYTHON) scripts/bench_phases.py --build $(BUILD) --write docs/performance.md
+else
+bench-phases:
+	@echo "cumemtrace: bench: no NVTX 3 header (CUDA toolkit or the PyTorch venv's nvidia-nvtx); the phases rows are skipped"
+endif
+bench: bench-phases

@@ -161,7 +161,7 @@ static struct phase_domain *domain_or_default(void *domain)
 
 static int range_push_a(const char *message)
 {
-    return phase_push(nvtx_default, message, message ? strlen(message) : 0);
+    return phase_push_str(nvtx_default, message);
 }
 
 static int range_push_w(const wchar_t *message)

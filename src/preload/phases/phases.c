@@ -255,9 +255,10 @@ static struct ring_slot *ring_get(void)
 static void log_range(int64_t start, int64_t end, uint32_t phase, uint32_t tid, unsigned kind)
 {
     struct ring_slot *r = ring_get();
-    COUNT(recorded);
-    if (r == NULL)
+    if (r == NULL) {
+        COUNT(recorded); /* no ring: counted only */
         return;
+    }
     uint64_t i = __atomic_fetch_add(&ring_n, 1, __ATOMIC_RELAXED);
     struct ring_slot *s = &r[i & (PHASE_RING - 1)];
     __atomic_store_n(&s->seq, 0, __ATOMIC_RELAXED);
@@ -278,14 +279,27 @@ struct entry {
     int64_t start;
 };
 
+/* The paths this thread pushed last, by (name pointer, parent): a hit
+ * compares the name's bytes with the path's and skips the hash and the
+ * table.  A program names its ranges with the same few literals. */
+#define NAME_CACHE 16
+struct name_slot {
+    const char *name;
+    uint32_t parent, node;
+    uint16_t domain;
+};
+
 struct block {
     int lock;
     uint32_t depth; /* may exceed PHASE_MAX_DEPTH: the rest are counted only */
     uint32_t tid;
     uint32_t *current; /* the thread's phase_current */
+    uint64_t pushes;   /* written by this thread only (relaxed), summed by dumps */
     struct block *prev, *next;
     struct entry e[PHASE_MAX_DEPTH];
+    struct name_slot cache[NAME_CACHE];
 };
+static uint64_t pushes_gone; /* of threads that ended; under lock */
 static __thread struct block *me __attribute__((tls_model("initial-exec")));
 static struct block *threads; /* under lock */
 
@@ -333,6 +347,7 @@ static void thread_gone(void *p)
         threads = b->next;
     if (b->next)
         b->next->prev = b->prev;
+    pushes_gone += b->pushes;
     /* its start/end ranges stay open: any thread may end them */
     for (unsigned i = 0; i < PHASE_MAX_OPEN; i++)
         if (open_slots[i].used && open_slots[i].owner == b)
@@ -401,24 +416,84 @@ static inline void stack_remove_locked(struct block *b, unsigned k)
     set_current(b);
 }
 
-int phase_push(struct phase_domain *dom, const char *name, size_t len)
+/* This thread's cache slot of (name pointer, parent). */
+static inline struct name_slot *cache_slot(struct block *b, const char *name, uint32_t parent)
 {
-    struct block *b = block_get();
-    if (b == NULL)
-        return -1;
-    if (name == NULL)
-        name = "", len = 0;
-    unsigned domain = dom ? dom->index : 0;
-    /* the parent is the thread's phase: its top entry, kept in
-     * phase_current (a remote end changes it only under b's lock, and a
-     * range ended meanwhile is an acceptable parent) */
-    uint32_t node = intern(phase_now(), domain, name, len);
-    COUNT(pushes);
+    return &b->cache[((uintptr_t)name >> 3 ^ parent * 0x9E3779B9u) % NAME_CACHE];
+}
+
+/* The node of (parent, domain, name[0..len)): this thread's cache, else
+ * the table. */
+static inline uint32_t lookup(struct block *b, uint32_t parent, unsigned domain,
+                              const char *name, size_t len)
+{
+    struct name_slot *c = cache_slot(b, name, parent);
+    if (c->name == name && c->parent == parent && c->domain == domain) {
+        const struct node *n = node_at(c->node);
+        if (n->len == cut_len(name, len) && memcmp(n->name, name, n->len) == 0)
+            return c->node;
+    }
+    uint32_t node = intern(parent, domain, name, len);
+    *c = (struct name_slot){name, parent, node, (uint16_t)domain};
+    return node;
+}
+
+/* The same for a NUL-terminated name (NVTX's and the API's), with no
+ * strlen on a hit: the cached path's bytes are compared up to the name's
+ * NUL, never reading the caller's string past it.  A path whose name was
+ * cut (PHASE_NAME_MAX bytes) matches every name that begins so: they are
+ * one path. */
+static inline uint32_t lookup_str(struct block *b, uint32_t parent, unsigned domain,
+                                  const char *name)
+{
+    struct name_slot *c = cache_slot(b, name, parent);
+    if (c->name == name && c->parent == parent && c->domain == domain) {
+        const struct node *n = node_at(c->node);
+        size_t i = 0;
+        while (i < n->len && name[i] == n->name[i])
+            i++;
+        if (i == n->len && (name[i] == '\0' || n->len == PHASE_NAME_MAX))
+            return c->node;
+    }
+    uint32_t node = intern(parent, domain, name, strlen(name));
+    *c = (struct name_slot){name, parent, node, (uint16_t)domain};
+    return node;
+}
+
+/* Puts `node` on the calling thread's stack. */
+static inline int push_node(struct block *b, uint32_t node, unsigned domain)
+{
+    __atomic_store_n(&b->pushes, b->pushes + 1, __ATOMIC_RELAXED);
     int64_t now = clock_now_ns();
     block_lock(b);
     int level = stack_push_locked(b, node, domain, 0, now);
     block_unlock(b);
     return level;
+}
+
+/* The parent of a push is the thread's phase: its top entry, kept in
+ * phase_current (a remote end changes it only under the block's lock, and
+ * a range ended meanwhile is an acceptable parent). */
+int phase_push(struct phase_domain *dom, const char *name, size_t len)
+{
+    struct block *b = block_get();
+    if (__builtin_expect(b == NULL, 0))
+        return -1;
+    if (name == NULL)
+        name = "", len = 0;
+    unsigned domain = dom ? dom->index : 0;
+    return push_node(b, lookup(b, phase_now(), domain, name, len), domain);
+}
+
+int phase_push_str(struct phase_domain *dom, const char *name)
+{
+    struct block *b = block_get();
+    if (__builtin_expect(b == NULL, 0))
+        return -1;
+    if (name == NULL)
+        name = "";
+    unsigned domain = dom ? dom->index : 0;
+    return push_node(b, lookup_str(b, phase_now(), domain, name), domain);
 }
 
 int phase_pop(struct phase_domain *dom)
@@ -437,15 +512,21 @@ int phase_pop(struct phase_domain *dom)
         return level;
     }
     unsigned k = b->depth;
-    while (k > 0 && (b->e[k - 1].domain != domain || b->e[k - 1].slot != 0))
-        k--;
-    if (k == 0) {
-        block_unlock(b);
-        COUNT(unbalanced_pops);
-        return -1;
+    struct entry e;
+    if (__builtin_expect(k > 0 && b->e[k - 1].domain == domain && b->e[k - 1].slot == 0, 1)) {
+        e = b->e[--b->depth]; /* the innermost: nothing moves */
+        __atomic_store_n(b->current, k > 1 ? b->e[k - 2].node : PHASE_NONE, __ATOMIC_RELAXED);
+    } else {
+        while (k > 0 && (b->e[k - 1].domain != domain || b->e[k - 1].slot != 0))
+            k--;
+        if (k == 0) {
+            block_unlock(b);
+            COUNT(unbalanced_pops);
+            return -1;
+        }
+        e = b->e[k - 1];
+        stack_remove_locked(b, k - 1);
     }
-    struct entry e = b->e[k - 1];
-    stack_remove_locked(b, k - 1);
     block_unlock(b);
     log_range(e.start, now, e.node, b->tid, PHASE_RANGE_PUSH);
     return (int)k - 1;
@@ -461,7 +542,7 @@ uint64_t phase_start(struct phase_domain *dom, const char *name, size_t len)
     unsigned domain = dom ? dom->index : 0;
     /* a start/end range is a root: it may outlive what is open now */
     uint32_t node = intern(PHASE_NONE, domain, name, len);
-    COUNT(pushes);
+    __atomic_store_n(&b->pushes, b->pushes + 1, __ATOMIC_RELAXED);
     int64_t now = clock_now_ns();
     pthread_mutex_lock(&lock);
     unsigned i = 0;
@@ -546,7 +627,7 @@ static struct phase_domain *api_domain(const char *source)
 __attribute__((visibility("default"))) int cumemtrace_phase_push(const char *source,
                                                                  const char *name)
 {
-    return phase_push(api_domain(source), name, name ? strlen(name) : 0);
+    return phase_push_str(api_domain(source), name);
 }
 
 __attribute__((visibility("default"))) int cumemtrace_phase_pop(const char *source)
@@ -582,7 +663,13 @@ void phase_get_stats(struct phase_stats *out)
     out->unbalanced_pops = __atomic_load_n(&stats.unbalanced_pops, __ATOMIC_RELAXED);
     out->too_deep = __atomic_load_n(&stats.too_deep, __ATOMIC_RELAXED);
     out->dropped_starts = __atomic_load_n(&stats.dropped_starts, __ATOMIC_RELAXED);
-    out->recorded = __atomic_load_n(&stats.recorded, __ATOMIC_RELAXED);
+    out->recorded = __atomic_load_n(&stats.recorded, __ATOMIC_RELAXED) +
+                    __atomic_load_n(&ring_n, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&lock);
+    out->pushes += pushes_gone;
+    for (struct block *b = threads; b; b = b->next)
+        out->pushes += __atomic_load_n(&b->pushes, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&lock);
 }
 
 long phase_ranges(struct phase_range **out)
@@ -676,5 +763,8 @@ void phase_atfork_child(void)
             open_slots[i].tid = me->tid;
     __atomic_store_n(&ring_n, 0, __ATOMIC_RELAXED);
     memset(&stats, 0, sizeof stats);
+    pushes_gone = 0;
+    if (me != NULL)
+        me->pushes = 0;
     pthread_mutex_unlock(&lock);
 }

@@ -67,6 +67,9 @@ const struct phase_name *phase_intern_name(const char *s, size_t len);
  * 0-based level (NVTX's nvtxRangePush result), or -1 when the thread's
  * block cannot be allocated. */
 int phase_push(struct phase_domain *d, const char *name, size_t len);
+/* The same for a NUL-terminated name (NULL: ""), cheaper when the thread
+ * pushed the same string from the same place before. */
+int phase_push_str(struct phase_domain *d, const char *name);
 /* Closes the calling thread's innermost range of domain `d`.  Returns the
  * level it had, or -1 when none of `d` is open (counted as unbalanced). */
 int phase_pop(struct phase_domain *d);
