@@ -530,3 +530,36 @@ def test_allocator_segments_page(browser, tmp_path):
     assert browser.eval((q % "block.free") + ".every(r => r.getAttribute('stroke') === '#cf222e')")
     browser.eval("document.getElementById('allocator-segments').scrollIntoView()")
     browser.screenshot(ARTIFACTS / "html_allocator_segments_zoom.png")
+
+
+NVTX_PROG = PROGS / "rt_nvtx"
+
+
+@pytest.mark.skipif(not NVTX_PROG.exists(), reason="rt_nvtx not built: no NVTX 3 header "
+                    "(see tests/nvtx.mk)")
+def test_ranges_under_the_timeline(browser, tmp_path):
+    """The program's NVTX ranges are drawn under the device's timeline, on
+    its time axis, one row per nesting level, each bar titled by its path."""
+    cwd = tmp_path / "nvtx"
+    cwd.mkdir()
+    subprocess.run([str(NVTX_PROG), "nested"], cwd=cwd, timeout=60, check=True,
+                   env=base_env({"NVTX_INJECTION64_PATH": str(BUILD / "libcumemtrace.so")}),
+                   capture_output=True)
+    [snap] = sorted(cwd.glob("cumemtrace.*.json"))
+    page = html(tmp_path / "ranges.html", snap)
+    m = open_page(browser, page, "html_ranges.png")
+    f = m["files"][0]
+    assert f["ranges"]["paths"][0] == "" and "validation/step 1200" in f["ranges"]["paths"]
+    check_timeline(browser, f)
+    bars = browser.eval("""[...document.querySelectorAll('#timeline svg.timeline-svg rect.range')]
+        .map(r => [r.dataset.path, +r.getAttribute('y'), +r.getAttribute('x'),
+                   r.querySelector('title').textContent])""")
+    by = {b[0]: b for b in bars}
+    assert set(by) == {"train", "train/step 1", "validation", "validation/step 1200",
+                       "load batch", "wide \u00e9t\u00e9"}
+    assert by["validation/step 1200"][1] > by["validation"][1]   # nested: one row lower
+    assert by["train"][2] < by["validation"][2]                   # in time order
+    assert by["validation/step 1200"][3].startswith("validation/step 1200: ")
+    marks = browser.eval("[...document.querySelectorAll('#timeline line.range-mark')]"
+                         ".map(l => l.dataset.path)")
+    assert marks == ["checkpoint"]

@@ -258,3 +258,22 @@ def test_chrome_trace_start_end_is_an_async_pair(run):
     e_ = [e for e in ev if e.get("cat") == "range" and e["ph"] == "e"]
     assert len(b) == len(e_) == 1 and b[0]["id"] == e_[0]["id"]
     assert b[0]["name"] == "request 7" and b[0]["ts"] <= e_[0]["ts"]
+
+
+@needs_nvtx
+def test_diff_by_range_matches_ranges_by_path(run):
+    a = run(["rt_nvtx", "nested"], env=NVTX).files[0]
+    b = run(["rt_nvtx", "threads"], env=NVTX).files[0]
+    same = _cli("diff", "--by", "range", a, a)
+    assert same.returncode == 0, same.stderr
+    # the four ranges that allocated (train and validation only enclose them)
+    assert "no range changed" in same.stdout and "(4 ranges unchanged)" in same.stdout
+    d = _cli("diff", "--by", "range", "--bytes", a, b)
+    assert d.returncode == 0, d.stderr
+    peak = d.stdout.split("Ranges at peak")[1].split("Live by range")[0].splitlines()
+    step = [l.split() for l in peak if l.rstrip().endswith("validation/step 1200")][0]
+    assert step[:7] == [str(5 * MiB), "B", "0", "B", f"-{5 * MiB}", "B", "GONE"], step
+    req = [l.split() for l in peak if l.rstrip().endswith("request 7")][0]
+    assert req[:7] == ["0", "B", str(2 * MiB), "B", f"+{2 * MiB}", "B", "NEW"], req
+    bad = _cli("diff", "--by", "ranges", a, b)
+    assert bad.returncode == 2 and "--by wants stack, function, module or range" in bad.stderr

@@ -20,6 +20,7 @@
 
 #include "cli.h"
 #include "diff_allocator.h"
+#include "diff_phases.h"
 #include "frames.h"
 #include "gate.h"
 #include "html.h"
@@ -283,7 +284,7 @@ static void print_kinds(FILE *f, const struct snapshot *a, const struct snapshot
 /* Renders the whole diff; returns 1 when the gate failed, 0 otherwise, -1
  * when out of memory. */
 static int diff_text(FILE *f, struct snapshot *a, struct snapshot *b, enum site_by by,
-                     unsigned top, const struct gate *g)
+                     bool by_range, unsigned top, const struct gate *g)
 {
     char why[256] = "";
     char title[2048];
@@ -294,9 +295,13 @@ static int diff_text(FILE *f, struct snapshot *a, struct snapshot *b, enum site_
     fputs(out_color(OUT_RESET), f);
     fputc('\n', f);
     bool failed = print_peaks(f, a, b, g, why, sizeof why);
-    if (print_sites_section(f, a, b, by, false, top) != 0 ||
-        print_sites_section(f, a, b, by, true, top) != 0)
+    if (by_range) {
+        if (diff_phases(f, a, b, top) != 0)
+            return -1;
+    } else if (print_sites_section(f, a, b, by, false, top) != 0 ||
+               print_sites_section(f, a, b, by, true, top) != 0) {
         return -1;
+    }
     print_ooms(f, a, b);
     diff_allocator_print(f, a->ctx, a, b);
     print_kinds(f, a, b);
@@ -312,7 +317,7 @@ static int diff_text(FILE *f, struct snapshot *a, struct snapshot *b, enum site_
 }
 
 static const char usage[] =
-    "usage: cumemtrace diff [--by stack|function|module] [--max-growth LIMIT]\n"
+    "usage: cumemtrace diff [--by stack|function|module|range] [--max-growth LIMIT]\n"
     "                       [--top N] [--bytes] [--html OUT] [--width N] [--full] BASE NEW\n"
     "       cumemtrace diff [OPTIONS] BASE_DIR NEW_DIR\n"
     "\n"
@@ -325,7 +330,9 @@ static const char usage[] =
     "local rank, and the gate applies to each rank's peak.\n"
     "\n"
     "  --by G            group call sites by the whole stack (default), the\n"
-    "                    innermost function, or the innermost module\n"
+    "                    innermost function, or the innermost module; or\n"
+    "                    compare the program's own ranges (NVTX, PyTorch's\n"
+    "                    phases) at the peak instead, matched by path\n"
     "  --max-growth L    CI gate: exit 1 when a device's peak grew by more than\n"
     "                    L, a percentage (5%) or a size (512MiB); else exit 0\n"
     "  --top N           changed call sites listed (default 20)\n"
@@ -355,6 +362,7 @@ int diff_main(int argc, char **argv)
     };
     const char *html = NULL;
     int by = BY_STACK;
+    bool by_range = false;
     struct gate gate = {false, false, 0, NULL};
     uint64_t top = DIFF_TOP_DEFAULT;
     bool exact = false;
@@ -362,10 +370,11 @@ int diff_main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (c) {
         case 'y':
-            by = cli_parse_by(optarg);
+            by_range = strcmp(optarg, "range") == 0;
+            by = by_range ? BY_STACK : cli_parse_by(optarg);
             if (by < 0)
-                return cli_usage("diff", "--by wants stack, function or module, not '%s'",
-                                 optarg);
+                return cli_usage("diff", "--by wants stack, function, module or range, "
+                                 "not '%s'", optarg);
             break;
         case 'g': {
             int rc = gate_parse(optarg, &gate);
@@ -402,6 +411,8 @@ int diff_main(int argc, char **argv)
                          argc - optind);
     out_init(stdout, exact);
     if (ranks_any_dir(argv + optind, 2)) {
+        if (by_range)
+            return cli_usage("diff", "--by range compares two files, not directories");
         if (html != NULL)
             return cli_usage("diff", "--html compares two files, not directories (for a "
                              "page of every rank: cumemtrace html DIR/*.json)");
@@ -410,8 +421,8 @@ int diff_main(int argc, char **argv)
     struct cli_inputs in;
     if (cli_load(&in, argv + optind, 2) != 0)
         return CLI_EXIT_ERROR;
-    int rc = diff_text(stdout, in.snaps[0], in.snaps[1], (enum site_by)by, (unsigned)top,
-                       &gate);
+    int rc = diff_text(stdout, in.snaps[0], in.snaps[1], (enum site_by)by, by_range,
+                       (unsigned)top, &gate);
     if (rc >= 0 && html != NULL) {
         char title[256];
         html_title(title, sizeof title, in.snaps, 2, "diff");

@@ -41,6 +41,11 @@ int html_model_write(struct jsonw *w, struct snapshot **s, size_t n, const char 
  * or null}, or null without one. */
 void html_layout_write(struct jsonw *w, const struct snap_oom *o);
 
+/* The file's phases for the timeline (html_phases.c): "ranges": null, or
+ * {paths: [path by phase id, "" for 0], spans: [[start, end|null, thread,
+ * phase, kind]]}, kind 0 push, 1 start/end, 2 mark. */
+void html_phases_write(struct jsonw *w, const struct snapshot *s);
+
 /* Writes the whole page to path (or stdout for "-"); title goes into
  * <title>.  Returns 0, or -1 with a one-line message printed. */
 int html_page_write(const char *path, const char *title, struct snapshot **s, size_t n,

@@ -11,7 +11,7 @@
  *          devices: [{name, ordinal, total, free, limit, current, peak,
  *                     peak_ns, end_ns, groups: {peak, live, oom},
  *                     bands: [site...], points: [[t, total, band...]]}],
- *          oom, attempts, advice}
+ *          ranges (html_phases.c), oom, attempts, advice}
  * A group row is [stack, bytes, count], stack -1 for none.  The per-site
  * timeline split is rebuilt from the deltas of the event log, which is only
  * right when nothing was thinned: a thinned log gives bands: [] and the
@@ -769,6 +769,7 @@ static int write_file(struct jsonw *w, struct snapshot *s)
             goto out;
     }
     jsonw_end_array(w);
+    html_phases_write(w, s);
     write_oom(w, s);
     jsonw_key(w, "attempts");
     jsonw_begin_array(w);

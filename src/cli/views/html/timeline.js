@@ -5,9 +5,48 @@
   /* One device's memory over time: stacked step areas of its top call sites
    * (the model's bands) and "other" up to the exact total.  Drag to zoom,
    * double-click to reset.  opts.domain shares a time axis (diff). */
+  /* The program's ranges (phases: NVTX, PyTorch's, cumemtrace_phase_push)
+   * laid out once per file: per thread, a row per nesting level, threads
+   * one under another, at most RANGE_ROWS rows. */
+  var RANGE_ROWS = 16, RANGE_H = 12;
+  function rangeLanes(file) {
+    if (file._lanes) return file._lanes;
+    var out = { rows: 0, items: [] }, R = file.ranges;
+    file._lanes = out;
+    if (!R) return out;
+    var end = file.dump_ns || 0, byThread = {};
+    R.spans.forEach(function (sp) { (byThread[sp[2]] = byThread[sp[2]] || []).push(sp); });
+    Object.keys(byThread).sort(function (a, b) { return a - b; }).forEach(function (tid) {
+      var list = byThread[tid].slice().sort(function (a, b) {
+        var ea = a[1] == null ? Infinity : a[1], eb = b[1] == null ? Infinity : b[1];
+        return a[0] - b[0] || eb - ea;
+      });
+      var open = [], deepest = -1;
+      list.forEach(function (sp) {
+        var t1 = sp[1] == null ? Math.max(end, sp[0]) : sp[1];
+        while (open.length && open[open.length - 1] <= sp[0]) open.pop();
+        var row = out.rows + open.length;
+        if (sp[4] !== 2) open.push(t1);
+        if (row >= RANGE_ROWS) return;
+        if (row - out.rows > deepest) deepest = row - out.rows;
+        out.items.push({ t0: sp[0], t1: t1, row: row, path: R.paths[sp[3]] || '?', kind: sp[4],
+                         open: sp[1] == null, thread: +tid });
+      });
+      out.rows = Math.min(RANGE_ROWS, out.rows + deepest + 1);
+    });
+    return out;
+  }
+
+  function rangeColor(path) {
+    var h = 0;
+    for (var i = 0; i < path.length; i++) h = (h * 31 + path.charCodeAt(i)) >>> 0;
+    return 'hsl(' + (h % 360) + ',45%,62%)';
+  }
+
   function timelineChart(parent, file, dev, opts) {
     opts = opts || {};
     var W = widthOf(parent), H = opts.height || 240, ml = 64, mr = 12, mt = 10, mb = 26;
+    var lanes = rangeLanes(file), RH = lanes.rows ? lanes.rows * RANGE_H + 8 : 0;
     var pts = dev.points, nb = dev.bands.length;
     /* Start where the log starts (the model's first point is the zero at
      * process start), with a little room. */
@@ -15,7 +54,7 @@
     var full = opts.domain || [Math.max(0, t0 - pad), dev.end_ns];
     var dom = full.slice();
     var box = h('div', { 'class': 'tl', 'data-device': dev.name }, parent);
-    var svgEl = s('svg', { width: W, height: H, 'class': 'timeline-svg' }, box);
+    var svgEl = s('svg', { width: W, height: H + RH, 'class': 'timeline-svg' }, box);
     var ymax = dev.peak;
     for (var i = 0; i < pts.length; i++) if (pts[i][1] > ymax) ymax = pts[i][1];
     if (opts.ymax && opts.ymax > ymax) ymax = opts.ymax;
@@ -49,7 +88,7 @@
       }
       var clipId = 'clip' + Math.random().toString(36).slice(2);
       var cp = s('clipPath', { id: clipId }, svgEl);
-      s('rect', { x: ml, y: 0, width: W - ml - mr, height: H }, cp);
+      s('rect', { x: ml, y: 0, width: W - ml - mr, height: H + RH }, cp);
       var g = s('g', { 'clip-path': 'url(#' + clipId + ')' }, svgEl);
       for (var j = 0; j <= nb; j++) {
         var up = '', lo = [];
@@ -82,6 +121,32 @@
           'OOM: ' + bytes(file.oom.requested) + ' refused');
       }
       s('rect', { x: ml, y: mt, width: W - ml - mr, height: H - mt - mb, fill: 'transparent', 'class': 'hit' }, svgEl);
+      if (lanes.rows) drawRanges(g);
+    }
+    /* Under the memory, on the same time axis: each range a bar titled
+     * with its path and duration, a mark a tick. */
+    function drawRanges(g) {
+      s('text', { x: ml - 6, y: H + 4 + RANGE_H - 3, 'text-anchor': 'end', 'class': 'axis' }, svgEl, 'ranges');
+      lanes.items.forEach(function (it) {
+        if (it.t1 < dom[0] || it.t0 > dom[1]) return;
+        var x0 = Math.max(ml, px(it.t0)), x1 = Math.min(W - mr, px(it.t1)), y = H + 4 + it.row * RANGE_H;
+        var what = it.path + (it.kind === 2 ? ' (mark)' : ': ' + dur(Math.round(it.t1 - it.t0)) +
+                   (it.open ? ', open at the dump' : '')) + ', thread ' + it.thread;
+        var el;
+        if (it.kind === 2) {
+          el = s('line', { x1: x0, x2: x0, y1: y, y2: y + RANGE_H - 2, 'class': 'range-mark', stroke: '#555',
+                           'data-path': it.path }, g);
+        } else {
+          el = s('rect', { x: x0, y: y, width: Math.max(1, x1 - x0), height: RANGE_H - 2, fill: rangeColor(it.path),
+                           'class': 'range', 'data-path': it.path }, g);
+          if (x1 - x0 > 40) {
+            var name = it.path.split('/').pop();
+            s('text', { x: x0 + 3, y: y + RANGE_H - 3, 'class': 'range-label' }, g,
+              name.length * 6 > x1 - x0 - 6 ? name.slice(0, Math.max(1, Math.floor((x1 - x0 - 6) / 6))) : name);
+          }
+        }
+        s('title', {}, el, what);
+      });
     }
     function at(ev) {
       var r = svgEl.getBoundingClientRect(), x = ev.clientX - r.left, y = ev.clientY - r.top;
@@ -155,7 +220,9 @@
   function drawTimeline(file) {
     var sec = section('timeline', 'Memory over time');
     h('p', { 'class': 'note' }, sec, 'Stacked by the call sites that held the most at each device\'s peak. ' +
-      'Hover for the call site, drag to zoom, double-click to reset. Red ticks: failed allocations; green: recoveries.');
+      'Hover for the call site, drag to zoom, double-click to reset. Red ticks: failed allocations; green: recoveries.' +
+      (file.ranges ? ' Under each chart, the program\'s own ranges (NVTX, PyTorch\'s phases), a row per nesting ' +
+       'level and thread; hover a bar for its path.' : ''));
     if (file.thinned)
       h('p', { 'class': 'note' }, sec, 'The event log was thinned (' + file.events_kept + ' of ' + file.events_recorded +
         ' events kept): the total is exact, the split by call site cannot be rebuilt and is not drawn.');
