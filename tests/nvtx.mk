@@ -6,8 +6,9 @@
 # vendored, and the tests skip without the programs, saying why.
 
 CUDA_HOME ?= /usr/local/cuda
+TORCH_VENV ?= $(or $(CUMEMTRACE_TORCH_VENV),$(HOME)/.cache/cumemtrace/torch-venv)
 NVTX_HEADERS := $(wildcard $(CUDA_HOME)/include/nvtx3/nvToolsExt.h \
-    $(HOME)/.cache/cumemtrace/torch-venv/lib/python3*/site-packages/nvidia/cu*/include/nvtx3/nvToolsExt.h)
+    $(TORCH_VENV)/lib/python3*/site-packages/nvidia/cu*/include/nvtx3/nvToolsExt.h)
 NVTX_INC ?= $(patsubst %/nvtx3/nvToolsExt.h,%,$(firstword $(NVTX_HEADERS)))
 
 ifneq ($(NVTX_INC),)

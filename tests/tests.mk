@@ -96,7 +96,8 @@ test-tsan: check-deps
 	@$(MAKE) --no-print-directory SAN=thread BUILD=build-tsan test-bins
 	build-tsan/tests/unit/test_record   # the tracker's tables under threads
 	CUMEMTRACE_BUILD=$(abspath build-tsan) $(PYTHON) -m pytest -q -p no:cacheprovider \
-	    tests/e2e/test_process.py tests/e2e/test_concurrency.py -k "threads or fork or concurrency"
+	    tests/e2e/test_process.py tests/e2e/test_concurrency.py tests/e2e/test_phases.py \
+	    -k "threads or fork or concurrency"
 
 # ---- benchmarks (scripts/bench.py; results in docs/performance.md) ----
 $(BUILD)/tests/bench/bench_alloc: tests/bench/bench_alloc.c $(SIMRT)

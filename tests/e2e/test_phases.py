@@ -277,3 +277,19 @@ def test_diff_by_range_matches_ranges_by_path(run):
     assert req[:7] == ["0", "B", str(2 * MiB), "B", f"+{2 * MiB}", "B", "NEW"], req
     bad = _cli("diff", "--by", "ranges", a, b)
     assert bad.returncode == 2 and "--by wants stack, function, module or range" in bad.stderr
+
+
+@needs_nvtx
+def test_threads_push_pop_end_and_dump_at_once(run):
+    r = run(["rt_nvtx", "stress"], env=NVTX)
+    snap = r.only()
+    check_sums(snap)
+    ph = snap["phases"]
+    starts = 4 * 5000 // 100
+    assert ph["pushes"] == 4 * 5000 * 2 + starts
+    # every push and pop balanced, each start ended (by another thread) or open
+    assert ph["unbalanced_pops"] == 0
+    rows = by_path(snap)
+    assert sum(v["allocs"] for k, v in rows.items() if k.startswith("worker")) + \
+        sum(v["allocs"] for k, v in rows.items() if k.startswith("batch")) == 4 * 5000
+    assert len([f for f in r.files if ".api." in f.name]) == 3

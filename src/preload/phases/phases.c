@@ -195,9 +195,11 @@ static uint32_t intern(uint32_t parent, unsigned domain, const char *s, size_t l
         if (id == 0 || node_is(node_at(id), h, parent, domain, s, len))
             break;
     }
-    if (id == 0) {
+    if (id == 0 && nnodes == 0) {
+        id = PHASE_NONE; /* no memory for the table's first chunk: untracked */
+    } else if (id == 0) {
         uint32_t next = nnodes + 1;
-        if (nnodes == 0 || next > PHASE_MAX_NODES ||
+        if (next > PHASE_MAX_NODES ||
             !node_make_locked(next, h, parent, domain, s, len)) {
             id = PHASE_OVERFLOW;
             COUNT(overflow);
@@ -434,7 +436,8 @@ static inline uint32_t lookup(struct block *b, uint32_t parent, unsigned domain,
             return c->node;
     }
     uint32_t node = intern(parent, domain, name, len);
-    *c = (struct name_slot){name, parent, node, (uint16_t)domain};
+    if (node != PHASE_NONE)
+        *c = (struct name_slot){name, parent, node, (uint16_t)domain};
     return node;
 }
 
@@ -456,7 +459,8 @@ static inline uint32_t lookup_str(struct block *b, uint32_t parent, unsigned dom
             return c->node;
     }
     uint32_t node = intern(parent, domain, name, strlen(name));
-    *c = (struct name_slot){name, parent, node, (uint16_t)domain};
+    if (node != PHASE_NONE)
+        *c = (struct name_slot){name, parent, node, (uint16_t)domain};
     return node;
 }
 

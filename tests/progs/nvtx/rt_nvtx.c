@@ -15,7 +15,11 @@
  *                       each, then "after" (1 MiB, kept)
  *   rt_nvtx oom         validation/step 1200 asks for more than the device
  *   rt_nvtx deep        80 nested ranges, 1 MiB in the innermost
+ *   rt_nvtx stress      4 threads push, allocate, free and pop 5000 times
+ *                       each while another ends their start/end ranges and
+ *                       the main thread dumps (for ThreadSanitizer)
  * Prints each push's and pop's result as "label: value". */
+#include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -148,6 +152,57 @@ static int deep(void)
     return 0;
 }
 
+#define STRESS_THREADS 4
+#define STRESS_ITERS 5000
+static nvtxRangeId_t started[STRESS_THREADS];
+static int stress_done;
+
+static void *stress_worker(void *arg)
+{
+    int k = (int)(long)arg;
+    char name[32];
+    for (int i = 0; i < STRESS_ITERS; i++) {
+        snprintf(name, sizeof name, "worker %d", k);
+        nvtxRangePushA(name);
+        nvtxRangePushA(i % 2 ? "odd" : "even");
+        if (i % 100 == 0)
+            __atomic_store_n(&started[k], nvtxRangeStartA("batch"), __ATOMIC_RELEASE);
+        void *p = alloc_in(4096);
+        CHECK(cudaFree(p), cudaSuccess);
+        nvtxRangePop();
+        nvtxRangePop();
+    }
+    return NULL;
+}
+
+static void *stress_ender(void *unused)
+{
+    (void)unused;
+    while (!__atomic_load_n(&stress_done, __ATOMIC_ACQUIRE))
+        for (int k = 0; k < STRESS_THREADS; k++) {
+            nvtxRangeId_t id = __atomic_exchange_n(&started[k], 0, __ATOMIC_ACQ_REL);
+            if (id != 0)
+                nvtxRangeEnd(id);
+        }
+    return NULL;
+}
+
+static int stress(void)
+{
+    int (*dump)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "cumemtrace_dump");
+    pthread_t w[STRESS_THREADS], e;
+    pthread_create(&e, NULL, stress_ender, NULL);
+    for (long k = 0; k < STRESS_THREADS; k++)
+        pthread_create(&w[k], NULL, stress_worker, (void *)k);
+    for (int i = 0; i < 3 && dump != NULL; i++)
+        dump(NULL);
+    for (int k = 0; k < STRESS_THREADS; k++)
+        pthread_join(w[k], NULL);
+    __atomic_store_n(&stress_done, 1, __ATOMIC_RELEASE);
+    pthread_join(e, NULL);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "nested";
@@ -163,6 +218,8 @@ int main(int argc, char **argv)
         return oom();
     if (strcmp(mode, "deep") == 0)
         return deep();
+    if (strcmp(mode, "stress") == 0)
+        return stress();
     fprintf(stderr, "rt_nvtx: unknown mode '%s'\n", mode);
     return 2;
 }
