@@ -52,12 +52,14 @@ enum resolve_how {
 #define PFN(sym) __typeof__(&sym)
 
 /* ThreadSanitizer's runtime calls dlsym - ours - while it initialises,
- * before it can take the function-entry callbacks instrumented code makes:
+ * before it can take the function-entry callbacks instrumented code makes,
+ * and AddressSanitizer's before its shadow memory is mapped (a checked load
+ * of a global defined in another file, resolve_real_dlsym, faults there):
  * the dlsym path must not be instrumented. */
 #if defined(__clang__)
 #define DLSYM_PATH __attribute__((disable_sanitizer_instrumentation))
 #else
-#define DLSYM_PATH __attribute__((no_sanitize("thread")))
+#define DLSYM_PATH __attribute__((no_sanitize("address", "thread")))
 #endif
 
 extern void *resolve_reals[SLOT_COUNT];
