@@ -30,13 +30,7 @@ IMPL = re.compile(r'^\s*#\s*include\s+"(\w+)_impl\.h"', re.M)
 # Call edges (unit, unit) that close a loop today; the graph is checked
 # without them.  An entry that no longer closes a loop fails
 # test_known_loops_are_still_loops: drop it then, so the list only shrinks.
-KNOWN = {
-    # the single-file views call the ranks views that call them
-    ("cli/views/report", "cli/views/ranks_report"),
-    ("cli/views/diff", "cli/views/ranks_diff"),
-    ("cli/views/report_json", "cli/views/report"),
-    ("cli/views/timeline_sites", "cli/views/timeline"),
-}
+KNOWN = set()
 
 
 def symbols(obj):

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "diff.h"
 #include "diff_allocator.h"
 #include "diff_phases.h"
 #include "frames.h"
@@ -30,7 +31,6 @@
 #include "sites.h"
 #include "units.h"
 
-#define DIFF_TOP_DEFAULT 20
 
 /* ---- sections ---- */
 
@@ -281,9 +281,7 @@ static void print_kinds(FILE *f, const struct snapshot *a, const struct snapshot
     }
 }
 
-/* Renders the whole diff; returns 1 when the gate failed, 0 otherwise, -1
- * when out of memory. */
-static int diff_text(FILE *f, struct snapshot *a, struct snapshot *b, enum site_by by,
+int diff_text(FILE *f, struct snapshot *a, struct snapshot *b, enum site_by by,
                      bool by_range, unsigned top, const struct gate *g)
 {
     char why[256] = "";
@@ -314,129 +312,4 @@ static int diff_text(FILE *f, struct snapshot *a, struct snapshot *b, enum site_
                     out_color(OUT_GREEN), g->text, out_color(OUT_RESET));
     }
     return failed ? 1 : 0;
-}
-
-static const char usage[] =
-    "usage: cumemtrace diff [--by stack|function|module|range] [--max-growth LIMIT]\n"
-    "                       [--top N] [--bytes] [--html OUT] [--width N] [--full] BASE NEW\n"
-    "       cumemtrace diff [OPTIONS] BASE_DIR NEW_DIR\n"
-    "\n"
-    "Compares two snapshots: the peak per device (bytes, %, when), call sites\n"
-    "at the peak sorted by the size of their change (NEW and GONE marked), what\n"
-    "was live at exit, OOM counts and per-kind totals.  Call sites match across\n"
-    "runs by Python file:line:function and native module!symbol, so a rebuild\n"
-    "or ASLR does not break the match.  Directories (or a file and a directory)\n"
-    "hold the ranks of a job: ranks match by rank number, then by host and\n"
-    "local rank, and the gate applies to each rank's peak.\n"
-    "\n"
-    "  --by G            group call sites by the whole stack (default), the\n"
-    "                    innermost function, or the innermost module; or\n"
-    "                    compare the program's own ranges (NVTX, PyTorch's\n"
-    "                    phases) at the peak instead, matched by path\n"
-    "  --max-growth L    CI gate: exit 1 when a device's peak grew by more than\n"
-    "                    L, a percentage (5%) or a size (512MiB); else exit 0\n"
-    "  --top N           changed call sites listed (default 20)\n"
-    "  --bytes           print sizes as exact byte counts\n"
-    "  --width N         lay out for N columns (default: the terminal's, 80 when\n"
-    "                    piped)\n"
-    "  --full            cut nothing: whole call-site names and caller chains\n"
-    "  --html OUT        also write a page: differential flame graph (red grew,\n"
-    "                    blue shrank) and both timelines on one time axis\n"
-    "\n"
-    "Exit status: 0 ok, 1 the gate failed, 2 usage or input error.\n"
-    "\n"
-    "example: cumemtrace diff yesterday.json today.json --max-growth 5%\n";
-
-int diff_main(int argc, char **argv)
-{
-    static const struct option opts[] = {
-        {"by", required_argument, NULL, 'y'},
-        {"max-growth", required_argument, NULL, 'g'},
-        {"top", required_argument, NULL, 't'},
-        {"bytes", no_argument, NULL, 'b'},
-        {"html", required_argument, NULL, 'H'},
-        {"width", required_argument, NULL, 'w'},
-        {"full", no_argument, NULL, 'F'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *html = NULL;
-    int by = BY_STACK;
-    bool by_range = false;
-    struct gate gate = {false, false, 0, NULL};
-    uint64_t top = DIFF_TOP_DEFAULT;
-    bool exact = false;
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'y':
-            by_range = strcmp(optarg, "range") == 0;
-            by = by_range ? BY_STACK : cli_parse_by(optarg);
-            if (by < 0)
-                return cli_usage("diff", "--by wants stack, function, module or range, "
-                                 "not '%s'", optarg);
-            break;
-        case 'g': {
-            int rc = gate_parse(optarg, &gate);
-            if (rc == UNITS_ENOUNIT)
-                return cli_usage("diff", "--max-growth needs a unit: %s%% for a percentage, "
-                                 "%sMiB or %sB for a size, not '%s' (docs/units.md)",
-                                 optarg, optarg, optarg, optarg);
-            if (rc != 0)
-                return cli_usage("diff", "--max-growth wants a percentage (5%%) or a "
-                                 "size (512MiB), not '%s'", optarg);
-            break;
-        }
-        case 't':
-            if (cli_parse_count(optarg, &top) != 0 || top == 0 || top > 1000000)
-                return cli_usage("diff", "--top wants a count from 1, not '%s'", optarg);
-            break;
-        case 'b': exact = true; break;
-        case 'H': html = optarg; break;
-        case 'w': {
-            uint64_t w;
-            if (cli_parse_count(optarg, &w) != 0 || w > 10000 || out_set_width((size_t)w) != 0)
-                return cli_usage("diff", "--width wants columns from %d to 10000, not '%s'",
-                                 OUT_WIDTH_MIN, optarg);
-            break;
-        }
-        case 'F': out_set_width(OUT_WIDTH_FULL); break;
-        case 'h': fputs(usage, stdout); return cli_finish_stdout();
-        case ':': return cli_usage("diff", "%s needs a value", argv[optind - 1]);
-        default: return cli_usage("diff", "unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    if (argc - optind != 2)
-        return cli_usage("diff", "wants two snapshot files, BASE and NEW (got %d)",
-                         argc - optind);
-    out_init(stdout, exact);
-    if (ranks_any_dir(argv + optind, 2)) {
-        if (by_range)
-            return cli_usage("diff", "--by range compares two files, not directories");
-        if (html != NULL)
-            return cli_usage("diff", "--html compares two files, not directories (for a "
-                             "page of every rank: cumemtrace html DIR/*.json)");
-        return ranks_diff_main(argv[optind], argv[optind + 1], &gate, (unsigned)top);
-    }
-    struct cli_inputs in;
-    if (cli_load(&in, argv + optind, 2) != 0)
-        return CLI_EXIT_ERROR;
-    int rc = diff_text(stdout, in.snaps[0], in.snaps[1], (enum site_by)by, by_range,
-                       (unsigned)top, &gate);
-    if (rc >= 0 && html != NULL) {
-        char title[256];
-        html_title(title, sizeof title, in.snaps, 2, "diff");
-        if (html_page_write(html, title, in.snaps, 2, "diff") != 0) {
-            cli_inputs_free(&in);
-            return CLI_EXIT_ERROR;
-        }
-    }
-    cli_inputs_free(&in);
-    if (rc < 0) {
-        fprintf(stderr, "cumemtrace: diff: out of memory\n");
-        return CLI_EXIT_ERROR;
-    }
-    if (cli_finish_stdout() != 0)
-        return CLI_EXIT_ERROR;
-    return rc == 1 ? CLI_EXIT_GATE : CLI_EXIT_OK;
 }

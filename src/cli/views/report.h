@@ -2,9 +2,11 @@
 #ifndef CUMEMTRACE_CLI_REPORT_H
 #define CUMEMTRACE_CLI_REPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
+#include "report_churn.h"
 #include "snapshot.h"
 
 #define REPORT_TOP_DEFAULT 10 /* call sites listed per table */
@@ -21,6 +23,11 @@ int report_json(FILE *f, struct snapshot **s, size_t n, unsigned top);
 /* Index in s[0..n) of the snapshot with the highest device peak (the
  * first on ties). */
 size_t report_pick(struct snapshot **s, size_t n);
+
+/* How report_text orders the churn table (--sort; default by allocations),
+ * and whether it lists the program's ranges instead of call sites (--by). */
+void report_set_sort(enum churn_sort by);
+void report_set_by_range(bool by_range);
 
 
 #endif

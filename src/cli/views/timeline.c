@@ -181,27 +181,6 @@ static int timeline_text(FILE *f, const struct snapshot *s, bool ascii)
 
 /* ---- Chrome trace events ---- */
 
-static void ts(struct jsonw *w, int64_t ns)
-{
-    char buf[48];
-    if (ns < 0)
-        ns = 0;
-    snprintf(buf, sizeof buf, "%" PRId64 ".%03" PRId64, ns / 1000, ns % 1000);
-    jsonw_key(w, "ts");
-    jsonw_raw(w, buf);
-}
-
-void timeline_event_head(struct jsonw *w, const char *name, const char *ph, int64_t pid,
-                         int64_t t)
-{
-    jsonw_begin_object(w);
-    jsonw_key(w, "name"); jsonw_string(w, name);
-    jsonw_key(w, "ph"); jsonw_string(w, ph);
-    ts(w, t);
-    jsonw_key(w, "pid"); jsonw_i64(w, pid);
-    jsonw_key(w, "tid"); jsonw_i64(w, 0);
-}
-
 static void counter(struct jsonw *w, const char *name, int64_t pid, int64_t t, uint64_t bytes)
 {
     timeline_event_head(w, name, "C", pid, t);

@@ -1,4 +1,5 @@
-/* timeline.h - what timeline.c and timeline_sites.c share. */
+/* timeline.h - what timeline.c and timeline_sites.c share (and
+ * timeline_event.c under both). */
 #ifndef CUMEMTRACE_CLI_TIMELINE_H
 #define CUMEMTRACE_CLI_TIMELINE_H
 
@@ -12,7 +13,7 @@
 #define TIMELINE_SITES_DEFAULT 8 /* per-call-site counters per device */
 
 /* Opens a trace event {name, ph, ts, pid, tid: 0, ...}; the caller adds
- * its members and closes it. */
+ * its members and closes it (timeline_event.c). */
 void timeline_event_head(struct jsonw *w, const char *name, const char *ph, int64_t pid,
                          int64_t t_ns);
 
