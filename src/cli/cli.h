@@ -15,14 +15,10 @@
 #include "snapshot.h"
 #include "cli_usage.h"
 
-/* The tool's version is the library's (include/cumemtrace.h): they ship
- * together and agree on the snapshot format. */
-#include "cumemtrace.h"
-#define CLI_STR_(x) #x
-#define CLI_STR(x) CLI_STR_(x)
-#define CUMEMTRACE_CLI_VERSION                                                 \
-    CLI_STR(CUMEMTRACE_VERSION_MAJOR) "." CLI_STR(CUMEMTRACE_VERSION_MINOR) "." \
-    CLI_STR(CUMEMTRACE_VERSION_PATCH)
+/* The tool's version is the library's (include/cumemtrace.h, through
+ * format.h): they ship together and agree on the snapshot format. */
+#include "format.h"
+#define CUMEMTRACE_CLI_VERSION FORMAT_TOOL_VERSION
 
 int report_main(int argc, char **argv);
 int diff_main(int argc, char **argv);

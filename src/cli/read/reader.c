@@ -218,7 +218,7 @@ int reader_field(struct reader *r, void *obj, const struct field *f)
     case F_STR: return reader_str(r, (const char **)(void *)p, false);
     case F_STRN: return reader_str(r, (const char **)(void *)p, true);
     case F_RAWN: return reader_raw(r, (const char **)(void *)p);
-    default: return f->fn(r, obj);
+    default: return f->fn(r, p); /* FIELD_FN: offset 0, the object itself */
     }
 }
 

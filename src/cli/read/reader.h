@@ -76,7 +76,7 @@ struct field {
 
 #define FIELD(st, name, type) {#name, type, offsetof(struct st, name), NULL}
 #define FIELD_AT(key, st, member, type) {key, type, offsetof(struct st, member), NULL}
-#define FIELD_FN(key, fn) {key, F_FN, 0, fn}
+#define FIELD_FN(key, fn) {key, F_FN, 0, fn} /* fn gets obj + off */
 #define NFIELDS(t) (sizeof(t) / sizeof((t)[0]))
 
 

@@ -10,9 +10,18 @@
 #include "esc.h"
 #include "symbolize.h"
 
-static const char *const kind_names[KIND_COUNT] = {
-    "device", "managed", "async", "vmm", "host_pinned", "other",
-};
+#define KIND_NAME(sym, name, on_device, phrase) name,
+const char *const snapshot_kind_names[KIND_COUNT] = {FORMAT_KINDS(KIND_NAME) "other"};
+#undef KIND_NAME
+#define kind_names snapshot_kind_names
+#define KIND_PHRASE(sym, name, on_device, phrase) phrase,
+static const char *const kind_phrases[KIND_OTHER] = {FORMAT_KINDS(KIND_PHRASE)};
+#undef KIND_PHRASE
+
+const char *snapshot_kind_phrase(int kind)
+{
+    return kind >= 0 && kind < KIND_OTHER ? kind_phrases[kind] : "memory";
+}
 
 void snapshot_ctx_init(struct snapctx *ctx)
 {
@@ -130,7 +139,7 @@ int snapshot_kind_parse(const char *name)
     for (int k = 0; k < KIND_OTHER; k++)
         if (strcmp(name, kind_names[k]) == 0)
             return k;
-    /* DESIGN.md spells it with a hyphen; accept both spellings. */
+    /* The design notes spell it with a hyphen; accept both spellings. */
     if (strcmp(name, "host-pinned") == 0)
         return KIND_HOST_PINNED;
     return KIND_OTHER;

@@ -17,24 +17,23 @@
 #include <stdint.h>
 
 #include "arena.h"
+#include "format.h"
 #include "hmap.h"
 
-#define SNAP_FORMAT_VERSION 1 /* the newest version this tool reads */
+#define SNAP_FORMAT_VERSION FORMAT_VERSION /* the newest version this tool reads */
 
 #define SNAP_UNKNOWN UINT64_MAX
 #define SNAP_UNKNOWN_I64 INT64_MIN
 #define SNAP_NO_STACK UINT32_MAX /* a group or event without a stack */
 
 enum snap_kind {
-    KIND_DEVICE,
-    KIND_MANAGED,
-    KIND_ASYNC,
-    KIND_VMM,
-    KIND_HOST_PINNED,
+#define SNAP_KIND_ENUM(sym, name, on_device, phrase) KIND_##sym,
+    FORMAT_KINDS(SNAP_KIND_ENUM) /* format.h's table, as the writer's */
+#undef SNAP_KIND_ENUM
     KIND_OTHER, /* a kind name this version does not know */
     KIND_COUNT
 };
-#define DEVICE_KINDS 4 /* the by_kind keys: device, managed, async, vmm */
+#define DEVICE_KINDS FORMAT_DEVICE_KINDS /* the by_kind keys: device, managed, async, vmm */
 
 enum oom_cause {
     CAUSE_UNKNOWN, CAUSE_EXHAUSTED, CAUSE_FRAGMENTATION, CAUSE_LIMIT,
@@ -396,6 +395,11 @@ uint32_t snapshot_stack_index(const struct snapshot *s, int64_t id);
 
 /* The kind's name as the format writes it ("host_pinned"), or "other". */
 const char *snapshot_kind_name(int kind);
+/* What prose calls a kind ("device memory"; "memory" for one this version
+ * does not know), format.h's phrase. */
+const char *snapshot_kind_phrase(int kind);
+/* Every kind's name by KIND_* (format.h's, then "other"). */
+extern const char *const snapshot_kind_names[KIND_COUNT];
 
 /* KIND_* for a name ("host-pinned" is accepted too), KIND_OTHER if unknown. */
 int snapshot_kind_parse(const char *name);

@@ -168,7 +168,7 @@ static int check_sum(const struct snapshot *s, struct cli_error *err, const char
 static int check_kinds(const struct snapshot *s, struct cli_error *err, const char *where,
                        const struct snap_device *d)
 {
-    static const char *const names[DEVICE_KINDS] = {"device", "managed", "async", "vmm"};
+    const char *const *names = snapshot_kind_names; /* the by_kind keys first */
     char at[64];
     u128 cur = 0, peaks = 0;
     uint64_t max_peak = 0;

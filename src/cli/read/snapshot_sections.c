@@ -204,33 +204,18 @@ static const struct field kind_fields[] = {
     FIELD(snap_kind_stats, failures, F_U64),
 };
 
-static int rd_kind_device(struct reader *r, void *obj)
+/* One kind's record; the field's offset picks the kind in by_kind[]. */
+static int rd_kind_stats(struct reader *r, void *obj)
 {
-    struct snap_kind_stats *k = obj;
-    return reader_object(r, &k[KIND_DEVICE], kind_fields, NFIELDS(kind_fields));
-}
-static int rd_kind_managed(struct reader *r, void *obj)
-{
-    struct snap_kind_stats *k = obj;
-    return reader_object(r, &k[KIND_MANAGED], kind_fields, NFIELDS(kind_fields));
-}
-static int rd_kind_async(struct reader *r, void *obj)
-{
-    struct snap_kind_stats *k = obj;
-    return reader_object(r, &k[KIND_ASYNC], kind_fields, NFIELDS(kind_fields));
-}
-static int rd_kind_vmm(struct reader *r, void *obj)
-{
-    struct snap_kind_stats *k = obj;
-    return reader_object(r, &k[KIND_VMM], kind_fields, NFIELDS(kind_fields));
+    return reader_object(r, obj, kind_fields, NFIELDS(kind_fields));
 }
 
-static const struct field by_kind_fields[] = {
-    FIELD_FN("device", rd_kind_device),
-    FIELD_FN("managed", rd_kind_managed),
-    FIELD_FN("async", rd_kind_async),
-    FIELD_FN("vmm", rd_kind_vmm),
-};
+/* The by_kind keys: format.h's kinds counted on a device. */
+#define BY_KIND_FIELD(sym, name, dev, phrase)                                       \
+    FORMAT_IF_ON_DEVICE(dev, {name, F_FN, KIND_##sym * sizeof(struct snap_kind_stats), \
+                              rd_kind_stats},)
+static const struct field by_kind_fields[] = {FORMAT_KINDS(BY_KIND_FIELD)};
+#undef BY_KIND_FIELD
 
 static int rd_by_kind(struct reader *r, void *obj)
 {
@@ -461,12 +446,10 @@ static int rd_oom_cause(struct reader *r, void *obj)
     return 0;
 }
 
-static const struct field oom_kind_fields[] = {
-    {"device", F_U64, KIND_DEVICE * sizeof(uint64_t), NULL},
-    {"managed", F_U64, KIND_MANAGED * sizeof(uint64_t), NULL},
-    {"async", F_U64, KIND_ASYNC * sizeof(uint64_t), NULL},
-    {"vmm", F_U64, KIND_VMM * sizeof(uint64_t), NULL},
-};
+#define OOM_KIND_FIELD(sym, name, dev, phrase) \
+    FORMAT_IF_ON_DEVICE(dev, {name, F_U64, KIND_##sym * sizeof(uint64_t), NULL},)
+static const struct field oom_kind_fields[] = {FORMAT_KINDS(OOM_KIND_FIELD)};
+#undef OOM_KIND_FIELD
 
 static int rd_oom_by_kind(struct reader *r, void *obj)
 {

@@ -18,7 +18,7 @@
 
 #define HEAD 16
 #define ROW_JSON_MAX 120 /* the longest JSON row: six numbers at most 20 digits */
-#define RECORD_MAGIC 0x52544d43u
+#define RECORD_MAGIC FORMAT_STREAM_RECORD_MAGIC
 
 bool stream_is(const char *buf, size_t len)
 {
@@ -92,7 +92,9 @@ struct span {
 };
 
 #define ROW 32
-static const char *const kinds[] = {"device", "managed", "async", "vmm", "host_pinned"};
+#define KIND_NAME(sym, name, on_device, phrase) name,
+static const char *const kinds[] = {FORMAT_KINDS(KIND_NAME)}; /* the writer's numbers */
+#undef KIND_NAME
 
 static uint64_t le64(const unsigned char *p)
 {
@@ -205,7 +207,7 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
             break;
         }
         if (!header) {
-            if (type != 'H' || field(p, plen, "\"version\":", 0) != 1) {
+            if (type != 'H' || field(p, plen, "\"version\":", 0) != FORMAT_STREAM_VERSION) {
                 snprintf(info->stopped, sizeof info->stopped, "a first record that is "
                          "not a version 1 header");
                 break;

@@ -8,8 +8,9 @@
 #include <stdint.h>
 
 #include "errors.h"
+#include "format.h"
 
-#define STREAM_FILE_MAGIC "CMTSTRM1"
+#define STREAM_FILE_MAGIC FORMAT_STREAM_MAGIC
 
 struct stream_info {
     size_t records, checkpoints, heartbeats, skipped;

@@ -256,8 +256,9 @@ static void print_kinds(FILE *f, const struct snapshot *a, const struct snapshot
     struct out_table t;
     out_table_init(&t, "lrrrrr", 2);
     out_table_row(&t, "kind", "base peak", "new peak", "change", "base allocs", "new allocs");
-    static const int kinds[] = {KIND_DEVICE, KIND_MANAGED, KIND_ASYNC, KIND_VMM,
-                                KIND_HOST_PINNED};
+    int kinds[KIND_OTHER]; /* every kind format.h names, in its order */
+    for (int k = 0; k < KIND_OTHER; k++)
+        kinds[k] = k;
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         uint64_t pa, aa, pb, ab;
         kind_totals(a, kinds[k], &pa, &aa);

@@ -464,14 +464,7 @@ static int write_track(struct jsonw *w, struct model *m, const struct track *t)
 
 static const char *kind_phrase(int kind)
 {
-    switch (kind) {
-    case KIND_DEVICE: return "device memory";
-    case KIND_MANAGED: return "managed memory";
-    case KIND_ASYNC: return "stream-ordered (async) memory";
-    case KIND_VMM: return "VMM physical memory";
-    case KIND_HOST_PINNED: return "pinned host memory";
-    default: return "memory";
-    }
+    return snapshot_kind_phrase(kind); /* one sentence per kind, format.h's */
 }
 
 /* The post-mortem's first sentence, as the text report words it. */

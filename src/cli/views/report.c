@@ -250,14 +250,7 @@ static void print_header(FILE *f, const struct snapshot *s)
 
 static const char *kind_phrase(int kind)
 {
-    switch (kind) {
-    case KIND_DEVICE: return "device memory";
-    case KIND_MANAGED: return "managed memory";
-    case KIND_ASYNC: return "stream-ordered (async) memory";
-    case KIND_VMM: return "VMM physical memory";
-    case KIND_HOST_PINNED: return "pinned host memory";
-    default: return "memory";
-    }
+    return snapshot_kind_phrase(kind); /* one sentence per kind, format.h's */
 }
 
 static void print_cause(FILE *f, const struct snapshot *s, const struct snap_oom *o)
@@ -561,7 +554,9 @@ static int print_device(FILE *f, struct snapshot *s, const struct snap_device *d
         para(f, 2, "device total %s, free %s (last cuMemGetInfo)%s",
              out_bytes(d->total_bytes, a), out_bytes(d->free_bytes, b), lim);
     }
-    static const int which[DEVICE_KINDS] = {KIND_DEVICE, KIND_MANAGED, KIND_ASYNC, KIND_VMM};
+    int which[DEVICE_KINDS]; /* the by_kind keys, in format.h's order */
+    for (int k = 0; k < DEVICE_KINDS; k++)
+        which[k] = k;
     print_kinds(f, d->by_kind, DEVICE_KINDS, which);
     if (report_by_range) {
         if (report_phases(f, s, &d->by_phase, d->peak_bytes, top) != 0)

@@ -78,7 +78,7 @@ static int sites(struct jsonw *w, struct snapshot *s, const struct snap_groups *
 static int device(struct jsonw *w, struct snapshot *s, const struct snap_device *d,
                   unsigned top)
 {
-    static const char *const names[DEVICE_KINDS] = {"device", "managed", "async", "vmm"};
+    const char *const *names = snapshot_kind_names; /* the by_kind keys first */
     jsonw_begin_object(w);
     jsonw_key(w, "ordinal"); jsonw_i64(w, d->ordinal);
     jsonw_key(w, "total_bytes"); jsonw_u64(w, d->total_bytes);
@@ -191,7 +191,7 @@ static int oom(struct jsonw *w, struct snapshot *s, unsigned top)
         jsonw_null(w);
         return 0;
     }
-    static const char *const names[DEVICE_KINDS] = {"device", "managed", "async", "vmm"};
+    const char *const *names = snapshot_kind_names; /* the by_kind keys first */
     jsonw_begin_object(w);
     jsonw_key(w, "requested_bytes"); jsonw_u64(w, o->requested_bytes);
     jsonw_key(w, "device"); jsonw_i64(w, o->device);

@@ -194,7 +194,7 @@ static void counter(struct jsonw *w, const char *name, int64_t pid, int64_t t, u
 static void kinds_counter(struct jsonw *w, const char *name, int64_t pid, int64_t t,
                           const int64_t *k)
 {
-    static const char *const names[DEVICE_KINDS] = {"device", "managed", "async", "vmm"};
+    const char *const *names = snapshot_kind_names; /* the by_kind keys first */
     timeline_event_head(w, name, "C", pid, t);
     jsonw_key(w, "args");
     jsonw_begin_object(w);

@@ -27,6 +27,7 @@
 #include "clock.h"
 #include "config.h"
 #include "ending.h"
+#include "format.h"
 #include "cumemtrace.h"
 #include "hooks.h"
 #include "log.h"
@@ -60,7 +61,8 @@ void hooks_first_touch(void)
         config_report_warnings();
         output_prepare();
     }
-    /* Per process, a fork child included (docs/design.md, "Ending"). */
+    /* Per process, a fork child included: each says it used CUDA
+     * (CUMEMTRACE_MANIFEST) and gets its own thread and handlers. */
     output_manifest_cuda();
     background_start();
     signals_install();
@@ -194,5 +196,5 @@ __attribute__((visibility("default"))) int cumemtrace_dump(const char *path)
 
 __attribute__((visibility("default"))) const char *cumemtrace_version(void)
 {
-    return "0.1.0";
+    return FORMAT_TOOL_VERSION;
 }

@@ -13,7 +13,7 @@
  * Pools: a pool is one device ordinal (0..63) or host-pinned memory.  A
  * device pool's `current` is device + managed + async + vmm bytes.
  *
- * Peak attribution in O(1) (DESIGN.md): each pool has an `epoch` that a new
+ * Peak attribution in O(1) (docs/design.md, "Facts"): each pool has an `epoch` that a new
  * peak increments.  Before a site's `current` changes, if its epoch is older
  * than the pool's, its `current` is what it held at the latest peak, so it is
  * saved into `at_peak` and the epoch refreshed.  At dump time a site whose
@@ -168,8 +168,9 @@ static uint32_t current_tid(void)
 
 const char *record_kind_name(enum record_kind kind)
 {
-    static const char *const names[KIND_COUNT] = {
-        "device", "managed", "async", "vmm", "host_pinned"};
+#define KIND_NAME(sym, name, on_device, phrase) name,
+    static const char *const names[KIND_COUNT] = {FORMAT_KINDS(KIND_NAME)};
+#undef KIND_NAME
     return (unsigned)kind < KIND_COUNT ? names[kind] : "unknown";
 }
 

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "format.h"
 #include "record_event.h"
 #include "settings.h"
 
@@ -22,11 +23,13 @@
 #define RECORD_MAX_DEPTH SETTINGS_DEPTH_MAX
 
 enum record_kind {
-    KIND_DEVICE,      /* cudaMalloc, cuMemAlloc, pitch, 3D */
-    KIND_MANAGED,     /* cudaMallocManaged, cuMemAllocManaged */
-    KIND_ASYNC,       /* stream-ordered pools */
-    KIND_VMM,         /* physical memory of cuMemCreate handles */
-    KIND_HOST_PINNED, /* page-locked host memory */
+    /* KIND_DEVICE: cudaMalloc, cuMemAlloc, pitch, 3D; KIND_MANAGED:
+     * cudaMallocManaged, cuMemAllocManaged; KIND_ASYNC: stream-ordered
+     * pools; KIND_VMM: physical memory of cuMemCreate handles;
+     * KIND_HOST_PINNED: page-locked host memory (format.h's table) */
+#define RECORD_KIND_ENUM(sym, name, on_device, phrase) KIND_##sym,
+    FORMAT_KINDS(RECORD_KIND_ENUM)
+#undef RECORD_KIND_ENUM
     KIND_COUNT
 };
 
@@ -111,8 +114,8 @@ struct record_counters {
                                      through, not tracked */
     uint64_t failed_frees;  /* real frees that failed (entry kept) */
     uint64_t stacks;
-    uint64_t live; /* live entries: in a view, the address tables' counts
-                      (record_view.c); the tracker's own copy is not kept */
+    uint64_t live; /* live entries: set in a view only, from the address
+                      tables' counts (record_view.c) */
 };
 
 /* Initialises the tracker; event_cap is the event-log bound (0 = no log).

@@ -24,6 +24,7 @@
 #include "allocator.h"
 #include "clock.h"
 #include "config.h"
+#include "format.h"
 #include "jw.h"
 #include "layout.h"
 #include "oom_ledger.h"
@@ -32,8 +33,6 @@
 #include "serialise_phases.h"
 #include "serialise_stacks.h"
 
-#define TOOL_VERSION "0.1.0"
-#define FORMAT_VERSION 1
 
 /* key (a literal such as ",\"peak_bytes\":") then the number */
 static void key_u64(struct jw *w, const char *key, uint64_t v)
@@ -81,7 +80,7 @@ static void write_process(struct jw *w, int64_t now)
     jw_i64_or_null(w, output_process.world_size);
     key_i64(w, ",\"start_wall_ns\":", output_process.start_wall_ns);
     key_i64(w, ",\"dump_time_ns\":", now);
-    jw_s(w, ",\"tool_version\":\"" TOOL_VERSION "\"},\n");
+    jw_s(w, ",\"tool_version\":\"" FORMAT_TOOL_VERSION "\"},\n");
 }
 
 static void write_config(struct jw *w)
@@ -441,7 +440,7 @@ static void write_device(struct jw *w, const struct record_view *v, struct site_
     key_u64(w, ",\"peak_bytes\":", p->peak);
     key_i64(w, ",\"peak_time_ns\":", p->peak_time);
     jw_s(w, ",\n \"by_kind\":{");
-    for (int k = 0; k < KIND_HOST_PINNED; k++) {
+    for (int k = 0; k < FORMAT_DEVICE_KINDS; k++) {
         jw_s(w, k ? ",\"" : "\"");
         jw_s(w, record_kind_name(k));
         jw_s(w, "\":");
@@ -564,7 +563,7 @@ static void write_oom(struct jw *w, const struct record_view *v, struct site_key
     jw_s(w, ",\"untracked_bytes\":");
     jw_i64_or_null(w, o->total_bytes >= 0 ? (int64_t)o->untracked : -1);
     jw_s(w, ",\"by_kind\":{");
-    for (int k = 0; k < KIND_HOST_PINNED; k++) {
+    for (int k = 0; k < FORMAT_DEVICE_KINDS; k++) {
         jw_s(w, k ? ",\"" : "\"");
         jw_s(w, record_kind_name(k));
         key_u64(w, "\":", o->by_kind[k]);

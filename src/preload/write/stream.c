@@ -37,14 +37,15 @@
 
 #include "clock.h"
 #include "config.h"
+#include "format.h"
 #include "log.h"
 #include "oom_ledger.h"
 #include "output.h"
 #include "record.h"
 #include "serialise.h"
 
-#define STREAM_MAGIC "CMTSTRM1"   /* file header, 8 bytes */
-#define RECORD_MAGIC 0x52544d43u  /* "CMTR" little-endian */
+#define STREAM_MAGIC FORMAT_STREAM_MAGIC        /* file header, 8 bytes */
+#define RECORD_MAGIC FORMAT_STREAM_RECORD_MAGIC /* "CMTR" little-endian */
 
 struct record_head {
     uint32_t magic;
@@ -129,9 +130,9 @@ static int write_header(int to)
 {
     char b[1400];
     int n = snprintf(b, sizeof b,
-                     "{\"format\":\"cumemtrace-stream\",\"version\":1,\"pid\":%d,"
+                     "{\"format\":\"cumemtrace-stream\",\"version\":%d,\"pid\":%d,"
                      "\"start_wall_ns\":%lld,\"flush_ms\":%u}",
-                     (int)getpid(), output_process.start_wall_ns, config.flush_ms);
+                     FORMAT_STREAM_VERSION, (int)getpid(), output_process.start_wall_ns, config.flush_ms);
     size = 0;
     if (write_all(to, STREAM_MAGIC, 8) != 0)
         return -1;

@@ -1,0 +1,64 @@
+/* format.h - the snapshot and stream formats' vocabulary, written once: the
+ * writer (src/preload/write) and the reader (src/cli/read) both take their
+ * kinds, versions and magic numbers from here, so the two cannot disagree
+ * (docs/snapshot-format.md and docs/stream-format.md describe the fields;
+ * tests/e2e/test_format.py checks that each name here is written and
+ * read).
+ */
+#ifndef CUMEMTRACE_FORMAT_H
+#define CUMEMTRACE_FORMAT_H
+
+#include "cumemtrace.h"
+
+/* The tool's version, "MAJOR.MINOR.PATCH" from include/cumemtrace.h: the
+ * library, the command and the snapshots they write carry the same one. */
+#define FORMAT_STR_(x) #x
+#define FORMAT_STR(x) FORMAT_STR_(x)
+#define FORMAT_TOOL_VERSION                                                    \
+    FORMAT_STR(CUMEMTRACE_VERSION_MAJOR) "." FORMAT_STR(CUMEMTRACE_VERSION_MINOR) \
+    "." FORMAT_STR(CUMEMTRACE_VERSION_PATCH)
+
+/* The snapshot document's "version": the writer writes it, the reader
+ * reads every version up to it. */
+#define FORMAT_VERSION 1
+
+/* A stream file (stream.c, stream_read.c): 8 bytes of file magic, then
+ * records each opening with RECORD_MAGIC ("CMTR" little-endian); its
+ * header record's "version". */
+#define FORMAT_STREAM_MAGIC "CMTSTRM1"
+#define FORMAT_STREAM_RECORD_MAGIC 0x52544d43u
+#define FORMAT_STREAM_VERSION 1
+
+/* The kinds of memory, in the order the tracker numbers them and the
+ * snapshot lists them: X(suffix of KIND_*, name in the snapshot, counted on
+ * a device, what the command's prose calls it).  A device's "by_kind"
+ * holds the kinds counted on a device; the others have a section of their
+ * own ("host_pinned").  A new kind is a new line here (docs/design.md lists
+ * what else it touches). */
+#define FORMAT_KINDS(X)                                          \
+    X(DEVICE, "device", 1, "device memory")                      \
+    X(MANAGED, "managed", 1, "managed memory")                   \
+    X(ASYNC, "async", 1, "stream-ordered (async) memory")        \
+    X(VMM, "vmm", 1, "VMM physical memory")                      \
+    X(HOST_PINNED, "host_pinned", 0, "pinned host memory")
+
+/* How many kinds are counted on a device (the by_kind keys).  They come
+ * first: both sides index arrays of FORMAT_DEVICE_KINDS by kind. */
+#define FORMAT_KIND_ON_DEVICE_(sym, name, dev, phrase) +(dev)
+#define FORMAT_KIND_INDEX_(sym, name, dev, phrase) FORMAT_KIND_INDEX_##sym,
+enum format_kind_index_ {
+    FORMAT_KINDS(FORMAT_KIND_INDEX_)
+    FORMAT_DEVICE_KINDS = 0 FORMAT_KINDS(FORMAT_KIND_ON_DEVICE_)
+};
+#define FORMAT_KIND_MISPLACED_(sym, name, dev, phrase) \
+    +((dev) != (FORMAT_KIND_INDEX_##sym < FORMAT_DEVICE_KINDS))
+_Static_assert((0 FORMAT_KINDS(FORMAT_KIND_MISPLACED_)) == 0,
+               "the kinds counted on a device come first in FORMAT_KINDS");
+
+/* FORMAT_IF_ON_DEVICE(on_device, text): text for a kind counted on a
+ * device, nothing otherwise (tables of the by_kind keys). */
+#define FORMAT_IF_ON_DEVICE(dev, ...) FORMAT_IF_ON_DEVICE_##dev(__VA_ARGS__)
+#define FORMAT_IF_ON_DEVICE_1(...) __VA_ARGS__
+#define FORMAT_IF_ON_DEVICE_0(...)
+
+#endif
