@@ -186,6 +186,17 @@ def test_symbol_list_is_exactly_what_we_export():
     assert "libunwind" not in needed
 
 
+def test_the_version_script_lists_only_what_the_library_defines():
+    out = subprocess.run(["nm", "-D", "--defined-only", str(LIB)],
+                         capture_output=True, text=True, check=True).stdout
+    defined = {l.split()[-1] for l in out.splitlines() if l.strip()}
+    script = open(os.path.join(os.path.dirname(__file__), "..", "..", "src",
+                               "preload", "exports.map")).read()
+    glob = script.split("global:")[1].split("local:")[0]
+    listed = set(re.findall(r"^\s*(\w+);", glob, re.M))
+    assert listed - defined == set(), "exports.map lists names nothing defines"
+
+
 def test_event_times_follow_the_wall_clock(run):
     # ~1.2 s then ~0.3 s between allocations; the library switches from
     # CLOCK_MONOTONIC to a calibrated TSC after one second (clock.c).  The

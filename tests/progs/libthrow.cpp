@@ -1,7 +1,7 @@
 // libthrow.cpp - C++ code a C host loads with dlopen, like python3 loading
 // libtorch: throws and catches an exception.  If a preloaded library dragged
 // libunwind.so.8 into the global scope, libstdc++ would bind
-// _Unwind_RaiseException to it instead of libgcc_s (DESIGN.md).
+// _Unwind_RaiseException to it instead of libgcc_s (docs/design.md, "Facts").
 #include <stdexcept>
 
 extern "C" int throw_and_catch(void)

@@ -2,7 +2,8 @@
  * simulated card (the tests set SIMCUDA_MEMORY).  Includes a PyTorch-like
  * caching allocator: 2 MiB segments for requests <= 1 MiB, 20 MiB for
  * 1-10 MiB, exact size above; on a failed cudaMalloc it frees its cached
- * segments and retries, as c10's CUDACachingAllocator does (DESIGN.md). */
+ * segments and retries, as c10's CUDACachingAllocator does (docs/design.md,
+ * "Facts"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

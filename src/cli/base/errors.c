@@ -68,12 +68,6 @@ const char *errors_name(int code)
     return e ? e->name : NULL;
 }
 
-const char *errors_text(int code)
-{
-    const struct entry *e = find(code);
-    return e ? e->text : NULL;
-}
-
 const char *errors_hint(int code)
 {
     const struct entry *e = find(code);

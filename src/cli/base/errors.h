@@ -57,10 +57,9 @@ int errors_set(struct cli_error *err, int code, const char *fmt, ...)
 /* Prints "cumemtrace: <msg> (<hint>)" on one line to stderr. */
 void errors_print(const struct cli_error *err);
 
-/* "TRUNC", "file truncated", "was the process…" for a CLI_E* code; NULL
- * for an unknown code (hint is also NULL when the table has none). */
+/* "TRUNC" and "was the process…" for a CLI_E* code; NULL for an unknown
+ * code (hint is also NULL when the table has none). */
 const char *errors_name(int code);
-const char *errors_text(int code);
 const char *errors_hint(int code);
 
 #endif

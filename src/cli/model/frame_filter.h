@@ -1,4 +1,4 @@
-/* frame_filter.h - which frames the views show (issue 15): by default the
+/* frame_filter.h - which frames the views show: by default the
  * interpreter's own frames and process start-up are folded away, since the
  * Python frames stand for them and every stack ends in start-up;
  * --all-frames keeps them, --hide REGEX drops frames whose name matches

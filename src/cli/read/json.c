@@ -728,16 +728,3 @@ void json_line_col(const char *buf, size_t offset, unsigned long *line,
     *col = (unsigned long)(stop - line_start) + 1;
 }
 
-const char *json_status_text(int status)
-{
-    switch (status) {
-    case JSON_OK: return "ok";
-    case JSON_ESYNTAX: return "not JSON";
-    case JSON_ETRUNC: return "unexpected end of input";
-    case JSON_EDEPTH: return "nested too deeply";
-    case JSON_ENOMEM: return "out of memory";
-    case JSON_ETYPE: return "wrong type";
-    case JSON_ERANGE: return "number out of range";
-    default: return "unknown error";
-    }
-}

@@ -148,7 +148,4 @@ size_t json_offset(const struct json_cursor *c);
 void json_line_col(const char *buf, size_t offset, unsigned long *line,
                    unsigned long *col);
 
-/* A short English phrase for a status ("unexpected end of input"). */
-const char *json_status_text(int status);
-
 #endif

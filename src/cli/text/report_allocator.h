@@ -1,6 +1,6 @@
 /* report_allocator.h - the post-mortem in the caching allocator's terms
  * (PyTorch: allocated vs reserved vs unallocated, the largest free block),
- * from oom.allocator (issue 12). */
+ * from oom.allocator - what the driver-level figures cannot tell. */
 #ifndef CUMEMTRACE_CLI_REPORT_ALLOCATOR_H
 #define CUMEMTRACE_CLI_REPORT_ALLOCATOR_H
 

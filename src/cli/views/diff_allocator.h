@@ -1,5 +1,5 @@
 /* diff_allocator.h - `cumemtrace diff`'s caching-allocator section: the two
- * runs' PyTorch figures side by side (issue 12). */
+ * runs' PyTorch figures side by side. */
 #ifndef CUMEMTRACE_CLI_DIFF_ALLOCATOR_H
 #define CUMEMTRACE_CLI_DIFF_ALLOCATOR_H
 

@@ -163,12 +163,6 @@ void jsonw_null(struct jsonw *w)
     fputs("null", w->f);
 }
 
-void jsonw_double(struct jsonw *w, double v, int decimals)
-{
-    item(w);
-    fprintf(w->f, "%.*f", decimals, v);
-}
-
 void jsonw_raw(struct jsonw *w, const char *text)
 {
     item(w);

@@ -32,7 +32,6 @@ void jsonw_i64(struct jsonw *w, int64_t v);          /* SNAP_UNKNOWN_I64 writes 
 void jsonw_bool(struct jsonw *w, bool v);
 void jsonw_tribool(struct jsonw *w, int v);          /* -1 writes null */
 void jsonw_null(struct jsonw *w);
-void jsonw_double(struct jsonw *w, double v, int decimals);
 /* A pre-formatted number, written as is. */
 void jsonw_raw(struct jsonw *w, const char *text);
 /* Finishes the document with a newline. */

@@ -4,7 +4,7 @@
  * empty_cache() or on fragmentation) is invisible in "at peak" and "live"
  * tables: what it holds at any moment is small.  Counted per call site it
  * stands out; the cost line prices the pairs at the public 20-100 us of a
- * cudaMalloc+cudaFree pair on a real GPU (DESIGN.md). */
+ * cudaMalloc+cudaFree pair on a real GPU (docs/design.md, "Facts"). */
 #include "report_churn.h"
 
 #include <inttypes.h>

@@ -105,7 +105,7 @@ static int find_library(char *lib, size_t n, char *looked, size_t ln)
     return -1;
 }
 
-/* PYTHONPATH with the PyTorch layer's start-up directory first (issue 12):
+/* PYTHONPATH with the PyTorch layer's start-up directory first:
  * share/cumemtrace/torchboot beside the library (build tree) or in the
  * prefix.  NULL when it is not there (the run goes on without it) or on
  * OOM. */

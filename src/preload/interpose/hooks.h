@@ -1,7 +1,7 @@
 /* hooks.h - what every wrapper shares: the re-entry guard, the device of a
  * call, and reporting an allocation, a failure or a free to the tracker.
  *
- * A wrapper does three things (DESIGN.md): call the real function, tell the
+ * A wrapper does three things (docs/design.md): call the real function, tell the
  * tracker what happened, return the real result unchanged.  The guard makes
  * only the outermost CUDA call of a thread count: the runtime's cudaMalloc
  * calling the driver's cuMemAlloc_v2 through a pointer we handed out is one

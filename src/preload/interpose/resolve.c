@@ -150,7 +150,7 @@ DLSYM_PATH void resolve_store(int slot, void *fn, enum resolve_how h)
  * another thread takes the loader's main lock and then that one.  Calling
  * dlopen, dlclose or dlsym from inside the callback takes them in the
  * opposite order: a late RTLD_LOCAL runtime, threads making first calls
- * and a dlopen elsewhere hung the host (issue 10).  So the callback only
+ * and a dlopen elsewhere hung the host.  So the callback only
  * copies names into a buffer on our stack, and the look-ups run after the
  * iteration returns, a chunk of names at a time. */
 

@@ -1,6 +1,6 @@
 /* layout.c - where this process's live allocations sit on a device, for
  * the OOM post-mortem: the gaps between them and how they compare with the
- * request that failed (issue 12: driver-level fragmentation).
+ * request that failed (driver-level fragmentation).
  *
  * Only allocations the driver placed at an address of its choosing take
  * part: device (cudaMalloc, cuMemAlloc, pitched) and async (pool) memory.

@@ -7,7 +7,7 @@
  *
  * Retry chains: PyTorch answers a failed cudaMalloc by freeing cached
  * segments and retrying the same size, 2-3 attempts per user-visible OOM
- * (DESIGN.md); other hosts retry in a loop.  A failure on the thread of an
+ * (docs/design.md, "Facts"); other hosts retry in a loop.  A failure on the thread of an
  * open chain for the same size, kind and device extends the chain; frees on
  * that thread in between are counted as released.  A success for the same
  * request closes it as recovered; any other allocation or failure on that

@@ -22,7 +22,8 @@ struct module_info {
 
 /* Fills the out fields of mods[0..n) from the loaded objects.  Reads the
  * loader's list only (dl_iterate_phdr): no allocation, no loader call and no
- * lock of ours inside the iteration (issue 10 #1). */
+ * lock of ours inside the iteration (a loader call there deadlocked against
+ * another thread's dlopen). */
 void modules_describe(struct module_info *mods, size_t n);
 
 #endif

@@ -1,4 +1,4 @@
-/* allocator.c - a caching allocator's own figures (issue 12): taken from
+/* allocator.c - a caching allocator's own figures: taken from
  * the caller's struct, the cause they show, and the latest state reported
  * through cumemtrace_allocator_state.  The figures of an allocator's OOM
  * (cumemtrace_allocator_oom) go to its post-mortem through oom.c; this file

@@ -1,5 +1,5 @@
 /* allocator_segments.c - cumemtrace_allocator_segments: where a caching
- * allocator's memory lies at its OOM (issue 16: the post-mortem's picture
+ * allocator's memory lies at its OOM (the post-mortem's picture
  * of PyTorch's segments and blocks beside the driver-level layout).
  *
  * The caller is PyTorch's out-of-memory observer (src/torchboot/), after

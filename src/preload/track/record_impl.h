@@ -70,7 +70,7 @@ struct stack_node {
     struct record_stack s; /* last: flexible frames[] */
 };
 
-/* 32 bytes (issue 7 asks for at most 96 per live allocation, table slots
+/* 32 bytes (the budget is 96 per live allocation, table slots
  * included: 16-byte slots at a load of 1/4 to 1/2 add 32-64): the size and
  * a 16-bit extra share a word (sizes stay below 2^48 = 256 TiB), the site is
  * a 32-bit index whose top bit marks a VMM handle. */

@@ -126,7 +126,6 @@ void *record_vmm_release(uintptr_t handle, int64_t now)
         } else {
             table_remove(&record_handles, slot);
             record_account_locked(site_of(h), -(int64_t)entry_size(h), now);
-            record_totals.live--;
         }
     }
     record_lock_drop(&record_lock);
