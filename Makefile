@@ -54,7 +54,7 @@ SIMRT   := $(BUILD)/sim/libcudart.so.13
 SIMRTA  := $(BUILD)/sim/libcudart_static.a
 SIMNVML := $(BUILD)/sim/libnvidia-ml.so.1
 
-.PHONY: all lib cli sim test test-unit test-e2e test-san demo install uninstall \
+.PHONY: all lib cli sim test test-quick test-unit test-e2e test-san demo install uninstall \
         clean bench fuzz deps check-deps wheel
 all: lib cli sim
 TORCHBOOT := $(patsubst src/torchboot/%,$(BUILD)/share/cumemtrace/torchboot/%,$(wildcard src/torchboot/*.py))

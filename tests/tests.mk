@@ -88,6 +88,13 @@ test-e2e: test-bins
 test: check-deps
 	@$(MAKE) --no-print-directory test-unit test-e2e
 
+# The same without the slow set (the instruction counts under callgrind,
+# marked `instructions` in tests/e2e/conftest.py), for iterating.
+test-quick: check-deps
+	@$(MAKE) --no-print-directory test-unit
+	CUMEMTRACE_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider \
+	    -m "not instructions" tests/e2e
+
 # Sanitizer variants (CI runs both): the whole suite under ASan+UBSan, and
 # the threaded and fork tests under TSan.
 test-san: check-deps

@@ -139,3 +139,20 @@ def groups_by_entry(groups, snap):
 def bytes_from(groups, snap, symbol):
     """Bytes of the groups whose stack has `symbol` among its frames."""
     return sum(g["bytes"] for g in groups if symbol in symbols(snap, g["stack"]))
+
+
+# ---- the slow set: tests that count instructions under callgrind ----
+# A module that sets COUNTS_INSTRUCTIONS = True has every test marked
+# `instructions`: `make test` runs them, `make test-quick` skips them
+# (-m "not instructions").
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "instructions: counts instructions under callgrind (slow); "
+        "make test-quick skips these")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if getattr(item.module, "COUNTS_INSTRUCTIONS", False):
+            item.add_marker(pytest.mark.instructions)

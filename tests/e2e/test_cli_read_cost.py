@@ -14,6 +14,8 @@ import pytest
 
 from conftest import CLI, MiB, ROOT, SAN_RUNTIME
 
+COUNTS_INSTRUCTIONS = True  # conftest.py: marked `instructions`, make test-quick skips
+
 
 def inclusive(annotated, fn):
     m = re.search(r"^\s*([\d,]+) .*:%s \[" % fn, annotated, re.M)

@@ -17,6 +17,8 @@ import pytest
 
 from conftest import BUILD, LIB, SAN_RUNTIME, SIM
 
+COUNTS_INSTRUCTIONS = True  # conftest.py: marked `instructions`, make test-quick skips
+
 BENCH = BUILD / "tests" / "bench" / "bench_alloc"
 
 pytestmark = pytest.mark.skipif(

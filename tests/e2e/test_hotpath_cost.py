@@ -14,6 +14,8 @@ import pytest
 
 from conftest import BUILD, LIB, SAN_RUNTIME, SIM
 
+COUNTS_INSTRUCTIONS = True  # conftest.py: marked `instructions`, make test-quick skips
+
 BENCH = BUILD / "tests" / "bench" / "bench_alloc"
 PAIRS = 640
 ROW = re.compile(r"^\s*([\d,]+) .*?:(\S+) \[(.*)\]\s*$")

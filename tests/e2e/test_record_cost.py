@@ -11,6 +11,8 @@ import pytest
 
 from conftest import BUILD, SAN_RUNTIME
 
+COUNTS_INSTRUCTIONS = True  # conftest.py: marked `instructions`, make test-quick skips
+
 PROG = BUILD / "tests" / "unit" / "record_cost"
 
 
