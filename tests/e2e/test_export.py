@@ -245,3 +245,15 @@ def test_pprof_profile(name, tmp_path):
         assert got, "Python frames lost their lines"
     if snap["events"]["stride"] > 1:
         assert any("lower bounds" in c for c in comments)
+
+
+def test_help_lists_every_export_format():
+    usage = subprocess.run([str(CLI), "export", "--help"], capture_output=True,
+                           text=True, check=True).stdout
+    formats = usage.split("--format ", 1)[1].split()[0].split("|")
+    assert formats == ["speedscope", "memory_viz", "pprof"], usage
+    top = subprocess.run([str(CLI), "--help"], capture_output=True, text=True,
+                         check=True).stdout
+    line = " ".join(l.strip() for l in top.split("  export", 1)[1].split("\n")[:2])
+    missing = [f for f in formats if f not in line]
+    assert not missing, f"cumemtrace --help does not list {missing}: {line}"
