@@ -11,7 +11,8 @@ BUILD   ?= build
 SANFLAGS :=
 else
 BUILD   ?= build-san
-SANFLAGS := -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
+SANFLAGS := -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all \
+            -DCUMEMTRACE_DEBUG
 endif
 PYTHON  ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 

@@ -13,7 +13,8 @@
 # The tracker is track/record.c and its record_*.c siblings (record_impl.h).
 RECORD_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/preload/track/record*.c))
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
-UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
+UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%) \
+             $(BUILD)/tests/unit/test_record_debug
 PROG_LIBS := $(wildcard tests/progs/lib*.c)
 PROG_CXX  := $(wildcard tests/progs/lib*.cpp)
 PROG_SRC  := $(filter-out $(PROG_LIBS),$(wildcard tests/progs/*.c))
@@ -48,6 +49,13 @@ $(BUILD)/tests/unit/test_record: tests/unit/test_record.c $(RECORD_OBJ) \
     $(call preload_obj,event_log) $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
+# The tracker again, compiled with CUMEMTRACE_DEBUG: every *_locked
+# function asserts that its thread holds the tracker's lock.
+$(BUILD)/tests/unit/test_record_debug: tests/unit/test_record.c \
+    $(wildcard src/preload/track/record*.c) $(filter %/event_log.c,$(PRELOAD_SRC)) $(COMMON_SRC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -DCUMEMTRACE_DEBUG -fvisibility=hidden $(PRELOAD_INC) -o $@ \
+	    $(filter %.c,$^) $(LDFLAGS_ALL) $(UNIT_LD)
 $(BUILD)/tests/unit/test_%: tests/unit/test_%.c $$(call preload_obj,$$*) $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(call preload_obj,$*) \

@@ -2,6 +2,10 @@
  * brute-force model, frees, VMM reference counts, the limit, event thinning
  * and the fork reset. */
 #include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -523,6 +527,31 @@ static void token_site_survives_site_table_growth(void **state)
         release(0x700000000ull + (uintptr_t)i * 0x1000, GROW_SITES);
 }
 
+/* CUMEMTRACE_DEBUG (test_record_debug, the sanitizer builds): a *_locked
+ * function called without the tracker's lock aborts on its owner assert;
+ * every other test here then runs with each such call checked. */
+void record_stacks_reset_locked(void);
+static void locked_function_without_the_lock_aborts(void **state)
+{
+    (void)state;
+#ifdef CUMEMTRACE_DEBUG
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGABRT, SIG_DFL);
+        fclose(stderr); /* the assert's message is expected */
+        record_stacks_reset_locked();
+        _exit(0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGABRT);
+#else
+    skip(); /* the owner assert is compiled in with CUMEMTRACE_DEBUG only */
+#endif
+}
+
 int main(void)
 {
     record_init(1024, NULL);
@@ -538,6 +567,7 @@ int main(void)
         cmocka_unit_test(events_thin_without_aliasing),
         cmocka_unit_test(peak_attribution_matches_brute_force_under_threads),
         cmocka_unit_test(token_site_survives_site_table_growth),
+        cmocka_unit_test(locked_function_without_the_lock_aborts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -70,6 +70,10 @@ struct pool_limit record_limits[RECORD_POOLS];
 static struct live *free_entries;
 struct record_counters record_totals;
 uint64_t record_reentrant;
+#ifdef CUMEMTRACE_DEBUG
+__thread char record_lock_me;
+const char *record_lock_holder;
+#endif
 
 /* ---- the lock's slow paths (record_impl.h has the fast ones) ---- */
 
@@ -215,6 +219,7 @@ struct record_stack *record_stack_intern(unsigned entry, void *const *frames,
 
 static struct live *entry_new_locked(void)
 {
+    RECORD_ASSERT_LOCKED();
     if (free_entries == NULL) {
         struct slab *sl = malloc(sizeof *sl);
         if (sl == NULL)
@@ -233,6 +238,7 @@ static struct live *entry_new_locked(void)
 
 void record_entry_free_locked(struct live *e)
 {
+    RECORD_ASSERT_LOCKED();
     e->addr = (uintptr_t)free_entries;
     free_entries = e;
 }
@@ -348,6 +354,7 @@ HOT void account_free_locked(struct site *s, uint64_t bytes, int64_t now)
 
 void record_account_locked(struct site *s, int64_t bytes, int64_t now)
 {
+    RECORD_ASSERT_LOCKED();
     if (bytes >= 0)
         account_alloc_locked(s, (uint64_t)bytes, now);
     else
@@ -357,6 +364,7 @@ void record_account_locked(struct site *s, int64_t bytes, int64_t now)
 /* Drops a live entry found at `slot` of `t`: the memory is gone. */
 static void forget_locked(struct addr_table *t, struct table_slot *slot, int64_t now)
 {
+    RECORD_ASSERT_LOCKED();
     struct live *e = slot->e;
     table_remove(t, slot);
     account_free_locked(site_of(e), entry_size(e), now);
@@ -672,5 +680,6 @@ void record_atfork_child(void)
     /* this thread's cache pointed into the stacks and slabs just freed */
     memset(&tc, 0, sizeof tc);
     /* the parent's waiters are not in this process: a plain release */
+    RECORD_HOLDER_SET(NULL);
     __atomic_store_n(&record_lock, 0, __ATOMIC_RELEASE);
 }

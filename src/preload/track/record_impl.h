@@ -194,16 +194,34 @@ extern struct record_locked record_locked;
 void record_lock_wait(int *m);
 void record_lock_wake(int *m);
 
+/* Debug builds (CUMEMTRACE_DEBUG: the sanitizer suites, test_record_debug)
+ * keep the lock's holder, so that every *_locked function asserts it runs
+ * under the lock (jemalloc's owner assert); other builds pay nothing.  The
+ * holder is the address of a thread-local byte: a thread's own, no call. */
+#ifdef CUMEMTRACE_DEBUG
+#include <assert.h>
+extern __thread char record_lock_me;
+extern const char *record_lock_holder;
+#define RECORD_HOLDER_SET(p) __atomic_store_n(&record_lock_holder, (p), __ATOMIC_RELAXED)
+#define RECORD_ASSERT_LOCKED() \
+    assert(__atomic_load_n(&record_lock_holder, __ATOMIC_RELAXED) == &record_lock_me)
+#else
+#define RECORD_HOLDER_SET(p) ((void)0)
+#define RECORD_ASSERT_LOCKED() ((void)0)
+#endif
+
 static inline void record_lock_take(int *m)
 {
     int free_state = 0;
     if (!__atomic_compare_exchange_n(m, &free_state, 1, false, __ATOMIC_ACQUIRE,
                                      __ATOMIC_RELAXED))
         record_lock_wait(m);
+    RECORD_HOLDER_SET(&record_lock_me);
 }
 
 static inline void record_lock_drop(int *m)
 {
+    RECORD_HOLDER_SET(NULL);
     if (__atomic_exchange_n(m, 0, __ATOMIC_RELEASE) == 2)
         record_lock_wake(m);
 }

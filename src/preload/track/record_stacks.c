@@ -20,6 +20,7 @@ static size_t stacks_cap;
 /* Room in the id index for one more stack: false when memory is exhausted. */
 static bool stacks_room_locked(void)
 {
+    RECORD_ASSERT_LOCKED();
     if (record_nstacks < stacks_cap)
         return true;
     size_t cap = stacks_cap ? stacks_cap * 2 : 1024;
@@ -34,6 +35,7 @@ static bool stacks_room_locked(void)
 /* Gives n the next id (after stacks_room_locked said there is room). */
 static void stack_publish_locked(struct stack_node *n)
 {
+    RECORD_ASSERT_LOCKED();
     n->s.id = (uint32_t)record_nstacks + 1;
     record_stacks_by_id[record_nstacks++] = n;
     record_totals.stacks = record_nstacks;
@@ -44,6 +46,7 @@ static void stack_publish_locked(struct stack_node *n)
 struct record_stack *record_intern_locked(uint64_t h, unsigned entry,
                                           void *const *frames, unsigned depth)
 {
+    RECORD_ASSERT_LOCKED();
     struct stack_node *n, *head;
     HASH_FIND(hh, stack_table, &h, sizeof h, head);
     for (n = head; n != NULL; n = n->collide)
@@ -85,6 +88,7 @@ static struct stack_node unknown;
 
 static struct record_stack *unknown_stack_locked(void)
 {
+    RECORD_ASSERT_LOCKED();
     if (unknown.s.id == 0) {
         if (!stacks_room_locked())
             return NULL;
@@ -103,6 +107,7 @@ static unsigned noutgrown;
 
 static bool site_table_grow_locked(void)
 {
+    RECORD_ASSERT_LOCKED();
     uint32_t cap = sites_cap ? sites_cap * 2 : 1024;
     if (cap < sites_cap || cap >= HANDLE_BIT || noutgrown == 32)
         return false;
@@ -136,6 +141,7 @@ static inline uint32_t phased_home(const struct record_stack *stack, uint32_t po
 static struct site **phased_find_locked(const struct record_stack *stack, uint32_t pool,
                                         unsigned kind, uint32_t phase)
 {
+    RECORD_ASSERT_LOCKED();
     for (uint32_t i = phased_home(stack, pool, kind, phase);; i = (i + 1) & phased_mask) {
         struct site *s = phased_slots[i];
         if (s == NULL || (s->s.stack == stack && s->s.pool == pool && s->s.kind == kind &&
@@ -146,6 +152,7 @@ static struct site **phased_find_locked(const struct record_stack *stack, uint32
 
 static bool phased_grow_locked(void)
 {
+    RECORD_ASSERT_LOCKED();
     uint32_t n = phased_slots ? (phased_mask + 1) * 2 : 1024;
     struct site **slots = calloc(n, sizeof *slots);
     if (slots == NULL)
@@ -165,6 +172,7 @@ static bool phased_grow_locked(void)
 static struct site *site_new_locked(struct record_stack *stack, uint32_t pool,
                                     enum record_kind kind, uint32_t phase)
 {
+    RECORD_ASSERT_LOCKED();
     if (record_nsites == sites_cap && !site_table_grow_locked())
         return NULL;
     struct site *s = aligned_alloc(_Alignof(struct site), sizeof *s);
@@ -188,6 +196,7 @@ static struct site *site_new_locked(struct record_stack *stack, uint32_t pool,
 struct site *record_site_get_locked(struct record_stack *stack, uint32_t pool,
                                     enum record_kind kind, uint32_t phase)
 {
+    RECORD_ASSERT_LOCKED();
     if (stack == NULL && (stack = unknown_stack_locked()) == NULL)
         return NULL;
     struct stack_node *n = node_of(stack);
@@ -219,6 +228,7 @@ struct site *record_site_get_locked(struct record_stack *stack, uint32_t pool,
 
 void record_stacks_reset_locked(void)
 {
+    RECORD_ASSERT_LOCKED();
     HASH_CLEAR(hh, stack_table);
     for (size_t i = 0; i < record_nstacks; i++) {
         struct stack_node *n = record_stacks_by_id[i];

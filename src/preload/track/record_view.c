@@ -95,6 +95,7 @@ static unsigned bucket_of(uint64_t size)
 static void histogram_locked(struct record_view *v, const struct addr_table *t,
                              const uint8_t *pool_of)
 {
+    RECORD_ASSERT_LOCKED();
     enum { AHEAD = 16 };
     const struct table_slot *slots = t->slots; /* v's stores cannot move them */
     uint32_t n = table_size(t), mask = t->mask;

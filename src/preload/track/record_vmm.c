@@ -19,6 +19,7 @@ static struct range *mappings, *reservations;
 static bool range_add_locked(struct range **table, struct range *r,
                              uint64_t *bytes, uint64_t *peak)
 {
+    RECORD_ASSERT_LOCKED();
     struct range *old;
     HASH_FIND(hh, *table, &r->addr, sizeof r->addr, old);
     if (old != NULL)
@@ -134,6 +135,7 @@ void *record_vmm_release(uintptr_t handle, int64_t now)
 
 void record_vmm_reset_locked(void)
 {
+    RECORD_ASSERT_LOCKED();
     struct range *m, *mt;
     HASH_ITER(hh, mappings, m, mt) {
         HASH_DELETE(hh, mappings, m);
