@@ -293,3 +293,47 @@ def test_threads_push_pop_end_and_dump_at_once(run):
     assert sum(v["allocs"] for k, v in rows.items() if k.startswith("worker")) + \
         sum(v["allocs"] for k, v in rows.items() if k.startswith("batch")) == 4 * 5000
     assert len([f for f in r.files if ".api." in f.name]) == 3
+
+
+def _with_phases(peak_extra=0, current_extra=0, phase=1):
+    """The golden generator's exit snapshot with two phases: "a" holding
+    everything at the peak and now, and phase `phase` referenced by a row."""
+    import sys
+    from conftest import ROOT
+    sys.path.insert(0, str(ROOT / "tests" / "golden"))
+    import gen_inputs
+    doc = gen_inputs.exit_train()
+    d = doc["devices"][0]
+    doc["phases"] = {"count": 1, "pushes": 1, "overflow": 0, "unbalanced_pops": 0,
+                     "too_deep": 0, "dropped_starts": 0,
+                     "list": [{"id": 1, "parent": 0, "name": "a", "source": "nvtx",
+                               "domain": None}],
+                     "ranges": {"recorded": 1, "cap": 65536,
+                                "columns": ["start_ns", "end_ns", "thread", "phase", "kind"],
+                                "data": [[0, 10, 1, 1, "push"]]}}
+    d["by_phase"] = [{"phase": phase, "bytes": d["current_bytes"] + current_extra, "count": 1,
+                      "at_peak_bytes": d["peak_bytes"] + peak_extra, "at_peak_count": 1,
+                      "allocs": 1, "bytes_allocated": d["peak_bytes"], "top_at_peak": []}]
+    return doc
+
+
+@pytest.mark.parametrize("doc,rule", [
+    (lambda: _with_phases(peak_extra=1), "phases: at_peak_bytes sum to peak_bytes"),
+    (lambda: _with_phases(current_extra=-1), "phases: at_peak_bytes sum to peak_bytes"),
+], ids=["at_peak past the peak", "bytes short of current"])
+def test_reader_checks_by_phase(doc, rule, tmp_path):
+    import json
+    ok = tmp_path / "ok.json"
+    ok.write_text(json.dumps(_with_phases()))
+    r = _cli("report", "--by", "range", ok)
+    assert r.returncode == 0, r.stderr
+    assert "(outside every range)" not in r.stdout and "  a\n" in r.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc()))
+    r = _cli("report", bad)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert f'breaks the invariant "{rule}"' in r.stderr
+    unlisted = tmp_path / "unlisted.json"
+    unlisted.write_text(json.dumps(_with_phases(phase=7)))
+    r = _cli("report", unlisted)
+    assert r.returncode == 2 and "refers to phase 7" in r.stderr, r.stderr
