@@ -286,12 +286,13 @@ def test_threads_push_pop_end_and_dump_at_once(run):
     check_sums(snap)
     ph = snap["phases"]
     starts = 4 * 5000 // 100
-    assert ph["pushes"] == 4 * 5000 * 2 + starts
+    assert ph["pushes"] == 4 * 5000 * 2 + starts + 1   # and main's "start"
     # every push and pop balanced, each start ended (by another thread) or open
     assert ph["unbalanced_pops"] == 0
     rows = by_path(snap)
     assert sum(v["allocs"] for k, v in rows.items() if k.startswith("worker")) + \
         sum(v["allocs"] for k, v in rows.items() if k.startswith("batch")) == 4 * 5000
+    assert rows[""]["allocs"] == 1   # main's, before the threads
     assert len([f for f in r.files if ".api." in f.name]) == 3
 
 

@@ -682,8 +682,12 @@ long phase_ranges(struct phase_range **out)
     *out = NULL;
     pthread_mutex_lock(&lock);
     size_t open = 0;
-    for (struct block *b = threads; b; b = b->next)
+    for (struct block *b = threads; b; b = b->next) {
+        block_lock(b);
         open += b->depth < PHASE_MAX_DEPTH ? b->depth : PHASE_MAX_DEPTH;
+        block_unlock(b);
+    }
+    /* a thread may open more before they are copied: those are left out */
     for (unsigned i = 0; i < PHASE_MAX_OPEN; i++)
         open += open_slots[i].used && open_slots[i].owner == NULL;
     uint64_t n = __atomic_load_n(&ring_n, __ATOMIC_ACQUIRE);

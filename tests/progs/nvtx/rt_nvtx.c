@@ -191,6 +191,12 @@ static int stress(void)
 {
     int (*dump)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "cumemtrace_dump");
     pthread_t w[STRESS_THREADS], e;
+    /* NVTX's own start-up (its function table) and the tracer's (the first
+     * CUDA call) happen here, before the threads: what is stressed is the
+     * ranges, not those */
+    nvtxRangePushA("start");
+    nvtxRangePop();
+    CHECK(cudaFree(alloc_in(4096)), cudaSuccess);
     pthread_create(&e, NULL, stress_ender, NULL);
     for (long k = 0; k < STRESS_THREADS; k++)
         pthread_create(&w[k], NULL, stress_worker, (void *)k);
