@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "frame_filter.h"
 #include "snapshot_read.h"
 
 int cli_load(struct cli_inputs *in, char **paths, size_t n)
@@ -82,5 +83,54 @@ int cli_finish_stdout(void)
         fprintf(stderr, "cumemtrace: cannot write output: %s\n", strerror(errno));
         return CLI_EXIT_ERROR;
     }
+    return 0;
+}
+
+/* --NAME REGEX or --NAME=REGEX at argv[*i]: 1 when it is that option (the
+ * filter's regex set), 0 when not, or a usage error's exit status. */
+static int regex_opt(const char *cmd, const char *name, int *i, int argc, char **argv,
+                     bool focus)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, name, n) != 0 || (a[n] != '\0' && a[n] != '='))
+        return 0;
+    const char *v = a[n] == '=' ? a + n + 1 : (*i + 1 < argc ? argv[++*i] : NULL);
+    if (v == NULL)
+        return -cli_usage(cmd, "%s needs a regular expression", name);
+    if (frame_filter_regex(focus, v) != 0)
+        return -cli_usage(cmd, "%s: '%s' is not an extended regular expression", name, v);
+    return 1;
+}
+
+int cli_frame_args(const char *cmd, int *argc, char **argv)
+{
+    bool all_frames = false, python_only = false, native_only = false;
+    int out = 1;
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--all-frames") == 0) {
+            all_frames = true;
+        } else if (strcmp(a, "--python-only") == 0) {
+            python_only = true;
+        } else if (strcmp(a, "--native-only") == 0) {
+            native_only = true;
+        } else {
+            int rc = regex_opt(cmd, "--hide", &i, *argc, argv, false);
+            if (rc == 0)
+                rc = regex_opt(cmd, "--focus", &i, *argc, argv, true);
+            if (rc < 0) {
+                frame_filter_show(all_frames, python_only, native_only);
+                return -rc;
+            }
+            if (rc == 0)
+                argv[out++] = argv[i];
+        }
+    }
+    frame_filter_show(all_frames, python_only, native_only);
+    if (python_only && native_only)
+        return cli_usage(cmd, "--python-only and --native-only exclude each other");
+    *argc = out;
+    argv[out] = NULL;
     return 0;
 }

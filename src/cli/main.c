@@ -90,7 +90,7 @@ int main(int argc, char **argv)
     if (c == NULL)
         return cli_usage(NULL, "unknown command '%s'", cmd);
     if (c->main != run_main) { /* run's arguments belong to the command it runs */
-        int rc = frame_filter_args(cmd, &argc, argv);
+        int rc = cli_frame_args(cmd, &argc, argv);
         if (rc != 0)
             return rc;
     }

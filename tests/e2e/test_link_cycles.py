@@ -253,3 +253,16 @@ def test_only_the_entry_into_start_up_is_not_drawn(tmp_path):
     assert components(compile_units(tmp_path, files)) == []
     files["life/w.c"] += "void init_other(void);\nvoid w_more(void) { init_other(); }\n"
     assert components(compile_units(tmp_path, files)) == [{"life/init", "life/w"}]
+
+
+def test_the_command_layer_is_above_the_model():
+    """The readers, the model and the base never call up into the command
+    layer (cli.c, cli_usage.c, main.c) or a view: options are parsed, and
+    usage errors printed, above them."""
+    built()
+    deps, why = graph(with_why=True)
+    top = {"cli/cli", "cli/cli_usage", "cli/main"}
+    bad = [f"{u} -> {v} ({', '.join(sorted(why[(u, v)])[:3])})" for u in sorted(deps)
+           if u.startswith(("cli/model/", "cli/read/", "cli/base/"))
+           for v in sorted(deps[u]) if v in top or v.startswith("cli/views/")]
+    assert not bad, "lower layers calling up: " + "; ".join(bad)

@@ -4,64 +4,31 @@
 #include <regex.h>
 #include <string.h>
 
-#include "cli_usage.h"
-
 static struct {
     bool all_frames, python_only, native_only, hide_set, focus_set;
     regex_t hide, focus;
     const char *focus_text;
 } filter;
 
-/* --NAME REGEX or --NAME=REGEX at argv[*i]: 1 when it is that option (the
- * regex compiled into *re), 0 when not, or a usage error's exit status. */
-static int regex_opt(const char *cmd, const char *name, int *i, int argc, char **argv,
-                     regex_t *re, bool *set, const char **text)
+void frame_filter_show(bool all_frames, bool python_only, bool native_only)
 {
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, name, n) != 0 || (a[n] != '\0' && a[n] != '='))
-        return 0;
-    const char *v = a[n] == '=' ? a + n + 1 : (*i + 1 < argc ? argv[++*i] : NULL);
-    if (v == NULL)
-        return -cli_usage(cmd, "%s needs a regular expression", name);
-    if (*set)
-        regfree(re);
-    *set = false;
-    if (regcomp(re, v, REG_EXTENDED | REG_NOSUB) != 0)
-        return -cli_usage(cmd, "%s: '%s' is not an extended regular expression", name, v);
-    *set = true;
-    if (text)
-        *text = v;
-    return 1;
+    filter.all_frames = all_frames;
+    filter.python_only = python_only;
+    filter.native_only = native_only;
 }
 
-int frame_filter_args(const char *cmd, int *argc, char **argv)
+int frame_filter_regex(bool focus, const char *re)
 {
-    int out = 1;
-    for (int i = 1; i < *argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--all-frames") == 0) {
-            filter.all_frames = true;
-        } else if (strcmp(a, "--python-only") == 0) {
-            filter.python_only = true;
-        } else if (strcmp(a, "--native-only") == 0) {
-            filter.native_only = true;
-        } else {
-            int rc = regex_opt(cmd, "--hide", &i, *argc, argv, &filter.hide,
-                               &filter.hide_set, NULL);
-            if (rc == 0)
-                rc = regex_opt(cmd, "--focus", &i, *argc, argv, &filter.focus,
-                               &filter.focus_set, &filter.focus_text);
-            if (rc < 0)
-                return -rc;
-            if (rc == 0)
-                argv[out++] = argv[i];
-        }
-    }
-    if (filter.python_only && filter.native_only)
-        return cli_usage(cmd, "--python-only and --native-only exclude each other");
-    *argc = out;
-    argv[out] = NULL;
+    regex_t *r = focus ? &filter.focus : &filter.hide;
+    bool *set = focus ? &filter.focus_set : &filter.hide_set;
+    if (*set)
+        regfree(r);
+    *set = false;
+    if (regcomp(r, re, REG_EXTENDED | REG_NOSUB) != 0)
+        return -1;
+    *set = true;
+    if (focus)
+        filter.focus_text = re;
     return 0;
 }
 

@@ -17,10 +17,13 @@
 
 #include "snapshot.h"
 
-/* Takes the filter options out of argv (they may stand anywhere before the
- * files) and sets the process-wide filter.  Returns 0, or the exit status
- * of a usage error already printed (a bad regular expression). */
-int frame_filter_args(const char *cmd, int *argc, char **argv);
+/* The process-wide filter, set before any snapshot is read (the options
+ * are parsed in the command layer, cli.c's cli_frame_args): which frames
+ * stay, and the --hide (focus false) or --focus regular expression, which
+ * must outlive the filter.  frame_filter_regex returns 0, or -1 when `re`
+ * is not an extended regular expression (the filter then has none). */
+void frame_filter_show(bool all_frames, bool python_only, bool native_only);
+int frame_filter_regex(bool focus, const char *re);
 
 /* Whether a stack, as recorded (before any frame is hidden or folded, as
  * pprof's -focus sees the locations -hide will drop), has a frame whose
