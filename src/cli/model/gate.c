@@ -1,6 +1,8 @@
 /* gate.c - see gate.h. */
 #include "gate.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "units.h"
@@ -61,4 +63,16 @@ bool gate_fails(const struct gate *g, uint64_t base, uint64_t new_peak)
     unsigned __int128 lhs = (unsigned __int128)growth * 100u * PCT_SCALE;
     unsigned __int128 rhs = (unsigned __int128)g->value * base;
     return lhs > rhs;
+}
+
+bool gate_ooms_fail(const struct gate *g, struct gate_ooms base, struct gate_ooms now,
+                    char *why, size_t n)
+{
+    if (!g->on || g->allow_ooms || (now.chains <= base.chains && now.failed <= base.failed))
+        return false;
+    snprintf(why, n, "OOMs %" PRIu64 " -> %" PRIu64 " (failed for good %" PRIu64 " -> %" PRIu64
+             "): NEW ran out of memory more often than BASE (--allow-oom to judge peaks "
+             "only)",
+             base.chains, now.chains, base.failed, now.failed);
+    return true;
 }

@@ -336,6 +336,9 @@ static int merge_file(struct ranks *r, const char *path, size_t fi, int pass)
     add_reason(rw, f->reason);
     if (s.ooms.count > rw->ooms)
         rw->ooms = s.ooms.count;
+    uint64_t failed = s.ooms.count > s.ooms.recovered ? s.ooms.count - s.ooms.recovered : 0;
+    if (failed > rw->failed_ooms)
+        rw->failed_ooms = failed;
     int64_t start = s.process.start_wall_ns;
     if (start != SNAP_UNKNOWN_I64 &&
         (rw->start_wall_ns == SNAP_UNKNOWN_I64 || start < rw->start_wall_ns))

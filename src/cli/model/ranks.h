@@ -51,6 +51,7 @@ struct rank_row {
     size_t nfiles;
     bool several_pids;     /* files of more than one process (a restart) */
     uint64_t ooms;         /* OOMs the process saw (its files' highest count) */
+    uint64_t failed_ooms;  /* of them, chains that never recovered (likewise) */
     int64_t start_wall_ns; /* the earliest start of its processes, or unknown */
     int64_t first_oom_ns;  /* first failed attempt, since its process started */
     int64_t first_oom_start_ns; /* when that process started (wall clock) */

@@ -10,6 +10,8 @@
  * Gate: --max-growth P% or SIZE; exit 1 when some device's peak in NEW
  * exceeds its peak in BASE by more than that (strictly), 0 otherwise.  A
  * device absent from BASE has base 0: any growth fails a percentage gate.
+ * More OOMs in NEW (chains, or chains that failed for good) fail it too,
+ * unless --allow-oom.
  * The comparison is exact integer arithmetic (percent kept in millionths),
  * so a threshold test at the boundary is not at the mercy of rounding.
  */
@@ -235,6 +237,12 @@ static void print_ooms(FILE *f, const struct snapshot *a, const struct snapshot 
                 out_bytes(b->ooms.retry_released_bytes, y));
 }
 
+static struct gate_ooms oom_figures(const struct snapshot *s)
+{
+    uint64_t rec = s->ooms.recovered < s->ooms.count ? s->ooms.recovered : s->ooms.count;
+    return (struct gate_ooms){s->ooms.count, s->ooms.count - rec};
+}
+
 /* Per kind: peaks summed over devices (each device's own peak moment),
  * and allocation counts. */
 static void kind_totals(const struct snapshot *s, int kind, uint64_t *peak, uint64_t *allocs)
@@ -304,13 +312,20 @@ int diff_text(FILE *f, struct snapshot *a, struct snapshot *b, enum site_by by,
     print_ooms(f, a, b);
     diff_allocator_print(f, a->ctx, a, b);
     print_kinds(f, a, b);
+    char oom_why[256];
+    bool oom_failed = gate_ooms_fail(g, oom_figures(a), oom_figures(b), oom_why,
+                                     sizeof oom_why);
     if (g->on) {
         fputc('\n', f);
         if (failed)
             fprintf(f, "%sgate FAILED: %s%s\n", out_color(OUT_RED), why, out_color(OUT_RESET));
-        else
-            fprintf(f, "%sgate passed: no device's peak grew more than %s%s\n",
-                    out_color(OUT_GREEN), g->text, out_color(OUT_RESET));
+        if (oom_failed)
+            fprintf(f, "%sgate FAILED: %s%s\n", out_color(OUT_RED), oom_why,
+                    out_color(OUT_RESET));
+        if (!failed && !oom_failed)
+            fprintf(f, "%sgate passed: no device's peak grew more than %s%s%s\n",
+                    out_color(OUT_GREEN), g->text,
+                    g->allow_ooms ? "" : ", and no more OOMs than in BASE", out_color(OUT_RESET));
     }
-    return failed ? 1 : 0;
+    return failed || oom_failed ? 1 : 0;
 }

@@ -23,7 +23,8 @@
 
 static const char usage[] =
     "usage: cumemtrace diff [--by stack|function|module|range] [--max-growth LIMIT]\n"
-    "                       [--top N] [--bytes] [--html OUT] [--width N] [--full] BASE NEW\n"
+    "                       [--allow-oom] [--top N] [--bytes] [--html OUT]\n"
+    "                       [--width N] [--full] BASE NEW\n"
     "       cumemtrace diff [OPTIONS] BASE_DIR NEW_DIR\n"
     "\n"
     "Compares two snapshots: the peak per device (bytes, %, when), call sites\n"
@@ -39,7 +40,10 @@ static const char usage[] =
     "                    compare the program's own ranges (NVTX, PyTorch's\n"
     "                    phases) at the peak instead, matched by path\n"
     "  --max-growth L    CI gate: exit 1 when a device's peak grew by more than\n"
-    "                    L, a percentage (5%) or a size (512MiB); else exit 0\n"
+    "                    L, a percentage (5%) or a size (512MiB), or when NEW\n"
+    "                    ran out of memory more often than BASE (more OOM\n"
+    "                    chains, or more that failed for good); else exit 0\n"
+    "  --allow-oom       the gate judges peaks only: more OOMs do not fail it\n"
     "  --top N           changed call sites listed (default 20)\n"
     "  --bytes           print sizes as exact byte counts\n"
     "  --width N         lay out for N columns (default: the terminal's, 80 when\n"
@@ -57,6 +61,7 @@ int diff_main(int argc, char **argv)
     static const struct option opts[] = {
         {"by", required_argument, NULL, 'y'},
         {"max-growth", required_argument, NULL, 'g'},
+        {"allow-oom", no_argument, NULL, 'A'},
         {"top", required_argument, NULL, 't'},
         {"bytes", no_argument, NULL, 'b'},
         {"html", required_argument, NULL, 'H'},
@@ -68,7 +73,8 @@ int diff_main(int argc, char **argv)
     const char *html = NULL;
     int by = BY_STACK;
     bool by_range = false;
-    struct gate gate = {false, false, 0, NULL};
+    struct gate gate = {false, false, 0, NULL, false};
+    bool allow_ooms = false;
     uint64_t top = DIFF_TOP_DEFAULT;
     bool exact = false;
     int c;
@@ -96,6 +102,7 @@ int diff_main(int argc, char **argv)
             if (cli_parse_count(optarg, &top) != 0 || top == 0 || top > 1000000)
                 return cli_usage("diff", "--top wants a count from 1, not '%s'", optarg);
             break;
+        case 'A': allow_ooms = true; break;
         case 'b': exact = true; break;
         case 'H': html = optarg; break;
         case 'w': {
@@ -111,6 +118,10 @@ int diff_main(int argc, char **argv)
         default: return cli_usage("diff", "unknown option '%s'", argv[optind - 1]);
         }
     }
+    if (allow_ooms && !gate.on)
+        return cli_usage("diff", "--allow-oom changes the gate of --max-growth, which is "
+                         "not given");
+    gate.allow_ooms = allow_ooms;
     if (argc - optind != 2)
         return cli_usage("diff", "wants two snapshot files, BASE and NEW (got %d)",
                          argc - optind);

@@ -4,7 +4,9 @@
  * Matching: a rank of BASE pairs with the rank of NEW that has the same
  * rank number; ranks without one pair by host and local rank.  What is
  * left shows as NEW or GONE; a NEW rank has base 0, so it fails a
- * percentage gate (as a new device does in the one-file diff).  A rank's
+ * percentage gate (as a new device does in the one-file diff); more OOMs
+ * over the job (chains, or chains that failed for good) fail the gate
+ * unless --allow-oom.  A rank's
  * peak is its highest device peak, from its newest file (ranks.h).
  * Call sites match across the runs by name (frames_site_text) and compare
  * their totals over all ranks.
@@ -191,17 +193,23 @@ static int print_sites(FILE *f, const struct ranks *a, const struct ranks *b, un
     return rc;
 }
 
+/* The OOMs of a job, summed over its ranks. */
+static struct gate_ooms job_ooms(const struct ranks *r, uint64_t *ran_out)
+{
+    struct gate_ooms o = {0, 0};
+    *ran_out = 0;
+    for (size_t i = 0; i < r->nrows; i++) {
+        o.chains += r->rows[i].ooms;
+        o.failed += r->rows[i].failed_ooms;
+        *ran_out += r->rows[i].first_oom_ns != SNAP_UNKNOWN_I64;
+    }
+    return o;
+}
+
 static void print_ooms(FILE *f, const struct ranks *a, const struct ranks *b)
 {
-    uint64_t ca = 0, cb = 0, ra = 0, rb = 0;
-    for (size_t i = 0; i < a->nrows; i++) {
-        ca += a->rows[i].ooms;
-        ra += a->rows[i].first_oom_ns != SNAP_UNKNOWN_I64;
-    }
-    for (size_t i = 0; i < b->nrows; i++) {
-        cb += b->rows[i].ooms;
-        rb += b->rows[i].first_oom_ns != SNAP_UNKNOWN_I64;
-    }
+    uint64_t ra, rb;
+    uint64_t ca = job_ooms(a, &ra).chains, cb = job_ooms(b, &rb).chains;
     fputc('\n', f);
     fprintf(f, "%sOOMs%s\n", out_color(OUT_BOLD), out_color(OUT_RESET));
     fprintf(f, "  ranks that ran out of memory %" PRIu64 " -> %" PRIu64 ", OOMs %" PRIu64
@@ -249,16 +257,26 @@ int ranks_diff_main(char *base, char *now, const struct gate *g, unsigned top)
     int rc = print_peaks(stdout, &r[0], &r[1], g, &w);
     if (rc == 0)
         rc = print_sites(stdout, &r[0], &r[1], top);
+    bool oom_failed = false;
     if (rc == 0) {
         print_ooms(stdout, &r[0], &r[1]);
+        uint64_t ra, rb;
+        char why[256];
+        oom_failed = gate_ooms_fail(g, job_ooms(&r[0], &ra), job_ooms(&r[1], &rb), why,
+                                    sizeof why);
         if (g->on) {
             fputc('\n', stdout);
             if (w.failed)
                 fprintf(stdout, "%sgate FAILED: %s%s\n", out_color(OUT_RED), w.why,
                         out_color(OUT_RESET));
-            else
-                fprintf(stdout, "%sgate passed: no rank's peak grew more than %s%s\n",
-                        out_color(OUT_GREEN), g->text, out_color(OUT_RESET));
+            if (oom_failed)
+                fprintf(stdout, "%sgate FAILED: %s%s\n", out_color(OUT_RED), why,
+                        out_color(OUT_RESET));
+            if (!w.failed && !oom_failed)
+                fprintf(stdout, "%sgate passed: no rank's peak grew more than %s%s%s\n",
+                        out_color(OUT_GREEN), g->text,
+                        g->allow_ooms ? "" : ", and no more OOMs than in BASE",
+                        out_color(OUT_RESET));
         }
     }
     for (int k = 0; k < 2; k++) {
@@ -271,5 +289,5 @@ int ranks_diff_main(char *base, char *now, const struct gate *g, unsigned top)
     }
     if (cli_finish_stdout() != 0)
         return CLI_EXIT_ERROR;
-    return w.failed ? CLI_EXIT_GATE : CLI_EXIT_OK;
+    return w.failed || oom_failed ? CLI_EXIT_GATE : CLI_EXIT_OK;
 }
