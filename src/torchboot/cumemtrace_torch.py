@@ -199,10 +199,14 @@ def facts(torch, device, alloc, device_total, device_free):
                 largest[pool] = b["size"]
     limit = -1
     try:
+        total = torch.cuda.get_device_properties(device).total_memory
         fraction = torch.cuda.get_per_process_memory_fraction(device)
         if fraction < 1.0:
-            total = torch.cuda.get_device_properties(device).total_memory
             limit = int(fraction * total)  # PyTorch's own rounding
+            # Under a fraction PyTorch hands its observer the cap as
+            # "device_total": the card's total is what a fraction is of.
+            if device_total >= 0:
+                device_total = total
     except Exception:
         pass
     conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") or ""

@@ -100,6 +100,42 @@ def test_memory_fraction_refusal_gets_a_post_mortem(scenario):
     assert "set_per_process_memory_fraction" in report_text(path)
 
 
+def fraction_advice(path):
+    [a] = [x for x in report_json(path)["advice"] if x["id"] == "memory-fraction"]
+    return " ".join(a["text"].split())
+
+
+def test_memory_fraction_advice_names_a_fraction_that_fits(scenario):
+    # Issue 24 item 2: the fraction that would have let the request through
+    # is (reserved + request) / the device's total - PyTorch's own figures,
+    # not its cap (which its observer hands over as "device_total").
+    import math
+    r = scenario("pm_fraction.py", memory="1GiB")
+    t = r.torch
+    path = next(f for f in r.files if ".oom." in f.name)
+    a = json.loads(path.read_text())["oom"]["allocator"]
+    assert a["device_total_bytes"] == t["total"]  # the card, not the 256 MiB cap
+    need = a["reserved_bytes"] + a["requested_bytes"]
+    assert need == 400 * MiB and need <= t["total"]
+    frac = math.ceil(need * 1000 / t["total"]) / 1000
+    assert int(frac * t["total"]) >= need  # PyTorch's own cap would let it through
+    text = fraction_advice(path)
+    assert f"set_per_process_memory_fraction({frac:.3f})" in text, text
+    assert "1.0" not in text.split("fraction(")[1][:5], text
+
+
+def test_memory_fraction_advice_says_when_no_fraction_fits(scenario):
+    r = scenario("pm_fraction.py", "1000", memory="1GiB")  # 200 MiB + 1000 MiB > 1 GiB
+    t = r.torch
+    assert t["raised"]
+    path = next(f for f in r.files if ".oom." in f.name)
+    a = json.loads(path.read_text())["oom"]["allocator"]
+    assert a["reserved_bytes"] + a["requested_bytes"] > t["total"]
+    text = fraction_advice(path)
+    assert "no fraction up to 1" in text, text
+    assert "set_per_process_memory_fraction(" not in text, text
+
+
 def test_recovered_retry_is_quiet(scenario):
     r = scenario("pm_recover.py", memory="1GiB")
     assert r.torch["retries"] == 1 and r.torch["ooms"] == 0

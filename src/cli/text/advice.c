@@ -84,6 +84,51 @@ static void free_to_fit(struct snapshot *s, struct advice *out, int *n)
         out_bytes(l->best_free_hole_bytes, b), out_bytes(o->requested_bytes, c));
 }
 
+/* The device's total at a memory-fraction refusal: the driver's, as our
+ * library measured it; else the allocator's, unless that is the cap (what
+ * PyTorch hands its observer under a fraction). */
+static uint64_t device_total(const struct snap_oom *o)
+{
+    const struct snap_allocator *al = &o->allocator;
+    if (known(o->total_bytes) && o->total_bytes > 0)
+        return o->total_bytes;
+    if (known(al->device_total_bytes) && al->device_total_bytes > 0 &&
+        al->device_total_bytes != al->limit_bytes)
+        return al->device_total_bytes;
+    return SNAP_UNKNOWN;
+}
+
+/* What to do about a memory-fraction refusal: the smallest fraction, in
+ * thousandths, whose cap (PyTorch's: fraction * total, truncated) holds
+ * what is reserved plus the request; or that no fraction up to 1 does. */
+static void fraction_fix(const struct snap_oom *o, char *buf, size_t n)
+{
+    const struct snap_allocator *al = &o->allocator;
+    uint64_t total = device_total(o);
+    if (!known(total) || !known(al->reserved_bytes)) {
+        snprintf(buf, n, "raise the fraction or reserve that much less");
+        return;
+    }
+    uint64_t need = al->reserved_bytes + o->requested_bytes;
+    char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM];
+    if (need > total) {
+        snprintf(buf, n, "no fraction up to 1 makes room: the %s reserved plus the %s "
+                 "request exceed the device's %s, so the request or what PyTorch holds "
+                 "must shrink",
+                 out_bytes(al->reserved_bytes, a), out_bytes(o->requested_bytes, b),
+                 out_bytes(total, c));
+        return;
+    }
+    uint64_t milli = (uint64_t)(((unsigned __int128)need * 1000 + total - 1) / total);
+    while (milli < 1000 && (uint64_t)((double)milli / 1000.0 * (double)total) < need)
+        milli++;
+    snprintf(buf, n, "torch.cuda.set_per_process_memory_fraction(%" PRIu64 ".%03" PRIu64
+             ") would let it through ((%s reserved + %s) / the device's %s), or reserve "
+             "that much less",
+             milli / 1000, milli % 1000, out_bytes(al->reserved_bytes, a),
+             out_bytes(o->requested_bytes, b), out_bytes(total, c));
+}
+
 static void oom_advice(struct snapshot *s, struct advice *out, int *n)
 {
     const struct snap_oom *o = &s->oom;
@@ -117,19 +162,16 @@ static void oom_advice(struct snapshot *s, struct advice *out, int *n)
                                 al->reserved_bytes + o->requested_bytes > al->limit_bytes
                             ? al->reserved_bytes + o->requested_bytes - al->limit_bytes
                             : 0;
-        char frac[64] = "";
-        if (known(al->device_total_bytes) && al->device_total_bytes > 0)
-            snprintf(frac, sizeof frac, " (a fraction of at least %.3f)",
-                     (double)(al->reserved_bytes + o->requested_bytes) /
-                         (double)al->device_total_bytes);
+        char fix[320];
+        fraction_fix(o, fix, sizeof fix);
         /* Raising the cap frees nothing but makes the device's free memory
          * usable: rank it by that. */
         add(out, n, "memory-fraction", known(o->free_bytes) ? o->free_bytes : over,
             "torch.cuda.set_per_process_memory_fraction caps PyTorch at %s and it "
-            "holds %s reserved: the %s request passes the cap by %s - raise the "
-            "fraction%s or reserve that much less; the device itself had %s free",
+            "holds %s reserved: the %s request passes the cap by %s - %s; the device "
+            "itself had %s free",
             out_bytes(al->limit_bytes, a), out_bytes(al->reserved_bytes, b), req,
-            out_bytes(over, c), frac, fr);
+            out_bytes(over, c), fix, fr);
     }
     if (o->cause == CAUSE_FRAGMENTATION) {
         const struct snap_layout *l = &o->layout;
