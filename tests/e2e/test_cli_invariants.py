@@ -111,7 +111,7 @@ CASES = [
     ("shortfall off", OOM, lambda d: d["oom"].update(shortfall_bytes=d["oom"]["shortfall_bytes"] + 1),
      "exhausted: free < requested, shortfall = requested - free"),
     ("fragmentation with free below request", FRAG, m_frag_free_below_request,
-     "fragmentation: free >= requested"),
+     "refused_while_free: free >= requested"),
     ("more recoveries than ooms", EXIT, lambda d: d["ooms"].update(recovered=d["ooms"]["count"] + 1),
      "recovered <= count <= failed_attempts"),
     ("live_allocations off", EXIT, lambda d: d["counters"].update(

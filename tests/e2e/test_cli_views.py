@@ -134,7 +134,7 @@ def test_report_json_model():
 
 @pytest.mark.parametrize("name,advice", [
     ("oom_exhausted.json", {"activations", "untracked", "whole-run"}),
-    ("oom_fragmentation.json", {"fragmentation", "dominant-site", "small-segments",
+    ("oom_fragmentation.json", {"refused-while-free", "dominant-site", "small-segments",
                                 "granularity"}),
     ("oom_limit.json", {"limit", "dominant-site"}),
     ("exit_train.json", set()),
@@ -177,19 +177,23 @@ def _advice(path):
 def test_allocator_fragmentation_advises_expandable_segments(tmp_path):
     path = _with_allocator(tmp_path, "oom_fragmentation.json", "allocator_fragmentation")
     ids = _advice(path)
-    assert "expandable-segments" in ids and "max-split-size" not in ids
-    assert "fragmentation" not in ids  # the driver-level line is for driver causes
+    assert "expandable-segments" in ids and "live-holes" not in ids
+    assert "refused-while-free" not in ids  # the driver-level line is for driver causes
     text = cli("report", path).stdout
     assert ("8.00 GiB is reserved by PyTorch but unallocated, in 37 segments; the largest "
             "free block is 380 MiB, less than the 2.00 GiB requested") in " ".join(text.split())
 
 
-def test_expandable_segments_already_on_advises_max_split_size(tmp_path):
+def test_expandable_segments_already_on_advises_what_closes_holes(tmp_path):
+    # Issue 24 item 3: with expandable segments on, the free pieces lie
+    # between live tensors; max_split_size_mb cannot join them.
     path = _with_allocator(tmp_path, "oom_fragmentation.json", "allocator_fragmentation",
                            config={"expandable_segments": "True"})
     ids = _advice(path)
-    assert "max-split-size" in ids and "expandable-segments" not in ids
-    assert "max_split_size_mb:2048" in cli("report", path).stdout.replace("\n    ", " ")
+    assert "live-holes" in ids and "expandable-segments" not in ids
+    text = " ".join(cli("report", path).stdout.split())
+    assert "max_split_size" not in text
+    assert "holes of at most 380 MiB between live tensors" in text, text
 
 
 def test_memory_fraction_advice_names_the_cap(tmp_path):
@@ -200,7 +204,11 @@ def test_memory_fraction_advice_names_the_cap(tmp_path):
     ids = _advice(path)
     assert ids[0] == "memory-fraction" and "untracked" not in ids
     text = " ".join(cli("report", path).stdout.split())
-    assert "passes the cap by 1.00 GiB" in text and "fraction of at least 0.542" in text
+    doc = json.loads(path.read_text())["oom"]
+    need = 11 * GiB + doc["requested_bytes"]
+    frac = -(-need * 1000 // doc["total_bytes"]) / 1000  # of the device, not the cap
+    assert "passes the cap by 1.00 GiB" in text
+    assert f"set_per_process_memory_fraction({frac:.3f})" in text, text
 
 
 def test_no_gpu_size_is_named_from_one_request():

@@ -46,7 +46,7 @@ def test_holes_between_live_allocations(run):
     path, pm = postmortem(r)
     o = pm["oom"]
     assert (o["cause"], o["requested_bytes"], o["free_bytes"]) == \
-        ("fragmentation", 12 * MiB, 20 * MiB)
+        ("refused_while_free", 12 * MiB, 20 * MiB)
     lay = o["layout"]
     live = sum(g["count"] for g in o["live"])
     assert lay["count"] == live == 109 and len(lay["allocations"]) == 109
@@ -72,11 +72,13 @@ def test_holes_between_live_allocations(run):
     out = report(path)
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split())
+    # Information only (issue 24 item 5): a GPU maps scattered pages, so the
+    # gaps between addresses claim nothing, and no advice rests on them.
     assert ("layout: this process's 109 allocations span 256 MiB with 3 gaps (20.0 MiB) "
-            "between them; the largest: 10.0 MiB, 6.00 MiB and 4.00 MiB - none fits "
-            "the 12.0 MiB request") in text
-    assert ("the 2.00 MiB allocation of rt_holes!small_neighbour at rt_holes.c") in text
-    assert "leaves a hole of up to 16.0 MiB, enough for the 12.0 MiB request" in text
+            "between them; the largest: 10.0 MiB, 6.00 MiB and 4.00 MiB (addresses "
+            "only: physical pages need not be contiguous)") in text
+    assert "small_neighbour" not in text[text.index("Advice"):text.index("Device 0:")]
+    assert "fragmentation" not in text.replace("not fragmentation", "")
 
 
 def test_advice_never_names_a_freed_buffer(run):

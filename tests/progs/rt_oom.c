@@ -206,6 +206,18 @@ static int retry_loop(int live, int attempts)
     return 0;
 }
 
+/* A request `mib` MiB more than the device has free, after 40 MiB: the
+ * shortfall is exactly that (issue 24: advice on memory outside us). */
+static int short_by(int mib)
+{
+    void *p;
+    size_t f, t;
+    CHECK(cudaMalloc(&p, 40 * MiB), cudaSuccess);
+    CHECK(cudaMemGetInfo(&f, &t), cudaSuccess);
+    CHECK(cudaMalloc(&p, f + (size_t)mib * MiB), cudaErrorMemoryAllocation);
+    return 0;
+}
+
 /* `n` failures of different sizes: n chains of one attempt each. */
 static int distinct(int n)
 {
@@ -238,6 +250,8 @@ int main(int argc, char **argv)
         return retried_chains();
     if (strcmp(s, "retry_loop") == 0 && argc > 3)
         return retry_loop(atoi(argv[2]), atoi(argv[3]));
+    if (strcmp(s, "short") == 0 && argc > 2)
+        return short_by(atoi(argv[2]));
     if (strcmp(s, "distinct") == 0 && argc > 2)
         return distinct(atoi(argv[2]));
     fprintf(stderr, "unknown scenario %s\n", s);

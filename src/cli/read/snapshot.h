@@ -36,10 +36,14 @@ enum snap_kind {
 #define DEVICE_KINDS FORMAT_DEVICE_KINDS /* the by_kind keys: device, managed, async, vmm */
 
 enum oom_cause {
-    CAUSE_UNKNOWN, CAUSE_EXHAUSTED, CAUSE_FRAGMENTATION, CAUSE_LIMIT,
+    CAUSE_UNKNOWN, CAUSE_EXHAUSTED,
+    CAUSE_REFUSED_WHILE_FREE,      /* the driver refused with free >= request
+                                      ("fragmentation" in older files) */
+    CAUSE_LIMIT,
     CAUSE_ALLOCATOR_FRAGMENTATION, /* free inside the allocator's segments, no block fits */
     CAUSE_ALLOCATOR_LIMIT,         /* the allocator's own cap (memory fraction) */
     CAUSE_OTHER_PROCESSES,         /* untracked memory > the shortfall + a context */
+    CAUSE_ALLOCATOR,               /* the allocator refused for a reason unstated */
 };
 
 enum frame_type { FRAME_NATIVE, FRAME_PYTHON, FRAME_MARKER };

@@ -339,8 +339,8 @@ static int check_oom(const struct snapshot *s, struct cli_error *err)
         return snapshot_broken(s, err, "other_processes: untracked > shortfall",
                       "oom.untracked_bytes %" PRIu64 " <= shortfall_bytes %" PRIu64,
                       o->untracked_bytes, o->shortfall_bytes);
-    if (o->cause == CAUSE_FRAGMENTATION && o->free_bytes < o->requested_bytes)
-        return snapshot_broken(s, err, "fragmentation: free >= requested",
+    if (o->cause == CAUSE_REFUSED_WHILE_FREE && o->free_bytes < o->requested_bytes)
+        return snapshot_broken(s, err, "refused_while_free: free >= requested",
                       "oom.free_bytes %" PRIu64 " < requested_bytes %" PRIu64, o->free_bytes,
                       o->requested_bytes);
     return 0;

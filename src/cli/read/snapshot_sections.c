@@ -433,8 +433,8 @@ static int rd_oom_cause(struct reader *r, void *obj)
     o->cause_name = k;
     if (strcmp(k, "exhausted") == 0)
         o->cause = CAUSE_EXHAUSTED;
-    else if (strcmp(k, "fragmentation") == 0)
-        o->cause = CAUSE_FRAGMENTATION;
+    else if (strcmp(k, "refused_while_free") == 0 || strcmp(k, "fragmentation") == 0)
+        o->cause = CAUSE_REFUSED_WHILE_FREE;
     else if (strcmp(k, "limit") == 0)
         o->cause = CAUSE_LIMIT;
     else if (strcmp(k, "allocator_fragmentation") == 0)
@@ -443,6 +443,8 @@ static int rd_oom_cause(struct reader *r, void *obj)
         o->cause = CAUSE_ALLOCATOR_LIMIT;
     else if (strcmp(k, "other_processes") == 0)
         o->cause = CAUSE_OTHER_PROCESSES;
+    else if (strcmp(k, "allocator") == 0)
+        o->cause = CAUSE_ALLOCATOR;
     return 0;
 }
 

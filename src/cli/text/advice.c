@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "frames.h"
+#include "oom_text.h"
 #include "out.h"
 #include "report_layout.h"
 #include "sites.h"
@@ -57,31 +58,92 @@ static uint64_t forward_bytes(const struct snapshot *s, const struct snap_groups
     return sum;
 }
 
+static uint64_t largest_free(const struct snap_allocator *a)
+{
+    uint64_t s = known(a->largest_free_small) ? a->largest_free_small : 0;
+    uint64_t l = known(a->largest_free_large) ? a->largest_free_large : 0;
+    return s > l ? s : l;
+}
+
 static bool config_has(const struct snap_allocator *a, const char *item)
 {
     return a->config != NULL && strstr(a->config, item) != NULL;
 }
 
-/* Driver fragmentation: the one live allocation whose free would join the
- * gaps on either side into a hole as large as the request.  It names only
- * what oom.layout lists as live at the failure, never a freed buffer. */
-static void free_to_fit(struct snapshot *s, struct advice *out, int *n)
+/* The largest run of free bytes in the caching allocator's segments of the
+ * request's pool (PyTorch: small for requests up to 1 MiB), once the free
+ * blocks at the edges of segments adjacent in address order join - what
+ * one growing range (expandable segments) would make of them.  *inside
+ * gets the largest free block as it is.  Returns SNAP_UNKNOWN when the
+ * segments are not all listed. */
+static uint64_t joined_free(const struct snap_layout *l, uint64_t request, uint64_t *inside)
 {
-    const struct snap_oom *o = &s->oom;
-    const struct snap_layout *l = &o->layout;
-    if (!l->present || !l->has_best_free || l->gaps_at_least_request > 0 ||
-        l->best_free_hole_bytes < o->requested_bytes)
-        return;
-    const char *site = l->best_free.stack != SNAP_NO_STACK
-                           ? frames_group_label(s, l->best_free.stack, BY_STACK)
-                           : NULL;
+    *inside = 0;
+    if (!l->present || !l->has_segments || l->nsegments < l->segments_count ||
+        l->nblocks < l->blocks_count)
+        return SNAP_UNKNOWN;
+    bool small = request <= ((uint64_t)1 << 20);
+    uint64_t best = 0, run = 0; /* run: free bytes ending at the last segment's end */
+    for (size_t i = 0; i < l->nsegments; i++) {
+        const struct snap_segment *g = &l->segments[i];
+        if (g->small != small)
+            continue;
+        uint64_t cur = run, end = 0;
+        for (size_t k = 0; k < g->nblocks; k++) {
+            const struct snap_block *b = &l->blocks[g->first + k];
+            if (b->state == BLOCK_FREE) {
+                cur += b->bytes;
+                if (b->bytes > *inside)
+                    *inside = b->bytes;
+            } else {
+                cur = 0;
+            }
+            if (cur > best)
+                best = cur;
+            end = b->offset + b->bytes;
+        }
+        /* A segment whose blocks do not reach its end is not understood:
+         * nothing joins across it. */
+        run = end == g->bytes ? cur : 0;
+    }
+    return best;
+}
+
+/* Fragmentation inside PyTorch's segments: advise only what this layout
+ * lets help.  Free blocks at segment edges join under expandable segments;
+ * holes between live tensors no allocator setting closes. */
+static void allocator_fragmentation(const struct snap_oom *o, struct advice *out, int *n)
+{
+    const struct snap_allocator *al = &o->allocator;
+    uint64_t user = oom_text_request(o), un = al->reserved_unallocated_bytes, inside;
+    uint64_t joined = joined_free(&o->layout, user, &inside);
+    bool expandable = config_has(al, "expandable_segments:True");
     char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM];
-    add(out, n, "free-to-fit", l->best_free.bytes,
-        "the %s allocation of %s, live at the failure, sits between gaps: freeing it "
-        "(or allocating it before the others) leaves a hole of up to %s, enough for the "
-        "%s request",
-        out_bytes(l->best_free.bytes, a), site ? site : "an unknown call site",
-        out_bytes(l->best_free_hole_bytes, b), out_bytes(o->requested_bytes, c));
+    out_bytes(un, a);
+    out_bytes(user, b);
+    if (!expandable && known(joined) && joined >= user) {
+        add(out, n, "expandable-segments", un,
+            "%s reserved by PyTorch is free but in pieces smaller than the %s asked "
+            "for, and free blocks at the edges of its segments join into %s once the "
+            "segments are one range: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+            a, b, out_bytes(joined, c));
+    } else if (!expandable && !known(joined)) {
+        add(out, n, "expandable-segments", un,
+            "%s reserved by PyTorch is free but in pieces smaller than the %s asked "
+            "for: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True joins free blocks at "
+            "the edges of segments (not holes between live tensors; where they lie was "
+            "not recorded)",
+            a, b);
+    } else {
+        char most[OUT_NUM];
+        out_bytes(known(joined) ? inside : largest_free(al), most);
+        add(out, n, "live-holes", un,
+            "%s reserved by PyTorch is free in holes of at most %s between live "
+            "tensors, which no allocator setting closes%s: free the tensors no longer "
+            "needed before the %s request, allocate long-lived tensors before "
+            "temporaries, or work in pieces of at most %s",
+            a, most, expandable ? " (expandable segments are already on)" : "", b, most);
+    }
 }
 
 /* The device's total at a memory-fraction refusal: the driver's, as our
@@ -129,6 +191,48 @@ static void fraction_fix(const struct snap_oom *o, char *buf, size_t n)
              out_bytes(o->requested_bytes, b), out_bytes(total, c));
 }
 
+/* The driver refused with free >= request.  Never "fragmentation": the
+ * GPU maps scattered pages (oom_text.h); what the figures explain, or that
+ * they do not. */
+static void refused_while_free(const struct snapshot *s, struct advice *out, int *n)
+{
+    const struct snap_oom *o = &s->oom;
+    char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM];
+    uint64_t fig;
+    switch (oom_text_refusal(s, &fig)) {
+    case REFUSAL_ROUNDING:
+        add(out, n, "refused-while-free", fig - o->free_bytes,
+            "rounded up to the page the request needs %s, %s more than the %s free: the "
+            "device is full for it - free that much first, or ask for at most %s",
+            out_bytes(fig, a), out_bytes(fig - o->free_bytes, b), out_bytes(o->free_bytes, c),
+            out_bytes(o->free_bytes, c));
+        break;
+    case REFUSAL_MARGIN:
+        add(out, n, "refused-while-free", OOM_TEXT_DRIVER_MARGIN - fig,
+            "the request comes within %s of all the free memory, part of which the "
+            "driver keeps for itself: free %s more (or ask for that much less) to leave "
+            "it %s of headroom",
+            out_bytes(fig, a), out_bytes(OOM_TEXT_DRIVER_MARGIN - fig, b),
+            out_bytes(OOM_TEXT_DRIVER_MARGIN, c));
+        break;
+    case REFUSAL_OTHERS:
+        add(out, n, "refused-while-free", fig,
+            "%s of the device is held outside this process, more than a CUDA context "
+            "takes: another process allocating at the moment of the call explains a "
+            "refusal with memory free - see who holds it with nvidia-smi",
+            out_bytes(fig, a));
+        break;
+    default:
+        add(out, n, "refused-while-free", 0,
+            "nothing this run measured explains the refusal of %s with %s free, and it "
+            "is not fragmentation (the GPU maps scattered pages): look with nvidia-smi "
+            "for another process allocating at the same moment, and for an MPS "
+            "(CUDA_MPS_PINNED_DEVICE_MEM_LIMIT) or MIG memory limit",
+            out_bytes(o->requested_bytes, a), out_bytes(o->free_bytes, b));
+        break;
+    }
+}
+
 static void oom_advice(struct snapshot *s, struct advice *out, int *n)
 {
     const struct snap_oom *o = &s->oom;
@@ -142,21 +246,8 @@ static void oom_advice(struct snapshot *s, struct advice *out, int *n)
                                    ? o->requested_bytes - o->free_bytes
                                    : 0);
 
-    if (o->cause == CAUSE_ALLOCATOR_FRAGMENTATION) {
-        uint64_t un = al->reserved_unallocated_bytes;
-        if (!config_has(al, "expandable_segments:True"))
-            add(out, n, "expandable-segments", un,
-                "%s reserved by PyTorch is free but in pieces smaller than the %s "
-                "asked for: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, so "
-                "segments grow in place and freed space can serve larger requests",
-                out_bytes(un, a), req);
-        else
-            add(out, n, "max-split-size", un,
-                "expandable segments are on and %s is still free in pieces smaller "
-                "than %s: add max_split_size_mb:%" PRIu64 " to PYTORCH_CUDA_ALLOC_CONF "
-                "so blocks of that size are never split for small tensors",
-                out_bytes(un, a), req, (o->requested_bytes + (1u << 20) - 1) >> 20);
-    }
+    if (o->cause == CAUSE_ALLOCATOR_FRAGMENTATION)
+        allocator_fragmentation(o, out, n);
     if (o->cause == CAUSE_ALLOCATOR_LIMIT) {
         uint64_t over = known(al->limit_bytes) && known(al->reserved_bytes) &&
                                 al->reserved_bytes + o->requested_bytes > al->limit_bytes
@@ -173,21 +264,8 @@ static void oom_advice(struct snapshot *s, struct advice *out, int *n)
             out_bytes(al->limit_bytes, a), out_bytes(al->reserved_bytes, b), req,
             out_bytes(over, c), fix, fr);
     }
-    if (o->cause == CAUSE_FRAGMENTATION) {
-        const struct snap_layout *l = &o->layout;
-        char gaps[300] = "", list[256];
-        if (l->present && l->gap_count > 0)
-            snprintf(gaps, sizeof gaps, " (the largest gaps between its %" PRIu64
-                     " allocations: %s)", l->count, report_layout_gaps(l, list, sizeof list));
-        add(out, n, "fragmentation", known(o->free_bytes) ? o->free_bytes : 0,
-            "the driver had %s free, at least the %s requested, but no range of "
-            "that size: fragmentation between this process's allocations%s - with "
-            "PyTorch set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; "
-            "otherwise allocate the largest buffers first, before memory is cut "
-            "into pieces",
-            fr, req, gaps);
-        free_to_fit(s, out, n);
-    }
+    if (o->cause == CAUSE_REFUSED_WHILE_FREE)
+        refused_while_free(s, out, n);
     if (o->cause == CAUSE_LIMIT) {
         uint64_t held = known(o->tracked_bytes) ? o->tracked_bytes : 0;
         uint64_t limit = o->limit_bytes;
@@ -205,25 +283,32 @@ static void oom_advice(struct snapshot *s, struct advice *out, int *n)
             out_bytes(limit, a), out_bytes(held, b), out_bytes(room, c), req, fits,
             out_bytes(need, nd));
     }
-    bool untracked_big = known(o->untracked_bytes) && o->untracked_bytes > 0 &&
-                         ((short_by > 0 && o->untracked_bytes > short_by) ||
+    /* Only memory beyond what this process's own context and workspaces
+     * take can be another process's: nvidia-smi is the lever when that
+     * part would have covered the request, or is a large share of the card. */
+    uint64_t beyond = known(o->untracked_bytes) && o->untracked_bytes > ADVICE_CONTEXT_BYTES
+                          ? o->untracked_bytes - ADVICE_CONTEXT_BYTES
+                          : 0;
+    bool untracked_big = beyond > 0 &&
+                         ((short_by > 0 && beyond >= short_by) ||
                           (known(o->total_bytes) && o->total_bytes > 0 &&
                            o->untracked_bytes * 100.0 >
                                (double)o->total_bytes * ADVICE_UNTRACKED_PCT));
-    if (untracked_big && o->cause != CAUSE_ALLOCATOR_LIMIT && o->cause != CAUSE_LIMIT) {
-        char more[160] = "";
-        if (short_by > 0 && o->untracked_bytes > short_by)
-            snprintf(more, sizeof more, ", more than the %s this request lacked",
-                     out_bytes(short_by, c));
+    if (untracked_big && o->cause != CAUSE_ALLOCATOR_LIMIT && o->cause != CAUSE_LIMIT &&
+        o->cause != CAUSE_REFUSED_WHILE_FREE) {
+        char more[160] = "", ctx[OUT_NUM], bey[OUT_NUM];
+        if (short_by > 0 && beyond >= short_by)
+            snprintf(more, sizeof more, ", which alone exceeds the %s this request "
+                     "lacked", out_bytes(short_by, c));
         add(out, n, "untracked", o->untracked_bytes,
-            "%s of the device is held outside this process's CUDA allocations "
-            "(%s of it%s): the CUDA context, NCCL or cuBLAS workspaces, or other "
-            "processes - see who holds it with nvidia-smi before shrinking the model; "
-            "a cache of another PyTorch process is released by torch.cuda.empty_cache() "
-            "there",
+            "%s of the device (%s) is held outside this process's CUDA allocations, %s "
+            "beyond the %s a CUDA context and library workspaces take%s: other "
+            "processes, or large NCCL buffers - see who holds it with nvidia-smi before "
+            "shrinking the model; a cache of another PyTorch process is released by "
+            "torch.cuda.empty_cache() there",
             out_bytes(o->untracked_bytes, a),
             known(o->total_bytes) ? out_pct(o->untracked_bytes, o->total_bytes, b) : "?",
-            more);
+            out_bytes(beyond, bey), out_bytes(ADVICE_CONTEXT_BYTES, ctx), more);
     }
     if (o->cause == CAUSE_EXHAUSTED) {
         uint64_t fwd = forward_bytes(s, &o->live);

@@ -7,17 +7,20 @@
  * documented in docs/cli.md:
  *
  *   id                  trigger
- *   expandable-segments oom.cause "allocator_fragmentation" and
- *                       expandable_segments:True not in PyTorch's config
- *   max-split-size      the same with expandable segments already on
+ *   expandable-segments oom.cause "allocator_fragmentation",
+ *                       expandable_segments:True not in PyTorch's config, and
+ *                       free blocks at segment edges join into a run >= the
+ *                       request (or the segments were not recorded)
+ *   live-holes          the same otherwise: the free space lies in holes
+ *                       between live tensors, which no setting closes
  *   memory-fraction     oom.cause "allocator_limit"
- *   fragmentation       oom.cause "fragmentation" (driver: free >= request)
- *   free-to-fit         the same, no gap between our allocations fits, and
- *                       freeing one live allocation (oom.layout.best_free)
- *                       joins the gaps beside it into a hole >= the request
+ *   refused-while-free  oom.cause "refused_while_free" (driver: free >=
+ *                       request): what explains it (oom_text_refusal), or
+ *                       that nothing measured does - never fragmentation
  *   limit               oom.cause "limit" (CUMEMTRACE_LIMIT)
- *   untracked           untracked > what the request lacked, or
- *                       > ADVICE_UNTRACKED_PCT % of the device
+ *   untracked           untracked beyond ADVICE_CONTEXT_BYTES covers what
+ *                       the request lacked, or untracked > ADVICE_UNTRACKED_PCT
+ *                       % of the device (and beyond a context)
  *   activations         oom.cause "exhausted" and stacks under a Python
  *                       `forward` hold >= ADVICE_DOMINANT_PCT % at the failure
  *   exhausted           oom.cause "exhausted" otherwise
@@ -35,11 +38,16 @@
 
 #include <stddef.h>
 
+#include "oom_text.h"
 #include "snapshot.h"
 
 /* A quarter of the card held by someone else is more than a CUDA context
  * (~0.3-1 GiB) and library workspaces explain on any current GPU. */
 #define ADVICE_UNTRACKED_PCT 25
+/* What this process's own CUDA context and library workspaces may hold
+ * outside its allocations: only untracked memory beyond it can be another
+ * process's (oom_text.h, and the library's other_processes cause). */
+#define ADVICE_CONTEXT_BYTES OOM_TEXT_CONTEXT_BYTES
 /* Half the peak from one call site: that site is the lever. */
 #define ADVICE_DOMINANT_PCT 50
 /* Below ~1000 small cudaMallocs the per-call cost and 2 MiB rounding are

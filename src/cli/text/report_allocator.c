@@ -25,6 +25,18 @@ static const char *who(const struct snap_allocator *a)
     return a->name && strcmp(a->name, "pytorch") == 0 ? "PyTorch" : "the allocator";
 }
 
+/* The same, opening a sentence. */
+static const char *who_capital(const struct snap_allocator *a)
+{
+    return a->name && strcmp(a->name, "pytorch") == 0 ? "PyTorch" : "The allocator";
+}
+
+/* "s" unless exactly one (an unknown count reads as 0). */
+static const char *plural(uint64_t count)
+{
+    return count == 1 ? "" : "s";
+}
+
 const char *report_allocator_sentence(const struct snap_oom *o, char *buf, size_t n)
 {
     const struct snap_allocator *a = &o->allocator;
@@ -38,10 +50,11 @@ const char *report_allocator_sentence(const struct snap_oom *o, char *buf, size_
     switch (o->cause) {
     case CAUSE_ALLOCATOR_FRAGMENTATION:
         snprintf(buf, n,
-                 "%s is reserved by %s but unallocated, in %" PRIu64 " segments; the "
+                 "%s is reserved by %s but unallocated, in %" PRIu64 " segment%s; the "
                  "largest free block is %s, less than the %s requested: fragmentation.",
                  out_bytes(a->reserved_unallocated_bytes, u), who(a),
-                 known(a->segments) ? a->segments : 0, out_bytes(largest_free(a), b), r);
+                 known(a->segments) ? a->segments : 0, plural(a->segments),
+                 out_bytes(largest_free(a), b), r);
         break;
     case CAUSE_ALLOCATOR_LIMIT:
         snprintf(buf, n,
@@ -60,12 +73,28 @@ const char *report_allocator_sentence(const struct snap_oom *o, char *buf, size_
                  out_bytes(a->allocated_bytes, al), out_bytes(a->reserved_bytes, rs),
                  out_bytes(o->free_bytes, fr), r);
         break;
+    case CAUSE_LIMIT:
+        snprintf(buf, n,
+                 "The cumemtrace limit (%s) refused it, not the device: %s holds %s in "
+                 "tensors of %s reserved, and the device itself had %s free for the %s "
+                 "requested.",
+                 out_bytes(o->limit_bytes, lim), who(a), out_bytes(a->allocated_bytes, al),
+                 out_bytes(a->reserved_bytes, rs), out_bytes(o->free_bytes, fr), r);
+        break;
+    case CAUSE_REFUSED_WHILE_FREE:
+        snprintf(buf, n,
+                 "The driver refused it with %s free for the %s requested: %s holds %s in "
+                 "tensors of %s reserved (%s reserved but unallocated after its retries).",
+                 out_bytes(o->free_bytes, fr), r, who(a), out_bytes(a->allocated_bytes, al),
+                 out_bytes(a->reserved_bytes, rs), out_bytes(a->reserved_unallocated_bytes, u));
+        break;
     default:
         snprintf(buf, n,
-                 "The device is full: %s holds %s in tensors of %s reserved (%s reserved "
-                 "but unallocated after its retries), and the device had %s free for the "
-                 "%s requested.",
-                 who(a), out_bytes(a->allocated_bytes, al), out_bytes(a->reserved_bytes, rs),
+                 "%s%s holds %s in tensors of %s reserved (%s reserved but unallocated "
+                 "after its retries), and the device had %s free for the %s requested.",
+                 o->cause == CAUSE_EXHAUSTED ? "The device is full: " : "",
+                 o->cause == CAUSE_EXHAUSTED ? who(a) : who_capital(a),
+                 out_bytes(a->allocated_bytes, al), out_bytes(a->reserved_bytes, rs),
                  out_bytes(a->reserved_unallocated_bytes, u),
                  out_bytes(o->free_bytes, fr), r);
         break;
@@ -86,17 +115,18 @@ void report_allocator_lines(FILE *f, struct snapctx *ctx, const struct snap_oom 
     out_wrap(f, first, "            ", text);
     snprintf(text, sizeof text,
              "largest free block %s (small pool %s, large pool %s) | %" PRIu64
-             " segments | inactive split %s",
+             " segment%s | inactive split %s",
              out_bytes(largest_free(a), x), out_bytes(a->largest_free_small, y),
              out_bytes(a->largest_free_large, z), known(a->segments) ? a->segments : 0,
-             out_bytes(a->inactive_split_bytes, w));
+             plural(known(a->segments) ? a->segments : 0), out_bytes(a->inactive_split_bytes, w));
     out_wrap(f, "            ", "            ", text);
     char cap[64] = "";
     if (known(a->limit_bytes))
         snprintf(cap, sizeof cap, "memory fraction cap %s | ", out_bytes(a->limit_bytes, x));
-    snprintf(text, sizeof text, "%s%" PRIu64 " retries, %" PRIu64 " OOMs so far | %s%s",
-             cap, known(a->num_alloc_retries) ? a->num_alloc_retries : 0,
-             known(a->num_ooms) ? a->num_ooms : 0,
+    uint64_t retries = known(a->num_alloc_retries) ? a->num_alloc_retries : 0;
+    uint64_t ooms = known(a->num_ooms) ? a->num_ooms : 0;
+    snprintf(text, sizeof text, "%s%" PRIu64 " retr%s, %" PRIu64 " OOM%s so far | %s%s",
+             cap, retries, retries == 1 ? "y" : "ies", ooms, plural(ooms),
              a->config ? "PYTORCH_CUDA_ALLOC_CONF=" : "PYTORCH_CUDA_ALLOC_CONF unset",
              a->config ? snapshot_display(ctx, a->config) : "");
     out_wrap(f, "            ", "            ", text);

@@ -1,7 +1,7 @@
-/* report_layout.c - where the failing device's memory is cut into pieces,
- * from oom.layout: the gaps between this process's allocations are the most
- * the holes there can be (memory no hook sees may sit in them), so "no gap
- * fits" says that no hole among our allocations fits either. */
+/* report_layout.c - where this process's allocations lay in the failing
+ * device's address space, from oom.layout.  Information only: a GPU's MMU
+ * maps scattered physical pages, so gaps between addresses do not decide
+ * whether a request fits (oom_text.h), and the line claims nothing of it. */
 #include "report_layout.h"
 
 #include <inttypes.h>
@@ -32,32 +32,22 @@ const char *report_layout_gaps(const struct snap_layout *l, char *buf, size_t n)
 void report_layout_lines(FILE *f, const struct snap_oom *o)
 {
     const struct snap_layout *l = &o->layout;
-    if (!l->present || o->cause != CAUSE_FRAGMENTATION || l->count == 0)
+    if (!l->present || o->cause != CAUSE_REFUSED_WHILE_FREE || l->count == 0)
         return;
-    char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM], gaps[256], text[768];
+    char a[OUT_NUM], b[OUT_NUM], gaps[256], text[768];
+    const char *only = "addresses only: physical pages need not be contiguous";
     if (l->gap_count == 0) {
         snprintf(text, sizeof text,
-                 "this process's %" PRIu64 " allocations sit side by side over %s, no gap "
-                 "between them: the free memory lies outside them",
-                 l->count, out_bytes(l->span_bytes, a));
+                 "this process's %" PRIu64 " allocation%s sit%s side by side over %s (%s)",
+                 l->count, l->count == 1 ? "" : "s", l->count == 1 ? "s" : "",
+                 out_bytes(l->span_bytes, a), only);
     } else {
-        char verdict[160];
-        if (l->gaps_at_least_request == 0)
-            snprintf(verdict, sizeof verdict, "none fits the %s request",
-                     out_bytes(o->requested_bytes, c));
-        else
-            snprintf(verdict, sizeof verdict,
-                     "%" PRIu64 " %s at least the %s request, so memory no hook sees "
-                     "fills %s",
-                     l->gaps_at_least_request, l->gaps_at_least_request == 1 ? "is" : "are",
-                     out_bytes(o->requested_bytes, c),
-                     l->gaps_at_least_request == 1 ? "it" : "them");
         snprintf(text, sizeof text,
-                 "this process's %" PRIu64 " allocations span %s with %" PRIu64 " gap%s "
-                 "(%s) between them; the largest: %s - %s",
-                 l->count, out_bytes(l->span_bytes, a), l->gap_count,
-                 l->gap_count == 1 ? "" : "s", out_bytes(l->gap_bytes, b),
-                 report_layout_gaps(l, gaps, sizeof gaps), verdict);
+                 "this process's %" PRIu64 " allocation%s %s with %" PRIu64 " gap%s "
+                 "(%s) between them; the largest: %s (%s)",
+                 l->count, l->count == 1 ? " spans" : "s span", out_bytes(l->span_bytes, a),
+                 l->gap_count, l->gap_count == 1 ? "" : "s", out_bytes(l->gap_bytes, b),
+                 report_layout_gaps(l, gaps, sizeof gaps), only);
     }
     out_wrap(f, "  layout:   ", "            ", text);
 }

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "advice.h"
+#include "oom_text.h"
 #include "cli.h"
 #include "arena.h"
 #include "frames.h"
@@ -462,53 +463,13 @@ static int write_track(struct jsonw *w, struct model *m, const struct track *t)
     return rc;
 }
 
-static const char *kind_phrase(int kind)
+/* The post-mortem's first sentence: what failed, and its cause, as the
+ * text report words them (oom_text.h). */
+static void cause_sentence(const struct snapshot *s, char *buf, size_t n)
 {
-    return snapshot_kind_phrase(kind); /* one sentence per kind, format.h's */
-}
-
-/* The post-mortem's first sentence, as the text report words it. */
-static void cause_sentence(const struct snap_oom *o, char *buf, size_t n)
-{
-    char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM], dev[32];
-    if (o->device < 0)
-        snprintf(dev, sizeof dev, "the host");
-    else
-        snprintf(dev, sizeof dev, "device %" PRId64, o->device);
-    int k = snprintf(buf, n, "%s of %s %s failed on %s: ", o->entry_point ? o->entry_point : "?",
-                     out_bytes(o->requested_bytes, a), kind_phrase(o->kind), dev);
-    if (k < 0 || (size_t)k >= n)
-        return;
-    buf += k, n -= (size_t)k;
-    switch (o->cause) {
-    case CAUSE_EXHAUSTED: {
-        uint64_t sb = o->shortfall_bytes;
-        if (sb == SNAP_UNKNOWN || sb == 0)
-            sb = o->free_bytes != SNAP_UNKNOWN && o->requested_bytes > o->free_bytes
-                     ? o->requested_bytes - o->free_bytes : SNAP_UNKNOWN;
-        snprintf(buf, n, "memory exhausted, short by %s (free %s).", out_bytes(sb, b),
-                 out_bytes(o->free_bytes, c));
-        break;
-    }
-    case CAUSE_FRAGMENTATION:
-        snprintf(buf, n, "fragmentation: free %s >= request, but the driver found no place "
-                 "for it.", out_bytes(o->free_bytes, b));
-        break;
-    case CAUSE_LIMIT:
-        snprintf(buf, n, "the CUMEMTRACE_LIMIT of %s refused it (this process holds %s).",
-                 out_bytes(o->limit_bytes, b), out_bytes(o->tracked_bytes, c));
-        break;
-    case CAUSE_ALLOCATOR_FRAGMENTATION:
-        snprintf(buf, n, "the caching allocator found no free block large enough in its "
-                 "cached segments (fragmentation).");
-        break;
-    case CAUSE_ALLOCATOR_LIMIT:
-        snprintf(buf, n, "the caching allocator's own cap refused it.");
-        break;
-    default:
-        snprintf(buf, n, "cause %s.", snapshot_cause_name(o));
-        break;
-    }
+    char what[512], why[1024];
+    snprintf(buf, n, "%s: %s.", oom_text_failure(s, what, sizeof what),
+             oom_text_cause(s, why, sizeof why));
 }
 
 static void write_oom(struct jsonw *w, const struct snapshot *s)
@@ -519,8 +480,8 @@ static void write_oom(struct jsonw *w, const struct snapshot *s)
         jsonw_null(w);
         return;
     }
-    char text[512];
-    cause_sentence(o, text, sizeof text);
+    char text[1600];
+    cause_sentence(s, text, sizeof text);
     jsonw_begin_object(w);
     jsonw_key(w, "sentence");
     jsonw_string(w, text);

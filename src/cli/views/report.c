@@ -21,6 +21,7 @@
 #include "frame_filter.h"
 #include "frames.h"
 #include "out.h"
+#include "oom_text.h"
 #include "ranks.h"
 #include "report_allocator.h"
 #include "report_layout.h"
@@ -248,58 +249,10 @@ static void print_header(FILE *f, const struct snapshot *s)
 
 /* ---- OOM post-mortem ---- */
 
-static const char *kind_phrase(int kind)
+static void print_cause(FILE *f, const struct snapshot *s)
 {
-    return snapshot_kind_phrase(kind); /* one sentence per kind, format.h's */
-}
-
-static void print_cause(FILE *f, const struct snapshot *s, const struct snap_oom *o)
-{
-    char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM], d[OUT_NUM];
-    switch (o->cause) {
-    case CAUSE_EXHAUSTED: {
-        uint64_t short_by = o->shortfall_bytes;
-        if (short_by == SNAP_UNKNOWN || short_by == 0)
-            short_by = o->free_bytes != SNAP_UNKNOWN && o->requested_bytes > o->free_bytes
-                           ? o->requested_bytes - o->free_bytes
-                           : SNAP_UNKNOWN;
-        field(f, "cause:", "exhausted - short by %s (request %s, free %s)",
-             out_bytes(short_by, a), out_bytes(o->requested_bytes, b),
-             out_bytes(o->free_bytes, c));
-        break;
-    }
-    case CAUSE_OTHER_PROCESSES:
-        field(f, "cause:", "other processes - %s of the device is held outside this "
-                           "process's allocations, more than the %s this request lacked "
-                           "(request %s, free %s)",
-             out_bytes(o->untracked_bytes, a), out_bytes(o->shortfall_bytes, b),
-             out_bytes(o->requested_bytes, c), out_bytes(o->free_bytes, d));
-        break;
-    case CAUSE_FRAGMENTATION:
-        field(f, "cause:", "fragmentation - free %s >= request %s, but the driver "
-                           "found no place for it",
-             out_bytes(o->free_bytes, a), out_bytes(o->requested_bytes, b));
-        break;
-    case CAUSE_LIMIT:
-        field(f, "cause:", "limit - CUMEMTRACE_LIMIT %s refused it (this process "
-                           "holds %s)",
-             out_bytes(o->limit_bytes, a), out_bytes(o->tracked_bytes, b));
-        break;
-    case CAUSE_ALLOCATOR_FRAGMENTATION:
-        field(f, "cause:", "allocator fragmentation - %s reserved but unallocated >= "
-                           "request %s, but no free block is large enough",
-             out_bytes(o->allocator.reserved_unallocated_bytes, a),
-             out_bytes(o->requested_bytes, b));
-        break;
-    case CAUSE_ALLOCATOR_LIMIT:
-        field(f, "cause:", "allocator limit - the memory fraction cap %s refused it "
-                           "(reserved %s); no CUDA call was made",
-             out_bytes(o->allocator.limit_bytes, a), out_bytes(o->allocator.reserved_bytes, b));
-        break;
-    default:
-        field(f, "cause:", "%s", TEXT(s, snapshot_cause_name(o)));
-        break;
-    }
+    char text[1024];
+    field(f, "cause:", "%s", oom_text_cause(s, text, sizeof text));
 }
 
 static void print_retries(FILE *f, const struct snap_oom *o)
@@ -355,8 +308,19 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
     char thread[48] = "";
     if (o->thread != SNAP_UNKNOWN_I64)
         snprintf(thread, sizeof thread, ", thread %" PRId64, o->thread);
-    field(f, "request:", "%s of %s via %s%s", out_bytes(o->requested_bytes, a),
-         kind_phrase(o->kind), o->entry_point ? TEXT(s, o->entry_point) : "?", thread);
+    uint64_t user = oom_text_request(o);
+    if (o->cause == CAUSE_ALLOCATOR_LIMIT || o->cause == CAUSE_ALLOCATOR)
+        field(f, "request:", "%s of %s, refused by %s itself (no CUDA call)%s",
+              out_bytes(user, a), oom_text_kind(o->kind), oom_text_allocator(&o->allocator),
+              thread);
+    else if (user != o->requested_bytes)
+        field(f, "request:", "%s from %s; the call that failed: %s of %s of %s%s",
+              out_bytes(user, a), oom_text_allocator(&o->allocator),
+              o->entry_point ? TEXT(s, o->entry_point) : "?", out_bytes(o->requested_bytes, b),
+              oom_text_kind(o->kind), thread);
+    else
+        field(f, "request:", "%s of %s via %s%s", out_bytes(o->requested_bytes, a),
+              oom_text_kind(o->kind), o->entry_point ? TEXT(s, o->entry_point) : "?", thread);
     if (o->device >= 0) {
         char label[40];
         snprintf(label, sizeof label, "%s:", dev);
@@ -367,7 +331,7 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
               out_bytes(o->untracked_bytes, d));
     }
     report_allocator_lines(f, s->ctx, o);
-    print_cause(f, s, o);
+    print_cause(f, s);
     report_layout_lines(f, o);
     print_retries(f, o);
     if (o->stack != SNAP_NO_STACK) {
@@ -621,13 +585,18 @@ static void print_counters(FILE *f, const struct snapshot *s)
         para(f, 2, "%" PRIu64 " OOM post-mortem%s not written (CUMEMTRACE_MAX_OOM_DUMPS "
                    "reached)", o->suppressed, o->suppressed == 1 ? "" : "s");
     if (o->count > 0 || o->failed_attempts > 0) {
-        para(f, 0, "OOMs: %" PRIu64 " (%" PRIu64 " failed attempts), %" PRIu64
-                   " recovered, %s released by retries",
-             o->count, o->failed_attempts, o->recovered,
-             out_bytes(o->retry_released_bytes, a));
-        if (o->recovered > 0)
-            para(f, 0, "  the process recovered from %" PRIu64 " OOM%s before this "
-                       "snapshot", o->recovered, o->recovered == 1 ? "" : "s");
+        /* retry_released_bytes counts the chains that recovered only, so it
+         * is said of them: a failed chain's frees are in its post-mortem. */
+        char rec[160];
+        if (o->recovered == 0)
+            snprintf(rec, sizeof rec, "none recovered");
+        else
+            snprintf(rec, sizeof rec, "%" PRIu64 " recovered, after the application "
+                     "released %s in %s", o->recovered, out_bytes(o->retry_released_bytes, a),
+                     o->recovered == 1 ? "its retries" : "their retries");
+        para(f, 0, "OOMs: %" PRIu64 " chain%s (%" PRIu64 " failed attempt%s), %s",
+             o->count, o->count == 1 ? "" : "s", o->failed_attempts,
+             o->failed_attempts == 1 ? "" : "s", rec);
         for (size_t i = 0; i < o->ndumps; i++)
             para(f, 2, "post-mortem: %s", TEXT(s, o->dumps[i]));
     }

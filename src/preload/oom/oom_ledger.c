@@ -6,7 +6,7 @@
  * snapshot's "ooms" section states.  It writes no file and calls no
  * writer, so the serialiser reads it without depending on what decides to
  * dump.  Cause: the limit refused it -> "limit"; the driver says free >=
- * request -> "fragmentation" (memory is free but no placement fits); else
+ * request -> "refused_while_free" (memory is free, yet refused); else
  * "exhausted".
  *
  * Threads: the summary is under `lock`; a chain's oom_info belongs to the
@@ -124,7 +124,8 @@ static void classify(struct oom_info *o, bool by_limit)
         uint64_t room = o->limit > o->tracked ? o->limit - o->tracked : 0;
         o->shortfall = o->requested > room ? o->requested - room : 0;
     } else if (o->free_bytes >= 0 && (uint64_t)o->free_bytes >= o->requested) {
-        o->cause = "fragmentation";
+        o->cause = "refused_while_free"; /* not fragmentation: the MMU maps
+                                            scattered pages (oom_text.h) */
     } else {
         o->cause = "exhausted";
         if (o->free_bytes >= 0)

@@ -27,7 +27,7 @@ struct oom_info {
     uint64_t tracked;        /* this process on that device */
     uint64_t by_kind[KIND_COUNT];
     uint64_t untracked;      /* total - free - tracked, floored at 0 */
-    const char *cause;       /* "limit", "fragmentation", "exhausted" */
+    const char *cause;       /* "limit", "refused_while_free", "exhausted", ... */
     uint64_t shortfall;
     unsigned attempts;
     bool recovered;

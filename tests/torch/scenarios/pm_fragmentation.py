@@ -1,13 +1,15 @@
 """Issue 12: a fragmentation failure inside PyTorch's segments.  Fills the
 card with 20 MiB segments of alternating 4 MiB tensors, frees every other
-one, then asks for a tensor larger than any hole.  The script's own
+one, then asks for a tensor larger than any hole (8 MiB, or argv[1] MiB).  The script's own
 out-of-memory observer records memory_stats() at each failure: the
 post-mortem's `allocator` must equal it to the byte."""
 import json
+import sys
 
 import torch
 
 MiB = 1 << 20
+want = int(sys.argv[1]) if len(sys.argv) > 1 else 8
 seen = []
 
 
@@ -35,7 +37,7 @@ except torch.OutOfMemoryError:
 del drop
 raised = False
 try:
-    big = torch.empty(8 * MiB, dtype=torch.uint8, device="cuda")  # FRAGMENTED
+    big = torch.empty(want * MiB, dtype=torch.uint8, device="cuda")  # FRAGMENTED
 except torch.OutOfMemoryError:
     raised = True
 print("TORCH " + json.dumps({"raised": raised, "observed": seen}, sort_keys=True))

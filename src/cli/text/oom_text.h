@@ -1,0 +1,64 @@
+/* oom_text.h - what failed and why, in the words every view of a
+ * post-mortem prints: the text report's `cause:` line and the HTML page's
+ * sentence come from these functions (they were two copies that drifted).
+ *
+ * The request named is the user's: the caching allocator's when it spoke
+ * (PyTorch asked for 64 MiB), not the driver call that failed under it (a
+ * 20 MiB cuMemCreate step of expandable segments).
+ *
+ * A driver refusal with more free than requested is not explained by
+ * fragmentation: a GPU's MMU maps scattered physical pages, so cudaMalloc
+ * needs no contiguous memory.  What can explain it, from the run's figures,
+ * is oom_text_refusal's answer; fragmentation claims rest on the caching
+ * allocator's segments only (cause allocator_fragmentation).
+ */
+#ifndef CUMEMTRACE_CLI_OOM_TEXT_H
+#define CUMEMTRACE_CLI_OOM_TEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "snapshot.h"
+
+/* What a new allocation's page tables and the driver's own reserve take out
+ * of what cuMemGetInfo reports free: tens of MiB on current GPUs, so a
+ * request within this much of "free" can be refused. */
+#define OOM_TEXT_DRIVER_MARGIN ((uint64_t)64 << 20)
+/* Memory outside this process's allocations that its own CUDA context,
+ * cuBLAS/cuDNN workspaces and NCCL buffers explain (~0.3-1 GiB on current
+ * GPUs; the library's classification uses the same allowance). */
+#define OOM_TEXT_CONTEXT_BYTES ((uint64_t)1 << 30)
+
+/* Why the driver refused a request while reporting at least that much
+ * free (cause "refused_while_free"; "fragmentation" in older files). */
+enum oom_refusal {
+    REFUSAL_ROUNDING,     /* rounded up to the page, it needs more than free */
+    REFUSAL_MARGIN,       /* free exceeds it by less than OOM_TEXT_DRIVER_MARGIN */
+    REFUSAL_OTHERS,       /* more than a context is held outside this process */
+    REFUSAL_UNEXPLAINED,  /* nothing measured explains it */
+};
+
+/* The user's request in bytes: the caching allocator's when it spoke and
+ * said, else the failing call's. */
+uint64_t oom_text_request(const struct snap_oom *o);
+
+/* "device memory", "VMM physical memory", ... for an enum snap_kind. */
+const char *oom_text_kind(int kind);
+
+/* The allocator's name as prose: "PyTorch" for ours, else "the caching
+ * allocator". */
+const char *oom_text_allocator(const struct snap_allocator *a);
+
+/* The explanation of a refusal with free >= request; *figure gets what the
+ * sentence quotes (the rounded request, the margin, the untracked bytes). */
+enum oom_refusal oom_text_refusal(const struct snapshot *s, uint64_t *figure);
+
+/* "cudaMalloc of 256 MiB of device memory failed on device 0", or "PyTorch
+ * refused 256 MiB ... without a CUDA call"; returns buf. */
+const char *oom_text_failure(const struct snapshot *s, char *buf, size_t n);
+
+/* The cause, one clause: "exhausted - short by 16.0 MiB (request 64.0 MiB,
+ * free 4.00 MiB)"; returns buf. */
+const char *oom_text_cause(const struct snapshot *s, char *buf, size_t n);
+
+#endif
