@@ -18,8 +18,10 @@ echo "== 1. batch 32 under cumemtrace (fits)"
 sim "$build/cumemtrace" run --output "$out/fits/" -- "$python" examples/train_torch.py --batch 32
 echo
 echo "== 2. batch 256 (does not fit: PyTorch raises torch.OutOfMemoryError)"
+# PyTorch's traceback is folded to its last line (the error); everything
+# else - cumemtrace's lines and the list of files written - is kept.
 sim "$build/cumemtrace" run --output "$out/oom/" -- "$python" examples/train_torch.py --batch 256 \
-    2>&1 | grep -v '^Traceback\|^  \|^    ' || true
+    2>&1 | awk '/^Traceback / { tb = 1; next } tb && /^ / { next } { tb = 0; print }' || true
 echo
 postmortem=$(ls "$out"/oom/*.oom.*.json | tail -n 1)
 echo "== 3. cumemtrace report $postmortem"

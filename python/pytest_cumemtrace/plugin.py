@@ -148,11 +148,14 @@ def _limits(item):
 
 
 def pytest_runtest_setup(item):
-    # A malformed marker is the test's error, with or without the library.
+    # A malformed marker is the test's error, with or without the library;
+    # failed outside the handler, so pytest prints it once, unchained.
     try:
         item._cumemtrace_limits = _limits(item)
+        return
     except ValueError as e:
-        pytest.fail(str(e), pytrace=False)
+        why = str(e)
+    pytest.fail(why, pytrace=False)
 
 
 def _torch_allocated():

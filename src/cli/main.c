@@ -15,7 +15,7 @@ static const char usage[] =
     "commands:\n"
     "  run          run a command with the tracer preloaded\n"
     "  report       report on snapshots (an OOM post-mortem first)\n"
-    "  diff         compare two snapshots; a CI gate on peak growth\n"
+    "  diff         compare two snapshots; a CI gate on peak growth and OOMs\n"
     "  flamegraph   folded stacks in bytes for flamegraph.pl / speedscope\n"
     "  timeline     memory over time: sparkline, or a Chrome/Perfetto trace\n"
     "  html         one self-contained HTML page: timeline, flame graph, sites\n"

@@ -311,3 +311,48 @@ def test_big_snapshot_smoke(tmp_path):
     d = m["snapshots"][0]["devices"][0]
     assert sum(x["bytes"] for x in d["at_peak"]) == d["peak_bytes"]
     assert len(d["at_peak"]) == 2000
+
+
+@pytest.mark.parametrize("name", sorted(
+    str(p.relative_to(INPUTS)) for p in list(INPUTS.glob("*.json")) +
+    list(INPUTS.glob("torch/*.json")) if not p.name.startswith("bad_")))
+def test_width_holds_for_every_line(name):
+    # Issue 24 item 10: the churn heading ignored --width 60 (a 74-column line)
+    out = cli("report", "--width", "60", INPUTS / name).stdout
+    long = [l for l in out.splitlines() if len(l) > 60]
+    assert not long, long
+
+
+def test_help_lists_every_export_format():
+    out = cli("--help").stdout
+    line = next(l for l in out.splitlines() if l.strip().startswith("export"))
+    nxt = out.splitlines()[out.splitlines().index(line) + 1]
+    text = line + (nxt if nxt.startswith("               ") else "")
+    for fmt in ("speedscope", "memory_viz", "pprof"):
+        assert fmt in text, out
+
+
+def _marked_twice(out):
+    """Call sites shown both as NEW and as GONE in one table."""
+    rows = [l.split() for l in out.splitlines()]
+    new = {tuple(r[r.index("NEW") + 1:]) for r in rows if "NEW" in r}
+    gone = {tuple(r[r.index("GONE") + 1:]) for r in rows if "GONE" in r}
+    return new & gone
+
+
+def test_diff_does_not_show_one_line_as_new_and_gone(tmp_path):
+    # Issue 24 item 12: plain segments against expandable segments - the same
+    # Python line allocates through cudaMalloc in one run and cuMemCreate in
+    # the other (different native frames below it): one call site, unchanged.
+    base, new = INPUTS / "torch" / "segments_oom.json", INPUTS / "torch" / "expandable_exit.json"
+    out = cli("diff", base, new).stdout
+    assert not _marked_twice(out), out
+    assert "pm_segments.py:17:<module>" not in out.split("OOMs")[0], out
+    # the many-rank diff of the same two runs
+    for d, f in (("a", base), ("b", new)):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / f.name).write_bytes(f.read_bytes())
+    out = cli("diff", tmp_path / "a", tmp_path / "b").stdout
+    sites = out[out.index("Call sites"):out.index("OOMs")]
+    assert not _marked_twice(sites), out
+    assert "pm_segments.py:17:<module>" not in sites, out

@@ -168,7 +168,23 @@ def test_x():
     r = pytester.runpytest_subprocess("-p", "pytest_cumemtrace.plugin", "--cumemtrace",
                                       timeout=60)
     r.assert_outcomes(errors=1)
-    assert "@pytest.mark.limit_gpu_memory: not a size: 'four gigs'" in r.stdout.str()
+    out = r.stdout.str()
+    assert "@pytest.mark.limit_gpu_memory: not a size: 'four gigs'" in out
+    # once, without the chained traceback of the ValueError (issue 24 item 10)
+    errors = out[out.index("= ERRORS ="):out.index("short test summary")]
+    assert errors.count("not a size: 'four gigs'") == 1, out
+    assert "During handling of the above exception" not in out, out
+
+
+def test_the_readme_points_to_a_section_that_exists():
+    import re
+    text = (PLUGIN_DIR / "README.md").read_text()
+    [name] = re.findall(r'the "([^"]+)"\s+section of the repository\'s README',
+                        " ".join(text.split()))
+    headings = [l.lstrip("#").strip() for l in
+                (PLUGIN_DIR.parent / "README.md").read_text().splitlines()
+                if l.startswith("#")]
+    assert name in headings, (name, headings)
 
 
 def test_sizes_parse_like_the_cli():

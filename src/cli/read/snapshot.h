@@ -408,7 +408,7 @@ extern const char *const snapshot_kind_names[KIND_COUNT];
 /* KIND_* for a name ("host-pinned" is accepted too), KIND_OTHER if unknown. */
 int snapshot_kind_parse(const char *name);
 
-/* "exhausted", "fragmentation", "limit", or the name as written. */
+/* "exhausted", "refused_while_free", "limit", ..., or the name as written. */
 const char *snapshot_cause_name(const struct snap_oom *oom);
 
 /* The device with that ordinal, or NULL. */

@@ -26,6 +26,7 @@
 #include "diff_phases.h"
 #include "frames.h"
 #include "gate.h"
+#include "hmap.h"
 #include "html.h"
 #include "out.h"
 #include "ranks.h"
@@ -90,6 +91,7 @@ struct change {
     uint32_t site;
     uint64_t base, now;
     int64_t delta;
+    const char *mark; /* "NEW", "GONE" or "" */
 };
 
 static const struct snapctx *sort_ctx;
@@ -139,16 +141,32 @@ int diff_changes_finish(FILE *f, struct out_table *t, size_t n, size_t top, int6
     return rc;
 }
 
-static int print_changes(FILE *f, const struct snapctx *ctx, enum site_by by,
-                         const struct sites_sum *sa, const struct sites_sum *sb,
-                         unsigned top)
+/* What a row shows of a site: its name, and under BY_STACK its callers. */
+static size_t visible_text(const struct snapctx *ctx, enum site_by by, uint32_t id,
+                           char *buf, size_t n)
 {
-    size_t cap = sa->ntouched + sb->ntouched;
-    struct change *ch = malloc((cap ? cap : 1) * sizeof *ch);
-    if (ch == NULL)
-        return -1;
-    size_t n = 0, unchanged = 0;
-    /* Every site of either file, once: those of base, then new-only ones. */
+    const struct site *site = frames_site_get(ctx, by, id);
+    char via[512] = "";
+    if (by == BY_STACK)
+        frames_callers(site->snap, site->stack, 3, via, sizeof via);
+    int k = snprintf(buf, n, "%s\n%s", site->display, via);
+    return k < 0 ? 0 : (size_t)k < n ? (size_t)k : n - 1;
+}
+
+/* Sites of either sum, once each, then those that read the same merged:
+ * two stacks that differ only below what a row shows (PyTorch's cudaMalloc
+ * path against expandable segments' cuMemCreate path under one Python
+ * line) are one call site to the reader, not one GONE and one NEW.
+ * Returns how many rows, or -1 when out of memory. */
+static long merged_changes(const struct snapctx *ctx, enum site_by by,
+                           const struct sites_sum *sa, const struct sites_sum *sb,
+                           struct change *ch, bool *in_a, bool *in_b)
+{
+    struct arena arena;
+    struct hmap seen;
+    arena_init(&arena);
+    hmap_init(&seen, &arena);
+    long n = 0;
     for (int pass = 0; pass < 2; pass++) {
         const struct sites_sum *from = pass == 0 ? sa : sb;
         for (size_t i = 0; i < from->ntouched; i++) {
@@ -156,14 +174,60 @@ static int print_changes(FILE *f, const struct snapctx *ctx, enum site_by by,
             if (pass == 1 && (sites_bytes(sa, id) || sites_count(sa, id) ||
                               (id < sa->cap && sa->kinds[id])))
                 continue;
-            uint64_t x = sites_bytes(sa, id), y = sites_bytes(sb, id);
-            if (x == y) {
-                unchanged++;
-                continue;
+            char key[4096];
+            size_t len = visible_text(ctx, by, id, key, sizeof key);
+            uint32_t row;
+            if (hmap_get_or_add(&seen, key, len, (uint32_t)n, &row, NULL) != 0) {
+                n = -1;
+                goto out;
             }
-            ch[n++] = (struct change){id, x, y, out_delta(x, y)};
+            if (row == (uint32_t)n) {
+                ch[n] = (struct change){id, 0, 0, 0, ""};
+                in_a[n] = in_b[n] = false;
+                n++;
+            }
+            ch[row].base += sites_bytes(sa, id);
+            ch[row].now += sites_bytes(sb, id);
+            in_a[row] = in_a[row] || sites_bytes(sa, id) || sites_count(sa, id);
+            in_b[row] = in_b[row] || sites_bytes(sb, id) || sites_count(sb, id);
         }
     }
+out:
+    hmap_free(&seen);
+    arena_free(&arena);
+    return n;
+}
+
+static int print_changes(FILE *f, const struct snapctx *ctx, enum site_by by,
+                         const struct sites_sum *sa, const struct sites_sum *sb,
+                         unsigned top)
+{
+    size_t cap = sa->ntouched + sb->ntouched + 1;
+    struct change *ch = malloc(cap * sizeof *ch);
+    bool *in_a = malloc(cap * sizeof *in_a), *in_b = malloc(cap * sizeof *in_b);
+    long rows = ch && in_a && in_b ? merged_changes(ctx, by, sa, sb, ch, in_a, in_b) : -1;
+    if (rows < 0) {
+        free(ch);
+        free(in_a);
+        free(in_b);
+        return -1;
+    }
+    size_t n = 0, unchanged = 0;
+    for (size_t i = 0; i < (size_t)rows; i++) {
+        if (ch[i].base == ch[i].now) {
+            unchanged++;
+            continue;
+        }
+        ch[i].delta = out_delta(ch[i].base, ch[i].now);
+        in_a[n] = in_a[i];
+        in_b[n] = in_b[i];
+        ch[n++] = ch[i];
+    }
+    /* The marks travel with their rows through the sort. */
+    for (size_t i = 0; i < n; i++)
+        ch[i].mark = !in_a[i] ? "NEW" : !in_b[i] ? "GONE" : "";
+    free(in_a);
+    free(in_b);
     sort_ctx = ctx;
     sort_by = by;
     if (n > 1)
@@ -180,11 +244,8 @@ static int print_changes(FILE *f, const struct snapctx *ctx, enum site_by by,
             continue;
         }
         char x[OUT_NUM], y[OUT_NUM], c[OUT_NUM], via[512];
-        bool in_a = sites_bytes(sa, ch[i].site) || sites_count(sa, ch[i].site);
-        bool in_b = sites_bytes(sb, ch[i].site) || sites_count(sb, ch[i].site);
-        const char *mark = !in_a ? "NEW" : !in_b ? "GONE" : "";
         out_table_row(&t, out_bytes(ch[i].base, x), out_bytes(ch[i].now, y),
-                  out_sbytes(ch[i].delta, c), mark, site->display);
+                  out_sbytes(ch[i].delta, c), ch[i].mark, site->display);
         if (by == BY_STACK) {
             frames_callers(site->snap, site->stack, 3, via, sizeof via);
             if (via[0])

@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "esc.h"
 #include "gate.h"
+#include "hmap.h"
 #include "out.h"
 #include "ranks.h"
 #include "snapshot.h"
@@ -130,6 +131,7 @@ struct change {
     const struct rank_site *site;
     uint64_t base, now;
     uint64_t mag;
+    bool in_a, in_b;
 };
 
 static int by_change(const void *x, const void *y)
@@ -141,29 +143,65 @@ static int by_change(const void *x, const void *y)
     return c ? c : strcmp(a->site->callers, b->site->callers);
 }
 
+/* One row per call site as the reader sees it (name and callers): sites of
+ * either job that read the same are merged, so a stack that differs only
+ * below the shown frames is not one GONE and one NEW row.  Returns the
+ * number of rows in v, or -1 when out of memory. */
+static long merged(const struct ranks *a, const struct ranks *b, struct change *v)
+{
+    struct arena arena;
+    struct hmap seen;
+    arena_init(&arena);
+    hmap_init(&seen, &arena);
+    long n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const struct ranks *from = pass == 0 ? a : b, *other = pass == 0 ? b : a;
+        for (size_t i = 0; i < from->nsites; i++) {
+            const struct rank_site *s = &from->sites[i];
+            uint32_t j;
+            bool there = hmap_find(&other->site_keys, s->key, s->key_len, &j);
+            if (pass == 1 && (there || s->total == 0))
+                continue; /* counted with a's, or nothing to show */
+            uint64_t base = pass == 0 ? s->total : 0;
+            uint64_t now = pass == 0 ? (there ? b->sites[j].total : 0) : s->total;
+            char key[4096];
+            int k = snprintf(key, sizeof key, "%s\n%s", s->display, s->callers);
+            size_t len = k < 0 ? 0 : (size_t)k < sizeof key ? (size_t)k : sizeof key - 1;
+            uint32_t row;
+            if (hmap_get_or_add(&seen, key, len, (uint32_t)n, &row, NULL) != 0) {
+                n = -1;
+                goto out;
+            }
+            if (row == (uint32_t)n)
+                v[n++] = (struct change){s, 0, 0, 0, false, false};
+            v[row].base += base;
+            v[row].now += now;
+            v[row].in_a = v[row].in_a || pass == 0;
+            v[row].in_b = v[row].in_b || pass == 1 || there;
+        }
+    }
+out:
+    hmap_free(&seen);
+    arena_free(&arena);
+    return n;
+}
+
 static int print_sites(FILE *f, const struct ranks *a, const struct ranks *b, unsigned top)
 {
     struct change *v = malloc((a->nsites + b->nsites + 1) * sizeof *v);
-    if (v == NULL)
+    long rows = v != NULL ? merged(a, b, v) : -1;
+    if (rows < 0) {
+        free(v);
         return -1;
+    }
     size_t n = 0, unchanged = 0;
-    for (size_t i = 0; i < a->nsites; i++) {
-        const struct rank_site *s = &a->sites[i];
-        uint32_t j;
-        uint64_t now = hmap_find(&b->site_keys, s->key, s->key_len, &j) ? b->sites[j].total : 0;
-        if (now == s->total) {
+    for (size_t i = 0; i < (size_t)rows; i++) {
+        if (v[i].now == v[i].base) {
             unchanged++;
             continue;
         }
-        v[n++] = (struct change){s, s->total, now, now > s->total ? now - s->total
-                                                                   : s->total - now};
-    }
-    for (size_t j = 0; j < b->nsites; j++) {
-        const struct rank_site *s = &b->sites[j];
-        uint32_t i;
-        if (hmap_find(&a->site_keys, s->key, s->key_len, &i) || s->total == 0)
-            continue;
-        v[n++] = (struct change){s, 0, s->total, s->total};
+        v[i].mag = v[i].now > v[i].base ? v[i].now - v[i].base : v[i].base - v[i].now;
+        v[n++] = v[i];
     }
     qsort(v, n, sizeof *v, by_change);
     fputc('\n', f);
@@ -179,12 +217,9 @@ static int print_sites(FILE *f, const struct ranks *a, const struct ranks *b, un
             continue;
         }
         char x[OUT_NUM], y[OUT_NUM], c[OUT_NUM];
-        uint32_t k;
-        bool in_a = hmap_find(&a->site_keys, v[i].site->key, v[i].site->key_len, &k);
-        bool in_b = hmap_find(&b->site_keys, v[i].site->key, v[i].site->key_len, &k);
         out_table_row(&t, out_bytes(v[i].base, x), out_bytes(v[i].now, y),
                       out_sbytes(out_delta(v[i].base, v[i].now), c),
-                      !in_a ? "NEW" : !in_b ? "GONE" : "", v[i].site->display);
+                      !v[i].in_a ? "NEW" : !v[i].in_b ? "GONE" : "", v[i].site->display);
         if (v[i].site->callers[0])
             out_table_note(&t, v[i].site->callers);
     }

@@ -85,19 +85,24 @@ int report_churn(FILE *f, struct snapshot *s, const struct snap_device *d,
     static const char *const names[] = {"allocations", "bytes allocated", "temporary"};
     char lo[OUT_NUM], hi[OUT_NUM];
     /* 20-100 us per pair: 20000-100000 ns. */
-    fprintf(f, "  Churn over the run by %s: %" PRIu64 " allocations, %" PRIu64
-               " frees (%" PRIu64 " temporary)\n",
-            names[by], allocs, frees, temporary);
+    /* Wrapped like every line of the report: --width holds for headings too. */
+    char line[256];
+    snprintf(line, sizeof line, "Churn over the run by %s: %" PRIu64 " allocation%s, %" PRIu64
+             " free%s (%" PRIu64 " temporary)",
+             names[by], allocs, allocs == 1 ? "" : "s", frees, frees == 1 ? "" : "s",
+             temporary);
+    out_wrap(f, "  ", "    ", line);
     uint64_t win = s->config.temporary_ms;
     if (win != SNAP_UNKNOWN && win > 0 && win < UINT64_MAX / 1000000u) {
         char w[OUT_NUM];
-        fprintf(f, "    temporary: freed before the next allocation, or within %s "
-                   "(CUMEMTRACE_TEMPORARY)\n", out_duration((int64_t)(win * 1000000u), w));
+        snprintf(line, sizeof line, "temporary: freed before the next allocation, or within "
+                 "%s (CUMEMTRACE_TEMPORARY)", out_duration((int64_t)(win * 1000000u), w));
+        out_wrap(f, "    ", "      ", line);
     }
     char cost[256];
-    snprintf(cost, sizeof cost, "on a real GPU %" PRIu64 " alloc+free pairs cost about %s to "
+    snprintf(cost, sizeof cost, "on a real GPU %" PRIu64 " alloc+free %s about %s to "
              "%s of API time (20-100 us a pair)",
-             frees, out_duration((int64_t)(frees * 20000), lo),
+             frees, frees == 1 ? "pair costs" : "pairs cost", out_duration((int64_t)(frees * 20000), lo),
              out_duration((int64_t)(frees * 100000), hi));
     out_wrap(f, "    ", "      ", cost);
     struct out_table t;
