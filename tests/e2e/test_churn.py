@@ -58,7 +58,7 @@ def test_a_time_window_makes_later_frees_temporary_too(run):
     snap = r.only("exit")
     assert snap["config"]["temporary_ms"] == 3_600_000
     assert [x["temporary"] for x in snap["devices"][0]["churn"]] == [10, 3]
-    text = cli("report", r.files[0]).stdout
+    text = " ".join(cli("report", r.files[0]).stdout.split())  # wrapped at 80 columns
     assert "Churn over the run by allocations: 15 allocations, 13 frees (13 temporary)" in text
     assert "or within 1h00m (CUMEMTRACE_TEMPORARY)" in text
     m = json.loads(cli("report", "--json", r.files[0]).stdout)["snapshots"][0]

@@ -168,3 +168,13 @@ def test_footer_agrees_with_a_recovered_chain(run):
     assert footer.startswith(
         f"OOMs: 1 chain (1 failed attempt), 1 recovered, after the application released "
         f"{fmt(ooms['retry_released_bytes'])} in its retries"), footer
+
+
+def test_one_is_singular(run):
+    # One live allocation, one chain of one failed attempt: no "1 allocations"
+    r = run(["rt_oom", "exhaust"], env=CARD)
+    text = flat(report(postmortem(r)))
+    assert "Top holders at the failure (40.0 MiB in 1 allocation)" in text, text
+    assert "1 live allocation" in text and "1 live allocations" not in text, text
+    assert re.search(r"\b1 (allocations|frees|stacks|chains|failed attempts|segments)\b",
+                     text) is None, text

@@ -145,6 +145,9 @@ def test_memory_fraction_refusal_gets_a_post_mortem(scenario):
     # Issue 24 item 7: grammatical for one, and PyTorch named as PyTorch
     assert "1 retry, 1 OOM so far" in text and "1 failed attempt;" in text, text
     assert "OOMs: 1 chain (1 failed attempt), none recovered" in text, text
+    assert "Top holders at the failure (200 MiB in 1 allocation)" in text, text
+    assert ("PyTorch refused 200 MiB on GPU 0 by itself, without a CUDA call "
+            "(allocator_limit)") in r.stderr, r.stderr
     assert "200 MiB of device memory, refused by PyTorch itself (no CUDA call)" in text
     page = path.with_suffix(".html")
     subprocess.run([str(CLI), "html", "-o", str(page), str(path)], check=True,

@@ -49,6 +49,12 @@ void report_set_by_range(bool by_range)
     report_by_range = by_range;
 }
 
+/* "s" after a count unless it is one. */
+static const char *plural(uint64_t n)
+{
+    return n == 1 ? "" : "s";
+}
+
 size_t report_pick(struct snapshot **s, size_t n)
 {
     size_t best = 0;
@@ -262,9 +268,10 @@ static void print_retries(FILE *f, const struct snap_oom *o)
                           : o->recovered == 0 ? "not recovered"
                                               : "outcome unknown";
     if (o->released_bytes != SNAP_UNKNOWN && o->released_bytes > 0)
-        snprintf(tail, sizeof tail, "; %s released by %" PRIu64 " frees in between",
+        snprintf(tail, sizeof tail, "; %s released by %" PRIu64 " free%s in between",
                  out_bytes(o->released_bytes, a),
-                 o->released_count != SNAP_UNKNOWN ? o->released_count : 0);
+                 o->released_count != SNAP_UNKNOWN ? o->released_count : 0,
+                 plural(o->released_count != SNAP_UNKNOWN ? o->released_count : 0));
     else if (o->attempts != SNAP_UNKNOWN && o->attempts > 1)
         snprintf(tail, sizeof tail, "; nothing released in between");
     if (o->attempts == SNAP_UNKNOWN)
@@ -285,8 +292,8 @@ static int oom_table(FILE *f, struct snapshot *s, const struct snap_groups *g,
         return 0;
     uint64_t count, total = groups_bytes(g, &count);
     fputc('\n', f);
-    heading(f, "  %s (%s in %" PRIu64 " %s)%s", title, out_bytes(total, a), count,
-            what, suffix);
+    heading(f, "  %s (%s in %" PRIu64 " %s%s)%s", title, out_bytes(total, a), count,
+            what, plural(count), suffix);
     return print_sites(f, s, g, total, top, with_kind, 2);
 }
 
@@ -352,9 +359,9 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
     if (o->phase > 0)
         field(f, "range:", "inside range `%s`",
               TEXT(s, snapshot_phase_path(s, o->phase)));
-    if (oom_table(f, s, &o->live, "Top holders at the failure", "allocations", "",
+    if (oom_table(f, s, &o->live, "Top holders at the failure", "allocation", "",
                   top, true) != 0 ||
-        oom_table(f, s, &o->released, "Released between attempts", "frees",
+        oom_table(f, s, &o->released, "Released between attempts", "free",
                   ", by call site", top, false) != 0)
         return -1;
     return 0;
@@ -548,8 +555,9 @@ static int print_host(FILE *f, struct snapshot *s, unsigned top)
     fputc('\n', f);
     heading(f, "Host pinned: peak %s at %s, now %s", out_bytes(h->stats.peak_bytes, a),
             out_duration(h->stats.peak_time_ns, t), out_bytes(h->stats.current_bytes, b));
-    para(f, 2, "%" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64 " failures",
-         h->stats.allocs, h->stats.frees, h->stats.failures);
+    para(f, 2, "%" PRIu64 " alloc%s, %" PRIu64 " free%s, %" PRIu64 " failure%s",
+         h->stats.allocs, plural(h->stats.allocs), h->stats.frees, plural(h->stats.frees),
+         h->stats.failures, plural(h->stats.failures));
     if (report_by_range) {
         if (report_phases(f, s, &h->by_phase, h->stats.peak_bytes, top) != 0)
             return -1;
@@ -564,9 +572,10 @@ static void print_counters(FILE *f, const struct snapshot *s)
     const struct snap_counters *c = &s->counters;
     char a[OUT_NUM];
     fputc('\n', f);
-    para(f, 0, "Counters: %" PRIu64 " unknown frees, %" PRIu64 " failed frees, %" PRIu64
-               " stacks, %" PRIu64 " live allocations",
-         c->unknown_frees, c->failed_frees, c->stacks, c->live_allocations);
+    para(f, 0, "Counters: %" PRIu64 " unknown free%s, %" PRIu64 " failed free%s, %" PRIu64
+               " stack%s, %" PRIu64 " live allocation%s",
+         c->unknown_frees, plural(c->unknown_frees), c->failed_frees, plural(c->failed_frees),
+         c->stacks, plural(c->stacks), c->live_allocations, plural(c->live_allocations));
     if (c->wrong_kind_frees > 0)
         para(f, 2, "%" PRIu64 " free%s used the wrong API for a live allocation "
                    "(refused, the memory is still held): free pinned host memory "

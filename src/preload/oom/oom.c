@@ -118,9 +118,16 @@ static void say(const struct oom_info *o)
         snprintf(who, sizeof who, "pid %d, rank %d", (int)getpid(), output_process.rank);
     else
         snprintf(who, sizeof who, "pid %d", (int)getpid());
-    log_msg(LOG_ERROR, "out of memory (%s): %s of %s on %s %d failed (%s)", who,
-            o->by_allocator ? o->allocator.name : resolve_name(o->slot), req, where,
-            o->device < 0 ? 0 : o->device, o->cause);
+    if (o->by_allocator) /* its own refusal: no CUDA call failed */
+        log_msg(LOG_ERROR, "out of memory (%s): %s refused %s on %s %d by itself, "
+                           "without a CUDA call (%s)", who,
+                strcmp(o->allocator.name, "pytorch") == 0 ? "PyTorch"
+                : o->allocator.name[0]                     ? o->allocator.name
+                                                           : "the caching allocator",
+                req, where, o->device < 0 ? 0 : o->device, o->cause);
+    else
+        log_msg(LOG_ERROR, "out of memory (%s): %s of %s on %s %d failed (%s)", who,
+                resolve_name(o->slot), req, where, o->device < 0 ? 0 : o->device, o->cause);
     if (o->total_bytes >= 0)
         log_msg(LOG_ERROR, "  GPU %d: total %s, free %s, this process %s, "
                            "untracked %s",

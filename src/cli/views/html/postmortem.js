@@ -16,7 +16,7 @@
     row('not tracked by cumemtrace', bytes(o.untracked) + ' (CUDA context, libraries, other processes)');
     if (o.limit != null) row('CUMEMTRACE_LIMIT', bytes(o.limit));
     row('attempts in the retry chain', o.attempts + (o.recovered === true ? ', recovered later' : o.recovered === false ? ', never recovered' : ''));
-    if (o.released) row('freed by the retries', bytes(o.released) + ' in ' + o.released_count + ' allocations');
+    if (o.released) row('freed by the retries', bytes(o.released) + ' in ' + o.released_count + (o.released_count === 1 ? ' free' : ' frees'));
     var st = stack(file, o.stack);
     if (st) {
       var sv = h('div', { 'class': 'stackview' }, sec);
@@ -168,7 +168,7 @@
     var xa = a.allocated * sc;
     s('text', { x: xa > W * 0.6 ? W : xa, y: y - 20, 'text-anchor': xa > W * 0.6 ? 'end' : 'start' }, svgEl, 'request ' + bytes(req) + ' vs largest free block ' + bytes(big));
     s('text', { x: 0, y: y + bh + 16 }, svgEl, 'allocated ' + bytes(a.allocated) + ' | cached (unallocated) ' + bytes(un) +
-      ' | reserved ' + bytes(a.reserved) + (a.segments != null ? ' in ' + a.segments + ' segments' : ''));
+      ' | reserved ' + bytes(a.reserved) + (a.segments != null ? ' in ' + a.segments + (a.segments === 1 ? ' segment' : ' segments') : ''));
   }
 
   /* The caching allocator's segments at the failure (oom.layout's
