@@ -323,15 +323,6 @@ def test_width_holds_for_every_line(name):
     assert not long, long
 
 
-def test_help_lists_every_export_format():
-    out = cli("--help").stdout
-    line = next(l for l in out.splitlines() if l.strip().startswith("export"))
-    nxt = out.splitlines()[out.splitlines().index(line) + 1]
-    text = line + (nxt if nxt.startswith("               ") else "")
-    for fmt in ("speedscope", "memory_viz", "pprof"):
-        assert fmt in text, out
-
-
 def _marked_twice(out):
     """Call sites shown both as NEW and as GONE in one table."""
     rows = [l.split() for l in out.splitlines()]
