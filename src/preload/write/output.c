@@ -198,7 +198,8 @@ int output_expand(const char *pattern, const char *reason, unsigned seq,
     if (pos > 5 && strcmp(out + pos - 5, ".json") == 0) {
         pos -= 5;
         out[pos] = '\0';
-        return append(out, len, &pos, suffix) || append(out, len, &pos, ".json");
+        return append(out, len, &pos, suffix) != 0 || append(out, len, &pos, ".json") != 0
+                   ? -1 : 0;
     }
     return append(out, len, &pos, suffix);
 }
