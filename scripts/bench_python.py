@@ -37,7 +37,7 @@ DEPTH = 30
 SIZE = 2 << 20
 
 
-def child(build, pairs, shape):
+def child(build, pairs, shape, gil="held", depth=DEPTH):
     import ctypes
     if shape.startswith("libc-"):
         # what memray records: the system allocator, one Python stack each.
@@ -50,7 +50,10 @@ def child(build, pairs, shape):
         def pair():
             bytes(4096)
     else:
-        lib = ctypes.PyDLL(os.path.join(build, "sim", "libcudart.so.13"))
+        # PyDLL keeps the GIL held during the call, CDLL releases it (as
+        # PyTorch does around every op)
+        loader = ctypes.PyDLL if gil == "held" else ctypes.CDLL
+        lib = loader(os.path.join(build, "sim", "libcudart.so.13"))
         malloc, free = lib.cudaMalloc, lib.cudaFree
         malloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
         malloc.restype = ctypes.c_int
@@ -74,16 +77,16 @@ def child(build, pairs, shape):
     # `nest` adds DEPTH frames; the leaf function is frame DEPTH + 1 or so:
     # close enough to "30 Python frames" and identical in both settings.
     if shape == "steady":
-        nest(DEPTH, loop, 1000)  # warm up
+        nest(depth, loop, 1000)  # warm up
         t0 = time.perf_counter_ns()
-        nest(DEPTH, loop, pairs)
+        nest(depth, loop, pairs)
         t1 = time.perf_counter_ns()
     else:
         for _ in range(1000):
-            nest(DEPTH, pair)
+            nest(depth, pair)
         t0 = time.perf_counter_ns()
         for _ in range(pairs):
-            nest(DEPTH, pair)
+            nest(depth, pair)
         t1 = time.perf_counter_ns()
     print(f"ns_per_pair={(t1 - t0) / pairs:.1f}")
 
@@ -242,6 +245,12 @@ def main():
     ap.add_argument("--pairs", type=int, default=100_000)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--child", choices=("steady", "fresh", "libc-steady"))
+    ap.add_argument("--depth", type=int, default=DEPTH,
+                    help="the child's nesting: Python frames at cudaMalloc = depth + 6 "
+                         "(nest's depth + 1, loop or pair, pair, child, main, <module>)")
+    ap.add_argument("--gil", choices=("held", "released"), default="held",
+                    help="the child's calls keep the GIL (ctypes.PyDLL) or release "
+                         "it (ctypes.CDLL)")
     ap.add_argument("--instr", action="store_true",
                     help="count instructions with callgrind instead of timing")
     ap.add_argument("--instr-pairs", type=int, default=2000,
@@ -250,7 +259,7 @@ def main():
                     help="compare with memray, run by this interpreter (which has it)")
     args = ap.parse_args()
     if args.child:
-        child(os.path.abspath(args.build), args.pairs, args.child)
+        child(os.path.abspath(args.build), args.pairs, args.child, args.gil, args.depth)
     elif args.instr:
         count_instructions(args)
     elif args.memray:

@@ -24,7 +24,8 @@ SIZES = {
     "lines": 13 * MiB + 4096,
     "gc": 15 * MiB + 4096,
     "recursion": 17 * MiB + 4096,
-    "budget": 19 * MiB + 4096,
+    "nogil_many": 19 * MiB + 4096,
+    "reused": 21 * MiB + 4096,
 }
 REPEAT = 3  # allocations per scenario, all from the same place
 
@@ -80,7 +81,8 @@ def native_frames_in_this_library():
     return False
 
 
-BUDGET_ALLOCS = 400
+NOGIL_ALLOCS = 400
+REUSED = 50
 
 
 def churn(runtime, size, n):
@@ -91,7 +93,8 @@ def churn(runtime, size, n):
 
 def main(build, scenario):
     size = SIZES[scenario]
-    model = Model(Runtime(build, hold_gil=scenario not in ("cdll", "budget")))
+    model = Model(Runtime(build, hold_gil=scenario not in ("cdll", "nogil_many",
+                                                           "reused")))
     if scenario in ("pydll", "cdll"):
         train(model, size)  # @main_train
     elif scenario == "thread":
@@ -124,11 +127,27 @@ def main(build, scenario):
         gc.set_threshold(700)
         gc.callbacks.clear()
         print(f"collections inside cumemtrace: {len(seen)}")
-    elif scenario == "budget":
-        # Without the GIL every capture goes through the fault handler's
-        # dumper: many of them exhaust its time budget (python.c).
-        for _ in range(BUDGET_ALLOCS):
+    elif scenario == "nogil_many":
+        # Without the GIL, every capture still has its frames (python_nogil.c)
+        for _ in range(NOGIL_ALLOCS):
             churn(model.runtime, size, 30)
+    elif scenario == "reused":
+        # Code objects that die after allocating without the GIL, the next
+        # one often at the same address: each allocation must still name
+        # its own line (python_table.c keys such entries by identity).
+        addresses = set()
+        reused = 0
+        for i in range(REUSED):
+            src = "\n" * i + "def f(rt, size):\n    rt.free(rt.malloc(size))\n"
+            ns = {}
+            exec(compile(src, "<generated>", "exec"), ns)
+            reused += id(ns["f"].__code__) in addresses
+            addresses.add(id(ns["f"].__code__))
+            ns["f"](model.runtime, size)
+            ns.clear()
+            del ns
+            gc.collect()
+        print(f"code addresses reused: {reused}")
     elif scenario == "recursion":
         # deeper than a stored stack holds (RECORD_MAX_DEPTH = 256)
         sys.setrecursionlimit(1000)

@@ -80,7 +80,7 @@ struct fake_str {
     const char *utf8;
 };
 
-static char frame_type, code_type, str_type;
+static char frame_type, code_type, str_type, unicode_type;
 static const char *version = "3.11.4";
 static int present = 1;                  /* symbols visible at all */
 static int gil_held = 1, other_holds;    /* other_holds: check disabled */
@@ -259,6 +259,7 @@ static void *fake_dlsym(void *handle, const char *name)
         {"Py_GetVersion", (void *)fake_version},
         {"PyFrame_Type", &frame_type},
         {"PyCode_Type", &code_type},
+        {"PyUnicode_Type", &unicode_type},
         {"PyCode_Addr2Line", (void *)fake_addr2line},
     };
     (void)handle;
@@ -628,6 +629,92 @@ static void test_311_direct_walk_refused_when_structs_differ(void **state)
     tstate_mine[TS_CFRAME / 8] = NULL;
 }
 
+/* A compact ASCII str as 3.11 lays it out (PyASCIIObject: 48 bytes, then
+ * the characters), what the direct reader names code objects from. */
+struct pystr {
+    intptr_t refcnt;
+    const void *type;
+    int64_t length, hash;
+    uint32_t state, pad;
+    void *wstr;
+    char data[32];
+};
+_Static_assert(offsetof(struct pystr, data) == 48, "3.11 PyASCIIObject");
+
+enum { CO_FILENAME = 112, CO_QUALNAME = 128, CO_LINETABLE = 136 };
+
+static void pystr_set(struct pystr *p, const char *text)
+{
+    *p = (struct pystr){.refcnt = 1, .type = &unicode_type,
+                        .length = (int64_t)strlen(text),
+                        .state = 1u << 2 | 1u << 5 | 1u << 6}; /* kind 1, compact, ascii */
+    strcpy(p->data, text);
+}
+
+static void test_311_direct_walk_without_the_gil(void **state)
+{
+    (void)state;
+    static struct direct_stack s, t;
+    static struct pystr names[3][2], lines[3];
+    static const char *const q[3] = {"<module>", "main", "Model.forward"};
+    use("3.11.4");
+    direct_init(&s, false);
+    for (int i = 0; i < 3; i++) { /* proven with the GIL, against the API */
+        void *f[16] = {A, E(0), B};
+        merge(f, 3, 16);
+    }
+    /* new code objects, first seen by a thread that released the GIL: named
+     * from their own str objects, no reference taken */
+    direct_init(&t, false);
+    for (int i = 0; i < 3; i++) {
+        pystr_set(&names[i][0], i == 2 ? "/src/model.py" : "/src/train.py");
+        pystr_set(&names[i][1], q[i]);
+        void *file = &names[i][0], *qual = &names[i][1], *lt = &lines[i];
+        put(&t.code[i], CO_FILENAME, &file, 8);
+        put(&t.code[i], CO_QUALNAME, &qual, 8);
+        put(&t.code[i], CO_LINETABLE, &lt, 8);
+        t.code[i].c.qualname = "not read without the GIL";
+    }
+    gil_held = 0;
+    api_walks = 0;
+    const char *want = "A Model.forward:30 main:20 <module>:10";
+    for (int i = 0; i < 2; i++) {
+        void *f[16] = {A, E(0), B};
+        assert_string_equal(merge(f, 3, 16), want);
+    }
+    assert_int_equal(api_walks, 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(t.code[i].c.ob.refcnt, 1);
+    /* the innermost code object dies and another takes its address, with
+     * other objects: a new entry, not the dead one's name */
+    static struct pystr other;
+    pystr_set(&other, "Other.forward");
+    void *op = &other, *lt2 = &names[2][0];
+    put(&t.code[2], CO_QUALNAME, &op, 8);
+    put(&t.code[2], CO_LINETABLE, &lt2, 8);
+    void *g[16] = {A, E(0), B};
+    assert_int_equal(python_merge(g, 3, 16), 4);
+    struct python_frame py;
+    assert_int_equal(python_frame_decode(g[1], &py), PYTHON_FRAME_PYTHON);
+    assert_string_equal(py.function, "Other.forward");
+    assert_int_equal(py.line, 30);
+    /* met again with the GIL: the innermost, changed back, is looked up
+     * in the table and takes a reference (a new entry named through the
+     * API); the outer two still match this thread's cache, as they are */
+    put(&t.code[2], CO_QUALNAME, &(void *){&names[2][1]}, 8);
+    put(&t.code[2], CO_LINETABLE, &(void *){&lines[2]}, 8);
+    for (int i = 0; i < 3; i++)
+        t.code[i].c.qualname = q[i];
+    gil_held = 1;
+    for (int i = 0; i < 4; i++) {
+        void *f[16] = {A, E(0), B};
+        assert_string_equal(merge(f, 3, 16), want);
+    }
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(t.code[i].c.ob.refcnt, i == 2 ? 2 : 1);
+    tstate_mine[TS_CFRAME / 8] = NULL;
+}
+
 static void test_off(void **state)
 {
     (void)state;
@@ -666,6 +753,7 @@ int main(void)
         cmocka_unit_test(test_python_only_and_truncation),
         cmocka_unit_test(test_311_direct_walk_once_proven),
         cmocka_unit_test(test_311_direct_walk_refused_when_structs_differ),
+        cmocka_unit_test(test_311_direct_walk_without_the_gil),
         cmocka_unit_test(test_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,19 +20,21 @@
  * and waits for the GIL (a library constructor calling into Python), it
  * would deadlock - the reason the first look is made at load time.
  *
- * The GIL rule: frames are read only by a thread that holds the GIL, which
- * stops every other Python thread from changing them.  PyGILState_Check()
- * alone is not enough: before 3.12 it answers 1 for everybody once a
- * sub-interpreter exists, and before initialisation; so we also require the
- * thread state that holds the GIL (_PyThreadState_UncheckedGet, a global
- * before 3.12) to be this thread's own (PyGILState_GetThisThreadState); from
- * 3.12 the unchecked getter is thread-local and non-NULL exactly when this
- * thread is attached.  We never take the GIL and never call Python code.  A
- * thread that does not hold it (ctypes.CDLL calls, autograd's backward
- * threads, C threads) gets one marker frame, "python frames unavailable: GIL
- * not held", in place of the evaluation frames: reading another thread's
- * frames while it runs is not safe on any CPython version through the public
- * API, so we do not guess.
+ * The GIL rule: frames are read through the API only by a thread that
+ * holds the GIL.  PyGILState_Check() alone is not enough: before 3.12 it
+ * answers 1 for everybody once a sub-interpreter exists, and before
+ * initialisation; so we also require the thread state that holds the GIL
+ * (_PyThreadState_UncheckedGet, a global before 3.12) to be this thread's
+ * own (PyGILState_GetThisThreadState); from 3.12 the unchecked getter is
+ * thread-local and non-NULL exactly when this thread is attached.  We
+ * never take the GIL and never call Python code.  A thread that has
+ * released it (PyTorch's ops, ctypes.CDLL calls, autograd's backward
+ * threads) still has its own Python frames, which nobody else changes
+ * while it runs our hook: python_nogil.c reads them, directly from the
+ * interpreter's structs once their layout is proven (python_walk.c), else
+ * through CPython's fault-handler dumper.  A thread with no Python thread
+ * state (a C thread) gets one marker frame, "python frames unavailable:
+ * GIL not held", in place of the evaluation frames.
  *
  * Walking: PyThreadState_GetFrame, PyFrame_GetBack, PyFrame_GetCode and
  * PyFrame_GetLineNumber (3.9+), each reference returned released at once:
@@ -49,16 +51,16 @@
  * pointer read has type PyFrame_Type / PyCode_Type before trusting it.  (No
  * 3.8 on the machines we test on: that path is unexercised.)
  *
- * Names: co_filename and co_qualname (3.11+; co_name before) have no public
- * getter before 3.12, so we read them with PyObject_GetAttrString.  That runs
+ * Names, with the GIL: co_filename and co_qualname (3.11+; co_name before)
+ * have no public getter before 3.12, so we read them with
+ * PyObject_GetAttrString.  That runs
  * no Python code on a code object: the code type cannot be subclassed, uses
  * PyObject_GenericGetAttr, and these attributes are plain read-only member
  * descriptors without audit hooks.  It only allocates a str; the pending
  * exception, if any, is saved around it.  Done once per code object.
  *
  * Interning: python_table.c gives each (code object, line) a frame index
- * stored in record_stack.frames[]; python_nogil.c reads the frames of a
- * thread that does not hold the GIL.
+ * stored in record_stack.frames[].
  *
  * Splicing: Python frames take the place of the interpreter's evaluation
  * frames (return addresses inside _PyEval_EvalFrameDefault, whose extent is
@@ -169,6 +171,7 @@ static enum python_mode find_api(void)
     LOOKUP(get_module, "PyImport_GetModule");
     LOOKUP(addr2line, "PyCode_Addr2Line");       /* optional: python_walk.c */
     pyapi.code_type = lookup("PyCode_Type");
+    pyapi.unicode_type = lookup("PyUnicode_Type");
     bool ok = pyapi.is_initialized && pyapi.this_thread_state && pyapi.frame_line &&
               pyapi.getattr && pyapi.as_utf8 && pyapi.incref && pyapi.decref &&
               pyapi.err_fetch && pyapi.err_restore;
@@ -321,7 +324,7 @@ static unsigned python_frames(void **py, unsigned max)
         return 0;
     void *ts = held_thread_state();
     if (ts == NULL) {
-        void *mine = pyapi.dump_traceback != NULL ? pyapi.this_thread_state() : NULL;
+        void *mine = pyapi.this_thread_state();
         bool more = false;
         unsigned m = mine != NULL ? py_nogil_frames(mine, py, max - 1, &more) : 0;
         if (m == 0) {
@@ -347,7 +350,8 @@ static unsigned python_frames(void **py, unsigned max)
             pyapi.gc_enable();
         py_walk_verify(ts, raw, m, more);
     }
-    py_index_frames(raw, m, py, pyapi.frame_lasti == NULL, direct < 0);
+    py_index_frames(raw, m, py,
+                    pyapi.frame_lasti == NULL ? PY_LINES : direct < 0 ? PY_API : PY_DIRECT);
     if (more)
         py[m++] = py_tag(MARK_TRUNCATED);
     return m;

@@ -37,6 +37,7 @@ struct python_api {
     void (*err_restore)(py_object *, py_object *, py_object *);
     const char *(*version)(void);
     const void *frame_type, *code_type; /* &PyFrame_Type, &PyCode_Type */
+    const void *unicode_type;           /* &PyUnicode_Type: python_walk.c's names */
     void (*dump_traceback)(int, void *); /* _Py_DumpTraceback, may be NULL */
     int (*add_pending)(int (*)(void *), void *); /* Py_AddPendingCall */
     int (*run_simple)(const char *);             /* PyRun_SimpleString */
@@ -47,7 +48,7 @@ extern struct python_api pyapi;
 extern int py_minor; /* CPython 3.<py_minor> */
 
 /* Frame indices below MARKER_COUNT are the marker frames. */
-enum { MARK_NO_GIL, MARK_TRUNCATED, MARK_NO_MEMORY, MARK_BUDGET, MARKER_COUNT };
+enum { MARK_NO_GIL, MARK_TRUNCATED, MARK_NO_MEMORY, MARKER_COUNT };
 
 static inline void *py_tag(uint32_t index)
 {
@@ -58,23 +59,44 @@ static inline void *py_tag(uint32_t index)
 
 extern pthread_mutex_t py_lock;
 
-/* Keys of the (code, key) -> frame index slots: a line, or (3.11+) an
- * instruction offset that saves computing the line on every capture. */
-#define LINE_KEY(line) ((int64_t)(uint32_t)(line))
-#define LASTI_KEY(lasti) (((int64_t)1 << 32) | (uint32_t)(lasti))
+/* What a code object's names and lines come from: its co_filename,
+ * co_qualname and co_linetable objects, its first line and its size.  A
+ * code object first seen without the GIL cannot be given a reference (its
+ * count is the GIL holder's to change), so it may die and another take its
+ * address; an entry made then is trusted only while the object at that
+ * address still has all of these. */
+struct code_id {
+    const void *file, *name, *lines;
+    uint64_t shape; /* ob_size << 32 | co_firstlineno */
+};
 
-/* The frame index stored under (code, key), 0 if none.  Caller holds
- * py_lock. */
-uint32_t py_slot_find(py_object *code, int64_t key);
+/* How py_index_frames and py_lasti_intern read a frame they have not seen. */
+enum py_how {
+    PY_LINES,     /* up to 3.10: raw frames carry lines; GIL held, API names */
+    PY_API,       /* 3.11+, from the API's walk (frame objects set); GIL held */
+    PY_DIRECT,    /* 3.11+, from the direct walk; GIL held, API names */
+    PY_NOGIL,     /* 3.11+, direct walk without the GIL: names read directly */
+    PY_NOGIL_SAFE /* the same before the layout is proven: every read through
+                   * the probe (the caller holds py_probe_lock) */
+};
 
-/* Stores (code, key) -> index; false when out of memory.  Caller holds
- * py_lock. */
-bool py_slot_put(py_object *code, int64_t key, uint32_t index);
+static inline bool py_how_gil(enum py_how how)
+{
+    return how <= PY_DIRECT;
+}
 
-/* The index of (code, line), interned if new (names copied, code
- * referenced); MARK_NO_MEMORY when it cannot be.  Caller holds py_lock
- * and the GIL. */
+/* The index of (code, line) up to 3.10, interned if new (names copied,
+ * code referenced); MARK_NO_MEMORY when it cannot be.  Caller holds
+ * py_lock and the GIL. */
 uint32_t py_frame_intern(py_object *code, int line);
+
+/* 3.11+: the index of (code, instruction offset `lasti`), interned if new
+ * (the line from `frame` when set, else PyCode_Addr2Line); MARK_NO_MEMORY
+ * when it cannot be.  *unheld: the entry holds no reference (made without
+ * the GIL): a cache of it must check the code's identity (py_code_id).
+ * Caller holds py_lock (and the GIL when py_how_gil(how)). */
+uint32_t py_lasti_intern(py_object *code, int lasti, py_object *frame, enum py_how how,
+                         bool *unheld);
 
 /* The index of a frame known only by its names (the no-GIL reader's
  * text).  Caller holds py_lock. */
@@ -109,18 +131,48 @@ void py_walk_verify(void *ts, const struct raw_frame *api_raw, unsigned m, bool 
 
 /* py[0..m) = the tagged frame indices of raw[0..m), reusing those of the
  * frames this thread's last stack shares with it; interns the rest under
- * py_lock (with the collector off from 3.11).  line_keyed: up to 3.10,
- * raw frames carry lines, not instruction offsets; api_walk: they come
- * from the API's walk, with their frame objects (py_walk_direct sets no
- * `frame`).  GIL held. */
-void py_index_frames(const struct raw_frame *raw, unsigned m, void **py, bool line_keyed,
-                     bool api_walk);
+ * py_lock (with the collector off when the GIL is held, from 3.11).  `how`
+ * says how the frames were read. */
+void py_index_frames(const struct raw_frame *raw, unsigned m, void **py, enum py_how how);
+
+/* Reads code's identity (struct code_id) directly; `safe`: through the
+ * probe (caller holds py_probe_lock).  False when unreadable. */
+bool py_code_id(py_object *code, struct code_id *id, bool safe);
+
+/* A malloc'ed UTF-8 copy of the str object at `s`, read from its struct
+ * (compact strings, as CPython makes them); NULL when it is not one or
+ * cannot be read.  `safe`: through the probe.  Needs no GIL: the caller's
+ * own frames keep the code object, and so its names, alive. */
+char *py_read_str(const void *s, bool safe);
+
+/* The code object's co_filename / co_qualname / co_name objects (3.11+). */
+enum py_code_field { CODE_FILE, CODE_QUALNAME, CODE_NAME };
+const void *py_code_field(py_object *code, enum py_code_field which, bool safe);
+
+/* The probe: reads that cannot fault, for frames not yet proven.  True
+ * with the lock taken and the probe ready. */
+bool py_probe_lock(void);
+void py_probe_unlock(void);
+
+/* Under py_probe_lock: the direct walk with reads that cannot fault;
+ * *skipped counts the incomplete frames passed over. */
+int py_walk_safe(void *ts, struct raw_frame *raw, unsigned max, bool *more,
+                 unsigned *skipped);
+
+/* Under py_probe_lock: a stack read both ways agreed or not; `counts`: it
+ * has two frames or more.  Decides py_walk_proven() as py_walk_verify does
+ * (VERIFY_STACKS agreeing stacks prove, one disagreement refuses). */
+void py_walk_judged(bool agree, bool counts);
+
+/* True while direct walks are neither proven nor refused. */
+bool py_walk_unproven(void);
 
 /* ---- the no-GIL reader (python_nogil.c) ---- */
 
-/* Up to max tagged frames of thread state ts, which does not hold the GIL,
- * read through CPython's fault-handler dumper; 0 when it cannot (the caller
- * then uses the marker).  Takes py_lock itself. */
+/* Up to max tagged frames of thread state ts, which does not hold the GIL:
+ * read directly once the layout is proven, else through CPython's
+ * fault-handler dumper (whose text also proves the layout); 0 when it
+ * cannot (the caller then uses the marker).  Takes py_lock itself. */
 unsigned py_nogil_frames(void *ts, void **py, unsigned max, bool *more);
 
 /* Fork handlers of the reader's lock and memfd (python.c registers them). */

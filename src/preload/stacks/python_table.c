@@ -10,6 +10,16 @@
  * tracers).  Frames read without the GIL (python_nogil.c) are keyed by
  * their names instead.
  *
+ * A code object first seen by a thread that does not hold the GIL
+ * (python_nogil.c) cannot be given a reference: its count belongs to the
+ * GIL holder.  Its entry is "unheld": named from the code object's own
+ * structs (python_walk.c), it keeps the code's identity (struct code_id)
+ * and is used only while the object at that address still has it; a
+ * mismatch (the code died, another took its address) makes a new entry.
+ * A capture with the GIL that looks it up here takes the reference.
+ * Slots are keyed by the entry, not the address, so a new entry for a
+ * reused address starts with no stale (entry, offset) slots.
+ *
  * Threads: guarded by py_lock; the snapshot writer decodes frames without
  * it: entries are immutable and were written before the stack that names
  * them was published under the tracker's lock. */
@@ -25,14 +35,16 @@ static const char *const marker_text[MARKER_COUNT] = {
     "python frames unavailable: GIL not held",
     "python frames truncated",
     "python frame unavailable: out of memory",
-    "python frames skipped: GIL not held and the no-GIL reader over its time budget",
 };
 
-/* One code object, referenced for as long as the process lives. */
+/* One code object, referenced for as long as the process lives (held),
+ * or known by its identity (see the top). */
 struct code_entry {
-    py_object *code;
-    char *file;     /* malloc'ed UTF-8 copies */
+    py_object *code; /* NULL for entries known only by their names */
+    char *file;      /* malloc'ed UTF-8 copies */
     char *function;
+    bool held;       /* we own a reference on code */
+    struct code_id id; /* unheld entries: what code must still have */
 };
 
 /* What a frame index names. */
@@ -41,15 +53,18 @@ struct frame_entry {
     int line;
 };
 
-/* Open-addressing slots of the table (code, key) -> frame index, where key
+/* Open-addressing slots of the table (entry, key) -> frame index, where key
  * is a line (LINE_KEY) or, from 3.11, an instruction offset (LASTI_KEY) that
  * saves computing the line on every capture.  Index 0 = empty (0 is a
  * marker, never an interned frame). */
 struct frame_slot {
-    py_object *code;
+    const struct code_entry *code;
     int64_t key;
     uint32_t index;
 };
+
+#define LINE_KEY(line) ((int64_t)(uint32_t)(line))
+#define LASTI_KEY(lasti) (((int64_t)1 << 32) | (uint32_t)(lasti))
 
 /* 4096 chunks of 1024 entries: 4M distinct (code, line) pairs, far more lines
  * than any program allocates from; the chunk array costs 32 KiB. */
@@ -70,7 +85,8 @@ static size_t hash_ptr(const void *p, int64_t key)
     return (size_t)(h ^ (h >> 29));
 }
 
-static const struct code_entry *code_find(py_object *code)
+/* The slot of code's entry, or NULL. */
+static struct code_entry **code_find(py_object *code)
 {
     if (ccap == 0)
         return NULL;
@@ -78,7 +94,7 @@ static const struct code_entry *code_find(py_object *code)
         if (cslots[i] == NULL)
             return NULL;
         if (cslots[i]->code == code)
-            return cslots[i];
+            return &cslots[i];
     }
 }
 
@@ -120,29 +136,76 @@ static char *attr_copy(py_object *o, const char *name)
     return copy;
 }
 
-/* The entry of `code`, created (names copied, code referenced) if new.
- * Caller holds `py_lock` and the GIL. */
-static const struct code_entry *code_intern(py_object *code)
+/* The same, read from the code object's struct (no GIL): "?" when the
+ * field is not a str we can read. */
+static char *field_copy(py_object *code, enum py_code_field which, bool safe)
 {
-    const struct code_entry *found = code_find(code);
-    if (found != NULL)
-        return found;
+    const void *s = py_code_field(code, which, safe);
+    char *copy = s != NULL ? py_read_str(s, safe) : NULL;
+    return copy != NULL ? copy : strdup("?");
+}
+
+static bool same_id(const struct code_id *a, const struct code_id *b)
+{
+    return a->file == b->file && a->name == b->name && a->lines == b->lines &&
+           a->shape == b->shape;
+}
+
+/* A new entry for `code`, in its slot `at` when one is there (a dead code
+ * object's), else a new slot.  With the GIL (gil): names through the API
+ * and a reference taken; without: names from the struct, identity kept. */
+static struct code_entry *code_new(py_object *code, struct code_entry **at, bool gil,
+                                   bool safe, const struct code_id *id)
+{
     struct code_entry *c = malloc(sizeof *c);
     if (c == NULL)
         return NULL;
-    py_object *type, *value, *tb;
-    pyapi.err_fetch(&type, &value, &tb);
-    c->file = attr_copy(code, "co_filename");
-    c->function = attr_copy(code, py_minor >= 11 ? "co_qualname" : "co_name");
-    pyapi.err_restore(type, value, tb);
-    c->code = code;
-    if (c->file == NULL || c->function == NULL || !code_put(c)) {
+    *c = (struct code_entry){.code = code, .held = gil};
+    if (gil) {
+        py_object *type, *value, *tb;
+        pyapi.err_fetch(&type, &value, &tb);
+        c->file = attr_copy(code, "co_filename");
+        c->function = attr_copy(code, py_minor >= 11 ? "co_qualname" : "co_name");
+        pyapi.err_restore(type, value, tb);
+    } else {
+        c->id = *id;
+        c->file = field_copy(code, CODE_FILE, safe);
+        c->function = field_copy(code, CODE_QUALNAME, safe);
+    }
+    if (c->file == NULL || c->function == NULL || (at == NULL && !code_put(c))) {
         free(c->file);
         free(c->function);
         free(c);
         return NULL;
     }
-    pyapi.incref(code);
+    if (at != NULL)
+        *at = c; /* the old entry stays: frames already name it */
+    if (gil)
+        pyapi.incref(code);
+    return c;
+}
+
+/* The entry of `code`, created if new or if the one there is of a dead
+ * code object.  Caller holds `py_lock`, and the GIL when `gil`; without
+ * it, `id` is code's identity. */
+static const struct code_entry *code_intern(py_object *code, bool gil, bool safe,
+                                            const struct code_id *id)
+{
+    struct code_entry **at = code_find(code);
+    if (at == NULL)
+        return code_new(code, NULL, gil, safe, id);
+    struct code_entry *c = *at;
+    if (c->held)
+        return c;
+    struct code_id now;
+    if (gil && !py_code_id(code, &now, false))
+        return code_new(code, at, true, false, NULL);
+    if (!same_id(&c->id, gil ? &now : id))
+        return code_new(code, at, gil, safe, id);
+    if (gil) { /* the same code object, alive: hold it from now on */
+        pyapi.incref(code);
+        c->held = true;
+    }
     return c;
 }
 
@@ -166,8 +229,8 @@ static bool frame_slots_grow(void)
     return true;
 }
 
-/* The frame index stored under (code, key), 0 if none. */
-uint32_t py_slot_find(py_object *code, int64_t key)
+/* The frame index stored under (entry, key), 0 if none. */
+static uint32_t slot_find(const struct code_entry *code, int64_t key)
 {
     if (fcap == 0)
         return 0;
@@ -179,7 +242,7 @@ uint32_t py_slot_find(py_object *code, int64_t key)
     }
 }
 
-bool py_slot_put(py_object *code, int64_t key, uint32_t index)
+static bool slot_put(const struct code_entry *code, int64_t key, uint32_t index)
 {
     if (2 * (fused + 1) > fcap && !frame_slots_grow())
         return false;
@@ -191,9 +254,9 @@ bool py_slot_put(py_object *code, int64_t key, uint32_t index)
     return true;
 }
 
-/* A new frame index for (key, line), naming entry c; MARK_NO_MEMORY when
- * it cannot be had.  Caller holds `py_lock`. */
-static uint32_t frame_new(py_object *key, int line, const struct code_entry *c)
+/* A new frame index for (c, line); MARK_NO_MEMORY when it cannot be had.
+ * Caller holds `py_lock`. */
+static uint32_t frame_new(const struct code_entry *c, int line)
 {
     if (c == NULL || nframes >= FRAME_CHUNK * FRAME_CHUNKS)
         return MARK_NO_MEMORY;
@@ -201,19 +264,49 @@ static uint32_t frame_new(py_object *key, int line, const struct code_entry *c)
     struct frame_entry **chunk = &chunks[index / FRAME_CHUNK];
     if (*chunk == NULL && (*chunk = calloc(FRAME_CHUNK, sizeof **chunk)) == NULL)
         return MARK_NO_MEMORY;
-    if (!py_slot_put(key, LINE_KEY(line), index))
+    if (!slot_put(c, LINE_KEY(line), index))
         return MARK_NO_MEMORY;
     (*chunk)[index % FRAME_CHUNK] = (struct frame_entry){c, line};
     nframes++;
     return index;
 }
 
-/* The index of (code, line), interned if new; MARK_NO_MEMORY when it cannot
- * be.  Caller holds `py_lock` and the GIL. */
+/* The index of (c, line), made if new. */
+static uint32_t line_index(const struct code_entry *c, int line)
+{
+    if (c == NULL)
+        return MARK_NO_MEMORY;
+    uint32_t index = slot_find(c, LINE_KEY(line));
+    return index != 0 ? index : frame_new(c, line);
+}
+
 uint32_t py_frame_intern(py_object *code, int line)
 {
-    uint32_t index = py_slot_find(code, LINE_KEY(line));
-    return index != 0 ? index : frame_new(code, line, code_intern(code));
+    return line_index(code_intern(code, true, false, NULL), line);
+}
+
+uint32_t py_lasti_intern(py_object *code, int lasti, py_object *frame, enum py_how how,
+                         bool *unheld)
+{
+    bool gil = py_how_gil(how), safe = how == PY_NOGIL_SAFE;
+    struct code_id id;
+    *unheld = false;
+    if (!gil && !py_code_id(code, &id, safe))
+        return MARK_NO_MEMORY;
+    const struct code_entry *c = code_intern(code, gil, safe, &id);
+    if (c == NULL)
+        return MARK_NO_MEMORY;
+    *unheld = !c->held;
+    uint32_t index = slot_find(c, LASTI_KEY(lasti));
+    if (index != 0)
+        return index;
+    /* PyCode_Addr2Line reads only the code's line table, as the fault
+     * handler does without the GIL */
+    int line = frame != NULL ? pyapi.frame_line(frame) : pyapi.addr2line(code, lasti);
+    index = line_index(c, line);
+    if (index >= MARKER_COUNT)
+        (void)slot_put(c, LASTI_KEY(lasti), index); /* else: retried next time */
+    return index;
 }
 
 enum python_frame_kind python_frame_decode(const void *frame,
@@ -291,7 +384,7 @@ static const struct code_entry *names_intern(const char *file, size_t flen,
     struct code_entry *c = malloc(sizeof *c);
     if (c == NULL)
         return NULL;
-    c->code = NULL;
+    *c = (struct code_entry){.code = NULL};
     c->file = strndup(file, flen);
     c->function = strndup(fn, fnlen);
     if (c->file == NULL || c->function == NULL) {
@@ -312,10 +405,5 @@ static const struct code_entry *names_intern(const char *file, size_t flen,
 uint32_t py_names_frame_intern(const char *file, size_t flen, int line, const char *fn,
                                    size_t fnlen)
 {
-    const struct code_entry *c = names_intern(file, flen, fn, fnlen);
-    if (c == NULL)
-        return MARK_NO_MEMORY;
-    py_object *key = (py_object *)(uintptr_t)c; /* never a real code object */
-    uint32_t index = py_slot_find(key, LINE_KEY(line));
-    return index != 0 ? index : frame_new(key, line, c);
+    return line_index(names_intern(file, flen, fn, fnlen), line);
 }
