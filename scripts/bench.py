@@ -420,9 +420,24 @@ if VALGRIND:
     say(f"  instr  cumemtrace_dump at {NA // 10} live / {NST // 10} stacks: "
         f"{cg['total'] / 1e6:.1f} M instructions, "
         f"{cg['total'] / os.path.getsize(SMALL[0]):.2f} per byte written")
-for what, argv, small_argv in (("report", [CLI, "report", snaps[0]], [CLI, "report", SMALL[0]]),
-                               ("diff", [CLI, "diff", snaps[0], snaps[1]],
-                                [CLI, "diff", SMALL[0], SMALL[1]])):
+# report and diff read files of the same size shaped like a real training
+# run's (scripts/gen_big_snapshot.py): per-site churn over the run, native
+# frames over 40 libraries, Python frames - the library's own dump above has
+# no frees and one module, and hid a quadratic churn table (issue 25)
+GEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gen_big_snapshot.py")
+BIGS = [os.path.join(TMP, f"gen{i}.json") for i in range(2)]
+GSMALL = [os.path.join(TMP, f"gensmall{i}.json") for i in range(2)]
+for i in range(2):
+    for path, na, nst in ((BIGS[i], NA, NST), (GSMALL[i], NA // 10, NST // 10)):
+        subprocess.run([sys.executable, GEN, "--allocations", str(na), "--stacks", str(nst),
+                        "--events", str(na), "--seed", str(i + 1), "-o", path],
+                       check=True, capture_output=True, timeout=1800)
+say(f"report and diff of generated snapshots of that shape ({NA} live / {NST} stacks, "
+    f"churn rows for every site, native frames in 40 libraries, Python frames; "
+    f"{os.path.getsize(BIGS[0]) / 2**20:.1f} MiB each, scripts/gen_big_snapshot.py):")
+for what, argv, small_argv in (("report", [CLI, "report", BIGS[0]], [CLI, "report", GSMALL[0]]),
+                               ("diff", [CLI, "diff", BIGS[0], BIGS[1]],
+                                [CLI, "diff", GSMALL[0], GSMALL[1]])):
     walls, cpus, rss = [], [], []
     for _ in range(3):
         t0 = time.monotonic()
@@ -437,7 +452,7 @@ for what, argv, small_argv in (("report", [CLI, "report", snaps[0]], [CLI, "repo
     R[what] = walls
     R[what + "_cpu"] = cpus
     R[what + "_rss"] = rss
-    say(f"cumemtrace {what} of that snapshot: wall {fig(walls, ' s', '.2f')}, CPU "
+    say(f"cumemtrace {what} of it: wall {fig(walls, ' s', '.2f')}, CPU "
         f"{fig(cpus, ' s', '.2f')}, peak RSS {med(rss):.0f} MiB (three runs)")
     if VALGRIND:
         # the whole process (main), on the tenth of the shape written above
@@ -615,9 +630,9 @@ target("stream adds <= 30 ns per event (on vs CUMEMTRACE_STREAM=off; <= 200 "
 st, text = judge_max(R["stream_cpu"], 1.0, ".2f", " %")
 T.append((combine(st), f"stream writer thread < 1% of a CPU at {RATE} events/s",
           f"its CPU clock over the run {text}; instr not counted"))
-target("report of it <= 0.6 s (wall and CPU)", judge_max(R["report"], 0.6, unit=" s"),
+target("report of the generated snapshot (churn, 40 libraries, Python frames) <= 0.6 s (wall and CPU)", judge_max(R["report"], 0.6, unit=" s"),
        judge_max(R["report_cpu"], 0.6, unit=" s CPU"))
-T.append(("met" if med(R["report_rss"]) <= 150 else "MISSED", "report of it <= 150 MiB",
+T.append(("met" if med(R["report_rss"]) <= 150 else "MISSED", "report of the generated snapshot <= 150 MiB",
           f"peak RSS {med(R['report_rss']):.0f} MiB"))
 if "resolve" in R:
     kv = R["resolve"]
@@ -628,7 +643,7 @@ if "resolve" in R:
 else:
     T.append(("not measured", "debug-info resolution adds <= 1 s to report of it",
               "bench_resolve.py failed (above)"))
-target("diff of it <= 1.2 s (wall and CPU)", judge_max(R["diff"], 1.2, unit=" s"),
+target("diff of two generated snapshots <= 1.2 s (wall and CPU)", judge_max(R["diff"], 1.2, unit=" s"),
        judge_max(R["diff_cpu"], 1.2, unit=" s CPU"))
 if "py_steady" in R:
     # instructions judged at the fixed cost's 60 ns / 400 instructions: 3333

@@ -26,7 +26,12 @@ ELF built with -g, e.g. build/tests/bench/bench_symbols): `modules[]`
 records its path, real build-id and vaddr_base, frames carry no symbol (as
 for static functions), so the reader resolves every one from FILE's
 .symtab and DWARF - what `make bench` times against CUMEMTRACE_DEBUGINFO=off.
---native-frames sets how many distinct native addresses there are.
+--native-frames sets how many distinct native addresses there are, over
+--modules libraries.
+
+Every call site also has a `churn` row (allocations, frees, bytes allocated,
+temporary frees over the run: what `report`'s churn table ranks), as a real
+training run's caching allocator has for each site it allocated from.
 """
 import argparse
 import os
@@ -92,6 +97,10 @@ def main():
     ap.add_argument("--module", help="an ELF built with -g that the native frames lie in")
     ap.add_argument("--native-frames", type=int, default=3000,
                     help="distinct native frames (addresses) to draw from")
+    ap.add_argument("--modules", type=int, default=40,
+                    help="distinct native libraries the frames lie in (without --module)")
+    ap.add_argument("--no-churn", action="store_true",
+                    help="leave out the per-site churn rows (files before they existed)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("-o", "--output", required=True)
     a = ap.parse_args()
@@ -101,6 +110,8 @@ def main():
     # Frame pools, rendered once.
     libs = ["libtorch_cuda.so", "libtorch_cpu.so", "libc10_cuda.so", "libc10.so",
             "libtorch_python.so", "libcublasLt.so.13", "libnccl.so.2"]
+    libs += ["libext%d.so" % i for i in range(max(0, a.modules - len(libs)))]
+    libs = libs[:max(1, a.modules)]
     native_pool = []
     modules = ""
     if a.module:
@@ -223,6 +234,20 @@ def main():
     w('"vmm":{"reserved_bytes":0,"mapped_bytes":0,"physical_bytes":0,'
       '"reserved_peak_bytes":0,"mapped_peak_bytes":0},\n')
     w('"live":[\n%s],\n' % groups(live, True))
+    if not a.no_churn:
+        # over the run each site allocated a few times what it held at the
+        # peak, freed all but what is live, most of it soon after
+        ch = []
+        live_c = {sid: c for sid, _, c in live}
+        for i in range(a.stacks):
+            sid = i + 1
+            allocs = counts[i] * shared.randrange(1, 20)
+            frees = allocs - live_c.get(sid, 0)
+            ch.append((sid, allocs, frees, allocs * sizes[i], frees * shared.randrange(0, 101) // 100))
+        ch.sort(key=lambda r: (-r[1], r[0]))
+        w('"churn":[\n%s],\n' % ",\n".join(
+            '{"stack":%d,"allocs":%d,"frees":%d,"bytes_allocated":%d,"temporary":%d}' % r
+            for r in ch))
     w('"at_peak":[\n%s],\n' % groups(at_peak, False))
     w('"histogram":[],"fragmentation":null}],\n')
     w('"host_pinned":{"current_bytes":0,"peak_bytes":0,"peak_time_ns":0,"allocs":0,'

@@ -59,27 +59,36 @@ int report_churn(FILE *f, struct snapshot *s, const struct snap_device *d,
     }
     if (frees == 0)
         return 0;
-    /* One row per call site as the other tables name them. */
+    /* One row per call site as the other tables name them.  Site ids are
+     * dense (frames_site numbers them as it meets them), so a row is found
+     * by indexing, not by searching the rows: linear in the groups. */
     struct row *rows = calloc(g->n, sizeof *rows);
-    if (rows == NULL)
-        return -1;
+    uint32_t *sites = malloc((g->n ? g->n : 1) * sizeof *sites);
+    uint32_t *row_of = NULL; /* site id -> row + 1, 0 for none yet */
+    if (rows == NULL || sites == NULL)
+        goto fail;
+    for (size_t i = 0; i < g->n; i++)
+        if ((sites[i] = frames_site(s, g->v[i].stack, BY_STACK)) == FRAMES_NONE)
+            goto fail;
+    row_of = calloc(s->ctx->nsites[BY_STACK] + 1, sizeof *row_of);
+    if (row_of == NULL)
+        goto fail;
     size_t n = 0;
     for (size_t i = 0; i < g->n; i++) {
-        uint32_t site = frames_site(s, g->v[i].stack, BY_STACK);
-        if (site == FRAMES_NONE) {
-            free(rows);
-            return -1;
-        }
-        size_t k = 0;
-        while (k < n && rows[k].site != site)
-            k++;
-        if (k == n)
+        uint32_t site = sites[i];
+        if (row_of[site] == 0) {
             rows[n++] = (struct row){site, g->v[i].stack, 0, 0, 0, 0};
-        rows[k].allocs += g->v[i].count;
-        rows[k].frees += g->v[i].frees;
-        rows[k].bytes += g->v[i].bytes;
-        rows[k].temporary += g->v[i].temporary;
+            row_of[site] = (uint32_t)n;
+        }
+        struct row *r = &rows[row_of[site] - 1];
+        r->allocs += g->v[i].count;
+        r->frees += g->v[i].frees;
+        r->bytes += g->v[i].bytes;
+        r->temporary += g->v[i].temporary;
     }
+    free(sites);
+    free(row_of);
+    sites = row_of = NULL;
     sort_by = by;
     qsort(rows, n, sizeof *rows, by_key);
     static const char *const names[] = {"allocations", "bytes allocated", "temporary"};
@@ -123,4 +132,9 @@ int report_churn(FILE *f, struct snapshot *s, const struct snap_device *d,
     }
     free(rows);
     return out_table_print(&t, f);
+fail:
+    free(rows);
+    free(sites);
+    free(row_of);
+    return -1;
 }
