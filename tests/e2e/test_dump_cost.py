@@ -8,6 +8,7 @@ scratch copy; ~2.6 with a radix sort, one inlined lookup a frame and
 integers written in place.  A tenth of the bench's shape keeps it to
 seconds; what grows with the state (sites, frames, live entries) is what it
 counts."""
+import json
 import os
 import re
 import shutil
@@ -48,3 +49,30 @@ def test_a_big_snapshot_costs_few_instructions_per_byte(tmp_path):
           f"{total / size:.2f} a byte")
     assert size > 4_000_000, size  # 5000 stacks of ~18 frames were written
     assert total / size <= 3.6, (total, size)
+
+
+def test_a_dump_scans_each_symbol_table_once(tmp_path):
+    """Issue 25 item 2: every distinct frame was named with glibc's dladdr,
+    which scans the module's whole dynamic symbol table each time (1.27 M
+    instructions an address in libtorch; 62 M of the 69 M an exit snapshot
+    of a small PyTorch run cost).  rt_manysyms holds 64 allocations from 64
+    call sites in a library of 10,000 exported functions: its exit snapshot
+    cost 20.5 M instructions that way, 1.04 M with one pass over each
+    table for all of the dump's addresses (symtab.c)."""
+    assert shutil.which("valgrind"), "valgrind not found: run scripts/install-deps.sh"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CUMEMTRACE_", "SIMCUDA_", "LD_"))}
+    env.update(LD_LIBRARY_PATH=str(SIM), LD_PRELOAD=str(LIB),
+               CUMEMTRACE_OUTPUT=str(tmp_path) + "/", CUMEMTRACE_STREAM="off")
+    p = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                        "--collect-atstart=no", "--toggle-collect=snapshot_write",
+                        str(BUILD / "tests" / "progs" / "rt_manysyms")],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    total = int(re.search(r"Collected : (\d+)", p.stderr).group(1))
+    (snap,) = list(tmp_path.glob("cumemtrace.rt_manysyms.*.json"))
+    doc = json.loads(snap.read_text())
+    sites = {f["symbol"] for s in doc["stacks"] for f in s["frames"][:1]}
+    print(f"exit snapshot of 64 stacks in a 10,000-symbol library: {total} instructions")
+    assert sites == {f"site_{i}{j}" for i in range(1, 9) for j in range(8)}, sites
+    assert total <= 3_000_000, total

@@ -16,8 +16,8 @@
  * interrupted thread is inside one of our hooks or dumps (hooks_depth > 0)
  * it may hold the tracker's lock the dump needs, and while it looks up a
  * real function (resolve_depth > 0: a wrapper's first call does so before
- * it enters the bookkeeping) it holds the loader's lock, which the dump's
- * dladdr takes.  The handler then returns at once, the thread finishes and
+ * it enters the bookkeeping) it may hold the loader's locks, which the
+ * dump's walk of the loaded objects (dl_iterate_phdr) takes.  The handler then returns at once, the thread finishes and
  * releases the lock, and the background thread ends the process after the
  * dump.  (Waiting instead, the dump stalled for the whole wait and the
  * process ended without a snapshot.)  Snapshots go through a temporary file and a

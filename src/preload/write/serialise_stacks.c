@@ -1,26 +1,25 @@
 /* serialise_stacks.c - the stacks of a snapshot, symbolised.
  *
- * Symbolisation happens here and only here: dladdr() of (return address -
- * 1) gives the module, the offset from its load base (stable across ASLR)
- * and the dynamic symbol, through a direct-mapped cache because most
- * frames repeat across stacks.  The cache also keeps each native frame's
- * JSON text as first written: 100k stacks of 22 frames are 2.2 M frames of
- * a few hundred distinct addresses, so most frames are one inlined lookup
- * and one copy (~155 instructions a frame when the lookup was a call, the
- * modules pass looked up every module again and the comma was a write of
- * its own; ~85 now, both passes).
+ * Symbolisation happens here and only here: each native frame's module,
+ * offset from its load base (stable across ASLR) and dynamic symbol, as
+ * dladdr() of (return address - 1) names them, through a direct-mapped
+ * cache because most frames repeat across stacks.  The addresses the
+ * cache does not hold are first gathered from all stacks and resolved in
+ * one batch (symtab.c: one pass over each object's symbol table, where
+ * dladdr scanned libtorch's ~100k symbols for every address: 49 of them
+ * cost 62 M instructions in the exit snapshot of a small PyTorch run).
+ * The cache also keeps each native frame's JSON text as first written:
+ * 100k stacks of 22 frames are 2.2 M frames of a few hundred distinct
+ * addresses, so most frames are one inlined lookup and one copy.
  * Memory: the cache (~3 MiB) and the texts live only while dumping -
  * except for the stream's checkpoints, which symbolise the same frames
- * every flush and keep a smaller cache between them (`kept`): dladdr of a
- * frame in libtorch scans its ~100k dynamic symbols, so a torch process's
- * checkpoint cost ~15 ms of CPU each time, and the stream's pacing (199x a
- * checkpoint's cost) then held checkpoints 3 s apart.  The kept cache is
- * emptied when an object was unloaded (its addresses may be reused) and
- * when its texts pass KEPT_TEXT_CHUNKS.
+ * every flush and keep a smaller cache between them (`kept`), so a
+ * checkpoint resolves only the addresses new since the last.  The kept
+ * cache is emptied when an object was unloaded (its addresses may be
+ * reused) and when its texts pass KEPT_TEXT_CHUNKS.
  */
 #include "serialise_stacks.h"
 
-#include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -30,6 +29,7 @@
 #include "output.h"
 #include "python.h"
 #include "resolve.h"
+#include "symtab.h"
 
 struct sym {
     void *addr;
@@ -92,41 +92,131 @@ static void texts_free(struct texts *t)
     t->used = t->chunks = 0;
 }
 
-/* Fills the cache entry `s` for addr (a miss of symbolize). */
-static __attribute__((noinline)) struct sym *symbolize_into(struct sym *s, void *addr)
+/* The addresses of this dump, resolved in one batch (symtab.c), sorted:
+ * what a cache entry evicted by a colliding address is filled from again. */
+struct resolved {
+    struct symtab_query *q;
+    size_t n;
+};
+
+/* Fills the cache entry `s` from a resolved address. */
+static void fill(struct sym *s, void *addr, const struct symtab_query *q)
 {
     uintptr_t a = (uintptr_t)addr;
-    Dl_info info;
     s->addr = addr;
     s->json = NULL;
     s->listed = 0;
-    /* A return address points after the call; -1 lands inside it. */
-    if (dladdr((void *)(a - 1), &info) != 0 && info.dli_fname != NULL) {
-        const char *slash = strrchr(info.dli_fname, '/');
-        s->module = slash ? slash + 1 : info.dli_fname;
+    if (q != NULL && q->module != NULL) {
+        const char *slash = strrchr(q->module, '/');
+        s->module = slash ? slash + 1 : q->module;
         if (s->module[0] == '\0')
             s->module = output_process.exe;
-        s->symbol = info.dli_sname;
-        s->offset = a - 1 - (uintptr_t)info.dli_fbase;
-        s->base = (uintptr_t)info.dli_fbase;
+        s->symbol = q->symbol;
+        s->offset = a - 1 - q->base;
+        s->base = q->base;
     } else {
         s->module = "?";
         s->symbol = NULL;
         s->offset = a - 1;
         s->base = 0;
     }
+}
+
+/* Fills the cache entry `s` for addr (a miss of symbolize): from the
+ * dump's batch, or on its own when the batch does not have it. */
+static __attribute__((noinline)) struct sym *symbolize_into(struct sym *s, void *addr,
+                                                            const struct resolved *r)
+{
+    /* A return address points after the call; -1 lands inside it. */
+    uintptr_t key = (uintptr_t)addr - 1;
+    size_t lo = 0, hi = r != NULL ? r->n : 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->q[mid].addr < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (r != NULL && lo < r->n && r->q[lo].addr == key) {
+        fill(s, addr, &r->q[lo]);
+    } else {
+        struct symtab_query one = {.addr = key};
+        symtab_resolve(&one, 1);
+        fill(s, addr, &one);
+    }
     return s;
 }
 
 /* The cache entry of addr, symbolised.  Inline: 100k stacks are 2.2 M
  * frames, nearly all hits. */
-static inline struct sym *symbolize(struct sym *cache, size_t mask, void *addr)
+static inline struct sym *symbolize(struct sym *cache, size_t mask, void *addr,
+                                    const struct resolved *r)
 {
     uintptr_t a = (uintptr_t)addr;
     struct sym *s = &cache[(a ^ (a >> 16)) & mask];
     if (__builtin_expect(s->addr == addr && s->module != NULL, 1))
         return s;
-    return symbolize_into(s, addr);
+    return symbolize_into(s, addr, r);
+}
+
+static int by_addr(const void *a, const void *b)
+{
+    uintptr_t x = ((const struct symtab_query *)a)->addr;
+    uintptr_t y = ((const struct symtab_query *)b)->addr;
+    return (x > y) - (x < y);
+}
+
+/* The native addresses of v's stacks that the cache does not hold yet,
+ * resolved in one batch and put in the cache; *r keeps them (sorted) for
+ * the entries a colliding address evicts.  Without memory r stays empty
+ * and each miss is resolved on its own. */
+static void resolve_all(const struct record_view *v, struct sym *cache, size_t mask,
+                        struct resolved *r)
+{
+    size_t cap = 0;
+    r->q = NULL;
+    r->n = 0;
+    for (size_t i = 0; i < v->nstacks; i++) {
+        const struct record_stack *st = v->stacks[i];
+        for (unsigned f = 0; f < st->depth; f++) {
+            void *addr = st->frames[f];
+            uintptr_t a = (uintptr_t)addr;
+            if (python_frame_is_tagged(addr))
+                continue;
+            struct sym *s = &cache[(a ^ (a >> 16)) & mask];
+            if (s->addr == addr)
+                continue; /* resolved before, or already asked for */
+            if (r->n == cap) {
+                size_t ncap = cap ? 2 * cap : 1024;
+                struct symtab_query *q = realloc(r->q, ncap * sizeof *q);
+                if (q == NULL)
+                    goto fail;
+                r->q = q;
+                cap = ncap;
+            }
+            r->q[r->n++] = (struct symtab_query){.addr = a - 1};
+            *s = (struct sym){.addr = addr}; /* asked: module NULL until filled */
+        }
+    }
+    qsort(r->q, r->n, sizeof *r->q, by_addr);
+    size_t u = 0;
+    for (size_t k = 0; k < r->n; k++)
+        if (u == 0 || r->q[u - 1].addr != r->q[k].addr)
+            r->q[u++] = r->q[k];
+    r->n = u;
+    symtab_resolve(r->q, r->n);
+    for (size_t k = 0; k < r->n; k++) {
+        void *addr = (void *)(r->q[k].addr + 1);
+        uintptr_t a = (uintptr_t)addr;
+        struct sym *s = &cache[(a ^ (a >> 16)) & mask];
+        if (s->addr == addr && s->module == NULL)
+            fill(s, addr, &r->q[k]);
+    }
+    return;
+fail:
+    free(r->q);
+    r->q = NULL;
+    r->n = 0;
 }
 
 static void write_native_frame(struct jw *w, const struct sym *y)
@@ -196,7 +286,7 @@ static void write_python_frame(struct jw *w, enum python_frame_kind k,
  * stacks (the CLI reads in one pass): path, build-id and the ELF vaddr of
  * offset 0, so that DWARF can be consulted later, elsewhere. */
 static void write_modules(struct jw *w, const struct record_view *v, struct sym *cache,
-                          size_t mask, uint32_t dump)
+                          size_t mask, uint32_t dump, const struct resolved *r)
 {
     struct module_info *mods = NULL;
     size_t n = 0, cap = 0;
@@ -205,7 +295,7 @@ static void write_modules(struct jw *w, const struct record_view *v, struct sym 
         for (unsigned f = 0; f < s->depth; f++) {
             if (python_frame_is_tagged(s->frames[f]))
                 continue;
-            struct sym *y = symbolize(cache, mask, s->frames[f]);
+            struct sym *y = symbolize(cache, mask, s->frames[f], r);
             /* an entry filled since this dump began is looked up once */
             if (y->base == 0 || y->listed == dump)
                 continue;
@@ -334,7 +424,10 @@ void serialise_stacks(struct jw *w, const struct record_view *v, bool keep)
     struct texts *texts = kept_one ? &kept.texts : &own;
     if (!kept_one)
         cache = calloc(SYMCACHE_SIZE, sizeof *cache);
-    write_modules(w, v, cache, mask, next_dump());
+    struct resolved r = {NULL, 0};
+    if (cache != NULL)
+        resolve_all(v, cache, mask, &r);
+    write_modules(w, v, cache, mask, next_dump(), &r);
     jw_s(w, "\"stacks\":[");
     struct entry_text entry = {.entry = 0x10000};
     for (size_t i = 0; i < v->nstacks; i++) {
@@ -344,7 +437,8 @@ void serialise_stacks(struct jw *w, const struct record_view *v, bool keep)
         write_entry(w, &entry, s->entry);
         for (unsigned f = 0; f < s->depth; f++) {
             if (cache != NULL && !python_frame_is_tagged(s->frames[f])) {
-                write_cached_frame(w, symbolize(cache, mask, s->frames[f]), texts, f == 0);
+                write_cached_frame(w, symbolize(cache, mask, s->frames[f], &r), texts,
+                                   f == 0);
                 continue;
             }
             struct python_frame py;
@@ -356,12 +450,13 @@ void serialise_stacks(struct jw *w, const struct record_view *v, bool keep)
             } else {
                 struct sym one;
                 memset(&one, 0, sizeof one);
-                write_native_frame(w, symbolize(&one, 0, s->frames[f])); /* cache of one */
+                write_native_frame(w, symbolize(&one, 0, s->frames[f], NULL)); /* cache of one */
             }
         }
         jw_s(w, "]}");
     }
     jw_s(w, "]\n");
+    free(r.q);
     if (kept_one) {
         pthread_mutex_unlock(&kept.lock);
     } else {
