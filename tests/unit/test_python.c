@@ -25,6 +25,7 @@
 #include "config.h"
 #include "log.h"
 #include "python.h"
+#include "python_impl.h"
 #include "record.h"
 #include "resolve.h"
 #include "unwind.h"
@@ -715,6 +716,72 @@ static void test_311_direct_walk_without_the_gil(void **state)
     tstate_mine[TS_CFRAME / 8] = NULL;
 }
 
+/* Non-ASCII names: CPython keeps them one, two or four bytes a character
+ * (after PyCompactUnicodeObject, 72 bytes in 3.11); read as UTF-8. */
+struct pystr_wide {
+    intptr_t refcnt;
+    const void *type;
+    int64_t length, hash;
+    uint32_t state, pad;
+    void *wstr;
+    int64_t utf8_length;
+    char *utf8;
+    int64_t wstr_length;
+    unsigned char data[32];
+};
+_Static_assert(offsetof(struct pystr_wide, data) == 72, "3.11 PyCompactUnicodeObject");
+
+static void test_311_names_read_from_str_objects(void **state)
+{
+    (void)state;
+    use("3.11.4");
+    static struct pystr_wide w;
+    /* "é" in latin-1 (kind 1), "λ" (kind 2), "😀" (kind 4), and a lone
+     * surrogate, which UTF-8 cannot hold */
+    static const struct {
+        unsigned kind, n;
+        uint32_t cp[3];
+        const char *utf8;
+    } cases[] = {
+        {1, 2, {'a', 0xe9}, "a\xc3\xa9"},
+        {2, 2, {0x3bb, 'x'}, "\xce\xbbx"},
+        {4, 2, {0x1f600, 'y'}, "\xf0\x9f\x98\x80y"},
+        {2, 1, {0xd800}, "\xef\xbf\xbd"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memset(&w, 0, sizeof w);
+        w.refcnt = 1;
+        w.type = &unicode_type;
+        w.length = cases[i].n;
+        w.state = cases[i].kind << 2 | 1u << 5; /* compact, not ascii */
+        for (unsigned k = 0; k < cases[i].n; k++) {
+            uint32_t c = cases[i].cp[k];
+            if (cases[i].kind == 1)
+                w.data[k] = (unsigned char)c;
+            else if (cases[i].kind == 2)
+                memcpy(w.data + 2 * k, &(uint16_t){(uint16_t)c}, 2);
+            else
+                memcpy(w.data + 4 * k, &c, 4);
+        }
+        for (int safe = 0; safe < 2; safe++) {
+            if (safe && !py_probe_lock())
+                break; /* unproven in this process: the probe is there */
+            char *got = py_read_str(&w, safe);
+            if (safe)
+                py_probe_unlock();
+            assert_non_null(got);
+            assert_string_equal(got, cases[i].utf8);
+            free(got);
+        }
+    }
+    /* not a str, or not compact: nothing */
+    w.type = &code_type;
+    assert_null(py_read_str(&w, false));
+    w.type = &unicode_type;
+    w.state = 1u << 2;
+    assert_null(py_read_str(&w, false));
+}
+
 static void test_off(void **state)
 {
     (void)state;
@@ -754,6 +821,7 @@ int main(void)
         cmocka_unit_test(test_311_direct_walk_once_proven),
         cmocka_unit_test(test_311_direct_walk_refused_when_structs_differ),
         cmocka_unit_test(test_311_direct_walk_without_the_gil),
+        cmocka_unit_test(test_311_names_read_from_str_objects),
         cmocka_unit_test(test_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -365,9 +365,14 @@ char *py_read_str(const void *obj, bool safe)
             return NULL;
         }
         for (size_t i = 0; i < n; i++) {
-            uint32_t c = kind == 1 ? chunk[i]
-                         : kind == 2 ? ((uint16_t *)(void *)chunk)[i]
-                                     : ((uint32_t *)(void *)chunk)[i];
+            uint32_t c = chunk[i];
+            if (kind == 2) {
+                uint16_t u;
+                memcpy(&u, chunk + 2 * i, 2);
+                c = u;
+            } else if (kind == 4) {
+                memcpy(&c, chunk + 4 * i, 4);
+            }
             o = put_utf8(o, c > 0x10ffff ? 0xfffd : c);
         }
         at += (int64_t)n;
