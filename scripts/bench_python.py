@@ -239,6 +239,40 @@ def count_instructions(args):
         print(f"python_instr_per_alloc_{shape}={on - off:.0f}")
 
 
+def capture_instructions(args):
+    """What one capture of 30 Python frames costs inside python_merge (the
+    Python side: reading the frames, matching the thread's last stack,
+    splicing), with the GIL held and released, in instructions: callgrind
+    counting only inside python_merge, the slope between two loop lengths
+    (tests/e2e/test_python_cost.py does the same)."""
+    if shutil.which("valgrind") is None:
+        sys.exit("bench_python: --capture-instr needs valgrind")
+    build = os.path.abspath(args.build)
+    tmp = tempfile.mkdtemp(prefix="cumemtrace-bench-capture-")
+
+    def count(gil, pairs):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("CUMEMTRACE_", "SIMCUDA_", "LD_PRELOAD"))}
+        env.update(LD_LIBRARY_PATH=os.path.join(build, "sim"),
+                   LD_PRELOAD=os.path.join(build, "libcumemtrace.so"),
+                   CUMEMTRACE_OUTPUT=tmp + "/", CUMEMTRACE_STREAM="off", PYTHONHASHSEED="0")
+        out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                              "--collect-atstart=no", "--toggle-collect=python_merge",
+                              sys.executable, os.path.abspath(__file__), "--child", "steady",
+                              "--gil", gil, "--depth", str(DEPTH - 6), "--build", build,
+                              "--pairs", str(pairs)],
+                             env=env, capture_output=True, text=True, timeout=900)
+        m = re.search(r"Collected : (\d+)", out.stderr)
+        if out.returncode != 0 or m is None:
+            sys.exit(f"bench_python: callgrind run failed:\n{out.stderr[-2000:]}")
+        return int(m.group(1))
+
+    short, long_ = 500, 2500
+    for gil in ("held", "released"):
+        per = (count(gil, long_) - count(gil, short)) / (long_ - short)
+        print(f"python_capture_instr_{gil}={per:.0f}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -255,11 +289,16 @@ def main():
                     help="count instructions with callgrind instead of timing")
     ap.add_argument("--instr-pairs", type=int, default=2000,
                     help="with --instr: the extra pairs of the longer runs")
+    ap.add_argument("--capture-instr", action="store_true",
+                    help="instructions of one capture of 30 Python frames inside "
+                         "python_merge, GIL held and released (callgrind)")
     ap.add_argument("--memray", metavar="PYTHON",
                     help="compare with memray, run by this interpreter (which has it)")
     args = ap.parse_args()
     if args.child:
         child(os.path.abspath(args.build), args.pairs, args.child, args.gil, args.depth)
+    elif args.capture_instr:
+        capture_instructions(args)
     elif args.instr:
         count_instructions(args)
     elif args.memray:
