@@ -73,6 +73,7 @@ if [ "$ci" = 1 ]; then
     need golang-go   command -v go   # go tool pprof reads our export: tests/e2e/test_pprof_tool.py
     need python3-venv "$py" -c "import venv, ensurepip"   # make test-torch (scripts/torch-env.sh)
     need clang command -v clang
+    need faketime test -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1   # tests/e2e/test_start_up.py
     need libclang-rt-14-dev sh -c 'test -n "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null | grep /)" && test -f "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a)"'
 fi
 

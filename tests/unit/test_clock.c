@@ -78,6 +78,7 @@ static void follows_monotonic_and_never_goes_back(void **state)
 int main(void)
 {
     clock_init();
+    clock_calibrate();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tsc_from_start_up),
         cmocka_unit_test(follows_monotonic_and_never_goes_back),

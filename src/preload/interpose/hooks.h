@@ -71,9 +71,10 @@ enum {
 
 /* Runs initialisation if it has not run (pthread_once).  */
 void hooks_init_once(void);
-/* The process's first CUDA call: sets hooks_touched and, once per process
- * tree lineage, says what the settings got wrong and checks where files
- * will go (init.c). */
+/* The process's first CUDA call: calibrates the clock and loads the
+ * unwinder (once per lineage; every thread that gets here waits for it),
+ * then sets hooks_touched and, once per process tree lineage, says what
+ * the settings got wrong and checks where files will go (init.c). */
 void hooks_first_touch(void);
 /* The exec family (hooks_exec.c): looks up the real exec functions. */
 void hooks_exec_init(void);
@@ -99,7 +100,7 @@ static inline bool hook_enter(void)
     if (__builtin_expect(!hooks_thread_known, 0))
         hooks_thread_start();
     /* test first: a store on every call would bounce the cache line */
-    if (!__atomic_load_n(&hooks_touched, __ATOMIC_RELAXED))
+    if (!__atomic_load_n(&hooks_touched, __ATOMIC_ACQUIRE))
         hooks_first_touch();
     if (__builtin_expect(__atomic_load_n(&hooks_dump_requested, __ATOMIC_RELAXED), 0))
         hooks_service_dump_request();

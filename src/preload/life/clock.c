@@ -4,8 +4,14 @@
  * (CPUID 0x80000007, EDX bit 8: constant rate, runs in every power state),
  * readings are rdtsc converted by a piecewise-linear function of the TSC,
  * from the first call on:
- *  - clock_init takes a base anchor (a tsc, ns pair read close together),
- *    spins CALIBRATION_NS and takes a second one: the first piece's rate is
+ *  - clock_init (the constructor, in every process) takes a base anchor
+ *    (a tsc, ns pair read close together) and nothing more;
+ *    clock_calibrate (the first CUDA call) takes a second one, after a
+ *    spin that makes them at least CALIBRATION_NS apart - rarely needed,
+ *    since a process's first CUDA call comes later than that - and
+ *    bounded by SPIN_MAX readings, so a clock that does not move (a
+ *    frozen libfaketime, a stopped VM) leaves CLOCK_MONOTONIC in use
+ *    instead of a process spinning forever.  The first piece's rate is
  *    good to ~1e-4 (each anchor is the narrowest of several brackets of
  *    clock_gettime by two rdtsc, ~50 ns on a VM);
  *  - each piece ends when the time since the base anchor has grown
@@ -16,7 +22,8 @@
  *    brings the clock back onto CLOCK_MONOTONIC by the piece's end.  Each
  *    piece starts where the previous one ended at its first tick, so the
  *    clock never jumps, and never goes back.
- * Without an invariant TSC every reading is CLOCK_MONOTONIC.
+ * Without an invariant TSC, and before the first CUDA call, every reading
+ * is CLOCK_MONOTONIC.
  *
  * Threads and signals: the pieces live in a fixed array, each written once
  * by the one reader that won the `refining` flag, then published by a
@@ -40,7 +47,10 @@ enum { PIECES = 24 };
 struct clock_tsc clock_pieces[PIECES];
 int clock_piece = -1;
 
-#define CALIBRATION_NS 250000LL   /* the start-up spin: a quarter ms */
+#define CALIBRATION_NS 250000LL   /* the anchors' least distance: a quarter ms */
+/* The spin's bound: 2^16 readings of the vDSO clock (27 ns each on a
+ * kvm-clock VM) are ~1.8 ms, well past CALIBRATION_NS on a moving clock. */
+#define SPIN_MAX 65536
 #define FIRST_REFINE_NS 10000000LL /* 10 ms: the first piece's error is ~1 us */
 #define REFINE_GROWTH 5
 
@@ -107,20 +117,34 @@ void clock_init(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     clock_origin_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 #if defined(__x86_64__)
+    if (!anchor(&base_tsc, &base_ns))
+        base_tsc = 0; /* every bracket preempted: no TSC */
+#endif
+}
+
+void clock_calibrate(void)
+{
+#if defined(__x86_64__)
+    static int done;
+    if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL) || base_tsc == 0 ||
+        !invariant_tsc())
+        return;
     uint64_t t1;
     int64_t n1;
-    if (!invariant_tsc() || !anchor(&base_tsc, &base_ns))
-        return;
-    while (monotonic_ns() - base_ns < CALIBRATION_NS)
+    for (int i = 0; i < SPIN_MAX && monotonic_ns() - base_ns < CALIBRATION_NS; i++)
         ;
-    if (!anchor(&t1, &n1) || t1 <= base_tsc || n1 <= base_ns)
-        return;
+    if (!anchor(&t1, &n1) || t1 <= base_tsc || n1 - base_ns < CALIBRATION_NS)
+        return; /* a clock that did not move (enough): CLOCK_MONOTONIC */
     struct clock_tsc *p = &clock_pieces[0];
     p->ns_per_tick = (double)(n1 - base_ns) / (double)(t1 - base_tsc);
     p->mul = fixed(p->ns_per_tick);
     p->tsc0 = t1;
     p->ns0 = n1;
+    /* refined once FIRST_REFINE_NS past the base, or at the next reading
+     * when the first CUDA call came later than that */
     p->tsc_next = base_tsc + ticks(FIRST_REFINE_NS, p->ns_per_tick);
+    if (p->tsc_next <= t1)
+        p->tsc_next = t1 + 1;
     __atomic_store_n(&clock_piece, 0, __ATOMIC_RELEASE);
 #endif
 }

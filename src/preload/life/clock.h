@@ -28,9 +28,14 @@ struct clock_tsc {
 extern struct clock_tsc clock_pieces[];
 extern int clock_piece; /* index of the newest piece; -1: no TSC */
 
-/* Sets the origin and, where the TSC is invariant, calibrates it (a
- * quarter of a millisecond, once): readings are rdtsc from the start. */
+/* Sets the origin and takes the TSC's first anchor (a few readings: it
+ * runs in every process's constructor). */
 void clock_init(void);
+/* Where the TSC is invariant, calibrates it against the first anchor
+ * (once; at the first CUDA call): readings are rdtsc from then on.  Spins
+ * at most ~2 ms, for anchors a quarter of a millisecond apart; a clock
+ * that does not move leaves readings on CLOCK_MONOTONIC. */
+void clock_calibrate(void);
 /* CLOCK_MONOTONIC without a TSC; otherwise the next piece of the
  * conversion, once a recalibration is due.  Async-signal-safe. */
 int64_t clock_slow_ns(void);

@@ -51,11 +51,32 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 /* Not reset in a fork child: it inherits what its parent checked and said. */
 static int first_touch_done;
 
+/* What only a CUDA process needs, kept out of the constructor that every
+ * process runs (a shell script's thousand `true`s): the TSC's calibration
+ * and libunwind (its dlopen and first unwind cost ~390,000 instructions).
+ * Once per process lineage - a fork child has both. */
+static pthread_once_t first_call_once = PTHREAD_ONCE_INIT;
+
+static void first_call_init(void)
+{
+    clock_calibrate();
+    unwind_init();
+}
+
 void hooks_first_touch(void)
 {
-    if (__atomic_exchange_n(&hooks_touched, 1, __ATOMIC_ACQ_REL) || !hooks_enabled)
+    if (!hooks_enabled) {
+        __atomic_store_n(&hooks_touched, 1, __ATOMIC_RELEASE);
         return;
+    }
     int saved = errno; /* the host never sees ours */
+    /* before hooks_touched is set: a thread that sees it set (acquire, in
+     * hook_enter) sees the unwinder ready */
+    pthread_once(&first_call_once, first_call_init);
+    if (__atomic_exchange_n(&hooks_touched, 1, __ATOMIC_ACQ_REL)) {
+        errno = saved;
+        return;
+    }
     if (!__atomic_exchange_n(&first_touch_done, 1, __ATOMIC_ACQ_REL)) {
         output_read_rank();
         config_report_warnings();
@@ -149,7 +170,6 @@ static void init(void)
                                         ? config.temporary_ms : 9000000000000u) * 1000000u));
     call_state_init();
     output_init();
-    unwind_init();
     python_init();
     signals_init(at_python_exit);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
