@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "frame_filter.h"
+#include "input.h"
 #include "reader.h"
 #include "snapshot_bulk.h"
 #include "snapshot_check.h"
@@ -188,115 +189,17 @@ int snapshot_read_mem(struct snapctx *ctx, const char *name, char *buf,
     return read_doc(ctx, name, buf, len, false, out, err);
 }
 
-/* A regular file is mapped rather than copied (a large snapshot is
- * hundreds of megabytes, and the pass reads it once, in order): private,
- * with a zero page after it for the sentinel even when the size is a
- * multiple of the page.  0 with *buf set, 1 when the file is not one to
- * map (the caller reads it), or an error. */
-static int map_file(const char *path, char **buf, size_t *len, size_t *maplen,
-                    struct cli_error *err)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 1; /* slurp names the error */
-    struct stat st;
-    long page = sysconf(_SC_PAGESIZE);
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 || page <= 0 ||
-        (uint64_t)st.st_size > SIZE_MAX / 2) {
-        close(fd);
-        return 1;
-    }
-    size_t n = (size_t)st.st_size;
-    size_t whole = (n / (size_t)page + 1) * (size_t)page; /* >= n + 1 */
-    char *b = mmap(NULL, whole, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (b == MAP_FAILED) {
-        close(fd);
-        return errors_set(err, CLI_ENOMEM, "cannot read snapshot '%s': out of memory",
-                          path);
-    }
-    if (mmap(b, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, 0) == MAP_FAILED) {
-        munmap(b, whole);
-        close(fd);
-        return 1;
-    }
-    close(fd);
-    madvise(b, n, MADV_SEQUENTIAL);
-    *buf = b;
-    *len = n;
-    *maplen = whole;
-    return 0;
-}
-
-/* Reads the whole file (any kind: regular, pipe) into a malloc'd buffer
- * with a NUL after the last byte. */
-static int slurp(const char *path, char **buf, size_t *len, struct cli_error *err)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        return errors_set(err, e == ENOENT ? CLI_ENOENT : CLI_EIO,
-                          "cannot read snapshot '%s': %s", path, strerror(e));
-    }
-    struct stat st;
-    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-        close(fd);
-        return errors_set(err, CLI_EIO, "cannot read snapshot '%s': %s", path,
-                          strerror(EISDIR));
-    }
-    size_t cap = (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
-                     ? (size_t)st.st_size + 1
-                     : 65536;
-    size_t n = 0;
-    char *b = malloc(cap);
-    if (b == NULL) {
-        close(fd);
-        return errors_set(err, CLI_ENOMEM, "cannot read snapshot '%s': out of memory",
-                          path);
-    }
-    for (;;) {
-        if (n + 1 >= cap) {
-            char *nb = cap < SIZE_MAX / 2 ? realloc(b, cap * 2) : NULL;
-            if (nb == NULL) {
-                free(b);
-                close(fd);
-                return errors_set(err, CLI_ENOMEM,
-                                  "cannot read snapshot '%s': out of memory", path);
-            }
-            b = nb;
-            cap *= 2;
-        }
-        ssize_t got = read(fd, b + n, cap - 1 - n);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0) {
-            int e = errno;
-            free(b);
-            close(fd);
-            return errors_set(err, CLI_EIO, "cannot read snapshot '%s': %s", path,
-                              strerror(e));
-        }
-        if (got == 0)
-            break;
-        n += (size_t)got;
-    }
-    close(fd);
-    b[n] = '\0';
-    *buf = b;
-    *len = n;
-    return 0;
-}
-
 int snapshot_read_file(struct snapctx *ctx, const char *path,
                        struct snapshot *out, struct cli_error *err)
 {
-    char *buf = NULL;
-    size_t len = 0, maplen = 0;
+    struct input in;
     memset(out, 0, sizeof *out);
-    int rc = map_file(path, &buf, &len, &maplen, err);
-    if (rc == 1)
-        rc = slurp(path, &buf, &len, err);
+    int rc = input_load(path, "snapshot", &in, err);
     if (rc != 0)
         return rc;
+    char *buf = in.buf;
+    size_t len = in.len;
+    bool mapped = in.maplen > 0;
     char why[400];
     why[0] = '\0';
     if (stream_is(buf, len)) { /* a killed process's stream: its last checkpoint */
@@ -304,23 +207,17 @@ int snapshot_read_file(struct snapctx *ctx, const char *path,
         size_t dlen;
         struct stream_info info;
         rc = stream_recover(path, buf, len, &doc, &dlen, &info, err);
-        if (maplen > 0)
-            munmap(buf, maplen);
-        else
-            free(buf);
-        maplen = 0;
+        input_free(&in);
         if (rc != 0)
             return rc;
         stream_staleness(&info, why, sizeof why);
         fprintf(stderr, "cumemtrace: %s: recovered from a stream: %s\n", path, why);
-        buf = doc;
+        in.buf = buf = doc; /* malloc'd: input_free frees it */
         len = dlen;
+        mapped = false;
     }
-    rc = read_doc(ctx, path, buf, len, maplen > 0, out, err);
-    if (maplen > 0)
-        munmap(buf, maplen);
-    else
-        free(buf);
+    rc = read_doc(ctx, path, buf, len, mapped, out, err);
+    input_free(&in);
     /* kept for views that cannot print to stderr (the HTML page) */
     if (rc == 0 && why[0] != '\0' &&
         (out->recovered = arena_strndup(&ctx->arena, why, strlen(why))) == NULL)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "input.h"
 #include "snapshot_read.h"
 #include "stream_read.h"
 
@@ -23,39 +24,6 @@ static const char usage[] =
     "checkpoint, with how stale it is.  OUT defaults to the stream's name with\n"
     ".killed.json for .stream; an existing OUT is an error unless --force.\n"
     "report, diff, flamegraph and timeline also read a stream directly.\n";
-
-static char *slurp_stream(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap);
-    while (b != NULL) {
-        if (n == cap) {
-            char *nb = realloc(b, cap *= 2);
-            if (nb == NULL) {
-                free(b);
-                b = NULL;
-                errno = ENOMEM;
-                break;
-            }
-            b = nb;
-        }
-        size_t k = fread(b + n, 1, cap - n, f);
-        n += k;
-        if (k == 0)
-            break;
-    }
-    if (b != NULL && ferror(f)) {
-        free(b);
-        b = NULL;
-        errno = EIO;
-    }
-    fclose(f);
-    *len = n;
-    return b;
-}
 
 int recover_main(int argc, char **argv)
 {
@@ -83,19 +51,18 @@ int recover_main(int argc, char **argv)
     if (optind != argc - 1)
         return cli_usage("recover", "expected one stream file");
     const char *in = argv[optind];
-    size_t len;
-    char *buf = slurp_stream(in, &len);
-    if (buf == NULL) {
-        fprintf(stderr, "cumemtrace: recover: cannot read '%s': %s (check the path)\n", in,
-                strerror(errno));
+    struct input src;
+    struct cli_error err = {0, ""};
+    int rc = input_load(in, "stream", &src, &err);
+    if (rc != 0) {
+        errors_print(&err);
         return CLI_EXIT_ERROR;
     }
     char *doc;
     size_t dlen;
     struct stream_info info;
-    struct cli_error err = {0, ""};
-    int rc = stream_recover(in, buf, len, &doc, &dlen, &info, &err);
-    free(buf);
+    rc = stream_recover(in, src.buf, src.len, &doc, &dlen, &info, &err);
+    input_free(&src);
     if (rc != 0) {
         errors_print(&err);
         return CLI_EXIT_ERROR;

@@ -1,0 +1,98 @@
+"""Inputs the CLI must refuse, in one line and at once (issue 24, item 1b):
+anything that is not a regular file - a symlink to /dev/zero, a FIFO named
+*.json, such a file inside a run directory - and a stream whose record
+claims more bytes than the file holds.  Every read is bounded by the
+file's size: no view may read without end or block."""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("CUMEMTRACE_BUILD", ROOT / "build"))
+CLI = BUILD / "cumemtrace"
+INPUTS = ROOT / "tests" / "golden" / "inputs"
+
+pytestmark = pytest.mark.skipif(not CLI.exists(), reason=f"{CLI} not built (make cli)")
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([str(CLI)] + [str(a) for a in args], capture_output=True,
+                          text=True, env=dict(os.environ, NO_COLOR="1"), timeout=10,
+                          cwd=cwd)
+
+
+def refused(r, path, why):
+    assert r.returncode != 0, r.stdout[-2000:]
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    assert f"'{path}'" in lines[0] and why in lines[0], lines[0]
+
+
+def views(bad, good, tmp_path):
+    out = tmp_path / "out"
+    return [["report", bad], ["recover", "-o", out, bad], ["html", "-o", f"{out}.html", bad],
+            ["export", "--format", "pprof", "-o", f"{out}.pb.gz", bad],
+            ["diff", good, bad], ["flamegraph", bad], ["timeline", bad]]
+
+
+@pytest.fixture
+def good(tmp_path):
+    p = tmp_path / "good.json"
+    shutil.copy(INPUTS / "exit_train.json", p)
+    return p
+
+
+def test_a_symlink_to_dev_zero_is_refused_by_every_view(tmp_path, good):
+    bad = tmp_path / "x.json"
+    bad.symlink_to("/dev/zero")
+    for args in views(bad, good, tmp_path):
+        refused(cli(*args), bad, "not a regular file (a character device)")
+
+
+def test_a_fifo_named_json_is_refused_by_every_view(tmp_path, good):
+    bad = tmp_path / "x.json"
+    os.mkfifo(bad)
+    for args in views(bad, good, tmp_path):
+        refused(cli(*args), bad, "not a regular file (a FIFO)")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_a_special_file_inside_a_run_directory_is_refused(tmp_path, good, kind):
+    d = tmp_path / "run"
+    d.mkdir()
+    shutil.copy(good, d / "cumemtrace.a.1.json")
+    bad = d / "cumemtrace.b.2.json"
+    if kind == "fifo":
+        os.mkfifo(bad)
+    else:
+        bad.symlink_to("/dev/zero")
+    for args in (["report", d], ["diff", d, d]):
+        refused(cli(*args), bad, "not a regular file")
+
+
+def record(kind, payload, length=None):
+    return struct.pack("<IIIB3x", 0x52544D43, len(payload) if length is None else length,
+                       zlib.crc32(payload), ord(kind)) + payload
+
+
+def test_a_stream_record_larger_than_the_file_is_refused(tmp_path):
+    """A sparse stream: 4 KB of data whose one checkpoint claims 3.99 GiB,
+    the file's apparent size 4 GiB (the rest a hole).  report took 41 s and
+    4.2 GB reading zeros; the record runs past the file's data."""
+    p = tmp_path / "cumemtrace.x.1.stream"
+    head = json.dumps({"format": "cumemtrace-stream", "version": 1, "pid": 1,
+                       "start_wall_ns": 1, "flush_ms": 200}, separators=(",", ":")).encode()
+    with open(p, "wb") as f:
+        f.write(b"CMTSTRM1" + record("H", head) + record("C", b"{" * 4000, 0xFF600000))
+        f.truncate(4 << 30)
+    for args in (["report", p], ["recover", "-o", tmp_path / "o.json", p]):
+        r = cli(*args)
+        assert r.returncode != 0
+        assert len(r.stderr.splitlines()) == 1, r.stderr
+        assert "no complete checkpoint" in r.stderr, r.stderr
