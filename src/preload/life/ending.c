@@ -20,6 +20,7 @@
 
 #include "background.h"
 #include "clock.h"
+#include "dump_guard.h"
 #include "hooks.h"
 #include "oom.h"
 #include "record.h"
@@ -41,6 +42,11 @@ void hooks_write_exit_snapshot(bool python)
     hooks_depth++;
     /* The stream is the thread's: touched only while its work is held. */
     bool held = python ? background_pause() : background_stop();
+    /* A termination signal now waits for the snapshot and the stream's
+     * removal (dump_guard.h, signals.c), instead of ending the process
+     * half-way with a temporary left. */
+    struct dump_guard g;
+    dump_guard_enter(&g);
     if (__atomic_load_n(&hooks_touched, __ATOMIC_RELAXED)) {
         if (!__atomic_exchange_n(&exit_written, 1, __ATOMIC_ACQ_REL)) {
             oom_at_exit(clock_now_ns());
@@ -64,6 +70,7 @@ void hooks_write_exit_snapshot(bool python)
         background_resume();
     if (!python)
         resolve_log_summary();
+    dump_guard_leave(&g);
     hooks_depth--;
 }
 

@@ -29,6 +29,7 @@
 #include "ending.h"
 #include "format.h"
 #include "cumemtrace.h"
+#include "dump_guard.h"
 #include "hooks.h"
 #include "log.h"
 #include "oom.h"
@@ -128,6 +129,7 @@ static void fork_child(void)
     hooks_context_atfork_child();
     periodic_atfork_child();
     stream_atfork_child();
+    dump_guard_atfork_child();
     hooks_touched = 0;
     hooks_dump_requested = 0;
     __atomic_or_fetch(&hooks_slow, HOOKS_SLOW_UNTOUCHED, __ATOMIC_RELAXED);

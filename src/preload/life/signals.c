@@ -48,6 +48,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "dump_guard.h"
 #include "hooks.h"
 #include "oom.h"
 #include "resolve.h"
@@ -97,7 +98,12 @@ static void on_term(int sig, siginfo_t *si, void *uc)
     (void)si;
     (void)uc;
     int saved = errno;
-    if (wake_armed()) {
+    if (!wake_armed()) {
+        /* No thread to serve us (the exit path stopped it): a snapshot
+         * being written - the exit snapshot - is finished first, at most
+         * SIGNALS_WAIT_MS.  Its own thread blocks the signal meanwhile. */
+        dump_guard_wait(SIGNALS_WAIT_MS);
+    } else {
         int none = 0;
         if (__atomic_compare_exchange_n(&pending, &none, sig, false,
                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
@@ -124,6 +130,10 @@ void signals_serve(void)
 {
     int sig = __atomic_load_n(&pending, __ATOMIC_ACQUIRE);
     char b[24];
+    /* A post-mortem or the exit snapshot being written on another thread
+     * (signals blocked there) is finished and counted first, within the
+     * handler's wait; then this snapshot lists it. */
+    dump_guard_wait(SIGNALS_WAIT_MS - 1000);
     oom_at_exit(clock_now_ns());
     stream_finish(snapshot_write_signal(signals_name(sig, b, sizeof b), NULL, 0) == 0);
     __atomic_store_n(&served, 1, __ATOMIC_RELEASE);

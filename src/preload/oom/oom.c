@@ -46,6 +46,7 @@
 #include "clock.h"
 #include "config.h"
 #include "cumemtrace.h"
+#include "dump_guard.h"
 #include "log.h"
 #include "oom_ledger.h"
 #include "output.h"
@@ -275,9 +276,9 @@ static void close_chain(bool recovered, int64_t now)
     }
 }
 
-void oom_on_failure(unsigned slot, enum record_kind kind, int device,
-                    uint64_t requested, bool by_limit,
-                    struct record_stack *stack, int64_t now)
+static void on_failure(unsigned slot, enum record_kind kind, int device,
+                       uint64_t requested, bool by_limit,
+                       struct record_stack *stack, int64_t now)
 {
     if (oom_chain == NULL && (oom_chain = calloc(1, sizeof *oom_chain)) == NULL)
         return;
@@ -309,6 +310,19 @@ void oom_on_failure(unsigned slot, enum record_kind kind, int device,
     /* The file is written now (the process may abort next); stderr waits
      * for the chain to fail for good - a retry that recovers is routine. */
     o->reported = postmortem_new(o, now);
+}
+
+/* The whole failure under a dump guard, not only the file: a signal
+ * handler that leaves by pthread_exit, or a cancel, acts once the
+ * post-mortem is written and counted (ooms.dumps), not between the two. */
+void oom_on_failure(unsigned slot, enum record_kind kind, int device,
+                    uint64_t requested, bool by_limit,
+                    struct record_stack *stack, int64_t now)
+{
+    struct dump_guard g;
+    dump_guard_enter(&g);
+    on_failure(slot, kind, device, requested, by_limit, stack, now);
+    dump_guard_leave(&g);
 }
 
 void oom_on_success(enum record_kind kind, int device, uint64_t requested,
@@ -388,7 +402,10 @@ cumemtrace_allocator_oom(int device, const struct cumemtrace_allocator_facts *in
     struct allocator_facts f;
     if (!allocator_take(device, in, &f))
         return -1;
+    struct dump_guard g;
+    dump_guard_enter(&g);
     on_allocator(device, &f, clock_now_ns());
+    dump_guard_leave(&g);
     return 0;
 }
 

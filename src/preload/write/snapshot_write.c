@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dump_guard.h"
 #include "log.h"
 #include "output.h"
 #include "serialise.h"
@@ -74,9 +75,9 @@ void snapshot_name_release(const char *reason, const char *path)
     pthread_mutex_unlock(&names_lock);
 }
 
-static int write_snapshot(const char *reason, const char *path,
-                          const struct oom_info *oom, bool replace,
-                          const char *signame, char *out_path, size_t out_len)
+static int write_guarded(const char *reason, const char *path,
+                         const struct oom_info *oom, bool replace,
+                         const char *signame, char *out_path, size_t out_len)
 {
     static unsigned sequence;
     unsigned seq = __atomic_fetch_add(&sequence, 1, __ATOMIC_RELAXED);
@@ -143,6 +144,19 @@ static int write_snapshot(const char *reason, const char *path,
     if (out_path != NULL)
         snprintf(out_path, out_len, "%s", actual);
     return 0;
+}
+
+/* Every snapshot is written under a dump guard (dump_guard.h): no host
+ * signal handler, cancel or default action ends it half-way. */
+static int write_snapshot(const char *reason, const char *path,
+                          const struct oom_info *oom, bool replace,
+                          const char *signame, char *out_path, size_t out_len)
+{
+    struct dump_guard g;
+    dump_guard_enter(&g);
+    int rc = write_guarded(reason, path, oom, replace, signame, out_path, out_len);
+    dump_guard_leave(&g);
+    return rc;
 }
 
 int snapshot_write(const char *reason, const char *path,

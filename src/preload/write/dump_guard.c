@@ -1,0 +1,55 @@
+/* dump_guard.c - see dump_guard.h.  Two system calls each way
+ * (sigprocmask, and pthread_setcancelstate's atomic) against a dump's
+ * milliseconds. */
+#include "dump_guard.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <time.h>
+
+static int active;
+
+void dump_guard_enter(struct dump_guard *g)
+{
+    int saved = errno;
+    sigset_t all;
+    sigfillset(&all);
+    /* faults raised by the dump itself go to the host's handler as before */
+    static const int sync[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS};
+    for (unsigned i = 0; i < sizeof sync / sizeof sync[0]; i++)
+        sigdelset(&all, sync[i]);
+    pthread_sigmask(SIG_BLOCK, &all, &g->mask);
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &g->cancel);
+    __atomic_add_fetch(&active, 1, __ATOMIC_ACQ_REL);
+    errno = saved;
+}
+
+void dump_guard_leave(struct dump_guard *g)
+{
+    int saved = errno;
+    __atomic_sub_fetch(&active, 1, __ATOMIC_ACQ_REL);
+    int ignored;
+    pthread_setcancelstate(g->cancel, &ignored);
+    /* a signal that waited is delivered here, a cancel at the host's next
+     * cancellation point */
+    pthread_sigmask(SIG_SETMASK, &g->mask, NULL);
+    errno = saved;
+}
+
+int dump_guard_active(void)
+{
+    return __atomic_load_n(&active, __ATOMIC_ACQUIRE);
+}
+
+bool dump_guard_wait(int ms)
+{
+    struct timespec one = {0, 1000000};
+    for (int i = 0; i < ms && dump_guard_active() > 0; i++)
+        nanosleep(&one, NULL);
+    return dump_guard_active() == 0;
+}
+
+void dump_guard_atfork_child(void)
+{
+    __atomic_store_n(&active, 0, __ATOMIC_RELEASE);
+}
