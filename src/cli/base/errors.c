@@ -1,6 +1,8 @@
 /* errors.c - see errors.h. */
 #include "errors.h"
 
+#include <sys/stat.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -72,4 +74,17 @@ const char *errors_hint(int code)
 {
     const struct entry *e = find(code);
     return e ? e->hint : NULL;
+}
+
+const char *errors_file_kind(unsigned mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFDIR: return "a directory";
+    case S_IFIFO: return "a FIFO";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFSOCK: return "a socket";
+    case S_IFLNK: return "a symbolic link";
+    default: return "not a file";
+    }
 }

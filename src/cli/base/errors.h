@@ -54,6 +54,10 @@ struct cli_error {
 int errors_set(struct cli_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* "a FIFO", "a character device", "a directory"...: the kind of a file
+ * mode (st_mode) that is not a regular file's, for messages. */
+const char *errors_file_kind(unsigned mode);
+
 /* Prints "cumemtrace: <msg> (<hint>)" on one line to stderr. */
 void errors_print(const struct cli_error *err);
 

@@ -14,23 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-const char *input_kind(unsigned mode)
-{
-    switch (mode & S_IFMT) {
-    case S_IFDIR: return "a directory";
-    case S_IFIFO: return "a FIFO";
-    case S_IFCHR: return "a character device";
-    case S_IFBLK: return "a block device";
-    case S_IFSOCK: return "a socket";
-    case S_IFLNK: return "a symbolic link";
-    default: return "not a file";
-    }
-}
-
 static int refuse(struct cli_error *err, const char *what, const char *path, unsigned mode)
 {
     return errors_set(err, CLI_EIO, "cannot read %s '%s': not a regular file (%s)", what,
-                      path, input_kind(mode));
+                      path, errors_file_kind(mode));
 }
 
 /* Reads exactly n bytes from fd into a new buffer with a '\0' after them. */

@@ -27,8 +27,4 @@ int input_load(const char *path, const char *what, struct input *in,
                struct cli_error *err);
 void input_free(struct input *in);
 
-/* "a FIFO", "a character device", "a directory"...: the kind of a file
- * mode that is not a regular file's, for messages. */
-const char *input_kind(unsigned mode);
-
 #endif

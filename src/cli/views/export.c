@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "outfile.h"
 #include "export.h"
 
 static const char usage[] =
@@ -57,15 +58,14 @@ int export_main(int argc, char **argv)
     struct cli_inputs in;
     if (cli_load(&in, argv + optind, 1) != 0)
         return CLI_EXIT_ERROR;
-    bool to_stdout = strcmp(outp, "-") == 0;
-    FILE *f = to_stdout ? stdout : fopen(outp, "w");
-    if (f == NULL) {
-        fprintf(stderr, "cumemtrace: export: cannot write '%s': %s (choose another -o path)\n",
-                outp, strerror(errno));
+    struct outfile of;
+    struct cli_error err = {0, ""};
+    if (outfile_open(&of, "export", outp, true, &err) != 0) {
+        errors_print(&err);
         cli_inputs_free(&in);
         return CLI_EXIT_ERROR;
     }
-    struct cli_error err = {0, ""};
+    FILE *f = of.f;
     int rc = memviz ? export_memviz(f, in.snaps[0], &err)
              : pprof ? export_pprof(f, in.snaps[0], &err)
                      : export_speedscope(f, in.snaps[0]);
@@ -75,17 +75,13 @@ int export_main(int argc, char **argv)
             errors_print(&err);
         else
             fprintf(stderr, "cumemtrace: export: out of memory\n");
-        if (!to_stdout) {
-            fclose(f);
-            remove(outp); /* nothing half-written is left to be mistaken for a result */
-        }
+        outfile_abort(&of); /* nothing half-written is left to be mistaken for a result */
         return CLI_EXIT_ERROR;
     }
-    if (to_stdout)
+    if (of.f == stdout)
         return cli_finish_stdout();
-    if (ferror(f) | (fclose(f) != 0)) {
-        fprintf(stderr, "cumemtrace: export: cannot write '%s': %s (check the disk)\n", outp,
-                strerror(errno));
+    if (outfile_commit(&of, "export", &err) != 0) {
+        errors_print(&err);
         return CLI_EXIT_ERROR;
     }
     return CLI_EXIT_OK;

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "html.h"
 #include "html_assets.h"
+#include "outfile.h"
 
 void html_title(char *buf, size_t len, struct snapshot **s, size_t n, const char *kind)
 {
@@ -68,14 +69,15 @@ int html_page_write(const char *path, const char *title, struct snapshot **s, si
         fprintf(stderr, "cumemtrace: html: out of memory building the page\n");
         return -1;
     }
-    bool to_stdout = strcmp(path, "-") == 0;
-    FILE *f = to_stdout ? stdout : fopen(path, "w");
-    if (f == NULL) {
-        fprintf(stderr, "cumemtrace: html: cannot write '%s': %s (choose another -o path)\n",
-                path, strerror(errno));
+    const char *cmd = strcmp(kind, "diff") == 0 ? "diff" : "html";
+    struct outfile of;
+    struct cli_error oerr = {0, ""};
+    if (outfile_open(&of, cmd, path, true, &oerr) != 0) {
+        errors_print(&oerr);
         free(model);
         return -1;
     }
+    FILE *f = of.f;
     const char *p = html_template;
     for (;;) {
         const char *at = strchr(p, '@');
@@ -102,15 +104,8 @@ int html_page_write(const char *path, const char *title, struct snapshot **s, si
         }
     }
     free(model);
-    int err = ferror(f);
-    if (!to_stdout) {
-        err |= fclose(f) != 0;
-    } else {
-        err |= fflush(f) != 0;
-    }
-    if (err) {
-        fprintf(stderr, "cumemtrace: html: cannot write '%s': %s (check the disk)\n", path,
-                strerror(errno));
+    if (outfile_commit(&of, cmd, &oerr) != 0) {
+        errors_print(&oerr);
         return -1;
     }
     return 0;

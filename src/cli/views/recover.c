@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "input.h"
+#include "outfile.h"
 #include "snapshot_read.h"
 #include "stream_read.h"
 
@@ -96,27 +97,16 @@ int recover_main(int argc, char **argv)
             snprintf(name, sizeof name, "%s.killed.json", in);
         out = name;
     }
-    int fd = open(out, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
-                           (force ? O_TRUNC : O_EXCL), 0644);
-    if (fd < 0) {
-        fprintf(stderr, "cumemtrace: recover: cannot create '%s': %s (%s)\n", out,
-                strerror(errno), errno == EEXIST ? "pass --force to replace it, or -o "
-                "another name" : "choose another -o");
+    struct outfile of;
+    if (outfile_open(&of, "recover", out, force, &err) != 0) {
+        errors_print(&err);
         free(doc);
         return CLI_EXIT_ERROR;
     }
-    size_t off = 0;
-    while (off < dlen) {
-        ssize_t k = write(fd, doc + off, dlen - off);
-        if (k <= 0)
-            break;
-        off += (size_t)k;
-    }
+    fwrite(doc, 1, dlen, of.f);
     free(doc);
-    if (close(fd) != 0 || off < dlen) {
-        fprintf(stderr, "cumemtrace: recover: cannot write '%s': %s (free some space)\n",
-                out, strerror(errno));
-        unlink(out);
+    if (outfile_commit(&of, "recover", &err) != 0) {
+        errors_print(&err);
         return CLI_EXIT_ERROR;
     }
     char why[400];

@@ -27,6 +27,7 @@
 #include "jsonw.h"
 #include "out.h"
 #include "timeline.h"
+#include "outfile.h"
 
 #define TIMELINE_COLS 60 /* cells: leaves room for labels in 80 columns */
 
@@ -415,20 +416,21 @@ int timeline_main(int argc, char **argv)
     } else if (out_path == NULL) {
         rc = timeline_chrome(stdout, in.snaps[0], (unsigned)sites);
     } else {
-        FILE *f = fopen(out_path, "w");
-        if (f == NULL) {
-            struct cli_error err;
-            errors_set(&err, CLI_EWRITE, "timeline: cannot write '%s': %s", out_path,
-                       strerror(errno));
+        struct outfile of;
+        struct cli_error err = {0, ""};
+        if (outfile_open(&of, "timeline", out_path, true, &err) != 0) {
             errors_print(&err);
             cli_inputs_free(&in);
             return CLI_EXIT_ERROR;
         }
-        rc = timeline_chrome(f, in.snaps[0], (unsigned)sites);
-        if (fclose(f) != 0 || rc != 0) {
-            fprintf(stderr, "cumemtrace: timeline: cannot write '%s': %s\n", out_path,
-                    strerror(errno));
-            remove(out_path);
+        rc = timeline_chrome(of.f, in.snaps[0], (unsigned)sites);
+        if (rc != 0) {
+            outfile_abort(&of);
+            errors_set(&err, CLI_EWRITE, "timeline: cannot write '%s': out of memory",
+                       out_path);
+        }
+        if (rc != 0 || outfile_commit(&of, "timeline", &err) != 0) {
+            errors_print(&err);
             cli_inputs_free(&in);
             return CLI_EXIT_ERROR;
         }
