@@ -325,3 +325,20 @@ def test_a_vfork_child_that_execs_writes_nothing(tmp_path):
     [f] = tmp_path.glob("cumemtrace.*.json")
     snap = json.loads(f.read_text())
     assert snap["reason"] == "exit" and device(snap)["current_bytes"] == 0
+
+
+def test_each_image_of_an_exec_chain_numbers_its_snapshot(tmp_path):
+    """Issue 24, item 16: every image of the same pid wrote `.exec.0.json`,
+    so the names became .exec.0.json.1, .2 ... and `report DIR`, which
+    reads *.json, saw 1 of 3."""
+    chain = [str(PROG), "exec"] * 3 + ["/bin/true"]
+    r = traced(chain, tmp_path, {})
+    assert r.returncode == 0, r.stderr
+    pid = int(r.stderr.split("cumemtrace.rt_outputs.")[1].split(".")[0])
+    names = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("cumemtrace."))
+    assert names == [f"cumemtrace.rt_outputs.{pid}.exec.{i}.json" for i in range(3)], names
+    assert [s["reason"] for s in exec_snaps(tmp_path)] == ["exec"] * 3
+    rep = subprocess.run([str(CLI), "report", str(tmp_path)], capture_output=True, text=True,
+                         timeout=60)
+    assert rep.returncode == 0, rep.stderr
+    assert rep.stdout.startswith("cumemtrace report: 1 rank, 3 files\n"), rep.stdout

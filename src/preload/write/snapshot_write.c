@@ -75,6 +75,36 @@ void snapshot_name_release(const char *reason, const char *path)
     pthread_mutex_unlock(&names_lock);
 }
 
+/* Publishes tmp under the first free number of `reason` from `final`'s
+ * on: an earlier image of an exec chain (the same pid, counters from 0
+ * again) may have written .exec.0.json, .oom.0.json... already.  A
+ * pattern that names no number falls back to output_commit's ".N". */
+static int commit_numbered(const char *tmp, const char *reason, char *final, size_t n,
+                           char *actual, size_t len)
+{
+    for (int tries = 0; tries < 1000; tries++) {
+        if (link(tmp, final) == 0) {
+            unlink(tmp);
+            snprintf(actual, len, "%s", final);
+            return 0;
+        }
+        if (errno != EEXIST)
+            break;
+        char next[4096];
+        if (output_expand(output_pattern(), reason, reason_index(reason), next,
+                          sizeof next) != 0 || strcmp(next, final) == 0)
+            break;
+        snprintf(final, n, "%s", next);
+    }
+    if (errno != EEXIST) {
+        int e = errno;
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    return output_commit(tmp, final, false, actual, len);
+}
+
 static int write_guarded(const char *reason, const char *path,
                          const struct oom_info *oom, bool replace,
                          const char *signame, char *out_path, size_t out_len)
@@ -127,7 +157,10 @@ static int write_guarded(const char *reason, const char *path,
                     final, strerror(err), fix);
         return -1;
     }
-    int committed = output_commit(tmp, final, replace, actual, sizeof actual);
+    int committed = path == NULL && !replace
+                        ? commit_numbered(tmp, reason, final, sizeof final, actual,
+                                          sizeof actual)
+                        : output_commit(tmp, final, replace, actual, sizeof actual);
     err = errno;
     if (hold >= 0)
         close(hold);
