@@ -132,3 +132,49 @@ def test_error_messages_escape_the_file_name(tmp_path):
     assert r.returncode != 0
     err = assert_terminal_safe(r.stderr)
     assert "bad\\x1b[2J\\x07.json" in err, err
+
+
+# ---- issue 24, item 22: the lines that say what was written ----
+
+BAD_NAME = "x\x1b[2J\x07\x9b31m"
+STREAM = ROOT / "tests" / "fuzz" / "stream_seeds" / "cut.stream"
+
+
+def test_the_wrote_lines_of_the_cli_escape_the_file_name(tmp_path, files):
+    exit_file = files[0]
+    out = tmp_path / ("out" + BAD_NAME)
+    for args in (["html", "-o", f"{out}.html", exit_file],
+                 ["timeline", "--chrome", f"{out}.trace.json", exit_file],
+                 ["recover", "-o", f"{out}.json", STREAM]):
+        r = run(*args)
+        assert r.returncode == 0, r.stderr
+        assert "wrote" in assert_terminal_safe(r.stderr), r.stderr
+
+
+def test_report_dir_escapes_the_stream_it_recovered_from(tmp_path):
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / f"cumemtrace.{BAD_NAME}.1.stream").write_bytes(STREAM.read_bytes())
+    r = run("report", d)
+    assert r.returncode == 0, r.stderr
+    assert "recovered from a stream" in assert_terminal_safe(r.stderr), r.stderr
+
+
+def test_the_library_and_run_escape_the_exe_name(tmp_path):
+    """The exe's name is in every snapshot's name: the library's `wrote`
+    line and `cumemtrace run`'s list printed it raw."""
+    sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+    from conftest import PROGS, base_env, run_env
+    exe = tmp_path / ("rt" + BAD_NAME)
+    exe.write_bytes((PROGS / "rt_workload").read_bytes())
+    exe.chmod(0o755)
+    r = subprocess.run([str(exe), "basic"], cwd=tmp_path, env=base_env(),
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "wrote" in assert_terminal_safe(r.stderr)
+    d = tmp_path / "viarun"
+    d.mkdir()
+    r = subprocess.run([str(CLI), "run", "--", str(exe), "basic"], cwd=d, env=run_env(),
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "snapshot written" in assert_terminal_safe(r.stderr)

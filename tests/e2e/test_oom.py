@@ -106,6 +106,16 @@ def test_recovered_chain_is_quiet_by_default(run):
             "post-mortem kept; CUMEMTRACE_OOM_DUMPS=all keeps them)") in r.stderr
 
 
+def test_the_recovered_line_honours_the_log_level(run):
+    """Issue 24, item 20: log_msg(LOG_INFO, "recovered: ...") printed
+    whatever CUMEMTRACE_LOG said; "error" keeps only errors."""
+    r = run(["rt_oom", "recover"], env=dict(CARD, CUMEMTRACE_LOG="error"))
+    assert r.stdout == "recovered\n"
+    assert r.stderr == "", r.stderr
+    r = run(["rt_oom", "recover"], env=dict(CARD, CUMEMTRACE_LOG="warn"))
+    assert "cumemtrace: recovered: " in r.stderr and "cumemtrace: wrote " in r.stderr
+
+
 def test_failed_chain_prints_once_at_its_end_and_keeps_its_file(run):
     r = run(["rt_oom", "fail"], env=CARD, check=False)
     assert len(ooms(r)) == 1

@@ -55,6 +55,19 @@ int errors_set(struct cli_error *err, int code, const char *fmt, ...)
     return code;
 }
 
+void errors_line(const char *prefix, const char *fmt, ...)
+{
+    char text[2048], out[ESC_ROOM(sizeof text)];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        text[0] = '\0';
+    esc_text(text, out);
+    fprintf(stderr, "%s%s\n", prefix, out);
+}
+
 void errors_print(const struct cli_error *err)
 {
     const char *hint = errors_hint(err->code);

@@ -58,6 +58,13 @@ int errors_set(struct cli_error *err, int code, const char *fmt, ...)
  * mode (st_mode) that is not a regular file's, for messages. */
 const char *errors_file_kind(unsigned mode);
 
+/* Prints prefix and the formatted line on stderr, the line escaped (esc.h:
+ * it quotes file names and recorded strings) - the notes that are not
+ * errors ("cumemtrace: wrote x.html", run's list of files).  Lines longer
+ * than 2 KiB are cut. */
+void errors_line(const char *prefix, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* Prints "cumemtrace: <msg> (<hint>)" on one line to stderr. */
 void errors_print(const struct cli_error *err);
 

@@ -211,7 +211,7 @@ int snapshot_read_file(struct snapctx *ctx, const char *path,
         if (rc != 0)
             return rc;
         stream_staleness(&info, why, sizeof why);
-        fprintf(stderr, "cumemtrace: %s: recovered from a stream: %s\n", path, why);
+        errors_line("cumemtrace: ", "%s: recovered from a stream: %s", path, why);
         in.buf = buf = doc; /* malloc'd: input_free frees it */
         len = dlen;
         mapped = false;

@@ -48,6 +48,6 @@ int html_main(int argc, char **argv)
     if (rc != 0)
         return CLI_EXIT_ERROR;
     if (strcmp(outp, "-") != 0)
-        fprintf(stderr, "cumemtrace: wrote %s (open it in a browser)\n", outp);
+        errors_line("cumemtrace: ", "wrote %s (open it in a browser)", outp);
     return CLI_EXIT_OK;
 }

@@ -111,6 +111,6 @@ int recover_main(int argc, char **argv)
     }
     char why[400];
     stream_staleness(&info, why, sizeof why);
-    fprintf(stderr, "cumemtrace: wrote %s: %s\n", out, why);
+    errors_line("cumemtrace: ", "wrote %s: %s", out, why);
     return CLI_EXIT_OK;
 }

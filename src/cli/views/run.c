@@ -303,9 +303,9 @@ static void print_manifest(const char *path, const char *header)
         if (colon != NULL)
             *colon = ' ';
         if (m->pid >= 0)
-            fprintf(stderr, "  %s  (%s, pid %ld)\n", m->path, m->tag, m->pid);
+            errors_line("  ", "%s  (%s, pid %ld)", m->path, m->tag, m->pid);
         else
-            fprintf(stderr, "  %s\n", m->path);
+            errors_line("  ", "%s", m->path);
     }
     /* Processes that used CUDA and wrote nothing at their end. */
     for (size_t i = 0; i < n; i++) {
@@ -322,13 +322,13 @@ static void print_manifest(const char *path, const char *header)
                 stream = lines[k].path;
         }
         if (stream != NULL)
-            fprintf(stderr, "  %s  (stream, pid %ld %s ended without a snapshot: read it "
-                            "with cumemtrace report, or cumemtrace recover it)\n",
-                    stream, m->pid, m->path);
+            errors_line("  ", "%s  (stream, pid %ld %s ended without a snapshot: read it "
+                              "with cumemtrace report, or cumemtrace recover it)",
+                        stream, m->pid, m->path);
         else if (!wrote)
-            fprintf(stderr, "cumemtrace: pid %ld (%s) used CUDA but wrote no snapshot: it "
-                            "ended without exiting (SIGKILL, _exit); leave CUMEMTRACE_STREAM "
-                            "on to keep a record of such ends\n", m->pid, m->path);
+            errors_line("cumemtrace: ", "pid %ld (%s) used CUDA but wrote no snapshot: it "
+                        "ended without exiting (SIGKILL, _exit); leave CUMEMTRACE_STREAM "
+                        "on to keep a record of such ends", m->pid, m->path);
     }
     for (size_t i = 0; i < n; i++)
         free(lines[i].line);

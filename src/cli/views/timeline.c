@@ -434,7 +434,7 @@ int timeline_main(int argc, char **argv)
             cli_inputs_free(&in);
             return CLI_EXIT_ERROR;
         }
-        fprintf(stderr, "cumemtrace: wrote %s (open it in ui.perfetto.dev)\n", out_path);
+        errors_line("cumemtrace: ", "wrote %s (open it in ui.perfetto.dev)", out_path);
     }
     cli_inputs_free(&in);
     if (rc != 0)

@@ -2,26 +2,35 @@
 #include "log.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "esc.h"
+
 enum log_level log_threshold = LOG_WARN;
 
 void log_msg(enum log_level level, const char *fmt, ...)
 {
-    static const char *const tags[] = {"error: ", "warning: ", "", "debug: "};
-    char buf[1024];
+    static const char *const tags[] = {"error: ", "warning: ", "", "debug: ", ""};
+    bool shown = level == LOG_NOTE ? log_threshold >= LOG_WARN : level <= log_threshold;
+    if (!shown)
+        return;
+    char text[1024];
+    /* paths and names in it (an exe's, a file's) may hold escape sequences:
+     * they reach the terminal as \xNN (esc.h) */
+    char buf[ESC_ROOM(sizeof text) + 32];
     int saved = errno; /* the host must never see our errno */
-    int n = snprintf(buf, sizeof buf, "cumemtrace: %s", tags[level]);
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+    int m = vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-    if (len > sizeof buf - 2)
-        len = sizeof buf - 2;
+    if (m < 0)
+        text[0] = '\0';
+    int n = snprintf(buf, sizeof buf, "cumemtrace: %s", tags[level]);
+    size_t len = (size_t)n + esc_text(text, buf + n);
     buf[len++] = '\n';
     ssize_t w = write(STDERR_FILENO, buf, len);
     (void)w;

@@ -5,12 +5,17 @@
 
 #include <stddef.h>
 
-enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
+/* LOG_NOTE: what the user asked for happened (a file written, a retry
+ * recovered), untagged: shown unless CUMEMTRACE_LOG=error.  The others
+ * are shown at their level and below. */
+enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG, LOG_NOTE };
 
 extern enum log_level log_threshold;
 
-/* Formats and writes one line with a single write(2): no stdio locks, safe in
- * any hook.  Messages longer than 1 KiB are truncated. */
+/* Formats and writes one line with a single write(2), if `level` is shown:
+ * no stdio locks, safe in any hook.  Messages longer than 1 KiB are
+ * truncated; control characters and the like in them are written as \xNN
+ * (esc.h). */
 void log_msg(enum log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -264,7 +264,7 @@ static void close_chain(bool recovered, int64_t now)
     }
     if (recovered && o->reported) {
         char req[32], rel[32];
-        log_msg(LOG_INFO, "recovered: %s of %s succeeded on attempt %u after "
+        log_msg(LOG_NOTE, "recovered: %s of %s succeeded on attempt %u after "
                           "the application released %s%s",
                 resolve_name(o->slot),
                 units_format_bytes(o->requested, req, sizeof req),

@@ -23,10 +23,10 @@ static void announce(const char *path, const struct serialise_said *said)
 {
     char b[32];
     if (said->peak_device >= 0)
-        log_msg(LOG_INFO, "wrote %s (peak %s on GPU %d)", path,
+        log_msg(LOG_NOTE, "wrote %s (peak %s on GPU %d)", path,
                 units_format_bytes(said->peak_bytes, b, sizeof b), said->peak_device);
     else
-        log_msg(LOG_INFO, "wrote %s", path);
+        log_msg(LOG_NOTE, "wrote %s", path);
 }
 
 static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -1,4 +1,5 @@
-/* esc.h - recorded strings made harmless for a terminal.
+/* esc.h - recorded strings made harmless for a terminal (the CLI's text
+ * views and the library's messages, log.c).
  *
  * Executable names, command lines, file names and symbols come from the
  * traced process or from whoever wrote the file: printed raw, an ESC, CR,
