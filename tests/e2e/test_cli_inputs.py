@@ -96,3 +96,49 @@ def test_a_stream_record_larger_than_the_file_is_refused(tmp_path):
         assert r.returncode != 0
         assert len(r.stderr.splitlines()) == 1, r.stderr
         assert "no complete checkpoint" in r.stderr, r.stderr
+
+
+def test_a_stream_whose_checkpoint_is_unreadable_gets_one_line(tmp_path):
+    """Issue 24, item 23: "recovered from a stream" was printed before the
+    checkpoint was read, so its error made two lines."""
+    seed = ROOT / "tests" / "fuzz" / "stream_seeds" / "cut.stream"
+    data, out, off = seed.read_bytes(), bytearray(), 8
+    out += data[:8]
+    while off + 16 <= len(data):
+        magic, n, crc, kind = struct.unpack_from("<IIIB", data, off)
+        if off + 16 + n > len(data):
+            break
+        payload = data[off + 16:off + 16 + n]
+        if kind == ord("C"):
+            payload = payload.replace(b'"version":1', b'"version":99', 1)
+        out += record(chr(kind), payload)
+        off += 16 + n
+    p = tmp_path / "cumemtrace.x.1.stream"
+    p.write_bytes(bytes(out))
+    r = cli("report", p)
+    assert r.returncode != 0
+    assert len(r.stderr.splitlines()) == 1, r.stderr
+    assert "version 99" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("where", ["top", "group"])
+def test_duplicate_keys_are_refused(tmp_path, where):
+    """Issue 24, item 23: "devices":[...],"devices":[] read as one array
+    of both (device 0 reported) where Python's json keeps the last (none)."""
+    text = (INPUTS / "exit_train.json").read_text()
+    if where == "top":
+        bad = text.replace('"devices":', '"devices": [], "devices":', 1)
+        assert bad != text
+        key = "devices"
+    else:
+        doc = json.loads(text)
+        i = text.index('"bytes":', text.index('"live":'))
+        bad = text[:i] + '"bytes": 1, ' + text[i:]
+        key = "bytes"
+        assert doc  # the file itself is fine
+    p = tmp_path / "dup.json"
+    p.write_text(bad)
+    r = cli("report", p)
+    assert r.returncode != 0, r.stdout[-500:]
+    assert len(r.stderr.splitlines()) == 1, r.stderr
+    assert key in r.stderr and "given twice" in r.stderr, r.stderr

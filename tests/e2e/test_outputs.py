@@ -205,6 +205,34 @@ def test_a_fifo_as_output_file_is_refused_with_one_warning(tmp_path):
     assert len(list(tmp_path.glob("cumemtrace.rt_outputs.*.json"))) == 1
 
 
+def test_dev_null_as_output_sends_snapshots_to_the_current_directory(tmp_path):
+    """Issue 24, item 23: CUMEMTRACE_OUTPUT=/dev/null wrote into /dev/."""
+    before = set(os.listdir("/dev"))
+    r = traced([PROG, "many", "10"], tmp_path, {"CUMEMTRACE_OUTPUT": "/dev/null"})
+    assert r.returncode == 0, r.stderr
+    assert [n for n in set(os.listdir("/dev")) - before if "cumemtrace" in n] == []
+    assert f"snapshots go to {tmp_path}/ under their default names" in r.stderr, r.stderr
+    assert len(list(tmp_path.glob("cumemtrace.rt_outputs.*.json"))) == 1
+
+
+def test_a_host_name_cannot_lead_the_file_out_of_its_directory(tmp_path):
+    """Issue 24, item 23: %h expanded a host named ../../escaped verbatim."""
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "-u", "true"], capture_output=True).returncode != 0:
+        pytest.skip("unshare -u (a UTS namespace of our own) is not available")
+    d = tmp_path / "a" / "b"
+    d.mkdir(parents=True)
+    r = subprocess.run(["unshare", "-u", "sh", "-c", 'printf %s ../../escaped > /proc/sys/kernel/hostname && exec "$@"',
+                        "sh", str(PROG), "many", "10"], cwd=d,
+                       env=base_env({"CUMEMTRACE_OUTPUT": "%h.%p.json"}),
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert list(tmp_path.glob("escaped*")) == [], list(tmp_path.iterdir())
+    [f] = list(d.glob("*.json"))
+    assert f.name.startswith(".._.._escaped."), f.name
+    assert json.loads(f.read_text())["process"]["host"] == "../../escaped"
+
+
 # ---- item 20: warnings that say the right thing, once, where CUDA is used ----
 
 def test_config_warnings_come_only_from_processes_that_touch_cuda(tmp_path):

@@ -232,9 +232,11 @@ int reader_object(struct reader *r, void *obj, const struct field *fields,
         return reader_bad_value(r, rc, "an object");
     const char *key;
     size_t keylen;
+    uint64_t seen = 0; /* fields read, for the first 64 of the table */
     while ((rc = json_next_key(&r->c, &key, &keylen)) == 1) {
         const struct field *f = NULL;
-        for (size_t i = 0; i < nfields; i++) {
+        size_t i = 0;
+        for (; i < nfields; i++) {
             if (reader_key_is(key, keylen, fields[i].name)) {
                 f = &fields[i];
                 break;
@@ -246,6 +248,13 @@ int reader_object(struct reader *r, void *obj, const struct field *fields,
             continue;
         }
         reader_push_key(r, f->name);
+        /* JSON leaves a repeated key to the reader (Python's json keeps the
+         * last, we appended arrays): a file that says two things is refused */
+        if (i < 64 && (seen & (UINT64_C(1) << i)))
+            return reader_invalid(r, "is given twice in one object (a duplicate key: "
+                                     "each JSON reader would read another value)");
+        if (i < 64)
+            seen |= UINT64_C(1) << i;
         rc = reader_field(r, obj, f);
         reader_pop(r);
         if (rc != 0)

@@ -211,13 +211,15 @@ int snapshot_read_file(struct snapctx *ctx, const char *path,
         if (rc != 0)
             return rc;
         stream_staleness(&info, why, sizeof why);
-        errors_line("cumemtrace: ", "%s: recovered from a stream: %s", path, why);
         in.buf = buf = doc; /* malloc'd: input_free frees it */
         len = dlen;
         mapped = false;
     }
     rc = read_doc(ctx, path, buf, len, mapped, out, err);
     input_free(&in);
+    /* after the document read: a broken one gets its one error line only */
+    if (rc == 0 && why[0] != '\0')
+        errors_line("cumemtrace: ", "%s: recovered from a stream: %s", path, why);
     /* kept for views that cannot print to stderr (the HTML page) */
     if (rc == 0 && why[0] != '\0' &&
         (out->recovered = arena_strndup(&ctx->arena, why, strlen(why))) == NULL)

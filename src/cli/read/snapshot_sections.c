@@ -68,9 +68,15 @@ static int rd_group(struct reader *r, void *obj, size_t i)
         return reader_bad_value(r, rc, "an object");
     const char *key;
     size_t klen;
+    uint64_t seen = 0; /* bit j: group_fields[j]; the top bit: kind */
+    _Static_assert(NFIELDS(group_fields) < 63, "seen holds the group's fields");
     while ((rc = json_next_key(&r->c, &key, &klen)) == 1) {
         if (reader_key_is(key, klen, "kind")) {
             reader_push_key(r, "kind");
+            if (seen & (UINT64_C(1) << 63))
+                return reader_invalid(r, "is given twice in one object (a duplicate "
+                                         "key: each JSON reader would read another value)");
+            seen |= UINT64_C(1) << 63;
             rc = rd_kind(r, &e->kind);
             reader_pop(r);
             if (rc != 0)
@@ -78,15 +84,22 @@ static int rd_group(struct reader *r, void *obj, size_t i)
             continue;
         }
         const struct field *f = NULL;
-        for (size_t j = 0; j < NFIELDS(group_fields); j++)
-            if (reader_key_is(key, klen, group_fields[j].name))
+        size_t j = 0;
+        for (; j < NFIELDS(group_fields); j++)
+            if (reader_key_is(key, klen, group_fields[j].name)) {
                 f = &group_fields[j];
+                break;
+            }
         if (f == NULL) {
             if (json_skip(&r->c) != JSON_OK)
                 return reader_json_failed(r);
             continue;
         }
         reader_push_key(r, f->name);
+        if (seen & (UINT64_C(1) << j))
+            return reader_invalid(r, "is given twice in one object (a duplicate key: "
+                                     "each JSON reader would read another value)");
+        seen |= UINT64_C(1) << j;
         rc = reader_field(r, e, f);
         reader_pop(r);
         if (rc != 0)

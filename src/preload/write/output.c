@@ -131,6 +131,22 @@ static int append(char *out, size_t len, size_t *pos, const char *s)
     return 0;
 }
 
+/* A name from outside (the exe's, the host's) as one file-name component:
+ * '/' becomes '_', and so do "." and "..", so "%h" of a host named
+ * "../../x" cannot put the file two directories up. */
+static const char *component(const char *s, char *buf, size_t n)
+{
+    if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+        return "_";
+    if (strchr(s, '/') == NULL)
+        return s;
+    snprintf(buf, n, "%s", s);
+    for (char *p = buf; *p; p++)
+        if (*p == '/')
+            *p = '_';
+    return buf;
+}
+
 /* True when a pattern names a directory: the default, a trailing '/', or
  * an existing directory. */
 static bool names_dir(const char *pattern)
@@ -159,6 +175,8 @@ int output_expand(const char *pattern, const char *reason, unsigned seq,
 
     size_t pos = 0;
     out[0] = '\0';
+    char name[sizeof output_process.exe > sizeof output_process.host
+                  ? sizeof output_process.exe : sizeof output_process.host];
     for (const char *p = pattern; *p; p++) {
         char tmp[64];
         const char *piece = tmp;
@@ -168,8 +186,8 @@ int output_expand(const char *pattern, const char *reason, unsigned seq,
         } else {
             switch (*++p) {
             case 'p': snprintf(tmp, sizeof tmp, "%d", (int)getpid()); break;
-            case 'e': piece = output_process.exe; break;
-            case 'h': piece = output_process.host; break;
+            case 'e': piece = component(output_process.exe, name, sizeof name); break;
+            case 'h': piece = component(output_process.host, name, sizeof name); break;
             case 'r':
                 if (output_process.rank >= 0)
                     snprintf(tmp, sizeof tmp, "%d", output_process.rank);
@@ -424,14 +442,10 @@ void output_prepare(void)
     const char *to;
     int err;
     if (stat(final, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
-        /* a FIFO would block whoever opens it, a device is not a file */
-        if (probe_dir(dir) == 0 &&
-            snprintf(fallback, sizeof fallback, "%s/", dir) < (int)sizeof fallback) {
-            __atomic_store_n(&pattern_in_use, fallback, __ATOMIC_RELEASE);
-            to = dir;
-        } else {
-            to = fall_back(dir, "", cwd, sizeof cwd);
-        }
+        /* a FIFO would block whoever opens it, a device is not a file; and
+         * its directory is no choice of the user's (/dev for /dev/null):
+         * the documented fallbacks, the current directory first */
+        to = fall_back("", "", cwd, sizeof cwd);
         log_msg(LOG_WARN, "CUMEMTRACE_OUTPUT names '%s', which is not a regular file; "
                           "snapshots go to %s/ under their default names instead (set "
                           "CUMEMTRACE_OUTPUT to a directory or a file name)",
