@@ -193,6 +193,18 @@ def test_created_context_destroy_frees_only_its_memory(run):
     assert snap["ooms"]["count"] == 0
 
 
+def test_more_contexts_than_the_tracker_numbers_free_their_memory(run):
+    """Issue 24, item 21: past 958 created contexts alive at once, the
+    later ones' memory outlived their destroy (484 MiB counted as held)
+    and CUMEMTRACE_LIMIT refused what the bare run grants."""
+    r = run(["drv_workload", "many_contexts"], env={"CUMEMTRACE_LIMIT": "2500MiB"})
+    snap = r.only("exit")
+    k = device(snap)["by_kind"]["device"]
+    assert (k["current_bytes"], k["frees"]) == (2400 * MiB, 1200), k
+    assert snap["host_pinned"]["current_bytes"] == 0, snap["host_pinned"]
+    assert snap["ooms"]["count"] == 0
+
+
 # ---- fault siblings: the simulated device fails a chosen call ----
 
 def test_failed_free_keeps_the_allocation_live(run):

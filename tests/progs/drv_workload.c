@@ -158,6 +158,32 @@ static int created(void)
     return 0;
 }
 
+/* More created contexts alive at once than the tracker numbers (958): 1200
+ * contexts with 2 MiB of device memory and 1 MiB pinned in each, all
+ * destroyed; then 2400 MiB, which CUMEMTRACE_LIMIT=2500MiB grants only if
+ * every destroyed context's memory was seen freed. */
+static int many_contexts(void)
+{
+    enum { N = 1200 };
+    static CUcontext c[N];
+    CUdeviceptr d;
+    void *h;
+    CUcontext primary;
+    context(0);
+    CHECK(cuCtxGetCurrent(&primary), CUDA_SUCCESS);
+    for (int i = 0; i < N; i++) {
+        CHECK(cuCtxCreate_v2(&c[i], 0, 0), CUDA_SUCCESS);
+        CHECK(cuMemAlloc_v2(&d, 2 * MiB), CUDA_SUCCESS);
+        CHECK(cuMemAllocHost_v2(&h, MiB), CUDA_SUCCESS);
+    }
+    for (int i = 0; i < N; i++)
+        CHECK(cuCtxDestroy_v2(c[i]), CUDA_SUCCESS);
+    CHECK(cuCtxSetCurrent(primary), CUDA_SUCCESS);
+    CHECK(cuMemAlloc_v2(&d, 2400 * MiB), CUDA_SUCCESS);
+    /* live at exit: d (2400 MiB) */
+    return 0;
+}
+
 /* NVIDIA's runtime releases its primary contexts from an atexit handler it
  * registers at initialisation: the memory still held then is a leak, and
  * the exit snapshot must show it live, not freed by the teardown. */
@@ -186,6 +212,8 @@ int main(int argc, char **argv)
         return release();
     if (strcmp(s, "reset") == 0)
         return reset();
+    if (strcmp(s, "many_contexts") == 0)
+        return many_contexts();
     if (strcmp(s, "created") == 0)
         return created();
     if (strcmp(s, "exit_teardown") == 0)

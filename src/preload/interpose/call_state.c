@@ -262,6 +262,8 @@ static inline __attribute__((always_inline)) void alloc_done(unsigned slot, enum
         void *frames[RECORD_MAX_DEPTH];
         unsigned n = capture_frames(frames, frame);
         record_alloc_at(&a, slot, frames, n, clock_now_ns());
+        if (__builtin_expect(a.ctx == RECORD_CONTEXT_OVERFLOW, 0))
+            hooks_context_allocated(addr); /* after: its time bounds the entry's */
         if (__builtin_expect(__atomic_load_n(&python_mode, __ATOMIC_RELAXED) == PYTHON_ON, 0))
             python_arm_torch_layer();
     }

@@ -157,6 +157,9 @@ static inline unsigned hooks_context_owner_fast(void)
         return 0;
     return hooks_context_owner();
 }
+/* After an allocation whose owner was RECORD_CONTEXT_OVERFLOW: notes its
+ * address under the context hooks_context_owner found (hooks_context_owner.c). */
+void hooks_context_allocated(uintptr_t addr);
 /* fork(): the child owns none of the parent's contexts (and no lock). */
 void hooks_context_atfork_child(void);
 /* The table behind hooks_context_owner (hooks_context_owner.c), for the
@@ -167,6 +170,10 @@ void hooks_context_add(CUcontext ctx, int device);
 unsigned hooks_context_find(CUcontext ctx, int *device);
 void hooks_context_remove(unsigned n);
 bool hooks_context_exiting(void);
+/* A context past the numbered ones (hooks_context_find said
+ * RECORD_CONTEXT_OVERFLOW): takes it out of the table and hands over what
+ * was allocated in it (*v, malloc'd, *n entries; the caller frees it). */
+void hooks_context_remove_overflow(CUcontext ctx, struct record_owned **v, size_t *n);
 
 /* What the calling thread is doing, for telling a nested call from a signal
  * handler's new one (call_state.c, "Signal handlers"). */

@@ -33,14 +33,17 @@
  * after it, whether the primary context is still active; a retain by another
  * thread in between hides it, and the memory stays counted until it is freed
  * or the context is reset.  Beyond RECORD_MAX_CONTEXTS live created contexts
- * the further ones are not numbered: their memory is not forgotten at their
- * destroy.  The pre-3.2 cuCtxCreate/cuCtxDestroy ABI is not wrapped.
+ * the further ones share one owner, and their destroy forgets their memory
+ * by address (hooks_context_owner.c).  The pre-3.2 cuCtxCreate/cuCtxDestroy
+ * ABI is not wrapped.
  */
 #include "hooks.h"
 
 #include "clock.h"
 #include "log.h"
 #include "units.h"
+
+#include <stdlib.h>
 
 #define NO_DRIVER CUDA_ERROR_NOT_INITIALIZED
 #define NO_RUNTIME cudaErrorInsufficientDriver
@@ -100,7 +103,14 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
     if (hook_enter() && r == CUDA_SUCCESS && ctx != NULL) {
         int dev = 0;
         unsigned n = hooks_context_find(ctx, &dev);
-        if (n != 0) {
+        if (n == RECORD_CONTEXT_OVERFLOW) {
+            struct record_owned *v;
+            size_t nv;
+            hooks_context_remove_overflow(ctx, &v, &nv);
+            if (!hooks_context_exiting())
+                record_drop_entries(v, nv, clock_now_ns());
+            free(v);
+        } else if (n != 0) {
             /* forget its memory before the number can be handed out again */
             destroyed(dev, n, "cuCtxDestroy");
             hooks_context_remove(n);

@@ -8,8 +8,11 @@
  * contexts) pay nothing: owner 0 means "the primary context of its
  * device".  Created contexts get a number from `created` below, and while
  * any is alive each allocation asks the driver for the current context.
- * Beyond RECORD_MAX_CONTEXTS live created contexts the further ones are not
- * numbered.
+ * Beyond RECORD_MAX_CONTEXTS live created contexts (the owner has 10 bits
+ * in a live entry) the further ones share the owner RECORD_CONTEXT_OVERFLOW,
+ * and each keeps the addresses of what was allocated in it (`overflow`
+ * below: a list per context, freed entries included until its destroy), so
+ * that its destroy forgets its memory by address (record_drop_entries).
  *
  * Exit: after the first allocation (the runtime is initialised by then) an
  * atexit handler of ours is registered, which therefore runs before the
@@ -17,6 +20,8 @@
  * forgets nothing (hooks_context_exiting, hooks_context.c's top).
  */
 #include "hooks.h"
+
+#include "clock.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -39,6 +44,25 @@ static struct {
 static pthread_mutex_t created_lock = PTHREAD_MUTEX_INITIALIZER;
 static int ncreated; /* live created contexts; atomic reads on the hot path */
 int hooks_context_plain; /* exit guard armed and ncreated == 0 (hooks.h) */
+
+/* Created contexts past the numbered ones, under created_lock. */
+static struct overflow {
+    CUcontext ctx;
+    int device;
+    struct record_owned *v; /* what was allocated in it */
+    size_t n, cap;
+} *overflow;
+static size_t noverflow, overflow_cap;
+/* The overflow context hooks_context_owner last found current here. */
+static __thread CUcontext owner_ctx __attribute__((tls_model("initial-exec")));
+
+static struct overflow *overflow_find(CUcontext ctx)
+{
+    for (size_t i = 0; i < noverflow; i++)
+        if (overflow[i].ctx == ctx)
+            return &overflow[i];
+    return NULL;
+}
 
 /* After the exit guard is armed or ncreated changed (under created_lock,
  * or once, from the first allocation). */
@@ -75,6 +99,20 @@ void hooks_context_add(CUcontext ctx, int device)
     if (n != 0) {
         created[n - 1].ctx = ctx;
         created[n - 1].device = device;
+    } else if (overflow_find(ctx) == NULL) { /* every number is taken */
+        if (noverflow == overflow_cap) {
+            size_t cap = overflow_cap ? overflow_cap * 2 : 16;
+            struct overflow *v = realloc(overflow, cap * sizeof *v);
+            if (v != NULL) {
+                overflow = v;
+                overflow_cap = cap;
+            }
+        }
+        if (noverflow < overflow_cap) {
+            overflow[noverflow++] = (struct overflow){ctx, device, NULL, 0, 0};
+            __atomic_add_fetch(&ncreated, 1, __ATOMIC_RELAXED);
+            update_plain();
+        }
     }
     pthread_mutex_unlock(&created_lock);
 }
@@ -83,10 +121,47 @@ unsigned hooks_context_find(CUcontext ctx, int *device)
 {
     pthread_mutex_lock(&created_lock);
     unsigned n = created_find(ctx);
+    struct overflow *o = n == 0 ? overflow_find(ctx) : NULL;
     if (n != 0)
         *device = created[n - 1].device;
+    else if (o != NULL)
+        *device = o->device, n = RECORD_CONTEXT_OVERFLOW;
     pthread_mutex_unlock(&created_lock);
     return n;
+}
+
+void hooks_context_remove_overflow(CUcontext ctx, struct record_owned **v, size_t *n)
+{
+    *v = NULL;
+    *n = 0;
+    pthread_mutex_lock(&created_lock);
+    struct overflow *o = overflow_find(ctx);
+    if (o != NULL) {
+        *v = o->v;
+        *n = o->n;
+        *o = overflow[--noverflow];
+        __atomic_sub_fetch(&ncreated, 1, __ATOMIC_RELAXED);
+        update_plain();
+    }
+    pthread_mutex_unlock(&created_lock);
+}
+
+void hooks_context_allocated(uintptr_t addr)
+{
+    struct record_owned rec = {addr, clock_now_ns()};
+    pthread_mutex_lock(&created_lock);
+    struct overflow *c = overflow_find(owner_ctx);
+    if (c != NULL && c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 16;
+        struct record_owned *v = realloc(c->v, cap * sizeof *v);
+        if (v != NULL) {
+            c->v = v;
+            c->cap = cap;
+        }
+    }
+    if (c != NULL && c->n < c->cap)
+        c->v[c->n++] = rec; /* without memory for it: it stays counted */
+    pthread_mutex_unlock(&created_lock);
 }
 
 void hooks_context_remove(unsigned n)
@@ -115,12 +190,19 @@ unsigned hooks_context_owner(void)
         return 0;
     pthread_mutex_lock(&created_lock);
     unsigned n = created_find(ctx);
+    if (n == 0 && overflow_find(ctx) != NULL) {
+        owner_ctx = ctx;
+        n = RECORD_CONTEXT_OVERFLOW;
+    }
     pthread_mutex_unlock(&created_lock);
     return n;
 }
 
 void hooks_context_atfork_child(void)
 {
+    for (size_t i = 0; i < noverflow; i++)
+        free(overflow[i].v);
+    noverflow = 0;
     memset(created, 0, sizeof created);
     ncreated = 0;
     pthread_mutex_init(&created_lock, NULL);

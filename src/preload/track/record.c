@@ -123,13 +123,13 @@ void record_lock_wake(int *m)
 /* Owners: 0 none known (never dropped), 1 + d the primary context of
  * device d, OWNER_CREATED + n created context n. */
 #define OWNER_CREATED (1 + RECORD_MAX_DEVICES - 1)
-_Static_assert(OWNER_CREATED + RECORD_MAX_CONTEXTS < 1u << (32 - TID_BITS),
+_Static_assert(OWNER_CREATED + RECORD_CONTEXT_OVERFLOW < 1u << (32 - TID_BITS),
                "owner is 10 bits");
 
 static unsigned owner_of(int device, unsigned ctx)
 {
     if (ctx != 0)
-        return ctx <= RECORD_MAX_CONTEXTS ? OWNER_CREATED + ctx : 0;
+        return ctx <= RECORD_CONTEXT_OVERFLOW ? OWNER_CREATED + ctx : 0;
     return device >= 0 && device < RECORD_MAX_DEVICES ? 1u + (unsigned)device : 0;
 }
 
@@ -627,6 +627,24 @@ uint64_t record_drop_context(int device, unsigned ctx, int64_t now)
         }
         bytes += entry_size(e);
         forget_locked(t, &t->slots[i], now); /* slot i may now hold another */
+    }
+    record_lock_drop(&record_lock);
+    return bytes;
+}
+
+uint64_t record_drop_entries(const struct record_owned *v, size_t n, int64_t now)
+{
+    unsigned owner = owner_of(0, RECORD_CONTEXT_OVERFLOW);
+    uint64_t bytes = 0;
+    record_lock_take(&record_lock);
+    for (size_t i = 0; i < n; i++) {
+        struct table_slot *slot = table_find(&record_live_table, v[i].addr);
+        struct live *e = slot ? slot->e : NULL;
+        if (e == NULL || entry_owner(e) != owner || e->t_ns > v[i].t_upper ||
+            site_of(e)->s.kind == KIND_ASYNC || site_of(e)->s.kind == KIND_VMM)
+            continue;
+        bytes += entry_size(e);
+        forget_locked(&record_live_table, slot, now);
     }
     record_lock_drop(&record_lock);
     return bytes;

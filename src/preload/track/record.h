@@ -99,9 +99,11 @@ struct record_alloc {
     uint32_t phase;      /* the allocating thread's phase (phases.h), 0 none */
 };
 
-/* Created contexts (cuCtxCreate) the tracker tells apart; allocations of a
- * later one are owned by no context we can name and outlive its destroy. */
+/* Created contexts (cuCtxCreate) the tracker numbers, alive at once; the
+ * allocations of any further one are owned by RECORD_CONTEXT_OVERFLOW, and
+ * its destroy names them by address (record_drop_entries). */
 #define RECORD_MAX_CONTEXTS 958
+#define RECORD_CONTEXT_OVERFLOW (RECORD_MAX_CONTEXTS + 1)
 
 /* Snapshot of the process-wide counters. */
 struct record_counters {
@@ -171,6 +173,18 @@ uint32_t record_token_stack(const void *token);
  * Stream-ordered (pool) and VMM memory belong to no context (NVIDIA's
  * cuCtxDestroy documentation) and stay.  Returns the bytes forgotten. */
 uint64_t record_drop_context(int device, unsigned ctx, int64_t now_ns);
+
+/* An allocation made in a context past the numbered ones: its address, and
+ * a time read after it was recorded (a later allocation at the same
+ * address, made after a free, is newer). */
+struct record_owned {
+    uintptr_t addr;
+    int64_t t_upper;
+};
+/* The driver destroyed such a context: forgets each of v[0..n) still live,
+ * owned by RECORD_CONTEXT_OVERFLOW and recorded no later than its t_upper
+ * (not async or VMM memory), as frees at now_ns.  Returns the bytes. */
+uint64_t record_drop_entries(const struct record_owned *v, size_t n, int64_t now_ns);
 
 /* Counts an allocation or free passed through untracked because it came
  * from a signal handler that interrupted this library on the same thread.
