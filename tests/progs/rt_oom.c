@@ -218,6 +218,45 @@ static int short_by(int mib)
     return 0;
 }
 
+/* Retry chains that recover, as a caching allocator makes them: `live`
+ * small allocations and a 120 MiB reserve; then `n` times a 100 MiB request
+ * fails, the reserve is freed, the retry succeeds, and both go back.
+ * Prints the first chain's time and the others' total.  Then
+ * RECOVER_LOOP_END=fail: a 1 GiB request fails twice (a chain that gives
+ * up); =once: a 1 GiB request fails once, and the process exits. */
+static int recover_loop(int live, int n)
+{
+    void *p, *reserve;
+    for (int i = 0; i < live; i++)
+        CHECK(cudaMalloc(&p, 512), cudaSuccess);
+    CHECK(cudaMalloc(&reserve, 120 * MiB), cudaSuccess);
+    int64_t first = 0, rest = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t t0 = now_ns();
+        CHECK(cudaMalloc(&p, 100 * MiB), cudaErrorMemoryAllocation);
+        (void)cudaGetLastError();
+        CHECK(cudaFree(reserve), cudaSuccess);
+        CHECK(cudaMalloc(&p, 100 * MiB), cudaSuccess);
+        int64_t t = now_ns() - t0;
+        CHECK(cudaFree(p), cudaSuccess);
+        CHECK(cudaMalloc(&reserve, 120 * MiB), cudaSuccess);
+        if (i == 0)
+            first = t;
+        else
+            rest += t;
+    }
+    printf("first_ns %lld rest_ns %lld\n", (long long)first, (long long)rest);
+    const char *end = getenv("RECOVER_LOOP_END");
+    if (end != NULL) {
+        CHECK(cudaMalloc(&p, 1024 * MiB), cudaErrorMemoryAllocation);
+        if (strcmp(end, "fail") == 0) {
+            CHECK(cudaMalloc(&p, 1024 * MiB), cudaErrorMemoryAllocation);
+            CHECK(cudaMalloc(&p, 512), cudaSuccess); /* another request: it gave up */
+        }
+    }
+    return 0;
+}
+
 /* `n` failures of different sizes: n chains of one attempt each. */
 static int distinct(int n)
 {
@@ -252,6 +291,8 @@ int main(int argc, char **argv)
         return retry_loop(atoi(argv[2]), atoi(argv[3]));
     if (strcmp(s, "short") == 0 && argc > 2)
         return short_by(atoi(argv[2]));
+    if (strcmp(s, "recover_loop") == 0 && argc > 3)
+        return recover_loop(atoi(argv[2]), atoi(argv[3]));
     if (strcmp(s, "distinct") == 0 && argc > 2)
         return distinct(atoi(argv[2]));
     fprintf(stderr, "unknown scenario %s\n", s);
