@@ -142,3 +142,22 @@ def test_duplicate_keys_are_refused(tmp_path, where):
     assert r.returncode != 0, r.stdout[-500:]
     assert len(r.stderr.splitlines()) == 1, r.stderr
     assert key in r.stderr and "given twice" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_a_module_path_that_is_not_a_regular_file_is_not_read(tmp_path, kind):
+    """A snapshot names the files its frames' debug information is read
+    from: a FIFO there blocked `report` for good."""
+    doc = json.loads((INPUTS / "exit_train.json").read_text())
+    module = next(f["module"] for s in doc["stacks"] for f in s["frames"] if f.get("module"))
+    special = tmp_path / "lib.so"
+    if kind == "fifo":
+        os.mkfifo(special)
+    else:
+        special.symlink_to("/dev/zero")
+    doc["modules"] = [{"name": module, "path": str(special), "build_id": None,
+                       "vaddr_base": 0}]
+    p = tmp_path / "mod.json"
+    p.write_text(json.dumps(doc))
+    r = cli("report", p)
+    assert r.returncode == 0, r.stderr

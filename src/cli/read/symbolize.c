@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 
@@ -130,7 +131,10 @@ static int build_id_matches(Dwfl_Module *mod, const char *hex)
 static Dwfl *open_file(const char *name, const char *file, const char *build_id,
                        Dwfl_Module **out, int *mismatch)
 {
-    if (access(file, R_OK) != 0)
+    /* a module path comes from the snapshot: a FIFO or a device there would
+     * block or feed the ELF reader without end (as for inputs, input.h) */
+    struct stat st;
+    if (stat(file, &st) != 0 || !S_ISREG(st.st_mode) || access(file, R_OK) != 0)
         return NULL;
     Dwfl *d = dwfl_begin(&callbacks);
     if (d == NULL)
