@@ -198,6 +198,8 @@ static void resolve_all(const struct record_view *v, struct sym *cache, size_t m
             *s = (struct sym){.addr = addr}; /* asked: module NULL until filled */
         }
     }
+    if (r->n == 0)
+        return; /* no native frame (CUMEMTRACE_NATIVE=0): qsort wants an array */
     qsort(r->q, r->n, sizeof *r->q, by_addr);
     size_t u = 0;
     for (size_t k = 0; k < r->n; k++)
