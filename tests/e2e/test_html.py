@@ -563,3 +563,37 @@ def test_ranges_under_the_timeline(browser, tmp_path):
     marks = browser.eval("[...document.querySelectorAll('#timeline line.range-mark')]"
                          ".map(l => l.dataset.path)")
     assert marks == ["checkpoint"]
+
+
+def hostile_snapshot(src, dst):
+    """src with an argv that opens an HTML comment and a script tag, and
+    one stack 10 000 Python frames deep (issue 24, item 18)."""
+    s = json.loads(src.read_text())
+    s["process"]["cmdline"].append("--note=<!--<script>")
+    st = next(x for x in s["stacks"] if x["id"] == s["devices"][0]["live"][0]["stack"])
+    st["frames"] = [{"module": "python", "file": f"/w/deep{i}.py", "line": i + 1,
+                     "function": f"f{i}"} for i in range(10000)]
+    dst.write_text(json.dumps(s))
+    return dst
+
+
+def test_hostile_strings_and_deep_stacks_still_draw_the_page(browser, tmp_path):
+    snap = hostile_snapshot(INPUTS / "exit_train.json", tmp_path / "hostile.json")
+    other = tmp_path / "other.json"
+    other.write_text(snap.read_text().replace('"pid": 4242', '"pid": 4243', 1))
+    pages = {"one": html(tmp_path / "one.html", snap),
+             "two": html(tmp_path / "two.html", snap, other)}
+    r = subprocess.run([str(CLI), "diff", "--html", str(tmp_path / "diff.html"),
+                        str(INPUTS / "exit_train.json"), str(snap)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode in (0, 1), r.stderr
+    pages["diff"] = tmp_path / "diff.html"
+    for name, page in pages.items():
+        open_page(browser, page, f"hostile-{name}.png")
+        got = sections(browser)
+        if name == "diff":
+            assert {"diffsummary", "flamegraph", "timeline"} <= set(got), got
+            continue
+        assert {"timeline", "flamegraph", "sites"} <= set(got), (name, got)
+        assert browser.eval("document.querySelectorAll('#sites tbody tr').length") > 0, name
+        assert "<!--<script>" in browser.eval("document.body.innerText"), name

@@ -37,14 +37,17 @@ static void put_escaped_text(FILE *f, const char *s)
     }
 }
 
-/* JSON inside <script> must not contain "</" (it would end the element);
- * "<\/" is the same JSON string. */
+/* JSON inside <script> must contain no "<" at all: "</script" ends the
+ * element, and "<!--" followed by "<script" puts the HTML parser in a state
+ * where the next "</script>" (our data block's own) no longer ends it, so
+ * the page's script is swallowed into the data (issue 24, item 18).  A "<"
+ * of this JSON can only be inside a string, where "\u003c" is the same
+ * character. */
 static void put_script_json(FILE *f, const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (s[i] == '<' && i + 1 < n && s[i + 1] == '/') {
-            fputs("<\\/", f);
-            i++;
+        if (s[i] == '<') {
+            fputs("\\u003c", f);
         } else {
             fputc(s[i], f);
         }

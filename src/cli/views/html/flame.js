@@ -166,16 +166,21 @@
        * change among the frames drawn */
       var todo = [];
       for (var i = 0; i < chain.length - 1; i++) todo.push([chain[i], 0, W, i]);
-      (function lay(n, x, w, d) {
-        if (w < minW) return;
-        todo.push([n, x, w, d]);
-        var cx = x;
-        kidsOf(n).forEach(function (c) {
-          var cw = w * c.value / (n.value || 1);
-          lay(c, cx, cw, d + 1);
+      /* depth first, parents before children, without recursion: a stack
+       * 10 000 frames deep would exceed the script's call stack */
+      var open = [[focus, 0, W, chain.length - 1]];
+      while (open.length) {
+        var e = open.pop(), n = e[0], x = e[1], w = e[2], d = e[3];
+        if (w < minW) continue;
+        todo.push(e);
+        var kids = kidsOf(n), cx = x, at = [];
+        for (var k = 0; k < kids.length; k++) {
+          var cw = w * kids[k].value / (n.value || 1);
+          at.push([kids[k], cx, cw, d + 1]);
           cx += cw;
-        });
-      })(focus, 0, W, chain.length - 1);
+        }
+        while (at.length) open.push(at.pop());
+      }
       maxDelta = 1;
       if (opts.diff) todo.forEach(function (e) { maxDelta = Math.max(maxDelta, Math.abs(e[0].value - e[0].base)); });
       todo.forEach(function (e) { rect(e[0], e[1], e[2], e[3]); });
