@@ -13,8 +13,6 @@ writes them into the post-mortem of the failing request.
 Nothing here runs unless the program imports torch; nothing here raises.
 """
 import ctypes
-import importlib.abc
-import importlib.util
 import os
 import sys
 
@@ -110,12 +108,14 @@ def _segments_fn():
     return fn
 
 
-# CUMEMTRACE_TORCH_HISTORY=1: PyTorch records the Python stack of every
-# allocation it makes (torch.cuda.memory._record_memory_history), so that a
-# post-mortem names the lines holding the largest live tensors.  Its trace
-# of alloc/free events is bounded to this many entries (ours reads only the
-# stacks of live blocks; the bound keeps a long run's history from growing).
-HISTORY_ENTRIES = 10000
+# PyTorch's allocation history names the Python line of every live block
+# (torch.cuda.memory._record_memory_history), so that every view says which
+# tensors hold the memory, not only which line created each cached segment
+# (issue 23).  On by default; CUMEMTRACE_TORCH_HISTORY=0 turns it off.
+# enabled="state" keeps each live block's stack and no trace of alloc/free
+# events: the cheapest mode that still names each live block's line
+# (measured by tests/torch/scenarios/history_cost.py; docs/performance.md).
+HISTORY_MODE = dict(enabled="state", context="alloc", stacks="python")
 TOP_SITES = 5        # the library keeps 5
 FRAMES_PER_SITE = 12  # innermost first: the outer ones say little
 _history = False
@@ -123,30 +123,46 @@ _history = False
 
 def _start_history(torch):
     global _history
-    if os.environ.get("CUMEMTRACE_TORCH_HISTORY", "") in ("", "0"):
+    if os.environ.get("CUMEMTRACE_TORCH_HISTORY", "") == "0":
         return
     try:
-        torch.cuda.memory._record_memory_history(enabled="all", context="alloc",
-                                                 stacks="python",
-                                                 max_entries=HISTORY_ENTRIES)
+        torch.cuda.memory._record_memory_history(**HISTORY_MODE)
         _history = True
     except Exception as e:
-        sys.stderr.write(f"cumemtrace: warning: CUMEMTRACE_TORCH_HISTORY ignored: PyTorch "
-                         f"refused to record its allocation history ({type(e).__name__}: "
-                         f"{e}); post-mortems name call sites, not tensors\n")
+        sys.stderr.write(f"cumemtrace: warning: PyTorch refused to record its allocation "
+                         f"history ({type(e).__name__}: {e}); snapshots name call sites, "
+                         f"not tensors (CUMEMTRACE_TORCH_HISTORY=0 skips the attempt)\n")
+
+
+def _torch_dir():
+    torch = sys.modules.get("torch")
+    f = getattr(torch, "__file__", None)
+    return os.path.dirname(f) + os.sep if f else None
+
+
+def _from_user_code(frames, torch_dir):
+    """The frames outside torch's own package (the user's lines, not
+    module.py's _call_impl or _apply chains between them, issue 23); all of
+    them when every frame is torch's."""
+    if not torch_dir:
+        return frames
+    user = [fr for fr in frames if not str(fr.get("filename", "")).startswith(torch_dir)]
+    return user or frames
 
 
 def _top_tensors(snapshot_segments, device):
-    """[(stack text, bytes, count)] of the live blocks' allocation stacks,
-    largest first (bytes as PyTorch counts them in allocated_bytes)."""
+    """[(stack text, bytes, count)] of the live blocks' allocation stacks
+    from the user's code on, largest first (bytes as PyTorch counts them in
+    allocated_bytes)."""
     sites = {}
+    torch_dir = _torch_dir()
     for seg in snapshot_segments:
         if seg.get("device") != device:
             continue
         for b in seg.get("blocks", []):
             if b.get("state") != "active_allocated":
                 continue
-            frames = b.get("frames") or []
+            frames = _from_user_code(b.get("frames") or [], torch_dir)
             key = "\n".join(f"{fr.get('filename', '?')}:{fr.get('line', 0)}:"
                             f"{fr.get('name', '?')}" for fr in frames[:FRAMES_PER_SITE])
             site = sites.setdefault(key, [0, 0])
@@ -273,39 +289,66 @@ def _attach(torch, report):
         atexit.register(_at_exit, torch, state)
 
 
-class _TorchFinder(importlib.abc.MetaPathFinder):
-    """Waits for `import torch`, then queues the observer for when torch's
-    CUDA initialises (its device allocators exist only from then on)."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "torch":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec("torch")
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        load = spec.loader.exec_module
-
-        def exec_module(module):
-            load(module)
-            try:
-                report = _library()
-                if report is not None:
-                    module.cuda._lazy_call(lambda: _attach(module, report))
-            except Exception as e:
-                _warn(f"{type(e).__name__}: {e}")
-        spec.loader.exec_module = exec_module
-        return spec
+def _cuda_module():
+    """torch.cuda once it defines _lazy_call (it may still be importing its
+    own submodules: the queued call runs at CUDA's initialisation, when
+    torch is whole), else None."""
+    cuda = sys.modules.get("torch.cuda")
+    if cuda is None:
+        return None
+    d = getattr(cuda, "__dict__", {})
+    if not all(k in d for k in ("_lazy_call", "is_initialized", "_queued_calls")):
+        return None
+    return cuda
 
 
-def install():
-    """Called by our sitecustomize; also usable as `import cumemtrace_torch;
-    cumemtrace_torch.install()` under a plain LD_PRELOAD."""
-    if "torch" in sys.modules:
-        torch = sys.modules["torch"]
-        report = _library()
-        if report is not None:
-            torch.cuda._lazy_call(lambda: _attach(torch, report))
-        return
-    if not any(isinstance(f, _TorchFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _TorchFinder())
+def _queue(cuda):
+    """Queues the observer for when torch's CUDA initialises (its device
+    allocators exist only from then on); True when queued."""
+    if getattr(cuda, "_cumemtrace_layer", False):
+        return True  # the other way in (torch_layer.c or sitecustomize) was first
+    report = _library()
+    if report is None:
+        return True  # not traced: nothing to tell, nothing to wait for
+    cuda._cumemtrace_layer = True
+    torch = sys.modules["torch"]
+    cuda._lazy_call(lambda: _attach(torch, report))
+    return True
+
+
+def _watch():
+    """Waits for torch.cuda without a finder in sys.meta_path (the host's
+    view stays as without us, issue 24 item 19; a finder also saw
+    importlib.util.find_spec's probe as the import, item 17): an audit hook
+    sees every real import, and torch.cuda's own imports come after the
+    names _queue needs.  Audit hooks cannot be removed: once done, ours
+    returns at its first comparison."""
+    done = [False]
+
+    def hook(event, args):
+        if event != "import" or done[0]:
+            return
+        try:
+            cuda = _cuda_module()
+            if cuda is not None:
+                done[0] = True
+                _queue(cuda)
+        except Exception as e:  # an audit hook's error would fail the import
+            done[0] = True
+            _warn(f"{type(e).__name__}: {e}")
+    sys.addaudithook(hook)
+
+
+def install(watch=True):
+    """Queues the observer once torch.cuda is there: True when done (or
+    nothing to do), False when torch.cuda is not there yet.  Then, with
+    `watch`, an audit hook waits for it.  Called by our sitecustomize
+    (watch=False: it waits itself, without importing ctypes into a process
+    that may never import torch) and by the library's own hook under a plain
+    LD_PRELOAD (torch_layer.c); safe to call twice."""
+    cuda = _cuda_module()
+    if cuda is not None:
+        return _queue(cuda)
+    if watch:
+        _watch()
+    return False

@@ -13,16 +13,24 @@ from conftest import CLI, SIM, base_env, run_env
 PYTHON = "/usr/bin/python3"
 pytestmark = pytest.mark.skipif(not os.access(PYTHON, os.X_OK), reason=f"no {PYTHON}")
 
-PROBE = ("import json, sys; print(json.dumps({'path': sys.path, "
+# Everything of the interpreter's own state a program may look at (issue
+# 24, item 19): under `cumemtrace run` each must equal the bare run's.
+PROBE = ("import json, os, sys; print(json.dumps({'path': sys.path, "
+         "'modules': sorted(sys.modules), 'meta_path': [repr(type(f)) for f in sys.meta_path], "
+         "'pythonpath': os.environ.get('PYTHONPATH'), "
+         "'env': sorted(k for k in os.environ if k.startswith('CUMEMTRACE_PYTHONPATH')), "
          "'torch': 'torch' in sys.modules, 'boot': 'cumemtrace_torch' in sys.modules, "
+         "'site': 'sitecustomize' in sys.modules, "
          "'host': getattr(sys.modules.get('sitecustomize'), 'HOST_MARK', None)}))")
 
 
-def probe(tmp_path, traced, pythonpath=None):
+def probe(tmp_path, traced, pythonpath=None, flags=(), env_extra=None, code=PROBE):
     env = run_env() if traced else base_env(preload=False)
-    if pythonpath:
+    env.pop("PYTHONPATH", None)
+    if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
-    cmd = [PYTHON, "-c", PROBE]
+    env.update(env_extra or {})
+    cmd = [PYTHON, *flags, "-c", code]
     if traced:
         cmd = [str(CLI), "run", "--output", f"{tmp_path}/", "--"] + cmd
     r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
@@ -34,9 +42,23 @@ def probe(tmp_path, traced, pythonpath=None):
 def test_a_process_without_torch_is_untouched(tmp_path):
     bare, _ = probe(tmp_path, False)
     traced, err = probe(tmp_path, True)
-    assert traced["path"] == bare["path"]
-    assert traced["torch"] is False and traced["boot"] is True
+    assert traced == bare  # sys.path, sys.modules, sys.meta_path, PYTHONPATH
+    assert bare["boot"] is False and bare["env"] == []
     assert "warning" not in err and "PyTorch" not in err, err
+
+
+@pytest.mark.parametrize("pythonpath", ["", "/nonexistent/a:/nonexistent/b"])
+def test_the_hosts_pythonpath_is_as_it_set_it(tmp_path, pythonpath):
+    bare, _ = probe(tmp_path, False, pythonpath)
+    traced, _ = probe(tmp_path, True, pythonpath)
+    assert traced == bare and bare["pythonpath"] == pythonpath
+
+
+@pytest.mark.parametrize("flags", [["-S"], ["-I"], ["-E"], ["-bS"], ["-W", "ignore", "-S"]])
+def test_python_without_site_sees_nothing_of_ours(tmp_path, flags):
+    bare, _ = probe(tmp_path, False, flags=flags)
+    traced, _ = probe(tmp_path, True, flags=flags)
+    assert traced == bare
 
 
 def test_the_hosts_sitecustomize_still_runs(tmp_path):
@@ -45,17 +67,60 @@ def test_the_hosts_sitecustomize_still_runs(tmp_path):
     (site / "sitecustomize.py").write_text("HOST_MARK = 'ran'\n")
     bare, _ = probe(tmp_path, False, str(site))
     traced, err = probe(tmp_path, True, str(site))
-    assert bare["host"] == "ran" and traced["host"] == "ran"
-    assert traced["path"] == bare["path"]
+    assert bare["host"] == "ran" and traced == bare
 
 
-def test_a_failing_host_sitecustomize_fails_as_without_us(tmp_path):
+def traceback_of(err):
+    """The lines from site's traceback (or its one-line message) on."""
+    lines = err.splitlines()
+    start = next((i for i, l in enumerate(lines)
+                  if l.startswith(("Traceback", "Error in sitecustomize"))), len(lines))
+    end = max((i for i, l in enumerate(lines) if "host broke" in l), default=len(lines))
+    return lines[start:end + 1]
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_failing_host_sitecustomize_fails_as_without_us(tmp_path, verbose):
     site = tmp_path / "site"
     site.mkdir()
-    (site / "sitecustomize.py").write_text("raise RuntimeError('host broke')\n")
-    _, bare_err = probe(tmp_path, False, str(site))
-    _, err = probe(tmp_path, True, str(site))
-    assert "host broke" in bare_err and "host broke" in err
+    (site / "sitecustomize.py").write_text("def f():\n    raise RuntimeError('host broke')\n"
+                                           "f()\n")
+    extra = {"PYTHONVERBOSE": "1"} if verbose else {}
+    bare, bare_err = probe(tmp_path, False, str(site), env_extra=extra)
+    traced, err = probe(tmp_path, True, str(site), env_extra=extra)
+    assert traced == bare
+    want = traceback_of(bare_err)
+    assert want[-1] == "RuntimeError: host broke" and len(want) > (5 if verbose else 1), bare_err
+    assert traceback_of(err) == want, err
+
+
+# A stand-in torch package: torch.cuda defines the names the layer queues
+# its observer with, then imports more (as the real one does).  A program
+# that probes for torch with importlib.util.find_spec before importing it,
+# as transformers' is_torch_available does (issue 24, item 17), still gets
+# the layer's observer queued - and no module of ours.
+FAKE_CUDA = ("_queued_calls = []\n"
+             "def is_initialized():\n    return False\n"
+             "def _lazy_call(fn):\n    _queued_calls.append(fn)\n"
+             "import colorsys  # a module not imported before\n")
+FIND_SPEC = ("import importlib.util, json, sys\n"
+             "found = importlib.util.find_spec('torch') is not None\n"
+             "import torch\n"
+             "print(json.dumps({'found': found, 'queued': len(torch.cuda._queued_calls), "
+             "'boot': 'cumemtrace_torch' in sys.modules, "
+             "'meta_path': [repr(type(f)) for f in sys.meta_path]}))\n")
+
+
+def test_find_spec_before_import_keeps_the_layer(tmp_path):
+    pkg = tmp_path / "lib" / "torch"
+    (pkg / "cuda").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("import torch.cuda\n")
+    (pkg / "cuda" / "__init__.py").write_text(FAKE_CUDA)
+    lib = str(tmp_path / "lib")
+    bare, _ = probe(tmp_path, False, lib, code=FIND_SPEC)
+    traced, err = probe(tmp_path, True, lib, code=FIND_SPEC)
+    assert bare == {**traced, "queued": 0} and bare["found"], (bare, traced)
+    assert traced["queued"] == 1, err
 
 
 PLAIN = ("import ctypes, json, sys, os\n"

@@ -130,10 +130,18 @@ void report_allocator_lines(FILE *f, struct snapctx *ctx, const struct snap_oom 
              a->config ? "PYTORCH_CUDA_ALLOC_CONF=" : "PYTORCH_CUDA_ALLOC_CONF unset",
              a->config ? snapshot_display(ctx, a->config) : "");
     out_wrap(f, "            ", "            ", text);
-    if (!a->has_top)
+    report_allocator_tensors(f, ctx, a, "  tensors:  ", "            ");
+}
+
+void report_allocator_tensors(FILE *f, struct snapctx *ctx, const struct snap_allocator *a,
+                              const char *first, const char *rest)
+{
+    if (!a->present || !a->has_top)
         return;
+    char x[OUT_NUM], text[768], cont[64];
+    snprintf(cont, sizeof cont, "%s  ", rest);
     if (a->ntop == 0)
-        out_wrap(f, "  tensors:  ", "            ", "no live tensors in PyTorch's history");
+        out_wrap(f, first, rest, "no live tensors in PyTorch's history");
     for (size_t i = 0; i < a->ntop; i++) {
         const struct snap_tensor_site *t = &a->top[i];
         snprintf(text, sizeof text, "%s in %" PRIu64 " tensor%s from %s",
@@ -141,6 +149,6 @@ void report_allocator_lines(FILE *f, struct snapctx *ctx, const struct snap_oom 
                  t->where && t->where[0] ? snapshot_display(ctx, t->where)
                                          : "no Python stack (allocated off the Python "
                                            "thread, e.g. by autograd's backward)");
-        out_wrap(f, i == 0 ? "  tensors:  " : "            ", "              ", text);
+        out_wrap(f, i == 0 ? first : rest, cont, text);
     }
 }

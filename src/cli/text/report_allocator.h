@@ -17,4 +17,10 @@ const char *report_allocator_sentence(const struct snap_oom *o, char *buf, size_
  * allocator did not speak. */
 void report_allocator_lines(FILE *f, struct snapctx *ctx, const struct snap_oom *o);
 
+/* The Python lines holding the largest live tensors (PyTorch's history,
+ * `top_tensors`), one line each, the first prefixed by `first`, the others
+ * by `rest`; nothing when the allocator kept no history. */
+void report_allocator_tensors(FILE *f, struct snapctx *ctx, const struct snap_allocator *a,
+                              const char *first, const char *rest);
+
 #endif

@@ -490,6 +490,15 @@ static int print_live(FILE *f, struct snapshot *s, const struct snap_groups *liv
         char first[16];
         snprintf(first, sizeof first, "%*s", indent + 2, "");
         out_wrap(f, first, first, text);
+        /* The tensors first: the segments' lines below are where the
+         * cache grew, not who holds it now (issue 23). */
+        if (al->has_top) {
+            char lead[32], rest[32];
+            snprintf(lead, sizeof lead, "%*stensors:  ", indent + 2, "");
+            snprintf(rest, sizeof rest, "%*s", indent + 12, "");
+            report_allocator_tensors(f, s->ctx, al, lead, rest);
+            fprintf(f, "%*scached segments, by the line that created them:\n", indent + 2, "");
+        }
     }
     return print_sites(f, s, live, focus ? whole : bytes, top, true, indent);
 }

@@ -75,6 +75,27 @@ static int sites(struct jsonw *w, struct snapshot *s, const struct snap_groups *
     return 0;
 }
 
+/* The live tensors by the Python line that allocated them (PyTorch's
+ * history, issue 23): null when the allocator kept none, else
+ * [{site, bytes, count}], largest first; site "" when the block has no
+ * Python stack (autograd's backward thread). */
+static void tensors(struct jsonw *w, const struct snap_allocator *a)
+{
+    if (!a->present || !a->has_top) {
+        jsonw_null(w);
+        return;
+    }
+    jsonw_begin_array(w);
+    for (size_t i = 0; i < a->ntop; i++) {
+        jsonw_begin_object(w);
+        jsonw_key(w, "site"); jsonw_string(w, a->top[i].where ? a->top[i].where : "");
+        jsonw_key(w, "bytes"); jsonw_u64(w, a->top[i].bytes);
+        jsonw_key(w, "count"); jsonw_u64(w, a->top[i].count);
+        jsonw_end_object(w);
+    }
+    jsonw_end_array(w);
+}
+
 static int device(struct jsonw *w, struct snapshot *s, const struct snap_device *d,
                   unsigned top)
 {
@@ -131,6 +152,7 @@ static int device(struct jsonw *w, struct snapshot *s, const struct snap_device 
         jsonw_end_object(w);
     }
     jsonw_end_array(w);
+    jsonw_key(w, "tensors"); tensors(w, &d->allocator);
     jsonw_key(w, "at_peak");
     if (sites(w, s, &d->at_peak, top) != 0)
         return -1;
@@ -222,6 +244,7 @@ static int oom(struct jsonw *w, struct snapshot *s, unsigned top)
                         ? frames_group_label(s, o->stack, BY_STACK)
                         : NULL);
     jsonw_key(w, "frames"); frames_of(w, s, o->stack);
+    jsonw_key(w, "tensors"); tensors(w, &o->allocator);
     jsonw_key(w, "released");
     if (sites(w, s, &o->released, top) != 0)
         return -1;

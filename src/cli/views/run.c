@@ -105,11 +105,47 @@ static int find_library(char *lib, size_t n, char *looked, size_t ln)
     return -1;
 }
 
+/* Whether `cmd` runs a Python that ignores PYTHONPATH (-E, -I) or skips
+ * site and with it our sitecustomize (-S): then our directory would only
+ * show in its sys.path and environment (issue 24, item 19), and the
+ * library's own hook (torch_layer.c) loads the layer instead.  Reads the
+ * interpreter's options up to the script, -c or -m. */
+static bool python_skips_site(char **cmd)
+{
+    const char *base = strrchr(cmd[0], '/');
+    base = base ? base + 1 : cmd[0];
+    if (strncmp(base, "python", 6) != 0)
+        return false;
+    for (char **a = cmd + 1; *a != NULL; a++) {
+        const char *o = *a;
+        if (o[0] != '-' || o[1] == '\0' || strcmp(o, "--") == 0)
+            return false; /* the script, stdin or the end of options */
+        if (o[1] == '-') {
+            if (strcmp(o, "--check-hash-based-pycs") == 0 && a[1] != NULL)
+                a++;
+            continue;
+        }
+        for (const char *c = o + 1; *c; c++) {
+            if (*c == 'S' || *c == 'E' || *c == 'I')
+                return true;
+            if (*c == 'c' || *c == 'm')
+                return false; /* what follows is code or a module name */
+            if (*c == 'W' || *c == 'X') {
+                if (c[1] == '\0' && a[1] != NULL)
+                    a++; /* the option's value is the next word */
+                break;
+            }
+        }
+    }
+    return false;
+}
+
 /* PYTHONPATH with the PyTorch layer's start-up directory first:
  * share/cumemtrace/torchboot beside the library (build tree) or in the
- * prefix.  NULL when it is not there (the run goes on without it) or on
- * OOM. */
-static char *python_path(const char *lib)
+ * prefix; *was gets what the host's sitecustomize restores (issue 24, item
+ * 19): "=" and the old value, or "-" when there was none.  NULL when the
+ * directory is not there (the run goes on without it) or on OOM. */
+static char *python_path(const char *lib, char **was)
 {
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", lib);
@@ -128,8 +164,18 @@ static char *python_path(const char *lib)
         const char *old = getenv("PYTHONPATH");
         size_t n = strlen(real) + (old ? strlen(old) : 0) + 2;
         char *v = malloc(n);
-        if (v != NULL)
-            snprintf(v, n, "%s%s%s", real, old && old[0] ? ":" : "", old ? old : "");
+        *was = malloc(old ? strlen(old) + 2 : 2);
+        if (v == NULL || *was == NULL) {
+            free(v);
+            free(*was);
+            *was = NULL;
+            return NULL;
+        }
+        snprintf(v, n, "%s%s%s", real, old && old[0] ? ":" : "", old ? old : "");
+        if (old != NULL)
+            sprintf(*was, "=%s", old);
+        else
+            strcpy(*was, "-");
         return v;
     }
     return NULL;
@@ -507,10 +553,12 @@ int run_main(int argc, char **argv)
              (limit && set_env("CUMEMTRACE_LIMIT", limit)) ||
              (depth && set_env("CUMEMTRACE_DEPTH", depth));
     free(preload);
-    char *pypath = python_path(lib);
+    char *was = NULL;
+    char *pypath = python_skips_site(argv + optind) ? NULL : python_path(lib, &was);
     if (pypath != NULL && rc == 0)
-        rc = set_env("PYTHONPATH", pypath);
+        rc = set_env("PYTHONPATH", pypath) || set_env("CUMEMTRACE_PYTHONPATH", was);
     free(pypath);
+    free(was);
     /* The program's NVTX ranges become phases (src/preload/phases/nvtx.c);
      * a tool the user chose keeps them. */
     const char *nvtx = getenv("NVTX_INJECTION64_PATH");

@@ -6,7 +6,7 @@
  * nor a thread state (we may be inside PyTorch's allocator lock), and
  * CPython runs the call in the main thread, with the GIL, between two
  * bytecodes.  The code binds no name in __main__ (it runs in a dict of its
- * own), imports cumemtrace_torch from the torchboot directory beside the
+ * own), loads cumemtrace_torch from the torchboot directory beside the
  * library, and does nothing when the layer is already there. */
 #include "python.h"
 
@@ -76,17 +76,20 @@ static bool layer_dir(char *out, size_t n)
     return false;
 }
 
+/* Loads cumemtrace_torch without registering it in sys.modules (the host
+ * sees no module of ours), unless the layer is there already (torch.cuda
+ * carries its mark). */
 static const char layer_fmt[] =
     "__import__('builtins').exec(\"\"\"\n"
     "import sys\n"
-    "if 'cumemtrace_torch' not in sys.modules:\n"
+    "c = sys.modules.get('torch.cuda')\n"
+    "if c is not None and not getattr(c, '_cumemtrace_layer', False):\n"
     "    try:\n"
-    "        sys.path.insert(0, '%s')\n"
-    "        try:\n"
-    "            import cumemtrace_torch\n"
-    "        finally:\n"
-    "            del sys.path[0]\n"
-    "        cumemtrace_torch.install()\n"
+    "        x = sys.modules['_frozen_importlib_external']\n"
+    "        s = x.spec_from_file_location('cumemtrace_torch', '%s/cumemtrace_torch.py')\n"
+    "        m = sys.modules['_frozen_importlib'].module_from_spec(s)\n"
+    "        s.loader.exec_module(m)\n"
+    "        m.install()\n"
     "    except Exception as e:\n"
     "        sys.stderr.write('cumemtrace: warning: the PyTorch layer is off (%%s); '\n"
     "                         'post-mortems show driver-level figures only' %% e + chr(10))\n"

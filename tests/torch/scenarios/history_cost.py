@@ -1,10 +1,13 @@
-"""The cost of CUMEMTRACE_TORCH_HISTORY=1: a small training loop (elementwise
-layers, autograd, Adam) timed with PyTorch's allocation history off and on,
-alternately in one process, with exactly the recording our layer turns on
-(cumemtrace_torch._start_history).  Prints the best time of each and their
-ratio.  On the simulated GPU kernels take no time, so the loop is all
-Python, dispatch and allocator work: the ratio is an upper bound of what a
-real GPU's step, whose kernels take time, pays."""
+"""The cost of PyTorch's allocation history, which the tracer turns on by
+default (issue 23): a small training loop (elementwise layers, autograd,
+Adam) timed with the history off and in each recording mode, alternately in
+one process (best of ROUNDS each), with exactly the recording our layer
+turns on (cumemtrace_torch.HISTORY_MODE) and the other modes that keep a
+live block's Python line.  On the simulated GPU kernels take no time, so
+the loop is all Python, dispatch and allocator work: the ratio is an upper
+bound of what a real GPU's step, whose kernels take time, pays.
+
+    history_cost.py TORCHBOOT_DIR [STEPS]"""
 import json
 import os
 import sys
@@ -12,10 +15,13 @@ import time
 
 import torch
 
-import cumemtrace_torch  # from build/share/cumemtrace/torchboot (PYTHONPATH)
+spec = __import__("importlib.util").util.spec_from_file_location(
+    "cumemtrace_torch", os.path.join(sys.argv[1], "cumemtrace_torch.py"))
+cumemtrace_torch = __import__("importlib.util").util.module_from_spec(spec)
+spec.loader.exec_module(cumemtrace_torch)
 
 N = 1 << 16
-STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+STEPS = int(sys.argv[2]) if len(sys.argv) > 2 else 20
 ROUNDS = 5
 
 
@@ -59,16 +65,26 @@ def recorded():
     return on
 
 
+MODES = {"ours": cumemtrace_torch.HISTORY_MODE,
+         "all_alloc_python": dict(enabled="all", context="alloc", stacks="python",
+                                  max_entries=10000),
+         "all_all_python": dict(enabled="all", context="all", stacks="python",
+                                max_entries=10000),
+         "state_alloc_all": dict(enabled="state", context="alloc", stacks="all")}
 steps()  # warm-up: the optimizer's state, the allocator's segments
-os.environ["CUMEMTRACE_TORCH_HISTORY"] = "1"
-off, on, seen_off, seen_on = [], [], [], []
+times = {m: [] for m in ["off", *MODES]}
+seen_off, seen_on = [], []
 for _ in range(ROUNDS):
-    off.append(steps())
+    times["off"].append(steps())
     seen_off.append(recorded())
-    cumemtrace_torch._start_history(torch)
-    on.append(steps())
-    seen_on.append(recorded())
-    torch.cuda.memory._record_memory_history(enabled=None)
-print("TORCH " + json.dumps({"off_s": min(off), "on_s": min(on), "steps": STEPS,
-                             "ratio": min(on) / min(off), "recorded_off": seen_off,
-                             "recorded_on": seen_on}))
+    for name, mode in MODES.items():
+        torch.cuda.memory._record_memory_history(**mode)
+        times[name].append(steps())
+        if name == "ours":
+            seen_on.append(recorded())
+        torch.cuda.memory._record_memory_history(enabled=None)
+best = {m: min(t) for m, t in times.items()}
+print("TORCH " + json.dumps({"off_s": best["off"], "on_s": best["ours"], "steps": STEPS,
+                             "ratio": best["ours"] / best["off"],
+                             "modes": {m: best[m] / best["off"] for m in MODES},
+                             "recorded_off": seen_off, "recorded_on": seen_on}))

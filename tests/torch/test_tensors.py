@@ -1,0 +1,133 @@
+"""Issue 23: who holds it, in tensors.  Each scenario takes PyTorch's own
+snapshot (torch.cuda.memory._dump_snapshot, scenarios/truth.py) where our
+report speaks (at exit, in the OutOfMemoryError handler); the test groups
+PyTorch's live blocks by the scenario's line that allocated them and puts
+that side by side with `cumemtrace report --json`'s `tensors`: the same
+lines with the same bytes.  PyTorch's allocation history is on by default
+under the tracer (CUMEMTRACE_TORCH_HISTORY=0 turns it off)."""
+import collections
+import json
+import pickle
+import subprocess
+
+from conftest import CLI, MiB, line_of
+
+
+def report_json(path):
+    r = subprocess.run([str(CLI), "report", "--json", str(path)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["snapshots"][0]
+
+
+def report_text(path):
+    r = subprocess.run([str(CLI), "report", str(path)], capture_output=True, text=True,
+                       timeout=60, env={"NO_COLOR": "1", "COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr
+    return " ".join(r.stdout.split())
+
+
+def snapshot_file(run, reason):
+    [f] = [f for f, s in zip(run.files, run.snapshots) if s["reason"] == reason]
+    return f
+
+
+def torch_by_line(run, script):
+    """PyTorch's live tensors on device 0 grouped by the innermost frame in
+    `script`: {line or None (no Python stack): [bytes, count]}."""
+    snap = pickle.loads((run.files[0].parent / "torch_snapshot.pickle").read_bytes())
+    out = collections.defaultdict(lambda: [0, 0])
+    for seg in snap["segments"]:
+        if seg["device"] != 0:
+            continue
+        for b in seg["blocks"]:
+            if b["state"] != "active_allocated":
+                continue
+            line = next((f["line"] for f in b.get("frames") or []
+                         if f["filename"].endswith("/" + script)), None)
+            out[line][0] += b["size"]
+            out[line][1] += 1
+    return dict(out)
+
+
+def ours_by_line(tensors, script):
+    """report --json's tensors grouped the same way."""
+    out = collections.defaultdict(lambda: [0, 0])
+    for t in tensors:
+        line = None
+        for frame in t["site"].split(" < ") if t["site"] else []:
+            name, ln, _ = frame.rsplit(":", 2) if frame.count(":") >= 2 else (frame, 0, 0)
+            if name == script:
+                line = int(ln)
+                break
+        out[line][0] += t["bytes"]
+        out[line][1] += t["count"]
+    return dict(out)
+
+
+def side_by_side(run, script, tensors):
+    """Our lines are PyTorch's largest, with PyTorch's bytes and counts."""
+    theirs = torch_by_line(run, script)
+    ours = ours_by_line(tensors, script)
+    assert ours, f"no tensors in our report: {tensors}"
+    largest = dict(sorted(theirs.items(), key=lambda kv: -kv[1][0])[:len(ours)])
+    assert ours == largest, (ours, theirs)
+    return ours, theirs
+
+
+def test_leak_across_steps_names_the_kept_clones(scenario):
+    r = scenario("tensors_leak.py")
+    path = snapshot_file(r, "exit")
+    rep = report_json(path)
+    ours, theirs = side_by_side(r, "tensors_leak.py", rep["devices"][0]["tensors"])
+    leak, inp = line_of("tensors_leak.py", "LEAK"), line_of("tensors_leak.py", "INPUT")
+    assert ours[leak] == [768 * MiB, 6] and ours[inp] == [128 * MiB, 1], ours
+    assert sum(b for b, _ in theirs.values()) == r.torch["allocated"]
+    text = report_text(path)
+    # The tensors lead the live memory; the segments are named for what they are.
+    at = text.index("Live at exit")
+    assert text.index("tensors: 768 MiB in 6 tensors from tensors_leak.py:"
+                      f"{leak}:step < tensors_leak.py:", at) \
+        < text.index("cached segments, by the line that created them", at), text
+
+
+def test_parameters_are_named_by_the_users_line(scenario):
+    r = scenario("tensors_params.py")
+    rep = report_json(snapshot_file(r, "exit"))
+    ours, _ = side_by_side(r, "tensors_params.py", rep["devices"][0]["tensors"])
+    params = line_of("tensors_params.py", "PARAMS")
+    assert ours[params][0] == r.torch["params"], ours
+    assert ours[line_of("tensors_params.py", "BUFFER")] == [32 * MiB, 1]
+    site = next(t["site"] for t in rep["devices"][0]["tensors"]
+                if t["site"].startswith(f"tensors_params.py:{params}:"))
+    assert "module.py" not in site, site  # _apply / <lambda> frames are torch's own
+
+
+def test_backward_oom_shows_the_forward_lines_and_autograds_blocks(scenario):
+    r = scenario("tensors_backward_oom.py", memory="1536MiB")
+    assert r.torch["raised"]
+    rep = report_json(snapshot_file(r, "oom"))
+    ours, theirs = side_by_side(r, "tensors_backward_oom.py", rep["oom"]["tensors"])
+    for mark in ("WEIGHT", "INPUT", "ACT1"):  # ACT2 is freed by its backward
+        assert line_of("tensors_backward_oom.py", mark) in ours, (mark, ours)
+    assert None in ours, ours  # what backward made so far: no Python stack
+    pm = next(s for s in r.snapshots if s["reason"] == "oom")
+    assert sum(b for b, _ in theirs.values()) == pm["oom"]["allocator"]["allocated_bytes"]
+
+
+def test_transformer_oom_names_the_lines_holding_tensors(scenario):
+    r = scenario("tensors_transformer_oom.py", memory="2GiB")
+    assert r.torch["raised"]
+    path = snapshot_file(r, "oom")
+    rep = report_json(path)
+    ours, _ = side_by_side(r, "tensors_transformer_oom.py", rep["oom"]["tensors"])
+    for mark in ("NORM", "ATTN", "RESIDUAL"):
+        assert line_of("tensors_transformer_oom.py", mark) in ours, (mark, ours)
+    assert "tensors:" in report_text(path)
+
+
+def test_history_off_names_no_tensors(scenario):
+    r = scenario("tensors_leak.py", env={"CUMEMTRACE_TORCH_HISTORY": "0"})
+    rep = report_json(snapshot_file(r, "exit"))
+    assert rep["devices"][0]["tensors"] is None
+    assert "tensors:" not in report_text(snapshot_file(r, "exit"))
