@@ -128,6 +128,7 @@ int cli_frame_args(const char *cmd, int *argc, char **argv)
         }
     }
     frame_filter_show(all_frames, python_only, native_only);
+    frame_filter_keep_framework(strcmp(cmd, "export") == 0);
     if (python_only && native_only)
         return cli_usage(cmd, "--python-only and --native-only exclude each other");
     *argc = out;

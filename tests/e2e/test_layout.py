@@ -150,6 +150,61 @@ def test_interpreter_and_start_up_frames_are_folded_by_default(tmp_path):
                                                              src).stdout)
 
 
+# ---- the framework's own frames (issue 23) ----
+
+MUL_BACKWARD = "_ZN5torch8autograd9generated12MulBackward05applyEOSt6vectorIN2at6TensorESaIS5_EE"
+ENGINE = "_ZN5torch8autograd6Engine11thread_mainERKSt10shared_ptrINS0_9GraphTaskEE"
+CACHING_MALLOC = ("_ZN3c104cuda20CUDACachingAllocator6Native22NativeCachingAllocator6"
+                  "mallocEPPvimP11CUstream_st")
+
+
+def with_framework(tmp_path):
+    """exit_train.json where stack 3 becomes stack 1's twin (the same Python
+    lines; another c10 frame, a module.py frame of an installed torch), and
+    stack 5 a stack of autograd's thread: native frames only, the node's
+    among them.  Sizes unchanged, so the file stays consistent."""
+    doc = json.loads((INPUTS / "exit_train.json").read_text())
+    stacks = {st["id"]: st for st in doc["stacks"]}
+    twin = json.loads(json.dumps(stacks[1]["frames"]))
+    twin[0]["offset"] += 64
+    twin[0]["symbol"] = CACHING_MALLOC
+    mod = "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py"
+    at = next(i for i, f in enumerate(twin) if f.get("file"))
+    twin[at + 1:at + 1] = [{"module": "python", "file": mod, "line": 1798,
+                            "function": "_call_impl"}]
+    stacks[3]["frames"] = twin
+    stacks[5]["frames"] = [
+        {"module": "libc10_cuda.so", "offset": 1000, "symbol": CACHING_MALLOC},
+        {"module": "libtorch_cpu.so", "offset": 2000, "symbol": MUL_BACKWARD},
+        {"module": "libtorch_cpu.so", "offset": 3000, "symbol": ENGINE},
+        {"marker": "python frames unavailable: GIL not held"}]
+    path = tmp_path / "framework.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_framework_frames_are_folded_and_rows_merge(tmp_path):
+    src = with_framework(tmp_path)
+    r = cli("report", "--json", src)
+    assert r.returncode == 0, r.stderr
+    sites = json.loads(r.stdout)["snapshots"][0]["devices"][0]["at_peak"]
+    labels = [g["site"] for g in sites]
+    # stack 1 and its twin differ only in folded frames: one row
+    assert labels.count("/home/alice/proj/model.py:142:forward") == 1, labels
+    forward = next(g for g in sites if g["site"] == "/home/alice/proj/model.py:142:forward")
+    assert not any("libc10" in f or "module.py" in f for f in forward["frames"]), forward
+    # autograd's thread: its node, by the name PyTorch's tracebacks give it
+    r = cli("report", src, env={"COLUMNS": "200"})
+    assert "autograd: MulBackward0" in r.stdout, r.stdout
+    assert "c10::" not in r.stdout and "_call_impl" not in r.stdout, r.stdout
+    # --all-frames shows everything; exports keep the frames for their viewers
+    every = [f for s in folded("--all-frames", src) for f in s]
+    assert any("c10::cuda" in f for f in every) and any("_call_impl" in f for f in every)
+    r = subprocess.run([str(CLI), "export", "--format", "speedscope", str(src)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "c10::cuda" in r.stdout, r.stderr
+
+
 def test_python_only_native_only_and_hide():
     src = INPUTS / "exit_train.json"
     py = [f for s in folded("--python-only", src) for f in s[:-1]]  # last: entry

@@ -1,6 +1,9 @@
 /* frame_filter.h - which frames the views show: by default the
  * interpreter's own frames and process start-up are folded away, since the
- * Python frames stand for them and every stack ends in start-up;
+ * Python frames stand for them and every stack ends in start-up, and so is
+ * the framework machinery every PyTorch stack repeats (c10::, at::, the
+ * caching allocator, pybind11, the C++ and CUDA runtimes; issue 23) but for
+ * an autograd node's frame;
  * --all-frames keeps them, --hide REGEX drops frames whose name matches
  * (pprof's --hide), --focus REGEX keeps only the samples whose stack has a
  * matching frame (pprof's --focus), --python-only / --native-only keep one
@@ -25,6 +28,10 @@
 void frame_filter_show(bool all_frames, bool python_only, bool native_only);
 int frame_filter_regex(bool focus, const char *re);
 
+/* keep: the framework's frames stay (export: the viewers it writes for -
+ * pprof, speedscope, memory_viz - fold as their users ask). */
+void frame_filter_keep_framework(bool keep);
+
 /* Whether a stack, as recorded (before any frame is hidden or folded, as
  * pprof's -focus sees the locations -hide will drop), has a frame whose
  * name matches --focus; true without --focus. */
@@ -39,6 +46,10 @@ const char *frame_filter_focus_text(void);
  * events to call sites skip them; the device's totals and its curve stay
  * the whole process's, as pprof's total does).  Nothing without --focus. */
 void frame_filter_focus(struct snapshot *s);
+
+/* Whether a native frame's name (demangled) is an autograd node's apply,
+ * which frames.c shows as "autograd: MulBackward0". */
+bool frame_filter_autograd_node(const char *name);
 
 /* Filters frames[0..n) of a stack in place; returns the new count. */
 size_t frame_filter_apply(const struct snapctx *ctx, uint32_t *frames, size_t n);

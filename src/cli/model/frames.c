@@ -6,6 +6,7 @@
  * once per distinct frame; each distinct symbol is demangled once.
  */
 #include "frames.h"
+#include "frame_filter.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -55,6 +56,26 @@ static const char *demangled_of(struct snapctx *ctx, const char *symbol)
     return name;
 }
 
+/* An autograd node's frame reads "autograd: MulBackward0" (the name
+ * PyTorch's own tracebacks give the node), not the libtorch_cpu.so!
+ * torch::autograd::generated::MulBackward0::apply(...) it is. */
+static void autograd_display(struct snapctx *ctx, struct frame *f)
+{
+    const char *bang = strchr(f->name, '!');
+    const char *fn = bang ? bang + 1 : f->name;
+    if (!frame_filter_autograd_node(fn))
+        return;
+    static const char gen[] = "torch::autograd::generated::";
+    const char *node = strstr(fn, gen);
+    node = node ? node + sizeof gen - 1 : "PyNode";
+    size_t len = strcspn(node, ":(");
+    char text[160];
+    int n = snprintf(text, sizeof text, "autograd: %.*s", (int)(len < 120 ? len : 120), node);
+    const char *d = n > 0 ? snapshot_intern(ctx, text, (size_t)n) : NULL;
+    if (d != NULL)
+        f->display = snapshot_display(ctx, d);
+}
+
 /* Finds or adds the frame called name (n bytes, not NUL-terminated needed);
  * display_off is where its display form starts within the name. */
 static uint32_t add_frame(struct snapctx *ctx, const char *name, size_t n,
@@ -80,6 +101,8 @@ static uint32_t add_frame(struct snapctx *ctx, const char *name, size_t n,
     f->type = (uint8_t)type;
     f->named = named;
     f->shown = 0;
+    if (type == FRAME_NATIVE && named)
+        autograd_display(ctx, f);
     return idx;
 }
 
