@@ -120,6 +120,9 @@ struct cumemtrace_allocator_facts {
      * ntop_tensors is -1 when it does not.  The library keeps the first 5. */
     const struct cumemtrace_tensor_site *top_tensors;
     int64_t ntop_tensors;
+    /* The most its tensors held at once (PyTorch's max_memory_allocated),
+     * beside the peak of what it reserved from the driver. */
+    int64_t peak_allocated_bytes;
 };
 
 /* Returns 0, or -1 (bad arguments, or tracing disabled).  Thread-safe. */

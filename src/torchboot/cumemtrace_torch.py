@@ -55,6 +55,7 @@ class Facts(ctypes.Structure):
         ("device_free_bytes", ctypes.c_int64),
         ("top_tensors", ctypes.POINTER(TensorSite)),
         ("ntop_tensors", ctypes.c_int64),
+        ("peak_allocated_bytes", ctypes.c_int64),
     ]]
 
 
@@ -125,6 +126,11 @@ def _start_history(torch):
     global _history
     if os.environ.get("CUMEMTRACE_TORCH_HISTORY", "") == "0":
         return
+    try:
+        if torch.cuda.get_allocator_backend() == "cudaMallocAsync":
+            return  # it keeps no history (nor observers: _attach says so once)
+    except Exception:
+        pass
     try:
         torch.cuda.memory._record_memory_history(**HISTORY_MODE)
         _history = True
@@ -245,6 +251,7 @@ def facts(torch, device, alloc, device_total, device_free):
     f.device_total_bytes = device_total
     f.device_free_bytes = device_free
     f.ntop_tensors = -1
+    f.peak_allocated_bytes = s.get("allocated_bytes.all.peak", -1)
     if _history:
         top = _top_tensors(snap, device)
         arr = (TensorSite * max(len(top), 1))()

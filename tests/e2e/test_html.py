@@ -600,3 +600,29 @@ def test_hostile_strings_and_deep_stacks_still_draw_the_page(browser, tmp_path):
         assert {"timeline", "flamegraph", "sites"} <= set(got), (name, got)
         assert browser.eval("document.querySelectorAll('#sites tbody tr').length") > 0, name
         assert "<!--<script>" in browser.eval("document.body.innerText"), name
+
+
+def test_timeline_zooms_to_the_allocation_activity(browser, tmp_path):
+    """A process that dumps long after its last allocation (a torch script:
+    seconds of import, then exit) gets a timeline of its activity, not of
+    the idle tail (issue 24, item 9); a double-click shows the whole run."""
+    s = json.loads((INPUTS / "exit_train.json").read_text())
+    times = [e[0] for e in s["events"]["data"]]
+    s["process"]["dump_time_ns"] = 20 * max(times)
+    src = tmp_path / "idle_tail.json"
+    src.write_text(json.dumps(s))
+    open_page(browser, html(tmp_path / "p.html", src), "timeline-zoomed.png")
+
+    def axis():
+        return browser.eval("""[...document.querySelectorAll('#timeline svg.timeline-svg')][0]
+            .querySelectorAll('g.axis text').length ? [...[...document.querySelectorAll(
+            '#timeline svg.timeline-svg')][0].querySelectorAll('g.axis text')].slice(-6)
+            .map(t => t.textContent) : []""")
+    assert browser.eval("document.querySelector('#timeline svg.timeline-svg')"
+                        ".dataset.zoomed") == "1"
+    zoomed = axis()
+    assert "Zoomed to the allocation activity" in browser.eval("document.body.innerText")
+    browser.eval("document.querySelector('#timeline svg.timeline-svg').dispatchEvent("
+                 "new MouseEvent('dblclick', {bubbles: true}))")
+    whole = axis()
+    assert zoomed and whole and zoomed[-1] != whole[-1], (zoomed, whole)

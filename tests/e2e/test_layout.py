@@ -7,6 +7,8 @@ import os
 import pty
 import subprocess
 
+import pytest
+
 from conftest import CLI, ROOT
 
 INPUTS = ROOT / "tests" / "golden" / "inputs"
@@ -297,3 +299,22 @@ def test_focus_option_errors():
     assert r.returncode == 2 and "--focus: '(' is not an extended regular" in r.stderr
     r = cli("report", src, "--focus")
     assert r.returncode == 2 and "--focus needs a regular expression" in r.stderr
+
+
+# ---- a post-mortem in one screen (issue 24, item 8) ----
+
+OOM_INPUTS = ["oom_exhausted.json", "oom_fragmentation.json", "oom_limit.json",
+              "rank1.oom.json", "torch/demo_oom.json", "torch/history_oom.json",
+              "torch/segments_oom.json"]
+
+
+@pytest.mark.parametrize("name", OOM_INPUTS)
+def test_a_post_mortem_reads_in_one_screen(name):
+    src = INPUTS / name
+    lines = cli("report", src).stdout.splitlines()
+    assert len(lines) <= 40 and max(map(len, lines)) <= 80, "\n".join(lines)
+    text = "\n".join(lines)
+    tables = sum(text.count(t) for t in ("Top holders", "Call sites at peak", "Live at"))
+    assert tables <= 1 and "report --full" in text, text
+    full = cli("report", "--full", src).stdout
+    assert "Call sites at peak" in full and "Live at this dump" in full, full

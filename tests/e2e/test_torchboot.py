@@ -203,6 +203,8 @@ def test_top_tensors_reach_the_post_mortem(tmp_path):
     rep = subprocess.run([str(CLI), "report", str(pms[0])], capture_output=True, text=True,
                          timeout=60, env={"NO_COLOR": "1", "COLUMNS": "200"})
     text = " ".join(rep.stdout.split())
-    assert "tensors: 48.0 MiB in 2 tensors from train.py:12:forward < train.py:40:<module>" \
-        in text, rep.stdout
+    assert "tensors: 48.0 MiB in 2 tensors from train.py:12:forward <" in text, rep.stdout
+    full = subprocess.run([str(CLI), "report", "--full", str(pms[0])], capture_output=True,
+                          text=True, timeout=60, env={"NO_COLOR": "1"}).stdout
+    assert "48.0 MiB in 2 tensors from train.py:12:forward < train.py:40:<module>" in full
     assert "10.0 MiB in 1 tensor from no Python stack" in text

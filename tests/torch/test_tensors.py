@@ -91,6 +91,22 @@ def test_leak_across_steps_names_the_kept_clones(scenario):
         < text.index("cached segments, by the line that created them", at), text
 
 
+def test_max_memory_allocated_beside_the_peak(scenario):
+    r = scenario("tensors_leak.py")
+    path = snapshot_file(r, "exit")
+    snap = next(s for s in r.snapshots if s["reason"] == "exit")
+    peak = r.torch["max_allocated"]
+    assert snap["devices"][0]["allocator"]["peak_allocated_bytes"] == peak
+    exact = subprocess.run([str(CLI), "report", "--bytes", str(path)], capture_output=True,
+                           text=True, timeout=60, env={"NO_COLOR": "1"}).stdout
+    assert f"PyTorch's tensors peaked at {peak} B (max_memory_allocated)" in \
+        " ".join(exact.split()), exact
+    diff = subprocess.run([str(CLI), "diff", "--bytes", str(path), str(path)],
+                          capture_output=True, text=True, timeout=60,
+                          env={"NO_COLOR": "1"}).stdout
+    assert f"tensors' peak (max_memory_allocated) {peak} B -> {peak} B" in diff, diff
+
+
 def test_parameters_are_named_by_the_users_line(scenario):
     r = scenario("tensors_params.py")
     rep = report_json(snapshot_file(r, "exit"))

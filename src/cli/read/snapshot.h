@@ -127,6 +127,7 @@ struct snap_allocator {
     uint64_t largest_free_small, largest_free_large;
     uint64_t segments, num_alloc_retries, num_ooms, limit_bytes;
     uint64_t device_total_bytes, device_free_bytes;
+    uint64_t peak_allocated_bytes; /* max_memory_allocated */
     const char *config; /* "key:value,..." as written back, or NULL */
     bool has_top;       /* top_tensors was not null: the allocator's history is on */
     size_t ntop;

@@ -153,6 +153,7 @@ static const struct field allocator_fields[] = {
     FIELD(snap_allocator, limit_bytes, F_U64N),
     FIELD(snap_allocator, device_total_bytes, F_U64N),
     FIELD(snap_allocator, device_free_bytes, F_U64N),
+    FIELD(snap_allocator, peak_allocated_bytes, F_U64N),
     FIELD_FN("largest_free_block_bytes", rd_largest_free),
     FIELD_FN("config", rd_config),
     FIELD_FN("top_tensors", rd_top_tensors),
@@ -165,7 +166,7 @@ static int read_allocator(struct reader *r, struct snap_allocator *a)
                         &a->inactive_split_bytes, &a->largest_free_small,
                         &a->largest_free_large, &a->segments, &a->num_alloc_retries,
                         &a->num_ooms, &a->limit_bytes, &a->device_total_bytes,
-                        &a->device_free_bytes};
+                        &a->device_free_bytes, &a->peak_allocated_bytes};
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
         *nums[i] = SNAP_UNKNOWN;
     if (reader_take_null(r))

@@ -130,11 +130,21 @@ void report_allocator_lines(FILE *f, struct snapctx *ctx, const struct snap_oom 
              a->config ? "PYTORCH_CUDA_ALLOC_CONF=" : "PYTORCH_CUDA_ALLOC_CONF unset",
              a->config ? snapshot_display(ctx, a->config) : "");
     out_wrap(f, "            ", "            ", text);
-    report_allocator_tensors(f, ctx, a, "  tensors:  ", "            ");
+    report_allocator_tensors(f, ctx, a, "  tensors:  ", "            ", 1);
+}
+
+uint64_t report_allocator_peak(const struct snapshot *s, const struct snap_device *d)
+{
+    if (d->allocator.present && d->allocator.peak_allocated_bytes != SNAP_UNKNOWN)
+        return d->allocator.peak_allocated_bytes;
+    const struct snap_oom *o = &s->oom;
+    if (o->present && o->device == d->ordinal && o->allocator.present)
+        return o->allocator.peak_allocated_bytes;
+    return SNAP_UNKNOWN;
 }
 
 void report_allocator_tensors(FILE *f, struct snapctx *ctx, const struct snap_allocator *a,
-                              const char *first, const char *rest)
+                              const char *first, const char *rest, int lines)
 {
     if (!a->present || !a->has_top)
         return;
@@ -144,11 +154,22 @@ void report_allocator_tensors(FILE *f, struct snapctx *ctx, const struct snap_al
         out_wrap(f, first, rest, "no live tensors in PyTorch's history");
     for (size_t i = 0; i < a->ntop; i++) {
         const struct snap_tensor_site *t = &a->top[i];
-        snprintf(text, sizeof text, "%s in %" PRIu64 " tensor%s from %s",
-                 out_bytes(t->bytes, x), t->count, t->count == 1 ? "" : "s",
-                 t->where && t->where[0] ? snapshot_display(ctx, t->where)
-                                         : "no Python stack (allocated off the Python "
-                                           "thread, e.g. by autograd's backward)");
+        char head[96], fit[768];
+        snprintf(head, sizeof head, "%s in %" PRIu64 " tensor%s from ", out_bytes(t->bytes, x),
+                 t->count, t->count == 1 ? "" : "s");
+        const char *where = t->where && t->where[0]
+                                ? snapshot_display(ctx, t->where)
+                                : "no Python stack (allocated off the Python thread, e.g. "
+                                  "by autograd's backward)";
+        /* `lines` lines a site: the innermost lines, the callers cut to fit
+         * (--full: all of them). */
+        size_t used = out_width(first) + out_width(head);
+        size_t room = OUT_WIDTH > used ? OUT_WIDTH - used : 0;
+        if (lines > 1 && OUT_WIDTH > out_width(cont))
+            room += (size_t)(lines - 1) * (OUT_WIDTH - out_width(cont));
+        if (t->where && t->where[0] && room > 24)
+            where = out_fit_chain(where, room, fit, sizeof fit);
+        snprintf(text, sizeof text, "%s%s", head, where);
         out_wrap(f, i == 0 ? first : rest, cont, text);
     }
 }

@@ -17,10 +17,17 @@ const char *report_allocator_sentence(const struct snap_oom *o, char *buf, size_
  * allocator did not speak. */
 void report_allocator_lines(FILE *f, struct snapctx *ctx, const struct snap_oom *o);
 
+/* PyTorch's max_memory_allocated for device d of s - the most its tensors
+ * held at once, beside the device's peak, which counts what it reserved -
+ * from the device's latest allocator state, else from the post-mortem of an
+ * OOM on that device; SNAP_UNKNOWN when PyTorch did not say (issue 23). */
+uint64_t report_allocator_peak(const struct snapshot *s, const struct snap_device *d);
+
 /* The Python lines holding the largest live tensors (PyTorch's history,
- * `top_tensors`), one line each, the first prefixed by `first`, the others
- * by `rest`; nothing when the allocator kept no history. */
+ * `top_tensors`), up to `lines` lines each (the callers cut to fit), the
+ * first prefixed by `first`, the others by `rest`; nothing when the
+ * allocator kept no history. */
 void report_allocator_tensors(FILE *f, struct snapctx *ctx, const struct snap_allocator *a,
-                              const char *first, const char *rest);
+                              const char *first, const char *rest, int lines);
 
 #endif

@@ -31,6 +31,7 @@
 #include "out.h"
 #include "ranks.h"
 #include "report.h"
+#include "report_allocator.h"
 #include "sites.h"
 #include "units.h"
 
@@ -40,6 +41,30 @@
 static int64_t ordinal_at(const struct snapshot *s, size_t i)
 {
     return i < s->ndevices ? s->devices[i].ordinal : INT64_MAX;
+}
+
+/* PyTorch's max_memory_allocated of each device on either side, beside the
+ * peak table's reserved figures (issue 23). */
+static void print_tensor_peaks(FILE *f, const struct snapshot *a, const struct snapshot *b)
+{
+    size_t i = 0, j = 0;
+    while (i < a->ndevices || j < b->ndevices) {
+        int64_t oa = ordinal_at(a, i), ob = ordinal_at(b, j);
+        int64_t ord = oa < ob ? oa : ob;
+        const struct snap_device *da = oa == ord ? &a->devices[i++] : NULL;
+        const struct snap_device *db = ob == ord ? &b->devices[j++] : NULL;
+        uint64_t pa = da ? report_allocator_peak(a, da) : SNAP_UNKNOWN;
+        uint64_t pb = db ? report_allocator_peak(b, db) : SNAP_UNKNOWN;
+        if (pa == SNAP_UNKNOWN && pb == SNAP_UNKNOWN)
+            continue;
+        char x[OUT_NUM], y[OUT_NUM], d[OUT_NUM], c[OUT_NUM + 4] = "";
+        if (pa != SNAP_UNKNOWN && pb != SNAP_UNKNOWN)
+            snprintf(c, sizeof c, " (%s)", out_sbytes(out_delta(pa, pb), d));
+        fprintf(f, "  device %" PRId64 ": tensors' peak (max_memory_allocated) %s -> %s%s\n",
+                ord,
+                pa != SNAP_UNKNOWN ? out_bytes(pa, x) : "?",
+                pb != SNAP_UNKNOWN ? out_bytes(pb, y) : "?", c);
+    }
 }
 
 /* Prints the peak table and evaluates the gate; returns whether it failed. */
@@ -80,6 +105,7 @@ static bool print_peaks(FILE *f, const struct snapshot *a, const struct snapshot
     if (t.nrows > 1) {
         fprintf(f, "%sPeak per device%s\n", out_color(OUT_BOLD), out_color(OUT_RESET));
         out_table_print(&t, f);
+        print_tensor_peaks(f, a, b);
     } else {
         out_table_free(&t);
         fprintf(f, "No device saw tracked activity in either run.\n");

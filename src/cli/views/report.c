@@ -48,6 +48,16 @@ void report_set_by_range(bool by_range)
 {
     report_by_range = by_range;
 }
+/* --full: every table.  Without it a post-mortem reads in one screen (issue
+ * 24, item 8): one holders table (the tensors when PyTorch named them), the
+ * advice, one line per device. */
+static bool report_full; /* report_set_full */
+#define OOM_ROWS 5 /* holders shown in a post-mortem without --full */
+
+void report_set_full(bool full)
+{
+    report_full = full;
+}
 
 /* "s" after a count unless it is one. */
 static const char *plural(uint64_t n)
@@ -359,8 +369,20 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
     if (o->phase > 0)
         field(f, "range:", "inside range `%s`",
               TEXT(s, snapshot_phase_path(s, o->phase)));
-    if (oom_table(f, s, &o->live, "Top holders at the failure", "allocation", "",
-                  top, true) != 0 ||
+    /* The tensors above are who holds it; the driver-level table says
+     * which line first created each cached segment. */
+    bool tensors = o->allocator.present && o->allocator.has_top && o->allocator.ntop > 0;
+    if (!report_full) {
+        if (!tensors && oom_table(f, s, &o->live, "Top holders at the failure",
+                                  "allocation", "", top < OOM_ROWS ? top : OOM_ROWS,
+                                  true) != 0)
+            return -1;
+        return 0;
+    }
+    if (oom_table(f, s, &o->live,
+                  tensors ? "Cached segments at the failure, by the line that created them"
+                          : "Top holders at the failure",
+                  "allocation", "", top, true) != 0 ||
         oom_table(f, s, &o->released, "Released between attempts", "free",
                   ", by call site", top, false) != 0)
         return -1;
@@ -496,7 +518,7 @@ static int print_live(FILE *f, struct snapshot *s, const struct snap_groups *liv
             char lead[32], rest[32];
             snprintf(lead, sizeof lead, "%*stensors:  ", indent + 2, "");
             snprintf(rest, sizeof rest, "%*s", indent + 12, "");
-            report_allocator_tensors(f, s->ctx, al, lead, rest);
+            report_allocator_tensors(f, s->ctx, al, lead, rest, 2);
             fprintf(f, "%*scached segments, by the line that created them:\n", indent + 2, "");
         }
     }
@@ -519,6 +541,16 @@ static int print_at_peak(FILE *f, struct snapshot *s, const struct snap_groups *
     return g->n > 0 ? print_sites(f, s, g, peak, top, false, 2) : 0;
 }
 
+/* PyTorch's max_memory_allocated beside the peak, which is what it
+ * reserved (the driver's view). */
+static void print_tensor_peak(FILE *f, const struct snapshot *s, const struct snap_device *d)
+{
+    uint64_t p = report_allocator_peak(s, d);
+    char a[OUT_NUM];
+    if (p != SNAP_UNKNOWN)
+        para(f, 2, "PyTorch's tensors peaked at %s (max_memory_allocated)", out_bytes(p, a));
+}
+
 static int print_device(FILE *f, struct snapshot *s, const struct snap_device *d,
                         unsigned top)
 {
@@ -527,6 +559,7 @@ static int print_device(FILE *f, struct snapshot *s, const struct snap_device *d
     heading(f, "Device %" PRId64 ": peak %s at %s, now %s", d->ordinal,
             out_bytes(d->peak_bytes, a), out_duration(d->peak_time_ns, t),
             out_bytes(d->current_bytes, b));
+    print_tensor_peak(f, s, d);
     if (d->total_bytes != SNAP_UNKNOWN || d->limit_bytes != SNAP_UNKNOWN) {
         char lim[OUT_NUM + 16] = "";
         if (d->limit_bytes != SNAP_UNKNOWN)
@@ -620,12 +653,50 @@ static void print_counters(FILE *f, const struct snapshot *s)
     }
 }
 
+/* A post-mortem's devices without --full: one line each; the tables are
+ * the holders above, again (the dump is taken at the failure). */
+static void print_devices_brief(FILE *f, const struct snapshot *s)
+{
+    char a[OUT_NUM], b[OUT_NUM], t[OUT_NUM], line[256];
+    static const char hint[] = " (report --full: every table)";
+    fputc('\n', f);
+    for (size_t i = 0; i < s->ndevices; i++) {
+        const struct snap_device *d = &s->devices[i];
+        snprintf(line, sizeof line, "Device %" PRId64 ": peak %s at %s, now %s", d->ordinal,
+                 out_bytes(d->peak_bytes, a), out_duration(d->peak_time_ns, t),
+                 out_bytes(d->current_bytes, b));
+        bool last = i + 1 == s->ndevices && s->ooms.count <= 1;
+        if (last && out_width(line) + sizeof hint - 1 <= OUT_WIDTH)
+            fprintf(f, "%s%s\n", line, hint);
+        else
+            para(f, 0, "%s%s", line, last ? hint : "");
+        print_tensor_peak(f, s, d);
+    }
+    const struct snap_ooms *o = &s->ooms;
+    if (o->count > 1) {
+        char rec[32] = "none recovered";
+        if (o->recovered > 0)
+            snprintf(rec, sizeof rec, "%" PRIu64 " recovered", o->recovered);
+        para(f, 0, "OOMs: %" PRIu64 " chains (%" PRIu64 " failed attempt%s), %s%s", o->count,
+             o->failed_attempts, o->failed_attempts == 1 ? "" : "s", rec, hint);
+    }
+    if (s->ndevices == 0 && o->count <= 1)
+        para(f, 0, "%s", hint + 1);
+    if (o->suppressed > 0)
+        para(f, 2, "%" PRIu64 " OOM post-mortem%s not written (CUMEMTRACE_MAX_OOM_DUMPS "
+                   "reached)", o->suppressed, o->suppressed == 1 ? "" : "s");
+}
+
 static int print_one(FILE *f, struct snapshot *s, unsigned top)
 {
     print_header(f, s);
     if (s->oom.present) {
         if (print_oom(f, s, top) != 0 || print_advice(f, s) != 0)
             return -1;
+        if (!report_full) {
+            print_devices_brief(f, s);
+            return 0;
+        }
     }
     for (size_t i = 0; i < s->ndevices; i++)
         if (print_device(f, s, &s->devices[i], top) != 0)

@@ -28,6 +28,8 @@ size_t report_pick(struct snapshot **s, size_t n);
  * and whether it lists the program's ranges instead of call sites (--by). */
 void report_set_sort(enum churn_sort by);
 void report_set_by_range(bool by_range);
+/* --full: a post-mortem with every table (without it, one screen). */
+void report_set_full(bool full);
 
 
 #endif

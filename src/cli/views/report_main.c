@@ -35,7 +35,8 @@ static const char usage[] =
     "  --top N    call sites per table (default 10; --json: all)\n"
     "  --rank N   only rank N of the files given (its newest file)\n"
     "  --width N  lay out for N columns (default: the terminal's, 80 when piped)\n"
-    "  --full     cut nothing: whole call-site names and caller chains\n"
+    "  --full     cut nothing: whole call-site names and caller chains, and for\n"
+    "             a post-mortem every table (by default it fits one screen)\n"
     "  --sort K   order the churn table (allocations and frees over the run, per\n"
     "             call site) by allocs (default), bytes or temporary\n"
     "  --by range the peak by the program's own ranges (NVTX, PyTorch's phases,\n"
@@ -83,7 +84,10 @@ int report_main(int argc, char **argv)
                                  OUT_WIDTH_MIN, optarg);
             break;
         }
-        case 'F': out_set_width(OUT_WIDTH_FULL); break;
+        case 'F':
+            out_set_width(OUT_WIDTH_FULL);
+            report_set_full(true);
+            break;
         case 's': {
             int by = churn_sort_parse(optarg);
             if (by < 0)

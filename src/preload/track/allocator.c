@@ -100,6 +100,7 @@ bool allocator_take(int device, const struct cumemtrace_allocator_facts *in,
     f.limit = FIELD_OR_UNKNOWN(in, limit_bytes);
     f.device_total = FIELD_OR_UNKNOWN(in, device_total_bytes);
     f.device_free = FIELD_OR_UNKNOWN(in, device_free_bytes);
+    f.peak_allocated = FIELD_OR_UNKNOWN(in, peak_allocated_bytes);
     take_top(in, &f);
     *out = f;
     return true;

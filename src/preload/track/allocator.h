@@ -25,6 +25,7 @@ struct allocator_facts {
     int64_t largest_free_small, largest_free_large;
     int64_t segments, num_alloc_retries, num_ooms, limit;
     int64_t device_total, device_free;
+    int64_t peak_allocated; /* max_memory_allocated, -1 unknown */
     int ntop; /* top[0..ntop); -1: the allocator keeps no history */
     struct allocator_tensor_site top[ALLOCATOR_TOP_TENSORS];
 };

@@ -380,6 +380,7 @@ static void write_allocator(struct jw *w, const struct allocator_facts *f)
         {",\"limit_bytes\":", f->limit},
         {",\"device_total_bytes\":", f->device_total},
         {",\"device_free_bytes\":", f->device_free},
+        {",\"peak_allocated_bytes\":", f->peak_allocated},
     };
     for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
         jw_s(w, n[i].key);

@@ -23,4 +23,5 @@ for i in range(6):
     step(i)
 truth.dump()
 print("TORCH " + json.dumps({"allocated": torch.cuda.memory_allocated(),
+                             "max_allocated": torch.cuda.max_memory_allocated(),
                              "reserved": torch.cuda.memory_reserved()}))

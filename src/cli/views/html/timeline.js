@@ -52,7 +52,7 @@
      * process start), with a little room. */
     var t0 = pts.length > 1 ? pts[1][0] : 0, pad = (dev.end_ns - t0) * 0.02;
     var full = opts.domain || [Math.max(0, t0 - pad), dev.end_ns];
-    var dom = full.slice();
+    var dom = opts.domain ? full.slice() : activity(file, dev, full);
     var box = h('div', { 'class': 'tl', 'data-device': dev.name }, parent);
     var svgEl = s('svg', { width: W, height: H + RH, 'class': 'timeline-svg' }, box);
     var ymax = dev.peak;
@@ -197,7 +197,33 @@
     });
     svgEl.addEventListener('dblclick', function () { dom = full.slice(); draw(); });
     draw();
+    if (dom[0] > full[0] || dom[1] < full[1]) {
+      svgEl.setAttribute('data-zoomed', '1');
+      h('div', { 'class': 'note' }, box, 'Zoomed to the allocation activity (' + dur(Math.round(dom[0])) +
+        ' to ' + dur(Math.round(dom[1])) + ' of ' + dur(Math.round(full[1])) + '); double-click for the whole run.');
+    }
     return { svg: svgEl, domain: function () { return dom.slice(); } };
+  }
+
+  /* The span in which the device's memory changed (and its failures and
+   * peak), with a little room: a run that imports for seconds and dumps
+   * seconds after its last allocation would otherwise draw all of its
+   * activity in a sliver (issue 24, item 9).  The whole span when the
+   * activity fills most of it. */
+  function activity(file, dev, full) {
+    var pts = dev.points, lo = Infinity, hi = -Infinity;
+    for (var k = 1; k < pts.length; k++) {
+      if (pts[k][0] >= dev.end_ns && k === pts.length - 1 && k > 1) break; /* the dump's own point */
+      lo = Math.min(lo, pts[k][0]); hi = Math.max(hi, pts[k][0]);
+    }
+    var marks = (file.attempts || []).filter(function (a) { return a[1] === dev.ordinal; })
+      .map(function (a) { return a[0]; });
+    if (file.oom && file.oom.device === dev.ordinal && file.oom.time_ns != null) marks.push(file.oom.time_ns);
+    if (dev.peak_ns != null) marks.push(dev.peak_ns);
+    marks.forEach(function (t) { lo = Math.min(lo, t); hi = Math.max(hi, t); });
+    if (!(hi >= lo) || hi - lo > 0.5 * (full[1] - full[0])) return full.slice();
+    var pad = Math.max((hi - lo) * 0.05, (full[1] - full[0]) * 0.002);
+    return [Math.max(full[0], lo - pad), Math.min(full[1], hi + pad)];
   }
 
   function legend(parent, file, dev) {
