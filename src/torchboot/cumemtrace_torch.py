@@ -111,8 +111,8 @@ def _segments_fn():
 
 # PyTorch's allocation history names the Python line of every live block
 # (torch.cuda.memory._record_memory_history), so that every view says which
-# tensors hold the memory, not only which line created each cached segment
-# (issue 23).  On by default; CUMEMTRACE_TORCH_HISTORY=0 turns it off.
+# tensors hold the memory, not only which line created each cached segment.
+# On by default; CUMEMTRACE_TORCH_HISTORY=0 turns it off.
 # enabled="state" keeps each live block's stack and no trace of alloc/free
 # events: the cheapest mode that still names each live block's line
 # (measured by tests/torch/scenarios/history_cost.py; docs/performance.md).
@@ -148,7 +148,7 @@ def _torch_dir():
 
 def _from_user_code(frames, torch_dir):
     """The frames outside torch's own package (the user's lines, not
-    module.py's _call_impl or _apply chains between them, issue 23); all of
+    module.py's _call_impl or _apply chains between them); all of
     them when every frame is torch's."""
     if not torch_dir:
         return frames
@@ -325,8 +325,8 @@ def _queue(cuda):
 
 def _watch():
     """Waits for torch.cuda without a finder in sys.meta_path (the host's
-    view stays as without us, issue 24 item 19; a finder also saw
-    importlib.util.find_spec's probe as the import, item 17): an audit hook
+    view stays as without us; a finder also saw
+    importlib.util.find_spec's probe as the import): an audit hook
     sees every real import, and torch.cuda's own imports come after the
     names _queue needs.  Audit hooks cannot be removed: once done, ours
     returns at its first comparison."""

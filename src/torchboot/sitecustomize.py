@@ -3,7 +3,7 @@
 It asks cumemtrace_torch to attach PyTorch's out-of-memory observer if and
 when the program imports torch, then runs the sitecustomize this one hides
 (the next one on sys.path, as `coverage` and `ddtrace-run` do).  The host
-must see what it would see without us (issue 24, item 19): its sys.path,
+must see what it would see without us: its sys.path,
 PYTHONPATH, sys.modules (no `sitecustomize` when it has none, no module of
 ours, nothing imported that it did not import), sys.meta_path, and what site
 prints when its own sitecustomize raises.  So this file imports only modules

@@ -65,7 +65,7 @@ static bool startup(const struct frame *f)
 
 /* An autograd node's own frame (torch::autograd::generated::MulBackward0::
  * apply, or a Python-defined Function's PyNode): what backward was doing,
- * the one frame of autograd's thread a reader needs (issue 23). */
+ * the one frame of autograd's thread a reader needs. */
 bool frame_filter_autograd_node(const char *name)
 {
     const char *g = strstr(name, "torch::autograd::generated::");
@@ -85,7 +85,7 @@ static bool prefixed(const char *s, const char *const *list)
  * PyTorch stack repeats: the dispatcher and operators (at::, c10::), the
  * caching allocator and its mutex, the autograd engine, the bindings
  * (pybind11, torch::autograd's Python glue), the C++ runtime, the CUDA
- * runtime and this tool (issue 23).  Folded like the interpreter's frames:
+ * runtime and this tool.  Folded like the interpreter's frames:
  * rows that differ only in them merge.  An autograd node's frame stays. */
 static bool framework(const struct frame *f)
 {

@@ -2,7 +2,7 @@
  * interpreter's own frames and process start-up are folded away, since the
  * Python frames stand for them and every stack ends in start-up, and so is
  * the framework machinery every PyTorch stack repeats (c10::, at::, the
- * caching allocator, pybind11, the C++ and CUDA runtimes; issue 23) but for
+ * caching allocator, pybind11, the C++ and CUDA runtimes) but for
  * an autograd node's frame;
  * --all-frames keeps them, --hide REGEX drops frames whose name matches
  * (pprof's --hide), --focus REGEX keeps only the samples whose stack has a

@@ -20,7 +20,7 @@ void report_allocator_lines(FILE *f, struct snapctx *ctx, const struct snap_oom 
 /* PyTorch's max_memory_allocated for device d of s - the most its tensors
  * held at once, beside the device's peak, which counts what it reserved -
  * from the device's latest allocator state, else from the post-mortem of an
- * OOM on that device; SNAP_UNKNOWN when PyTorch did not say (issue 23). */
+ * OOM on that device; SNAP_UNKNOWN when PyTorch did not say. */
 uint64_t report_allocator_peak(const struct snapshot *s, const struct snap_device *d);
 
 /* The Python lines holding the largest live tensors (PyTorch's history,

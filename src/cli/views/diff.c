@@ -44,7 +44,7 @@ static int64_t ordinal_at(const struct snapshot *s, size_t i)
 }
 
 /* PyTorch's max_memory_allocated of each device on either side, beside the
- * peak table's reserved figures (issue 23). */
+ * peak table's reserved figures. */
 static void print_tensor_peaks(FILE *f, const struct snapshot *a, const struct snapshot *b)
 {
     size_t i = 0, j = 0;

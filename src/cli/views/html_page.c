@@ -40,7 +40,7 @@ static void put_escaped_text(FILE *f, const char *s)
 /* JSON inside <script> must contain no "<" at all: "</script" ends the
  * element, and "<!--" followed by "<script" puts the HTML parser in a state
  * where the next "</script>" (our data block's own) no longer ends it, so
- * the page's script is swallowed into the data (issue 24, item 18).  A "<"
+ * the page's script is swallowed into the data.  A "<"
  * of this JSON can only be inside a string, where "\u003c" is the same
  * character. */
 static void put_script_json(FILE *f, const char *s, size_t n)

@@ -513,7 +513,7 @@ static int print_live(FILE *f, struct snapshot *s, const struct snap_groups *liv
         snprintf(first, sizeof first, "%*s", indent + 2, "");
         out_wrap(f, first, first, text);
         /* The tensors first: the segments' lines below are where the
-         * cache grew, not who holds it now (issue 23). */
+         * cache grew, not who holds it now. */
         if (al->has_top) {
             char lead[32], rest[32];
             snprintf(lead, sizeof lead, "%*stensors:  ", indent + 2, "");

@@ -76,7 +76,7 @@ static int sites(struct jsonw *w, struct snapshot *s, const struct snap_groups *
 }
 
 /* The live tensors by the Python line that allocated them (PyTorch's
- * history, issue 23): null when the allocator kept none, else
+ * history): null when the allocator kept none, else
  * [{site, bytes, count}], largest first; site "" when the block has no
  * Python stack (autograd's backward thread). */
 static void tensors(struct jsonw *w, const struct snap_allocator *a)

@@ -107,7 +107,7 @@ static int find_library(char *lib, size_t n, char *looked, size_t ln)
 
 /* Whether `cmd` runs a Python that ignores PYTHONPATH (-E, -I) or skips
  * site and with it our sitecustomize (-S): then our directory would only
- * show in its sys.path and environment (issue 24, item 19), and the
+ * show in its sys.path and environment, and the
  * library's own hook (torch_layer.c) loads the layer instead.  Reads the
  * interpreter's options up to the script, -c or -m. */
 static bool python_skips_site(char **cmd)
@@ -142,8 +142,7 @@ static bool python_skips_site(char **cmd)
 
 /* PYTHONPATH with the PyTorch layer's start-up directory first:
  * share/cumemtrace/torchboot beside the library (build tree) or in the
- * prefix; *was gets what the host's sitecustomize restores (issue 24, item
- * 19): "=" and the old value, or "-" when there was none.  NULL when the
+ * prefix; *was gets what the host's sitecustomize restores: "=" and the old value, or "-" when there was none.  NULL when the
  * directory is not there (the run goes on without it) or on OOM. */
 static char *python_path(const char *lib, char **was)
 {

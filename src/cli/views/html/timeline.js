@@ -208,7 +208,7 @@
   /* The span in which the device's memory changed (and its failures and
    * peak), with a little room: a run that imports for seconds and dumps
    * seconds after its last allocation would otherwise draw all of its
-   * activity in a sliver (issue 24, item 9).  The whole span when the
+   * activity in a sliver.  The whole span when the
    * activity fills most of it. */
   function activity(file, dev, full) {
     var pts = dev.points, lo = Infinity, hi = -Infinity;
