@@ -682,9 +682,6 @@ static void print_devices_brief(FILE *f, const struct snapshot *s)
     }
     if (s->ndevices == 0 && o->count <= 1)
         para(f, 0, "%s", hint + 1);
-    if (o->suppressed > 0)
-        para(f, 2, "%" PRIu64 " OOM post-mortem%s not written (CUMEMTRACE_MAX_OOM_DUMPS "
-                   "reached)", o->suppressed, o->suppressed == 1 ? "" : "s");
 }
 
 static int print_one(FILE *f, struct snapshot *s, unsigned top)
