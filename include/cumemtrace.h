@@ -27,6 +27,17 @@ extern "C" {
  * disabled).  Thread-safe. */
 int cumemtrace_dump(const char *path);
 
+/* Writes the exit snapshot now: the host runtime says the program's own
+ * code has ended (the PyTorch layer calls it from Python's atexit, before
+ * the interpreter's teardown frees the tensors the program still held, so
+ * "live at exit" is what memory_allocated() says at the end of the script).
+ * The process's later exit paths keep that snapshot and rewrite it only if
+ * something was allocated after it; frees alone are the teardown.  Returns
+ * 0 when it wrote the snapshot, or -1 when it wrote nothing: tracing
+ * disabled, a process that never used CUDA, or the exit snapshot already
+ * written.  Call it once, from the thread that ends the program. */
+int cumemtrace_exit_snapshot(void);
+
 /* ---- marks: memory used since a moment (a test, a step) ----
  *
  * A mark records, for every device, what the process held when it was set,

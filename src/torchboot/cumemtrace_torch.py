@@ -265,7 +265,25 @@ def facts(torch, device, alloc, device_total, device_free):
     return f
 
 
+def _exit_snapshot_at_program_end():
+    """The exit snapshot as the script's own code ends (Python's atexit),
+    before the interpreter's teardown frees the tensors it kept: with numpy
+    loaded that teardown frees every one, and the library's own exit hooks
+    (Py_AtExit, the C exit) come after it.  Registered before _at_exit, so
+    it runs after it (atexit runs in reverse order) and the snapshot holds
+    the allocator's figures at exit."""
+    try:
+        fn = ctypes.CDLL(None).cumemtrace_exit_snapshot
+    except (AttributeError, OSError):
+        return  # not traced, or an older library: its own exit hooks stand
+    fn.restype = ctypes.c_int
+    fn.argtypes = []
+    import atexit
+    atexit.register(fn)
+
+
 def _attach(torch, report):
+    _exit_snapshot_at_program_end()
     _start_history(torch)
     layout = [_segments_fn()]
 

@@ -5,7 +5,10 @@
  *
  * One per image: the exec snapshot stands for the exit one unless the exec
  * fails, and a Python host's exit snapshot is rewritten by the C exit only
- * if memory moved since.  Exit writes from our tables only - it never
+ * if something was allocated since: the frees between the end of the
+ * program's code and the process's exit are the interpreter's teardown
+ * (with numpy loaded, CPython's module teardown frees every tensor a script
+ * kept to its end, so "live at exit" would always read 0).  Exit writes from our tables only - it never
  * calls CUDA, whose own exit handlers may already have torn the driver
  * down.  A process that never called a wrapper writes nothing.
  *
@@ -30,15 +33,16 @@
 
 static int exit_written;
 
-/* Set when a Python host's finalisation wrote the exit snapshot (see
- * signals.c): the C exit rewrites it only if memory moved since. */
+/* Set when a Python host's end wrote the exit snapshot: the C exit
+ * rewrites it only if something was allocated since. */
 static char python_exit_path[4200];
-static uint64_t python_exit_events;
+static uint64_t python_exit_allocs;
 
-void hooks_write_exit_snapshot(bool python)
+bool hooks_write_exit_snapshot(bool python)
 {
+    bool wrote = false;
     if (!hooks_enabled)
-        return;
+        return false;
     hooks_depth++;
     /* The stream is the thread's: touched only while its work is held. */
     bool held = python ? background_pause() : background_stop();
@@ -51,17 +55,18 @@ void hooks_write_exit_snapshot(bool python)
         if (!__atomic_exchange_n(&exit_written, 1, __ATOMIC_ACQ_REL)) {
             oom_at_exit(clock_now_ns());
             int rc;
+            wrote = true;
             if (python) {
                 rc = snapshot_write("exit", NULL, NULL, python_exit_path,
                                     sizeof python_exit_path);
-                python_exit_events = record_activity();
+                python_exit_allocs = record_allocations();
             } else {
                 rc = snapshot_write("exit", NULL, NULL, NULL, 0);
             }
             if (held)
                 stream_finish(rc == 0);
         } else if (!python && python_exit_path[0] != '\0' &&
-                   record_activity() != python_exit_events) {
+                   record_allocations() != python_exit_allocs) {
             oom_at_exit(clock_now_ns());
             snapshot_rewrite("exit", python_exit_path);
         }
@@ -72,6 +77,7 @@ void hooks_write_exit_snapshot(bool python)
         resolve_log_summary();
     dump_guard_leave(&g);
     hooks_depth--;
+    return wrote;
 }
 
 /* The process our tables belong to: a vfork child (no atfork handlers run,

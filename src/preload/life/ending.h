@@ -18,9 +18,11 @@ void ending_atfork_child(void);
 void hooks_before_exec(const char *path, char *written, size_t n);
 void hooks_exec_failed(const char *written);
 
-/* The exit snapshot: from our atexit handler (python=false), or from a
- * Python host's Py_AtExit (python=true), which runs where an interrupted
- * interpreter re-raises SIGINT and no atexit handler follows. */
-void hooks_write_exit_snapshot(bool python);
+/* The exit snapshot: from our atexit handler (python=false), or as a
+ * Python host's program ends (python=true): its atexit through the PyTorch
+ * layer (cumemtrace_exit_snapshot), else its Py_AtExit, which runs where an
+ * interrupted interpreter re-raises SIGINT and no atexit handler follows.
+ * Returns true when this call wrote the snapshot. */
+bool hooks_write_exit_snapshot(bool python);
 
 #endif

@@ -216,6 +216,13 @@ __attribute__((visibility("default"))) int cumemtrace_dump(const char *path)
     return r;
 }
 
+__attribute__((visibility("default"))) int cumemtrace_exit_snapshot(void)
+{
+    if (!hooks_enabled)
+        return -1;
+    return hooks_write_exit_snapshot(true) ? 0 : -1;
+}
+
 __attribute__((visibility("default"))) const char *cumemtrace_version(void)
 {
     return FORMAT_TOOL_VERSION;

@@ -226,6 +226,9 @@ void record_pool_kinds(int pool, uint64_t out[KIND_COUNT]);
 /* Allocations, frees and failures counted so far, whatever the event log
  * keeps: whether anything moved since an earlier reading. */
 uint64_t record_activity(void);
+/* Allocations and failed allocations so far, all pools: what a host's
+ * teardown, which only frees, leaves unchanged. */
+uint64_t record_allocations(void);
 
 /* Remembers the driver's latest (free, total) for a device. */
 void record_meminfo(int device, uint64_t free_bytes, uint64_t total_bytes);

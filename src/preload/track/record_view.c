@@ -168,6 +168,17 @@ uint64_t record_activity(void)
     return n;
 }
 
+uint64_t record_allocations(void)
+{
+    uint64_t n = 0;
+    record_lock_take(&record_lock);
+    for (int p = 0; p < RECORD_POOLS; p++)
+        for (int k = 0; k < KIND_COUNT; k++)
+            n += record_pools[p].kinds[k].allocs + record_pools[p].kinds[k].failures;
+    record_lock_drop(&record_lock);
+    return n;
+}
+
 static void site_view_fill(const struct site *s, struct record_site_view *sv)
 {
     bool saved = s->s.epoch == record_pools[s->s.pool].epoch;

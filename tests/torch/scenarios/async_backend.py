@@ -3,6 +3,9 @@ tensor is a cudaMallocAsync from the device's default pool, whose
 used/reserved attributes PyTorch reports."""
 import json
 
+import numpy  # noqa: F401 - as in any real environment: with it loaded,
+# CPython's teardown frees the tensors kept to the end before Py_AtExit runs,
+# so the exit snapshot must be taken at the script's end (Python's atexit)
 import torch
 
 MiB = 1 << 20
