@@ -54,6 +54,10 @@ SIMDRV  := $(BUILD)/sim/libcuda.so.1
 SIMRT   := $(BUILD)/sim/libcudart.so.13
 SIMRTA  := $(BUILD)/sim/libcudart_static.a
 SIMNVML := $(BUILD)/sim/libnvidia-ml.so.1
+# Stand-ins for the NVIDIA libraries PyTorch links (src/simgpu/blas, ...).
+SIMBLAS := $(BUILD)/sim/libcublas.so.13
+SIMBLASLT := $(BUILD)/sim/libcublasLt.so.13
+SIMSTANDINS := $(SIMBLAS) $(SIMBLASLT)
 
 .PHONY: all lib cli sim test test-quick test-unit test-e2e test-san demo install uninstall \
         clean bench fuzz deps check-deps wheel
@@ -61,7 +65,7 @@ all: lib cli sim
 TORCHBOOT := $(patsubst src/torchboot/%,$(BUILD)/share/cumemtrace/torchboot/%,$(wildcard src/torchboot/*.py))
 lib: $(LIB) $(TORCHBOOT)
 cli: $(CLI)
-sim: $(SIMDRV) $(SIMRT) $(SIMRTA) $(SIMNVML)
+sim: $(SIMDRV) $(SIMRT) $(SIMRTA) $(SIMNVML) $(SIMSTANDINS)
 
 # ---- objects ----
 $(BUILD)/obj/src/preload/%.o: src/preload/%.c
@@ -150,6 +154,32 @@ $(SIMRTA): $(SIMRT_OBJ)
 $(SIMNVML): $(BUILD)/obj/src/simgpu/nvml/nvml.o $(SIMCOMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -o $@ $^ $(LDFLAGS_ALL) -Wl,-soname,libnvidia-ml.so.1
+
+# A stand-in library: hand-written entry points (src/simgpu/<dir>/*.c) over
+# weak no-ops generated from its symbol list, exporting exactly that list
+# under NVIDIA's soname and version node.  NVIDIA's headers are not used, so
+# the entry points have no prototypes: the version script is the contract.
+# $(call simgpu_standin,TARGET,DIR,STEM,SONAME,VERSION-NODE)
+define simgpu_standin
+$(BUILD)/gen/simgpu/$(3)_noops.c: src/simgpu/$(2)/$(3).syms src/simgpu/noops.awk
+	@mkdir -p $$(dir $$@)
+	awk -v what=c -v src=$$< -f src/simgpu/noops.awk $$< > $$@
+$(BUILD)/gen/simgpu/$(3).map: src/simgpu/$(2)/$(3).syms src/simgpu/noops.awk
+	@mkdir -p $$(dir $$@)
+	awk -v what=map -v node=$(5) -v src=$$< -f src/simgpu/noops.awk $$< > $$@
+$(BUILD)/obj/gen/simgpu/$(3)_noops.o: $(BUILD)/gen/simgpu/$(3)_noops.c
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CSTD) $$(OPT) $$(SANFLAGS) -fPIC -c $$< -o $$@
+$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(filter src/simgpu/$(2)/$(3).c,$(wildcard src/simgpu/$(2)/*.c))) \
+      $(BUILD)/obj/gen/simgpu/$(3)_noops.o $(BUILD)/gen/simgpu/$(3).map
+	@mkdir -p $$(dir $$@)
+	$$(CC) -shared -o $$@ $$(filter %.o,$$^) $$(LDFLAGS_ALL) -Wl,-soname,$(4) \
+	    -Wl,--version-script=$(BUILD)/gen/simgpu/$(3).map
+endef
+$(BUILD)/obj/src/simgpu/blas/%.o $(BUILD)/obj/src/simgpu/dnn/%.o $(BUILD)/obj/src/simgpu/nccl/%.o: \
+    private CFLAGS_ALL += -Wno-missing-prototypes
+$(eval $(call simgpu_standin,$(SIMBLAS),blas,cublas,libcublas.so.13,libcublas.so.13))
+$(eval $(call simgpu_standin,$(SIMBLASLT),blas,cublasLt,libcublasLt.so.13,libcublasLt.so.13))
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 

@@ -25,3 +25,9 @@ $(BUILD)/tests/sim/libsim_watch.so: tests/sim/sim_watch.c
 
 test-bins: $(SIM_HELPERS)
 
+
+# The stand-in cuBLAS/cuBLASLt are tested through their exported ABI.
+$(BUILD)/tests/unit/test_sim_blas: tests/unit/test_sim_blas.c $(SIMBLAS) $(SIMBLASLT)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $< -L$(BUILD)/sim -l:libcublas.so.13 -l:libcublasLt.so.13 \
+	    -Wl,-rpath,$(SIMDIR) $(LDFLAGS_ALL) $(UNIT_LD)

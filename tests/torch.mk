@@ -7,7 +7,16 @@
 .PHONY: test-torch
 test-torch: all
 	@py=$$(scripts/torch-env.sh) && \
-	    CUMEMTRACE_BUILD=$(abspath $(BUILD)) $$py -m pytest -q -p no:cacheprovider tests/torch
+	    CUMEMTRACE_BUILD=$(abspath $(BUILD)) $$py -m pytest -q -p no:cacheprovider tests/torch \
+	    --ignore=tests/torch/models
+
+# `make test-models`: real models (MLP, transformer, CNN, GPT-2, Llama-shaped)
+# on the simulated GPU's stand-in libraries (tests/torch/models/); the venv
+# also holds transformers (scripts/torch-env.sh).  CI runs it after test-torch.
+.PHONY: test-models
+test-models: all
+	@py=$$(scripts/torch-env.sh) && \
+	    CUMEMTRACE_BUILD=$(abspath $(BUILD)) $$py -m pytest -q -p no:cacheprovider tests/torch/models
 
 # `make demo-torch`: examples/train_torch.py (real PyTorch) on a simulated
 # 24 GiB GPU under the tracer, at a batch that fits and one that does not,

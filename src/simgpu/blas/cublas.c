@@ -1,0 +1,143 @@
+/* cublas.c - the simulated GPU's libcublas.so.13: handles that keep what was
+ * set on them, and kernels that compute nothing.
+ *
+ * PyTorch's libtorch_cuda.so links NVIDIA's cuBLAS directly, whose own static
+ * runtime cannot start on the simulated driver; scripts/simgpu preloads this
+ * library under the same soname and version node instead (the loader reuses a
+ * loaded soname before it searches the DT_RPATH).  Every symbol the PyPI
+ * wheel imports is defined: the ones below by hand, the rest (the BLAS and
+ * LAPACK-like kernels) by blas_noops.c, generated from cublas.syms, which
+ * return CUBLAS_STATUS_SUCCESS and touch nothing - device memory holds no data.
+ *
+ * Workspace: PyTorch hands cuBLAS a workspace from its caching allocator on
+ * every matmul (cublasSetWorkspace_v2; its size by compute capability, see
+ * docs/simgpu.md), so the caching allocator's figures are PyTorch's own
+ * without anything here.  A handle allocates no device memory: NVIDIA's
+ * cublasCreate takes a small amount outside any allocator (a fidelity limit
+ * listed in docs/simgpu.md).
+ *
+ * Threads: a handle belongs to one thread at a time, as cuBLAS requires.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "blas.h"
+
+/* cublasMath_t, cublasPointerMode_t: what cublasCreate sets. */
+#define CUBLAS_DEFAULT_MATH 0
+#define CUBLAS_POINTER_MODE_HOST 0
+
+struct sim_cublas_handle {
+    uint32_t magic;          /* BLAS_HANDLE_MAGIC while alive */
+    void *stream;            /* cublasSetStream_v2 (NULL: the default stream) */
+    void *workspace;         /* cublasSetWorkspace_v2 */
+    size_t workspace_bytes;
+    int math_mode;           /* cublasSetMathMode */
+    int pointer_mode;        /* cublasSetPointerMode_v2 */
+    int sm_count_target;     /* cublasSetSmCountTarget (0: all SMs) */
+};
+
+#define BLAS_HANDLE_MAGIC 0x53424c41u /* "SBLA" */
+
+static struct sim_cublas_handle *live(void *h)
+{
+    struct sim_cublas_handle *s = h;
+    return s != NULL && s->magic == BLAS_HANDLE_MAGIC ? s : NULL;
+}
+
+BLAS_API int cublasCreate_v2(void **handle)
+{
+    if (handle == NULL)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    struct sim_cublas_handle *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return CUBLAS_STATUS_ALLOC_FAILED;
+    s->magic = BLAS_HANDLE_MAGIC;
+    s->math_mode = CUBLAS_DEFAULT_MATH;
+    s->pointer_mode = CUBLAS_POINTER_MODE_HOST;
+    *handle = s;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API int cublasDestroy_v2(void *handle)
+{
+    struct sim_cublas_handle *s = live(handle);
+    if (s == NULL)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    s->magic = 0;
+    free(s);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API int cublasSetStream_v2(void *handle, void *stream)
+{
+    struct sim_cublas_handle *s = live(handle);
+    if (s == NULL)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    s->stream = stream;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API int cublasSetWorkspace_v2(void *handle, void *workspace, size_t bytes)
+{
+    struct sim_cublas_handle *s = live(handle);
+    if (s == NULL)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    /* NVIDIA's check: the workspace must be 256-byte aligned. */
+    if (workspace != NULL && (uintptr_t)workspace % 256 != 0)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    s->workspace = workspace;
+    s->workspace_bytes = bytes;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API int cublasSetMathMode(void *handle, int mode)
+{
+    struct sim_cublas_handle *s = live(handle);
+    if (s == NULL)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    s->math_mode = mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API int cublasGetMathMode(void *handle, int *mode)
+{
+    struct sim_cublas_handle *s = live(handle);
+    if (s == NULL)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (mode == NULL)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *mode = s->math_mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API int cublasSetPointerMode_v2(void *handle, int mode)
+{
+    struct sim_cublas_handle *s = live(handle);
+    if (s == NULL)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    s->pointer_mode = mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API int cublasGetPointerMode_v2(void *handle, int *mode)
+{
+    struct sim_cublas_handle *s = live(handle);
+    if (s == NULL)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (mode == NULL)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *mode = s->pointer_mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API int cublasSetSmCountTarget(void *handle, int count)
+{
+    struct sim_cublas_handle *s = live(handle);
+    if (s == NULL)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (count < 0)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    s->sm_count_target = count;
+    return CUBLAS_STATUS_SUCCESS;
+}

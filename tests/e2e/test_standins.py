@@ -1,0 +1,40 @@
+"""The simulated GPU's stand-ins for NVIDIA's libraries (src/simgpu/blas,
+...): each exports exactly its symbol list (the imports of PyTorch's PyPI
+wheel, checked against the installed wheel by tests/torch/test_standins.py)
+under NVIDIA's soname and version node, and nothing else."""
+import subprocess
+
+import pytest
+
+from conftest import ROOT, SIM
+
+# (library, its list, the version node: None for an unversioned library)
+STANDINS = [
+    ("libcublas.so.13", "blas/cublas.syms", "libcublas.so.13"),
+    ("libcublasLt.so.13", "blas/cublasLt.syms", "libcublasLt.so.13"),
+]
+
+
+def dynamic(path):
+    """(soname, {name: version or None} of the defined dynamic symbols)."""
+    out = subprocess.run(["readelf", "-W", "--dyn-syms", "-d", str(path)], check=True,
+                         capture_output=True, text=True).stdout
+    soname, syms = None, {}
+    for line in out.splitlines():
+        if "(SONAME)" in line:
+            soname = line.split("[", 1)[1].rstrip("]")
+        f = line.split()
+        if len(f) >= 8 and f[0].endswith(":") and f[6] not in ("UND", "ABS") and f[3] in ("FUNC", "OBJECT"):
+            name, _, ver = f[7].partition("@@")
+            syms[name] = ver or None
+    return soname, syms
+
+
+@pytest.mark.parametrize("lib,syms,node", STANDINS, ids=[s[0] for s in STANDINS])
+def test_standin_exports_exactly_its_list_under_nvidias_names(lib, syms, node):
+    wanted = set((ROOT / "src" / "simgpu" / syms).read_text().split())
+    soname, have = dynamic(SIM / lib)
+    assert soname == lib
+    assert set(have) == wanted, (sorted(set(have) - wanted), sorted(wanted - set(have)))
+    wrong = {n: v for n, v in have.items() if v != node}
+    assert not wrong, f"not under version node {node}: {sorted(wrong)[:5]}"
