@@ -57,7 +57,8 @@ SIMNVML := $(BUILD)/sim/libnvidia-ml.so.1
 # Stand-ins for the NVIDIA libraries PyTorch links (src/simgpu/blas, ...).
 SIMBLAS := $(BUILD)/sim/libcublas.so.13
 SIMBLASLT := $(BUILD)/sim/libcublasLt.so.13
-SIMSTANDINS := $(SIMBLAS) $(SIMBLASLT)
+SIMDNN  := $(BUILD)/sim/libcudnn.so.9
+SIMSTANDINS := $(SIMBLAS) $(SIMBLASLT) $(SIMDNN)
 
 .PHONY: all lib cli sim test test-quick test-unit test-e2e test-san demo install uninstall \
         clean bench fuzz deps check-deps wheel
@@ -159,7 +160,7 @@ $(SIMNVML): $(BUILD)/obj/src/simgpu/nvml/nvml.o $(SIMCOMMON_OBJ)
 # weak no-ops generated from its symbol list, exporting exactly that list
 # under NVIDIA's soname and version node.  NVIDIA's headers are not used, so
 # the entry points have no prototypes: the version script is the contract.
-# $(call simgpu_standin,TARGET,DIR,STEM,SONAME,VERSION-NODE)
+# $(call simgpu_standin,TARGET,DIR,STEM,SONAME,VERSION-NODE,OBJECTS)
 define simgpu_standin
 $(BUILD)/gen/simgpu/$(3)_noops.c: src/simgpu/$(2)/$(3).syms src/simgpu/noops.awk
 	@mkdir -p $$(dir $$@)
@@ -170,16 +171,19 @@ $(BUILD)/gen/simgpu/$(3).map: src/simgpu/$(2)/$(3).syms src/simgpu/noops.awk
 $(BUILD)/obj/gen/simgpu/$(3)_noops.o: $(BUILD)/gen/simgpu/$(3)_noops.c
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CSTD) $$(OPT) $$(SANFLAGS) -fPIC -c $$< -o $$@
-$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(filter src/simgpu/$(2)/$(3).c,$(wildcard src/simgpu/$(2)/*.c))) \
-      $(BUILD)/obj/gen/simgpu/$(3)_noops.o $(BUILD)/gen/simgpu/$(3).map
+$(1): $(6) $(BUILD)/obj/gen/simgpu/$(3)_noops.o $(BUILD)/gen/simgpu/$(3).map
 	@mkdir -p $$(dir $$@)
 	$$(CC) -shared -o $$@ $$(filter %.o,$$^) $$(LDFLAGS_ALL) -Wl,-soname,$(4) \
-	    -Wl,--version-script=$(BUILD)/gen/simgpu/$(3).map
+	    -Wl,--version-script=$(BUILD)/gen/simgpu/$(3).map -lpthread
 endef
 $(BUILD)/obj/src/simgpu/blas/%.o $(BUILD)/obj/src/simgpu/dnn/%.o $(BUILD)/obj/src/simgpu/nccl/%.o: \
     private CFLAGS_ALL += -Wno-missing-prototypes
-$(eval $(call simgpu_standin,$(SIMBLAS),blas,cublas,libcublas.so.13,libcublas.so.13))
-$(eval $(call simgpu_standin,$(SIMBLASLT),blas,cublasLt,libcublasLt.so.13,libcublasLt.so.13))
+$(eval $(call simgpu_standin,$(SIMBLAS),blas,cublas,libcublas.so.13,libcublas.so.13,\
+    $(BUILD)/obj/src/simgpu/blas/cublas.o))
+$(eval $(call simgpu_standin,$(SIMBLASLT),blas,cublasLt,libcublasLt.so.13,libcublasLt.so.13,\
+    $(BUILD)/obj/src/simgpu/blas/cublasLt.o))
+$(eval $(call simgpu_standin,$(SIMDNN),dnn,cudnn,libcudnn.so.9,libcudnn.so.9,\
+    $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/simgpu/dnn/*.c)) $(SIMCOMMON_OBJ)))
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 

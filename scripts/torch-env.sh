@@ -1,17 +1,19 @@
 #!/bin/sh
 # torch-env.sh - makes sure a virtual environment with PyTorch's CUDA wheel
-# (and pytest, and numpy - without it every torch import warns "Failed to
-# initialize NumPy") exists, and prints its python on stdout.  `make test-torch`
-# and `make demo-torch` call it; it never runs at import time.
+# (and pytest, numpy - without it every torch import warns "Failed to
+# initialize NumPy" - and Hugging Face transformers for the model tests)
+# exists, and prints its python on stdout.  `make test-torch`, `make
+# test-models` and `make demo-torch` call it; it never runs at import time.
 #
 #   scripts/torch-env.sh [--check]
 #
 # Location: $CUMEMTRACE_TORCH_VENV, default ~/.cache/cumemtrace/torch-venv
 # (outside the tree, so CI may cache it and `make clean` keeps it).  A venv
-# there whose python imports torch, pytest and numpy is reused as is;
-# otherwise it is created with $PYTHON (default /usr/bin/python3) and filled
-# with `pip install torch pytest numpy` from PyPI - several GB (the nvidia-*
-# wheels), once; a venv that lacks only numpy gets numpy alone.  Set CUMEMTRACE_TORCH_SPEC to pin another requirement (e.g.
+# there whose python imports torch, pytest, numpy and transformers is reused
+# as is; otherwise it is created with $PYTHON (default /usr/bin/python3) and
+# filled with `pip install torch pytest numpy transformers` from PyPI -
+# several GB (the nvidia-* wheels), once; a venv that has torch gets only what
+# it lacks.  Set CUMEMTRACE_TORCH_SPEC to pin another requirement (e.g.
 # "torch==2.15.0").  --check: say whether the venv is usable, install
 # nothing (exit 1 if not).  Progress goes to stderr, the log of an install
 # to $venv.pip.log.
@@ -23,7 +25,7 @@ spec=${CUMEMTRACE_TORCH_SPEC:-torch}
 
 usable() {
     [ -x "$venv/bin/python" ] &&
-        "$venv/bin/python" -c 'import torch, pytest, numpy' >/dev/null 2>&1
+        "$venv/bin/python" -c 'import torch, pytest, numpy, transformers' >/dev/null 2>&1
 }
 
 if usable; then
@@ -42,9 +44,9 @@ command -v "$python" >/dev/null 2>&1 || {
 mkdir -p "$(dirname "$venv")"
 log="$venv.pip.log"
 if [ -x "$venv/bin/python" ]; then
-    echo "torch-env: completing $venv with '$spec' pytest numpy (log: $log)" >&2
+    echo "torch-env: completing $venv with '$spec' pytest numpy transformers (log: $log)" >&2
 else
-    echo "torch-env: creating $venv with $python and installing '$spec' pytest numpy (several GB, once; log: $log)" >&2
+    echo "torch-env: creating $venv with $python and installing '$spec' pytest numpy transformers (several GB, once; log: $log)" >&2
 fi
 if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv" >"$log" 2>&1 || {
@@ -53,8 +55,8 @@ if [ ! -x "$venv/bin/python" ]; then
     }
 fi
 "$venv/bin/python" -m pip install --upgrade pip >>"$log" 2>&1 || true
-"$venv/bin/python" -m pip install $spec pytest numpy >>"$log" 2>&1 || {
-    echo "torch-env: 'pip install $spec pytest numpy' failed; see the end of $log" >&2
+"$venv/bin/python" -m pip install $spec pytest numpy transformers >>"$log" 2>&1 || {
+    echo "torch-env: 'pip install $spec pytest numpy transformers' failed; see the end of $log" >&2
     tail -n 5 "$log" >&2
     exit 1
 }

@@ -31,3 +31,7 @@ $(BUILD)/tests/unit/test_sim_blas: tests/unit/test_sim_blas.c $(SIMBLAS) $(SIMBL
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $< -L$(BUILD)/sim -l:libcublas.so.13 -l:libcublasLt.so.13 \
 	    -Wl,-rpath,$(SIMDIR) $(LDFLAGS_ALL) $(UNIT_LD)
+$(BUILD)/tests/unit/test_sim_dnn: tests/unit/test_sim_dnn.c $(SIMDNN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $< -L$(BUILD)/sim -l:libcudnn.so.9 \
+	    -Wl,-rpath,$(abspath $(BUILD)/sim) $(LDFLAGS_ALL) $(UNIT_LD)

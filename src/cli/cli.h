@@ -31,6 +31,8 @@ int diff_main(int argc, char **argv);
 int flamegraph_main(int argc, char **argv);
 int timeline_main(int argc, char **argv);
 int run_main(int argc, char **argv);
+/* fit.c: the command on simulated cards, one table of verdicts. */
+int fit_main(int argc, char **argv);
 int html_main(int argc, char **argv);
 int export_main(int argc, char **argv);
 int recover_main(int argc, char **argv);

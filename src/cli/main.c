@@ -14,6 +14,7 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  run          run a command with the tracer preloaded\n"
+    "  fit          does a script fit on a card? runs it on simulated GPUs\n"
     "  report       report on snapshots (an OOM post-mortem first)\n"
     "  diff         compare two snapshots; a CI gate on peak growth and OOMs\n"
     "  flamegraph   folded stacks in bytes for flamegraph.pl / speedscope\n"
@@ -44,6 +45,7 @@ struct command {
 
 static const struct command commands[] = {
     {"run", run_main},
+    {"fit", fit_main},
     {"report", report_main},
     {"diff", diff_main},
     {"flamegraph", flamegraph_main},
@@ -89,7 +91,8 @@ int main(int argc, char **argv)
     const struct command *c = find(cmd);
     if (c == NULL)
         return cli_usage(NULL, "unknown command '%s'", cmd);
-    if (c->main != run_main) { /* run's arguments belong to the command it runs */
+    /* run's and fit's arguments belong to the command they run */
+    if (c->main != run_main && c->main != fit_main) {
         int rc = cli_frame_args(cmd, &argc, argv);
         if (rc != 0)
             return rc;

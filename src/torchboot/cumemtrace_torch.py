@@ -10,13 +10,21 @@ take PyTorch's own figures and hand them to the preloaded library through
 its public API (cumemtrace_allocator_oom in include/cumemtrace.h), which
 writes them into the post-mortem of the failing request.
 
+Under `cumemtrace fit` (CUMEMTRACE_FIT_REPORT names a file) it also writes,
+at exit, PyTorch's peak figures and where the first out-of-memory error was
+raised, for fit's table (the format is in src/cli/views/fit.c).
+
 Nothing here runs unless the program imports torch; nothing here raises.
 """
 import ctypes
 import os
 import sys
+import time
+import traceback
 
 _warned = False
+_FIT = os.environ.get("CUMEMTRACE_FIT_REPORT")
+_fit_oom = []  # (time.time(), "file:line (function)") of the first OOM observed
 
 
 def _warn(what):
@@ -188,9 +196,56 @@ def _library(name="cumemtrace_allocator_oom"):
     return fn
 
 
+def _user_frame(frames):
+    """The innermost of `frames` (FrameSummary, outermost first) outside
+    torch and this layer: the line of the user's script that failed."""
+    skip = (os.path.dirname(os.path.abspath(__file__)),)
+    try:
+        import torch
+        skip += (os.path.dirname(os.path.abspath(torch.__file__)),)
+    except Exception:
+        pass
+    for f in reversed(frames):
+        path = os.path.abspath(f.filename)
+        if not path.startswith(skip) and not f.filename.startswith("<"):
+            return f"{f.filename}:{f.lineno} ({f.name})"
+    return None
+
+
+def _fit_report(torch):
+    """Writes fit's report: PyTorch's own peaks of the current device and
+    the first out-of-memory error (when, where)."""
+    if not _FIT:
+        return
+    lines = ["cumemtrace-fit 1"]
+    if torch.cuda.is_initialized():
+        d = torch.cuda.current_device()
+        s = torch.cuda.memory_stats(d)
+        lines += [f"max_allocated {torch.cuda.max_memory_allocated(d)}",
+                  f"max_reserved {torch.cuda.max_memory_reserved(d)}",
+                  f"num_ooms {s.get('num_ooms', 0)}",
+                  f"total {torch.cuda.get_device_properties(d).total_memory}"]
+    err = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    where = None
+    if err is not None and isinstance(err, torch.OutOfMemoryError):
+        where = _user_frame(traceback.extract_tb(err.__traceback__))
+        lines.append("oom_message " + (str(err).splitlines() or [""])[0])
+    if _fit_oom:
+        lines.append(f"oom_time {_fit_oom[0][0]:.3f}")
+        where = where or _fit_oom[0][1]
+    if where:
+        lines.append("oom_where " + where)
+    with open(_FIT, "w") as fh:
+        fh.write("\n".join(l.replace("\n", " ") for l in lines) + "\n")
+
+
 def _at_exit(torch, state):
     """PyTorch's figures at interpreter exit, so that what is live at exit is
     split into tensors (possible leaks) and the allocator's cache."""
+    try:
+        _fit_report(torch)
+    except Exception as e:
+        _warn(f"fit report: {type(e).__name__}: {e}")
     try:
         if not torch.cuda.is_initialized():
             return
@@ -288,6 +343,11 @@ def _attach(torch, report):
     layout = [_segments_fn()]
 
     def observer(device, alloc, device_total, device_free):
+        if _FIT and not _fit_oom:
+            try:
+                _fit_oom.append((time.time(), _user_frame(traceback.extract_stack())))
+            except Exception:
+                _fit_oom.append((time.time(), None))
         try:
             f = facts(torch, device, alloc, device_total, device_free)
             if layout[0] is not None:

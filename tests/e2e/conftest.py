@@ -53,6 +53,10 @@ def base_env(extra=None, preload=True, extra_preload=(), preload_first=()):
            if not k.startswith(("CUMEMTRACE_", "SIMCUDA_", "LD_", "RANK",
                                 "OMPI_", "SLURM_"))}
     env["LD_LIBRARY_PATH"] = str(SIM)
+    # The tracer's tests read where the driver placed memory (layouts, gaps,
+    # driver-level fragmentation): the simulated device's contiguous
+    # placement, an explicit test option (the product maps pages).
+    env["SIMCUDA_CONTIGUOUS"] = "1"
     libs = [str(p) for p in preload_first]
     if preload:
         libs.append(str(LIB))

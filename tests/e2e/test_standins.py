@@ -12,6 +12,7 @@ from conftest import ROOT, SIM
 STANDINS = [
     ("libcublas.so.13", "blas/cublas.syms", "libcublas.so.13"),
     ("libcublasLt.so.13", "blas/cublasLt.syms", "libcublasLt.so.13"),
+    ("libcudnn.so.9", "dnn/cudnn.syms", "libcudnn.so.9"),
 ]
 
 

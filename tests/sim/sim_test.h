@@ -122,7 +122,8 @@ static inline void sim_test_clear_env(void)
 }
 
 /* Runs body in a child whose environment has the "NAME=value" strings of
- * env (NULL-terminated, may be NULL); fails the current cmocka test unless
+ * env (NULL-terminated, may be NULL) and SIMCUDA_CONTIGUOUS=1 unless env
+ * says otherwise; fails the current cmocka test unless
  * the child exits 0.  When err is not NULL it receives the child's stderr
  * (NUL-terminated, truncated to errlen). */
 static inline void sim_test_run_capture(const char *const *env, void (*body)(void), char *err,
@@ -139,6 +140,9 @@ static inline void sim_test_run_capture(const char *const *env, void (*body)(voi
         dup2(fd, STDERR_FILENO);
         alarm(60); /* a deadlock fails the test instead of hanging it */
         sim_test_clear_env();
+        /* These tests check where the driver places memory: contiguously,
+         * the explicit test option (a test of paging sets it to 0). */
+        setenv("SIMCUDA_CONTIGUOUS", "1", 1);
         for (; env != NULL && *env != NULL; env++) {
             char name[128];
             const char *eq = strchr(*env, '=');

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.skipif(REAL, reason="a real GPU runs NVIDIA's libraries
 STANDINS = [
     ("libcublas.so.13", "blas/cublas.syms", "libcublas.so.13"),
     ("libcublasLt.so.13", "blas/cublasLt.syms", "libcublasLt.so.13"),
+    ("libcudnn.so.9", "dnn/cudnn.syms", "libcudnn.so.9"),
 ]
 
 

@@ -110,6 +110,50 @@ static void env_malformed(void **state)
     assert_non_null(strstr(err, "simcuda: ignoring SIMCUDA_RESERVED='-1'"));
 }
 
+/* SIMCUDA_NAME / _CC / _SMS: what scripts/simgpu --gpu l4 sets. */
+static void identity_body(void)
+{
+    char name[64];
+    int v = -1;
+    SIM_CHECK_CU(cuInit(0), CUDA_SUCCESS);
+    SIM_CHECK_CU(cuDeviceGetName(name, sizeof name, 0), CUDA_SUCCESS);
+    SIM_CHECK(strcmp(name, "NVIDIA L4") == 0);
+    SIM_CHECK_CU(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0),
+                 CUDA_SUCCESS);
+    SIM_CHECK_EQ(v, 8);
+    SIM_CHECK_CU(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0),
+                 CUDA_SUCCESS);
+    SIM_CHECK_EQ(v, 9);
+    SIM_CHECK_CU(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0),
+                 CUDA_SUCCESS);
+    SIM_CHECK_EQ(v, 58);
+}
+SIM_TEST(identity, identity_body, "SIMCUDA_NAME=NVIDIA L4", "SIMCUDA_CC=8.9", "SIMCUDA_SMS=58")
+
+/* A malformed identity keeps the H100-like defaults. */
+static void identity_default_body(void)
+{
+    int v = -1;
+    SIM_CHECK_CU(cuInit(0), CUDA_SUCCESS);
+    SIM_CHECK_CU(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0),
+                 CUDA_SUCCESS);
+    SIM_CHECK_EQ(v, 9);
+    SIM_CHECK_CU(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0),
+                 CUDA_SUCCESS);
+    SIM_CHECK_EQ(v, 132);
+}
+
+static void identity_malformed(void **state)
+{
+    static const char *const env[] = {"SIMCUDA_CC=8", "SIMCUDA_SMS=0", NULL};
+    char err[4096];
+    (void)state;
+    sim_test_run_capture(env, identity_default_body, err, sizeof err);
+    assert_non_null(strstr(err, "simcuda: ignoring SIMCUDA_CC='8': expected a compute "
+                                "capability like 8.9\n"));
+    assert_non_null(strstr(err, "simcuda: ignoring SIMCUDA_SMS='0'"));
+}
+
 static void env_out_of_range(void **state)
 {
     static const char *const env[] = {"SIMCUDA_MEMORY=1KiB", "SIMCUDA_DEVICES=17",
@@ -389,6 +433,8 @@ int main(void)
         cmocka_unit_test(multiple_devices),
         cmocka_unit_test(env_malformed),
         cmocka_unit_test(env_out_of_range),
+        cmocka_unit_test(identity),
+        cmocka_unit_test(identity_malformed),
         cmocka_unit_test(no_devices),
         cmocka_unit_test(primary_ctx_refcount),
         cmocka_unit_test(primary_ctx_reset),

@@ -126,8 +126,9 @@ static void streams_events_copies_body(void)
     SIM_CHECK_RT(cudaEventDestroy(a), cudaSuccess);
     SIM_CHECK_RT(cudaEventDestroy(b), cudaSuccess);
 
-    /* Device memory is never backed: a copy back reads zeros; host to host
-     * is a real copy. */
+    /* What a copy or memset wrote into device memory reads back; what none
+     * wrote reads as zeros (kernels compute nothing); host to host is a real
+     * copy. */
     void *d = NULL;
     SIM_CHECK_RT(cudaMalloc(&d, 4096), cudaSuccess);
     char src[64], dst[64];
@@ -135,10 +136,21 @@ static void streams_events_copies_body(void)
     memset(dst, 'y', sizeof dst);
     SIM_CHECK_RT(cudaMemcpyAsync(d, src, sizeof src, cudaMemcpyHostToDevice, s), cudaSuccess);
     SIM_CHECK_RT(cudaMemcpy(dst, d, sizeof dst, cudaMemcpyDefault), cudaSuccess);
-    SIM_CHECK(dst[0] == 0 && dst[63] == 0);
+    SIM_CHECK(dst[0] == 'x' && dst[63] == 'x');
+    SIM_CHECK_RT(cudaMemcpy(dst, (char *)d + 32, sizeof dst, cudaMemcpyDeviceToHost), cudaSuccess);
+    SIM_CHECK(dst[0] == 'x' && dst[31] == 'x' && dst[32] == 0 && dst[63] == 0);
+    /* device to device carries it; a memset overwrites part of it */
+    SIM_CHECK_RT(cudaMemcpy((char *)d + 1024, d, 64, cudaMemcpyDeviceToDevice), cudaSuccess);
+    SIM_CHECK_RT(cudaMemsetAsync((char *)d + 1024 + 16, 7, 8, s), cudaSuccess);
+    SIM_CHECK_RT(cudaMemcpy(dst, (char *)d + 1024, sizeof dst, cudaMemcpyDeviceToHost),
+                 cudaSuccess);
+    SIM_CHECK(dst[15] == 'x' && dst[16] == 7 && dst[23] == 7 && dst[24] == 'x');
     SIM_CHECK_RT(cudaMemcpy(dst, src, sizeof dst, cudaMemcpyHostToHost), cudaSuccess);
     SIM_CHECK(dst[0] == 'x' && dst[63] == 'x');
     SIM_CHECK_RT(cudaMemsetAsync(d, 1, 4096, s), cudaSuccess);
+    SIM_CHECK_RT(cudaMemcpy(dst, (char *)d + 4000, sizeof dst, cudaMemcpyDeviceToHost),
+                 cudaSuccess);
+    SIM_CHECK(dst[0] == 1 && dst[63] == 1);
     SIM_CHECK_RT(cudaMemcpy(dst, src, 8, (enum cudaMemcpyKind)7), cudaErrorInvalidValue);
     struct cudaPointerAttributes pa;
     SIM_CHECK_RT(cudaPointerGetAttributes(&pa, d), cudaSuccess);
@@ -152,6 +164,36 @@ static void streams_events_copies_body(void)
     SIM_CHECK_RT(cudaIpcGetMemHandle(&ipc, d), cudaErrorNotSupported);
 }
 SIM_TEST(streams_events_copies, streams_events_copies_body, NULL)
+
+/* The kept bytes are bounded (SIMCUDA_BACKING, oldest first out), and the
+ * first read of bytes no copy wrote is reported once. */
+static void backing_body(void)
+{
+    char *d = NULL, buf[4096], out[4096];
+    SIM_CHECK_RT(cudaMalloc((void **)&d, 3 * MiB), cudaSuccess);
+    memset(buf, 'a', sizeof buf);
+    SIM_CHECK_RT(cudaMemcpy(d, buf, sizeof buf, cudaMemcpyHostToDevice), cudaSuccess);
+    memset(buf, 'b', sizeof buf);
+    SIM_CHECK_RT(cudaMemcpy(d + 8192, buf, sizeof buf, cudaMemcpyHostToDevice), cudaSuccess);
+    SIM_CHECK_RT(cudaMemcpy(out, d + 8192, sizeof out, cudaMemcpyDeviceToHost), cudaSuccess);
+    SIM_CHECK(out[0] == 'b' && out[4095] == 'b');
+    SIM_CHECK_RT(cudaMemcpy(out, d, sizeof out, cudaMemcpyDeviceToHost), cudaSuccess);
+    SIM_CHECK(out[0] == 0 && out[4095] == 0); /* 'a' went first: 4 KiB are kept */
+    SIM_CHECK_RT(cudaMemcpy(out, d + MiB, sizeof out, cudaMemcpyDeviceToHost), cudaSuccess);
+}
+
+static void backing_bounded_and_noted_once(void **state)
+{
+    static const char *const env[] = {"SIMCUDA_BACKING=4KiB", NULL};
+    char err[4096];
+    (void)state;
+    sim_test_run_capture(env, backing_body, err, sizeof err);
+    const char *note = strstr(err, "simcuda: note: a copy read 4096 bytes of device memory at "
+                                   "0x");
+    assert_non_null(note);
+    assert_non_null(strstr(note, "that no copy or memset wrote: kernels compute nothing"));
+    assert_null(strstr(note + 1, "simcuda: note:")); /* once */
+}
 
 /* The pool as PyTorch's cudaMallocAsync backend drives it. */
 static void pool_body(void)
@@ -227,6 +269,7 @@ int main(void)
         cmocka_unit_test(properties),
         cmocka_unit_test(launches),
         cmocka_unit_test(streams_events_copies),
+        cmocka_unit_test(backing_bounded_and_noted_once),
         cmocka_unit_test(pool),
         cmocka_unit_test(nvml),
     };

@@ -250,6 +250,54 @@ static void create_body(void)
 }
 SIM_TEST(create_physical, create_body, "SIMCUDA_MEMORY=16MiB")
 
+/* Paged (the default outside these tests): a linear allocation takes free
+ * pages wherever they are, as a GPU's MMU maps them.  Fill 16 MiB with 4 MiB
+ * blocks, free every other one, and 8 MiB is granted from the two holes;
+ * its addresses are one contiguous range. */
+static void paged_body(void)
+{
+    CUdeviceptr p[4], big = 0, base = 0;
+    size_t size = 0;
+    sim_test_ctx(0);
+    for (int i = 0; i < 4; i++)
+        SIM_CHECK_CU(cuMemAlloc_v2(&p[i], 4 * MiB), CUDA_SUCCESS);
+    SIM_CHECK_CU(cuMemAlloc_v2(&big, 2 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    SIM_CHECK_CU(cuMemFree_v2(p[0]), CUDA_SUCCESS);
+    SIM_CHECK_CU(cuMemFree_v2(p[2]), CUDA_SUCCESS);
+    SIM_CHECK_CU(cuMemAlloc_v2(&big, 8 * MiB), CUDA_SUCCESS);
+    SIM_CHECK_EQ(sim_test_free(), 0);
+    SIM_CHECK_CU(cuMemGetAddressRange_v2(&base, &size, big + 8 * MiB - 1), CUDA_SUCCESS);
+    SIM_CHECK(base == big && size == 8 * MiB);
+    for (int i = 1; i < 4; i += 2)
+        SIM_CHECK(big + 8 * MiB <= p[i] || p[i] + 4 * MiB <= big); /* no overlap */
+    SIM_CHECK_CU(cuMemFree_v2(big), CUDA_SUCCESS);
+    SIM_CHECK_EQ(sim_test_free(), 8 * MiB);
+    /* small allocations still share pages */
+    CUdeviceptr s1 = 0, s2 = 0;
+    SIM_CHECK_CU(cuMemAlloc_v2(&s1, 4096), CUDA_SUCCESS);
+    SIM_CHECK_CU(cuMemAlloc_v2(&s2, 4096), CUDA_SUCCESS);
+    SIM_CHECK_EQ(sim_test_free(), 6 * MiB);
+}
+SIM_TEST(paged_linear_memory, paged_body, "SIMCUDA_MEMORY=16MiB", "SIMCUDA_CONTIGUOUS=0")
+
+/* SIMCUDA_RESERVED is charged before the first byte, whatever the first call:
+ * here a cuMemCreate with no context yet (PyTorch's expandable segments). */
+static void reserved_first_body(void)
+{
+    CUmemGenericAllocationHandle h = 0;
+    CUmemAllocationProp prop = prop_at(CU_MEM_LOCATION_TYPE_DEVICE, 0);
+    SIM_CHECK_CU(cuInit(0), CUDA_SUCCESS);
+    /* 64 MiB less the 32 MiB reserve: 48 MiB does not fit */
+    SIM_CHECK_CU(cuMemCreate(&h, 48 * MiB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    SIM_CHECK_CU(cuMemCreate(&h, 32 * MiB, &prop, 0), CUDA_SUCCESS);
+    sim_test_ctx(0);
+    SIM_CHECK_EQ(sim_test_free(), 0);
+    SIM_CHECK_CU(cuMemRelease(h), CUDA_SUCCESS);
+    SIM_CHECK_EQ(sim_test_free(), 32 * MiB);
+}
+SIM_TEST(reserved_before_the_first_cuMemCreate, reserved_first_body, "SIMCUDA_MEMORY=64MiB",
+         "SIMCUDA_RESERVED=32MiB")
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -259,6 +307,8 @@ int main(void)
         cmocka_unit_test(map_errors),
         cmocka_unit_test(address_reserve),
         cmocka_unit_test(create_physical),
+        cmocka_unit_test(reserved_before_the_first_cuMemCreate),
+        cmocka_unit_test(paged_linear_memory),
     };
     return cmocka_run_group_tests_name("sim_vmm", tests, NULL, NULL);
 }

@@ -17,7 +17,7 @@
 /* Where the simulated driver puts device memory (driver.h has the layout):
  * 16 devices' linear and VMM windows, and the 32-bit window of the pre-3.2
  * entry points.  The runtime uses these to tell device pointers, which are
- * never backed, from host ones in copies. */
+ * not host memory (runtime_backing.c keeps what copies wrote), from host ones in copies. */
 #define SIM_DEVICE_WINDOW_BASE UINT64_C(0x200000000000)
 #define SIM_DEVICE_WINDOW_END (SIM_DEVICE_WINDOW_BASE + 16 * UINT64_C(0x10000000000))
 #define SIM_V1_WINDOW_BASE UINT64_C(0x80000000)

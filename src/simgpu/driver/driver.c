@@ -10,9 +10,17 @@
  *                       with CUDA_ERROR_NO_DEVICE)
  *   SIMCUDA_MEMORY      capacity of every device (default 16GiB, 2MiB..512GiB)
  *   SIMCUDA_MEMORY_<n>  capacity of device n, overriding SIMCUDA_MEMORY
- *   SIMCUDA_RESERVED    bytes taken on a device when its primary context is
- *                       first retained and never given back: the CUDA context
- *                       and other processes, memory no allocation accounts for
+ *   SIMCUDA_RESERVED    bytes taken on a device when it is first used (a
+ *                       context, or a first allocation such as cuMemCreate) and
+ *                       never given back: the CUDA context and other processes,
+ *                       memory no allocation accounts for
+ *   SIMCUDA_NAME        what cuDeviceGetName says (default "cumemtrace simulated GPU")
+ *   SIMCUDA_CC          compute capability MAJOR.MINOR (default 9.0, an H100's)
+ *   SIMCUDA_SMS         multiprocessor count, 1..1024 (default 132, an H100 SXM's)
+ *   SIMCUDA_CONTIGUOUS=1  a linear allocation needs a contiguous run of free
+ *                       physical pages (the default maps scattered pages, as
+ *                       a GPU's MMU does): a test option, to provoke
+ *                       driver-level fragmentation on purpose
  *   SIMCUDA_FAIL        fault injection, see sim_common.h
  *   SIMCUDA_LOG=1       one stderr line per call
  *   SIMCUDA_SHARED      a file: processes naming the same one share each
@@ -68,8 +76,33 @@ static void after_fork_child(void)
     pthread_mutex_init(&driver.lock, NULL);
 }
 
+/* SIMCUDA_NAME, SIMCUDA_CC, SIMCUDA_SMS; a malformed value is reported and
+ * the default kept. */
+static void configure_identity(struct sim_identity *id)
+{
+    const char *name = sim_common_getenv("SIMCUDA_NAME");
+    snprintf(id->name, sizeof id->name, "%s",
+             name != NULL && *name != '\0' ? name : "cumemtrace simulated GPU");
+    id->cc_major = 9;
+    id->cc_minor = 0;
+    const char *cc = sim_common_getenv("SIMCUDA_CC");
+    if (cc != NULL) {
+        int major = -1, minor = -1, end = 0;
+        if (sscanf(cc, "%d.%d%n", &major, &minor, &end) == 2 && cc[end] == '\0' &&
+            major >= 1 && major <= 99 && minor >= 0 && minor <= 9) {
+            id->cc_major = major;
+            id->cc_minor = minor;
+        } else {
+            sim_common_say(SPEAKER, "ignoring SIMCUDA_CC='%s': expected a compute capability "
+                           "like 8.9", cc);
+        }
+    }
+    id->sms = (int)sim_common_env_long(SPEAKER, "SIMCUDA_SMS", 132, 1, 1024);
+}
+
 static void configure(void)
 {
+    configure_identity(&driver.id);
     driver.log = sim_common_env_flag("SIMCUDA_LOG");
     driver.wait_bytes = sim_common_env_size(SPEAKER, "SIMCUDA_WAIT_BYTES", 0, 0,
                                             SIM_MAX_CAPACITY);
@@ -77,6 +110,7 @@ static void configure(void)
                                                SIM_MAX_DEVICES);
     uint64_t all = sim_common_env_size(SPEAKER, "SIMCUDA_MEMORY", DEFAULT_CAPACITY,
                                        SIM_PAGE, SIM_MAX_CAPACITY);
+    int contiguous = sim_common_env_flag("SIMCUDA_CONTIGUOUS");
     uint64_t reserved = sim_common_env_size(SPEAKER, "SIMCUDA_RESERVED", 0, 0,
                                             SIM_MAX_CAPACITY);
     for (int d = 0; d < driver.ndevices; d++) {
@@ -85,6 +119,7 @@ static void configure(void)
         driver.dev[d].capacity = sim_common_env_size(SPEAKER, name, all, SIM_PAGE,
                                                      SIM_MAX_CAPACITY);
         driver.dev[d].reserved = reserved;
+        driver.dev[d].paged = !contiguous && driver.dev[d].capacity <= SIM_PAGED_OFFSET;
         driver.dev[d].ctx.device = d;
     }
     sim_common_fault_parse(&driver.faults, sim_common_getenv("SIMCUDA_FAIL"), SPEAKER, 0,
@@ -172,6 +207,7 @@ static CUresult init_devices(void)
             return CUDA_ERROR_OUT_OF_MEMORY;
         uint64_t base = SIM_DEV_BASE + (uint64_t)d * SIM_DEV_STRIDE;
         driver_vaspace_range_init(&sd->vmm, base + SIM_VMM_OFFSET, base + SIM_DEV_STRIDE);
+        driver_vaspace_range_init(&sd->linear, base + SIM_PAGED_OFFSET, base + SIM_VMM_OFFSET);
         CUresult r = driver_memory_init_device(d);
         if (r != CUDA_SUCCESS)
             return r;
@@ -343,7 +379,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
     if (r == CUDA_SUCCESS && (name == NULL || len <= 0))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
-        snprintf(name, (size_t)len, "%s", "cumemtrace simulated GPU");
+        snprintf(name, (size_t)len, "%s", driver.id.name);
     return driver_leave(SYM_cuDeviceGetName, r, "(%d)", dev);
 }
 DRIVER_SELF(cuDeviceGetName);
@@ -376,6 +412,16 @@ DRIVER_SELF(cuDeviceTotalMem);
 
 /* ---- primary contexts ---- */
 
+void driver_charge_reserved(int dev)
+{
+    struct sim_device *sd = &driver.dev[dev];
+    if (!sd->reserved_charged) {
+        uint64_t pages = sd->reserved / SIM_PAGE + (sd->reserved % SIM_PAGE != 0);
+        driver_vaspace_reserve_top(&sd->pages, pages);
+        sd->reserved_charged = 1;
+    }
+}
+
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     DRIVER_ENTER(cuDevicePrimaryCtxRetain);
@@ -386,11 +432,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         struct sim_device *sd = &driver.dev[dev];
         driver_lock();
         sd->ctx.refs++;
-        if (!sd->reserved_charged) {
-            uint64_t pages = sd->reserved / SIM_PAGE + (sd->reserved % SIM_PAGE != 0);
-            driver_vaspace_reserve_top(&sd->pages, pages);
-            sd->reserved_charged = 1;
-        }
+        driver_charge_reserved(dev);
         driver_unlock();
         *pctx = &sd->ctx;
     }
@@ -540,6 +582,7 @@ static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
     driver_lock();
     c->next = driver.created;
     driver.created = c;
+    driver_charge_reserved(dev);
     driver_unlock();
     current_ctx = c;
     *pctx = c;

@@ -30,6 +30,12 @@
 #define SIM_DEV_STRIDE UINT64_C(0x10000000000)  /* 1 TiB per device */
 #define SIM_VMM_OFFSET UINT64_C(0x8000000000)   /* 512 GiB */
 #define SIM_MAX_CAPACITY SIM_VMM_OFFSET          /* linear memory must fit below the VMM window */
+/* Paged linear allocations (>= SIM_LARGE_MIN) get addresses from
+ * [SIM_PAGED_OFFSET, SIM_VMM_OFFSET) above the device's base, their physical
+ * pages wherever they are free, as a GPU's MMU maps them; smaller ones and
+ * SIMCUDA_CONTIGUOUS=1 keep an address that is their physical offset, below
+ * it.  A device larger than SIM_PAGED_OFFSET is placed contiguously. */
+#define SIM_PAGED_OFFSET UINT64_C(0x4000000000)  /* 256 GiB */
 /* 32-bit addresses for the pre-3.2 entry points (cuMemAlloc, cuMemAllocPitch),
  * whose CUdeviceptr_v1 is an unsigned int; shared by all devices. */
 #define SIM_V1_BASE SIM_V1_WINDOW_BASE
@@ -120,9 +126,11 @@ struct CUmemPoolHandle_st {
 struct sim_device {
     uint64_t capacity;         /* bytes: cuDeviceTotalMem, cuMemGetInfo's total */
     uint64_t reserved;         /* SIMCUDA_RESERVED bytes */
-    int reserved_charged;      /* taken at the first primary-context retain */
+    int reserved_charged;      /* taken when the device is first used (driver_charge_reserved) */
     struct driver_vaspace_pages pages;
     struct driver_vaspace_range vmm; /* this device's cuMemAddressReserve window */
+    struct driver_vaspace_range linear; /* addresses of paged linear allocations */
+    int paged;                 /* large linear allocations take scattered pages */
     struct CUctx_st ctx;
     struct CUmemPoolHandle_st *default_pool;
 };
@@ -147,11 +155,22 @@ struct sim_alloc {
     struct CUmemPoolHandle_st *pool;   /* AK_ASYNC */
     uint64_t footprint;                /* AK_ASYNC: device bytes its block holds */
     struct sim_alloc *next_cached;     /* AK_ASYNC: in pool->cached once freed */
+    int paged;                         /* addr from the device's linear window */
     UT_hash_handle hh;
+};
+
+/* What the device says it is (SIMCUDA_NAME, SIMCUDA_CC, SIMCUDA_SMS; the
+ * --gpu presets of scripts/simgpu set them): libraries choose by these -
+ * PyTorch its cuBLAS workspace size and SDPA backend by compute capability. */
+struct sim_identity {
+    char name[96];      /* cuDeviceGetName */
+    int cc_major, cc_minor;
+    int sms;            /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
 };
 
 struct driver_state {
     pthread_mutex_t lock;
+    struct sim_identity id;            /* every device's, read once */
     atomic_int initialized;            /* cuInit succeeded */
     int ndevices;                      /* SIMCUDA_DEVICES */
     int log;                           /* SIMCUDA_LOG */
@@ -191,6 +210,12 @@ CUresult driver_ready(void);
 CUresult driver_current_device(int *dev);
 /* The calling thread's current context (NULL when none). */
 struct CUctx_st *driver_current_context(void);
+
+/* With driver.lock held: takes SIMCUDA_RESERVED on dev if not yet taken.
+ * Called wherever a context on dev starts to exist or memory is first
+ * placed on it (a primary context, cuCtxCreate, any allocation, cuMemCreate),
+ * so the reserve is charged before the first byte whatever the first call. */
+void driver_charge_reserved(int dev);
 
 /* Whether dev is an ordinal of a simulated device. */
 int driver_valid_device(int dev);

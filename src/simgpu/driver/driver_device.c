@@ -2,10 +2,11 @@
  * (cuDeviceGetAttribute, cuDeviceGetUuid_v2) and the stream memory
  * operations PyTorch's c10/cuda/driver_api.h requires (cuMemsetD32Async,
  * cuStreamWriteValue32_v2), which complete at once and touch nothing: device
- * memory is never backed.
+ * memory has no storage the driver could write to.
  *
  * The device is H100-like (compute capability 9.0, 132 SMs) so that
- * libraries pick their ordinary code paths.  Every attribute number below
+ * libraries pick their ordinary code paths, unless SIMCUDA_CC and
+ * SIMCUDA_SMS say otherwise (driver.c; scripts/simgpu --gpu).  Every attribute number below
  * CU_DEVICE_ATTRIBUTE_MAX has a value, as on NVIDIA's driver; those not in
  * the table are capabilities the device does not have (0).  No
  * fabric handles, no multicast: PyTorch then uses POSIX file descriptors
@@ -93,6 +94,12 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
         for (size_t i = 0; i < sizeof attributes / sizeof attributes[0]; i++)
             if (attributes[i].attr == attrib)
                 *pi = attributes[i].value;
+        if (attrib == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+            *pi = driver.id.cc_major;
+        if (attrib == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+            *pi = driver.id.cc_minor;
+        if (attrib == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            *pi = driver.id.sms;
         if (attrib == CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)
             *pi = 0x18 + dev; /* distinct per device, as cudaDeviceGetPCIBusId shows */
     }

@@ -82,13 +82,23 @@ static uint64_t footprint_of(const struct driver_vaspace_block *b)
     return b->npages * SIM_PAGE;
 }
 
+/* Gives back a's device pages, and its address when it was paged. */
+static void release_block(struct sim_alloc *a)
+{
+    struct sim_device *sd = &driver.dev[a->device];
+    if (a->paged)
+        driver_vaspace_range_free(&sd->linear, a->addr, a->block.npages * SIM_PAGE);
+    driver_vaspace_release(&sd->pages, &a->block);
+    a->paged = 0;
+}
+
 /* Releases cached blocks of p until it reserves at most `keep` bytes. */
 static void trim_pool(struct CUmemPoolHandle_st *p, uint64_t keep)
 {
     while (p->reserved > keep && p->cached != NULL) {
         struct sim_alloc *a = p->cached;
         p->cached = a->next_cached;
-        driver_vaspace_release(&driver.dev[a->device].pages, &a->block);
+        release_block(a);
         p->reserved -= a->footprint;
         free(a);
     }
@@ -115,7 +125,7 @@ static int usable_pool(CUmemoryPool pool)
 
 static void release_alloc(struct sim_alloc *a)
 {
-    driver_vaspace_release(&driver.dev[a->device].pages, &a->block);
+    release_block(a);
     if (a->kind == AK_LINEAR_V1)
         driver_vaspace_range_free(&driver.v1, a->addr, round_up(a->size, SIM_UNIT));
     if (a->kind == AK_MANAGED || a->kind == AK_HOST)
@@ -190,11 +200,25 @@ static CUresult new_device_alloc(int dev, uint64_t size, enum sim_alloc_kind kin
     struct sim_alloc *a = calloc(1, sizeof *a);
     if (a == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (driver_vaspace_place(&driver.dev[dev].pages, size, &a->block) != 0) {
+    driver_charge_reserved(dev);
+    struct sim_device *sd = &driver.dev[dev];
+    /* paged: scattered pages behind a contiguous range of addresses */
+    int paged = sd->paged && size >= SIM_LARGE_MIN && kind != AK_LINEAR_V1;
+    uint64_t npages = size / SIM_PAGE + (size % SIM_PAGE != 0);
+    if (paged ? driver_vaspace_scatter(&sd->pages, npages, &a->block) != 0
+              : driver_vaspace_place(&sd->pages, size, &a->block) != 0) {
         free(a);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (kind == AK_LINEAR_V1) {
+    if (paged) {
+        if (driver_vaspace_range_alloc(&sd->linear, npages * SIM_PAGE, SIM_PAGE, 0,
+                                       &a->addr) != 0) {
+            driver_vaspace_release(&sd->pages, &a->block);
+            free(a);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        a->paged = 1;
+    } else if (kind == AK_LINEAR_V1) {
         if (driver_vaspace_range_alloc(&driver.v1, round_up(size, SIM_UNIT), SIM_UNIT, 0,
                                        &a->addr) != 0) {
             driver_vaspace_release(&driver.dev[dev].pages, &a->block);
@@ -454,6 +478,7 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
         if (r == CUDA_SUCCESS) {
             uint64_t pages = bytesize / SIM_PAGE + (bytesize % SIM_PAGE != 0);
             void *p = NULL;
+            driver_charge_reserved(dev);
             if (driver_vaspace_scatter(&driver.dev[dev].pages, pages, &a->block) != 0) {
                 r = CUDA_ERROR_OUT_OF_MEMORY;
             } else if ((p = map_host(bytesize, &a->map_len, 1)) == NULL) {

@@ -179,6 +179,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         } else {
             h->device = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id
                                                                            : -1;
+            if (h->device >= 0)
+                driver_charge_reserved(h->device);
             if (h->device >= 0 && driver_vaspace_scatter(&driver.dev[h->device].pages,
                                                          size / SIM_PAGE, &h->block) != 0) {
                 r = CUDA_ERROR_OUT_OF_MEMORY;

@@ -155,6 +155,15 @@ int runtime_current_device(void);
  * code may touch (see SIM_DEVICE_WINDOW in sim_common.h). */
 int runtime_device_only(const void *p);
 
+/* runtime_backing.c: what copies and memsets wrote into device memory, so
+ * that it reads back (bounded; the first read of bytes no copy wrote is
+ * reported once).  write/fill keep [addr, addr+len); read fills dst (zeros
+ * where nothing was kept); copy is device to device. */
+void runtime_backing_write(uint64_t addr, const void *src, uint64_t len);
+void runtime_backing_fill(uint64_t addr, int value, uint64_t len);
+void runtime_backing_read(void *dst, uint64_t addr, uint64_t len);
+void runtime_backing_copy(uint64_t dst, uint64_t src, uint64_t len);
+
 /* The CUresult -> cudaError_t mapping of NVIDIA's runtime. */
 cudaError_t runtime_result(CUresult r);
 

@@ -1,13 +1,14 @@
 /* runtime_copy.c - copies, memsets, host registration and IPC of the
  * simulated runtime.
  *
- * Device memory is never backed (its addresses are in the windows of
- * runtime_device_only), so a copy is judged by where each side is, not by
+ * Device memory has no storage of its own (its addresses are in the windows
+ * of runtime_device_only), so a copy is judged by where each side is, not by
  * its cudaMemcpyKind (which is only checked for range, as UVA makes
- * cudaMemcpyDefault the usual kind): into device memory does nothing, from
- * device memory into host memory writes zeros there (what a fresh device
- * buffer would hold), host to host copies for real (managed and pinned
- * memory are host memory here).  Memsets of host-visible memory set it.
+ * cudaMemcpyDefault the usual kind): what a copy or memset writes into device
+ * memory is kept by runtime_backing.c (bounded) and a copy out of device
+ * memory reads it back, zeros where nothing was kept (what kernels, which
+ * compute nothing, "wrote"); host to host copies for real (managed and
+ * pinned memory are host memory here).  Memsets of host-visible memory set it.
  * Stream-ordered variants complete before they return.
  *
  * Host registration is accepted (the memory is already host memory); IPC
@@ -23,12 +24,17 @@ static cudaError_t copy(void *dst, const void *src, size_t count, enum cudaMemcp
     if ((unsigned)kind > cudaMemcpyDefault)
         return cudaErrorInvalidValue;
     cudaError_t e = runtime_context();
-    if (e != cudaSuccess || count == 0 || runtime_device_only(dst))
+    if (e != cudaSuccess || count == 0)
         return e;
     if (dst == NULL || src == NULL)
         return cudaErrorInvalidValue;
-    if (runtime_device_only(src))
-        memset(dst, 0, count);
+    int to_device = runtime_device_only(dst), from_device = runtime_device_only(src);
+    if (to_device && from_device)
+        runtime_backing_copy((uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src, count);
+    else if (to_device)
+        runtime_backing_write((uint64_t)(uintptr_t)dst, src, count);
+    else if (from_device)
+        runtime_backing_read(dst, (uint64_t)(uintptr_t)src, count);
     else
         memmove(dst, src, count);
     return cudaSuccess;
@@ -80,10 +86,13 @@ cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int s
 static cudaError_t set(void *p, int value, size_t count)
 {
     cudaError_t e = runtime_context();
-    if (e == cudaSuccess && count > 0 && !runtime_device_only(p)) {
+    if (e == cudaSuccess && count > 0) {
         if (p == NULL)
             return cudaErrorInvalidValue;
-        memset(p, value, count);
+        if (runtime_device_only(p))
+            runtime_backing_fill((uint64_t)(uintptr_t)p, value, count);
+        else
+            memset(p, value, count);
     }
     return e;
 }

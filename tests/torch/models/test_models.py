@@ -23,3 +23,51 @@ def test_mlp_with_adamw_trains(scenario):
     # Parameters (4.2 M floats), AdamW's two states and the gradients: 4 x 16 MiB,
     # plus the 32 MiB cuBLAS workspace of a backward matmul.
     assert t["max_allocated"] >= 4 * 16 * MiB + 32 * MiB
+
+
+def same_figures(r):
+    """The tracer's figures equal PyTorch's: everything on the device is its
+    caching allocator's segments (the stand-ins allocate nothing)."""
+    t = r.torch
+    dev = r.device()
+    assert dev["peak_bytes"] == t["max_reserved"]
+    assert dev["current_bytes"] == t["reserved"]
+    assert dev["allocator"]["reserved_bytes"] == t["reserved"]
+    return t
+
+
+def test_cnn_with_batchnorm_cudnn_on_and_off(scenario):
+    on = same_figures(scenario("model_cnn.py", "on"))
+    off = same_figures(scenario("model_cnn.py", "off"))
+    assert on["cudnn"] is True and off["cudnn"] is False
+    assert on["cudnn_version"] == 92600  # the stand-in says it is cuDNN 9.26.0
+    assert on["max_allocated"] > 0 and off["max_allocated"] > 0
+
+
+def test_transformer_encoder_sdpa_under_each_backend(scenario):
+    peaks = {}
+    for backend in ("default", "flash", "efficient", "cudnn", "math"):
+        t = same_figures(scenario("model_transformer.py", backend))
+        assert t["backend"] == backend
+        peaks[backend] = t["max_allocated"]
+    # the math backend materialises the 512 x 512 attention matrix per head;
+    # the fused kernels do not
+    assert peaks["math"] > peaks["flash"] + 4 * 8 * 512 * 512 * 2, peaks
+    # bf16 at compute capability 9.0: PyTorch picks cuDNN attention first
+    assert peaks["default"] == peaks["cudnn"], peaks
+
+
+def test_hugging_face_gpt2_from_a_small_config(scenario):
+    t = same_figures(scenario("model_hf.py", "gpt2"))
+    assert t["model"] == "gpt2" and t["parameters"] > 2_000_000
+    # fp32 parameters, gradients and AdamW's two states: 16 bytes a parameter
+    assert t["max_allocated"] > 16 * t["parameters"]
+
+
+def test_llama_shaped_model_bf16_and_activation_checkpointing(scenario):
+    plain = same_figures(scenario("model_hf.py", "llama"))
+    ckpt = same_figures(scenario("model_hf.py", "llama", "ckpt"))
+    assert plain["model"] == "llama" and ckpt["checkpointing"] is True
+    assert plain["parameters"] == ckpt["parameters"]
+    # checkpointing keeps fewer activations for backward
+    assert ckpt["max_allocated"] < plain["max_allocated"], (ckpt, plain)

@@ -1,0 +1,520 @@
+/* fit.c - `cumemtrace fit`: does a script fit on a given card?
+ *
+ * Runs the command once per card on the simulated GPU (scripts/simgpu --gpu
+ * NAME, or --memory SIZE: a card of that size with the H100 preset's other
+ * traits), under `cumemtrace run`, and prints one table: fits or runs out of
+ * memory (the Python line, after how long), PyTorch's own
+ * max_memory_allocated and max_memory_reserved, the headroom left, and the
+ * post-mortem of each failure.  Each card's files go to OUTPUT/<card>/: the
+ * snapshots, the command's output (output.log) and the PyTorch layer's
+ * report (fit.txt).
+ *
+ * fit.txt, written at interpreter exit by src/torchboot/cumemtrace_torch.py
+ * when CUMEMTRACE_FIT_REPORT names it: a first line "cumemtrace-fit 1", then
+ * "key value" lines - max_allocated, max_reserved, num_ooms, total (bytes,
+ * PyTorch's own figures of the current device), oom_time (Unix seconds of
+ * the first out-of-memory error), oom_where ("file:line (function)" of the
+ * user's frame that raised it), oom_message.  Unknown keys are ignored.
+ *
+ * Limitations: a script that never imports torch has no PyTorch figures
+ * (the table says so); the verdict is the simulated card's, whose fidelity
+ * limits docs/simgpu.md lists.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cli_usage.h"
+#include "units.h"
+
+#define FIT_MAX_CARDS 16    /* more cards than anyone compares at once */
+#define FIT_PROGRESS_S 30   /* a "still running" line this often */
+#define FIT_DEFAULT_PRESET "h100"
+
+struct preset {
+    char name[32], memory[32], cc[8], reserve[32], device[96];
+};
+
+struct card {
+    char label[48];          /* the directory and the table's first column */
+    char gpu[32];            /* the preset passed to simgpu */
+    const char *memory;      /* --memory SIZE, or NULL: the preset's */
+    uint64_t capacity, reserve;
+    char dir[PATH_MAX];
+    /* the outcome */
+    int status;              /* wait status */
+    bool timed_out;
+    double seconds;
+    bool have_figures;
+    int64_t max_allocated, max_reserved, num_ooms;
+    double oom_time;
+    char oom_where[512];
+    char postmortem[PATH_MAX];
+};
+
+static const char usage[] =
+    "usage: cumemtrace fit (--gpu NAME | --memory SIZE)... [--output DIR] [--timeout SECONDS]\n"
+    "                      [--bytes] -- COMMAND [ARGS...]\n"
+    "\n"
+    "Runs COMMAND on each simulated card, under the tracer, and prints whether\n"
+    "it fits: PyTorch's own max_memory_allocated and max_memory_reserved, the\n"
+    "headroom left (capacity - context reserve - max reserved), or where it ran\n"
+    "out of memory (the Python line, after how long) and the post-mortem file.\n"
+    "\n"
+    "  --gpu NAME      a card preset (h100, h200, a100-80gb, a100-40gb, l4,\n"
+    "                  rtx4090, rtx3090; `scripts/simgpu --gpu list`)\n"
+    "  --memory SIZE   a card of SIZE with the h100 preset's other traits\n"
+    "  --output DIR    where each card's files go (default cumemtrace-fit)\n"
+    "  --timeout S     stop each run after S seconds (SIGINT: the script's\n"
+    "                  figures so far are kept); bound a run by its steps too\n"
+    "  --bytes         exact byte counts in the table\n"
+    "\n"
+    "Exit status: 0 when it fits on every card, 1 when it ran out of memory on\n"
+    "one, 2 on an error (a run that failed for another reason included).\n"
+    "\n"
+    "example: cumemtrace fit --gpu l4 --gpu a100-40gb -- python train.py --steps 3\n";
+
+static volatile sig_atomic_t child_pid;
+
+static void forward(int sig)
+{
+    if (child_pid > 0)
+        kill(-(pid_t)child_pid, sig);
+}
+
+/* This program's directory. */
+static int exe_dir(char *out, size_t n)
+{
+    ssize_t len = readlink("/proc/self/exe", out, n - 1);
+    if (len <= 0)
+        return -1;
+    out[len] = '\0';
+    char *slash = strrchr(out, '/');
+    if (slash != NULL)
+        *slash = '\0';
+    return 0;
+}
+
+/* scripts/simgpu of the build tree, or the installed one. */
+static int find_simgpu(const char *dir, char *out, size_t n)
+{
+    char cand[2][PATH_MAX + 64];
+    snprintf(cand[0], sizeof cand[0], "%s/../scripts/simgpu", dir);
+    snprintf(cand[1], sizeof cand[1], "%s/../lib/cumemtrace/simgpu/simgpu", dir);
+    for (int i = 0; i < 2; i++)
+        if (access(cand[i], X_OK) == 0 && realpath(cand[i], out) != NULL && strlen(out) < n)
+            return 0;
+    fprintf(stderr, "cumemtrace: fit: cannot find the simulated GPU's simgpu script (looked "
+            "in %s and %s); run fit from the build tree or an installed prefix\n",
+            cand[0], cand[1]);
+    return -1;
+}
+
+/* The presets, read from `simgpu --gpu list`: the one table of them. */
+static int load_presets(const char *simgpu, struct preset *p, int max)
+{
+    char cmd[PATH_MAX + 32];
+    snprintf(cmd, sizeof cmd, "'%s' --gpu list", simgpu);
+    FILE *f = popen(cmd, "r");
+    if (f == NULL)
+        return -1;
+    char line[256];
+    int n = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        struct preset q;
+        int used = 0;
+        char sms[16];
+        if (sscanf(line, "%31s %31s %7s %15s %31s %n", q.name, q.memory, q.cc, sms, q.reserve,
+                   &used) != 5 || strcmp(q.name, "NAME") == 0)
+            continue;
+        snprintf(q.device, sizeof q.device, "%s", line + used);
+        q.device[strcspn(q.device, "\n")] = '\0';
+        if (n < max)
+            p[n++] = q;
+    }
+    return pclose(f) == 0 && n > 0 ? n : -1;
+}
+
+static const struct preset *find_preset(const struct preset *p, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strcasecmp(p[i].name, name) == 0)
+            return &p[i];
+    return NULL;
+}
+
+/* mkdir -p of a directory of at most two new levels, and removes what an
+ * earlier fit left in it (its snapshots, output.log, fit.txt). */
+static int prepare_dir(const char *dir)
+{
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", dir);
+    char *slash = strrchr(parent, '/');
+    if (slash != NULL && slash != parent) {
+        *slash = '\0';
+        if (mkdir(parent, 0777) != 0 && errno != EEXIST)
+            goto fail;
+    }
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        goto fail;
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        goto fail;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        bool ours = strcmp(e->d_name, "output.log") == 0 || strcmp(e->d_name, "fit.txt") == 0 ||
+                    (strncmp(e->d_name, "cumemtrace.", 11) == 0 && len > 5 &&
+                     strcmp(e->d_name + len - 5, ".json") == 0);
+        if (ours)
+            unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+    return 0;
+fail:
+    fprintf(stderr, "cumemtrace: fit: cannot prepare '%s': %s\n", dir, strerror(errno));
+    return -1;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Runs one card: simgpu --gpu G [--memory M] -- <self> run --output DIR/ -- cmd. */
+static int run_card(struct card *c, const char *simgpu, const char *build, const char *self,
+                    char **cmd, int ncmd, int timeout, int index, int count)
+{
+    char out[PATH_MAX + 16], report[PATH_MAX + 16], log[PATH_MAX + 16];
+    snprintf(out, sizeof out, "%s/", c->dir);
+    snprintf(report, sizeof report, "%s/fit.txt", c->dir);
+    snprintf(log, sizeof log, "%s/output.log", c->dir);
+    char **argv = calloc((size_t)ncmd + 16, sizeof *argv);
+    if (argv == NULL)
+        return -1;
+    int a = 0;
+    argv[a++] = (char *)simgpu;
+    if (build != NULL) { /* the simulated GPU of this build tree */
+        argv[a++] = "--build";
+        argv[a++] = (char *)build;
+    }
+    argv[a++] = "--gpu";
+    argv[a++] = c->gpu;
+    if (c->memory != NULL) {
+        argv[a++] = "--memory";
+        argv[a++] = (char *)c->memory;
+    }
+    argv[a++] = "--";
+    argv[a++] = (char *)self;
+    argv[a++] = "run";
+    argv[a++] = "--output";
+    argv[a++] = out;
+    argv[a++] = "--";
+    for (int i = 0; i < ncmd; i++)
+        argv[a++] = cmd[i];
+    argv[a] = NULL;
+
+    fprintf(stderr, "cumemtrace: fit: [%d/%d] %s: running %s (output in %s)\n", index, count,
+            c->label, cmd[0], log);
+    double start = now();
+    pid_t pid = fork();
+    if (pid < 0) {
+        free(argv);
+        fprintf(stderr, "cumemtrace: fit: cannot start the run: %s\n", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        setpgid(0, 0); /* a group of its own, so a timeout reaches the whole job */
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        setenv("CUMEMTRACE_FIT_REPORT", report, 1);
+        unsetenv("SIMCUDA_MEMORY"); /* the card's own capacity, not the caller's */
+        unsetenv("SIMCUDA_RESERVED");
+        execv(simgpu, argv);
+        fprintf(stderr, "cumemtrace: fit: cannot run %s: %s\n", simgpu, strerror(errno));
+        _exit(127);
+    }
+    free(argv);
+    setpgid(pid, pid);
+    child_pid = pid;
+    int status = 0;
+    int interrupts = 0;
+    double next_note = start + FIT_PROGRESS_S;
+    for (;;) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid)
+            break;
+        if (w < 0 && errno != EINTR) {
+            status = -1;
+            break;
+        }
+        double t = now();
+        if (timeout > 0 && t - start >= timeout + 10.0 * interrupts && interrupts < 3) {
+            /* SIGINT: Python's KeyboardInterrupt, so the PyTorch layer still
+             * reports at exit; then SIGKILL if it does not end. */
+            kill(-pid, interrupts < 2 ? SIGINT : SIGKILL);
+            interrupts++;
+            c->timed_out = true;
+        }
+        if (t >= next_note) {
+            fprintf(stderr, "cumemtrace: fit: [%d/%d] %s: still running, %.0f s\n", index,
+                    count, c->label, t - start);
+            next_note += FIT_PROGRESS_S;
+        }
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    child_pid = 0;
+    c->status = status;
+    c->seconds = now() - start;
+
+    /* PyTorch's figures */
+    FILE *f = fopen(report, "r");
+    char line[1024];
+    if (f != NULL && fgets(line, sizeof line, f) != NULL &&
+        strncmp(line, "cumemtrace-fit 1", 16) == 0) {
+        while (fgets(line, sizeof line, f) != NULL) {
+            line[strcspn(line, "\n")] = '\0';
+            long long v;
+            if (sscanf(line, "max_allocated %lld", &v) == 1)
+                c->max_allocated = v, c->have_figures = true;
+            else if (sscanf(line, "max_reserved %lld", &v) == 1)
+                c->max_reserved = v;
+            else if (sscanf(line, "num_ooms %lld", &v) == 1)
+                c->num_ooms = v;
+            else if (sscanf(line, "oom_time %lf", &c->oom_time) == 1)
+                c->oom_time -= start;
+            else if (strncmp(line, "oom_where ", 10) == 0)
+                snprintf(c->oom_where, sizeof c->oom_where, "%.511s", line + 10);
+        }
+    }
+    if (f != NULL)
+        fclose(f);
+    /* the post-mortem: the first snapshot written at an out-of-memory error */
+    DIR *d = opendir(c->dir);
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, "cumemtrace.", 11) == 0 && strstr(e->d_name, ".oom") != NULL &&
+            c->postmortem[0] == '\0')
+            snprintf(c->postmortem, sizeof c->postmortem, "%s/%s", c->dir, e->d_name);
+    if (d != NULL)
+        closedir(d);
+    return 0;
+}
+
+static bool ran_out(const struct card *c)
+{
+    return c->num_ooms > 0 || c->oom_where[0] != '\0';
+}
+
+static const char *size_text(int64_t v, bool bytes, char *buf, size_t n)
+{
+    if (v < 0)
+        return "-";
+    if (bytes)
+        snprintf(buf, n, "%lld", (long long)v);
+    else
+        units_format_bytes((uint64_t)v, buf, n);
+    return buf;
+}
+
+static void verdict(const struct card *c, char *buf, size_t n)
+{
+    if (ran_out(c)) {
+        char after[48] = "";
+        if (c->oom_time > 0)
+            snprintf(after, sizeof after, " after %.1f s", c->oom_time);
+        snprintf(buf, n, "OOM at %s%s", c->oom_where[0] ? c->oom_where : "(no Python line)",
+                 after);
+    } else if (!c->have_figures) {
+        snprintf(buf, n, "no PyTorch figures (exit %d; see output.log)",
+                 WIFEXITED(c->status) ? WEXITSTATUS(c->status) : 128 + WTERMSIG(c->status));
+    } else if (c->timed_out) {
+        snprintf(buf, n, "fits so far (stopped after %.0f s)", c->seconds);
+    } else if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0) {
+        snprintf(buf, n, "fits");
+    } else {
+        snprintf(buf, n, "failed, not OOM (exit %d; see output.log)",
+                 WIFEXITED(c->status) ? WEXITSTATUS(c->status) : 128 + WTERMSIG(c->status));
+    }
+}
+
+static void print_table(const struct card *cards, int n, bool bytes)
+{
+    printf("%-12s %-11s %-48s %-14s %-14s %-11s %s\n", "card", "capacity", "verdict",
+           "max allocated", "max reserved", "headroom", "post-mortem");
+    for (int i = 0; i < n; i++) {
+        const struct card *c = &cards[i];
+        char cap[32], al[32], re[32], hr[32], v[600];
+        verdict(c, v, sizeof v);
+        int64_t headroom = -1;
+        if (c->have_figures && !ran_out(c) &&
+            c->capacity > c->reserve + (uint64_t)c->max_reserved)
+            headroom = (int64_t)(c->capacity - c->reserve - (uint64_t)c->max_reserved);
+        printf("%-12s %-11s %-48s %-14s %-14s %-11s %s\n", c->label,
+               size_text((int64_t)c->capacity, bytes, cap, sizeof cap), v,
+               size_text(c->have_figures ? c->max_allocated : -1, bytes, al, sizeof al),
+               size_text(c->have_figures ? c->max_reserved : -1, bytes, re, sizeof re),
+               size_text(headroom, bytes, hr, sizeof hr),
+               c->postmortem[0] ? c->postmortem : "-");
+    }
+}
+
+int fit_main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"gpu", required_argument, NULL, 'g'},
+        {"memory", required_argument, NULL, 'm'},
+        {"output", required_argument, NULL, 'o'},
+        {"timeout", required_argument, NULL, 't'},
+        {"bytes", no_argument, NULL, 'b'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *gpus[FIT_MAX_CARDS], *mems[FIT_MAX_CARDS];
+    int ngpu = 0, nmem = 0, order[FIT_MAX_CARDS * 2], norder = 0;
+    const char *output = "cumemtrace-fit";
+    uint64_t timeout = 0;
+    bool bytes = false;
+    int c;
+    while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+        uint64_t v;
+        switch (c) {
+        case 'g':
+        case 'm':
+            if (ngpu + nmem == FIT_MAX_CARDS)
+                return cli_usage("fit", "at most %d cards at once", FIT_MAX_CARDS);
+            if (c == 'm' && (units_parse_size(optarg, &v) != 0 || v == 0))
+                return cli_usage("fit", "--memory '%s': expected a size like 24GiB", optarg);
+            if (c == 'g') {
+                order[norder++] = ngpu;
+                gpus[ngpu++] = optarg;
+            } else {
+                order[norder++] = FIT_MAX_CARDS + nmem;
+                mems[nmem++] = optarg;
+            }
+            break;
+        case 'o': output = optarg; break;
+        case 't':
+            if (cli_parse_count(optarg, &timeout) != 0 || timeout > 7 * 24 * 3600)
+                return cli_usage("fit", "--timeout '%s': expected seconds", optarg);
+            break;
+        case 'b': bytes = true; break;
+        case 'h': fputs(usage, stdout); return cli_finish_stdout();
+        case ':': return cli_usage("fit", "%s needs a value", argv[optind - 1]);
+        default: return cli_usage("fit", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (norder == 0)
+        return cli_usage("fit", "no card: give --gpu NAME or --memory SIZE (e.g. --gpu l4)");
+    if (optind >= argc)
+        return cli_usage("fit", "no command: put it after -- (e.g. -- python train.py)");
+
+    char dir[PATH_MAX], self[PATH_MAX + 16], simgpu[PATH_MAX];
+    if (exe_dir(dir, sizeof dir) != 0) {
+        fprintf(stderr, "cumemtrace: fit: cannot find this program: /proc/self/exe is "
+                "unreadable\n");
+        return CLI_EXIT_ERROR;
+    }
+    snprintf(self, sizeof self, "%s/cumemtrace", dir);
+    /* in a build tree the simulated GPU is DIR/sim (simgpu --build DIR);
+     * installed, simgpu finds its own */
+    char simdir[PATH_MAX + 32];
+    snprintf(simdir, sizeof simdir, "%s/sim/libcuda.so.1", dir);
+    const char *build = access(simdir, R_OK) == 0 ? dir : NULL;
+    if (find_simgpu(dir, simgpu, sizeof simgpu) != 0)
+        return CLI_EXIT_ERROR;
+    struct preset presets[32];
+    int npresets = load_presets(simgpu, presets, 32);
+    if (npresets <= 0) {
+        fprintf(stderr, "cumemtrace: fit: '%s --gpu list' printed no presets\n", simgpu);
+        return CLI_EXIT_ERROR;
+    }
+
+    struct card *cards = calloc((size_t)norder, sizeof *cards);
+    if (cards == NULL) {
+        fprintf(stderr, "cumemtrace: fit: out of memory\n");
+        return CLI_EXIT_ERROR;
+    }
+    int rc = 0;
+    for (int i = 0; i < norder; i++) {
+        struct card *k = &cards[i];
+        bool is_mem = order[i] >= FIT_MAX_CARDS;
+        const char *name = is_mem ? FIT_DEFAULT_PRESET : gpus[order[i]];
+        const struct preset *p = find_preset(presets, npresets, name);
+        if (p == NULL) {
+            fprintf(stderr, "cumemtrace: fit: unknown --gpu '%s'; the presets:", name);
+            for (int j = 0; j < npresets; j++)
+                fprintf(stderr, " %s", presets[j].name);
+            fprintf(stderr, "\n");
+            rc = CLI_EXIT_ERROR;
+            goto done;
+        }
+        snprintf(k->gpu, sizeof k->gpu, "%.31s", p->name);
+        k->memory = is_mem ? mems[order[i] - FIT_MAX_CARDS] : NULL;
+        snprintf(k->label, sizeof k->label, "%.47s", is_mem ? k->memory : p->name);
+        if (units_parse_size(k->memory ? k->memory : p->memory, &k->capacity) != 0 ||
+            units_parse_size(p->reserve, &k->reserve) != 0) {
+            fprintf(stderr, "cumemtrace: fit: preset '%s' has a malformed size\n", p->name);
+            rc = CLI_EXIT_ERROR;
+            goto done;
+        }
+        int w = snprintf(k->dir, sizeof k->dir, "%s/%s", output, k->label);
+        if (w < 0 || (size_t)w >= sizeof k->dir) {
+            fprintf(stderr, "cumemtrace: fit: --output '%s' is too long\n", output);
+            rc = CLI_EXIT_ERROR;
+            goto done;
+        }
+        k->max_allocated = k->max_reserved = -1;
+    }
+
+    struct sigaction sa = {0};
+    sa.sa_handler = forward;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    for (int i = 0; i < norder; i++) {
+        if (prepare_dir(cards[i].dir) != 0 ||
+            run_card(&cards[i], simgpu, build, self, argv + optind, argc - optind,
+                     (int)timeout, i + 1, norder) != 0) {
+            rc = CLI_EXIT_ERROR;
+            goto done;
+        }
+        char v[600];
+        verdict(&cards[i], v, sizeof v);
+        fprintf(stderr, "cumemtrace: fit: [%d/%d] %s: %s (%.1f s)\n", i + 1, norder,
+                cards[i].label, v, cards[i].seconds);
+    }
+    print_table(cards, norder, bytes);
+    for (int i = 0; i < norder; i++) {
+        if (ran_out(&cards[i]))
+            rc = rc == 0 ? 1 : rc;
+        else if (!cards[i].have_figures ||
+                 (!cards[i].timed_out &&
+                  !(WIFEXITED(cards[i].status) && WEXITSTATUS(cards[i].status) == 0)))
+            rc = CLI_EXIT_ERROR;
+    }
+    if (cli_finish_stdout() != 0)
+        rc = CLI_EXIT_ERROR;
+done:
+    free(cards);
+    return rc;
+}

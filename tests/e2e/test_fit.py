@@ -1,0 +1,99 @@
+"""`cumemtrace fit` (src/cli/views/fit.c): one run per simulated card under
+the tracer, and a table of verdicts.  PyTorch's figures reach fit through
+the PyTorch layer's report (CUMEMTRACE_FIT_REPORT); here a shell script
+stands in for PyTorch and writes that report itself, so the table, the exit
+status, the timeout and the errors are checked without torch (the real
+thing: tests/torch/models/test_fit_models.py)."""
+import os
+import re
+import subprocess
+
+from conftest import CLI, run_env
+
+MiB = 1 << 20
+GiB = 1 << 30
+L4 = 23034 * MiB       # the l4 preset's capacity (scripts/simgpu)
+RESERVE = 500 * MiB    # every preset's context reserve
+
+
+def fit(tmp_path, *args, script="", timeout=120):
+    s = tmp_path / "job.sh"
+    s.write_text("set -e\n" + script)
+    p = subprocess.run([str(CLI), "fit", "--output", str(tmp_path / "out"), *args, "--",
+                        "sh", str(s)], env=run_env(), cwd=tmp_path, capture_output=True,
+                       text=True, timeout=timeout)
+    return p
+
+
+REPORT = """{ echo "cumemtrace-fit 1"; echo "max_allocated $1"; echo "max_reserved $2";
+  echo "num_ooms $3"; echo "total 1"; } > "$CUMEMTRACE_FIT_REPORT"
+"""
+
+
+def rows(out):
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["card", "capacity", "verdict"], out
+    return {l.split()[0]: l for l in lines[1:]}
+
+
+def test_fits_on_each_card_with_pytorchs_figures_and_headroom(tmp_path):
+    script = "report() {\n" + REPORT + "}\nreport 1000 2097152 0\necho hello\n"
+    p = fit(tmp_path, "--gpu", "l4", "--memory", "1GiB", "--bytes", script=script)
+    assert p.returncode == 0, p.stderr
+    r = rows(p.stdout)
+    assert list(r) == ["l4", "1GiB"]
+    assert r["l4"].split() == ["l4", str(L4), "fits", "1000", "2097152",
+                               str(L4 - RESERVE - 2 * MiB), "-"]
+    assert r["1GiB"].split() == ["1GiB", str(GiB), "fits", "1000", "2097152",
+                                 str(GiB - RESERVE - 2 * MiB), "-"]
+    # progress on stderr, the command's own output in the card's log
+    assert "cumemtrace: fit: [1/2] l4: running sh" in p.stderr
+    assert "cumemtrace: fit: [2/2] 1GiB: fits" in p.stderr
+    assert "hello" in (tmp_path / "out" / "l4" / "output.log").read_text()
+    assert "hello" not in p.stdout
+
+
+def test_out_of_memory_names_the_line_the_time_and_the_post_mortem(tmp_path):
+    script = ("report() {\n" + REPORT + "}\nreport 5000 8388608 1\n"
+              'echo "oom_where train.py:42 (step)" >> "$CUMEMTRACE_FIT_REPORT"\n'
+              'echo "oom_time $(date +%s.%N)" >> "$CUMEMTRACE_FIT_REPORT"\n'
+              ': > "${CUMEMTRACE_OUTPUT}cumemtrace.python.7.oom.json"\n'
+              "exit 1\n")
+    p = fit(tmp_path, "--gpu", "L4", script=script)
+    assert p.returncode == 1, p.stderr
+    row = rows(p.stdout)["l4"]
+    assert re.search(r"OOM at train.py:42 \(step\) after \d+\.\d s", row), row
+    pm = tmp_path / "out" / "l4" / "cumemtrace.python.7.oom.json"
+    assert row.split()[-1] == os.path.relpath(pm, tmp_path) or row.endswith(str(pm)), row
+    assert "  -  " in row  # no headroom on a card it does not fit
+
+
+def test_timeout_interrupts_and_keeps_the_figures(tmp_path):
+    # SIGINT, as Python's KeyboardInterrupt: the PyTorch layer reports at exit
+    script = ("report() {\n" + REPORT + "}\n"
+              "trap 'report 7 2097152 0; exit 130' INT\n"
+              "sleep 60 & wait $!\n")
+    p = fit(tmp_path, "--gpu", "l4", "--timeout", "1", "--bytes", script=script)
+    assert p.returncode == 0, p.stderr
+    row = rows(p.stdout)["l4"]
+    assert "fits so far (stopped after" in row and row.split()[-4:-2] == ["7", "2097152"], row
+
+
+def test_a_command_without_pytorch_is_an_error_not_a_verdict(tmp_path):
+    p = fit(tmp_path, "--gpu", "l4", script="true\n")
+    assert p.returncode == 2
+    assert "no PyTorch figures (exit 0; see output.log)" in rows(p.stdout)["l4"]
+
+
+def test_bad_arguments_get_one_clear_line(tmp_path):
+    p = fit(tmp_path, "--gpu", "v100", script="true\n")
+    assert p.returncode == 2
+    assert "cumemtrace: fit: unknown --gpu 'v100'; the presets: h100 h200 a100-80gb " \
+           "a100-40gb l4 rtx4090 rtx3090" in p.stderr
+    p = subprocess.run([str(CLI), "fit", "--gpu", "l4"], capture_output=True, text=True)
+    assert p.returncode == 2 and "no command: put it after --" in p.stderr
+    p = subprocess.run([str(CLI), "fit", "--", "true"], capture_output=True, text=True)
+    assert p.returncode == 2 and "no card: give --gpu NAME or --memory SIZE" in p.stderr
+    p = subprocess.run([str(CLI), "fit", "--memory", "lots", "--", "true"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "--memory 'lots': expected a size like 24GiB" in p.stderr
