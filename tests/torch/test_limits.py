@@ -27,3 +27,12 @@ def test_cublas_workspace_config_is_honoured(scenario):
     r = scenario("matmul.py", env={"CUBLAS_WORKSPACE_CONFIG": ":4096:2"})
     assert r.torch["error"] is None
     assert r.torch["workspace"] == 8 * MiB
+
+
+@pytest.mark.skipif(REAL, reason="the real card has its own compute capability")
+def test_cublas_workspace_follows_the_imitated_cards_compute_capability(scenario):
+    # an L4 (compute capability 8.9): PyTorch's size below 9.0 is
+    # 4096 KiB x 2 + 16 KiB x 8
+    r = scenario("matmul.py", env={"SIMCUDA_CC": "8.9", "SIMCUDA_SMS": "58"})
+    assert r.torch["capability"] == [8, 9]
+    assert r.torch["workspace"] == 8 * MiB + 128 * 1024
