@@ -1,6 +1,7 @@
 """Scenario 5: PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync - every
 tensor is a cudaMallocAsync from the device's default pool, whose
 used/reserved attributes PyTorch reports."""
+import ctypes
 import json
 
 import numpy  # noqa: F401 - as in any real environment: with it loaded,
@@ -16,6 +17,11 @@ for _ in range(5):
     tmp = torch.empty(8 * MiB, dtype=torch.uint8, device="cuda")  # TEMP
     del tmp
 del kept[1]
+# What is live at exit must still be live when the library writes the exit
+# snapshot: interpreter shutdown frees module globals in an order that
+# depends on what else is loaded (with numpy installed, before that
+# snapshot), so the list keeps one reference for good.
+ctypes.pythonapi.Py_IncRef(ctypes.py_object(kept))
 torch.cuda.synchronize()
 stats = torch.cuda.memory_stats()
 before_trim = torch.cuda.memory_reserved()
