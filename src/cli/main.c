@@ -26,7 +26,7 @@ static const char usage[] =
     "\n"
     "'cumemtrace COMMAND --help' describes each; docs/cli.md has it all.\n"
     "\n"
-    "frames (every command but run; the interpreter's own frames and process\n"
+    "frames (all but run and fit; the interpreter's own frames and process\n"
     "start-up are folded away by default):\n"
     "  --all-frames     keep the interpreter's and process start-up frames\n"
     "  --hide REGEX     leave out frames whose name matches (extended regex)\n"
