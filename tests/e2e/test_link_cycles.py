@@ -22,6 +22,7 @@ import subprocess
 import pytest
 
 from conftest import BUILD, ROOT
+from test_include_cycles import components  # the same Tarjan, on units
 
 SRC = os.path.join(str(ROOT), "src")
 OBJ = os.path.join(str(BUILD), "obj", "src")
@@ -103,39 +104,6 @@ def graph(obj=OBJ, src=SRC, with_why=False):
                     deps[u].add(v)
                     why.setdefault((u, v), set()).add(s)
     return (deps, why) if with_why else deps
-
-
-def components(deps):
-    """The strongly connected components of more than one unit (Tarjan)."""
-    index, low, stack, on, out = {}, {}, [], set(), []
-    counter = [0]
-
-    def visit(v):
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in sorted(deps.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(set(comp))
-
-    for v in sorted(deps):
-        if v not in index:
-            visit(v)
-    return out
 
 
 def describe(comp, deps, why):
