@@ -48,7 +48,7 @@ static struct record_event *kept(size_t *n)
     struct event_log_stats s = event_log_stats();
     struct record_event *out = malloc((s.kept ? s.kept : 1) * sizeof *out);
     assert_non_null(out);
-    event_log_copy(out);
+    event_log_copy(out, 0);
     *n = s.kept;
     return out;
 }
@@ -223,9 +223,61 @@ static void rows_take_the_callers_time_in_order(void **state)
     assert_int_equal(st.kept, 1);
     assert_int_equal(st.recorded, 1);
     struct record_event got[1];
-    event_log_copy(got);
+    event_log_copy(got, 0);
     assert_memory_equal(&got[0], &want, sizeof want);
     event_log_init(16, NULL); /* the later tests' stamps are their own */
+}
+
+/* A reader that took the rows once sees, next time, exactly the rows
+ * pushed since: in an unthinned log by count, in a thinned one (rows
+ * dropped and replaced since) by time; event_log_copy from there hands
+ * them over unaltered. */
+static int64_t last_t(void)
+{
+    size_t n;
+    struct record_event *r = kept(&n);
+    int64_t t = n > 0 ? r[n - 1].t_ns : 0;
+    free(r);
+    return t;
+}
+
+static void fresh_rows_are_those_pushed_since(void **state)
+{
+    (void)state;
+    start(1024);
+    assert_int_equal(event_log_fresh_from(0, 0), 0);
+    for (int i = 0; i < 100; i++)
+        push(10 * i, 1, (uint64_t)i, 0);
+    struct event_log_stats s = event_log_stats();
+    int64_t last = last_t();
+    assert_int_equal(last, 990);
+    for (int i = 100; i < 130; i++)
+        push(10 * i, 1, (uint64_t)i, 0);
+    size_t from = event_log_fresh_from(s.recorded, last);
+    assert_int_equal(from, 100);
+    struct record_event got[30];
+    event_log_copy(got, from);
+    assert_memory_equal(got, &pushed[100], sizeof got);
+    /* nothing new: nothing fresh */
+    s = event_log_stats();
+    assert_int_equal(event_log_fresh_from(s.recorded, last_t()), s.kept);
+
+    /* past the cap the log thins: the fresh rows are those stamped after */
+    start(64);
+    for (int i = 0; i < 200; i++)
+        push(10 * i, i % 2 ? -1 : 1, (uint64_t)(i % 7), 0);
+    s = event_log_stats();
+    assert_true(s.bucket_ns > 0);
+    last = last_t();
+    for (int i = 200; i < 210; i++)
+        push(10 * i, 1, 100 + (uint64_t)i, 0);
+    size_t n;
+    struct record_event *r = kept(&n);
+    from = event_log_fresh_from(s.recorded, last);
+    assert_true(from < n);
+    for (size_t i = 0; i < n; i++)
+        assert_true(i < from ? r[i].t_ns <= last : r[i].t_ns > last);
+    free(r);
 }
 
 static long rss_kib(void)
@@ -273,6 +325,7 @@ int main(void)
         cmocka_unit_test(below_the_cap_everything_is_kept),
         cmocka_unit_test(memory_follows_the_rows_not_the_cap),
         cmocka_unit_test(rows_take_the_callers_time_in_order),
+        cmocka_unit_test(fresh_rows_are_those_pushed_since),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     event_log_reset();

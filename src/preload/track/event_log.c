@@ -352,10 +352,40 @@ struct event_log_stats event_log_stats(void)
     return s;
 }
 
-void event_log_copy(struct record_event *out)
+void event_log_copy(struct record_event *out, size_t from)
 {
-    if (cur->nrows > 0)
-        memcpy(out, cur->rows, cur->nrows * sizeof *cur->rows);
+    if (cur->nrows > from)
+        memcpy(out, cur->rows + from, (cur->nrows - from) * sizeof *cur->rows);
+}
+
+void event_log_copy_range(struct record_event *out, size_t from, size_t n)
+{
+    if (from >= cur->nrows)
+        return;
+    if (n > cur->nrows - from)
+        n = cur->nrows - from;
+    if (n > 0)
+        memcpy(out, cur->rows + from, n * sizeof *cur->rows);
+}
+
+size_t event_log_fresh_from(uint64_t recorded, int64_t last_t_ns)
+{
+    if (recorded == 0)
+        return 0;
+    if (shift < 0 && cur->recorded >= recorded) {
+        uint64_t fresh = cur->recorded - recorded;
+        return fresh < cur->nrows ? cur->nrows - (size_t)fresh : 0;
+    }
+    /* times are non-decreasing: the first row stamped after last_t_ns */
+    size_t lo = 0, hi = cur->nrows;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cur->rows[mid].t_ns <= last_t_ns)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 void event_log_reset(void)

@@ -81,8 +81,17 @@ struct event_log_stats {
 };
 struct event_log_stats event_log_stats(void);
 
-/* Copies the kept rows, oldest first, into out[0..kept). */
-void event_log_copy(struct record_event *out);
+/* Copies the kept rows from the from-th on, oldest first, into
+ * out[0..kept - from). */
+void event_log_copy(struct record_event *out, size_t from);
+/* The same for the n rows from the from-th (clipped to those kept). */
+void event_log_copy_range(struct record_event *out, size_t from, size_t n);
+
+/* The first kept row that a reader who took the rows when `recorded`
+ * events had been pushed, the last of them stamped `last_t_ns`, has not
+ * seen: the last (recorded now - recorded then) of an unthinned log; in a
+ * thinned one, those stamped after last_t_ns.  0 when recorded is 0. */
+size_t event_log_fresh_from(uint64_t recorded, int64_t last_t_ns);
 
 /* Empties the log and returns its memory (fork child); keeps the settings. */
 void event_log_reset(void);

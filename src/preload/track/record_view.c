@@ -213,15 +213,65 @@ static void site_view_add(struct record_site_view *to, const struct record_site_
     to->temporary += s->temporary;
 }
 
-int record_view_take(struct record_view *v)
+/* Copies up to RECORD_ROWS_CHUNK rows (all of them when the log is
+ * thinned) from fresh->next on; the lock is held.  False without memory. */
+static bool copy_chunk(struct record_rows *fresh, bool thinned)
+{
+    size_t n = fresh->end - fresh->next;
+    if (!thinned && n > RECORD_ROWS_CHUNK)
+        n = RECORD_ROWS_CHUNK;
+    if (n > fresh->cap) {
+        size_t cap = thinned ? n : RECORD_ROWS_CHUNK;
+        struct record_event *g = realloc(fresh->rows, cap * sizeof *g);
+        if (g == NULL)
+            return false;
+        fresh->rows = g;
+        fresh->cap = cap;
+    }
+    event_log_copy_range(fresh->rows, fresh->next, n);
+    fresh->next += n;
+    fresh->nrows = n;
+    if (n > 0) {
+        /* an unthinned log's k-th row is its (recorded - kept + k)-th event */
+        fresh->recorded = fresh->recorded_end - (fresh->end - fresh->next);
+        fresh->last_t_ns = fresh->rows[n - 1].t_ns;
+    }
+    return true;
+}
+
+static bool take_fresh_rows(struct record_rows *fresh, const struct event_log_stats *es)
+{
+    fresh->next = event_log_fresh_from(fresh->recorded, fresh->last_t_ns);
+    fresh->end = es->kept > fresh->next ? es->kept : fresh->next;
+    fresh->recorded_end = es->recorded;
+    fresh->nrows = 0;
+    return copy_chunk(fresh, es->bucket_ns != 0);
+}
+
+bool record_rows_more(struct record_rows *fresh)
+{
+    fresh->nrows = 0;
+    if (fresh->next >= fresh->end)
+        return false;
+    record_lock_take(&record_lock);
+    bool ok = event_log_stats().bucket_ns == 0 && copy_chunk(fresh, false);
+    record_lock_drop(&record_lock);
+    if (!ok)
+        fresh->next = fresh->end; /* the next view takes up from here */
+    return ok && fresh->nrows > 0;
+}
+
+static int take(struct record_view *v, struct record_rows *fresh)
 {
     memset(v, 0, sizeof *v);
     record_lock_take(&record_lock);
     struct event_log_stats es = event_log_stats();
     v->sites = malloc((record_nsites ? record_nsites : 1) * sizeof *v->sites);
     v->stacks = malloc((record_nstacks ? record_nstacks : 1) * sizeof *v->stacks);
-    v->events = malloc((es.kept ? es.kept : 1) * sizeof *v->events);
-    if (!v->sites || !v->stacks || !v->events) {
+    if (fresh == NULL)
+        v->events = malloc((es.kept ? es.kept : 1) * sizeof *v->events);
+    if (!v->sites || !v->stacks || (fresh == NULL && !v->events) ||
+        (fresh != NULL && !take_fresh_rows(fresh, &es))) {
         record_lock_drop(&record_lock);
         record_view_free(v);
         return -1;
@@ -290,7 +340,8 @@ int record_view_take(struct record_view *v)
     histogram_locked(v, &record_handles, pool_of);
     free(pool_of);
     v->nstacks = record_nstacks;
-    event_log_copy(v->events);
+    if (fresh == NULL)
+        event_log_copy(v->events, 0);
     v->nevents = es.kept;
     v->events_recorded = es.recorded;
     v->event_bucket_ns = es.bucket_ns;
@@ -302,6 +353,16 @@ int record_view_take(struct record_view *v)
         __atomic_load_n(&record_reentrant, __ATOMIC_RELAXED);
     record_lock_drop(&record_lock);
     return 0;
+}
+
+int record_view_take(struct record_view *v)
+{
+    return take(v, NULL);
+}
+
+int record_view_take_fresh(struct record_view *v, struct record_rows *fresh)
+{
+    return take(v, fresh);
 }
 
 void record_view_free(struct record_view *v)

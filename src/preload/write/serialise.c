@@ -627,8 +627,8 @@ static void write_ooms(struct jw *w)
 
 /* ---- events ---- */
 
-/* Rows of the event log from `from` on (a stream checkpoint writes only
- * those its predecessors did not: struct serialise_events). */
+/* Rows of the event log from `from` on (a stream checkpoint writes none
+ * in JSON: its rows go to the stream's binary records, struct record_rows). */
 static void write_events(struct jw *w, const struct record_view *v, size_t from)
 {
     /* stride: how many events each kept row stands for, on average */
@@ -693,44 +693,6 @@ static void write_document(struct jw *w, const struct record_view *v,
     jw_s(w, "}\n");
 }
 
-/* The first row of the log that a checkpoint after `ev` has not written:
- * the last (recorded now - recorded then) of an unthinned log; in a
- * thinned one, those stamped after the last row written. */
-static size_t fresh_from(const struct record_view *v, const struct serialise_events *ev)
-{
-    size_t from = 0;
-    if (ev == NULL || ev->recorded == 0)
-        return 0;
-    if (v->event_bucket_ns == 0 && v->events_recorded >= ev->recorded) {
-        uint64_t fresh = v->events_recorded - ev->recorded;
-        return fresh < v->nevents ? v->nevents - (size_t)fresh : 0;
-    }
-    while (from < v->nevents && v->events[from].t_ns <= ev->last_t_ns)
-        from++;
-    return from;
-}
-
-/* Hands the new rows to the stream; returns the error, 0 none. */
-static int hand_rows(const struct record_view *v, struct serialise_events *ev,
-                     size_t from, int err)
-{
-    ev->rows = NULL;
-    ev->nrows = v->nevents - from;
-    if (ev->nrows > 0 && err == 0 &&
-        (ev->rows = malloc(ev->nrows * sizeof *ev->rows)) == NULL)
-        err = ENOMEM;
-    if (err != 0) {
-        ev->nrows = 0;
-        return err;
-    }
-    if (ev->nrows > 0)
-        memcpy(ev->rows, v->events + from, ev->nrows * sizeof *ev->rows);
-    ev->recorded = v->events_recorded;
-    if (v->nevents > 0)
-        ev->last_t_ns = v->events[v->nevents - 1].t_ns;
-    return 0;
-}
-
 static void peak_of(const struct record_view *v, struct serialise_said *said)
 {
     said->peak_device = -1;
@@ -742,11 +704,11 @@ static void peak_of(const struct record_view *v, struct serialise_said *said)
         }
 }
 
-int serialise_state(int fd, const struct serialise_doc *doc, struct serialise_events *ev,
+int serialise_state(int fd, const struct serialise_doc *doc, struct record_rows *ev,
                     struct serialise_said *said)
 {
     struct record_view v;
-    if (record_view_take(&v) != 0) {
+    if ((ev != NULL ? record_view_take_fresh(&v, ev) : record_view_take(&v)) != 0) {
         errno = ENOMEM;
         return -1;
     }
@@ -760,7 +722,6 @@ int serialise_state(int fd, const struct serialise_doc *doc, struct serialise_ev
         errno = ENOMEM;
         return -1;
     }
-    size_t from = fresh_from(&v, ev);
     jw_init(w, fd);
     int64_t now = clock_now_ns();
     write_document(w, &v, keys, doc, now, ev != NULL ? v.nevents : 0);
@@ -768,8 +729,6 @@ int serialise_state(int fd, const struct serialise_doc *doc, struct serialise_ev
     int err = w->err;
     free(keys);
     free(w);
-    if (ev != NULL)
-        err = hand_rows(&v, ev, from, err);
     if (said != NULL) {
         said->time_ns = now;
         peak_of(&v, said);

@@ -21,17 +21,6 @@ struct serialise_doc {
     bool checkpoint;             /* a stream checkpoint (its symbols are kept) */
 };
 
-/* Where a stream's checkpoints are in the event log.  A checkpoint's JSON
- * holds no event rows: serialise_state hands back, in rows[0..nrows)
- * (malloc'd, the caller frees), those new since the last checkpoint
- * ({0, 0}: every row the log holds), for the stream's binary records. */
-struct serialise_events {
-    uint64_t recorded; /* events_recorded at the last checkpoint */
-    int64_t last_t_ns; /* the last row handed back */
-    struct record_event *rows;
-    size_t nrows;
-};
-
 /* What the document said, for the caller's one line about it. */
 struct serialise_said {
     int64_t time_ns;   /* the dump time it records */
@@ -41,9 +30,10 @@ struct serialise_said {
 
 /* Writes the document for `doc` to fd from a consistent copy of the
  * tracker (taken and released inside: no lock is held while writing);
- * with `ev`, a stream checkpoint (above).  `said` may be NULL.  Returns 0,
- * or -1 with errno set (ENOMEM, or write's). */
-int serialise_state(int fd, const struct serialise_doc *doc, struct serialise_events *ev,
+ * with `ev`, a stream checkpoint: its JSON holds no event row, and ev
+ * receives the rows new since the last one (struct record_rows).  `said`
+ * may be NULL.  Returns 0, or -1 with errno set (ENOMEM, or write's). */
+int serialise_state(int fd, const struct serialise_doc *doc, struct record_rows *ev,
                     struct serialise_said *said);
 
 #endif
