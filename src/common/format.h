@@ -1,12 +1,14 @@
 /* format.h - the snapshot and stream formats' vocabulary, written once: the
  * writer (src/preload/write) and the reader (src/cli/read) both take their
- * kinds, versions and magic numbers from here, so the two cannot disagree
+ * kinds, causes, versions and magic numbers from here, so the two cannot disagree
  * (docs/snapshot-format.md and docs/stream-format.md describe the fields;
  * tests/e2e/test_format.py checks that each name here is written and
  * read).
  */
 #ifndef CUMEMTRACE_FORMAT_H
 #define CUMEMTRACE_FORMAT_H
+
+#include <stddef.h>
 
 #include "cumemtrace.h"
 
@@ -60,5 +62,41 @@ _Static_assert((0 FORMAT_KINDS(FORMAT_KIND_MISPLACED_)) == 0,
 #define FORMAT_IF_ON_DEVICE(dev, ...) FORMAT_IF_ON_DEVICE_##dev(__VA_ARGS__)
 #define FORMAT_IF_ON_DEVICE_1(...) __VA_ARGS__
 #define FORMAT_IF_ON_DEVICE_0(...)
+
+/* Why a request failed, the post-mortem's "cause": X(suffix of
+ * FORMAT_CAUSE_*, name in the snapshot).  docs/snapshot-format.md says what
+ * each means; the writer classifies (oom_ledger.c, allocator.c), the reader
+ * words them (text/oom_text.c, text/advice.c).  A new cause is a new line
+ * here, its wording there. */
+#define FORMAT_CAUSES(X)                                   \
+    X(EXHAUSTED, "exhausted")                              \
+    X(REFUSED_WHILE_FREE, "refused_while_free")            \
+    X(LIMIT, "limit")                                      \
+    X(ALLOCATOR_FRAGMENTATION, "allocator_fragmentation")  \
+    X(ALLOCATOR_LIMIT, "allocator_limit")                  \
+    X(OTHER_PROCESSES, "other_processes")                  \
+    X(ALLOCATOR, "allocator")
+
+#define FORMAT_CAUSE_ENUM_(sym, name) FORMAT_CAUSE_##sym,
+enum format_cause {
+    FORMAT_CAUSE_NONE, /* not classified (a reader: a name it does not know) */
+    FORMAT_CAUSES(FORMAT_CAUSE_ENUM_)
+    FORMAT_CAUSE_COUNT
+};
+#undef FORMAT_CAUSE_ENUM_
+
+/* The snapshot's name of a cause; NULL for FORMAT_CAUSE_NONE. */
+static inline const char *format_cause_name(enum format_cause c)
+{
+#define FORMAT_CAUSE_CASE_(sym, name) \
+    case FORMAT_CAUSE_##sym:          \
+        return name;
+    switch (c) {
+        FORMAT_CAUSES(FORMAT_CAUSE_CASE_)
+    default:
+        return NULL;
+    }
+#undef FORMAT_CAUSE_CASE_
+}
 
 #endif

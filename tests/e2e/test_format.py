@@ -94,3 +94,42 @@ def test_stream_magic_is_the_tables():
         text = path.read_text()
         assert not re.search(r'#\s*define\s+\w+\s+"CMTSTRM1"', text) and \
             "0x52544d43" not in text, f"{path} spells the stream's magic instead of format.h's"
+
+
+CAUSES = re.findall(r'X\((\w+), "(\w+)"\)', FORMAT_H)
+
+
+def test_causes_are_the_tables(tmp_path):
+    """Each cause in format.h is documented, and read back under its own
+    name (an OOM snapshot naming it reports it, not "unknown"); neither side
+    spells a cause name outside the table."""
+    names = [n for _, n in CAUSES]
+    assert names[:3] == ["exhausted", "refused_while_free", "limit"] and "allocator" in names
+    doc = (ROOT / "docs" / "snapshot-format.md").read_text()
+    for n in names:
+        assert f"`{n}`" in doc, f"cause {n} is not in docs/snapshot-format.md"
+    for path in list((ROOT / "src" / "preload").rglob("*.c")) + \
+            list((ROOT / "src" / "cli").rglob("*.c")):
+        text = path.read_text()
+        for n in names:
+            assert f'"{n}"' not in text or n in ("limit", "allocator", "exhausted"), \
+                f"{path} spells cause {n!r} instead of format.h's"
+        assert not re.search(r'cause = "', text), f"{path} sets a cause by its name"
+
+
+def test_every_cause_is_read_back_as_itself(tmp_path):
+    """A post-mortem naming each cause in turn: the report words it (a
+    known cause gets its sentence, "<name> - why"), so the reader knows
+    every name the table has; a name outside it is only echoed."""
+    snap = json.loads((ROOT / "tests" / "golden" / "inputs" / "oom_exhausted.json").read_text())
+    path = tmp_path / "s.json"
+    for name in [n for _, n in CAUSES] + ["no_such_cause"]:
+        snap["oom"]["cause"] = name
+        path.write_text(json.dumps(snap))
+        out = subprocess.run([str(CLI), "report", str(path)], capture_output=True, text=True)
+        if out.returncode != 0:
+            # a cause whose invariant this file breaks: known, and checked
+            assert f'invariant "{name}' in out.stderr, (name, out.stderr)
+            continue
+        worded = re.search(rf"cause: +{name.replace('_', ' ')} - ", out.stdout) is not None
+        assert worded == (name != "no_such_cause"), (name, out.stdout[:2000])

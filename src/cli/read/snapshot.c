@@ -147,16 +147,8 @@ int snapshot_kind_parse(const char *name)
 
 const char *snapshot_cause_name(const struct snap_oom *oom)
 {
-    switch (oom->cause) {
-    case CAUSE_EXHAUSTED: return "exhausted";
-    case CAUSE_REFUSED_WHILE_FREE: return "refused_while_free";
-    case CAUSE_LIMIT: return "limit";
-    case CAUSE_ALLOCATOR_FRAGMENTATION: return "allocator_fragmentation";
-    case CAUSE_ALLOCATOR_LIMIT: return "allocator_limit";
-    case CAUSE_OTHER_PROCESSES: return "other_processes";
-    case CAUSE_ALLOCATOR: return "allocator";
-    default: return oom->cause_name ? oom->cause_name : "unknown";
-    }
+    const char *name = format_cause_name((enum format_cause)oom->cause);
+    return name ? name : oom->cause_name ? oom->cause_name : "unknown";
 }
 
 const struct snap_device *snapshot_device(const struct snapshot *s, int64_t ordinal)

@@ -35,16 +35,14 @@ enum snap_kind {
 };
 #define DEVICE_KINDS FORMAT_DEVICE_KINDS /* the by_kind keys: device, managed, async, vmm */
 
+/* format.h's causes, as the writer's: REFUSED_WHILE_FREE (the driver
+ * refused with free >= request) is "fragmentation" in older files. */
+#define SNAP_CAUSE_ENUM(sym, name) CAUSE_##sym = FORMAT_CAUSE_##sym,
 enum oom_cause {
-    CAUSE_UNKNOWN, CAUSE_EXHAUSTED,
-    CAUSE_REFUSED_WHILE_FREE,      /* the driver refused with free >= request
-                                      ("fragmentation" in older files) */
-    CAUSE_LIMIT,
-    CAUSE_ALLOCATOR_FRAGMENTATION, /* free inside the allocator's segments, no block fits */
-    CAUSE_ALLOCATOR_LIMIT,         /* the allocator's own cap (memory fraction) */
-    CAUSE_OTHER_PROCESSES,         /* untracked memory > the shortfall + a context */
-    CAUSE_ALLOCATOR,               /* the allocator refused for a reason unstated */
+    CAUSE_UNKNOWN = FORMAT_CAUSE_NONE, /* a name this version does not know */
+    FORMAT_CAUSES(SNAP_CAUSE_ENUM)
 };
+#undef SNAP_CAUSE_ENUM
 
 enum frame_type { FRAME_NATIVE, FRAME_PYTHON, FRAME_MARKER };
 

@@ -444,20 +444,12 @@ static int rd_oom_cause(struct reader *r, void *obj)
     if (rc != 0 || k == NULL)
         return rc;
     o->cause_name = k;
-    if (strcmp(k, "exhausted") == 0)
-        o->cause = CAUSE_EXHAUSTED;
-    else if (strcmp(k, "refused_while_free") == 0 || strcmp(k, "fragmentation") == 0)
+    o->cause = CAUSE_UNKNOWN;
+    for (int c = FORMAT_CAUSE_NONE + 1; c < FORMAT_CAUSE_COUNT; c++)
+        if (strcmp(k, format_cause_name((enum format_cause)c)) == 0)
+            o->cause = (enum oom_cause)c;
+    if (strcmp(k, "fragmentation") == 0) /* older files' name */
         o->cause = CAUSE_REFUSED_WHILE_FREE;
-    else if (strcmp(k, "limit") == 0)
-        o->cause = CAUSE_LIMIT;
-    else if (strcmp(k, "allocator_fragmentation") == 0)
-        o->cause = CAUSE_ALLOCATOR_FRAGMENTATION;
-    else if (strcmp(k, "allocator_limit") == 0)
-        o->cause = CAUSE_ALLOCATOR_LIMIT;
-    else if (strcmp(k, "other_processes") == 0)
-        o->cause = CAUSE_OTHER_PROCESSES;
-    else if (strcmp(k, "allocator") == 0)
-        o->cause = CAUSE_ALLOCATOR;
     return 0;
 }
 

@@ -79,7 +79,7 @@ static bool cap_said; /* the one line printed when the budget ran out */
 struct postmortem {
     struct oom_info info;   /* the chain as of its latest attempt */
     struct {                /* what the file states of what changes */
-        const char *cause;
+        enum format_cause cause;
         unsigned attempts;
         bool recovered;
         uint64_t released_bytes;
@@ -134,10 +134,11 @@ static void say(const struct oom_info *o)
                 strcmp(o->allocator.name, "pytorch") == 0 ? "PyTorch"
                 : o->allocator.name[0]                     ? o->allocator.name
                                                            : "the caching allocator",
-                req, where, o->device < 0 ? 0 : o->device, o->cause);
+                req, where, o->device < 0 ? 0 : o->device, format_cause_name(o->cause));
     else
         log_msg(LOG_ERROR, "out of memory (%s): %s of %s on %s %d failed (%s)", who,
-                resolve_name(o->slot), req, where, o->device < 0 ? 0 : o->device, o->cause);
+                resolve_name(o->slot), req, where, o->device < 0 ? 0 : o->device,
+                format_cause_name(o->cause));
     if (o->total_bytes >= 0)
         log_msg(LOG_ERROR, "  GPU %d: total %s, free %s, this process %s, "
                            "untracked %s",
@@ -145,7 +146,7 @@ static void say(const struct oom_info *o)
                 units_format_bytes((uint64_t)o->free_bytes, fre, sizeof fre),
                 units_format_bytes(o->tracked, trk, sizeof trk),
                 units_format_bytes(o->untracked, unt, sizeof unt));
-    if (o->limit != 0 && strcmp(o->cause, "limit") == 0)
+    if (o->limit != 0 && o->cause == FORMAT_CAUSE_LIMIT)
         log_msg(LOG_ERROR, "  refused by CUMEMTRACE_LIMIT=%s: this process "
                            "holds %s",
                 units_format_bytes(o->limit, lim, sizeof lim),
@@ -185,7 +186,7 @@ static void postmortem_sync(struct oom_info *o, int64_t now, bool final)
     p->info = *o;
     p->dirty = pending || differs(p, o);
     int64_t since = now - p->written_ns;
-    bool material = o->cause != p->file.cause || o->recovered; /* literals */
+    bool material = o->cause != p->file.cause || o->recovered;
     /* pending: the retry failed too (or the chain ended): write it now */
     if (p->dirty && (pending || final || since >= REWRITE_PERIODIC_NS ||
                      (material && since >= REWRITE_MATERIAL_NS))) {
@@ -236,7 +237,7 @@ static bool postmortem_new(struct oom_info *o, int64_t now)
                            "further failures are only counted (ooms in the exit "
                            "snapshot); raise it to see each one",
                 resolve_name(o->slot),
-                units_format_bytes(o->requested, req, sizeof req), o->cause,
+                units_format_bytes(o->requested, req, sizeof req), format_cause_name(o->cause),
                 config.max_oom_dumps);
     }
     if (!budget)
@@ -422,12 +423,12 @@ static void on_allocator(int device, const struct allocator_facts *f, int64_t no
     }
     o->allocator = *f;
     o->has_allocator = true;
-    const char *cause = allocator_cause(f);
-    if (cause != NULL)
+    enum format_cause cause = allocator_cause(f);
+    if (cause != FORMAT_CAUSE_NONE)
         o->cause = cause;
     else if (o->by_allocator)
-        o->cause = "allocator"; /* refused for a reason it did not state */
-    if (strcmp(o->cause, "allocator_limit") == 0 && f->limit >= 0 && f->reserved >= 0)
+        o->cause = FORMAT_CAUSE_ALLOCATOR; /* refused for a reason it did not state */
+    if (o->cause == FORMAT_CAUSE_ALLOCATOR_LIMIT && f->limit >= 0 && f->reserved >= 0)
         o->shortfall = (uint64_t)(f->reserved + f->requested - f->limit);
     if (!fresh) {
         /* The allocator gave up (it raises next): the chain ends here as

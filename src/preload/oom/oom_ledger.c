@@ -5,9 +5,10 @@
  * keeps the totals and the first OOM_ATTEMPTS_KEPT attempts that every
  * snapshot's "ooms" section states.  It writes no file and calls no
  * writer, so the serialiser reads it without depending on what decides to
- * dump.  Cause: the limit refused it -> "limit"; the driver says free >=
- * request -> "refused_while_free" (memory is free, yet refused); else
- * "exhausted".
+ * dump.  Cause (format.h): the limit refused it -> LIMIT; the driver says
+ * free >= request -> REFUSED_WHILE_FREE (memory is free, yet refused);
+ * else EXHAUSTED, or OTHER_PROCESSES when the memory outside this process
+ * would have covered the request.
  *
  * Threads: the summary is under `lock`; a chain's oom_info belongs to the
  * thread that owns it (oom.c).
@@ -120,21 +121,21 @@ static void classify(struct oom_info *o, bool by_limit)
     }
     o->shortfall = 0;
     if (by_limit) {
-        o->cause = "limit";
+        o->cause = FORMAT_CAUSE_LIMIT;
         uint64_t room = o->limit > o->tracked ? o->limit - o->tracked : 0;
         o->shortfall = o->requested > room ? o->requested - room : 0;
     } else if (o->free_bytes >= 0 && (uint64_t)o->free_bytes >= o->requested) {
-        o->cause = "refused_while_free"; /* not fragmentation: the MMU maps
-                                            scattered pages (oom_text.h) */
+        /* not fragmentation: the MMU maps scattered pages (oom_text.h) */
+        o->cause = FORMAT_CAUSE_REFUSED_WHILE_FREE;
     } else {
-        o->cause = "exhausted";
+        o->cause = FORMAT_CAUSE_EXHAUSTED;
         if (o->free_bytes >= 0)
             o->shortfall = o->requested - (uint64_t)o->free_bytes;
         /* Had the memory outside this process's allocations been free
          * (beyond what a CUDA context and library workspaces take), the
          * request would have fit: someone else holds the device. */
         if (o->free_bytes >= 0 && o->untracked > o->shortfall + OOM_CONTEXT_ALLOWANCE)
-            o->cause = "other_processes";
+            o->cause = FORMAT_CAUSE_OTHER_PROCESSES;
     }
 }
 

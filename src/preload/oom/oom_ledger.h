@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "allocator.h"
+#include "format.h"
 #include "record.h"
 
 /* One out-of-memory event: the first failure of a chain of retries of the
@@ -27,7 +28,7 @@ struct oom_info {
     uint64_t tracked;        /* this process on that device */
     uint64_t by_kind[KIND_COUNT];
     uint64_t untracked;      /* total - free - tracked, floored at 0 */
-    const char *cause;       /* "limit", "refused_while_free", "exhausted", ... */
+    enum format_cause cause;
     uint64_t shortfall;
     unsigned attempts;
     bool recovered;

@@ -26,17 +26,17 @@ int64_t allocator_largest_free(const struct allocator_facts *f)
                                                          : f->largest_free_large;
 }
 
-const char *allocator_cause(const struct allocator_facts *f)
+enum format_cause allocator_cause(const struct allocator_facts *f)
 {
     if (f->requested < 0)
-        return NULL;
+        return FORMAT_CAUSE_NONE;
     /* PyTorch refuses when reserved + request would pass the fraction. */
     if (f->limit >= 0 && f->reserved >= 0 && f->reserved + f->requested > f->limit)
-        return "allocator_limit";
+        return FORMAT_CAUSE_ALLOCATOR_LIMIT;
     int64_t un = allocator_unallocated(f), big = allocator_largest_free(f);
     if (un >= f->requested && big >= 0 && big < f->requested)
-        return "allocator_fragmentation";
-    return NULL;
+        return FORMAT_CAUSE_ALLOCATOR_FRAGMENTATION;
+    return FORMAT_CAUSE_NONE;
 }
 
 static void copy_str(char *dst, size_t n, const char *src)

@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "format.h"
+
 #define ALLOCATOR_CONFIG_MAX 512
 /* A post-mortem names the few lines that matter; 5 stacks of ~12 Python
  * frames fit, and 64 devices' latest states stay under 256 KiB. */
@@ -36,12 +38,12 @@ int64_t allocator_unallocated(const struct allocator_facts *f);
 /* The larger of the two pools' largest free blocks (-1 unknown). */
 int64_t allocator_largest_free(const struct allocator_facts *f);
 
-/* The cause in the allocator's terms, or NULL when its figures do not
- * decide it (the driver-level cause stands):
- *   "allocator_limit"          its own cap refused the request;
- *   "allocator_fragmentation"  reserved-but-unallocated >= the request, yet
- *                              no free block is large enough. */
-const char *allocator_cause(const struct allocator_facts *f);
+/* The cause in the allocator's terms, or FORMAT_CAUSE_NONE when its
+ * figures do not decide it (the driver-level cause stands):
+ *   ALLOCATOR_LIMIT          its own cap refused the request;
+ *   ALLOCATOR_FRAGMENTATION  reserved-but-unallocated >= the request, yet
+ *                            no free block is large enough. */
+enum format_cause allocator_cause(const struct allocator_facts *f);
 
 struct cumemtrace_allocator_facts;
 /* The caller's struct (include/cumemtrace.h, possibly an older, shorter

@@ -570,7 +570,8 @@ static void write_oom(struct jw *w, const struct record_view *v, struct site_key
         key_u64(w, "\":", o->by_kind[k]);
     }
     jw_s(w, "},\"cause\":\"");
-    jw_s(w, o->cause);
+    const char *cause = format_cause_name(o->cause);
+    jw_s(w, cause != NULL ? cause : "unknown"); /* never unclassified, but never a crash */
     key_u64(w, "\",\"shortfall_bytes\":", o->shortfall);
     key_u64(w, ",\"attempts\":", o->attempts);
     jw_s(w, ",\"recovered\":");
