@@ -2,6 +2,7 @@
 chains of a PyTorch-like caching allocator, the memory limit, the dump cap
 (issue: OOM post-mortem).  Scenarios are in tests/progs/rt_oom.c."""
 import json
+import re
 import subprocess
 
 import pytest
@@ -312,3 +313,45 @@ def test_stderr_is_bounded_after_the_dump_cap(run):
         assert sum("only counted" in l for l in lines[n]) == 1
         assert any(f"{n - 8} more out-of-memory failures" in l for l in lines[n])
     assert len(lines[200]) == len(lines[20]) <= 8 * 3 + 3, lines[200]
+
+
+def test_report_dir_of_one_run_reads_in_one_screen(run):
+    """Issue 24, item 8: `report DIR` of one run (a post-mortem, snapshots
+    taken on the way, the exit snapshot) printed every file in full - the
+    same holders table three times, ~220 lines.  Now: a line per file (alike
+    ones merged), then the post-mortem alone; --full for every file."""
+    r = run(["rt_oom", "fail_then_dumps", "3", "450"],
+            env=dict(CARD, CUMEMTRACE_INTERVAL="100ms"))
+    names = [f.name for f in r.files]
+    assert sum(".oom." in n for n in names) == 1 and sum(".api." in n for n in names) == 3
+    pm = next(f for f in r.files if ".oom." in f.name)
+    alone = subprocess.run([str(CLI), "report", str(pm)], capture_output=True, text=True,
+                           timeout=60).stdout.splitlines()
+    rep = subprocess.run([str(CLI), "report", str(r.cwd)], capture_output=True, text=True,
+                         timeout=60)
+    assert rep.returncode == 0, rep.stderr
+    lines = rep.stdout.splitlines()
+    text = rep.stdout
+    assert lines[0].startswith("cumemtrace report: pid ") and \
+        f", {len(names)} files" in lines[0] and "--full: each in full" in text, text
+    assert max(map(len, lines)) <= 80, text
+    # the post-mortem as `report FILE` prints it, after the files' table
+    assert lines[-len(alone):] == alone, text
+    periodic = sum(".periodic." in n for n in names)
+    rows = 2 + 1 + 1 + (1 if periodic else 0)  # oom + its note, api, exit, periodic
+    notes = 1 + (periodic > 1)                  # the api run merged, the periodic run
+    head = 3 + ("--full" not in lines[0])  # the title, its hint when it wraps, files, columns
+    assert len(lines) - len(alone) == head + rows + notes + 1, text
+    assert re.search(r"^  oom .* \.oom\.0\.json\n +out of memory: 100 MiB asked for on "
+                     r"device 0; detailed below$", text, re.M), text
+    assert re.search(r"^  api .* \.api\.0\.json\n +and 2 more alike, the last \.api\.2\.json "
+                     r"at ", text, re.M), text
+    assert re.search(r"^  exit .* \.json$", text, re.M), text
+    # one holders table
+    tables = sum(text.count(t) for t in ("Top holders", "Call sites at", "Live at"))
+    assert tables == 1, text
+    full = subprocess.run([str(CLI), "report", "--full", str(r.cwd)], capture_output=True,
+                          text=True, timeout=60).stdout
+    assert full.splitlines()[0].endswith(", each in full below"), full
+    for f in r.files:
+        assert f"cumemtrace report: {f}\n" in full, (f, full)

@@ -3,6 +3,7 @@ lose a snapshot (issue 10, items 2-5 and 20).  Scenarios: tests/progs/rt_outputs
 import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -369,4 +370,7 @@ def test_each_image_of_an_exec_chain_numbers_its_snapshot(tmp_path):
     rep = subprocess.run([str(CLI), "report", str(tmp_path)], capture_output=True, text=True,
                          timeout=60)
     assert rep.returncode == 0, rep.stderr
-    assert rep.stdout.startswith("cumemtrace report: 1 rank, 3 files\n"), rep.stdout
+    assert rep.stdout.startswith(f"cumemtrace report: pid {pid} "), rep.stdout
+    assert ", 3 files" in rep.stdout.splitlines()[0], rep.stdout
+    for i in range(3):  # each image its own row
+        assert re.search(rf"^  exec .* \.exec\.{i}\.json$", rep.stdout, re.M), rep.stdout

@@ -83,7 +83,10 @@ def test_torchrun_job_one_view(tmp_path):
     assert "(pid" in one.stdout and "rank 3)" in one.stdout
     assert "4 ranks" not in one.stdout
     two = cli("report", d, "--rank", "2")
-    assert "Other files of this rank:" in two.stdout and ".2.oom.0.json (oom)" in two.stdout
+    assert "\nFiles of this rank\n" in two.stdout, two.stdout
+    assert re.search(r"^  oom .* \.oom\.0\.json\n +out of memory: 1\.02 GiB asked for on "
+                     r"device 0$", two.stdout, re.M), two.stdout
+    assert re.search(r"^  exit .* \.json\n +detailed above$", two.stdout, re.M), two.stdout
     bad = cli("report", d, "--rank", "9")
     assert bad.returncode == 2 and bad.stdout == ""
     assert "no file of rank 9 among the 5 given (ranks present: 0-3)" in bad.stderr

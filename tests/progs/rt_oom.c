@@ -4,6 +4,7 @@
  * 1-10 MiB, exact size above; on a failed cudaMalloc it frees its cached
  * segments and retries, as c10's CUDACachingAllocator does (docs/design.md,
  * "Facts"). */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,6 +267,25 @@ static int distinct(int n)
     return 0;
 }
 
+/* One run's directory as a job leaves it: the "fail" post-mortem, then
+ * `dumps` snapshots on the way (cumemtrace_dump, as a program's own
+ * checkpoints would take them), with nothing moving in between, then
+ * `hold_ms` more of nothing (periodic snapshots, when asked for), then the
+ * exit snapshot. */
+static int fail_then_dumps(int dumps, int hold_ms)
+{
+    int (*dump)(const char *) = NULL;
+    *(void **)&dump = dlsym(RTLD_DEFAULT, "cumemtrace_dump");
+    if (caching(0) != 0)
+        return 1;
+    for (int i = 0; i < dumps; i++)
+        if (dump == NULL || dump(NULL) != 0)
+            return fprintf(stderr, "cumemtrace_dump failed\n"), 1;
+    struct timespec t = {hold_ms / 1000, (long)(hold_ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *s = argc > 1 ? argv[1] : "";
@@ -293,6 +313,8 @@ int main(int argc, char **argv)
         return short_by(atoi(argv[2]));
     if (strcmp(s, "recover_loop") == 0 && argc > 3)
         return recover_loop(atoi(argv[2]), atoi(argv[3]));
+    if (strcmp(s, "fail_then_dumps") == 0 && argc > 3)
+        return fail_then_dumps(atoi(argv[2]), atoi(argv[3]));
     if (strcmp(s, "distinct") == 0 && argc > 2)
         return distinct(atoi(argv[2]));
     fprintf(stderr, "unknown scenario %s\n", s);

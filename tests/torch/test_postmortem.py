@@ -151,6 +151,9 @@ def test_memory_fraction_refusal_gets_a_post_mortem(scenario):
         "1 allocation)" in full, full
     assert ("PyTorch refused 200 MiB on GPU 0 by itself, without a CUDA call "
             "(allocator_limit)") in r.stderr, r.stderr
+    # Issue 24 item 8: the three-line summary once, not again at exit
+    assert r.stderr.count("out of memory (pid") == 1, r.stderr
+    assert r.stderr.count("  post-mortem: ") == 1, r.stderr
     assert "200 MiB of device memory, refused by PyTorch itself (no CUDA call)" in text
     page = path.with_suffix(".html")
     subprocess.run([str(CLI), "html", "-o", str(page), str(path)], check=True,

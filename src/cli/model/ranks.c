@@ -319,6 +319,16 @@ static int merge_file(struct ranks *r, const char *path, size_t fi, int pass)
                           : SNAP_UNKNOWN_I64;
     f->peak_device = SNAP_UNKNOWN_I64;
     f->oom = snapshot_is_oom(&s);
+    if (f->oom) {
+        f->oom_device = s.oom.device;
+        f->oom_time_ns = s.oom.time_ns;
+        /* The user's request, as the post-mortem heads it (oom_text.c):
+         * the allocator's when it stated one, else the failed call's. */
+        const struct snap_allocator *al = &s.oom.allocator;
+        f->oom_bytes = al->present && al->requested_bytes != SNAP_UNKNOWN &&
+                               al->requested_bytes > 0
+                           ? al->requested_bytes : s.oom.requested_bytes;
+    }
     f->row = row;
     for (size_t d = 0; d < s.ndevices; d++) {
         const struct snap_device *dv = &s.devices[d];

@@ -40,6 +40,9 @@ struct rank_file {
     int64_t peak_device, peak_time_ns;
     uint64_t end_bytes;    /* current bytes summed over devices */
     bool oom;              /* an OOM post-mortem */
+    int64_t oom_device;    /* a post-mortem's failure: its device (-1 pinned */
+    uint64_t oom_bytes;    /* host memory), the request, and when it */
+    int64_t oom_time_ns;   /* failed (since the process started) */
     size_t row;
 };
 

@@ -266,6 +266,209 @@ static int print_sites(FILE *f, const struct ranks *r, unsigned top)
     return out_table_print(&t, f);
 }
 
+/* ---- one process's files ---- */
+
+static const struct ranks *order_of; /* for file_order and by_time */
+
+/* When a file's state is from: a post-mortem's failure (its file may be
+ * rewritten later, as its chain ends), else when it was written. */
+static int64_t state_time(const struct rank_file *f)
+{
+    return f->oom && f->oom_time_ns != SNAP_UNKNOWN_I64 ? f->oom_time_ns : f->dump_time_ns;
+}
+
+/* In the order of their states: on the wall clock when both know it (the
+ * images of an exec chain each count from their own start), else since
+ * the process started; then as listed. */
+static int by_time(const void *a, const void *b)
+{
+    const struct rank_file *f = &order_of->files[*(const size_t *)a];
+    const struct rank_file *g = &order_of->files[*(const size_t *)b];
+    int64_t x = state_time(f), y = state_time(g);
+    if (f->dump_wall_ns != SNAP_UNKNOWN_I64 && g->dump_wall_ns != SNAP_UNKNOWN_I64 &&
+        f->dump_time_ns != SNAP_UNKNOWN_I64 && g->dump_time_ns != SNAP_UNKNOWN_I64) {
+        x += f->dump_wall_ns - f->dump_time_ns;
+        y += g->dump_wall_ns - g->dump_time_ns;
+    }
+    if (x != y)
+        return x < y ? -1 : 1;
+    return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
+}
+
+/* The files of row `row`, in the order written (malloc'd; NULL on OOM). */
+static size_t *row_files(const struct ranks *r, size_t row, size_t *n)
+{
+    size_t *v = malloc((r->nfiles ? r->nfiles : 1) * sizeof *v);
+    if (v == NULL)
+        return NULL;
+    *n = 0;
+    for (size_t i = 0; i < r->nfiles; i++)
+        if (r->files[i].row == row)
+            v[(*n)++] = i;
+    order_of = r;
+    qsort(v, *n, sizeof *v, by_time);
+    return v;
+}
+
+/* A snapshot that ends a process's record (exit, signal, exec, killed),
+ * rather than one taken on the way (periodic, api) or at a failure. */
+static bool final_reason(const char *reason)
+{
+    return strcmp(reason, "periodic") != 0 && strcmp(reason, "api") != 0 &&
+           strcmp(reason, "oom") != 0;
+}
+
+/* The file of a row to detail: its first failure's post-mortem (why it
+ * failed), else its last final snapshot (what it still held), else its
+ * newest. */
+static size_t row_detail(const struct ranks *r, size_t row)
+{
+    const struct rank_row *rw = &r->rows[row];
+    if (rw->postmortem != RANKS_NONE)
+        return rw->postmortem;
+    size_t n, best = rw->chosen, *v = row_files(r, row, &n);
+    if (v == NULL)
+        return best;
+    for (size_t k = n; k-- > 0;)
+        if (!r->files[v[k]].oom && final_reason(r->files[v[k]].reason)) {
+            best = v[k];
+            break;
+        }
+    free(v);
+    return best;
+}
+
+/* Length of the part of the files' paths shared by all, up to the last dot
+ * of their common name ("dir/cumemtrace.python.4242"), so each row names
+ * its file by what differs (".oom.0.json"). */
+static size_t common_stem(const struct ranks *r, const size_t *v, size_t n)
+{
+    const char *a = r->files[v[0]].shown;
+    size_t len = strlen(a);
+    for (size_t k = 1; k < n; k++) {
+        const char *b = r->files[v[k]].shown;
+        size_t i = 0;
+        while (i < len && a[i] == b[i])
+            i++;
+        len = i;
+    }
+    if (n == 1)
+        len = 0;
+    size_t slash = 0, dot = 0, prev = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (a[i] == '/') {
+            slash = i + 1;
+            dot = prev = 0;
+        } else if (a[i] == '.') {
+            prev = dot;
+            dot = i;
+        }
+    }
+    /* "x.exec.0.json", "x.exec.1.json": each row keeps its reason */
+    static const char *const reasons[] = {".exec", ".oom", ".periodic", ".api", ".signal"};
+    for (size_t k = 0; dot > slash && prev > slash && k < sizeof reasons / sizeof *reasons; k++)
+        if (dot - prev == strlen(reasons[k]) && strncmp(a + prev, reasons[k], dot - prev) == 0)
+            dot = prev;
+    return dot > slash ? dot : slash;
+}
+
+/* Two snapshots taken on the way that say the same (periodic ones while
+ * nothing moved): one row.  Each final one (an exec chain's images) and
+ * each post-mortem keeps its own. */
+static bool alike(const struct rank_file *x, const struct rank_file *y)
+{
+    return !x->oom && !final_reason(x->reason) && strcmp(x->reason, y->reason) == 0 &&
+           x->peak == y->peak &&
+           x->peak_device == y->peak_device && x->peak_time_ns == y->peak_time_ns &&
+           x->end_bytes == y->end_bytes;
+}
+
+/* A line per file of row `row` (alike ones merged): why it was written,
+ * when, its peak, what it held at the end; the detailed one says where it
+ * is ("detailed <where>", unless NULL).  Returns -1 when out of memory. */
+static int print_files(FILE *f, const struct ranks *r, size_t row, size_t detail,
+                       const char *where)
+{
+    size_t n, *v = row_files(r, row, &n);
+    if (v == NULL)
+        return -1;
+    size_t stem = n ? common_stem(r, v, n) : 0;
+    if (stem > 0) {
+        /* One line, cut in the middle (--full: whole): each file's own
+         * report heading names it in full. */
+        char line[4200], fit[4200];
+        const char *a = r->files[v[0]].shown;
+        bool dir = a[stem - 1] == '/'; /* no name in common: where they are */
+        snprintf(line, sizeof line, "%.*s%s", (int)stem, a, dir ? "" : "*");
+        fprintf(f, "  files%s %s\n", dir ? " in" : ":",
+                out_fit(line, OUT_WIDTH - 11, fit, sizeof fit));
+    }
+    struct out_table t;
+    out_table_init(&t, "lrrrrl", 2);
+    out_table_row(&t, "written", "at", "peak", "peak at", "at end", "file");
+    for (size_t k = 0; k < n;) {
+        const struct rank_file *fl = &r->files[v[k]];
+        size_t same = 1;
+        while (v[k] != detail && k + same < n && v[k + same] != detail &&
+               alike(fl, &r->files[v[k + same]]))
+            same++;
+        char at[OUT_NUM], pk[OUT_NUM], pat[OUT_NUM], end[OUT_NUM], note[4400] = "";
+        bool none = fl->peak_device == SNAP_UNKNOWN_I64;
+        out_table_row(&t, fl->reason, out_duration(state_time(fl), at),
+                      none ? "-" : out_bytes(fl->peak, pk),
+                      none ? "-" : out_duration(fl->peak_time_ns, pat),
+                      out_bytes(fl->end_bytes, end), fl->shown + stem);
+        size_t used = 0;
+        if (fl->oom) {
+            char b[OUT_NUM], dev[32];
+            if (fl->oom_device < 0)
+                snprintf(dev, sizeof dev, "pinned host memory");
+            else
+                snprintf(dev, sizeof dev, "device %" PRId64, fl->oom_device);
+            used += (size_t)snprintf(note, sizeof note, "out of memory: %s asked for on %s",
+                                     out_bytes(fl->oom_bytes, b), dev);
+        }
+        if (v[k] == detail && where != NULL)
+            snprintf(note + used, sizeof note - used, "%sdetailed %s", used ? "; " : "", where);
+        if (same > 1) {
+            const struct rank_file *last = &r->files[v[k + same - 1]];
+            if (same == 2)
+                snprintf(note, sizeof note, "and %s at %s, alike", last->shown + stem,
+                         out_duration(state_time(last), at));
+            else
+                snprintf(note, sizeof note, "and %zu more alike, the last %s at %s",
+                         same - 1, last->shown + stem, out_duration(state_time(last), at));
+        }
+        if (note[0])
+            out_table_note(&t, note);
+        k += same;
+    }
+    free(v);
+    return out_table_print(&t, f);
+}
+
+/* `report` of one process's files (its post-mortems, exit snapshot,
+ * periodic ones): who it was, a line per file, then one of them in detail
+ * (row_detail) - the others' tables would repeat the same holders. */
+static int report_one_process(FILE *f, const struct ranks *r, size_t *detail)
+{
+    const struct rank_row *row = &r->rows[0];
+    char who[96], title[256];
+    snprintf(title, sizeof title, "cumemtrace report: %s%s%s%s, %zu files",
+             ranks_name(row, who, sizeof who), row->exe ? " (" : "", row->exe ? row->exe : "",
+             row->exe ? ")" : "", r->nfiles);
+    const char *hint = report_is_full() ? ", each in full below" : "; --full: each in full";
+    bool fits = out_width(title) + strlen(hint) <= OUT_WIDTH;
+    fprintf(f, "%s%s%s%s%s\n", out_color(OUT_BOLD), title, out_color(OUT_RESET),
+            fits ? hint : "\n  ", fits ? "" : hint + 2);
+    print_restarts(f, r);
+    *detail = row_detail(r, 0);
+    if (print_files(f, r, 0, *detail, report_is_full() ? NULL : "below") != 0)
+        return -1;
+    fputc('\n', f);
+    return 0;
+}
+
 int ranks_report(FILE *f, const struct ranks *r, unsigned top, size_t *detail)
 {
     char title[160], ws[48] = "";
@@ -273,6 +476,8 @@ int ranks_report(FILE *f, const struct ranks *r, unsigned top, size_t *detail)
         snprintf(ws, sizeof ws, " (world size %" PRId64 ")", r->world_size);
     snprintf(title, sizeof title, "cumemtrace report: %zu rank%s%s, %zu file%s", r->nrows,
              r->nrows == 1 ? "" : "s", ws, r->nfiles, r->nfiles == 1 ? "" : "s");
+    if (r->nrows == 1 && r->nfiles > 1)
+        return report_one_process(f, r, detail);
     fprintf(f, "%s%s%s\n", out_color(OUT_BOLD), title, out_color(OUT_RESET));
     print_table(f, r);
     print_missing(f, r);
@@ -286,13 +491,7 @@ int ranks_report(FILE *f, const struct ranks *r, unsigned top, size_t *detail)
         if (r->files[r->rows[i].chosen].peak > r->files[r->rows[best].chosen].peak)
             best = i;
     char who[96], line[1200];
-    if (r->nrows == 1 && r->nfiles > 1) {
-        /* One process's files (its exit snapshot and post-mortems): each. */
-        *detail = r->rows[0].postmortem != RANKS_NONE ? r->rows[0].postmortem
-                                                      : r->rows[0].chosen;
-        snprintf(line, sizeof line, "detailed below: each of its %zu files, the OOM "
-                 "post-mortems first", r->nfiles);
-    } else if (failed != RANKS_NONE && r->rows[failed].postmortem != RANKS_NONE) {
+    if (failed != RANKS_NONE && r->rows[failed].postmortem != RANKS_NONE) {
         *detail = r->rows[failed].postmortem;
         snprintf(line, sizeof line, "detailed below: the post-mortem of %s, the first to "
                  "fail; one rank: cumemtrace report --rank N",
@@ -319,8 +518,6 @@ static int detail_file(const char *path, bool json, unsigned top)
     cli_inputs_free(&in);
     return rc;
 }
-
-static const struct ranks *order_of; /* for file_order */
 
 /* OOM post-mortems first, each kind in the order written. */
 static int file_order(const void *a, const void *b)
@@ -393,14 +590,12 @@ int ranks_report_main(char **paths, size_t n, bool json, unsigned top, bool one,
         detail = r.rows[row].chosen;
         rc = detail_file(r.files[detail].path, json, top);
         if (rc == 0 && !json && r.rows[row].nfiles > 1) {
-            fprintf(stdout, "\nOther files of this rank:\n");
-            for (size_t i = 0; i < r.nfiles; i++)
-                if (r.files[i].row == row && i != detail)
-                    fprintf(stdout, "  %s (%s)\n", r.files[i].shown, r.files[i].reason);
+            fprintf(stdout, "\nFiles of this rank\n");
+            rc = print_files(stdout, &r, row, detail, "above");
         }
     } else {
         rc = ranks_report(stdout, &r, top, &detail);
-        if (rc == 0 && r.nrows == 1 && r.nfiles > 1)
+        if (rc == 0 && r.nrows == 1 && r.nfiles > 1 && report_is_full())
             rc = detail_each(&r, top);
         else if (rc == 0 && detail != RANKS_NONE)
             rc = detail_file(r.files[detail].path, false, top);

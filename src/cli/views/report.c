@@ -59,6 +59,11 @@ void report_set_full(bool full)
     report_full = full;
 }
 
+bool report_is_full(void)
+{
+    return report_full;
+}
+
 /* "s" after a count unless it is one. */
 static const char *plural(uint64_t n)
 {

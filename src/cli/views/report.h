@@ -30,6 +30,7 @@ void report_set_sort(enum churn_sort by);
 void report_set_by_range(bool by_range);
 /* --full: a post-mortem with every table (without it, one screen). */
 void report_set_full(bool full);
+bool report_is_full(void);
 
 
 #endif

@@ -440,6 +440,12 @@ static void on_allocator(int device, const struct allocator_facts *f, int64_t no
     if (o->reported) {
         say(o);
         o->said = true;
+        /* The post-mortem's copy too, or oom_at_exit takes the refusal for
+         * a chain still open and prints it a second time. */
+        pthread_mutex_lock(&lock);
+        if (o->postmortem != 0)
+            pms[o->postmortem - 1]->info.said = true;
+        pthread_mutex_unlock(&lock);
     }
 }
 
