@@ -626,3 +626,89 @@ def test_timeline_zooms_to_the_allocation_activity(browser, tmp_path):
                  "new MouseEvent('dblclick', {bubbles: true}))")
     whole = axis()
     assert zoomed and whole and zoomed[-1] != whole[-1], (zoomed, whole)
+
+
+BOX_LABELS = """(() => {
+    /* every label drawn in a box against the box: a flame-graph frame's
+       text and its rect, a range's and a gap's text and the rect before it,
+       a segment's row name and the picture's left edge and first column */
+    const out = {bad: [], cut: [], untitled: [], n: 0};
+    const inside = (t, lo, hi) => {
+        const b = t.getBBox();
+        out.n++;
+        if (b.x < lo - 0.5 || b.x + b.width > hi + 0.5)
+            out.bad.push([t.textContent, +b.x.toFixed(1), +(b.x + b.width).toFixed(1), lo, hi]);
+    };
+    for (const t of document.querySelectorAll('svg.fg g > text')) {
+        const r = t.parentNode.querySelector('rect').getBBox();
+        inside(t, r.x, r.x + r.width);
+    }
+    for (const t of document.querySelectorAll('text.range-label, text.gap-label')) {
+        const r = t.previousElementSibling.getBBox();
+        inside(t, r.x, r.x + r.width);
+    }
+    for (const svg of document.querySelectorAll('#allocator-segments')) {
+        const first = svg.querySelector('rect.segment');
+        for (const t of svg.querySelectorAll('text.mono'))
+            inside(t, 0, first.getBBox().x);
+    }
+    for (const t of document.querySelectorAll('svg text')) {
+        const shown = t.firstChild ? t.firstChild.nodeValue : '';  /* not its <title> */
+        if (!shown || !shown.includes('\\u2026')) continue;
+        const title = t.querySelector('title'), full = t.dataset.full;
+        if (!title || title.textContent !== full) out.untitled.push(shown);
+        else out.cut.push([shown, full]);
+    }
+    return out; })()"""
+
+
+def check_box_labels(b):
+    """No label drawn in a box is wider than it; a cut label keeps its
+    whole text as a tooltip.  Returns the cut labels."""
+    got = b.eval(BOX_LABELS)
+    assert got["n"] > 0, "no box labels drawn"
+    assert got["bad"] == [], f"labels wider than their boxes: {got['bad'][:8]}"
+    assert got["untitled"] == [], f"cut labels without their full text: {got['untitled'][:8]}"
+    for shown, full in got["cut"]:
+        head, _, tail = shown.partition("\u2026")
+        assert full.startswith(head) and full.endswith(tail) and len(shown) <= len(full), \
+            (shown, full)
+    return got["cut"]
+
+
+def test_box_labels_fit_their_boxes(browser, tmp_path):
+    """Issue 24, item 9: labels were cut by a fixed width per character
+    (6.5 px at 11 px: wide letters ran past their frame) and a segment's
+    row name was right-aligned in a fixed 118 px margin (a small-pool
+    segment's 48-bit address ran off the picture's left edge).  Now each is
+    measured in its font and fits its box, or is cut with an ellipsis and
+    its whole text in a tooltip."""
+    src = json.loads((INPUTS / "exit_train.json").read_text())
+    wide = "W" * 40 + "_forward_with_a_very_long_name"
+    for st in src["stacks"]:
+        for f in st["frames"]:
+            if f.get("function") == "forward":
+                f["function"] = wide
+    long_src = tmp_path / "wide.json"
+    long_src.write_text(json.dumps(src))
+    open_page(browser, html(tmp_path / "plain.html", INPUTS / "exit_train.json"), "labels-plain.png")
+    check_box_labels(browser)
+    open_page(browser, html(tmp_path / "wide.html", long_src), "labels-wide.png")
+    cut = check_box_labels(browser)
+    assert any(wide in full for _, full in cut), cut
+    # PyTorch's segments, one of them in the small pool at a 48-bit address
+    [oom] = sim_run(tmp_path / "holes", "rt_holes", env={"SIMCUDA_MEMORY": "256MiB"})
+    doc = json.loads(oom.read_text())
+    lay, MiB = doc["oom"]["layout"], 1 << 20
+    segs = [{"address": "0x7f3e2c000000", "bytes": 2 * MiB, "pool": "small",
+             "blocks": [[0, MiB, "allocated"], [MiB, MiB, "free"]]},
+            {"address": "0x7f3e2e000000", "bytes": 20 * MiB, "pool": "large",
+             "blocks": [[0, 20 * MiB, "allocated"]]}]
+    lay["allocator_segments"] = {"count": 2, "blocks": 3, "segments": segs}
+    seg_src = tmp_path / "segs.json"
+    seg_src.write_text(json.dumps(doc))
+    open_page(browser, html(tmp_path / "segs.html", seg_src), "labels-segments.png")
+    check_box_labels(browser)
+    names = browser.eval("[...document.querySelectorAll('#allocator-segments text.mono')]"
+                         ".map(t => t.textContent)")
+    assert names == ["0x7f3e2c000000 s", "0x7f3e2e000000"], names

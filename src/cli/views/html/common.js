@@ -47,6 +47,64 @@
     if (ns < 1e9) return (ns / 1e6).toFixed(1) + ' ms';
     return (ns / 1e9).toFixed(2) + ' s';
   }
+  /* Labels drawn inside a box (a flame-graph frame, a range's bar, a gap,
+   * a segment's row): measured in the font report.css gives them (on a
+   * canvas, which lays out nothing) and cut with an ellipsis to the box,
+   * never past it - a fixed width per character overflowed wide letters.
+   * A cut label keeps its full text in a tooltip (<title>) and data-full;
+   * each carries its box's width in data-box, which the page tests hold
+   * the rendered width to. */
+  var FONT_LABEL = '11px "DejaVu Sans", sans-serif', FONT_RANGE = '9px "DejaVu Sans", sans-serif',
+      FONT_MONO = '12px "DejaVu Sans Mono", monospace';
+  var measurer = null, measured = new Map();
+  function textWidth(str, font) {
+    if (!measurer) measurer = document.createElement('canvas').getContext('2d');
+    var key = font + '\n' + str, w = measured.get(key);
+    if (w === undefined) {
+      measurer.font = font;
+      w = measurer.measureText(str).width;
+      if (measured.size < 200000) measured.set(key, w);
+    }
+    return w;
+  }
+  /* str's first n characters and an ellipsis (middle: its ends around
+   * one), never half of a surrogate pair. */
+  function cutText(str, n, middle) {
+    function head(k) {
+      var c = str.charCodeAt(k - 1);
+      return str.slice(0, c >= 0xd800 && c < 0xdc00 ? k - 1 : k);
+    }
+    if (!middle) return head(n) + '\u2026';
+    var a = Math.ceil(n / 2), b = str.length - (n - a), c = str.charCodeAt(b);
+    return head(a) + '\u2026' + str.slice(c >= 0xdc00 && c < 0xe000 ? b + 1 : b);
+  }
+  /* The longest cut of str that fits box pixels ('' when not even one
+   * character does). */
+  function elide(str, box, font, middle) {
+    if (textWidth(str, font) <= box) return str;
+    var lo = 0, hi = str.length - 1;
+    while (lo < hi) {
+      var mid = (lo + hi + 1) >> 1;
+      if (textWidth(cutText(str, mid, middle), font) <= box) lo = mid; else hi = mid - 1;
+    }
+    return lo > 0 ? cutText(str, lo, middle) : '';
+  }
+  /* A text element of str fitted to box pixels (opt.middle: cut in the
+   * middle; opt.whole: drawn whole or not at all, for a number); null when
+   * nothing fits. */
+  function boxLabel(parent, attrs, str, box, font, opt) {
+    opt = opt || {};
+    var shown = opt.whole ? (textWidth(str, font) <= box ? str : '') : elide(str, box, font, opt.middle);
+    if (!shown) return null;
+    attrs['data-box'] = box.toFixed(1);
+    attrs['class'] = (attrs['class'] ? attrs['class'] + ' ' : '') + 'boxed';
+    var t = s('text', attrs, parent, shown);
+    if (shown !== str) {
+      t.setAttribute('data-full', str);
+      s('title', {}, t, str);
+    }
+    return t;
+  }
   function color(site) { return site < 0 ? OTHER : PALETTE[site % PALETTE.length]; }
   function showTip(ev, text) {
     tip.textContent = text;

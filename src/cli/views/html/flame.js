@@ -156,10 +156,7 @@
         var r = s('rect', { x: x.toFixed(2), y: rowY(d), width: Math.max(0.1, w - 0.5).toFixed(2), height: RH - 1,
                             fill: fill(n), 'data-name': n.name, 'data-type': n.type, 'data-bytes': n.value }, g);
         if (re && n.name.toLowerCase().indexOf(re) >= 0) { r.classList.add('match'); matched++; }
-        if (w > 40) {
-          var maxc = Math.floor((w - 6) / 6.5);
-          s('text', { x: x + 3, y: rowY(d) + 13 }, g, n.name.length > maxc ? n.name.slice(0, Math.max(1, maxc - 1)) + '\u2026' : n.name);
-        }
+        if (w > 40) boxLabel(g, { x: x + 3, y: rowY(d) + 13 }, n.name, w - 6, FONT_LABEL);
         drawn++;
       }
       /* laid out first, drawn second: a diff's colours need the largest

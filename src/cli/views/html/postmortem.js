@@ -120,8 +120,9 @@
       box(g[0], g[1], '#ffffff', 'gap' + (small ? ' small' : ''), (i === 0 ? 'largest gap' : 'gap') + ': ' + bytes(g[1]) +
           (small ? ' < request ' : ' >= request ') + bytes(o.requested) + '\nat offset ' + bytes(g[0]),
           { stroke: small ? '#cf222e' : '#1a7f37', 'stroke-width': 1.5 });
-      if (i < 3 && g[1] * sc > 34)
-        s('text', { x: (g[0] + g[1] / 2) * sc, y: y + bh / 2 + 4, 'text-anchor': 'middle', 'class': 'gap-label' }, svgEl, bytes(g[1]));
+      if (i < 3)
+        boxLabel(svgEl, { x: (g[0] + g[1] / 2) * sc, y: y + bh / 2 + 4, 'text-anchor': 'middle', 'class': 'gap-label' },
+                 bytes(g[1]), g[1] * sc - 4, FONT_LABEL, { whole: true });
     });
     if (L.best) s('rect', { x: L.best[0] * sc - 1, y: y - 3, width: Math.max(1, L.best[1] * sc) + 2, height: bh + 6,
                             fill: 'none', stroke: '#0969da', 'stroke-width': 2, 'stroke-dasharray': '3 2', 'class': 'best-free',
@@ -183,7 +184,12 @@
     var rows = G.list; /* in address order, as the allocator listed them */
     var shown = rows.slice(0, SEG_ROWS), nblocks = 0;
     h('h3', {}, parent, (a.name || 'the caching allocator') + '\'s segments and blocks at the failure');
-    var W = widthOf(parent), ml = 118, rh = 12, gap = 3, top = 22;
+    /* the left margin as wide as the widest row label (an address, " s"
+     * for the small pool), up to a third of the picture; beyond, cut */
+    function rowName(g) { return g[0] + (g[2] ? ' s' : ''); }
+    var W = widthOf(parent), rh = 12, gap = 3, top = 22;
+    var ml = Math.min(Math.floor(W / 3), 12 + Math.max.apply(null, shown.map(function (g) {
+      return textWidth(rowName(g), FONT_MONO); }).concat([textWidth('request ' + bytes(req), FONT_LABEL), 40])));
     var big = Math.max.apply(null, shown.map(function (g) { return g[1]; }).concat([req, 1]));
     var sc = (W - ml - 8) / big;
     var svgEl = s('svg', { width: W, height: top + shown.length * (rh + gap) + 22, id: 'allocator-segments',
@@ -193,7 +199,8 @@
     s('text', { x: ml - 6, y: 13, 'text-anchor': 'end' }, svgEl, 'request ' + bytes(req));
     shown.forEach(function (g, i) {
       var y = top + i * (rh + gap);
-      s('text', { x: ml - 6, y: y + rh - 2, 'text-anchor': 'end', 'class': 'mono' }, svgEl, g[0] + (g[2] ? ' s' : ''));
+      boxLabel(svgEl, { x: ml - 6, y: y + rh - 2, 'text-anchor': 'end', 'class': 'mono' }, rowName(g), ml - 8, FONT_MONO,
+               { middle: true });
       g[3].forEach(function (b) {
         var st = b[2] < 4 ? b[2] : 3, free = st === 0;
         var r = s('rect', { x: ml + b[0] * sc, y: y, width: Math.max(0.5, b[1] * sc), height: rh, fill: FILL[st],

@@ -139,11 +139,9 @@
         } else {
           el = s('rect', { x: x0, y: y, width: Math.max(1, x1 - x0), height: RANGE_H - 2, fill: rangeColor(it.path),
                            'class': 'range', 'data-path': it.path }, g);
-          if (x1 - x0 > 40) {
-            var name = it.path.split('/').pop();
-            s('text', { x: x0 + 3, y: y + RANGE_H - 3, 'class': 'range-label' }, g,
-              name.length * 6 > x1 - x0 - 6 ? name.slice(0, Math.max(1, Math.floor((x1 - x0 - 6) / 6))) : name);
-          }
+          if (x1 - x0 > 40)
+            boxLabel(g, { x: x0 + 3, y: y + RANGE_H - 3, 'class': 'range-label' }, it.path.split('/').pop(),
+                     x1 - x0 - 6, FONT_RANGE);
         }
         s('title', {}, el, what);
       });
