@@ -1,6 +1,8 @@
 /* test_cli_json.c - the CLI's JSON pull parser (src/cli/read/json.c): grammar,
  * exact 64-bit integers, truncated vs not-JSON, error positions. */
+#include <errno.h>
 #include <setjmp.h>
+#include <stdio.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -10,6 +12,7 @@
 #include <cmocka.h>
 
 #include "json.h"
+#include "json_lane.h"
 
 struct doc {
     char *buf;
@@ -240,6 +243,157 @@ static void test_copy_mode_leaves_buffer(void **state)
     arena_free(&a);
 }
 
+/* ---- the fast lane (json_lane.h): whatever it accepts, the ordinary
+ * reading accepts with the same value; it refuses the rest ---- */
+
+/* The reference: a plain integer by the grammar, converted by strtoull. */
+static int plain_u64(const char *p, uint64_t *v, const char **stop)
+{
+    const char *q = p;
+    if (*q == '0') {
+        q++;
+    } else if (*q >= '1' && *q <= '9') {
+        while (*q >= '0' && *q <= '9')
+            q++;
+    } else {
+        return 0;
+    }
+    if (*q == '.' || *q == 'e' || *q == 'E' || (*q >= '0' && *q <= '9'))
+        return 0;
+    if (q - p > 20)
+        return 0;
+    char tmp[32];
+    memcpy(tmp, p, (size_t)(q - p));
+    tmp[q - p] = '\0';
+    errno = 0;
+    unsigned long long x = strtoull(tmp, NULL, 10);
+    if (errno == ERANGE)
+        return 0;
+    *v = x;
+    *stop = q;
+    return 1;
+}
+
+static void test_lane_integers(void **state)
+{
+    (void)state;
+    const char *nums[] = {
+        "0", "7", "10", "99999999", "100000000", "1234567890123", "9223372036854775807",
+        "9223372036854775808", "18446744073709551615", "18446744073709551616",
+        "00", "01", "1.5", "1e3", "2E9", "-1", "", "x", "1234567812345678123",
+        "12345678123456781234",
+    };
+    const char *tails[] = {",", "]", "}", " ", "\n", ".5", "e1", "5", "", "\"x\"........."};
+    srand(25);
+    for (int round = 0; round < 20000; round++) {
+        char text[96];
+        if (round < 200) {
+            snprintf(text, sizeof text, "%s%s", nums[round % 20], tails[round / 20]);
+        } else { /* random digits, then any byte */
+            int n = 1 + rand() % 22, i = 0;
+            for (; i < n; i++)
+                text[i] = (char)('0' + rand() % 10);
+            text[i++] = (char)(rand() % 256);
+            text[i] = '\0';
+        }
+        size_t len = strlen(text);
+        char buf[128];
+        memset(buf, 0, sizeof buf);
+        memcpy(buf, text, len + 1);
+        uint64_t want = 0, got = 0;
+        const char *stop = NULL;
+        int ok = plain_u64(buf, &want, &stop);
+        const char *q = lane_u64(buf, buf + len, &got);
+        if (q != NULL) { /* never more than the grammar and the range allow */
+            assert_true(ok);
+            assert_true(got == want);
+            assert_ptr_equal(q, stop);
+        } else if (ok && stop - buf > 1 && len - (size_t)(stop - buf) >= 8 &&
+                   stop - buf <= 19) {
+            fail_msg("the lane refused a plain integer with room after it: '%s'", text);
+        }
+        /* signed: the lane agrees with json_get_int64's ordinary answer */
+        char neg[130];
+        snprintf(neg, sizeof neg, "-%s", buf);
+        int64_t si = 0;
+        q = lane_i64(neg, neg + strlen(neg), &si);
+        if (q != NULL) {
+            assert_true(ok);
+            assert_true(want <= (uint64_t)INT64_MAX + 1);
+            assert_true(si == (want == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)want));
+        }
+    }
+    /* within 8 bytes of the end it leaves the number to the ordinary path */
+    char tail[16] = "123"; /* zeros after it */
+    uint64_t v = 0;
+    assert_null(lane_u64(tail, tail + 3, &v));
+    assert_non_null(lane_u64(tail, tail + 11, &v)); /* the same with 8 more bytes */
+    assert_true(v == 123);
+}
+
+static void test_lane_strings(void **state)
+{
+    (void)state;
+    srand(26);
+    const char alphabet[] = "ab\"\\\x01\x7f\xc3\xa9 }";
+    for (int round = 0; round < 20000; round++) {
+        char buf[64];
+        memset(buf, 0, sizeof buf);
+        buf[0] = '"';
+        int n = 1 + rand() % 40;
+        for (int i = 1; i <= n; i++)
+            buf[i] = alphabet[rand() % (sizeof alphabet - 1)];
+        const char *end = buf + strlen(buf);
+        const char *s = NULL;
+        size_t len = 0;
+        const char *q = lane_span(buf, end, &s, &len);
+        /* the reference: the bytes up to the first quote, none of them a
+         * backslash or a control character */
+        const char *r = buf + 1;
+        while (r < end && *r != '"' && *r != '\\' && (unsigned char)*r >= 0x20)
+            r++;
+        if (r < end && *r == '"') {
+            assert_non_null(q);
+            assert_ptr_equal(s, buf + 1);
+            assert_int_equal(len, (size_t)(r - buf - 1));
+            assert_ptr_equal(q, r + 1);
+        } else {
+            assert_null(q);
+        }
+    }
+}
+
+static void test_lane_object_hash(void **state)
+{
+    (void)state;
+    char a[] = "{\"module\":\"python\",\"file\":\"/srv/m.py\",\"line\":12,\"function\":\"f\"},{";
+    char b[sizeof a];
+    memcpy(b, a, sizeof a);
+    uint64_t ha, hb;
+    size_t na = lane_object_hash(a, a + strlen(a), &ha);
+    size_t nb = lane_object_hash(b, b + strlen(b), &hb);
+    assert_int_equal(na, (size_t)(strchr(a, '}') - a + 1));
+    assert_int_equal(na, nb);
+    assert_true(ha == hb); /* the same bytes elsewhere: the same hash */
+    /* a change in any one byte of the object (but the braces) changes it */
+    for (size_t i = 1; i + 1 < na; i++) {
+        b[i] ^= 0x40;
+        uint64_t h;
+        if (lane_object_hash(b, b + strlen(b), &h) == na)
+            assert_true(h != ha);
+        b[i] ^= 0x40;
+    }
+    for (size_t n = 2; n < 12; n++) { /* short objects too */
+        char c[16] = "{abcdefghijk";
+        c[n - 1] = '}';
+        uint64_t h;
+        assert_int_equal(lane_object_hash(c, c + n, &h), n);
+    }
+    assert_int_equal(lane_object_hash(a + 1, a + strlen(a), &ha), 0); /* no '{' */
+    char open[] = "{\"a\":1";
+    assert_int_equal(lane_object_hash(open, open + strlen(open), &ha), 0); /* no '}' */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -250,6 +404,9 @@ int main(void)
         cmocka_unit_test(test_strings_and_objects),
         cmocka_unit_test(test_error_position),
         cmocka_unit_test(test_copy_mode_leaves_buffer),
+        cmocka_unit_test(test_lane_integers),
+        cmocka_unit_test(test_lane_strings),
+        cmocka_unit_test(test_lane_object_hash),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

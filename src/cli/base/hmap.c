@@ -91,11 +91,17 @@ int hmap_get_or_add(struct hmap *m, const void *key, size_t n,
                     uint32_t new_value, uint32_t *value,
                     const char **stored_key)
 {
+    return hmap_get_or_add_hashed(m, key, n, hmap_hash(key, n), new_value, value,
+                                  stored_key);
+}
+
+int hmap_get_or_add_hashed(struct hmap *m, const void *key, size_t n, uint64_t h,
+                           uint32_t new_value, uint32_t *value, const char **stored_key)
+{
     if (n > UINT32_MAX)
         return -1;
     if ((m->count + 1) * 2 > m->mask + 1 && grow(m) != 0)
         return -1;
-    uint64_t h = hmap_hash(key, n);
     struct hmap_slot *s = probe(m, key, n, h);
     if (s->key == NULL) {
         char *copy = arena_strndup(m->arena, key, n);
@@ -118,7 +124,15 @@ int hmap_find(const struct hmap *m, const void *key, size_t n,
 {
     if (m->slots == NULL || n > UINT32_MAX)
         return 0;
-    struct hmap_slot *s = probe(m, key, n, hmap_hash(key, n));
+    return hmap_find_hashed(m, key, n, hmap_hash(key, n), value);
+}
+
+int hmap_find_hashed(const struct hmap *m, const void *key, size_t n, uint64_t h,
+                     uint32_t *value)
+{
+    if (m->slots == NULL || n > UINT32_MAX)
+        return 0;
+    struct hmap_slot *s = probe(m, key, n, h);
     if (s->key == NULL)
         return 0;
     *value = s->value;

@@ -46,6 +46,15 @@ int hmap_get_or_add(struct hmap *m, const void *key, size_t n,
 int hmap_find(const struct hmap *m, const void *key, size_t n,
               uint32_t *value);
 
+/* As hmap_get_or_add and hmap_find, with the key's hash h computed by the
+ * caller (a pass that hashes bytes as it scans them): every call on one
+ * map must then be a *_hashed one with hashes from one function, whose
+ * low bits are well mixed (they index the table). */
+int hmap_get_or_add_hashed(struct hmap *m, const void *key, size_t n, uint64_t h,
+                           uint32_t new_value, uint32_t *value, const char **stored_key);
+int hmap_find_hashed(const struct hmap *m, const void *key, size_t n, uint64_t h,
+                     uint32_t *value);
+
 /* Releases the table (not the keys: they belong to the arena). */
 void hmap_free(struct hmap *m);
 

@@ -6,6 +6,7 @@
  * there, so the hot loops carry no bounds check.
  */
 #include "json.h"
+#include "json_lane.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -249,6 +250,16 @@ static int number_at(struct json_cursor *c, struct number *n)
 
 int json_get_int64(struct json_cursor *c, int64_t *out)
 {
+    if (c->status == JSON_OK) { /* the fast lane: a plain integer */
+        skip_ws(c);
+        int64_t v;
+        const char *q = lane_i64(c->p, c->end, &v);
+        if (q != NULL) {
+            *out = v;
+            c->p = (char *)q;
+            return JSON_OK;
+        }
+    }
     struct number n;
     int rc = number_at(c, &n);
     if (rc != JSON_OK)
@@ -270,6 +281,16 @@ int json_get_int64(struct json_cursor *c, int64_t *out)
 
 int json_get_uint64(struct json_cursor *c, uint64_t *out)
 {
+    if (c->status == JSON_OK) {
+        skip_ws(c);
+        uint64_t v;
+        const char *q = lane_u64(c->p, c->end, &v);
+        if (q != NULL) {
+            *out = v;
+            c->p = (char *)q;
+            return JSON_OK;
+        }
+    }
     struct number n;
     int rc = number_at(c, &n);
     if (rc != JSON_OK)
@@ -590,6 +611,16 @@ static int next_in(struct json_cursor *c, char close, const char *what)
 
 int json_next_element(struct json_cursor *c)
 {
+    /* the common case first: a comma after an element, then a value */
+    char *p = c->p;
+    if (c->status == JSON_OK && *p == ',' && c->depth > 0 &&
+        !(c->level[c->depth - 1] & LEVEL_FIRST)) {
+        p = (char *)lane_ws(p + 1);
+        if (*p != ']') {
+            c->p = p;
+            return 1;
+        }
+    }
     return next_in(c, ']', "',' or ']'");
 }
 
@@ -602,8 +633,11 @@ static int next_member(struct json_cursor *c, const char **key, size_t *keylen,
     if (*c->p != '"')
         return unexpected(c, c->p, "a string key");
     size_t n;
-    rc = scan_string_as(c, key, keylen ? keylen : &n, as);
-    if (rc != JSON_OK)
+    const char *q = as != AS_STRING ? lane_span(c->p, c->end, key, keylen ? keylen : &n)
+                                    : NULL;
+    if (q != NULL) /* a key without escapes, handed out in place */
+        c->p = (char *)q;
+    else if ((rc = scan_string_as(c, key, keylen ? keylen : &n, as)) != JSON_OK)
         return rc;
     skip_ws(c);
     if (*c->p != ':')

@@ -9,25 +9,6 @@
 
 /* ---- messages ---- */
 
-void reader_push_key(struct reader *r, const char *key)
-{
-    if (r->depth < PATH_MAX_DEPTH)
-        r->path[r->depth] = (struct path_elem){key, 0};
-    r->depth++;
-}
-
-void reader_push_index(struct reader *r, size_t i)
-{
-    if (r->depth < PATH_MAX_DEPTH)
-        r->path[r->depth] = (struct path_elem){NULL, i};
-    r->depth++;
-}
-
-void reader_pop(struct reader *r)
-{
-    r->depth--;
-}
-
 const char *reader_path_text(const struct reader *r, char *buf, size_t n)
 {
     size_t used = 0;

@@ -52,6 +52,7 @@ struct reader {
     bool have_version;       /* ... if present */
     bool version_int;        /* ... and an integer */
     bool data_read; /* events.data seen (columns must not change after) */
+    bool plain_rows; /* events.data: the documented columns, in order */
     int col_of_pos[16]; /* events column at row position j, -1 unknown */
     size_t ncols;
     struct read_module *mods; /* "modules": name -> symbolizer handle */
@@ -82,10 +83,26 @@ struct field {
 
 /* ---- messages: each names the file, the field path and the cause ---- */
 
-/* The field path (for messages) grows and shrinks as the reader descends. */
-void reader_push_key(struct reader *r, const char *key);
-void reader_push_index(struct reader *r, size_t i);
-void reader_pop(struct reader *r);
+/* The field path (for messages) grows and shrinks as the reader descends
+ * (inline: a snapshot's rows push and pop millions of times). */
+static inline void reader_push_key(struct reader *r, const char *key)
+{
+    if (r->depth < PATH_MAX_DEPTH)
+        r->path[r->depth] = (struct path_elem){key, 0};
+    r->depth++;
+}
+
+static inline void reader_push_index(struct reader *r, size_t i)
+{
+    if (r->depth < PATH_MAX_DEPTH)
+        r->path[r->depth] = (struct path_elem){NULL, i};
+    r->depth++;
+}
+
+static inline void reader_pop(struct reader *r)
+{
+    r->depth--;
+}
 
 /* The current path as text ("devices[0].peak_bytes", "the top level"). */
 const char *reader_path_text(const struct reader *r, char *buf, size_t n);
@@ -121,8 +138,12 @@ int reader_raw(struct reader *r, const char **out);
  * NUL-terminated) is name; the first byte first, as most keys differ there. */
 static inline bool reader_key_is(const char *key, size_t len, const char *name)
 {
-    return name[0] == (len ? key[0] : '\0') && strncmp(name, key, len) == 0 &&
-           name[len] == '\0';
+    /* byte by byte: name's NUL ends it where key is longer (a key holds no
+     * NUL in its len bytes), so name[len] is in bounds when reached */
+    for (size_t i = 0; i < len; i++)
+        if (name[i] != key[i])
+            return false;
+    return name[len] == '\0';
 }
 
 int reader_field(struct reader *r, void *obj, const struct field *f);

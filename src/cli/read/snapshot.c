@@ -145,6 +145,21 @@ int snapshot_kind_parse(const char *name)
     return KIND_OTHER;
 }
 
+int snapshot_kind_span(const char *s, size_t n)
+{
+    for (int k = 0; k < KIND_OTHER; k++) {
+        const char *name = kind_names[k];
+        size_t i = 0;
+        while (i < n && name[i] == s[i]) /* name's NUL differs from s[i] */
+            i++;
+        if (i == n && name[n] == '\0')
+            return k;
+    }
+    if (n == 11 && memcmp(s, "host-pinned", 11) == 0)
+        return KIND_HOST_PINNED;
+    return KIND_OTHER;
+}
+
 const char *snapshot_cause_name(const struct snap_oom *oom)
 {
     const char *name = format_cause_name((enum format_cause)oom->cause);

@@ -406,6 +406,8 @@ extern const char *const snapshot_kind_names[KIND_COUNT];
 
 /* KIND_* for a name ("host-pinned" is accepted too), KIND_OTHER if unknown. */
 int snapshot_kind_parse(const char *name);
+/* As snapshot_kind_parse, for the n bytes at s (no NUL among them). */
+int snapshot_kind_span(const char *s, size_t n);
 
 /* "exhausted", "refused_while_free", "limit", ..., or the name as written. */
 const char *snapshot_cause_name(const struct snap_oom *oom);

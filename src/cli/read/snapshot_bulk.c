@@ -12,6 +12,7 @@
 
 #include "frame_filter.h"
 #include "frames.h"
+#include "json_lane.h"
 #include "symbolize.h"
 
 #define EXPANDED 0x80000000u /* raw_frames value: an index into expand */
@@ -109,6 +110,50 @@ static int rd_event_value(struct reader *r, struct snap_event *e, int col)
     }
 }
 
+/* A comma between two values of a row, whitespace around it. */
+static inline const char *row_comma(const char *p)
+{
+    p = lane_ws(p);
+    return *p == ',' ? lane_ws(p + 1) : NULL;
+}
+
+/* The row as the library writes it, read in one go (a snapshot has a
+ * million): the documented columns in their order, plain integers, the
+ * stack an integer or null, the kind a string without escapes.  Returns
+ * false, having consumed nothing, for any other row: rd_event then reads
+ * it value by value and gives the message for what is wrong (json_lane.h:
+ * whatever this accepts, that reading accepts with the same values). */
+static bool fast_event(struct reader *r, struct snap_event *e)
+{
+    const char *end = r->c.end, *p = lane_ws(r->c.p), *kind;
+    size_t kn;
+    int64_t dev;
+    if (r->c.status != JSON_OK || *p != '[')
+        return false;
+    if ((p = lane_i64(lane_ws(p + 1), end, &e->t_ns)) == NULL ||
+        (p = row_comma(p)) == NULL || (p = lane_i64(p, end, &dev)) == NULL ||
+        dev < -1 || dev > INT32_MAX || (p = row_comma(p)) == NULL ||
+        (p = lane_span(p, end, &kind, &kn)) == NULL || (p = row_comma(p)) == NULL ||
+        (p = lane_i64(p, end, &e->delta)) == NULL || (p = row_comma(p)) == NULL)
+        return false;
+    const char *q = lane_null(p);
+    if (q != NULL)
+        e->stack_id = 0;
+    else if ((q = lane_i64(p, end, &e->stack_id)) == NULL)
+        return false;
+    if ((p = row_comma(q)) == NULL || (p = lane_u64(p, end, &e->current)) == NULL)
+        return false;
+    p = lane_ws(p);
+    if (*p != ']')
+        return false;
+    if (e->stack_id == SNAP_UNKNOWN_I64) /* as rd_event_value reads it */
+        e->stack_id = 0;
+    e->device = (int32_t)dev;
+    e->kind = (uint8_t)snapshot_kind_span(kind, kn);
+    r->c.p = (char *)p + 1;
+    return true;
+}
+
 static int rd_event(struct reader *r, void *obj, size_t i)
 {
     (void)i;
@@ -116,6 +161,11 @@ static int rd_event(struct reader *r, void *obj, size_t i)
     if (snapshot_vec_reserve((void **)&ev->v, &ev->alloc, sizeof *ev->v, ev->n + 1))
         return reader_nomem(r);
     struct snap_event *e = &ev->v[ev->n];
+    memset(e, 0, sizeof *e);
+    if (r->plain_rows && fast_event(r, e)) {
+        ev->n++;
+        return 0;
+    }
     memset(e, 0, sizeof *e);
     int rc = json_enter_array(&r->c);
     if (rc != JSON_OK)
@@ -147,6 +197,9 @@ static int rd_data(struct reader *r, void *obj)
     r->data_read = true;
     if (reader_take_null(r))
         return 0;
+    r->plain_rows = r->ncols == NCOLS;
+    for (int j = 0; j < NCOLS && r->plain_rows; j++)
+        r->plain_rows = r->col_of_pos[j] == j;
     return reader_array(r, &s->events, rd_event);
 }
 
@@ -335,38 +388,62 @@ static int parse_frame(struct reader *r, uint32_t *out)
     return 0;
 }
 
-static int rd_frame(struct reader *r, void *obj, size_t i)
+/* Appends frame index idx (or the run it stands for) to the stack being
+ * read. */
+static int add_frame(struct reader *r, size_t *n, uint32_t idx)
 {
-    (void)i; /* an inlined chain makes one recorded frame several */
-    size_t *n = obj;
-    /* Most frames are byte for byte a frame met before: look the bytes up
-     * before parsing them, and remember them when the parse read exactly
-     * them (a '}' inside a string makes the candidate too short). */
-    const char *span;
-    size_t slen = json_object_bytes(&r->c, &span);
-    uint32_t idx, got;
-    if (slen > 0 && hmap_find(&r->frame_bytes, span, slen, &idx)) {
-        json_advance(&r->c, slen);
-    } else {
-        size_t from = json_offset(&r->c);
-        int rc = parse_frame(r, &idx);
-        if (rc != 0)
-            return rc;
-        if (slen > 0 && json_offset(&r->c) - from == slen &&
-            hmap_get_or_add(&r->frame_bytes, span, slen, idx, &got, NULL))
-            return reader_nomem(r);
-    }
     const uint32_t *run = &idx;
     size_t len = 1;
     if (idx != FRAMES_NONE && (idx & EXPANDED)) {
         run = r->expand + (idx & ~EXPANDED) + 1;
         len = r->expand[idx & ~EXPANDED];
     }
-    if (snapshot_vec_reserve((void **)&r->tmp, &r->tmp_cap, sizeof *r->tmp, *n + len))
+    if (*n + len > r->tmp_cap &&
+        snapshot_vec_reserve((void **)&r->tmp, &r->tmp_cap, sizeof *r->tmp, *n + len))
         return reader_nomem(r);
-    memcpy(r->tmp + *n, run, len * sizeof *run);
+    for (size_t k = 0; k < len; k++)
+        r->tmp[*n + k] = run[k];
     *n += len;
     return 0;
+}
+
+/* The frames array of one stack into r->tmp (*n entries; an inlined chain
+ * makes one recorded frame several).  Most frames are byte for byte a
+ * frame met before: their bytes are found and hashed in one pass and
+ * looked up before anything is parsed; a frame met for the first time is
+ * parsed, and remembered when the parse read exactly those bytes (a '}'
+ * inside a string makes the candidate too short). */
+static int rd_frame_list(struct reader *r, size_t *n)
+{
+    int rc = json_enter_array(&r->c);
+    if (rc != JSON_OK)
+        return reader_bad_value(r, rc, "an array");
+    size_t i = 0;
+    while ((rc = json_next_element(&r->c)) == 1) {
+        const char *span = lane_ws(r->c.p);
+        uint64_t h;
+        size_t slen = lane_object_hash(span, r->c.end, &h);
+        uint32_t idx, got;
+        if (slen > 0 && hmap_find_hashed(&r->frame_bytes, span, slen, h, &idx)) {
+            r->c.p = (char *)span + slen;
+        } else {
+            r->c.p = (char *)span;
+            reader_push_index(r, i);
+            rc = parse_frame(r, &idx);
+            reader_pop(r);
+            if (rc != 0)
+                return rc;
+            if (slen > 0 && r->c.p == span + slen &&
+                hmap_get_or_add_hashed(&r->frame_bytes, span, slen, h, idx, &got, NULL))
+                return reader_nomem(r);
+        }
+        if ((rc = add_frame(r, n, idx)) != 0)
+            return rc;
+        if (r->release_at != NULL && r->c.p >= r->release_at)
+            reader_release(r);
+        i++;
+    }
+    return rc < 0 ? reader_json_failed(r) : 0;
 }
 
 static int rd_frames(struct reader *r, void *obj)
@@ -374,7 +451,7 @@ static int rd_frames(struct reader *r, void *obj)
     struct snap_stack *st = obj;
     size_t n = 0;
     if (!reader_take_null(r)) {
-        int rc = reader_array(r, &n, rd_frame);
+        int rc = rd_frame_list(r, &n);
         if (rc != 0)
             return rc;
     }

@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "json_lane.h"
 #include "snapshot_allocator.h"
 #include "snapshot_bulk.h"
 #include "snapshot_layout.h"
@@ -52,6 +53,72 @@ static int rd_kind(struct reader *r, uint8_t *kind)
     return reader_bad_value(r, rc, "a string or null");
 }
 
+static void group_init(struct snap_group *e)
+{
+    memset(e, 0, sizeof *e);
+    e->stack = SNAP_NO_STACK;
+    e->kind = KIND_DEVICE;
+}
+
+/* A group as the library writes it, read in one go (a snapshot has one
+ * per call site and section): keys of group_fields and "kind", each once,
+ * plain integers, the stack or the kind also null, no escapes.  Returns
+ * false for anything else, having consumed nothing: rd_group then reads
+ * the object key by key and gives the message (json_lane.h). */
+static bool fast_group(struct reader *r, struct snap_group *e)
+{
+    const char *end = r->c.end, *p = lane_ws(r->c.p), *q;
+    if (r->c.status != JSON_OK || *p != '{')
+        return false;
+    p = lane_ws(p + 1);
+    uint64_t seen = 0; /* as rd_group's */
+    for (;;) {
+        const char *key, *k;
+        size_t kn, n;
+        if ((p = lane_span(p, end, &key, &kn)) == NULL)
+            return false;
+        p = lane_ws(p);
+        if (*p != ':')
+            return false;
+        p = lane_ws(p + 1);
+        if (reader_key_is(key, kn, "kind")) {
+            if (seen & (UINT64_C(1) << 63))
+                return false;
+            seen |= UINT64_C(1) << 63;
+            if ((q = lane_span(p, end, &k, &n)) != NULL)
+                e->kind = (uint8_t)snapshot_kind_span(k, n);
+            else if ((q = lane_null(p)) == NULL)
+                return false;
+        } else {
+            size_t j = 0;
+            while (j < NFIELDS(group_fields) && !reader_key_is(key, kn, group_fields[j].name))
+                j++;
+            if (j == NFIELDS(group_fields) || (seen & (UINT64_C(1) << j)))
+                return false;
+            seen |= UINT64_C(1) << j;
+            void *at = (char *)e + group_fields[j].off;
+            if (group_fields[j].type == F_U64)
+                q = lane_u64(p, end, (uint64_t *)at);
+            else if (group_fields[j].type != F_I64N)
+                return false;
+            else if ((q = lane_null(p)) != NULL)
+                *(int64_t *)at = SNAP_UNKNOWN_I64;
+            else
+                q = lane_i64(p, end, (int64_t *)at);
+            if (q == NULL)
+                return false;
+        }
+        p = lane_ws(q);
+        if (*p == '}')
+            break;
+        if (*p != ',')
+            return false;
+        p = lane_ws(p + 1);
+    }
+    r->c.p = (char *)p + 1;
+    return true;
+}
+
 static int rd_group(struct reader *r, void *obj, size_t i)
 {
     (void)i;
@@ -59,9 +126,10 @@ static int rd_group(struct reader *r, void *obj, size_t i)
     if (snapshot_vec_reserve((void **)&g->v, &g->cap, sizeof *g->v, g->n + 1))
         return reader_nomem(r);
     struct snap_group *e = &g->v[g->n];
-    memset(e, 0, sizeof *e);
-    e->stack = SNAP_NO_STACK;
-    e->kind = KIND_DEVICE;
+    group_init(e);
+    if (fast_group(r, e))
+        goto done;
+    group_init(e); /* what the fast lane wrote before it gave up */
     /* kind is a string: read it by hand around the table. */
     int rc = json_enter_object(&r->c);
     if (rc != JSON_OK)
@@ -107,6 +175,7 @@ static int rd_group(struct reader *r, void *obj, size_t i)
     }
     if (rc < 0)
         return reader_json_failed(r);
+done:
     if (e->stack_id == SNAP_UNKNOWN_I64)
         e->stack_id = 0;
     g->n++;
