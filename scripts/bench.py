@@ -425,45 +425,24 @@ if VALGRIND:
 # report and diff read files of the same size shaped like a real training
 # run's (scripts/gen_big_snapshot.py): per-site churn over the run, native
 # frames over 40 libraries, Python frames - the library's own dump above has
-# no frees and one module, and hid a quadratic churn table (issue 25)
-GEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gen_big_snapshot.py")
-BIGS = [os.path.join(TMP, f"gen{i}.json") for i in range(2)]
-GSMALL = [os.path.join(TMP, f"gensmall{i}.json") for i in range(2)]
-for i in range(2):
-    for path, na, nst in ((BIGS[i], NA, NST), (GSMALL[i], NA // 10, NST // 10)):
-        subprocess.run([sys.executable, GEN, "--allocations", str(na), "--stacks", str(nst),
-                        "--events", str(na), "--seed", str(i + 1), "-o", path],
-                       check=True, capture_output=True, timeout=1800)
-say(f"report and diff of generated snapshots of that shape ({NA} live / {NST} stacks, "
-    f"churn rows for every site, native frames in 40 libraries, Python frames; "
-    f"{os.path.getsize(BIGS[0]) / 2**20:.1f} MiB each, scripts/gen_big_snapshot.py):")
-for what, argv, small_argv in (("report", [CLI, "report", BIGS[0]], [CLI, "report", GSMALL[0]]),
-                               ("diff", [CLI, "diff", BIGS[0], BIGS[1]],
-                                [CLI, "diff", GSMALL[0], GSMALL[1]])):
-    walls, cpus, rss = [], [], []
-    for _ in range(3):
-        t0 = time.monotonic()
-        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _, status, ru = os.wait4(p.pid, 0)
-        walls.append(time.monotonic() - t0)
-        p.returncode = os.waitstatus_to_exitcode(status)
-        if p.returncode not in (0, 1):
-            sys.exit(f"bench: {' '.join(argv)} failed: {p.stderr.read()[-500:]}")
-        cpus.append(ru.ru_utime + ru.ru_stime)
-        rss.append(ru.ru_maxrss / 1024)
-    R[what] = walls
-    R[what + "_cpu"] = cpus
-    R[what + "_rss"] = rss
-    say(f"cumemtrace {what} of it: wall {fig(walls, ' s', '.2f')}, CPU "
-        f"{fig(cpus, ' s', '.2f')}, peak RSS {med(rss):.0f} MiB (three runs)")
-    if VALGRIND:
-        # the whole process (main), on the tenth of the shape written above
-        cg = callgrind(small_argv, None, False, toggle="main", ok_rc=(0, 1))
-        R["i_" + what] = cg["total"]
-        say(f"  instr  {what} of the {NA // 10} live / {NST // 10} stack snapshot: "
-            f"{cg['total'] / 1e6:.1f} M instructions, "
-            f"{cg['total'] / sum(os.path.getsize(f) for f in small_argv[2:]):.2f} "
-            f"per byte read")
+# no frees and one module, and hid a quadratic churn table (issue 25).
+# scripts/bench_cli_read.py times them (wall, CPU, RSS; interleaved runs) and
+# counts their instructions on the same files; its rows join the targets.
+READ_JSON = os.path.join(TMP, "cli_read.json")
+p = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                 "bench_cli_read.py"),
+                    "--cli", CLI, "--allocations", str(NA), "--stacks", str(NST),
+                    "--reps", "3" if args.quick else "5", "--json", READ_JSON]
+                   + ([] if VALGRIND else ["--no-instr"]),
+                   capture_output=True, text=True, timeout=5400)
+for line in p.stdout.splitlines():
+    if line.startswith("targets "):
+        break
+    say(line)
+if p.returncode != 0:
+    sys.exit(f"bench: bench_cli_read.py failed:\n{p.stderr[-2000:]}")
+with open(READ_JSON) as f:
+    R["cli_read"] = json.load(f)
 
 # ---- 4b: native frames resolved from debug information (issue 15) ----
 resolve = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_resolve.py")
@@ -695,10 +674,7 @@ target("stream adds <= 30 ns per event (on vs CUMEMTRACE_STREAM=off; <= 200 "
 st, text = judge_max(R["stream_cpu"], 1.0, ".2f", " %")
 T.append((combine(st), f"stream writer thread < 1% of a CPU at {RATE} events/s",
           f"its CPU clock over the run {text}; instr not counted"))
-target("report of the generated snapshot (churn, 40 libraries, Python frames) <= 0.6 s (wall and CPU)", judge_max(R["report"], 0.6, unit=" s"),
-       judge_max(R["report_cpu"], 0.6, unit=" s CPU"))
-T.append(("met" if med(R["report_rss"]) <= 150 else "MISSED", "report of the generated snapshot <= 150 MiB",
-          f"peak RSS {med(R['report_rss']):.0f} MiB"))
+T.extend(tuple(row) for row in R["cli_read"]["rows"] if row[1].startswith("report"))
 if "resolve" in R:
     kv = R["resolve"]
     spread = lambda w: [kv[f"added_{w}_min"], kv[f"added_{w}"], kv[f"added_{w}_max"]]
@@ -708,8 +684,7 @@ if "resolve" in R:
 else:
     T.append(("not measured", "debug-info resolution adds <= 1 s to report of it",
               "bench_resolve.py failed (above)"))
-target("diff of two generated snapshots <= 1.2 s (wall and CPU)", judge_max(R["diff"], 1.2, unit=" s"),
-       judge_max(R["diff_cpu"], 1.2, unit=" s CPU"))
+T.extend(tuple(row) for row in R["cli_read"]["rows"] if row[1].startswith("diff"))
 if "py_steady" in R:
     # instructions judged at the fixed cost's 60 ns / 400 instructions: 3333
     target("30 Python frames add <= 0.5 us per allocation (repeated stacks; "

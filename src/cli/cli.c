@@ -9,9 +9,10 @@
 #include "frame_filter.h"
 #include "snapshot_read.h"
 
-int cli_load(struct cli_inputs *in, char **paths, size_t n)
+static int load(struct cli_inputs *in, char **paths, size_t n, bool rows)
 {
     snapshot_ctx_init(&in->ctx);
+    in->ctx.no_event_rows = !rows;
     in->n = 0;
     in->snaps = calloc(n ? n : 1, sizeof *in->snaps);
     struct cli_error err = {0, ""};
@@ -39,6 +40,16 @@ fail:
     errors_print(&err);
     cli_inputs_free(in);
     return rc;
+}
+
+int cli_load(struct cli_inputs *in, char **paths, size_t n)
+{
+    return load(in, paths, n, true);
+}
+
+int cli_load_without_events(struct cli_inputs *in, char **paths, size_t n)
+{
+    return load(in, paths, n, false);
 }
 
 void cli_inputs_free(struct cli_inputs *in)

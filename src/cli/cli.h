@@ -50,6 +50,10 @@ struct cli_inputs {
  * code: the caller exits 2 with nothing on stdout. */
 int cli_load(struct cli_inputs *in, char **paths, size_t n);
 
+/* As cli_load, for a view that reads no event rows (events.n is 0, the
+ * rows are still checked and counted in events.rows). */
+int cli_load_without_events(struct cli_inputs *in, char **paths, size_t n);
+
 void cli_inputs_free(struct cli_inputs *in);
 
 /* Parses a decimal count (no sign, no unit); -1 when malformed. */

@@ -312,6 +312,15 @@ static void test_lane_integers(void **state)
                    stop - buf <= 19) {
             fail_msg("the lane refused a plain integer with room after it: '%s'", text);
         }
+        /* the check without the value: a plain integer of <= 18 digits */
+        const char *ck = lane_int_syntax(buf, buf + len, false);
+        if (ck != NULL) {
+            assert_true(ok);
+            assert_ptr_equal(ck, stop);
+            assert_true(stop - buf <= 18);
+        } else if (ok && len - (size_t)(stop - buf) >= 8 && stop - buf <= 18) {
+            fail_msg("the check refused a plain integer with room after it: '%s'", text);
+        }
         /* signed: the lane agrees with json_get_int64's ordinary answer */
         char neg[130];
         snprintf(neg, sizeof neg, "-%s", buf);

@@ -307,6 +307,30 @@ static void test_fast_lanes_read_as_the_general_path(void **state)
     snapshot_ctx_free(&ctx);
 }
 
+/* A view that reads no event rows (report, diff) gets the count, not the
+ * rows; a bad row is still the same error. */
+static void test_event_rows_counted_not_kept(void **state)
+{
+    (void)state;
+    struct snapctx ctx;
+    snapshot_ctx_init(&ctx);
+    ctx.no_event_rows = true;
+    struct snapshot s;
+    struct cli_error err;
+    assert_int_equal(read_text(&ctx, good, &s, &err), 0);
+    assert_int_equal(s.events.n, 0);
+    assert_int_equal(s.events.rows, 2);
+    snapshot_free(&s);
+    char text[sizeof good + 16];
+    const char *at = strstr(good, "[6, 1, ");
+    size_t k = (size_t)(at - good);
+    memcpy(text, good, k);
+    snprintf(text + k, sizeof text - k, "[6, \"x\", %s", at + 7);
+    expect(read_text(&ctx, text, &s, &err), &err, CLI_ETYPE,
+           "events.data[1][1] is a string, expected an integer");
+    snapshot_ctx_free(&ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -316,6 +340,7 @@ int main(void)
         cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_frames_memoised_by_bytes),
         cmocka_unit_test(test_fast_lanes_read_as_the_general_path),
+        cmocka_unit_test(test_event_rows_counted_not_kept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

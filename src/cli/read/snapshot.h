@@ -330,6 +330,8 @@ struct snap_events {
     int thinned; /* 1, 0, -1 unknown */
     struct snap_event *v;
     size_t n, alloc;
+    size_t rows; /* rows in the file: n unless the view asked for none
+                    (snapctx.no_event_rows), then n is 0 */
 };
 
 struct snapctx;
@@ -373,6 +375,10 @@ struct snapctx {
     const char **demangled_names; /* by value of the demangled map */
     size_t ndemangled, demangled_cap;
     struct symbolizer *sym; /* debug information, NULL when off */
+    /* Set by a view that reads no event rows (report, diff): each row is
+     * still read and checked, and counted in events.rows, but not kept - a
+     * million rows are 40 MiB a file. */
+    bool no_event_rows;
 };
 
 /* Prepares an empty context. */

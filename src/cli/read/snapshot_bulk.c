@@ -111,7 +111,7 @@ static int rd_event_value(struct reader *r, struct snap_event *e, int col)
 }
 
 /* A comma between two values of a row, whitespace around it. */
-static inline const char *row_comma(const char *p)
+LANE_INLINE const char *row_comma(const char *p)
 {
     p = lane_ws(p);
     return *p == ',' ? lane_ws(p + 1) : NULL;
@@ -154,16 +154,53 @@ static bool fast_event(struct reader *r, struct snap_event *e)
     return true;
 }
 
+/* As fast_event for a row the view does not keep: each value is checked
+ * to be what fast_event would accept (an integer of at most 18 digits fits
+ * every column's type), only the device converted (its range is checked). */
+static bool fast_event_check(struct reader *r)
+{
+    const char *end = r->c.end, *p = lane_ws(r->c.p), *kind;
+    size_t kn;
+    int64_t dev;
+    if (r->c.status != JSON_OK || *p != '[')
+        return false;
+    if ((p = lane_int_syntax(lane_ws(p + 1), end, true)) == NULL ||
+        (p = row_comma(p)) == NULL || (p = lane_i64(p, end, &dev)) == NULL ||
+        dev < -1 || dev > INT32_MAX || (p = row_comma(p)) == NULL ||
+        (p = lane_span(p, end, &kind, &kn)) == NULL || (p = row_comma(p)) == NULL ||
+        (p = lane_int_syntax(p, end, true)) == NULL || (p = row_comma(p)) == NULL)
+        return false;
+    const char *q = lane_null(p);
+    if (q == NULL && (q = lane_int_syntax(p, end, true)) == NULL)
+        return false;
+    if ((p = row_comma(q)) == NULL || (p = lane_int_syntax(p, end, false)) == NULL)
+        return false;
+    p = lane_ws(p);
+    if (*p != ']')
+        return false;
+    r->c.p = (char *)p + 1;
+    return true;
+}
+
 static int rd_event(struct reader *r, void *obj, size_t i)
 {
     (void)i;
     struct snap_events *ev = obj;
-    if (snapshot_vec_reserve((void **)&ev->v, &ev->alloc, sizeof *ev->v, ev->n + 1))
-        return reader_nomem(r);
-    struct snap_event *e = &ev->v[ev->n];
+    struct snap_event one, *e = &one; /* where a row that is not kept goes */
+    bool keep = !r->ctx->no_event_rows;
+    if (!keep && r->plain_rows && fast_event_check(r)) {
+        ev->rows++;
+        return 0;
+    }
+    if (keep) {
+        if (snapshot_vec_reserve((void **)&ev->v, &ev->alloc, sizeof *ev->v, ev->n + 1))
+            return reader_nomem(r);
+        e = &ev->v[ev->n];
+    }
     memset(e, 0, sizeof *e);
     if (r->plain_rows && fast_event(r, e)) {
-        ev->n++;
+        ev->n += keep;
+        ev->rows++;
         return 0;
     }
     memset(e, 0, sizeof *e);
@@ -187,7 +224,8 @@ static int rd_event(struct reader *r, void *obj, size_t i)
         snprintf(what, sizeof what, "has %zu values, expected %zu", j, r->ncols);
         return reader_invalid(r, what);
     }
-    ev->n++;
+    ev->n += keep;
+    ev->rows++;
     return 0;
 }
 

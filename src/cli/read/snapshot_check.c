@@ -374,9 +374,9 @@ static int check_counts(const struct snapshot *s, struct cli_error *err)
                               "config.limit_bytes names device %" PRId64 " twice",
                               s->config.limits[i].device);
     const struct snap_events *e = &s->events;
-    if (e->recorded != SNAP_UNKNOWN && e->n > e->recorded)
+    if (e->recorded != SNAP_UNKNOWN && e->rows > e->recorded)
         return snapshot_broken(s, err, "events kept <= recorded",
-                      "events.data holds %zu rows, events.recorded is %" PRIu64, e->n,
+                      "events.data holds %zu rows, events.recorded is %" PRIu64, e->rows,
                       e->recorded);
     return 0;
 }

@@ -135,7 +135,9 @@ int diff_main(int argc, char **argv)
         return ranks_diff_main(argv[optind], argv[optind + 1], &gate, (unsigned)top);
     }
     struct cli_inputs in;
-    if (cli_load(&in, argv + optind, 2) != 0)
+    /* the text reads no event rows; the page (--html) draws them */
+    if ((html != NULL ? cli_load(&in, argv + optind, 2)
+                      : cli_load_without_events(&in, argv + optind, 2)) != 0)
         return CLI_EXIT_ERROR;
     int rc = diff_text(stdout, in.snaps[0], in.snaps[1], (enum site_by)by, by_range,
                        (unsigned)top, &gate);

@@ -336,7 +336,7 @@ static int snapshot(struct jsonw *w, struct snapshot *s, unsigned top)
     jsonw_begin_object(w);
     jsonw_key(w, "cap"); jsonw_u64(w, s->events.cap);
     jsonw_key(w, "recorded"); jsonw_u64(w, s->events.recorded);
-    jsonw_key(w, "kept"); jsonw_u64(w, s->events.n);
+    jsonw_key(w, "kept"); jsonw_u64(w, s->events.rows);
     jsonw_key(w, "stride"); jsonw_u64(w, s->events.stride);
     jsonw_key(w, "thinned"); jsonw_tribool(w, s->events.thinned);
     jsonw_end_object(w);

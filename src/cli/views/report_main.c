@@ -121,7 +121,7 @@ int report_main(int argc, char **argv)
         return st;
     }
     struct cli_inputs in;
-    if (cli_load(&in, paths, npaths) != 0) {
+    if (cli_load_without_events(&in, paths, npaths) != 0) {
         ranks_paths_free(paths, npaths);
         return CLI_EXIT_ERROR;
     }
