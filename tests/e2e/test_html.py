@@ -709,6 +709,57 @@ def test_box_labels_fit_their_boxes(browser, tmp_path):
     seg_src.write_text(json.dumps(doc))
     open_page(browser, html(tmp_path / "segs.html", seg_src), "labels-segments.png")
     check_box_labels(browser)
+    # a timeline zoomed into 30 ms of a 3 s run: every tick its own time
+    open_page(browser, html(tmp_path / "zoom.html", INPUTS / "torch" / "history_oom.json"),
+              "labels-zoomed-axis.png")
+    ticks = browser.eval("[...document.querySelector('#timeline svg.timeline-svg')"
+                         ".querySelectorAll('g.axis text')].map(t => t.textContent)"
+                         ".filter(t => / [mµ]?s$/.test(t))")
+    assert len(ticks) == 6 and len(set(ticks)) == 6, ticks
+    open_page(browser, html(tmp_path / "segs2.html", seg_src), "labels-segments.png")
     names = browser.eval("[...document.querySelectorAll('#allocator-segments text.mono')]"
                          ".map(t => t.textContent)")
     assert names == ["0x7f3e2c000000 s", "0x7f3e2e000000"], names
+
+
+def test_tensors_and_their_peak_on_the_page(browser, tmp_path):
+    """Issue 23, items 2 and 6: the page names PyTorch's live tensors by the
+    Python line that allocated them (its history's top_tensors) and its
+    tensors' peak (max_memory_allocated) under the device's peak, which
+    counts what it reserved; the call-site table says its rows are cached
+    segments."""
+    s = json.loads((INPUTS / "torch" / "exit_cache.json").read_text())
+    al = s["devices"][0]["allocator"]
+    MiB = 1 << 20
+    al["top_tensors"] = [
+        {"stack": [{"file": "train.py", "line": 24, "function": "step"},
+                   {"file": "train.py", "line": 30, "function": "<module>"}],
+         "bytes": 20 * MiB, "count": 2},
+        {"stack": [], "bytes": 10 * MiB, "count": 1}]
+    al["peak_allocated_bytes"] = 52 * MiB
+    src = tmp_path / "tensors.json"
+    src.write_text(json.dumps(s))
+    open_page(browser, html(tmp_path / "tensors.html", src), "html_tensors.png")
+    assert "tensors" in sections(browser)
+    rows = browser.eval("""[...document.querySelectorAll('#tensors table.tensors tbody tr')]
+        .map(r => [+r.dataset.bytes, +r.dataset.count, r.children[3].dataset.where,
+                   r.children[3].textContent])""")
+    assert rows == [[20 * MiB, 2, "train.py:24:step < train.py:30:<module>",
+                     "train.py:24:step< train.py:30:<module>"],
+                    [10 * MiB, 1, "", "no Python stack (autograd's backward thread)"]], rows
+    peak = browser.eval("[...document.querySelectorAll('#timeline .tensor-peak')]"
+                        ".map(p => [+p.dataset.bytes, p.textContent])")
+    assert peak == [[52 * MiB, "PyTorch's tensors peaked at 52.0 MiB (max_memory_allocated); "
+                     "the peak above is what it reserved from the driver."]], peak
+    assert browser.eval("document.querySelector('#sites h2').textContent") == \
+        "Call sites: cached segments, by the line that created them"
+    # the diff page's peak table has the same line
+    r = subprocess.run([str(CLI), "diff", "--html", str(tmp_path / "d.html"),
+                        str(INPUTS / "torch" / "exit_cache.json"), str(src)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode in (0, 1), r.stderr
+    open_page(browser, tmp_path / "d.html", "html_tensors_diff.png")
+    cells = browser.eval("[...document.querySelectorAll('#diffsummary tr.tensor-peak td')]"
+                         ".map(c => c.textContent)")
+    assert cells == ["device 0: PyTorch's tensors (max_memory_allocated)", "?", "52.0 MiB", ""], \
+        cells

@@ -56,3 +56,52 @@ def test_memory_viz_of_a_real_run_reads_in_torch(scenario, tmp_path):
         assert got["frees"] == t["segments_freed"]
     # Each action carries the script's Python frames.
     assert any(f.endswith("default_alloc.py") for f in got["files"]), got["files"]
+
+
+# PyTorch's segments and their blocks, from its own pickle and from ours.
+BLOCKS = r"""
+import json, pickle, sys
+from torch.cuda import _memory_viz as mv
+out = {}
+for name in sys.argv[1:]:
+    d = pickle.load(open(name, "rb"))
+    segs = sorted((s for s in d["segments"] if s["device"] == 0), key=lambda s: s["address"])
+    out[name] = {
+        "segments": [[s["address"], s["total_size"], s["segment_type"],
+                      [[b["address"], b["size"], b["state"]] for b in s["blocks"]]]
+                     for s in segs],
+        "segsum": mv.segsum(d),
+        "allocated": sum(s["allocated_size"] for s in segs),
+        "active": sum(mv.calc_active(s) for s in segs),
+    }
+print(json.dumps(out))
+"""
+
+
+def test_memory_viz_has_pytorchs_tensor_blocks_at_an_oom(scenario, tmp_path):
+    """Issue 23, item 2: the export of a post-mortem holds PyTorch's own
+    segments cut into its blocks (live tensors, cached free blocks), as its
+    _dump_snapshot at the same failure has them - not one block per
+    driver allocation."""
+    r = scenario("tensors_transformer_oom.py", memory="2GiB")
+    assert r.torch["raised"]
+    [pm] = [f for f, s in zip(r.files, r.snapshots) if s["reason"] == "oom"]
+    out = tmp_path / "oom.pickle"
+    e = subprocess.run([str(CLI), "export", "--format", "memory_viz", str(pm), "-o", str(out)],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert e.returncode == 0, e.stderr
+    theirs = r.files[0].parent / "torch_snapshot.pickle"
+    p = subprocess.run([sys.executable, "-c", BLOCKS, str(out), str(theirs)],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    ours, torch_own = got[str(out)], got[str(theirs)]
+    assert ours["segments"] == torch_own["segments"]
+    assert any(len(s[3]) > 1 for s in ours["segments"]), ours["segments"]
+    assert ours["allocated"] == torch_own["allocated"] and ours["active"] == torch_own["active"]
+    # PyTorch's text view of them agrees, but for the bytes each tensor's
+    # request left unused in its block (requested_size: not recorded)
+    def totals(text):
+        return [ln for ln in text.splitlines()
+                if ln.strip().startswith(("segments:", "total_reserved:", "total_allocated:"))]
+    assert totals(ours["segsum"]) and totals(ours["segsum"]) == totals(torch_own["segsum"])

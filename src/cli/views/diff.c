@@ -24,6 +24,7 @@
 #include "diff.h"
 #include "diff_allocator.h"
 #include "diff_phases.h"
+#include "diff_tensors.h"
 #include "frames.h"
 #include "gate.h"
 #include "hmap.h"
@@ -283,9 +284,22 @@ static int print_changes(FILE *f, const struct snapctx *ctx, enum site_by by,
     return rc;
 }
 
+/* A caching allocator (PyTorch's spoke on either side): the driver-level
+ * rows are its cached segments, named by the line that created each. */
+static bool caching(const struct snapshot *s)
+{
+    if (s->oom.present && s->oom.allocator.present)
+        return true;
+    for (size_t i = 0; i < s->ndevices; i++)
+        if (s->devices[i].allocator.present)
+            return true;
+    return false;
+}
+
 static int print_sites_section(FILE *f, struct snapshot *a, struct snapshot *b,
                                enum site_by by, bool live, unsigned top)
 {
+    bool segs = caching(a) || caching(b);
     struct sites_sum sa, sb;
     sites_init(&sa, by);
     sites_init(&sb, by);
@@ -294,11 +308,26 @@ static int print_sites_section(FILE *f, struct snapshot *a, struct snapshot *b,
         char x[OUT_NUM], y[OUT_NUM];
         static const char *const by_name[] = {"stack", "function", "module"};
         fputc('\n', f);
-        if (live)
+        char head[256];
+        if (live && segs) {
+            snprintf(head, sizeof head, "Live cached segments, by the line that created them: "
+                     "%s -> %s", out_bytes(sa.total_bytes, x), out_bytes(sb.total_bytes, y));
+            fputs(out_color(OUT_BOLD), f);
+            out_wrap(f, "", "  ", head);
+            fputs(out_color(OUT_RESET), f);
+        } else if (live)
             fprintf(f, "%sLive when the snapshots were taken (at exit: leaks): %s -> %s%s\n",
                     out_color(OUT_BOLD),
                     out_bytes(sa.total_bytes, x), out_bytes(sb.total_bytes, y),
                     out_color(OUT_RESET));
+        else if (segs) {
+            snprintf(head, sizeof head, "Cached segments at peak, by the line that created "
+                     "them%s%s%s, largest change first", by == BY_STACK ? "" : " (by ",
+                     by == BY_STACK ? "" : by_name[by], by == BY_STACK ? "" : ")");
+            fputs(out_color(OUT_BOLD), f);
+            out_wrap(f, "", "  ", head);
+            fputs(out_color(OUT_RESET), f);
+        }
         else
             fprintf(f, "%sCall sites at peak, by %s, largest change first%s\n",
                     out_color(OUT_BOLD), by_name[by], out_color(OUT_RESET));
@@ -392,7 +421,8 @@ int diff_text(FILE *f, struct snapshot *a, struct snapshot *b, enum site_by by,
     if (by_range) {
         if (diff_phases(f, a, b, top) != 0)
             return -1;
-    } else if (print_sites_section(f, a, b, by, false, top) != 0 ||
+    } else if (diff_tensors_print(f, a->ctx, a, b, top) != 0 ||
+               print_sites_section(f, a, b, by, false, top) != 0 ||
                print_sites_section(f, a, b, by, true, top) != 0) {
         return -1;
     }

@@ -11,6 +11,13 @@
  *   device_traces  per device ordinal, each event as segment_alloc + alloc,
  *                  or free_requested + free_completed + segment_free, and an
  *                  oom action per failed attempt of the attempt log.
+ * A post-mortem in which a caching allocator handed over its own segments
+ * (oom.layout's allocator_segments: PyTorch's memory._snapshot() at the
+ * failure) has those as the failing device's segments instead, each cut
+ * into its blocks - live tensors, blocks freed but in use by a stream,
+ * cached free ones - at their real addresses, as PyTorch's own snapshot
+ * has them (its blocks' frames are not recorded: empty).  Other devices,
+ * and every device of an exit snapshot, keep one block per allocation.
  * Format 1 records no addresses: "addr" is a synthetic identifier, unique per
  * allocation and aligned like a device pointer, so memory_viz can pair an
  * allocation with its free; segment positions in its pictures are not real
@@ -222,6 +229,83 @@ static void oom_action(struct pk *p, const struct snapshot *s, const struct snap
     op(p, 'u');
 }
 
+/* Whether device d's segments are the caching allocator's own. */
+static bool allocator_owned(const struct snapshot *s, int32_t d)
+{
+    const struct snap_oom *o = &s->oom;
+    return o->present && o->device == d && o->layout.present && o->layout.has_segments &&
+           o->layout.nsegments > 0;
+}
+
+/* The caching allocator's segments at the failure, in PyTorch's shape:
+ * {device, address, total_size, allocated_size, active_size,
+ * requested_size, stream, segment_type, is_expandable, frames, blocks:
+ * [{address, size, requested_size, state, frames}]}. */
+static void allocator_segments(struct pk *p, const struct snapshot *s, bool *any)
+{
+    static const char *const state[] = {"inactive", "active_allocated", "active_pending_free",
+                                        "inactive"};
+    const struct snap_layout *l = &s->oom.layout;
+    for (size_t i = 0; i < l->nsegments; i++) {
+        const struct snap_segment *g = &l->segments[i];
+        uint64_t addr = g->address ? strtoull(g->address, NULL, 16) : 0;
+        uint64_t allocated = 0, active = 0;
+        for (size_t k = 0; k < g->nblocks; k++) {
+            const struct snap_block *b = &l->blocks[g->first + k];
+            allocated += b->state == BLOCK_ALLOCATED ? b->bytes : 0;
+            active += b->state == BLOCK_ALLOCATED || b->state == BLOCK_PENDING ? b->bytes : 0;
+        }
+        if (!*any)
+            op(p, '(');
+        *any = true;
+        op(p, '}');
+        op(p, '(');
+        key(p, "device");
+        pint(p, s->oom.device);
+        key(p, "address");
+        puint(p, addr);
+        key(p, "total_size");
+        puint(p, g->bytes);
+        key(p, "allocated_size");
+        puint(p, allocated);
+        key(p, "active_size");
+        puint(p, active);
+        key(p, "requested_size");
+        puint(p, allocated);
+        key(p, "stream");
+        pint(p, 0);
+        key(p, "segment_type");
+        pstr(p, g->small ? "small" : "large");
+        key(p, "is_expandable");
+        op(p, 0x89); /* NEWFALSE */
+        key(p, "frames");
+        op(p, ']');
+        key(p, "blocks");
+        op(p, ']');
+        if (g->nblocks > 0)
+            op(p, '(');
+        for (size_t k = 0; k < g->nblocks; k++) {
+            const struct snap_block *b = &l->blocks[g->first + k];
+            op(p, '}');
+            op(p, '(');
+            key(p, "address");
+            puint(p, addr + b->offset);
+            key(p, "size");
+            puint(p, b->bytes);
+            key(p, "requested_size");
+            puint(p, b->state == BLOCK_FREE ? 0 : b->bytes);
+            key(p, "state");
+            pstr(p, state[b->state < 4 ? b->state : 3]);
+            key(p, "frames");
+            op(p, ']');
+            op(p, 'u');
+        }
+        if (g->nblocks > 0)
+            op(p, 'e');
+        op(p, 'u');
+    }
+}
+
 static int32_t max_ordinal(const struct snapshot *s)
 {
     int32_t m = -1;
@@ -322,8 +406,10 @@ int export_memviz(FILE *f, struct snapshot *s, struct cli_error *err)
     key(&p, "segments");
     op(&p, ']');
     bool any = false;
+    if (allocator_owned(s, (int32_t)s->oom.device))
+        allocator_segments(&p, s, &any);
     for (size_t k = 0; k < na; k++) {
-        if (!a[k].live)
+        if (!a[k].live || allocator_owned(s, a[k].device))
             continue;
         if (!any)
             op(&p, '(');

@@ -46,6 +46,12 @@ void html_layout_write(struct jsonw *w, const struct snap_oom *o);
  * phase, kind]]}, kind 0 push, 1 start/end, 2 mark. */
 void html_phases_write(struct jsonw *w, const struct snapshot *s);
 
+/* Writes "tensors": null without a caching allocator's figures (a == NULL
+ * or absent), else {peak_allocated (`peak`: max_memory_allocated, or
+ * unknown), allocated, reserved, top: null (history off) or [[where,
+ * bytes, count]]} (html_tensors.c). */
+void html_tensors_write(struct jsonw *w, const struct snap_allocator *a, uint64_t peak);
+
 /* Writes the whole page to path (or stdout for "-"); title goes into
  * <title>.  Returns 0, or -1 with a one-line message printed. */
 int html_page_write(const char *path, const char *title, struct snapshot **s, size_t n,

@@ -302,6 +302,8 @@ struct track {
     uint64_t total, free, limit, current, peak;
     int64_t peak_ns;
     const struct snap_groups *peak_g, *live_g;
+    const struct snap_allocator *al; /* the caching allocator's, or NULL */
+    uint64_t peak_allocated;         /* its max_memory_allocated, or unknown */
 };
 
 static void point(struct jsonw *w, int64_t t, uint64_t total, const int64_t *band, size_t nb)
@@ -437,6 +439,7 @@ static int write_track(struct jsonw *w, struct model *m, const struct track *t)
     jsonw_u64(w, t->peak);
     jsonw_key(w, "peak_ns");
     jsonw_i64(w, t->peak_ns);
+    html_tensors_write(w, t->al, t->peak_allocated);
     int64_t end = log_end(s);
     jsonw_key(w, "end_ns");
     jsonw_i64(w, end);
@@ -541,6 +544,7 @@ static void write_oom(struct jsonw *w, const struct snapshot *s)
             jsonw_key(w, ak[i]);
             jsonw_u64(w, av[i]);
         }
+        html_tensors_write(w, al, al->peak_allocated_bytes);
         jsonw_end_object(w);
     }
     jsonw_end_object(w);
@@ -711,14 +715,16 @@ static int write_file(struct jsonw *w, struct snapshot *s)
         snprintf(names, sizeof names, "device %" PRId64, dv->ordinal);
         struct track t = {names, dv->ordinal, dv->total_bytes, dv->free_bytes,
                           dv->limit_bytes, dv->current_bytes, dv->peak_bytes,
-                          dv->peak_time_ns, &dv->at_peak, &dv->live};
+                          dv->peak_time_ns, &dv->at_peak, &dv->live, &dv->allocator,
+                          report_allocator_peak(s, dv)};
         if (write_track(w, &m, &t) != 0)
             goto out;
     }
     if (s->host.present && s->host.stats.peak_bytes > 0) {
         struct track t = {"host pinned", -1, SNAP_UNKNOWN, SNAP_UNKNOWN, SNAP_UNKNOWN,
                           s->host.stats.current_bytes, s->host.stats.peak_bytes,
-                          s->host.stats.peak_time_ns, &s->host.at_peak, &s->host.live};
+                          s->host.stats.peak_time_ns, &s->host.at_peak, &s->host.live,
+                          NULL, SNAP_UNKNOWN};
         if (write_track(w, &m, &t) != 0)
             goto out;
     }

@@ -1,7 +1,7 @@
 /* common.js - the first part of the page's script: the model unpacked
  * (#cmt-data, its shape: src/cli/views/html_model.c) and the helpers every view
  * uses.  The Makefile (HTML_JS) joins common.js, timeline.js, flame.js,
- * sites.js, postmortem.js and page.js, in that order, into the one script
+ * sites.js, tensors.js, postmortem.js and page.js, in that order, into the one script
  * the page inlines; this file opens the closure they all share and page.js
  * closes it, so they are fragments of one function, not separate scripts.
  * Plain DOM and SVG, no library: a flame graph is rectangles and a timeline

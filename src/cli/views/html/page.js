@@ -59,6 +59,15 @@
       h('td', {}, r, bytes(pa));
       h('td', {}, r, bytes(pb));
       h('td', {}, r, sbytes(pb - pa) + (pa ? ' (' + (100 * (pb - pa) / pa).toFixed(1) + '%)' : ''));
+      /* what PyTorch's tensors peaked at, beside what it reserved */
+      var ta = da && da.tensors ? da.tensors.peak_allocated : null, tb2 = db && db.tensors ? db.tensors.peak_allocated : null;
+      if (ta != null || tb2 != null) {
+        var rt = h('tr', { 'class': 'tensor-peak' }, tb);
+        h('td', { 'class': 'l' }, rt, n + ': PyTorch\'s tensors (max_memory_allocated)');
+        h('td', {}, rt, bytes(ta));
+        h('td', {}, rt, bytes(tb2));
+        h('td', {}, rt, ta != null && tb2 != null ? sbytes(tb2 - ta) : '');
+      }
     });
   }
 
@@ -98,6 +107,7 @@
     }
     meta(f);
     drawPostmortem(f);
+    drawTensors(f);
     performance.mark('cmt-timeline');
     drawTimeline(f);
     performance.mark('cmt-flame');

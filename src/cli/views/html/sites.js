@@ -3,7 +3,7 @@
   /* ---------------- call sites ---------------- */
 
   function drawSites(file) {
-    var sec = section('sites', 'Call sites');
+    var sec = section('sites', hasAllocator(file) ? 'Call sites: cached segments, by the line that created them' : 'Call sites');
     var cols = [['label', 'call site', 'l'], ['at_peak', 'at peak'], ['live', 'live at dump']];
     if (file.oom) cols.push(['oom', 'at OOM']);
     cols.push(['allocs', 'allocations'], ['frees', 'frees'], ['alloc_bytes', 'allocated in total']);
