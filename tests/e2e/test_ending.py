@@ -211,6 +211,23 @@ def test_run_says_what_each_process_wrote(tmp_path):
     assert f"  {f}  (signal SIGTERM, pid {child})" in err.splitlines(), err
 
 
+def test_run_names_a_kept_stream_as_kept(tmp_path):
+    """CUMEMTRACE_STREAM=keep leaves the stream beside the exit snapshot:
+    `cumemtrace run` said the process 'ended without a snapshot' anyway."""
+    r = subprocess.run([str(CLI), "run", "--", str(PROGS / "rt_oom"), "fail_then_dumps", "0",
+                        "300"], cwd=tmp_path,
+                       env=dict(run_env(), CUMEMTRACE_STREAM="keep", CUMEMTRACE_FLUSH_MS="10",
+                                SIMCUDA_MEMORY="256MiB"),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    (stream,) = tmp_path.glob("cumemtrace.*.stream")
+    exit_snap = stream.with_suffix(".json")
+    assert exit_snap.exists(), list(tmp_path.iterdir())
+    assert "ended without a snapshot" not in r.stderr, r.stderr
+    assert re.search(rf"^  {re.escape(str(stream))}  \(stream, pid \d+, kept beside its final "
+                     r"snapshot: CUMEMTRACE_STREAM=keep\)$", r.stderr, re.M), r.stderr
+
+
 def test_run_no_cuda_only_when_no_cuda(tmp_path):
     env = run_env()
     r = subprocess.run([str(CLI), "run", "--", str(PROGS / "plain")], cwd=tmp_path,

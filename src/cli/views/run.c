@@ -357,16 +357,24 @@ static void print_manifest(const char *path, const char *header)
         struct mline *m = &lines[i];
         if (m->kind != 'c')
             continue;
-        bool wrote = false;
+        bool wrote = false, final = false;
         const char *stream = NULL;
         for (size_t k = 0; k < n; k++) {
             if (lines[k].pid != m->pid)
                 continue;
             wrote |= lines[k].kind == 'w';
+            /* its end's own record: a stream left beside one was kept
+             * (CUMEMTRACE_STREAM=keep), not the sign of a kill */
+            final |= lines[k].kind == 'w' && (strncmp(lines[k].tag, "exit", 4) == 0 ||
+                                             strncmp(lines[k].tag, "signal", 6) == 0 ||
+                                             strncmp(lines[k].tag, "exec", 4) == 0);
             if (lines[k].kind == 's' && access(lines[k].path, F_OK) == 0)
                 stream = lines[k].path;
         }
-        if (stream != NULL)
+        if (stream != NULL && final)
+            errors_line("  ", "%s  (stream, pid %ld, kept beside its final snapshot: "
+                              "CUMEMTRACE_STREAM=keep)", stream, m->pid);
+        else if (stream != NULL)
             errors_line("  ", "%s  (stream, pid %ld %s ended without a snapshot: read it "
                               "with cumemtrace report, or cumemtrace recover it)",
                         stream, m->pid, m->path);
