@@ -647,6 +647,10 @@ BOX_LABELS = """(() => {
         const r = t.previousElementSibling.getBBox();
         inside(t, r.x, r.x + r.width);
     }
+    for (const t of document.querySelectorAll('svg.timeline-svg text.mark-label')) {
+        const r = t.closest('svg').querySelector('rect.hit').getBBox();  /* the plot */
+        inside(t, r.x, r.x + r.width);
+    }
     for (const svg of document.querySelectorAll('#allocator-segments')) {
         const first = svg.querySelector('rect.segment');
         for (const t of svg.querySelectorAll('text.mono'))
@@ -682,7 +686,8 @@ def test_box_labels_fit_their_boxes(browser, tmp_path):
     row name was right-aligned in a fixed 118 px margin (a small-pool
     segment's 48-bit address ran off the picture's left edge).  Now each is
     measured in its font and fits its box, or is cut with an ellipsis and
-    its whole text in a tooltip."""
+    its whole text in a tooltip.  The peak's and the OOM's marks are
+    labelled on the side where they stay inside the plot (which clips)."""
     src = json.loads((INPUTS / "exit_train.json").read_text())
     wide = "W" * 40 + "_forward_with_a_very_long_name"
     for st in src["stacks"]:

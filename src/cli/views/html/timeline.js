@@ -106,7 +106,11 @@
       if (dev.peak_ns != null) {
         var xp = px(dev.peak_ns);
         s('line', { x1: xp, x2: xp, y1: mt, y2: H - mb, 'class': 'mark-peak' }, g);
-        s('text', { x: xp + 4, y: mt + 10, fill: '#cf222e' }, g, 'peak ' + bytes(dev.peak));
+        /* beside its mark, on the side where it fits inside the plot (the
+         * plot clips: past its right edge "peak 12.2 GiB" read "peak 12.") */
+        var pt = 'peak ' + bytes(dev.peak), pleft = xp + 4 + textWidth(pt, FONT_LABEL) > W - mr;
+        s('text', { x: pleft ? xp - 4 : xp + 4, y: mt + 10, fill: '#cf222e', 'text-anchor': pleft ? 'end' : 'start',
+                    'class': 'mark-label' }, g, pt);
       }
       (file.attempts || []).forEach(function (a) {
         if (a[1] !== dev.ordinal) return;
@@ -117,8 +121,9 @@
       if (file.oom && file.oom.device === dev.ordinal && file.oom.time_ns != null) {
         var xo = px(file.oom.time_ns);
         s('line', { x1: xo, x2: xo, y1: mt, y2: H - mb, 'class': 'mark-fail', 'data-mark': 'oom' }, g);
-        s('text', { x: xo - 4, y: mt + 24, fill: '#cf222e', 'text-anchor': 'end' }, g,
-          'OOM: ' + bytes(file.oom.requested) + ' refused');
+        var ot = 'OOM: ' + bytes(file.oom.requested) + ' refused', oright = xo - 4 - textWidth(ot, FONT_LABEL) < ml;
+        s('text', { x: oright ? xo + 4 : xo - 4, y: mt + 24, fill: '#cf222e', 'text-anchor': oright ? 'start' : 'end',
+                    'class': 'mark-label' }, g, ot);
       }
       s('rect', { x: ml, y: mt, width: W - ml - mr, height: H - mt - mb, fill: 'transparent', 'class': 'hit' }, svgEl);
       if (lanes.rows) drawRanges(g);
