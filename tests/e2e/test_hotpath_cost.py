@@ -94,8 +94,13 @@ def test_the_fixed_cost_of_a_pair_without_stacks(tmp_path):
     tracker's table and event work.  Was 1190 instructions a pair (477 on the
     free side) when every wrapper went through the generic begin/end calls
     (998 with the tracker's lean path alone); with the steady-state fast path
-    in the wrappers ~606 (~238).  Totals only: callgrind splits the cost of
-    tail-calling wrappers between functions differently from run to run."""
+    in the wrappers ~606 (~238), 625 (240) on the tree of 2026-12-02; 534
+    (213) once the wrappers' tracker calls are inlined into them, the
+    runtime's fast path is its entry point's own body, the nested driver
+    call passes its arguments on untouched, the clock is read through one
+    pointer and the tracker's steady state is one straight path.  Totals
+    only: callgrind splits the cost of tail-calling wrappers between
+    functions differently from run to run."""
     # enough pairs that the loop's LIVE allocations weigh little per pair
     bare, bare_incl, n = callgrind(tmp_path, 32, False, tracer_depth=0, pairs=12800)
     traced, incl, nt = callgrind(tmp_path, 32, True, tracer_depth=0, pairs=12800)
@@ -103,5 +108,5 @@ def test_the_fixed_cost_of_a_pair_without_stacks(tmp_path):
     frees = (per_pair(incl, nt, fn="pair_frees", obj="bench_alloc") -
              per_pair(bare_incl, n, fn="pair_frees", obj="bench_alloc"))
     print(f"depth 0, per pair: added {added:.0f}, free side {frees:.0f}")
-    assert added <= 700, added
-    assert frees <= 300, frees
+    assert added <= 560, added
+    assert frees <= 230, frees

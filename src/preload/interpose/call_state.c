@@ -101,7 +101,8 @@ unsigned hooks_device_gen = 1;
 
 void hooks_device_changed(bool every_thread)
 {
-    if (every_thread)
+    /* never 0, which marks an empty cache entry */
+    if (every_thread && __atomic_add_fetch(&hooks_device_gen, 1, __ATOMIC_RELEASE) == 0)
         __atomic_add_fetch(&hooks_device_gen, 1, __ATOMIC_RELEASE);
     hooks_thread.device_epoch++;
 }
@@ -133,7 +134,7 @@ int hooks_device_fill(int layer)
     unsigned gen = __atomic_load_n(&hooks_device_gen, __ATOMIC_ACQUIRE);
     unsigned epoch = hooks_thread.device_epoch;
     struct hooks_device_cache *c = &hooks_thread.device[layer];
-    if (c->gen == gen && c->epoch == epoch && c->device >= 0)
+    if (c->gen == gen && c->epoch == epoch)
         return c->device;
     unsigned char busy = hooks_guard.busy;
     hooks_guard.busy = 1;
@@ -271,13 +272,19 @@ static inline __attribute__((always_inline)) void alloc_done(unsigned slot, enum
         oom_on_success(kind, device, requested, clock_now_ns());
 }
 
-void hooks_fast_alloc_done(unsigned slot, enum record_kind kind, int device,
-                           uintptr_t addr, uint64_t size, const void *frame)
+unsigned hooks_capture_frames(void **frames, const void *from)
 {
-    hooks_guard.busy = 1;
-    alloc_done(slot, kind, device, slot >= SLOT_DRIVER_END, addr, size, size, false,
-               frame);
-    hooks_guard.busy = 0;
+    return capture_frames(frames, from);
+}
+
+int hooks_pinned_device(bool runtime)
+{
+    return runtime ? hooks_runtime_device() : hooks_driver_device();
+}
+
+void hooks_oom_success(enum record_kind kind, int device, uint64_t requested)
+{
+    oom_on_success(kind, device, requested, clock_now_ns());
 }
 
 void hooks_fast_alloc_failed(unsigned slot, enum record_kind kind, int device,

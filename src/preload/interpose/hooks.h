@@ -13,8 +13,12 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "clock.h"
+#include "config.h"
+#include "phases.h"
+#include "python.h"
 #include "record.h"
 #include "resolve.h"
 
@@ -23,12 +27,12 @@
 /* What a thread's calls share (call_state.c), in one TLS block: each
  * distinct TLS variable costs the wrappers a GOT load per function. */
 struct hooks_guard {
-    unsigned char busy;  /* in our bookkeeping */
     unsigned char layer; /* of the traced outermost allocation/free call */
-};
+    unsigned char busy;  /* in our bookkeeping */
+} __attribute__((aligned(2))); /* read as one 16-bit word: hooks_passthrough */
 struct hooks_device_cache {
-    unsigned gen, epoch;
-    int device; /* >= 0 when filled */
+    unsigned gen, epoch; /* gen 0: empty */
+    int device;          /* >= 0 when filled */
 };
 struct hooks_thread {
     int depth;                /* the re-entry guard: hooks_depth */
@@ -137,8 +141,9 @@ static inline int hooks_device(int layer)
 {
     unsigned gen = __atomic_load_n(&hooks_device_gen, __ATOMIC_ACQUIRE);
     const struct hooks_device_cache *c = &hooks_thread.device[layer];
-    if (__builtin_expect(c->gen == gen && c->epoch == hooks_thread.device_epoch &&
-                         c->device >= 0, 1))
+    /* a filled entry's device is >= 0, and an empty one (gen 0) never
+     * matches: hooks_device_gen starts at 1 */
+    if (__builtin_expect(c->gen == gen && c->epoch == hooks_thread.device_epoch, 1))
         return c->device;
     return hooks_device_fill(layer);
 }
@@ -178,6 +183,13 @@ void hooks_context_remove_overflow(CUcontext ctx, struct record_owned **v, size_
 /* What the calling thread is doing, for telling a nested call from a signal
  * handler's new one (call_state.c, "Signal handlers"). */
 enum { HOOKS_LAYER_NONE, HOOKS_LAYER_RUNTIME, HOOKS_LAYER_DRIVER };
+/* hooks_guard read as a 16-bit word: `layer`, not busy */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define HOOKS_GUARD_IDLE(layer) ((uint16_t)(layer))
+#else
+#define HOOKS_GUARD_IDLE(layer) ((uint16_t)((layer) << 8))
+#endif
+_Static_assert(sizeof(struct hooks_guard) == 2, "hooks_guard is one 16-bit word");
 #define hooks_guard (hooks_thread.guard)
 
 /* True when a call of `slot` is the same allocation or free one layer down
@@ -188,9 +200,14 @@ enum { HOOKS_LAYER_NONE, HOOKS_LAYER_RUNTIME, HOOKS_LAYER_DRIVER };
  * instructions instead of two calls into the bookkeeping. */
 static inline bool hooks_passthrough(unsigned slot)
 {
-    return hooks_depth != 0 && !hooks_guard.busy &&
-           (hooks_guard.layer == HOOKS_LAYER_NONE ||
-            (hooks_guard.layer == HOOKS_LAYER_RUNTIME && slot < SLOT_DRIVER_END));
+    if (hooks_depth == 0)
+        return false;
+    /* !busy && (layer == NONE || (layer == RUNTIME && a driver slot)), as
+     * one load and one compare of both bytes */
+    uint16_t w;
+    memcpy(&w, &hooks_guard, sizeof w);
+    return w == HOOKS_GUARD_IDLE(HOOKS_LAYER_NONE) ||
+           (slot < SLOT_DRIVER_END && w == HOOKS_GUARD_IDLE(HOOKS_LAYER_RUNTIME));
 }
 
 /* What a traced allocation or free call interrupted by a signal handler
@@ -293,12 +310,53 @@ static inline int hooks_fast_device(enum record_kind kind, bool runtime)
     return kind == KIND_HOST_PINNED ? -1 : hooks_device(runtime ? 1 : 0);
 }
 
-/* After the real allocation succeeded (addr 0: nothing was allocated) or
- * failed (oom: with the API's out-of-memory code), from the fast path. */
-void hooks_fast_alloc_done(unsigned slot, enum record_kind kind, int device,
-                           uintptr_t addr, uint64_t size, const void *frame);
+/* The calling thread's OOM chain state (oom.h), NULL until its first
+ * failure; declared here as well so that this header needs not include
+ * oom.h (whose includes lead back to the modules that include this one). */
+struct oom_info;
+extern __thread struct oom_info *oom_chain __attribute__((tls_model("initial-exec")));
+
+/* After the real allocation failed (oom: with the API's out-of-memory
+ * code), from the fast path. */
 void hooks_fast_alloc_failed(unsigned slot, enum record_kind kind, int device,
                              uint64_t size, bool oom, const void *frame);
+
+/* What an allocation's record needs beyond the steady state, out of line
+ * (call_state.c): the stack's frames when CUMEMTRACE_DEPTH > 0 (native,
+ * Python merged in), returning their count; the device of host-pinned
+ * memory (its context's); and the OOM chain's success. */
+unsigned hooks_capture_frames(void **frames, const void *from);
+int hooks_pinned_device(bool runtime);
+void hooks_oom_success(enum record_kind kind, int device, uint64_t requested);
+
+/* After the real allocation succeeded (addr 0: nothing was allocated), from
+ * the fast path: what alloc_done (call_state.c) does, inlined into each
+ * wrapper's fast function so that a pair crosses one function of ours
+ * less (its prologue, epilogue and argument moves were ~80 instructions of
+ * the ~620 a pair added with no stack).  `device` as hooks_fast_device. */
+static inline __attribute__((always_inline)) void
+hooks_fast_alloc_done(unsigned slot, enum record_kind kind, int device, bool runtime,
+                      uintptr_t addr, uint64_t size, const void *frame)
+{
+    hooks_guard.busy = 1;
+    if (__builtin_expect(addr != 0, 1)) {
+        int dev = device;
+        if (kind == KIND_HOST_PINNED) /* owned by the context that made it */
+            dev = hooks_pinned_device(runtime);
+        struct record_alloc a = {addr, size, size, kind, dev,
+                                 false, (uint16_t)hooks_context_owner_fast(), phase_now()};
+        void *frames[RECORD_MAX_DEPTH];
+        unsigned n = config.depth != 0 ? hooks_capture_frames(frames, frame) : 0;
+        record_alloc_at(&a, slot, frames, n, clock_now_ns());
+        if (__builtin_expect(a.ctx == RECORD_CONTEXT_OVERFLOW, 0))
+            hooks_context_allocated(addr); /* after: its time bounds the entry's */
+        if (__builtin_expect(__atomic_load_n(&python_mode, __ATOMIC_RELAXED) == PYTHON_ON, 0))
+            python_arm_torch_layer();
+    }
+    if (__builtin_expect(oom_chain != NULL, 0))
+        hooks_oom_success(kind, device, size);
+    hooks_guard.busy = 0;
+}
 
 /* A free's entry, taken out before the real free and kept where the end of
  * the thread finds it (call_state.c); NULL for address 0 or one we never
@@ -316,11 +374,6 @@ static inline void *hooks_fast_free_take(uintptr_t addr, enum record_kind hint)
     return token;
 }
 
-/* The calling thread's OOM chain state (oom.h), NULL until its first
- * failure; declared here as well so that this header needs not include
- * oom.h (whose includes lead back to the modules that include this one). */
-struct oom_info;
-extern __thread struct oom_info *oom_chain __attribute__((tls_model("initial-exec")));
 
 /* The real free returned; `token` is not NULL. */
 void hooks_free_done_slow(void *token, bool ok);
@@ -332,7 +385,7 @@ static inline void hooks_fast_free_done(void *token, bool ok)
     }
     hooks_guard.busy = 1;
     hooks_inflight_token = NULL;
-    record_free_finish(token, true, 0);
+    record_free_done(token);
     hooks_guard.busy = 0;
 }
 
@@ -344,12 +397,36 @@ static inline void hooks_fast_free_done(void *token, bool ok)
  * (hooks_alloc_begin/end, hooks_free_begin/end) for everything else. */
 #define HOOK_UNPAREN(...) __VA_ARGS__
 
+/* Where the fast function goes: into the wrapper itself in a file that
+ * defines HOOK_FAST_INLINE (the runtime's: their wrappers are entered
+ * only outermost in the steady state, so the frame the fast path needs
+ * costs no other path much), else a function of its own that the wrapper
+ * tail-calls (the driver's: the runtime's nested call through them must
+ * stay a dozen instructions, with no frame). */
+/* The real function, which the wrapper found loaded: inlined, the fast
+ * function takes it as an argument; apart, it loads it again (one
+ * instruction), so that the wrapper passes its own arguments on untouched
+ * (no moves on the nested call's path either). */
+#ifdef HOOK_FAST_INLINE
+#define HOOK_FAST_ATTR static inline __attribute__((always_inline))
+#define HOOK_FAST_REAL(...) __VA_ARGS__,
+#define HOOK_FAST_LOAD(sym)
+#else
+#define HOOK_FAST_ATTR static __attribute__((noinline))
+#define HOOK_FAST_REAL(...)
+#define HOOK_FAST_LOAD(sym) \
+    PFN(sym) real = (PFN(sym))__atomic_load_n(&resolve_reals[SLOT_##sym], __ATOMIC_RELAXED);
+#endif
+
 /* The wrapper itself: calls only in tail position, so it needs no frame
- * of its own (the nested layer costs a dozen instructions) and the frame
+ * of its own (the nested layer costs ten instructions) and the frame
  * that sym##_fast or sym##_generic takes (HOOK_FRAME) is the caller's
- * record - return address into the application.  Where a compiler does not
- * make the tail calls (no optimisation), the walk from that frame starts in
- * the wrapper and unwind_capture falls back to dropping our frames. */
+ * record - return address into the application.  With HOOK_FAST_INLINE
+ * the fast path is the wrapper's own body and its frame the same record
+ * (the other paths leave it before their tail calls).  Where a compiler
+ * does not make the tail calls (no optimisation), the walk from that frame
+ * starts in the wrapper and unwind_capture falls back to dropping our
+ * frames. */
 #define HOOK_DISPATCH(ret_t, no_real, sym, params, args)                      \
     static __attribute__((noinline)) ret_t sym##_resolve params               \
     {                                                                         \
@@ -366,7 +443,7 @@ static inline void hooks_fast_free_done(void *token, bool ok)
             if (hooks_passthrough(SLOT_##sym))                                \
                 return real args;                                             \
             if (hooks_fast())                                                 \
-                return sym##_fast(real, HOOK_UNPAREN args);                   \
+                return sym##_fast(HOOK_FAST_REAL(real) HOOK_UNPAREN args);    \
             return sym##_generic(real, HOOK_UNPAREN args);                    \
         }                                                                     \
         return sym##_resolve args; /* first call, or no such function */      \
@@ -374,14 +451,16 @@ static inline void hooks_fast_free_done(void *token, bool ok)
 
 #define HOOK_ALLOC(ret_t, no_real, ok, oom, runtime, sym, kind, size_arg,     \
                    out_arg, params, args)                                     \
-    static __attribute__((noinline)) ret_t                                    \
-    sym##_fast(PFN(sym) real, HOOK_UNPAREN params)                            \
+    HOOK_FAST_ATTR ret_t                                                      \
+    sym##_fast(HOOK_FAST_REAL(PFN(sym) real) HOOK_UNPAREN params)             \
     {                                                                         \
+        HOOK_FAST_LOAD(sym)                                                   \
         hooks_fast_enter(SLOT_##sym);                                         \
         ret_t r = real args;                                                  \
         if (r == ok)                                                          \
             hooks_fast_alloc_done(SLOT_##sym, kind, hooks_fast_device(kind, runtime), \
-                                  (uintptr_t)*(out_arg), (size_arg), HOOK_FRAME()); \
+                                  runtime, (uintptr_t)*(out_arg), (size_arg),   \
+                                  HOOK_FRAME());                              \
         else                                                                  \
             hooks_fast_alloc_failed(SLOT_##sym, kind, hooks_fast_device(kind, runtime), \
                                     (size_arg), r == oom, HOOK_FRAME());      \
@@ -403,9 +482,10 @@ static inline void hooks_fast_free_done(void *token, bool ok)
     HOOK_DISPATCH(ret_t, no_real, sym, params, args)
 
 #define HOOK_FREE(ret_t, no_real, ok, sym, hint, ptr_arg, params, args)       \
-    static __attribute__((noinline)) ret_t                                    \
-    sym##_fast(PFN(sym) real, HOOK_UNPAREN params)                            \
+    HOOK_FAST_ATTR ret_t                                                      \
+    sym##_fast(HOOK_FAST_REAL(PFN(sym) real) HOOK_UNPAREN params)             \
     {                                                                         \
+        HOOK_FAST_LOAD(sym)                                                   \
         hooks_fast_enter(SLOT_##sym);                                         \
         void *t = hooks_fast_free_take((uintptr_t)(ptr_arg), hint);           \
         ret_t r = real args;                                                  \

@@ -10,6 +10,7 @@
  * cudaGetDriverEntryPoint(ByVersion) is in hooks_lookup.c.
  * With no runtime loaded a wrapper answers cudaErrorInsufficientDriver.
  */
+#define HOOK_FAST_INLINE /* see hooks.h */
 #include "hooks.h"
 
 #define NO_RUNTIME cudaErrorInsufficientDriver

@@ -62,7 +62,7 @@ enum resolve_how {
 #define DLSYM_PATH __attribute__((no_sanitize("address", "thread")))
 #endif
 
-extern void *resolve_reals[SLOT_COUNT];
+extern void *resolve_reals[SLOT_COUNT] __attribute__((visibility("hidden")));
 
 /* Returns the real function of a slot, resolving it on first use; NULL when
  * no library in the process defines it. */

@@ -46,6 +46,18 @@ int64_t clock_origin_ns;
 enum { PIECES = 24 };
 struct clock_tsc clock_pieces[PIECES];
 int clock_piece = -1;
+const struct clock_tsc *clock_newest;
+
+#if defined(__x86_64__)
+/* Publishes piece i, filled: its span, then the index and the pointer. */
+static void publish(int i)
+{
+    struct clock_tsc *p = &clock_pieces[i];
+    p->span = p->tsc_next - p->tsc0;
+    __atomic_store_n(&clock_piece, i, __ATOMIC_RELEASE);
+    __atomic_store_n(&clock_newest, p, __ATOMIC_RELEASE);
+}
+#endif
 
 #define CALIBRATION_NS 250000LL   /* the anchors' least distance: a quarter ms */
 /* The spin's bound: 2^16 readings of the vDSO clock (27 ns each on a
@@ -145,7 +157,7 @@ void clock_calibrate(void)
     p->tsc_next = base_tsc + ticks(FIRST_REFINE_NS, p->ns_per_tick);
     if (p->tsc_next <= t1)
         p->tsc_next = t1 + 1;
-    __atomic_store_n(&clock_piece, 0, __ATOMIC_RELEASE);
+    publish(0);
 #endif
 }
 
@@ -180,7 +192,7 @@ static void refine(int i)
     q->ns_per_tick = rate * (double)(span + err) / (double)span;
     q->mul = fixed(q->ns_per_tick);
     q->tsc_next = i + 2 < PIECES ? t + ticks(span, rate) : UINT64_MAX;
-    __atomic_store_n(&clock_piece, i + 1, __ATOMIC_RELEASE);
+    publish(i + 1);
 }
 #endif
 

@@ -32,7 +32,7 @@ struct config {
 
 enum { CONFIG_STREAM_AUTO, CONFIG_STREAM_KEEP, CONFIG_STREAM_OFF };
 
-extern struct config config;
+extern struct config config __attribute__((visibility("hidden")));
 
 #define CONFIG_DEFAULT_DEPTH 32
 #define CONFIG_DEFAULT_EVENTS 262144 /* 8 MiB of 32-byte events */

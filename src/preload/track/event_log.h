@@ -26,7 +26,7 @@ struct event_log_cursor {
     uint64_t recorded;  /* events ever pushed */
     int64_t last_stamp; /* the latest row's time */
 } __attribute__((aligned(64)));
-extern struct event_log_cursor event_log_cursor;
+extern struct event_log_cursor event_log_cursor __attribute__((visibility("hidden")));
 
 int64_t event_log_stamp_late(int64_t now);
 

@@ -469,23 +469,18 @@ void record_alloc(const struct record_alloc *a, struct record_stack *stack,
     record_lock_drop(&record_lock);
 }
 
-void record_alloc_at(const struct record_alloc *a, unsigned entry,
-                     void *const *frames, unsigned depth, int64_t now)
+/* record_alloc_at but for the steady state: the stack or its site not in
+ * this thread's cache yet, no parked entry, the thread's id unknown. */
+COLD void alloc_at_slow(const struct record_alloc *a, unsigned entry, void *const *frames,
+                        unsigned depth, int64_t now, uint64_t h, uint32_t pool)
 {
-    if (depth > RECORD_MAX_DEPTH)
-        depth = RECORD_MAX_DEPTH;
-    /* Outside the lock: the hash, this thread's cached stack and site (a
-     * site's pool and kind never change, and the cache is this thread's),
-     * the entry. */
-    uint64_t h = record_stack_hash(entry, frames, depth);
     struct stack_slot *c = &tc.stacks[h % TC_STACKS];
     struct record_stack *st = NULL;
     struct site *s = NULL;
-    uint32_t pool = record_pool_of(a->kind, a->device);
     if (c->st != NULL && c->hash == h && record_stack_equal(c->st, entry, frames, depth)) {
         st = c->st;
         s = c->site;
-        if (s != NULL && (s->s.pool != pool || s->s.kind != a->kind || s->s.phase != a->phase))
+        if (s != NULL && s->match != site_match(pool, a->kind, a->phase))
             s = NULL;
     }
     uint32_t tid = current_tid();
@@ -499,13 +494,53 @@ void record_alloc_at(const struct record_alloc *a, unsigned entry,
     record_lock_drop(&record_lock);
 }
 
-static bool kind_matches(enum record_kind have, enum record_kind want)
+void record_alloc_at(const struct record_alloc *a, unsigned entry,
+                     void *const *frames, unsigned depth, int64_t now)
 {
-    if (want == KIND_COUNT)
-        return true;
-    if (want == KIND_HOST_PINNED)
-        return have == KIND_HOST_PINNED;
-    return have != KIND_HOST_PINNED;
+    if (depth > RECORD_MAX_DEPTH)
+        depth = RECORD_MAX_DEPTH;
+    /* Outside the lock: the hash, this thread's cached stack and site (a
+     * site's pool and kind never change, and the cache is this thread's),
+     * the entry.  The steady state - all three at hand - is one straight
+     * path (a cached site implies its stack: site_miss_locked); anything
+     * else is alloc_at_slow's. */
+    uint64_t h = record_stack_hash(entry, frames, depth);
+    struct stack_slot *c = &tc.stacks[h % TC_STACKS];
+    struct site *s = c->site;
+    struct live *e = tc.free;
+    uint32_t pool = record_pool_of(a->kind, a->device);
+    if (__builtin_expect(s != NULL && e != NULL && c->hash == h &&
+                         s->match == site_match(pool, a->kind, a->phase) &&
+                         record_stack_equal(c->st, entry, frames, depth), 1)) {
+        tc.free = (struct live *)e->addr;
+        tc.nfree--;
+        /* a thread that only freed so far has entries but no id yet */
+        uint32_t tid = __builtin_expect(tc.tid != 0, 1) ? tc.tid : current_tid();
+        entry_fill(e, a, now, tid);
+        record_lock_take(&record_lock);
+        alloc_locked(a, s, now, tid, e);
+        record_lock_drop(&record_lock);
+        return;
+    }
+    alloc_at_slow(a, entry, frames, depth, now, h, pool);
+}
+
+/* The kinds a free with hint `want` may take, a bit per kind: one load
+ * and a shift on the free path. */
+#define KIND_BIT(k) (1u << (k))
+#define KINDS_ALL ((1u << KIND_COUNT) - 1)
+#define KINDS_TAKEN(want)                                                  \
+    ((want) == KIND_COUNT         ? KINDS_ALL                                 \
+     : (want) == KIND_HOST_PINNED ? KIND_BIT(KIND_HOST_PINNED)                \
+                                  : KINDS_ALL & ~KIND_BIT(KIND_HOST_PINNED))
+_Static_assert(KIND_COUNT < 8, "kinds_taken: a byte per hint, a bit per kind");
+static const uint8_t kinds_taken[8] = {KINDS_TAKEN(0), KINDS_TAKEN(1), KINDS_TAKEN(2),
+                                       KINDS_TAKEN(3), KINDS_TAKEN(4), KINDS_TAKEN(5),
+                                       KINDS_TAKEN(6), KINDS_TAKEN(7)};
+
+static inline bool kind_matches(enum record_kind have, enum record_kind want)
+{
+    return (kinds_taken[(unsigned)want <= KIND_COUNT ? want : KIND_DEVICE] >> have) & 1;
 }
 
 /* A free the tracker cannot take: an address never seen (unknown), or one
@@ -582,7 +617,13 @@ void record_free_finish(void *token, bool ok, int64_t now)
         free_undo(e, now);
         return;
     }
-    /* the common case: parked for this thread, no lock */
+    record_free_done(e);
+}
+
+void record_free_done(void *token)
+{
+    /* parked for this thread, no lock */
+    struct live *e = token;
     e->addr = (uintptr_t)tc.free;
     tc.free = e;
     if (__builtin_expect(++tc.nfree > TC_FREE_MAX, 0))

@@ -58,7 +58,15 @@ struct site {
     struct pool *pool;
     struct record_kind_stats *kind_stats;
     uint32_t index;    /* in record_site_table */
+    /* (pool, kind, phase) as site_match() packs them: a thread's cached
+     * site is checked against an allocation in one compare */
+    uint64_t match;
 } __attribute__((aligned(64)));
+
+static inline uint64_t site_match(uint32_t pool, enum record_kind kind, uint32_t phase)
+{
+    return (uint64_t)phase << 32 | (uint64_t)pool << 8 | (uint8_t)kind;
+}
 
 struct stack_node {
     uint64_t hash;
@@ -94,7 +102,7 @@ _Static_assert(sizeof(struct live) <= 32, "live entry over budget");
 
 /* Every site, by index.  Read outside the lock too (record_token_stack):
  * an outgrown table stays allocated (record.c), the pointer is atomic. */
-extern struct site **record_site_table;
+extern struct site **record_site_table __attribute__((visibility("hidden")));
 
 static inline struct site *site_of(const struct live *e)
 {
@@ -184,7 +192,7 @@ struct record_locked {
     const struct live *last_alloc, *last_temporary;
 } __attribute__((aligned(64)));
 _Static_assert(sizeof(struct record_locked) == 64, "one cache line");
-extern struct record_locked record_locked;
+extern struct record_locked record_locked __attribute__((visibility("hidden")));
 #define record_lock (record_locked.lock)
 #define record_live_table (record_locked.live_table)
 #define record_handles (record_locked.handles)

@@ -185,6 +185,7 @@ static struct site *site_new_locked(struct record_stack *stack, uint32_t pool,
     s->s.pool = pool;
     s->s.kind = (uint8_t)kind;
     s->s.phase = phase;
+    s->match = site_match(pool, kind, phase);
     s->pool = &record_pools[pool];
     s->kind_stats = &record_pools[pool].kinds[kind];
     s->event_tag = record_event_tag(stack->id,

@@ -54,8 +54,9 @@ static inline struct table_slot *table_find(const struct addr_table *t,
     }
 }
 
-/* Doubles the slots (first: 1024); false when memory is exhausted. */
-static inline bool table_grow(struct addr_table *t)
+/* Doubles the slots (first: 1024); false when memory is exhausted.  Out
+ * of line: rare, and it would crowd the allocation path's registers. */
+static __attribute__((noinline, cold)) bool table_grow(struct addr_table *t)
 {
     uint32_t n = t->slots ? (t->mask + 1) * 2 : 1024;
     if (n == 0)
@@ -80,7 +81,8 @@ static inline bool table_grow(struct addr_table *t)
 /* The slot holding `key`, or else the empty slot it would take (e == NULL:
  * the caller fills key and e and counts it); NULL when the table is full
  * and cannot grow.  One probe sequence for a lookup and an insert. */
-static inline struct table_slot *table_slot(struct addr_table *t, uintptr_t key)
+static inline __attribute__((always_inline)) struct table_slot *
+table_slot(struct addr_table *t, uintptr_t key)
 {
     if (__builtin_expect(t->slots == NULL || (t->count + 1) * 2 > t->mask + 1, 0)) {
         /* Without memory keep going up to 7/8 full: slower, never wrong. */
