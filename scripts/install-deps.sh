@@ -6,7 +6,7 @@
 #   scripts/install-deps.sh --check-or-install   same (what `make` calls)
 #   scripts/install-deps.sh --check           only report; exit 1 if missing
 #   scripts/install-deps.sh --ci              also CI-only tools (clang for fuzzing)
-#   scripts/install-deps.sh --bench           also what `make bench` compares with (heaptrack)
+#   scripts/install-deps.sh --bench           also what `make bench` compares with (heaptrack, memray)
 #   scripts/install-deps.sh --build           only what building needs (pip install calls
 #                                             it): one line naming what is missing, exit 1;
 #                                             never installs anything
@@ -79,6 +79,14 @@ fi
 
 if [ "$bench" = 1 ]; then
     need heaptrack   command -v heaptrack   # scripts/bench.py: the peer it is compared with
+    # memray (PyPI), beside PyTorch in its venv: the Python peer, in its
+    # Python-only and native modes (scripts/bench_python.py --memray)
+    venv_py=${CUMEMTRACE_TORCH_VENV:-${HOME:-/root}/.cache/cumemtrace/torch-venv}/bin/python
+    if [ -x "$venv_py" ] && ! "$venv_py" -c "import memray" >/dev/null 2>&1; then
+        echo "cumemtrace: installing memray into the PyTorch venv ($venv_py), for make bench" >&2
+        "$venv_py" -m pip install -q memray >&2 ||
+            echo "cumemtrace: 'pip install memray' failed; make bench skips its rows" >&2
+    fi
 fi
 
 [ -z "$missing" ] && exit 0
