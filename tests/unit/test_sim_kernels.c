@@ -157,6 +157,19 @@ static void streams_events_copies_body(void)
     SIM_CHECK(pa.type == cudaMemoryTypeDevice && pa.device == 0 && pa.devicePointer == d);
     SIM_CHECK_RT(cudaPointerGetAttributes(&pa, src), cudaSuccess);
     SIM_CHECK_EQ(pa.type, cudaMemoryTypeUnregistered);
+    /* page-locked host memory is told apart (PyTorch's is_pinned() asks),
+     * inside its range, until it is freed or unregistered */
+    char *pinned = NULL;
+    SIM_CHECK_RT(cudaMallocHost((void **)&pinned, 4096), cudaSuccess);
+    SIM_CHECK_RT(cudaPointerGetAttributes(&pa, pinned + 100), cudaSuccess);
+    SIM_CHECK(pa.type == cudaMemoryTypeHost && pa.hostPointer == pinned + 100);
+    SIM_CHECK_RT(cudaFreeHost(pinned), cudaSuccess);
+    SIM_CHECK_RT(cudaHostRegister(src, sizeof src, 0), cudaSuccess);
+    SIM_CHECK_RT(cudaPointerGetAttributes(&pa, src + 1), cudaSuccess);
+    SIM_CHECK_EQ(pa.type, cudaMemoryTypeHost);
+    SIM_CHECK_RT(cudaHostUnregister(src), cudaSuccess);
+    SIM_CHECK_RT(cudaPointerGetAttributes(&pa, src), cudaSuccess);
+    SIM_CHECK_EQ(pa.type, cudaMemoryTypeUnregistered);
     SIM_CHECK_RT(cudaFree(d), cudaSuccess);
     SIM_CHECK_RT(cudaStreamDestroy(s), cudaSuccess);
     SIM_CHECK_RT(cudaStreamDestroy(NULL), cudaErrorInvalidResourceHandle);

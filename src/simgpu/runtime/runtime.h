@@ -155,6 +155,13 @@ int runtime_current_device(void);
  * code may touch (see SIM_DEVICE_WINDOW in sim_common.h). */
 int runtime_device_only(const void *p);
 
+/* runtime_pinned.c: page-locked host ranges (cudaMallocHost, cudaHostAlloc,
+ * cudaHostRegister); add and remove take the start the caller got or gave,
+ * runtime_pinned says whether p lies in one. */
+void runtime_pinned_add(const void *p, size_t len);
+void runtime_pinned_remove(const void *p);
+int runtime_pinned(const void *p);
+
 /* runtime_backing.c: what copies and memsets wrote into device memory, so
  * that it reads back (bounded; the first read of bytes no copy wrote is
  * reported once).  write/fill keep [addr, addr+len); read fills dst (zeros

@@ -117,6 +117,8 @@ cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
     RUNTIME_ENTER(cudaHostRegister);
     cudaError_t e = ptr == NULL || size == 0 || runtime_device_only(ptr) ? cudaErrorInvalidValue
                                                                          : runtime_context();
+    if (e == cudaSuccess)
+        runtime_pinned_add(ptr, size);
     return runtime_leave(RSYM_cudaHostRegister, e, "(%p, %zu, %u)", ptr, size, flags);
 }
 
@@ -124,6 +126,8 @@ cudaError_t cudaHostUnregister(void *ptr)
 {
     RUNTIME_ENTER(cudaHostUnregister);
     cudaError_t e = ptr == NULL ? cudaErrorInvalidValue : runtime_context();
+    if (e == cudaSuccess)
+        runtime_pinned_remove(ptr);
     return runtime_leave(RSYM_cudaHostUnregister, e, "(%p)", ptr);
 }
 

@@ -4,9 +4,9 @@
  * cuDeviceGetUuid, as NVIDIA's runtime does), cudaDeviceGetAttribute (the
  * runtime's attributes have the driver's numbers), PCI ids, peer access
  * (none: every simulated device is its own board), stream priorities, and
- * cudaPointerGetAttributes (device memory by address window; every other
- * pointer is unregistered host memory - pinned and managed memory are not
- * told apart).  The profiler calls are accepted and do nothing.
+ * cudaPointerGetAttributes (device memory by address window, page-locked
+ * host memory by runtime_pinned.c's ranges; every other pointer is
+ * unregistered host memory - managed memory is not told apart).  The profiler calls are accepted and do nothing.
  */
 #include "runtime.h"
 
@@ -198,6 +198,12 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, c
             attributes->type = cudaMemoryTypeDevice;
             attributes->device = (int)((a - SIM_DEVICE_WINDOW_BASE) / UINT64_C(0x10000000000));
             attributes->devicePointer = (void *)ptr;
+        } else if (runtime_pinned(ptr)) {
+            /* unified addressing: the device sees it at the same address */
+            attributes->type = cudaMemoryTypeHost;
+            attributes->device = runtime_current_device();
+            attributes->devicePointer = (void *)ptr;
+            attributes->hostPointer = (void *)ptr;
         } else {
             attributes->type = cudaMemoryTypeUnregistered;
             attributes->device = -1; /* no device holds it */

@@ -108,6 +108,8 @@ static cudaError_t host_alloc(void **p, size_t size, unsigned int flags)
         e = RUNTIME_HAVE(cuMemHostAlloc);
     if (e == cudaSuccess) /* cudaHostAlloc* flags have the cuMemHostAlloc values */
         e = runtime_result(runtime_drv.cuMemHostAlloc(p, size, flags));
+    if (e == cudaSuccess)
+        runtime_pinned_add(*p, size);
     return e;
 }
 
@@ -135,6 +137,8 @@ cudaError_t cudaFreeHost(void *ptr)
         e = RUNTIME_HAVE(cuMemFreeHost);
     if (e == cudaSuccess && ptr != NULL)
         e = runtime_result(runtime_drv.cuMemFreeHost(ptr));
+    if (e == cudaSuccess && ptr != NULL)
+        runtime_pinned_remove(ptr);
     return runtime_leave(RSYM_cudaFreeHost, e, "(%p)", ptr);
 }
 
