@@ -58,7 +58,8 @@ SIMNVML := $(BUILD)/sim/libnvidia-ml.so.1
 SIMBLAS := $(BUILD)/sim/libcublas.so.13
 SIMBLASLT := $(BUILD)/sim/libcublasLt.so.13
 SIMDNN  := $(BUILD)/sim/libcudnn.so.9
-SIMSTANDINS := $(SIMBLAS) $(SIMBLASLT) $(SIMDNN)
+SIMNCCL := $(BUILD)/sim/libnccl.so.2
+SIMSTANDINS := $(SIMBLAS) $(SIMBLASLT) $(SIMDNN) $(SIMNCCL)
 
 .PHONY: all lib cli sim test test-quick test-unit test-e2e test-san demo install uninstall \
         clean bench fuzz deps check-deps wheel
@@ -160,7 +161,7 @@ $(SIMNVML): $(BUILD)/obj/src/simgpu/nvml/nvml.o $(SIMCOMMON_OBJ)
 # weak no-ops generated from its symbol list, exporting exactly that list
 # under NVIDIA's soname and version node.  NVIDIA's headers are not used, so
 # the entry points have no prototypes: the version script is the contract.
-# $(call simgpu_standin,TARGET,DIR,STEM,SONAME,VERSION-NODE,OBJECTS)
+# $(call simgpu_standin,TARGET,DIR,STEM,SONAME,VERSION-NODE,OBJECTS[,LIBS])
 define simgpu_standin
 $(BUILD)/gen/simgpu/$(3)_noops.c: src/simgpu/$(2)/$(3).syms src/simgpu/noops.awk
 	@mkdir -p $$(dir $$@)
@@ -174,7 +175,7 @@ $(BUILD)/obj/gen/simgpu/$(3)_noops.o: $(BUILD)/gen/simgpu/$(3)_noops.c
 $(1): $(6) $(BUILD)/obj/gen/simgpu/$(3)_noops.o $(BUILD)/gen/simgpu/$(3).map
 	@mkdir -p $$(dir $$@)
 	$$(CC) -shared -o $$@ $$(filter %.o,$$^) $$(LDFLAGS_ALL) -Wl,-soname,$(4) \
-	    -Wl,--version-script=$(BUILD)/gen/simgpu/$(3).map -lpthread
+	    -Wl,--version-script=$(BUILD)/gen/simgpu/$(3).map $(7) -lpthread
 endef
 $(BUILD)/obj/src/simgpu/blas/%.o $(BUILD)/obj/src/simgpu/dnn/%.o $(BUILD)/obj/src/simgpu/nccl/%.o: \
     private CFLAGS_ALL += -Wno-missing-prototypes
@@ -184,6 +185,11 @@ $(eval $(call simgpu_standin,$(SIMBLASLT),blas,cublasLt,libcublasLt.so.13,libcub
     $(BUILD)/obj/src/simgpu/blas/cublasLt.o))
 $(eval $(call simgpu_standin,$(SIMDNN),dnn,cudnn,libcudnn.so.9,libcudnn.so.9,\
     $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/simgpu/dnn/*.c)) $(SIMCOMMON_OBJ)))
+# NCCL is unversioned (no node); it copies and maps device memory through
+# the simulated runtime, which it links as NVIDIA's links its own.
+$(eval $(call simgpu_standin,$(SIMNCCL),nccl,nccl,libnccl.so.2,,\
+    $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/simgpu/nccl/*.c)) $(SIMCOMMON_OBJ) $(SIMRT),\
+    -L$(BUILD)/sim -l:libcudart.so.13))
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 

@@ -30,6 +30,11 @@ $(BUILD)/tests/unit/test_sim_%: tests/unit/test_sim_%.c $(SIMDRV) $(SIMRT)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests/sim -o $@ $< -L$(BUILD)/sim -lcudart -lcuda \
 	    -Wl,-rpath,$(SIMDIR) $(LDFLAGS_ALL) $(UNIT_LD)
+# The simulated NCCL's test links the stand-in too.
+$(BUILD)/tests/unit/test_sim_nccl: tests/unit/test_sim_nccl.c $(SIMDRV) $(SIMRT) $(SIMNCCL)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/sim -o $@ $< -L$(BUILD)/sim -l:libnccl.so.2 -lcudart -lcuda \
+	    -Wl,-rpath,$(SIMDIR) $(LDFLAGS_ALL) $(UNIT_LD)
 $(BUILD)/tests/unit/test_cli_%: tests/unit/test_cli_%.c $$(CLI_LIBOBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(CLI_INC) -o $@ $< $(CLI_LIBOBJ) $(LDFLAGS_ALL) $(UNIT_LD) $(CLI_LIBS)
