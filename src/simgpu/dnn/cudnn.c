@@ -6,11 +6,13 @@
  * generated no-op returning CUDNN_STATUS_SUCCESS (dnn_noops.c from
  * cudnn.syms).
  *
- * Sizes: BatchNorm's workspace and reserve space, the legacy convolution
- * workspaces and the dropout state are 0 bytes here; PyTorch allocates what
- * cuDNN asks for from its caching allocator, so on a real card its figures
- * include those buffers (docs/simgpu.md, fidelity limits).  The graph API's
- * plan workspace is SIMCUDA_CUDNN_WORKSPACE.  RNNs and CTC loss are not
+ * Sizes: PyTorch allocates what cuDNN asks for from its caching allocator,
+ * so on a real card its figures include those buffers.  BatchNorm's
+ * workspace is SIMCUDA_CUDNN_BN_WORKSPACE and its reserve space (kept from
+ * forward to backward) SIMCUDA_CUDNN_BN_RESERVE, the graph API's plan
+ * workspace SIMCUDA_CUDNN_WORKSPACE; each defaults to 0, as no published
+ * figure says what a real engine asks for (docs/simgpu.md, fidelity
+ * limits).  The legacy convolution workspaces and the dropout state are 0.  RNNs and CTC loss are not
  * simulated: their size queries answer CUDNN_STATUS_NOT_SUPPORTED, which
  * PyTorch reports as an error (never a crash on garbage sizes).
  */
@@ -20,6 +22,7 @@
 #include <string.h>
 
 #include "dnn.h"
+#include "sim_common.h"
 
 /* cuDNN 9.26.0 (the PyPI wheel nvidia-cudnn-cu13 9.26.0.51): CUDNN_VERSION is
  * major * 10000 + minor * 100 + patch; PyTorch checks the major at start-up. */
@@ -234,23 +237,50 @@ DNN_API int cudnnGetFilterNdDescriptor(void *d, int requested, int *data_type, i
     return get_nd(d, requested, data_type, format, nb, dims, NULL);
 }
 
-/* ---- sizes PyTorch allocates from its caching allocator: 0 here ---- */
+/* ---- sizes PyTorch allocates from its caching allocator ---- */
 
-static int zero_size(void *handle, size_t *size)
+/* *size := bytes, for a live handle. */
+static int answer_size(void *handle, size_t *size, uint64_t bytes)
 {
     if (handle_of(handle) == NULL)
         return CUDNN_STATUS_BAD_PARAM;
     if (size == NULL)
         return CUDNN_STATUS_BAD_PARAM;
-    *size = 0;
+    *size = (size_t)bytes;
     return CUDNN_STATUS_SUCCESS;
+}
+
+static int zero_size(void *handle, size_t *size)
+{
+    return answer_size(handle, size, 0);
+}
+
+/* A size from the environment, read once (a benign race: every thread
+ * reads the same); at most 1 TiB. */
+static uint64_t env_bytes(const char *name, uint64_t *cache)
+{
+    if (*cache == UINT64_MAX)
+        *cache = sim_common_env_size("simcudnn", name, 0, 0, UINT64_C(1) << 40);
+    return *cache;
+}
+
+static uint64_t bn_workspace(void)
+{
+    static uint64_t bytes = UINT64_MAX;
+    return env_bytes("SIMCUDA_CUDNN_BN_WORKSPACE", &bytes);
+}
+
+static uint64_t bn_reserve(void)
+{
+    static uint64_t bytes = UINT64_MAX;
+    return env_bytes("SIMCUDA_CUDNN_BN_RESERVE", &bytes);
 }
 
 DNN_API int cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
     void *h, int mode, int ops, void *x, void *z, void *y, void *bn, void *act, size_t *size)
 {
     (void)mode, (void)ops, (void)x, (void)z, (void)y, (void)bn, (void)act;
-    return zero_size(h, size);
+    return answer_size(h, size, bn_workspace());
 }
 
 DNN_API int cudnnGetBatchNormalizationBackwardExWorkspaceSize(
@@ -259,7 +289,7 @@ DNN_API int cudnnGetBatchNormalizationBackwardExWorkspaceSize(
 {
     (void)mode, (void)ops, (void)x, (void)y, (void)dy, (void)dz, (void)dx, (void)dbn,
         (void)act;
-    return zero_size(h, size);
+    return answer_size(h, size, bn_workspace());
 }
 
 DNN_API int cudnnGetBatchNormalizationTrainingExReserveSpaceSize(void *h, int mode, int ops,
@@ -267,7 +297,7 @@ DNN_API int cudnnGetBatchNormalizationTrainingExReserveSpaceSize(void *h, int mo
                                                                  size_t *size)
 {
     (void)mode, (void)ops, (void)act, (void)x;
-    return zero_size(h, size);
+    return answer_size(h, size, bn_reserve());
 }
 
 #define CONV_WORKSPACE(Name)                                                             \

@@ -44,6 +44,24 @@ def test_cnn_with_batchnorm_cudnn_on_and_off(scenario):
     assert on["max_allocated"] > 0 and off["max_allocated"] > 0
 
 
+def test_cudnn_batchnorm_workspace_and_reserve_space_are_allocated_by_pytorch(scenario):
+    """What the stand-in cuDNN asks for (SIMCUDA_CUDNN_BN_RESERVE,
+    SIMCUDA_CUDNN_BN_WORKSPACE) PyTorch allocates from its caching allocator,
+    as on a real card: each BatchNorm's reserve space lives from its forward
+    to its backward, so the model's two layers hold two of them at the peak;
+    the workspace lives during the call."""
+    base = same_figures(scenario("model_cnn.py", "on"))
+    reserve = same_figures(scenario("model_cnn.py", "on",
+                                    env={"SIMCUDA_CUDNN_BN_RESERVE": "4MiB"}))
+    assert reserve["max_allocated"] - base["max_allocated"] == 2 * 4 * MiB, (reserve, base)
+    ws = same_figures(scenario("model_cnn.py", "on",
+                               env={"SIMCUDA_CUDNN_BN_WORKSPACE": "256MiB"}))
+    # held with whatever else is live during a BatchNorm call, which is
+    # less than at the plain run's peak
+    assert ws["max_allocated"] > base["max_allocated"] + 128 * MiB, (ws, base)
+    assert ws["max_allocated"] >= 256 * MiB
+
+
 def test_transformer_encoder_sdpa_under_each_backend(scenario):
     peaks = {}
     for backend in ("default", "flash", "efficient", "cudnn", "math"):
