@@ -64,7 +64,7 @@ def test_the_bench_shape_reads_in_few_instructions_per_byte(tmp_path):
     cost ~2,000 instructions each (a call and a path push per value), the
     groups ~1,800, a repeated frame ~420.  The same shape at a twentieth
     here: 16.9 a byte on the reader before the fast lanes (json_lane.h),
-    8.8 with them."""
+    8.8 with them, 7.2 with report's event rows checked and not kept."""
     assert shutil.which("valgrind"), "valgrind not found: run scripts/install-deps.sh"
     snap = tmp_path / "bench_shape.json"
     subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_big_snapshot.py"),
@@ -75,7 +75,7 @@ def test_the_bench_shape_reads_in_few_instructions_per_byte(tmp_path):
     per_byte = read_cost(tmp_path, snap, "report") / size
     print(f"snapshot_read_file: {per_byte:.1f} instructions per byte of the bench's "
           f"shape ({size} bytes)")
-    assert per_byte <= 11, per_byte
+    assert per_byte <= 9, per_byte
 
 
 def test_a_large_file_is_never_resident_whole(tmp_path):

@@ -74,8 +74,10 @@ static int grow(struct hmap *m)
     return 0;
 }
 
-static struct hmap_slot *probe(const struct hmap *m, const void *key,
-                               size_t n, uint64_t h)
+/* Inlined into every lookup: a frame's bytes are looked up millions of
+ * times while a snapshot loads. */
+static inline __attribute__((always_inline)) struct hmap_slot *
+probe(const struct hmap *m, const void *key, size_t n, uint64_t h)
 {
     size_t i = (size_t)h & m->mask;
     for (;;) {

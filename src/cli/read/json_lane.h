@@ -45,6 +45,8 @@ LANE_INLINE uint64_t lane_has_zero(uint64_t x)
 
 LANE_INLINE const char *lane_ws(const char *p)
 {
+    if ((unsigned char)*p > ' ') /* what the writer puts here: no space */
+        return p;
     while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')
         p++;
     return p;
@@ -104,7 +106,8 @@ LANE_INLINE const char *lane_digits(const char *p, const char *end, uint64_t *ou
  * an exponent): then it is no plain integer. */
 LANE_INLINE bool lane_number_goes_on(const char *p)
 {
-    return *p == '.' || *p == 'e' || *p == 'E';
+    unsigned char c = (unsigned char)*p;
+    return c == '.' || (c | 0x20) == 'e'; /* 'e' or 'E' */
 }
 
 /* A plain non-negative integer ("0" or no leading zero, no fraction, no

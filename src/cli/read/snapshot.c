@@ -114,6 +114,9 @@ const char *snapshot_display(struct snapctx *ctx, const char *s)
 
 uint32_t snapshot_stack_index(const struct snapshot *s, int64_t id)
 {
+    /* the library numbers its stacks 1, 2, ... in the order it writes them */
+    if (id >= 1 && (uint64_t)id <= s->nstacks && s->stacks[id - 1].id == id)
+        return (uint32_t)(id - 1);
     size_t lo = 0, hi = s->nstacks;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;

@@ -16,16 +16,23 @@
 
 /* ---- groups ---- */
 
-static const struct field group_fields[] = {
-    FIELD_AT("stack", snap_group, stack_id, F_I64N),
-    FIELD_AT("bytes", snap_group, bytes, F_U64),
-    FIELD_AT("count", snap_group, count, F_U64),
-    /* churn rows */
-    FIELD_AT("allocs", snap_group, count, F_U64),
-    FIELD_AT("bytes_allocated", snap_group, bytes, F_U64),
-    FIELD_AT("frees", snap_group, frees, F_U64),
-    FIELD_AT("temporary", snap_group, temporary, F_U64),
-};
+/* key, member, type: one list for the table and the names' lengths */
+#define GROUP_FIELDS(X)                         \
+    X("stack", stack_id, F_I64N)                \
+    X("bytes", bytes, F_U64)                    \
+    X("count", count, F_U64)                    \
+    /* churn rows */                            \
+    X("allocs", count, F_U64)                   \
+    X("bytes_allocated", bytes, F_U64)          \
+    X("frees", frees, F_U64)                    \
+    X("temporary", temporary, F_U64)
+#define GROUP_FIELD(key, member, type) FIELD_AT(key, snap_group, member, type),
+#define GROUP_NAME_LEN(key, member, type) sizeof key - 1,
+static const struct field group_fields[] = {GROUP_FIELDS(GROUP_FIELD)};
+/* for fast_group's key match: a key of another length is no candidate */
+static const size_t group_name_len[] = {GROUP_FIELDS(GROUP_NAME_LEN)};
+#undef GROUP_FIELD
+#undef GROUP_NAME_LEN
 
 /* A group's kind, a string or null (null keeps *kind), compared in place
  * rather than interned: a snapshot has one per group. */
@@ -91,7 +98,8 @@ static bool fast_group(struct reader *r, struct snap_group *e)
                 return false;
         } else {
             size_t j = 0;
-            while (j < NFIELDS(group_fields) && !reader_key_is(key, kn, group_fields[j].name))
+            while (j < NFIELDS(group_fields) &&
+                   (kn != group_name_len[j] || !reader_key_is(key, kn, group_fields[j].name)))
                 j++;
             if (j == NFIELDS(group_fields) || (seen & (UINT64_C(1) << j)))
                 return false;
