@@ -88,10 +88,12 @@ def instructions(argv):
     return int(m.group(1))
 
 
+load0 = os.getloadavg()[0]
 print(f"report and diff of generated snapshots ({a.allocations} live / {a.stacks} call "
       f"sites, an event row per allocation, churn rows for every site, native frames in "
       f"40 libraries, Python frames; {size / 2**20:.1f} MiB each, "
-      f"scripts/gen_big_snapshot.py), {a.reps} interleaved runs:", flush=True)
+      f"scripts/gen_big_snapshot.py), {a.reps} interleaved runs on {os.cpu_count()} "
+      f"cores, load average {load0:.1f} at the start:", flush=True)
 R = {w: {"wall": [], "cpu": [], "rss": []} for w in CMDS}
 for _ in range(a.reps):
     for what, argv in CMDS.items():
@@ -99,6 +101,8 @@ for _ in range(a.reps):
         R[what]["wall"].append(w)
         R[what]["cpu"].append(c)
         R[what]["rss"].append(r)
+print(f"  (load average {os.getloadavg()[0]:.1f} after the timed runs: wall above CPU is "
+      f"time spent waiting for a core)", flush=True)
 valgrind = shutil.which("valgrind") and not a.no_instr
 rows = []
 for what in CMDS:
