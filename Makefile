@@ -115,7 +115,7 @@ $(CLI): $(CLI_OBJ)
 # ---- the HTML page's assets, compiled into the CLI (src/cli/views/html_page.c) ----
 # The script is one closure written in several files by concern, joined in
 # this fixed order (common.js opens the closure, page.js closes it).
-HTML_JS := $(addprefix src/cli/views/html/,common.js timeline.js flame.js sites.js tensors.js postmortem.js page.js)
+HTML_JS := $(addprefix src/cli/views/html/,common.js timeline.js flame.js sites.js tensors.js postmortem.js roles.js page.js)
 $(BUILD)/gen/report.js: $(HTML_JS)
 	@mkdir -p $(dir $@)
 	cat $(HTML_JS) > $@

@@ -134,6 +134,18 @@ struct cumemtrace_allocator_facts {
     /* The most its tensors held at once (PyTorch's max_memory_allocated),
      * beside the peak of what it reserved from the driver. */
     int64_t peak_allocated_bytes;
+    /* Whose allocated_bytes are (PyTorch's layer: each live block is given
+     * the role of the tensor whose storage it is - a module's parameter or
+     * buffer, a parameter's .grad, an optimizer's state - and the rest is
+     * "other": activations kept for backward, inputs, temporaries).  They
+     * sum to allocated_bytes; all -1 when not measured. */
+    int64_t parameter_bytes;
+    int64_t buffer_bytes;
+    int64_t gradient_bytes;
+    int64_t optimizer_state_bytes;
+    int64_t other_tensor_bytes;
+    const char *optimizers; /* the optimizers' class names, "AdamW" or
+                               "AdamW, SGD"; NULL or "" for none */
 };
 
 /* Returns 0, or -1 (bad arguments, or tracing disabled).  Thread-safe. */

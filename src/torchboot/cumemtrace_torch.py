@@ -64,6 +64,12 @@ class Facts(ctypes.Structure):
         ("top_tensors", ctypes.POINTER(TensorSite)),
         ("ntop_tensors", ctypes.c_int64),
         ("peak_allocated_bytes", ctypes.c_int64),
+        ("parameter_bytes", ctypes.c_int64),
+        ("buffer_bytes", ctypes.c_int64),
+        ("gradient_bytes", ctypes.c_int64),
+        ("optimizer_state_bytes", ctypes.c_int64),
+        ("other_tensor_bytes", ctypes.c_int64),
+        ("optimizers", ctypes.c_char_p),
     ]]
 
 
@@ -184,6 +190,103 @@ def _top_tensors(snapshot_segments, device):
             site[1] += 1
     return sorted(((k, v[0], v[1]) for k, v in sites.items()),
                   key=lambda t: (-t[1], t[0]))[:TOP_SITES]
+
+
+# Roles: whose tensor each live block is.  Modules and optimizers are
+# found by a scan of the garbage collector's objects at the dump (a dump is
+# rare: the exit, an OOM); the optimizers PyTorch's global step hook saw
+# are added (one not tracked by the collector would be missed otherwise).
+_optimizers = None  # weakref.WeakSet of the optimizers seen stepping
+PARAMETERS, BUFFERS, GRADIENTS, OPTIMIZER, OTHER = range(5)
+
+
+def _watch_optimizers(torch):
+    global _optimizers
+    import weakref
+    _optimizers = weakref.WeakSet()
+    add = _optimizers.add
+
+    def seen(optimizer, args, kwargs):
+        add(optimizer)
+    try:
+        torch.optim.optimizer.register_optimizer_step_pre_hook(seen)
+    except Exception:
+        pass  # an older torch: the scan finds them
+
+
+def _scan(torch):
+    """The live modules and optimizers: the collector's objects, and the
+    optimizers seen stepping."""
+    import gc
+    Module, Optimizer = torch.nn.Module, torch.optim.Optimizer
+    modules, optimizers = [], {}
+    for o in gc.get_objects():
+        t = type(o)  # not isinstance: it reads __class__, which some objects warn about
+        if issubclass(t, Module):
+            modules.append(o)
+        elif issubclass(t, Optimizer):
+            optimizers[id(o)] = o
+    for o in list(_optimizers or ()):
+        optimizers.setdefault(id(o), o)
+    return modules, list(optimizers.values())
+
+
+def roles(torch, device, snapshot_segments, allocated):
+    """[parameters, buffers, gradients, optimizer state, other] bytes of
+    `allocated` (memory_allocated of `device`) and the optimizers' class
+    names: each live block (PyTorch's active_allocated blocks) gets the role
+    of the tensor whose storage it is - a block holds one storage, at its
+    start - parameters first, then buffers, gradients and optimizer state;
+    what no role claims is "other" (activations kept for backward, inputs,
+    temporaries).  None when the blocks do not add up to `allocated`."""
+    blocks = {}
+    for seg in snapshot_segments:
+        if seg.get("device") != device:
+            continue
+        for b in seg.get("blocks", []):
+            if b.get("state") == "active_allocated":
+                blocks[b["address"]] = b["size"]
+    if sum(blocks.values()) != allocated:
+        return None  # a tensor came or went between the two reads
+    out = [0] * 5
+    Tensor = torch.Tensor
+
+    def claim(t, role):
+        if not isinstance(t, Tensor) or not t.is_cuda or t.device.index != device:
+            return
+        try:
+            ptr = t.untyped_storage().data_ptr()
+        except Exception:
+            return  # a tensor without storage (sparse, meta, subclass)
+        size = blocks.pop(ptr, None)
+        if size is not None:
+            out[role] += size
+    modules, optimizers = _scan(torch)
+    params = []
+    for m in modules:
+        params.extend(m._parameters.values())
+    for o in optimizers:
+        for g in o.param_groups:
+            params.extend(g.get("params", ()))
+    for p in params:
+        claim(p, PARAMETERS)
+    for m in modules:
+        for b in m._buffers.values():
+            claim(b, BUFFERS)
+    for p in params:
+        if p is not None:
+            claim(p.grad, GRADIENTS)
+    names = []
+    for o in optimizers:
+        held = out[OPTIMIZER]
+        for state in o.state.values():
+            if isinstance(state, dict):
+                for v in state.values():
+                    claim(v, OPTIMIZER)
+        if out[OPTIMIZER] > held and type(o).__name__ not in names:
+            names.append(type(o).__name__)
+    out[OTHER] = sum(blocks.values())
+    return out, ", ".join(names)
 
 
 def _library(name="cumemtrace_allocator_oom"):
@@ -307,6 +410,17 @@ def facts(torch, device, alloc, device_total, device_free):
     f.device_free_bytes = device_free
     f.ntop_tensors = -1
     f.peak_allocated_bytes = s.get("allocated_bytes.all.peak", -1)
+    for field in ("parameter_bytes", "buffer_bytes", "gradient_bytes",
+                  "optimizer_state_bytes", "other_tensor_bytes"):
+        setattr(f, field, -1)
+    try:
+        r = roles(torch, device, snap, f.allocated_bytes)
+    except Exception:
+        r = None  # never a reason to lose the rest of the facts
+    if r is not None:
+        (f.parameter_bytes, f.buffer_bytes, f.gradient_bytes, f.optimizer_state_bytes,
+         f.other_tensor_bytes) = r[0]
+        f.optimizers = r[1].encode()
     if _history:
         top = _top_tensors(snap, device)
         arr = (TensorSite * max(len(top), 1))()
@@ -340,6 +454,7 @@ def _exit_snapshot_at_program_end():
 def _attach(torch, report):
     _exit_snapshot_at_program_end()
     _start_history(torch)
+    _watch_optimizers(torch)
     layout = [_segments_fn()]
 
     def observer(device, alloc, device_total, device_free):

@@ -117,6 +117,9 @@ struct snap_bucket {
 /* oom.allocator: what the caching allocator (PyTorch) said at the OOM.
  * Numbers are SNAP_UNKNOWN when absent or null. */
 #define SNAP_TOP_TENSORS 8 /* the writer keeps 5; a reader takes a few more */
+enum { SNAP_ROLE_PARAMETERS, SNAP_ROLE_BUFFERS, SNAP_ROLE_GRADIENTS, SNAP_ROLE_OPTIMIZER,
+       SNAP_ROLE_OTHER, SNAP_ROLES };
+
 struct snap_allocator {
     bool present;
     const char *name, *version;
@@ -126,6 +129,11 @@ struct snap_allocator {
     uint64_t segments, num_alloc_retries, num_ooms, limit_bytes;
     uint64_t device_total_bytes, device_free_bytes;
     uint64_t peak_allocated_bytes; /* max_memory_allocated */
+    /* roles: allocated_bytes by whose tensor each live block is
+     * (SNAP_ROLE_*); has_roles false when the file has none (null). */
+    bool has_roles;
+    uint64_t roles[SNAP_ROLES];
+    const char *optimizers; /* "AdamW", or NULL */
     const char *config; /* "key:value,..." as written back, or NULL */
     bool has_top;       /* top_tensors was not null: the allocator's history is on */
     size_t ntop;

@@ -138,6 +138,25 @@ static int rd_top_tensors(struct reader *r, void *obj)
     return reader_array(r, a, rd_site);
 }
 
+static const struct field role_fields[] = {
+    {"parameters", F_U64, offsetof(struct snap_allocator, roles[SNAP_ROLE_PARAMETERS]), NULL},
+    {"buffers", F_U64, offsetof(struct snap_allocator, roles[SNAP_ROLE_BUFFERS]), NULL},
+    {"gradients", F_U64, offsetof(struct snap_allocator, roles[SNAP_ROLE_GRADIENTS]), NULL},
+    {"optimizer_state", F_U64, offsetof(struct snap_allocator, roles[SNAP_ROLE_OPTIMIZER]), NULL},
+    {"other", F_U64, offsetof(struct snap_allocator, roles[SNAP_ROLE_OTHER]), NULL},
+    {"optimizers", F_STRN, offsetof(struct snap_allocator, optimizers), NULL},
+};
+
+/* null when the layer did not measure them. */
+static int rd_roles(struct reader *r, void *obj)
+{
+    struct snap_allocator *a = obj;
+    if (reader_take_null(r))
+        return 0;
+    a->has_roles = true;
+    return reader_object(r, a, role_fields, NFIELDS(role_fields));
+}
+
 static const struct field allocator_fields[] = {
     FIELD(snap_allocator, name, F_STRN),
     FIELD(snap_allocator, version, F_STRN),
@@ -157,6 +176,7 @@ static const struct field allocator_fields[] = {
     FIELD_FN("largest_free_block_bytes", rd_largest_free),
     FIELD_FN("config", rd_config),
     FIELD_FN("top_tensors", rd_top_tensors),
+    FIELD_FN("roles", rd_roles),
 };
 
 static int read_allocator(struct reader *r, struct snap_allocator *a)

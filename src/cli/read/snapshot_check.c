@@ -165,6 +165,24 @@ static int check_sum(const struct snapshot *s, struct cli_error *err, const char
                   u128_text(sum, buf), where, figure, value);
 }
 
+/* The roles of an allocator's figures add up to its allocated bytes. */
+static int check_roles(const struct snapshot *s, struct cli_error *err, const char *where,
+                       const struct snap_allocator *a)
+{
+    if (!a->present || !a->has_roles)
+        return 0;
+    u128 sum = 0;
+    for (int i = 0; i < SNAP_ROLES; i++)
+        sum += a->roles[i];
+    if (a->allocated_bytes != SNAP_UNKNOWN && sum == a->allocated_bytes)
+        return 0;
+    char buf[48];
+    return snapshot_broken(s, err, "roles sum to allocated_bytes",
+                  "%s.allocator.roles sum to %s bytes, allocated_bytes is %s%" PRIu64, where,
+                  u128_text(sum, buf), a->allocated_bytes == SNAP_UNKNOWN ? "unknown: " : "",
+                  a->allocated_bytes == SNAP_UNKNOWN ? (uint64_t)0 : a->allocated_bytes);
+}
+
 static int check_kinds(const struct snapshot *s, struct cli_error *err, const char *where,
                        const struct snap_device *d)
 {
@@ -229,6 +247,8 @@ static int check_device(const struct snapshot *s, struct cli_error *err, size_t 
                        "current_bytes", d->current_bytes);
     if (rc == 0 && d->by_kind_present)
         rc = check_kinds(s, err, where, d);
+    if (rc == 0)
+        rc = check_roles(s, err, where, &d->allocator);
     if (rc != 0)
         return rc;
     const struct snap_vmm *v = &d->vmm;
@@ -308,6 +328,9 @@ static int check_oom(const struct snapshot *s, struct cli_error *err)
                       o->present ? "an object" : "null or missing");
     if (!o->present)
         return 0;
+    int rc = check_roles(s, err, "oom", &o->allocator);
+    if (rc != 0)
+        return rc;
     if (o->device < -1 || (o->device >= 0 && snapshot_device(s, o->device) == NULL))
         return snapshot_broken(s, err, "oom.device is -1 or a listed device",
                       "oom.device is %" PRId64 ", which \"devices\" does not list", o->device);

@@ -233,6 +233,29 @@ static void refused_while_free(const struct snapshot *s, struct advice *out, int
     }
 }
 
+/* The optimizer's state, measured by PyTorch's layer (allocator roles). */
+static void optimizer_state(const struct snap_allocator *al, struct advice *out, int *n)
+{
+    if (!al->present || !al->has_roles || !known(al->allocated_bytes) ||
+        al->allocated_bytes == 0)
+        return;
+    uint64_t st = al->roles[SNAP_ROLE_OPTIMIZER], par = al->roles[SNAP_ROLE_PARAMETERS];
+    if (st * 100.0 < (double)al->allocated_bytes * ADVICE_OPTIMIZER_PCT)
+        return;
+    char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM], times[48] = "";
+    if (par > 0)
+        snprintf(times, sizeof times, ", %.1fx the parameters' %s", (double)st / (double)par,
+                 out_bytes(par, c));
+    /* An 8-bit state keeps a quarter of an fp32 one: rank it by half. */
+    add(out, n, "optimizer-state", st / 2,
+        "%s state is %s, %s of what PyTorch's tensors held at the failure%s: an 8-bit "
+        "optimizer (bitsandbytes' AdamW8bit keeps each moment in 1 byte per element) or "
+        "sharding the state across GPUs (ZeroRedundancyOptimizer, FSDP) shrinks it; a "
+        "fused optimizer (fused=True) saves time and temporaries, not state",
+        al->optimizers && al->optimizers[0] ? al->optimizers : "The optimizer's",
+        out_bytes(st, a), out_pct(st, al->allocated_bytes, b), times);
+}
+
 static void oom_advice(struct snapshot *s, struct advice *out, int *n)
 {
     const struct snap_oom *o = &s->oom;
@@ -310,6 +333,7 @@ static void oom_advice(struct snapshot *s, struct advice *out, int *n)
             known(o->total_bytes) ? out_pct(o->untracked_bytes, o->total_bytes, b) : "?",
             out_bytes(beyond, bey), out_bytes(ADVICE_CONTEXT_BYTES, ctx), more);
     }
+    optimizer_state(al, out, n);
     if (o->cause == CAUSE_EXHAUSTED) {
         uint64_t fwd = forward_bytes(s, &o->live);
         uint64_t held = known(o->tracked_bytes) ? o->tracked_bytes : 0;

@@ -24,6 +24,8 @@
  *   activations         oom.cause "exhausted" and stacks under a Python
  *                       `forward` hold >= ADVICE_DOMINANT_PCT % at the failure
  *   exhausted           oom.cause "exhausted" otherwise
+ *   optimizer-state     an OOM whose allocator roles give the optimizer's
+ *                       state >= ADVICE_OPTIMIZER_PCT % of PyTorch's tensors
  *   whole-run           oom.cause "exhausted": the run's need is unknown
  *   dominant-site       one call site holds >= ADVICE_DOMINANT_PCT % of what
  *                       is held at the failure (OOM), else of a device's peak
@@ -48,6 +50,9 @@
  * outside its allocations: only untracked memory beyond it can be another
  * process's (oom_text.h, and the library's other_processes cause). */
 #define ADVICE_CONTEXT_BYTES OOM_TEXT_CONTEXT_BYTES
+/* A quarter of the tensors in optimizer state (AdamW's is twice fp32
+ * parameters: with their gradients, half of a small-activation run). */
+#define ADVICE_OPTIMIZER_PCT 25
 /* Half the peak from one call site: that site is the lever. */
 #define ADVICE_DOMINANT_PCT 50
 /* Below ~1000 small cudaMallocs the per-call cost and 2 MiB rounding are

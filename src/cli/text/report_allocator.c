@@ -130,7 +130,42 @@ void report_allocator_lines(FILE *f, struct snapctx *ctx, const struct snap_oom 
              a->config ? "PYTORCH_CUDA_ALLOC_CONF=" : "PYTORCH_CUDA_ALLOC_CONF unset",
              a->config ? snapshot_display(ctx, a->config) : "");
     out_wrap(f, "            ", "            ", text);
+    report_allocator_roles(f, a, "  roles:    ", "            ");
     report_allocator_tensors(f, ctx, a, "  tensors:  ", "            ", 1);
+}
+
+const char *report_allocator_roles_text(const struct snap_allocator *a, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (!a->present || !a->has_roles || !known(a->allocated_bytes))
+        return buf;
+    char al[OUT_NUM], p[OUT_NUM], g[OUT_NUM], o[OUT_NUM], x[OUT_NUM], c[OUT_NUM];
+    char buffers[OUT_NUM + 16] = "", cache[OUT_NUM + 16] = "";
+    const uint64_t *r = a->roles;
+    if (r[SNAP_ROLE_BUFFERS] > 0) {
+        char b[OUT_NUM];
+        snprintf(buffers, sizeof buffers, " + buffers %s", out_bytes(r[SNAP_ROLE_BUFFERS], b));
+    }
+    if (known(a->reserved_bytes))
+        snprintf(cache, sizeof cache, "; cache %s",
+                 out_bytes(a->reserved_bytes > a->allocated_bytes
+                               ? a->reserved_bytes - a->allocated_bytes : 0, c));
+    snprintf(buf, n,
+             "%s allocated = parameters %s%s + gradients %s + %s state %s + other %s "
+             "(activations, inputs)%s",
+             out_bytes(a->allocated_bytes, al), out_bytes(r[SNAP_ROLE_PARAMETERS], p), buffers,
+             out_bytes(r[SNAP_ROLE_GRADIENTS], g),
+             a->optimizers != NULL && a->optimizers[0] ? a->optimizers : "optimizer",
+             out_bytes(r[SNAP_ROLE_OPTIMIZER], o), out_bytes(r[SNAP_ROLE_OTHER], x), cache);
+    return buf;
+}
+
+void report_allocator_roles(FILE *f, const struct snap_allocator *a, const char *first,
+                            const char *rest)
+{
+    char text[512];
+    if (report_allocator_roles_text(a, text, sizeof text)[0])
+        out_wrap(f, first, rest, text);
 }
 
 uint64_t report_allocator_peak(const struct snapshot *s, const struct snap_device *d)

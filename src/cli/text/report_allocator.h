@@ -30,4 +30,14 @@ uint64_t report_allocator_peak(const struct snapshot *s, const struct snap_devic
 void report_allocator_tensors(FILE *f, struct snapctx *ctx, const struct snap_allocator *a,
                               const char *first, const char *rest, int lines);
 
+/* Whose PyTorch's allocated bytes are (`roles`): parameters, buffers,
+ * gradients, optimizer state, other tensors, then the cache (reserved -
+ * allocated), as one sentence into buf; "" when not measured.  Returns buf. */
+const char *report_allocator_roles_text(const struct snap_allocator *a, char *buf, size_t n);
+
+/* The same as a labelled line (first / rest as for out_wrap); nothing when
+ * not measured. */
+void report_allocator_roles(FILE *f, const struct snap_allocator *a, const char *first,
+                            const char *rest);
+
 #endif

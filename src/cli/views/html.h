@@ -52,6 +52,10 @@ void html_phases_write(struct jsonw *w, const struct snapshot *s);
  * bytes, count]]} (html_tensors.c). */
 void html_tensors_write(struct jsonw *w, const struct snap_allocator *a, uint64_t peak);
 
+/* "roles": [{title, text, optimizers, parts: [[role, bytes]...]}], one per
+ * allocator state whose roles PyTorch's layer measured (html_roles.c). */
+void html_roles_write(struct jsonw *w, const struct snapshot *s);
+
 /* Writes the whole page to path (or stdout for "-"); title goes into
  * <title>.  Returns 0, or -1 with a one-line message printed. */
 int html_page_write(const char *path, const char *title, struct snapshot **s, size_t n,

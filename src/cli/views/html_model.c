@@ -730,6 +730,7 @@ static int write_file(struct jsonw *w, struct snapshot *s)
     }
     jsonw_end_array(w);
     html_phases_write(w, s);
+    html_roles_write(w, s);
     write_oom(w, s);
     jsonw_key(w, "attempts");
     jsonw_begin_array(w);

@@ -565,6 +565,7 @@ static int print_device(FILE *f, struct snapshot *s, const struct snap_device *d
             out_bytes(d->peak_bytes, a), out_duration(d->peak_time_ns, t),
             out_bytes(d->current_bytes, b));
     print_tensor_peak(f, s, d);
+    report_allocator_roles(f, &d->allocator, "  roles: ", "         ");
     if (d->total_bytes != SNAP_UNKNOWN || d->limit_bytes != SNAP_UNKNOWN) {
         char lim[OUT_NUM + 16] = "";
         if (d->limit_bytes != SNAP_UNKNOWN)

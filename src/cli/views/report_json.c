@@ -96,6 +96,28 @@ static void tensors(struct jsonw *w, const struct snap_allocator *a)
     jsonw_end_array(w);
 }
 
+/* PyTorch's allocated bytes by role (the snapshot's allocator.roles) and
+ * its cache: null when not measured. */
+static void roles(struct jsonw *w, const struct snap_allocator *a)
+{
+    if (!a->present || !a->has_roles) {
+        jsonw_null(w);
+        return;
+    }
+    static const char *const keys[SNAP_ROLES] = {"parameters", "buffers", "gradients",
+                                                  "optimizer_state", "other"};
+    jsonw_begin_object(w);
+    for (int i = 0; i < SNAP_ROLES; i++) {
+        jsonw_key(w, keys[i]);
+        jsonw_u64(w, a->roles[i]);
+    }
+    jsonw_key(w, "cache");
+    jsonw_u64(w, a->reserved_unallocated_bytes);
+    jsonw_key(w, "optimizers");
+    jsonw_string(w, a->optimizers);
+    jsonw_end_object(w);
+}
+
 static int device(struct jsonw *w, struct snapshot *s, const struct snap_device *d,
                   unsigned top)
 {
@@ -153,6 +175,7 @@ static int device(struct jsonw *w, struct snapshot *s, const struct snap_device 
     }
     jsonw_end_array(w);
     jsonw_key(w, "tensors"); tensors(w, &d->allocator);
+    jsonw_key(w, "roles"); roles(w, &d->allocator);
     jsonw_key(w, "at_peak");
     if (sites(w, s, &d->at_peak, top) != 0)
         return -1;
@@ -245,6 +268,7 @@ static int oom(struct jsonw *w, struct snapshot *s, unsigned top)
                         : NULL);
     jsonw_key(w, "frames"); frames_of(w, s, o->stack);
     jsonw_key(w, "tensors"); tensors(w, &o->allocator);
+    jsonw_key(w, "roles"); roles(w, &o->allocator);
     jsonw_key(w, "released");
     if (sites(w, s, &o->released, top) != 0)
         return -1;

@@ -74,6 +74,29 @@ static void take_top(const struct cumemtrace_allocator_facts *in, struct allocat
     }
 }
 
+/* The roles, when the caller's struct has them and they add up to its
+ * allocated bytes (else "not measured": a figure that does not add up would
+ * be printed as if it did). */
+static void take_roles(const struct cumemtrace_allocator_facts *in, struct allocator_facts *f)
+{
+    int64_t r[ALLOCATOR_ROLES] = {
+        FIELD_OR_UNKNOWN(in, parameter_bytes), FIELD_OR_UNKNOWN(in, buffer_bytes),
+        FIELD_OR_UNKNOWN(in, gradient_bytes), FIELD_OR_UNKNOWN(in, optimizer_state_bytes),
+        FIELD_OR_UNKNOWN(in, other_tensor_bytes)};
+    int64_t sum = 0;
+    bool ok = f->allocated >= 0;
+    for (int i = 0; i < ALLOCATOR_ROLES && ok; i++) {
+        ok = r[i] >= 0 && r[i] <= f->allocated - sum;
+        sum += ok ? r[i] : 0;
+    }
+    ok = ok && sum == f->allocated;
+    for (int i = 0; i < ALLOCATOR_ROLES; i++)
+        f->roles[i] = ok ? r[i] : -1;
+    if (ok && in->size >= offsetof(struct cumemtrace_allocator_facts, optimizers) +
+                             sizeof in->optimizers)
+        copy_str(f->optimizers, sizeof f->optimizers, in->optimizers);
+}
+
 bool allocator_take(int device, const struct cumemtrace_allocator_facts *in,
                  struct allocator_facts *out)
 {
@@ -102,6 +125,7 @@ bool allocator_take(int device, const struct cumemtrace_allocator_facts *in,
     f.device_free = FIELD_OR_UNKNOWN(in, device_free_bytes);
     f.peak_allocated = FIELD_OR_UNKNOWN(in, peak_allocated_bytes);
     take_top(in, &f);
+    take_roles(in, &f);
     *out = f;
     return true;
 }

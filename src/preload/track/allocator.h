@@ -14,6 +14,9 @@
 #define ALLOCATOR_TOP_TENSORS 5
 #define ALLOCATOR_STACK_MAX 768
 
+/* parameters, buffers, gradients, optimizer state, other tensors */
+#define ALLOCATOR_ROLES 5
+
 struct allocator_tensor_site {
     char stack[ALLOCATOR_STACK_MAX]; /* "file:line:function\n"..., innermost first */
     int64_t bytes, count;
@@ -28,6 +31,10 @@ struct allocator_facts {
     int64_t segments, num_alloc_retries, num_ooms, limit;
     int64_t device_total, device_free;
     int64_t peak_allocated; /* max_memory_allocated, -1 unknown */
+    /* allocated split by the role of each live block's tensor (the caller
+     * checked they sum to it); roles[0] -1: not measured. */
+    int64_t roles[ALLOCATOR_ROLES];
+    char optimizers[64]; /* "AdamW, SGD", "" for none */
     int ntop; /* top[0..ntop); -1: the allocator keeps no history */
     struct allocator_tensor_site top[ALLOCATOR_TOP_TENSORS];
 };

@@ -352,6 +352,25 @@ static void write_top_tensors(struct jw *w, const struct allocator_facts *f)
     jw_s(w, "]");
 }
 
+/* roles: allocated_bytes by the role of each live block's tensor, null
+ * when not measured. */
+static void write_roles(struct jw *w, const struct allocator_facts *f)
+{
+    static const char *const keys[ALLOCATOR_ROLES] = {
+        "{\"parameters\":", ",\"buffers\":", ",\"gradients\":", ",\"optimizer_state\":",
+        ",\"other\":"};
+    jw_s(w, ",\"roles\":");
+    if (f->roles[0] < 0) {
+        jw_s(w, "null");
+        return;
+    }
+    for (int i = 0; i < ALLOCATOR_ROLES; i++)
+        key_i64(w, keys[i], f->roles[i]);
+    jw_s(w, ",\"optimizers\":");
+    jw_str(w, f->optimizers[0] ? f->optimizers : NULL);
+    jw_s(w, "}");
+}
+
 /* The caching allocator's own figures (null when it did not speak), its
  * configuration parsed as PyTorch reads it: "key:value,key:value". */
 static void write_allocator(struct jw *w, const struct allocator_facts *f)
@@ -409,6 +428,7 @@ static void write_allocator(struct jw *w, const struct allocator_facts *f)
     }
     jw_s(w, "}");
     write_top_tensors(w, f);
+    write_roles(w, f);
     jw_s(w, "}");
 }
 

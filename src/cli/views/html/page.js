@@ -108,6 +108,7 @@
     meta(f);
     drawPostmortem(f);
     drawTensors(f);
+    drawRoles(f);
     performance.mark('cmt-timeline');
     drawTimeline(f);
     performance.mark('cmt-flame');
