@@ -399,7 +399,7 @@ static void test_lane_object_hash(void **state)
         assert_int_equal(lane_object_hash(c, c + n, &h), n);
     }
     assert_int_equal(lane_object_hash(a + 1, a + strlen(a), &ha), 0); /* no '{' */
-    char open[] = "{\"a\":1";
+    char open[16] = "{\"a\":1"; /* (room past it: the search stops at end) */
     assert_int_equal(lane_object_hash(open, open + strlen(open), &ha), 0); /* no '}' */
 }
 
