@@ -135,7 +135,7 @@ def test_static_runtime_reaches_the_driver_like_nvidia():
     assert not [l for l in lines if "interposed" in l]
     assert results["cudaGetDeviceCount"] == ["0", "1"]
     # 3 MiB is paged: its addresses come from the device's paged window,
-    # 256 GiB above its base (src/simgpu/driver/driver.h)
+    # 256 GiB above its base (src/simgpu/driver/driver_impl.h)
     assert results["cudaMalloc"] == ["0", "0x204000000000"]
     assert results["cudaMemGetInfo"] == ["0", str(60 << 20), str(64 << 20)]
     assert results["cudaFree"] == ["0"]

@@ -14,7 +14,7 @@
 
 #pragma GCC visibility push(hidden)
 
-/* Where the simulated driver puts device memory (driver.h has the layout):
+/* Where the simulated driver puts device memory (driver_impl.h has the layout):
  * 16 devices' linear and VMM windows, and the 32-bit window of the pre-3.2
  * entry points.  The runtime uses these to tell device pointers, which are
  * not host memory (runtime_backing.c keeps what copies wrote), from host ones in copies. */

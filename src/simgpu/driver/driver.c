@@ -36,7 +36,7 @@
  * starts with it free and the state consistent, and may go on using the
  * device (NVIDIA's driver does not allow that; tests of forking hosts need it).
  */
-#include "driver.h"
+#include "driver_impl.h"
 
 #include <stdarg.h>
 #include <stdio.h>

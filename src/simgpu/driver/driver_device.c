@@ -12,7 +12,7 @@
  * fabric handles, no multicast: PyTorch then uses POSIX file descriptors
  * and no symmetric memory.
  */
-#include "driver.h"
+#include "driver_impl.h"
 
 #include <string.h>
 

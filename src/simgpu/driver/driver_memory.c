@@ -33,7 +33,7 @@
  * otherwise); pools and the default pool only need cuInit.  A zero size is
  * CUDA_ERROR_INVALID_VALUE everywhere.  All functions take driver.lock.
  */
-#include "driver.h"
+#include "driver_impl.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>

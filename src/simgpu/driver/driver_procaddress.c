@@ -7,7 +7,7 @@
  * cuMemAlloc_v2, earlier versions the 32-bit cuMemAlloc).  With
  * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM a _ptsz variant is preferred
  * where one exists.  The returned function is the library's own definition
- * of the exported symbol (driver_self_*, see driver.h).
+ * of the exported symbol (driver_self_*, see driver_impl.h).
  *
  * Outcomes: unknown name -> CUDA_ERROR_NOT_FOUND + SYMBOL_NOT_FOUND; known
  * name, every variant newer than the version -> CUDA_ERROR_NOT_FOUND +
@@ -15,7 +15,7 @@
  * version above the driver's (13000, documented) -> CUDA_ERROR_INVALID_VALUE
  * with symbolStatus untouched.  Works before cuInit, as NVIDIA's does.
  */
-#include "driver.h"
+#include "driver_impl.h"
 
 #include <string.h>
 

@@ -21,7 +21,7 @@
  * processes.  Unset, none of this runs.  A file that cannot be opened or locked is
  * reported once and sharing is off.
  */
-#include "driver.h"
+#include "driver_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -27,7 +27,7 @@
  * the memory cannot be shared with another process).
  * All state is guarded by driver.lock.
  */
-#include "driver.h"
+#include "driver_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

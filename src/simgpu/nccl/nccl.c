@@ -22,7 +22,7 @@
  * its state (an int) and the suspend/resume of its memory, which PyTorch
  * never does concurrently with other calls on the same communicator.
  */
-#include "nccl.h"
+#include "nccl_impl.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>

@@ -36,7 +36,7 @@
  * above, which wait for the outermost ncclGroupEnd (NVIDIA's NCCL runs the
  * whole group there).
  */
-#include "nccl.h"
+#include "nccl_impl.h"
 
 #include <stdlib.h>
 

@@ -11,7 +11,7 @@
  * Workload: a few allocations per communicator; a linked list is enough.
  * Threads: one mutex guards the list.
  */
-#include "nccl.h"
+#include "nccl_impl.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,10 +1,12 @@
-/* nccl.h - what the files of the simulated NCCL share: result codes, the
- * communicator, the last-error message and the export marker.  NVIDIA's
+/* nccl_impl.h - what the files of the simulated NCCL (nccl.c, nccl_coll.c,
+ * nccl_mem.c: one library split by concern, one unit for
+ * tests/e2e/test_link_cycles.py) share: result codes, the communicator,
+ * the last-error message and the export marker.  NVIDIA's
  * nccl.h is not used: communicators and windows are opaque pointers,
  * enums int, ncclUniqueId a 128-byte struct passed by value - the same ABI.
  */
-#ifndef CUMEMTRACE_SIM_NCCL_H
-#define CUMEMTRACE_SIM_NCCL_H
+#ifndef CUMEMTRACE_SIM_NCCL_IMPL_H
+#define CUMEMTRACE_SIM_NCCL_IMPL_H
 
 #include <stddef.h>
 #include <stdint.h>

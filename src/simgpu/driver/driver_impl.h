@@ -1,4 +1,9 @@
-/* driver.h - internals shared by the files of the simulated libcuda.so.1.
+/* driver_impl.h - internals shared by the files of the simulated
+ * libcuda.so.1: driver.c (contexts, the entry and exit of every call),
+ * driver_device.c, driver_memory.c, driver_vmm.c, driver_shared.c and
+ * driver_procaddress.c - one driver split by concern, one unit for
+ * tests/e2e/test_link_cycles.py.  Private to them (driver_vaspace.c, the
+ * address space below them, has a header of its own).
  *
  * Every exported function begins with DRIVER_ENTER (configuration, call
  * counting, SIMCUDA_FAIL) and ends with driver_leave (SIMCUDA_LOG).  All
@@ -7,8 +12,8 @@
  * counters, which are atomic.  Nothing here is exported: only the cu* entry
  * points are.
  */
-#ifndef CUMEMTRACE_SIM_DRIVER_H
-#define CUMEMTRACE_SIM_DRIVER_H
+#ifndef CUMEMTRACE_SIM_DRIVER_IMPL_H
+#define CUMEMTRACE_SIM_DRIVER_IMPL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
