@@ -146,6 +146,12 @@ struct cumemtrace_allocator_facts {
     int64_t other_tensor_bytes;
     const char *optimizers; /* the optimizers' class names, "AdamW" or
                                "AdamW, SGD"; NULL or "" for none */
+    /* Training steps (the most optimizer.step() calls of any optimizer): at
+     * an OOM the step under way (1 = the first), at other moments the steps
+     * done; and the step during which the device's peak (cumemtrace_usage)
+     * was reached.  -1 when unknown (no optimizer stepped). */
+    int64_t step;
+    int64_t peak_step;
 };
 
 /* Returns 0, or -1 (bad arguments, or tracing disabled).  Thread-safe. */

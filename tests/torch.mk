@@ -24,3 +24,18 @@ test-models: all
 .PHONY: demo-torch
 demo-torch: all
 	@py=$$(scripts/torch-env.sh) && scripts/demo-torch.sh $(BUILD) $$py
+
+# `make bench`'s PyTorch phases row (scripts/bench_torch_phases.py): the
+# global module and optimizer hooks' cost on a small real model's step.
+# cg_mark.c needs valgrind's callgrind.h; without it only the wall clock is
+# measured.
+ifneq ($(wildcard /usr/include/valgrind/callgrind.h),)
+$(BUILD)/tests/bench/libcg_mark.so: tests/bench/cg_mark.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(OPT) $(WARN) -fPIC -shared -o $@ $<
+bench-torch-phases: $(BUILD)/tests/bench/libcg_mark.so
+endif
+.PHONY: bench-torch-phases
+bench-torch-phases: all
+	$(PYTHON) scripts/bench_torch_phases.py --build $(BUILD) --write docs/performance.md
+bench: bench-torch-phases

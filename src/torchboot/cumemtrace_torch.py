@@ -17,8 +17,10 @@ raised, for fit's table (the format is in src/cli/views/fit.c).
 Nothing here runs unless the program imports torch; nothing here raises.
 """
 import ctypes
+import functools
 import os
 import sys
+import threading
 import time
 import traceback
 
@@ -70,6 +72,8 @@ class Facts(ctypes.Structure):
         ("optimizer_state_bytes", ctypes.c_int64),
         ("other_tensor_bytes", ctypes.c_int64),
         ("optimizers", ctypes.c_char_p),
+        ("step", ctypes.c_int64),
+        ("peak_step", ctypes.c_int64),
     ]]
 
 
@@ -200,6 +204,13 @@ _optimizers = None  # weakref.WeakSet of the optimizers seen stepping
 PARAMETERS, BUFFERS, GRADIENTS, OPTIMIZER, OTHER = range(5)
 
 
+def _optim_module():
+    # torch.optim's submodule: torch may load torch.optim lazily, and at
+    # CUDA's initialisation its attribute is not there yet.
+    import importlib
+    return importlib.import_module("torch.optim.optimizer")
+
+
 def _watch_optimizers(torch):
     global _optimizers
     import weakref
@@ -209,7 +220,7 @@ def _watch_optimizers(torch):
     def seen(optimizer, args, kwargs):
         add(optimizer)
     try:
-        torch.optim.optimizer.register_optimizer_step_pre_hook(seen)
+        _optim_module().register_optimizer_step_pre_hook(seen)
     except Exception:
         pass  # an older torch: the scan finds them
 
@@ -287,6 +298,164 @@ def roles(torch, device, snapshot_segments, allocated):
             names.append(type(o).__name__)
     out[OTHER] = sum(blocks.values())
     return out, ", ".join(names)
+
+
+# Phases: forward, backward and the optimizer's step, with the module's
+# qualified name, pushed to the library (cumemtrace_phase_push, source
+# "torch") from PyTorch's global hooks, so that every allocation carries
+# them and the device's peak and each OOM name where they happened.
+#   forward   a global forward pre-hook pushes "forward" at the outermost
+#             module of a thread, then each module's name (relative to
+#             that outermost one, whose own name is its class); the global
+#             forward hook (always_call: also when forward raises) pops.
+#   backward  the forward hook puts a pre-hook on the module's output's
+#             autograd node: when backward reaches it, on autograd's thread,
+#             the phase becomes "backward" / the module's name (backward
+#             runs the graph in reverse, so a module's nodes follow its
+#             output's); a final callback of the pass closes it.
+#   step      PyTorch's global optimizer step pre/post hooks: "optimizer
+#             step", and the step count (the most any optimizer stepped).
+# CUMEMTRACE_TORCH_PHASES=0 turns it off.  Its cost is measured in make
+# bench (scripts/bench_torch_phases.py, docs/performance.md).
+_phase_push = _phase_pop = None
+_steps = {}          # id(optimizer) -> steps taken
+_step = [0]          # the most steps any optimizer took
+_peak_seen = {}      # device -> peak_time_ns the library reported at a step's end
+_peak_step = {}      # device -> the step in which its peak was reached
+_usage_fn = None
+TORCH = b"torch"
+
+
+class Usage(ctypes.Structure):
+    """struct cumemtrace_usage (include/cumemtrace.h)."""
+    _fields_ = [("current_bytes", ctypes.c_uint64), ("mark_bytes", ctypes.c_uint64),
+                ("peak_bytes", ctypes.c_uint64), ("mark_time_ns", ctypes.c_int64),
+                ("peak_time_ns", ctypes.c_int64)]
+
+
+class _Thread(threading.local):
+    depth = 0          # modules open in forward on this thread
+    names = None       # id(module) -> bytes name, under the outermost module
+    root = None
+    backward = False   # "backward" open on this thread (autograd's)
+
+
+def _names_of(root):
+    names = {id(m): (n or type(m).__name__).encode(errors="replace")
+             for n, m in root.named_modules()}
+    return names
+
+
+def _start_phases(torch):
+    global _phase_push, _phase_pop, _usage_fn
+    if os.environ.get("CUMEMTRACE_TORCH_PHASES", "") == "0":
+        return
+    try:
+        lib = ctypes.CDLL(None)
+        push, pop = lib.cumemtrace_phase_push, lib.cumemtrace_phase_pop
+    except (AttributeError, OSError):
+        return  # an older library: no phases
+    push.argtypes, push.restype = [ctypes.c_char_p, ctypes.c_char_p], ctypes.c_int
+    pop.argtypes, pop.restype = [ctypes.c_char_p], ctypes.c_int
+    _phase_push, _phase_pop = push, pop
+    try:
+        usage = lib.cumemtrace_usage
+        usage.argtypes, usage.restype = [ctypes.c_int, ctypes.POINTER(Usage)], ctypes.c_int
+        _usage_fn = usage
+    except AttributeError:
+        pass
+    here = _Thread()
+    Tensor = torch.Tensor
+    engine = torch.autograd.Variable._execution_engine
+    names_cache = {}  # id(root) -> (weakref to root, names)
+    import weakref
+
+    def leave_backward():
+        if here.backward:
+            here.backward = False
+            pop(TORCH)
+            pop(TORCH)
+
+    def enter_backward(name, grad_outputs):
+        if here.backward:
+            pop(TORCH)
+        else:
+            here.backward = True
+            push(TORCH, b"backward")
+            try:
+                engine.queue_callback(leave_backward)
+            except Exception:
+                pass  # closed at the next backward instead
+        push(TORCH, name)
+
+    def names_for(root):
+        got = names_cache.get(id(root))
+        if got is None or got[0]() is not root:
+            got = (weakref.ref(root), _names_of(root))
+            names_cache[id(root)] = got
+        return got[1]
+
+    def pre(module, args):
+        if here.depth == 0:
+            here.root = module
+            here.names = names = names_for(module)
+            push(TORCH, b"forward")
+        else:
+            names = here.names
+        name = names.get(id(module))
+        if name is None:  # added since: name the modules again
+            names_cache.pop(id(here.root), None)
+            here.names = names = names_for(here.root)
+            name = names.get(id(module)) or type(module).__name__.encode()
+        here.depth += 1
+        push(TORCH, name)
+
+    def post(module, args, output):
+        if here.depth == 0:
+            return  # its pre-hook ran before ours was registered
+        here.depth -= 1
+        pop(TORCH)
+        if type(output) is not Tensor and not isinstance(output, Tensor):
+            if type(output) in (tuple, list) and output and isinstance(output[0], Tensor):
+                output = output[0]
+            else:
+                output = None
+        node = output.grad_fn if output is not None else None
+        if node is not None:
+            name = here.names.get(id(module)) if here.names else None
+            node.register_prehook(functools.partial(enter_backward, name or
+                                                    type(module).__name__.encode()))
+        if here.depth == 0:
+            pop(TORCH)
+            here.root = here.names = None
+
+    def step_pre(optimizer, args, kwargs):
+        push(TORCH, b"optimizer step")
+
+    def step_post(optimizer, args, kwargs):
+        pop(TORCH)
+        n = _steps[id(optimizer)] = _steps.get(id(optimizer), 0) + 1
+        if n > _step[0]:
+            _step[0] = n
+            _note_peak_step(torch, n)
+
+    from torch.nn.modules import module as m
+    m.register_module_forward_pre_hook(pre)
+    m.register_module_forward_hook(post, always_call=True)
+    _optim_module().register_optimizer_step_pre_hook(step_pre)
+    _optim_module().register_optimizer_step_post_hook(step_post)
+
+
+def _note_peak_step(torch, step):
+    """At the end of step `step`: a device whose peak moved since the last
+    step's end reached it during this step."""
+    if _usage_fn is None:
+        return
+    u = Usage()
+    for d in range(torch.cuda.device_count()):
+        if _usage_fn(d, ctypes.byref(u)) == 1 and u.peak_time_ns != _peak_seen.get(d):
+            _peak_seen[d] = u.peak_time_ns
+            _peak_step[d] = step
 
 
 def _library(name="cumemtrace_allocator_oom"):
@@ -421,6 +590,17 @@ def facts(torch, device, alloc, device_total, device_free):
         (f.parameter_bytes, f.buffer_bytes, f.gradient_bytes, f.optimizer_state_bytes,
          f.other_tensor_bytes) = r[0]
         f.optimizers = r[1].encode()
+    f.step = f.peak_step = -1
+    if _phase_push is not None and _step[0] > 0:
+        # At an OOM the step under way; at exit the steps done.
+        f.step = _step[0] + (1 if alloc >= 0 else 0)
+        peak_step = _peak_step.get(device, -1)
+        if alloc < 0 and _usage_fn is not None:
+            u = Usage()  # a peak after the last step's end: the step under way
+            if _usage_fn(device, ctypes.byref(u)) == 1 and \
+                    u.peak_time_ns != _peak_seen.get(device):
+                peak_step = _step[0] + 1
+        f.peak_step = peak_step
     if _history:
         top = _top_tensors(snap, device)
         arr = (TensorSite * max(len(top), 1))()
@@ -455,6 +635,11 @@ def _attach(torch, report):
     _exit_snapshot_at_program_end()
     _start_history(torch)
     _watch_optimizers(torch)
+    try:
+        _start_phases(torch)
+    except Exception as e:
+        sys.stderr.write(f"cumemtrace: warning: PyTorch phases off ({type(e).__name__}: "
+                         f"{e}); peaks and OOMs are not named by module\n")
     layout = [_segments_fn()]
 
     def observer(device, alloc, device_total, device_free):

@@ -134,6 +134,7 @@ struct snap_allocator {
     bool has_roles;
     uint64_t roles[SNAP_ROLES];
     const char *optimizers; /* "AdamW", or NULL */
+    int64_t step, peak_step; /* training steps; SNAP_UNKNOWN_I64 unknown */
     const char *config; /* "key:value,..." as written back, or NULL */
     bool has_top;       /* top_tensors was not null: the allocator's history is on */
     size_t ntop;
@@ -185,6 +186,7 @@ struct snap_phases {
 struct snap_device {
     struct snap_allocator allocator; /* latest state (allocator_state), if any */
     int64_t ordinal;
+    int64_t peak_phase; /* the phase the peak was reached in, 0 none */
     uint64_t total_bytes, free_bytes, limit_bytes; /* may be SNAP_UNKNOWN */
     uint64_t current_bytes, peak_bytes;
     int64_t peak_time_ns;

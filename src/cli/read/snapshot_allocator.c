@@ -173,6 +173,8 @@ static const struct field allocator_fields[] = {
     FIELD(snap_allocator, device_total_bytes, F_U64N),
     FIELD(snap_allocator, device_free_bytes, F_U64N),
     FIELD(snap_allocator, peak_allocated_bytes, F_U64N),
+    FIELD(snap_allocator, step, F_I64N),
+    FIELD(snap_allocator, peak_step, F_I64N),
     FIELD_FN("largest_free_block_bytes", rd_largest_free),
     FIELD_FN("config", rd_config),
     FIELD_FN("top_tensors", rd_top_tensors),
@@ -189,6 +191,7 @@ static int read_allocator(struct reader *r, struct snap_allocator *a)
                         &a->device_free_bytes, &a->peak_allocated_bytes};
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
         *nums[i] = SNAP_UNKNOWN;
+    a->step = a->peak_step = SNAP_UNKNOWN_I64;
     if (reader_take_null(r))
         return 0;
     a->present = true;

@@ -404,6 +404,7 @@ static const struct field device_fields[] = {
     FIELD(snap_device, current_bytes, F_U64),
     FIELD(snap_device, peak_bytes, F_U64),
     FIELD(snap_device, peak_time_ns, F_I64N),
+    FIELD(snap_device, peak_phase, F_I64N),
     FIELD_FN("by_kind", rd_by_kind),
     FIELD_FN("vmm", rd_vmm),
     FIELD_FN("live", rd_live),

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "out.h"
+#include "snapshot_phases.h"
 
 static bool known(uint64_t v)
 {
@@ -178,6 +179,16 @@ uint64_t report_allocator_peak(const struct snapshot *s, const struct snap_devic
     return SNAP_UNKNOWN;
 }
 
+int64_t report_allocator_peak_step(const struct snapshot *s, const struct snap_device *d)
+{
+    if (d->allocator.present)
+        return d->allocator.peak_step;
+    const struct snap_oom *o = &s->oom;
+    if (o->present && o->device == d->ordinal && o->allocator.present)
+        return o->allocator.peak_step;
+    return SNAP_UNKNOWN_I64;
+}
+
 void report_allocator_tensors(FILE *f, struct snapctx *ctx, const struct snap_allocator *a,
                               const char *first, const char *rest, int lines)
 {
@@ -207,4 +218,35 @@ void report_allocator_tensors(FILE *f, struct snapctx *ctx, const struct snap_al
         snprintf(text, sizeof text, "%s%s", head, where);
         out_wrap(f, i == 0 ? first : rest, cont, text);
     }
+}
+
+const char *report_allocator_when(const struct snapshot *s, int64_t phase, int64_t step,
+                                  char *buf, size_t n)
+{
+    char what[512] = "";
+    const struct snap_phase *inner = phase > 0 ? snapshot_phase(s, phase) : NULL;
+    if (inner != NULL && inner->source != NULL && strcmp(inner->source, "torch") == 0) {
+        /* The outermost of PyTorch's phases around it: forward, backward or
+         * the optimizer step; below it, the innermost is the module. */
+        const struct snap_phase *top = inner;
+        for (const struct snap_phase *p = inner; p != NULL;
+             p = p->parent > 0 ? snapshot_phase(s, p->parent) : NULL)
+            if (p->source != NULL && strcmp(p->source, "torch") == 0)
+                top = p;
+        char t[160];
+        snprintf(t, sizeof t, "%s", snapshot_display(s->ctx, top->name));
+        if (top != inner)
+            snprintf(what, sizeof what, "%s of module `%s`", t,
+                     snapshot_display(s->ctx, inner->name));
+        else
+            snprintf(what, sizeof what, "%s", t);
+    } else if (inner != NULL) {
+        snprintf(what, sizeof what, "range `%s`",
+                 snapshot_display(s->ctx, snapshot_phase_path(s, phase)));
+    }
+    if (step != SNAP_UNKNOWN_I64 && step > 0)
+        snprintf(buf, n, "%s%sstep %" PRId64, what, what[0] ? ", " : "", step);
+    else
+        snprintf(buf, n, "%s", what);
+    return buf;
 }

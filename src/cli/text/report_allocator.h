@@ -23,6 +23,10 @@ void report_allocator_lines(FILE *f, struct snapctx *ctx, const struct snap_oom 
  * OOM on that device; SNAP_UNKNOWN when PyTorch did not say. */
 uint64_t report_allocator_peak(const struct snapshot *s, const struct snap_device *d);
 
+/* The training step during which device d's peak was reached (PyTorch's
+ * layer, peak_step), SNAP_UNKNOWN_I64 when not known. */
+int64_t report_allocator_peak_step(const struct snapshot *s, const struct snap_device *d);
+
 /* The Python lines holding the largest live tensors (PyTorch's history,
  * `top_tensors`), up to `lines` lines each (the callers cut to fit), the
  * first prefixed by `first`, the others by `rest`; nothing when the
@@ -39,5 +43,13 @@ const char *report_allocator_roles_text(const struct snap_allocator *a, char *bu
  * not measured. */
 void report_allocator_roles(FILE *f, const struct snap_allocator *a, const char *first,
                             const char *rest);
+
+/* When something happened, in the program's terms, from its phase (an id
+ * of the file's phases) and PyTorch's training step (SNAP_UNKNOWN_I64 when
+ * unknown): "backward of module `layers.2`, step 3" for PyTorch's phases
+ * (source "torch"), "range `validation/step 1200`" for others; "" when
+ * neither is known.  Text shown as snapshot_display shows it.  Returns buf. */
+const char *report_allocator_when(const struct snapshot *s, int64_t phase, int64_t step,
+                                  char *buf, size_t n);
 
 #endif

@@ -371,9 +371,11 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
         }
         fprintf(f, "  %-10s%s\n", "stack:", out_fit_chain(line, OUT_WIDTH - 12, fit, sizeof fit));
     }
-    if (o->phase > 0)
-        field(f, "range:", "inside range `%s`",
-              TEXT(s, snapshot_phase_path(s, o->phase)));
+    char when[640];
+    if (report_allocator_when(s, o->phase, o->allocator.present ? o->allocator.step
+                                                                : SNAP_UNKNOWN_I64,
+                              when, sizeof when)[0])
+        field(f, "during:", "%s", when);
     /* The tensors above are who holds it; the driver-level table says
      * which line first created each cached segment. */
     bool tensors = o->allocator.present && o->allocator.has_top && o->allocator.ntop > 0;
@@ -564,6 +566,10 @@ static int print_device(FILE *f, struct snapshot *s, const struct snap_device *d
     heading(f, "Device %" PRId64 ": peak %s at %s, now %s", d->ordinal,
             out_bytes(d->peak_bytes, a), out_duration(d->peak_time_ns, t),
             out_bytes(d->current_bytes, b));
+    char when[640];
+    if (report_allocator_when(s, d->peak_phase, report_allocator_peak_step(s, d), when,
+                              sizeof when)[0])
+        para(f, 2, "the peak was reached during %s", when);
     print_tensor_peak(f, s, d);
     report_allocator_roles(f, &d->allocator, "  roles: ", "         ");
     if (d->total_bytes != SNAP_UNKNOWN || d->limit_bytes != SNAP_UNKNOWN) {

@@ -14,6 +14,7 @@
 #include "frames.h"
 #include "jsonw.h"
 #include "report.h"
+#include "report_allocator.h"
 #include "sites.h"
 
 static void stats(struct jsonw *w, const struct snap_kind_stats *k)
@@ -130,6 +131,10 @@ static int device(struct jsonw *w, struct snapshot *s, const struct snap_device 
     jsonw_key(w, "current_bytes"); jsonw_u64(w, d->current_bytes);
     jsonw_key(w, "peak_bytes"); jsonw_u64(w, d->peak_bytes);
     jsonw_key(w, "peak_time_ns"); jsonw_i64(w, d->peak_time_ns);
+    char when[640];
+    jsonw_key(w, "peak_during");
+    jsonw_string(w, report_allocator_when(s, d->peak_phase, report_allocator_peak_step(s, d),
+                                          when, sizeof when)[0] ? when : NULL);
     jsonw_key(w, "by_kind");
     jsonw_begin_object(w);
     for (int k = 0; k < DEVICE_KINDS; k++) {
@@ -257,6 +262,11 @@ static int oom(struct jsonw *w, struct snapshot *s, unsigned top)
     }
     jsonw_end_object(w);
     jsonw_key(w, "cause"); jsonw_string(w, snapshot_cause_name(o));
+    char when[640];
+    jsonw_key(w, "during");
+    jsonw_string(w, report_allocator_when(s, o->phase, o->allocator.present ? o->allocator.step
+                                                                          : SNAP_UNKNOWN_I64,
+                                          when, sizeof when)[0] ? when : NULL);
     jsonw_key(w, "shortfall_bytes"); jsonw_u64(w, o->shortfall_bytes);
     jsonw_key(w, "attempts"); jsonw_u64(w, o->attempts);
     jsonw_key(w, "recovered"); jsonw_tribool(w, o->recovered);

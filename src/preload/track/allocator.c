@@ -126,6 +126,8 @@ bool allocator_take(int device, const struct cumemtrace_allocator_facts *in,
     f.peak_allocated = FIELD_OR_UNKNOWN(in, peak_allocated_bytes);
     take_top(in, &f);
     take_roles(in, &f);
+    f.step = FIELD_OR_UNKNOWN(in, step);
+    f.peak_step = FIELD_OR_UNKNOWN(in, peak_step);
     *out = f;
     return true;
 }

@@ -35,6 +35,7 @@ struct allocator_facts {
      * checked they sum to it); roles[0] -1: not measured. */
     int64_t roles[ALLOCATOR_ROLES];
     char optimizers[64]; /* "AdamW, SGD", "" for none */
+    int64_t step, peak_step; /* training steps (include/cumemtrace.h), -1 */
     int ntop; /* top[0..ntop); -1: the allocator keeps no history */
     struct allocator_tensor_site top[ALLOCATOR_TOP_TENSORS];
 };

@@ -322,6 +322,7 @@ HOT void account_alloc_locked(struct site *s, uint64_t bytes, int64_t now)
     if (current > p->peak) {
         p->peak = current;
         p->peak_time = now;
+        p->peak_phase = s->s.phase;
         p->epoch++;
     }
     if (current > p->mark.peak) {

@@ -270,6 +270,8 @@ struct record_pool_view {
     bool active;                /* any activity at all */
     uint64_t current, peak;
     int64_t peak_time;
+    uint32_t peak_phase;        /* phase of the allocation that first reached
+                                   `peak` (phases.h), 0 none */
     uint64_t limit;
     int64_t free_bytes, total_bytes; /* -1 when never seen */
     struct record_kind_stats kinds[KIND_COUNT];

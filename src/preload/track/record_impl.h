@@ -153,6 +153,8 @@ struct pool {
     struct record_mark mark;
     bool active;
     int64_t peak_time;
+    uint32_t peak_phase; /* the allocating thread's phase when `peak` was
+                            first reached (phases.h), 0 none */
     struct record_kind_stats kinds[KIND_COUNT];
     int64_t free_bytes, total_bytes;
     struct record_vmm_stats vmm;

@@ -283,6 +283,7 @@ static int take(struct record_view *v, struct record_rows *fresh)
         pv->current = p->current;
         pv->peak = p->peak;
         pv->peak_time = p->peak_time;
+        pv->peak_phase = p->peak_phase;
         pv->limit = record_limits[i].limit;
         pv->free_bytes = p->free_bytes;
         pv->total_bytes = p->total_bytes;

@@ -400,6 +400,8 @@ static void write_allocator(struct jw *w, const struct allocator_facts *f)
         {",\"device_total_bytes\":", f->device_total},
         {",\"device_free_bytes\":", f->device_free},
         {",\"peak_allocated_bytes\":", f->peak_allocated},
+        {",\"step\":", f->step},
+        {",\"peak_step\":", f->peak_step},
     };
     for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
         jw_s(w, n[i].key);
@@ -460,6 +462,7 @@ static void write_device(struct jw *w, const struct record_view *v, struct site_
     key_u64(w, ",\"current_bytes\":", p->current);
     key_u64(w, ",\"peak_bytes\":", p->peak);
     key_i64(w, ",\"peak_time_ns\":", p->peak_time);
+    key_u64(w, ",\"peak_phase\":", p->peak_phase);
     jw_s(w, ",\n \"by_kind\":{");
     for (int k = 0; k < FORMAT_DEVICE_KINDS; k++) {
         jw_s(w, k ? ",\"" : "\"");

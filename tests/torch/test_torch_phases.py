@@ -1,0 +1,63 @@
+"""PyTorch's phases (docs/snapshot-format.md, "phases" with source "torch",
+devices[].peak_phase, allocator.step and peak_step): the PyTorch layer's
+global module and optimizer hooks name the phase - forward, backward, the
+optimizer step - the module and the training step of the device's peak and
+of an out-of-memory failure, with no change to the program."""
+import subprocess
+
+from conftest import CLI, line_of
+
+
+def path_of(snap, pid):
+    ps = {p["id"]: p for p in snap["phases"]["list"]}
+    parts = []
+    while pid:
+        assert ps[pid]["source"] == "torch", ps[pid]
+        parts.append(ps[pid]["name"])
+        pid = ps[pid]["parent"]
+    return "/".join(reversed(parts))
+
+
+def report(path):
+    r = subprocess.run([str(CLI), "report", str(path)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    return " ".join(r.stdout.split())
+
+
+def test_the_peak_is_named_by_phase_module_and_step(scenario):
+    r = scenario("phases_train.py")
+    snap = r.only("exit")
+    dev = r.device()
+    assert dev["peak_bytes"] == r.torch["max_reserved"]
+    # The 64 MiB gradient of wide's weight is allocated in wide's backward,
+    # in step 2 (step 1 had no AdamW state yet; step 3 repeats step 2).
+    assert path_of(snap, dev["peak_phase"]) == "backward/wide"
+    assert dev["allocator"]["peak_step"] == 2
+    assert dev["allocator"]["step"] == 3
+    names = {path_of(snap, p["id"]) for p in snap["phases"]["list"] if p["id"] > 1}
+    assert {"forward/Net/inp", "forward/Net/wide", "forward/Net/out", "backward/out",
+            "backward/wide", "backward/inp", "optimizer step"} <= names, names
+    assert snap["phases"]["unbalanced_pops"] == 0
+    text = report(r.files[-1])
+    assert "the peak was reached during backward of module `wide`, step 2" in text, text
+
+
+def test_an_oom_in_a_modules_forward_names_it(scenario):
+    r = scenario("phases_train.py", "oom")
+    snap = r.only("oom")
+    oom = snap["oom"]
+    assert path_of(snap, oom["phase"]) == "forward/Net/huge"
+    assert oom["allocator"]["step"] == 4  # three steps done, the fourth under way
+    text = report([f for f in r.files if ".oom." in f.name][0])
+    assert "during: forward of module `huge`, step 4" in text, text
+    # The failing line is the module's own.
+    assert f"phases_train.py:{line_of('phases_train.py', 'HUGE')}" in text, text
+
+
+def test_phases_off(scenario):
+    r = scenario("phases_train.py", env={"CUMEMTRACE_TORCH_PHASES": "0"})
+    snap = r.only("exit")
+    assert "phases" not in snap or not any(p["source"] == "torch"
+                                           for p in snap["phases"]["list"])
+    assert r.device()["peak_phase"] == 0
