@@ -315,8 +315,11 @@ def roles(torch, device, snapshot_segments, allocated):
 #             output's); a final callback of the pass closes it.
 #   step      PyTorch's global optimizer step pre/post hooks: "optimizer
 #             step", and the step count (the most any optimizer stepped).
-# CUMEMTRACE_TORCH_PHASES=0 turns it off.  Its cost is measured in make
-# bench (scripts/bench_torch_phases.py, docs/performance.md).
+# Off by default, CUMEMTRACE_TORCH_PHASES=1 turns it on: every module call
+# then pays PyTorch's hooked call path and two hooks - +16 % wall, +21 %
+# instructions of a small model's step where kernels take no time (make
+# bench: scripts/bench_torch_phases.py, docs/performance.md), 8 times the
+# 2 % a default may cost.
 _phase_push = _phase_pop = None
 _steps = {}          # id(optimizer) -> steps taken
 _step = [0]          # the most steps any optimizer took
@@ -348,7 +351,7 @@ def _names_of(root):
 
 def _start_phases(torch):
     global _phase_push, _phase_pop, _usage_fn
-    if os.environ.get("CUMEMTRACE_TORCH_PHASES", "") == "0":
+    if os.environ.get("CUMEMTRACE_TORCH_PHASES", "") != "1":
         return
     try:
         lib = ctypes.CDLL(None)

@@ -2,10 +2,13 @@
 devices[].peak_phase, allocator.step and peak_step): the PyTorch layer's
 global module and optimizer hooks name the phase - forward, backward, the
 optimizer step - the module and the training step of the device's peak and
-of an out-of-memory failure, with no change to the program."""
+of an out-of-memory failure, with no change to the program but
+CUMEMTRACE_TORCH_PHASES=1 (off by default: their cost, docs/performance.md)."""
 import subprocess
 
 from conftest import CLI, line_of
+
+ON = {"CUMEMTRACE_TORCH_PHASES": "1"}
 
 
 def path_of(snap, pid):
@@ -26,7 +29,7 @@ def report(path):
 
 
 def test_the_peak_is_named_by_phase_module_and_step(scenario):
-    r = scenario("phases_train.py")
+    r = scenario("phases_train.py", env=ON)
     snap = r.only("exit")
     dev = r.device()
     assert dev["peak_bytes"] == r.torch["max_reserved"]
@@ -44,7 +47,7 @@ def test_the_peak_is_named_by_phase_module_and_step(scenario):
 
 
 def test_an_oom_in_a_modules_forward_names_it(scenario):
-    r = scenario("phases_train.py", "oom")
+    r = scenario("phases_train.py", "oom", env=ON)
     snap = r.only("oom")
     oom = snap["oom"]
     assert path_of(snap, oom["phase"]) == "forward/Net/huge"
@@ -55,8 +58,8 @@ def test_an_oom_in_a_modules_forward_names_it(scenario):
     assert f"phases_train.py:{line_of('phases_train.py', 'HUGE')}" in text, text
 
 
-def test_phases_off(scenario):
-    r = scenario("phases_train.py", env={"CUMEMTRACE_TORCH_PHASES": "0"})
+def test_phases_are_off_by_default(scenario):
+    r = scenario("phases_train.py")
     snap = r.only("exit")
     assert "phases" not in snap or not any(p["source"] == "torch"
                                            for p in snap["phases"]["list"])
