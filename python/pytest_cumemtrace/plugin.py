@@ -158,6 +158,63 @@ def pytest_runtest_setup(item):
     pytest.fail(why, pytrace=False)
 
 
+def _torch_blocks():
+    """PyTorch's live blocks now, {(device, address): frames} (its allocation
+    history, which cumemtrace turns on, gives each block the Python stack
+    that allocated it), when PyTorch has initialised CUDA; else None."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is None or not torch.cuda.is_initialized():
+            return None
+        blocks = {}
+        for seg in torch.cuda.memory._snapshot()["segments"]:
+            for b in seg["blocks"]:
+                if b["state"] == "active_allocated":
+                    frames = tuple((f.get("filename", "?"), f.get("line", 0), f.get("name", "?"))
+                                   for f in b.get("frames") or ())
+                    blocks[(seg["device"], b["address"])] = (b["size"], frames)
+        return blocks
+    except Exception:  # a build without the history API: the call sites stand
+        return None
+
+
+def _user_frame(frames):
+    """The innermost frame outside PyTorch, pytest and the standard
+    library: the line of the test (or of the code it calls) that made it."""
+    for filename, line, name in frames:
+        if not re.search(r"[/\\](torch|_pytest|pluggy|site-packages|dist-packages|"
+                         r"lib/python[0-9.]+)[/\\]", filename):
+            return f"{os.path.basename(filename)}:{line}:{name}"
+    return None
+
+
+def _leaked_tensors(before, dev):
+    """Lines for the tensors that appeared on device `dev` since `before`
+    and are still live, grouped by the line that allocated them; None when
+    PyTorch keeps no history for them."""
+    after = _torch_blocks()
+    if before is None or after is None:
+        return None
+    groups, unnamed = {}, [0, 0]
+    for key, (size, frames) in after.items():
+        if key[0] != dev or before.get(key) == (size, frames):
+            continue  # live before the test: not its leak
+        where = _user_frame(frames) if frames else None
+        g = groups.setdefault(where, [0, 0]) if where else unnamed
+        g[0] += size
+        g[1] += 1
+    if not groups:
+        return None
+    rows = sorted(groups.items(), key=lambda kv: -kv[1][0])
+    out = [f"  {fmt_size(b):>10}  {n:>5}x  {where}" for where, (b, n) in rows[:TOP_SITES]]
+    if len(rows) > TOP_SITES:
+        rest = sum(b for _, (b, _) in rows[TOP_SITES:])
+        out.append(f"  {fmt_size(rest):>10}  in {len(rows) - TOP_SITES} more lines")
+    if unnamed[1]:
+        out.append(f"  {fmt_size(unnamed[0]):>10}  {unnamed[1]:>5}x  (no Python line recorded)")
+    return out
+
+
 def _torch_allocated():
     """{device: torch.cuda.memory_allocated} when PyTorch has initialised CUDA
     in this process, else None."""
@@ -183,6 +240,7 @@ def pytest_runtest_call(item):
         return
     lib = state.lib
     torch_start = _torch_allocated()
+    item._cumemtrace_blocks = _torch_blocks() if "limit_gpu_leaks" in limits else None
     mark = lib.mark_begin()
     if mark <= 0:
         # Refused (tracing disabled, marks nested too deep): the library
@@ -244,9 +302,15 @@ def _check(state, item, limits, torch_start):
                 f"test leaked {fmt_size(amount)} of GPU memory on device {dev} "
                 f"(torch.cuda.memory_allocated {fmt_size(info[0])} before, "
                 f"{fmt_size(info[1])} after), over limit_gpu_leaks"
-                f"({fmt_size(limits['limit_gpu_leaks'])}); release the tensors it keeps. "
-                "The caching allocator's segments live at the end, by the call site that "
-                "created them (a leaked tensor may sit in a segment made earlier):")
+                f"({fmt_size(limits['limit_gpu_leaks'])}); release the tensors it keeps.")
+            tensors = _leaked_tensors(getattr(item, "_cumemtrace_blocks", None), dev)
+            if tensors is not None:
+                lines.append("Tensors it allocated that are still live, by the line that "
+                             "allocated them (PyTorch's allocation history):")
+                lines += tensors
+            lines.append("The caching allocator's segments live at the end, by the call site "
+                         "that created them (a leaked tensor may sit in a segment made "
+                         "earlier):")
             lines += _sites(snap, dev, "live")
         else:
             lines.append(

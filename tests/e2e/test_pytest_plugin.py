@@ -261,3 +261,50 @@ def test_pytorch_markers(pytester, monkeypatch):
     assert re.search(rf"test_torch_inner\.py:{torch_line('big')}:test_over_budget", out), out
     assert ("test leaked 4.00 MiB of GPU memory on device 0 (torch.cuda.memory_allocated "
             "0 B before, 4.00 MiB after)") in out, out
+
+
+TORCH_REUSE = '''
+import pytest
+import torch
+
+held = []
+
+
+def test_makes_the_cache():
+    x = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")  # @seg
+    del x  # its 8 MiB segment stays cached
+
+
+@pytest.mark.limit_gpu_leaks("1 MiB")
+def test_leaks_into_it():
+    held.append(torch.empty(4 << 20, dtype=torch.uint8, device="cuda"))  # @into
+'''
+
+
+@pytest.mark.skipif(not LIB.exists(), reason=f"{LIB} not built")
+@pytest.mark.skipif(not os.access(TORCH_PY, os.X_OK),
+                    reason=f"no PyTorch venv at {TORCH_PY} (CUMEMTRACE_TORCH_PYTHON)")
+@pytest.mark.skipif(not SIMGPU.exists(),
+                    reason="scripts/simgpu (PyTorch on the simulated GPU) not in this tree")
+def test_a_leak_in_a_reused_segment_names_the_leaking_line(pytester, monkeypatch):
+    """Issue 23: the leaking test's tensor sits in a segment an earlier test
+    created, so the segment table names the earlier test's line; the
+    message names the line that allocated the tensor still live."""
+    environ(monkeypatch, preload=True)
+    monkeypatch.setenv("CUMEMTRACE_BUILD", str(BUILD))
+    pytester.makepyfile(test_torch_reuse=TORCH_REUSE)
+    r = pytester.run(str(SIMGPU), "--memory", "1GiB", "--", TORCH_PY, "-m", "pytest",
+                     "-p", "pytest_cumemtrace.plugin", "-p", "no:cacheprovider",
+                     "--cumemtrace", "-rA", timeout=300)
+    out = r.stdout.str()
+    line = {tag: n for n, text in enumerate(TORCH_REUSE.splitlines())
+            for tag in ("seg", "into") if text.rstrip().endswith(f"# @{tag}")}
+    assert re.search(r"FAILED test_torch_reuse.py::test_leaks_into_it", out), out
+    tensors = out.split("Tensors it allocated that are still live")[1].split(
+        "The caching allocator's segments")[0]
+    assert re.search(rf"4.00 MiB +1x +test_torch_reuse\.py:{line['into']}:test_leaks_into_it",
+                     tensors), out
+    assert f":{line['seg']}:" not in tensors, out
+    # the segment view still says where the segment came from
+    segments = out.split("The caching allocator's segments")[1]
+    assert f"test_torch_reuse.py:{line['seg']}:test_makes_the_cache" in segments, out
