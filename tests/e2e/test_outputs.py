@@ -44,17 +44,24 @@ def test_a_dump_killed_half_way_does_not_block_the_next_process_with_its_pid(tmp
     env = base_env({"CUMEMTRACE_OUTPUT": str(out), "CUMEMTRACE_EVENTS": "1000000",
                     })
     # 1: a large exit dump, killed (-9) as soon as its temporary appears
-    for allocs in (300000, 1000000):
+    for allocs in (300000, 1000000, 1000000, 1000000):
         p = in_pid_namespace([PROG, "many", allocs], tmp_path, env)
+        # pid 1 of the namespace, found before the dump starts, so that the
+        # kill follows the temporary's appearance at once (the exit dump of
+        # 300,000 pairs lasts tens of milliseconds)
         deadline = time.monotonic() + 60
-        while not temps(out) and p.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.001)
-        child = int(open(f"/proc/{p.pid}/task/{p.pid}/children").read().split()[0]) \
-            if p.poll() is None else None
-        if child is not None and temps(out):
-            os.kill(child, signal.SIGKILL)  # pid 1 of the namespace
+        child = None
+        while child is None and p.poll() is None and time.monotonic() < deadline:
+            kids = open(f"/proc/{p.pid}/task/{p.pid}/children").read().split()
+            child = int(kids[0]) if kids else None
+        while child is not None and not temps(out) and p.poll() is None and \
+                time.monotonic() < deadline:
+            time.sleep(0.0005)
+        if child is not None and temps(out) and p.poll() is None:
+            os.kill(child, signal.SIGKILL)
             p.communicate(timeout=60)
-            break
+            if temps(out):
+                break
         p.communicate(timeout=60)
         for f in out.iterdir():
             f.unlink()  # finished before we could kill it: a bigger dump
