@@ -240,18 +240,32 @@ def torch_line(tag):
     raise AssertionError(tag)
 
 
-@pytest.mark.skipif(not LIB.exists(), reason=f"{LIB} not built")
-@pytest.mark.skipif(not os.access(TORCH_PY, os.X_OK),
-                    reason=f"no PyTorch venv at {TORCH_PY} (CUMEMTRACE_TORCH_PYTHON)")
-@pytest.mark.skipif(not SIMGPU.exists(),
-                    reason="scripts/simgpu (PyTorch on the simulated GPU) not in this tree")
-def test_pytorch_markers(pytester, monkeypatch):
+def needs_torch(test):
+    """Skips `test` without the library, the PyTorch venv or the simulated GPU."""
+    for mark in (
+            pytest.mark.skipif(not LIB.exists(), reason=f"{LIB} not built"),
+            pytest.mark.skipif(not os.access(TORCH_PY, os.X_OK),
+                               reason=f"no PyTorch venv at {TORCH_PY} (CUMEMTRACE_TORCH_PYTHON)"),
+            pytest.mark.skipif(not SIMGPU.exists(),
+                               reason="scripts/simgpu (PyTorch on the simulated GPU) not in this tree")):
+        test = mark(test)
+    return test
+
+
+def run_torch_suite(pytester, monkeypatch, **files):
+    """The suite in `files` under --cumemtrace, with PyTorch on a 1 GiB
+    simulated GPU, the library preloaded."""
     environ(monkeypatch, preload=True)
     monkeypatch.setenv("CUMEMTRACE_BUILD", str(BUILD))
-    pytester.makepyfile(test_torch_inner=TORCH_INNER)
-    r = pytester.run(str(SIMGPU), "--memory", "1GiB", "--", TORCH_PY, "-m", "pytest",
-                     "-p", "pytest_cumemtrace.plugin", "-p", "no:cacheprovider",
-                     "--cumemtrace", "-rA", timeout=300)
+    pytester.makepyfile(**files)
+    return pytester.run(str(SIMGPU), "--memory", "1GiB", "--", TORCH_PY, "-m", "pytest",
+                        "-p", "pytest_cumemtrace.plugin", "-p", "no:cacheprovider",
+                        "--cumemtrace", "-rA", timeout=300)
+
+
+@needs_torch
+def test_pytorch_markers(pytester, monkeypatch):
+    r = run_torch_suite(pytester, monkeypatch, test_torch_inner=TORCH_INNER)
     out = r.stdout.str()
     assert "libcumemtrace 0.1.0 loaded; GPU-memory markers checked" in out, out + r.stderr.str()
     assert re.search(r"PASSED test_torch_inner.py::test_cached_segment_is_not_a_leak", out), out
@@ -281,21 +295,12 @@ def test_leaks_into_it():
 '''
 
 
-@pytest.mark.skipif(not LIB.exists(), reason=f"{LIB} not built")
-@pytest.mark.skipif(not os.access(TORCH_PY, os.X_OK),
-                    reason=f"no PyTorch venv at {TORCH_PY} (CUMEMTRACE_TORCH_PYTHON)")
-@pytest.mark.skipif(not SIMGPU.exists(),
-                    reason="scripts/simgpu (PyTorch on the simulated GPU) not in this tree")
+@needs_torch
 def test_a_leak_in_a_reused_segment_names_the_leaking_line(pytester, monkeypatch):
     """Issue 23: the leaking test's tensor sits in a segment an earlier test
     created, so the segment table names the earlier test's line; the
     message names the line that allocated the tensor still live."""
-    environ(monkeypatch, preload=True)
-    monkeypatch.setenv("CUMEMTRACE_BUILD", str(BUILD))
-    pytester.makepyfile(test_torch_reuse=TORCH_REUSE)
-    r = pytester.run(str(SIMGPU), "--memory", "1GiB", "--", TORCH_PY, "-m", "pytest",
-                     "-p", "pytest_cumemtrace.plugin", "-p", "no:cacheprovider",
-                     "--cumemtrace", "-rA", timeout=300)
+    r = run_torch_suite(pytester, monkeypatch, test_torch_reuse=TORCH_REUSE)
     out = r.stdout.str()
     line = {tag: n for n, text in enumerate(TORCH_REUSE.splitlines())
             for tag in ("seg", "into") if text.rstrip().endswith(f"# @{tag}")}
