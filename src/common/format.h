@@ -26,10 +26,11 @@
 
 /* A stream file (stream.c, stream_read.c): 8 bytes of file magic, then
  * records each opening with RECORD_MAGIC ("CMTR" little-endian); its
- * header record's "version". */
+ * header record's "version": 2 checksums records with CRC-32C, 1 (which
+ * the reader still reads) with zlib's CRC-32. */
 #define FORMAT_STREAM_MAGIC "CMTSTRM1"
 #define FORMAT_STREAM_RECORD_MAGIC 0x52544d43u
-#define FORMAT_STREAM_VERSION 1
+#define FORMAT_STREAM_VERSION 2
 
 /* The kinds of memory, in the order the tracker numbers them and the
  * snapshot lists them: X(suffix of KIND_*, name in the snapshot, counted on

@@ -111,6 +111,28 @@ def run(tmp_path):
 
 # ---- helpers to read snapshots ----
 
+def _crc32c_table():
+    t = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = 0x82F63B78 ^ (c >> 1) if c & 1 else c >> 1
+        t.append(c)
+    return t
+
+
+_CRC32C = _crc32c_table()
+
+
+def crc32c(data):
+    """CRC-32C (Castagnoli), the checksum of a version 2 stream's records
+    (docs/stream-format.md), computed independently of the library's."""
+    c, t = 0xFFFFFFFF, _CRC32C
+    for b in data:
+        c = t[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
 def device(snap, ordinal=0):
     for d in snap["devices"]:
         if d["ordinal"] == ordinal:

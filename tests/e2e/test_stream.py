@@ -12,7 +12,7 @@ import signal
 import subprocess
 import time
 
-from conftest import CLI, PROGS, SAN_RUNTIME, base_env, device
+from conftest import CLI, PROGS, ROOT, SAN_RUNTIME, base_env, crc32c, device
 
 FLUSH_MS = 40
 MiB = 1 << 20
@@ -170,11 +170,40 @@ def records(stream):
     while off + 16 <= len(data):
         magic, n, crc, kind = struct.unpack_from("<IIIB", data, off)
         payload = data[off + 16:off + 16 + n]
-        if len(payload) < n or zlib.crc32(payload) != crc:
+        if len(payload) < n or crc32c(payload) != crc:
             break
         out.append((chr(kind), payload))
         off += 16 + n
+    # the writer's records are CRC-32C's, its header says version 2
+    assert out and out[0][0] == "H" and json.loads(out[0][1])["version"] == 2, out[:1]
     return out
+
+
+def test_a_version_1_stream_still_reads(tmp_path):
+    """Streams written before version 2 (zlib's CRC-32; the fuzz seeds are
+    such) recover as before."""
+    seed = ROOT / "tests" / "fuzz" / "stream_seeds" / "killed.stream"
+    data = seed.read_bytes()
+    magic, n, crc, kind = struct.unpack_from("<IIIB", data, 8)
+    assert zlib.crc32(data[24:24 + n]) == crc and b'"version":1' in data[24:24 + n]
+    stream = tmp_path / "cumemtrace.old.1.stream"
+    stream.write_bytes(data)
+    snap, err = recover(stream)
+    assert snap["reason"] == "killed" and "reading stopped at end of file" in err, err
+
+
+def test_a_header_whose_checksum_is_not_its_versions_is_refused(tmp_path):
+    """Version 2 checksums with CRC-32C: a header saying 2 under zlib's
+    CRC-32 is not a stream this reader can trust, and says so in one line."""
+    head = json.dumps({"format": "cumemtrace-stream", "version": 2, "pid": 1,
+                       "start_wall_ns": 1, "flush_ms": 200}, separators=(",", ":")).encode()
+    stream = tmp_path / "cumemtrace.x.1.stream"
+    stream.write_bytes(b"CMTSTRM1" + struct.pack("<IIIB3x", 0x52544D43, len(head),
+                                                  zlib.crc32(head), ord("H")) + head)
+    r = subprocess.run([str(CLI), "recover", str(stream)], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert len(r.stderr.splitlines()) == 1, r.stderr
+    assert "not a version 1 or 2 header" in r.stderr, r.stderr
 
 
 def test_disk_use_is_bounded(tmp_path):

@@ -11,6 +11,8 @@
  */
 #include "stream_read.h"
 
+#include "crc.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,22 +25,6 @@
 bool stream_is(const char *buf, size_t len)
 {
     return len >= 8 && memcmp(buf, STREAM_FILE_MAGIC, 8) == 0;
-}
-
-static uint32_t crc32_ieee(const unsigned char *p, size_t n)
-{
-    static uint32_t table[256];
-    if (table[1] == 0)
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++)
-                c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-            table[i] = c;
-        }
-    uint32_t c = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++)
-        c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
 }
 
 static uint32_t le32(const unsigned char *p)
@@ -174,6 +160,7 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
     const unsigned char *u = (const unsigned char *)buf;
     size_t off = 8, ck_off = 0, ck_len = 0;
     bool header = false;
+    int version = FORMAT_STREAM_VERSION;
     struct span *cks = NULL;
     size_t ncks = 0, cks_cap = 0;
     for (;;) {
@@ -201,15 +188,23 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
             break;
         }
         const char *p = buf + off + HEAD;
-        if (crc32_ieee(u + off + HEAD, plen) != crc) {
+        /* version 2 checksums with CRC-32C, 1 with zlib's CRC-32: the
+         * header's checksum says which, its "version" must confirm it */
+        const unsigned char *pl = u + off + HEAD;
+        uint32_t sum = version == 1 ? crc32_ieee(pl, plen) : crc32c(pl, plen);
+        if (!header && sum != crc && crc32_ieee(pl, plen) == crc) {
+            version = 1;
+            sum = crc;
+        }
+        if (sum != crc) {
             snprintf(info->stopped, sizeof info->stopped, "a checksum mismatch in the "
                      "record at byte %zu", off);
             break;
         }
         if (!header) {
-            if (type != 'H' || field(p, plen, "\"version\":", 0) != FORMAT_STREAM_VERSION) {
+            if (type != 'H' || field(p, plen, "\"version\":", 0) != version) {
                 snprintf(info->stopped, sizeof info->stopped, "a first record that is "
-                         "not a version 1 header");
+                         "not a version 1 or %d header", FORMAT_STREAM_VERSION);
                 break;
             }
             header = true;

@@ -40,6 +40,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "crc.h"
 #include "format.h"
 #include "log.h"
 #include "oom_ledger.h"
@@ -53,7 +54,7 @@
 struct record_head {
     uint32_t magic;
     uint32_t length; /* payload bytes */
-    uint32_t crc;    /* CRC-32 (IEEE) of the payload */
+    uint32_t crc;    /* CRC-32C of the payload (crc.h) */
     uint8_t type;    /* 'H' header, 'C' checkpoint, 'B' heartbeat */
     uint8_t pad[3];
 };
@@ -74,36 +75,6 @@ bool stream_enabled(void)
     return config.stream != CONFIG_STREAM_OFF;
 }
 
-/* CRC-32 (IEEE), eight bytes a step ("slicing by 8"): a byte-wise table
- * loop was most of the writer's CPU on large event records. */
-static uint32_t crc32_ieee(const unsigned char *p, size_t n)
-{
-    static uint32_t t[8][256];
-    static int ready;
-    if (!ready) {
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++)
-                c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-            t[0][i] = c;
-        }
-        for (int k = 1; k < 8; k++)
-            for (uint32_t i = 0; i < 256; i++)
-                t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xFF];
-        ready = 1;
-    }
-    uint32_t c = 0xFFFFFFFFu;
-    for (; n >= 8; p += 8, n -= 8) {
-        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                           (uint32_t)p[3] << 24);
-        c = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^
-            t[4][lo >> 24] ^ t[3][p[4]] ^ t[2][p[5]] ^ t[1][p[6]] ^ t[0][p[7]];
-    }
-    for (; n > 0; p++, n--)
-        c = t[0][(c ^ *p) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
-}
-
 static int write_all(int to, const void *buf, size_t n)
 {
     const char *p = buf;
@@ -122,7 +93,7 @@ static int write_all(int to, const void *buf, size_t n)
 static int append(int to, char type, const void *payload, size_t n)
 {
     struct record_head h = {RECORD_MAGIC, (uint32_t)n,
-                            crc32_ieee(payload, n), (uint8_t)type, {0}};
+                            crc32c(payload, n), (uint8_t)type, {0}};
     if (write_all(to, &h, sizeof h) != 0 || write_all(to, payload, n) != 0)
         return -1;
     size += sizeof h + n;
