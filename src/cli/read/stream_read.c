@@ -263,7 +263,12 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
                           "byte %zu is not a stream snapshot", name, ck_off - HEAD);
     }
     /* Each checkpoint holds the event rows that are new since the one
-     * before it: the timeline is all of them, in file order. */
+     * before it: the timeline is all of them, in file order.  Version 2
+     * writes a checkpoint's rows before it: rows after the last one are
+     * uncommitted (the writer was killed among them), and left out. */
+    if (version >= 2)
+        while (ncks > 0 && cks[ncks - 1].off > ck_off)
+            ncks--;
     size_t rows_len = 0;
     for (size_t i = 0; i < ncks; i++) {
         struct span r;

@@ -8,9 +8,11 @@
  * still alive.  The allocation path writes nothing: it only updates the
  * tracker's memory, as without a stream.
  *
- * The event rows new since the last checkpoint follow it as one binary
- * record (32 bytes a row, a copy: no formatting), so a checkpoint's cost
- * follows the state, not the event rate; the reader joins them.
+ * The event rows new since the last checkpoint come before it as binary
+ * records (32 bytes a row, a copy: no formatting), so a checkpoint's cost
+ * follows the state, not the event rate; the checkpoint's own record,
+ * written last, commits them (the reader ignores rows no checkpoint
+ * follows).
  *
  * Records are length-prefixed and checksummed (docs/stream-format.md), so
  * a writer killed half-way through a record leaves a file that reads up to
@@ -241,8 +243,8 @@ static int compact(const char *doc, size_t len, struct record_rows *ev)
     if (t < 0)
         return -1;
     int hold = fd;
-    if (write_header(t) != 0 || append(t, 'C', doc, len) != 0 ||
-        append_rows(t, ev) != 0 || output_commit(tmp, path, true, actual, sizeof actual) != 0) {
+    if (write_header(t) != 0 || append_rows(t, ev) != 0 || append(t, 'C', doc, len) != 0 ||
+        output_commit(tmp, path, true, actual, sizeof actual) != 0) {
         close(t);
         unlink(tmp);
         return -1;
@@ -293,11 +295,13 @@ void stream_flush(int64_t now)
         size_t chunks = rows / RECORD_ROWS_CHUNK + 1;
         if (size + (1 + chunks) * sizeof(struct record_head) + len + rows * ROW <=
             config.stream_max) {
-            rc = append(fd, 'C', doc, len);
+            /* the rows first: the checkpoint's record commits them, so a
+             * writer killed among them leaves the last checkpoint whole */
             int64_t r0 = thread_cpu_ns();
-            if (rc == 0)
-                rc = append_rows(fd, &ev);
+            rc = append_rows(fd, &ev);
             rows_ns = thread_cpu_ns() - r0;
+            if (rc == 0)
+                rc = append(fd, 'C', doc, len);
         } else {
             /* the new file starts with every row the log still holds */
             munmap(doc, len);
