@@ -16,7 +16,7 @@ also waits for its kernels.  Modes, in one process each:
                        turns on), and the same with the history off in-process
 Instructions: callgrind with instrumentation off until the loop (importing
 torch under callgrind takes minutes), the steps bracketed with client
-requests (tests/bench/cg_toggle.c), slope between N and 3N steps so warm-up
+requests (tests/bench/cg_requests.c), slope between N and 3N steps so warm-up
 and dump costs cancel; all threads (autograd's included).  Wall and CPU:
 the same loop outside valgrind, the modes interleaved, ROUNDS rounds,
 median [min-max] per step.
@@ -191,7 +191,7 @@ def main():
     if py is None:
         print("PyTorch history: no PyTorch venv (scripts/torch-env.sh); not measured")
         return
-    toggle = os.path.join(args.build, "tests", "bench", "libcg_toggle.so")
+    toggle = os.path.join(args.build, "tests", "bench", "libcg_requests.so")
     tmp = tempfile.mkdtemp(prefix="cumemtrace-bench-history-")
     child = os.path.join(tmp, "loop.py")
     with open(child, "w") as f:

@@ -9,7 +9,7 @@ Three variants of the same step: bare (no cumemtrace), traced with the
 phases off (CUMEMTRACE_TORCH_PHASES=0: the allocation history and the rest
 of the layer stay), and traced with them on (the default).  Each figure
 twice: instructions per step, all threads, counted by callgrind between two
-client requests around the steps only (tests/bench/cg_mark.c), and wall
+client requests around the steps only (tests/bench/cg_requests.c), and wall
 clock per step, the median over interleaved processes of each process's
 best block.  Target (issue 23, item 4): the phases add <= 2 % to the step,
 in instructions and in wall clock.
@@ -36,7 +36,7 @@ args = ap.parse_args()
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.abspath(args.build)
 SCEN = os.path.join(ROOT, "tests", "torch", "scenarios", "phases_cost.py")
-MARK = os.path.join(BUILD, "tests", "bench", "libcg_mark.so")
+MARK = os.path.join(BUILD, "tests", "bench", "libcg_requests.so")
 VALGRIND = shutil.which("valgrind")
 ROUNDS = 2 if args.quick else 5
 STEPS, BLOCKS, CG_STEPS = (20, 3, 5) if args.quick else (50, 5, 20)
@@ -116,7 +116,7 @@ if "on" in instr and "off" in instr:
     i_pct = 100 * (instr["on"] - instr["off"]) / instr["off"]
     verdicts.append(("met" if i_pct <= 2 else "MISSED", f"instructions {i_pct:+.1f} %"))
 else:
-    verdicts.append(("not measured", "instructions: valgrind or tests/bench/cg_mark.c missing"))
+    verdicts.append(("not measured", "instructions: valgrind or tests/bench/cg_requests.c missing"))
 verdicts.append(("met" if w_pct <= 2 else "MISSED", f"wall {w_pct:+.1f} %"))
 state = "met" if all(v[0] == "met" for v in verdicts) else \
     "MISSED" if any(v[0] == "MISSED" for v in verdicts) else "not measured"

@@ -136,13 +136,14 @@ $(BUILD)/tests/bench/bench_symbols: tests/bench/bench_symbols.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) -O2 -g -Wall -Wextra -Werror -o $@ $<
 
-# callgrind's client requests for scripts/bench_torch_history.py (ctypes).
-$(BUILD)/tests/bench/libcg_toggle.so: tests/bench/cg_toggle.c
+# callgrind's client requests for scripts/bench_torch_history.py and
+# bench_torch_phases.py (ctypes).
+$(BUILD)/tests/bench/libcg_requests.so: tests/bench/cg_requests.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) -O2 -Wall -Wextra -Werror -fPIC -shared -o $@ $<
 
 bench: all $(BUILD)/tests/bench/bench_alloc $(BUILD)/bench/fastrt/libcudart.so.13 \
-       $(BUILD)/tests/bench/bench_symbols $(BUILD)/tests/bench/libcg_toggle.so
+       $(BUILD)/tests/bench/bench_symbols $(BUILD)/tests/bench/libcg_requests.so
 	@scripts/install-deps.sh --bench || echo "cumemtrace: bench: heaptrack missing; the comparison with it is skipped"
 	$(PYTHON) scripts/bench.py --build $(BUILD) --write docs/performance.md
 	$(PYTHON) scripts/bench_ranks.py --build $(BUILD) --write docs/performance.md

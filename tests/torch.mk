@@ -27,13 +27,10 @@ demo-torch: all
 
 # `make bench`'s PyTorch phases row (scripts/bench_torch_phases.py): the
 # global module and optimizer hooks' cost on a small real model's step.
-# cg_mark.c needs valgrind's callgrind.h; without it only the wall clock is
-# measured.
+# cg_requests.c (its rule in tests.mk) needs valgrind's callgrind.h; without
+# it only the wall clock is measured.
 ifneq ($(wildcard /usr/include/valgrind/callgrind.h),)
-$(BUILD)/tests/bench/libcg_mark.so: tests/bench/cg_mark.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(OPT) $(WARN) -fPIC -shared -o $@ $<
-bench-torch-phases: $(BUILD)/tests/bench/libcg_mark.so
+bench-torch-phases: $(BUILD)/tests/bench/libcg_requests.so
 endif
 .PHONY: bench-torch-phases
 bench-torch-phases: all

@@ -7,7 +7,7 @@ worst case for a Python call per module call.
   phases_cost.py wall N R     best and median microseconds a step over R
                               blocks of N steps
   phases_cost.py instr N LIB  N steps between LIB's callgrind client
-                              requests (tests/bench/cg_mark.c): only they
+                              requests (tests/bench/cg_requests.c): only they
                               are counted, on every thread"""
 import ctypes
 import json
@@ -47,9 +47,9 @@ if mode == "wall":
     print("COST " + json.dumps({"best_us": min(per), "median_us": statistics.median(per)}))
 else:
     mark = ctypes.CDLL(sys.argv[3])
-    mark.cg_mark_start()
+    mark.cg_start()
     for _ in range(n):
         step()
     torch.cuda.synchronize()
-    mark.cg_mark_stop()
+    mark.cg_stop(b"steps")
     print("COST " + json.dumps({"steps": n}))
