@@ -30,6 +30,8 @@ import sys
 import tempfile
 import time
 
+from benchlib import clean_env, difference, torch_python
+
 ap = argparse.ArgumentParser()
 ap.add_argument("--build", default="build")
 ap.add_argument("--write", help="also write the results to this markdown file")
@@ -86,10 +88,7 @@ def med(xs):
 
 def fig(xs, unit="", fmt=".0f"):
     """median [min-max], or "not measurable" when the spread crosses zero."""
-    lo, hi = min(xs), max(xs)
-    if lo <= 0 <= hi:
-        return f"not measurable (spread {lo:{fmt}}-{hi:{fmt}}{unit} crosses zero)"
-    return f"{med(xs):{fmt}}{unit} [{lo:{fmt}}-{hi:{fmt}}]"
+    return difference(min(xs), med(xs), max(xs), unit, fmt)
 
 
 def measurable(xs):
@@ -303,10 +302,7 @@ if have_memray:
         def trio(k):
             return [float(kv[k + "_min"]), float(kv[k]), float(kv[k + "_max"])]
         def show(xs, unit, fmt=".0f"):
-            lo, m, hi = xs
-            if lo <= 0 <= hi:
-                return f"not measurable (spread {lo:{fmt}}-{hi:{fmt}}{unit} crosses zero)"
-            return f"{m:{fmt}}{unit} [{lo:{fmt}}-{hi:{fmt}}]"
+            return difference(*xs, unit, fmt)
         ver = subprocess.run([MEMRAY_PY, "-c", "import memray; print(memray.__version__)"],
                              capture_output=True, text=True).stdout.strip()
         R["memray_ratio"] = trio("ratio")
@@ -528,9 +524,7 @@ for case, what in (("steady", "repeated stacks"), ("fresh", "a new call chain ea
     if p.returncode == 0 and "" in kv:
         xs = [float(kv["_min"]), float(kv[""]), float(kv["_max"])]
         R["py_" + case] = xs
-        lo, m, hi = xs
-        val = (f"not measurable (spread {lo:.0f}-{hi:.0f} ns crosses zero)"
-               if lo <= 0 <= hi else f"{m:.0f} ns [{lo:.0f}-{hi:.0f}]")
+        val = difference(*xs, " ns")
         if case in PY_I:
             R["py_instr_" + case] = float(PY_I[case])
         instr = (f"instr {PY_I[case]} added per allocation" if case in PY_I else
@@ -568,9 +562,7 @@ else:
     say(f"PyTorch loop's Python frames: not measured: {(tf.stderr or tf.stdout).strip()[-200:]}")
 
 # ---- 5c: the exit snapshot of a small PyTorch run (issue 25 item 2) ----
-TORCH_PY = subprocess.run([os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                        "torch-env.sh")],
-                          capture_output=True, text=True).stdout.strip()
+TORCH_PY = torch_python(create=True)
 if VALGRIND and TORCH_PY and os.path.exists(TORCH_PY):
     tdir = os.path.join(TMP, "torchdump")
     os.makedirs(tdir, exist_ok=True)
@@ -580,8 +572,7 @@ if VALGRIND and TORCH_PY and os.path.exists(TORCH_PY):
                 "for i in range(20):\n    y = x * i + 1\n    z = y.sum()\n"
                 "torch.cuda.synchronize()\nprint('ok', float(z))\n")
     lib = os.path.join(BUILD, "libcumemtrace.so")
-    tenv = {k: v for k, v in os.environ.items()
-            if not k.startswith(("CUMEMTRACE_", "SIMCUDA_", "LD_", "PYTORCH_"))}
+    tenv = clean_env()
     tenv["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
     inner = (f'LD_PRELOAD="$LD_PRELOAD {lib}" CUMEMTRACE_OUTPUT={tdir}/ '
              f'CUMEMTRACE_STREAM=off exec valgrind --tool=callgrind '

@@ -27,6 +27,8 @@ import sys
 import tempfile
 import time
 
+from benchlib import spread
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 GEN = os.path.join(HERE, "gen_big_snapshot.py")
 
@@ -71,10 +73,6 @@ def once(argv):
     return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
 
 
-def fig(xs, unit, fmt=".2f"):
-    return f"{statistics.median(xs):{fmt}}{unit} [{min(xs):{fmt}}-{max(xs):{fmt}}]"
-
-
 def instructions(argv):
     out = os.path.join(tmp, "callgrind.out")
     p = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
@@ -107,8 +105,8 @@ valgrind = shutil.which("valgrind") and not a.no_instr
 rows = []
 for what in CMDS:
     r = R[what]
-    line = (f"  cumemtrace {what}: wall {fig(r['wall'], ' s')}, CPU {fig(r['cpu'], ' s')}, "
-            f"peak RSS {fig(r['rss'], ' MiB', '.0f')}")
+    line = (f"  cumemtrace {what}: wall {spread(r['wall'], unit=' s')}, CPU {spread(r['cpu'], unit=' s')}, "
+            f"peak RSS {spread(r['rss'], '.0f', ' MiB')}")
     if valgrind:
         r["instr"] = instructions(CMDS[what])
         r["per_byte"] = r["instr"] / READ[what]
@@ -121,11 +119,11 @@ for what in CMDS:
     rows.append(("met" if wall <= limit and cpu <= limit else "MISSED",
                  f"{what} of the generated snapshot{'s' if what == 'diff' else ''} "
                  f"<= {limit} s (wall and CPU)",
-                 f"wall {fig(r['wall'], ' s')}; CPU {fig(r['cpu'], ' s')}{instr}"))
+                 f"wall {spread(r['wall'], unit=' s')}; CPU {spread(r['cpu'], unit=' s')}{instr}"))
     rss = statistics.median(r["rss"])
     rows.append(("met" if rss <= RSS_MIB else "MISSED",
                  f"{what} of the generated snapshot{'s' if what == 'diff' else ''} "
-                 f"<= {RSS_MIB} MiB peak RSS", f"peak RSS {fig(r['rss'], ' MiB', '.0f')}"))
+                 f"<= {RSS_MIB} MiB peak RSS", f"peak RSS {spread(r['rss'], '.0f', ' MiB')}"))
 print("targets (issue 25 item 3), judged on the medians of this run:")
 for state, what, text in rows:
     print(f"  {state:<14} {what}: {text}")

@@ -26,7 +26,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
+
+from benchlib import clean_env, torch_python, write_section
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 ap.add_argument("--build", default="build")
@@ -46,16 +47,13 @@ LIMIT = 1.10
 REPS = 3 if args.quick else args.reps
 VALGRIND = None if args.quick else shutil.which("valgrind")
 
-py = subprocess.run([os.path.join(HERE, "torch-env.sh"), "--check"], capture_output=True,
-                    text=True)
-PY = py.stdout.strip()
-if py.returncode != 0 or not PY:
+PY = torch_python()
+if not PY:
     print("bench_fit: not measured: no PyTorch venv (scripts/torch-env.sh creates it)")
     sys.exit(0)
 
 TMP = tempfile.mkdtemp(prefix="cumemtrace-bench-fit-")
-ENV = {k: v for k, v in os.environ.items()
-       if not k.startswith(("CUMEMTRACE_", "SIMCUDA_", "LD_", "PYTORCH_"))}
+ENV = clean_env()
 
 
 def argv(which, out):
@@ -158,10 +156,5 @@ lines += [
 text = "\n".join(lines)
 print(text)
 if args.write:
-    old = open(args.write).read() if os.path.exists(args.write) else ""
-    old = re.sub(r"\n## `cumemtrace fit` overhead.*?(?=\n## |\Z)", "", old,
-                 flags=re.S).rstrip("\n")
-    with open(args.write, "w") as f:
-        f.write((old + "\n\n" if old else "") + text)
-    print(f"wrote {args.write}")
+    write_section(args.write, "## `cumemtrace fit` overhead", text)
 shutil.rmtree(TMP, ignore_errors=True)

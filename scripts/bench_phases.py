@@ -29,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 
+from benchlib import spread, write_section
+
 ap = argparse.ArgumentParser()
 ap.add_argument("--build", default="build")
 ap.add_argument("--write", help="replace the phases section of this markdown file")
@@ -82,10 +84,6 @@ def instructions(argv, traced, loop, pairs):
     return int(re.search(r"Collected : (\d+)", p.stderr).group(1)) / pairs
 
 
-def fig(xs, fmt=".1f"):
-    return f"{statistics.median(xs):{fmt}} [{min(xs):{fmt}}-{max(xs):{fmt}}]"
-
-
 load = open("/proc/loadavg").read().split()[0] if os.path.exists("/proc/loadavg") else "?"
 cpus = os.cpu_count()
 
@@ -135,18 +133,18 @@ lines = [
     "|---|---|---|---|",
 ]
 if i_bare is not None:
-    lines.append(f"| push+pop, bare (NVTX without a tool) | {i_bare:.1f} | {fig(wall[False])} | "
-                 f"{fig(cpu[False])} |")
-    lines.append(f"| push+pop, traced | {i_traced:.1f} | {fig(wall[True])} | {fig(cpu[True])} |")
-    lines.append(f"| **push+pop added** | **{i_traced - i_bare:.1f}** | **{fig(add_wall)}** | "
-                 f"**{fig(add_cpu)}** |")
+    lines.append(f"| push+pop, bare (NVTX without a tool) | {i_bare:.1f} | {spread(wall[False])} | "
+                 f"{spread(cpu[False])} |")
+    lines.append(f"| push+pop, traced | {i_traced:.1f} | {spread(wall[True])} | {spread(cpu[True])} |")
+    lines.append(f"| **push+pop added** | **{i_traced - i_bare:.1f}** | **{spread(add_wall)}** | "
+                 f"**{spread(add_cpu)}** |")
     lines.append(f"| cudaMalloc+cudaFree, bare | {ai_bare:.1f} | | |")
     lines.append(f"| cudaMalloc+cudaFree traced, no range open | {ai['outside']:.1f} | "
-                 f"{fig(aw['outside'])} | {fig(ac['outside'])} |")
+                 f"{spread(aw['outside'])} | {spread(ac['outside'])} |")
     lines.append(f"| cudaMalloc+cudaFree traced, inside two ranges | {ai['inside']:.1f} | "
-                 f"{fig(aw['inside'])} | {fig(ac['inside'])} |")
+                 f"{spread(aw['inside'])} | {spread(ac['inside'])} |")
     lines.append(f"| **inside minus outside** | **{ai['inside'] - ai['outside']:+.1f}** | "
-                 f"**{fig(d_wall, '+.1f')}** | **{fig(d_cpu, '+.1f')}** |")
+                 f"**{spread(d_wall, '+.1f')}** | **{spread(d_cpu, '+.1f')}** |")
 else:
     lines.append("| (no valgrind: instructions not counted) | | | |")
 lines += [""]
@@ -179,9 +177,5 @@ lines += [
 text = "\n".join(lines)
 print(text)
 if args.write:
-    old = open(args.write).read() if os.path.exists(args.write) else ""
-    old = re.sub(r"\n## Phases \(NVTX ranges\).*?(?=\n## |\Z)", "", old, flags=re.S).rstrip("\n")
-    with open(args.write, "w") as f:
-        f.write((old + "\n\n" if old else "") + text)
-    print(f"wrote {args.write}")
+    write_section(args.write, "## Phases (NVTX ranges)", text)
 shutil.rmtree(TMP, ignore_errors=True)

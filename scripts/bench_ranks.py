@@ -15,12 +15,11 @@ while one holding every file would grow by a file's footprint per rank.
 """
 import argparse
 import os
-import re
-import resource
 import shutil
 import subprocess
 import sys
-import time
+
+from benchlib import write_section
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 ap.add_argument("--build", default="build")
@@ -108,9 +107,5 @@ lines += [
 text = "\n".join(lines)
 print(text)
 if args.write:
-    old = open(args.write).read() if os.path.exists(args.write) else ""
-    old = re.sub(r"\n## Multi-rank merge.*?(?=\n## |\Z)", "", old, flags=re.S).rstrip("\n")
-    with open(args.write, "w") as f:
-        f.write((old + "\n\n" if old else "") + text)
-    print(f"wrote {args.write}")
+    write_section(args.write, "## Multi-rank merge", text)
 shutil.rmtree(WORK, ignore_errors=True)

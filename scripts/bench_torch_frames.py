@@ -23,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 
+from benchlib import clean_env, torch_python
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 LOOP = """
@@ -47,16 +49,14 @@ def main():
     ap.add_argument("--steps", type=int, default=1000)
     a = ap.parse_args()
     build = os.path.abspath(a.build)
-    py = subprocess.run([os.path.join(HERE, "torch-env.sh")], capture_output=True,
-                        text=True).stdout.strip()
+    py = torch_python(create=True)
     if not py or not os.path.exists(py):
         sys.exit("bench_torch_frames: no PyTorch venv (scripts/torch-env.sh)")
     tmp = tempfile.mkdtemp(prefix="cumemtrace-bench-torch-")
     script = os.path.join(tmp, "loop.py")
     with open(script, "w") as f:
         f.write(LOOP)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("CUMEMTRACE_", "SIMCUDA_", "LD_", "PYTORCH_"))}
+    env = clean_env()
     env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
     r = subprocess.run([os.path.join(HERE, "simgpu"), "--build", build, "--memory", "24GiB",
                         "--", os.path.join(build, "cumemtrace"), "run", "--output",

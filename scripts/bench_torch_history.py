@@ -32,10 +32,11 @@ import glob
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
+
+from benchlib import spread, torch_python, write_section
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -124,14 +125,6 @@ LABEL = {
 }
 
 
-def torch_python():
-    p = subprocess.run(["sh", os.path.join(HERE, "torch-env.sh"), "--check"],
-                       capture_output=True, text=True)
-    if p.returncode != 0:
-        return None
-    return p.stdout.strip().splitlines()[-1]
-
-
 def command(args, py, where, modes, counting, child, toggle, out=None):
     argv = [py, child, toggle, ",".join(modes), str(args.steps), str(args.rounds),
             "1" if counting else "0"]
@@ -169,14 +162,6 @@ def dumps(prefix):
         if label is not None and total is not None:
             got[label] = total
     return got
-
-
-def med(xs):
-    return statistics.median(xs)
-
-
-def spread(xs, scale=1e3, unit=" ms"):
-    return f"{med(xs) * scale:.2f}{unit} [{min(xs) * scale:.2f}-{max(xs) * scale:.2f}]"
 
 
 def main():
@@ -237,7 +222,8 @@ def main():
         shares[key] = share
         t = times[key]
         say(f"  {LABEL[key]:70s} {i:12,.0f} {added:11,.0f} {share * 100:6.1f}%   "
-            f"{spread(t['wall'])}, {spread(t['cpu'])}"
+            f"{spread(t['wall'], unit=' ms', scale=1e3)}, "
+            f"{spread(t['cpu'], unit=' ms', scale=1e3)}"
             f"{'' if hist[key] == (key[1] not in ('off',)) else '  (history ' + ('on' if hist[key] else 'off') + '!)'}")
         name = f"{key[0]}_{key[1]}"
         print(f"share_{name}={share:.4f} instr_per_alloc_{name}={added:.0f}", file=sys.stderr)
@@ -252,12 +238,7 @@ def main():
         text = "\n".join(["## PyTorch's allocation history", "",
                           "Produced by `make bench` (scripts/bench_torch_history.py).", "",
                           "```"] + lines + ["```", ""])
-        old = open(args.write).read() if os.path.exists(args.write) else ""
-        old = re.sub(r"\n## PyTorch's allocation history.*?(?=\n## |\Z)", "", old,
-                     flags=re.S).rstrip("\n")
-        with open(args.write, "w") as f:
-            f.write((old + "\n\n" if old else "") + text)
-        print(f"wrote {args.write}")
+        write_section(args.write, "## PyTorch's allocation history", text)
 
 
 if __name__ == "__main__":

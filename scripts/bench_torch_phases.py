@@ -27,6 +27,8 @@ import subprocess
 import sys
 import tempfile
 
+from benchlib import clean_env, torch_python, write_section
+
 ap = argparse.ArgumentParser()
 ap.add_argument("--build", default="build")
 ap.add_argument("--write", help="replace the PyTorch phases section of this markdown file")
@@ -42,8 +44,7 @@ ROUNDS = 2 if args.quick else 5
 STEPS, BLOCKS, CG_STEPS = (20, 3, 5) if args.quick else (50, 5, 20)
 TMP = tempfile.mkdtemp(prefix="cumemtrace-bench-torch-")
 
-py = subprocess.run([os.path.join(ROOT, "scripts", "torch-env.sh"), "--check"],
-                    capture_output=True, text=True).stdout.strip()
+py = torch_python()
 if not py:
     print("bench_torch_phases: no PyTorch venv (scripts/torch-env.sh): not measured")
     sys.exit(0)
@@ -57,8 +58,7 @@ def command(variant, inner):
 
 
 def env(variant):
-    e = {k: v for k, v in os.environ.items()
-         if not k.startswith(("CUMEMTRACE_", "SIMCUDA_", "LD_", "PYTORCH_"))}
+    e = clean_env()
     e["CUMEMTRACE_TORCH_PHASES"] = "1" if variant == "on" else "0"
     return e
 
@@ -130,9 +130,5 @@ lines.append("")
 text = "\n".join(lines)
 print(text)
 if args.write:
-    old = open(args.write).read() if os.path.exists(args.write) else ""
-    old = re.sub(r"\n## PyTorch phases \(forward.*?(?=\n## |\Z)", "", old, flags=re.S).rstrip("\n")
-    with open(args.write, "w") as f:
-        f.write((old + "\n\n" if old else "") + text)
-    print(f"wrote {args.write}")
+    write_section(args.write, "## PyTorch phases (forward", text)
 shutil.rmtree(TMP, ignore_errors=True)
