@@ -6,7 +6,7 @@
  * BEL or a bidirectional override in them would drive the user's terminal
  * (clear it, rewrite a line, reorder text).  Text views print recorded
  * strings through esc_text (usually via snapshot_display); JSON outputs
- * escape through jsonw instead.
+ * escape through json_out instead.
  *
  * Escaped, each byte as \xNN (docs/cli.md, "Strings in text output"): the
  * C0 controls (U+0000-U+001F, newline and tab included: a recorded string

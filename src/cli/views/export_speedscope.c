@@ -14,7 +14,7 @@
 
 #include "cli.h"
 #include "export.h"
-#include "jsonw.h"
+#include "json_out.h"
 
 struct entries {
     const char **v;
@@ -43,71 +43,71 @@ static uint64_t groups_sum(const struct snap_groups *g)
     return t;
 }
 
-static int profile(struct jsonw *w, const struct snapshot *s, struct entries *e,
+static int profile(struct json_out *w, const struct snapshot *s, struct entries *e,
                    const char *name, const struct snap_groups *g)
 {
     uint64_t total = groups_sum(g);
     if (total == 0)
         return 0;
     size_t nframes = s->ctx->nframes;
-    jsonw_begin_object(w);
-    jsonw_key(w, "type");
-    jsonw_string(w, "sampled");
-    jsonw_key(w, "name");
-    jsonw_string(w, name);
-    jsonw_key(w, "unit");
-    jsonw_string(w, "bytes");
-    jsonw_key(w, "startValue");
-    jsonw_u64(w, 0);
-    jsonw_key(w, "endValue");
-    jsonw_u64(w, total);
-    jsonw_key(w, "samples");
-    jsonw_begin_array(w);
+    json_out_begin_object(w);
+    json_out_key(w, "type");
+    json_out_string(w, "sampled");
+    json_out_key(w, "name");
+    json_out_string(w, name);
+    json_out_key(w, "unit");
+    json_out_string(w, "bytes");
+    json_out_key(w, "startValue");
+    json_out_u64(w, 0);
+    json_out_key(w, "endValue");
+    json_out_u64(w, total);
+    json_out_key(w, "samples");
+    json_out_begin_array(w);
     for (size_t i = 0; i < g->n; i++) {
         if (g->v[i].bytes == 0)
             continue;
-        jsonw_begin_array(w);
+        json_out_begin_array(w);
         const struct snap_stack *st = g->v[i].stack != SNAP_NO_STACK ? &s->stacks[g->v[i].stack]
                                                                     : NULL;
         size_t leaf;
         if (entry_index(e, st ? st->entry : "[no stack]", &leaf) != 0)
             return -1;
         for (uint32_t k = st ? st->nframes : 0; k > 0; k--)
-            jsonw_u64(w, st->frames[k - 1]);
-        jsonw_u64(w, nframes + leaf);
-        jsonw_end_array(w);
+            json_out_u64(w, st->frames[k - 1]);
+        json_out_u64(w, nframes + leaf);
+        json_out_end_array(w);
     }
-    jsonw_end_array(w);
-    jsonw_key(w, "weights");
-    jsonw_begin_array(w);
+    json_out_end_array(w);
+    json_out_key(w, "weights");
+    json_out_begin_array(w);
     for (size_t i = 0; i < g->n; i++)
         if (g->v[i].bytes != 0)
-            jsonw_u64(w, g->v[i].bytes);
-    jsonw_end_array(w);
-    jsonw_end_object(w);
+            json_out_u64(w, g->v[i].bytes);
+    json_out_end_array(w);
+    json_out_end_object(w);
     return 0;
 }
 
 int export_speedscope(FILE *f, struct snapshot *s)
 {
     struct entries e = {NULL, 0, 0};
-    struct jsonw w;
+    struct json_out w;
     char name[128];
-    jsonw_init(&w, f, false);
+    json_out_init(&w, f, false);
     w.break_depth = 2; /* one profile per line */
-    jsonw_begin_object(&w);
-    jsonw_key(&w, "$schema");
-    jsonw_string(&w, "https://www.speedscope.app/file-format-schema.json");
-    jsonw_key(&w, "exporter");
-    jsonw_string(&w, "cumemtrace " CUMEMTRACE_CLI_VERSION);
+    json_out_begin_object(&w);
+    json_out_key(&w, "$schema");
+    json_out_string(&w, "https://www.speedscope.app/file-format-schema.json");
+    json_out_key(&w, "exporter");
+    json_out_string(&w, "cumemtrace " CUMEMTRACE_CLI_VERSION);
     snprintf(name, sizeof name, "cumemtrace: %s (pid %" PRId64 ")",
              s->process.exe ? s->process.exe : "?", s->process.pid);
-    jsonw_key(&w, "name");
-    jsonw_string(&w, name);
-    jsonw_key(&w, "activeProfileIndex");
-    jsonw_u64(&w, 0);
-    jsonw_key(&w, "profiles");
-    jsonw_begin_array(&w);
+    json_out_key(&w, "name");
+    json_out_string(&w, name);
+    json_out_key(&w, "activeProfileIndex");
+    json_out_u64(&w, 0);
+    json_out_key(&w, "profiles");
+    json_out_begin_array(&w);
     int rc = 0;
     for (size_t d = 0; d < s->ndevices && rc == 0; d++) {
         const struct snap_device *dv = &s->devices[d];
@@ -124,32 +124,32 @@ int export_speedscope(FILE *f, struct snapshot *s)
         rc |= profile(&w, s, &e, "host pinned at peak", &s->host.at_peak);
         rc |= profile(&w, s, &e, "host pinned live at dump", &s->host.live);
     }
-    jsonw_end_array(&w);
-    jsonw_key(&w, "shared");
-    jsonw_begin_object(&w);
-    jsonw_key(&w, "frames");
-    jsonw_begin_array(&w);
+    json_out_end_array(&w);
+    json_out_key(&w, "shared");
+    json_out_begin_object(&w);
+    json_out_key(&w, "frames");
+    json_out_begin_array(&w);
     for (size_t i = 0; i < s->ctx->nframes; i++) {
         const struct frame *fr = &s->ctx->frames[i];
-        jsonw_begin_object(&w);
-        jsonw_key(&w, "name");
-        jsonw_string(&w, fr->name);
+        json_out_begin_object(&w);
+        json_out_key(&w, "name");
+        json_out_string(&w, fr->name);
         if (fr->module != NULL) {
-            jsonw_key(&w, "file");
-            jsonw_string(&w, fr->module);
+            json_out_key(&w, "file");
+            json_out_string(&w, fr->module);
         }
-        jsonw_end_object(&w);
+        json_out_end_object(&w);
     }
     for (size_t i = 0; i < e.n; i++) {
-        jsonw_begin_object(&w);
-        jsonw_key(&w, "name");
-        jsonw_string(&w, e.v[i]);
-        jsonw_end_object(&w);
+        json_out_begin_object(&w);
+        json_out_key(&w, "name");
+        json_out_string(&w, e.v[i]);
+        json_out_end_object(&w);
     }
-    jsonw_end_array(&w);
-    jsonw_end_object(&w);
-    jsonw_end_object(&w);
-    jsonw_finish(&w);
+    json_out_end_array(&w);
+    json_out_end_object(&w);
+    json_out_end_object(&w);
+    json_out_finish(&w);
     free(e.v);
     return rc ? -1 : 0;
 }

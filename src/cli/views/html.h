@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "jsonw.h"
+#include "json_out.h"
 #include "snapshot.h"
 
 /* Timeline bands per device: the top call sites at that device's peak;
@@ -31,7 +31,7 @@ int html_flame_nodes(const struct snapshot *s, int mode, uint64_t *nodes);
 
 /* Writes the model of s[0..n) ("kind": "report" or "diff", a diff being
  * n == 2 with s[0] the base) as one JSON value.  -1 when out of memory. */
-int html_model_write(struct jsonw *w, struct snapshot **s, size_t n, const char *kind);
+int html_model_write(struct json_out *w, struct snapshot **s, size_t n, const char *kind);
 
 /* Writes the model's "layout" of an OOM post-mortem (html_layout.c): the
  * address layout of the failing device's live allocations as
@@ -39,22 +39,22 @@ int html_model_write(struct jsonw *w, struct snapshot **s, size_t n, const char 
  * allocs: [[offset, bytes, stack]], gaps: [[offset, bytes]],
  * segments: the caching allocator's, or null, best: [offset, bytes, hole]
  * or null}, or null without one. */
-void html_layout_write(struct jsonw *w, const struct snap_oom *o);
+void html_layout_write(struct json_out *w, const struct snap_oom *o);
 
 /* The file's phases for the timeline (html_phases.c): "ranges": null, or
  * {paths: [path by phase id, "" for 0], spans: [[start, end|null, thread,
  * phase, kind]]}, kind 0 push, 1 start/end, 2 mark. */
-void html_phases_write(struct jsonw *w, const struct snapshot *s);
+void html_phases_write(struct json_out *w, const struct snapshot *s);
 
 /* Writes "tensors": null without a caching allocator's figures (a == NULL
  * or absent), else {peak_allocated (`peak`: max_memory_allocated, or
  * unknown), allocated, reserved, top: null (history off) or [[where,
  * bytes, count]]} (html_tensors.c). */
-void html_tensors_write(struct jsonw *w, const struct snap_allocator *a, uint64_t peak);
+void html_tensors_write(struct json_out *w, const struct snap_allocator *a, uint64_t peak);
 
 /* "roles": [{title, text, optimizers, parts: [[role, bytes]...]}], one per
  * allocator state whose roles PyTorch's layer measured (html_roles.c). */
-void html_roles_write(struct jsonw *w, const struct snapshot *s);
+void html_roles_write(struct json_out *w, const struct snapshot *s);
 
 /* Writes the whole page to path (or stdout for "-"); title goes into
  * <title>.  Returns 0, or -1 with a one-line message printed. */

@@ -184,63 +184,63 @@ static int cmp_rows(const void *pa, const void *pb)
 
 /* ---- writing ---- */
 
-static void write_stack_ref(struct jsonw *w, uint32_t stack)
+static void write_stack_ref(struct json_out *w, uint32_t stack)
 {
     if (stack == SNAP_NO_STACK)
-        jsonw_i64(w, -1);
+        json_out_i64(w, -1);
     else
-        jsonw_u64(w, stack);
+        json_out_u64(w, stack);
 }
 
-static void write_groups(struct jsonw *w, const struct snap_groups *g)
+static void write_groups(struct json_out *w, const struct snap_groups *g)
 {
-    jsonw_begin_array(w);
+    json_out_begin_array(w);
     for (size_t i = 0; i < g->n; i++) {
-        jsonw_begin_array(w);
+        json_out_begin_array(w);
         write_stack_ref(w, g->v[i].stack);
-        jsonw_u64(w, g->v[i].bytes);
-        jsonw_u64(w, g->v[i].count);
-        jsonw_end_array(w);
+        json_out_u64(w, g->v[i].bytes);
+        json_out_u64(w, g->v[i].count);
+        json_out_end_array(w);
     }
-    jsonw_end_array(w);
+    json_out_end_array(w);
 }
 
 /* One column of the site table: a JSON array of one number per row. */
 enum site_col { COL_STACK, COL_AT_PEAK, COL_LIVE, COL_OOM, COL_ALLOCS, COL_FREES,
                 COL_ALLOC_BYTES, COL_KINDS };
 
-static void write_site_column(struct jsonw *w, struct model *m, const uint32_t *order,
+static void write_site_column(struct json_out *w, struct model *m, const uint32_t *order,
                               enum site_col c)
 {
-    jsonw_begin_array(w);
+    json_out_begin_array(w);
     for (size_t i = 0; i < m->nrows; i++) {
         const struct site_row *r = &m->rows[order[i]];
         switch (c) {
         case COL_STACK: write_stack_ref(w, r->stack); break;
-        case COL_AT_PEAK: jsonw_u64(w, r->at_peak); break;
-        case COL_LIVE: jsonw_u64(w, r->live); break;
-        case COL_OOM: jsonw_u64(w, r->oom); break;
-        case COL_ALLOCS: jsonw_u64(w, r->allocs); break;
-        case COL_FREES: jsonw_u64(w, r->frees); break;
-        case COL_ALLOC_BYTES: jsonw_u64(w, r->alloc_bytes); break;
-        case COL_KINDS: jsonw_u64(w, r->kinds); break; /* bit per enum snap_kind */
+        case COL_AT_PEAK: json_out_u64(w, r->at_peak); break;
+        case COL_LIVE: json_out_u64(w, r->live); break;
+        case COL_OOM: json_out_u64(w, r->oom); break;
+        case COL_ALLOCS: json_out_u64(w, r->allocs); break;
+        case COL_FREES: json_out_u64(w, r->frees); break;
+        case COL_ALLOC_BYTES: json_out_u64(w, r->alloc_bytes); break;
+        case COL_KINDS: json_out_u64(w, r->kinds); break; /* bit per enum snap_kind */
         }
     }
-    jsonw_end_array(w);
+    json_out_end_array(w);
 }
 
 /* The site table by column, labels as indices into "labels" (as text
  * views print them, a Python file by its basename): for 100 000 sites a
  * tenth of the objects to parse that rows of ten values would make. */
-static int write_sites(struct jsonw *w, struct model *m, const uint32_t *order)
+static int write_sites(struct json_out *w, struct model *m, const uint32_t *order)
 {
-    jsonw_key(w, "kind_names");
-    jsonw_begin_array(w);
+    json_out_key(w, "kind_names");
+    json_out_begin_array(w);
     for (int k = 0; k < KIND_COUNT; k++)
-        jsonw_string(w, snapshot_kind_name(k));
-    jsonw_end_array(w);
-    jsonw_key(w, "counted");
-    jsonw_bool(w, m->counted);
+        json_out_string(w, snapshot_kind_name(k));
+    json_out_end_array(w);
+    json_out_key(w, "counted");
+    json_out_bool(w, m->counted);
     struct arena a;
     struct hmap map;
     arena_init(&a);
@@ -265,29 +265,29 @@ static int write_sites(struct jsonw *w, struct model *m, const uint32_t *order)
         label_of[i] = v;
     }
     if (rc == 0) {
-        jsonw_key(w, "labels");
-        jsonw_begin_array(w);
+        json_out_key(w, "labels");
+        json_out_begin_array(w);
         for (size_t i = 0; i < nlabels; i++)
-            jsonw_string(w, labels[i]);
-        jsonw_end_array(w);
-        jsonw_key(w, "sites");
-        jsonw_begin_object(w);
-        jsonw_key(w, "label");
-        jsonw_begin_array(w);
+            json_out_string(w, labels[i]);
+        json_out_end_array(w);
+        json_out_key(w, "sites");
+        json_out_begin_object(w);
+        json_out_key(w, "label");
+        json_out_begin_array(w);
         for (size_t i = 0; i < m->nrows; i++)
-            jsonw_u64(w, label_of[i]);
-        jsonw_end_array(w);
+            json_out_u64(w, label_of[i]);
+        json_out_end_array(w);
         static const char *const names[] = {"stack", "at_peak", "live", "oom", "allocs",
                                             "frees", "alloc_bytes", "kinds"};
         for (int c = COL_STACK; c <= COL_KINDS; c++) {
-            jsonw_key(w, names[c]);
+            json_out_key(w, names[c]);
             /* counts from a thinned log are unknown: no column */
             if (!m->counted && (c == COL_ALLOCS || c == COL_FREES || c == COL_ALLOC_BYTES))
-                jsonw_null(w);
+                json_out_null(w);
             else
                 write_site_column(w, m, order, (enum site_col)c);
         }
-        jsonw_end_object(w);
+        json_out_end_object(w);
     }
     free(label_of);
     free(labels);
@@ -306,19 +306,19 @@ struct track {
     uint64_t peak_allocated;         /* its max_memory_allocated, or unknown */
 };
 
-static void point(struct jsonw *w, int64_t t, uint64_t total, const int64_t *band, size_t nb)
+static void point(struct json_out *w, int64_t t, uint64_t total, const int64_t *band, size_t nb)
 {
-    jsonw_begin_array(w);
-    jsonw_i64(w, t);
-    jsonw_u64(w, total);
+    json_out_begin_array(w);
+    json_out_i64(w, t);
+    json_out_u64(w, total);
     for (size_t b = 0; b < nb; b++)
-        jsonw_i64(w, band[b]);
-    jsonw_end_array(w);
+        json_out_i64(w, band[b]);
+    json_out_end_array(w);
 }
 
 /* The track's points: every event, or per time slice the lowest and the
  * highest total (in time order) when there are too many to draw. */
-static int write_points(struct jsonw *w, struct model *m, const struct track *t,
+static int write_points(struct json_out *w, struct model *m, const struct track *t,
                         const uint32_t *band_of_row, size_t nb, int64_t end)
 {
     const struct snap_events *ev = &m->s->events;
@@ -334,7 +334,7 @@ static int write_points(struct jsonw *w, struct model *m, const struct track *t,
     int64_t *lo = cur + nb, *hi = lo + nb + 2;
     bool have = false;
     int64_t slice = -1;
-    jsonw_begin_array(w);
+    json_out_begin_array(w);
     point(w, 0, 0, cur, nb);
     for (size_t i = 0; i < ev->n; i++) {
         const struct snap_event *e = &ev->v[i];
@@ -380,7 +380,7 @@ static int write_points(struct jsonw *w, struct model *m, const struct track *t,
             point(w, b[0], (uint64_t)b[1], b + 2, nb);
     }
     point(w, end, t->current, cur, nb);
-    jsonw_end_array(w);
+    json_out_end_array(w);
     free(cur);
     return 0;
 }
@@ -393,7 +393,7 @@ static int64_t log_end(const struct snapshot *s)
     return end > 0 ? end : 1;
 }
 
-static int write_track(struct jsonw *w, struct model *m, const struct track *t)
+static int write_track(struct json_out *w, struct model *m, const struct track *t)
 {
     struct snapshot *s = m->s;
     /* Bands: the track's biggest call sites at its peak (live when it never
@@ -422,46 +422,46 @@ static int write_track(struct jsonw *w, struct model *m, const struct track *t)
             }
         }
     }
-    jsonw_begin_object(w);
-    jsonw_key(w, "name");
-    jsonw_string(w, t->name);
-    jsonw_key(w, "ordinal");
-    jsonw_i64(w, t->device);
-    jsonw_key(w, "total");
-    jsonw_u64(w, t->total);
-    jsonw_key(w, "free");
-    jsonw_u64(w, t->free);
-    jsonw_key(w, "limit");
-    jsonw_u64(w, t->limit);
-    jsonw_key(w, "current");
-    jsonw_u64(w, t->current);
-    jsonw_key(w, "peak");
-    jsonw_u64(w, t->peak);
-    jsonw_key(w, "peak_ns");
-    jsonw_i64(w, t->peak_ns);
+    json_out_begin_object(w);
+    json_out_key(w, "name");
+    json_out_string(w, t->name);
+    json_out_key(w, "ordinal");
+    json_out_i64(w, t->device);
+    json_out_key(w, "total");
+    json_out_u64(w, t->total);
+    json_out_key(w, "free");
+    json_out_u64(w, t->free);
+    json_out_key(w, "limit");
+    json_out_u64(w, t->limit);
+    json_out_key(w, "current");
+    json_out_u64(w, t->current);
+    json_out_key(w, "peak");
+    json_out_u64(w, t->peak);
+    json_out_key(w, "peak_ns");
+    json_out_i64(w, t->peak_ns);
     html_tensors_write(w, t->al, t->peak_allocated);
     int64_t end = log_end(s);
-    jsonw_key(w, "end_ns");
-    jsonw_i64(w, end);
-    jsonw_key(w, "groups");
-    jsonw_begin_object(w);
-    jsonw_key(w, "peak");
+    json_out_key(w, "end_ns");
+    json_out_i64(w, end);
+    json_out_key(w, "groups");
+    json_out_begin_object(w);
+    json_out_key(w, "peak");
     write_groups(w, t->peak_g);
-    jsonw_key(w, "live");
+    json_out_key(w, "live");
     write_groups(w, t->live_g);
     if (s->oom.present && s->oom.device == t->device) {
-        jsonw_key(w, "oom");
+        json_out_key(w, "oom");
         write_groups(w, &s->oom.live);
     }
-    jsonw_end_object(w);
-    jsonw_key(w, "bands");
-    jsonw_begin_array(w);
+    json_out_end_object(w);
+    json_out_key(w, "bands");
+    json_out_begin_array(w);
     for (size_t b = 0; b < nb; b++)
-        jsonw_u64(w, m->pos[bands[b]]);
-    jsonw_end_array(w);
-    jsonw_key(w, "points");
+        json_out_u64(w, m->pos[bands[b]]);
+    json_out_end_array(w);
+    json_out_key(w, "points");
     int rc = write_points(w, m, t, band_of_row, nb, end);
-    jsonw_end_object(w);
+    json_out_end_object(w);
     free(band_of_row);
     return rc;
 }
@@ -475,28 +475,28 @@ static void cause_sentence(const struct snapshot *s, char *buf, size_t n)
              oom_text_cause(s, why, sizeof why));
 }
 
-static void write_oom(struct jsonw *w, const struct snapshot *s)
+static void write_oom(struct json_out *w, const struct snapshot *s)
 {
     const struct snap_oom *o = &s->oom;
-    jsonw_key(w, "oom");
+    json_out_key(w, "oom");
     if (!snapshot_is_oom(s)) {
-        jsonw_null(w);
+        json_out_null(w);
         return;
     }
     char text[1600];
     cause_sentence(s, text, sizeof text);
-    jsonw_begin_object(w);
-    jsonw_key(w, "sentence");
-    jsonw_string(w, text);
-    jsonw_key(w, "cause");
-    jsonw_string(w, snapshot_cause_name(o));
-    jsonw_key(w, "entry");
-    jsonw_string(w, o->entry_point);
-    jsonw_key(w, "kind");
-    jsonw_string(w, snapshot_kind_name(o->kind));
-    jsonw_key(w, "device");
-    jsonw_i64(w, o->device);
-    jsonw_key(w, "stack");
+    json_out_begin_object(w);
+    json_out_key(w, "sentence");
+    json_out_string(w, text);
+    json_out_key(w, "cause");
+    json_out_string(w, snapshot_cause_name(o));
+    json_out_key(w, "entry");
+    json_out_string(w, o->entry_point);
+    json_out_key(w, "kind");
+    json_out_string(w, snapshot_kind_name(o->kind));
+    json_out_key(w, "device");
+    json_out_i64(w, o->device);
+    json_out_key(w, "stack");
     write_stack_ref(w, o->stack);
     static const char *const keys[] = {"requested", "total", "free", "limit", "tracked",
                                        "untracked", "shortfall", "attempts", "released",
@@ -506,34 +506,34 @@ static void write_oom(struct jsonw *w, const struct snapshot *s)
                              o->shortfall_bytes, o->attempts, o->released_bytes,
                              o->released_count};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        jsonw_key(w, keys[i]);
-        jsonw_u64(w, vals[i]);
+        json_out_key(w, keys[i]);
+        json_out_u64(w, vals[i]);
     }
-    jsonw_key(w, "time_ns");
-    jsonw_i64(w, o->time_ns);
-    jsonw_key(w, "recovered");
-    jsonw_tribool(w, o->recovered);
-    jsonw_key(w, "by_kind");
-    jsonw_begin_object(w);
+    json_out_key(w, "time_ns");
+    json_out_i64(w, o->time_ns);
+    json_out_key(w, "recovered");
+    json_out_tribool(w, o->recovered);
+    json_out_key(w, "by_kind");
+    json_out_begin_object(w);
     for (int k = 0; k < DEVICE_KINDS; k++) {
-        jsonw_key(w, snapshot_kind_name(k));
-        jsonw_u64(w, o->by_kind[k]);
+        json_out_key(w, snapshot_kind_name(k));
+        json_out_u64(w, o->by_kind[k]);
     }
-    jsonw_end_object(w);
-    jsonw_key(w, "live");
+    json_out_end_object(w);
+    json_out_key(w, "live");
     write_groups(w, &o->live);
     html_layout_write(w, o);
     const struct snap_allocator *al = &o->allocator;
-    jsonw_key(w, "allocator");
+    json_out_key(w, "allocator");
     if (!al->present) {
-        jsonw_null(w);
+        json_out_null(w);
     } else {
         char sent[512];
-        jsonw_begin_object(w);
-        jsonw_key(w, "name");
-        jsonw_string(w, al->name);
-        jsonw_key(w, "sentence");
-        jsonw_string(w, report_allocator_sentence(o, sent, sizeof sent));
+        json_out_begin_object(w);
+        json_out_key(w, "name");
+        json_out_string(w, al->name);
+        json_out_key(w, "sentence");
+        json_out_string(w, report_allocator_sentence(o, sent, sizeof sent));
         static const char *const ak[] = {"requested", "allocated", "reserved", "unallocated",
                                          "largest_free_small", "largest_free_large", "limit",
                                          "segments"};
@@ -541,46 +541,46 @@ static void write_oom(struct jsonw *w, const struct snapshot *s)
                                al->reserved_unallocated_bytes, al->largest_free_small,
                                al->largest_free_large, al->limit_bytes, al->segments};
         for (size_t i = 0; i < sizeof ak / sizeof ak[0]; i++) {
-            jsonw_key(w, ak[i]);
-            jsonw_u64(w, av[i]);
+            json_out_key(w, ak[i]);
+            json_out_u64(w, av[i]);
         }
         html_tensors_write(w, al, al->peak_allocated_bytes);
-        jsonw_end_object(w);
+        json_out_end_object(w);
     }
-    jsonw_end_object(w);
+    json_out_end_object(w);
 }
 
-static void write_meta(struct jsonw *w, const struct snapshot *s)
+static void write_meta(struct json_out *w, const struct snapshot *s)
 {
-    jsonw_key(w, "file");
-    jsonw_string(w, s->file);
-    jsonw_key(w, "exe");
-    jsonw_string(w, s->process.exe);
-    jsonw_key(w, "pid");
-    jsonw_i64(w, s->process.pid);
-    jsonw_key(w, "rank");
-    jsonw_i64(w, s->process.rank);
-    jsonw_key(w, "host");
-    jsonw_string(w, s->process.host);
-    jsonw_key(w, "reason");
-    jsonw_string(w, s->reason);
-    jsonw_key(w, "recovered");
-    jsonw_string(w, s->recovered); /* null unless read from a stream */
-    jsonw_key(w, "tool_version");
-    jsonw_string(w, s->process.tool_version);
-    jsonw_key(w, "cmdline");
-    jsonw_begin_array(w);
+    json_out_key(w, "file");
+    json_out_string(w, s->file);
+    json_out_key(w, "exe");
+    json_out_string(w, s->process.exe);
+    json_out_key(w, "pid");
+    json_out_i64(w, s->process.pid);
+    json_out_key(w, "rank");
+    json_out_i64(w, s->process.rank);
+    json_out_key(w, "host");
+    json_out_string(w, s->process.host);
+    json_out_key(w, "reason");
+    json_out_string(w, s->reason);
+    json_out_key(w, "recovered");
+    json_out_string(w, s->recovered); /* null unless read from a stream */
+    json_out_key(w, "tool_version");
+    json_out_string(w, s->process.tool_version);
+    json_out_key(w, "cmdline");
+    json_out_begin_array(w);
     for (size_t i = 0; i < s->process.ncmdline; i++)
-        jsonw_string(w, s->process.cmdline[i]);
-    jsonw_end_array(w);
-    jsonw_key(w, "dump_ns");
-    jsonw_i64(w, s->process.dump_time_ns);
-    jsonw_key(w, "thinned");
-    jsonw_bool(w, !(s->events.thinned == 0 && s->events.stride <= 1));
-    jsonw_key(w, "events_recorded");
-    jsonw_u64(w, s->events.recorded);
-    jsonw_key(w, "events_kept");
-    jsonw_u64(w, s->events.n);
+        json_out_string(w, s->process.cmdline[i]);
+    json_out_end_array(w);
+    json_out_key(w, "dump_ns");
+    json_out_i64(w, s->process.dump_time_ns);
+    json_out_key(w, "thinned");
+    json_out_bool(w, !(s->events.thinned == 0 && s->events.stride <= 1));
+    json_out_key(w, "events_recorded");
+    json_out_u64(w, s->events.recorded);
+    json_out_key(w, "events_kept");
+    json_out_u64(w, s->events.n);
 }
 
 /* Stacks by column: stack_entry (an index into stack_entries, the CUDA
@@ -589,15 +589,15 @@ static void write_meta(struct jsonw *w, const struct snapshot *s)
  * frame_width base-64 digits (A-Z a-z 0-9 + /): for a 100 000-stack file a
  * third of the size of arrays of numbers, and three values to parse
  * instead of 300 000. */
-static int write_stacks(struct jsonw *w, const struct snapshot *s)
+static int write_stacks(struct json_out *w, const struct snapshot *s)
 {
     static const char digits[] =
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     unsigned width = 1;
     for (uint64_t span = 64; span <= s->ctx->nframes && width < 6; span *= 64)
         width++;
-    jsonw_key(w, "frame_width");
-    jsonw_u64(w, width);
+    json_out_key(w, "frame_width");
+    json_out_u64(w, width);
     /* entry points: few distinct ones, told apart by their interned text */
     const char **entries = NULL;
     size_t nentries = 0, cap = 0, total = 0;
@@ -620,21 +620,21 @@ static int write_stacks(struct jsonw *w, const struct snapshot *s)
         entry_of[i] = (uint32_t)k;
         total += s->stacks[i].nframes;
     }
-    jsonw_key(w, "stack_entries");
-    jsonw_begin_array(w);
+    json_out_key(w, "stack_entries");
+    json_out_begin_array(w);
     for (size_t k = 0; k < nentries; k++)
-        jsonw_string(w, entries[k]);
-    jsonw_end_array(w);
-    jsonw_key(w, "stack_entry");
-    jsonw_begin_array(w);
+        json_out_string(w, entries[k]);
+    json_out_end_array(w);
+    json_out_key(w, "stack_entry");
+    json_out_begin_array(w);
     for (size_t i = 0; i < s->nstacks; i++)
-        jsonw_u64(w, entry_of[i]);
-    jsonw_end_array(w);
-    jsonw_key(w, "stack_len");
-    jsonw_begin_array(w);
+        json_out_u64(w, entry_of[i]);
+    json_out_end_array(w);
+    json_out_key(w, "stack_len");
+    json_out_begin_array(w);
     for (size_t i = 0; i < s->nstacks; i++)
-        jsonw_u64(w, s->stacks[i].nframes);
-    jsonw_end_array(w);
+        json_out_u64(w, s->stacks[i].nframes);
+    json_out_end_array(w);
     free(entries);
     free(entry_of);
     char *buf = malloc(total * width + 1);
@@ -648,13 +648,13 @@ static int write_stacks(struct jsonw *w, const struct snapshot *s)
                 *p++ = digits[(st->frames[f] >> (6 * (d - 1))) & 63];
     }
     *p = '\0';
-    jsonw_key(w, "stack_frames");
-    jsonw_string(w, buf);
+    json_out_key(w, "stack_frames");
+    json_out_string(w, buf);
     free(buf);
     return 0;
 }
 
-static int write_file(struct jsonw *w, struct snapshot *s)
+static int write_file(struct json_out *w, struct snapshot *s)
 {
     struct model m;
     uint32_t *order = NULL;
@@ -675,15 +675,15 @@ static int write_file(struct jsonw *w, struct snapshot *s)
         goto out;
     for (size_t i = 0; i < m.nrows; i++)
         m.pos[order[i]] = (uint32_t)i;
-    jsonw_begin_object(w);
+    json_out_begin_object(w);
     write_meta(w, s);
     if (write_stacks(w, s) != 0)
         goto out;
     if (write_sites(w, &m, order) != 0)
         goto out;
     /* the page builds its flame graph lazily and cannot count it */
-    jsonw_key(w, "flame_nodes");
-    jsonw_begin_object(w);
+    json_out_key(w, "flame_nodes");
+    json_out_begin_object(w);
     static const char *const modes[] = {"peak", "live", "oom"};
     for (int md = HTML_FLAME_PEAK; md <= HTML_FLAME_OOM; md++) {
         uint64_t nn;
@@ -691,24 +691,24 @@ static int write_file(struct jsonw *w, struct snapshot *s)
             continue;
         if (html_flame_nodes(s, md, &nn) != 0)
             goto out;
-        jsonw_key(w, modes[md]);
-        jsonw_u64(w, nn);
+        json_out_key(w, modes[md]);
+        json_out_u64(w, nn);
     }
-    jsonw_end_object(w);
-    jsonw_key(w, "stack_site");
-    jsonw_begin_array(w);
+    json_out_end_object(w);
+    json_out_key(w, "stack_site");
+    json_out_begin_array(w);
     for (size_t i = 0; i < s->nstacks; i++) {
         uint32_t r = m.stack_row[i];
         if (r == NO_SITE) {
             /* A stack nothing refers to: no row, hence no table position. */
-            jsonw_i64(w, -1);
+            json_out_i64(w, -1);
             continue;
         }
-        jsonw_u64(w, m.pos[r]);
+        json_out_u64(w, m.pos[r]);
     }
-    jsonw_end_array(w);
-    jsonw_key(w, "devices");
-    jsonw_begin_array(w);
+    json_out_end_array(w);
+    json_out_key(w, "devices");
+    json_out_begin_array(w);
     char names[64];
     for (size_t d = 0; d < s->ndevices; d++) {
         const struct snap_device *dv = &s->devices[d];
@@ -728,37 +728,37 @@ static int write_file(struct jsonw *w, struct snapshot *s)
         if (write_track(w, &m, &t) != 0)
             goto out;
     }
-    jsonw_end_array(w);
+    json_out_end_array(w);
     html_phases_write(w, s);
     html_roles_write(w, s);
     write_oom(w, s);
-    jsonw_key(w, "attempts");
-    jsonw_begin_array(w);
+    json_out_key(w, "attempts");
+    json_out_begin_array(w);
     for (size_t i = 0; i < s->ooms.nattempts; i++) {
         const struct snap_attempt *a = &s->ooms.attempts[i];
-        jsonw_begin_array(w);
-        jsonw_i64(w, a->t_ns);
-        jsonw_i64(w, a->device);
-        jsonw_u64(w, a->requested_bytes);
-        jsonw_u64(w, a->chain);
-        jsonw_u64(w, a->attempt);
-        jsonw_string(w, a->outcome);
-        jsonw_end_array(w);
+        json_out_begin_array(w);
+        json_out_i64(w, a->t_ns);
+        json_out_i64(w, a->device);
+        json_out_u64(w, a->requested_bytes);
+        json_out_u64(w, a->chain);
+        json_out_u64(w, a->attempt);
+        json_out_string(w, a->outcome);
+        json_out_end_array(w);
     }
-    jsonw_end_array(w);
+    json_out_end_array(w);
     int na = advice_compute(s, adv);
     if (na < 0)
         goto out;
-    jsonw_key(w, "advice");
-    jsonw_begin_array(w);
+    json_out_key(w, "advice");
+    json_out_begin_array(w);
     for (int i = 0; i < na; i++) {
-        jsonw_begin_array(w);
-        jsonw_string(w, adv[i].id);
-        jsonw_string(w, adv[i].text);
-        jsonw_end_array(w);
+        json_out_begin_array(w);
+        json_out_string(w, adv[i].id);
+        json_out_string(w, adv[i].text);
+        json_out_end_array(w);
     }
-    jsonw_end_array(w);
-    jsonw_end_object(w);
+    json_out_end_array(w);
+    json_out_end_object(w);
     rc = 0;
 out:
     free(adv);
@@ -767,34 +767,34 @@ out:
     return rc;
 }
 
-int html_model_write(struct jsonw *w, struct snapshot **s, size_t n, const char *kind)
+int html_model_write(struct json_out *w, struct snapshot **s, size_t n, const char *kind)
 {
-    jsonw_begin_object(w);
-    jsonw_key(w, "kind");
-    jsonw_string(w, kind);
-    jsonw_key(w, "generator");
-    jsonw_string(w, "cumemtrace " CUMEMTRACE_CLI_VERSION);
-    jsonw_key(w, "files");
-    jsonw_begin_array(w);
+    json_out_begin_object(w);
+    json_out_key(w, "kind");
+    json_out_string(w, kind);
+    json_out_key(w, "generator");
+    json_out_string(w, "cumemtrace " CUMEMTRACE_CLI_VERSION);
+    json_out_key(w, "files");
+    json_out_begin_array(w);
     for (size_t i = 0; i < n; i++)
         if (write_file(w, s[i]) != 0)
             return -1;
-    jsonw_end_array(w);
+    json_out_end_array(w);
     /* Frames last: writing the files may have interned no new ones, but
      * the table is the context's, shared by every file. */
     const struct snapctx *ctx = s[0]->ctx;
-    jsonw_key(w, "frames");
-    jsonw_begin_array(w);
+    json_out_key(w, "frames");
+    json_out_begin_array(w);
     for (size_t i = 0; i < ctx->nframes; i++) {
         const struct frame *fr = &ctx->frames[i];
-        jsonw_begin_array(w);
-        jsonw_string(w, fr->display);
-        jsonw_u64(w, fr->type);
-        jsonw_string(w, fr->name);
-        jsonw_u64(w, fr->named);
-        jsonw_end_array(w);
+        json_out_begin_array(w);
+        json_out_string(w, fr->display);
+        json_out_u64(w, fr->type);
+        json_out_string(w, fr->name);
+        json_out_u64(w, fr->named);
+        json_out_end_array(w);
     }
-    jsonw_end_array(w);
-    jsonw_end_object(w);
+    json_out_end_array(w);
+    json_out_end_object(w);
     return 0;
 }

@@ -64,8 +64,8 @@ int html_page_write(const char *path, const char *title, struct snapshot **s, si
         fprintf(stderr, "cumemtrace: html: out of memory\n");
         return -1;
     }
-    struct jsonw w;
-    jsonw_init(&w, mf, false);
+    struct json_out w;
+    json_out_init(&w, mf, false);
     int rc = html_model_write(&w, s, n, kind);
     if (fclose(mf) != 0 || rc != 0) {
         free(model);

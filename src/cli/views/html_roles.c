@@ -9,40 +9,40 @@
 
 #include "report_allocator.h"
 
-static void bar(struct jsonw *w, const char *title, const struct snap_allocator *a)
+static void bar(struct json_out *w, const char *title, const struct snap_allocator *a)
 {
     static const char *const names[SNAP_ROLES] = {"parameters", "buffers", "gradients",
                                                   "optimizer state", "other tensors"};
     char text[512];
-    jsonw_begin_object(w);
-    jsonw_key(w, "title");
-    jsonw_string(w, title);
-    jsonw_key(w, "text");
-    jsonw_string(w, report_allocator_roles_text(a, text, sizeof text));
-    jsonw_key(w, "optimizers");
-    jsonw_string(w, a->optimizers);
-    jsonw_key(w, "parts");
-    jsonw_begin_array(w);
+    json_out_begin_object(w);
+    json_out_key(w, "title");
+    json_out_string(w, title);
+    json_out_key(w, "text");
+    json_out_string(w, report_allocator_roles_text(a, text, sizeof text));
+    json_out_key(w, "optimizers");
+    json_out_string(w, a->optimizers);
+    json_out_key(w, "parts");
+    json_out_begin_array(w);
     for (int i = 0; i < SNAP_ROLES; i++) {
-        jsonw_begin_array(w);
-        jsonw_string(w, names[i]);
-        jsonw_u64(w, a->roles[i]);
-        jsonw_end_array(w);
+        json_out_begin_array(w);
+        json_out_string(w, names[i]);
+        json_out_u64(w, a->roles[i]);
+        json_out_end_array(w);
     }
-    jsonw_begin_array(w);
-    jsonw_string(w, "cache");
-    jsonw_u64(w, a->reserved_bytes != SNAP_UNKNOWN && a->reserved_bytes > a->allocated_bytes
-                     ? a->reserved_bytes - a->allocated_bytes
-                     : 0);
-    jsonw_end_array(w);
-    jsonw_end_array(w);
-    jsonw_end_object(w);
+    json_out_begin_array(w);
+    json_out_string(w, "cache");
+    json_out_u64(w, a->reserved_bytes != SNAP_UNKNOWN && a->reserved_bytes > a->allocated_bytes
+                        ? a->reserved_bytes - a->allocated_bytes
+                        : 0);
+    json_out_end_array(w);
+    json_out_end_array(w);
+    json_out_end_object(w);
 }
 
-void html_roles_write(struct jsonw *w, const struct snapshot *s)
+void html_roles_write(struct json_out *w, const struct snapshot *s)
 {
-    jsonw_key(w, "roles");
-    jsonw_begin_array(w);
+    json_out_key(w, "roles");
+    json_out_begin_array(w);
     char title[96];
     const struct snap_oom *o = &s->oom;
     if (o->present && o->allocator.present && o->allocator.has_roles) {
@@ -57,5 +57,5 @@ void html_roles_write(struct jsonw *w, const struct snapshot *s)
         snprintf(title, sizeof title, "device %" PRId64 " at exit", dv->ordinal);
         bar(w, title, &dv->allocator);
     }
-    jsonw_end_array(w);
+    json_out_end_array(w);
 }

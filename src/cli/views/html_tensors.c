@@ -5,35 +5,35 @@
  * html/tensors.js. */
 #include "html.h"
 
-void html_tensors_write(struct jsonw *w, const struct snap_allocator *a, uint64_t peak)
+void html_tensors_write(struct json_out *w, const struct snap_allocator *a, uint64_t peak)
 {
-    jsonw_key(w, "tensors");
+    json_out_key(w, "tensors");
     if (a == NULL || !a->present) {
-        jsonw_null(w);
+        json_out_null(w);
         return;
     }
-    jsonw_begin_object(w);
-    jsonw_key(w, "peak_allocated");
-    jsonw_u64(w, peak);
-    jsonw_key(w, "allocated");
-    jsonw_u64(w, a->allocated_bytes);
-    jsonw_key(w, "reserved");
-    jsonw_u64(w, a->reserved_bytes);
+    json_out_begin_object(w);
+    json_out_key(w, "peak_allocated");
+    json_out_u64(w, peak);
+    json_out_key(w, "allocated");
+    json_out_u64(w, a->allocated_bytes);
+    json_out_key(w, "reserved");
+    json_out_u64(w, a->reserved_bytes);
     /* [[where ("file:line:function < ..."; "" without a Python stack),
      * bytes, count]], largest first; null when the history was off */
-    jsonw_key(w, "top");
+    json_out_key(w, "top");
     if (!a->has_top) {
-        jsonw_null(w);
+        json_out_null(w);
     } else {
-        jsonw_begin_array(w);
+        json_out_begin_array(w);
         for (size_t i = 0; i < a->ntop; i++) {
-            jsonw_begin_array(w);
-            jsonw_string(w, a->top[i].where ? a->top[i].where : "");
-            jsonw_u64(w, a->top[i].bytes);
-            jsonw_u64(w, a->top[i].count);
-            jsonw_end_array(w);
+            json_out_begin_array(w);
+            json_out_string(w, a->top[i].where ? a->top[i].where : "");
+            json_out_u64(w, a->top[i].bytes);
+            json_out_u64(w, a->top[i].count);
+            json_out_end_array(w);
         }
-        jsonw_end_array(w);
+        json_out_end_array(w);
     }
-    jsonw_end_object(w);
+    json_out_end_object(w);
 }

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "jsonw.h"
+#include "json_out.h"
 #include "out.h"
 #include "timeline.h"
 #include "outfile.h"
@@ -182,32 +182,32 @@ static int timeline_text(FILE *f, const struct snapshot *s, bool ascii)
 
 /* ---- Chrome trace events ---- */
 
-static void counter(struct jsonw *w, const char *name, int64_t pid, int64_t t, uint64_t bytes)
+static void counter(struct json_out *w, const char *name, int64_t pid, int64_t t, uint64_t bytes)
 {
     timeline_event_head(w, name, "C", pid, t);
-    jsonw_key(w, "args");
-    jsonw_begin_object(w);
-    jsonw_key(w, "bytes"); jsonw_u64(w, bytes);
-    jsonw_end_object(w);
-    jsonw_end_object(w);
+    json_out_key(w, "args");
+    json_out_begin_object(w);
+    json_out_key(w, "bytes"); json_out_u64(w, bytes);
+    json_out_end_object(w);
+    json_out_end_object(w);
 }
 
-static void kinds_counter(struct jsonw *w, const char *name, int64_t pid, int64_t t,
+static void kinds_counter(struct json_out *w, const char *name, int64_t pid, int64_t t,
                           const int64_t *k)
 {
     const char *const *names = snapshot_kind_names; /* the by_kind keys first */
     timeline_event_head(w, name, "C", pid, t);
-    jsonw_key(w, "args");
-    jsonw_begin_object(w);
+    json_out_key(w, "args");
+    json_out_begin_object(w);
     for (int i = 0; i < DEVICE_KINDS; i++) {
-        jsonw_key(w, names[i]);
-        jsonw_i64(w, k[i] > 0 ? k[i] : 0);
+        json_out_key(w, names[i]);
+        json_out_i64(w, k[i] > 0 ? k[i] : 0);
     }
-    jsonw_end_object(w);
-    jsonw_end_object(w);
+    json_out_end_object(w);
+    json_out_end_object(w);
 }
 
-static void chrome_track(struct jsonw *w, const struct snapshot *s, const struct track *t,
+static void chrome_track(struct json_out *w, const struct snapshot *s, const struct track *t,
                          int64_t pid, bool by_kind)
 {
     char name[48], kname[64];
@@ -254,12 +254,12 @@ static void chrome_track(struct jsonw *w, const struct snapshot *s, const struct
         char pname[64];
         snprintf(pname, sizeof pname, "peak %s", name);
         timeline_event_head(w, pname, "i", pid, t->peak_time);
-        jsonw_key(w, "s"); jsonw_string(w, "p");
-        jsonw_key(w, "args");
-        jsonw_begin_object(w);
-        jsonw_key(w, "peak_bytes"); jsonw_u64(w, t->peak);
-        jsonw_end_object(w);
-        jsonw_end_object(w);
+        json_out_key(w, "s"); json_out_string(w, "p");
+        json_out_key(w, "args");
+        json_out_begin_object(w);
+        json_out_key(w, "peak_bytes"); json_out_u64(w, t->peak);
+        json_out_end_object(w);
+        json_out_end_object(w);
     }
 }
 
@@ -269,25 +269,25 @@ static int timeline_chrome(FILE *f, struct snapshot *s, unsigned sites)
     size_t n = tracks_of(s, t, 64);
     int64_t pid = s->process.pid != SNAP_UNKNOWN_I64 ? s->process.pid : 0;
     bool by_kind = s->events.stride <= 1 && s->events.thinned != 1;
-    struct jsonw w;
-    jsonw_init(&w, f, false);
+    struct json_out w;
+    json_out_init(&w, f, false);
     w.break_depth = 2; /* inside traceEvents */
-    jsonw_begin_object(&w);
-    jsonw_key(&w, "traceEvents");
-    jsonw_begin_array(&w);
+    json_out_begin_object(&w);
+    json_out_key(&w, "traceEvents");
+    json_out_begin_array(&w);
     char pname[256];
     snprintf(pname, sizeof pname, "%s (pid %" PRId64 ")",
              s->process.exe ? s->process.exe : "?", pid);
-    jsonw_begin_object(&w);
-    jsonw_key(&w, "name"); jsonw_string(&w, "process_name");
-    jsonw_key(&w, "ph"); jsonw_string(&w, "M");
-    jsonw_key(&w, "pid"); jsonw_i64(&w, pid);
-    jsonw_key(&w, "tid"); jsonw_i64(&w, 0);
-    jsonw_key(&w, "args");
-    jsonw_begin_object(&w);
-    jsonw_key(&w, "name"); jsonw_string(&w, pname);
-    jsonw_end_object(&w);
-    jsonw_end_object(&w);
+    json_out_begin_object(&w);
+    json_out_key(&w, "name"); json_out_string(&w, "process_name");
+    json_out_key(&w, "ph"); json_out_string(&w, "M");
+    json_out_key(&w, "pid"); json_out_i64(&w, pid);
+    json_out_key(&w, "tid"); json_out_i64(&w, 0);
+    json_out_key(&w, "args");
+    json_out_begin_object(&w);
+    json_out_key(&w, "name"); json_out_string(&w, pname);
+    json_out_end_object(&w);
+    json_out_end_object(&w);
     for (size_t i = 0; i < n; i++)
         chrome_track(&w, s, &t[i], pid, by_kind);
     if (by_kind && timeline_site_tracks(&w, s, pid, sites) != 0)
@@ -299,51 +299,51 @@ static int timeline_chrome(FILE *f, struct snapshot *s, unsigned sites)
         const char *name = recovered ? "recovered"
                            : a->attempt <= 1 ? "out of memory" : "retry failed";
         timeline_event_head(&w, name, "i", pid, a->t_ns);
-        jsonw_key(&w, "s"); jsonw_string(&w, "g");
-        jsonw_key(&w, "args");
-        jsonw_begin_object(&w);
-        jsonw_key(&w, "device"); jsonw_i64(&w, a->device);
-        jsonw_key(&w, "requested_bytes"); jsonw_u64(&w, a->requested_bytes);
-        jsonw_key(&w, "chain"); jsonw_u64(&w, a->chain);
-        jsonw_key(&w, "attempt"); jsonw_u64(&w, a->attempt);
-        jsonw_end_object(&w);
-        jsonw_end_object(&w);
+        json_out_key(&w, "s"); json_out_string(&w, "g");
+        json_out_key(&w, "args");
+        json_out_begin_object(&w);
+        json_out_key(&w, "device"); json_out_i64(&w, a->device);
+        json_out_key(&w, "requested_bytes"); json_out_u64(&w, a->requested_bytes);
+        json_out_key(&w, "chain"); json_out_u64(&w, a->chain);
+        json_out_key(&w, "attempt"); json_out_u64(&w, a->attempt);
+        json_out_end_object(&w);
+        json_out_end_object(&w);
     }
     /* Older files have no attempt log: mark the post-mortem's failure. */
     if (s->ooms.nattempts == 0 && s->oom.present &&
         s->oom.time_ns != SNAP_UNKNOWN_I64) {
         const struct snap_oom *o = &s->oom;
         timeline_event_head(&w, "out of memory", "i", pid, o->time_ns);
-        jsonw_key(&w, "s"); jsonw_string(&w, "g");
-        jsonw_key(&w, "args");
-        jsonw_begin_object(&w);
-        jsonw_key(&w, "device"); jsonw_i64(&w, o->device);
-        jsonw_key(&w, "requested_bytes"); jsonw_u64(&w, o->requested_bytes);
-        jsonw_key(&w, "entry_point"); jsonw_string(&w, o->entry_point);
-        jsonw_key(&w, "cause"); jsonw_string(&w, snapshot_cause_name(o));
-        jsonw_key(&w, "attempts"); jsonw_u64(&w, o->attempts);
-        jsonw_key(&w, "recovered"); jsonw_tribool(&w, o->recovered);
-        jsonw_key(&w, "free_bytes"); jsonw_u64(&w, o->free_bytes);
-        jsonw_end_object(&w);
-        jsonw_end_object(&w);
+        json_out_key(&w, "s"); json_out_string(&w, "g");
+        json_out_key(&w, "args");
+        json_out_begin_object(&w);
+        json_out_key(&w, "device"); json_out_i64(&w, o->device);
+        json_out_key(&w, "requested_bytes"); json_out_u64(&w, o->requested_bytes);
+        json_out_key(&w, "entry_point"); json_out_string(&w, o->entry_point);
+        json_out_key(&w, "cause"); json_out_string(&w, snapshot_cause_name(o));
+        json_out_key(&w, "attempts"); json_out_u64(&w, o->attempts);
+        json_out_key(&w, "recovered"); json_out_tribool(&w, o->recovered);
+        json_out_key(&w, "free_bytes"); json_out_u64(&w, o->free_bytes);
+        json_out_end_object(&w);
+        json_out_end_object(&w);
     }
-    jsonw_end_array(&w);
-    jsonw_key(&w, "displayTimeUnit"); jsonw_string(&w, "ms");
-    jsonw_key(&w, "otherData");
-    jsonw_begin_object(&w);
-    jsonw_key(&w, "source"); jsonw_string(&w, "cumemtrace");
-    jsonw_key(&w, "file"); jsonw_string(&w, s->file);
-    jsonw_key(&w, "events_recorded"); jsonw_u64(&w, s->events.recorded);
-    jsonw_key(&w, "events_kept"); jsonw_u64(&w, s->events.n);
-    jsonw_key(&w, "stride"); jsonw_u64(&w, s->events.stride);
-    jsonw_key(&w, "by_kind_tracks");
-    jsonw_string(&w, by_kind ? "exact" : "omitted: the event log was thinned");
-    jsonw_key(&w, "site_tracks");
-    jsonw_string(&w, !by_kind ? "omitted: the event log was thinned"
-                     : sites ? "exact" : "omitted: --sites 0");
-    jsonw_end_object(&w);
-    jsonw_end_object(&w);
-    jsonw_finish(&w);
+    json_out_end_array(&w);
+    json_out_key(&w, "displayTimeUnit"); json_out_string(&w, "ms");
+    json_out_key(&w, "otherData");
+    json_out_begin_object(&w);
+    json_out_key(&w, "source"); json_out_string(&w, "cumemtrace");
+    json_out_key(&w, "file"); json_out_string(&w, s->file);
+    json_out_key(&w, "events_recorded"); json_out_u64(&w, s->events.recorded);
+    json_out_key(&w, "events_kept"); json_out_u64(&w, s->events.n);
+    json_out_key(&w, "stride"); json_out_u64(&w, s->events.stride);
+    json_out_key(&w, "by_kind_tracks");
+    json_out_string(&w, by_kind ? "exact" : "omitted: the event log was thinned");
+    json_out_key(&w, "site_tracks");
+    json_out_string(&w, !by_kind ? "omitted: the event log was thinned"
+                        : sites ? "exact" : "omitted: --sites 0");
+    json_out_end_object(&w);
+    json_out_end_object(&w);
+    json_out_finish(&w);
     return 0;
 }
 

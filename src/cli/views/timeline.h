@@ -7,26 +7,26 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "jsonw.h"
+#include "json_out.h"
 #include "snapshot.h"
 
 #define TIMELINE_SITES_DEFAULT 8 /* per-call-site counters per device */
 
 /* Opens a trace event {name, ph, ts, pid, tid: 0, ...}; the caller adds
  * its members and closes it (timeline_event.c). */
-void timeline_event_head(struct jsonw *w, const char *name, const char *ph, int64_t pid,
+void timeline_event_head(struct json_out *w, const char *name, const char *ph, int64_t pid,
                          int64_t t_ns);
 
 /* Per device, a counter track of its top `top` call sites at the peak and
  * "other", rebuilt from the event log (call only for an unthinned log).
  * -1 when out of memory. */
-int timeline_site_tracks(struct jsonw *w, struct snapshot *s, int64_t pid, unsigned top);
+int timeline_site_tracks(struct json_out *w, struct snapshot *s, int64_t pid, unsigned top);
 
 /* The program's phases (timeline_phases.c): as Chrome slices on each
  * thread's track (push/pop ranges "X", start/end ranges async "b"/"e",
  * marks "i"); as text, a band per outermost range under the sparklines,
  * on the same `cols` cells over [0, end]. */
-void timeline_phase_slices(struct jsonw *w, const struct snapshot *s, int64_t pid);
+void timeline_phase_slices(struct json_out *w, const struct snapshot *s, int64_t pid);
 void timeline_phase_bands(FILE *f, const struct snapshot *s, int64_t end, size_t cols,
                           bool ascii);
 

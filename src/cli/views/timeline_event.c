@@ -7,26 +7,26 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "jsonw.h"
+#include "json_out.h"
 #include "timeline.h"
 
-static void ts(struct jsonw *w, int64_t ns)
+static void ts(struct json_out *w, int64_t ns)
 {
     char buf[48];
     if (ns < 0)
         ns = 0;
     snprintf(buf, sizeof buf, "%" PRId64 ".%03" PRId64, ns / 1000, ns % 1000);
-    jsonw_key(w, "ts");
-    jsonw_raw(w, buf);
+    json_out_key(w, "ts");
+    json_out_raw(w, buf);
 }
 
-void timeline_event_head(struct jsonw *w, const char *name, const char *ph, int64_t pid,
+void timeline_event_head(struct json_out *w, const char *name, const char *ph, int64_t pid,
                          int64_t t)
 {
-    jsonw_begin_object(w);
-    jsonw_key(w, "name"); jsonw_string(w, name);
-    jsonw_key(w, "ph"); jsonw_string(w, ph);
+    json_out_begin_object(w);
+    json_out_key(w, "name"); json_out_string(w, name);
+    json_out_key(w, "ph"); json_out_string(w, ph);
     ts(w, t);
-    jsonw_key(w, "pid"); jsonw_i64(w, pid);
-    jsonw_key(w, "tid"); jsonw_i64(w, 0);
+    json_out_key(w, "pid"); json_out_i64(w, pid);
+    json_out_key(w, "tid"); json_out_i64(w, 0);
 }

@@ -21,46 +21,46 @@
 
 #define BANDS 8
 
-static void ts_key(struct jsonw *w, const char *key, int64_t ns)
+static void ts_key(struct json_out *w, const char *key, int64_t ns)
 {
     char buf[48];
     if (ns < 0)
         ns = 0;
     snprintf(buf, sizeof buf, "%" PRId64 ".%03" PRId64, ns / 1000, ns % 1000);
-    jsonw_key(w, key);
-    jsonw_raw(w, buf);
+    json_out_key(w, key);
+    json_out_raw(w, buf);
 }
 
-static void head(struct jsonw *w, const char *name, const char *ph, int64_t pid, int64_t tid,
+static void head(struct json_out *w, const char *name, const char *ph, int64_t pid, int64_t tid,
                  int64_t t)
 {
-    jsonw_begin_object(w);
-    jsonw_key(w, "name"); jsonw_string(w, name);
-    jsonw_key(w, "cat"); jsonw_string(w, "range");
-    jsonw_key(w, "ph"); jsonw_string(w, ph);
+    json_out_begin_object(w);
+    json_out_key(w, "name"); json_out_string(w, name);
+    json_out_key(w, "cat"); json_out_string(w, "range");
+    json_out_key(w, "ph"); json_out_string(w, ph);
     ts_key(w, "ts", t);
-    jsonw_key(w, "pid"); jsonw_i64(w, pid);
-    jsonw_key(w, "tid"); jsonw_i64(w, tid != SNAP_UNKNOWN_I64 ? tid : 0);
+    json_out_key(w, "pid"); json_out_i64(w, pid);
+    json_out_key(w, "tid"); json_out_i64(w, tid != SNAP_UNKNOWN_I64 ? tid : 0);
 }
 
-static void args(struct jsonw *w, const struct snapshot *s, const struct snap_span *sp,
+static void args(struct json_out *w, const struct snapshot *s, const struct snap_span *sp,
                  bool open)
 {
     const struct snap_phase *p = snapshot_phase(s, sp->phase);
-    jsonw_key(w, "args");
-    jsonw_begin_object(w);
-    jsonw_key(w, "path"); jsonw_string(w, snapshot_phase_path(s, sp->phase));
-    jsonw_key(w, "source"); jsonw_string(w, p ? p->source : NULL);
+    json_out_key(w, "args");
+    json_out_begin_object(w);
+    json_out_key(w, "path"); json_out_string(w, snapshot_phase_path(s, sp->phase));
+    json_out_key(w, "source"); json_out_string(w, p ? p->source : NULL);
     if (p != NULL && p->domain != NULL) {
-        jsonw_key(w, "domain"); jsonw_string(w, p->domain);
+        json_out_key(w, "domain"); json_out_string(w, p->domain);
     }
     if (open) {
-        jsonw_key(w, "open"); jsonw_bool(w, true);
+        json_out_key(w, "open"); json_out_bool(w, true);
     }
-    jsonw_end_object(w);
+    json_out_end_object(w);
 }
 
-void timeline_phase_slices(struct jsonw *w, const struct snapshot *s, int64_t pid)
+void timeline_phase_slices(struct json_out *w, const struct snapshot *s, int64_t pid)
 {
     int64_t dump = s->process.dump_time_ns;
     for (size_t i = 0; i < s->phases.nspans; i++) {
@@ -73,22 +73,22 @@ void timeline_phase_slices(struct jsonw *w, const struct snapshot *s, int64_t pi
                            : sp->end_ns;
         if (sp->kind == SPAN_MARK) {
             head(w, name, "i", pid, sp->thread, sp->start_ns);
-            jsonw_key(w, "s"); jsonw_string(w, "t");
+            json_out_key(w, "s"); json_out_string(w, "t");
             args(w, s, sp, false);
-            jsonw_end_object(w);
+            json_out_end_object(w);
         } else if (sp->kind == SPAN_STARTEND) {
             head(w, name, "b", pid, sp->thread, sp->start_ns);
-            jsonw_key(w, "id"); jsonw_u64(w, i + 1);
+            json_out_key(w, "id"); json_out_u64(w, i + 1);
             args(w, s, sp, open);
-            jsonw_end_object(w);
+            json_out_end_object(w);
             head(w, name, "e", pid, sp->thread, end);
-            jsonw_key(w, "id"); jsonw_u64(w, i + 1);
-            jsonw_end_object(w);
+            json_out_key(w, "id"); json_out_u64(w, i + 1);
+            json_out_end_object(w);
         } else {
             head(w, name, "X", pid, sp->thread, sp->start_ns);
             ts_key(w, "dur", end - sp->start_ns);
             args(w, s, sp, open);
-            jsonw_end_object(w);
+            json_out_end_object(w);
         }
     }
 }

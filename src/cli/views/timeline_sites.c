@@ -36,7 +36,7 @@ static char *site_name(struct snapshot *s, uint32_t stack, char **names, size_t 
     return strdup(buf);
 }
 
-static int device_sites(struct jsonw *w, struct snapshot *s, const struct snap_device *d,
+static int device_sites(struct json_out *w, struct snapshot *s, const struct snap_device *d,
                         int64_t pid, unsigned top)
 {
     uint32_t *site = calloc(top, sizeof *site);
@@ -80,14 +80,14 @@ static int device_sites(struct jsonw *w, struct snapshot *s, const struct snap_d
             k++;
         cur[k] += e->delta; /* k == n: other */
         timeline_event_head(w, tname, "C", pid, e->t_ns);
-        jsonw_key(w, "args");
-        jsonw_begin_object(w);
+        json_out_key(w, "args");
+        json_out_begin_object(w);
         for (size_t j = 0; j <= n; j++) {
-            jsonw_key(w, j < n ? names[j] : "other");
-            jsonw_i64(w, cur[j] > 0 ? cur[j] : 0);
+            json_out_key(w, j < n ? names[j] : "other");
+            json_out_i64(w, cur[j] > 0 ? cur[j] : 0);
         }
-        jsonw_end_object(w);
-        jsonw_end_object(w);
+        json_out_end_object(w);
+        json_out_end_object(w);
     }
     rc = 0;
 out:
@@ -99,7 +99,7 @@ out:
     return rc;
 }
 
-int timeline_site_tracks(struct jsonw *w, struct snapshot *s, int64_t pid, unsigned top)
+int timeline_site_tracks(struct json_out *w, struct snapshot *s, int64_t pid, unsigned top)
 {
     if (top == 0)
         return 0;

@@ -25,7 +25,7 @@
 #include "clock.h"
 #include "config.h"
 #include "format.h"
-#include "jw.h"
+#include "snapshot_json.h"
 #include "layout.h"
 #include "oom_ledger.h"
 #include "output.h"
@@ -35,27 +35,27 @@
 
 
 /* key (a literal such as ",\"peak_bytes\":") then the number */
-static void key_u64(struct jw *w, const char *key, uint64_t v)
+static void key_u64(struct snapshot_json *w, const char *key, uint64_t v)
 {
-    jw_s(w, key);
-    jw_u64(w, v);
+    snapshot_json_s(w, key);
+    snapshot_json_u64(w, v);
 }
 
-static void key_i64(struct jw *w, const char *key, int64_t v)
+static void key_i64(struct snapshot_json *w, const char *key, int64_t v)
 {
-    jw_s(w, key);
-    jw_i64(w, v);
+    snapshot_json_s(w, key);
+    snapshot_json_i64(w, v);
 }
 
 /* ---- process and configuration ---- */
 
-static void write_process(struct jw *w, int64_t now)
+static void write_process(struct snapshot_json *w, int64_t now)
 {
     key_i64(w, "\"process\":{\"pid\":", getpid());
     key_i64(w, ",\"ppid\":", getppid());
-    jw_s(w, ",\"exe\":");
-    jw_str(w, output_process.exe);
-    jw_s(w, ",\"cmdline\":[");
+    snapshot_json_s(w, ",\"exe\":");
+    snapshot_json_str(w, output_process.exe);
+    snapshot_json_s(w, ",\"cmdline\":[");
     int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
         char buf[8192];
@@ -65,29 +65,29 @@ static void write_process(struct jw *w, int64_t now)
             buf[len] = '\0';
             for (ssize_t off = 0; off < len; off += (ssize_t)strlen(buf + off) + 1) {
                 if (off)
-                    jw_s(w, ",");
-                jw_str(w, buf + off);
+                    snapshot_json_s(w, ",");
+                snapshot_json_str(w, buf + off);
             }
         }
     }
-    jw_s(w, "],\"host\":");
-    jw_str(w, output_process.host);
-    jw_s(w, ",\"rank\":");
-    jw_i64_or_null(w, output_process.rank);
-    jw_s(w, ",\"local_rank\":");
-    jw_i64_or_null(w, output_process.local_rank);
-    jw_s(w, ",\"world_size\":");
-    jw_i64_or_null(w, output_process.world_size);
+    snapshot_json_s(w, "],\"host\":");
+    snapshot_json_str(w, output_process.host);
+    snapshot_json_s(w, ",\"rank\":");
+    snapshot_json_i64_or_null(w, output_process.rank);
+    snapshot_json_s(w, ",\"local_rank\":");
+    snapshot_json_i64_or_null(w, output_process.local_rank);
+    snapshot_json_s(w, ",\"world_size\":");
+    snapshot_json_i64_or_null(w, output_process.world_size);
     key_i64(w, ",\"start_wall_ns\":", output_process.start_wall_ns);
     key_i64(w, ",\"dump_time_ns\":", now);
-    jw_s(w, ",\"tool_version\":\"" FORMAT_TOOL_VERSION "\"},\n");
+    snapshot_json_s(w, ",\"tool_version\":\"" FORMAT_TOOL_VERSION "\"},\n");
 }
 
-static void write_config(struct jw *w)
+static void write_config(struct snapshot_json *w)
 {
     key_u64(w, "\"config\":{\"depth\":", config.depth);
     key_u64(w, ",\"event_cap\":", config.event_cap);
-    jw_s(w, ",\"limit_bytes\":[");
+    snapshot_json_s(w, ",\"limit_bytes\":[");
     bool first = true;
     for (int d = 0; d < RECORD_MAX_DEVICES; d++) {
         uint64_t l = record_limit(d);
@@ -95,18 +95,18 @@ static void write_config(struct jw *w)
             continue;
         key_i64(w, first ? "{\"device\":" : ",{\"device\":", d);
         key_u64(w, ",\"bytes\":", l);
-        jw_s(w, "}");
+        snapshot_json_s(w, "}");
         first = false;
     }
-    jw_s(w, "],\"python\":");
-    jw_bool(w, config.python);
-    jw_s(w, ",\"native\":");
-    jw_bool(w, config.native);
+    snapshot_json_s(w, "],\"python\":");
+    snapshot_json_bool(w, config.python);
+    snapshot_json_s(w, ",\"native\":");
+    snapshot_json_bool(w, config.native);
     key_u64(w, ",\"temporary_ms\":", config.temporary_ms);
-    jw_s(w, "},\n");
+    snapshot_json_s(w, "},\n");
 }
 
-static void write_kind_stats(struct jw *w, const struct record_kind_stats *k)
+static void write_kind_stats(struct snapshot_json *w, const struct record_kind_stats *k)
 {
     key_u64(w, "{\"current_bytes\":", k->current);
     key_u64(w, ",\"peak_bytes\":", k->peak);
@@ -114,7 +114,7 @@ static void write_kind_stats(struct jw *w, const struct record_kind_stats *k)
     key_u64(w, ",\"allocs\":", k->allocs);
     key_u64(w, ",\"frees\":", k->frees);
     key_u64(w, ",\"failures\":", k->failures);
-    jw_s(w, "}");
+    snapshot_json_s(w, "}");
 }
 
 /* ---- call sites ---- */
@@ -218,8 +218,9 @@ enum groups_of { GROUPS_LIVE, GROUPS_AT_PEAK, GROUPS_AT_MARK_PEAK };
 
 /* The sites of `pool` ordered by the figure `which` picks; at most `max`
  * groups (0 = all). */
-static void write_groups(struct jw *w, const struct record_view *v, struct site_key *keys,
-                         uint32_t pool, enum groups_of which, size_t max)
+static void write_groups(struct snapshot_json *w, const struct record_view *v,
+                         struct site_key *keys, uint32_t pool, enum groups_of which,
+                         size_t max)
 {
     size_t n = 0;
     bool peak = which != GROUPS_LIVE;
@@ -228,7 +229,7 @@ static void write_groups(struct jw *w, const struct record_view *v, struct site_
                                : which == GROUPS_AT_MARK_PEAK ? BY_MARK_AT_PEAK
                                                               : BY_CURRENT,
                                keys);
-    jw_s(w, "[");
+    snapshot_json_s(w, "[");
     for (size_t k = 0; k < nkeys; k++) {
         const struct record_site_view *s = &v->sites[keys[k].at];
         uint64_t bytes = which == GROUPS_AT_PEAK        ? s->at_peak
@@ -241,27 +242,27 @@ static void write_groups(struct jw *w, const struct record_view *v, struct site_
             continue;
         if (max && n == max)
             break;
-        jw_s(w, n++ ? ",\n  " : "\n  ");
+        snapshot_json_s(w, n++ ? ",\n  " : "\n  ");
         key_u64(w, "{\"stack\":", keys[k].id);
         if (!peak) {
-            jw_s(w, ",\"kind\":\"");
-            jw_s(w, record_kind_name(s->kind));
-            jw_raw(w, "\"", 1);
+            snapshot_json_s(w, ",\"kind\":\"");
+            snapshot_json_s(w, record_kind_name(s->kind));
+            snapshot_json_raw(w, "\"", 1);
         }
         key_u64(w, ",\"bytes\":", bytes);
         key_u64(w, ",\"count\":", count);
-        jw_raw(w, "}", 1);
+        snapshot_json_raw(w, "}", 1);
     }
-    jw_s(w, "]");
+    snapshot_json_s(w, "]");
 }
 
 /* Per call site over the whole run: allocations, frees, bytes allocated,
  * temporary frees (docs/snapshot-format.md "churn"), most allocations first. */
-static void write_churn(struct jw *w, const struct record_view *v, struct site_key *keys,
+static void write_churn(struct snapshot_json *w, const struct record_view *v, struct site_key *keys,
                         uint32_t pool)
 {
     size_t nkeys = order_sites(v, pool, BY_ALLOCS, keys);
-    jw_s(w, ",\n \"churn\":[");
+    snapshot_json_s(w, ",\n \"churn\":[");
     size_t n = 0;
     for (size_t k = 0; k < nkeys; k++) {
         const struct record_site_view *s = &v->sites[keys[k].at];
@@ -272,23 +273,23 @@ static void write_churn(struct jw *w, const struct record_view *v, struct site_k
         key_u64(w, ",\"frees\":", s->frees);
         key_u64(w, ",\"bytes_allocated\":", s->alloc_bytes);
         key_u64(w, ",\"temporary\":", s->temporary);
-        jw_raw(w, "}", 1);
+        snapshot_json_raw(w, "}", 1);
     }
-    jw_s(w, "]");
+    snapshot_json_s(w, "]");
 }
 
-static void write_live_and_peak(struct jw *w, const struct record_view *v,
+static void write_live_and_peak(struct snapshot_json *w, const struct record_view *v,
                                 struct site_key *keys, uint32_t pool)
 {
-    jw_s(w, ",\"live\":");
+    snapshot_json_s(w, ",\"live\":");
     write_groups(w, v, keys, pool, GROUPS_LIVE, 0);
-    jw_s(w, ",\"at_peak\":");
+    snapshot_json_s(w, ",\"at_peak\":");
     write_groups(w, v, keys, pool, GROUPS_AT_PEAK, 0);
 }
 
 /* The peak since the innermost mark (cumemtrace_mark_begin), only while
  * one is active. */
-static void write_mark(struct jw *w, const struct record_view *v, struct site_key *keys,
+static void write_mark(struct snapshot_json *w, const struct record_view *v, struct site_key *keys,
                        uint32_t pool)
 {
     int depth = v->mark_depth;
@@ -300,29 +301,29 @@ static void write_mark(struct jw *w, const struct record_view *v, struct site_ke
     key_u64(w, ",\"base_bytes\":", m->base);
     key_u64(w, ",\"peak_bytes\":", m->peak);
     key_i64(w, ",\"peak_time_ns\":", m->peak_time);
-    jw_s(w, ",\"at_peak\":");
+    snapshot_json_s(w, ",\"at_peak\":");
     if (m->sites_valid)
         write_groups(w, v, keys, pool, GROUPS_AT_MARK_PEAK, 0);
     else
-        jw_s(w, "null");
-    jw_s(w, "}");
+        snapshot_json_s(w, "null");
+    snapshot_json_s(w, "}");
 }
 
 /* ---- devices ---- */
 
 /* top_tensors: null without the allocator's history, else each site's
  * "file:line:function" lines as frames. */
-static void write_top_tensors(struct jw *w, const struct allocator_facts *f)
+static void write_top_tensors(struct snapshot_json *w, const struct allocator_facts *f)
 {
-    jw_s(w, ",\"top_tensors\":");
+    snapshot_json_s(w, ",\"top_tensors\":");
     if (f->ntop < 0) {
-        jw_s(w, "null");
+        snapshot_json_s(w, "null");
         return;
     }
-    jw_s(w, "[");
+    snapshot_json_s(w, "[");
     for (int i = 0; i < f->ntop; i++) {
         const struct allocator_tensor_site *t = &f->top[i];
-        jw_s(w, i ? ",{\"stack\":[" : "{\"stack\":[");
+        snapshot_json_s(w, i ? ",{\"stack\":[" : "{\"stack\":[");
         char buf[ALLOCATOR_STACK_MAX];
         memcpy(buf, t->stack, sizeof buf);
         char *save = NULL;
@@ -337,52 +338,52 @@ static void write_top_tensors(struct jw *w, const struct allocator_facts *f)
             if (ln == NULL)
                 continue;
             *ln = '\0';
-            jw_s(w, first ? "{\"file\":" : ",{\"file\":");
+            snapshot_json_s(w, first ? "{\"file\":" : ",{\"file\":");
             first = false;
-            jw_str(w, line);
+            snapshot_json_str(w, line);
             key_i64(w, ",\"line\":", strtol(ln + 1, NULL, 10));
-            jw_s(w, ",\"function\":");
-            jw_str(w, fn + 1);
-            jw_s(w, "}");
+            snapshot_json_s(w, ",\"function\":");
+            snapshot_json_str(w, fn + 1);
+            snapshot_json_s(w, "}");
         }
         key_i64(w, "],\"bytes\":", t->bytes);
         key_i64(w, ",\"count\":", t->count);
-        jw_s(w, "}");
+        snapshot_json_s(w, "}");
     }
-    jw_s(w, "]");
+    snapshot_json_s(w, "]");
 }
 
 /* roles: allocated_bytes by the role of each live block's tensor, null
  * when not measured. */
-static void write_roles(struct jw *w, const struct allocator_facts *f)
+static void write_roles(struct snapshot_json *w, const struct allocator_facts *f)
 {
     static const char *const keys[ALLOCATOR_ROLES] = {
         "{\"parameters\":", ",\"buffers\":", ",\"gradients\":", ",\"optimizer_state\":",
         ",\"other\":"};
-    jw_s(w, ",\"roles\":");
+    snapshot_json_s(w, ",\"roles\":");
     if (f->roles[0] < 0) {
-        jw_s(w, "null");
+        snapshot_json_s(w, "null");
         return;
     }
     for (int i = 0; i < ALLOCATOR_ROLES; i++)
         key_i64(w, keys[i], f->roles[i]);
-    jw_s(w, ",\"optimizers\":");
-    jw_str(w, f->optimizers[0] ? f->optimizers : NULL);
-    jw_s(w, "}");
+    snapshot_json_s(w, ",\"optimizers\":");
+    snapshot_json_str(w, f->optimizers[0] ? f->optimizers : NULL);
+    snapshot_json_s(w, "}");
 }
 
 /* The caching allocator's own figures (null when it did not speak), its
  * configuration parsed as PyTorch reads it: "key:value,key:value". */
-static void write_allocator(struct jw *w, const struct allocator_facts *f)
+static void write_allocator(struct snapshot_json *w, const struct allocator_facts *f)
 {
     if (f == NULL) {
-        jw_s(w, "null");
+        snapshot_json_s(w, "null");
         return;
     }
-    jw_s(w, "{\"name\":");
-    jw_str(w, f->name);
-    jw_s(w, ",\"version\":");
-    jw_str(w, f->version[0] ? f->version : NULL);
+    snapshot_json_s(w, "{\"name\":");
+    snapshot_json_str(w, f->name);
+    snapshot_json_s(w, ",\"version\":");
+    snapshot_json_str(w, f->version[0] ? f->version : NULL);
     const struct {
         const char *key;
         int64_t v;
@@ -404,14 +405,14 @@ static void write_allocator(struct jw *w, const struct allocator_facts *f)
         {",\"peak_step\":", f->peak_step},
     };
     for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
-        jw_s(w, n[i].key);
-        jw_i64_or_null(w, n[i].v);
+        snapshot_json_s(w, n[i].key);
+        snapshot_json_i64_or_null(w, n[i].v);
     }
-    jw_s(w, ",\"largest_free_block_bytes\":{\"small\":");
-    jw_i64_or_null(w, f->largest_free_small);
-    jw_s(w, ",\"large\":");
-    jw_i64_or_null(w, f->largest_free_large);
-    jw_s(w, "},\"config\":{");
+    snapshot_json_s(w, ",\"largest_free_block_bytes\":{\"small\":");
+    snapshot_json_i64_or_null(w, f->largest_free_small);
+    snapshot_json_s(w, ",\"large\":");
+    snapshot_json_i64_or_null(w, f->largest_free_large);
+    snapshot_json_s(w, "},\"config\":{");
     char conf[ALLOCATOR_CONFIG_MAX];
     memcpy(conf, f->config, sizeof conf);
     bool first = true;
@@ -422,19 +423,19 @@ static void write_allocator(struct jw *w, const struct allocator_facts *f)
         if (colon == NULL)
             continue;
         *colon = '\0';
-        jw_s(w, first ? "" : ",");
+        snapshot_json_s(w, first ? "" : ",");
         first = false;
-        jw_str(w, item);
-        jw_s(w, ":");
-        jw_str(w, colon + 1);
+        snapshot_json_str(w, item);
+        snapshot_json_s(w, ":");
+        snapshot_json_str(w, colon + 1);
     }
-    jw_s(w, "}");
+    snapshot_json_s(w, "}");
     write_top_tensors(w, f);
     write_roles(w, f);
-    jw_s(w, "}");
+    snapshot_json_s(w, "}");
 }
 
-static void write_histogram(struct jw *w, const struct record_pool_view *p)
+static void write_histogram(struct snapshot_json *w, const struct record_pool_view *p)
 {
     bool first = true;
     for (int b = 0; b < 65; b++) {
@@ -443,31 +444,31 @@ static void write_histogram(struct jw *w, const struct record_pool_view *p)
         key_u64(w, first ? "{\"le\":" : ",{\"le\":", b == 64 ? UINT64_MAX : (uint64_t)1 << b);
         key_u64(w, ",\"count\":", p->hist_count[b]);
         key_u64(w, ",\"bytes\":", p->hist_bytes[b]);
-        jw_s(w, "}");
+        snapshot_json_s(w, "}");
         first = false;
     }
 }
 
-static void write_device(struct jw *w, const struct record_view *v, struct site_key *keys,
-                         int d)
+static void write_device(struct snapshot_json *w, const struct record_view *v,
+                         struct site_key *keys, int d)
 {
     const struct record_pool_view *p = &v->pools[d];
     key_i64(w, "{\"ordinal\":", d);
-    jw_s(w, ",\"total_bytes\":");
-    jw_i64_or_null(w, p->total_bytes);
-    jw_s(w, ",\"free_bytes\":");
-    jw_i64_or_null(w, p->free_bytes);
-    jw_s(w, ",\"limit_bytes\":");
-    jw_i64_or_null(w, p->limit ? (int64_t)p->limit : -1);
+    snapshot_json_s(w, ",\"total_bytes\":");
+    snapshot_json_i64_or_null(w, p->total_bytes);
+    snapshot_json_s(w, ",\"free_bytes\":");
+    snapshot_json_i64_or_null(w, p->free_bytes);
+    snapshot_json_s(w, ",\"limit_bytes\":");
+    snapshot_json_i64_or_null(w, p->limit ? (int64_t)p->limit : -1);
     key_u64(w, ",\"current_bytes\":", p->current);
     key_u64(w, ",\"peak_bytes\":", p->peak);
     key_i64(w, ",\"peak_time_ns\":", p->peak_time);
     key_u64(w, ",\"peak_phase\":", p->peak_phase);
-    jw_s(w, ",\n \"by_kind\":{");
+    snapshot_json_s(w, ",\n \"by_kind\":{");
     for (int k = 0; k < FORMAT_DEVICE_KINDS; k++) {
-        jw_s(w, k ? ",\"" : "\"");
-        jw_s(w, record_kind_name(k));
-        jw_s(w, "\":");
+        snapshot_json_s(w, k ? ",\"" : "\"");
+        snapshot_json_s(w, record_kind_name(k));
+        snapshot_json_s(w, "\":");
         write_kind_stats(w, &p->kinds[k]);
     }
     key_u64(w, "},\n \"vmm\":{\"reserved_bytes\":", p->vmm.reserved);
@@ -475,39 +476,40 @@ static void write_device(struct jw *w, const struct record_view *v, struct site_
     key_u64(w, ",\"physical_bytes\":", p->kinds[KIND_VMM].current);
     key_u64(w, ",\"reserved_peak_bytes\":", p->vmm.reserved_peak);
     key_u64(w, ",\"mapped_peak_bytes\":", p->vmm.mapped_peak);
-    jw_s(w, "},\n \"histogram\":[");
+    snapshot_json_s(w, "},\n \"histogram\":[");
     write_histogram(w, p);
     key_u64(w, "],\n \"fragmentation\":{\"granularity_bytes\":", RECORD_GRANULARITY);
     key_u64(w, ",\"requested_bytes\":", p->requested);
     key_u64(w, ",\"rounded_bytes\":", p->rounded);
     key_u64(w, ",\"small_count\":", p->small_count);
     key_u64(w, ",\"small_bytes\":", p->small_bytes);
-    jw_s(w, "}");
+    snapshot_json_s(w, "}");
     struct allocator_facts latest;
-    jw_s(w, ",\n \"allocator\":");
+    snapshot_json_s(w, ",\n \"allocator\":");
     write_allocator(w, allocator_latest(d, &latest) ? &latest : NULL);
     write_live_and_peak(w, v, keys, (uint32_t)d);
     write_churn(w, v, keys, (uint32_t)d);
     write_mark(w, v, keys, (uint32_t)d);
     serialise_phases_pool(w, v, (uint32_t)d);
-    jw_s(w, "}");
+    snapshot_json_s(w, "}");
 }
 
-static void write_devices(struct jw *w, const struct record_view *v, struct site_key *keys)
+static void write_devices(struct snapshot_json *w, const struct record_view *v,
+                          struct site_key *keys)
 {
-    jw_s(w, "\"devices\":[");
+    snapshot_json_s(w, "\"devices\":[");
     bool first = true;
     for (int d = 0; d < RECORD_MAX_DEVICES; d++) {
         if (!v->pools[d].active)
             continue;
-        jw_s(w, first ? "\n" : ",\n");
+        snapshot_json_s(w, first ? "\n" : ",\n");
         write_device(w, v, keys, d);
         first = false;
     }
-    jw_s(w, "],\n");
+    snapshot_json_s(w, "],\n");
 }
 
-static void write_host(struct jw *w, const struct record_view *v, struct site_key *keys)
+static void write_host(struct snapshot_json *w, const struct record_view *v, struct site_key *keys)
 {
     const struct record_pool_view *p = &v->pools[RECORD_HOST_POOL];
     const struct record_kind_stats *k = &p->kinds[KIND_HOST_PINNED];
@@ -520,10 +522,10 @@ static void write_host(struct jw *w, const struct record_view *v, struct site_ke
     write_live_and_peak(w, v, keys, RECORD_HOST_POOL);
     write_churn(w, v, keys, RECORD_HOST_POOL);
     serialise_phases_pool(w, v, RECORD_HOST_POOL);
-    jw_s(w, "},\n");
+    snapshot_json_s(w, "},\n");
 }
 
-static void write_counters(struct jw *w, const struct record_view *v)
+static void write_counters(struct snapshot_json *w, const struct record_view *v)
 {
     key_u64(w, "\"counters\":{\"unknown_frees\":", v->counters.unknown_frees);
     key_u64(w, ",\"wrong_kind_frees\":", v->counters.wrong_kind_frees);
@@ -531,12 +533,12 @@ static void write_counters(struct jw *w, const struct record_view *v)
     key_u64(w, ",\"failed_frees\":", v->counters.failed_frees);
     key_u64(w, ",\"stacks\":", v->counters.stacks);
     key_u64(w, ",\"live_allocations\":", v->counters.live);
-    jw_s(w, "},\n");
+    snapshot_json_s(w, "},\n");
 }
 
 /* ---- out of memory (the ledger's records, oom_ledger.h) ---- */
 
-static void write_released(struct jw *w, const struct oom_info *o)
+static void write_released(struct snapshot_json *w, const struct oom_info *o)
 {
     unsigned order[16], n = o->nreleased_by; /* largest first */
     for (unsigned i = 0; i < n; i++) {
@@ -549,78 +551,79 @@ static void write_released(struct jw *w, const struct oom_info *o)
         key_u64(w, i ? ",{\"stack\":" : "{\"stack\":", o->released_by[order[i]].stack);
         key_u64(w, ",\"bytes\":", o->released_by[order[i]].bytes);
         key_u64(w, ",\"count\":", o->released_by[order[i]].count);
-        jw_s(w, "}");
+        snapshot_json_s(w, "}");
     }
 }
 
-static void jw_emit(void *w, const char *s, size_t n)
+static void emit_json(void *w, const char *s, size_t n)
 {
-    jw_raw(w, s, n);
+    snapshot_json_raw(w, s, n);
 }
 
 /* The failing request of a post-mortem; null in any other document.
  * Names (kind, entry point, cause) are the tracker's own literals. */
-static void write_oom(struct jw *w, const struct record_view *v, struct site_key *keys,
+static void write_oom(struct snapshot_json *w, const struct record_view *v, struct site_key *keys,
                       const struct oom_info *o)
 {
     if (o == NULL) {
-        jw_s(w, "\"oom\":null,\n");
+        snapshot_json_s(w, "\"oom\":null,\n");
         return;
     }
     key_u64(w, "\"oom\":{\"requested_bytes\":", o->requested);
     key_i64(w, ",\"device\":", o->device);
-    jw_s(w, ",\"kind\":\"");
-    jw_s(w, record_kind_name(o->kind));
-    jw_s(w, "\",\"entry_point\":\"");
-    jw_s(w, o->by_allocator ? o->allocator.name : resolve_name(o->slot));
+    snapshot_json_s(w, ",\"kind\":\"");
+    snapshot_json_s(w, record_kind_name(o->kind));
+    snapshot_json_s(w, "\",\"entry_point\":\"");
+    snapshot_json_s(w, o->by_allocator ? o->allocator.name : resolve_name(o->slot));
     key_u64(w, "\",\"thread\":", o->tid);
     key_i64(w, ",\"time_ns\":", o->time_ns);
     key_u64(w, ",\"stack\":", o->stack);
     key_u64(w, ",\"phase\":", o->phase);
-    jw_s(w, ",\"total_bytes\":");
-    jw_i64_or_null(w, o->total_bytes);
-    jw_s(w, ",\"free_bytes\":");
-    jw_i64_or_null(w, o->free_bytes);
-    jw_s(w, ",\"limit_bytes\":");
-    jw_i64_or_null(w, o->limit ? (int64_t)o->limit : -1);
+    snapshot_json_s(w, ",\"total_bytes\":");
+    snapshot_json_i64_or_null(w, o->total_bytes);
+    snapshot_json_s(w, ",\"free_bytes\":");
+    snapshot_json_i64_or_null(w, o->free_bytes);
+    snapshot_json_s(w, ",\"limit_bytes\":");
+    snapshot_json_i64_or_null(w, o->limit ? (int64_t)o->limit : -1);
     key_u64(w, ",\"tracked_bytes\":", o->tracked);
-    jw_s(w, ",\"untracked_bytes\":");
-    jw_i64_or_null(w, o->total_bytes >= 0 ? (int64_t)o->untracked : -1);
-    jw_s(w, ",\"by_kind\":{");
+    snapshot_json_s(w, ",\"untracked_bytes\":");
+    snapshot_json_i64_or_null(w, o->total_bytes >= 0 ? (int64_t)o->untracked : -1);
+    snapshot_json_s(w, ",\"by_kind\":{");
     for (int k = 0; k < FORMAT_DEVICE_KINDS; k++) {
-        jw_s(w, k ? ",\"" : "\"");
-        jw_s(w, record_kind_name(k));
+        snapshot_json_s(w, k ? ",\"" : "\"");
+        snapshot_json_s(w, record_kind_name(k));
         key_u64(w, "\":", o->by_kind[k]);
     }
-    jw_s(w, "},\"cause\":\"");
+    snapshot_json_s(w, "},\"cause\":\"");
     const char *cause = format_cause_name(o->cause);
-    jw_s(w, cause != NULL ? cause : "unknown"); /* never unclassified, but never a crash */
+    /* never unclassified, but never a crash */
+    snapshot_json_s(w, cause != NULL ? cause : "unknown");
     key_u64(w, "\",\"shortfall_bytes\":", o->shortfall);
     key_u64(w, ",\"attempts\":", o->attempts);
-    jw_s(w, ",\"recovered\":");
-    jw_bool(w, o->recovered);
+    snapshot_json_s(w, ",\"recovered\":");
+    snapshot_json_bool(w, o->recovered);
     key_u64(w, ",\"released_bytes\":", o->released_bytes);
     key_u64(w, ",\"released_count\":", o->released_count);
-    jw_s(w, ",\"released\":[");
+    snapshot_json_s(w, ",\"released\":[");
     write_released(w, o);
-    jw_s(w, "],\"allocator\":");
+    snapshot_json_s(w, "],\"allocator\":");
     write_allocator(w, o->has_allocator ? &o->allocator : NULL);
-    jw_s(w, ",\n \"layout\":");
+    snapshot_json_s(w, ",\n \"layout\":");
     layout_write(o->device, o->requested,
-                 o->has_allocator ? o->allocator.num_ooms : -1, jw_emit, w);
-    jw_s(w, ",\"live\":");
+                 o->has_allocator ? o->allocator.num_ooms : -1, emit_json, w);
+    snapshot_json_s(w, ",\"live\":");
     write_groups(w, v, keys, o->device < 0 ? RECORD_HOST_POOL : (uint32_t)o->device,
                  GROUPS_LIVE, 50);
-    jw_s(w, "},\n");
+    snapshot_json_s(w, "},\n");
 }
 
 /* The process's OOM totals and attempts, in every document. */
-static void write_ooms(struct jw *w)
+static void write_ooms(struct snapshot_json *w)
 {
     struct oom_summary *s = malloc(sizeof *s);
     if (s == NULL) {
-        jw_s(w, "\"ooms\":{\"count\":0,\"failed_attempts\":0,\"recovered\":0,"
-                "\"retry_released_bytes\":0,\"dumps\":[]},\n");
+        snapshot_json_s(w, "\"ooms\":{\"count\":0,\"failed_attempts\":0,\"recovered\":0,"
+                           "\"retry_released_bytes\":0,\"dumps\":[]},\n");
         return;
     }
     oom_ledger_summary(s);
@@ -629,13 +632,13 @@ static void write_ooms(struct jw *w)
     key_u64(w, ",\"recovered\":", s->recovered);
     key_u64(w, ",\"retry_released_bytes\":", s->retry_released_bytes);
     key_u64(w, ",\"suppressed\":", s->suppressed);
-    jw_s(w, ",\"dumps\":[");
+    snapshot_json_s(w, ",\"dumps\":[");
     for (unsigned i = 0; i < s->ndumps; i++) {
         if (i)
-            jw_s(w, ",");
-        jw_str(w, s->dumps[i]);
+            snapshot_json_s(w, ",");
+        snapshot_json_str(w, s->dumps[i]);
     }
-    jw_s(w, "],\n \"attempts\":[");
+    snapshot_json_s(w, "],\n \"attempts\":[");
     for (unsigned i = 0; i < s->nattempts; i++) {
         const struct oom_attempt *a = &s->attempts[i];
         key_i64(w, i ? ",{\"t_ns\":" : "{\"t_ns\":", a->t_ns);
@@ -643,9 +646,10 @@ static void write_ooms(struct jw *w)
         key_u64(w, ",\"requested_bytes\":", a->requested);
         key_u64(w, ",\"chain\":", a->chain);
         key_u64(w, ",\"attempt\":", a->attempt);
-        jw_s(w, a->recovered ? ",\"outcome\":\"recovered\"}" : ",\"outcome\":\"failed\"}");
+        snapshot_json_s(w, a->recovered ? ",\"outcome\":\"recovered\"}"
+                                        : ",\"outcome\":\"failed\"}");
     }
-    jw_s(w, "]},\n");
+    snapshot_json_s(w, "]},\n");
     free(s);
 }
 
@@ -653,7 +657,7 @@ static void write_ooms(struct jw *w)
 
 /* Rows of the event log from `from` on (a stream checkpoint writes none
  * in JSON: its rows go to the stream's binary records, struct record_rows). */
-static void write_events(struct jw *w, const struct record_view *v, size_t from)
+static void write_events(struct snapshot_json *w, const struct record_view *v, size_t from)
 {
     /* stride: how many events each kept row stands for, on average */
     uint64_t stride = 1;
@@ -662,47 +666,47 @@ static void write_events(struct jw *w, const struct record_view *v, size_t from)
     key_u64(w, "\"events\":{\"cap\":", v->event_cap);
     key_u64(w, ",\"recorded\":", v->events_recorded);
     key_u64(w, ",\"stride\":", stride);
-    jw_s(w, ",\"thinned\":");
-    jw_bool(w, v->event_bucket_ns != 0);
+    snapshot_json_s(w, ",\"thinned\":");
+    snapshot_json_bool(w, v->event_bucket_ns != 0);
     key_u64(w, ",\"bucket_ns\":", v->event_bucket_ns);
-    jw_s(w, ",\"columns\":[\"t_ns\",\"device\",\"kind\",\"delta\",\"stack\",\"current\"],"
-            "\"data\":[");
+    snapshot_json_s(w, ",\"columns\":[\"t_ns\",\"device\",\"kind\",\"delta\",\"stack\","
+                       "\"current\"],\"data\":[");
     for (size_t i = from; i < v->nevents; i++) {
         const struct record_event *e = &v->events[i];
-        jw_s(w, i > from ? ",\n [" : "\n [");
-        jw_i64(w, e->t_ns);
-        jw_raw(w, ",", 1);
-        jw_i64(w, e->pool);
-        jw_s(w, ",\"");
-        jw_s(w, record_kind_name(e->kind));
-        jw_s(w, "\",");
-        jw_i64(w, e->delta);
-        jw_raw(w, ",", 1);
-        jw_u64(w, e->stack);
-        jw_raw(w, ",", 1);
-        jw_u64(w, e->current);
-        jw_raw(w, "]", 1);
+        snapshot_json_s(w, i > from ? ",\n [" : "\n [");
+        snapshot_json_i64(w, e->t_ns);
+        snapshot_json_raw(w, ",", 1);
+        snapshot_json_i64(w, e->pool);
+        snapshot_json_s(w, ",\"");
+        snapshot_json_s(w, record_kind_name(e->kind));
+        snapshot_json_s(w, "\",");
+        snapshot_json_i64(w, e->delta);
+        snapshot_json_raw(w, ",", 1);
+        snapshot_json_u64(w, e->stack);
+        snapshot_json_raw(w, ",", 1);
+        snapshot_json_u64(w, e->current);
+        snapshot_json_raw(w, "]", 1);
     }
-    jw_s(w, "]},\n");
+    snapshot_json_s(w, "]},\n");
 }
 
 /* ---- the document ---- */
 
 /* The sections, in the order docs/snapshot-format.md lists them; a new
  * section is one call here. */
-static void write_document(struct jw *w, const struct record_view *v,
+static void write_document(struct snapshot_json *w, const struct record_view *v,
                            struct site_key *keys, const struct serialise_doc *doc,
                            int64_t now, size_t events_from)
 {
     key_i64(w, "{\"format\":\"cumemtrace\",\"version\":", FORMAT_VERSION);
-    jw_s(w, ",\"reason\":\"");
-    jw_s(w, doc->reason);
+    snapshot_json_s(w, ",\"reason\":\"");
+    snapshot_json_s(w, doc->reason);
     key_u64(w, "\",\"sequence\":", doc->sequence);
-    jw_s(w, ",\n");
+    snapshot_json_s(w, ",\n");
     if (doc->signame != NULL) {
-        jw_s(w, "\"signal\":\"");
-        jw_s(w, doc->signame);
-        jw_s(w, "\",\n");
+        snapshot_json_s(w, "\"signal\":\"");
+        snapshot_json_s(w, doc->signame);
+        snapshot_json_s(w, "\",\n");
     }
     write_process(w, now);
     write_config(w);
@@ -714,7 +718,7 @@ static void write_document(struct jw *w, const struct record_view *v,
     serialise_phases(w);
     write_events(w, v, events_from);
     serialise_stacks(w, v, doc->checkpoint);
-    jw_s(w, "}\n");
+    snapshot_json_s(w, "}\n");
 }
 
 static void peak_of(const struct record_view *v, struct serialise_said *said)
@@ -736,7 +740,7 @@ int serialise_state(int fd, const struct serialise_doc *doc, struct record_rows 
         errno = ENOMEM;
         return -1;
     }
-    struct jw *w = malloc(sizeof *w);
+    struct snapshot_json *w = malloc(sizeof *w);
     /* keys, then the radix sort's scratch */
     struct site_key *keys = malloc((v.nsites ? 2 * v.nsites : 1) * sizeof *keys);
     if (w == NULL || keys == NULL) {
@@ -746,10 +750,10 @@ int serialise_state(int fd, const struct serialise_doc *doc, struct record_rows 
         errno = ENOMEM;
         return -1;
     }
-    jw_init(w, fd);
+    snapshot_json_init(w, fd);
     int64_t now = clock_now_ns();
     write_document(w, &v, keys, doc, now, ev != NULL ? v.nevents : 0);
-    jw_flush(w);
+    snapshot_json_flush(w);
     int err = w->err;
     free(keys);
     free(w);

@@ -20,10 +20,10 @@ struct acc {
     uint64_t top_bytes[TOP_SITES];
 };
 
-static void key_u64(struct jw *w, const char *key, uint64_t v)
+static void key_u64(struct snapshot_json *w, const char *key, uint64_t v)
 {
-    jw_s(w, key);
-    jw_u64(w, v);
+    snapshot_json_s(w, key);
+    snapshot_json_u64(w, v);
 }
 
 static void top_add(struct acc *a, uint32_t stack, uint64_t bytes)
@@ -54,7 +54,7 @@ static int by_peak(const void *x, const void *y)
     return i < j ? -1 : i > j;
 }
 
-void serialise_phases_pool(struct jw *w, const struct record_view *v, uint32_t pool)
+void serialise_phases_pool(struct snapshot_json *w, const struct record_view *v, uint32_t pool)
 {
     if (v->phased == NULL)
         return;
@@ -85,7 +85,7 @@ void serialise_phases_pool(struct jw *w, const struct record_view *v, uint32_t p
             order[m++] = p;
     order_base = acc; /* dumps are serialised by the writer's lock */
     qsort(order, m, sizeof *order, by_peak);
-    jw_s(w, ",\n \"by_phase\":[");
+    snapshot_json_s(w, ",\n \"by_phase\":[");
     for (uint32_t k = 0; k < m; k++) {
         const struct acc *a = &acc[order[k]];
         key_u64(w, k ? ",\n  {\"phase\":" : "\n  {\"phase\":", order[k]);
@@ -95,22 +95,22 @@ void serialise_phases_pool(struct jw *w, const struct record_view *v, uint32_t p
         key_u64(w, ",\"at_peak_count\":", a->at_peak_count);
         key_u64(w, ",\"allocs\":", a->allocs);
         key_u64(w, ",\"bytes_allocated\":", a->alloc_bytes);
-        jw_s(w, ",\"top_at_peak\":[");
+        snapshot_json_s(w, ",\"top_at_peak\":[");
         for (int t = 0; t < TOP_SITES && a->top_bytes[t] != 0; t++) {
             key_u64(w, t ? ",{\"stack\":" : "{\"stack\":", a->top_stack[t]);
             key_u64(w, ",\"bytes\":", a->top_bytes[t]);
-            jw_s(w, "}");
+            snapshot_json_s(w, "}");
         }
-        jw_s(w, "]}");
+        snapshot_json_s(w, "]}");
     }
-    jw_s(w, "]");
+    snapshot_json_s(w, "]");
     free(acc);
     free(order);
 }
 
 static const char *const kind_names[] = {"push", "startend", "mark"};
 
-void serialise_phases(struct jw *w)
+void serialise_phases(struct snapshot_json *w)
 {
     uint32_t n = phase_count();
     if (n == 0)
@@ -123,40 +123,41 @@ void serialise_phases(struct jw *w)
     key_u64(w, ",\"unbalanced_pops\":", st.unbalanced_pops);
     key_u64(w, ",\"too_deep\":", st.too_deep);
     key_u64(w, ",\"dropped_starts\":", st.dropped_starts);
-    jw_s(w, ",\n \"list\":[");
+    snapshot_json_s(w, ",\n \"list\":[");
     for (uint32_t id = 1; id <= n; id++) {
         struct phase_info p;
         if (!phase_get(id, &p))
             break;
         key_u64(w, id > 1 ? ",\n  {\"id\":" : "\n  {\"id\":", id);
         key_u64(w, ",\"parent\":", p.parent);
-        jw_s(w, ",\"name\":");
-        jw_str(w, p.name);
-        jw_s(w, ",\"source\":");
-        jw_str(w, p.source);
-        jw_s(w, ",\"domain\":");
+        snapshot_json_s(w, ",\"name\":");
+        snapshot_json_str(w, p.name);
+        snapshot_json_s(w, ",\"source\":");
+        snapshot_json_str(w, p.source);
+        snapshot_json_s(w, ",\"domain\":");
         if (p.domain != NULL)
-            jw_str(w, p.domain);
+            snapshot_json_str(w, p.domain);
         else
-            jw_s(w, "null");
-        jw_s(w, "}");
+            snapshot_json_s(w, "null");
+        snapshot_json_s(w, "}");
     }
     struct phase_range *r = NULL;
     long nr = phase_ranges(&r);
     key_u64(w, "],\n \"ranges\":{\"recorded\":", st.recorded);
     key_u64(w, ",\"cap\":", PHASE_RING);
-    jw_s(w, ",\"columns\":[\"start_ns\",\"end_ns\",\"thread\",\"phase\",\"kind\"],\"data\":[");
+    snapshot_json_s(w, ",\"columns\":[\"start_ns\",\"end_ns\",\"thread\",\"phase\",\"kind\"],"
+                       "\"data\":[");
     for (long i = 0; i < nr; i++) {
-        jw_s(w, i ? ",\n [" : "\n [");
-        jw_i64(w, r[i].start_ns);
-        jw_s(w, ",");
-        jw_i64_or_null(w, r[i].end_ns);
+        snapshot_json_s(w, i ? ",\n [" : "\n [");
+        snapshot_json_i64(w, r[i].start_ns);
+        snapshot_json_s(w, ",");
+        snapshot_json_i64_or_null(w, r[i].end_ns);
         key_u64(w, ",", r[i].tid);
         key_u64(w, ",", r[i].phase);
-        jw_s(w, ",\"");
-        jw_s(w, kind_names[r[i].kind < 3 ? r[i].kind : 0]);
-        jw_s(w, "\"]");
+        snapshot_json_s(w, ",\"");
+        snapshot_json_s(w, kind_names[r[i].kind < 3 ? r[i].kind : 0]);
+        snapshot_json_s(w, "\"]");
     }
     free(r);
-    jw_s(w, "]}},\n");
+    snapshot_json_s(w, "]}},\n");
 }

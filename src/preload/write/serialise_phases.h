@@ -6,12 +6,12 @@
 
 #include <stdint.h>
 
-#include "jw.h"
+#include "snapshot_json.h"
 #include "record.h"
 
 /* Writes ,"by_phase":[...] for `pool`, when some site has a phase. */
-void serialise_phases_pool(struct jw *w, const struct record_view *v, uint32_t pool);
+void serialise_phases_pool(struct snapshot_json *w, const struct record_view *v, uint32_t pool);
 /* Writes "phases":{...},\n when the process opened any range. */
-void serialise_phases(struct jw *w);
+void serialise_phases(struct snapshot_json *w);
 
 #endif

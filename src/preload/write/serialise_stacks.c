@@ -221,30 +221,30 @@ fail:
     r->n = 0;
 }
 
-static void write_native_frame(struct jw *w, const struct sym *y)
+static void write_native_frame(struct snapshot_json *w, const struct sym *y)
 {
-    jw_raw(w, "{\"module\":", 10);
-    jw_str(w, y->module);
-    jw_raw(w, ",\"offset\":", 10);
-    jw_u64(w, y->offset);
-    jw_raw(w, ",\"symbol\":", 10);
-    jw_str(w, y->symbol);
-    jw_raw(w, "}", 1);
+    snapshot_json_raw(w, "{\"module\":", 10);
+    snapshot_json_str(w, y->module);
+    snapshot_json_raw(w, ",\"offset\":", 10);
+    snapshot_json_u64(w, y->offset);
+    snapshot_json_raw(w, ",\"symbol\":", 10);
+    snapshot_json_str(w, y->symbol);
+    snapshot_json_raw(w, "}", 1);
 }
 
 /* The frame's text, after its comma unless it is the stack's first: from
  * the cache entry's copy when it has one, else written and copied there.
  * A text that cannot be copied (no memory, or too long for the buffer's
  * room) is written each time. */
-static inline void write_cached_frame(struct jw *w, struct sym *y, struct texts *t,
+static inline void write_cached_frame(struct snapshot_json *w, struct sym *y, struct texts *t,
                                       bool first)
 {
     if (__builtin_expect(y->json != NULL, 1)) {
-        jw_raw(w, y->json + first, y->json_len - first);
+        snapshot_json_raw(w, y->json + first, y->json_len - first);
         return;
     }
     if (!first)
-        jw_raw(w, ",", 1);
+        snapshot_json_raw(w, ",", 1);
     /* escapes take at most 6 bytes a byte; 64 for the keys and digits */
     size_t need = 6 * (strlen(y->module) + (y->symbol ? strlen(y->symbol) : 0)) + 64;
     if (need > sizeof w->buf) {
@@ -252,7 +252,7 @@ static inline void write_cached_frame(struct jw *w, struct sym *y, struct texts 
         return;
     }
     if (sizeof w->buf - w->n < need)
-        jw_flush(w);
+        snapshot_json_flush(w);
     size_t start = w->n;
     write_native_frame(w, y);
     size_t len = w->n - start;
@@ -267,27 +267,27 @@ static inline void write_cached_frame(struct jw *w, struct sym *y, struct texts 
 
 /* A Python frame {module:"python", file, line, function} or a marker
  * frame {marker} (python.c). */
-static void write_python_frame(struct jw *w, enum python_frame_kind k,
+static void write_python_frame(struct snapshot_json *w, enum python_frame_kind k,
                                const struct python_frame *py)
 {
     if (k == PYTHON_FRAME_MARKER) {
-        jw_s(w, "{\"marker\":");
-        jw_str(w, py->marker);
+        snapshot_json_s(w, "{\"marker\":");
+        snapshot_json_str(w, py->marker);
     } else {
-        jw_s(w, "{\"module\":\"python\",\"file\":");
-        jw_str(w, py->file);
-        jw_s(w, ",\"line\":");
-        jw_i64(w, py->line);
-        jw_s(w, ",\"function\":");
-        jw_str(w, py->function);
+        snapshot_json_s(w, "{\"module\":\"python\",\"file\":");
+        snapshot_json_str(w, py->file);
+        snapshot_json_s(w, ",\"line\":");
+        snapshot_json_i64(w, py->line);
+        snapshot_json_s(w, ",\"function\":");
+        snapshot_json_str(w, py->function);
     }
-    jw_s(w, "}");
+    snapshot_json_s(w, "}");
 }
 
 /* The modules the stacks' native frames lie in, one row each, before the
  * stacks (the CLI reads in one pass): path, build-id and the ELF vaddr of
  * offset 0, so that DWARF can be consulted later, elsewhere. */
-static void write_modules(struct jw *w, const struct record_view *v, struct sym *cache,
+static void write_modules(struct snapshot_json *w, const struct record_view *v, struct sym *cache,
                           size_t mask, uint32_t dump, const struct resolved *r)
 {
     struct module_info *mods = NULL;
@@ -321,30 +321,30 @@ static void write_modules(struct jw *w, const struct record_view *v, struct sym 
         }
     }
     modules_describe(mods, n);
-    jw_s(w, "\"modules\":[");
+    snapshot_json_s(w, "\"modules\":[");
     bool first = true;
     for (size_t k = 0; k < n; k++) {
         const struct module_info *m = &mods[k];
         if (!m->found)
             continue;
-        jw_s(w, first ? "\n {\"name\":" : ",\n {\"name\":");
+        snapshot_json_s(w, first ? "\n {\"name\":" : ",\n {\"name\":");
         first = false;
-        jw_str(w, m->name);
-        jw_s(w, ",\"path\":");
-        jw_str(w, m->path[0] ? m->path : NULL);
-        jw_s(w, ",\"build_id\":");
+        snapshot_json_str(w, m->name);
+        snapshot_json_s(w, ",\"path\":");
+        snapshot_json_str(w, m->path[0] ? m->path : NULL);
+        snapshot_json_s(w, ",\"build_id\":");
         if (m->build_id_len == 0) {
-            jw_s(w, "null");
+            snapshot_json_s(w, "null");
         } else {
-            jw_raw(w, "\"", 1);
-            jw_hex(w, m->build_id, m->build_id_len);
-            jw_raw(w, "\"", 1);
+            snapshot_json_raw(w, "\"", 1);
+            snapshot_json_hex(w, m->build_id, m->build_id_len);
+            snapshot_json_raw(w, "\"", 1);
         }
-        jw_s(w, ",\"vaddr_base\":");
-        jw_u64(w, m->vaddr_base);
-        jw_s(w, "}");
+        snapshot_json_s(w, ",\"vaddr_base\":");
+        snapshot_json_u64(w, m->vaddr_base);
+        snapshot_json_s(w, "}");
     }
-    jw_s(w, "],\n");
+    snapshot_json_s(w, "],\n");
 out:
     free(mods);
 }
@@ -394,10 +394,10 @@ struct entry_text {
     char text[128];
 };
 
-static void write_entry(struct jw *w, struct entry_text *e, unsigned entry)
+static void write_entry(struct snapshot_json *w, struct entry_text *e, unsigned entry)
 {
     if (e->entry == entry && e->len > 0) {
-        jw_raw(w, e->text, e->len);
+        snapshot_json_raw(w, e->text, e->len);
         return;
     }
     const char *name = entry == 0xffff ? "unknown" : resolve_name(entry);
@@ -406,18 +406,18 @@ static void write_entry(struct jw *w, struct entry_text *e, unsigned entry)
     e->entry = entry;
     e->len = 0;
     if (fits && sizeof w->buf - w->n < sizeof e->text)
-        jw_flush(w); /* then nothing below flushes: the text is in buf */
+        snapshot_json_flush(w); /* then nothing below flushes: the text is in buf */
     size_t start = w->n;
-    jw_s(w, ",\"entry\":");
-    jw_str(w, name);
-    jw_s(w, ",\"frames\":[");
+    snapshot_json_s(w, ",\"entry\":");
+    snapshot_json_str(w, name);
+    snapshot_json_s(w, ",\"frames\":[");
     if (fits && w->err == 0) {
         e->len = w->n - start;
         memcpy(e->text, w->buf + start, e->len);
     }
 }
 
-void serialise_stacks(struct jw *w, const struct record_view *v, bool keep)
+void serialise_stacks(struct snapshot_json *w, const struct record_view *v, bool keep)
 {
     struct sym *cache = keep ? kept_cache() : NULL;
     bool kept_one = cache != NULL;
@@ -430,12 +430,12 @@ void serialise_stacks(struct jw *w, const struct record_view *v, bool keep)
     if (cache != NULL)
         resolve_all(v, cache, mask, &r);
     write_modules(w, v, cache, mask, next_dump(), &r);
-    jw_s(w, "\"stacks\":[");
+    snapshot_json_s(w, "\"stacks\":[");
     struct entry_text entry = {.entry = 0x10000};
     for (size_t i = 0; i < v->nstacks; i++) {
         const struct record_stack *s = v->stacks[i];
-        jw_s(w, i ? ",\n {\"id\":" : "\n {\"id\":");
-        jw_u64(w, s->id);
+        snapshot_json_s(w, i ? ",\n {\"id\":" : "\n {\"id\":");
+        snapshot_json_u64(w, s->id);
         write_entry(w, &entry, s->entry);
         for (unsigned f = 0; f < s->depth; f++) {
             if (cache != NULL && !python_frame_is_tagged(s->frames[f])) {
@@ -446,7 +446,7 @@ void serialise_stacks(struct jw *w, const struct record_view *v, bool keep)
             struct python_frame py;
             enum python_frame_kind k = python_frame_decode(s->frames[f], &py);
             if (f != 0)
-                jw_raw(w, ",", 1);
+                snapshot_json_raw(w, ",", 1);
             if (k != PYTHON_FRAME_NATIVE) {
                 write_python_frame(w, k, &py);
             } else {
@@ -455,9 +455,9 @@ void serialise_stacks(struct jw *w, const struct record_view *v, bool keep)
                 write_native_frame(w, symbolize(&one, 0, s->frames[f], NULL)); /* cache of one */
             }
         }
-        jw_s(w, "]}");
+        snapshot_json_s(w, "]}");
     }
-    jw_s(w, "]\n");
+    snapshot_json_s(w, "]\n");
     free(r.q);
     if (kept_one) {
         pthread_mutex_unlock(&kept.lock);

@@ -5,11 +5,11 @@
 
 #include <stdbool.h>
 
-#include "jw.h"
+#include "snapshot_json.h"
 #include "record.h"
 
 /* Writes "modules":[...],\n"stacks":[...]\n for the stacks of v.  keep:
  * a stream checkpoint, whose symbols are kept for the next one. */
-void serialise_stacks(struct jw *w, const struct record_view *v, bool keep);
+void serialise_stacks(struct snapshot_json *w, const struct record_view *v, bool keep);
 
 #endif

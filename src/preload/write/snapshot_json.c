@@ -1,26 +1,26 @@
-/* jw.c - the snapshot's JSON emitter.
+/* snapshot_json.c - the snapshot's JSON emitter.
  *
  * Workload: a million-allocation, 100k-stack snapshot is ~140 MB of JSON,
  * millions of integers and strings: the integers are formatted by hand
  * (vsnprintf's format parsing was most of a dump's time) and strings are
  * copied in runs of bytes that need no escape.  Output is byte-identical to
- * what printf's %d / %u / %02x would write (tests/unit/test_jw.c).
+ * what printf's %d / %u / %02x would write (tests/unit/test_snapshot_json.c).
  */
-#include "jw.h"
+#include "snapshot_json.h"
 
 #include <errno.h>
 #include <unistd.h>
 
 #include "utf8.h"
 
-void jw_init(struct jw *w, int fd)
+void snapshot_json_init(struct snapshot_json *w, int fd)
 {
     w->fd = fd;
     w->err = 0;
     w->n = 0;
 }
 
-void jw_flush(struct jw *w)
+void snapshot_json_flush(struct snapshot_json *w)
 {
     size_t off = 0;
     while (off < w->n && w->err == 0) {
@@ -35,11 +35,11 @@ void jw_flush(struct jw *w)
     w->n = 0;
 }
 
-void jw_raw_slow(struct jw *w, const char *s, size_t len)
+void snapshot_json_raw_slow(struct snapshot_json *w, const char *s, size_t len)
 {
     while (len > 0) {
         if (w->n == sizeof w->buf)
-            jw_flush(w);
+            snapshot_json_flush(w);
         size_t k = sizeof w->buf - w->n;
         if (k > len)
             k = len;
@@ -76,7 +76,7 @@ static inline __attribute__((always_inline)) char *digits_before(char *end, uint
     return p;
 }
 
-char *jw_u64_digits(char b[20], uint64_t v)
+char *snapshot_json_u64_digits(char b[20], uint64_t v)
 {
     char *p = b + 20;
     while (v > UINT32_MAX) {
@@ -97,16 +97,16 @@ static inline unsigned digits32(uint32_t v)
 }
 
 /* The rare cases: a full buffer, and numbers of 2^32 and over. */
-static __attribute__((noinline)) void u64_slow(struct jw *w, uint64_t v)
+static __attribute__((noinline)) void u64_slow(struct snapshot_json *w, uint64_t v)
 {
     char b[20];
-    char *p = jw_u64_digits(b, v);
-    jw_raw(w, p, (size_t)(b + sizeof b - p));
+    char *p = snapshot_json_u64_digits(b, v);
+    snapshot_json_raw(w, p, (size_t)(b + sizeof b - p));
 }
 
 /* Straight into the buffer when it has room, in 32-bit arithmetic when
  * the number fits: a big snapshot formats ~1.2 M numbers, most small. */
-void jw_u64(struct jw *w, uint64_t v)
+void snapshot_json_u64(struct snapshot_json *w, uint64_t v)
 {
     if (__builtin_expect(v > UINT32_MAX || sizeof w->buf - w->n < 10, 0)) {
         u64_slow(w, v);
@@ -117,39 +117,39 @@ void jw_u64(struct jw *w, uint64_t v)
     digits_before(w->buf + w->n, x);
 }
 
-void jw_i64(struct jw *w, int64_t v)
+void snapshot_json_i64(struct snapshot_json *w, int64_t v)
 {
     if (v < 0) {
-        jw_raw(w, "-", 1);
-        jw_u64(w, (uint64_t)0 - (uint64_t)v);
+        snapshot_json_raw(w, "-", 1);
+        snapshot_json_u64(w, (uint64_t)0 - (uint64_t)v);
     } else {
-        jw_u64(w, (uint64_t)v);
+        snapshot_json_u64(w, (uint64_t)v);
     }
 }
 
-void jw_i64_or_null(struct jw *w, int64_t v)
+void snapshot_json_i64_or_null(struct snapshot_json *w, int64_t v)
 {
     if (v < 0)
-        jw_raw(w, "null", 4);
+        snapshot_json_raw(w, "null", 4);
     else
-        jw_u64(w, (uint64_t)v);
+        snapshot_json_u64(w, (uint64_t)v);
 }
 
-void jw_bool(struct jw *w, bool v)
+void snapshot_json_bool(struct snapshot_json *w, bool v)
 {
     if (v)
-        jw_raw(w, "true", 4);
+        snapshot_json_raw(w, "true", 4);
     else
-        jw_raw(w, "false", 5);
+        snapshot_json_raw(w, "false", 5);
 }
 
 static const char hexdigits[] = "0123456789abcdef";
 
-void jw_hex(struct jw *w, const unsigned char *p, size_t n)
+void snapshot_json_hex(struct snapshot_json *w, const unsigned char *p, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         char h[2] = {hexdigits[p[i] >> 4], hexdigits[p[i] & 15]};
-        jw_raw(w, h, 2);
+        snapshot_json_raw(w, h, 2);
     }
 }
 
@@ -160,13 +160,13 @@ static inline bool plain(unsigned char c)
     return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
 }
 
-void jw_str(struct jw *w, const char *s)
+void snapshot_json_str(struct snapshot_json *w, const char *s)
 {
     if (s == NULL) {
-        jw_raw(w, "null", 4);
+        snapshot_json_raw(w, "null", 4);
         return;
     }
-    jw_raw(w, "\"", 1);
+    snapshot_json_raw(w, "\"", 1);
     const unsigned char *p = (const unsigned char *)s;
     size_t left = strlen(s);
     while (left > 0) {
@@ -174,7 +174,7 @@ void jw_str(struct jw *w, const char *s)
         while (run < left && plain(p[run]))
             run++;
         if (run > 0) {
-            jw_raw(w, (const char *)p, run);
+            snapshot_json_raw(w, (const char *)p, run);
             p += run;
             left -= run;
             continue;
@@ -182,19 +182,19 @@ void jw_str(struct jw *w, const char *s)
         uint32_t cp;
         size_t k = utf8_decode(p, left, &cp);
         if (k == 0) {
-            jw_raw(w, "\\ufffd", 6);
+            snapshot_json_raw(w, "\\ufffd", 6);
             k = 1;
         } else if (*p == '"' || *p == '\\') {
             char e[2] = {'\\', (char)*p};
-            jw_raw(w, e, 2);
+            snapshot_json_raw(w, e, 2);
         } else if (*p < 0x20) {
             char e[6] = {'\\', 'u', '0', '0', hexdigits[*p >> 4], hexdigits[*p & 15]};
-            jw_raw(w, e, 6);
+            snapshot_json_raw(w, e, 6);
         } else {
-            jw_raw(w, (const char *)p, k);
+            snapshot_json_raw(w, (const char *)p, k);
         }
         p += k;
         left -= k;
     }
-    jw_raw(w, "\"", 1);
+    snapshot_json_raw(w, "\"", 1);
 }

@@ -1,5 +1,5 @@
-/* jsonw.c - see jsonw.h. */
-#include "jsonw.h"
+/* json_out.c - see json_out.h. */
+#include "json_out.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -8,7 +8,7 @@
 #include "snapshot.h"
 #include "utf8.h"
 
-void jsonw_init(struct jsonw *w, FILE *f, bool pretty)
+void json_out_init(struct json_out *w, FILE *f, bool pretty)
 {
     w->f = f;
     w->pretty = pretty;
@@ -18,7 +18,7 @@ void jsonw_init(struct jsonw *w, FILE *f, bool pretty)
     w->break_depth = 0;
 }
 
-static void newline(struct jsonw *w)
+static void newline(struct json_out *w)
 {
     if (!w->pretty)
         return;
@@ -28,7 +28,7 @@ static void newline(struct jsonw *w)
 }
 
 /* Called before every value and every key. */
-static void item(struct jsonw *w)
+static void item(struct json_out *w)
 {
     if (w->after_key) {
         w->after_key = false;
@@ -44,16 +44,16 @@ static void item(struct jsonw *w)
     }
 }
 
-static void open(struct jsonw *w, char c)
+static void open(struct json_out *w, char c)
 {
     item(w);
     fputc(c, w->f);
-    if (w->depth + 1 < JSONW_MAX_DEPTH)
+    if (w->depth + 1 < JSON_OUT_MAX_DEPTH)
         w->depth++;
     w->has_items[w->depth] = false;
 }
 
-static void close(struct jsonw *w, char c)
+static void close(struct json_out *w, char c)
 {
     bool had = w->has_items[w->depth];
     if (w->depth > 0)
@@ -63,16 +63,16 @@ static void close(struct jsonw *w, char c)
     fputc(c, w->f);
 }
 
-void jsonw_begin_object(struct jsonw *w) { open(w, '{'); }
-void jsonw_end_object(struct jsonw *w) { close(w, '}'); }
-void jsonw_begin_array(struct jsonw *w) { open(w, '['); }
-void jsonw_end_array(struct jsonw *w) { close(w, ']'); }
+void json_out_begin_object(struct json_out *w) { open(w, '{'); }
+void json_out_end_object(struct json_out *w) { close(w, '}'); }
+void json_out_begin_array(struct json_out *w) { open(w, '['); }
+void json_out_end_array(struct json_out *w) { close(w, ']'); }
 
 /* A JSON string that is valid UTF-8 and safe on a terminal whatever the
  * model holds (a crafted snapshot may carry any bytes): a byte that begins
  * no well-formed sequence becomes \ufffd, and what esc.h would escape in
  * text is written as a \u escape (same value, nothing raw). */
-static void quoted(struct jsonw *w, const char *s)
+static void quoted(struct json_out *w, const char *s)
 {
     FILE *f = w->f;
     fputc('"', f);
@@ -105,7 +105,7 @@ static void quoted(struct jsonw *w, const char *s)
     fputc('"', f);
 }
 
-void jsonw_key(struct jsonw *w, const char *key)
+void json_out_key(struct json_out *w, const char *key)
 {
     item(w);
     quoted(w, key);
@@ -113,63 +113,63 @@ void jsonw_key(struct jsonw *w, const char *key)
     w->after_key = true;
 }
 
-void jsonw_string(struct jsonw *w, const char *s)
+void json_out_string(struct json_out *w, const char *s)
 {
     if (s == NULL) {
-        jsonw_null(w);
+        json_out_null(w);
         return;
     }
     item(w);
     quoted(w, s);
 }
 
-void jsonw_u64(struct jsonw *w, uint64_t v)
+void json_out_u64(struct json_out *w, uint64_t v)
 {
     if (v == SNAP_UNKNOWN) {
-        jsonw_null(w);
+        json_out_null(w);
         return;
     }
     item(w);
     fprintf(w->f, "%" PRIu64, v);
 }
 
-void jsonw_i64(struct jsonw *w, int64_t v)
+void json_out_i64(struct json_out *w, int64_t v)
 {
     if (v == SNAP_UNKNOWN_I64) {
-        jsonw_null(w);
+        json_out_null(w);
         return;
     }
     item(w);
     fprintf(w->f, "%" PRId64, v);
 }
 
-void jsonw_bool(struct jsonw *w, bool v)
+void json_out_bool(struct json_out *w, bool v)
 {
     item(w);
     fputs(v ? "true" : "false", w->f);
 }
 
-void jsonw_tribool(struct jsonw *w, int v)
+void json_out_tribool(struct json_out *w, int v)
 {
     if (v < 0)
-        jsonw_null(w);
+        json_out_null(w);
     else
-        jsonw_bool(w, v != 0);
+        json_out_bool(w, v != 0);
 }
 
-void jsonw_null(struct jsonw *w)
+void json_out_null(struct json_out *w)
 {
     item(w);
     fputs("null", w->f);
 }
 
-void jsonw_raw(struct jsonw *w, const char *text)
+void json_out_raw(struct json_out *w, const char *text)
 {
     item(w);
     fputs(text, w->f);
 }
 
-void jsonw_finish(struct jsonw *w)
+void json_out_finish(struct json_out *w)
 {
     fputc('\n', w->f);
 }
