@@ -69,15 +69,6 @@ BLAS_API int cublasDestroy_v2(void *handle)
     return CUBLAS_STATUS_SUCCESS;
 }
 
-BLAS_API int cublasSetStream_v2(void *handle, void *stream)
-{
-    struct sim_cublas_handle *s = live(handle);
-    if (s == NULL)
-        return CUBLAS_STATUS_NOT_INITIALIZED;
-    s->stream = stream;
-    return CUBLAS_STATUS_SUCCESS;
-}
-
 BLAS_API int cublasSetWorkspace_v2(void *handle, void *workspace, size_t bytes)
 {
     struct sim_cublas_handle *s = live(handle);
@@ -91,53 +82,34 @@ BLAS_API int cublasSetWorkspace_v2(void *handle, void *workspace, size_t bytes)
     return CUBLAS_STATUS_SUCCESS;
 }
 
-BLAS_API int cublasSetMathMode(void *handle, int mode)
-{
-    struct sim_cublas_handle *s = live(handle);
-    if (s == NULL)
-        return CUBLAS_STATUS_NOT_INITIALIZED;
-    s->math_mode = mode;
-    return CUBLAS_STATUS_SUCCESS;
-}
+/* The settings a handle keeps as they are given: a setter that refuses a
+ * value where `refused` holds (0: none), a getter that reads it back. */
+#define SETTER(fn, type, field, refused)                                       \
+    BLAS_API int fn(void *handle, type value)                                  \
+    {                                                                          \
+        struct sim_cublas_handle *s = live(handle);                            \
+        if (s == NULL)                                                         \
+            return CUBLAS_STATUS_NOT_INITIALIZED;                              \
+        if (refused)                                                           \
+            return CUBLAS_STATUS_INVALID_VALUE;                                \
+        s->field = value;                                                      \
+        return CUBLAS_STATUS_SUCCESS;                                          \
+    }
+#define GETTER(fn, type, field)                                                \
+    BLAS_API int fn(void *handle, type *value)                                 \
+    {                                                                          \
+        struct sim_cublas_handle *s = live(handle);                            \
+        if (s == NULL)                                                         \
+            return CUBLAS_STATUS_NOT_INITIALIZED;                              \
+        if (value == NULL)                                                     \
+            return CUBLAS_STATUS_INVALID_VALUE;                                \
+        *value = s->field;                                                     \
+        return CUBLAS_STATUS_SUCCESS;                                          \
+    }
 
-BLAS_API int cublasGetMathMode(void *handle, int *mode)
-{
-    struct sim_cublas_handle *s = live(handle);
-    if (s == NULL)
-        return CUBLAS_STATUS_NOT_INITIALIZED;
-    if (mode == NULL)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    *mode = s->math_mode;
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-BLAS_API int cublasSetPointerMode_v2(void *handle, int mode)
-{
-    struct sim_cublas_handle *s = live(handle);
-    if (s == NULL)
-        return CUBLAS_STATUS_NOT_INITIALIZED;
-    s->pointer_mode = mode;
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-BLAS_API int cublasGetPointerMode_v2(void *handle, int *mode)
-{
-    struct sim_cublas_handle *s = live(handle);
-    if (s == NULL)
-        return CUBLAS_STATUS_NOT_INITIALIZED;
-    if (mode == NULL)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    *mode = s->pointer_mode;
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-BLAS_API int cublasSetSmCountTarget(void *handle, int count)
-{
-    struct sim_cublas_handle *s = live(handle);
-    if (s == NULL)
-        return CUBLAS_STATUS_NOT_INITIALIZED;
-    if (count < 0)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    s->sm_count_target = count;
-    return CUBLAS_STATUS_SUCCESS;
-}
+SETTER(cublasSetStream_v2, void *, stream, 0)
+SETTER(cublasSetMathMode, int, math_mode, 0)
+GETTER(cublasGetMathMode, int, math_mode)
+SETTER(cublasSetPointerMode_v2, int, pointer_mode, 0)
+GETTER(cublasGetPointerMode_v2, int, pointer_mode)
+SETTER(cublasSetSmCountTarget, int, sm_count_target, value < 0)
