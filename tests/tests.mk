@@ -49,6 +49,14 @@ $(BUILD)/tests/unit/test_unwind: tests/unit/test_unwind.c \
     $(foreach m,unwind cfi log,$(call preload_obj,$(m))) $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
+# oom.c keeps its record in oom_ledger.c, asks allocator.c for the caching
+# allocator's cause and resolve_names.c for the entry point's name; the test
+# stands in for the device, the tracker, the writer and the log.
+$(BUILD)/tests/unit/test_oom: tests/unit/test_oom.c \
+    $(foreach m,oom oom_ledger allocator resolve_names,$(call preload_obj,$(m))) \
+    $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
 # record.c hands its event log to event_log.c.
 $(BUILD)/tests/unit/test_record: tests/unit/test_record.c $(RECORD_OBJ) \
     $(call preload_obj,event_log) $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
