@@ -57,6 +57,20 @@ $(BUILD)/tests/unit/test_oom: tests/unit/test_oom.c \
     $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
+# serialise.c writes the tracker's state (record*.c) with its siblings; the
+# document goes back through the CLI's reader (serialise_read.c, built with
+# the CLI's include path: both sides name the kinds KIND_*).
+SERIALISE_OBJ := $(RECORD_OBJ) $(foreach m,serialise serialise_stacks serialise_phases \
+    snapshot_json layout oom_ledger allocator allocator_segments resolve_names event_log \
+    phases modules symtab clock,$(call preload_obj,$(m)))
+$(BUILD)/obj/tests/unit/serialise_read.o: tests/unit/serialise_read.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(CLI_INC) -c -o $@ $<
+$(BUILD)/tests/unit/test_serialise: tests/unit/test_serialise.c \
+    $(BUILD)/obj/tests/unit/serialise_read.o $(SERIALISE_OBJ) $$(CLI_LIBOBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(filter %.o,$^) \
+	    $(LDFLAGS_ALL) $(UNIT_LD) $(CLI_LIBS)
 # record.c hands its event log to event_log.c.
 $(BUILD)/tests/unit/test_record: tests/unit/test_record.c $(RECORD_OBJ) \
     $(call preload_obj,event_log) $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)

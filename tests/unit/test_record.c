@@ -16,25 +16,12 @@
 #include <cmocka.h>
 
 #include "record.h"
+#include "record_fixture.h"
 
 static struct record_stack *stack_n(unsigned n)
 {
     void *frames[2] = {(void *)(uintptr_t)(0x1000 + n), (void *)0x2000};
     return record_stack_intern(1, frames, 2);
-}
-
-static void alloc(uintptr_t addr, uint64_t size, enum record_kind kind,
-                  int dev, struct record_stack *st, int64_t t)
-{
-    struct record_alloc a = {addr, size, size, kind, dev, false, 0, 0};
-    record_alloc(&a, st, t);
-}
-
-static void release(uintptr_t addr, int64_t t)
-{
-    void *tok = record_free_take(addr, KIND_COUNT, t);
-    assert_non_null(tok);
-    record_free_finish(tok, true, t);
 }
 
 static const struct record_site_view *site(const struct record_view *v,
