@@ -56,6 +56,17 @@ static void add_alloc(struct sim_alloc *a)
     HASH_ADD(hh, driver.allocs, addr, sizeof a->addr, a);
 }
 
+/* Records a (its addr already set) as `size` bytes of `kind` made on dev in
+ * the current context. */
+static void record_alloc(struct sim_alloc *a, uint64_t size, enum sim_alloc_kind kind, int dev)
+{
+    a->size = size;
+    a->kind = kind;
+    a->device = dev;
+    a->ctx = driver_current_context();
+    add_alloc(a);
+}
+
 static struct CUmemPoolHandle_st *new_pool(int device, int is_default, uint64_t max_size)
 {
     struct CUmemPoolHandle_st *p = calloc(1, sizeof *p);
@@ -229,10 +240,6 @@ static CUresult new_device_alloc(int dev, uint64_t size, enum sim_alloc_kind kin
         a->addr = SIM_DEV_BASE + (uint64_t)dev * SIM_DEV_STRIDE +
                   driver_vaspace_offset(&a->block);
     }
-    a->size = size;
-    a->kind = kind;
-    a->device = dev;
-    a->ctx = driver_current_context();
     a->pool = pool;
     if (pool != NULL) {
         a->footprint = footprint_of(&a->block);
@@ -242,7 +249,7 @@ static CUresult new_device_alloc(int dev, uint64_t size, enum sim_alloc_kind kin
         pool->reserved_high = max_u64(pool->reserved_high, pool->reserved);
         pool->used_high = max_u64(pool->used_high, pool->live_bytes);
     }
-    add_alloc(a);
+    record_alloc(a, size, kind, dev);
     *addr = a->addr;
     return CUDA_SUCCESS;
 }
@@ -261,17 +268,26 @@ static CUresult alloc_linear(uint64_t size, enum sim_alloc_kind kind, uint64_t *
     return r;
 }
 
+/* cuMemAlloc*: out_ok says the caller gave somewhere to store the pointer. */
+static CUresult alloc_plain(int out_ok, uint64_t size, enum sim_alloc_kind kind, uint64_t *addr)
+{
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS && (!out_ok || size == 0))
+        r = CUDA_ERROR_INVALID_VALUE;
+    /* SIMCUDA_WAIT_BYTES is cuMemAlloc_v2's (cudaMalloc's) alone; no lock is held here */
+    if (r == CUDA_SUCCESS && kind == AK_LINEAR && driver.wait_bytes != 0 &&
+        size == driver.wait_bytes)
+        pause();
+    if (r == CUDA_SUCCESS)
+        r = alloc_linear(size, kind, addr);
+    return r;
+}
+
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     DRIVER_ENTER(cuMemAlloc_v2);
     uint64_t addr = 0;
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && (dptr == NULL || bytesize == 0))
-        r = CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS && driver.wait_bytes != 0 && bytesize == driver.wait_bytes)
-        pause(); /* SIMCUDA_WAIT_BYTES; no lock is held here */
-    if (r == CUDA_SUCCESS)
-        r = alloc_linear(bytesize, AK_LINEAR, &addr);
+    CUresult r = alloc_plain(dptr != NULL, bytesize, AK_LINEAR, &addr);
     if (r == CUDA_SUCCESS)
         *dptr = addr;
     return driver_leave(SYM_cuMemAlloc_v2, r, "(%zu) -> 0x%llx", bytesize,
@@ -283,11 +299,7 @@ CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
     DRIVER_ENTER(cuMemAlloc);
     uint64_t addr = 0;
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && (dptr == NULL || bytesize == 0))
-        r = CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS)
-        r = alloc_linear(bytesize, AK_LINEAR_V1, &addr);
+    CUresult r = alloc_plain(dptr != NULL, bytesize, AK_LINEAR_V1, &addr);
     if (r == CUDA_SUCCESS)
         *dptr = (CUdeviceptr_v1)addr;
     return driver_leave(SYM_cuMemAlloc, r, "(%u) -> 0x%llx", bytesize,
@@ -309,18 +321,30 @@ static uint64_t pitch_size(uint64_t width, uint64_t height, unsigned int elem, u
     return *pitch * height;
 }
 
+/* cuMemAllocPitch*: outs_ok says both out pointers are given; a pitch above
+ * max_pitch does not fit the caller's ABI.  *pitch stays as it is unless the
+ * checks get as far as pitch_size. */
+static CUresult alloc_pitched(int outs_ok, uint64_t width, uint64_t height, unsigned int elem,
+                              uint64_t max_pitch, enum sim_alloc_kind kind, uint64_t *addr,
+                              uint64_t *pitch)
+{
+    uint64_t size = 0;
+    CUresult r = driver_ready();
+    if (r == CUDA_SUCCESS &&
+        (!outs_ok || (size = pitch_size(width, height, elem, pitch)) == 0 || *pitch > max_pitch))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        r = alloc_linear(size, kind, addr);
+    return r;
+}
+
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
                             size_t Height, unsigned int ElementSizeBytes)
 {
     DRIVER_ENTER(cuMemAllocPitch_v2);
-    uint64_t addr = 0, pitch = 0, size = 0;
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && (dptr == NULL || pPitch == NULL ||
-                              (size = pitch_size(WidthInBytes, Height, ElementSizeBytes,
-                                                 &pitch)) == 0))
-        r = CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS)
-        r = alloc_linear(size, AK_LINEAR, &addr);
+    uint64_t addr = 0, pitch = 0;
+    CUresult r = alloc_pitched(dptr != NULL && pPitch != NULL, WidthInBytes, Height,
+                               ElementSizeBytes, UINT64_MAX, AK_LINEAR, &addr, &pitch);
     if (r == CUDA_SUCCESS) {
         *dptr = addr;
         *pPitch = pitch;
@@ -335,15 +359,9 @@ CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned in
                          unsigned int Height, unsigned int ElementSizeBytes)
 {
     DRIVER_ENTER(cuMemAllocPitch);
-    uint64_t addr = 0, pitch = 0, size = 0;
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS &&
-        (dptr == NULL || pPitch == NULL ||
-         (size = pitch_size(WidthInBytes, Height, ElementSizeBytes, &pitch)) == 0 ||
-         pitch > UINT32_MAX))
-        r = CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS)
-        r = alloc_linear(size, AK_LINEAR_V1, &addr);
+    uint64_t addr = 0, pitch = 0;
+    CUresult r = alloc_pitched(dptr != NULL && pPitch != NULL, WidthInBytes, Height,
+                               ElementSizeBytes, UINT32_MAX, AK_LINEAR_V1, &addr, &pitch);
     if (r == CUDA_SUCCESS) {
         *dptr = (CUdeviceptr_v1)addr;
         *pPitch = (unsigned int)pitch;
@@ -392,12 +410,17 @@ DRIVER_SELF(cuMemFree);
 
 /* free = capacity - pages held x 2 MiB - SIMCUDA_RESERVED (once charged)
  * - what other processes hold (SIMCUDA_SHARED): shared pages count whole,
- * as on a real GPU. */
-static CUresult mem_info(uint64_t *free_bytes, uint64_t *total)
+ * as on a real GPU.  outs_ok: the caller gave both out pointers. */
+static CUresult mem_info(int outs_ok, uint64_t *free_bytes, uint64_t *total)
 {
     int dev;
+    CUresult r = driver_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!outs_ok)
+        return CUDA_ERROR_INVALID_VALUE;
     driver_lock();
-    CUresult r = driver_current_device(&dev);
+    r = driver_current_device(&dev);
     if (r == CUDA_SUCCESS) {
         const struct sim_device *sd = &driver.dev[dev];
         uint64_t used = driver_vaspace_used(&sd->pages) * SIM_PAGE;
@@ -415,11 +438,7 @@ CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 {
     DRIVER_ENTER(cuMemGetInfo_v2);
     uint64_t f = 0, t = 0;
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && (free == NULL || total == NULL))
-        r = CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS)
-        r = mem_info(&f, &t);
+    CUresult r = mem_info(free != NULL && total != NULL, &f, &t);
     if (r == CUDA_SUCCESS) {
         *free = f;
         *total = t;
@@ -433,11 +452,7 @@ CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
 {
     DRIVER_ENTER(cuMemGetInfo);
     uint64_t f = 0, t = 0;
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && (free == NULL || total == NULL))
-        r = CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS)
-        r = mem_info(&f, &t);
+    CUresult r = mem_info(free != NULL && total != NULL, &f, &t);
     if (r == CUDA_SUCCESS) { /* the 32-bit ABI clamps */
         *free = f > UINT32_MAX ? UINT32_MAX : (unsigned int)f;
         *total = t > UINT32_MAX ? UINT32_MAX : (unsigned int)t;
@@ -460,6 +475,38 @@ static void *map_host(uint64_t size, size_t *len, int noreserve)
     return p == MAP_FAILED ? NULL : p;
 }
 
+/* With the lock held: `size` bytes of real host memory made on dev and
+ * recorded as `kind` - AK_MANAGED, charged to dev in whole pages and mapped
+ * MAP_NORESERVE, or AK_HOST, charged to no device.  The memory in *out;
+ * CUDA_ERROR_OUT_OF_MEMORY when the pages or the mapping cannot be had. */
+static CUresult new_host_alloc(int dev, uint64_t size, enum sim_alloc_kind kind, void **out)
+{
+    struct sim_alloc *a = calloc(1, sizeof *a);
+    if (a == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    int managed = kind == AK_MANAGED;
+    struct driver_vaspace_pages *pages = &driver.dev[dev].pages;
+    if (managed) {
+        driver_charge_reserved(dev);
+        if (driver_vaspace_scatter(pages, size / SIM_PAGE + (size % SIM_PAGE != 0),
+                                   &a->block) != 0) {
+            free(a);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    void *p = map_host(size, &a->map_len, managed);
+    if (p == NULL) {
+        if (managed)
+            driver_vaspace_release(pages, &a->block);
+        free(a);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    a->addr = (uint64_t)(uintptr_t)p;
+    record_alloc(a, size, kind, dev);
+    *out = p;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     DRIVER_ENTER(cuMemAllocManaged);
@@ -470,33 +517,13 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
                               (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS) {
+        void *p = NULL;
         driver_lock();
         r = driver_current_device(&dev);
-        struct sim_alloc *a = NULL;
-        if (r == CUDA_SUCCESS && (a = calloc(1, sizeof *a)) == NULL)
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        if (r == CUDA_SUCCESS) {
-            uint64_t pages = bytesize / SIM_PAGE + (bytesize % SIM_PAGE != 0);
-            void *p = NULL;
-            driver_charge_reserved(dev);
-            if (driver_vaspace_scatter(&driver.dev[dev].pages, pages, &a->block) != 0) {
-                r = CUDA_ERROR_OUT_OF_MEMORY;
-            } else if ((p = map_host(bytesize, &a->map_len, 1)) == NULL) {
-                driver_vaspace_release(&driver.dev[dev].pages, &a->block);
-                r = CUDA_ERROR_OUT_OF_MEMORY;
-            }
-            if (r == CUDA_SUCCESS) {
-                a->addr = addr = (uint64_t)(uintptr_t)p;
-                a->size = bytesize;
-                a->kind = AK_MANAGED;
-                a->device = dev;
-                a->ctx = driver_current_context();
-                add_alloc(a);
-                *dptr = addr;
-            } else {
-                free(a);
-            }
-        }
+        if (r == CUDA_SUCCESS)
+            r = new_host_alloc(dev, bytesize, AK_MANAGED, &p);
+        if (r == CUDA_SUCCESS)
+            *dptr = addr = (uint64_t)(uintptr_t)p;
         driver_unlock();
     }
     return driver_leave(SYM_cuMemAllocManaged, r, "(%zu, %u) -> 0x%llx", bytesize, flags,
@@ -516,24 +543,8 @@ static CUresult host_alloc(void **pp, uint64_t size, unsigned int flags)
         return CUDA_ERROR_INVALID_VALUE;
     driver_lock();
     r = driver_current_device(&dev);
-    struct sim_alloc *a = NULL;
-    if (r == CUDA_SUCCESS && (a = calloc(1, sizeof *a)) == NULL)
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-    if (r == CUDA_SUCCESS) {
-        void *p = map_host(size, &a->map_len, 0);
-        if (p == NULL) {
-            free(a);
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        } else {
-            a->addr = (uint64_t)(uintptr_t)p;
-            a->size = size;
-            a->kind = AK_HOST;
-            a->device = dev;
-            a->ctx = driver_current_context();
-            add_alloc(a);
-            *pp = p;
-        }
-    }
+    if (r == CUDA_SUCCESS)
+        r = new_host_alloc(dev, size, AK_HOST, pp);
     driver_unlock();
     return r;
 }
@@ -647,6 +658,14 @@ static CUresult free_async(uint64_t dptr)
     return r;
 }
 
+/* cuMemAllocFromPoolAsync*: a NULL pool is not "the default": NVIDIA
+ * rejects it. */
+static CUresult alloc_from_pool(CUdeviceptr *dptr, uint64_t size, CUmemoryPool pool,
+                                uint64_t *addr)
+{
+    return pool == NULL ? CUDA_ERROR_INVALID_VALUE : alloc_async(dptr, size, pool, addr);
+}
+
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     DRIVER_ENTER(cuMemAllocAsync);
@@ -672,9 +691,7 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPoo
 {
     DRIVER_ENTER(cuMemAllocFromPoolAsync);
     uint64_t addr = 0;
-    /* A NULL pool is not "the default": NVIDIA rejects it. */
-    CUresult r = pool == NULL ? CUDA_ERROR_INVALID_VALUE
-                              : alloc_async(dptr, bytesize, pool, &addr);
+    CUresult r = alloc_from_pool(dptr, bytesize, pool, &addr);
     return driver_leave(SYM_cuMemAllocFromPoolAsync, r, "(%zu, %p, %p) -> 0x%llx", bytesize,
                         (void *)pool, (void *)hStream, (unsigned long long)addr);
 }
@@ -685,8 +702,7 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemo
 {
     DRIVER_ENTER(cuMemAllocFromPoolAsync_ptsz);
     uint64_t addr = 0;
-    CUresult r = pool == NULL ? CUDA_ERROR_INVALID_VALUE
-                              : alloc_async(dptr, bytesize, pool, &addr);
+    CUresult r = alloc_from_pool(dptr, bytesize, pool, &addr);
     return driver_leave(SYM_cuMemAllocFromPoolAsync_ptsz, r, "(%zu, %p, %p) -> 0x%llx",
                         bytesize, (void *)pool, (void *)hStream, (unsigned long long)addr);
 }
@@ -796,6 +812,15 @@ CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
 }
 DRIVER_SELF(cuDeviceGetDefaultMemPool);
 
+/* The REUSE_* attribute attr of pool; NULL when attr is another. */
+static int *reuse_attr(CUmemoryPool pool, CUmemPool_attribute attr)
+{
+    if (attr < CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES ||
+        attr > CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
+        return NULL;
+    return &pool->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
+}
+
 /* Values are cuuint64_t except the three REUSE_* ints.  Of the statistics
  * only the two high-water marks may be set, to 0: that resets them to the
  * current value. */
@@ -804,15 +829,15 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     DRIVER_ENTER(cuMemPoolGetAttribute);
     CUresult r = driver_ready();
     uint64_t v = 0;
+    int *reuse;
     if (r == CUDA_SUCCESS && value == NULL)
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS) {
         driver_lock();
         if (!usable_pool(pool))
             r = CUDA_ERROR_INVALID_VALUE;
-        else if (attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
-                 attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
-            *(int *)value = pool->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
+        else if ((reuse = reuse_attr(pool, attr)) != NULL)
+            *(int *)value = *reuse;
         else {
             switch (attr) {
             case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: v = pool->release_threshold; break;
@@ -836,16 +861,15 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
 {
     DRIVER_ENTER(cuMemPoolSetAttribute);
     CUresult r = driver_ready();
+    int *reuse;
     if (r == CUDA_SUCCESS && value == NULL)
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS) {
         driver_lock();
         if (!usable_pool(pool))
             r = CUDA_ERROR_INVALID_VALUE;
-        else if (attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
-                 attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
-            pool->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES] =
-                *(const int *)value != 0;
+        else if ((reuse = reuse_attr(pool, attr)) != NULL)
+            *reuse = *(const int *)value != 0;
         else if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) {
             pool->release_threshold = *(const cuuint64_t *)value;
             trim_pool(pool, pool->release_threshold);
