@@ -98,9 +98,15 @@ def test_the_fixed_cost_of_a_pair_without_stacks(tmp_path):
     (213) once the wrappers' tracker calls are inlined into them, the
     runtime's fast path is its entry point's own body, the nested driver
     call passes its arguments on untouched, the clock is read through one
-    pointer and the tracker's steady state is one straight path.  Totals
-    only: callgrind splits the cost of tail-calling wrappers between
-    functions differently from run to run."""
+    pointer and the tracker's steady state is one straight path; 417 (178)
+    once the tracker's steady state is compiled into the wrappers too
+    (track/record_fast.h), the wrappers tell their two common states by one
+    load of the thread's word, a created context sends allocations to the
+    generic path instead of a test on the fast one, and the device cache is
+    one compare.  The bounds leave ~3 % for a compiler's whims, no more: a
+    regression of a dozen instructions fails.  Totals only: callgrind splits
+    the cost of tail-calling wrappers between functions differently from
+    run to run."""
     # enough pairs that the loop's LIVE allocations weigh little per pair
     bare, bare_incl, n = callgrind(tmp_path, 32, False, tracer_depth=0, pairs=12800)
     traced, incl, nt = callgrind(tmp_path, 32, True, tracer_depth=0, pairs=12800)
@@ -108,5 +114,5 @@ def test_the_fixed_cost_of_a_pair_without_stacks(tmp_path):
     frees = (per_pair(incl, nt, fn="pair_frees", obj="bench_alloc") -
              per_pair(bare_incl, n, fn="pair_frees", obj="bench_alloc"))
     print(f"depth 0, per pair: added {added:.0f}, free side {frees:.0f}")
-    assert added <= 560, added
-    assert frees <= 230, frees
+    assert added <= 430, added
+    assert frees <= 185, frees

@@ -42,7 +42,6 @@
 #include "unwind.h"
 
 __thread struct hooks_thread hooks_thread __attribute__((tls_model("initial-exec")));
-int hooks_slow = HOOKS_SLOW_INIT | HOOKS_SLOW_UNTOUCHED;
 /* Set by start-up and the first CUDA call (init.c), read by every wrapper:
  * defined here, with the state the wrappers share, so that reading them
  * is no call up into start-up. */
@@ -95,8 +94,11 @@ void hooks_thread_start(void)
 }
 
 /* The current device, cached per thread (see hooks.h).  A fill reads the
- * generation and epoch before asking the driver, so a switch in between - a
- * signal handler's included - leaves the filled value stale, never wrong. */
+ * generation before asking the driver, so another thread's reset in
+ * between leaves the filled value stale, never wrong; a switch on this
+ * thread in between - a signal handler's - empties the entry, and the
+ * fill, seeing the thread's epoch moved, empties it again after its
+ * store. */
 unsigned hooks_device_gen = 1;
 
 void hooks_device_changed(bool every_thread)
@@ -105,6 +107,8 @@ void hooks_device_changed(bool every_thread)
     if (every_thread && __atomic_add_fetch(&hooks_device_gen, 1, __ATOMIC_RELEASE) == 0)
         __atomic_add_fetch(&hooks_device_gen, 1, __ATOMIC_RELEASE);
     hooks_thread.device_epoch++;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    hooks_thread.device[0].gen = hooks_thread.device[1].gen = 0;
 }
 
 static int ask_driver(void)
@@ -134,7 +138,7 @@ int hooks_device_fill(int layer)
     unsigned gen = __atomic_load_n(&hooks_device_gen, __ATOMIC_ACQUIRE);
     unsigned epoch = hooks_thread.device_epoch;
     struct hooks_device_cache *c = &hooks_thread.device[layer];
-    if (c->gen == gen && c->epoch == epoch)
+    if (c->gen == gen)
         return c->device;
     unsigned char busy = hooks_guard.busy;
     hooks_guard.busy = 1;
@@ -142,9 +146,12 @@ int hooks_device_fill(int layer)
     hooks_guard.busy = busy;
     if (d < 0)
         return 0;
+    c->device = d; /* before gen: a handler's reading finds both */
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     c->gen = gen;
-    c->epoch = epoch;
-    c->device = d;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (hooks_thread.device_epoch != epoch)
+        c->gen = 0; /* switched while we asked: what we were told is stale */
     return d;
 }
 

@@ -12,6 +12,7 @@
 #define CUMEMTRACE_HOOKS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -31,14 +32,15 @@ struct hooks_guard {
     unsigned char busy;  /* in our bookkeeping */
 } __attribute__((aligned(2))); /* read as one 16-bit word: hooks_passthrough */
 struct hooks_device_cache {
-    unsigned gen, epoch; /* gen 0: empty */
-    int device;          /* >= 0 when filled */
+    unsigned gen; /* 0: empty */
+    int device;   /* >= 0 when filled */
 };
 struct hooks_thread {
     int depth;                /* the re-entry guard: hooks_depth */
     struct hooks_guard guard; /* hooks_guard, below */
     bool known;               /* this thread's exit will give back what the
                                  library holds for it */
+    unsigned char zero;       /* never written: see hooks_word */
     unsigned device_epoch;    /* bumped by this thread's device switches */
     struct hooks_device_cache device[2]; /* see hooks_device() */
     void *inflight_token;     /* a free's entry, taken out before the real free */
@@ -47,22 +49,50 @@ extern __thread struct hooks_thread hooks_thread __attribute__((tls_model("initi
 #define hooks_depth (hooks_thread.depth)
 #define hooks_thread_known (hooks_thread.known)
 
+/* The first eight bytes of hooks_thread - depth, the guard's layer and
+ * busy, known - read as one word: the wrappers tell their two common
+ * states, the steady state's outermost call and the runtime's call one
+ * layer down, by one load and one compare (hooks_fast.h). */
+_Static_assert(offsetof(struct hooks_thread, guard) == 4 &&
+               offsetof(struct hooks_thread, known) == 6 &&
+               offsetof(struct hooks_thread, zero) == 7, "hooks_word's layout");
+static inline uint64_t hooks_word(void)
+{
+    uint64_t w;
+    memcpy(&w, &hooks_thread, sizeof w);
+    return w;
+}
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define HOOKS_WORD(depth, layer, busy, known) \
+    ((uint64_t)(uint32_t)(depth) | (uint64_t)(layer) << 32 | (uint64_t)(busy) << 40 | \
+     (uint64_t)(known) << 48)
+#else
+#define HOOKS_WORD(depth, layer, busy, known) \
+    ((uint64_t)(uint32_t)(depth) << 32 | (uint64_t)(layer) << 24 | (uint64_t)(busy) << 16 | \
+     (uint64_t)(known) << 8)
+#endif
+
 extern int hooks_ready;          /* set once initialisation finished */
 extern int hooks_touched;        /* the process called a wrapper */
 extern volatile int hooks_dump_requested; /* set by the opt-in signal */
 extern bool hooks_enabled;       /* tracing is on (set once, at init) */
 
-/* Zero when an outermost call may take the fast path (hooks_fast below);
+/* Zero when an outermost call may take the fast path (hooks_fast.h);
  * otherwise the HOOKS_SLOW_* reasons it may not, each a duty of hook_enter
  * or a setting of the generic path.  Cleared and set with atomic and/or
- * (the dump signal's handler sets its bit). */
+ * (the dump signal's handler sets its bit).  Defined in
+ * hooks_context_owner.c, the lowest of the files that write it. */
 extern int hooks_slow;
 enum {
     HOOKS_SLOW_INIT = 1,      /* not initialised, or tracing off (init.c) */
     HOOKS_SLOW_UNTOUCHED = 2, /* hooks_first_touch has not run (init.c) */
     HOOKS_SLOW_DUMP = 4,      /* a dump was asked for (init.c) */
-    HOOKS_SLOW_LIMIT = 8      /* CUMEMTRACE_LIMIT reserves around the real
+    HOOKS_SLOW_LIMIT = 8,     /* CUMEMTRACE_LIMIT reserves around the real
                                  call (call_state.c) */
+    HOOKS_SLOW_CONTEXT = 16   /* not hooks_context_plain: an allocation's
+                                 owner must be asked, and the first one arms
+                                 the exit guard (hooks_context_owner.c); the
+                                 fast path records owner 0 */
 };
 
 /* ---- the wrappers' way up into start-up (init.c) ----
@@ -129,9 +159,10 @@ void hooks_device_changed(bool every_thread);
 
 /* The cache behind hooks_*_device (call_state.c): an entry of
  * hooks_thread.device is good while its `gen` matches hooks_device_gen
- * (bumped when a context is destroyed or reset) and its `epoch` the
- * thread's device_epoch (bumped by the thread's own switches).  Entry 0:
- * the driver's answer, 1: the runtime's. */
+ * (bumped when a context is destroyed or reset); the thread's own switches
+ * empty its entries (gen 0) and bump its device_epoch, which tells a fill
+ * that a switch came in between.  Entry 0: the driver's answer, 1: the
+ * runtime's. */
 extern unsigned hooks_device_gen;
 /* Asks the driver (layer 0) or the runtime (1) and caches the answer. */
 int hooks_device_fill(int layer);
@@ -143,7 +174,7 @@ static inline int hooks_device(int layer)
     const struct hooks_device_cache *c = &hooks_thread.device[layer];
     /* a filled entry's device is >= 0, and an empty one (gen 0) never
      * matches: hooks_device_gen starts at 1 */
-    if (__builtin_expect(c->gen == gen && c->epoch == hooks_thread.device_epoch, 1))
+    if (__builtin_expect(c->gen == gen, 1))
         return c->device;
     return hooks_device_fill(layer);
 }
@@ -183,12 +214,13 @@ void hooks_context_remove_overflow(CUcontext ctx, struct record_owned **v, size_
 /* What the calling thread is doing, for telling a nested call from a signal
  * handler's new one (call_state.c, "Signal handlers"). */
 enum { HOOKS_LAYER_NONE, HOOKS_LAYER_RUNTIME, HOOKS_LAYER_DRIVER };
-/* hooks_guard read as a 16-bit word: `layer`, not busy */
+/* hooks_guard as a 16-bit word: `layer` and `busy`; IDLE: not busy */
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define HOOKS_GUARD_IDLE(layer) ((uint16_t)(layer))
+#define HOOKS_GUARD_WORD(layer, busy) ((uint16_t)((layer) | (busy) << 8))
 #else
-#define HOOKS_GUARD_IDLE(layer) ((uint16_t)((layer) << 8))
+#define HOOKS_GUARD_WORD(layer, busy) ((uint16_t)((layer) << 8 | (busy)))
 #endif
+#define HOOKS_GUARD_IDLE(layer) HOOKS_GUARD_WORD(layer, 0)
 _Static_assert(sizeof(struct hooks_guard) == 2, "hooks_guard is one 16-bit word");
 #define hooks_guard (hooks_thread.guard)
 
@@ -264,51 +296,10 @@ struct hook_free {
 void hooks_free_begin(struct hook_free *f, unsigned slot, uintptr_t addr,
                       enum record_kind kind_hint);
 void hooks_free_end(struct hook_free *f, bool ok);
-
-/* ---- the fast path ----
- * An outermost allocation or free (hooks_depth == 0) in the steady state -
- * initialised, tracing on, this thread and the process already seen, no
- * dump asked for, no CUMEMTRACE_LIMIT to reserve against - skips the
- * generic begin/end calls: the wrapper's sym##_fast writes the state of
- * call_enter/call_leave (call_state.c) directly - hooks_depth 1 and the
- * call's layer while the real call runs, `busy` around our bookkeeping -
- * and calls the tracker itself.  A signal handler's call arriving in
- * between meets the same TLS state as on the generic path, which handles
- * it; the order of the stores below keeps every window the generic path
- * has and no other (a handler's call before hooks_depth is set is a new
- * outermost call that puts everything back before we resume). */
-
-static inline bool hooks_fast(void)
-{
-    return hooks_depth == 0 &&
-           __builtin_expect(__atomic_load_n(&hooks_slow, __ATOMIC_ACQUIRE) == 0 &&
-                            hooks_thread_known, 1);
-}
-
+/* What the fast path (hooks_fast.h, the allocation wrappers' own) calls
+ * out of line (call_state.c) and shares with the generic path. */
 #define HOOKS_LAYER_OF(slot) \
     ((slot) < SLOT_DRIVER_END ? HOOKS_LAYER_DRIVER : HOOKS_LAYER_RUNTIME)
-
-static inline void hooks_fast_enter(unsigned slot)
-{
-    hooks_depth = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    hooks_guard.layer = HOOKS_LAYER_OF(slot);
-}
-
-static inline void hooks_fast_leave(void)
-{
-    hooks_depth = 0; /* first: a handler's call from here on is outermost */
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    hooks_guard.layer = HOOKS_LAYER_NONE;
-}
-
-/* The device an allocation of `kind` is charged to, as hooks_alloc_begin
- * finds it (-1 for host-pinned memory, whose device is its context's).  The
- * fast path asks after the real call, which does not change it. */
-static inline int hooks_fast_device(enum record_kind kind, bool runtime)
-{
-    return kind == KIND_HOST_PINNED ? -1 : hooks_device(runtime ? 1 : 0);
-}
 
 /* The calling thread's OOM chain state (oom.h), NULL until its first
  * failure; declared here as well so that this header needs not include
@@ -329,181 +320,14 @@ unsigned hooks_capture_frames(void **frames, const void *from);
 int hooks_pinned_device(bool runtime);
 void hooks_oom_success(enum record_kind kind, int device, uint64_t requested);
 
-/* After the real allocation succeeded (addr 0: nothing was allocated), from
- * the fast path: what alloc_done (call_state.c) does, inlined into each
- * wrapper's fast function so that a pair crosses one function of ours
- * less (its prologue, epilogue and argument moves were ~80 instructions of
- * the ~620 a pair added with no stack).  `device` as hooks_fast_device. */
-static inline __attribute__((always_inline)) void
-hooks_fast_alloc_done(unsigned slot, enum record_kind kind, int device, bool runtime,
-                      uintptr_t addr, uint64_t size, const void *frame)
-{
-    hooks_guard.busy = 1;
-    if (__builtin_expect(addr != 0, 1)) {
-        int dev = device;
-        if (kind == KIND_HOST_PINNED) /* owned by the context that made it */
-            dev = hooks_pinned_device(runtime);
-        struct record_alloc a = {addr, size, size, kind, dev,
-                                 false, (uint16_t)hooks_context_owner_fast(), phase_now()};
-        void *frames[RECORD_MAX_DEPTH];
-        unsigned n = config.depth != 0 ? hooks_capture_frames(frames, frame) : 0;
-        record_alloc_at(&a, slot, frames, n, clock_now_ns());
-        if (__builtin_expect(a.ctx == RECORD_CONTEXT_OVERFLOW, 0))
-            hooks_context_allocated(addr); /* after: its time bounds the entry's */
-        if (__builtin_expect(__atomic_load_n(&python_mode, __ATOMIC_RELAXED) == PYTHON_ON, 0))
-            python_arm_torch_layer();
-    }
-    if (__builtin_expect(oom_chain != NULL, 0))
-        hooks_oom_success(kind, device, size);
-    hooks_guard.busy = 0;
-}
-
 /* A free's entry, taken out before the real free and kept where the end of
  * the thread finds it (call_state.c); NULL for address 0 or one we never
  * saw. */
 #define hooks_inflight_token (hooks_thread.inflight_token)
 
-static inline void *hooks_fast_free_take(uintptr_t addr, enum record_kind hint)
-{
-    if (addr == 0)
-        return NULL;
-    hooks_guard.busy = 1;
-    void *token = record_free_take(addr, hint, clock_now_ns());
-    hooks_inflight_token = token;
-    hooks_guard.busy = 0; /* the real call runs */
-    return token;
-}
-
-
-/* The real free returned; `token` is not NULL. */
+/* The real free returned, not in the steady state (it failed, or an OOM
+ * chain is open); `token` is not NULL. */
 void hooks_free_done_slow(void *token, bool ok);
-static inline void hooks_fast_free_done(void *token, bool ok)
-{
-    if (__builtin_expect(!ok || oom_chain != NULL, 0)) {
-        hooks_free_done_slow(token, ok);
-        return;
-    }
-    hooks_guard.busy = 1;
-    hooks_inflight_token = NULL;
-    record_free_done(token);
-    hooks_guard.busy = 0;
-}
-
-/* The two shapes most wrappers have, written once.  An allocation whose
- * pointer comes back through `out_arg` and whose size is `size_arg`; a free
- * of `ptr_arg`.  `params` and `args` are the parenthesised parameter list
- * and argument list of the CUDA function.  Three paths: the fast one above,
- * the nested call one layer down (hooks_passthrough), and the generic one
- * (hooks_alloc_begin/end, hooks_free_begin/end) for everything else. */
-#define HOOK_UNPAREN(...) __VA_ARGS__
-
-/* Where the fast function goes: into the wrapper itself in a file that
- * defines HOOK_FAST_INLINE (the runtime's: their wrappers are entered
- * only outermost in the steady state, so the frame the fast path needs
- * costs no other path much), else a function of its own that the wrapper
- * tail-calls (the driver's: the runtime's nested call through them must
- * stay a dozen instructions, with no frame). */
-/* The real function, which the wrapper found loaded: inlined, the fast
- * function takes it as an argument; apart, it loads it again (one
- * instruction), so that the wrapper passes its own arguments on untouched
- * (no moves on the nested call's path either). */
-#ifdef HOOK_FAST_INLINE
-#define HOOK_FAST_ATTR static inline __attribute__((always_inline))
-#define HOOK_FAST_REAL(...) __VA_ARGS__,
-#define HOOK_FAST_LOAD(sym)
-#else
-#define HOOK_FAST_ATTR static __attribute__((noinline))
-#define HOOK_FAST_REAL(...)
-#define HOOK_FAST_LOAD(sym) \
-    PFN(sym) real = (PFN(sym))__atomic_load_n(&resolve_reals[SLOT_##sym], __ATOMIC_RELAXED);
-#endif
-
-/* The wrapper itself: calls only in tail position, so it needs no frame
- * of its own (the nested layer costs ten instructions) and the frame
- * that sym##_fast or sym##_generic takes (HOOK_FRAME) is the caller's
- * record - return address into the application.  With HOOK_FAST_INLINE
- * the fast path is the wrapper's own body and its frame the same record
- * (the other paths leave it before their tail calls).  Where a compiler
- * does not make the tail calls (no optimisation), the walk from that frame
- * starts in the wrapper and unwind_capture falls back to dropping our
- * frames. */
-#define HOOK_DISPATCH(ret_t, no_real, sym, params, args)                      \
-    static __attribute__((noinline)) ret_t sym##_resolve params               \
-    {                                                                         \
-        PFN(sym) real = REAL(sym);                                            \
-        if (real == NULL)                                                     \
-            return no_real;                                                   \
-        return sym##_generic(real, HOOK_UNPAREN args);                        \
-    }                                                                         \
-    ret_t sym params                                                          \
-    {                                                                         \
-        PFN(sym) real = (PFN(sym))__atomic_load_n(&resolve_reals[SLOT_##sym], \
-                                                  __ATOMIC_ACQUIRE);          \
-        if (__builtin_expect(real != NULL, 1)) {                              \
-            if (hooks_passthrough(SLOT_##sym))                                \
-                return real args;                                             \
-            if (hooks_fast())                                                 \
-                return sym##_fast(HOOK_FAST_REAL(real) HOOK_UNPAREN args);    \
-            return sym##_generic(real, HOOK_UNPAREN args);                    \
-        }                                                                     \
-        return sym##_resolve args; /* first call, or no such function */      \
-    }
-
-#define HOOK_ALLOC(ret_t, no_real, ok, oom, runtime, sym, kind, size_arg,     \
-                   out_arg, params, args)                                     \
-    HOOK_FAST_ATTR ret_t                                                      \
-    sym##_fast(HOOK_FAST_REAL(PFN(sym) real) HOOK_UNPAREN params)             \
-    {                                                                         \
-        HOOK_FAST_LOAD(sym)                                                   \
-        hooks_fast_enter(SLOT_##sym);                                         \
-        ret_t r = real args;                                                  \
-        if (r == ok)                                                          \
-            hooks_fast_alloc_done(SLOT_##sym, kind, hooks_fast_device(kind, runtime), \
-                                  runtime, (uintptr_t)*(out_arg), (size_arg),   \
-                                  HOOK_FRAME());                              \
-        else                                                                  \
-            hooks_fast_alloc_failed(SLOT_##sym, kind, hooks_fast_device(kind, runtime), \
-                                    (size_arg), r == oom, HOOK_FRAME());      \
-        hooks_fast_leave();                                                   \
-        return r;                                                             \
-    }                                                                         \
-    static __attribute__((noinline)) ret_t                                    \
-    sym##_generic(PFN(sym) real, HOOK_UNPAREN params)                         \
-    {                                                                         \
-        struct hook_alloc c = {SLOT_##sym, kind, -1, (size_arg), false, false, false, \
-                               {0}, HOOK_FRAME()};                            \
-        if (!hooks_alloc_begin(&c, runtime))                                  \
-            return oom; /* refused by CUMEMTRACE_LIMIT */                     \
-        ret_t r = real args;                                                  \
-        hooks_alloc_end(&c, r == ok, r == oom,                                \
-                        r == ok ? (uintptr_t)*(out_arg) : 0, (size_arg), false); \
-        return r;                                                             \
-    }                                                                         \
-    HOOK_DISPATCH(ret_t, no_real, sym, params, args)
-
-#define HOOK_FREE(ret_t, no_real, ok, sym, hint, ptr_arg, params, args)       \
-    HOOK_FAST_ATTR ret_t                                                      \
-    sym##_fast(HOOK_FAST_REAL(PFN(sym) real) HOOK_UNPAREN params)             \
-    {                                                                         \
-        HOOK_FAST_LOAD(sym)                                                   \
-        hooks_fast_enter(SLOT_##sym);                                         \
-        void *t = hooks_fast_free_take((uintptr_t)(ptr_arg), hint);           \
-        ret_t r = real args;                                                  \
-        if (t != NULL)                                                        \
-            hooks_fast_free_done(t, r == ok);                                 \
-        hooks_fast_leave();                                                   \
-        return r;                                                             \
-    }                                                                         \
-    static __attribute__((noinline)) ret_t                                    \
-    sym##_generic(PFN(sym) real, HOOK_UNPAREN params)                         \
-    {                                                                         \
-        struct hook_free f;                                                   \
-        hooks_free_begin(&f, SLOT_##sym, (uintptr_t)(ptr_arg), hint);         \
-        ret_t r = real args;                                                  \
-        hooks_free_end(&f, r == ok);                                          \
-        return r;                                                             \
-    }                                                                         \
-    HOOK_DISPATCH(ret_t, no_real, sym, params, args)
 
 /* cuMemGetInfo/cudaMemGetInfo: remembers the truth for post-mortems and,
  * under CUMEMTRACE_LIMIT, shows the limited card (total = limit, free =

@@ -44,6 +44,9 @@ static struct {
 static pthread_mutex_t created_lock = PTHREAD_MUTEX_INITIALIZER;
 static int ncreated; /* live created contexts; atomic reads on the hot path */
 int hooks_context_plain; /* exit guard armed and ncreated == 0 (hooks.h) */
+/* hooks.h: here because update_plain writes it (HOOKS_SLOW_CONTEXT), and
+ * this file may call none of the others that do. */
+int hooks_slow = HOOKS_SLOW_INIT | HOOKS_SLOW_UNTOUCHED | HOOKS_SLOW_CONTEXT;
 
 /* Created contexts past the numbered ones, under created_lock. */
 static struct overflow {
@@ -65,13 +68,17 @@ static struct overflow *overflow_find(CUcontext ctx)
 }
 
 /* After the exit guard is armed or ncreated changed (under created_lock,
- * or once, from the first allocation). */
+ * from the first allocation too). */
 static void update_plain(void)
 {
-    __atomic_store_n(&hooks_context_plain,
-                     __atomic_load_n(&exit_mark_registered, __ATOMIC_RELAXED) &&
-                         __atomic_load_n(&ncreated, __ATOMIC_RELAXED) == 0,
-                     __ATOMIC_RELAXED);
+    int plain = __atomic_load_n(&exit_mark_registered, __ATOMIC_RELAXED) &&
+                __atomic_load_n(&ncreated, __ATOMIC_RELAXED) == 0;
+    __atomic_store_n(&hooks_context_plain, plain, __ATOMIC_RELAXED);
+    /* the fast path's test of it, folded into the one it makes anyway */
+    if (plain)
+        __atomic_and_fetch(&hooks_slow, ~HOOKS_SLOW_CONTEXT, __ATOMIC_RELEASE);
+    else
+        __atomic_or_fetch(&hooks_slow, HOOKS_SLOW_CONTEXT, __ATOMIC_RELEASE);
 }
 
 /* Under created_lock: the number of ctx, 0 when not ours. */

@@ -9,7 +9,7 @@
  * When no driver is loaded at all, a wrapper answers as the API does without
  * one: CUDA_ERROR_NOT_INITIALIZED.
  */
-#include "hooks.h"
+#include "hooks_fast.h"
 
 #include "clock.h"
 

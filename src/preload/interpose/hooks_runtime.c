@@ -11,7 +11,7 @@
  * With no runtime loaded a wrapper answers cudaErrorInsufficientDriver.
  */
 #define HOOK_FAST_INLINE /* see hooks.h */
-#include "hooks.h"
+#include "hooks_fast.h"
 
 #define NO_RUNTIME cudaErrorInsufficientDriver
 

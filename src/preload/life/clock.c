@@ -46,7 +46,10 @@ int64_t clock_origin_ns;
 enum { PIECES = 24 };
 struct clock_tsc clock_pieces[PIECES];
 int clock_piece = -1;
-const struct clock_tsc *clock_newest;
+/* Before the first piece: a piece no tick falls in (span 0), so that the
+ * hot path's one compare sends every reading to clock_slow_ns. */
+static const struct clock_tsc no_tsc;
+const struct clock_tsc *clock_newest = &no_tsc;
 
 #if defined(__x86_64__)
 /* Publishes piece i, filled: its span, then the index and the pointer. */

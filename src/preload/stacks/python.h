@@ -21,7 +21,7 @@ enum python_mode {
 /* Read on every capture: the only cost to a process without Python is one
  * branch on this.  Written once more at the first allocation, hence the
  * atomic load (a plain load on x86-64 and aarch64). */
-extern enum python_mode python_mode;
+extern enum python_mode python_mode __attribute__((visibility("hidden")));
 
 static inline bool python_wanted(void)
 {

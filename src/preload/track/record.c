@@ -47,10 +47,16 @@
  * line a critical section writes crosses cores when two threads take
  * turns, at a cost above the section's own (make bench, threads row).
  *
+ * The steady state of both paths - record_alloc_at and record_free_take
+ * with the stack's site in this thread's cache, an entry parked, the
+ * table and the log with room, the lock free - is record_fast.h's inline
+ * code, which the wrappers compile into their own bodies; this file
+ * defines the same entry points for every other caller, and the rest.
+ *
  * Limitations: a stream-ordered free is accounted when it is issued, not when
  * the stream reaches it; managed memory is assumed resident on its device.
  */
-#include "record_impl.h"
+#include "record_fast.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -58,8 +64,6 @@
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#include "event_log.h"
 
 /* ---- the state record_impl.h declares ---- */
 
@@ -120,19 +124,6 @@ void record_lock_wake(int *m)
     errno = saved;
 }
 
-/* Owners: 0 none known (never dropped), 1 + d the primary context of
- * device d, OWNER_CREATED + n created context n. */
-#define OWNER_CREATED (1 + RECORD_MAX_DEVICES - 1)
-_Static_assert(OWNER_CREATED + RECORD_CONTEXT_OVERFLOW < 1u << (32 - TID_BITS),
-               "owner is 10 bits");
-
-static unsigned owner_of(int device, unsigned ctx)
-{
-    if (ctx != 0)
-        return ctx <= RECORD_CONTEXT_OVERFLOW ? OWNER_CREATED + ctx : 0;
-    return device >= 0 && device < RECORD_MAX_DEVICES ? 1u + (unsigned)device : 0;
-}
-
 /* Entries come from slabs: no malloc per allocation after warm-up. */
 #define SLAB_ENTRIES 1024
 struct slab {
@@ -141,33 +132,13 @@ struct slab {
 };
 static struct slab *slabs;
 
-/* ---- per-thread state: what the hot path reads without the lock ---- */
+__thread struct record_thread_cache record_tc __attribute__((tls_model("initial-exec")));
 
-/* Stacks this thread allocated from, by hash: a direct-mapped cache (16
- * slots, 384 bytes of static TLS: little, should a host dlopen us) of
- * immutable stacks, and of the site the stack last allocated into. */
-#define TC_STACKS 16
-struct stack_slot {
-    uint64_t hash;
-    struct record_stack *st; /* NULL: empty */
-    struct site *site;       /* st's site for some (pool, kind), or NULL */
-};
-/* Frees park their entry here for this thread's next allocations; beyond
- * TC_FREE_MAX the list goes back to the shared one in one trip. */
-#define TC_FREE_MAX 64
-struct thread_cache {
-    struct stack_slot stacks[TC_STACKS];
-    struct live *free;
-    uint32_t nfree;
-    uint32_t tid;
-};
-static __thread struct thread_cache tc __attribute__((tls_model("initial-exec")));
-
-static uint32_t current_tid(void)
+uint32_t record_current_tid(void)
 {
-    if (tc.tid == 0)
-        tc.tid = (uint32_t)syscall(SYS_gettid);
-    return tc.tid;
+    if (record_tc.tid == 0)
+        record_tc.tid = (uint32_t)syscall(SYS_gettid);
+    return record_tc.tid;
 }
 
 const char *record_kind_name(enum record_kind kind)
@@ -189,11 +160,11 @@ void record_init(size_t cap, int64_t (*clock)(void))
     record_lock_drop(&record_lock);
 }
 
-static int64_t temporary_window_ns; /* CUMEMTRACE_TEMPORARY */
+int64_t record_temporary_window_ns;
 
 void record_set_temporary(int64_t window_ns)
 {
-    temporary_window_ns = window_ns > 0 ? window_ns : 0;
+    record_temporary_window_ns = window_ns > 0 ? window_ns : 0;
 }
 
 /* ---- stacks (record_stacks.c keeps the table) ---- */
@@ -204,14 +175,14 @@ struct record_stack *record_stack_intern(unsigned entry, void *const *frames,
     if (depth > RECORD_MAX_DEPTH)
         depth = RECORD_MAX_DEPTH;
     uint64_t h = record_stack_hash(entry, frames, depth); /* outside the lock */
-    struct stack_slot *c = &tc.stacks[h % TC_STACKS];
+    struct record_stack_slot *c = &record_tc.stacks[h % RECORD_TC_STACKS];
     if (c->st != NULL && c->hash == h && record_stack_equal(c->st, entry, frames, depth))
         return c->st;
     record_lock_take(&record_lock);
     struct record_stack *st = record_intern_locked(h, entry, frames, depth);
     record_lock_drop(&record_lock);
     if (st != NULL)
-        *c = (struct stack_slot){h, st, NULL};
+        *c = (struct record_stack_slot){h, st, NULL};
     return st;
 }
 
@@ -246,120 +217,40 @@ void record_entry_free_locked(struct live *e)
 /* This thread's parked entry, or NULL (no lock). */
 static inline struct live *entry_take(void)
 {
-    struct live *e = tc.free;
+    struct live *e = record_tc.free;
     if (e != NULL) {
-        tc.free = (struct live *)e->addr;
-        tc.nfree--;
+        record_tc.free = (struct live *)e->addr;
+        record_tc.nfree--;
     }
     return e;
 }
 
-/* Hands this thread's parked entries back to the shared list. */
-static __attribute__((noinline)) void entries_give_back(void)
+void record_entries_give_back(void)
 {
-    struct live *first = tc.free, *last = first;
+    struct live *first = record_tc.free, *last = first;
     if (first == NULL)
         return;
     while (last->addr != 0)
         last = (struct live *)last->addr;
-    tc.free = NULL;
-    tc.nfree = 0;
+    record_tc.free = NULL;
+    record_tc.nfree = 0;
     record_lock_take(&record_lock);
     last->addr = (uintptr_t)free_entries;
     free_entries = first;
     record_lock_drop(&record_lock);
 }
 
-/* ---- counters ---- */
+/* ---- counters (record_fast.h has the accounting) ---- */
 
-/* Before a site's holdings change: if the pool reached a new peak (or mark
- * peak) since the site last changed, what it holds now is what it held
- * then. */
-static inline void epoch_sync(struct site *s, const struct pool *p)
-{
-    if (s->s.epoch != p->epoch) {
-        s->s.at_peak = s->s.current;
-        s->s.at_peak_count = s->s.count;
-        s->s.epoch = p->epoch;
-    }
-    if (s->s.mark_epoch != p->mark.epoch) {
-        s->s.mark_at_peak = s->s.current;
-        s->s.mark_at_peak_count = s->s.count;
-        s->s.mark_epoch = p->mark.epoch;
-    }
-}
-
-/* always_inline: the allocation and free paths are one function each, with
- * one prologue (the calls cost ~10 instructions apiece on a ~150 path);
- * COLD keeps the rare cases out of them, and out of their prologues. */
-#define HOT static inline __attribute__((always_inline))
 #define COLD static __attribute__((noinline, cold))
-
-/* Applies an allocation of `bytes` to its site and pool.  The site is
- * updated first and the pool's epoch bumped after, so a site that sets a new
- * peak counts as "untouched since the peak" - its current is its at_peak. */
-HOT void account_alloc_locked(struct site *s, uint64_t bytes, int64_t now)
-{
-    struct pool *p = s->pool;
-    struct record_kind_stats *k = s->kind_stats;
-
-    now = event_log_stamp(now); /* the caller's time, in lock order */
-    epoch_sync(s, p);
-    s->s.current += bytes;
-    s->s.count++;
-    s->s.allocs++;
-    s->s.alloc_bytes += bytes;
-    uint64_t current = p->current + bytes;
-    p->current = current;
-    if (__builtin_expect(!p->active, 0))
-        p->active = true;
-    k->current += bytes;
-    k->allocs++;
-    if (k->current > k->peak) {
-        k->peak = k->current;
-        k->peak_time = now;
-    }
-    if (current > p->peak) {
-        p->peak = current;
-        p->peak_time = now;
-        p->peak_phase = s->s.phase;
-        p->epoch++;
-    }
-    if (current > p->mark.peak) {
-        p->mark.peak = current;
-        p->mark.peak_time = now;
-        p->mark.epoch++;
-        p->mark.sites_valid = true;
-    }
-    event_log_add(now, (int64_t)bytes, current, s->event_tag);
-}
-
-HOT void account_free_locked(struct site *s, uint64_t bytes, int64_t now)
-{
-    struct pool *p = s->pool;
-    struct record_kind_stats *k = s->kind_stats;
-
-    now = event_log_stamp(now);
-    epoch_sync(s, p);
-    s->s.current -= bytes;
-    s->s.count--;
-    s->s.frees++;
-    uint64_t current = p->current - bytes;
-    p->current = current;
-    if (__builtin_expect(!p->active, 0))
-        p->active = true;
-    k->current -= bytes;
-    k->frees++;
-    event_log_add(now, -(int64_t)bytes, current, s->event_tag);
-}
 
 void record_account_locked(struct site *s, int64_t bytes, int64_t now)
 {
     RECORD_ASSERT_LOCKED();
     if (bytes >= 0)
-        account_alloc_locked(s, (uint64_t)bytes, now);
+        record_account_alloc_locked(s, (uint64_t)bytes, now);
     else
-        account_free_locked(s, (uint64_t)-bytes, now);
+        record_account_free_locked(s, (uint64_t)-bytes, now);
 }
 
 /* Drops a live entry found at `slot` of `t`: the memory is gone. */
@@ -368,88 +259,36 @@ static void forget_locked(struct addr_table *t, struct table_slot *slot, int64_t
     RECORD_ASSERT_LOCKED();
     struct live *e = slot->e;
     table_remove(t, slot);
-    account_free_locked(site_of(e), entry_size(e), now);
+    record_account_free_locked(site_of(e), entry_size(e), now);
     record_entry_free_locked(e);
 }
 
-/* Writes what allocation `a` says into entry `e`, all but its site, which
- * may be known only under the lock.  An entry is its thread's until the
- * table holds it: no lock. */
-HOT void entry_fill(struct live *e, const struct record_alloc *a, int64_t now,
-                    uint32_t tid)
-{
-    /* a cuMemCreate handle's extra is its reference count */
-    uint64_t extra = a->is_handle ? 1 : a->requested >= a->size ? 0 : a->size - a->requested;
-    e->addr = a->addr;
-    e->t_ns = now;
-    e->tid_owner = (tid & ((1u << TID_BITS) - 1)) | owner_of(a->device, a->ctx) << TID_BITS;
-    e->size_extra = (a->size & SIZE_MASK) | (extra > EXTRA_MAX ? EXTRA_MAX : extra) << 48;
-}
-
-/* No entry was parked for this thread: one from the shared list, filled. */
-COLD struct live *entry_new_filled_locked(const struct record_alloc *a, int64_t now,
-                                          uint32_t tid)
+__attribute__((cold)) struct live *
+record_entry_new_filled_locked(const struct record_alloc *a, int64_t now, uint32_t tid)
 {
     struct live *e = entry_new_locked();
     if (e != NULL)
-        entry_fill(e, a, now, tid);
+        record_entry_fill(e, a, now, tid);
     return e;
 }
 
-/* An entry of the same address is still live: freed behind our back (e.g.
- * by a context reset) - drop it, the new entry takes its slot; or a handle
- * the driver reused, whose release we missed. */
-COLD void alloc_replace_locked(const struct record_alloc *a, struct live *old, int64_t now)
+__attribute__((cold)) void record_alloc_replace_locked(const struct record_alloc *a,
+                                                       struct live *old, int64_t now)
 {
     if (!a->is_handle)
-        account_free_locked(site_of(old), entry_size(old), now);
+        record_account_free_locked(site_of(old), entry_size(old), now);
     record_entry_free_locked(old);
-}
-
-/* `e` (filled by entry_fill, or NULL for a fresh one) becomes the
- * allocation `a` at site `s` (NULL: out of memory, nothing is recorded). */
-HOT void alloc_locked(const struct record_alloc *a, struct site *s,
-                      int64_t now, uint32_t tid, struct live *e)
-{
-    if (__builtin_expect(s == NULL, 0)) {
-        if (e != NULL)
-            record_entry_free_locked(e);
-        return;
-    }
-    if (__builtin_expect(e == NULL, 0) && (e = entry_new_filled_locked(a, now, tid)) == NULL)
-        return;
-    struct addr_table *t = &record_live_table;
-    e->site = s->index;
-    if (__builtin_expect(a->is_handle, 0)) {
-        /* cuMemCreate handle (device- or host-located): refcounted. */
-        e->site |= HANDLE_BIT;
-        t = &record_handles;
-    }
-    struct table_slot *slot = table_slot(t, e->addr);
-    if (__builtin_expect(slot == NULL, 0)) {
-        record_entry_free_locked(e);
-        return;
-    }
-    if (__builtin_expect(slot->e == NULL, 1)) {
-        slot->key = e->addr;
-        t->count++;
-    } else {
-        alloc_replace_locked(a, slot->e, now);
-    }
-    slot->e = e;
-    account_alloc_locked(s, a->size, now);
-    record_last_alloc = e;
 }
 
 /* A miss of this thread's cache: the stack (interned now if `st` is NULL)
  * and its site for (pool, kind), both remembered in cache slot `c`. */
-COLD struct site *site_miss_locked(struct stack_slot *c, struct record_stack *st,
+COLD struct site *site_miss_locked(struct record_stack_slot *c, struct record_stack *st,
                                    uint64_t h, unsigned entry, void *const *frames,
                                    unsigned depth, uint32_t pool, enum record_kind kind,
                                    uint32_t phase)
 {
     if (st == NULL && (st = record_intern_locked(h, entry, frames, depth)) != NULL)
-        *c = (struct stack_slot){h, st, NULL};
+        *c = (struct record_stack_slot){h, st, NULL};
     struct site *s = record_site_get_locked(st, pool, kind, phase);
     if (st != NULL && c->st == st)
         c->site = s;
@@ -459,23 +298,23 @@ COLD struct site *site_miss_locked(struct stack_slot *c, struct record_stack *st
 void record_alloc(const struct record_alloc *a, struct record_stack *stack,
                   int64_t now)
 {
-    uint32_t tid = current_tid();
+    uint32_t tid = record_current_tid();
     struct live *e = entry_take();
     if (e != NULL)
-        entry_fill(e, a, now, tid);
+        record_entry_fill(e, a, now, tid);
     record_lock_take(&record_lock);
-    alloc_locked(a, record_site_get_locked(stack, record_pool_of(a->kind, a->device), a->kind,
-                                           a->phase),
-                 now, tid, e);
+    record_alloc_locked(a,
+                        record_site_get_locked(stack, record_pool_of(a->kind, a->device),
+                                               a->kind, a->phase),
+                        now, tid, e);
     record_lock_drop(&record_lock);
 }
 
-/* record_alloc_at but for the steady state: the stack or its site not in
- * this thread's cache yet, no parked entry, the thread's id unknown. */
-COLD void alloc_at_slow(const struct record_alloc *a, unsigned entry, void *const *frames,
-                        unsigned depth, int64_t now, uint64_t h, uint32_t pool)
+__attribute__((noinline, cold)) void
+record_alloc_at_slow(const struct record_alloc *a, unsigned entry, void *const *frames,
+                     unsigned depth, int64_t now, uint64_t h, uint32_t pool)
 {
-    struct stack_slot *c = &tc.stacks[h % TC_STACKS];
+    struct record_stack_slot *c = &record_tc.stacks[h % RECORD_TC_STACKS];
     struct record_stack *st = NULL;
     struct site *s = NULL;
     if (c->st != NULL && c->hash == h && record_stack_equal(c->st, entry, frames, depth)) {
@@ -484,70 +323,26 @@ COLD void alloc_at_slow(const struct record_alloc *a, unsigned entry, void *cons
         if (s != NULL && s->match != site_match(pool, a->kind, a->phase))
             s = NULL;
     }
-    uint32_t tid = current_tid();
+    uint32_t tid = record_current_tid();
     struct live *e = entry_take();
     if (e != NULL)
-        entry_fill(e, a, now, tid);
+        record_entry_fill(e, a, now, tid);
     record_lock_take(&record_lock);
     if (__builtin_expect(s == NULL, 0))
         s = site_miss_locked(c, st, h, entry, frames, depth, pool, a->kind, a->phase);
-    alloc_locked(a, s, now, tid, e);
+    record_alloc_locked(a, s, now, tid, e);
     record_lock_drop(&record_lock);
 }
 
+/* The wrappers inline these three (record_fast.h); the other callers
+ * (the generic path, the tests) call them here. */
 void record_alloc_at(const struct record_alloc *a, unsigned entry,
                      void *const *frames, unsigned depth, int64_t now)
 {
-    if (depth > RECORD_MAX_DEPTH)
-        depth = RECORD_MAX_DEPTH;
-    /* Outside the lock: the hash, this thread's cached stack and site (a
-     * site's pool and kind never change, and the cache is this thread's),
-     * the entry.  The steady state - all three at hand - is one straight
-     * path (a cached site implies its stack: site_miss_locked); anything
-     * else is alloc_at_slow's. */
-    uint64_t h = record_stack_hash(entry, frames, depth);
-    struct stack_slot *c = &tc.stacks[h % TC_STACKS];
-    struct site *s = c->site;
-    struct live *e = tc.free;
-    uint32_t pool = record_pool_of(a->kind, a->device);
-    if (__builtin_expect(s != NULL && e != NULL && c->hash == h &&
-                         s->match == site_match(pool, a->kind, a->phase) &&
-                         record_stack_equal(c->st, entry, frames, depth), 1)) {
-        tc.free = (struct live *)e->addr;
-        tc.nfree--;
-        /* a thread that only freed so far has entries but no id yet */
-        uint32_t tid = __builtin_expect(tc.tid != 0, 1) ? tc.tid : current_tid();
-        entry_fill(e, a, now, tid);
-        record_lock_take(&record_lock);
-        alloc_locked(a, s, now, tid, e);
-        record_lock_drop(&record_lock);
-        return;
-    }
-    alloc_at_slow(a, entry, frames, depth, now, h, pool);
+    record_alloc_fast(a, entry, frames, depth, now);
 }
 
-/* The kinds a free with hint `want` may take, a bit per kind: one load
- * and a shift on the free path. */
-#define KIND_BIT(k) (1u << (k))
-#define KINDS_ALL ((1u << KIND_COUNT) - 1)
-#define KINDS_TAKEN(want)                                                  \
-    ((want) == KIND_COUNT         ? KINDS_ALL                                 \
-     : (want) == KIND_HOST_PINNED ? KIND_BIT(KIND_HOST_PINNED)                \
-                                  : KINDS_ALL & ~KIND_BIT(KIND_HOST_PINNED))
-_Static_assert(KIND_COUNT < 8, "kinds_taken: a byte per hint, a bit per kind");
-static const uint8_t kinds_taken[8] = {KINDS_TAKEN(0), KINDS_TAKEN(1), KINDS_TAKEN(2),
-                                       KINDS_TAKEN(3), KINDS_TAKEN(4), KINDS_TAKEN(5),
-                                       KINDS_TAKEN(6), KINDS_TAKEN(7)};
-
-static inline bool kind_matches(enum record_kind have, enum record_kind want)
-{
-    return (kinds_taken[(unsigned)want <= KIND_COUNT ? want : KIND_DEVICE] >> have) & 1;
-}
-
-/* A free the tracker cannot take: an address never seen (unknown), or one
- * known, but not to this API - the real call refuses it and the allocation
- * stays live: a bug in the caller, not a stranger.  Drops the lock. */
-COLD void *free_refused_unlock(bool known)
+__attribute__((noinline, cold)) void *record_free_refused_unlock(bool known)
 {
     if (known)
         record_totals.wrong_kind_frees++;
@@ -560,24 +355,7 @@ COLD void *free_refused_unlock(bool known)
 void *record_free_take(uintptr_t addr, enum record_kind kind_hint,
                        int64_t now)
 {
-    record_lock_take(&record_lock);
-    struct table_slot *slot = table_find(&record_live_table, addr);
-    if (__builtin_expect(slot == NULL, 0))
-        return free_refused_unlock(false);
-    struct live *e = slot->e;
-    struct site *s = site_of(e);
-    if (__builtin_expect(!kind_matches(s->s.kind, kind_hint), 0))
-        return free_refused_unlock(true);
-    table_remove(&record_live_table, slot);
-    account_free_locked(s, entry_size(e), now);
-    /* Nothing was allocated since, or freed within the window: temporary. */
-    bool temporary = e == record_last_alloc ||
-                     (temporary_window_ns > 0 && now - e->t_ns <= temporary_window_ns);
-    s->s.temporary += temporary;
-    record_last_temporary = temporary ? e : NULL;
-    record_last_alloc = NULL;
-    record_lock_drop(&record_lock);
-    return e;
+    return record_free_take_fast(addr, kind_hint, now);
 }
 
 /* The real free failed: the memory is still there, put it back.  The
@@ -595,7 +373,7 @@ COLD void free_undo(struct live *e, int64_t now)
     if (!table_add(t, e->addr, e)) { /* cannot put it back: forget it rather than lie */
         record_entry_free_locked(e);
     } else {
-        account_alloc_locked(s, entry_size(e), now);
+        record_account_alloc_locked(s, entry_size(e), now);
         record_pools[s->s.pool].kinds[s->s.kind].allocs--;
         record_pools[s->s.pool].kinds[s->s.kind].frees--;
         s->s.allocs--;
@@ -623,12 +401,7 @@ void record_free_finish(void *token, bool ok, int64_t now)
 
 void record_free_done(void *token)
 {
-    /* parked for this thread, no lock */
-    struct live *e = token;
-    e->addr = (uintptr_t)tc.free;
-    tc.free = e;
-    if (__builtin_expect(++tc.nfree > TC_FREE_MAX, 0))
-        entries_give_back();
+    record_free_done_fast(token);
 }
 
 void record_count_reentrant(void)
@@ -638,7 +411,7 @@ void record_count_reentrant(void)
 
 void record_thread_end(void)
 {
-    entries_give_back();
+    record_entries_give_back();
 }
 
 uint64_t record_token_size(const void *token)
@@ -654,7 +427,7 @@ uint32_t record_token_stack(const void *token)
 
 uint64_t record_drop_context(int device, unsigned ctx, int64_t now)
 {
-    unsigned owner = owner_of(device, ctx);
+    unsigned owner = record_owner_of(device, ctx);
     uint64_t bytes = 0;
     if (owner == 0)
         return 0;
@@ -676,7 +449,7 @@ uint64_t record_drop_context(int device, unsigned ctx, int64_t now)
 
 uint64_t record_drop_entries(const struct record_owned *v, size_t n, int64_t now)
 {
-    unsigned owner = owner_of(0, RECORD_CONTEXT_OVERFLOW);
+    unsigned owner = record_owner_of(0, RECORD_CONTEXT_OVERFLOW);
     uint64_t bytes = 0;
     record_lock_take(&record_lock);
     for (size_t i = 0; i < n; i++) {
@@ -738,7 +511,7 @@ void record_atfork_child(void)
         record_limits[i].inflight = 0;
     }
     /* this thread's cache pointed into the stacks and slabs just freed */
-    memset(&tc, 0, sizeof tc);
+    memset(&record_tc, 0, sizeof record_tc);
     /* the parent's waiters are not in this process: a plain release */
     RECORD_HOLDER_SET(NULL);
     __atomic_store_n(&record_lock, 0, __ATOMIC_RELEASE);

@@ -2,9 +2,10 @@
  * that implement record.h: record.c (the live recording path),
  * record_stacks.c (the stack table and its sites), record_vmm.c (VMM
  * ranges, the limit, device truth) and record_view.c (marks, queries, the
- * consistent copy dumps take).  Private to them: nothing else includes
- * it.  Every object declared here is guarded by record_lock unless its
- * comment says otherwise. */
+ * consistent copy dumps take).  Private to them, and to record_fast.h,
+ * their steady state inline, which the allocation wrappers compile in:
+ * nothing else includes it.  Every object declared here is guarded by
+ * record_lock unless its comment says otherwise. */
 #ifndef CUMEMTRACE_RECORD_IMPL_H
 #define CUMEMTRACE_RECORD_IMPL_H
 
@@ -151,7 +152,8 @@ struct range {
 struct pool {
     uint64_t current, peak, epoch;
     struct record_mark mark;
-    bool active;
+    bool active; /* set with its first site (record_stacks.c), a failure
+                    or a VMM range: not by each event */
     int64_t peak_time;
     uint32_t peak_phase; /* the allocating thread's phase when `peak` was
                             first reached (phases.h), 0 none */

@@ -187,6 +187,9 @@ static struct site *site_new_locked(struct record_stack *stack, uint32_t pool,
     s->s.phase = phase;
     s->match = site_match(pool, kind, phase);
     s->pool = &record_pools[pool];
+    /* every event is a site's: a pool with a site has had one, or is about
+     * to (so the events need not set it) */
+    s->pool->active = true;
     s->kind_stats = &record_pools[pool].kinds[kind];
     s->event_tag = record_event_tag(stack->id,
                                     pool == RECORD_HOST_POOL ? -1 : (int16_t)pool,

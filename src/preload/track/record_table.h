@@ -84,7 +84,8 @@ static __attribute__((noinline, cold)) bool table_grow(struct addr_table *t)
 static inline __attribute__((always_inline)) struct table_slot *
 table_slot(struct addr_table *t, uintptr_t key)
 {
-    if (__builtin_expect(t->slots == NULL || (t->count + 1) * 2 > t->mask + 1, 0)) {
+    /* past half full, or no slots yet (mask 0, count 0): one compare */
+    if (__builtin_expect(t->count >= (t->mask + 1) / 2, 0)) {
         /* Without memory keep going up to 7/8 full: slower, never wrong. */
         if (!table_grow(t) && (t->slots == NULL || (t->count + 1) * 8 > (t->mask + 1) * 7))
             return NULL;
