@@ -103,10 +103,11 @@ def test_the_fixed_cost_of_a_pair_without_stacks(tmp_path):
     (track/record_fast.h), the wrappers tell their two common states by one
     load of the thread's word, a created context sends allocations to the
     generic path instead of a test on the fast one, and the device cache is
-    one compare.  The bounds leave ~3 % for a compiler's whims, no more: a
-    regression of a dozen instructions fails.  Totals only: callgrind splits
-    the cost of tail-calling wrappers between functions differently from
-    run to run."""
+    one compare; 414 (178) once a capture's count is known to fit and the
+    thread's id needs no mask.  The bounds leave ~3 % for a compiler's
+    whims, no more: a regression of a dozen instructions fails.  Totals
+    only: callgrind splits the cost of tail-calling wrappers between
+    functions differently from run to run."""
     # enough pairs that the loop's LIVE allocations weigh little per pair
     bare, bare_incl, n = callgrind(tmp_path, 32, False, tracer_depth=0, pairs=12800)
     traced, incl, nt = callgrind(tmp_path, 32, True, tracer_depth=0, pairs=12800)
@@ -114,5 +115,5 @@ def test_the_fixed_cost_of_a_pair_without_stacks(tmp_path):
     frees = (per_pair(incl, nt, fn="pair_frees", obj="bench_alloc") -
              per_pair(bare_incl, n, fn="pair_frees", obj="bench_alloc"))
     print(f"depth 0, per pair: added {added:.0f}, free side {frees:.0f}")
-    assert added <= 430, added
-    assert frees <= 185, frees
+    assert added <= 426, added
+    assert frees <= 184, frees

@@ -136,8 +136,10 @@ __thread struct record_thread_cache record_tc __attribute__((tls_model("initial-
 
 uint32_t record_current_tid(void)
 {
+    /* Linux tids are below PID_MAX_LIMIT = 2^22: the mask changes nothing,
+     * it only tells record_entry_fill it needs none */
     if (record_tc.tid == 0)
-        record_tc.tid = (uint32_t)syscall(SYS_gettid);
+        record_tc.tid = (uint32_t)syscall(SYS_gettid) & ((1u << TID_BITS) - 1);
     return record_tc.tid;
 }
 

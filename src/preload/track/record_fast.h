@@ -48,7 +48,7 @@ struct record_thread_cache {
     struct record_stack_slot stacks[RECORD_TC_STACKS];
     struct live *free;
     uint32_t nfree;
-    uint32_t tid; /* 0 until asked (record_current_tid) */
+    uint32_t tid; /* 0 until asked (record_current_tid), < 2^TID_BITS */
 };
 extern __thread struct record_thread_cache record_tc __attribute__((tls_model("initial-exec")));
 
@@ -175,7 +175,7 @@ RECORD_HOT void record_entry_fill(struct live *e, const struct record_alloc *a, 
     uint64_t extra = a->is_handle ? 1 : a->requested >= a->size ? 0 : a->size - a->requested;
     e->addr = a->addr;
     e->t_ns = now;
-    e->tid_owner = (tid & ((1u << TID_BITS) - 1)) | record_owner_of(a->device, a->ctx) << TID_BITS;
+    e->tid_owner = tid | record_owner_of(a->device, a->ctx) << TID_BITS; /* tid < 2^22 */
     e->size_extra = (a->size & SIZE_MASK) | (extra > EXTRA_MAX ? EXTRA_MAX : extra) << 48;
 }
 
