@@ -16,7 +16,8 @@
 /* ---- the fast path ----
  * An outermost allocation or free (hooks_depth == 0) in the steady state -
  * initialised, tracing on, this thread and the process already seen, no
- * dump asked for, no CUMEMTRACE_LIMIT to reserve against - skips the
+ * dump asked for, no CUMEMTRACE_LIMIT to reserve against, no created
+ * context (hooks_slow clear, HOOKS_WORD_IDLE) - skips the
  * generic begin/end calls: the wrapper's sym##_fast writes the state of
  * call_enter/call_leave (call_state.c) directly - hooks_depth 1 and the
  * call's layer while the real call runs, `busy` around our bookkeeping -
