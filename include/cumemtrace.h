@@ -186,7 +186,9 @@ struct cumemtrace_allocator_block {
     int64_t offset;   /* from the segment's address */
     int64_t size;
     int32_t state;    /* CUMEMTRACE_BLOCK_* */
-    int32_t unused;
+    int32_t stack;    /* cumemtrace_allocator_layout: 1 + the index in its
+                         `stacks` of the Python frames that allocated the
+                         block, 0 none; ignored by cumemtrace_allocator_segments */
 };
 
 struct cumemtrace_allocator_segment {
@@ -200,6 +202,22 @@ struct cumemtrace_allocator_segment {
 int cumemtrace_allocator_segments(int device, int64_t tag,
                                   const struct cumemtrace_allocator_segment *segments,
                                   uint32_t nsegments);
+
+/* The same with the Python frames of the blocks (PyTorch's allocation
+ * history): stacks[i] is "file:line:function" lines, innermost first, as in
+ * cumemtrace_tensor_site, and a block's `stack` picks one.  `tag`
+ * CUMEMTRACE_LAYOUT_STATE hands over the layout at a moment without a
+ * failure (cumemtrace's Python layer: at interpreter exit, beside
+ * cumemtrace_allocator_state): kept as the device's latest and written in
+ * every later snapshot as devices[].allocator_segments; it never lands in a
+ * post-mortem.  Kept of the stacks: 1 MiB of text; a block whose stack did
+ * not fit has none.  Returns 0, or -1 (bad arguments - a block's stack past
+ * nstacks among them -, out of memory, tracing disabled). */
+#define CUMEMTRACE_LAYOUT_STATE (-1)
+int cumemtrace_allocator_layout(int device, int64_t tag,
+                                const struct cumemtrace_allocator_segment *segments,
+                                uint32_t nsegments, const char *const *stacks,
+                                uint32_t nstacks);
 
 /* ---- phases: the program's own ranges (NVTX, PyTorch, yours) ----
  *

@@ -80,7 +80,7 @@ class Facts(ctypes.Structure):
 class Block(ctypes.Structure):
     """struct cumemtrace_allocator_block."""
     _fields_ = [("offset", ctypes.c_int64), ("size", ctypes.c_int64),
-                ("state", ctypes.c_int32), ("unused", ctypes.c_int32)]
+                ("state", ctypes.c_int32), ("stack", ctypes.c_int32)]
 
 
 class Segment(ctypes.Structure):
@@ -93,14 +93,30 @@ class Segment(ctypes.Structure):
 _STATES = {"inactive": 0, "active_allocated": 1, "active_pending_free": 2}
 
 
-def segments(torch, device, tag, fn):
+# The tag that hands over the layout at a moment without a failure (the
+# exit): include/cumemtrace.h's CUMEMTRACE_LAYOUT_STATE.
+LAYOUT_STATE = -1
+FRAMES_PER_BLOCK = 64  # of a live block's Python frames, innermost first
+
+
+def _block_stack(frames):
+    return "\n".join(f"{fr.get('filename', '?')}:{fr.get('line', 0)}:{fr.get('name', '?')}"
+                     .replace("\n", " ") for fr in frames[:FRAMES_PER_BLOCK])
+
+
+def segments(torch, device, tag, fn, snap=None):
     """Hands the library where PyTorch's memory on `device` lies (its
     segments and their blocks, from memory._snapshot()), tagged with the
-    num_ooms of the facts that follow, for the post-mortem's picture."""
-    segs = sorted((g for g in torch.cuda.memory._snapshot().get("segments", [])
-                   if g.get("device") == device), key=lambda g: g["address"])
+    num_ooms of the facts that follow (an OOM) or LAYOUT_STATE (the exit),
+    with the Python frames of each block where PyTorch's history has them
+    and the library takes them (fn from _segments_fn)."""
+    fn, with_stacks = fn
+    if snap is None:
+        snap = torch.cuda.memory._snapshot().get("segments", [])
+    segs = sorted((g for g in snap if g.get("device") == device), key=lambda g: g["address"])
     arr = (Segment * len(segs))()
     keep = []  # the block arrays must outlive the call
+    stacks = {}
     for i, g in enumerate(segs):
         blocks = g.get("blocks", [])
         b = (Block * len(blocks))()
@@ -108,23 +124,42 @@ def segments(torch, device, tag, fn):
             b[j].offset = k["address"] - g["address"]
             b[j].size = k["size"]
             b[j].state = _STATES.get(k.get("state"), 3)
+            frames = k.get("frames") if with_stacks and k.get("state") != "inactive" else None
+            if frames:
+                b[j].stack = stacks.setdefault(_block_stack(frames), len(stacks) + 1)
         keep.append(b)
         arr[i].address = g["address"]
         arr[i].size = g.get("total_size", 0)
         arr[i].pool = 0 if g.get("segment_type") == "small" else 1
         arr[i].nblocks = len(blocks)
         arr[i].blocks = ctypes.cast(b, ctypes.POINTER(Block))
-    fn(device, tag, arr, len(segs))
+    if not with_stacks:
+        fn(device, tag, arr, len(segs))
+        return
+    text = (ctypes.c_char_p * max(len(stacks), 1))()
+    for t, k in stacks.items():
+        text[k - 1] = t.encode(errors="replace")
+    fn(device, tag, arr, len(segs), text, len(stacks))
 
 
 def _segments_fn():
+    """(the library's layout hand-off, whether it takes stacks), or None."""
+    lib = ctypes.CDLL(None)
     try:
-        fn = ctypes.CDLL(None).cumemtrace_allocator_segments
+        fn = lib.cumemtrace_allocator_layout
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.POINTER(Segment), ctypes.c_uint32,
+                       ctypes.POINTER(ctypes.c_char_p), ctypes.c_uint32]
+        return fn, True
+    except (AttributeError, OSError):
+        pass
+    try:
+        fn = lib.cumemtrace_allocator_segments
     except (AttributeError, OSError):
         return None  # an older library: the driver-level layout stands
     fn.restype = ctypes.c_int
     fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.POINTER(Segment), ctypes.c_uint32]
-    return fn
+    return fn, False
 
 
 # PyTorch's allocation history names the Python line of every live block
@@ -514,9 +549,11 @@ def _fit_report(torch):
         fh.write("\n".join(l.replace("\n", " ") for l in lines) + "\n")
 
 
-def _at_exit(torch, state):
+def _at_exit(torch, state, layout):
     """PyTorch's figures at interpreter exit, so that what is live at exit is
-    split into tensors (possible leaks) and the allocator's cache."""
+    split into tensors (possible leaks) and the allocator's cache, and its
+    segments and blocks (layout[0], from _segments_fn), so that the exit
+    snapshot draws PyTorch's own blocks (devices[].allocator_segments)."""
     try:
         _fit_report(torch)
     except Exception as e:
@@ -529,6 +566,12 @@ def _at_exit(torch, state):
                     torch.cuda.max_memory_reserved(device) == 0:
                 continue
             f = facts(torch, device, -1, -1, -1)
+            if layout[0] is not None:
+                try:
+                    segments(torch, device, LAYOUT_STATE, layout[0])
+                except Exception as e:
+                    layout[0] = None
+                    _warn(f"PyTorch segment layout at exit: {type(e).__name__}: {e}")
             state(device, ctypes.byref(f))
     except Exception as e:
         _warn(f"{type(e).__name__}: {e}")
@@ -674,7 +717,7 @@ def _attach(torch, report):
     state = _library("cumemtrace_allocator_state")
     if state is not None:
         import atexit
-        atexit.register(_at_exit, torch, state)
+        atexit.register(_at_exit, torch, state, layout)
 
 
 def _cuda_module():

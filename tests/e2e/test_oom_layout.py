@@ -5,6 +5,7 @@ free would make room; `report` prints the layout and never advises shrinking
 a buffer already freed.  Scenarios: tests/progs/rt_holes.c, rt_oom fragment."""
 import copy
 import json
+import pickle
 import subprocess
 
 from conftest import CLI, MiB
@@ -202,3 +203,46 @@ def test_allocator_segments_land_in_their_own_post_mortem(tmp_path):
     out = report(path)
     assert out.returncode == 2
     assert 'breaks the invariant "layout: blocks in order, inside their segment"' in out.stderr
+    # The exit's layout (tag LAYOUT_STATE) is in no post-mortem: the third,
+    # rewritten at exit, still has none; the exit snapshot carries it.
+    for p in pms:
+        assert "train.py" not in p.read_text()
+    [ex] = [p for p in tmp_path.glob("cumemtrace.*.json") if ".oom." not in p.name]
+    doc = json.loads(ex.read_text())
+    st = doc["devices"][0]["allocator_segments"]
+    assert (st["count"], st["blocks"]) == (2, 5)
+    assert st["stacks"] == [[{"file": "/w/train.py", "line": 12, "function": "step"},
+                             {"file": "/w/train.py", "line": 40, "function": "<module>"}],
+                            [{"file": '/w/we"ird\\na\tme.py', "line": 3, "function": "f"}]]
+    assert [g["blocks"] for g in st["segments"]] == [
+        [[0, 4 * MiB, "allocated", 0], [4 * MiB, 4 * MiB, "free"]],
+        [[0, 2 * MiB, "allocated", 1], [2 * MiB, 2 * MiB, "allocated", 0],
+         [4 * MiB, 4 * MiB, "pending"]]]
+    assert [int(g["address"], 16) for g in st["segments"]] == [addrs[0], addrs[2]]
+    assert report(ex).returncode == 0
+    # memory_viz draws those blocks, with their frames, at their addresses
+    pk = tmp_path / "exit.pickle"
+    e = subprocess.run([str(CLI), "export", "--format", "memory_viz", str(ex), "-o", str(pk)],
+                       capture_output=True, text=True, timeout=60)
+    assert e.returncode == 0, e.stderr
+    mv = pickle.loads(pk.read_bytes())
+    got = [[g["address"], g["total_size"], g["allocated_size"], g["active_size"],
+            [[b["address"], b["size"], b["state"],
+              [(f["filename"], f["line"], f["name"]) for f in b["frames"]]] for b in g["blocks"]]]
+           for g in mv["segments"]]
+    a0, a2 = addrs[0], addrs[2]
+    train = [("/w/train.py", 12, "step"), ("/w/train.py", 40, "<module>")]
+    assert got == [
+        [a0, 8 * MiB, 4 * MiB, 4 * MiB, [[a0, 4 * MiB, "active_allocated", train],
+                                         [a0 + 4 * MiB, 4 * MiB, "inactive", []]]],
+        [a2, 8 * MiB, 4 * MiB, 8 * MiB,
+         [[a2, 2 * MiB, "active_allocated", [('/w/we"ird\\na\tme.py', 3, "f")]],
+          [a2 + 2 * MiB, 2 * MiB, "active_allocated", train],
+          [a2 + 4 * MiB, 4 * MiB, "active_pending_free", []]]]]
+    # a block naming a stack the file does not have is refused
+    bad = copy.deepcopy(doc)
+    bad["devices"][0]["allocator_segments"]["segments"][0]["blocks"][0][3] = 2
+    path.write_text(json.dumps(bad))
+    out = report(path)
+    assert out.returncode == 2
+    assert 'breaks the invariant "layout: a block\'s stack is one of stacks"' in out.stderr

@@ -4,7 +4,9 @@ failed requests, each followed by what PyTorch's out-of-memory observer
 hands over - segments tagged with num_ooms, then the facts.  A stand-in for
 torch.cuda.memory._snapshot() lists three 8 MiB cudaMalloc'd buffers as
 PyTorch segments.  The third OOM reports facts but no segments, the
-fourth 1100 small segments."""
+fourth 1100 small segments.  Then, as the layer does at interpreter exit,
+the layout tagged LAYOUT_STATE, its live blocks with Python frames (one
+file name with characters JSON must escape)."""
 import ctypes
 import os
 import sys
@@ -28,8 +30,10 @@ def fake_torch(segments):
 
 def segment(addr, blocks):
     at, out = addr, []
-    for size, state in blocks:
+    for size, state, *frames in blocks:
         out.append({"address": at, "size": size, "state": state})
+        if frames:
+            out[-1]["frames"] = frames[0]
         at += size
     return {"device": 0, "address": addr, "total_size": 8 * MiB, "segment_type": "large",
             "blocks": out}
@@ -73,4 +77,23 @@ for size, tag, segs in ((1 << 40, 5, first), (2 << 40, 6, second), (3 << 40, 7, 
     if segs is not None:
         layer.segments(fake_torch(segs), 0, tag, seg_fn)
     report(0, ctypes.byref(facts(size, tag)))
+TRAIN = [{"filename": "/w/train.py", "line": 12, "name": "step"},
+         {"filename": "/w/train.py", "line": 40, "name": "<module>"}]
+ODD = [{"filename": '/w/we"ird\\na\tme.py', "line": 3, "name": "f"}]
+at_exit = [segment(bufs[0], [(4 * MiB, "active_allocated", TRAIN), (4 * MiB, "inactive")]),
+           segment(bufs[2], [(2 * MiB, "active_allocated", ODD),
+                             (2 * MiB, "active_allocated", TRAIN),
+                             (4 * MiB, "active_pending_free", [])])]
+layer.segments(fake_torch(at_exit), 0, layer.LAYOUT_STATE, seg_fn)
+# refused, and the state kept: a block naming a stack past nstacks, a
+# negative tag other than LAYOUT_STATE
+blk = (layer.Block * 1)()
+blk[0].size, blk[0].state, blk[0].stack = MiB, 1, 2
+seg = (layer.Segment * 1)()
+seg[0].address, seg[0].size, seg[0].nblocks = bufs[1], 8 * MiB, 1
+seg[0].blocks = ctypes.cast(blk, ctypes.POINTER(layer.Block))
+text = (ctypes.c_char_p * 1)(b"/w/x.py:1:f")
+assert seg_fn[0](0, layer.LAYOUT_STATE, seg, 1, text, 1) == -1
+blk[0].stack = 1
+assert seg_fn[0](0, -2, seg, 1, text, 1) == -1
 print("reported")

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from conftest import CLI, REAL, TIMEOUT
+from conftest import CLI, REAL, TIMEOUT, line_of
 
 # Runs in a child: nothing in this process imports torch (conftest.py).
 # format_flamegraph is replaced because its default downloads flamegraph.pl.
@@ -48,9 +48,11 @@ def test_memory_viz_of_a_real_run_reads_in_torch(scenario, tmp_path):
     assert got["trace_plot"] > 0 and got["segment_plot"] > 0
     assert got["segments_lines"] > 0 and got["memory_lines"] > 0 and got["segsum"]
     # Our segments are the device memory PyTorch reserved, one per cudaMalloc
-    # it made and did not give back.
+    # it made and did not give back, cut into its blocks (the exit's layout):
+    # the active ones are its live tensors.
     if not REAL:
-        assert got["reserved"] == got["active"] == t["reserved"]
+        assert got["reserved"] == t["reserved"]
+        assert got["active"] == t["allocated"]
         assert got["segments"] == t["segments_allocated"] - t["segments_freed"]
         assert got["allocs"] == t["segments_allocated"]
         assert got["frees"] == t["segments_freed"]
@@ -105,3 +107,60 @@ def test_memory_viz_has_pytorchs_tensor_blocks_at_an_oom(scenario, tmp_path):
         return [ln for ln in text.splitlines()
                 if ln.strip().startswith(("segments:", "total_reserved:", "total_allocated:"))]
     assert totals(ours["segsum"]) and totals(ours["segsum"]) == totals(torch_own["segsum"])
+
+
+# Each segment and block with the innermost frames of the block (file, line).
+EXIT_BLOCKS = r"""
+import json, pickle, sys
+from torch.cuda import _memory_viz as mv
+out = {}
+for name in sys.argv[1:]:
+    d = pickle.load(open(name, "rb"))
+    segs = sorted((s for s in d["segments"] if s["device"] == 0), key=lambda s: s["address"])
+    out[name] = {
+        "segments": [[s["address"], s["total_size"], s["segment_type"], s["allocated_size"],
+                      s["active_size"], [[b["address"], b["size"], b["state"],
+                                          [[f["filename"], f["line"]] for f in b["frames"]]]
+                                         for b in s["blocks"]]]
+                     for s in segs],
+        "segsum": mv.segsum(d),
+        "active": sum(mv.calc_active(s) for s in segs),
+    }
+print(json.dumps(out))
+"""
+
+
+def test_memory_viz_has_pytorchs_tensor_blocks_at_exit(scenario, tmp_path):
+    """Issue 23, item 2, at the exit: the exit snapshot carries PyTorch's
+    segments and blocks as its layer handed them over at interpreter exit
+    (devices[].allocator_segments), and the export holds them exactly as
+    torch.cuda.memory._snapshot() taken at the script's end has them -
+    addresses, sizes, states, per-segment totals, and each live block's
+    Python frames from PyTorch's allocation history."""
+    r = scenario("memviz_exit.py")
+    snap = r.files[[s["reason"] for s in r.snapshots].index("exit")]
+    out = tmp_path / "exit.pickle"
+    e = subprocess.run([str(CLI), "export", "--format", "memory_viz", str(snap), "-o", str(out)],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert e.returncode == 0, e.stderr
+    theirs = r.files[0].parent / "torch_snapshot.pickle"
+    p = subprocess.run([sys.executable, "-c", EXIT_BLOCKS, str(out), str(theirs)],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    ours, torch_own = got[str(out)], got[str(theirs)]
+    assert ours["segments"] == torch_own["segments"]
+    assert ours["segsum"] == torch_own["segsum"]
+    if not REAL:
+        assert ours["active"] == r.torch["allocated"]
+        assert sum(s[1] for s in ours["segments"]) == r.torch["reserved"]
+    blocks = [b for s in ours["segments"] for b in s[5]]
+    assert {"active_allocated", "inactive"} <= {b[2] for b in blocks}
+    assert {"small", "large"} <= {s[2] for s in ours["segments"]}
+    assert any(len(s[5]) > 2 for s in ours["segments"])
+    # The frames are the script's lines: the parameter, the kept activations
+    # and the 9 MiB buffer each name the line that allocated them.
+    script = "memviz_exit.py"
+    lines = {b[3][0][1] for b in blocks if b[3] and b[3][0][0].endswith(script)}
+    for marker in ("WIDE", "KEPT", "BIG"):
+        assert line_of(script, marker) in lines, (marker, lines)

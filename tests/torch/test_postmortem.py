@@ -278,9 +278,15 @@ def test_layout_shows_pytorchs_segments_at_their_addresses(scenario):
     assert segs["blocks"] == sum(len(g[2]) for g in seen)
     states = {"inactive": "free", "active_allocated": "allocated",
               "active_pending_free": "pending"}
-    assert [[int(g["address"], 16), g["bytes"], [list(b) for b in g["blocks"]]]
+    assert [[int(g["address"], 16), g["bytes"], [list(b[:3]) for b in g["blocks"]]]
             for g in segs["segments"]] == \
         [[a, n, [[o, sz, states[st]] for o, sz, st in bl]] for a, n, bl in seen]
+    # each live block names its Python stack (PyTorch's history), a free one none
+    for g in segs["segments"]:
+        for b in g["blocks"]:
+            assert (len(b) == 4) == (b[2] != "free"), b
+            if len(b) == 4:
+                assert segs["stacks"][b[3]], b
     assert sum(g["bytes"] for g in segs["segments"]) == pm["oom"]["allocator"]["reserved_bytes"]
     # each segment is one of this process's cudaMalloc'd ranges, at the same place
     base = int(lay["base"], 16)

@@ -57,6 +57,16 @@ static void groups_free(struct snap_groups *g)
     memset(g, 0, sizeof *g);
 }
 
+static void layout_free(struct snap_layout *l)
+{
+    free(l->allocations);
+    free(l->gaps);
+    free(l->segments);
+    free(l->blocks);
+    free(l->pystacks);
+    free(l->pyframes);
+}
+
 void snapshot_free(struct snapshot *s)
 {
     if (s == NULL)
@@ -68,6 +78,7 @@ void snapshot_free(struct snapshot *s)
         groups_free(&s->devices[i].at_peak);
         groups_free(&s->devices[i].churn);
         free(s->devices[i].hist);
+        layout_free(&s->devices[i].segments);
         free(s->devices[i].by_phase.v);
     }
     free(s->devices);
@@ -78,10 +89,7 @@ void snapshot_free(struct snapshot *s)
     groups_free(&s->host.at_peak);
     groups_free(&s->oom.live);
     groups_free(&s->oom.released);
-    free(s->oom.layout.allocations);
-    free(s->oom.layout.gaps);
-    free(s->oom.layout.segments);
-    free(s->oom.layout.blocks);
+    layout_free(&s->oom.layout);
     free(s->ooms.dumps);
     free(s->ooms.attempts);
     free(s->events.v);

@@ -183,8 +183,72 @@ struct snap_phases {
     size_t nspans, spans_cap;
 };
 
+/* oom.layout: where this process's live device and async allocations sat at
+ * the failure (docs/snapshot-format.md); offsets from `base`. */
+struct snap_range {
+    uint64_t offset, bytes;
+    uint8_t kind;
+    int64_t stack_id;
+    uint32_t stack; /* index in stacks, SNAP_NO_STACK */
+};
+
+/* oom.layout.allocator_segments: a caching allocator's segments, each cut
+ * into blocks (offsets from the segment's address). */
+enum snap_block_state { BLOCK_FREE, BLOCK_ALLOCATED, BLOCK_PENDING, BLOCK_UNKNOWN };
+
+struct snap_block {
+    uint64_t offset, bytes;
+    uint8_t state; /* enum snap_block_state */
+    uint32_t pystack; /* index in snap_layout.pystacks, SNAP_NO_STACK none */
+};
+
+/* allocator_segments.stacks: a block's Python frames (PyTorch's history),
+ * innermost first. */
+struct snap_pyframe {
+    const char *file, *function;
+    int64_t line;
+};
+
+struct snap_pystack {
+    size_t first, n; /* in snap_layout.pyframes */
+};
+
+struct snap_segment {
+    const char *address; /* hex */
+    uint64_t bytes;
+    bool small;          /* the small pool */
+    size_t first, nblocks; /* in snap_layout.blocks */
+};
+
+struct snap_layout {
+    bool present;
+    bool has_segments;              /* allocator_segments is an object */
+    uint64_t segments_count, blocks_count; /* all, listed or not */
+    struct snap_segment *segments;
+    size_t nsegments, segments_cap;
+    struct snap_block *blocks;
+    size_t nblocks, blocks_cap;
+    struct snap_pystack *pystacks;
+    size_t npystacks, pystacks_cap;
+    struct snap_pyframe *pyframes;
+    size_t npyframes, pyframes_cap;
+    const char *base; /* hex address of the lowest allocation, NULL if none */
+    uint64_t span_bytes, count, bytes, gap_count, gap_bytes;
+    uint64_t largest_gap_bytes, gaps_at_least_request;
+    struct snap_range *allocations; /* by offset: all, or the notable ones */
+    size_t nallocations, allocations_cap;
+    struct snap_range *gaps;        /* largest first (kind, stack unused) */
+    size_t ngaps, gaps_cap;
+    bool has_best_free;
+    struct snap_range best_free;    /* the free that opens the largest hole */
+    uint64_t best_free_hole_bytes;
+};
+
 struct snap_device {
     struct snap_allocator allocator; /* latest state (allocator_state), if any */
+    /* allocator_segments: the allocator's segments at that state (only the
+     * has_segments ... pyframes fields of the layout are used) */
+    struct snap_layout segments;
     int64_t ordinal;
     int64_t peak_phase; /* the phase the peak was reached in, 0 none */
     uint64_t total_bytes, free_bytes, limit_bytes; /* may be SNAP_UNKNOWN */
@@ -238,51 +302,6 @@ struct snap_counters {
     uint64_t reentrant_untracked; /* likewise */
     /* Early drafts of the format; read when present, 0 otherwise. */
     uint64_t unknown_free_calls, oom_dumps_suppressed;
-};
-
-/* oom.layout: where this process's live device and async allocations sat at
- * the failure (docs/snapshot-format.md); offsets from `base`. */
-struct snap_range {
-    uint64_t offset, bytes;
-    uint8_t kind;
-    int64_t stack_id;
-    uint32_t stack; /* index in stacks, SNAP_NO_STACK */
-};
-
-/* oom.layout.allocator_segments: a caching allocator's segments, each cut
- * into blocks (offsets from the segment's address). */
-enum snap_block_state { BLOCK_FREE, BLOCK_ALLOCATED, BLOCK_PENDING, BLOCK_UNKNOWN };
-
-struct snap_block {
-    uint64_t offset, bytes;
-    uint8_t state; /* enum snap_block_state */
-};
-
-struct snap_segment {
-    const char *address; /* hex */
-    uint64_t bytes;
-    bool small;          /* the small pool */
-    size_t first, nblocks; /* in snap_layout.blocks */
-};
-
-struct snap_layout {
-    bool present;
-    bool has_segments;              /* allocator_segments is an object */
-    uint64_t segments_count, blocks_count; /* all, listed or not */
-    struct snap_segment *segments;
-    size_t nsegments, segments_cap;
-    struct snap_block *blocks;
-    size_t nblocks, blocks_cap;
-    const char *base; /* hex address of the lowest allocation, NULL if none */
-    uint64_t span_bytes, count, bytes, gap_count, gap_bytes;
-    uint64_t largest_gap_bytes, gaps_at_least_request;
-    struct snap_range *allocations; /* by offset: all, or the notable ones */
-    size_t nallocations, allocations_cap;
-    struct snap_range *gaps;        /* largest first (kind, stack unused) */
-    size_t ngaps, gaps_cap;
-    bool has_best_free;
-    struct snap_range best_free;    /* the free that opens the largest hole */
-    uint64_t best_free_hole_bytes;
 };
 
 struct snap_oom {

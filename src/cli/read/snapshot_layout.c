@@ -113,6 +113,13 @@ static int rd_block_field(struct reader *r, void *obj, size_t i)
                                                       : BLOCK_UNKNOWN;
         return rc;
     }
+    if (i == 3) {
+        uint64_t k;
+        int rc = reader_u64(r, &k, false);
+        if (rc == 0)
+            b->pystack = k < SNAP_NO_STACK ? (uint32_t)k : SNAP_NO_STACK - 1; /* checked */
+        return rc;
+    }
     return json_skip(&r->c) == JSON_OK ? 0 : reader_json_failed(r);
 }
 
@@ -132,6 +139,7 @@ static int rd_block(struct reader *r, void *obj, size_t i)
     struct snap_block *b = &l->blocks[l->nblocks];
     memset(b, 0, sizeof *b);
     b->state = BLOCK_UNKNOWN;
+    b->pystack = SNAP_NO_STACK;
     int rc = reader_array(r, b, rd_block_field);
     if (rc == 0) {
         l->nblocks++;
@@ -202,9 +210,51 @@ static int rd_segments(struct reader *r, void *obj)
     return reader_array(r, obj, rd_segment);
 }
 
+static const struct field pyframe_fields[] = {
+    FIELD(snap_pyframe, file, F_STR),
+    FIELD(snap_pyframe, line, F_I64),
+    FIELD(snap_pyframe, function, F_STR),
+};
+
+static int rd_pyframe(struct reader *r, void *obj, size_t i)
+{
+    (void)i;
+    struct snap_layout *l = obj;
+    if (snapshot_vec_reserve((void **)&l->pyframes, &l->pyframes_cap, sizeof *l->pyframes,
+                             l->npyframes + 1))
+        return reader_nomem(r);
+    struct snap_pyframe *f = &l->pyframes[l->npyframes];
+    *f = (struct snap_pyframe){"?", "?", 0};
+    int rc = reader_object(r, f, pyframe_fields, NFIELDS(pyframe_fields));
+    if (rc == 0) {
+        l->npyframes++;
+        l->pystacks[l->npystacks - 1].n++;
+    }
+    return rc;
+}
+
+static int rd_pystack(struct reader *r, void *obj, size_t i)
+{
+    (void)i;
+    struct snap_layout *l = obj;
+    if (snapshot_vec_reserve((void **)&l->pystacks, &l->pystacks_cap, sizeof *l->pystacks,
+                             l->npystacks + 1))
+        return reader_nomem(r);
+    l->pystacks[l->npystacks++] = (struct snap_pystack){l->npyframes, 0};
+    return reader_array(r, l, rd_pyframe);
+}
+
+static int rd_pystacks(struct reader *r, void *obj)
+{
+    if (reader_take_null(r))
+        return 0;
+    return reader_array(r, obj, rd_pystack);
+}
+
 static const struct field segments_fields[] = {
     FIELD_AT("count", snap_layout, segments_count, F_U64),
     FIELD_AT("blocks", snap_layout, blocks_count, F_U64),
+    FIELD_FN("stacks", rd_pystacks),
     FIELD_FN("segments", rd_segments),
 };
 
@@ -215,6 +265,11 @@ static int rd_allocator_segments(struct reader *r, void *obj)
         return 0;
     l->has_segments = true;
     return reader_object(r, l, segments_fields, NFIELDS(segments_fields));
+}
+
+int snapshot_read_device_segments(struct reader *r, void *obj)
+{
+    return rd_allocator_segments(r, &((struct snap_device *)obj)->segments);
 }
 
 static const struct field layout_fields[] = {
@@ -306,13 +361,15 @@ static int check_ranges(const struct snapshot *s, struct cli_error *err,
     return 0;
 }
 
+/* where: "oom.layout" or "devices[N]" */
 static int check_segments(const struct snapshot *s, struct cli_error *err,
-                          const struct snap_layout *l)
+                          const struct snap_layout *l, const char *where)
 {
     if (l->nsegments > l->segments_count || l->nblocks > l->blocks_count)
         return snapshot_broken(s, err, "layout: allocator segments listed <= their counts",
-                      "%zu segments and %zu blocks listed, count %" PRIu64 ", blocks %"
-                      PRIu64, l->nsegments, l->nblocks, l->segments_count, l->blocks_count);
+                      "%s.allocator_segments: %zu segments and %zu blocks listed, count %"
+                      PRIu64 ", blocks %" PRIu64, where, l->nsegments, l->nblocks,
+                      l->segments_count, l->blocks_count);
     for (size_t i = 0; i < l->nsegments; i++) {
         const struct snap_segment *g = &l->segments[i];
         for (size_t k = 0; k < g->nblocks; k++) {
@@ -320,9 +377,13 @@ static int check_segments(const struct snapshot *s, struct cli_error *err,
             if (!fits(b->offset, b->bytes, g->bytes) ||
                 (k > 0 && !fits(b[-1].offset, b[-1].bytes, b->offset)))
                 return snapshot_broken(s, err, "layout: blocks in order, inside their segment",
-                              "oom.layout.allocator_segments.segments[%zu].blocks[%zu] at "
+                              "%s.allocator_segments.segments[%zu].blocks[%zu] at "
                               "offset %" PRIu64 " (%" PRIu64 " bytes) in a segment of %"
-                              PRIu64, i, k, b->offset, b->bytes, g->bytes);
+                              PRIu64, where, i, k, b->offset, b->bytes, g->bytes);
+            if (b->pystack != SNAP_NO_STACK && b->pystack >= l->npystacks)
+                return snapshot_broken(s, err, "layout: a block's stack is one of stacks",
+                              "%s.allocator_segments.segments[%zu].blocks[%zu] names stack %"
+                              PRIu32 " of %zu", where, i, k, b->pystack, l->npystacks);
         }
     }
     return 0;
@@ -330,6 +391,13 @@ static int check_segments(const struct snapshot *s, struct cli_error *err,
 
 int snapshot_layout_check(struct snapshot *s, struct cli_error *err)
 {
+    for (size_t i = 0; i < s->ndevices; i++) {
+        char where[48];
+        snprintf(where, sizeof where, "devices[%zu]", i);
+        if (s->devices[i].segments.has_segments &&
+            check_segments(s, err, &s->devices[i].segments, where))
+            return err->code;
+    }
     struct snap_layout *l = &s->oom.layout;
     if (!s->oom.present || !l->present)
         return 0;
@@ -349,7 +417,7 @@ int snapshot_layout_check(struct snapshot *s, struct cli_error *err)
                       ", span_bytes %" PRIu64, l->bytes, l->gap_bytes, l->span_bytes);
     int rc = check_ranges(s, err, l);
     if (rc == 0 && l->has_segments)
-        rc = check_segments(s, err, l);
+        rc = check_segments(s, err, l, "oom.layout");
     if (rc == 0 && l->has_best_free &&
         (!fits(l->best_free.offset, l->best_free.bytes, l->span_bytes) ||
          l->best_free_hole_bytes < l->best_free.bytes ||

@@ -413,6 +413,7 @@ static const struct field device_fields[] = {
     FIELD_FN("histogram", rd_histogram),
     FIELD_FN("fragmentation", rd_frag),
     FIELD_FN("allocator", snapshot_read_device_allocator),
+    FIELD_FN("allocator_segments", snapshot_read_device_segments),
     FIELD_FN("by_phase", rd_dev_phases),
 };
 

@@ -11,13 +11,14 @@
  *   device_traces  per device ordinal, each event as segment_alloc + alloc,
  *                  or free_requested + free_completed + segment_free, and an
  *                  oom action per failed attempt of the attempt log.
- * A post-mortem in which a caching allocator handed over its own segments
- * (oom.layout's allocator_segments: PyTorch's memory._snapshot() at the
- * failure) has those as the failing device's segments instead, each cut
+ * Where a caching allocator handed over its own segments (PyTorch's
+ * memory._snapshot(): at an OOM, oom.layout's allocator_segments for the
+ * failing device; at the exit, devices[].allocator_segments, which later
+ * snapshots carry too) the device's segments are those instead, each cut
  * into its blocks - live tensors, blocks freed but in use by a stream,
- * cached free ones - at their real addresses, as PyTorch's own snapshot
- * has them (its blocks' frames are not recorded: empty).  Other devices,
- * and every device of an exit snapshot, keep one block per allocation.
+ * cached free ones - at their real addresses, with the Python frames
+ * PyTorch's history recorded for each live block, as PyTorch's own
+ * snapshot has them.  Other devices keep one block per allocation.
  * Format 1 records no addresses: "addr" is a synthetic identifier, unique per
  * allocation and aligned like a device pointer, so memory_viz can pair an
  * allocation with its free; segment positions in its pictures are not real
@@ -229,23 +230,52 @@ static void oom_action(struct pk *p, const struct snapshot *s, const struct snap
     op(p, 'u');
 }
 
-/* Whether device d's segments are the caching allocator's own. */
-static bool allocator_owned(const struct snapshot *s, int32_t d)
+/* The caching allocator's own segments of device d, or NULL: an OOM's at
+ * the failure (oom.layout) for the failing device, else the device's latest
+ * state (devices[].allocator_segments: PyTorch's layer hands it over at the
+ * exit). */
+static const struct snap_layout *allocator_layout(const struct snapshot *s, int32_t d)
 {
     const struct snap_oom *o = &s->oom;
-    return o->present && o->device == d && o->layout.present && o->layout.has_segments &&
-           o->layout.nsegments > 0;
+    if (o->present && o->device == d && o->layout.present && o->layout.has_segments &&
+        o->layout.nsegments > 0)
+        return &o->layout;
+    const struct snap_device *dv = snapshot_device(s, d);
+    if (dv != NULL && dv->segments.has_segments && dv->segments.nsegments > 0)
+        return &dv->segments;
+    return NULL;
 }
 
-/* The caching allocator's segments at the failure, in PyTorch's shape:
+/* A block's Python frames (PyTorch's history), [] when none. */
+static void block_frames(struct pk *p, const struct snap_layout *l, uint32_t k)
+{
+    op(p, ']');
+    if (k == SNAP_NO_STACK || k >= l->npystacks || l->pystacks[k].n == 0)
+        return;
+    op(p, '(');
+    for (size_t i = 0; i < l->pystacks[k].n; i++) {
+        const struct snap_pyframe *fr = &l->pyframes[l->pystacks[k].first + i];
+        op(p, '}');
+        op(p, '(');
+        key(p, "filename");
+        pstr(p, fr->file);
+        key(p, "line");
+        pint(p, fr->line);
+        key(p, "name");
+        pstr(p, fr->function);
+        op(p, 'u');
+    }
+    op(p, 'e');
+}
+
+/* The caching allocator's segments of device d, in PyTorch's shape:
  * {device, address, total_size, allocated_size, active_size,
  * requested_size, stream, segment_type, is_expandable, frames, blocks:
  * [{address, size, requested_size, state, frames}]}. */
-static void allocator_segments(struct pk *p, const struct snapshot *s, bool *any)
+static void allocator_segments(struct pk *p, const struct snap_layout *l, int32_t d, bool *any)
 {
     static const char *const state[] = {"inactive", "active_allocated", "active_pending_free",
                                         "inactive"};
-    const struct snap_layout *l = &s->oom.layout;
     for (size_t i = 0; i < l->nsegments; i++) {
         const struct snap_segment *g = &l->segments[i];
         uint64_t addr = g->address ? strtoull(g->address, NULL, 16) : 0;
@@ -261,7 +291,7 @@ static void allocator_segments(struct pk *p, const struct snapshot *s, bool *any
         op(p, '}');
         op(p, '(');
         key(p, "device");
-        pint(p, s->oom.device);
+        pint(p, d);
         key(p, "address");
         puint(p, addr);
         key(p, "total_size");
@@ -297,7 +327,7 @@ static void allocator_segments(struct pk *p, const struct snapshot *s, bool *any
             key(p, "state");
             pstr(p, state[b->state < 4 ? b->state : 3]);
             key(p, "frames");
-            op(p, ']');
+            block_frames(p, l, b->pystack);
             op(p, 'u');
         }
         if (g->nblocks > 0)
@@ -406,10 +436,13 @@ int export_memviz(FILE *f, struct snapshot *s, struct cli_error *err)
     key(&p, "segments");
     op(&p, ']');
     bool any = false;
-    if (allocator_owned(s, (int32_t)s->oom.device))
-        allocator_segments(&p, s, &any);
+    for (int32_t d = 0; d < ndev; d++) {
+        const struct snap_layout *l = allocator_layout(s, d);
+        if (l != NULL)
+            allocator_segments(&p, l, d, &any);
+    }
     for (size_t k = 0; k < na; k++) {
-        if (!a[k].live || allocator_owned(s, a[k].device))
+        if (!a[k].live || allocator_layout(s, a[k].device) != NULL)
             continue;
         if (!any)
             op(&p, '(');

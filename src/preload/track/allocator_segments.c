@@ -1,6 +1,8 @@
-/* allocator_segments.c - cumemtrace_allocator_segments: where a caching
- * allocator's memory lies at its OOM (the post-mortem's picture
- * of PyTorch's segments and blocks beside the driver-level layout).
+/* allocator_segments.c - cumemtrace_allocator_segments/_layout: where a
+ * caching allocator's memory lies at its OOM (the post-mortem's picture
+ * of PyTorch's segments and blocks beside the driver-level layout), and at
+ * the exit (tag CUMEMTRACE_LAYOUT_STATE: devices[].allocator_segments, what
+ * export --format memory_viz draws as PyTorch's own blocks).
  *
  * The caller is PyTorch's out-of-memory observer (src/torchboot/), after
  * PyTorch released its allocator mutex, just before it hands the facts
@@ -8,8 +10,13 @@
  * these.  The latest KEPT reports are kept per device, each with its tag
  * (PyTorch's num_ooms): a post-mortem shows the one whose tag its own facts
  * carry, so a post-mortem rewritten later never shows a newer state.
+ * The state report has a slot of its own per device, so that the exit's
+ * never pushes an OOM's out of the KEPT a post-mortem rewritten at exit
+ * looks for.
  * Bounded copy: SEGMENTS_MAX segments and BLOCKS_MAX blocks (a 80 GiB card
- * of 20 MiB segments has 4 k); the rest are counted.
+ * of 20 MiB segments has 4 k); the rest are counted.  Of the blocks' Python
+ * stacks, the first that fit in STACK_TEXT_MAX bytes (a block whose stack
+ * did not fit has none).
  */
 #include "allocator_segments.h"
 
@@ -22,6 +29,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "utf8.h"
 #include "cumemtrace.h"
 #include "record.h"
 
@@ -30,6 +38,9 @@
 /* Reports kept per device, by tag: a post-mortem rewritten after a few
  * later OOMs (its chain ended, or at exit) still finds its own. */
 #define KEPT 4
+/* Python stacks of up to ~32 frames of ~100 bytes: 1 MiB holds 300+
+ * distinct allocating stacks, more than a model's live tensors have. */
+#define STACK_TEXT_MAX (1u << 20)
 
 struct seg {
     uint64_t address;
@@ -41,38 +52,59 @@ struct seg {
 struct blk {
     int64_t offset, size;
     int32_t state;
+    uint32_t stack; /* 1 + index in stacks, 0 none */
 };
 
 struct report {
     int64_t tag;
     uint64_t segments_total, blocks_total;
-    uint32_t nsegs, nblocks;
-    struct seg *segs;   /* the two arrays follow the struct in one block */
+    uint32_t nsegs, nblocks, nstacks;
+    struct seg *segs;   /* the arrays and the text follow the struct in one block */
     struct blk *blocks;
+    uint32_t *stack_at; /* stack i's text starts at text + stack_at[i] */
+    char *text;         /* NUL-terminated stacks, one after the other */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-/* guarded by lock; kept[d][0] the latest */
+/* guarded by lock; kept[d][0] the latest; state[d] the latest
+ * CUMEMTRACE_LAYOUT_STATE report */
 static struct report *kept[RECORD_MAX_DEVICES][KEPT];
+static struct report *state[RECORD_MAX_DEVICES];
 
-static bool valid(const struct cumemtrace_allocator_segment *in, uint32_t n)
+/* nstacks < 0: the blocks' stack fields are not looked at. */
+static bool valid(const struct cumemtrace_allocator_segment *in, uint32_t n,
+                  const char *const *stacks, int64_t nstacks)
 {
-    if (n > 0 && in == NULL)
+    if ((n > 0 && in == NULL) || (nstacks > 0 && stacks == NULL))
         return false;
+    for (int64_t i = 0; i < nstacks; i++)
+        if (stacks[i] == NULL)
+            return false;
     for (uint32_t i = 0; i < n; i++) {
         if (in[i].size < 0 || (in[i].nblocks > 0 && in[i].blocks == NULL))
             return false;
         for (uint32_t b = 0; b < in[i].nblocks; b++)
-            if (in[i].blocks[b].offset < 0 || in[i].blocks[b].size < 0)
+            if (in[i].blocks[b].offset < 0 || in[i].blocks[b].size < 0 ||
+                (nstacks >= 0 && (in[i].blocks[b].stack < 0 ||
+                                  in[i].blocks[b].stack > nstacks)))
                 return false;
     }
     return true;
 }
 
-/* A copy of what is kept of in[0..n): whole segments while they fit. */
+/* A copy of what is kept of in[0..n): whole segments while they fit, and
+ * the stacks while their text fits. */
 static struct report *copy(int64_t tag, const struct cumemtrace_allocator_segment *in,
-                           uint32_t n)
+                           uint32_t n, const char *const *stacks, uint32_t nstacks)
 {
+    uint32_t nkept = 0;
+    size_t text = 0;
+    for (; nkept < nstacks; nkept++) {
+        size_t k = strlen(stacks[nkept]) + 1;
+        if (k > STACK_TEXT_MAX - text)
+            break;
+        text += k;
+    }
     uint32_t nsegs = 0, nblocks = 0;
     uint64_t blocks_total = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -83,7 +115,7 @@ static struct report *copy(int64_t tag, const struct cumemtrace_allocator_segmen
         }
     }
     struct report *r = malloc(sizeof *r + nsegs * sizeof *r->segs +
-                              nblocks * sizeof *r->blocks);
+                              nblocks * sizeof *r->blocks + nkept * sizeof *r->stack_at + text);
     if (r == NULL)
         return NULL;
     r->tag = tag;
@@ -91,6 +123,15 @@ static struct report *copy(int64_t tag, const struct cumemtrace_allocator_segmen
     r->blocks_total = blocks_total;
     r->segs = (struct seg *)(r + 1);
     r->blocks = (struct blk *)(r->segs + nsegs);
+    r->stack_at = (uint32_t *)(r->blocks + nblocks);
+    r->text = (char *)(r->stack_at + nkept);
+    r->nstacks = nkept;
+    for (uint32_t i = 0, at = 0; i < nkept; i++) {
+        size_t k = strlen(stacks[i]) + 1;
+        memcpy(r->text + at, stacks[i], k);
+        r->stack_at[i] = at;
+        at += (uint32_t)k;
+    }
     r->nsegs = r->nblocks = 0;
     for (uint32_t i = 0; i < n && r->nsegs < nsegs; i++) {
         if (in[i].nblocks > BLOCKS_MAX - r->nblocks)
@@ -98,11 +139,49 @@ static struct report *copy(int64_t tag, const struct cumemtrace_allocator_segmen
         struct seg *s = &r->segs[r->nsegs++];
         *s = (struct seg){in[i].address, in[i].size, in[i].pool, r->nblocks, in[i].nblocks};
         for (uint32_t b = 0; b < in[i].nblocks; b++)
-            r->blocks[r->nblocks++] = (struct blk){in[i].blocks[b].offset,
-                                                   in[i].blocks[b].size,
-                                                   in[i].blocks[b].state};
+        {
+            /* stacks arrive only through _layout; beyond the kept: none */
+            int32_t st = nstacks > 0 ? in[i].blocks[b].stack : 0;
+            r->blocks[r->nblocks++] = (struct blk){
+                in[i].blocks[b].offset, in[i].blocks[b].size, in[i].blocks[b].state,
+                st > 0 && (uint32_t)st <= nkept ? (uint32_t)st : 0};
+        }
     }
     return r;
+}
+
+static int keep(int device, int64_t tag, const struct cumemtrace_allocator_segment *segments,
+                uint32_t nsegments, const char *const *stacks, int64_t nstacks)
+{
+    if (device < 0 || device >= RECORD_MAX_DEVICES || config.disabled ||
+        (tag < 0 && tag != CUMEMTRACE_LAYOUT_STATE) ||
+        !valid(segments, nsegments, stacks, nstacks))
+        return -1;
+    struct report *r = copy(tag, segments, nsegments, stacks,
+                            nstacks > 0 ? (uint32_t)nstacks : 0);
+    if (r == NULL)
+        return -1;
+    struct report *old;
+    pthread_mutex_lock(&lock);
+    if (tag == CUMEMTRACE_LAYOUT_STATE) {
+        old = state[device];
+        state[device] = r;
+    } else {
+        struct report **k = kept[device];
+        /* a report with the same tag replaces its predecessor */
+        unsigned last = KEPT - 1;
+        for (unsigned i = 0; i < KEPT; i++)
+            if (k[i] != NULL && k[i]->tag == tag) {
+                last = i;
+                break;
+            }
+        old = k[last];
+        memmove(&k[1], &k[0], last * sizeof *k);
+        k[0] = r;
+    }
+    pthread_mutex_unlock(&lock);
+    free(old);
+    return 0;
 }
 
 __attribute__((visibility("default"))) int
@@ -110,27 +189,15 @@ cumemtrace_allocator_segments(int device, int64_t tag,
                               const struct cumemtrace_allocator_segment *segments,
                               uint32_t nsegments)
 {
-    if (device < 0 || device >= RECORD_MAX_DEVICES || config.disabled ||
-        !valid(segments, nsegments))
-        return -1;
-    struct report *r = copy(tag, segments, nsegments);
-    if (r == NULL)
-        return -1;
-    pthread_mutex_lock(&lock);
-    struct report **k = kept[device];
-    /* a report with the same tag replaces its predecessor */
-    unsigned last = KEPT - 1;
-    for (unsigned i = 0; i < KEPT; i++)
-        if (k[i] != NULL && k[i]->tag == tag) {
-            last = i;
-            break;
-        }
-    struct report *old = k[last];
-    memmove(&k[1], &k[0], last * sizeof *k);
-    k[0] = r;
-    pthread_mutex_unlock(&lock);
-    free(old);
-    return 0;
+    return keep(device, tag, segments, nsegments, NULL, -1);
+}
+
+__attribute__((visibility("default"))) int
+cumemtrace_allocator_layout(int device, int64_t tag,
+                            const struct cumemtrace_allocator_segment *segments,
+                            uint32_t nsegments, const char *const *stacks, uint32_t nstacks)
+{
+    return keep(device, tag, segments, nsegments, stacks, nstacks);
 }
 
 static const char *state_name(int32_t s)
@@ -156,6 +223,99 @@ static void put(allocator_segments_emit_fn emit, void *ctx, const char *fmt, ...
         emit(ctx, buf, (size_t)k < sizeof buf ? (size_t)k : sizeof buf - 1);
 }
 
+/* s[0..n) as a JSON string: quotes, backslashes and controls escaped, a
+ * byte that is not well-formed UTF-8 as U+FFFD. */
+static void put_str(allocator_segments_emit_fn emit, void *ctx, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s;
+    emit(ctx, "\"", 1);
+    while (n > 0) {
+        size_t run = 0;
+        while (run < n && p[run] >= 0x20 && p[run] < 0x80 && p[run] != '"' && p[run] != '\\')
+            run++;
+        if (run > 0) {
+            emit(ctx, (const char *)p, run);
+            p += run;
+            n -= run;
+            continue;
+        }
+        uint32_t cp;
+        size_t k = utf8_decode(p, n, &cp);
+        if (k == 0) {
+            emit(ctx, "\\ufffd", 6);
+            k = 1;
+        } else if (*p == '"' || *p == '\\') {
+            char e[2] = {'\\', (char)*p};
+            emit(ctx, e, 2);
+        } else if (*p < 0x20) {
+            char e[6] = {'\\', 'u', '0', '0', hex[*p >> 4], hex[*p & 15]};
+            emit(ctx, e, 6);
+        } else {
+            emit(ctx, (const char *)p, k);
+        }
+        p += k;
+        n -= k;
+    }
+    emit(ctx, "\"", 1);
+}
+
+/* One stack's "file:line:function" lines as [{file, line, function}]; a
+ * line without both colons is left out. */
+static void put_stack(allocator_segments_emit_fn emit, void *ctx, const char *text)
+{
+    emit(ctx, "[", 1);
+    bool first = true;
+    while (*text) {
+        const char *end = strchr(text, '\n');
+        size_t n = end ? (size_t)(end - text) : strlen(text);
+        const char *fn = memrchr(text, ':', n);
+        const char *ln = fn ? memrchr(text, ':', (size_t)(fn - text)) : NULL;
+        if (ln != NULL) {
+            emit(ctx, first ? "{\"file\":" : ",{\"file\":", first ? 8 : 9);
+            first = false;
+            put_str(emit, ctx, text, (size_t)(ln - text));
+            put(emit, ctx, ",\"line\":%ld,\"function\":", strtol(ln + 1, NULL, 10));
+            put_str(emit, ctx, fn + 1, n - (size_t)(fn + 1 - text));
+            emit(ctx, "}", 1);
+        }
+        text += n + (end != NULL);
+    }
+    emit(ctx, "]", 1);
+}
+
+static void write_report(const struct report *r, allocator_segments_emit_fn emit, void *ctx)
+{
+    if (r == NULL) {
+        emit(ctx, "null", 4);
+        return;
+    }
+    put(emit, ctx, "{\"count\":%" PRIu64 ",\"blocks\":%" PRIu64 ",\"stacks\":[",
+        r->segments_total, r->blocks_total);
+    for (uint32_t i = 0; i < r->nstacks; i++) {
+        if (i)
+            emit(ctx, ",", 1);
+        put_stack(emit, ctx, r->text + r->stack_at[i]);
+    }
+    put(emit, ctx, "],\"segments\":[");
+    for (uint32_t i = 0; i < r->nsegs; i++) {
+        const struct seg *s = &r->segs[i];
+        put(emit, ctx, "%s\n   {\"address\":\"0x%" PRIx64 "\",\"bytes\":%" PRId64
+                       ",\"pool\":\"%s\",\"blocks\":[",
+            i ? "," : "", s->address, s->size, s->pool == 0 ? "small" : "large");
+        for (uint32_t b = 0; b < s->nblocks; b++) {
+            const struct blk *k = &r->blocks[s->first + b];
+            put(emit, ctx, "%s[%" PRId64 ",%" PRId64 ",\"%s\"", b ? "," : "", k->offset,
+                k->size, state_name(k->state));
+            if (k->stack > 0)
+                put(emit, ctx, ",%" PRIu32, k->stack - 1);
+            emit(ctx, "]", 1);
+        }
+        put(emit, ctx, "]}");
+    }
+    put(emit, ctx, "]}");
+}
+
 void allocator_segments_write(int device, int64_t tag, allocator_segments_emit_fn emit, void *ctx)
 {
     pthread_mutex_lock(&lock);
@@ -165,26 +325,14 @@ void allocator_segments_write(int device, int64_t tag, allocator_segments_emit_f
             r = kept[device][i];
             break;
         }
-    if (r == NULL) {
-        pthread_mutex_unlock(&lock);
-        emit(ctx, "null", 4);
-        return;
-    }
-    put(emit, ctx, "{\"count\":%" PRIu64 ",\"blocks\":%" PRIu64 ",\"segments\":[",
-        r->segments_total, r->blocks_total);
-    for (uint32_t i = 0; i < r->nsegs; i++) {
-        const struct seg *s = &r->segs[i];
-        put(emit, ctx, "%s\n   {\"address\":\"0x%" PRIx64 "\",\"bytes\":%" PRId64
-                       ",\"pool\":\"%s\",\"blocks\":[",
-            i ? "," : "", s->address, s->size, s->pool == 0 ? "small" : "large");
-        for (uint32_t b = 0; b < s->nblocks; b++) {
-            const struct blk *k = &r->blocks[s->first + b];
-            put(emit, ctx, "%s[%" PRId64 ",%" PRId64 ",\"%s\"]", b ? "," : "", k->offset,
-                k->size, state_name(k->state));
-        }
-        put(emit, ctx, "]}");
-    }
-    put(emit, ctx, "]}");
+    write_report(r, emit, ctx);
+    pthread_mutex_unlock(&lock);
+}
+
+void allocator_segments_write_state(int device, allocator_segments_emit_fn emit, void *ctx)
+{
+    pthread_mutex_lock(&lock);
+    write_report(device >= 0 && device < RECORD_MAX_DEVICES ? state[device] : NULL, emit, ctx);
     pthread_mutex_unlock(&lock);
 }
 
@@ -192,8 +340,12 @@ void allocator_segments_atfork_child(void)
 {
     pthread_mutex_init(&lock, NULL);
     for (int d = 0; d < RECORD_MAX_DEVICES; d++)
+    {
         for (unsigned i = 0; i < KEPT; i++) {
             free(kept[d][i]);
             kept[d][i] = NULL;
         }
+        free(state[d]);
+        state[d] = NULL;
+    }
 }

@@ -1,6 +1,7 @@
 /* allocator_segments.h - the caching allocator's segments and blocks at its
- * OOM (cumemtrace_allocator_segments in include/cumemtrace.h), kept for the
- * post-mortem's oom.layout.allocator_segments. */
+ * OOM (cumemtrace_allocator_segments/_layout in include/cumemtrace.h), kept
+ * for the post-mortem's oom.layout.allocator_segments, and at the exit, for
+ * devices[].allocator_segments. */
 #ifndef CUMEMTRACE_ALLOCATOR_SEGMENTS_H
 #define CUMEMTRACE_ALLOCATOR_SEGMENTS_H
 
@@ -17,6 +18,10 @@ typedef void (*allocator_segments_emit_fn)(void *ctx, const char *s, size_t n);
  * there is none).  No CUDA calls. */
 void allocator_segments_write(int device, int64_t tag, allocator_segments_emit_fn emit,
                               void *ctx);
+
+/* The same for the latest CUMEMTRACE_LAYOUT_STATE report of `device`
+ * (devices[].allocator_segments), null when none. */
+void allocator_segments_write_state(int device, allocator_segments_emit_fn emit, void *ctx);
 
 /* fork(): the child forgets the parent's reports (its allocator's state is
  * the parent's copy, but no OOM of the child's has spoken yet). */

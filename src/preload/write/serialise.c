@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "allocator.h"
+#include "allocator_segments.h"
 #include "clock.h"
 #include "config.h"
 #include "format.h"
@@ -311,6 +312,11 @@ static void write_mark(struct snapshot_json *w, const struct record_view *v, str
 
 /* ---- devices ---- */
 
+static void emit_json(void *w, const char *s, size_t n)
+{
+    snapshot_json_raw(w, s, n);
+}
+
 /* top_tensors: null without the allocator's history, else each site's
  * "file:line:function" lines as frames. */
 static void write_top_tensors(struct snapshot_json *w, const struct allocator_facts *f)
@@ -487,6 +493,8 @@ static void write_device(struct snapshot_json *w, const struct record_view *v,
     struct allocator_facts latest;
     snapshot_json_s(w, ",\n \"allocator\":");
     write_allocator(w, allocator_latest(d, &latest) ? &latest : NULL);
+    snapshot_json_s(w, ",\n \"allocator_segments\":");
+    allocator_segments_write_state(d, emit_json, w);
     write_live_and_peak(w, v, keys, (uint32_t)d);
     write_churn(w, v, keys, (uint32_t)d);
     write_mark(w, v, keys, (uint32_t)d);
@@ -553,11 +561,6 @@ static void write_released(struct snapshot_json *w, const struct oom_info *o)
         key_u64(w, ",\"count\":", o->released_by[order[i]].count);
         snapshot_json_s(w, "}");
     }
-}
-
-static void emit_json(void *w, const char *s, size_t n)
-{
-    snapshot_json_raw(w, s, n);
 }
 
 /* The failing request of a post-mortem; null in any other document.
