@@ -65,7 +65,7 @@ SERIALISE_OBJ := $(RECORD_OBJ) $(foreach m,serialise serialise_stacks serialise_
     phases modules symtab clock,$(call preload_obj,$(m)))
 $(BUILD)/obj/tests/unit/serialise_read.o: tests/unit/serialise_read.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(CLI_INC) -c -o $@ $<
+	$(CC) $(CFLAGS_ALL) $(CLI_INC) -MMD -MP -c -o $@ $<
 $(BUILD)/tests/unit/test_serialise: tests/unit/test_serialise.c \
     $(BUILD)/obj/tests/unit/serialise_read.o $(SERIALISE_OBJ) $$(CLI_LIBOBJ)
 	@mkdir -p $(dir $@)

@@ -318,10 +318,24 @@ def _with_phases(peak_extra=0, current_extra=0, phase=1):
     return doc
 
 
+def _with_sites(peak_extra, current_extra):
+    """_with_phases with its row's bytes held by one call site, off by the
+    extras."""
+    doc = _with_phases()
+    row = doc["devices"][0]["by_phase"][0]
+    stack = doc["stacks"][0]["id"]
+    row["sites"] = [[stack, row["at_peak_bytes"] + peak_extra, row["bytes"] + current_extra,
+                     1, row["bytes_allocated"]]]
+    return doc
+
+
 @pytest.mark.parametrize("doc,rule", [
     (lambda: _with_phases(peak_extra=1), "phases: at_peak_bytes sum to peak_bytes"),
     (lambda: _with_phases(current_extra=-1), "phases: at_peak_bytes sum to peak_bytes"),
-], ids=["at_peak past the peak", "bytes short of current"])
+    (lambda: _with_sites(1, 0), "phases: a phase's sites sum to its bytes"),
+    (lambda: _with_sites(0, -1), "phases: a phase's sites sum to its bytes"),
+], ids=["at_peak past the peak", "bytes short of current", "sites past the phase's peak",
+        "sites short of its bytes"])
 def test_reader_checks_by_phase(doc, rule, tmp_path):
     import json
     ok = tmp_path / "ok.json"
@@ -338,3 +352,158 @@ def test_reader_checks_by_phase(doc, rule, tmp_path):
     unlisted.write_text(json.dumps(_with_phases(phase=7)))
     r = _cli("report", unlisted)
     assert r.returncode == 2 and "refers to phase 7" in r.stderr, r.stderr
+
+
+# ---- phases in report --json, the exports and the multi-rank report ----
+
+def _range_rows(stdout):
+    """The "Ranges at peak" rows of `report --by range --bytes`:
+    [(at_peak_bytes, count, now_bytes, allocs, range)]."""
+    lines = stdout.splitlines()
+    at = lines.index([l for l in lines if "Ranges at peak" in l][0])
+    rows = []
+    for line in lines[at + 2:]:
+        parts = line.split()
+        if not parts or "most at peak:" in line:
+            if not parts:
+                break
+            continue
+        if len(parts) < 8 or parts[1] != "B" or parts[5] != "B":
+            break
+        rows.append((int(parts[0]), int(parts[3]), int(parts[4]), int(parts[6]),
+                     " ".join(parts[7:])))
+    return rows
+
+
+@needs_nvtx
+def test_report_json_has_the_range_table(run):
+    import json
+    r = run(["rt_nvtx", "nested"], env=NVTX)
+    f = r.files[0]
+    text = _cli("report", "--by", "range", "--bytes", f)
+    assert text.returncode == 0, text.stderr
+    rows = _range_rows(text.stdout)
+    assert len(rows) == 4 and rows[0][4] == "validation/step 1200", rows
+    js = _cli("report", "--json", f)
+    assert js.returncode == 0, js.stderr
+    dev = json.loads(js.stdout)["snapshots"][0]["devices"][0]
+    got = [(x["at_peak_bytes"], x["at_peak_count"], x["bytes"], x["allocs"], x["range"])
+           for x in dev["by_range"]]
+    assert got == rows                               # same rows, same bytes, same order
+    assert sum(x["at_peak_bytes"] for x in dev["by_range"]) == dev["peak_bytes"]
+    assert dev["by_range_rest"] is None
+    first = dev["by_range"][0]
+    assert first["source"] == "nvtx" and first["bytes_allocated"] == 5 * MiB
+    assert sorted(t["bytes"] for t in first["top_at_peak"]) == [2 * MiB, 3 * MiB]
+    # --top cuts the table as the text's "(N more ranges)" row does
+    two = json.loads(_cli("report", "--json", "--top", "2", f).stdout)
+    d2 = two["snapshots"][0]["devices"][0]
+    assert [x["range"] for x in d2["by_range"]] == [x[4] for x in rows[:2]]
+    assert d2["by_range_rest"] == {"ranges": 2, "at_peak_bytes": 0, "at_peak_count": 0,
+                                   "bytes": sum(x[2] for x in rows[2:]),
+                                   "allocs": sum(x[3] for x in rows[2:])}
+    plain = json.loads(_cli("report", "--json", run(["rt_workload"]).files[0]).stdout)
+    assert plain["snapshots"][0]["devices"][0]["by_range"] is None
+
+
+def _pprof_samples(data):
+    """[(stack location ids, values, {label key: str})] of a pprof profile."""
+    import gzip
+    from test_export import _fields, _ints
+    f = list(_fields(gzip.decompress(data)))
+    strings = [v.decode() for n, _, v in f if n == 6]
+    out = []
+    for n, _, v in f:
+        if n != 2:
+            continue
+        m = list(_fields(v))
+        labels = {}
+        for ln, _, lv in m:
+            if ln == 3:
+                lab = list(_fields(lv))
+                labels[strings[_ints(lab, 1)[0]]] = strings[(_ints(lab, 2) or [0])[0]]
+        out.append((tuple(_ints(m, 1, signed=False)), _ints(m, 2), labels))
+    return out
+
+
+@needs_nvtx
+def test_exports_carry_ranges(run, tmp_path):
+    import json
+    import pickle
+    r = run(["rt_nvtx", "nested"], env=NVTX)
+    f, snap = r.files[0], r.only()
+    rows = by_path(snap)
+    peak = device(snap)["peak_bytes"]
+    # pprof: one sample per (stack, range), labelled range=<path>
+    assert _cli("export", "--format", "pprof", f, "-o", tmp_path / "p.pb.gz").returncode == 0
+    samples = _pprof_samples((tmp_path / "p.pb.gz").read_bytes())
+    assert all("range" in s[2] for s in samples)
+    per_range = {}
+    for _, vals, lab in samples:
+        per_range[lab["range"]] = per_range.get(lab["range"], 0) + vals[0]
+    assert per_range == {k: v["at_peak_bytes"] for k, v in rows.items()}
+    assert sum(per_range.values()) == peak
+    # a stack's samples add up to its one sample of a file without the sites
+    old = json.loads(f.read_text())
+    for row in old["devices"][0]["by_phase"]:
+        del row["sites"]
+    plain = tmp_path / "old.json"
+    plain.write_text(json.dumps(old))
+    assert _cli("export", "--format", "pprof", plain, "-o", tmp_path / "o.pb.gz").returncode == 0
+    unsplit = _pprof_samples((tmp_path / "o.pb.gz").read_bytes())
+    assert all(not s[2] for s in unsplit)
+
+    def by_stack(ss):
+        out = {}
+        for locs, vals, _ in ss:
+            out[locs] = [a + b for a, b in zip(out.get(locs, [0] * 4), vals)]
+        return out
+    assert by_stack(samples) == by_stack(unsplit)
+    # speedscope: "at peak, by range", ranges as frames above the call sites
+    assert _cli("export", "--format", "speedscope", f, "-o", tmp_path / "s.json").returncode == 0
+    sc = json.loads((tmp_path / "s.json").read_text())
+    frames = sc["shared"]["frames"]
+    [prof] = [p for p in sc["profiles"] if p["name"] == "device 0 at peak, by range"]
+    assert sum(prof["weights"]) == prof["endValue"] == peak
+    tops = {}
+    for smp, w in zip(prof["samples"], prof["weights"]):
+        names = [frames[i]["name"] for i in smp]
+        assert frames[smp[0]].get("file") == "nvtx"
+        key = "/".join(names[:2]) if names[0] in ("train", "validation") else names[0]
+        tops[key] = tops.get(key, 0) + w
+    assert tops == {k: v["at_peak_bytes"] for k, v in rows.items() if v["at_peak_bytes"]}
+    # memory_viz: PyTorch's external_annotations, START/END by time
+    assert _cli("export", "--format", "memory_viz", f, "-o", tmp_path / "m.pickle").returncode == 0
+    ann = pickle.loads((tmp_path / "m.pickle").read_bytes())["external_annotations"]
+    assert {a["stage"] for a in ann} == {"START", "END"}
+    assert [a["time_us"] for a in ann] == sorted(a["time_us"] for a in ann)
+    names = [a["name"] for a in ann if a["stage"] == "START"]
+    assert set(names) == {"train", "train/step 1", "validation", "validation/step 1200",
+                          "load batch", "wide \u00e9t\u00e9", "checkpoint"}
+    assert names.index("validation") < names.index("validation/step 1200")
+    assert sum(a["stage"] == "END" for a in ann) == len(names)
+
+
+@needs_nvtx
+def test_multi_rank_report_names_each_ranks_peak_range(tmp_path):
+    import subprocess
+    from conftest import base_env
+    d = tmp_path / "job"
+    d.mkdir()
+    for rank, mode in ((0, "nested"), (1, "threads")):
+        env = base_env(dict(NVTX, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2"))
+        p = subprocess.run([str(PROGS / "rt_nvtx"), mode], cwd=d, env=env,
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+    rep = _cli("report", d)
+    assert rep.returncode == 0, rep.stderr
+    lines = rep.stdout.splitlines()
+    head = [l for l in lines if l.split()[:1] == ["rank"] and "peak in" in l]
+    assert head, rep.stdout
+    at = lines.index(head[0])
+    row0, row1 = lines[at + 1], lines[at + 2]
+    assert row0.split()[0] == "0" and "validation/step 1200" in row0, rep.stdout
+    # rank 1 reached its peak outside every range (its ranges are on threads)
+    assert row1.split()[0] == "1" and row1.split()[6] == "-", rep.stdout
+    single = _cli("report", d / [p.name for p in d.glob("*.json")][0])
+    assert "peak in" not in single.stdout   # the one-process report is unchanged

@@ -12,6 +12,7 @@
 #include "frames.h"
 #include "sites.h"
 #include "snapshot.h"
+#include "snapshot_phases.h"
 #include "snapshot_read.h"
 
 /* ---- paths ---- */
@@ -336,6 +337,9 @@ static int merge_file(struct ranks *r, const char *path, size_t fi, int pass)
             f->peak = dv->peak_bytes;
             f->peak_device = dv->ordinal;
             f->peak_time_ns = dv->peak_time_ns;
+            f->peak_range = dv->peak_phase > 0
+                                ? keep_shown(r, &ctx, snapshot_phase_path(&s, dv->peak_phase))
+                                : NULL;
         }
         f->end_bytes += dv->current_bytes;
     }

@@ -38,6 +38,8 @@ struct rank_file {
                               process's start + dump_time_ns), or unknown */
     uint64_t peak;         /* highest device peak */
     int64_t peak_device, peak_time_ns;
+    const char *peak_range; /* the range (phase path) the highest peak was
+                               reached in, as text views print it; NULL none */
     uint64_t end_bytes;    /* current bytes summed over devices */
     bool oom;              /* an OOM post-mortem */
     int64_t oom_device;    /* a post-mortem's failure: its device (-1 pinned */

@@ -80,9 +80,11 @@ void snapshot_free(struct snapshot *s)
         free(s->devices[i].hist);
         layout_free(&s->devices[i].segments);
         free(s->devices[i].by_phase.v);
+        free(s->devices[i].by_phase.sites);
     }
     free(s->devices);
     free(s->host.by_phase.v);
+    free(s->host.by_phase.sites);
     free(s->phases.v);
     free(s->phases.spans);
     groups_free(&s->host.live);

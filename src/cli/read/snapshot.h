@@ -151,12 +151,23 @@ struct snap_phase_row {    /* one of a device's by_phase */
     uint64_t bytes, count, at_peak_bytes, at_peak_count, allocs, bytes_allocated;
     struct snap_group top[SNAP_PHASE_TOP]; /* stack_id, stack, bytes */
     size_t ntop;
+    size_t first_site, nsites; /* its sites, in snap_phase_rows.sites */
+};
+
+/* by_phase[].sites: one call site's share of a phase (all of them). */
+struct snap_phase_site {
+    int64_t stack_id;      /* 0: no stack */
+    uint32_t stack;        /* index into snapshot.stacks, or SNAP_NO_STACK */
+    uint64_t at_peak_bytes, bytes, allocs, bytes_allocated;
 };
 
 struct snap_phase_rows {
     struct snap_phase_row *v;
     size_t n, cap;
-    bool present; /* the file had by_phase */
+    bool present;   /* the file had by_phase */
+    bool has_sites; /* its rows had "sites" (absent in older files) */
+    struct snap_phase_site *sites;
+    size_t nsites, sites_cap;
 };
 
 struct snap_phase {

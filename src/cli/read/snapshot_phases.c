@@ -36,6 +36,54 @@ static int rd_top(struct reader *r, void *obj)
     return reader_array(r, obj, rd_top_item);
 }
 
+/* A row being read, with its container (sites go into rows->sites):
+ * row first, so the row's FIELDs apply to it. */
+struct row_ctx {
+    struct snap_phase_row row;
+    struct snap_phase_rows *rows;
+};
+
+static int rd_site_field(struct reader *r, void *obj, size_t i)
+{
+    struct snap_phase_site *st = obj;
+    uint64_t *const at[] = {NULL, &st->at_peak_bytes, &st->bytes, &st->allocs,
+                            &st->bytes_allocated};
+    if (i == 0)
+        return reader_i64(r, &st->stack_id, false);
+    if (i < 5)
+        return reader_u64(r, at[i], false);
+    return json_skip(&r->c) == JSON_OK ? 0 : reader_json_failed(r);
+}
+
+static int rd_site(struct reader *r, void *obj, size_t i)
+{
+    (void)i;
+    struct row_ctx *c = obj;
+    struct snap_phase_rows *rows = c->rows;
+    if (snapshot_vec_reserve((void **)&rows->sites, &rows->sites_cap, sizeof *rows->sites,
+                             rows->nsites + 1))
+        return reader_nomem(r);
+    struct snap_phase_site *st = &rows->sites[rows->nsites];
+    memset(st, 0, sizeof *st);
+    st->stack = SNAP_NO_STACK;
+    int rc = reader_array(r, st, rd_site_field);
+    if (rc == 0) {
+        rows->nsites++;
+        c->row.nsites++;
+    }
+    return rc;
+}
+
+static int rd_sites(struct reader *r, void *obj)
+{
+    struct row_ctx *c = obj;
+    if (reader_take_null(r))
+        return 0;
+    c->rows->has_sites = true;
+    c->row.first_site = c->rows->nsites;
+    return reader_array(r, c, rd_site);
+}
+
 static const struct field row_fields[] = {
     FIELD(snap_phase_row, phase, F_I64),
     FIELD(snap_phase_row, bytes, F_U64),
@@ -45,6 +93,7 @@ static const struct field row_fields[] = {
     FIELD(snap_phase_row, allocs, F_U64),
     FIELD(snap_phase_row, bytes_allocated, F_U64),
     FIELD_FN("top_at_peak", rd_top),
+    FIELD_FN("sites", rd_sites),
 };
 
 static int rd_row(struct reader *r, void *obj, size_t i)
@@ -53,11 +102,13 @@ static int rd_row(struct reader *r, void *obj, size_t i)
     (void)i;
     if (snapshot_vec_reserve((void **)&rows->v, &rows->cap, sizeof *rows->v, rows->n + 1))
         return reader_nomem(r);
-    struct snap_phase_row *row = &rows->v[rows->n];
-    memset(row, 0, sizeof *row);
-    int rc = reader_object(r, row, row_fields, NFIELDS(row_fields));
+    /* read into a local: reading its sites may move nothing of rows->v,
+     * but the row's fields and its sites' container travel together */
+    struct row_ctx c = {.rows = rows};
+    c.row.first_site = rows->nsites;
+    int rc = reader_object(r, &c, row_fields, NFIELDS(row_fields));
     if (rc == 0)
-        rows->n++;
+        rows->v[rows->n++] = c.row;
     return rc;
 }
 
@@ -268,6 +319,25 @@ static int check_rows(struct snapshot *s, struct cli_error *err, struct snap_pha
                               "cannot read snapshot '%s': %s.by_phase[%zu] refers to phase "
                               "%" PRId64 ", which \"phases\" does not list",
                               s->file, where, i, row->phase);
+        uint64_t site_peak = 0, site_now = 0;
+        for (size_t k = 0; k < row->nsites; k++) {
+            struct snap_phase_site *st = &rows->sites[row->first_site + k];
+            site_peak += st->at_peak_bytes;
+            site_now += st->bytes;
+            if (st->stack_id == 0)
+                continue;
+            st->stack = snapshot_stack_index(s, st->stack_id);
+            if (st->stack == SNAP_NO_STACK)
+                return errors_set(err, CLI_EBADREF,
+                                  "cannot read snapshot '%s': %s.by_phase[%zu].sites "
+                                  "refers to stack %" PRId64 ", which \"stacks\" does not "
+                                  "define", s->file, where, i, st->stack_id);
+        }
+        if (rows->has_sites && (site_peak != row->at_peak_bytes || site_now != row->bytes))
+            return snapshot_broken(s, err, "phases: a phase's sites sum to its bytes",
+                                   "%s.by_phase[%zu] sites hold %" PRIu64 " at the peak and %"
+                                   PRIu64 " now, the row %" PRIu64 " and %" PRIu64, where, i,
+                                   site_peak, site_now, row->at_peak_bytes, row->bytes);
         for (size_t t = 0; t < row->ntop; t++) {
             struct snap_group *g = &row->top[t];
             if (g->stack_id == 0)

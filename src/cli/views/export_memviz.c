@@ -34,6 +34,7 @@
 #include "cli.h"
 #include "export.h"
 #include "hmap.h"
+#include "snapshot_phases.h"
 
 #define SYNTH_BASE 0x7f0000000000ull /* looks like a device address, is not one */
 #define SYNTH_ALIGN 512ull
@@ -336,6 +337,72 @@ static void allocator_segments(struct pk *p, const struct snap_layout *l, int32_
     }
 }
 
+/* A range's opening or closing, for external_annotations. */
+struct mark {
+    int64_t t_ns;
+    int64_t phase;
+    size_t order; /* ties: in the file's order, an opening before its closing */
+    bool end;
+};
+
+static int mark_order(const void *a, const void *b)
+{
+    const struct mark *x = a, *y = b;
+    if (x->t_ns != y->t_ns)
+        return x->t_ns < y->t_ns ? -1 : 1;
+    return (x->order > y->order) - (x->order < y->order);
+}
+
+/* The program's ranges (phases.ranges) as PyTorch's external_annotations -
+ * what torch.profiler.record_function ranges become in its snapshot under
+ * _record_memory_history(global_record_annotations=True), drawn by
+ * memory_viz beside the timeline: [{stage: START|END, name, device,
+ * time_us}] by time, name the range's path; a range still open at the dump
+ * has no END, a mark (nvtxMarkA) both at once.  Ranges belong to threads,
+ * not devices, so each is listed once per device.  -1 on OOM. */
+static int annotations(struct pk *p, const struct snapshot *s, int32_t ndev)
+{
+    const struct snap_phases *ph = &s->phases;
+    if (!ph->present || ph->nspans == 0)
+        return 0;
+    struct mark *m = malloc(2 * ph->nspans * sizeof *m);
+    if (m == NULL)
+        return -1;
+    size_t n = 0;
+    for (size_t i = 0; i < ph->nspans; i++) {
+        const struct snap_span *sp = &ph->spans[i];
+        m[n] = (struct mark){sp->start_ns, sp->phase, n, false};
+        n++;
+        if (sp->end_ns != SNAP_UNKNOWN_I64) {
+            m[n] = (struct mark){sp->end_ns, sp->phase, n, true};
+            n++;
+        }
+    }
+    qsort(m, n, sizeof *m, mark_order);
+    key(p, "external_annotations");
+    op(p, ']');
+    if (n > 0 && ndev > 0)
+        op(p, '(');
+    for (int32_t d = 0; d < ndev; d++)
+        for (size_t i = 0; i < n; i++) {
+            op(p, '}');
+            op(p, '(');
+            key(p, "stage");
+            pstr(p, m[i].end ? "END" : "START");
+            key(p, "name");
+            pstr(p, snapshot_phase_path(s, m[i].phase));
+            key(p, "device");
+            pint(p, d);
+            key(p, "time_us");
+            pint(p, m[i].t_ns / 1000);
+            op(p, 'u');
+        }
+    if (n > 0 && ndev > 0)
+        op(p, 'e');
+    free(m);
+    return 0;
+}
+
 static int32_t max_ordinal(const struct snapshot *s)
 {
     int32_t m = -1;
@@ -488,6 +555,11 @@ int export_memviz(FILE *f, struct snapshot *s, struct cli_error *err)
     }
     if (any)
         op(&p, 'e');
+    if (annotations(&p, s, ndev) != 0) {
+        free(a);
+        free(p.memoised);
+        return errors_set(err, CLI_ENOMEM, "cannot export '%s': out of memory", s->file);
+    }
     op(&p, 'u');
     op(&p, '.'); /* STOP */
     free(a);

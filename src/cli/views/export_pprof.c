@@ -9,6 +9,13 @@
  *   alloc_objects     allocations it made over the event log
  * over every device (pinned host memory is left out, as in `flamegraph`).
  * A thinned log makes the alloc_* values lower bounds; a comment says so.
+ * Where the program opened ranges (NVTX, PyTorch's phases) and the file
+ * lists each range's call sites (by_phase[].sites), a sample is one per
+ * (stack, range) instead, with a string label "range" = the range's path
+ * ("(outside every range)" for none): pprof's -tagfocus/-tagshow/-tags
+ * select and split by it; the values then come from those sites (the
+ * alloc_* ones from the tracker's counters, exact in a thinned log too),
+ * and a stack's samples add up to what its one sample would hold.
  * Locations: one per frame (one line, its function), leaf first in each
  * sample, the CUDA entry point as the leaf.  A Python frame's function is
  * its function name in its file, the line on the location's line, as pprof
@@ -30,6 +37,7 @@
 #include "export.h"
 #include "hmap.h"
 #include "profile.pb-c.h"
+#include "snapshot_phases.h"
 
 typedef Perftools__Profiles__Profile Profile;
 typedef Perftools__Profiles__Sample Sample;
@@ -38,6 +46,7 @@ typedef Perftools__Profiles__Line Line;
 typedef Perftools__Profiles__Function Function;
 typedef Perftools__Profiles__ValueType ValueType;
 typedef Perftools__Profiles__Mapping Mapping;
+typedef Perftools__Profiles__Label Label;
 
 #define NVALUES 4
 
@@ -141,6 +150,88 @@ static int gzip_write(FILE *f, const uint8_t *buf, size_t n)
     return rc == Z_STREAM_END ? 0 : -1;
 }
 
+/* Whether every device's by_phase lists its sites (each call site's share
+ * of each range), and some device has ranges: samples are then one per
+ * (stack, range), labelled with the range. */
+static bool by_range(const struct snapshot *s)
+{
+    bool any = false;
+    for (size_t d = 0; d < s->ndevices; d++) {
+        const struct snap_phase_rows *r = &s->devices[d].by_phase;
+        if (r->present && !r->has_sites && r->n > 0)
+            return false;
+        any |= r->present && r->n > 0;
+    }
+    return any;
+}
+
+/* The samples: one per stack (range -1), or per (stack, range). */
+struct rows {
+    struct arena arena;
+    struct hmap map;
+    uint32_t *stack;
+    int64_t *range;
+    int64_t *vals; /* NVALUES each */
+    size_t n, cap;
+};
+
+/* The row of (stack, range), added when new; SIZE_MAX on OOM. */
+static size_t row_of(struct rows *r, uint32_t stack, int64_t range)
+{
+    unsigned char k[12];
+    memcpy(k, &stack, 4);
+    memcpy(k + 4, &range, 8);
+    uint32_t idx;
+    if (hmap_get_or_add(&r->map, k, sizeof k, (uint32_t)r->n, &idx, NULL))
+        return SIZE_MAX;
+    if (idx == r->n) {
+        size_t cap = r->cap;
+        if (snapshot_vec_reserve((void **)&r->stack, &r->cap, sizeof *r->stack, r->n + 1))
+            return SIZE_MAX;
+        if (r->cap != cap) {
+            int64_t *rg = realloc(r->range, r->cap * sizeof *rg);
+            if (rg == NULL)
+                return SIZE_MAX;
+            r->range = rg;
+            int64_t *v = realloc(r->vals, r->cap * NVALUES * sizeof *v);
+            if (v == NULL)
+                return SIZE_MAX;
+            r->vals = v;
+        }
+        r->stack[r->n] = stack;
+        r->range[r->n] = range;
+        memset(&r->vals[r->n * NVALUES], 0, NVALUES * sizeof *r->vals);
+        r->n++;
+    }
+    return idx;
+}
+
+/* Per (stack, range) from every device's by_phase sites: the bytes held at
+ * the peak and now, and the site's own allocation counters over the run
+ * (exact even where the event log was thinned).  Stacks out of --focus
+ * are left out, as their groups are. -1 on OOM. */
+static int rows_by_range(struct rows *r, const struct snapshot *s)
+{
+    for (size_t d = 0; d < s->ndevices; d++) {
+        const struct snap_phase_rows *pr = &s->devices[d].by_phase;
+        for (size_t i = 0; i < pr->n; i++)
+            for (size_t k = 0; k < pr->v[i].nsites; k++) {
+                const struct snap_phase_site *st = &pr->sites[pr->v[i].first_site + k];
+                if (st->stack == SNAP_NO_STACK || s->stacks[st->stack].unfocused)
+                    continue;
+                size_t at = row_of(r, st->stack, pr->v[i].phase);
+                if (at == SIZE_MAX)
+                    return -1;
+                int64_t *v = &r->vals[at * NVALUES];
+                v[0] += (int64_t)st->at_peak_bytes;
+                v[1] += (int64_t)st->bytes;
+                v[2] += (int64_t)st->bytes_allocated;
+                v[3] += (int64_t)st->allocs;
+            }
+    }
+    return 0;
+}
+
 static void add_groups(int64_t *vals, const struct snap_groups *g, int col)
 {
     for (size_t i = 0; i < g->n; i++)
@@ -166,14 +257,18 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
     uint32_t *fn_entry_loc = calloc(nf + nst + 1, sizeof *fn_entry_loc);
     Line *ln = calloc(nf + nst + 1, sizeof *ln);
     Line **lnp = calloc(nf + nst + 1, sizeof *lnp);
-    Sample *smp = calloc(nst ? nst : 1, sizeof *smp);
-    Sample **smpp = calloc(nst ? nst : 1, sizeof *smpp);
+    Sample *smp = NULL, **smpp = NULL;
+    Label *lab = NULL, **labp = NULL;
+    bool ranged = by_range(s);
+    struct rows rw = {.stack = NULL};
+    arena_init(&rw.arena);
+    hmap_init(&rw.map, &rw.arena);
     uint64_t *ids = NULL;
     uint32_t *entry_loc = calloc(nst ? nst : 1, sizeof *entry_loc);
     uint8_t *buf = NULL;
     int rc = CLI_ENOMEM;
-    if (!vals || !loc || !locp || !ft.v || !ft.p || !fn_entry_loc || !ln || !lnp || !smp ||
-        !smpp || !entry_loc || str(&t, "") != 0)
+    if (!vals || !loc || !locp || !ft.v || !ft.p || !fn_entry_loc || !ln || !lnp ||
+        !entry_loc || str(&t, "") != 0)
         goto out;
     for (size_t d = 0; d < s->ndevices; d++) {
         add_groups(vals, &s->devices[d].at_peak, 0);
@@ -233,12 +328,35 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
         entry_loc[i] = fn_entry_loc[fi] - 1;
         total_frames += s->stacks[i].nframes + 1;
     }
-    ids = calloc(total_frames ? total_frames : 1, sizeof *ids);
-    if (ids == NULL)
+    /* The samples' rows: per stack, or per (stack, range). */
+    if (ranged) {
+        if (rows_by_range(&rw, s) != 0)
+            goto out;
+    } else {
+        for (size_t i = 0; i < nst; i++) {
+            size_t at = row_of(&rw, (uint32_t)i, -1);
+            if (at == SIZE_MAX)
+                goto out;
+            memcpy(&rw.vals[at * NVALUES], &vals[i * NVALUES], NVALUES * sizeof *vals);
+        }
+    }
+    size_t id_room = 0;
+    for (size_t i = 0; i < rw.n; i++)
+        id_room += s->stacks[rw.stack[i]].nframes + 1;
+    ids = calloc(id_room ? id_room : 1, sizeof *ids);
+    smp = calloc(rw.n ? rw.n : 1, sizeof *smp);
+    smpp = calloc(rw.n ? rw.n : 1, sizeof *smpp);
+    lab = calloc(rw.n ? rw.n : 1, sizeof *lab);
+    labp = calloc(rw.n ? rw.n : 1, sizeof *labp);
+    int64_t range_key = str(&t, "range");
+    if (ids == NULL || smp == NULL || smpp == NULL || lab == NULL || labp == NULL ||
+        range_key < 0)
         goto out;
+    (void)total_frames;
     size_t nsmp = 0, used = 0;
-    for (size_t i = 0; i < nst; i++) {
-        int64_t *v = &vals[i * NVALUES];
+    for (size_t r = 0; r < rw.n; r++) {
+        size_t i = rw.stack[r];
+        int64_t *v = &rw.vals[r * NVALUES];
         if (v[0] == 0 && v[1] == 0 && v[2] == 0 && v[3] == 0)
             continue;
         const struct snap_stack *st = &s->stacks[i];
@@ -251,6 +369,16 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
         smp[nsmp].location_id = id;
         smp[nsmp].n_value = NVALUES;
         smp[nsmp].value = v;
+        if (rw.range[r] >= 0) {
+            perftools__profiles__label__init(&lab[nsmp]);
+            lab[nsmp].key = range_key;
+            lab[nsmp].str = str(&t, snapshot_phase_path(s, rw.range[r]));
+            if (lab[nsmp].str < 0)
+                goto out;
+            labp[nsmp] = &lab[nsmp];
+            smp[nsmp].n_label = 1;
+            smp[nsmp].label = &labp[nsmp];
+        }
         smpp[nsmp] = &smp[nsmp];
         nsmp++;
         used += st->nframes + 1;
@@ -276,7 +404,7 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
     size_t ncomments = 0;
     if ((comments[ncomments++] = str(&t, note)) < 0)
         goto out;
-    if (s->events.thinned != 0 || s->events.stride > 1) {
+    if (!ranged && (s->events.thinned != 0 || s->events.stride > 1)) {
         snprintf(note, sizeof note, "the event log was thinned (%zu of %" PRIu64 " events "
                  "kept): alloc_space and alloc_objects are lower bounds", s->events.n,
                  s->events.recorded);
@@ -331,6 +459,13 @@ done:
     free(entry_loc);
     free(smpp);
     free(smp);
+    free(labp);
+    free(lab);
+    free(rw.stack);
+    free(rw.range);
+    free(rw.vals);
+    hmap_free(&rw.map);
+    arena_free(&rw.arena);
     free(lnp);
     free(ln);
     hmap_free(&ft.map);

@@ -6,7 +6,10 @@
  * leaf; the weight is the group's bytes.  Profiles, each only when it has
  * bytes: per device "at peak" (at_peak, sums to peak_bytes), "live at dump"
  * and, for the failing device of a post-mortem, "at the OOM"; the same for
- * pinned host memory (no OOM).
+ * pinned host memory (no OOM).  Where the program opened ranges (NVTX,
+ * PyTorch's phases: by_phase), "at peak, by range" too: each range a frame
+ * (after the context's, the source as its file), nested by its path, above
+ * the call sites that held its bytes at the peak.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -15,6 +18,7 @@
 #include "cli.h"
 #include "export.h"
 #include "json_out.h"
+#include "snapshot_phases.h"
 
 struct entries {
     const char **v;
@@ -49,7 +53,7 @@ static int profile(struct json_out *w, const struct snapshot *s, struct entries 
     uint64_t total = groups_sum(g);
     if (total == 0)
         return 0;
-    size_t nframes = s->ctx->nframes;
+    size_t nframes = s->ctx->nframes + s->phases.n; /* entries come after both */
     json_out_begin_object(w);
     json_out_key(w, "type");
     json_out_string(w, "sampled");
@@ -88,6 +92,109 @@ static int profile(struct json_out *w, const struct snapshot *s, struct entries 
     return 0;
 }
 
+/* Frame indexes of phase id's path, root first, into chain (at most
+ * RANGE_DEPTH); the number written. */
+#define RANGE_DEPTH 64
+static size_t range_chain(const struct snapshot *s, int64_t id, size_t *chain)
+{
+    size_t n = 0, rev[RANGE_DEPTH];
+    for (const struct snap_phase *ph = snapshot_phase(s, id); ph != NULL && n < RANGE_DEPTH;
+         ph = snapshot_phase(s, ph->parent))
+        rev[n++] = s->ctx->nframes + (size_t)(ph - s->phases.v);
+    for (size_t i = 0; i < n; i++)
+        chain[i] = rev[n - 1 - i];
+    return n;
+}
+
+static void sample_open(struct json_out *w, const size_t *chain, size_t n)
+{
+    json_out_begin_array(w);
+    for (size_t i = 0; i < n; i++)
+        json_out_u64(w, chain[i]);
+}
+
+/* The peak by range: each range of rows (by_phase) as frames above the call
+ * sites that held its bytes at the peak (top_at_peak), and the rest of the
+ * range's bytes under "(other call sites)"; weights sum to peak_bytes, as
+ * the range table's at_peak_bytes do. */
+static int profile_by_range(struct json_out *w, const struct snapshot *s, struct entries *e,
+                            const char *name, const struct snap_phase_rows *rows)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < rows->n; i++)
+        total += rows->v[i].at_peak_bytes;
+    if (!rows->present || total == 0)
+        return 0;
+    size_t base = s->ctx->nframes + s->phases.n, chain[RANGE_DEPTH + 1];
+    size_t outside, other;
+    if (entry_index(e, "(outside every range)", &outside) != 0 ||
+        entry_index(e, "(other call sites)", &other) != 0)
+        return -1;
+    json_out_begin_object(w);
+    json_out_key(w, "type");
+    json_out_string(w, "sampled");
+    json_out_key(w, "name");
+    json_out_string(w, name);
+    json_out_key(w, "unit");
+    json_out_string(w, "bytes");
+    json_out_key(w, "startValue");
+    json_out_u64(w, 0);
+    json_out_key(w, "endValue");
+    json_out_u64(w, total);
+    json_out_key(w, "samples");
+    json_out_begin_array(w);
+    for (size_t i = 0; i < rows->n; i++) {
+        const struct snap_phase_row *r = &rows->v[i];
+        if (r->at_peak_bytes == 0)
+            continue;
+        size_t n = range_chain(s, r->phase, chain);
+        if (n == 0)
+            chain[n++] = base + outside;
+        uint64_t listed = 0;
+        for (size_t k = 0; k < r->ntop; k++) {
+            const struct snap_group *g = &r->top[k];
+            if (g->bytes == 0 || listed + g->bytes > r->at_peak_bytes)
+                continue;
+            listed += g->bytes;
+            const struct snap_stack *st = g->stack != SNAP_NO_STACK ? &s->stacks[g->stack] : NULL;
+            size_t leaf;
+            if (entry_index(e, st ? st->entry : "[no stack]", &leaf) != 0)
+                return -1;
+            sample_open(w, chain, n);
+            for (uint32_t j = st ? st->nframes : 0; j > 0; j--)
+                json_out_u64(w, st->frames[j - 1]);
+            json_out_u64(w, base + leaf);
+            json_out_end_array(w);
+        }
+        if (listed < r->at_peak_bytes) {
+            sample_open(w, chain, n);
+            json_out_u64(w, base + other);
+            json_out_end_array(w);
+        }
+    }
+    json_out_end_array(w);
+    json_out_key(w, "weights");
+    json_out_begin_array(w);
+    for (size_t i = 0; i < rows->n; i++) {
+        const struct snap_phase_row *r = &rows->v[i];
+        if (r->at_peak_bytes == 0)
+            continue;
+        uint64_t listed = 0;
+        for (size_t k = 0; k < r->ntop; k++) {
+            const struct snap_group *g = &r->top[k];
+            if (g->bytes == 0 || listed + g->bytes > r->at_peak_bytes)
+                continue;
+            listed += g->bytes;
+            json_out_u64(w, g->bytes);
+        }
+        if (listed < r->at_peak_bytes)
+            json_out_u64(w, r->at_peak_bytes - listed);
+    }
+    json_out_end_array(w);
+    json_out_end_object(w);
+    return 0;
+}
+
 int export_speedscope(FILE *f, struct snapshot *s)
 {
     struct entries e = {NULL, 0, 0};
@@ -113,6 +220,8 @@ int export_speedscope(FILE *f, struct snapshot *s)
         const struct snap_device *dv = &s->devices[d];
         snprintf(name, sizeof name, "device %" PRId64 " at peak", dv->ordinal);
         rc |= profile(&w, s, &e, name, &dv->at_peak);
+        snprintf(name, sizeof name, "device %" PRId64 " at peak, by range", dv->ordinal);
+        rc |= profile_by_range(&w, s, &e, name, &dv->by_phase);
         snprintf(name, sizeof name, "device %" PRId64 " live at dump", dv->ordinal);
         rc |= profile(&w, s, &e, name, &dv->live);
         if (snapshot_is_oom(s) && s->oom.device == dv->ordinal) {
@@ -122,6 +231,7 @@ int export_speedscope(FILE *f, struct snapshot *s)
     }
     if (rc == 0 && s->host.present) {
         rc |= profile(&w, s, &e, "host pinned at peak", &s->host.at_peak);
+        rc |= profile_by_range(&w, s, &e, "host pinned at peak, by range", &s->host.by_phase);
         rc |= profile(&w, s, &e, "host pinned live at dump", &s->host.live);
     }
     json_out_end_array(&w);
@@ -138,6 +248,14 @@ int export_speedscope(FILE *f, struct snapshot *s)
             json_out_key(&w, "file");
             json_out_string(&w, fr->module);
         }
+        json_out_end_object(&w);
+    }
+    for (size_t i = 0; i < s->phases.n; i++) {
+        json_out_begin_object(&w);
+        json_out_key(&w, "name");
+        json_out_string(&w, s->phases.v[i].name);
+        json_out_key(&w, "file");
+        json_out_string(&w, s->phases.v[i].source);
         json_out_end_object(&w);
     }
     for (size_t i = 0; i < e.n; i++) {

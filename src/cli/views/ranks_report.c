@@ -20,11 +20,20 @@ static int by_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The table gains a "peak in" column (the range the rank's peak was
+ * reached in) when any rank's chosen file has one. */
 static void print_table(FILE *f, const struct ranks *r)
 {
+    bool ranges = false;
+    for (size_t i = 0; i < r->nrows; i++)
+        ranges |= r->files[r->rows[i].chosen].peak_range != NULL;
     struct out_table t;
-    out_table_init(&t, "rlrrrrl", 2);
-    out_table_row(&t, "rank", "host:local", "peak", "at", "at end", "OOMs", "written");
+    out_table_init(&t, ranges ? "rlrrlrrl" : "rlrrrrl", 2);
+    if (ranges)
+        out_table_row(&t, "rank", "host:local", "peak", "at", "peak in", "at end", "OOMs",
+                      "written");
+    else
+        out_table_row(&t, "rank", "host:local", "peak", "at", "at end", "OOMs", "written");
     for (size_t i = 0; i < r->nrows; i++) {
         const struct rank_row *row = &r->rows[i];
         const struct rank_file *fl = &r->files[row->chosen];
@@ -39,11 +48,17 @@ static void print_table(FILE *f, const struct ranks *r)
         else
             snprintf(host, sizeof host, "%s", h);
         snprintf(ooms, sizeof ooms, "%" PRIu64, row->ooms);
-        out_table_row(&t, rank, host, fl->peak_device == SNAP_UNKNOWN_I64 ? "-" :
-                      out_bytes(fl->peak, pk),
-                      fl->peak_device == SNAP_UNKNOWN_I64 ? "-" :
-                      out_duration(fl->peak_time_ns, at),
-                      out_bytes(fl->end_bytes, end), ooms, row->reasons);
+        const char *peak = fl->peak_device == SNAP_UNKNOWN_I64 ? "-" : out_bytes(fl->peak, pk);
+        const char *when = fl->peak_device == SNAP_UNKNOWN_I64
+                               ? "-" : out_duration(fl->peak_time_ns, at);
+        char in[64];
+        if (ranges)
+            out_table_row(&t, rank, host, peak, when,
+                          fl->peak_range ? out_fit(fl->peak_range, 32, in, sizeof in) : "-",
+                          out_bytes(fl->end_bytes, end), ooms, row->reasons);
+        else
+            out_table_row(&t, rank, host, peak, when, out_bytes(fl->end_bytes, end), ooms,
+                          row->reasons);
     }
     out_table_print(&t, f);
 }

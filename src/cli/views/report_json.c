@@ -7,6 +7,7 @@
  * (granularity waste, advice) are included so scripts need not recompute.
  */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "advice.h"
@@ -15,6 +16,8 @@
 #include "json_out.h"
 #include "report.h"
 #include "report_allocator.h"
+#include "report_phases.h"
+#include "snapshot_phases.h"
 #include "sites.h"
 
 static void stats(struct json_out *w, const struct snap_kind_stats *k)
@@ -119,6 +122,76 @@ static void roles(struct json_out *w, const struct snap_allocator *a)
     json_out_end_object(w);
 }
 
+/* The "Ranges at peak" table of `report --by range`, its rows in its
+ * order: null without phases, else [{range, source, at_peak_bytes,
+ * at_peak_count, bytes, count, allocs, bytes_allocated, top_at_peak}],
+ * the first `top` (0: all), and *rest what the table's "(N more ranges)"
+ * row sums. */
+static int by_range(struct json_out *w, struct snapshot *s, const struct snap_phase_rows *rows,
+                    unsigned top)
+{
+    json_out_key(w, "by_range");
+    if (!rows->present) {
+        json_out_null(w);
+        json_out_key(w, "by_range_rest");
+        json_out_null(w);
+        return 0;
+    }
+    const struct snap_phase_row **v = report_phases_sorted(rows);
+    if (v == NULL)
+        return -1;
+    size_t shown = top == 0 || rows->n < top ? rows->n : top;
+    json_out_begin_array(w);
+    for (size_t i = 0; i < shown; i++) {
+        const struct snap_phase_row *r = v[i];
+        const struct snap_phase *ph = snapshot_phase(s, r->phase);
+        json_out_begin_object(w);
+        json_out_key(w, "range"); json_out_string(w, snapshot_phase_path(s, r->phase));
+        json_out_key(w, "source"); json_out_string(w, ph ? ph->source : NULL);
+        json_out_key(w, "at_peak_bytes"); json_out_u64(w, r->at_peak_bytes);
+        json_out_key(w, "at_peak_count"); json_out_u64(w, r->at_peak_count);
+        json_out_key(w, "bytes"); json_out_u64(w, r->bytes);
+        json_out_key(w, "count"); json_out_u64(w, r->count);
+        json_out_key(w, "allocs"); json_out_u64(w, r->allocs);
+        json_out_key(w, "bytes_allocated"); json_out_u64(w, r->bytes_allocated);
+        json_out_key(w, "top_at_peak");
+        json_out_begin_array(w);
+        for (size_t k = 0; k < r->ntop; k++) {
+            uint32_t id = frames_site(s, r->top[k].stack, BY_STACK);
+            json_out_begin_object(w);
+            json_out_key(w, "site");
+            json_out_string(w, id != FRAMES_NONE ? frames_site_get(s->ctx, BY_STACK, id)->label
+                                                 : NULL);
+            json_out_key(w, "bytes"); json_out_u64(w, r->top[k].bytes);
+            json_out_end_object(w);
+        }
+        json_out_end_array(w);
+        json_out_end_object(w);
+    }
+    json_out_end_array(w);
+    json_out_key(w, "by_range_rest");
+    if (rows->n > shown) {
+        uint64_t peak = 0, peak_count = 0, now = 0, allocs = 0;
+        for (size_t i = shown; i < rows->n; i++) {
+            peak += v[i]->at_peak_bytes;
+            peak_count += v[i]->at_peak_count;
+            now += v[i]->bytes;
+            allocs += v[i]->allocs;
+        }
+        json_out_begin_object(w);
+        json_out_key(w, "ranges"); json_out_u64(w, rows->n - shown);
+        json_out_key(w, "at_peak_bytes"); json_out_u64(w, peak);
+        json_out_key(w, "at_peak_count"); json_out_u64(w, peak_count);
+        json_out_key(w, "bytes"); json_out_u64(w, now);
+        json_out_key(w, "allocs"); json_out_u64(w, allocs);
+        json_out_end_object(w);
+    } else {
+        json_out_null(w);
+    }
+    free(v);
+    return 0;
+}
+
 static int device(struct json_out *w, struct snapshot *s, const struct snap_device *d,
                   unsigned top)
 {
@@ -184,6 +257,8 @@ static int device(struct json_out *w, struct snapshot *s, const struct snap_devi
     json_out_key(w, "roles"); roles(w, &d->allocator);
     json_out_key(w, "at_peak");
     if (sites(w, s, &d->at_peak, top) != 0)
+        return -1;
+    if (by_range(w, s, &d->by_phase, top) != 0)
         return -1;
     json_out_key(w, "live");
     if (sites(w, s, &d->live, top) != 0)
@@ -333,6 +408,8 @@ static int snapshot(struct json_out *w, struct snapshot *s, unsigned top)
         json_out_key(w, "failures"); json_out_u64(w, s->host.stats.failures);
         json_out_key(w, "at_peak");
         if (sites(w, s, &s->host.at_peak, top) != 0)
+            return -1;
+        if (by_range(w, s, &s->host.by_phase, top) != 0)
             return -1;
         json_out_key(w, "live");
         if (sites(w, s, &s->host.live, top) != 0)

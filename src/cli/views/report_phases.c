@@ -23,17 +23,25 @@ static int row_order(const void *a, const void *b)
     return (x->phase > y->phase) - (x->phase < y->phase);
 }
 
+const struct snap_phase_row **report_phases_sorted(const struct snap_phase_rows *rows)
+{
+    const struct snap_phase_row **v = malloc((rows->n ? rows->n : 1) * sizeof *v);
+    if (v == NULL)
+        return NULL;
+    for (size_t i = 0; i < rows->n; i++)
+        v[i] = &rows->v[i];
+    qsort(v, rows->n, sizeof *v, row_order);
+    return v;
+}
+
 int report_phases(FILE *f, struct snapshot *s, const struct snap_phase_rows *rows,
                   uint64_t peak, unsigned top)
 {
     if (!rows->present || rows->n == 0)
         return 0;
-    const struct snap_phase_row **v = malloc(rows->n * sizeof *v);
+    const struct snap_phase_row **v = report_phases_sorted(rows);
     if (v == NULL)
         return -1;
-    for (size_t i = 0; i < rows->n; i++)
-        v[i] = &rows->v[i];
-    qsort(v, rows->n, sizeof *v, row_order);
     char a[OUT_NUM];
     fprintf(f, "  %sRanges at peak (%s)%s\n", out_color(OUT_BOLD), out_bytes(peak, a),
             out_color(OUT_RESET));

@@ -14,6 +14,11 @@
 int report_phases(FILE *f, struct snapshot *s, const struct snap_phase_rows *rows,
                   uint64_t peak, unsigned top);
 
+/* rows->v as the table orders them (largest at the peak first, then
+ * largest now, then by phase id): a malloc'd array the caller frees, NULL
+ * when out of memory. */
+const struct snap_phase_row **report_phases_sorted(const struct snap_phase_rows *rows);
+
 /* One line saying how to see the peak by range, when the file has some. */
 void report_phases_hint(FILE *f, const struct snapshot *s, const struct snap_phase_rows *rows);
 

@@ -79,6 +79,39 @@ void serialise_phases_pool(struct snapshot_json *w, const struct record_view *v,
         a->alloc_bytes += s->alloc_bytes;
         top_add(a, s->stack ? s->stack->id : 0, s->at_peak);
     }
+    /* Each phase's sites, for the row's "sites": a counting sort of the
+     * pool's sites by phase (first[p]..first[p + 1] in by_phase_sites). */
+    uint32_t *first = calloc(n + 1, sizeof *first);
+    uint32_t *sites = malloc((v->nphased ? v->nphased : 1) * sizeof *sites);
+    if (first == NULL || sites == NULL) {
+        free(first);
+        free(sites);
+        free(acc);
+        free(order);
+        return;
+    }
+    for (size_t i = 0; i < v->nphased; i++)
+        if (v->phased[i].pool == pool)
+            first[(v->phased[i].phase < n ? v->phased[i].phase : PHASE_OVERFLOW) + 1]++;
+    for (uint32_t p = 0; p < n; p++)
+        first[p + 1] += first[p];
+    {
+        uint32_t *fill = calloc(n, sizeof *fill);
+        if (fill == NULL) {
+            free(first);
+            free(sites);
+            free(acc);
+            free(order);
+            return;
+        }
+        for (size_t i = 0; i < v->nphased; i++) {
+            if (v->phased[i].pool != pool)
+                continue;
+            uint32_t p = v->phased[i].phase < n ? v->phased[i].phase : PHASE_OVERFLOW;
+            sites[first[p] + fill[p]++] = (uint32_t)i;
+        }
+        free(fill);
+    }
     uint32_t m = 0;
     for (uint32_t p = 0; p < n; p++)
         if (acc[p].allocs != 0 || acc[p].current != 0 || acc[p].at_peak != 0)
@@ -101,9 +134,25 @@ void serialise_phases_pool(struct snapshot_json *w, const struct record_view *v,
             key_u64(w, ",\"bytes\":", a->top_bytes[t]);
             snapshot_json_s(w, "}");
         }
+        snapshot_json_s(w, "],\"sites\":[");
+        bool any = false;
+        for (uint32_t k2 = first[order[k]]; k2 < first[order[k] + 1]; k2++) {
+            const struct record_site_view *st = &v->phased[sites[k2]];
+            if (st->allocs == 0 && st->current == 0 && st->at_peak == 0)
+                continue;
+            key_u64(w, any ? ",[" : "[", st->stack ? st->stack->id : 0);
+            key_u64(w, ",", st->at_peak);
+            key_u64(w, ",", st->current);
+            key_u64(w, ",", st->allocs);
+            key_u64(w, ",", st->alloc_bytes);
+            snapshot_json_s(w, "]");
+            any = true;
+        }
         snapshot_json_s(w, "]}");
     }
     snapshot_json_s(w, "]");
+    free(first);
+    free(sites);
     free(acc);
     free(order);
 }
