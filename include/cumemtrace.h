@@ -21,7 +21,11 @@ extern "C" {
 #define CUMEMTRACE_VERSION_PATCH 0
 
 /* Writes a snapshot now, with reason "api".  `path` names the file, or NULL
- * to name it from CUMEMTRACE_OUTPUT (with ".api.<n>" before ".json").  An
+ * to name it from CUMEMTRACE_OUTPUT (with ".api.<n>" before ".json").  In a
+ * PyTorch process it first has PyTorch's layer report its current figures
+ * (cumemtrace_allocator_refresher below: on this thread when it holds the
+ * GIL or is Python's main thread, e.g. called through ctypes; else waiting
+ * at most 200 ms for the main thread).  An
  * existing file is never overwritten: a free name "<path>.<n>" is used.
  * Returns 0, or -1 after printing why on stderr (unwritable path, tracing
  * disabled).  Thread-safe. */
@@ -163,6 +167,22 @@ int cumemtrace_allocator_oom(int device, const struct cumemtrace_allocator_facts
  * exit is split into what tensors hold (possible leaks) and the allocator's
  * cache.  Same fields and return values as cumemtrace_allocator_oom. */
 int cumemtrace_allocator_state(int device, const struct cumemtrace_allocator_facts *facts);
+
+/* Fresh figures at every dump: a layer living in CPython (cumemtrace's
+ * PyTorch layer) registers `callable`, a Python callable taking no
+ * argument (a PyObject *, ctypes.py_object), which reports the allocator's
+ * current state through cumemtrace_allocator_state.  Before each signal,
+ * periodic (CUMEMTRACE_INTERVAL) and API (cumemtrace_dump) snapshot the
+ * library has it run: on the dumping thread when that thread holds the GIL
+ * or is Python's main thread, else on the main thread through
+ * Py_AddPendingCall, waiting at most 200 ms for it (the snapshot then says
+ * the figures it holds are older: "allocator_refresh" in
+ * docs/snapshot-format.md).  The callable must catch its own exceptions.
+ * Call with the GIL held (ctypes.PyDLL); NULL (ctypes.py_object())
+ * unregisters - do so from Python's atexit, while the interpreter is whole.
+ * The library keeps a reference while registered.  Returns 0, or -1 without
+ * the GIL, without a CPython the library can use, or with tracing disabled. */
+int cumemtrace_allocator_refresher(void *callable);
 
 /* ---- where the caching allocator's memory lies, at its out-of-memory ----
  *

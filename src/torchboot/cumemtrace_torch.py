@@ -277,7 +277,7 @@ def _scan(torch):
     return modules, list(optimizers.values())
 
 
-def roles(torch, device, snapshot_segments, allocated):
+def roles(torch, device, snapshot_segments, allocated, scanned=None):
     """[parameters, buffers, gradients, optimizer state, other] bytes of
     `allocated` (memory_allocated of `device`) and the optimizers' class
     names: each live block (PyTorch's active_allocated blocks) gets the role
@@ -307,7 +307,7 @@ def roles(torch, device, snapshot_segments, allocated):
         size = blocks.pop(ptr, None)
         if size is not None:
             out[role] += size
-    modules, optimizers = _scan(torch)
+    modules, optimizers = scanned if scanned is not None else _scan(torch)
     params = []
     for m in modules:
         params.extend(m._parameters.values())
@@ -358,6 +358,7 @@ def roles(torch, device, snapshot_segments, allocated):
 _phase_push = _phase_pop = None
 _steps = {}          # id(optimizer) -> steps taken
 _step = [0]          # the most steps any optimizer took
+_stepping = [0]      # optimizer.step() calls under way
 _peak_seen = {}      # device -> peak_time_ns the library reported at a step's end
 _peak_step = {}      # device -> the step in which its peak was reached
 _usage_fn = None
@@ -468,9 +469,11 @@ def _start_phases(torch):
             here.root = here.names = None
 
     def step_pre(optimizer, args, kwargs):
+        _stepping[0] += 1
         push(TORCH, b"optimizer step")
 
     def step_post(optimizer, args, kwargs):
+        _stepping[0] -= 1
         pop(TORCH)
         n = _steps[id(optimizer)] = _steps.get(id(optimizer), 0) + 1
         if n > _step[0]:
@@ -549,6 +552,26 @@ def _fit_report(torch):
         fh.write("\n".join(l.replace("\n", " ") for l in lines) + "\n")
 
 
+def _report_state(torch, state, layout=None):
+    """PyTorch's figures now, for every device it used, through
+    cumemtrace_allocator_state; with `layout` (at exit) also its segments
+    and blocks (cumemtrace_allocator_layout)."""
+    if not torch.cuda.is_initialized():
+        return
+    for device in range(torch.cuda.device_count()):
+        if torch.cuda.memory_reserved(device) == 0 and \
+                torch.cuda.max_memory_reserved(device) == 0:
+            continue
+        f = facts(torch, device, -1, -1, -1)
+        if layout is not None and layout[0] is not None:
+            try:
+                segments(torch, device, LAYOUT_STATE, layout[0])
+            except Exception as e:
+                layout[0] = None
+                _warn(f"PyTorch segment layout at exit: {type(e).__name__}: {e}")
+        state(device, ctypes.byref(f))
+
+
 def _at_exit(torch, state, layout):
     """PyTorch's figures at interpreter exit, so that what is live at exit is
     split into tensors (possible leaks) and the allocator's cache, and its
@@ -559,22 +582,75 @@ def _at_exit(torch, state, layout):
     except Exception as e:
         _warn(f"fit report: {type(e).__name__}: {e}")
     try:
-        if not torch.cuda.is_initialized():
-            return
-        for device in range(torch.cuda.device_count()):
-            if torch.cuda.memory_reserved(device) == 0 and \
-                    torch.cuda.max_memory_reserved(device) == 0:
-                continue
-            f = facts(torch, device, -1, -1, -1)
-            if layout[0] is not None:
-                try:
-                    segments(torch, device, LAYOUT_STATE, layout[0])
-                except Exception as e:
-                    layout[0] = None
-                    _warn(f"PyTorch segment layout at exit: {type(e).__name__}: {e}")
-            state(device, ctypes.byref(f))
+        _report_state(torch, state, layout)
     except Exception as e:
         _warn(f"{type(e).__name__}: {e}")
+
+
+# Fresh figures at every dump (signal, CUMEMTRACE_INTERVAL, cumemtrace_dump,
+# the pytest plugin's marks): the library runs the callable registered here
+# just before it writes (cumemtrace_allocator_refresher in
+# include/cumemtrace.h; src/preload/life/torch_layer.c) - on Python's main
+# thread between two bytecodes, or on the thread that asked for the dump.
+# It must never raise nor print on stdout: a failure is said once on stderr
+# and the dump keeps the figures it had.  Unregistered from Python's atexit,
+# while the interpreter is whole (a call queued during its teardown then
+# finds nothing to run).
+_refresh_warned = False
+_refreshing = [False]
+
+
+def _importing(frame):
+    """True when `frame` or a caller runs inside importlib: the refresh may
+    interrupt the main thread anywhere, and PyTorch's first memory snapshot
+    imports torch._inductor, which inside an import of torch._dynamo (the
+    first optimizer's construction) broke the host's import."""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if "importlib" in name and "_bootstrap" in name:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _register_refresh(torch, state):
+    try:
+        reg = ctypes.PyDLL(None).cumemtrace_allocator_refresher  # keeps the GIL
+    except (AttributeError, OSError):
+        return  # an older library: its dumps carry the exit's figures
+    reg.restype = ctypes.c_int
+    reg.argtypes = [ctypes.py_object]
+
+    def refresh():
+        """True when it read PyTorch's figures, False for "not now"."""
+        global _refresh_warned
+        if _refreshing[0]:
+            return True  # asked again while it reads: that reading reports
+        if _importing(sys._getframe(1)):
+            return False  # the library asks again in 10 ms
+        _refreshing[0] = True
+        try:
+            _report_state(torch, state)
+        except Exception as e:
+            if not _refresh_warned:
+                _refresh_warned = True
+                sys.stderr.write(f"cumemtrace: warning: PyTorch's figures could not be "
+                                 f"read for a snapshot ({type(e).__name__}: {e}); it holds "
+                                 f"the last ones read\n")
+        finally:
+            _refreshing[0] = False
+        return True
+
+    if reg(refresh) != 0:
+        return
+
+    def unregister():
+        try:
+            reg(ctypes.py_object())
+        except Exception:
+            pass
+    import atexit
+    atexit.register(unregister)
 
 
 def facts(torch, device, alloc, device_total, device_free):
@@ -628,8 +704,10 @@ def facts(torch, device, alloc, device_total, device_free):
     for field in ("parameter_bytes", "buffer_bytes", "gradient_bytes",
                   "optimizer_state_bytes", "other_tensor_bytes"):
         setattr(f, field, -1)
+    scanned = None
     try:
-        r = roles(torch, device, snap, f.allocated_bytes)
+        scanned = _scan(torch)
+        r = roles(torch, device, snap, f.allocated_bytes, scanned)
     except Exception:
         r = None  # never a reason to lose the rest of the facts
     if r is not None:
@@ -637,8 +715,13 @@ def facts(torch, device, alloc, device_total, device_free):
          f.other_tensor_bytes) = r[0]
         f.optimizers = r[1].encode()
     f.step = f.peak_step = -1
-    if _phase_push is not None and _step[0] > 0:
-        # At an OOM the step under way; at exit the steps done.
+    if _phase_push is not None and _step[0] == 0 and scanned is not None and scanned[1]:
+        # An optimizer that has not stepped yet: before the first step (0),
+        # or in it while its first step() runs.
+        f.step = 1 if alloc >= 0 and _stepping[0] else 0
+        f.peak_step = 0
+    elif _phase_push is not None and _step[0] > 0:
+        # At an OOM the step under way; at other moments the steps done.
         f.step = _step[0] + (1 if alloc >= 0 else 0)
         peak_step = _peak_step.get(device, -1)
         if alloc < 0 and _usage_fn is not None:
@@ -718,6 +801,7 @@ def _attach(torch, report):
     if state is not None:
         import atexit
         atexit.register(_at_exit, torch, state, layout)
+        _register_refresh(torch, state)
 
 
 def _cuda_module():

@@ -58,6 +58,15 @@ def test_an_oom_in_a_modules_forward_names_it(scenario):
     assert f"phases_train.py:{line_of('phases_train.py', 'HUGE')}" in text, text
 
 
+def test_an_oom_before_the_first_optimizer_step_says_so(scenario):
+    r = scenario("phases_train.py", "oom0", env=ON)
+    oom = r.only("oom")["oom"]
+    assert path_of(r.only("oom"), oom["phase"]) == "forward/Net/huge"
+    assert oom["allocator"]["step"] == 0  # an optimizer exists, none of its steps ran
+    text = report([f for f in r.files if ".oom." in f.name][0])
+    assert "during: forward of module `huge`, before the first optimizer step" in text, text
+
+
 def test_phases_are_off_by_default(scenario):
     r = scenario("phases_train.py")
     snap = r.only("exit")

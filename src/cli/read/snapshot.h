@@ -135,6 +135,7 @@ struct snap_allocator {
     uint64_t roles[SNAP_ROLES];
     const char *optimizers; /* "AdamW", or NULL */
     int64_t step, peak_step; /* training steps; SNAP_UNKNOWN_I64 unknown */
+    int64_t reported_ns; /* when the allocator reported them; SNAP_UNKNOWN_I64 */
     const char *config; /* "key:value,..." as written back, or NULL */
     bool has_top;       /* top_tensors was not null: the allocator's history is on */
     size_t ntop;
@@ -377,6 +378,14 @@ struct snap_events {
 struct snapctx;
 struct symbolizer;
 
+/* allocator_refresh: the dump asked the allocator's layer for fresh
+ * figures (docs/snapshot-format.md). */
+struct snap_refresh {
+    bool present;
+    int answered, direct; /* -1 unknown */
+    int64_t asked_ns, waited_ns, wait_ms; /* SNAP_UNKNOWN_I64 unknown */
+};
+
 struct snapshot {
     struct snapctx *ctx;
     const char *file;       /* the path given on the command line */
@@ -388,6 +397,7 @@ struct snapshot {
     const char *signal;     /* reason "signal": "SIGTERM"...; NULL otherwise */
     int64_t sequence;
     struct snap_process process;
+    struct snap_refresh refresh;
     struct snap_config config;
     struct snap_device *devices; /* ascending ordinal */
     size_t ndevices, devices_cap;

@@ -175,6 +175,7 @@ static const struct field allocator_fields[] = {
     FIELD(snap_allocator, peak_allocated_bytes, F_U64N),
     FIELD(snap_allocator, step, F_I64N),
     FIELD(snap_allocator, peak_step, F_I64N),
+    FIELD(snap_allocator, reported_ns, F_I64N),
     FIELD_FN("largest_free_block_bytes", rd_largest_free),
     FIELD_FN("config", rd_config),
     FIELD_FN("top_tensors", rd_top_tensors),
@@ -191,7 +192,7 @@ static int read_allocator(struct reader *r, struct snap_allocator *a)
                         &a->device_free_bytes, &a->peak_allocated_bytes};
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
         *nums[i] = SNAP_UNKNOWN;
-    a->step = a->peak_step = SNAP_UNKNOWN_I64;
+    a->step = a->peak_step = a->reported_ns = SNAP_UNKNOWN_I64;
     if (reader_take_null(r))
         return 0;
     a->present = true;

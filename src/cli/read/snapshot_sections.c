@@ -241,6 +241,23 @@ static int rd_process(struct reader *r, void *obj)
     return reader_object(r, &s->process, process_fields, NFIELDS(process_fields));
 }
 
+static const struct field refresh_fields[] = {
+    FIELD(snap_refresh, answered, F_BOOLN),
+    FIELD(snap_refresh, direct, F_BOOLN),
+    FIELD(snap_refresh, asked_ns, F_I64N),
+    FIELD(snap_refresh, waited_ns, F_I64N),
+    FIELD(snap_refresh, wait_ms, F_I64N),
+};
+
+static int rd_refresh(struct reader *r, void *obj)
+{
+    struct snapshot *s = obj;
+    if (reader_take_null(r))
+        return 0;
+    s->refresh.present = true;
+    return reader_object(r, &s->refresh, refresh_fields, NFIELDS(refresh_fields));
+}
+
 static const struct field limit_fields[] = {
     FIELD(snap_limit, device, F_I64),
     FIELD(snap_limit, bytes, F_U64),
@@ -703,6 +720,7 @@ static const struct field top_fields[] = {
     FIELD(snapshot, signal, F_STRN),
     FIELD(snapshot, sequence, F_I64N),
     FIELD_FN("process", rd_process),
+    FIELD_FN("allocator_refresh", rd_refresh),
     FIELD_FN("config", rd_config),
     FIELD_FN("devices", rd_devices),
     FIELD_FN("host_pinned", rd_host),
@@ -731,6 +749,8 @@ void snapshot_sections_init(struct snapshot *s, struct snapctx *ctx, const char 
     s->process.pid = s->process.ppid = s->process.rank = SNAP_UNKNOWN_I64;
     s->process.local_rank = s->process.world_size = SNAP_UNKNOWN_I64;
     s->process.start_wall_ns = s->process.dump_time_ns = SNAP_UNKNOWN_I64;
+    s->refresh.answered = s->refresh.direct = -1;
+    s->refresh.asked_ns = s->refresh.waited_ns = s->refresh.wait_ms = SNAP_UNKNOWN_I64;
     s->config.depth = s->config.event_cap = s->config.temporary_ms = SNAP_UNKNOWN;
     s->config.python = s->config.native = -1;
     kind_stats_init(&s->host.stats);

@@ -246,7 +246,46 @@ const char *report_allocator_when(const struct snapshot *s, int64_t phase, int64
     }
     if (step != SNAP_UNKNOWN_I64 && step > 0)
         snprintf(buf, n, "%s%sstep %" PRId64, what, what[0] ? ", " : "", step);
+    else if (step == 0)
+        snprintf(buf, n, "%s%sbefore the first optimizer step", what, what[0] ? ", " : "");
     else
         snprintf(buf, n, "%s", what);
+    return buf;
+}
+
+const char *report_allocator_age(const struct snapshot *s, const struct snap_allocator *a,
+                                 char *buf, size_t n)
+{
+    buf[0] = '\0';
+    const struct snap_refresh *r = &s->refresh;
+    int64_t dump = s->process.dump_time_ns;
+    bool dated = a->present && a->reported_ns != SNAP_UNKNOWN_I64 && dump != SNAP_UNKNOWN_I64;
+    char age[OUT_NUM], waited[OUT_NUM];
+    if (dated)
+        out_duration(dump > a->reported_ns ? dump - a->reported_ns : 0, age);
+    if (r->present && r->answered == 0 && r->direct == 1) {
+        if (dated)
+            snprintf(buf, n, "PyTorch's figures here are %s older than this snapshot: the dump "
+                     "was asked for inside an import, where the PyTorch layer does not read "
+                     "them.", age);
+        else
+            snprintf(buf, n, "PyTorch's figures are missing: the dump was asked for inside an "
+                     "import, where the PyTorch layer does not read them.");
+    } else if (r->present && r->answered == 0) {
+        out_duration(r->waited_ns != SNAP_UNKNOWN_I64 ? r->waited_ns
+                     : r->wait_ms != SNAP_UNKNOWN_I64 ? r->wait_ms * 1000000 : 0, waited);
+        const char *why = "(Python's main thread runs it between two bytecodes: a long call "
+                          "that keeps the GIL, or a main thread that does not return to "
+                          "Python, delays it)";
+        if (dated)
+            snprintf(buf, n, "PyTorch's figures here are %s older than this snapshot: the "
+                     "PyTorch layer did not answer within %s %s.", age, waited, why);
+        else
+            snprintf(buf, n, "PyTorch's figures are missing: the PyTorch layer did not "
+                     "answer within %s %s.", waited, why);
+    } else if (dated && dump - a->reported_ns >= 1000000000) {
+        snprintf(buf, n, "PyTorch's figures here are %s older than this snapshot (read when "
+                 "PyTorch's layer last reported them).", age);
+    }
     return buf;
 }

@@ -44,11 +44,19 @@ const char *report_allocator_roles_text(const struct snap_allocator *a, char *bu
 void report_allocator_roles(FILE *f, const struct snap_allocator *a, const char *first,
                             const char *rest);
 
+/* How old the allocator's figures `a` of snapshot s are, as one sentence
+ * into buf, when that matters: the dump asked PyTorch's layer for fresh
+ * figures and it did not answer in time (allocator_refresh), or the
+ * figures were read 1 s or more before the dump (a stream's checkpoint, a
+ * device's state in a post-mortem); "" otherwise.  Returns buf. */
+const char *report_allocator_age(const struct snapshot *s, const struct snap_allocator *a,
+                                 char *buf, size_t n);
+
 /* When something happened, in the program's terms, from its phase (an id
  * of the file's phases) and PyTorch's training step (SNAP_UNKNOWN_I64 when
  * unknown): "backward of module `layers.2`, step 3" for PyTorch's phases
  * (source "torch"), "range `validation/step 1200`" for others; "" when
- * neither is known.  Text shown as snapshot_display shows it.  Returns buf. */
+ * neither is known.  Step 0 reads "before the first optimizer step".  Text shown as snapshot_display shows it.  Returns buf. */
 const char *report_allocator_when(const struct snapshot *s, int64_t phase, int64_t step,
                                   char *buf, size_t n);
 

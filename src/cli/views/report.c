@@ -570,6 +570,9 @@ static int print_device(FILE *f, struct snapshot *s, const struct snap_device *d
     if (report_allocator_when(s, d->peak_phase, report_allocator_peak_step(s, d), when,
                               sizeof when)[0])
         para(f, 2, "the peak was reached during %s", when);
+    char age[768];
+    if (report_allocator_age(s, &d->allocator, age, sizeof age)[0])
+        out_wrap(f, "  ", "  ", age);
     print_tensor_peak(f, s, d);
     report_allocator_roles(f, &d->allocator, "  roles: ", "         ");
     if (d->total_bytes != SNAP_UNKNOWN || d->limit_bytes != SNAP_UNKNOWN) {

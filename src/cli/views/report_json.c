@@ -208,6 +208,9 @@ static int device(struct json_out *w, struct snapshot *s, const struct snap_devi
     json_out_key(w, "peak_during");
     json_out_string(w, report_allocator_when(s, d->peak_phase, report_allocator_peak_step(s, d),
                                              when, sizeof when)[0] ? when : NULL);
+    char age[768];
+    json_out_key(w, "pytorch_figures_age");
+    json_out_string(w, report_allocator_age(s, &d->allocator, age, sizeof age)[0] ? age : NULL);
     json_out_key(w, "by_kind");
     json_out_begin_object(w);
     for (int k = 0; k < DEVICE_KINDS; k++) {

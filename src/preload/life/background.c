@@ -6,7 +6,10 @@
  *   - when a termination-signal handler writes a byte to the pipe
  *     (signals.c): it writes the snapshot and ends the process,
  *   - every CUMEMTRACE_FLUSH_MS: appends to the stream file (stream.c),
- *   - every CUMEMTRACE_INTERVAL: writes a periodic snapshot (periodic.c).
+ *   - when CUMEMTRACE_SIGNAL's handler writes a byte: writes that snapshot,
+ *   - every CUMEMTRACE_INTERVAL: writes a periodic snapshot (periodic.c);
+ *     before these snapshots it asks the PyTorch layer for fresh figures
+ *     (torch_layer.c: a bounded wait, never holding a lock of the tracker).
  * The handler itself only writes to the pipe and waits: everything that
  * takes locks or allocates happens here, on a thread that holds none of the
  * interrupted thread's locks.
@@ -36,6 +39,7 @@
 #include "periodic.h"
 #include "signals.h"
 #include "stream.h"
+#include "torch_layer.h"
 #include "wake.h"
 
 static int stopped;
@@ -75,12 +79,14 @@ static void *run(void *arg)
         }
         if (signals_pending())
             signals_serve(); /* ends the process */
+        signals_serve_dump_request();
         now = clock_now_ns();
         if (now >= flush_at) {
             stream_flush(now);
             flush_at = next_due(now, config.flush_ms);
         }
         if (now >= periodic_at) {
+            torch_layer_refresh(false);
             periodic_dump();
             periodic_at = next_due(now, config.interval_ms);
         }

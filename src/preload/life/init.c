@@ -41,6 +41,7 @@
 #include "signals.h"
 #include "snapshot_write.h"
 #include "stream.h"
+#include "torch_layer.h"
 #include "unwind.h"
 
 static void fast_path_allow(int why)
@@ -130,6 +131,7 @@ static void fork_child(void)
     periodic_atfork_child();
     stream_atfork_child();
     dump_guard_atfork_child();
+    torch_layer_atfork_child();
     hooks_touched = 0;
     hooks_dump_requested = 0;
     __atomic_or_fetch(&hooks_slow, HOOKS_SLOW_UNTOUCHED, __ATOMIC_RELAXED);
@@ -140,7 +142,11 @@ static void fork_child(void)
 static void on_dump_signal(int sig)
 {
     (void)sig;
-    hooks_dump_requested = 1; /* served by the next wrapper, outside locks */
+    /* Our thread writes it, with PyTorch's figures refreshed first; before
+     * it runs, the next wrapper does, outside locks. */
+    if (signals_ask_dump())
+        return;
+    hooks_dump_requested = 1;
     __atomic_or_fetch(&hooks_slow, HOOKS_SLOW_DUMP, __ATOMIC_RELEASE); /* lock-free */
 }
 
@@ -211,6 +217,7 @@ __attribute__((visibility("default"))) int cumemtrace_dump(const char *path)
         return -1;
     }
     hooks_depth++;
+    torch_layer_refresh(false); /* none of our locks held */
     int r = snapshot_write("api", path, NULL, NULL, 0);
     hooks_depth--;
     return r;

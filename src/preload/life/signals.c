@@ -54,6 +54,7 @@
 #include "resolve.h"
 #include "snapshot_write.h"
 #include "stream.h"
+#include "torch_layer.h"
 #include "wake.h"
 
 #define SIGNALS_WAIT_MS 5000
@@ -108,8 +109,11 @@ static void on_term(int sig, siginfo_t *si, void *uc)
         if (__atomic_compare_exchange_n(&pending, &none, sig, false,
                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
             wake_post();
-        if (hooks_depth != 0 || resolve_depth != 0) {
-            /* We may hold a lock the dump needs: let the call finish. */
+        if (hooks_depth != 0 || resolve_depth != 0 || torch_layer_main_thread_answers()) {
+            /* We may hold a lock the dump needs: let the call finish.  Or
+             * this is Python's main thread, which the dump asks for
+             * PyTorch's figures: it answers between two bytecodes and then
+             * waits there for the end (torch_layer.c). */
             errno = saved;
             return;
         }
@@ -119,6 +123,28 @@ static void on_term(int sig, siginfo_t *si, void *uc)
     }
     die(sig);
     errno = saved;
+}
+
+/* CUMEMTRACE_SIGNAL's request, for the background thread. */
+static int dump_asked;
+
+bool signals_ask_dump(void)
+{
+    if (!wake_armed())
+        return false;
+    __atomic_store_n(&dump_asked, 1, __ATOMIC_RELEASE);
+    wake_post();
+    return true;
+}
+
+void signals_serve_dump_request(void)
+{
+    if (!__atomic_load_n(&dump_asked, __ATOMIC_ACQUIRE) ||
+        !__atomic_exchange_n(&dump_asked, 0, __ATOMIC_ACQ_REL))
+        return;
+    char b[24];
+    torch_layer_refresh(false);
+    snapshot_write_signal(signals_name(config.dump_signal, b, sizeof b), NULL, 0);
 }
 
 bool signals_pending(void)
@@ -134,6 +160,7 @@ void signals_serve(void)
      * (signals blocked there) is finished and counted first, within the
      * handler's wait; then this snapshot lists it. */
     dump_guard_wait(SIGNALS_WAIT_MS - 1000);
+    torch_layer_refresh(true);
     oom_at_exit(clock_now_ns());
     stream_finish(snapshot_write_signal(signals_name(sig, b, sizeof b), NULL, 0) == 0);
     __atomic_store_n(&served, 1, __ATOMIC_RELEASE);

@@ -21,6 +21,14 @@ bool signals_pending(void);
  * would have.  Does not return. */
 void signals_serve(void);
 
+/* CUMEMTRACE_SIGNAL's handler (async-signal-safe): hands the dump to the
+ * background thread; false when it does not run (the next wrapper serves
+ * it then, init.c). */
+bool signals_ask_dump(void);
+/* The background thread's side: writes that dump (reason "signal", with
+ * PyTorch's figures refreshed first) when one was asked for. */
+void signals_serve_dump_request(void);
+
 /* "SIGTERM" for SIGTERM; "signal <n>" in buf for others. */
 const char *signals_name(int sig, char *buf, unsigned len);
 

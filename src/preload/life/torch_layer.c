@@ -1,4 +1,5 @@
-/* torch_layer.c - the PyTorch layer under a plain LD_PRELOAD.
+/* torch_layer.c - the library's side of the PyTorch layer: loading it
+ * under a plain LD_PRELOAD (here), and fresh figures before a dump (below).
  *
  * `cumemtrace run` boots src/torchboot through PYTHONPATH.  Without it, at
  * the first allocation of a process running CPython we ask the interpreter
@@ -11,10 +12,18 @@
 #include "python.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "allocator.h"
+#include "clock.h"
+#include "torch_layer.h"
 
 static char layer_code[2048];
 static int layer_armed, layer_tries;
@@ -110,4 +119,297 @@ void python_arm_torch_layer(void)
             return; /* not a path we can quote safely: no layer */
     snprintf(layer_code, sizeof layer_code, layer_fmt, dir);
     py.add_pending(run_layer, NULL);
+}
+
+/* ---- fresh figures before a dump ----
+ *
+ * PyTorch's own view (memory_stats, its allocation history, the roles) can
+ * be read only from Python, with the GIL, outside its allocator's lock: the
+ * layer does it at an OOM (its observer) and at exit (atexit).  For the
+ * dumps in between - a signal, CUMEMTRACE_INTERVAL, cumemtrace_dump, the
+ * pytest plugin's marks - the layer registers a callable that reports the
+ * current figures through cumemtrace_allocator_state, and the dumping
+ * thread has it run first:
+ *   - on the dumping thread, when that thread holds the GIL (a C extension
+ *     calling cumemtrace_dump) or is Python's main thread (ctypes released
+ *     the GIL around the call; PyGILState_Ensure takes it back, as a ctypes
+ *     callback does) - waiting for the main thread there would wait for
+ *     ourselves;
+ *   - else (our background thread, any thread without a Python thread
+ *     state, another Python thread) through Py_AddPendingCall, which needs
+ *     neither the GIL nor a thread state: CPython runs the call on its main
+ *     thread, with the GIL, between two bytecodes.  The dump waits for the
+ *     answer at most TORCH_REFRESH_WAIT_MS (CPython promises no delay: "if
+ *     the main thread is busy executing a system call, func won't be called
+ *     before the system call returns"), then goes ahead with the figures it
+ *     has, and its document says so (allocator_refresh_note; each figure
+ *     carries when it was reported).  One call is queued at a time; a later
+ *     dump waits for the same one.
+ * The host: the layer's callable catches every Exception.  What else comes
+ * out of it is a signal handler's KeyboardInterrupt or SystemExit raised
+ * while it ran on the main thread: the pending call returns -1 with it, so
+ * the host gets it where it would have (between two bytecodes); on the
+ * dumping thread it is handed to the main thread by a pending call.
+ * Finalisation: Py_AddPendingCall on an interpreter being torn down reads
+ * freed state, so the layer unregisters from Python's atexit (the
+ * interpreter is whole then) and a call is queued only under refresh_lock
+ * with the callable registered; unregistering takes the lock.  A call
+ * queued before and run during the teardown finds no callable and returns.
+ * Threads: `refresher` is read and written with the GIL held; the counters
+ * under refresh_lock, which is never held while waiting for the GIL. */
+
+#define HOLD_MS 5000 /* what the termination-signal handler waits, too */
+
+static struct python_layer_api rp; /* set before `registered` is first set */
+static void *refresher;      /* a PyObject * we hold a reference to */
+static int registered;       /* refresher != NULL, for threads without the GIL */
+static pthread_mutex_t refresh_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t refresh_cond;
+static pthread_once_t cond_once = PTHREAD_ONCE_INIT;
+static uint64_t asked, started, answered; /* tickets, under refresh_lock */
+static bool deferred_call;       /* our call said "not now": the waiter asks again */
+static bool queued;              /* our call is in CPython's queue */
+static bool holding;             /* the main thread waits after answering */
+static pid_t main_tid;           /* the thread that ran our call: Python's main */
+static void *held_exc[3];        /* an exception for the main thread, with the GIL */
+
+static bool cond_made;
+
+static void cond_init(void)
+{
+    cond_made = true;
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&refresh_cond, &a);
+    pthread_condattr_destroy(&a);
+}
+
+static pid_t this_tid(void)
+{
+    return (pid_t)syscall(SYS_gettid);
+}
+
+static pid_t python_main_tid(void)
+{
+    pid_t t = __atomic_load_n(&main_tid, __ATOMIC_ACQUIRE);
+    return t != 0 ? t : getpid(); /* until our first call ran: the process's first thread */
+}
+
+static bool refresh_api(void)
+{
+    return rp.call != NULL && rp.exc_matches != NULL && rp.exc_exception != NULL &&
+           rp.err_fetch != NULL && rp.err_restore != NULL && rp.incref != NULL;
+}
+
+/* With the GIL: the exception of the main thread's next bytecode. */
+static int reraise(void *arg)
+{
+    (void)arg;
+    if (held_exc[0] == NULL)
+        return 0;
+    rp.err_restore(held_exc[0], held_exc[1], held_exc[2]);
+    held_exc[0] = held_exc[1] = held_exc[2] = NULL;
+    return -1;
+}
+
+/* Runs the refresher, with the GIL.  Returns 0, or -1 with what it raised
+ * that is no Exception still set, when `to_main` is false; with `to_main`
+ * that goes to the main thread instead.  *deferred: it answered False, "not
+ * now" (the main thread is inside an import, which the layer's reading
+ * could break: PyTorch's first memory snapshot imports torch._inductor). */
+static int call_refresher(bool to_main, bool *deferred)
+{
+    *deferred = false;
+    void *fn = refresher;
+    if (fn == NULL)
+        return 0;
+    rp.incref(fn); /* it may unregister itself */
+    void *r = rp.call(fn, NULL);
+    rp.decref(fn);
+    if (r != NULL) {
+        *deferred = rp.false_obj != NULL && r == rp.false_obj;
+        rp.decref(r);
+        return 0;
+    }
+    void *t = NULL, *v = NULL, *tb = NULL;
+    if (rp.exc_matches(*rp.exc_exception)) {
+        rp.err_fetch(&t, &v, &tb); /* the layer says its own failures */
+        rp.decref(t);
+        rp.decref(v);
+        rp.decref(tb);
+        return 0;
+    }
+    if (!to_main)
+        return -1;
+    rp.err_fetch(&t, &v, &tb);
+    if (held_exc[0] == NULL && rp.add_pending(reraise, NULL) == 0) {
+        held_exc[0] = t;
+        held_exc[1] = v;
+        held_exc[2] = tb;
+    } else {
+        rp.decref(t);
+        rp.decref(v);
+        rp.decref(tb);
+    }
+    return 0;
+}
+
+static struct timespec deadline_in(int64_t ms)
+{
+    struct timespec d;
+    clock_gettime(CLOCK_MONOTONIC, &d);
+    d.tv_sec += ms / 1000;
+    d.tv_nsec += (ms % 1000) * 1000000;
+    if (d.tv_nsec >= 1000000000) {
+        d.tv_sec++;
+        d.tv_nsec -= 1000000000;
+    }
+    return d;
+}
+
+/* Py_AddPendingCall's function: on the main thread, with the GIL. */
+static int pending_refresh(void *arg)
+{
+    (void)arg;
+    __atomic_store_n(&main_tid, this_tid(), __ATOMIC_RELEASE);
+    pthread_mutex_lock(&refresh_lock);
+    queued = false; /* a dump asking from now on queues another call */
+    uint64_t ticket = asked, before = started;
+    started = ticket;
+    pthread_cond_broadcast(&refresh_cond);
+    pthread_mutex_unlock(&refresh_lock);
+    bool later;
+    int rc = call_refresher(false, &later);
+    pthread_mutex_lock(&refresh_lock);
+    if (later) {
+        started = before;
+        deferred_call = true;
+    } else if (answered < ticket) {
+        answered = ticket;
+    }
+    pthread_cond_broadcast(&refresh_cond);
+    struct timespec until = deadline_in(HOLD_MS);
+    while (!later && holding &&
+           pthread_cond_timedwait(&refresh_cond, &refresh_lock, &until) != ETIMEDOUT)
+        ;
+    if (!later)
+        holding = false;
+    pthread_mutex_unlock(&refresh_lock);
+    return rc;
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Under refresh_lock: waits for `ticket`'s answer - TORCH_REFRESH_WAIT_MS
+ * for the main thread to take it up, then TORCH_REFRESH_RUN_MS for the
+ * layer's reading - asking again every 10 ms while it says "not now".
+ * True when answered. */
+static bool wait_answer(uint64_t ticket)
+{
+    int64_t start_by = mono_ns() + (int64_t)TORCH_REFRESH_WAIT_MS * 1000000, run_by = 0;
+    for (;;) {
+        if (answered >= ticket)
+            return true;
+        int64_t now = mono_ns();
+        if (started >= ticket && run_by == 0)
+            run_by = now + (int64_t)TORCH_REFRESH_RUN_MS * 1000000;
+        if (now >= (run_by != 0 ? run_by : start_by))
+            return false;
+        if (deferred_call && !queued && __atomic_load_n(&registered, __ATOMIC_ACQUIRE)) {
+            deferred_call = false;
+            run_by = 0;
+            if (rp.add_pending(pending_refresh, NULL) != 0)
+                return false;
+            queued = true;
+        }
+        int64_t next = now + 10000000, end = run_by != 0 ? run_by : start_by;
+        struct timespec until = deadline_in(((next < end ? next : end) - now) / 1000000 + 1);
+        pthread_cond_timedwait(&refresh_cond, &refresh_lock, &until);
+    }
+}
+
+void torch_layer_refresh(bool hold)
+{
+    if (!__atomic_load_n(&registered, __ATOMIC_ACQUIRE))
+        return;
+    pthread_once(&cond_once, cond_init);
+    struct allocator_refresh r = {.asked = true, .asked_ns = clock_now_ns(),
+                                  .wait_ms = TORCH_REFRESH_WAIT_MS};
+    bool main = this_tid() == python_main_tid();
+    bool later = false;
+    if (python_holds_gil()) {
+        r.direct = true;
+        call_refresher(true, &later);
+        r.answered = !later;
+    } else if (main && rp.gil_ensure != NULL && rp.gil_release != NULL &&
+               rp.this_thread_state() != NULL && rp.is_initialized()) {
+        /* Python's main thread, the GIL released around a call into us:
+         * nobody else can answer for it. */
+        r.direct = true;
+        int g = rp.gil_ensure();
+        call_refresher(true, &later);
+        rp.gil_release(g);
+        r.answered = !later;
+    } else if (!main) {
+        pthread_mutex_lock(&refresh_lock);
+        uint64_t ticket = ++asked;
+        bool ok = __atomic_load_n(&registered, __ATOMIC_ACQUIRE);
+        if (ok && !queued) {
+            ok = rp.add_pending(pending_refresh, NULL) == 0;
+            queued = ok;
+        }
+        if (ok) {
+            holding = hold;
+            r.answered = wait_answer(ticket);
+            if (!r.answered)
+                holding = false; /* a call that runs after the dump must not wait */
+        }
+        pthread_mutex_unlock(&refresh_lock);
+    }
+    r.waited_ns = clock_now_ns() - r.asked_ns;
+    allocator_refresh_note(&r);
+}
+
+void torch_layer_atfork_child(void)
+{
+    /* The forking thread is the child's only one, and Python's main thread
+     * there (os.fork from Python); nothing of ours is queued or waiting. */
+    pthread_mutex_init(&refresh_lock, NULL);
+    if (cond_made)
+        cond_init();
+    __atomic_store_n(&main_tid, 0, __ATOMIC_RELEASE);
+    queued = holding = deferred_call = false;
+    answered = started = asked;
+}
+
+bool torch_layer_main_thread_answers(void)
+{
+    return __atomic_load_n(&registered, __ATOMIC_ACQUIRE) &&
+           this_tid() == python_main_tid();
+}
+
+/* The public entry point (include/cumemtrace.h), with the GIL. */
+__attribute__((visibility("default"))) int cumemtrace_allocator_refresher(void *callable)
+{
+    if (!python_holds_gil())
+        return -1; /* no CPython we use, or called without the GIL (ctypes.CDLL) */
+    if (rp.call == NULL && (!python_layer_api(&rp) || !refresh_api())) {
+        memset(&rp, 0, sizeof rp);
+        return -1;
+    }
+    if (callable != NULL)
+        rp.incref(callable);
+    pthread_mutex_lock(&refresh_lock);
+    void *old = refresher;
+    refresher = callable;
+    __atomic_store_n(&registered, callable != NULL, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&refresh_lock);
+    rp.decref(old);
+    return 0;
 }

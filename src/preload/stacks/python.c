@@ -169,6 +169,12 @@ static enum python_mode find_api(void)
     LOOKUP(run_simple, "PyRun_SimpleString");
     LOOKUP(unicode, "PyUnicode_FromString");
     LOOKUP(get_module, "PyImport_GetModule");
+    LOOKUP(call, "PyObject_CallObject");         /* optional: torch_layer.c's refresh */
+    LOOKUP(exc_matches, "PyErr_ExceptionMatches");
+    LOOKUP(exc_exception, "PyExc_Exception");
+    LOOKUP(false_obj, "_Py_FalseStruct");
+    LOOKUP(gil_ensure, "PyGILState_Ensure");
+    LOOKUP(gil_release, "PyGILState_Release");
     LOOKUP(addr2line, "PyCode_Addr2Line");       /* optional: python_walk.c */
     pyapi.code_type = lookup("PyCode_Type");
     pyapi.unicode_type = lookup("PyUnicode_Type");
@@ -265,6 +271,12 @@ static void *held_thread_state(void)
     if (cur == NULL || (py_minor < 12 && cur != mine))
         return NULL;
     return cur;
+}
+
+bool python_holds_gil(void)
+{
+    return __atomic_load_n(&python_mode, __ATOMIC_ACQUIRE) == PYTHON_ON &&
+           pyapi.is_initialized() && held_thread_state() != NULL;
 }
 
 /* 3.9+: up to `max` frames, innermost first; *more when some are left.
@@ -448,5 +460,16 @@ bool python_layer_api(struct python_layer_api *out)
     out->unicode = (void *(*)(const char *))pyapi.unicode;
     out->get_module = (void *(*)(void *))pyapi.get_module;
     out->decref = (void (*)(void *))pyapi.decref;
+    out->incref = (void (*)(void *))pyapi.incref;
+    out->is_initialized = pyapi.is_initialized;
+    out->call = (void *(*)(void *, void *))pyapi.call;
+    out->exc_matches = (int (*)(void *))pyapi.exc_matches;
+    out->exc_exception = (void **)pyapi.exc_exception;
+    out->false_obj = pyapi.false_obj;
+    out->err_fetch = (void (*)(void **, void **, void **))pyapi.err_fetch;
+    out->err_restore = (void (*)(void *, void *, void *))pyapi.err_restore;
+    out->this_thread_state = pyapi.this_thread_state;
+    out->gil_ensure = pyapi.gil_ensure;
+    out->gil_release = pyapi.gil_release;
     return true;
 }

@@ -48,8 +48,26 @@ struct python_layer_api {
     void *(*unicode)(const char *);              /* PyUnicode_FromString */
     void *(*get_module)(void *);                 /* PyImport_GetModule */
     void (*decref)(void *);                      /* Py_DecRef */
+    /* The refresh of the layer's figures before a dump (torch_layer.c);
+     * call, exc_matches, exc_exception, gil_ensure, gil_release may be NULL
+     * (then there is no refresh). */
+    void (*incref)(void *);                      /* Py_IncRef */
+    int (*is_initialized)(void);                 /* Py_IsInitialized */
+    void *(*call)(void *, void *);               /* PyObject_CallObject */
+    int (*exc_matches)(void *);                  /* PyErr_ExceptionMatches */
+    void **exc_exception;                        /* &PyExc_Exception */
+    void *false_obj;                             /* Py_False (&_Py_FalseStruct) */
+    void (*err_fetch)(void **, void **, void **); /* PyErr_Fetch */
+    void (*err_restore)(void *, void *, void *); /* PyErr_Restore */
+    void *(*this_thread_state)(void);            /* PyGILState_GetThisThreadState */
+    int (*gil_ensure)(void);                     /* PyGILState_Ensure */
+    void (*gil_release)(int);                    /* PyGILState_Release */
 };
 bool python_layer_api(struct python_layer_api *out);
+
+/* True when CPython runs and the calling thread holds its GIL (the test
+ * python_merge uses, see python.c). */
+bool python_holds_gil(void);
 
 /* Once per process, at an allocation (torch_layer.c): when CPython runs and
  * torch is imported, asks it to load the PyTorch layer

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "clock.h"
 #include "cumemtrace.h"
 #include "config.h"
 #include "record.h"
@@ -128,6 +129,7 @@ bool allocator_take(int device, const struct cumemtrace_allocator_facts *in,
     take_roles(in, &f);
     f.step = FIELD_OR_UNKNOWN(in, step);
     f.peak_step = FIELD_OR_UNKNOWN(in, peak_step);
+    f.reported_ns = clock_now_ns();
     *out = f;
     return true;
 }
@@ -161,4 +163,22 @@ bool allocator_latest(int device, struct allocator_facts *out)
         *out = latest[device].f;
     pthread_mutex_unlock(&latest_lock);
     return set;
+}
+
+/* Per thread: a dump's refresh and its document are written by one thread,
+ * and two dumps on two threads must not swap theirs. */
+static _Thread_local struct allocator_refresh refresh_here;
+
+void allocator_refresh_note(const struct allocator_refresh *r)
+{
+    refresh_here = *r;
+}
+
+bool allocator_refresh_take(struct allocator_refresh *out)
+{
+    if (!refresh_here.asked)
+        return false;
+    *out = refresh_here;
+    memset(&refresh_here, 0, sizeof refresh_here);
+    return true;
 }

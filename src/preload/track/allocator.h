@@ -36,6 +36,7 @@ struct allocator_facts {
     int64_t roles[ALLOCATOR_ROLES];
     char optimizers[64]; /* "AdamW, SGD", "" for none */
     int64_t step, peak_step; /* training steps (include/cumemtrace.h), -1 */
+    int64_t reported_ns; /* when the allocator reported them (ns since start) */
     int ntop; /* top[0..ntop); -1: the allocator keeps no history */
     struct allocator_tensor_site top[ALLOCATOR_TOP_TENSORS];
 };
@@ -62,5 +63,23 @@ bool allocator_take(int device, const struct cumemtrace_allocator_facts *in,
 /* The latest state cumemtrace_allocator_state reported for `device`: true
  * and *out filled when there is one. */
 bool allocator_latest(int device, struct allocator_facts *out);
+
+/* What became of the refresh of an allocator's figures asked for before a
+ * dump (life/torch_layer.c), for that dump's document. */
+struct allocator_refresh {
+    bool asked;        /* a layer was there to ask */
+    bool answered;     /* it reported within wait_ms */
+    bool direct;       /* it ran on the dumping thread itself */
+    int64_t asked_ns;  /* when it was asked */
+    int64_t waited_ns; /* how long the dump waited for it */
+    int64_t wait_ms;   /* the bound of that wait */
+};
+
+/* Notes the calling thread's refresh, for its next document. */
+void allocator_refresh_note(const struct allocator_refresh *r);
+
+/* The calling thread's noted refresh, once (later calls: none); false when
+ * none was noted since. */
+bool allocator_refresh_take(struct allocator_refresh *out);
 
 #endif

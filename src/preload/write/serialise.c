@@ -409,6 +409,7 @@ static void write_allocator(struct snapshot_json *w, const struct allocator_fact
         {",\"peak_allocated_bytes\":", f->peak_allocated},
         {",\"step\":", f->step},
         {",\"peak_step\":", f->peak_step},
+        {",\"reported_ns\":", f->reported_ns},
     };
     for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
         snapshot_json_s(w, n[i].key);
@@ -695,6 +696,23 @@ static void write_events(struct snapshot_json *w, const struct record_view *v, s
 
 /* ---- the document ---- */
 
+/* What became of the refresh of the allocator's figures asked for before
+ * this dump (life/torch_layer.c), when one was asked for. */
+static void write_refresh(struct snapshot_json *w)
+{
+    struct allocator_refresh r;
+    if (!allocator_refresh_take(&r))
+        return;
+    snapshot_json_s(w, "\"allocator_refresh\":{\"answered\":");
+    snapshot_json_bool(w, r.answered);
+    snapshot_json_s(w, ",\"direct\":");
+    snapshot_json_bool(w, r.direct);
+    key_i64(w, ",\"asked_ns\":", r.asked_ns);
+    key_i64(w, ",\"waited_ns\":", r.waited_ns);
+    key_i64(w, ",\"wait_ms\":", r.wait_ms);
+    snapshot_json_s(w, "},\n");
+}
+
 /* The sections, in the order docs/snapshot-format.md lists them; a new
  * section is one call here. */
 static void write_document(struct snapshot_json *w, const struct record_view *v,
@@ -711,6 +729,7 @@ static void write_document(struct snapshot_json *w, const struct record_view *v,
         snapshot_json_s(w, doc->signame);
         snapshot_json_s(w, "\",\n");
     }
+    write_refresh(w);
     write_process(w, now);
     write_config(w);
     write_devices(w, v, keys);

@@ -3,7 +3,8 @@ a model whose device peak is reached in the backward of a known module -
 `wide`, a Linear(1024, 16384), whose weight's gradient (64 MiB) and the
 gradient of its input are the largest allocations of the step - trained
 for three AdamW steps.  With "oom", a fourth step's forward fails inside
-the module named `huge` (its forward asks for more than the card)."""
+the module named `huge` (its forward asks for more than the card); with
+"oom0" the first step's forward does, before any optimizer step."""
 import json
 import sys
 
@@ -35,6 +36,13 @@ class Net(torch.nn.Module):
 model = Net().cuda()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 x = torch.randn(256, 1024, device="cuda")
+if sys.argv[1:] == ["oom0"]:
+    model.add_module("huge", Huge())
+    try:
+        model(x)
+    except torch.OutOfMemoryError:
+        print("TORCH " + json.dumps({"oom": True}))
+    sys.exit(0)
 for step in range(3):
     opt.zero_grad(set_to_none=True)
     model(x).square().mean().backward()
