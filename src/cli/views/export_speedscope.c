@@ -47,13 +47,9 @@ static uint64_t groups_sum(const struct snap_groups *g)
     return t;
 }
 
-static int profile(struct json_out *w, const struct snapshot *s, struct entries *e,
-                   const char *name, const struct snap_groups *g)
+/* Opens a sampled profile of `total` bytes, up to its samples array. */
+static void profile_open(struct json_out *w, const char *name, uint64_t total)
 {
-    uint64_t total = groups_sum(g);
-    if (total == 0)
-        return 0;
-    size_t nframes = s->ctx->nframes + s->phases.n; /* entries come after both */
     json_out_begin_object(w);
     json_out_key(w, "type");
     json_out_string(w, "sampled");
@@ -67,20 +63,44 @@ static int profile(struct json_out *w, const struct snapshot *s, struct entries 
     json_out_u64(w, total);
     json_out_key(w, "samples");
     json_out_begin_array(w);
-    for (size_t i = 0; i < g->n; i++) {
-        if (g->v[i].bytes == 0)
-            continue;
-        json_out_begin_array(w);
-        const struct snap_stack *st = g->v[i].stack != SNAP_NO_STACK ? &s->stacks[g->v[i].stack]
-                                                                    : NULL;
-        size_t leaf;
-        if (entry_index(e, st ? st->entry : "[no stack]", &leaf) != 0)
+}
+
+/* Opens a sample with the frames in chain[0..n), root first. */
+static void sample_open(struct json_out *w, const size_t *chain, size_t n)
+{
+    json_out_begin_array(w);
+    for (size_t i = 0; i < n; i++)
+        json_out_u64(w, chain[i]);
+}
+
+/* One sample: the frames in chain[0..n) (root first), then the stack's
+ * frames outermost first, then its entry (an index after `base`). */
+static int stack_sample(struct json_out *w, const struct snapshot *s, struct entries *e,
+                        const size_t *chain, size_t n, uint32_t stack, size_t base)
+{
+    const struct snap_stack *st = stack != SNAP_NO_STACK ? &s->stacks[stack] : NULL;
+    size_t leaf;
+    if (entry_index(e, st ? st->entry : "[no stack]", &leaf) != 0)
+        return -1;
+    sample_open(w, chain, n);
+    for (uint32_t k = st ? st->nframes : 0; k > 0; k--)
+        json_out_u64(w, st->frames[k - 1]);
+    json_out_u64(w, base + leaf);
+    json_out_end_array(w);
+    return 0;
+}
+
+static int profile(struct json_out *w, const struct snapshot *s, struct entries *e,
+                   const char *name, const struct snap_groups *g)
+{
+    uint64_t total = groups_sum(g);
+    if (total == 0)
+        return 0;
+    size_t nframes = s->ctx->nframes + s->phases.n; /* entries come after both */
+    profile_open(w, name, total);
+    for (size_t i = 0; i < g->n; i++)
+        if (g->v[i].bytes != 0 && stack_sample(w, s, e, NULL, 0, g->v[i].stack, nframes) != 0)
             return -1;
-        for (uint32_t k = st ? st->nframes : 0; k > 0; k--)
-            json_out_u64(w, st->frames[k - 1]);
-        json_out_u64(w, nframes + leaf);
-        json_out_end_array(w);
-    }
     json_out_end_array(w);
     json_out_key(w, "weights");
     json_out_begin_array(w);
@@ -106,13 +126,6 @@ static size_t range_chain(const struct snapshot *s, int64_t id, size_t *chain)
     return n;
 }
 
-static void sample_open(struct json_out *w, const size_t *chain, size_t n)
-{
-    json_out_begin_array(w);
-    for (size_t i = 0; i < n; i++)
-        json_out_u64(w, chain[i]);
-}
-
 /* The peak by range: each range of rows (by_phase) as frames above the call
  * sites that held its bytes at the peak (top_at_peak), and the rest of the
  * range's bytes under "(other call sites)"; weights sum to peak_bytes, as
@@ -130,19 +143,7 @@ static int profile_by_range(struct json_out *w, const struct snapshot *s, struct
     if (entry_index(e, "(outside every range)", &outside) != 0 ||
         entry_index(e, "(other call sites)", &other) != 0)
         return -1;
-    json_out_begin_object(w);
-    json_out_key(w, "type");
-    json_out_string(w, "sampled");
-    json_out_key(w, "name");
-    json_out_string(w, name);
-    json_out_key(w, "unit");
-    json_out_string(w, "bytes");
-    json_out_key(w, "startValue");
-    json_out_u64(w, 0);
-    json_out_key(w, "endValue");
-    json_out_u64(w, total);
-    json_out_key(w, "samples");
-    json_out_begin_array(w);
+    profile_open(w, name, total);
     for (size_t i = 0; i < rows->n; i++) {
         const struct snap_phase_row *r = &rows->v[i];
         if (r->at_peak_bytes == 0)
@@ -156,15 +157,8 @@ static int profile_by_range(struct json_out *w, const struct snapshot *s, struct
             if (g->bytes == 0 || listed + g->bytes > r->at_peak_bytes)
                 continue;
             listed += g->bytes;
-            const struct snap_stack *st = g->stack != SNAP_NO_STACK ? &s->stacks[g->stack] : NULL;
-            size_t leaf;
-            if (entry_index(e, st ? st->entry : "[no stack]", &leaf) != 0)
+            if (stack_sample(w, s, e, chain, n, g->stack, base) != 0)
                 return -1;
-            sample_open(w, chain, n);
-            for (uint32_t j = st ? st->nframes : 0; j > 0; j--)
-                json_out_u64(w, st->frames[j - 1]);
-            json_out_u64(w, base + leaf);
-            json_out_end_array(w);
         }
         if (listed < r->at_peak_bytes) {
             sample_open(w, chain, n);
