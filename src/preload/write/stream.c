@@ -280,7 +280,15 @@ void stream_flush(int64_t now)
     uint64_t oom = oom_ledger_activity();
     uint64_t events = record_activity();
     bool moved = events != last_events || oom != last_oom;
-    if (moved && now >= next_checkpoint) {
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    char b[128];
+    int n = snprintf(b, sizeof b, "{\"t_ns\":%" PRId64 ",\"wall_ns\":%lld}", now,
+                     (long long)wall.tv_sec * 1000000000LL + wall.tv_nsec);
+    /* A heartbeat that would pass the bound is not written: a checkpoint,
+     * paced as any, replaces the file instead (and says the process lived) */
+    bool full = size + sizeof(struct record_head) + (size_t)n > config.stream_max;
+    if ((moved || full) && now >= next_checkpoint) {
         int64_t cpu0 = thread_cpu_ns(), rows_ns = 0;
         size_t len = 0;
         struct record_rows ev = events_written;
@@ -330,11 +338,8 @@ void stream_flush(int64_t now)
         last_oom = oom;
         return;
     }
-    struct timespec wall;
-    clock_gettime(CLOCK_REALTIME, &wall);
-    char b[128];
-    int n = snprintf(b, sizeof b, "{\"t_ns\":%" PRId64 ",\"wall_ns\":%lld}", now,
-                     (long long)wall.tv_sec * 1000000000LL + wall.tv_nsec);
+    if (full)
+        return;
     if (append(fd, 'B', b, (size_t)n) != 0)
         fail("cannot append to it");
 }
