@@ -208,7 +208,7 @@ static CUresult init_devices(void)
         uint64_t base = SIM_DEV_BASE + (uint64_t)d * SIM_DEV_STRIDE;
         driver_vaspace_range_init(&sd->vmm, base + SIM_VMM_OFFSET, base + SIM_DEV_STRIDE);
         driver_vaspace_range_init(&sd->linear, base + SIM_PAGED_OFFSET, base + SIM_VMM_OFFSET);
-        CUresult r = driver_memory_init_device(d);
+        CUresult r = driver_pool_init_device(d);
         if (r != CUDA_SUCCESS)
             return r;
     }

@@ -1,9 +1,9 @@
 /* driver_impl.h - internals shared by the files of the simulated
  * libcuda.so.1: driver.c (contexts, the entry and exit of every call),
- * driver_device.c, driver_memory.c, driver_vmm.c, driver_shared.c and
- * driver_procaddress.c - one driver split by concern, one unit for
- * tests/e2e/test_link_cycles.py.  Private to them (driver_vaspace.c, the
- * address space below them, has a header of its own).
+ * driver_device.c, driver_memory.c, driver_pool.c, driver_vmm.c,
+ * driver_shared.c and driver_procaddress.c - one driver split by concern,
+ * one unit for tests/e2e/test_link_cycles.py.  Private to them
+ * (driver_vaspace.c, the address space below them, has a header of its own).
  *
  * Every exported function begins with DRIVER_ENTER (configuration, call
  * counting, SIMCUDA_FAIL) and ends with driver_leave (SIMCUDA_LOG).  All
@@ -242,9 +242,33 @@ uint64_t driver_shared_others_pages(int device);
  * (cuDevicePrimaryCtxReset, the last release, cuCtxDestroy). */
 void driver_memory_free_context(struct CUctx_st *c);
 
-/* driver_memory.c, with driver.lock held: creates the default pool of d;
+/* driver_memory.c, with driver.lock held: the live allocation whose pointer
+ * is addr, NULL when none. */
+struct sim_alloc *driver_memory_find(uint64_t addr);
+
+/* driver_memory.c, with driver.lock held: puts a, its addr set and not in
+ * the table, back in the table (a pool block reused). */
+void driver_memory_add(struct sim_alloc *a);
+
+/* driver_memory.c, with driver.lock held: places `size` bytes of `kind`
+ * device memory on dev, made in the current context, records it and stores
+ * it in *out.  CUDA_ERROR_OUT_OF_MEMORY when no placement fits (or the host
+ * is out of memory); *out is then untouched. */
+CUresult driver_memory_place(int dev, uint64_t size, enum sim_alloc_kind kind,
+                             struct sim_alloc **out);
+
+/* driver_memory.c, with driver.lock held: gives back a's device pages, and
+ * its address when it was paged; a itself stays the caller's. */
+void driver_memory_release_block(struct sim_alloc *a);
+
+/* driver_pool.c, with driver.lock held: creates the default pool of d;
  * CUDA_ERROR_OUT_OF_MEMORY when the host is out of memory. */
-CUresult driver_memory_init_device(int d);
+CUresult driver_pool_init_device(int d);
+
+/* driver_pool.c, with driver.lock held: a, a live allocation of a pool,
+ * is being freed for good (cuMemFree): the pool stops counting it, and a
+ * destroyed pool goes with its last allocation.  The caller frees a. */
+void driver_pool_drop(struct sim_alloc *a);
 
 /* driver_vmm.c, with driver.lock held: the mapping holding addr, as
  * cuMemGetAddressRange reports it; 0 when addr is not mapped. */
