@@ -200,3 +200,118 @@ def test_64_synthetic_ranks_merge_in_bounded_memory(tmp_path):
     growth_per_rank = (rss64 - rss8) / 56
     print(f"peak RSS: 8 ranks {rss8} KiB, 64 ranks {rss64} KiB, one file {one_file_kib} KiB")
     assert growth_per_rank < one_file_kib / 4, (rss8, rss64, one_file_kib)
+
+
+def ranged(path, rank, devices):
+    """A valid snapshot of one rank whose allocations were made in ranges
+    (NVTX, docs/snapshot-format.md "phases"): devices = [(ordinal, {range
+    path, None for outside every range: (MiB at the peak, MiB live)})]."""
+    ids, listed = {}, []
+
+    def phase(p):
+        if p is None:
+            return 0
+        if p not in ids:
+            parent, _, name = p.rpartition("/")
+            up = phase(parent) if parent else 0
+            ids[p] = len(listed) + 2            # 1 is the overflow phase
+            listed.append({"id": ids[p], "parent": up, "name": name, "source": "nvtx",
+                           "domain": None})
+        return ids[p]
+
+    devs = []
+    for ordinal, ranges in devices:
+        rows = [{"phase": phase(p), "bytes": live * MiB, "count": int(live > 0),
+                 "at_peak_bytes": at_peak * MiB, "at_peak_count": int(at_peak > 0),
+                 "allocs": 1, "bytes_allocated": max(at_peak, live) * MiB, "top_at_peak": []}
+                for p, (at_peak, live) in ranges.items()]
+        peak, now = sum(r["at_peak_bytes"] for r in rows), sum(r["bytes"] for r in rows)
+        devs.append({"ordinal": ordinal, "current_bytes": now, "peak_bytes": peak,
+                     "peak_time_ns": 1_000_000_000,
+                     "live": [{"stack": 1, "bytes": now, "count": 1}] if now else [],
+                     "at_peak": [{"stack": 1, "bytes": peak, "count": 1}] if peak else [],
+                     "by_phase": rows})
+    doc = {
+        "format": "cumemtrace", "version": 1, "reason": "exit", "sequence": 0,
+        "process": {"pid": 9000 + rank, "ppid": 1, "exe": "python3", "cmdline": [],
+                    "host": "node0", "rank": rank, "local_rank": rank, "world_size": 4,
+                    "start_wall_ns": 1764400000000000000, "dump_time_ns": 5_000_000_000,
+                    "tool_version": "0.1.0"},
+        "devices": devs,
+        "phases": {"count": len(listed) + 1, "pushes": len(listed), "overflow": 0,
+                   "unbalanced_pops": 0, "too_deep": 0, "dropped_starts": 0,
+                   "list": [{"id": 1, "parent": 0, "name": "(ranges past the limit of "
+                             "distinct paths)", "source": "cumemtrace", "domain": None}]
+                   + sorted(listed, key=lambda p: p["id"])},
+        "stacks": [{"id": 1, "entry": "cudaMalloc",
+                    "frames": [{"module": "python", "file": "train.py", "line": 7,
+                                "function": "step"}]}],
+    }
+    path.write_text(json.dumps(doc))
+
+
+def table(out, title):
+    """The rows under the header of the table titled `title`, each cut at
+    runs of 2+ spaces."""
+    lines = out.split(f"\n{title}\n")[1].split("\n\n")[0].splitlines()
+    return [re.split(r"  +", l.strip()) for l in lines[1:]]
+
+
+def test_diff_by_range_of_two_jobs_compares_each_ranks_ranges(tmp_path):
+    base, new = tmp_path / "base", tmp_path / "new"
+    base.mkdir()
+    new.mkdir()
+    ranged(base / "r0.json", 0, [(0, {"train/step 1": (8, 0), "validation": (4, 2),
+                                     None: (1, 1)})])
+    # rank 1 has two devices: a range's bytes are summed over them
+    ranged(base / "r1.json", 1, [(0, {"train/step 1": (8, 0), "validation": (4, 0)}),
+                                 (1, {"train/step 1": (2, 0)})])
+    ranged(base / "r2.json", 2, [(0, {"train/step 1": (9, 9)})])
+    ranged(new / "r0.json", 0, [(0, {"train/step 1": (8, 0), "validation": (6, 3),
+                                    None: (1, 1)})])
+    ranged(new / "r1.json", 1, [(0, {"train/step 1": (8, 0), "checkpoint": (1, 1)}),
+                                (1, {"train/step 1": (5, 0)})])
+    ranged(new / "r3.json", 3, [(0, {"train/step 1": (7, 7)})])
+    r = cli("diff", "--by", "range", "--bytes", "--top", "4", base, new)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    m = lambda n: f"{n * MiB} B"
+    d = lambda n: f"{n * MiB:+d} B"
+    # per rank: its peak is its highest device's (rank 1: 8 + 4 on device 0)
+    assert table(out, "Peak per rank")[:2] == [["rank 0", m(13), m(15), d(2), "+15.38%"],
+                                                ["rank 1", m(12), m(9), d(-3), "-25.00%"]]
+    # largest change first; ties in rank order; the rank only BASE has is
+    # GONE with its ranges, the one only NEW has NEW
+    assert table(out, "Ranges at each rank's peak, largest change first") == [
+        [m(9), "0 B", d(-9), "GONE", "rank 2", "train/step 1"],
+        ["0 B", m(7), d(7), "NEW", "rank 3", "train/step 1"],
+        [m(4), "0 B", d(-4), "GONE", "rank 1", "validation"],
+        [m(10), m(13), d(3), "rank 1", "train/step 1"],       # 8 + 2 -> 8 + 5
+        [f"(2 more changed ranks' ranges, {d(3)} in total)"],  # rank 0 +2, checkpoint +1
+        ["(2 ranks' ranges unchanged)"]]                       # rank 0's train, outside
+    live = table(out, "Live by range on each rank when the snapshots were taken "
+                      "(at exit: leaks)")
+    assert [m(2), m(3), d(1), "rank 0", "validation"] in live
+    assert ["0 B", m(1), d(1), "NEW", "rank 1", "checkpoint"] in live
+    assert ["(3 ranks' ranges unchanged)"] in live   # rank 0's train and outside, rank 1's train
+    assert "Call sites" not in out                   # ranges instead, as for two files
+    # the gate still judges each rank's peak: the new rank is the worst
+    g = cli("diff", "--by", "range", "--max-growth", "10%", base, new)
+    assert g.returncode == 1
+    assert "gate FAILED: rank 3 peak grew by 7340032 bytes (new rank), more than 10%" in g.stdout
+
+
+def test_diff_by_range_of_jobs_without_ranges_says_so(tmp_path):
+    for name in ("base", "new"):
+        (tmp_path / name).mkdir()
+        for rank in range(2):
+            synthetic(tmp_path / name / f"r{rank}.json", rank, stacks=3)
+    r = cli("diff", "--by", "range", tmp_path / "base", tmp_path / "new")
+    assert r.returncode == 0, r.stderr
+    assert ("\nNeither job opened a range (NVTX, PyTorch's phases, cumemtrace_phase_push): "
+            "nothing to compare by range\n") in r.stdout
+    # what a job diff cannot group by is refused, not ignored
+    bad = cli("diff", "--by", "function", tmp_path / "base", tmp_path / "new")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert ("--by function compares two files; directories compare whole stacks or "
+            "(--by range) ranges") in bad.stderr

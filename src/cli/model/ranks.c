@@ -240,6 +240,64 @@ out:
     return rc;
 }
 
+struct range_sum {
+    const char *path; /* the snapshot's, raw */
+    uint64_t at_peak, live;
+};
+
+static int by_raw_path(const void *x, const void *y)
+{
+    return strcmp(((const struct range_sum *)x)->path, ((const struct range_sum *)y)->path);
+}
+
+/* Keeps s's ranges in f: the by_phase rows of its devices and pinned host
+ * memory summed by path (one path may show on several devices), sorted by
+ * path.  Returns 0, or -1 when out of memory. */
+static int keep_ranges(struct ranks *r, const struct snapshot *s, struct rank_file *f)
+{
+    f->has_phases = s->phases.present;
+    size_t n = s->host.by_phase.n;
+    for (size_t d = 0; d < s->ndevices; d++)
+        n += s->devices[d].by_phase.n;
+    if (n == 0)
+        return 0;
+    struct range_sum *v = malloc(n * sizeof *v);
+    if (v == NULL)
+        return -1;
+    size_t k = 0;
+    for (size_t d = 0; d <= s->ndevices; d++) {
+        const struct snap_phase_rows *rows =
+            d < s->ndevices ? &s->devices[d].by_phase : &s->host.by_phase;
+        for (size_t i = 0; i < rows->n; i++)
+            v[k++] = (struct range_sum){snapshot_phase_path(s, rows->v[i].phase),
+                                        rows->v[i].at_peak_bytes, rows->v[i].bytes};
+    }
+    qsort(v, n, sizeof *v, by_raw_path);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m > 0 && strcmp(v[m - 1].path, v[i].path) == 0) {
+            v[m - 1].at_peak += v[i].at_peak;
+            v[m - 1].live += v[i].live;
+        } else {
+            v[m++] = v[i];
+        }
+    }
+    struct rank_range *out = arena_alloc(&r->arena, m * sizeof *out);
+    int rc = out != NULL ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < m; i++) {
+        out[i] = (struct rank_range){keep_shown(r, s->ctx, v[i].path), v[i].at_peak,
+                                     v[i].live};
+        if (out[i].path == NULL)
+            rc = -1;
+    }
+    free(v);
+    if (rc == 0) {
+        f->ranges = out;
+        f->nranges = m;
+    }
+    return rc;
+}
+
 static void add_reason(struct rank_row *row, const char *reason)
 {
     size_t n = strlen(row->reasons), l = strlen(reason);
@@ -343,6 +401,8 @@ static int merge_file(struct ranks *r, const char *path, size_t fi, int pass)
         }
         f->end_bytes += dv->current_bytes;
     }
+    if (r->with_ranges && keep_ranges(r, &s, f) != 0)
+        goto out;
     struct rank_row *rw = &r->rows[row];
     rw->nfiles++;
     if (rw->nfiles > 1 && s.process.pid != rw->pid)
@@ -407,9 +467,10 @@ static int by_rank(const void *a, const void *b)
     return (x->chosen > y->chosen) - (x->chosen < y->chosen);
 }
 
-int ranks_merge(struct ranks *r, char **paths, size_t n)
+int ranks_merge(struct ranks *r, char **paths, size_t n, bool ranges)
 {
     memset(r, 0, sizeof *r);
+    r->with_ranges = ranges;
     arena_init(&r->arena);
     hmap_init(&r->row_keys, &r->arena);
     hmap_init(&r->site_keys, &r->arena);

@@ -28,6 +28,15 @@ struct out_table;
 
 #define RANKS_NONE SIZE_MAX
 
+/* A range (a phase path: NVTX, PyTorch's phases) in one file, summed over
+ * the file's devices and pinned host memory as `diff --by range` sums them;
+ * kept only by a merge asked for ranges. */
+struct rank_range {
+    const char *path;      /* as text views print it; "(outside every range)" */
+    uint64_t at_peak;      /* bytes it held at each device's peak */
+    uint64_t live;         /* bytes its allocations held at the dump */
+};
+
 /* What one file says, kept after the file itself is released. */
 struct rank_file {
     const char *path;
@@ -46,6 +55,9 @@ struct rank_file {
     uint64_t oom_bytes;    /* host memory), the request, and when it */
     int64_t oom_time_ns;   /* failed (since the process started) */
     size_t row;
+    bool has_phases;       /* the process opened a range (a merge with ranges) */
+    const struct rank_range *ranges; /* its ranges, sorted by path (likewise) */
+    size_t nranges;
 };
 
 struct rank_row {
@@ -87,6 +99,7 @@ struct ranks {
     struct rank_site *sites;
     size_t nsites, sites_cap;
     int64_t world_size;    /* the largest any file states, or unknown */
+    bool with_ranges;      /* files keep their ranges (ranks_merge) */
     char **owned_paths;    /* for callers that keep the paths with the merge */
     size_t nowned;         /* (not freed by ranks_free) */
 };
@@ -101,9 +114,11 @@ void ranks_paths_free(char **paths, size_t n);
 /* True when any of paths is a directory. */
 bool ranks_any_dir(char **paths, size_t n);
 
-/* Reads every file into r (which it initialises).  Returns 0, or a CLI_E*
- * code after printing the error line (r is then freed). */
-int ranks_merge(struct ranks *r, char **paths, size_t n);
+/* Reads every file into r (which it initialises); with `ranges`, each file
+ * keeps its ranges too (rank_file.ranges: memory grows with ranks times
+ * ranges, so only views that show them ask).  Returns 0, or a CLI_E* code
+ * after printing the error line (r is then freed). */
+int ranks_merge(struct ranks *r, char **paths, size_t n, bool ranges);
 void ranks_free(struct ranks *r);
 
 /* The row of rank number `rank`, or RANKS_NONE. */
@@ -128,8 +143,9 @@ struct gate;
 
 /* `cumemtrace diff BASE NEW` where either is a directory: ranks matched by
  * rank number, then host and local rank; the gate applies to each rank's
- * peak and fails on the worst, naming it.  Returns the exit status. */
-int ranks_diff_main(char *base, char *now, const struct gate *g, unsigned top);
+ * peak and fails on the worst, naming it.  With by_range, each rank's
+ * ranges are compared instead of the call sites.  Returns the exit status. */
+int ranks_diff_main(char *base, char *now, const struct gate *g, unsigned top, bool by_range);
 
 int ranks_report_main(char **paths, size_t n, bool json, unsigned top, bool one,
                       int64_t rank);

@@ -38,7 +38,8 @@ static const char usage[] =
     "  --by G            group call sites by the whole stack (default), the\n"
     "                    innermost function, or the innermost module; or\n"
     "                    compare the program's own ranges (NVTX, PyTorch's\n"
-    "                    phases) at the peak instead, matched by path\n"
+    "                    phases) at the peak instead, matched by path (of\n"
+    "                    directories: stack, or range per rank)\n"
     "  --max-growth L    CI gate: exit 1 when a device's peak grew by more than\n"
     "                    L, a percentage (5%) or a size (512MiB), or when NEW\n"
     "                    ran out of memory more often than BASE (more OOM\n"
@@ -127,12 +128,15 @@ int diff_main(int argc, char **argv)
                          argc - optind);
     out_init(stdout, exact);
     if (ranks_any_dir(argv + optind, 2)) {
-        if (by_range)
-            return cli_usage("diff", "--by range compares two files, not directories");
+        if (by != BY_STACK)
+            return cli_usage("diff", "--by %s compares two files; directories compare "
+                             "whole stacks or (--by range) ranges",
+                             by == BY_FUNCTION ? "function" : "module");
         if (html != NULL)
             return cli_usage("diff", "--html compares two files, not directories (for a "
                              "page of every rank: cumemtrace html DIR/*.json)");
-        return ranks_diff_main(argv[optind], argv[optind + 1], &gate, (unsigned)top);
+        return ranks_diff_main(argv[optind], argv[optind + 1], &gate, (unsigned)top,
+                               by_range);
     }
     struct cli_inputs in;
     /* the text reads no event rows; the page (--html) draws them */

@@ -2,7 +2,8 @@
  * ranges (NVTX, PyTorch's phases) held at the peak in two runs.  Ranges
  * match by path ("validation/step 1200"), which survives a rebuild; the
  * figures are the snapshots' by_phase rows, exact at each device's peak,
- * summed over devices as the call-site diff sums them. */
+ * summed over devices as the call-site diff sums them.  The table printer
+ * also serves the diff of two jobs, a rank per row (ranks_diff.c). */
 #include "diff_phases.h"
 
 #include <inttypes.h>
@@ -18,13 +19,6 @@ struct entry {
     uint64_t peak, live;
 };
 
-struct change {
-    const char *path;
-    uint64_t base, now;
-    int64_t delta;
-    bool in_a, in_b;
-};
-
 static int by_path(const void *x, const void *y)
 {
     const struct entry *a = x, *b = y;
@@ -32,13 +26,19 @@ static int by_path(const void *x, const void *y)
     return c ? c : a->side - b->side;
 }
 
+static uint64_t magnitude(const struct diff_range *r)
+{
+    return r->now > r->base ? r->now - r->base : r->base - r->now;
+}
+
 static int by_change(const void *x, const void *y)
 {
-    const struct change *a = x, *b = y;
-    uint64_t da = a->delta < 0 ? (uint64_t)-a->delta : (uint64_t)a->delta;
-    uint64_t db = b->delta < 0 ? (uint64_t)-b->delta : (uint64_t)b->delta;
+    const struct diff_range *a = x, *b = y;
+    uint64_t da = magnitude(a), db = magnitude(b);
     if (da != db)
         return da > db ? -1 : 1;
+    if (a->order != b->order)
+        return a->order < b->order ? -1 : 1;
     return strcmp(a->path, b->path);
 }
 
@@ -58,59 +58,79 @@ static void add_rows(struct entry *e, size_t *n, const struct snapshot *s, int s
                                    rows->v[i].at_peak_bytes, rows->v[i].bytes};
 }
 
-static void table(FILE *f, struct snapshot *a, const struct change *ch, size_t n, unsigned top,
-                  bool live)
+void diff_ranges_print(FILE *f, struct diff_range *v, size_t n, unsigned top, bool live,
+                       bool jobs)
 {
+    qsort(v, n, sizeof *v, by_change);
     fputc('\n', f);
     fprintf(f, "%s%s%s\n", out_color(OUT_BOLD),
-            live ? "Live by range when the snapshots were taken (at exit: leaks)"
-                 : "Ranges at peak, largest change first",
+            live ? jobs ? "Live by range on each rank when the snapshots were taken (at "
+                          "exit: leaks)"
+                        : "Live by range when the snapshots were taken (at exit: leaks)"
+                 : jobs ? "Ranges at each rank's peak, largest change first"
+                        : "Ranges at peak, largest change first",
             out_color(OUT_RESET));
+    const char *what = jobs ? "rank's range" : "range";
+    const char *whats = jobs ? "ranks' ranges" : "ranges";
     size_t changed = 0, unchanged = 0;
     int64_t rest = 0;
     struct out_table t;
-    out_table_init(&t, "rrrll", 2);
-    out_table_row(&t, "base", "new", "change", "", "range");
+    out_table_init(&t, jobs ? "rrrlll" : "rrrll", 2);
+    if (jobs)
+        out_table_row(&t, "base", "new", "change", "", "rank", "range");
+    else
+        out_table_row(&t, "base", "new", "change", "", "range");
     for (size_t i = 0; i < n; i++) {
-        if (ch[i].delta == 0 && ch[i].in_a && ch[i].in_b) {
+        int64_t delta = out_delta(v[i].base, v[i].now);
+        if (delta == 0 && v[i].in_a && v[i].in_b) {
             unchanged++;
             continue;
         }
         if (changed++ >= top) {
-            rest += ch[i].delta;
+            rest += delta;
             continue;
         }
         char x[OUT_NUM], y[OUT_NUM], c[OUT_NUM];
-        out_table_row(&t, out_bytes(ch[i].base, x), out_bytes(ch[i].now, y),
-                      out_sbytes(ch[i].delta, c), !ch[i].in_a ? "NEW" : !ch[i].in_b ? "GONE" : "",
-                      snapshot_display(a->ctx, ch[i].path));
+        const char *mark = !v[i].in_a ? "NEW" : !v[i].in_b ? "GONE" : "";
+        if (jobs)
+            out_table_row(&t, out_bytes(v[i].base, x), out_bytes(v[i].now, y),
+                          out_sbytes(delta, c), mark, v[i].who, v[i].path);
+        else
+            out_table_row(&t, out_bytes(v[i].base, x), out_bytes(v[i].now, y),
+                          out_sbytes(delta, c), mark, v[i].path);
     }
     if (changed == 0) {
         out_table_free(&t);
-        fprintf(f, "  no range changed\n");
+        fprintf(f, "  no %s changed\n", jobs ? "range of any rank" : "range");
     } else {
         out_table_print(&t, f);
     }
     if (changed > top) {
         char c[OUT_NUM];
-        fprintf(f, "  (%zu more changed ranges, %s in total)\n", changed - top,
+        fprintf(f, "  (%zu more changed %s, %s in total)\n", changed - top, whats,
                 out_sbytes(rest, c));
     }
     if (unchanged > 0)
-        fprintf(f, "  (%zu range%s unchanged)\n", unchanged, unchanged == 1 ? "" : "s");
+        fprintf(f, "  (%zu %s unchanged)\n", unchanged, unchanged == 1 ? what : whats);
+}
+
+void diff_ranges_none(FILE *f, bool jobs)
+{
+    fprintf(f, "\nNeither %s opened a range (NVTX, PyTorch's phases, "
+               "cumemtrace_phase_push): nothing to compare by range\n",
+            jobs ? "job" : "run");
 }
 
 int diff_phases(FILE *f, struct snapshot *a, struct snapshot *b, unsigned top)
 {
     if (!a->phases.present && !b->phases.present) {
-        fprintf(f, "\nNeither run opened a range (NVTX, PyTorch's phases, "
-                   "cumemtrace_phase_push): nothing to compare by range\n");
+        diff_ranges_none(f, false);
         return 0;
     }
     size_t cap = rows_of(a) + rows_of(b), n = 0;
     struct entry *e = malloc((cap ? cap : 1) * sizeof *e);
-    struct change *peak = malloc((cap ? cap : 1) * sizeof *peak);
-    struct change *live = malloc((cap ? cap : 1) * sizeof *live);
+    struct diff_range *peak = malloc((cap ? cap : 1) * sizeof *peak);
+    struct diff_range *live = malloc((cap ? cap : 1) * sizeof *live);
     if (e == NULL || peak == NULL || live == NULL) {
         free(e);
         free(peak);
@@ -126,8 +146,9 @@ int diff_phases(FILE *f, struct snapshot *a, struct snapshot *b, unsigned top)
     qsort(e, n, sizeof *e, by_path);
     size_t m = 0;
     for (size_t i = 0; i < n;) {
-        struct change p = {e[i].path, 0, 0, 0, false, false}, l = p;
-        for (; i < n && strcmp(e[i].path, p.path) == 0; i++) {
+        struct diff_range p = {NULL, 0, snapshot_display(a->ctx, e[i].path), 0, 0, false,
+                               false}, l = p;
+        for (const char *path = e[i].path; i < n && strcmp(e[i].path, path) == 0; i++) {
             uint64_t *pk = e[i].side ? &p.now : &p.base, *lv = e[i].side ? &l.now : &l.base;
             *pk += e[i].peak;
             *lv += e[i].live;
@@ -136,15 +157,11 @@ int diff_phases(FILE *f, struct snapshot *a, struct snapshot *b, unsigned top)
             else
                 p.in_a = l.in_a = true;
         }
-        p.delta = out_delta(p.base, p.now);
-        l.delta = out_delta(l.base, l.now);
         peak[m] = p;
         live[m++] = l;
     }
-    qsort(peak, m, sizeof *peak, by_change);
-    qsort(live, m, sizeof *live, by_change);
-    table(f, a, peak, m, top, false);
-    table(f, a, live, m, top, true);
+    diff_ranges_print(f, peak, m, top, false, false);
+    diff_ranges_print(f, live, m, top, true, false);
     free(e);
     free(peak);
     free(live);

@@ -9,13 +9,16 @@
  * unless --allow-oom.  A rank's
  * peak is its highest device peak, from its newest file (ranks.h).
  * Call sites match across the runs by name (frames_site_text) and compare
- * their totals over all ranks.
+ * their totals over all ranks; with --by range, each pair of ranks' ranges
+ * (NVTX, PyTorch's phases) match by path instead, a row per rank and range,
+ * printed by diff_phases.c's table.
  */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "diff_phases.h"
 #include "esc.h"
 #include "gate.h"
 #include "hmap.h"
@@ -49,6 +52,29 @@ static size_t *match(const struct ranks *a, const struct ranks *b, bool *taken)
             taken[m[i]] = true;
     }
     return m;
+}
+
+/* A rank of BASE and its partner in NEW; either RANKS_NONE (GONE, NEW). */
+struct pair {
+    size_t ra, rb;
+};
+
+/* The pairs in the order the tables list them: BASE's ranks, then those
+ * only NEW has.  *n gets their number; NULL when out of memory. */
+static struct pair *pairs(const struct ranks *a, const struct ranks *b, size_t *n)
+{
+    bool *taken = calloc(b->nrows ? b->nrows : 1, sizeof *taken);
+    size_t *m = taken ? match(a, b, taken) : NULL;
+    struct pair *v = m ? malloc((a->nrows + b->nrows + 1) * sizeof *v) : NULL;
+    *n = 0;
+    for (size_t i = 0; v != NULL && i < a->nrows; i++)
+        v[(*n)++] = (struct pair){i, m[i]};
+    for (size_t i = 0; v != NULL && i < b->nrows; i++)
+        if (!taken[i])
+            v[(*n)++] = (struct pair){RANKS_NONE, i};
+    free(m);
+    free(taken);
+    return v;
 }
 
 static uint64_t peak_of(const struct ranks *r, size_t row)
@@ -91,40 +117,88 @@ static void judge(struct worst *w, const struct gate *g, const char *who, uint64
 }
 
 static int print_peaks(FILE *f, const struct ranks *a, const struct ranks *b,
-                       const struct gate *g, struct worst *w)
+                       const struct pair *p, size_t np, const struct gate *g,
+                       struct worst *w)
 {
-    bool *taken = calloc(b->nrows ? b->nrows : 1, sizeof *taken);
-    size_t *m = taken ? match(a, b, taken) : NULL;
-    if (m == NULL) {
-        free(taken);
-        return -1;
-    }
     struct out_table t;
     out_table_init(&t, "lrrrr", 2);
     out_table_row(&t, "rank", "base", "new", "change", "%");
-    for (int pass = 0; pass < 2; pass++) {
-        size_t n = pass == 0 ? a->nrows : b->nrows;
-        for (size_t i = 0; i < n; i++) {
-            if (pass == 1 && taken[i])
-                continue;
-            size_t ra = pass == 0 ? i : RANKS_NONE, rb = pass == 0 ? m[i] : i;
-            const struct rank_row *row = ra != RANKS_NONE ? &a->rows[ra] : &b->rows[rb];
-            uint64_t pa = peak_of(a, ra), pb = peak_of(b, rb);
-            char who[96], x[OUT_NUM], y[OUT_NUM], c[OUT_NUM], p[OUT_NUM];
-            ranks_name(row, who, sizeof who);
-            int64_t ch = out_delta(pa, pb);
-            out_table_row(&t, who, ra != RANKS_NONE ? out_bytes(pa, x) : "-",
-                          rb != RANKS_NONE ? out_bytes(pb, y) : "-", out_sbytes(ch, c),
-                          ra == RANKS_NONE ? "NEW" : rb == RANKS_NONE ? "GONE"
-                                                                      : out_spct(ch, pa, p));
-            if (rb != RANKS_NONE)
-                judge(w, g, who, pa, pb);
-        }
+    for (size_t i = 0; i < np; i++) {
+        size_t ra = p[i].ra, rb = p[i].rb;
+        const struct rank_row *row = ra != RANKS_NONE ? &a->rows[ra] : &b->rows[rb];
+        uint64_t pa = peak_of(a, ra), pb = peak_of(b, rb);
+        char who[96], x[OUT_NUM], y[OUT_NUM], c[OUT_NUM], pc[OUT_NUM];
+        ranks_name(row, who, sizeof who);
+        int64_t ch = out_delta(pa, pb);
+        out_table_row(&t, who, ra != RANKS_NONE ? out_bytes(pa, x) : "-",
+                      rb != RANKS_NONE ? out_bytes(pb, y) : "-", out_sbytes(ch, c),
+                      ra == RANKS_NONE ? "NEW" : rb == RANKS_NONE ? "GONE"
+                                                                  : out_spct(ch, pa, pc));
+        if (rb != RANKS_NONE)
+            judge(w, g, who, pa, pb);
     }
     fprintf(f, "%sPeak per rank%s\n", out_color(OUT_BOLD), out_color(OUT_RESET));
-    free(m);
-    free(taken);
     return out_table_print(&t, f);
+}
+
+/* The newest file of a rank, or NULL for none. */
+static const struct rank_file *chosen(const struct ranks *r, size_t row)
+{
+    return row == RANKS_NONE ? NULL : &r->files[r->rows[row].chosen];
+}
+
+/* Appends to v one row per range of either file (both sorted by path). */
+static void pair_rows(struct diff_range *v, size_t *n, const struct rank_file *fa,
+                      const struct rank_file *fb, const char *who, size_t order, bool live)
+{
+    size_t na = fa ? fa->nranges : 0, nb = fb ? fb->nranges : 0, i = 0, j = 0;
+    while (i < na || j < nb) {
+        int c = i == na ? 1 : j == nb ? -1 : strcmp(fa->ranges[i].path, fb->ranges[j].path);
+        const struct rank_range *x = c <= 0 ? &fa->ranges[i++] : NULL;
+        const struct rank_range *y = c >= 0 ? &fb->ranges[j++] : NULL;
+        v[(*n)++] = (struct diff_range){
+            who, order, x ? x->path : y->path,
+            x ? (live ? x->live : x->at_peak) : 0, y ? (live ? y->live : y->at_peak) : 0,
+            x != NULL, y != NULL};
+    }
+}
+
+/* The two range tables of diff --by range, a row per rank and range: at
+ * each rank's peaks, and live at its dump. */
+static int print_ranges(FILE *f, const struct ranks *a, const struct ranks *b,
+                        const struct pair *p, size_t np, unsigned top)
+{
+    size_t cap = 1;
+    bool any = false;
+    for (size_t i = 0; i < np; i++) {
+        const struct rank_file *fa = chosen(a, p[i].ra), *fb = chosen(b, p[i].rb);
+        cap += (fa ? fa->nranges : 0) + (fb ? fb->nranges : 0);
+        any = any || (fa && fa->has_phases) || (fb && fb->has_phases);
+    }
+    if (!any) {
+        diff_ranges_none(f, true);
+        return 0;
+    }
+    struct diff_range *v = malloc(cap * sizeof *v);
+    char (*who)[96] = malloc((np ? np : 1) * sizeof *who);
+    if (v == NULL || who == NULL) {
+        free(v);
+        free(who);
+        return -1;
+    }
+    for (int live = 0; live < 2; live++) {
+        size_t n = 0;
+        for (size_t i = 0; i < np; i++) {
+            const struct rank_row *row = p[i].ra != RANKS_NONE ? &a->rows[p[i].ra]
+                                                               : &b->rows[p[i].rb];
+            ranks_name(row, who[i], sizeof who[i]);
+            pair_rows(v, &n, chosen(a, p[i].ra), chosen(b, p[i].rb), who[i], i, live);
+        }
+        diff_ranges_print(f, v, n, top, live, true);
+    }
+    free(v);
+    free(who);
+    return 0;
 }
 
 struct change {
@@ -251,7 +325,7 @@ static void print_ooms(FILE *f, const struct ranks *a, const struct ranks *b)
                " -> %" PRIu64 "\n", ra, rb, ca, cb);
 }
 
-int ranks_diff_main(char *base, char *now, const struct gate *g, unsigned top)
+int ranks_diff_main(char *base, char *now, const struct gate *g, unsigned top, bool by_range)
 {
     char *args[2] = {base, now};
     struct ranks r[2];
@@ -260,7 +334,7 @@ int ranks_diff_main(char *base, char *now, const struct gate *g, unsigned top)
         size_t n;
         int rc = ranks_expand(&args[k], 1, &paths, &n);
         if (rc == 0) {
-            rc = ranks_merge(&r[k], paths, n);
+            rc = ranks_merge(&r[k], paths, n, by_range);
             /* Rows keep paths: they live as long as the merge. */
             if (rc != 0)
                 ranks_paths_free(paths, n);
@@ -289,9 +363,13 @@ int ranks_diff_main(char *base, char *now, const struct gate *g, unsigned top)
     fputs(out_color(OUT_RESET), stdout);
     fputc('\n', stdout);
     struct worst w = {false, 0, ""};
-    int rc = print_peaks(stdout, &r[0], &r[1], g, &w);
+    size_t np;
+    struct pair *p = pairs(&r[0], &r[1], &np);
+    int rc = p != NULL ? print_peaks(stdout, &r[0], &r[1], p, np, g, &w) : -1;
     if (rc == 0)
-        rc = print_sites(stdout, &r[0], &r[1], top);
+        rc = by_range ? print_ranges(stdout, &r[0], &r[1], p, np, top)
+                      : print_sites(stdout, &r[0], &r[1], top);
+    free(p);
     bool oom_failed = false;
     if (rc == 0) {
         print_ooms(stdout, &r[0], &r[1]);

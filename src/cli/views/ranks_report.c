@@ -573,7 +573,7 @@ int ranks_report_main(char **paths, size_t n, bool json, unsigned top, bool one,
                       int64_t rank)
 {
     struct ranks r;
-    if (ranks_merge(&r, paths, n) != 0)
+    if (ranks_merge(&r, paths, n, false) != 0)
         return CLI_EXIT_ERROR;
     size_t detail = RANKS_NONE;
     int rc = 0;
