@@ -73,6 +73,13 @@ sim: $(SIMDRV) $(SIMRT) $(SIMRTA) $(SIMNVML) $(SIMSTANDINS)
 $(BUILD)/obj/src/preload/%.o: src/preload/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -fvisibility=hidden -MMD -MP -c $< -o $@
+# The files that compile the steady state's fast path into their wrappers
+# (interpose/hooks_fast.h): without SLP vectorisation, whose paired 16-byte
+# loads and stores of the tracker's counters and event rows took more
+# instructions than the scalar adds they replace (~9 of the ~414 a traced
+# pair with no stack added; docs/performance.md, "Fixed cost").
+$(call preload_obj,hooks_runtime) $(call preload_obj,hooks_driver): \
+    private CFLAGS_ALL += -fno-tree-slp-vectorize
 $(BUILD)/obj/src/preload/%.o: src/preload/%.S
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(SANFLAGS) -fPIC -c $< -o $@

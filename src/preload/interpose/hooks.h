@@ -36,11 +36,16 @@ struct hooks_device_cache {
     int device;   /* >= 0 when filled */
 };
 struct hooks_thread {
-    int depth;                /* the re-entry guard: hooks_depth */
-    struct hooks_guard guard; /* hooks_guard, below */
-    bool known;               /* this thread's exit will give back what the
-                                 library holds for it */
-    unsigned char zero;       /* never written: see hooks_word */
+    union {
+        struct {
+            int depth;                /* the re-entry guard: hooks_depth */
+            struct hooks_guard guard; /* hooks_guard, below */
+            bool known;               /* this thread's exit will give back
+                                         what the library holds for it */
+            unsigned char zero;       /* never written: see hooks_word */
+        };
+        uint64_t word; /* the four above as one: hooks_word, hooks_word_set */
+    };
     unsigned device_epoch;    /* bumped by this thread's device switches */
     struct hooks_device_cache device[2]; /* see hooks_device() */
     void *inflight_token;     /* a free's entry, taken out before the real free */
@@ -52,15 +57,22 @@ extern __thread struct hooks_thread hooks_thread __attribute__((tls_model("initi
 /* The first eight bytes of hooks_thread - depth, the guard's layer and
  * busy, known - read as one word: the wrappers tell their two common
  * states, the steady state's outermost call and the runtime's call one
- * layer down, by one load and one compare (hooks_fast.h). */
+ * layer down, by one load and one compare (hooks_fast.h); and the fast
+ * path enters and leaves its call by one store of it. */
 _Static_assert(offsetof(struct hooks_thread, guard) == 4 &&
                offsetof(struct hooks_thread, known) == 6 &&
-               offsetof(struct hooks_thread, zero) == 7, "hooks_word's layout");
+               offsetof(struct hooks_thread, zero) == 7 &&
+               offsetof(struct hooks_thread, word) == 0 &&
+               sizeof(uint64_t) == 8, "hooks_word's layout");
 static inline uint64_t hooks_word(void)
 {
-    uint64_t w;
-    memcpy(&w, &hooks_thread, sizeof w);
-    return w;
+    return hooks_thread.word; /* plain: a load the compare can fold in */
+}
+/* One store (atomic: a signal handler's call finds the word as it was or
+ * as it is, never half of it). */
+static inline void hooks_word_set(uint64_t w)
+{
+    __atomic_store_n(&hooks_thread.word, w, __ATOMIC_RELAXED);
 }
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define HOOKS_WORD(depth, layer, busy, known) \

@@ -23,9 +23,8 @@
  * call's layer while the real call runs, `busy` around our bookkeeping -
  * and calls the tracker itself.  A signal handler's call arriving in
  * between meets the same TLS state as on the generic path, which handles
- * it; the order of the stores below keeps every window the generic path
- * has and no other (a handler's call before hooks_depth is set is a new
- * outermost call that puts everything back before we resume). */
+ * it: entering and leaving are one store each (hooks_fast_enter), so
+ * there is no window the generic path does not have. */
 
 /* hooks_word in the steady state's outermost call: no call of ours on
  * this thread, known; and in the runtime's call one layer down (the
@@ -41,31 +40,28 @@ static inline bool hooks_fast(void)
     return __builtin_expect(__atomic_load_n(&hooks_slow, __ATOMIC_ACQUIRE) == 0, 1);
 }
 
-/* Both bytes of hooks_guard in one store. */
-static inline void hooks_guard_set(unsigned char layer, unsigned char busy)
-{
-    uint16_t w = HOOKS_GUARD_WORD(layer, busy);
-    memcpy(&hooks_guard, &w, sizeof w);
-}
-
-/* `busy`: the bookkeeping comes first (a free's), with the layer in the
- * same store - a handler's call just before it meets depth 1 and no layer,
- * as between the two stores of the generic path's call_enter. */
+/* The call's state - hooks_depth 1, the call's layer, and `busy` when the
+ * bookkeeping comes first (a free's) - in one store of the thread's word:
+ * a handler's call just before it is a new outermost call that puts
+ * everything back before we resume, one just after meets the state of the
+ * generic path's call_enter (busy: passed through; in the real call: a
+ * handler's new call).  The word was HOOKS_WORD_IDLE (known set) when the
+ * wrapper chose this path, and nothing in between changes `known`. */
 static inline void hooks_fast_enter(unsigned slot, unsigned char busy)
 {
-    hooks_depth = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    hooks_guard_set(HOOKS_LAYER_OF(slot), busy);
+    hooks_word_set(HOOKS_WORD(1, HOOKS_LAYER_OF(slot), busy, 1));
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
 }
 
-/* Also ends the bookkeeping: `busy` goes with the layer, after hooks_depth
- * - a handler's call in between is outermost (depth 0), and busy is only
- * ever read at depth > 0. */
+/* Also ends the bookkeeping: depth 0, no layer, not busy, in one store
+ * (HOOKS_WORD_IDLE) - a handler's call before it meets busy or the real
+ * call's layer as above, one after is outermost. */
 static inline void hooks_fast_leave(void)
 {
-    hooks_depth = 0; /* first: a handler's call from here on is outermost */
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    hooks_guard_set(HOOKS_LAYER_NONE, 0);
+    hooks_word_set(HOOKS_WORD_IDLE);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
 }
 
 /* The device an allocation of `kind` is charged to, as hooks_alloc_begin
