@@ -72,7 +72,8 @@ $(BUILD)/tests/unit/test_serialise: tests/unit/test_serialise.c \
 	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(filter %.o,$^) \
 	    $(LDFLAGS_ALL) $(UNIT_LD) $(CLI_LIBS)
 # record.c hands its event log to event_log.c.
-$(BUILD)/tests/unit/test_record: tests/unit/test_record.c $(RECORD_OBJ) \
+$(BUILD)/tests/unit/test_record $(BUILD)/tests/unit/test_record_threads: \
+    $(BUILD)/tests/unit/test_record%: tests/unit/test_record%.c $(RECORD_OBJ) \
     $(call preload_obj,event_log) $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
@@ -137,6 +138,7 @@ test-san: check-deps
 test-tsan: check-deps
 	@$(MAKE) --no-print-directory SAN=thread BUILD=build-tsan test-bins
 	build-tsan/tests/unit/test_record   # the tracker's tables under threads
+	build-tsan/tests/unit/test_record_threads   # 2-8 threads against their replay
 	CUMEMTRACE_BUILD=$(abspath build-tsan) $(PYTHON) -m pytest -q -p no:cacheprovider \
 	    tests/e2e/test_process.py tests/e2e/test_concurrency.py tests/e2e/test_phases.py \
 	    -k "threads or fork or concurrency"

@@ -45,7 +45,12 @@
  * the log's cursor on its own - so a contended hand-over moves few lines,
  * and nothing read outside the lock shares a line with them.  Still, every
  * line a critical section writes crosses cores when two threads take
- * turns, at a cost above the section's own (make bench, threads row).
+ * turns, at a cost above the section's own (make bench, threads row:
+ * 2.85 x [1.21-3.42] one thread's CPU per pair at 2 threads in the run
+ * docs/performance.md holds).  The event log is the
+ * order the lock gave, so test_record_threads.c proves it exact: 2-8
+ * threads at random end with the figures, at_peak and all, of one thread
+ * replaying their log in a fresh tracker.
  *
  * The steady state of both paths - record_alloc_at and record_free_take
  * with the stack's site in this thread's cache, an entry parked, the
