@@ -64,7 +64,7 @@ SIMSTANDINS := $(SIMBLAS) $(SIMBLASLT) $(SIMDNN) $(SIMNCCL)
 .PHONY: all lib cli sim test test-quick test-unit test-e2e test-san demo install uninstall \
         clean bench fuzz deps check-deps wheel
 all: lib cli sim
-TORCHBOOT := $(patsubst src/torchboot/%,$(BUILD)/share/cumemtrace/torchboot/%,$(wildcard src/torchboot/*.py))
+TORCHBOOT := $(patsubst src/torchboot/%,$(BUILD)/share/cumemtrace/torchboot/%,$(wildcard src/torchboot/*.py src/torchboot/layer/*.py))
 lib: $(LIB) $(TORCHBOOT)
 cli: $(CLI)
 sim: $(SIMDRV) $(SIMRT) $(SIMRTA) $(SIMNVML) $(SIMSTANDINS)
@@ -223,6 +223,8 @@ install: lib cli sim
 	install -m 0644 include/cumemtrace.h $(DESTDIR)$(PREFIX)/include/cumemtrace.h
 	install -d $(DESTDIR)$(PREFIX)/share/cumemtrace/torchboot
 	install -m 0644 src/torchboot/*.py $(DESTDIR)$(PREFIX)/share/cumemtrace/torchboot/
+	install -d $(DESTDIR)$(PREFIX)/share/cumemtrace/torchboot/layer
+	install -m 0644 src/torchboot/layer/*.py $(DESTDIR)$(PREFIX)/share/cumemtrace/torchboot/layer/
 	install -d $(SIMGPU_DIR)/sim
 	install -m 0755 scripts/simgpu $(SIMGPU_DIR)/simgpu
 	install -m 0755 $(BUILD)/sim/*.so.* $(SIMGPU_DIR)/sim/   # every versioned library `sim` built

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench_torch_phases.py - `make bench`, the PyTorch phases row: what the
 PyTorch layer's global module and optimizer hooks (forward / backward /
-optimizer step and the module's name, src/torchboot/cumemtrace_torch.py)
+optimizer step and the module's name, src/torchboot/layer/phases.py)
 add to a small real model's training step on the simulated GPU
 (tests/torch/scenarios/phases_cost.py: 17 module calls a step, AdamW).
 

@@ -36,7 +36,9 @@ def test_installed_prefix_runs_on_its_own(tmp_path):
     root = make("install", tmp_path / "dest")
     simgpu = root / "lib" / "cumemtrace" / "simgpu"
     for f in ("bin/cumemtrace", "lib/libcumemtrace.so", "include/cumemtrace.h",
-              "share/cumemtrace/torchboot/sitecustomize.py", "lib/cumemtrace/simgpu/simgpu",
+              "share/cumemtrace/torchboot/sitecustomize.py",
+              "share/cumemtrace/torchboot/cumemtrace_torch.py",
+              "share/cumemtrace/torchboot/layer/facts.py", "lib/cumemtrace/simgpu/simgpu",
               "lib/cumemtrace/simgpu/sim/libcuda.so.1", "lib/cumemtrace/simgpu/sim/libcudart.so.13",
               "lib/cumemtrace/simgpu/sim/libnvidia-ml.so.1"):
         assert (root / f).is_file(), f

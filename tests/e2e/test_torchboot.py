@@ -153,11 +153,12 @@ def test_plain_ld_preload_leaves_a_process_without_torch_alone(tmp_path):
 FACTS = r"""
 import ctypes, sys
 sys.path.insert(0, sys.argv[1])
-import cumemtrace_torch as ct
+import cumemtrace_torch
+ct = cumemtrace_torch.part("library")
 rt = ctypes.CDLL("libcudart.so.13")
 p = ctypes.c_void_p()
 assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(64 << 20)) == 0
-oom = ct._library()
+oom = ct.facts_fn()
 long = "\n".join(f"/deep/module{i}.py:{i}:f{i}" for i in range(100))
 def facts(sites, size=None):
     f = ct.Facts()

@@ -1,4 +1,4 @@
-"""Drives cumemtrace's PyTorch layer (src/torchboot/cumemtrace_torch.py) by
+"""Drives cumemtrace's PyTorch layer (src/torchboot/cumemtrace_torch.py, layer/) by
 hand on the simulated runtime, for tests/e2e/test_oom_layout.py: three
 failed requests, each followed by what PyTorch's out-of-memory observer
 hands over - segments tagged with num_ooms, then the facts.  A stand-in for
@@ -15,8 +15,10 @@ import types
 build, boot = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, boot)
-import cumemtrace_torch as layer  # noqa: E402
+import cumemtrace_torch  # noqa: E402
 from model import Runtime  # noqa: E402
+
+library, layout = cumemtrace_torch.part("library"), cumemtrace_torch.part("layout")
 
 MiB = 1 << 20
 rt = Runtime(build)
@@ -40,11 +42,11 @@ def segment(addr, blocks):
 
 
 def facts(request, num_ooms):
-    f = layer.Facts()
-    for name, _ in layer.Facts._fields_:
+    f = library.Facts()
+    for name, _ in library.Facts._fields_:
         if name not in ("size", "name", "version", "config", "top_tensors"):  # a pointer
             setattr(f, name, -1)
-    f.size = ctypes.sizeof(layer.Facts)
+    f.size = ctypes.sizeof(library.Facts)
     f.name = b"pytorch"
     f.version = b"0.0-stand-in"
     f.config = b""
@@ -61,7 +63,7 @@ def fail(size):
     raise SystemExit(f"cudaMalloc({size}) did not fail")
 
 
-seg_fn, report = layer._segments_fn(), layer._library()
+seg_fn, report = layout.segments_fn(), library.facts_fn()
 assert seg_fn is not None and report is not None, "run under libcumemtrace.so"
 first = [segment(b, [(4 * MiB, "active_allocated"), (2 * MiB, "inactive"),
                      (2 * MiB, "active_pending_free")]) for b in bufs]
@@ -75,7 +77,7 @@ for size, tag, segs in ((1 << 40, 5, first), (2 << 40, 6, second), (3 << 40, 7, 
                         (4 << 40, 8, many)):
     fail(size)
     if segs is not None:
-        layer.segments(fake_torch(segs), 0, tag, seg_fn)
+        layout.segments(fake_torch(segs), 0, tag, seg_fn)
     report(0, ctypes.byref(facts(size, tag)))
 TRAIN = [{"filename": "/w/train.py", "line": 12, "name": "step"},
          {"filename": "/w/train.py", "line": 40, "name": "<module>"}]
@@ -84,16 +86,16 @@ at_exit = [segment(bufs[0], [(4 * MiB, "active_allocated", TRAIN), (4 * MiB, "in
            segment(bufs[2], [(2 * MiB, "active_allocated", ODD),
                              (2 * MiB, "active_allocated", TRAIN),
                              (4 * MiB, "active_pending_free", [])])]
-layer.segments(fake_torch(at_exit), 0, layer.LAYOUT_STATE, seg_fn)
+layout.segments(fake_torch(at_exit), 0, library.LAYOUT_STATE, seg_fn)
 # refused, and the state kept: a block naming a stack past nstacks, a
 # negative tag other than LAYOUT_STATE
-blk = (layer.Block * 1)()
+blk = (library.Block * 1)()
 blk[0].size, blk[0].state, blk[0].stack = MiB, 1, 2
-seg = (layer.Segment * 1)()
+seg = (library.Segment * 1)()
 seg[0].address, seg[0].size, seg[0].nblocks = bufs[1], 8 * MiB, 1
-seg[0].blocks = ctypes.cast(blk, ctypes.POINTER(layer.Block))
+seg[0].blocks = ctypes.cast(blk, ctypes.POINTER(library.Block))
 text = (ctypes.c_char_p * 1)(b"/w/x.py:1:f")
-assert seg_fn[0](0, layer.LAYOUT_STATE, seg, 1, text, 1) == -1
+assert seg_fn[0](0, library.LAYOUT_STATE, seg, 1, text, 1) == -1
 blk[0].stack = 1
 assert seg_fn[0](0, -2, seg, 1, text, 1) == -1
 print("reported")

@@ -9,7 +9,7 @@
  * snapshots, the command's output (output.log) and the PyTorch layer's
  * report (fit.txt).
  *
- * fit.txt, written at interpreter exit by src/torchboot/cumemtrace_torch.py
+ * fit.txt, written at interpreter exit by src/torchboot/layer/fit.py
  * when CUMEMTRACE_FIT_REPORT names it: a first line "cumemtrace-fit 1", then
  * "key value" lines - max_allocated, max_reserved, num_ooms, total (bytes,
  * PyTorch's own figures of the current device), oom_time (Unix seconds of

@@ -2,7 +2,7 @@
 default (issue 23): a small training loop (elementwise layers, autograd,
 Adam) timed with the history off and in each recording mode, alternately in
 one process (best of ROUNDS each), with exactly the recording our layer
-turns on (cumemtrace_torch.HISTORY_MODE) and the other modes that keep a
+turns on (layer/history.py's HISTORY_MODE) and the other modes that keep a
 live block's Python line.  On the simulated GPU kernels take no time, so
 the loop is all Python, dispatch and allocator work: the ratio is an upper
 bound of what a real GPU's step, whose kernels take time, pays.
@@ -65,7 +65,7 @@ def recorded():
     return on
 
 
-MODES = {"ours": cumemtrace_torch.HISTORY_MODE,
+MODES = {"ours": cumemtrace_torch.part("history").HISTORY_MODE,
          "all_alloc_python": dict(enabled="all", context="alloc", stacks="python",
                                   max_entries=10000),
          "all_all_python": dict(enabled="all", context="all", stacks="python",

@@ -1,0 +1,70 @@
+"""PyTorch's allocation history, which names the Python line of every live
+block (torch.cuda.memory._record_memory_history), so that every view says
+which tensors hold the memory, not only which line created each cached
+segment.  On by default; CUMEMTRACE_TORCH_HISTORY=0 turns it off."""
+import os
+import sys
+
+# enabled="state" keeps each live block's stack and no trace of alloc/free
+# events: the cheapest mode that still names each live block's line
+# (measured by tests/torch/scenarios/history_cost.py; docs/performance.md).
+HISTORY_MODE = dict(enabled="state", context="alloc", stacks="python")
+TOP_SITES = 5        # the library keeps 5
+FRAMES_PER_SITE = 12  # innermost first: the outer ones say little
+recording = False    # PyTorch records its history for us
+
+
+def start(torch):
+    global recording
+    if os.environ.get("CUMEMTRACE_TORCH_HISTORY", "") == "0":
+        return
+    try:
+        if torch.cuda.get_allocator_backend() == "cudaMallocAsync":
+            return  # it keeps no history (nor observers: the layer says so once)
+    except Exception:
+        pass
+    try:
+        torch.cuda.memory._record_memory_history(**HISTORY_MODE)
+        recording = True
+    except Exception as e:
+        sys.stderr.write(f"cumemtrace: warning: PyTorch refused to record its allocation "
+                         f"history ({type(e).__name__}: {e}); snapshots name call sites, "
+                         f"not tensors (CUMEMTRACE_TORCH_HISTORY=0 skips the attempt)\n")
+
+
+def _torch_dir():
+    torch = sys.modules.get("torch")
+    f = getattr(torch, "__file__", None)
+    return os.path.dirname(f) + os.sep if f else None
+
+
+def _from_user_code(frames, torch_dir):
+    """The frames outside torch's own package (the user's lines, not
+    module.py's _call_impl or _apply chains between them); all of
+    them when every frame is torch's."""
+    if not torch_dir:
+        return frames
+    user = [fr for fr in frames if not str(fr.get("filename", "")).startswith(torch_dir)]
+    return user or frames
+
+
+def top_tensors(snapshot_segments, device):
+    """[(stack text, bytes, count)] of the live blocks' allocation stacks
+    from the user's code on, largest first (bytes as PyTorch counts them in
+    allocated_bytes)."""
+    sites = {}
+    torch_dir = _torch_dir()
+    for seg in snapshot_segments:
+        if seg.get("device") != device:
+            continue
+        for b in seg.get("blocks", []):
+            if b.get("state") != "active_allocated":
+                continue
+            frames = _from_user_code(b.get("frames") or [], torch_dir)
+            key = "\n".join(f"{fr.get('filename', '?')}:{fr.get('line', 0)}:"
+                            f"{fr.get('name', '?')}" for fr in frames[:FRAMES_PER_SITE])
+            site = sites.setdefault(key, [0, 0])
+            site[0] += b.get("size", 0)
+            site[1] += 1
+    return sorted(((k, v[0], v[1]) for k, v in sites.items()),
+                  key=lambda t: (-t[1], t[0]))[:TOP_SITES]

@@ -1,0 +1,93 @@
+"""The preloaded library's public API as the PyTorch layer sees it through
+ctypes (include/cumemtrace.h): its structs, its entry points, and the one
+warning the layer gives when it turns itself off."""
+import ctypes
+import sys
+
+_warned = False
+
+
+def warn(what):
+    global _warned
+    if not _warned:
+        _warned = True
+        sys.stderr.write(f"cumemtrace: warning: PyTorch layer off: {what}; "
+                         f"post-mortems show driver-level figures only\n")
+
+
+class TensorSite(ctypes.Structure):
+    """struct cumemtrace_tensor_site (include/cumemtrace.h)."""
+    _fields_ = [("stack", ctypes.c_char_p), ("bytes", ctypes.c_int64),
+                ("count", ctypes.c_int64)]
+
+
+class Facts(ctypes.Structure):
+    """struct cumemtrace_allocator_facts (include/cumemtrace.h)."""
+    _fields_ = [(n, t) for n, t in [
+        ("size", ctypes.c_uint32),
+        ("name", ctypes.c_char_p),
+        ("version", ctypes.c_char_p),
+        ("config", ctypes.c_char_p),
+        ("requested_bytes", ctypes.c_int64),
+        ("allocated_bytes", ctypes.c_int64),
+        ("reserved_bytes", ctypes.c_int64),
+        ("active_bytes", ctypes.c_int64),
+        ("inactive_split_bytes", ctypes.c_int64),
+        ("largest_free_small_bytes", ctypes.c_int64),
+        ("largest_free_large_bytes", ctypes.c_int64),
+        ("segments", ctypes.c_int64),
+        ("num_alloc_retries", ctypes.c_int64),
+        ("num_ooms", ctypes.c_int64),
+        ("limit_bytes", ctypes.c_int64),
+        ("device_total_bytes", ctypes.c_int64),
+        ("device_free_bytes", ctypes.c_int64),
+        ("top_tensors", ctypes.POINTER(TensorSite)),
+        ("ntop_tensors", ctypes.c_int64),
+        ("peak_allocated_bytes", ctypes.c_int64),
+        ("parameter_bytes", ctypes.c_int64),
+        ("buffer_bytes", ctypes.c_int64),
+        ("gradient_bytes", ctypes.c_int64),
+        ("optimizer_state_bytes", ctypes.c_int64),
+        ("other_tensor_bytes", ctypes.c_int64),
+        ("optimizers", ctypes.c_char_p),
+        ("step", ctypes.c_int64),
+        ("peak_step", ctypes.c_int64),
+    ]]
+
+
+class Block(ctypes.Structure):
+    """struct cumemtrace_allocator_block."""
+    _fields_ = [("offset", ctypes.c_int64), ("size", ctypes.c_int64),
+                ("state", ctypes.c_int32), ("stack", ctypes.c_int32)]
+
+
+class Segment(ctypes.Structure):
+    """struct cumemtrace_allocator_segment."""
+    _fields_ = [("address", ctypes.c_uint64), ("size", ctypes.c_int64),
+                ("pool", ctypes.c_int32), ("nblocks", ctypes.c_uint32),
+                ("blocks", ctypes.POINTER(Block))]
+
+
+class Usage(ctypes.Structure):
+    """struct cumemtrace_usage (include/cumemtrace.h)."""
+    _fields_ = [("current_bytes", ctypes.c_uint64), ("mark_bytes", ctypes.c_uint64),
+                ("peak_bytes", ctypes.c_uint64), ("mark_time_ns", ctypes.c_int64),
+                ("peak_time_ns", ctypes.c_int64)]
+
+
+# The tag that hands over the layout at a moment without a failure (the
+# exit): include/cumemtrace.h's CUMEMTRACE_LAYOUT_STATE.
+LAYOUT_STATE = -1
+
+
+def facts_fn(name="cumemtrace_allocator_oom"):
+    """The library's entry point `name` taking (device, struct
+    cumemtrace_allocator_facts *): cumemtrace_allocator_oom or
+    cumemtrace_allocator_state; None when not traced."""
+    try:
+        fn = getattr(ctypes.CDLL(None), name)
+    except (AttributeError, OSError):
+        return None  # not traced: nothing to tell
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_int, ctypes.POINTER(Facts)]
+    return fn
