@@ -11,7 +11,9 @@
 # driver, other names link neither (they dlopen what they need).
 
 # The tracker is track/record.c and its record_*.c siblings (record_impl.h).
-RECORD_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/preload/track/record*.c))
+# with the thread's hot TLS block, which holds the tracker's thread cache
+RECORD_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/preload/track/record*.c)) \
+              $(call preload_obj,thread_hot)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%) \
              $(BUILD)/tests/unit/test_record_debug
@@ -50,10 +52,11 @@ $(BUILD)/tests/unit/test_unwind: tests/unit/test_unwind.c \
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
 # oom.c keeps its record in oom_ledger.c, asks allocator.c for the caching
-# allocator's cause and resolve_names.c for the entry point's name; the test
+# allocator's cause and resolve_names.c for the entry point's name, and
+# keeps its chain in the thread's hot TLS block (thread_hot.c); the test
 # stands in for the device, the tracker, the writer and the log.
 $(BUILD)/tests/unit/test_oom: tests/unit/test_oom.c \
-    $(foreach m,oom oom_ledger allocator resolve_names,$(call preload_obj,$(m))) \
+    $(foreach m,oom oom_ledger allocator resolve_names thread_hot,$(call preload_obj,$(m))) \
     $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
@@ -80,7 +83,8 @@ $(BUILD)/tests/unit/test_record $(BUILD)/tests/unit/test_record_threads: \
 # The tracker again, compiled with CUMEMTRACE_DEBUG: every *_locked
 # function asserts that its thread holds the tracker's lock.
 $(BUILD)/tests/unit/test_record_debug: tests/unit/test_record.c \
-    $(wildcard src/preload/track/record*.c) $(filter %/event_log.c,$(PRELOAD_SRC)) $(COMMON_SRC)
+    $(wildcard src/preload/track/record*.c) $(filter %/event_log.c %/thread_hot.c,$(PRELOAD_SRC)) \
+    $(COMMON_SRC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -DCUMEMTRACE_DEBUG -fvisibility=hidden $(PRELOAD_INC) -o $@ \
 	    $(filter %.c,$^) $(LDFLAGS_ALL) $(UNIT_LD)

@@ -104,7 +104,11 @@ def test_the_fixed_cost_of_a_pair_without_stacks(tmp_path):
     load of the thread's word, a created context sends allocations to the
     generic path instead of a test on the fast one, and the device cache is
     one compare; 414 (178) once a capture's count is known to fit and the
-    thread's id needs no mask.  The bounds leave ~3 % for a compiler's
+    thread's id needs no mask; 392 (170) once the fast path enters and
+    leaves its call by one store of the thread's word, the wrapper objects
+    are built without SLP vectorisation, what the fast path touches per
+    thread is one TLS block (one GOT load instead of four) and the thread's
+    id is known there.  The bounds leave ~3 % for a compiler's
     whims, no more: a regression of a dozen instructions fails.  Totals
     only: callgrind splits the cost of tail-calling wrappers between
     functions differently from run to run."""
@@ -115,5 +119,5 @@ def test_the_fixed_cost_of_a_pair_without_stacks(tmp_path):
     frees = (per_pair(incl, nt, fn="pair_frees", obj="bench_alloc") -
              per_pair(bare_incl, n, fn="pair_frees", obj="bench_alloc"))
     print(f"depth 0, per pair: added {added:.0f}, free side {frees:.0f}")
-    assert added <= 426, added
-    assert frees <= 184, frees
+    assert added <= 404, added
+    assert frees <= 176, frees

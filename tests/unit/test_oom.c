@@ -82,7 +82,6 @@ void record_meminfo(int device, uint64_t free_bytes, uint64_t total_bytes)
 
 struct config config;
 struct output_process output_process;
-__thread uint32_t phase_current __attribute__((tls_model("initial-exec")));
 /* no TSC: a piece no tick falls in (clock.h: never NULL), so every reading
  * is clock_slow_ns's */
 static const struct clock_tsc no_tsc;

@@ -41,7 +41,7 @@
 #include "python.h"
 #include "unwind.h"
 
-__thread struct hooks_thread hooks_thread __attribute__((tls_model("initial-exec")));
+/* hooks_thread is a member of thread_hot (thread/thread_hot.c). */
 /* Set by start-up and the first CUDA call (init.c), read by every wrapper:
  * defined here, with the state the wrappers share, so that reading them
  * is no call up into start-up. */
@@ -88,6 +88,9 @@ void call_state_init(void)
 
 void hooks_thread_start(void)
 {
+    /* the fast path takes the id as known (hooks_fast_alloc_done); a fork
+     * child's tracker forgets it, and its `known` with it (init.c) */
+    (void)record_current_tid();
     hooks_thread_known = true;
     if (thread_key_made)
         pthread_setspecific(thread_key, &thread_key); /* any non-NULL value */

@@ -22,35 +22,14 @@
 #include "python.h"
 #include "record.h"
 #include "resolve.h"
+#include "thread_hot.h"
 
 #pragma GCC visibility push(hidden) /* direct addressing, no GOT entries */
 
-/* What a thread's calls share (call_state.c), in one TLS block: each
- * distinct TLS variable costs the wrappers a GOT load per function. */
-struct hooks_guard {
-    unsigned char layer; /* of the traced outermost allocation/free call */
-    unsigned char busy;  /* in our bookkeeping */
-} __attribute__((aligned(2))); /* read as one 16-bit word: hooks_passthrough */
-struct hooks_device_cache {
-    unsigned gen; /* 0: empty */
-    int device;   /* >= 0 when filled */
-};
-struct hooks_thread {
-    union {
-        struct {
-            int depth;                /* the re-entry guard: hooks_depth */
-            struct hooks_guard guard; /* hooks_guard, below */
-            bool known;               /* this thread's exit will give back
-                                         what the library holds for it */
-            unsigned char zero;       /* never written: see hooks_word */
-        };
-        uint64_t word; /* the four above as one: hooks_word, hooks_word_set */
-    };
-    unsigned device_epoch;    /* bumped by this thread's device switches */
-    struct hooks_device_cache device[2]; /* see hooks_device() */
-    void *inflight_token;     /* a free's entry, taken out before the real free */
-};
-extern __thread struct hooks_thread hooks_thread __attribute__((tls_model("initial-exec")));
+/* hooks_thread (thread_hot.h): what a thread's calls share (call_state.c;
+ * the types are hooks_thread.h), in the thread's hot TLS block, where the
+ * wrappers reach it, the tracker's thread cache, the phase and the OOM
+ * chain from one base. */
 #define hooks_depth (hooks_thread.depth)
 #define hooks_thread_known (hooks_thread.known)
 
@@ -59,10 +38,10 @@ extern __thread struct hooks_thread hooks_thread __attribute__((tls_model("initi
  * states, the steady state's outermost call and the runtime's call one
  * layer down, by one load and one compare (hooks_fast.h); and the fast
  * path enters and leaves its call by one store of it. */
-_Static_assert(offsetof(struct hooks_thread, guard) == 4 &&
-               offsetof(struct hooks_thread, known) == 6 &&
-               offsetof(struct hooks_thread, zero) == 7 &&
-               offsetof(struct hooks_thread, word) == 0 &&
+_Static_assert(offsetof(struct hooks_thread_state, guard) == 4 &&
+               offsetof(struct hooks_thread_state, known) == 6 &&
+               offsetof(struct hooks_thread_state, zero) == 7 &&
+               offsetof(struct hooks_thread_state, word) == 0 &&
                sizeof(uint64_t) == 8, "hooks_word's layout");
 static inline uint64_t hooks_word(void)
 {
@@ -314,10 +293,9 @@ void hooks_free_end(struct hook_free *f, bool ok);
     ((slot) < SLOT_DRIVER_END ? HOOKS_LAYER_DRIVER : HOOKS_LAYER_RUNTIME)
 
 /* The calling thread's OOM chain state (oom.h), NULL until its first
- * failure; declared here as well so that this header needs not include
- * oom.h (whose includes lead back to the modules that include this one). */
-struct oom_info;
-extern __thread struct oom_info *oom_chain __attribute__((tls_model("initial-exec")));
+ * failure: oom_chain, from thread_hot.h, so that this header needs not
+ * include oom.h (whose includes lead back to the modules that include this
+ * one). */
 
 /* After the real allocation failed (oom: with the API's out-of-memory
  * code), from the fast path. */

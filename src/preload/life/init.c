@@ -134,6 +134,9 @@ static void fork_child(void)
     torch_layer_atfork_child();
     hooks_touched = 0;
     hooks_dump_requested = 0;
+    /* record_atfork_child forgot this thread's id, which a known thread's
+     * fast path counts on: its next call starts it again */
+    hooks_thread_known = false;
     __atomic_or_fetch(&hooks_slow, HOOKS_SLOW_UNTOUCHED, __ATOMIC_RELAXED);
     ending_atfork_child();
     hooks_depth--;

@@ -62,7 +62,7 @@
 #include "snapshot_write.h"
 #include "units.h"
 
-__thread struct oom_info *oom_chain __attribute__((tls_model("initial-exec")));
+/* oom_chain is a member of thread_hot (thread/thread_hot.c). */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned dumps_written;
 static bool cap_said; /* the one line printed when the budget ran out */

@@ -7,12 +7,12 @@
 #include <stdint.h>
 
 #include "record.h"
+#include "thread_hot.h"
 
 /* The calling thread's chain state, NULL until its first failure: while it
  * is NULL the hooks skip oom_on_success and oom_on_free (no chain can be
  * open). */
-struct oom_info;
-extern __thread struct oom_info *oom_chain __attribute__((tls_model("initial-exec")));
+struct oom_info; /* oom_chain: a member of thread_hot (thread_hot.h) */
 
 /* Called by the hooks; cheap unless the calling thread has an open chain. */
 void oom_on_failure(unsigned slot, enum record_kind kind, int device,

@@ -32,7 +32,7 @@
 #include "clock.h"
 #include "cumemtrace.h"
 
-__thread uint32_t phase_current __attribute__((tls_model("initial-exec")));
+/* phase_current is a member of thread_hot (thread/thread_hot.c). */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 

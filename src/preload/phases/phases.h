@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "thread_hot.h"
+
 /* Distinct paths kept: with names of at most PHASE_NAME_MAX bytes the
  * table stays under 3 MiB whatever the program names (issue 27 asks for
  * 100,000 distinct names in bounded memory). */
@@ -37,9 +39,8 @@
 
 /* The calling thread's innermost phase (0: none): what its next allocation
  * carries.  Written by this thread's push/pop and, under its lock, by a
- * thread ending a range this one started; read with a relaxed load. */
-extern __thread uint32_t phase_current __attribute__((tls_model("initial-exec")));
-
+ * thread ending a range this one started; read with a relaxed load.  It
+ * is phase_current, a member of the thread's hot TLS block (thread_hot.h). */
 static inline uint32_t phase_now(void)
 {
     return __atomic_load_n(&phase_current, __ATOMIC_RELAXED);

@@ -137,7 +137,7 @@ struct slab {
 };
 static struct slab *slabs;
 
-__thread struct record_thread_cache record_tc __attribute__((tls_model("initial-exec")));
+/* record_tc is a member of thread_hot (thread/thread_hot.c). */
 
 uint32_t record_current_tid(void)
 {

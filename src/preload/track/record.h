@@ -196,6 +196,9 @@ void record_count_reentrant(void);
 
 /* The calling thread ends: its spare entry goes back to the free list. */
 void record_thread_end(void);
+/* This thread's id, asked once (kept in record_tc; a fork child's tracker
+ * forgets it). */
+uint32_t record_current_tid(void);
 
 /* Counts a failed allocation attempt of `kind` on `device`. */
 void record_failure(enum record_kind kind, int device);

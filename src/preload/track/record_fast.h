@@ -22,6 +22,7 @@
 #include "record_impl.h"
 
 #include "event_log.h"
+#include "thread_hot.h"
 
 #pragma GCC visibility push(hidden) /* direct addressing, no GOT entries */
 
@@ -32,30 +33,11 @@
 
 /* ---- per-thread state: what the hot path reads without the lock ---- */
 
-/* Stacks this thread allocated from, by hash: a direct-mapped cache (16
- * slots, 384 bytes of static TLS: little, should a host dlopen us) of
- * immutable stacks, and of the site the stack last allocated into. */
-#define RECORD_TC_STACKS 16
-struct record_stack_slot {
-    uint64_t hash;
-    struct record_stack *st; /* NULL: empty */
-    struct site *site;       /* st's site for some (pool, kind), or NULL */
-};
-/* Frees park their entry here for this thread's next allocations; beyond
- * RECORD_TC_FREE_MAX the list goes back to the shared one in one trip. */
-#define RECORD_TC_FREE_MAX 64
-struct record_thread_cache {
-    struct record_stack_slot stacks[RECORD_TC_STACKS];
-    struct live *free;
-    uint32_t nfree;
-    uint32_t tid; /* 0 until asked (record_current_tid), < 2^TID_BITS */
-};
-extern __thread struct record_thread_cache record_tc __attribute__((tls_model("initial-exec")));
+/* record_tc (thread_hot.h): this thread's cache of stacks and sites, and
+ * its parked entries (the types: record_thread.h). */
 
 /* ---- out of line (record.c) ---- */
 
-/* This thread's id, asked once. */
-uint32_t record_current_tid(void);
 /* No entry was parked for this thread: one from the shared list, filled
  * (NULL when memory is exhausted). */
 struct live *record_entry_new_filled_locked(const struct record_alloc *a, int64_t now,
