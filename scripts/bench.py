@@ -16,6 +16,7 @@ set), in-loop and interleaved with ours.  The targets of issue 14 are judged
 met / missed on this run's figures, both measures.
 
   scripts/bench.py --build build [--write docs/performance.md] [--quick]
+  scripts/bench.py --build build --only threads|fixed   one part, judged, nothing written
 """
 import argparse
 import glob
@@ -36,7 +37,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--build", default="build")
 ap.add_argument("--write", help="also write the results to this markdown file")
 ap.add_argument("--quick", action="store_true", help="fewer repetitions (smoke test)")
-ap.add_argument("--only", choices=("threads",),
+ap.add_argument("--only", choices=("threads", "fixed"),
                 help="run one part and judge its targets only (nothing is written)")
 args = ap.parse_args()
 
@@ -153,6 +154,18 @@ def breakdown(traced, bare, top=12):
     return added, [(f"{fn} [{obj}]", v, 100 * v / added) for (fn, obj), v in rows]
 
 
+def where_they_go(depths):
+    """Section 6's breakdown of cudaMalloc+cudaFree at each depth (0: no stack)."""
+    for depth in depths:
+        added, rows = breakdown(CG[("traced", "runtime", depth)],
+                                CG[("bare", "runtime", 32)])
+        say()
+        say(f"where the added instructions go, cudaMalloc+cudaFree, "
+            f"{'depth ' + str(depth) if depth else 'no stack'}: {added:.0f} per pair")
+        for what, v, pct in rows:
+            say(f"  {v:7.0f} {pct:5.1f}%  {what}")
+
+
 # ---- 2b: threads, on the lock-free stand-in runtime (tests/bench/fastrt.c) ----
 # Each thread runs the same cudaMalloc+cudaFree loop (depth 32, its own live
 # set of 1000); the stand-in shares nothing between threads, so what keeps
@@ -185,6 +198,39 @@ def combine(*states):
     if all(s == "met" for s in states):
         return "met"
     return "not measurable"
+
+
+def judge_max(xs, limit, fmt=".2f", unit=""):
+    """(state, text) for a wall figure that must be <= limit."""
+    if not measurable(xs):
+        return "not measurable", fig(xs, unit, fmt)
+    return ("met" if med(xs) <= limit else "missed"), fig(xs, unit, fmt)
+
+
+def judge_i(v, limit, fmt=".2f", unit=""):
+    return ("met" if v <= limit else "missed"), f"{v:{fmt}}{unit}"
+
+
+T = []
+
+
+def target(what, wall, instr=None):
+    states = [wall[0]] + ([instr[0]] if instr else [])
+    second = "" if instr is None else ("; " if "CPU" in instr[1] else "; instr ") + instr[1]
+    text = f"wall {wall[1]}" + (second if instr else "; instr not counted")
+    T.append((combine(*states), what, text))
+
+
+def fixed_targets():
+    """Issue 25 item 5: the fixed cost with no stack (section 1's depth 0)."""
+    r = R[("runtime", 0)]
+    target("fixed cost with no stack <= 60 ns and <= 400 instructions per pair",
+           judge_max(r["added"], 60, ".0f", " ns"),
+           judge_i(r["i_added"], 400, ".0f") if VALGRIND else None)
+    if VALGRIND:
+        T.append((combine(judge_i(r["i_free"], 250)[0]),
+                  "free side with no stack <= 250 instructions",
+                  f"instr {r['i_free']:.0f}; wall not judged (no ns target)"))
 
 
 def threads_part():
@@ -327,6 +373,8 @@ LABEL = {"runtime": "cudaMalloc+cudaFree", "driver": "cuMemAlloc_v2+cuMemFree_v2
          "vmm": "cuMemCreate+Map / Unmap+Release"}
 CONFIGS = [("runtime", 0), ("runtime", 8), ("runtime", 32), ("runtime", 64),
            ("driver", 32), ("async", 32), ("vmm", 32)]
+if args.only == "fixed":
+    CONFIGS = [("runtime", 0)]  # issue 25 item 5: the fixed cost alone
 
 
 for path, depth in CONFIGS:
@@ -369,6 +417,19 @@ for path, depth in CONFIGS:
             + (f"= {r['i_ratio']:.2f} x floor; floor {r['i_floor']:.0f}; " if depth else
                f"(hash ops alone: {r['i_floor']:.0f}); ")
             + f"free side {r['i_free']:.0f}; bare pair {bi:.0f}")
+
+if args.only == "fixed":
+    if VALGRIND:
+        where_they_go((0,))
+    fixed_targets()
+    say()
+    say("targets of issue 25's fixed cost, judged on this run:")
+    for state, what, text in T:
+        say(f"  {state:<14} {what}: {text}")
+    say(f"load average at end: {os.getloadavg()[0]:.2f}; bench took "
+        f"{time.monotonic() - T0:.0f} s")
+    shutil.rmtree(TMP, ignore_errors=True)
+    sys.exit(0)
 
 # ---- 2: heaptrack, in-loop, interleaved, same depth and live set ----
 say()
@@ -698,37 +759,9 @@ else:
 
 # ---- 6: where the added instructions go ----
 if VALGRIND:
-    for depth in (32, 0):
-        added, rows = breakdown(CG[("traced", "runtime", depth)],
-                                CG[("bare", "runtime", 32)])
-        say()
-        say(f"where the added instructions go, cudaMalloc+cudaFree, "
-            f"{'depth 32' if depth else 'no stack'}: {added:.0f} per pair")
-        for what, v, pct in rows:
-            say(f"  {v:7.0f} {pct:5.1f}%  {what}")
+    where_they_go((32, 0))
 
 # ---- 7: the targets of issue 14, judged on this run ----
-def judge_max(xs, limit, fmt=".2f", unit=""):
-    """(state, text) for a wall figure that must be <= limit."""
-    if not measurable(xs):
-        return "not measurable", fig(xs, unit, fmt)
-    return ("met" if med(xs) <= limit else "missed"), fig(xs, unit, fmt)
-
-
-def judge_i(v, limit, fmt=".2f", unit=""):
-    return ("met" if v <= limit else "missed"), f"{v:{fmt}}{unit}"
-
-
-T = []
-
-
-def target(what, wall, instr=None):
-    states = [wall[0]] + ([instr[0]] if instr else [])
-    second = "" if instr is None else ("; " if "CPU" in instr[1] else "; instr ") + instr[1]
-    text = f"wall {wall[1]}" + (second if instr else "; instr not counted")
-    T.append((combine(*states), what, text))
-
-
 for depth, limit in ((32, 1.3), (8, 1.6), (64, 1.2)):
     r = R[("runtime", depth)]
     target(f"cudaMalloc+cudaFree added per pair <= {limit} x floor at depth {depth}",
@@ -739,14 +772,7 @@ for path in ("driver", "async", "vmm"):
     target(f"{LABEL[path]} added per pair <= 1.3 x floor at depth 32",
            judge_max(r["ratio"], 1.3, unit=" x"),
            judge_i(r["i_ratio"], 1.3, unit=" x") if VALGRIND else None)
-r = R[("runtime", 0)]
-target("fixed cost with no stack <= 60 ns and <= 400 instructions per pair",
-       judge_max(r["added"], 60, ".0f", " ns"),
-       judge_i(r["i_added"], 400, ".0f") if VALGRIND else None)
-if VALGRIND:
-    T.append((combine(judge_i(r["i_free"], 250)[0]),
-              "free side with no stack <= 250 instructions",
-              f"instr {r['i_free']:.0f}; wall not judged (no ns target)"))
+fixed_targets()
 if HT:
     target("per event <= 0.6 x heaptrack's (in-loop, its host-side cost only)",
            judge_max(HT["ratio_app"], 0.6, unit=" x"),
