@@ -112,3 +112,14 @@ void sites_sort(struct sites_sum *sum, const struct snapctx *ctx)
     if (sum->ntouched > 1)
         qsort(sum->touched, sum->ntouched, sizeof *sum->touched, by_bytes);
 }
+
+int sites_sum_sorted(struct sites_sum *sum, struct snapshot *s, const struct snap_groups *g)
+{
+    sites_init(sum, BY_STACK);
+    if (sites_add(sum, s, g) != 0) {
+        sites_free(sum);
+        return -1;
+    }
+    sites_sort(sum, s->ctx);
+    return 0;
+}

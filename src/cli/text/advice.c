@@ -368,12 +368,8 @@ static int dominant(struct snapshot *s, const struct snap_groups *g, uint64_t to
     if (total == 0 || g->n == 0)
         return 0;
     struct sites_sum sum;
-    sites_init(&sum, BY_STACK);
-    if (sites_add(&sum, s, g) != 0) {
-        sites_free(&sum);
+    if (sites_sum_sorted(&sum, s, g) != 0)
         return -1;
-    }
-    sites_sort(&sum, s->ctx);
     uint32_t top = sum.touched[0];
     uint64_t bytes = sum.bytes[top];
     if (bytes * 100.0 >= (double)total * ADVICE_DOMINANT_PCT) {

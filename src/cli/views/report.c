@@ -98,12 +98,8 @@ static int print_sites(FILE *f, struct snapshot *s, const struct snap_groups *g,
                        uint64_t whole, unsigned top, bool with_kind, int indent)
 {
     struct sites_sum sum;
-    sites_init(&sum, BY_STACK);
-    if (sites_add(&sum, s, g) != 0) {
-        sites_free(&sum);
+    if (sites_sum_sorted(&sum, s, g) != 0)
         return -1;
-    }
-    sites_sort(&sum, s->ctx);
     struct out_table t;
     out_table_init(&t, with_kind ? "rrrll" : "rrrl", indent);
     if (with_kind)

@@ -48,12 +48,8 @@ static int sites(struct json_out *w, struct snapshot *s, const struct snap_group
                  unsigned top)
 {
     struct sites_sum sum;
-    sites_init(&sum, BY_STACK);
-    if (sites_add(&sum, s, g) != 0) {
-        sites_free(&sum);
+    if (sites_sum_sorted(&sum, s, g) != 0)
         return -1;
-    }
-    sites_sort(&sum, s->ctx);
     json_out_begin_array(w);
     for (size_t i = 0; i < sum.ntouched && (top == 0 || i < top); i++) {
         uint32_t id = sum.touched[i];
