@@ -115,8 +115,10 @@ $(BUILD)/tests/progs/%: tests/progs/%.c
 	$(CC) $(PROG_CFLAGS) -o $@ $< -ldl -lpthread
 $(BUILD)/tests/progs/static_workload: tests/progs/rt_workload.c
 
-# bench_alloc: test_hotpath_cost.py counts its loop's instructions.
-test-bins: all $(UNIT_BIN) $(PROG_BIN) $(EXTRA_TEST_BINS) $(BUILD)/tests/bench/bench_alloc
+# bench_alloc: test_hotpath_cost.py counts its loop's instructions; the stand-in
+# runtime: test_bench_threads.py runs bench.py's thread part on it.
+test-bins: all $(UNIT_BIN) $(PROG_BIN) $(EXTRA_TEST_BINS) $(BUILD)/tests/bench/bench_alloc \
+    $(BUILD)/bench/fastrt/libcudart.so.13
 
 test-unit: test-bins
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
