@@ -28,23 +28,12 @@ import time
 import torch
 
 import truth
+from elementwise import Elementwise
 
 MiB = 1 << 20
 N = 1 * MiB
 KEEP = 12 * MiB // 4
 STEPS = 4
-
-
-class Elementwise(torch.nn.Module):
-    def __init__(self, layers):
-        super().__init__()
-        self.w = torch.nn.ParameterList(
-            torch.nn.Parameter(torch.ones(N, device="cuda")) for _ in range(layers))
-
-    def forward(self, x):
-        for w in self.w:
-            x = torch.tanh(x * w)
-        return x
 
 
 def wait_for(pattern, count=1, before=(), timeout=60):
@@ -68,7 +57,7 @@ def dump_from_thread(path):
 
 
 mode = sys.argv[1]
-model = Elementwise(2)
+model = Elementwise(2, N, bias=False)
 opt = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)
 x = torch.randn(N, device="cuda")
 history = []

@@ -15,6 +15,8 @@ import time
 
 import torch
 
+from elementwise import Elementwise
+
 spec = __import__("importlib.util").util.spec_from_file_location(
     "cumemtrace_torch", os.path.join(sys.argv[1], "cumemtrace_torch.py"))
 cumemtrace_torch = __import__("importlib.util").util.module_from_spec(spec)
@@ -25,21 +27,7 @@ STEPS = int(sys.argv[2]) if len(sys.argv) > 2 else 20
 ROUNDS = 5
 
 
-class Elementwise(torch.nn.Module):
-    def __init__(self, layers):
-        super().__init__()
-        self.w = torch.nn.ParameterList(
-            torch.nn.Parameter(torch.ones(N, device="cuda")) for _ in range(layers))
-        self.b = torch.nn.ParameterList(
-            torch.nn.Parameter(torch.zeros(N, device="cuda")) for _ in range(layers))
-
-    def forward(self, x):
-        for w, b in zip(self.w, self.b):
-            x = torch.tanh(x * w + b)
-        return x
-
-
-model = Elementwise(8)
+model = Elementwise(8, N)
 opt = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)
 x = torch.randn(N, device="cuda")
 

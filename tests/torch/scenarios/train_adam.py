@@ -5,30 +5,20 @@ import json
 
 import torch
 
+from elementwise import Elementwise
+
 MiB = 1 << 20
 N = 4 * MiB  # elements per activation (16 MiB of float32)
 
 
-class Elementwise(torch.nn.Module):
-    def __init__(self, layers):
-        super().__init__()
-        self.w = torch.nn.ParameterList(
-            torch.nn.Parameter(torch.ones(N, device="cuda")) for _ in range(layers))
-        self.b = torch.nn.ParameterList(
-            torch.nn.Parameter(torch.zeros(N, device="cuda")) for _ in range(layers))
-
-    def forward(self, x):
-        for w, b in zip(self.w, self.b):
-            x = torch.tanh(x * w + b)  # FORWARD
-        return x
-
-
-model = Elementwise(3)
+model = Elementwise(3, N)
 opt = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)
 x = torch.randn(N, device="cuda")
 for step in range(4):
     opt.zero_grad(set_to_none=True)
-    loss = model(x).sum()
+    # the forward pass: this line is in the stack of every activation the
+    # layers (elementwise.py) keep for backward
+    loss = model(x).sum()  # FORWARD
     loss.backward()
     opt.step()
 torch.cuda.synchronize()

@@ -12,6 +12,8 @@ import time
 
 import torch
 
+from elementwise import Elementwise
+
 MiB = 1 << 20
 N = 1 * MiB           # elements per activation (4 MiB of float32)
 KEEP = 12 * MiB // 4  # elements of each kept tensor: its own 12 MiB segment
@@ -19,21 +21,9 @@ STEPS = 1000          # at most; the test kills it long before
 PACE_S = 0.01         # a step every ~10 ms: ~12 MiB more every 10 ms
 
 
-class Elementwise(torch.nn.Module):
-    def __init__(self, layers):
-        super().__init__()
-        self.w = torch.nn.ParameterList(
-            torch.nn.Parameter(torch.ones(N, device="cuda")) for _ in range(layers))
-
-    def forward(self, x):
-        for w in self.w:
-            x = torch.tanh(x * w)
-        return x
-
-
 log = open(sys.argv[1], "w", buffering=1)
 log.write(f"pid {os.getpid()}\n")
-model = Elementwise(2)
+model = Elementwise(2, N, bias=False)
 opt = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)
 x = torch.randn(N, device="cuda")
 history = []
