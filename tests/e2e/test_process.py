@@ -42,6 +42,7 @@ def test_fork_child_starts_empty(run):
     child = [s for s in r.snapshots if s is not parent][0]
     assert child["process"]["ppid"] == parent["process"]["pid"]
     assert device(child)["peak_bytes"] == 5 * MiB
+    assert child["counters"]["unknown_frees"] == 1  # the parent's, freed first
     assert device(parent)["peak_bytes"] == 10 * MiB
     assert device(parent)["current_bytes"] == 0
 

@@ -128,6 +128,10 @@ static int do_fork(void)
     pid = fork();
     if (pid == 0) {
         void *c = NULL;
+        /* The parent's memory is not the child's: an unknown free, first, so
+         * that the allocation after it is the child's first (a fork child
+         * must start its thread again: init.c, hooks_thread_start) */
+        CHECK(cudaFree(parent), cudaSuccess);
         CHECK(cudaMalloc(&c, 5 * MiB), cudaSuccess);
         exit(0); /* this child writes its own snapshot: 5 MiB only */
     }

@@ -8,6 +8,8 @@
 #ifndef CUMEMTRACE_HOOKS_FAST_H
 #define CUMEMTRACE_HOOKS_FAST_H
 
+#include <assert.h>
+
 #include "hooks.h"
 #include "record_fast.h"
 
@@ -98,8 +100,15 @@ hooks_fast_alloc_done(unsigned slot, enum record_kind kind, int device, bool run
         unsigned n = config.depth != 0 ? hooks_capture_frames(frames, frame) : 0;
         if (n > RECORD_MAX_DEPTH) /* never: a capture fills frames[] at most */
             __builtin_unreachable();
-        if (record_tc.tid == 0) /* never: `known` (hooks_thread_start) */
-            __builtin_unreachable(); /* the tracker's test for it folds away */
+        /* never 0: `known` (hooks_thread_start; a fork child starts again,
+         * init.c), so the tracker's test for it folds away; debug builds
+         * (the sanitizer suites) check it */
+#ifdef CUMEMTRACE_DEBUG
+        assert(record_tc.tid != 0);
+#else
+        if (record_tc.tid == 0)
+            __builtin_unreachable();
+#endif
         record_alloc_fast(&a, slot, frames, n, clock_now_ns());
         if (__builtin_expect(__atomic_load_n(&python_mode, __ATOMIC_RELAXED) == PYTHON_ON, 0))
             python_arm_torch_layer();
