@@ -60,6 +60,19 @@ static int rd_kind(struct reader *r, uint8_t *kind)
     return reader_bad_value(r, rc, "a string or null");
 }
 
+static int rd_group_kind(struct reader *r, void *obj)
+{
+    return rd_kind(r, &((struct snap_group *)obj)->kind);
+}
+
+/* What rd_group reads key by key when the fast lane gives up: the table
+ * and "kind", each at most once (reader_object tracks 64 fields). */
+#define GROUP_FIELD(key, member, type) FIELD_AT(key, snap_group, member, type),
+static const struct field slow_group_fields[] = {
+    GROUP_FIELDS(GROUP_FIELD) FIELD_FN("kind", rd_group_kind)};
+#undef GROUP_FIELD
+_Static_assert(NFIELDS(slow_group_fields) <= 64, "reader_object finds every repeated key");
+
 static void group_init(struct snap_group *e)
 {
     memset(e, 0, sizeof *e);
@@ -78,7 +91,7 @@ static bool fast_group(struct reader *r, struct snap_group *e)
     if (r->c.status != JSON_OK || *p != '{')
         return false;
     p = lane_ws(p + 1);
-    uint64_t seen = 0; /* as rd_group's */
+    uint64_t seen = 0; /* bit j: group_fields[j]; the top bit: kind */
     for (;;) {
         const char *key, *k;
         size_t kn, n;
@@ -138,51 +151,9 @@ static int rd_group(struct reader *r, void *obj, size_t i)
     if (fast_group(r, e))
         goto done;
     group_init(e); /* what the fast lane wrote before it gave up */
-    /* kind is a string: read it by hand around the table. */
-    int rc = json_enter_object(&r->c);
-    if (rc != JSON_OK)
-        return reader_bad_value(r, rc, "an object");
-    const char *key;
-    size_t klen;
-    uint64_t seen = 0; /* bit j: group_fields[j]; the top bit: kind */
-    _Static_assert(NFIELDS(group_fields) < 63, "seen holds the group's fields");
-    while ((rc = json_next_key(&r->c, &key, &klen)) == 1) {
-        if (reader_key_is(key, klen, "kind")) {
-            reader_push_key(r, "kind");
-            if (seen & (UINT64_C(1) << 63))
-                return reader_invalid(r, "is given twice in one object (a duplicate "
-                                         "key: each JSON reader would read another value)");
-            seen |= UINT64_C(1) << 63;
-            rc = rd_kind(r, &e->kind);
-            reader_pop(r);
-            if (rc != 0)
-                return rc;
-            continue;
-        }
-        const struct field *f = NULL;
-        size_t j = 0;
-        for (; j < NFIELDS(group_fields); j++)
-            if (reader_key_is(key, klen, group_fields[j].name)) {
-                f = &group_fields[j];
-                break;
-            }
-        if (f == NULL) {
-            if (json_skip(&r->c) != JSON_OK)
-                return reader_json_failed(r);
-            continue;
-        }
-        reader_push_key(r, f->name);
-        if (seen & (UINT64_C(1) << j))
-            return reader_invalid(r, "is given twice in one object (a duplicate key: "
-                                     "each JSON reader would read another value)");
-        seen |= UINT64_C(1) << j;
-        rc = reader_field(r, e, f);
-        reader_pop(r);
-        if (rc != 0)
-            return rc;
-    }
-    if (rc < 0)
-        return reader_json_failed(r);
+    int rc = reader_object(r, e, slow_group_fields, NFIELDS(slow_group_fields));
+    if (rc != 0)
+        return rc;
 done:
     if (e->stack_id == SNAP_UNKNOWN_I64)
         e->stack_id = 0;
