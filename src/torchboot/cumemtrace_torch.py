@@ -70,10 +70,11 @@ def _attach(torch, report):
     def observer(device, alloc, device_total, device_free):
         fit.note_oom()
         try:
-            f = facts.facts(torch, device, alloc, device_total, device_free)
+            snap = torch.cuda.memory._snapshot().get("segments", [])
+            f = facts.facts(torch, device, alloc, device_total, device_free, snap)
             if handoff[0] is not None:
                 try:
-                    layout.segments(torch, device, f.num_ooms, handoff[0])
+                    layout.segments(torch, device, f.num_ooms, handoff[0], snap)
                 except Exception as e:
                     handoff[0] = None
                     sys.stderr.write(f"cumemtrace: warning: PyTorch segment layout off: "
@@ -93,7 +94,7 @@ def _attach(torch, report):
     if state is not None:
         import atexit
         atexit.register(dumps.at_exit, torch, state, handoff)
-        dumps.register_refresh(torch, state)
+        dumps.register_refresh(torch, state, handoff)
 
 
 def _cuda_module():

@@ -128,3 +128,34 @@ def test_no_hang_at_exit_with_dumps_asked_while_python_finalises(tmp_path):
                                                "CUMEMTRACE_INTERVAL_KEEP": "1000"})
         assert dumped(r, "exit")
         assert len(dumped(r, "periodic")) >= 1
+
+
+def test_the_layout_hand_off_cost_is_measured(tmp_path):
+    """What handing PyTorch's segment layout over adds to a dump's reading
+    (issue 23, item 2; README and docs/snapshot-format.md quote it): the
+    layer's own reading timed without and with it, alternately, in a small
+    loop's state and with 4,000 more live blocks.  The layout reuses the
+    reading's one memory._snapshot(): a second one, or a cost per block far
+    above a few microseconds, would double the reading."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from conftest import BUILD, CLI, SCENARIOS, SIMGPU
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CUMEMTRACE_", "SIMCUDA_", "LD_", "PYTORCH_"))}
+    boot = BUILD / "share" / "cumemtrace" / "torchboot"
+    cmd = [] if REAL else [str(SIMGPU), "--build", str(BUILD), "--memory", "4GiB", "--"]
+    cmd += [str(CLI), "run", "--output", f"{tmp_path}/", "--", sys.executable,
+            str(SCENARIOS / "layout_cost.py"), str(boot)]
+    p = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    c = json.loads(next(l for l in p.stdout.splitlines() if l.startswith("COST "))[5:])
+    for name in ("small", "many"):
+        s = c[name]
+        print(f"\nlayout hand-off, {s['blocks']} blocks in {s['segments']} segments: a reading "
+              f"{s['without_ms']['best']:.1f} ms (median {s['without_ms']['median']:.1f}) "
+              f"without it, {s['with_ms']['best']:.1f} ms ({s['with_ms']['median']:.1f}) with it")
+    assert c["many"]["blocks"] >= c["extra"] > c["small"]["blocks"], c
+    many = c["many"]
+    assert many["with_ms"]["best"] < 2 * many["without_ms"]["best"], c

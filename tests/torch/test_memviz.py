@@ -6,7 +6,9 @@ import json
 import subprocess
 import sys
 
-from conftest import CLI, REAL, TIMEOUT, line_of
+import pytest
+
+from conftest import CLI, REAL, TIMEOUT, finish, line_of, start_scenario
 
 # Runs in a child: nothing in this process imports torch (conftest.py).
 # format_flamegraph is replaced because its default downloads flamegraph.pl.
@@ -164,3 +166,40 @@ def test_memory_viz_has_pytorchs_tensor_blocks_at_exit(scenario, tmp_path):
     lines = {b[3][0][1] for b in blocks if b[3] and b[3][0][0].endswith(script)}
     for marker in ("WIDE", "KEPT", "BIG"):
         assert line_of(script, marker) in lines, (marker, lines)
+
+
+@pytest.mark.parametrize("mode", ["signal", "api"])
+def test_memory_viz_has_pytorchs_tensor_blocks_of_a_running_jobs_dump(tmp_path, mode):
+    """Issue 23, item 2, at a dump of a running job: a SIGUSR1 dump (the
+    main thread asked through Py_AddPendingCall) and a cumemtrace_dump()
+    from the main thread (read on it) carry PyTorch's segments and blocks
+    of that moment as its layer read them for the dump, and the export holds
+    them exactly as torch.cuda.memory._snapshot() taken just before (the
+    loop allocates nothing after it) - the blocks' frames included."""
+    env = {"CUMEMTRACE_SIGNAL": "USR1"} if mode == "signal" else None
+    if mode == "signal" and REAL:
+        pytest.skip("CUMEMTRACE_SIGNAL paced for the simulated GPU")
+    r = finish(start_scenario(tmp_path, "dump_midrun.py", mode, traced=True, env=env))
+    assert r.returncode == 0, r.stderr
+    [snap] = [f for f, s in zip(r.files, r.snapshots) if s["reason"] == mode]
+    doc = json.loads(snap.read_text())
+    assert doc["allocator_refresh"]["answered"] is True, doc["allocator_refresh"]
+    assert doc["allocator_refresh"]["direct"] is (mode == "api")
+    out = tmp_path / f"{mode}.pickle"
+    e = subprocess.run([str(CLI), "export", "--format", "memory_viz", str(snap), "-o", str(out)],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert e.returncode == 0, e.stderr
+    theirs = r.files[0].parent / "torch_snapshot.pickle"
+    p = subprocess.run([sys.executable, "-c", EXIT_BLOCKS, str(out), str(theirs)],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    ours, torch_own = got[str(out)], got[str(theirs)]
+    assert ours["segments"] == torch_own["segments"]
+    assert ours["segsum"] == torch_own["segsum"]
+    assert ours["active"] == r.torch["allocated"]
+    blocks = [b for s in ours["segments"] for b in s[5]]
+    assert {"active_allocated", "inactive"} <= {b[2] for b in blocks}
+    script = "dump_midrun.py"
+    lines = {b[3][0][1] for b in blocks if b[3] and b[3][0][0].endswith(script)}
+    assert line_of(script, "HISTORY") in lines, lines

@@ -1,6 +1,7 @@
-"""PyTorch's figures at the dumps without a failure: at interpreter exit
-(Python's atexit), and fresh before every signal, periodic, API or
-pytest-mark dump (a callable the library runs just before it writes)."""
+"""PyTorch's figures and its segment layout at the dumps without a failure:
+at interpreter exit (Python's atexit), and fresh before every signal,
+periodic, API or pytest-mark dump (a callable the library runs just before
+it writes)."""
 import ctypes
 import sys
 
@@ -12,21 +13,27 @@ fit = part("fit")  # noqa: F821
 
 def report_state(torch, state, handoff=None):
     """PyTorch's figures now, for every device it used, through
-    cumemtrace_allocator_state; with `handoff` (at exit) also its segments
-    and blocks (cumemtrace_allocator_layout)."""
+    cumemtrace_allocator_state; with `handoff` (layout.segments_fn's, in a
+    list: None there once it failed) also its segments and blocks
+    (cumemtrace_allocator_layout), so that the snapshot draws PyTorch's own
+    blocks (devices[].allocator_segments).  One memory._snapshot() serves
+    both and every device."""
     if not torch.cuda.is_initialized():
         return
+    snap = None
     for device in range(torch.cuda.device_count()):
         if torch.cuda.memory_reserved(device) == 0 and \
                 torch.cuda.max_memory_reserved(device) == 0:
             continue
-        f = facts.facts(torch, device, -1, -1, -1)
+        if snap is None:
+            snap = torch.cuda.memory._snapshot().get("segments", [])
+        f = facts.facts(torch, device, -1, -1, -1, snap)
         if handoff is not None and handoff[0] is not None:
             try:
-                layout.segments(torch, device, library.LAYOUT_STATE, handoff[0])
+                layout.segments(torch, device, library.LAYOUT_STATE, handoff[0], snap)
             except Exception as e:
                 handoff[0] = None
-                library.warn(f"PyTorch segment layout at exit: {type(e).__name__}: {e}")
+                library.warn(f"PyTorch segment layout: {type(e).__name__}: {e}")
         state(device, ctypes.byref(f))
 
 
@@ -71,7 +78,9 @@ def _importing(frame):
     return False
 
 
-def register_refresh(torch, state):
+def register_refresh(torch, state, handoff):
+    """Registers the refresh: PyTorch's figures and its layout (`handoff`,
+    as report_state takes it) read again just before each dump."""
     try:
         reg = ctypes.PyDLL(None).cumemtrace_allocator_refresher  # keeps the GIL
     except (AttributeError, OSError):
@@ -88,7 +97,7 @@ def register_refresh(torch, state):
             return False  # the library asks again in 10 ms
         _refreshing[0] = True
         try:
-            report_state(torch, state)
+            report_state(torch, state, handoff)
         except Exception as e:
             if not _refresh_warned:
                 _refresh_warned = True

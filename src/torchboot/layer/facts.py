@@ -11,13 +11,15 @@ roles = part("roles")  # noqa: F821
 phases = part("phases")  # noqa: F821
 
 
-def facts(torch, device, alloc, device_total, device_free):
+def facts(torch, device, alloc, device_total, device_free, snap=None):
     """PyTorch's view of device `device` at an OOM of `alloc` bytes (its
-    rounded request), from memory_stats() and the segment snapshot."""
+    rounded request), from memory_stats() and the segment snapshot (`snap`,
+    memory._snapshot()'s segments, when the caller took it)."""
     s = torch.cuda.memory_stats(device)
     largest = {"small": 0, "large": 0}
     segments = 0
-    snap = torch.cuda.memory._snapshot().get("segments", [])
+    if snap is None:
+        snap = torch.cuda.memory._snapshot().get("segments", [])
     for seg in snap:
         if seg.get("device") != device:
             continue
