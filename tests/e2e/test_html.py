@@ -768,3 +768,46 @@ def test_tensors_and_their_peak_on_the_page(browser, tmp_path):
                          ".map(c => c.textContent)")
     assert cells == ["device 0: PyTorch's tensors (max_memory_allocated)", "?", "52.0 MiB", ""], \
         cells
+
+
+def test_the_page_says_how_old_pytorchs_figures_are(browser, tmp_path):
+    """Issue 23, item 3: where `report` says PyTorch's figures are older
+    than the snapshot or missing, the page says the same sentence under the
+    device's heading (timeline) and over its tensors; a dump whose figures
+    were read for it says nothing."""
+    s = json.loads((INPUTS / "torch" / "exit_cache.json").read_text())
+    s["devices"][0]["allocator"]["top_tensors"] = [
+        {"stack": [{"file": "train.py", "line": 24, "function": "step"}],
+         "bytes": 1 << 20, "count": 1}]
+    dump = s["process"]["dump_time_ns"]
+
+    def page(name, doc):
+        src = tmp_path / f"{name}.json"
+        src.write_text(json.dumps(doc))
+        r = subprocess.run([str(CLI), "report", "--json", str(src)], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        said = json.loads(r.stdout)["snapshots"][0]["devices"][0]["pytorch_figures_age"]
+        out = html(tmp_path / f"{name}.html", src)
+        open_page(browser, out, f"html_age_{name}.png")
+        shown = browser.eval("[...document.querySelectorAll('.figures-age')]"
+                             ".map(p => [p.closest('section').id, p.textContent])")
+        return said, page_model(out)["files"][0]["devices"][0]["figures_age"], shown
+
+    # read for this dump: no sentence
+    s["allocator_refresh"] = {"answered": True, "direct": False, "asked_ns": dump - 5_000_000,
+                              "waited_ns": 4_000_000, "wait_ms": 200}
+    s["devices"][0]["allocator"]["reported_ns"] = dump - 1_000_000
+    assert page("fresh", s) == (None, None, [])
+    # the layer did not answer in time: its last figures, 2.5 s old
+    s["allocator_refresh"].update(answered=False, waited_ns=200_000_000)
+    s["devices"][0]["allocator"]["reported_ns"] = dump - 2_500_000_000
+    said, model, shown = page("late", s)
+    assert said.startswith("PyTorch's figures here are 2.50 s older than this snapshot: the "
+                           "PyTorch layer did not answer within 200.0 ms"), said
+    assert model == said and shown == [["tensors", said], ["timeline", said]], shown
+    # none at all: the device's heading says they are missing
+    s["devices"][0]["allocator"] = None
+    said, model, shown = page("missing", s)
+    assert said.startswith("PyTorch's figures are missing: the PyTorch layer did not answer"), said
+    assert model == said and shown == [["timeline", said]], shown

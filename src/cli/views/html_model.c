@@ -304,6 +304,7 @@ struct track {
     const struct snap_groups *peak_g, *live_g;
     const struct snap_allocator *al; /* the caching allocator's, or NULL */
     uint64_t peak_allocated;         /* its max_memory_allocated, or unknown */
+    const char *figures_age;         /* report's sentence on their age, or NULL */
 };
 
 static void point(struct json_out *w, int64_t t, uint64_t total, const int64_t *band, size_t nb)
@@ -440,6 +441,8 @@ static int write_track(struct json_out *w, struct model *m, const struct track *
     json_out_key(w, "peak_ns");
     json_out_i64(w, t->peak_ns);
     html_tensors_write(w, t->al, t->peak_allocated);
+    json_out_key(w, "figures_age");
+    json_out_string(w, t->figures_age);
     int64_t end = log_end(s);
     json_out_key(w, "end_ns");
     json_out_i64(w, end);
@@ -709,14 +712,16 @@ static int write_file(struct json_out *w, struct snapshot *s)
     json_out_end_array(w);
     json_out_key(w, "devices");
     json_out_begin_array(w);
-    char names[64];
+    char names[64], age[768];
     for (size_t d = 0; d < s->ndevices; d++) {
         const struct snap_device *dv = &s->devices[d];
         snprintf(names, sizeof names, "device %" PRId64, dv->ordinal);
+        /* as `report` says it: PyTorch's figures older than the snapshot, or missing */
+        report_allocator_age(s, &dv->allocator, age, sizeof age);
         struct track t = {names, dv->ordinal, dv->total_bytes, dv->free_bytes,
                           dv->limit_bytes, dv->current_bytes, dv->peak_bytes,
                           dv->peak_time_ns, &dv->at_peak, &dv->live, &dv->allocator,
-                          report_allocator_peak(s, dv)};
+                          report_allocator_peak(s, dv), age[0] ? age : NULL};
         if (write_track(w, &m, &t) != 0)
             goto out;
     }
@@ -724,7 +729,7 @@ static int write_file(struct json_out *w, struct snapshot *s)
         struct track t = {"host pinned", -1, SNAP_UNKNOWN, SNAP_UNKNOWN, SNAP_UNKNOWN,
                           s->host.stats.current_bytes, s->host.stats.peak_bytes,
                           s->host.stats.peak_time_ns, &s->host.at_peak, &s->host.live,
-                          NULL, SNAP_UNKNOWN};
+                          NULL, SNAP_UNKNOWN, NULL};
         if (write_track(w, &m, &t) != 0)
             goto out;
     }

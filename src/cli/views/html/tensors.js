@@ -14,7 +14,7 @@
       return [['at the failure on device ' + o.device, o.allocator.tensors]];
     var out = [];
     file.devices.forEach(function (d) {
-      if (d.tensors && d.tensors.top) out.push(['on ' + d.name + ' at the dump', d.tensors]);
+      if (d.tensors && d.tensors.top) out.push(['on ' + d.name + ' at the dump', d.tensors, d]);
     });
     return out;
   }
@@ -31,6 +31,7 @@
     sets.forEach(function (st) {
       var T = st[1], total = T.allocated;
       h('h3', {}, sec, st[0] + ': ' + bytes(T.allocated) + ' in tensors, ' + bytes(T.reserved) + ' reserved');
+      if (st[2]) figuresAge(sec, st[2]);
       if (!T.top.length) { h('p', {}, sec, 'No live tensors in PyTorch\'s history.'); return; }
       var t = h('table', { 'class': 'tensors' }, sec);
       var hr = h('tr', {}, h('thead', {}, t)), tb = h('tbody', {}, t);
@@ -45,6 +46,12 @@
         if (parts.length > 1) h('div', { 'class': 'callers' }, td, '< ' + parts.slice(1).join(' < '));
       });
     });
+  }
+
+  /* Under a device's heading: how old PyTorch's figures are, when they are
+   * older than the snapshot or missing (the sentence `report` prints). */
+  function figuresAge(parent, dev) {
+    if (dev.figures_age) h('p', { 'class': 'note figures-age' }, parent, dev.figures_age);
   }
 
   /* Under a device's timeline heading: what its tensors peaked at. */

@@ -268,6 +268,7 @@
     if (!file.devices.length) h('p', {}, sec, 'No device memory was tracked in this file.');
     file.devices.forEach(function (dev) {
       h('h3', {}, sec, dev.name + ': peak ' + bytes(dev.peak) + ' at ' + dur(dev.peak_ns) + ', at the dump ' + bytes(dev.current));
+      figuresAge(sec, dev);
       tensorPeak(sec, dev);
       legend(sec, file, dev);
       timelineChart(sec, file, dev);
