@@ -360,3 +360,27 @@ def test_libpython_loaded_after_us_is_found_at_first_allocation(run, tmp_path):
     assert all("runpy" in f or f == "<string>" for f, _, _ in frames[len(ours):])
     assert frames[-1][0] == "<string>"
 
+
+
+@pytest.mark.parametrize("when", ["never", "finalised"])
+def test_no_pending_call_while_no_interpreter_runs(run, tmp_path, when):
+    """Issue 23, item 4: a process that loaded libpython but runs no
+    interpreter - never initialised, or after Py_FinalizeEx - allocates:
+    cumemtrace finds CPython there, and asking it to load the PyTorch layer
+    (Py_AddPendingCall) read a NULL interpreter - the host crashed in our
+    hook (SIGSEGV in _PyEval_AddPendingCall, CPython 3.11).  Now it asks only
+    where an interpreter runs and cannot be torn down meanwhile."""
+    cc = shutil.which("cc")
+    info = subprocess.run(
+        [PYTHON, "-c", "import sysconfig as s; print(s.get_config_var('LIBDIR'),"
+                       " s.get_config_var('INSTSONAME'))"],
+        capture_output=True, text=True).stdout.split()
+    libpython = os.path.join(*info) if len(info) == 2 else ""
+    if cc is None or not os.path.exists(libpython):
+        pytest.skip(f"needs cc and a shared libpython ({libpython or 'none'})")
+    embed = tmp_path / "embed_cuda"
+    subprocess.run([cc, "-o", embed, SCRIPTS / "embed_cuda.c", "-ldl"], check=True)
+    r = run([embed, libpython, when], env={"CUMEMTRACE_LOG": "debug"}, check=False)
+    assert r.returncode == 0 and r.stdout == "allocated\n", (r.returncode, r.stderr[-2000:])
+    assert re.search(r"CPython 3\.\d+ found", r.stderr), r.stderr  # it was looked at
+    assert device(r.only("exit"))["by_kind"]["device"]["allocs"] == 8

@@ -6,7 +6,10 @@
  * to do the same at a safe point: Py_AddPendingCall needs neither the GIL
  * nor a thread state (we may be inside PyTorch's allocator lock), and
  * CPython runs the call in the main thread, with the GIL, between two
- * bytecodes.  The code binds no name in __main__ (it runs in a dict of its
+ * bytecodes.  It needs an interpreter, though: we ask only from a thread
+ * that holds the GIL or from the main thread, while Py_IsInitialized()
+ * (interpreter_takes_calls below); an allocation on any other thread leaves
+ * it to a later one.  The code binds no name in __main__ (it runs in a dict of its
  * own), loads cumemtrace_torch from the torchboot directory beside the
  * library, and does nothing when the layer is already there. */
 #include "python.h"
@@ -104,10 +107,36 @@ static const char layer_fmt[] =
     "                         'post-mortems show driver-level figures only' %% e + chr(10))\n"
     "\"\"\", {})\n";
 
+static pid_t this_tid(void);
+
+/* Whether the calling thread may queue a pending call now.  CPython's
+ * Py_AddPendingCall reads the interpreter it queues into: before
+ * Py_Initialize and after Py_FinalizeEx there is none (3.11 dereferences a
+ * NULL one: an embedder that loads libpython and allocates before it
+ * initialises, or after it finalised, crashed in our hook - test_python.py),
+ * and while Py_FinalizeEx tears it down its pending-call lock is freed.
+ * Py_IsInitialized() turns false (with the finalizing flag) under the GIL,
+ * before the teardown, so it is a safe answer only where the teardown cannot
+ * run meanwhile: on a thread that holds the GIL, or on the main thread, which
+ * is the one that would finalise (an allocation of its own during
+ * Py_FinalizeEx comes after the flag).  Any other thread leaves it to a
+ * later allocation on one of those: it cannot take the GIL here (we may be
+ * inside PyTorch's allocator lock), and its answer could be stale by the
+ * time CPython takes the lock. */
+static bool interpreter_takes_calls(void)
+{
+    static _Thread_local signed char main_thread; /* 0 not known, 1 yes, -1 no */
+    if (python_holds_gil())
+        return true; /* it checked Py_IsInitialized() with the GIL */
+    if (main_thread == 0)
+        main_thread = this_tid() == getpid() ? 1 : -1;
+    return main_thread > 0 && python_initialized();
+}
+
 void python_arm_torch_layer(void)
 {
     if (__atomic_load_n(&python_mode, __ATOMIC_ACQUIRE) != PYTHON_ON ||
-        __atomic_load_n(&layer_armed, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&layer_armed, __ATOMIC_ACQUIRE) || !interpreter_takes_calls() ||
         __atomic_exchange_n(&layer_armed, 1, __ATOMIC_ACQ_REL) ||
         __atomic_add_fetch(&layer_tries, 1, __ATOMIC_RELAXED) > LAYER_TRIES)
         return;

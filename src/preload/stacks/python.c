@@ -273,6 +273,11 @@ static void *held_thread_state(void)
     return cur;
 }
 
+bool python_initialized(void)
+{
+    return __atomic_load_n(&python_mode, __ATOMIC_ACQUIRE) == PYTHON_ON && pyapi.is_initialized();
+}
+
 bool python_holds_gil(void)
 {
     return __atomic_load_n(&python_mode, __ATOMIC_ACQUIRE) == PYTHON_ON &&

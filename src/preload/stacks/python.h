@@ -69,6 +69,12 @@ bool python_layer_api(struct python_layer_api *out);
  * python_merge uses, see python.c). */
 bool python_holds_gil(void);
 
+/* True when CPython is found and Py_IsInitialized() says an interpreter
+ * runs: false before Py_Initialize, from Py_FinalizeEx's start on, and
+ * without CPython.  Any thread may ask; without the GIL the answer may be
+ * stale by the time it is used (torch_layer.c says when it is not). */
+bool python_initialized(void);
+
 /* Once per process, at an allocation (torch_layer.c): when CPython runs and
  * torch is imported, asks it to load the PyTorch layer
  * (src/torchboot/cumemtrace_torch.py) at its next safe point, unless
