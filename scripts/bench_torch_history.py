@@ -4,8 +4,10 @@ allocation, beside what cumemtrace adds, in one real training loop (issue 25
 item 6: the honest peer; issue 23 item 1: the history cumemtrace turns on by
 default, target <= 2 % of a step).
 
-The loop: an nn.Linear MLP with AdamW (real PyTorch, its real caching
-allocator, the stand-in cuBLAS) on the simulated GPU (scripts/simgpu), where
+The loop: an nn.Linear MLP with AdamW, and a GPT-2-shaped transformer
+(transformers' GPT2LMHeadModel from a config, random weights) with AdamW
+(real PyTorch, its real caching allocator, the stand-in cuBLAS/cuDNN) on
+the simulated GPU (scripts/simgpu), where
 kernels take no time - so every figure is the worst case: a real GPU's step
 also waits for its kernels.  Modes, in one process each:
   bare process:        history off; PyTorch's _record_memory_history with
@@ -21,10 +23,11 @@ and dump costs cancel; all threads (autograd's included).  Wall and CPU:
 the same loop outside valgrind, the modes interleaved, ROUNDS rounds,
 median [min-max] per step.
 
-    scripts/bench_torch_history.py --build build [--steps 10] [--rounds 5] [--write FILE]
+    scripts/bench_torch_history.py --build build [--models mlp,gpt2] [--steps 10]
+        [--gpt2-steps 3] [--rounds 5] [--write FILE]
 
-Prints the table (and key=value lines on stderr: share_<mode>=F,
-instr_per_alloc_<mode>=N); --write appends (or replaces) the "PyTorch's
+Prints a table per model (and key=value lines on stderr:
+share_<model>_<mode>=F, instr_per_alloc_<model>_<mode>=N); --write appends (or replaces) the "PyTorch's
 allocation history" section of FILE.
 """
 import argparse
@@ -53,14 +56,26 @@ HIST = {
     "state_all": dict(enabled="state", context="alloc", stacks="all"),
 }
 torch.manual_seed(0)
-model = torch.nn.Sequential(*[m for _ in range(4) for m in (torch.nn.Linear(1024, 1024), torch.nn.GELU())]).cuda()
+if sys.argv[6] == "gpt2":
+    import os
+    os.environ["HF_HUB_OFFLINE"] = "1"  # nothing is fetched: the config is here
+    import transformers
+    config = transformers.GPT2Config(**json.loads(sys.argv[7]))
+    config._attn_implementation = "sdpa"
+    model = transformers.GPT2LMHeadModel(config).cuda()
+    model.train()
+    ids = torch.randint(0, config.vocab_size, tuple(json.loads(sys.argv[8])), device="cuda")
+    loss = lambda: model(input_ids=ids, labels=ids).loss
+else:
+    model = torch.nn.Sequential(*[m for _ in range(4) for m in (torch.nn.Linear(1024, 1024), torch.nn.GELU())]).cuda()
+    x = torch.randn(64, 1024, device="cuda")
+    loss = lambda: model(x).square().mean()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-x = torch.randn(64, 1024, device="cuda")
 
 def steps(n):
     for _ in range(n):
         opt.zero_grad(set_to_none=True)
-        model(x).square().mean().backward()
+        loss().backward()
         opt.step()
     torch.cuda.synchronize()
 
@@ -125,9 +140,24 @@ LABEL = {
 }
 
 
+# The models: the MLP, and a GPT-2-shaped transformer (Hugging Face's
+# GPT2LMHeadModel from a config, random weights, fp32, SDPA attention; the
+# shape of tests/torch/scenarios/model_hf.py) - what "a real model's step"
+# means in the target.
+GPT2 = dict(n_layer=2, n_head=4, n_embd=256, vocab_size=2048, n_positions=512)
+GPT2_BATCH = [4, 256]
+MODELS = {
+    "mlp": "an nn.Linear MLP (4 x 1024, batch 64) with AdamW",
+    "gpt2": (f"a GPT-2-shaped transformer (transformers' GPT2LMHeadModel from a config: "
+             f"{GPT2['n_layer']} layers, {GPT2['n_head']} heads, width {GPT2['n_embd']}, "
+             f"vocabulary {GPT2['vocab_size']}; batch {GPT2_BATCH[0]} x {GPT2_BATCH[1]} "
+             f"tokens, fp32, SDPA) with AdamW"),
+}
+
+
 def command(args, py, where, modes, counting, child, toggle, out=None):
     argv = [py, child, toggle, ",".join(modes), str(args.steps), str(args.rounds),
-            "1" if counting else "0"]
+            "1" if counting else "0", args.model, json.dumps(GPT2), json.dumps(GPT2_BATCH)]
     if counting:
         argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-systime=no",
                 "--trace-children=yes", f"--callgrind-out-file={out}.%p"] + \
@@ -164,28 +194,13 @@ def dumps(prefix):
     return got
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--write", help="append the figures to this markdown file")
-    args = ap.parse_args()
-    args.build = os.path.abspath(args.build)
-    py = torch_python()
-    if py is None:
-        print("PyTorch history: no PyTorch venv (scripts/torch-env.sh); not measured")
-        return
-    toggle = os.path.join(args.build, "tests", "bench", "libcg_requests.so")
-    tmp = tempfile.mkdtemp(prefix="cumemtrace-bench-history-")
-    child = os.path.join(tmp, "loop.py")
-    with open(child, "w") as f:
-        f.write(CHILD)
-
+def measure(args, py, toggle, tmp, child):
+    """The table of one model (args.model, args.steps): its lines and
+    cumemtrace's default share."""
     # instructions: one process per side, every mode inside it
     instr, allocs, hist = {}, {}, {}
     for where, modes in (("bare", BARE_MODES), ("ours", OURS_MODES)):
-        prefix = os.path.join(tmp, f"cg.{where}")
+        prefix = os.path.join(tmp, f"cg.{args.model}.{where}")
         res = run(command(args, py, where, modes, True, child, toggle, prefix), tmp)
         got = dumps(prefix)
         n, n3 = args.steps, 3 * args.steps
@@ -208,11 +223,11 @@ def main():
     say = lines.append
     floor = instr[("bare", "off")]
     per_step_allocs = allocs[("bare", "off")]
-    say(f"PyTorch allocation history vs cumemtrace: an nn.Linear MLP (4 x 1024, batch 64) "
-          f"with AdamW on the simulated GPU, {per_step_allocs:.0f} allocations a step "
-          f"(PyTorch's allocation.all.allocated); instructions: callgrind, all threads, "
-          f"slope {args.steps} -> {3 * args.steps} steps; wall and CPU per step: median "
-          f"[min-max] of {args.rounds} interleaved rounds")
+    say(f"PyTorch allocation history vs cumemtrace: {MODELS[args.model]} "
+        f"on the simulated GPU, {per_step_allocs:.0f} allocations a step "
+        f"(PyTorch's allocation.all.allocated); instructions: callgrind, all threads, "
+        f"slope {args.steps} -> {3 * args.steps} steps; wall and CPU per step: median "
+        f"[min-max] of {args.rounds} interleaved rounds")
     say(f"  {'':70s} {'instr/step':>12s} {'added/alloc':>11s} {'share':>7s}   wall, cpu per step")
     shares = {}
     for key in [("bare", m) for m in BARE_MODES] + [("ours", m) for m in OURS_MODES]:
@@ -225,7 +240,7 @@ def main():
             f"{spread(t['wall'], unit=' ms', scale=1e3)}, "
             f"{spread(t['cpu'], unit=' ms', scale=1e3)}"
             f"{'' if hist[key] == (key[1] not in ('off',)) else '  (history ' + ('on' if hist[key] else 'off') + '!)'}")
-        name = f"{key[0]}_{key[1]}"
+        name = f"{args.model}_{key[0]}_{key[1]}"
         print(f"share_{name}={share:.4f} instr_per_alloc_{name}={added:.0f}", file=sys.stderr)
     ours = shares[("ours", "as_is")]
     verdict = "met" if ours <= 0.02 else "missed"
@@ -233,6 +248,38 @@ def main():
         verdict = "not measurable (cumemtrace's run kept no history here)"
     say(f"  target (issue 23): cumemtrace's default costs <= 2% of a step: {verdict} "
         f"({ours * 100:.1f}% in instructions)")
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--models", default="mlp,gpt2", help="of: " + ", ".join(MODELS))
+    ap.add_argument("--steps", type=int, default=10, help="the MLP's N (slope N -> 3N)")
+    ap.add_argument("--gpt2-steps", type=int, default=10, help="the GPT-2 model's N")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--write", help="append the figures to this markdown file")
+    args = ap.parse_args()
+    args.build = os.path.abspath(args.build)
+    models = args.models.split(",")
+    if not models or any(m not in MODELS for m in models):
+        sys.exit(f"bench_torch_history: --models takes {', '.join(MODELS)}")
+    py = torch_python()
+    if py is None:
+        print("PyTorch history: no PyTorch venv (scripts/torch-env.sh); not measured")
+        return
+    toggle = os.path.join(args.build, "tests", "bench", "libcg_requests.so")
+    tmp = tempfile.mkdtemp(prefix="cumemtrace-bench-history-")
+    child = os.path.join(tmp, "loop.py")
+    with open(child, "w") as f:
+        f.write(CHILD)
+    lines = []
+    for model in models:
+        one = argparse.Namespace(**vars(args))
+        one.model = model
+        one.steps = args.gpt2_steps if model == "gpt2" else args.steps
+        lines += measure(one, py, toggle, tmp, child) + [""]
+    lines = lines[:-1]
     print("\n".join(lines))
     if args.write:
         text = "\n".join(["## PyTorch's allocation history", "",

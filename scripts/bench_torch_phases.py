@@ -2,8 +2,9 @@
 """bench_torch_phases.py - `make bench`, the PyTorch phases row: what the
 PyTorch layer's global module and optimizer hooks (forward / backward /
 optimizer step and the module's name, src/torchboot/layer/phases.py)
-add to a small real model's training step on the simulated GPU
-(tests/torch/scenarios/phases_cost.py: 17 module calls a step, AdamW).
+add to a real model's training step on the simulated GPU
+(tests/torch/scenarios/phases_cost.py: an MLP, 17 module calls a step, and
+a GPT-2-shaped transformer from transformers, both with AdamW).
 
 Three variants of the same step: bare (no cumemtrace), traced with the
 phases off (CUMEMTRACE_TORCH_PHASES=0: the allocation history and the rest
@@ -14,7 +15,8 @@ clock per step, the median over interleaved processes of each process's
 best block.  Target (issue 23, item 4): the phases add <= 2 % to the step,
 in instructions and in wall clock.
 
-  scripts/bench_torch_phases.py --build build [--write docs/performance.md] [--quick]
+  scripts/bench_torch_phases.py --build build [--models mlp,gpt2] [--write docs/performance.md]
+      [--quick]
 --write replaces the "PyTorch phases" section of the file."""
 import argparse
 import glob
@@ -33,6 +35,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--build", default="build")
 ap.add_argument("--write", help="replace the PyTorch phases section of this markdown file")
 ap.add_argument("--quick", action="store_true", help="fewer repetitions (smoke test)")
+ap.add_argument("--models", default="mlp,gpt2", help="of: mlp, gpt2")
 args = ap.parse_args()
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,7 +44,16 @@ SCEN = os.path.join(ROOT, "tests", "torch", "scenarios", "phases_cost.py")
 MARK = os.path.join(BUILD, "tests", "bench", "libcg_requests.so")
 VALGRIND = shutil.which("valgrind")
 ROUNDS = 2 if args.quick else 5
-STEPS, BLOCKS, CG_STEPS = (20, 3, 5) if args.quick else (50, 5, 20)
+# steps a block, blocks a process, steps counted by callgrind (the GPT-2
+# model's step takes a few ms here, as the MLP's does)
+STEPS = {m: (20, 3, 5) if args.quick else (50, 5, 20) for m in ("mlp", "gpt2")}
+MODELS = {
+    "mlp": "8 x (Linear(512, 512), ReLU), AdamW, batch 64",
+    "gpt2": "a GPT-2-shaped transformer (transformers' GPT2LMHeadModel from a config: 2 layers, "
+            "4 heads, width 256, vocabulary 2048; batch 4 x 256 tokens, fp32, SDPA), AdamW",
+}
+if any(m not in MODELS for m in args.models.split(",")):
+    sys.exit("bench_torch_phases: --models takes mlp, gpt2")
 TMP = tempfile.mkdtemp(prefix="cumemtrace-bench-torch-")
 
 py = torch_python()
@@ -73,55 +85,70 @@ def run(variant, inner):
 
 
 VARIANTS = ("bare", "off", "on")
-wall = {v: [] for v in VARIANTS}
-for _ in range(ROUNDS):
-    for v in VARIANTS:
-        wall[v].append(run(v, [py, SCEN, "wall", str(STEPS), str(BLOCKS)])["best_us"])
 
-instr = {}
-if VALGRIND and os.path.exists(MARK):
-    for v in VARIANTS:
-        out = os.path.join(TMP, f"cg-{v}")
-        run(v, [VALGRIND, "--tool=callgrind", "--instr-atstart=no",
-                f"--callgrind-out-file={out}", py, SCEN, "instr", str(CG_STEPS), MARK])
-        totals = []
-        for f in glob.glob(out + "*"):
-            text = open(f, errors="replace").read()
-            m = re.search(r"^(?:totals|summary): (\d+)", text, re.M)
-            if "steps" in text and m:
-                totals.append(int(m.group(1)))
-        if totals:
-            instr[v] = max(totals) / CG_STEPS
 
+def measure(model):
+    """(table lines, verdicts) of one model."""
+    steps, blocks, cg_steps = STEPS[model]
+    wall = {v: [] for v in VARIANTS}
+    calls = None
+    for _ in range(ROUNDS):
+        for v in VARIANTS:
+            got = run(v, [py, SCEN, model, "wall", str(steps), str(blocks)])
+            wall[v].append(got["best_us"])
+            calls = got["module_calls"]
+    instr = {}
+    if VALGRIND and os.path.exists(MARK):
+        for v in VARIANTS:
+            out = os.path.join(TMP, f"cg-{model}-{v}")
+            run(v, [VALGRIND, "--tool=callgrind", "--instr-atstart=no",
+                    f"--callgrind-out-file={out}", py, SCEN, model, "instr", str(cg_steps), MARK])
+            totals = []
+            for f in glob.glob(out + "*"):
+                text = open(f, errors="replace").read()
+                m = re.search(r"^(?:totals|summary): (\d+)", text, re.M)
+                if "steps" in text and m:
+                    totals.append(int(m.group(1)))
+            if totals:
+                instr[v] = max(totals) / cg_steps
+    med = {v: statistics.median(wall[v]) for v in VARIANTS}
+    w_pct = 100 * (med["on"] - med["off"]) / med["off"]
+    lines = [f"{MODELS[model]}: {calls} module calls a step; wall: {ROUNDS} interleaved "
+             f"processes of {blocks} blocks of {steps} steps; instructions: {cg_steps} steps.", "",
+             "| variant | instructions a step | wall a step (median of best blocks) |",
+             "|---|---|---|"]
+    for v, name in (("bare", "bare (no cumemtrace)"), ("off", "traced (phases off, the default)"),
+                    ("on", "traced, CUMEMTRACE_TORCH_PHASES=1")):
+        i = f"{instr[v] / 1e6:.2f} M" if v in instr else "not counted"
+        spread = f"{min(wall[v]):.0f}-{max(wall[v]):.0f}"
+        lines.append(f"| {name} | {i} | {med[v]:.0f} us [{spread}] |")
+    lines.append("")
+    verdicts = []
+    if "on" in instr and "off" in instr:
+        i_pct = 100 * (instr["on"] - instr["off"]) / instr["off"]
+        verdicts.append(("met" if i_pct <= 2 else "MISSED", f"instructions {i_pct:+.1f} %"))
+    else:
+        verdicts.append(("not measured",
+                         "instructions: valgrind or tests/bench/cg_requests.c missing"))
+    verdicts.append(("met" if w_pct <= 2 else "MISSED", f"wall {w_pct:+.1f} %"))
+    return lines, verdicts
+
+
+results = [(m, measure(m)) for m in args.models.split(",")]
 load = os.getloadavg()[0]
-med = {v: statistics.median(wall[v]) for v in VARIANTS}
-w_pct = 100 * (med["on"] - med["off"]) / med["off"]
 lines = ["## PyTorch phases (forward, backward, optimizer step)", "",
          f"Measured by `scripts/bench_torch_phases.py` (make bench) on "
-         f"`tests/torch/scenarios/phases_cost.py`: 8 x (Linear(512, 512), ReLU), AdamW, "
-         f"batch 64 - 17 module calls a step - on the simulated GPU (kernels take no time: "
+         f"`tests/torch/scenarios/phases_cost.py`, on the simulated GPU (kernels take no time: "
          f"the step is all Python, dispatch and allocator work, the worst case for hooks "
          f"that run per module call). Load average {load:.2f} when it ended, "
-         f"{os.cpu_count()} CPUs.", "",
-         "| variant | instructions a step | wall a step (median of best blocks) |",
-         "|---|---|---|"]
-for v, name in (("bare", "bare (no cumemtrace)"), ("off", "traced (phases off, the default)"),
-                ("on", "traced, CUMEMTRACE_TORCH_PHASES=1")):
-    i = f"{instr[v] / 1e6:.2f} M" if v in instr else "not counted"
-    spread = f"{min(wall[v]):.0f}-{max(wall[v]):.0f}"
-    lines.append(f"| {name} | {i} | {med[v]:.0f} us [{spread}] |")
-lines.append("")
-verdicts = []
-if "on" in instr and "off" in instr:
-    i_pct = 100 * (instr["on"] - instr["off"]) / instr["off"]
-    verdicts.append(("met" if i_pct <= 2 else "MISSED", f"instructions {i_pct:+.1f} %"))
-else:
-    verdicts.append(("not measured", "instructions: valgrind or tests/bench/cg_requests.c missing"))
-verdicts.append(("met" if w_pct <= 2 else "MISSED", f"wall {w_pct:+.1f} %"))
-state = "met" if all(v[0] == "met" for v in verdicts) else \
-    "MISSED" if any(v[0] == "MISSED" for v in verdicts) else "not measured"
-lines.append(f"- the phases add <= 2 % to the step (issue 23, item 4): **{state}** - "
-             + "; ".join(f"{t} ({s})" for s, t in verdicts) + ".")
+         f"{os.cpu_count()} CPUs.", ""]
+for model, (table, verdicts) in results:
+    lines += table
+    state = "met" if all(v[0] == "met" for v in verdicts) else \
+        "MISSED" if any(v[0] == "MISSED" for v in verdicts) else "not measured"
+    lines.append(f"- {model}: the phases add <= 2 % to the step (issue 23, item 4): "
+                 f"**{state}** - " + "; ".join(f"{t} ({s})" for s, t in verdicts) + ".")
+    lines.append("")
 lines.append("- Where it goes: PyTorch takes a module call's slow path once any global hook "
              "is registered, and each call runs two Python hooks with a ctypes call each "
              "(push, pop) plus, in backward, one more hook on the module's output node; "

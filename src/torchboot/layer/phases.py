@@ -14,10 +14,11 @@ them and the device's peak and each OOM name where they happened.
   step      PyTorch's global optimizer step pre/post hooks: "optimizer
             step", and the step count (the most any optimizer stepped).
 Off by default, CUMEMTRACE_TORCH_PHASES=1 turns it on: every module call
-then pays PyTorch's hooked call path and two hooks - +16 % wall, +21 %
-instructions of a small model's step where kernels take no time (make
-bench: scripts/bench_torch_phases.py, docs/performance.md), 8 times the
-2 % a default may cost."""
+then pays PyTorch's hooked call path and two hooks - +16 % wall, +12 %
+instructions of a GPT-2-shaped model's step (31 module calls), +26 % /
++21 % of an MLP's, where kernels take no time (make bench:
+scripts/bench_torch_phases.py, docs/performance.md), 6 to 13 times the 2 %
+a default may cost."""
 import ctypes
 import functools
 import os
