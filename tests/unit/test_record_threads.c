@@ -16,6 +16,7 @@
  * same one (what makes its temporary counts comparable) and tell a failed
  * free's put-back from a new allocation.  Run under TSan by make test-tsan. */
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -56,6 +57,7 @@ static struct {
     uint64_t unknown, wrong_kind; /* refused frees the workers made */
     int done;               /* workers finished: the reader stops */
     uint64_t views;         /* mid-run views the reader checked */
+    int reading;            /* the reader runs: workers wait for its views */
 } run;
 
 static int64_t now(void)
@@ -112,7 +114,18 @@ static void release(uintptr_t addr, unsigned r)
 static void *worker(void *arg)
 {
     unsigned id = (unsigned)(uintptr_t)arg, seed = run.workers * 1000 + id;
+    bool reading = __atomic_load_n(&run.reading, __ATOMIC_ACQUIRE);
+    uint64_t views_before = __atomic_load_n(&run.views, __ATOMIC_ACQUIRE);
     for (unsigned op = 0; op < run.ops; op++) {
+        /* Halfway, a view taken since this worker started: without the
+         * wait a loaded machine can leave the reader unscheduled until the
+         * workers are done, and no view is mid-run. */
+        for (unsigned w = 0; reading && op == run.ops / 2 &&
+                             __atomic_load_n(&run.views, __ATOMIC_ACQUIRE) == views_before;
+             w++) {
+            assert_true(w < 10 * 1000 * 1000); /* the reader is stuck: fail, don't hang */
+            sched_yield();
+        }
         unsigned r = (unsigned)rand_r(&seed);
         if (r % 61 == 0) { /* never allocated: unknown */
             assert_null(record_free_take(0xdead0000u + r % 4096 * 16, KIND_COUNT, now()));
@@ -313,6 +326,7 @@ static void threads_equal_their_replay(unsigned workers, unsigned ops)
             mark_at = v.nevents;
             record_view_free(&v);
             record_mark_set(outer, mark_time = now());
+            __atomic_store_n(&run.reading, 1, __ATOMIC_RELEASE);
             assert_int_equal(pthread_create(&rd, NULL, reader, NULL), 0);
         }
         for (unsigned i = 0; i < workers; i++)
