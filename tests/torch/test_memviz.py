@@ -132,6 +132,21 @@ print(json.dumps(out))
 """
 
 
+def export_beside_torchs(snap, out, r):
+    """Exports `snap` as memory_viz to `out` and reads it beside the
+    torch_snapshot.pickle the scenario saved, through EXIT_BLOCKS: (ours,
+    PyTorch's own)."""
+    e = subprocess.run([str(CLI), "export", "--format", "memory_viz", str(snap), "-o", str(out)],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert e.returncode == 0, e.stderr
+    theirs = r.files[0].parent / "torch_snapshot.pickle"
+    p = subprocess.run([sys.executable, "-c", EXIT_BLOCKS, str(out), str(theirs)],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    return got[str(out)], got[str(theirs)]
+
+
 def test_memory_viz_has_pytorchs_tensor_blocks_at_exit(scenario, tmp_path):
     """Issue 23, item 2, at the exit: the exit snapshot carries PyTorch's
     segments and blocks as its layer handed them over at interpreter exit
@@ -141,16 +156,7 @@ def test_memory_viz_has_pytorchs_tensor_blocks_at_exit(scenario, tmp_path):
     Python frames from PyTorch's allocation history."""
     r = scenario("memviz_exit.py")
     snap = r.files[[s["reason"] for s in r.snapshots].index("exit")]
-    out = tmp_path / "exit.pickle"
-    e = subprocess.run([str(CLI), "export", "--format", "memory_viz", str(snap), "-o", str(out)],
-                       capture_output=True, text=True, timeout=TIMEOUT)
-    assert e.returncode == 0, e.stderr
-    theirs = r.files[0].parent / "torch_snapshot.pickle"
-    p = subprocess.run([sys.executable, "-c", EXIT_BLOCKS, str(out), str(theirs)],
-                       capture_output=True, text=True, timeout=TIMEOUT)
-    assert p.returncode == 0, p.stderr
-    got = json.loads(p.stdout)
-    ours, torch_own = got[str(out)], got[str(theirs)]
+    ours, torch_own = export_beside_torchs(snap, tmp_path / "exit.pickle", r)
     assert ours["segments"] == torch_own["segments"]
     assert ours["segsum"] == torch_own["segsum"]
     if not REAL:
@@ -185,16 +191,7 @@ def test_memory_viz_has_pytorchs_tensor_blocks_of_a_running_jobs_dump(tmp_path, 
     doc = json.loads(snap.read_text())
     assert doc["allocator_refresh"]["answered"] is True, doc["allocator_refresh"]
     assert doc["allocator_refresh"]["direct"] is (mode == "api")
-    out = tmp_path / f"{mode}.pickle"
-    e = subprocess.run([str(CLI), "export", "--format", "memory_viz", str(snap), "-o", str(out)],
-                       capture_output=True, text=True, timeout=TIMEOUT)
-    assert e.returncode == 0, e.stderr
-    theirs = r.files[0].parent / "torch_snapshot.pickle"
-    p = subprocess.run([sys.executable, "-c", EXIT_BLOCKS, str(out), str(theirs)],
-                       capture_output=True, text=True, timeout=TIMEOUT)
-    assert p.returncode == 0, p.stderr
-    got = json.loads(p.stdout)
-    ours, torch_own = got[str(out)], got[str(theirs)]
+    ours, torch_own = export_beside_torchs(snap, tmp_path / f"{mode}.pickle", r)
     assert ours["segments"] == torch_own["segments"]
     assert ours["segsum"] == torch_own["segsum"]
     assert ours["active"] == r.torch["allocated"]
