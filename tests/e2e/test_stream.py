@@ -29,9 +29,9 @@ def truth(log):
 
 def has_checkpoint(d):
     streams = list(d.glob("cumemtrace.*.stream"))
-    # created a moment before its header is written
-    return bool(streams) and streams[0].read_bytes()[:8] == b"CMTSTRM1" and \
-        any(k == "C" for k, _ in records(streams[0]))
+    # polled while the writer runs: the file exists a moment before its
+    # magic and header are written, so a partial file is "not yet"
+    return bool(streams) and any(k == "C" for k, _ in scan(streams[0].read_bytes()))
 
 
 def kill_run(d, delay, env=None):
@@ -178,9 +178,10 @@ def test_normal_exit_removes_the_stream_unless_kept(tmp_path):
         list(d.glob("cumemtrace.*")) == []
 
 
-def records(stream):
-    data = stream.read_bytes()
-    assert data[:8] == b"CMTSTRM1"
+def scan(data):
+    """The complete records of a stream's bytes, up to the first cut or bad one."""
+    if data[:8] != b"CMTSTRM1":
+        return []
     off, out = 8, []
     while off + 16 <= len(data):
         magic, n, crc, kind = struct.unpack_from("<IIIB", data, off)
@@ -189,6 +190,13 @@ def records(stream):
             break
         out.append((chr(kind), payload))
         off += 16 + n
+    return out
+
+
+def records(stream):
+    data = stream.read_bytes()
+    assert data[:8] == b"CMTSTRM1"
+    out = scan(data)
     # the writer's records are CRC-32C's, its header says version 2
     assert out and out[0][0] == "H" and json.loads(out[0][1])["version"] == 2, out[:1]
     return out
