@@ -213,23 +213,38 @@ static CUresult alloc_from_pool(CUdeviceptr *dptr, uint64_t size, CUmemoryPool p
     return pool == NULL ? CUDA_ERROR_INVALID_VALUE : alloc_async(dptr, size, pool, addr);
 }
 
+/* The bodies of each legacy-stream / per-thread-stream (_ptsz) pair, which
+ * differ only in the symbol they log under; DRIVER_ENTER stays in the
+ * exported function because it returns from it. */
+static CUresult alloc_async_call(enum driver_sym s, CUdeviceptr *dptr, size_t bytesize,
+                                 CUstream hStream)
+{
+    uint64_t addr = 0;
+    CUresult r = alloc_async(dptr, bytesize, NULL, &addr);
+    return driver_leave(s, r, "(%zu, %p) -> 0x%llx", bytesize, (void *)hStream,
+                        (unsigned long long)addr);
+}
+
+static CUresult alloc_from_pool_call(enum driver_sym s, CUdeviceptr *dptr, size_t bytesize,
+                                     CUmemoryPool pool, CUstream hStream)
+{
+    uint64_t addr = 0;
+    CUresult r = alloc_from_pool(dptr, bytesize, pool, &addr);
+    return driver_leave(s, r, "(%zu, %p, %p) -> 0x%llx", bytesize, (void *)pool,
+                        (void *)hStream, (unsigned long long)addr);
+}
+
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     DRIVER_ENTER(cuMemAllocAsync);
-    uint64_t addr = 0;
-    CUresult r = alloc_async(dptr, bytesize, NULL, &addr);
-    return driver_leave(SYM_cuMemAllocAsync, r, "(%zu, %p) -> 0x%llx", bytesize,
-                        (void *)hStream, (unsigned long long)addr);
+    return alloc_async_call(SYM_cuMemAllocAsync, dptr, bytesize, hStream);
 }
 DRIVER_SELF(cuMemAllocAsync);
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     DRIVER_ENTER(cuMemAllocAsync_ptsz);
-    uint64_t addr = 0;
-    CUresult r = alloc_async(dptr, bytesize, NULL, &addr);
-    return driver_leave(SYM_cuMemAllocAsync_ptsz, r, "(%zu, %p) -> 0x%llx", bytesize,
-                        (void *)hStream, (unsigned long long)addr);
+    return alloc_async_call(SYM_cuMemAllocAsync_ptsz, dptr, bytesize, hStream);
 }
 DRIVER_SELF(cuMemAllocAsync_ptsz);
 
@@ -237,10 +252,7 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPoo
                                  CUstream hStream)
 {
     DRIVER_ENTER(cuMemAllocFromPoolAsync);
-    uint64_t addr = 0;
-    CUresult r = alloc_from_pool(dptr, bytesize, pool, &addr);
-    return driver_leave(SYM_cuMemAllocFromPoolAsync, r, "(%zu, %p, %p) -> 0x%llx", bytesize,
-                        (void *)pool, (void *)hStream, (unsigned long long)addr);
+    return alloc_from_pool_call(SYM_cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream);
 }
 DRIVER_SELF(cuMemAllocFromPoolAsync);
 
@@ -248,10 +260,8 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemo
                                       CUstream hStream)
 {
     DRIVER_ENTER(cuMemAllocFromPoolAsync_ptsz);
-    uint64_t addr = 0;
-    CUresult r = alloc_from_pool(dptr, bytesize, pool, &addr);
-    return driver_leave(SYM_cuMemAllocFromPoolAsync_ptsz, r, "(%zu, %p, %p) -> 0x%llx",
-                        bytesize, (void *)pool, (void *)hStream, (unsigned long long)addr);
+    return alloc_from_pool_call(SYM_cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool,
+                                hStream);
 }
 DRIVER_SELF(cuMemAllocFromPoolAsync_ptsz);
 
