@@ -335,7 +335,9 @@ def test_bench_script_runs(run):
 
 # ---- an application that loads libpython after us ----
 
-def test_libpython_loaded_after_us_is_found_at_first_allocation(run, tmp_path):
+def embedder(tmp_path, name):
+    """tests/python/<name>.c built into tmp_path, and the shared libpython it
+    is to dlopen; skips where there is no cc or no shared libpython."""
     cc = shutil.which("cc")
     info = subprocess.run(
         [PYTHON, "-c", "import sysconfig as s; print(s.get_config_var('LIBDIR'),"
@@ -344,8 +346,13 @@ def test_libpython_loaded_after_us_is_found_at_first_allocation(run, tmp_path):
     libpython = os.path.join(*info) if len(info) == 2 else ""
     if cc is None or not os.path.exists(libpython):
         pytest.skip(f"needs cc and a shared libpython ({libpython or 'none'})")
-    embed = tmp_path / "embed"
-    subprocess.run([cc, "-o", embed, SCRIPTS / "embed.c", "-ldl"], check=True)
+    embed = tmp_path / name
+    subprocess.run([cc, "-o", embed, SCRIPTS / f"{name}.c", "-ldl"], check=True)
+    return embed, libpython
+
+
+def test_libpython_loaded_after_us_is_found_at_first_allocation(run, tmp_path):
+    embed, libpython = embedder(tmp_path, "embed")
     code = (f"import runpy, sys; sys.argv = ['train.py', {str(BUILD)!r}, 'pydll']; "
             f"runpy.run_path({str(TRAIN)!r}, run_name='__main__')")
     r = run([embed, libpython, code], env={"CUMEMTRACE_LOG": "debug"})
@@ -361,7 +368,6 @@ def test_libpython_loaded_after_us_is_found_at_first_allocation(run, tmp_path):
     assert frames[-1][0] == "<string>"
 
 
-
 @pytest.mark.parametrize("when", ["never", "finalised"])
 def test_no_pending_call_while_no_interpreter_runs(run, tmp_path, when):
     """Issue 23, item 4: a process that loaded libpython but runs no
@@ -370,16 +376,7 @@ def test_no_pending_call_while_no_interpreter_runs(run, tmp_path, when):
     (Py_AddPendingCall) read a NULL interpreter - the host crashed in our
     hook (SIGSEGV in _PyEval_AddPendingCall, CPython 3.11).  Now it asks only
     where an interpreter runs and cannot be torn down meanwhile."""
-    cc = shutil.which("cc")
-    info = subprocess.run(
-        [PYTHON, "-c", "import sysconfig as s; print(s.get_config_var('LIBDIR'),"
-                       " s.get_config_var('INSTSONAME'))"],
-        capture_output=True, text=True).stdout.split()
-    libpython = os.path.join(*info) if len(info) == 2 else ""
-    if cc is None or not os.path.exists(libpython):
-        pytest.skip(f"needs cc and a shared libpython ({libpython or 'none'})")
-    embed = tmp_path / "embed_cuda"
-    subprocess.run([cc, "-o", embed, SCRIPTS / "embed_cuda.c", "-ldl"], check=True)
+    embed, libpython = embedder(tmp_path, "embed_cuda")
     r = run([embed, libpython, when], env={"CUMEMTRACE_LOG": "debug"}, check=False)
     assert r.returncode == 0 and r.stdout == "allocated\n", (r.returncode, r.stderr[-2000:])
     assert re.search(r"CPython 3\.\d+ found", r.stderr), r.stderr  # it was looked at
