@@ -20,15 +20,22 @@
 #include "snapshot_phases.h"
 #include "sites.h"
 
-static void stats(struct json_out *w, const struct snap_kind_stats *k)
+/* The members of a kind's statistics, into the object being written: a
+ * kind's own object (stats) or host_pinned, which adds its sites after. */
+static void stats_members(struct json_out *w, const struct snap_kind_stats *k)
 {
-    json_out_begin_object(w);
     json_out_key(w, "current_bytes"); json_out_u64(w, k->current_bytes);
     json_out_key(w, "peak_bytes"); json_out_u64(w, k->peak_bytes);
     json_out_key(w, "peak_time_ns"); json_out_i64(w, k->peak_time_ns);
     json_out_key(w, "allocs"); json_out_u64(w, k->allocs);
     json_out_key(w, "frees"); json_out_u64(w, k->frees);
     json_out_key(w, "failures"); json_out_u64(w, k->failures);
+}
+
+static void stats(struct json_out *w, const struct snap_kind_stats *k)
+{
+    json_out_begin_object(w);
+    stats_members(w, k);
     json_out_end_object(w);
 }
 
@@ -399,12 +406,7 @@ static int snapshot(struct json_out *w, struct snapshot *s, unsigned top)
     json_out_key(w, "host_pinned");
     if (s->host.present) {
         json_out_begin_object(w);
-        json_out_key(w, "current_bytes"); json_out_u64(w, s->host.stats.current_bytes);
-        json_out_key(w, "peak_bytes"); json_out_u64(w, s->host.stats.peak_bytes);
-        json_out_key(w, "peak_time_ns"); json_out_i64(w, s->host.stats.peak_time_ns);
-        json_out_key(w, "allocs"); json_out_u64(w, s->host.stats.allocs);
-        json_out_key(w, "frees"); json_out_u64(w, s->host.stats.frees);
-        json_out_key(w, "failures"); json_out_u64(w, s->host.stats.failures);
+        stats_members(w, &s->host.stats);
         json_out_key(w, "at_peak");
         if (sites(w, s, &s->host.at_peak, top) != 0)
             return -1;
