@@ -26,6 +26,7 @@ import threading
 import time
 
 import torch
+import settle  # noqa: E402,F401 (PyTorch's exit race after backward())
 
 import truth
 from elementwise import Elementwise

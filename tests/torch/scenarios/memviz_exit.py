@@ -7,6 +7,7 @@ cumemtrace's exit snapshot takes PyTorch's layout too."""
 import json
 
 import torch
+import settle  # noqa: E402,F401 (PyTorch's exit race after backward())
 
 import truth
 

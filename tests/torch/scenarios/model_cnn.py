@@ -6,6 +6,7 @@ import json
 import sys
 
 import torch
+import settle  # noqa: E402,F401 (PyTorch's exit race after backward())
 
 torch.backends.cudnn.enabled = not (len(sys.argv) > 1 and sys.argv[1] == "off")
 torch.manual_seed(0)

@@ -12,6 +12,7 @@ import os
 import sys
 
 import torch
+import settle  # noqa: E402,F401 (PyTorch's exit race after backward())
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 

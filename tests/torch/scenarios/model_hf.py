@@ -11,6 +11,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"  # nothing is fetched: the configs are here
 os.environ["TRANSFORMERS_NO_ADVISORY_WARNINGS"] = "1"
 
 import torch  # noqa: E402
+import settle  # noqa: E402,F401 (PyTorch's exit race after backward())
 import transformers  # noqa: E402
 
 kind = sys.argv[1] if len(sys.argv) > 1 else "gpt2"

@@ -5,6 +5,7 @@ import json
 import sys
 
 import torch
+import settle  # noqa: E402,F401 (PyTorch's exit race after backward())
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 batch = int(sys.argv[2]) if len(sys.argv) > 2 else 64

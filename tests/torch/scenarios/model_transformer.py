@@ -7,6 +7,7 @@ import json
 import sys
 
 import torch
+import settle  # noqa: E402,F401 (PyTorch's exit race after backward())
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 which = sys.argv[1] if len(sys.argv) > 1 else "default"

@@ -2,9 +2,9 @@
 and range(), and autograd's emit_nvtx(), whose NVTX ranges name every op -
 each allocating segments of its own (sizes no cached block can serve)."""
 import json
-import time
 
 import torch
+import settle  # noqa: E402,F401 (PyTorch's exit race after backward())
 
 MiB = 1 << 20
 
@@ -22,14 +22,6 @@ outside = torch.cuda.memory_reserved() - in_train - in_validation
 with torch.autograd.profiler.emit_nvtx():
     y = (x * 3).sum()
     y.backward()
-# PyTorch's exit race: backward() returns before the autograd device thread
-# drops its last reference to the graph task, whose thread-local state holds
-# a Python object; that thread then waits for the GIL, and if the interpreter
-# is finalising by the time it gets it, CPython ends the thread through a
-# noexcept destructor: "terminate called without an active exception", exit
-# 134 (2 of 6 bare runs of this script, no tracer).  Sleeping releases the GIL
-# at once, so the device thread finishes first.
-time.sleep(0.05)
 print("TORCH " + json.dumps({
     "in_train": in_train,
     "in_validation": in_validation,

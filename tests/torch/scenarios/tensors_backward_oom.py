@@ -3,10 +3,10 @@ autograd's thread, which has no Python frames; the live tensors are the
 forward's saved activations (named by their lines) and what backward made
 so far (no Python stack, in PyTorch's snapshot as in ours)."""
 import json
-import time
 import sys
 
 import torch
+import settle  # noqa: E402,F401 (PyTorch's exit race after backward())
 
 import truth
 
@@ -28,13 +28,5 @@ try:
     loss.backward()  # BACKWARD
 except torch.OutOfMemoryError:
     raised = True
-# PyTorch's exit race: backward() returns before the autograd device thread
-# drops its last reference to the graph task, whose thread-local state holds
-# a Python object; that thread then waits for the GIL, and if the interpreter
-# is finalising by the time it gets it, CPython ends the thread through a
-# noexcept destructor: "terminate called without an active exception", exit
-# 134 (2 of 6 bare runs of this script, no tracer).  Sleeping releases the GIL
-# at once, so the device thread finishes first.
-time.sleep(0.05)
 print("TORCH " + json.dumps({"raised": raised, "allocated": torch.cuda.memory_allocated()}))
 sys.exit(0)

@@ -7,6 +7,7 @@ import json
 import sys
 
 import torch
+import settle  # noqa: E402,F401 (PyTorch's exit race after backward())
 
 import truth
 

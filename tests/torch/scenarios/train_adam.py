@@ -4,6 +4,7 @@ for several steps, and PyTorch's own accounting of it."""
 import json
 
 import torch
+import settle  # noqa: E402,F401 (PyTorch's exit race after backward())
 
 from elementwise import Elementwise
 
