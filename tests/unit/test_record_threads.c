@@ -50,6 +50,7 @@ static uintptr_t addr_of(uint64_t id, enum record_kind kind)
 }
 
 static struct {
+    enum record_rings_mode mode;
     unsigned workers, ops;
     uintptr_t exchange[EXCHANGE];
     uint64_t next_id;       /* allocations numbered so far */
@@ -90,6 +91,23 @@ static void invariant_holds(const struct record_view *v)
     }
 }
 
+/* A free the tracker refuses: no token, or with the rings on a ring row's
+ * (its refusal counted when the row is applied), which the failed real
+ * free finishes - and which must put nothing back. */
+static void refused_then(void *token, bool real_ok)
+{
+    if (token != NULL) {
+        assert_int_not_equal(run.mode, RECORD_RINGS_NEVER);
+        record_free_finish(token, real_ok, 0); /* no clock read: the modes' runs
+                                                   read it alike */
+    }
+}
+
+static void refused(void *token)
+{
+    refused_then(token, false);
+}
+
 /* Frees `addr` as the wrappers do: take, the real free, finish.  One in 32
  * real frees fails (the entry goes back, and is freed again); a pinned
  * allocation is sometimes first freed with the device API (refused). */
@@ -97,7 +115,7 @@ static void release(uintptr_t addr, unsigned r)
 {
     enum record_kind kind = (enum record_kind)(addr >> 4 & 7);
     if (kind == KIND_HOST_PINNED && r % 8 == 0) {
-        assert_null(record_free_take(addr, KIND_DEVICE, now()));
+        refused(record_free_take(addr, KIND_DEVICE, now()));
         __atomic_fetch_add(&run.wrong_kind, 1, __ATOMIC_RELAXED);
     }
     void *tok = record_free_take(addr, kind == KIND_HOST_PINNED ? KIND_HOST_PINNED : KIND_DEVICE,
@@ -128,7 +146,7 @@ static void *worker(void *arg)
         }
         unsigned r = (unsigned)rand_r(&seed);
         if (r % 61 == 0) { /* never allocated: unknown */
-            assert_null(record_free_take(0xdead0000u + r % 4096 * 16, KIND_COUNT, now()));
+            refused(record_free_take(0xdead0000u + r % 4096 * 16, KIND_COUNT, now()));
             __atomic_fetch_add(&run.unknown, 1, __ATOMIC_RELAXED);
             continue;
         }
@@ -187,7 +205,9 @@ static void fresh_tracker(void)
 {
     record_atfork_prepare();
     record_atfork_child();
-    record_init(LOG_CAP, NULL); /* every event kept: the replay needs them */
+    /* every event kept: the replay needs them; the times are a clock's
+     * (what lets contention switch the rings on) */
+    record_init(LOG_CAP, now);
 }
 
 static const struct record_site_view *site_of(const struct record_view *v, uint32_t stack,
@@ -306,10 +326,13 @@ static void views_equal(const struct record_view *t, const uint32_t *ids,
 /* One run of `workers` threads: two rounds of `ops` operations each, the
  * mark set between them (all threads at rest, so its place in the order is
  * known), the reader running through the second. */
-static void threads_equal_their_replay(unsigned workers, unsigned ops)
+static void threads_equal_their_replay(enum record_rings_mode mode, unsigned workers,
+                                       unsigned ops)
 {
     fresh_tracker();
+    record_set_rings(mode);
     memset(&run, 0, sizeof run);
+    run.mode = mode;
     run.workers = workers;
     run.ops = ops;
     /* the stacks by number, interned in order: the replay's ids are the same */
@@ -361,6 +384,16 @@ static void threads_equal_their_replay(unsigned workers, unsigned ops)
             assert_true(e->t_ns >= v.events[i - 1].t_ns);
     }
 
+    uint64_t ring_rows = 0;
+    record_rings_counts(&ring_rows, NULL);
+    if (mode == RECORD_RINGS_NOW)
+        assert_true(ring_rows > 0); /* the run went by the rings */
+    if (mode == RECORD_RINGS_NEVER)
+        assert_int_equal(ring_rows, 0);
+    if (mode == RECORD_RINGS_CONTENDED) /* as the threads happened to meet */
+        print_message("%u threads, rings on contention: %llu of %zu rows by the rings\n",
+                      workers, (unsigned long long)ring_rows, v.nevents);
+
     struct record_event *rows = malloc(v.nevents * sizeof *rows);
     assert_non_null(rows);
     memcpy(rows, v.events, v.nevents * sizeof *rows);
@@ -369,6 +402,7 @@ static void threads_equal_their_replay(unsigned workers, unsigned ops)
     for (size_t i = 0; i < v.nsites; i++)
         ids[i] = v.sites[i].stack->id;
     fresh_tracker();
+    record_set_rings(RECORD_RINGS_NEVER); /* the reference: one lock */
     replay(rows, v.nevents, mark_at, mark_time);
     /* the allocations still live, freed in the replay as in the run: same */
     struct record_view s;
@@ -382,25 +416,110 @@ static void threads_equal_their_replay(unsigned workers, unsigned ops)
     assert_true(run.views > 0);
 }
 
+/* Each mode: the default (rings from the first contention), never, and
+ * from the start. */
+static const enum record_rings_mode modes[] = {RECORD_RINGS_CONTENDED, RECORD_RINGS_NEVER,
+                                               RECORD_RINGS_NOW};
+
 static void two_threads(void **state)
 {
     (void)state;
-    threads_equal_their_replay(2, 6000);
+    for (unsigned m = 0; m < 3; m++)
+        threads_equal_their_replay(modes[m], 2, 6000);
 }
 
 static void three_to_eight_threads(void **state)
 {
     (void)state;
-    for (unsigned n = 3; n <= MAX_WORKERS; n++)
-        threads_equal_their_replay(n, 3000);
+    for (unsigned m = 0; m < 3; m++)
+        for (unsigned n = 3; n <= MAX_WORKERS; n++)
+            threads_equal_their_replay(modes[m], n, 3000);
+}
+
+/* One thread's run in `mode`: allocations (by frames, the wrappers' path),
+ * then their frees and unknown frees - with the rings on, over a ring's
+ * worth of rows with no lock taken between, so the ring fills and the
+ * thread takes the lock - and one failed free put back.  Returns the
+ * view; *full the events that found the ring full. */
+static void one_thread_run(enum record_rings_mode mode, struct record_view *v, uint64_t *full)
+{
+    fresh_tracker();
+    record_set_rings(mode);
+    memset(&run, 0, sizeof run);
+    run.mode = mode;
+    for (unsigned n = 0; n < SHARED_STACKS + MAX_WORKERS; n++)
+        assert_int_equal(stack_n(n)->id, n + 1);
+    enum { N = 200, UNKNOWN = 300 };
+    for (uint64_t n = 1; n <= N; n++) {
+        enum record_kind kind = n % 3 ? KIND_DEVICE : KIND_HOST_PINNED;
+        uint64_t size = (n % 7 + 1) << UNIQUE_BITS | n;
+        struct record_alloc a = {addr_of(n, kind), size, size, kind, 0, false, 0, 0};
+        void *frames[2] = {(void *)(uintptr_t)(0x1000 + n % 4), (void *)0x2000};
+        record_alloc_at(&a, 1, frames, 2, now());
+    }
+    for (uint64_t n = 1; n <= N; n++) {
+        enum record_kind kind = n % 3 ? KIND_DEVICE : KIND_HOST_PINNED;
+        void *tok = record_free_take(addr_of(n, kind), KIND_COUNT, now());
+        assert_non_null(tok);
+        if (n == N / 2) { /* the real free fails: back, and freed again */
+            /* what an open OOM chain reads of a token, a ring's too */
+            assert_int_equal(record_token_size(tok), (n % 7 + 1) << UNIQUE_BITS | n);
+            assert_int_equal(record_token_stack(tok), 1 + n % 4);
+            record_free_finish(tok, false, now());
+            tok = record_free_take(addr_of(n, kind), KIND_COUNT, now());
+            assert_non_null(tok);
+        }
+        record_free_finish(tok, true, now());
+        if (n % 4 == 0)
+            refused_then(record_free_take(0xdead0000u + n * 16, KIND_COUNT, now()), true);
+    }
+    /* a failed real free asks the lock for the entry: these succeed */
+    for (unsigned i = 0; i < UNKNOWN; i++)
+        refused_then(record_free_take(0xbeef0000u + i * 16, KIND_COUNT, now()), true);
+    assert_int_equal(record_view_take(v), 0);
+    record_rings_counts(NULL, full);
+    assert_int_equal(v->counters.live, 0);
+    assert_int_equal(v->counters.unknown_frees, UNKNOWN + N / 4);
+    assert_int_equal(v->counters.failed_frees, 1);
+    invariant_holds(v);
+}
+
+/* A full ring: the thread takes the lock instead, and the result is the
+ * single lock's, row for row. */
+static void full_ring_equals_the_lock(void **state)
+{
+    (void)state;
+    struct record_view rings, lock;
+    uint64_t full = 0;
+    one_thread_run(RECORD_RINGS_NOW, &rings, &full);
+    assert_true(full > 0);
+    one_thread_run(RECORD_RINGS_NEVER, &lock, &full);
+    assert_int_equal(full, 0);
+    assert_int_equal(rings.nevents, lock.nevents);
+    for (size_t i = 0; i < lock.nevents; i++)
+        assert_memory_equal(&rings.events[i], &lock.events[i], sizeof lock.events[i]);
+    for (unsigned p = 0; p < RECORD_POOLS; p++) {
+        assert_int_equal(rings.pools[p].peak, lock.pools[p].peak);
+        assert_int_equal(rings.pools[p].peak_time, lock.pools[p].peak_time);
+        assert_int_equal(rings.pools[p].current, lock.pools[p].current);
+    }
+    assert_int_equal(rings.nsites, lock.nsites);
+    for (size_t i = 0; i < lock.nsites; i++) {
+        assert_int_equal(rings.sites[i].at_peak, lock.sites[i].at_peak);
+        assert_int_equal(rings.sites[i].temporary, lock.sites[i].temporary);
+        assert_int_equal(rings.sites[i].allocs, lock.sites[i].allocs);
+    }
+    record_view_free(&rings);
+    record_view_free(&lock);
 }
 
 int main(void)
 {
-    record_init(LOG_CAP, NULL);
+    record_init(LOG_CAP, now);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(two_threads),
         cmocka_unit_test(three_to_eight_threads),
+        cmocka_unit_test(full_ring_equals_the_lock),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

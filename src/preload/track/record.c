@@ -23,34 +23,81 @@
  * with its own epoch and per-site fields, kept by the same few instructions.
  *
  * Threads: one lock (record_lock, a futex mutex: a syscall only when
- * contended) guards every table and counter, taken once per allocation and
- * once per free.  Exact peak attribution needs every event in one total
- * order, which the lock gives; sharding the counters (per-thread sites and
- * a global atomic for a pool's bytes) would still need every site's
- * holdings at the instant of a new peak, i.e. the same order.  So the
- * critical section holds only what that order needs, and everything else
- * is done before the lock is taken: stack capture and hashing; this
- * thread's cache of the stacks (and their sites) it allocated from -
- * stacks are immutable once published and a site's pool and kind never
- * change, so a hit needs no lock, and dumps read frames without it (a
- * site is also keyed by the thread's phase: one compare more); the
- * entry, from a per-thread free list, filled in full but for its site; the
- * time, read by the caller and only clamped under the lock
+ * contended) guards every table and counter; a thread alone takes it once
+ * per allocation and once per free.  Exact peak attribution needs every
+ * event in one total order, which the lock gives; sharding the counters
+ * (per-thread sites and a global atomic for a pool's bytes) would still
+ * need every site's holdings at the instant of a new peak, i.e. the same
+ * order.  So the critical section holds only what that order needs, and
+ * everything else is done before the lock is taken: stack capture and
+ * hashing; this thread's cache of the stacks (and their sites) it
+ * allocated from - stacks are immutable once published and a site's pool
+ * and kind never change, so a hit needs no lock, and dumps read frames
+ * without it (a site is also keyed by the thread's phase: one compare
+ * more); the entry, from a per-thread free list, filled in full but for
+ * its site; the time, read by the caller and only clamped under the lock
  * (event_log_stamp).  Under the lock, per event: one probe of an
  * open-addressed table (record_table.h), the site's, pool's and kind's
  * counters through pointers the site keeps ready, and a log row of four
  * stores (event_log_add).  The state it writes is laid out by cache line
  * (record_impl.h): the lock word with the tables' heads and the latest
  * allocation, each pool's and each site's hot counters on their own line,
- * the log's cursor on its own - so a contended hand-over moves few lines,
- * and nothing read outside the lock shares a line with them.  Still, every
- * line a critical section writes crosses cores when two threads take
- * turns, at a cost above the section's own (make bench, threads row:
- * 2.85 x [1.21-3.42] one thread's CPU per pair at 2 threads in the run
- * docs/performance.md holds).  The event log is the
- * order the lock gave, so test_record_threads.c proves it exact: 2-8
- * threads at random end with the figures, at_peak and all, of one thread
- * replaying their log in a fresh tracker.
+ * the log's cursor on its own.
+ *
+ * Rings, once threads contend (record_rings.c).  Still, every line a
+ * critical section writes crosses cores when two threads take turns, at a
+ * cost above the section's own (make bench, threads row: 1.35 x
+ * [1.08-1.93] one thread's CPU per pair at 2 threads with the lock alone).
+ * So the first time an event finds the lock held by another event, the
+ * rings go on (LOCK_RINGS in the lock word; record_set_rings forces
+ * either way): from then on each thread appends its events to a ring of
+ * its own (256 rows, up to 64 rings; a thread without one, or with a full
+ * one, takes the lock as before) and whoever takes the lock - a thread
+ * whose ring is full, a dump, a view, a stack intern, a refill of parked
+ * entries - first applies every ring's rows, merged by time, through the
+ * same *_locked code a direct event runs.  A free by a ring returns a
+ * parked entry standing in for the one its row will take; a failed real
+ * free asks the lock for that one (free_undo).  Dumps and views take the
+ * lock, so they see every event made before they began.  With the rings
+ * (the same bench, a later run): 1.01 x [0.87-1.06] one thread's CPU per
+ * pair at 2 threads.
+ *
+ * Why the peak stays exact with rings.  The figures - counters, the peak,
+ * its time, its sites' at_peak - are a function of the order events are
+ * applied in; they are a single lock's if that order is one a lock could
+ * have given, i.e. one where an event that happened before another (the
+ * same thread's earlier one, or one whose pointer was handed over) comes
+ * first.  A ring is applied in its thread's order.  Across rings, rows
+ * merge by their times, a monotonic clock's: an event that happened
+ * before another read an earlier time (between the two lie a hand-off
+ * across cores and a CUDA call, far more than the clock's nanosecond).  A
+ * drain looks at the rings twice (record_rings_drain_locked): the first
+ * look finds T, the latest time of any row written so far; the second
+ * takes each ring's rows up to T.  A row it takes read its time (<= T)
+ * no later than the row that set T, which was written before the first
+ * look; so everything that happened before it was written before the
+ * second look, which sees it, and being earlier it merges ahead.  The
+ * rows applied are thus closed under "happened before" and in its order;
+ * and a lock-taking event's drain applies all of its own thread's rows
+ * (their times are <= T) before it.  A row the drain missed (written
+ * while it ran) or beyond T is applied by the next drain, after events
+ * that did not happen before it - they ran concurrently with it - which a
+ * lock could have done too: it is late, placed just after the drain that
+ * missed it, and the log's stamp gives it the previous row's time (or the
+ * clock's, if over EVENT_LOG_LATE_NS late).  So the peak and its live set
+ * are exactly a single lock's for the order applied, and the event log is
+ * that order: test_record_threads.c proves it in each mode - 2-8 threads
+ * at random end with the figures, at_peak and all, of one thread
+ * replaying their log in a fresh tracker, and a thread whose ring fills
+ * ends as the lock alone would, row for row.
+ * Limits of the rings: they order by times, so a tracker whose callers
+ * pass times of their own (record_init without a clock: the unit tests'
+ * models) keeps the lock unless forced; two events that happened one
+ * before the other yet read the same time could be merged the wrong way
+ * round (a clock coarser than the hand-off between them; not one the
+ * clock here gives).  Per event they cost more instructions than the
+ * direct path (a row written, then merged: 2200 against 2021 a pair at
+ * 2 threads under callgrind), but no line shared between threads.
  *
  * The steady state of both paths - record_alloc_at and record_free_take
  * with the stack's site in this thread's cache, an entry parked, the
@@ -105,21 +152,42 @@ static inline void cpu_relax(void)
 
 void record_lock_wait(int *m)
 {
+    int v = 0;
     for (unsigned spent = 0, delay = 1; spent < LOCK_SPIN_PAUSES; spent += delay) {
-        int free_state = 0;
-        if (__atomic_load_n(m, __ATOMIC_RELAXED) == 0 &&
-            __atomic_compare_exchange_n(m, &free_state, 1, false, __ATOMIC_ACQUIRE,
+        v = __atomic_load_n(m, __ATOMIC_RELAXED);
+        if ((v & LOCK_STATE) == LOCK_FREE &&
+            __atomic_compare_exchange_n(m, &v, v | LOCK_OTHER, false, __ATOMIC_ACQUIRE,
                                         __ATOMIC_RELAXED))
-            return;
+            goto taken;
         for (unsigned i = 0; i < delay; i++)
             cpu_relax();
         if (delay < LOCK_BACKOFF_MAX)
             delay *= 2;
     }
     int saved = errno; /* the host's errno survives our futex calls */
-    while (__atomic_exchange_n(m, 2, __ATOMIC_ACQUIRE) != 0)
-        syscall(SYS_futex, m, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+    for (;;) {
+        /* taken as LOCK_SLEEPERS, as Drepper's mutex 2: its release wakes
+         * whoever may sleep behind */
+        v = __atomic_load_n(m, __ATOMIC_RELAXED);
+        int asleep = (v & LOCK_RINGS) | LOCK_SLEEPERS;
+        if ((v & LOCK_STATE) == LOCK_FREE) {
+            if (__atomic_compare_exchange_n(m, &v, asleep, false, __ATOMIC_ACQUIRE,
+                                            __ATOMIC_RELAXED))
+                break;
+            continue;
+        }
+        if ((v & LOCK_STATE) != LOCK_SLEEPERS &&
+            !__atomic_compare_exchange_n(m, &v, asleep, false, __ATOMIC_RELAXED,
+                                         __ATOMIC_RELAXED))
+            continue;
+        syscall(SYS_futex, m, FUTEX_WAIT_PRIVATE, asleep, NULL, NULL, 0);
+    }
     errno = saved;
+taken:
+    if (m == &record_lock && (v & LOCK_RINGS)) {
+        RECORD_HOLDER_SET(&record_lock_me);
+        record_rings_drain_locked();
+    }
 }
 
 void record_lock_wake(int *m)
@@ -160,6 +228,7 @@ void record_init(size_t cap, int64_t (*clock)(void))
 {
     record_lock_take(&record_lock);
     event_log_init(cap, clock);
+    record_rings_clocked = clock != NULL;
     for (int i = 0; i < RECORD_POOLS; i++) {
         record_pools[i].free_bytes = -1;
         record_pools[i].total_bytes = -1;
@@ -219,6 +288,23 @@ void record_entry_free_locked(struct live *e)
     RECORD_ASSERT_LOCKED();
     e->addr = (uintptr_t)free_entries;
     free_entries = e;
+}
+
+/* With the rings on, a thread's frees by its ring park no entry (the row's
+ * entry goes back to the shared list when applied), so its allocations
+ * would find none parked and take the lock each time: it takes a batch
+ * here, under the lock it took for one that found none. */
+#define REFILL_ENTRIES (RECORD_TC_FREE_MAX / 2)
+static void entries_refill_locked(void)
+{
+    for (unsigned i = 0; i < REFILL_ENTRIES; i++) {
+        struct live *e = entry_new_locked();
+        if (e == NULL)
+            return;
+        e->addr = (uintptr_t)record_tc.free;
+        record_tc.free = e;
+        record_tc.nfree++;
+    }
 }
 
 /* This thread's parked entry, or NULL (no lock). */
@@ -335,6 +421,8 @@ record_alloc_at_slow(const struct record_alloc *a, unsigned entry, void *const *
     if (e != NULL)
         record_entry_fill(e, a, now, tid);
     record_lock_take(&record_lock);
+    if (e == NULL && record_rings_on_locked())
+        entries_refill_locked();
     if (__builtin_expect(s == NULL, 0))
         s = site_miss_locked(c, st, h, entry, frames, depth, pool, a->kind, a->phase);
     record_alloc_locked(a, s, now, tid, e);
@@ -369,7 +457,16 @@ void *record_free_take(uintptr_t addr, enum record_kind kind_hint,
  * counters return to where they were (this is not a new allocation). */
 COLD void free_undo(struct live *e, int64_t now)
 {
-    record_lock_take(&record_lock);
+    record_lock_take(&record_lock); /* applies this thread's ring rows */
+    if (e->site == RECORD_RING_TOKEN) { /* a ring free: its row took the entry */
+        struct live *stand_in = e;
+        e = record_rings_taken_locked(stand_in, true);
+        record_entry_free_locked(stand_in);
+        if (e == NULL) { /* the free was refused (counted): nothing to undo */
+            record_lock_drop(&record_lock);
+            return;
+        }
+    }
     struct site *s = site_of(e);
     record_totals.failed_frees++;
     struct addr_table *t = &record_live_table;
@@ -418,18 +515,38 @@ void record_count_reentrant(void)
 
 void record_thread_end(void)
 {
+    record_rings_thread_end();
     record_entries_give_back();
+}
+
+/* A ring free's token stands in for the entry its row took: that one,
+ * once the lock has applied the row (NULL: refused). */
+COLD const struct live *token_entry_locked(const struct live *token)
+{
+    return token->site == RECORD_RING_TOKEN ? record_rings_taken_locked(token, false) : token;
 }
 
 uint64_t record_token_size(const void *token)
 {
-    return token ? entry_size(token) : 0;
+    if (token == NULL)
+        return 0;
+    record_lock_take(&record_lock);
+    const struct live *e = token_entry_locked(token);
+    uint64_t size = e ? entry_size(e) : 0;
+    record_lock_drop(&record_lock);
+    return size;
 }
 
 uint32_t record_token_stack(const void *token)
 {
-    const struct record_stack *st = token ? site_of(token)->s.stack : NULL;
-    return st ? st->id : 0;
+    if (token == NULL)
+        return 0;
+    record_lock_take(&record_lock);
+    const struct live *e = token_entry_locked(token);
+    const struct record_stack *st = e ? site_of(e)->s.stack : NULL;
+    uint32_t id = st ? st->id : 0;
+    record_lock_drop(&record_lock);
+    return id;
 }
 
 uint64_t record_drop_context(int device, unsigned ctx, int64_t now)
@@ -507,6 +624,7 @@ void record_atfork_child(void)
     }
     free_entries = NULL;
     record_stacks_reset_locked();
+    record_rings_reset_locked();
     record_last_alloc = record_last_temporary = NULL;
     event_log_reset();
     memset(&record_totals, 0, sizeof record_totals);
@@ -521,5 +639,5 @@ void record_atfork_child(void)
     memset(&record_tc, 0, sizeof record_tc);
     /* the parent's waiters are not in this process: a plain release */
     RECORD_HOLDER_SET(NULL);
-    __atomic_store_n(&record_lock, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&record_lock, record_rings_child_lock(), __ATOMIC_RELEASE);
 }

@@ -9,8 +9,9 @@
  * instructions a pair added with no stack.  record.c's record_alloc_at
  * and record_free_take are these same functions, out of line, for every
  * other caller; everything but the steady state - a stack or site not in
- * this thread's cache, no parked entry, a full table or log, a contended
- * lock - is out of line in record.c.  The design, the invariants and what
+ * this thread's cache, no parked entry, a full table or log - is out of
+ * line in record.c, and a lock not plainly free (held, or the threads'
+ * rings on) sends the event to record_rings.c.  The design, the invariants and what
  * the lock guards are record.c's (top of file).
  *
  * Private to the tracker and the wrappers' fast path: it is the tracker's
@@ -56,6 +57,12 @@ void record_alloc_at_slow(const struct record_alloc *a, unsigned entry,
 void *record_free_refused_unlock(bool known);
 /* Hands this thread's parked entries back to the shared list. */
 void record_entries_give_back(void);
+/* The direct take found the lock not plainly free (held, or the rings on):
+ * the event goes by this thread's ring, or waits for the lock
+ * (record_rings.c).  The allocation's entry `e` is filled (address, size,
+ * time: all the rest it needs), its site is `s`. */
+void record_alloc_contended(struct site *s, struct live *e, bool is_handle);
+void *record_free_take_contended(uintptr_t addr, enum record_kind kind_hint, int64_t now);
 
 /* ---- owners ---- */
 
@@ -224,9 +231,12 @@ RECORD_HOT void record_alloc_fast(const struct record_alloc *a, unsigned entry,
         uint32_t tid = __builtin_expect(record_tc.tid != 0, 1) ? record_tc.tid
                                                                : record_current_tid();
         record_entry_fill(e, a, now, tid);
-        record_lock_take(&record_lock);
+        if (__builtin_expect(!record_lock_try_event(&record_lock), 0)) {
+            record_alloc_contended(s, e, a->is_handle); /* e says the rest */
+            return;
+        }
         record_alloc_locked(a, s, now, tid, e);
-        record_lock_drop(&record_lock);
+        record_lock_drop_event(&record_lock);
         return;
     }
     /* A copy: were the caller's `a` handed out, it could not live in
@@ -258,17 +268,11 @@ static inline bool record_kind_matches(enum record_kind have, enum record_kind w
 extern int64_t record_temporary_window_ns; /* CUMEMTRACE_TEMPORARY (record_set_temporary) */
 
 /* record_free_take (record.h), inline. */
-RECORD_HOT void *record_free_take_fast(uintptr_t addr, enum record_kind kind_hint,
-                                       int64_t now)
+/* Frees the live entry `e` at `slot` of the live table, whose site is `s`:
+ * what both a direct free and a ring's free row do (record_rings.c). */
+RECORD_HOT void record_free_apply_locked(struct table_slot *slot, struct live *e,
+                                         struct site *s, int64_t now)
 {
-    record_lock_take(&record_lock);
-    struct table_slot *slot = table_find(&record_live_table, addr);
-    if (__builtin_expect(slot == NULL, 0))
-        return record_free_refused_unlock(false);
-    struct live *e = slot->e;
-    struct site *s = site_of(e);
-    if (__builtin_expect(!record_kind_matches(s->s.kind, kind_hint), 0))
-        return record_free_refused_unlock(true);
     table_remove(&record_live_table, slot);
     record_account_free_locked(s, entry_size(e), now);
     /* Nothing was allocated since, or freed within the window: temporary. */
@@ -277,7 +281,23 @@ RECORD_HOT void *record_free_take_fast(uintptr_t addr, enum record_kind kind_hin
     s->s.temporary += temporary;
     record_last_temporary = temporary ? e : NULL;
     record_last_alloc = NULL;
-    record_lock_drop(&record_lock);
+}
+
+/* record_free_take (record.h), inline. */
+RECORD_HOT void *record_free_take_fast(uintptr_t addr, enum record_kind kind_hint,
+                                       int64_t now)
+{
+    if (__builtin_expect(!record_lock_try_event(&record_lock), 0))
+        return record_free_take_contended(addr, kind_hint, now);
+    struct table_slot *slot = table_find(&record_live_table, addr);
+    if (__builtin_expect(slot == NULL, 0))
+        return record_free_refused_unlock(false);
+    struct live *e = slot->e;
+    struct site *s = site_of(e);
+    if (__builtin_expect(!record_kind_matches(s->s.kind, kind_hint), 0))
+        return record_free_refused_unlock(true);
+    record_free_apply_locked(slot, e, s, now);
+    record_lock_drop_event(&record_lock);
     return e;
 }
 

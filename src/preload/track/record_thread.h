@@ -10,6 +10,7 @@
 struct record_stack;
 struct site;
 struct live;
+struct record_ring;
 
 /* Stacks this thread allocated from, by hash: a direct-mapped cache (16
  * slots, 384 bytes of static TLS: little, should a host dlopen us) of
@@ -28,6 +29,9 @@ struct record_thread_cache {
     struct live *free;
     uint32_t nfree;
     uint32_t tid; /* 0 until asked (record_current_tid), < 2^TID_BITS */
+    /* this thread's ring of events (record_rings.c), NULL until the rings
+     * are on and it records by them */
+    struct record_ring *ring;
 };
 
 #endif
