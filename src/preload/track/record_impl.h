@@ -249,6 +249,12 @@ extern const char *record_lock_holder;
  * After true, record_lock_drop_event releases it. */
 static inline bool record_lock_try_event(int *m)
 {
+    /* A plain read first: with the rings on the word is never free, and a
+     * failed compare-exchange would still take the line exclusive - each
+     * event of each thread pulling it across cores, the traffic the rings
+     * exist to avoid.  Read-only, the line stays shared until a drain. */
+    if (__atomic_load_n(m, __ATOMIC_RELAXED) != LOCK_FREE)
+        return false;
     int free_state = LOCK_FREE;
     bool got = __atomic_compare_exchange_n(m, &free_state, LOCK_EVENT, false, __ATOMIC_ACQUIRE,
                                            __ATOMIC_RELAXED);
