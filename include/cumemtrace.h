@@ -272,6 +272,34 @@ int cumemtrace_phase_push(const char *source, const char *name);
  * pop, counted in the snapshot). */
 int cumemtrace_phase_pop(const char *source);
 
+/* Who reached device `device`'s peak (all-time, not since a mark), for a
+ * runtime layer that names the peak at a dump without hooking every call
+ * (the PyTorch layer: a `self` of a running forward() is a module, a
+ * thread named "pt_autograd_*" is autograd's backward): the allocating
+ * thread's name, the first local of each of its Python frames and their
+ * functions' co_name objects (CPython
+ * 3.11-3.13 once its frames are read directly; nselves 0 otherwise),
+ * innermost first - addresses, never dereferenced by the library; compare
+ * them with id() of live objects only.  Returns 1, or 0 when the device
+ * has no peak yet. */
+#define CUMEMTRACE_PEAK_SELVES 32
+struct cumemtrace_peak_context {
+    int64_t peak_time_ns; /* the peak it belongs to (ns since start) */
+    char thread[16];      /* NUL-terminated */
+    uint32_t nselves;
+    uint64_t selves[CUMEMTRACE_PEAK_SELVES];
+    uint64_t names[CUMEMTRACE_PEAK_SELVES]; /* each frame's code's co_name
+                                                object (an interned str) */
+};
+int cumemtrace_peak_context(int device, struct cumemtrace_peak_context *out);
+
+/* Names that peak by phase `path` of `source` ("forward/Net/wide": names
+ * from the root, '/' between them), as if it had been open then: only when
+ * the device's peak is still the one of `peak_time_ns` and no phase was
+ * open at it.  Returns 1 when set, 0 when not. */
+int cumemtrace_peak_phase(int device, int64_t peak_time_ns, const char *source,
+                          const char *path);
+
 /* The library's version, "MAJOR.MINOR.PATCH". */
 const char *cumemtrace_version(void);
 

@@ -4,6 +4,7 @@ nested functions in two files; the snapshot must name the exact
 file:line:function chain, innermost first, in place of the interpreter's
 evaluation frames.  CUMEMTRACE_TEST_PYTHON picks another CPython to run the
 scripts with (default /usr/bin/python3)."""
+import json
 import os
 import re
 import shutil
@@ -381,3 +382,31 @@ def test_no_pending_call_while_no_interpreter_runs(run, tmp_path, when):
     assert r.returncode == 0 and r.stdout == "allocated\n", (r.returncode, r.stderr[-2000:])
     assert re.search(r"CPython 3\.\d+ found", r.stderr), r.stderr  # it was looked at
     assert device(r.only("exit"))["by_kind"]["device"]["allocs"] == 8
+
+
+def phase_path(snap, pid):
+    ps = {p["id"]: p for p in snap["phases"]["list"]}
+    parts = []
+    while pid:
+        parts.append(ps[pid]["name"])
+        pid = ps[pid]["parent"]
+    return "/".join(reversed(parts))
+
+
+@pytest.mark.parametrize("how", ["gil", "nogil", "thread"])
+def test_the_peaks_frames_and_thread_are_kept_for_the_layer(run, how):
+    # cumemtrace_peak_context: the `self` of the frame (named forward) that
+    # reached the peak - the instance, not its sibling of the same class -
+    # read directly on 3.11-3.13, with or without the GIL; the allocating
+    # thread's name (PyTorch's autograd threads are pt_autograd_N).
+    # cumemtrace_peak_phase names that peak once, only for its own time.
+    r = run([PYTHON, SCRIPTS / "peak_context.py", BUILD, how])
+    out = json.loads(re.search(r"^PEAK (.*)$", r.stdout, re.M).group(1))
+    assert out["got"] == 1
+    if VERSION[:2] in ((3, 11), (3, 12), (3, 13)):
+        assert out["self_in_forward"], out
+    assert not out["other_instance"], out
+    assert (out["thread"] == "pt_autograd_0") == (how == "thread"), out
+    assert (out["stale"], out["named"], out["again"]) == (0, 1, 0), out
+    snap = r.only("exit")
+    assert phase_path(snap, device(snap)["peak_phase"]) == "forward/Net/blocks.1"

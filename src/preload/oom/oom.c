@@ -420,6 +420,11 @@ static void on_allocator(int device, const struct allocator_facts *f, int64_t no
         o->chain = oom_ledger_new_chain();
         oom_ledger_failed(o, now);
         oom_ledger_measure(o, false);
+    } else if (o->phase == PHASE_NONE) {
+        /* The allocator's report runs on the failing thread: a layer that
+         * names its phase only then (the PyTorch layer's default, from the
+         * frames running at the failure) has it open now. */
+        o->phase = phase_now();
     }
     o->allocator = *f;
     o->has_allocator = true;

@@ -213,6 +213,20 @@ static uint32_t intern(uint32_t parent, unsigned domain, const char *s, size_t l
     return id;
 }
 
+uint32_t phase_path(struct phase_domain *d, const char *path)
+{
+    unsigned domain = d ? d->index : 0;
+    uint32_t id = PHASE_NONE;
+    for (const char *p = path; p != NULL && *p != '\0';) {
+        const char *end = strchr(p, '/');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if ((id = intern(id, domain, p, len)) == PHASE_NONE)
+            return PHASE_NONE;
+        p = end ? end + 1 : NULL;
+    }
+    return id;
+}
+
 /* ---- registered strings ---- */
 
 static uint32_t nnames;

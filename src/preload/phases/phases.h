@@ -75,6 +75,12 @@ int phase_push_str(struct phase_domain *d, const char *name);
  * level it had, or -1 when none of `d` is open (counted as unbalanced). */
 int phase_pop(struct phase_domain *d);
 
+/* The node of `path` ("forward/Net/wide": names under `d`, from the root;
+ * a name holds no '/'), made if new, with no range opened: a phase found
+ * after the fact (the PyTorch layer names a peak at a dump).  PHASE_NONE
+ * for an empty path or no memory. */
+uint32_t phase_path(struct phase_domain *d, const char *path);
+
 /* A start/end range (may end on another thread): returns its id, 0 when
  * PHASE_MAX_OPEN are open already (counted as dropped). */
 uint64_t phase_start(struct phase_domain *d, const char *name, size_t len);

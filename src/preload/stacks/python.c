@@ -296,6 +296,7 @@ static unsigned walk(void *ts, struct raw_frame *raw, unsigned max, bool *more)
         py_object *code = pyapi.frame_code(f);
         raw[m].code = code;
         raw[m].frame = f;
+        raw[m].self = 0;
         raw[m].line_or_lasti = pyapi.frame_lasti != NULL ? pyapi.frame_lasti(f)
                                                        : pyapi.frame_line(f);
         m++;
@@ -324,6 +325,7 @@ static unsigned walk_38(struct raw_frame *raw, unsigned max, bool *more)
             break;
         raw[m].code = code;
         raw[m].frame = f;
+        raw[m].self = 0;
         raw[m].line_or_lasti = pyapi.frame_line(f);
         m++;
         f = fw[F_BACK];
@@ -337,6 +339,7 @@ static unsigned walk_38(struct raw_frame *raw, unsigned max, bool *more)
  * the interpreter is not running or has no frame on this thread. */
 static unsigned python_frames(void **py, unsigned max)
 {
+    py_last_selves.n = 0; /* a capture that reads no frame leaves none */
     if (!pyapi.is_initialized())
         return 0;
     void *ts = held_thread_state();
@@ -452,6 +455,20 @@ unsigned python_merge(void **frames, unsigned n, unsigned cap)
     if (py_minor <= 10 && !marker_only && n - keep <= m)
         return splice_one_to_one(frames, n, cap, py, m);
     return splice_at_first(frames, n, first, cap, py, m, cut);
+}
+
+unsigned python_selves(uintptr_t *selves, uintptr_t *names, unsigned max)
+{
+    const struct py_selves *sv = &py_last_selves;
+    unsigned n = sv->n < max ? sv->n : max;
+    /* code objects a walk checked (PyCode_Type), held by frames that run
+     * until this allocation returns: their co_name is readable */
+    for (unsigned i = 0; i < n; i++) {
+        selves[i] = sv->self[i];
+        names[i] = sv->self[i] != 0 ? (uintptr_t)py_code_field(sv->code[i], CODE_NAME, false)
+                                    : 0;
+    }
+    return n;
 }
 
 bool python_layer_api(struct python_layer_api *out)

@@ -40,6 +40,15 @@ void python_init(void);
  * never runs Python code. */
 unsigned python_merge(void **frames, unsigned n, unsigned cap);
 
+/* The first local of each Python frame (a method's `self`; 0 where not
+ * read), and its code's co_name object, of the calling thread's latest
+ * capture, innermost first, at most `max`.  record_peak.c keeps them at a
+ * device's new peak, from inside that allocation (the frames still run),
+ * so that the PyTorch layer can tell which modules' forward() ran then
+ * (a `self` is never dereferenced; the layer matches it to live modules'
+ * id()).  Read only by 3.11+ direct walks; 0 entries otherwise. */
+unsigned python_selves(uintptr_t *selves, uintptr_t *names, unsigned max);
+
 /* The part of CPython's API torch_layer.c uses, resolved at load time like
  * the rest (no dlsym inside a wrapper); false without a usable CPython. */
 struct python_layer_api {

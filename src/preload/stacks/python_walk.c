@@ -74,6 +74,11 @@ struct layout {
     int str_compact;     /* sizeof(PyCompactUnicodeObject): other compact data */
 };
 
+/* _PyInterpreterFrame.localsplus: 72 in 3.11, 3.12 and 3.13.  Slot 0 is
+ * inside every frame (a frame has room for its locals and its value
+ * stack, and real code has a stack), so reading it cannot leave the frame. */
+enum { F_LOCALSPLUS = 72 };
+
 /* PyCodeObject's co_filename, co_name, co_qualname, co_linetable: the same
  * bytes in 3.11, 3.12 and 3.13.  PyASCIIObject: length, then the state bits
  * (interned:2, kind:3, compact:1, ascii:1), the same in all three.
@@ -175,6 +180,10 @@ walk_frames(bool safe, const struct layout *l, void *ts, struct raw_frame *raw,
             break;
         }
         intptr_t lasti = (intptr_t)(instr - start);
+        uintptr_t self = 0;
+        if (!rd(safe, f + F_LOCALSPLUS, &self, 8))
+            return -1;
+        out->self = self;
         out->code = (py_object *)code;
         out->line_or_lasti = lasti < 0 ? -1 : (int)lasti;
         out++;
@@ -399,6 +408,7 @@ struct last_stack {
     struct last_frame f[RECORD_MAX_DEPTH];
 };
 static __thread struct last_stack last;
+__thread struct py_selves py_last_selves;
 
 /* An unheld entry's code object still the one it named: its identity
  * read directly (the frame that holds it is this thread's, alive) and
@@ -447,6 +457,13 @@ void py_index_frames(const struct raw_frame *raw, unsigned m, void **py, enum py
     struct last_stack *c = &last;
     __asm__("" : "+r"(c)); /* one __tls_get_addr, not one per frame */
     bool safe = how == PY_NOGIL_SAFE;
+    struct py_selves *sv = &py_last_selves;
+    __asm__("" : "+r"(sv));
+    for (unsigned i = 0; i < m; i++) {
+        sv->self[i] = raw[i].self;
+        sv->code[i] = raw[i].code;
+    }
+    sv->n = m;
     /* frames matched, from the outer end: raw[m - 1] is the outermost */
     unsigned k = safe ? match_cached(c, raw, m, py, true) : match_cached(c, raw, m, py, false);
     unsigned keep = k; /* what the cache holds afterwards */

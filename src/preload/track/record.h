@@ -282,6 +282,31 @@ void record_mark_restore(const struct record_mark saved[RECORD_POOLS]);
  * whether the pool saw any activity. */
 bool record_mark_get(int pool, struct record_mark *m, uint64_t *current);
 
+/* ---- the peak's context (record_peak.c) ---- */
+
+/* First locals of the peak's Python frames kept (innermost first). */
+#define RECORD_PEAK_SELVES 32
+
+struct record_peak_context {
+    int64_t peak_time;   /* the peak it belongs to (record_pool_view's) */
+    char thread[16];     /* the allocating thread's name (PR_GET_NAME) */
+    unsigned nselves;
+    uintptr_t selves[RECORD_PEAK_SELVES]; /* python_selves (python.h) */
+    uintptr_t names[RECORD_PEAK_SELVES];  /* their frames' co_name objects */
+};
+
+/* Set at start-up (init.c) when Python frames are read: the calling thread's latest
+ * capture's first locals and code names (python_selves); NULL: none. */
+extern unsigned (*record_peak_selves)(uintptr_t *selves, uintptr_t *names, unsigned max);
+
+/* The context of device `device`'s peak; false before it has one. */
+bool record_peak_context(int device, struct record_peak_context *out);
+
+/* Names device `device`'s peak by `phase` (phases.h), found later (the
+ * PyTorch layer, from the context): only when that peak (peak_time) still
+ * is the device's and carries no phase of its own.  True when set. */
+bool record_peak_phase_name(int device, int64_t peak_time, uint32_t phase);
+
 /* ---- dump support: a consistent copy taken under the lock ---- */
 
 struct record_pool_view {

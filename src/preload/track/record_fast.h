@@ -125,6 +125,7 @@ RECORD_HOT void record_account_alloc_locked(struct site *s, uint64_t bytes, int6
         p->peak_time = now;
         p->peak_phase = s->s.phase;
         p->epoch++;
+        record_peak_note_locked(p);
     }
     if (current > p->mark.peak) {
         p->mark.peak = current;

@@ -292,6 +292,10 @@ static inline void record_lock_drop(int *m)
         record_lock_wake(m);
 }
 
+/* At a pool's new peak, under the lock: keeps who reached it
+ * (record_peak.c).  Out of line: the hot path only calls it. */
+void record_peak_note_locked(const struct pool *p) __attribute__((cold));
+
 extern uint32_t record_nsites;
 extern struct pool record_pools[RECORD_POOLS];
 extern struct pool_limit record_limits[RECORD_POOLS];

@@ -1,0 +1,36 @@
+/* peak_phase.c - cumemtrace_peak_context and cumemtrace_peak_phase
+ * (include/cumemtrace.h): the context the tracker kept at a device's peak
+ * (record_peak.c) handed to a runtime layer, and the phase that layer found
+ * from it given back to the peak, so that snapshots and the report name it
+ * as they name a phase that was open (devices[].peak_phase). */
+#include <string.h>
+
+#include "cumemtrace.h"
+#include "phases.h"
+#include "record.h"
+
+_Static_assert(CUMEMTRACE_PEAK_SELVES == RECORD_PEAK_SELVES, "one bound");
+
+__attribute__((visibility("default"))) int
+cumemtrace_peak_context(int device, struct cumemtrace_peak_context *out)
+{
+    struct record_peak_context c;
+    if (out == NULL || !record_peak_context(device, &c))
+        return 0;
+    memset(out, 0, sizeof *out);
+    out->peak_time_ns = c.peak_time;
+    memcpy(out->thread, c.thread, sizeof out->thread);
+    out->nselves = c.nselves;
+    for (unsigned i = 0; i < c.nselves; i++)
+        out->selves[i] = c.selves[i], out->names[i] = c.names[i];
+    return 1;
+}
+
+__attribute__((visibility("default"))) int
+cumemtrace_peak_phase(int device, int64_t peak_time_ns, const char *source, const char *path)
+{
+    if (path == NULL || path[0] == '\0')
+        return 0;
+    uint32_t id = phase_path(phase_domain(source, NULL), path);
+    return id != 0 && record_peak_phase_name(device, peak_time_ns, id) ? 1 : 0;
+}
