@@ -80,7 +80,8 @@ def _attach(torch, report):
                     sys.stderr.write(f"cumemtrace: warning: PyTorch segment layout off: "
                                      f"{type(e).__name__}: {e}; post-mortems draw the "
                                      f"driver-level layout only\n")
-            report(device, ctypes.byref(f))
+            with part("phases").at_oom(torch):
+                report(device, ctypes.byref(f))
         except Exception as e:  # an observer must never raise
             library.warn(f"{type(e).__name__}: {e}")
     try:

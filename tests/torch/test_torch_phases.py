@@ -1,14 +1,17 @@
 """PyTorch's phases (docs/snapshot-format.md, "phases" with source "torch",
-devices[].peak_phase, allocator.step and peak_step): the PyTorch layer's
-global module and optimizer hooks name the phase - forward, backward, the
-optimizer step - the module and the training step of the device's peak and
-of an out-of-memory failure, with no change to the program but
-CUMEMTRACE_TORCH_PHASES=1 (off by default: their cost, docs/performance.md)."""
+devices[].peak_phase, allocator.step and peak_step): the phase - forward,
+backward, the optimizer step - the module and the training step of the
+device's peak and of an out-of-memory failure, with no change to the
+program.  By default from the frames running at the peak and at the OOM
+(no module hook); with CUMEMTRACE_TORCH_PHASES=1 from PyTorch's global
+module hooks (every allocation carries its phase); =0 turns them off
+(src/torchboot/layer/phases.py; the cost: docs/performance.md)."""
 import subprocess
 
 from conftest import CLI, line_of
 
 ON = {"CUMEMTRACE_TORCH_PHASES": "1"}
+OFF = {"CUMEMTRACE_TORCH_PHASES": "0"}
 
 
 def path_of(snap, pid):
@@ -67,8 +70,79 @@ def test_an_oom_before_the_first_optimizer_step_says_so(scenario):
     assert "during: forward of module `huge`, before the first optimizer step" in text, text
 
 
-def test_phases_are_off_by_default(scenario):
+def oom_report(r):
+    return report([f for f in r.files if ".oom." in f.name][0])
+
+
+def test_by_default_a_peak_in_backward_is_named_without_module_hooks(scenario):
     r = scenario("phases_train.py")
+    snap = r.only("exit")
+    dev = r.device()
+    assert dev["peak_bytes"] == r.torch["max_reserved"]
+    # The same peak as with the hooks (wide's backward, step 2), reached on
+    # autograd's thread: "backward"; no range was opened per module call.
+    assert path_of(snap, dev["peak_phase"]) == "backward"
+    assert dev["allocator"]["peak_step"] == 2
+    assert dev["allocator"]["step"] == 3
+    names = {path_of(snap, p["id"]) for p in snap["phases"]["list"] if p["id"] > 1}
+    assert names == {"optimizer step", "backward"}, names
+    assert "the peak was reached during backward, step 2" in report(r.files[-1])
+
+
+def test_by_default_a_peak_in_forward_names_the_module_instance(scenario):
+    r = scenario("phases_where.py", "forward")
+    assert "HOOKS 0" in r.stderr  # the default hooks no module call
+    snap = r.only("exit")
+    dev = r.device()
+    assert dev["peak_bytes"] == r.torch["max_reserved"]
+    # blocks.0.mlp and blocks.1.mlp are one class: the frame's `self` tells
+    # them apart; the path is the one the hooks give (below).
+    assert path_of(snap, dev["peak_phase"]) == "forward/Net/blocks.1/blocks.1.mlp"
+    text = report(r.files[-1])
+    assert "the peak was reached during forward of module `blocks.1.mlp`" in text, text
+    hooked = scenario("phases_where.py", "forward", env=ON)
+    assert "HOOKS 2" in hooked.stderr
+    hsnap = hooked.only("exit")
+    assert path_of(hsnap, hooked.device()["peak_phase"]) == "forward/Net/blocks.1/blocks.1.mlp"
+
+
+def test_by_default_a_peak_in_the_optimizer_step_is_named(scenario):
+    r = scenario("phases_where.py", "step")
+    snap = r.only("exit")
+    dev = r.device()
+    assert dev["peak_bytes"] == r.torch["max_reserved"]
+    # AdamW's state (2 x 64 MiB) is made inside its first step.
+    assert path_of(snap, dev["peak_phase"]) == "optimizer step"
+    assert dev["allocator"]["peak_step"] == 1
+    assert "the peak was reached during optimizer step, step 1" in report(r.files[-1])
+
+
+def test_by_default_an_oom_in_a_modules_forward_names_it(scenario):
+    r = scenario("phases_train.py", "oom")
+    snap = r.only("oom")
+    oom = snap["oom"]
+    assert path_of(snap, oom["phase"]) == "forward/Net/huge"
+    assert oom["allocator"]["step"] == 4
+    text = oom_report(r)
+    assert "during: forward of module `huge`, step 4" in text, text
+    assert f"phases_train.py:{line_of('phases_train.py', 'HUGE')}" in text, text
+    r0 = scenario("phases_train.py", "oom0")
+    oom0 = r0.only("oom")["oom"]
+    assert path_of(r0.only("oom"), oom0["phase"]) == "forward/Net/huge"
+    assert oom0["allocator"]["step"] == 0
+    assert "during: forward of module `huge`, before the first optimizer step" in oom_report(r0)
+
+
+def test_by_default_an_oom_in_backward_says_so(scenario):
+    r = scenario("phases_where.py", "oom_backward")
+    assert r.torch["oom"]
+    snap = r.only("oom")
+    assert path_of(snap, snap["oom"]["phase"]) == "backward"
+    assert "during: backward" in oom_report(r)
+
+
+def test_phases_are_off_with_0(scenario):
+    r = scenario("phases_train.py", env=OFF)
     snap = r.only("exit")
     assert "phases" not in snap or not any(p["source"] == "torch"
                                            for p in snap["phases"]["list"])

@@ -75,6 +75,10 @@ def facts(torch, device, alloc, device_total, device_free, snap=None):
          f.other_tensor_bytes) = r[0]
         f.optimizers = r[1].encode()
     f.step, f.peak_step = phases.steps(device, alloc, scanned)
+    try:
+        phases.name_peak(torch, device, scanned)
+    except Exception:
+        pass  # the peak stays unnamed; the rest of the facts stand
     if history.recording:
         top = history.top_tensors(snap, device)
         arr = (library.TensorSite * max(len(top), 1))()

@@ -1,27 +1,34 @@
 """Phases: forward, backward and the optimizer's step, with the module's
-qualified name, pushed to the library (cumemtrace_phase_push, source
-"torch") from PyTorch's global hooks, so that every allocation carries
-them and the device's peak and each OOM name where they happened.
-  forward   a global forward pre-hook pushes "forward" at the outermost
-            module of a thread, then each module's name (relative to
-            that outermost one, whose own name is its class); the global
-            forward hook (always_call: also when forward raises) pops.
-  backward  the forward hook puts a pre-hook on the module's output's
-            autograd node: when backward reaches it, on autograd's thread,
-            the phase becomes "backward" / the module's name (backward
-            runs the graph in reverse, so a module's nodes follow its
-            output's); a final callback of the pass closes it.
+qualified name, for the device's peak and each OOM, and the optimizer step
+number.  By default no hook runs per module call:
+  forward   at a dump, the library hands over who reached each device's
+            peak (cumemtrace_peak_context): the `self` of each Python
+            frame running then.  Those of Module.__call__'s frames
+            (_wrapped_call_impl, _call_impl) and forward() that are live
+            modules (the collector's scan, roles.scan) name it: "forward",
+            the outermost module's class, then each running module's name
+            under it (`transformer.h.1.mlp`), given back to the peak
+            (cumemtrace_peak_phase).  At an OOM the observer runs on the
+            failing thread: its own frames say the same, pushed as the
+            phase while it reports.
+  backward  the peak's (or the OOM's) thread is one of autograd's device
+            threads (PyTorch names them pt_autograd_N): "backward" (the
+            node is in the peak's stack: "autograd: MmBackward0").
   step      PyTorch's global optimizer step pre/post hooks: "optimizer
-            step", and the step count (the most any optimizer stepped).
-Off by default, CUMEMTRACE_TORCH_PHASES=1 turns it on: every module call
-then pays PyTorch's hooked call path and two hooks - +16 % wall, +12 %
-instructions of a GPT-2-shaped model's step (31 module calls), +26 % /
-+21 % of an MLP's, where kernels take no time (make bench:
-scripts/bench_torch_phases.py, docs/performance.md), 6 to 13 times the 2 %
-a default may cost."""
+            step" pushed around each step() (so allocations in it carry
+            it), and the step count (the most any optimizer stepped).
+A module whose address was freed and taken by another module since the
+peak would lend it its name; the peak's frames are read directly only on
+CPython 3.11-3.13 (elsewhere the peak is not named by module).
+CUMEMTRACE_TORCH_PHASES=1 adds PyTorch's global module hooks instead, so
+that every allocation carries its phase and module (report --by range,
+and backward named by module): every module call then pays PyTorch's
+hooked call path and two hooks (docs/performance.md, "PyTorch phases");
+CUMEMTRACE_TORCH_PHASES=0 turns phases off."""
 import ctypes
 import functools
 import os
+import sys
 import threading
 
 library = part("library")  # noqa: F821 (set by cumemtrace_torch.part)
@@ -35,7 +42,19 @@ _stepping = [0]      # optimizer.step() calls under way
 _peak_seen = {}      # device -> peak_time_ns the library reported at a step's end
 _peak_step = {}      # device -> the step in which its peak was reached
 _usage_fn = None
+_mode = None         # None: off; "frames": the default; "hooks": =1
+_context_fn = _peak_phase_fn = None
 TORCH = b"torch"
+# Frames whose `self` is the module being called: Module.__call__'s own
+# and forward()'s (a module's helper called from forward has the same self)
+_CALLS = ("_wrapped_call_impl", "_call_impl", "forward")
+
+
+class PeakContext(ctypes.Structure):
+    """struct cumemtrace_peak_context (include/cumemtrace.h)."""
+    _fields_ = [("peak_time_ns", ctypes.c_int64), ("thread", ctypes.c_char * 16),
+                ("nselves", ctypes.c_uint32), ("selves", ctypes.c_uint64 * 32),
+                ("names", ctypes.c_uint64 * 32)]
 
 
 class _Thread(threading.local):
@@ -53,7 +72,9 @@ def _names_of(root):
 
 def start(torch):
     global _phase_push, _phase_pop, _usage_fn
-    if os.environ.get("CUMEMTRACE_TORCH_PHASES", "") != "1":
+    global _mode, _context_fn, _peak_phase_fn
+    mode = os.environ.get("CUMEMTRACE_TORCH_PHASES", "")
+    if mode == "0":
         return
     try:
         lib = ctypes.CDLL(None)
@@ -69,6 +90,15 @@ def start(torch):
         _usage_fn = usage
     except AttributeError:
         pass
+    _mode = "hooks" if mode == "1" else "frames"
+    try:
+        ctx, named = lib.cumemtrace_peak_context, lib.cumemtrace_peak_phase
+        ctx.argtypes, ctx.restype = [ctypes.c_int, ctypes.POINTER(PeakContext)], ctypes.c_int
+        named.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p]
+        named.restype = ctypes.c_int
+        _context_fn, _peak_phase_fn = ctx, named
+    except AttributeError:
+        pass  # an older library: peaks are named only by the hooks
     here = _Thread()
     Tensor = torch.Tensor
     engine = torch.autograd.Variable._execution_engine
@@ -146,9 +176,10 @@ def start(torch):
             _step[0] = n
             _note_peak_step(torch, n)
 
-    from torch.nn.modules import module as m
-    m.register_module_forward_pre_hook(pre)
-    m.register_module_forward_hook(post, always_call=True)
+    if _mode == "hooks":
+        from torch.nn.modules import module as m
+        m.register_module_forward_pre_hook(pre)
+        m.register_module_forward_hook(post, always_call=True)
     roles.optim_module().register_optimizer_step_pre_hook(step_pre)
     roles.optim_module().register_optimizer_step_post_hook(step_post)
 
@@ -184,3 +215,94 @@ def steps(device, alloc, scanned):
                 peak_step = _step[0] + 1
         return step, peak_step
     return -1, -1
+
+
+def _backward_thread(name):
+    """True for the name of one of autograd's device threads."""
+    return name.startswith("pt_autograd")
+
+
+def _path(running, names_of):
+    """The phase path of `running` (modules, innermost first, consecutive
+    repeats allowed): forward / the outermost one's class / each module's
+    name under it, outer to inner; None when none is a module."""
+    mods = []
+    for mod in running:
+        if not mods or mods[-1] is not mod:
+            mods.append(mod)
+    if not mods:
+        return None
+    root = mods[-1]
+    names = names_of(root)
+    parts = ["forward", type(root).__name__]
+    for mod in reversed(mods[:-1]):
+        name = names.get(id(mod))
+        if name:
+            parts.append(name.decode(errors="replace"))
+    return "/".join(p.replace("/", "_") for p in parts)
+
+
+def name_peak(torch, device, scanned):
+    """Default mode, at a dump: gives device `device`'s peak its phase from
+    what the library kept when it was reached (see the top); `scanned`:
+    roles.scan's (modules, optimizers), or None."""
+    if _mode != "frames" or _context_fn is None:
+        return
+    c = PeakContext()
+    if _context_fn(device, ctypes.byref(c)) != 1:
+        return
+    if _backward_thread(c.thread.decode(errors="replace")):
+        path = "backward"
+    else:
+        calls = {id(sys.intern(n)) for n in _CALLS}
+        by_id = {id(mod): mod for mod in (scanned[0] if scanned else ())}
+        running = [by_id[c.selves[i]] for i in range(min(c.nselves, 32))
+                   if c.names[i] in calls and c.selves[i] in by_id]
+        path = _path(running, _names_of_root)
+    if path:
+        _peak_phase_fn(device, c.peak_time_ns, TORCH, path.encode())
+
+
+def _names_of_root(root):
+    return _names_of(root)
+
+
+class at_oom:
+    """Default mode, around the OOM observer's report (on the failing
+    thread, before the library takes the phase it has open): the phase of
+    that thread's running frames, pushed, popped after."""
+
+    def __init__(self, torch):
+        self.depth = 0
+        if _mode != "frames" or _phase_push is None:
+            return
+        try:
+            with open("/proc/thread-self/comm") as f:
+                thread = f.read().strip()
+        except OSError:
+            thread = ""
+        if _backward_thread(thread):
+            path = "backward"
+        else:
+            Module = torch.nn.Module
+            running = []
+            f = sys._getframe(1)
+            while f is not None:
+                code = f.f_code
+                if code.co_name in _CALLS and code.co_argcount > 0:
+                    me = f.f_locals.get(code.co_varnames[0])
+                    if isinstance(me, Module):
+                        running.append(me)
+                f = f.f_back
+            path = _path(running, _names_of_root)
+        for part in (path.split("/") if path else ()):
+            _phase_push(TORCH, part.encode(errors="replace"))
+            self.depth += 1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for _ in range(self.depth):
+            _phase_pop(TORCH)
+        return False
