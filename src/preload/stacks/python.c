@@ -296,7 +296,6 @@ static unsigned walk(void *ts, struct raw_frame *raw, unsigned max, bool *more)
         py_object *code = pyapi.frame_code(f);
         raw[m].code = code;
         raw[m].frame = f;
-        raw[m].self = 0;
         raw[m].line_or_lasti = pyapi.frame_lasti != NULL ? pyapi.frame_lasti(f)
                                                        : pyapi.frame_line(f);
         m++;
@@ -325,7 +324,6 @@ static unsigned walk_38(struct raw_frame *raw, unsigned max, bool *more)
             break;
         raw[m].code = code;
         raw[m].frame = f;
-        raw[m].self = 0;
         raw[m].line_or_lasti = pyapi.frame_line(f);
         m++;
         f = fw[F_BACK];
@@ -339,7 +337,6 @@ static unsigned walk_38(struct raw_frame *raw, unsigned max, bool *more)
  * the interpreter is not running or has no frame on this thread. */
 static unsigned python_frames(void **py, unsigned max)
 {
-    py_last_selves.n = 0; /* a capture that reads no frame leaves none */
     if (!pyapi.is_initialized())
         return 0;
     void *ts = held_thread_state();
@@ -459,16 +456,27 @@ unsigned python_merge(void **frames, unsigned n, unsigned cap)
 
 unsigned python_selves(uintptr_t *selves, uintptr_t *names, unsigned max)
 {
-    const struct py_selves *sv = &py_last_selves;
-    unsigned n = sv->n < max ? sv->n : max;
-    /* code objects a walk checked (PyCode_Type), held by frames that run
-     * until this allocation returns: their co_name is readable */
-    for (unsigned i = 0; i < n; i++) {
-        selves[i] = sv->self[i];
-        names[i] = sv->self[i] != 0 ? (uintptr_t)py_code_field(sv->code[i], CODE_NAME, false)
-                                    : 0;
+    /* The caller is inside an allocation: the thread's frames are the ones
+     * its capture just read, and stay until it returns (with the GIL or
+     * without: only this thread pushes and pops them).  Read again here,
+     * only at a new peak, so that captures pay nothing for it. */
+    if (__atomic_load_n(&python_mode, __ATOMIC_ACQUIRE) != PYTHON_ON ||
+        !pyapi.is_initialized() || !py_walk_proven())
+        return 0;
+    void *ts = held_thread_state();
+    if (ts == NULL)
+        ts = pyapi.this_thread_state();
+    if (ts == NULL)
+        return 0;
+    struct raw_frame raw[RECORD_MAX_DEPTH];
+    bool more = false;
+    int n = py_walk_selves(ts, raw, max < RECORD_MAX_DEPTH ? max : RECORD_MAX_DEPTH, &more);
+    for (int i = 0; i < n; i++) {
+        /* code objects the walk checked (PyCode_Type), held by running frames */
+        selves[i] = raw[i].self;
+        names[i] = (uintptr_t)py_code_field(raw[i].code, CODE_NAME, false);
     }
-    return n;
+    return n < 0 ? 0 : (unsigned)n;
 }
 
 bool python_layer_api(struct python_layer_api *out)

@@ -40,13 +40,13 @@ void python_init(void);
  * never runs Python code. */
 unsigned python_merge(void **frames, unsigned n, unsigned cap);
 
-/* The first local of each Python frame (a method's `self`; 0 where not
- * read), and its code's co_name object, of the calling thread's latest
- * capture, innermost first, at most `max`.  record_peak.c keeps them at a
- * device's new peak, from inside that allocation (the frames still run),
- * so that the PyTorch layer can tell which modules' forward() ran then
- * (a `self` is never dereferenced; the layer matches it to live modules'
- * id()).  Read only by 3.11+ direct walks; 0 entries otherwise. */
+/* The first local of each Python frame of the calling thread (a method's
+ * `self`) and its code's co_name object, innermost first, at most `max`;
+ * 0 unless frames are read directly (CPython 3.11-3.13, layout proven).
+ * For record_peak.c, at a device's new peak, from inside that allocation:
+ * so that the PyTorch layer can tell which modules' forward() ran then (a
+ * `self` is never dereferenced; the layer matches it to live modules'
+ * id()).  Allocates nothing, takes no lock. */
 unsigned python_selves(uintptr_t *selves, uintptr_t *names, unsigned max);
 
 /* The part of CPython's API torch_layer.c uses, resolved at load time like

@@ -10,7 +10,6 @@
 #include <stdint.h>
 
 #include "python.h"
-#include "record.h"
 
 /* CPython's PyObject, never looked into except by walk_38 and python_walk.c. */
 typedef struct py_object py_object;
@@ -117,26 +116,20 @@ struct raw_frame {
     py_object *code;
     py_object *frame;  /* the API's walks only: for the line on a miss */
     int line_or_lasti; /* the line up to 3.10, the instruction offset after */
-    uintptr_t self;    /* 3.11+ direct walks: the frame's first local (a
-                        * method's `self`), never dereferenced; else 0 */
+    uintptr_t self;    /* py_walk_selves only: the frame's first local (a
+                        * method's `self`), never dereferenced */
 };
 
-/* The first locals and code objects of the frames the calling thread's
- * latest capture read (py_index_frames keeps them, python_frames clears
- * them first), for python_selves (python.h), which reads the code's name
- * only then: in the same allocation call, while the frames still run. */
-struct py_selves {
-    unsigned n;
-    uintptr_t self[RECORD_MAX_DEPTH];
-    py_object *code[RECORD_MAX_DEPTH]; /* each frame's code object */
-};
-extern __thread struct py_selves py_last_selves;
 
 /* ---- the direct walk and the per-thread cache (python_walk.c) ---- */
 
 /* Picks the layout of CPython 3.<py_minor>, if we know it; once, after the
  * API is resolved. */
 void py_walk_init(void);
+
+/* py_walk_direct's walk that also reads each frame's first local (raw's
+ * `self`): for python_selves only, so that captures do not pay for it. */
+int py_walk_selves(void *ts, struct raw_frame *raw, unsigned max, bool *more);
 
 /* True once direct walks have been proven right in this process. */
 bool py_walk_proven(void);

@@ -147,7 +147,7 @@ static inline __attribute__((always_inline)) bool rd(bool safe, uintptr_t a, voi
 /* Up to max frames of thread state ts, innermost first, *more when some
  * are left; -1 when anything is not as a frame should be. */
 static inline __attribute__((always_inline)) int
-walk_frames(bool safe, const struct layout *l, void *ts, struct raw_frame *raw,
+walk_frames(bool safe, bool selves, const struct layout *l, void *ts, struct raw_frame *raw,
             unsigned max, bool *more)
 {
     uintptr_t at = (uintptr_t)ts, f;
@@ -180,10 +180,8 @@ walk_frames(bool safe, const struct layout *l, void *ts, struct raw_frame *raw,
             break;
         }
         intptr_t lasti = (intptr_t)(instr - start);
-        uintptr_t self = 0;
-        if (!rd(safe, f + F_LOCALSPLUS, &self, 8))
+        if (selves && !rd(safe, f + F_LOCALSPLUS, &out->self, 8))
             return -1;
-        out->self = self;
         out->code = (py_object *)code;
         out->line_or_lasti = lasti < 0 ? -1 : (int)lasti;
         out++;
@@ -204,14 +202,21 @@ int py_walk_direct(void *ts, struct raw_frame *raw, unsigned max, bool *more)
 {
     switch (lay - layouts) {
     case 0:
-        return walk_frames(false, &layouts[0], ts, raw, max, more);
+        return walk_frames(false, false, &layouts[0], ts, raw, max, more);
     case 1:
-        return walk_frames(false, &layouts[1], ts, raw, max, more);
+        return walk_frames(false, false, &layouts[1], ts, raw, max, more);
     case 2:
-        return walk_frames(false, &layouts[2], ts, raw, max, more);
+        return walk_frames(false, false, &layouts[2], ts, raw, max, more);
     default:
         return -1;
     }
+}
+
+int py_walk_selves(void *ts, struct raw_frame *raw, unsigned max, bool *more)
+{
+    if (!py_walk_proven())
+        return -1;
+    return walk_frames(false, true, lay, ts, raw, max, more);
 }
 
 bool py_walk_unproven(void)
@@ -242,7 +247,7 @@ int py_walk_safe(void *ts, struct raw_frame *raw, unsigned max, bool *more,
                  unsigned *skipped)
 {
     safe_skipped = 0;
-    int n = walk_frames(true, lay, ts, raw, max, more);
+    int n = walk_frames(true, false, lay, ts, raw, max, more);
     *skipped = safe_skipped;
     return n;
 }
@@ -286,7 +291,7 @@ void py_walk_verify(void *ts, const struct raw_frame *api_raw, unsigned m, bool 
     } else if (py_walk_unproven()) {
         struct raw_frame raw[RECORD_MAX_DEPTH];
         bool got_more = false;
-        int n = walk_frames(true, lay, ts, raw, m, &got_more);
+        int n = walk_frames(true, false, lay, ts, raw, m, &got_more);
         bool same = n == (int)m && got_more == more;
         for (unsigned i = 0; same && i < m; i++)
             same = raw[i].code == api_raw[i].code &&
@@ -408,7 +413,6 @@ struct last_stack {
     struct last_frame f[RECORD_MAX_DEPTH];
 };
 static __thread struct last_stack last;
-__thread struct py_selves py_last_selves;
 
 /* An unheld entry's code object still the one it named: its identity
  * read directly (the frame that holds it is this thread's, alive) and
@@ -457,13 +461,6 @@ void py_index_frames(const struct raw_frame *raw, unsigned m, void **py, enum py
     struct last_stack *c = &last;
     __asm__("" : "+r"(c)); /* one __tls_get_addr, not one per frame */
     bool safe = how == PY_NOGIL_SAFE;
-    struct py_selves *sv = &py_last_selves;
-    __asm__("" : "+r"(sv));
-    for (unsigned i = 0; i < m; i++) {
-        sv->self[i] = raw[i].self;
-        sv->code[i] = raw[i].code;
-    }
-    sv->n = m;
     /* frames matched, from the outer end: raw[m - 1] is the outermost */
     unsigned k = safe ? match_cached(c, raw, m, py, true) : match_cached(c, raw, m, py, false);
     unsigned keep = k; /* what the cache holds afterwards */
