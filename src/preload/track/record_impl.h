@@ -295,6 +295,10 @@ static inline void record_lock_drop(int *m)
 /* At a pool's new peak, under the lock: keeps who reached it
  * (record_peak.c).  Out of line: the hot path only calls it. */
 void record_peak_note_locked(const struct pool *p) __attribute__((cold));
+/* Under the lock: true while a drain applies rows that threads left in
+ * their rings - their events, not the lock holder's (record_peak.c then
+ * keeps no frames nor thread for a peak they reach). */
+extern bool record_applying_rows;
 
 extern uint32_t record_nsites;
 extern struct pool record_pools[RECORD_POOLS];

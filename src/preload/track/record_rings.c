@@ -257,6 +257,7 @@ void record_rings_drain_locked(void)
     for (unsigned i = 0; i < n; i++)
         if (head[i] != tail[i] && row_at(rings[i], head[i])->t <= cut)
             active[nactive++] = i;
+    record_applying_rows = true;
     while (nactive > 0) {
         unsigned best = 0;
         int64_t next = cut;
@@ -280,6 +281,7 @@ void record_rings_drain_locked(void)
         if (head[i] == tail[i] || row_at(rings[i], head[i])->t > cut)
             active[best] = active[--nactive];
     }
+    record_applying_rows = false;
     for (unsigned i = 0; i < n; i++)
         __atomic_store_n(&rings[i]->head, head[i], __ATOMIC_RELEASE);
 }

@@ -15,6 +15,7 @@ import json
 import sys
 
 import torch
+import settle  # noqa: E402,F401 (PyTorch's exit race after backward())
 
 torch.manual_seed(0)
 mode = sys.argv[1]
