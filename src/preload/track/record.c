@@ -58,9 +58,11 @@
  * same *_locked code a direct event runs.  A free by a ring returns a
  * parked entry standing in for the one its row will take; a failed real
  * free asks the lock for that one (free_undo).  Dumps and views take the
- * lock, so they see every event made before they began.  With the rings
- * (the same bench, a later run): 1.01 x [0.87-1.06] one thread's CPU per
- * pair at 2 threads.
+ * lock, so they see every event made before they began.  The rings move
+ * the bookkeeping to whoever drains; it is still one thread's at a time,
+ * so where recording is most of a thread's work they do not scale it
+ * (docs/design.md, "Threads, fork, signals": the make bench figures and
+ * where a perf profile finds the time).
  *
  * Why the peak stays exact with rings.  The figures - counters, the peak,
  * its time, its sites' at_peak - are a function of the order events are
