@@ -31,17 +31,31 @@ def report(path):
     return " ".join(r.stdout.split())
 
 
-def test_the_peak_is_named_by_phase_module_and_step(scenario):
-    r = scenario("phases_train.py", env=ON)
+def oom_report(r):
+    return report([f for f in r.files if ".oom." in f.name][0])
+
+
+def exit_peak(r):
+    """The exit snapshot and its device, whose peak is PyTorch's max_reserved."""
     snap = r.only("exit")
     dev = r.device()
     assert dev["peak_bytes"] == r.torch["max_reserved"]
+    return snap, dev
+
+
+def phase_names(snap):
+    return {path_of(snap, p["id"]) for p in snap["phases"]["list"] if p["id"] > 1}
+
+
+def test_the_peak_is_named_by_phase_module_and_step(scenario):
+    r = scenario("phases_train.py", env=ON)
+    snap, dev = exit_peak(r)
     # The 64 MiB gradient of wide's weight is allocated in wide's backward,
     # in step 2 (step 1 had no AdamW state yet; step 3 repeats step 2).
     assert path_of(snap, dev["peak_phase"]) == "backward/wide"
     assert dev["allocator"]["peak_step"] == 2
     assert dev["allocator"]["step"] == 3
-    names = {path_of(snap, p["id"]) for p in snap["phases"]["list"] if p["id"] > 1}
+    names = phase_names(snap)
     assert {"forward/Net/inp", "forward/Net/wide", "forward/Net/out", "backward/out",
             "backward/wide", "backward/inp", "optimizer step"} <= names, names
     assert snap["phases"]["unbalanced_pops"] == 0
@@ -55,7 +69,7 @@ def test_an_oom_in_a_modules_forward_names_it(scenario):
     oom = snap["oom"]
     assert path_of(snap, oom["phase"]) == "forward/Net/huge"
     assert oom["allocator"]["step"] == 4  # three steps done, the fourth under way
-    text = report([f for f in r.files if ".oom." in f.name][0])
+    text = oom_report(r)
     assert "during: forward of module `huge`, step 4" in text, text
     # The failing line is the module's own.
     assert f"phases_train.py:{line_of('phases_train.py', 'HUGE')}" in text, text
@@ -66,25 +80,19 @@ def test_an_oom_before_the_first_optimizer_step_says_so(scenario):
     oom = r.only("oom")["oom"]
     assert path_of(r.only("oom"), oom["phase"]) == "forward/Net/huge"
     assert oom["allocator"]["step"] == 0  # an optimizer exists, none of its steps ran
-    text = report([f for f in r.files if ".oom." in f.name][0])
+    text = oom_report(r)
     assert "during: forward of module `huge`, before the first optimizer step" in text, text
-
-
-def oom_report(r):
-    return report([f for f in r.files if ".oom." in f.name][0])
 
 
 def test_by_default_a_peak_in_backward_is_named_without_module_hooks(scenario):
     r = scenario("phases_train.py")
-    snap = r.only("exit")
-    dev = r.device()
-    assert dev["peak_bytes"] == r.torch["max_reserved"]
+    snap, dev = exit_peak(r)
     # The same peak as with the hooks (wide's backward, step 2), reached on
     # autograd's thread: "backward"; no range was opened per module call.
     assert path_of(snap, dev["peak_phase"]) == "backward"
     assert dev["allocator"]["peak_step"] == 2
     assert dev["allocator"]["step"] == 3
-    names = {path_of(snap, p["id"]) for p in snap["phases"]["list"] if p["id"] > 1}
+    names = phase_names(snap)
     assert names == {"optimizer step", "backward"}, names
     assert "the peak was reached during backward, step 2" in report(r.files[-1])
 
@@ -92,9 +100,7 @@ def test_by_default_a_peak_in_backward_is_named_without_module_hooks(scenario):
 def test_by_default_a_peak_in_forward_names_the_module_instance(scenario):
     r = scenario("phases_where.py", "forward")
     assert "HOOKS 0" in r.stderr  # the default hooks no module call
-    snap = r.only("exit")
-    dev = r.device()
-    assert dev["peak_bytes"] == r.torch["max_reserved"]
+    snap, dev = exit_peak(r)
     # blocks.0.mlp and blocks.1.mlp are one class: the frame's `self` tells
     # them apart; the path is the one the hooks give (below).
     assert path_of(snap, dev["peak_phase"]) == "forward/Net/blocks.1/blocks.1.mlp"
@@ -108,9 +114,7 @@ def test_by_default_a_peak_in_forward_names_the_module_instance(scenario):
 
 def test_by_default_a_peak_in_the_optimizer_step_is_named(scenario):
     r = scenario("phases_where.py", "step")
-    snap = r.only("exit")
-    dev = r.device()
-    assert dev["peak_bytes"] == r.torch["max_reserved"]
+    snap, dev = exit_peak(r)
     # AdamW's state (2 x 64 MiB) is made inside its first step.
     assert path_of(snap, dev["peak_phase"]) == "optimizer step"
     assert dev["allocator"]["peak_step"] == 1

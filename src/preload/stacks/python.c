@@ -461,7 +461,7 @@ unsigned python_selves(uintptr_t *selves, uintptr_t *names, unsigned max)
      * without: only this thread pushes and pops them).  Read again here,
      * only at a new peak, so that captures pay nothing for it. */
     if (__atomic_load_n(&python_mode, __ATOMIC_ACQUIRE) != PYTHON_ON ||
-        !pyapi.is_initialized() || !py_walk_proven())
+        !pyapi.is_initialized())
         return 0;
     void *ts = held_thread_state();
     if (ts == NULL)

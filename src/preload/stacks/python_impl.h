@@ -120,7 +120,6 @@ struct raw_frame {
                         * method's `self`), never dereferenced */
 };
 
-
 /* ---- the direct walk and the per-thread cache (python_walk.c) ---- */
 
 /* Picks the layout of CPython 3.<py_minor>, if we know it; once, after the

@@ -70,9 +70,8 @@ class _Thread(threading.local):
 
 
 def _names_of(root):
-    names = {id(m): (n or type(m).__name__).encode(errors="replace")
-             for n, m in root.named_modules()}
-    return names
+    return {id(m): (n or type(m).__name__).encode(errors="replace")
+            for n, m in root.named_modules()}
 
 
 def start(torch):
@@ -227,7 +226,7 @@ def _backward_thread(name):
     return name.startswith("pt_autograd")
 
 
-def _path(running, names_of):
+def _path(running):
     """The phase path of `running` (modules, innermost first, consecutive
     repeats allowed): forward / the outermost one's class / each module's
     name under it, outer to inner; None when none is a module."""
@@ -238,7 +237,7 @@ def _path(running, names_of):
     if not mods:
         return None
     root = mods[-1]
-    names = names_of(root)
+    names = _names_of(root)
     parts = ["forward", type(root).__name__]
     for mod in reversed(mods[:-1]):
         name = names.get(id(mod))
@@ -261,15 +260,11 @@ def name_peak(torch, device, scanned):
     else:
         calls = {id(sys.intern(n)) for n in _CALLS}
         by_id = {id(mod): mod for mod in (scanned[0] if scanned else ())}
-        running = [by_id[c.selves[i]] for i in range(min(c.nselves, 32))
+        running = [by_id[c.selves[i]] for i in range(min(c.nselves, len(c.selves)))
                    if c.names[i] in calls and c.selves[i] in by_id]
-        path = _path(running, _names_of_root)
+        path = _path(running)
     if path:
         _peak_phase_fn(device, c.peak_time_ns, TORCH, path.encode())
-
-
-def _names_of_root(root):
-    return _names_of(root)
 
 
 class at_oom:
@@ -299,7 +294,7 @@ class at_oom:
                     if isinstance(me, Module):
                         running.append(me)
                 f = f.f_back
-            path = _path(running, _names_of_root)
+            path = _path(running)
         for part in (path.split("/") if path else ()):
             _phase_push(TORCH, part.encode(errors="replace"))
             self.depth += 1
