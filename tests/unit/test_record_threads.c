@@ -91,21 +91,11 @@ static void invariant_holds(const struct record_view *v)
     }
 }
 
-/* A free the tracker refuses: no token, or with the rings on a ring row's
- * (its refusal counted when the row is applied), which the failed real
- * free finishes - and which must put nothing back. */
-static void refused_then(void *token, bool real_ok)
-{
-    if (token != NULL) {
-        assert_int_not_equal(run.mode, RECORD_RINGS_NEVER);
-        record_free_finish(token, real_ok, 0); /* no clock read: the modes' runs
-                                                   read it alike */
-    }
-}
-
+/* A free the tracker refuses gives no token, by the rings too: a ring's
+ * event looks its entry up itself, in the tables, before it returns. */
 static void refused(void *token)
 {
-    refused_then(token, false);
+    assert_null(token);
 }
 
 /* Frees `addr` as the wrappers do: take, the real free, finish.  One in 32
@@ -437,9 +427,11 @@ static void three_to_eight_threads(void **state)
 }
 
 /* One thread's run in `mode`: allocations (by frames, the wrappers' path),
- * then their frees and unknown frees - with the rings on, over a ring's
- * worth of rows with no lock taken between, so the ring fills and the
- * thread takes the lock - and one failed free put back.  Returns the
+ * then allocations each freed at once - with the rings on, over a ring's
+ * worth of rows with no lock taken between (each reuses the entry the
+ * free before parked), so the ring fills and the thread takes the lock -
+ * then the first ones' frees and unknown frees (which take the lock: no
+ * ring's table has them), and one failed free put back.  Returns the
  * view; *full the events that found the ring full. */
 static void one_thread_run(enum record_rings_mode mode, struct record_view *v, uint64_t *full)
 {
@@ -449,13 +441,22 @@ static void one_thread_run(enum record_rings_mode mode, struct record_view *v, u
     run.mode = mode;
     for (unsigned n = 0; n < SHARED_STACKS + MAX_WORKERS; n++)
         assert_int_equal(stack_n(n)->id, n + 1);
-    enum { N = 200, UNKNOWN = 300 };
+    enum { N = 200, PAIRS = 300, UNKNOWN = 300 };
     for (uint64_t n = 1; n <= N; n++) {
         enum record_kind kind = n % 3 ? KIND_DEVICE : KIND_HOST_PINNED;
         uint64_t size = (n % 7 + 1) << UNIQUE_BITS | n;
         struct record_alloc a = {addr_of(n, kind), size, size, kind, 0, false, 0, 0};
         void *frames[2] = {(void *)(uintptr_t)(0x1000 + n % 4), (void *)0x2000};
         record_alloc_at(&a, 1, frames, 2, now());
+    }
+    for (uint64_t n = N + 1; n <= N + PAIRS; n++) {
+        uint64_t size = (n % 5 + 1) << UNIQUE_BITS | n;
+        struct record_alloc a = {addr_of(n, KIND_DEVICE), size, size, KIND_DEVICE, 0, false, 0, 0};
+        void *frames[2] = {(void *)(uintptr_t)(0x1000 + n % 4), (void *)0x2000};
+        record_alloc_at(&a, 1, frames, 2, now());
+        void *tok = record_free_take(a.addr, KIND_DEVICE, now());
+        assert_non_null(tok);
+        record_free_finish(tok, true, now());
     }
     for (uint64_t n = 1; n <= N; n++) {
         enum record_kind kind = n % 3 ? KIND_DEVICE : KIND_HOST_PINNED;
@@ -471,11 +472,10 @@ static void one_thread_run(enum record_rings_mode mode, struct record_view *v, u
         }
         record_free_finish(tok, true, now());
         if (n % 4 == 0)
-            refused_then(record_free_take(0xdead0000u + n * 16, KIND_COUNT, now()), true);
+            refused(record_free_take(0xdead0000u + n * 16, KIND_COUNT, now()));
     }
-    /* a failed real free asks the lock for the entry: these succeed */
     for (unsigned i = 0; i < UNKNOWN; i++)
-        refused_then(record_free_take(0xbeef0000u + i * 16, KIND_COUNT, now()), true);
+        refused(record_free_take(0xbeef0000u + i * 16, KIND_COUNT, now()));
     assert_int_equal(record_view_take(v), 0);
     record_rings_counts(NULL, full);
     assert_int_equal(v->counters.live, 0);
@@ -513,6 +513,83 @@ static void full_ring_equals_the_lock(void **state)
     record_view_free(&lock);
 }
 
+/* A thread that allocated by its ring and ended: its table keeps the
+ * allocations, and every reader of the live tables finds them - a view, the
+ * live ranges an OOM report lays out, a free by another thread with the
+ * rings since turned off, a context's destroy. */
+enum { TABLE_ALLOCS = 100 };
+
+static void *allocate_by_ring(void *arg)
+{
+    (void)arg;
+    void *frames[2] = {(void *)0x1000, (void *)0x2000};
+    for (uint64_t n = 1; n <= TABLE_ALLOCS; n++) {
+        uint64_t size = n << UNIQUE_BITS | n;
+        struct record_alloc a = {addr_of(n, KIND_DEVICE), size, size, KIND_DEVICE, 0,
+                                 false, 0, 0};
+        record_alloc_at(&a, 1, frames, 2, now());
+        /* a pair in between: its free parks the entry the next one takes,
+         * so the allocations after the first few go by the ring */
+        struct record_alloc b = {addr_of(n + 1000, KIND_DEVICE), 4096, 4096, KIND_DEVICE, 0,
+                                 false, 0, 0};
+        record_alloc_at(&b, 1, frames, 2, now());
+        void *tok = record_free_take(b.addr, KIND_DEVICE, now());
+        assert_non_null(tok);
+        record_free_finish(tok, true, now());
+    }
+    record_thread_end();
+    return NULL;
+}
+
+static void ring_tables_are_read_by_everyone(void **state)
+{
+    (void)state;
+    fresh_tracker();
+    record_set_rings(RECORD_RINGS_NOW);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, allocate_by_ring, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    uint64_t rows = 0, bytes = 0;
+    record_rings_counts(&rows, NULL);
+    assert_true(rows > TABLE_ALLOCS); /* most of them in the ring's table */
+    for (uint64_t n = 1; n <= TABLE_ALLOCS; n++)
+        bytes += n << UNIQUE_BITS | n;
+
+    struct record_view v;
+    assert_int_equal(record_view_take(&v), 0);
+    assert_int_equal(v.counters.live, TABLE_ALLOCS);
+    assert_int_equal(v.pools[0].current, bytes);
+    uint64_t hist = 0;
+    for (unsigned b = 0; b < 65; b++)
+        hist += v.pools[0].hist_count[b];
+    assert_int_equal(hist, TABLE_ALLOCS);
+    invariant_holds(&v);
+    record_view_free(&v);
+
+    struct record_range *ranges = NULL;
+    assert_int_equal(record_live_ranges(0, &ranges), TABLE_ALLOCS);
+    uint64_t ranged = 0;
+    for (unsigned i = 0; i < TABLE_ALLOCS; i++)
+        ranged += ranges[i].size;
+    assert_int_equal(ranged, bytes);
+    free(ranges);
+
+    record_set_rings(RECORD_RINGS_NEVER);
+    uint64_t first = 1u << UNIQUE_BITS | 1;
+    void *tok = record_free_take(addr_of(1, KIND_DEVICE), KIND_DEVICE, now());
+    assert_non_null(tok);
+    assert_int_equal(record_token_size(tok), first);
+    record_free_finish(tok, true, now());
+    assert_int_equal(record_drop_context(0, 0, now()), bytes - first);
+
+    assert_int_equal(record_view_take(&v), 0);
+    assert_int_equal(v.counters.live, 0);
+    assert_int_equal(v.pools[0].current, 0);
+    assert_int_equal(v.counters.unknown_frees, 0);
+    invariant_holds(&v);
+    record_view_free(&v);
+}
+
 int main(void)
 {
     record_init(LOG_CAP, now);
@@ -520,6 +597,7 @@ int main(void)
         cmocka_unit_test(two_threads),
         cmocka_unit_test(three_to_eight_threads),
         cmocka_unit_test(full_ring_equals_the_lock),
+        cmocka_unit_test(ring_tables_are_read_by_everyone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

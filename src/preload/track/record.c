@@ -50,19 +50,27 @@
  * [1.08-1.93] one thread's CPU per pair at 2 threads with the lock alone).
  * So the first time an event finds the lock held by another event, the
  * rings go on (LOCK_RINGS in the lock word; record_set_rings forces
- * either way): from then on each thread appends its events to a ring of
- * its own (256 rows, up to 64 rings; a thread without one, or with a full
- * one, takes the lock as before) and whoever takes the lock - a thread
- * whose ring is full, a dump, a view, a stack intern, a refill of parked
+ * either way): from then on each thread records by a ring of its own
+ * (256 rows, up to 64 rings; a thread without one, or with a full one,
+ * takes the lock as before).  The table work is the event's, done at once
+ * on its own thread: an allocation goes into its ring's table of live
+ * entries, a free takes its entry out of the table that holds it (its own
+ * thread's first), each table under a lock of its own that only a
+ * cross-thread free or a view contends for - so a table's lines and its
+ * entries stay on the core that uses them.  What is left for the order is
+ * a row of counter deltas (site, bytes, time, the entry as an identity)
+ * appended to the thread's ring; whoever takes the lock - a thread whose
+ * ring is full, a dump, a view, a stack intern, a refill of parked
  * entries - first applies every ring's rows, merged by time, through the
- * same *_locked code a direct event runs.  A free by a ring returns a
- * parked entry standing in for the one its row will take; a failed real
- * free asks the lock for that one (free_undo).  Dumps and views take the
- * lock, so they see every event made before they began.  The rings move
- * the bookkeeping to whoever drains; it is still one thread's at a time,
- * so where recording is most of a thread's work they do not scale it
- * (docs/design.md, "Threads, fork, signals": the make bench figures and
- * where a perf profile finds the time).
+ * same accounting a direct event runs, touching no table and no entry.
+ * A free by a ring decides at once (its token is its entry, or NULL:
+ * refused), and a failed real free puts the entry back under the lock
+ * (free_undo).  Dumps and views take the lock and every ring's table lock
+ * and drain once more (record_lock_all): an event holds its table's lock
+ * from its table work to its row, so they see tables and counters agree,
+ * with every event made before they began.  The counters' order is still
+ * one thread's at a time, whoever drains (docs/design.md, "Threads, fork,
+ * signals": the make bench figures).
  *
  * Why the peak stays exact with rings.  The figures - counters, the peak,
  * its time, its sites' at_peak - are a function of the order events are
@@ -92,14 +100,18 @@
  * at random end with the figures, at_peak and all, of one thread
  * replaying their log in a fresh tracker, and a thread whose ring fills
  * ends as the lock alone would, row for row.
- * Limits of the rings: they order by times, so a tracker whose callers
- * pass times of their own (record_init without a clock: the unit tests'
- * models) keeps the lock unless forced; two events that happened one
- * before the other yet read the same time could be merged the wrong way
- * round (a clock coarser than the hand-off between them; not one the
- * clock here gives).  Per event they cost more instructions than the
- * direct path (a row written, then merged: 2200 against 2021 a pair at
- * 2 threads under callgrind), but no line shared between threads.
+ * A free's row is appended after its allocation's: the allocating thread
+ * appended that row before it released the table the free found the entry
+ * in.  Limits of the rings: they order by times, so a tracker whose
+ * callers pass times of their own (record_init without a clock: the unit
+ * tests' models) keeps the lock unless forced; two events that happened
+ * one before the other yet read the same time could be merged the wrong
+ * way round (a clock coarser than the hand-off between them; not one the
+ * clock here gives).  A live entry replaced at its address (freed behind
+ * our back) is found by an allocation only in its own thread's table.
+ * Per event they cost more instructions than the direct path (a table
+ * lock taken and a row written, then merged), but the drain shares only
+ * the counters' lines between threads.
  *
  * The steady state of both paths - record_alloc_at and record_free_take
  * with the stack's site in this thread's cache, an entry parked, the
@@ -449,6 +461,23 @@ __attribute__((noinline, cold)) void *record_free_refused_unlock(bool known)
     return NULL;
 }
 
+__attribute__((noinline, cold)) void *
+record_free_missed_unlock(uintptr_t addr, enum record_kind kind_hint, int64_t now)
+{
+    bool known = false;
+    struct live *e = record_rings_take_locked(addr, kind_hint, &known);
+    if (e == NULL)
+        return record_free_refused_unlock(known);
+    struct site *s = site_of(e);
+    record_account_free_locked(s, entry_size(e), now);
+    record_free_note_locked(e, s,
+                            e == record_last_alloc ||
+                                (record_temporary_window_ns > 0 &&
+                                 now - e->t_ns <= record_temporary_window_ns));
+    record_lock_drop(&record_lock);
+    return e;
+}
+
 void *record_free_take(uintptr_t addr, enum record_kind kind_hint,
                        int64_t now)
 {
@@ -459,16 +488,9 @@ void *record_free_take(uintptr_t addr, enum record_kind kind_hint,
  * counters return to where they were (this is not a new allocation). */
 COLD void free_undo(struct live *e, int64_t now)
 {
-    record_lock_take(&record_lock); /* applies this thread's ring rows */
-    if (e->site == RECORD_RING_TOKEN) { /* a ring free: its row took the entry */
-        struct live *stand_in = e;
-        e = record_rings_taken_locked(stand_in, true);
-        record_entry_free_locked(stand_in);
-        if (e == NULL) { /* the free was refused (counted): nothing to undo */
-            record_lock_drop(&record_lock);
-            return;
-        }
-    }
+    /* applies this thread's ring rows, its free's among them; the entry
+     * goes back to the shared table, whichever held it */
+    record_lock_take(&record_lock);
     struct site *s = site_of(e);
     record_totals.failed_frees++;
     struct addr_table *t = &record_live_table;
@@ -521,34 +543,20 @@ void record_thread_end(void)
     record_entries_give_back();
 }
 
-/* A ring free's token stands in for the entry its row took: that one,
- * once the lock has applied the row (NULL: refused). */
-COLD const struct live *token_entry_locked(const struct live *token)
-{
-    return token->site == RECORD_RING_TOKEN ? record_rings_taken_locked(token, false) : token;
-}
-
 uint64_t record_token_size(const void *token)
 {
     if (token == NULL)
         return 0;
-    record_lock_take(&record_lock);
-    const struct live *e = token_entry_locked(token);
-    uint64_t size = e ? entry_size(e) : 0;
-    record_lock_drop(&record_lock);
-    return size;
+    /* taken out of every table: the caller's until it finishes the free */
+    return entry_size(token);
 }
 
 uint32_t record_token_stack(const void *token)
 {
     if (token == NULL)
         return 0;
-    record_lock_take(&record_lock);
-    const struct live *e = token_entry_locked(token);
-    const struct record_stack *st = e ? site_of(e)->s.stack : NULL;
-    uint32_t id = st ? st->id : 0;
-    record_lock_drop(&record_lock);
-    return id;
+    const struct record_stack *st = site_of(token)->s.stack;
+    return st ? st->id : 0;
 }
 
 uint64_t record_drop_context(int device, unsigned ctx, int64_t now)
@@ -557,19 +565,22 @@ uint64_t record_drop_context(int device, unsigned ctx, int64_t now)
     uint64_t bytes = 0;
     if (owner == 0)
         return 0;
-    record_lock_take(&record_lock);
-    struct addr_table *t = &record_live_table;
-    for (uint32_t i = 0; i < table_size(t);) {
-        struct live *e = t->slots[i].e;
-        if (e == NULL || entry_owner(e) != owner || site_of(e)->s.kind == KIND_ASYNC ||
-            site_of(e)->s.kind == KIND_VMM) {
-            i++;
-            continue;
+    record_lock_all();
+    struct addr_table *tables[1 + RECORD_RINGS_MAX];
+    for (unsigned k = 0, n = record_live_tables_locked(tables); k < n; k++) {
+        struct addr_table *t = tables[k];
+        for (uint32_t i = 0; i < table_size(t);) {
+            struct live *e = t->slots[i].e;
+            if (e == NULL || entry_owner(e) != owner || site_of(e)->s.kind == KIND_ASYNC ||
+                site_of(e)->s.kind == KIND_VMM) {
+                i++;
+                continue;
+            }
+            bytes += entry_size(e);
+            forget_locked(t, &t->slots[i], now); /* slot i may now hold another */
         }
-        bytes += entry_size(e);
-        forget_locked(t, &t->slots[i], now); /* slot i may now hold another */
     }
-    record_lock_drop(&record_lock);
+    record_unlock_all();
     return bytes;
 }
 
@@ -577,17 +588,24 @@ uint64_t record_drop_entries(const struct record_owned *v, size_t n, int64_t now
 {
     unsigned owner = record_owner_of(0, RECORD_CONTEXT_OVERFLOW);
     uint64_t bytes = 0;
-    record_lock_take(&record_lock);
+    record_lock_all();
+    struct addr_table *tables[1 + RECORD_RINGS_MAX];
+    unsigned ntables = record_live_tables_locked(tables);
     for (size_t i = 0; i < n; i++) {
-        struct table_slot *slot = table_find(&record_live_table, v[i].addr);
-        struct live *e = slot ? slot->e : NULL;
-        if (e == NULL || entry_owner(e) != owner || e->t_ns > v[i].t_upper ||
-            site_of(e)->s.kind == KIND_ASYNC || site_of(e)->s.kind == KIND_VMM)
-            continue;
-        bytes += entry_size(e);
-        forget_locked(&record_live_table, slot, now);
+        for (unsigned k = 0; k < ntables; k++) {
+            struct table_slot *slot = table_find(tables[k], v[i].addr);
+            struct live *e = slot ? slot->e : NULL;
+            if (e == NULL)
+                continue;
+            if (entry_owner(e) != owner || e->t_ns > v[i].t_upper ||
+                site_of(e)->s.kind == KIND_ASYNC || site_of(e)->s.kind == KIND_VMM)
+                break;
+            bytes += entry_size(e);
+            forget_locked(tables[k], slot, now);
+            break;
+        }
     }
-    record_lock_drop(&record_lock);
+    record_unlock_all();
     return bytes;
 }
 
@@ -604,12 +622,12 @@ void record_failure(enum record_kind kind, int device)
 
 void record_atfork_prepare(void)
 {
-    record_lock_take(&record_lock);
+    record_lock_all(); /* no thread is inside an event: the child's copy is whole */
 }
 
 void record_atfork_parent(void)
 {
-    record_lock_drop(&record_lock);
+    record_unlock_all();
 }
 
 void record_atfork_child(void)

@@ -156,9 +156,8 @@ void record_alloc_at(const struct record_alloc *a, unsigned entry,
  * (returns NULL, counted as a wrong-kind free; the driver refuses such a
  * call): KIND_HOST_PINNED takes only host-pinned entries, KIND_DEVICE only
  * device-side ones (device, managed, async).  With the threads' rings on
- * (record_set_rings) a free may be queued on the thread's ring: its token
- * is then never NULL, and a refusal is counted when the row is applied;
- * finish such a token as any other. */
+ * (record_set_rings) the same holds: the free's accounting may wait in the
+ * thread's ring, but whether it is taken is decided at once. */
 void *record_free_take(uintptr_t addr, enum record_kind kind_hint,
                        int64_t now_ns);
 /* ok=true: the memory is gone; ok=false: the real free failed, put the

@@ -55,6 +55,10 @@ void record_alloc_at_slow(const struct record_alloc *a, unsigned entry,
 /* A free the tracker cannot take (unknown: never seen; known: of another
  * kind): counts it and drops the lock; returns NULL. */
 void *record_free_refused_unlock(bool known);
+/* With the rings on, `addr` is not in the shared live table: a ring's
+ * table may hold it (record_rings.c); the free as record_free_take's, or
+ * refused. */
+void *record_free_missed_unlock(uintptr_t addr, enum record_kind kind_hint, int64_t now);
 /* Hands this thread's parked entries back to the shared list. */
 void record_entries_give_back(void);
 /* The direct take found the lock not plainly free (held, or the rings on):
@@ -268,20 +272,27 @@ static inline bool record_kind_matches(enum record_kind have, enum record_kind w
 
 extern int64_t record_temporary_window_ns; /* CUMEMTRACE_TEMPORARY (record_set_temporary) */
 
-/* record_free_take (record.h), inline. */
-/* Frees the live entry `e` at `slot` of the live table, whose site is `s`:
- * what both a direct free and a ring's free row do (record_rings.c). */
+/* After a free of entry `e` (an identity: not read) at site `s` is
+ * accounted: it was `temporary` if nothing was allocated since it or it was
+ * freed within the window - what both a direct free and a ring's free row
+ * do (record_rings.c). */
+RECORD_HOT void record_free_note_locked(const struct live *e, struct site *s, bool temporary)
+{
+    s->s.temporary += temporary;
+    record_last_temporary = temporary ? e : NULL;
+    record_last_alloc = NULL;
+}
+
+/* Frees the live entry `e` at `slot` of the shared live table, whose site
+ * is `s`. */
 RECORD_HOT void record_free_apply_locked(struct table_slot *slot, struct live *e,
                                          struct site *s, int64_t now)
 {
     table_remove(&record_live_table, slot);
     record_account_free_locked(s, entry_size(e), now);
-    /* Nothing was allocated since, or freed within the window: temporary. */
     bool temporary = e == record_last_alloc ||
                      (record_temporary_window_ns > 0 && now - e->t_ns <= record_temporary_window_ns);
-    s->s.temporary += temporary;
-    record_last_temporary = temporary ? e : NULL;
-    record_last_alloc = NULL;
+    record_free_note_locked(e, s, temporary);
 }
 
 /* record_free_take (record.h), inline. */
@@ -292,7 +303,7 @@ RECORD_HOT void *record_free_take_fast(uintptr_t addr, enum record_kind kind_hin
         return record_free_take_contended(addr, kind_hint, now);
     struct table_slot *slot = table_find(&record_live_table, addr);
     if (__builtin_expect(slot == NULL, 0))
-        return record_free_refused_unlock(false);
+        return record_free_refused_unlock(false); /* rings off: their tables are empty */
     struct live *e = slot->e;
     struct site *s = site_of(e);
     if (__builtin_expect(!record_kind_matches(s->s.kind, kind_hint), 0))

@@ -373,17 +373,26 @@ struct site *record_site_get_locked(struct record_stack *stack, uint32_t pool,
                                     enum record_kind kind, uint32_t phase);
 /* ---- the threads' rings (record_rings.c) ---- */
 
+/* Up to 64 rings (threads recording by them at once); later threads take
+ * the lock as before. */
+#define RECORD_RINGS_MAX 64
+
 /* Applies every row the rings hold that may be applied now (the order
  * argument is record.c's): called by record_lock_wait, under the lock. */
 void record_rings_drain_locked(void);
-/* A free whose token is a ring row's stand-in (record_rings.c) carries
- * this site index: no site has it (indices stay below 2^31 - 1). */
-#define RECORD_RING_TOKEN 0xffffffffu
-/* The entry the ring free of token `stand_in` took (NULL: refused),
- * removed (take) or left in place: under the lock, which applied the row.
- * Only this thread's latest ring free is known: the token's until the
- * thread frees again. */
-struct live *record_rings_taken_locked(const struct live *stand_in, bool take);
+/* Takes every ring's table lock, then drains what events appended before
+ * they took theirs: each table and the counters then agree.  Under the
+ * lock; record_rings_tables_unlock_locked releases them. */
+void record_rings_tables_lock_locked(void);
+void record_rings_tables_unlock_locked(void);
+/* Every table of live allocations - the shared one (record_live_table),
+ * then each ring's - for a caller holding the lock and the rings' table
+ * locks.  Returns how many. */
+unsigned record_live_tables_locked(struct addr_table *out[1 + RECORD_RINGS_MAX]);
+/* Under the lock, the rings' table locks not held: the entry of `addr`
+ * taken out of a ring's table, its allocation's row applied (NULL: none
+ * there, or *known when of another kind than `hint` takes). */
+struct live *record_rings_take_locked(uintptr_t addr, enum record_kind hint, bool *known);
 /* The fork child's reset, and a thread's ring handed back at its end. */
 void record_rings_reset_locked(void);
 void record_rings_thread_end(void);
@@ -395,6 +404,20 @@ int record_rings_child_lock(void);
 static inline bool record_rings_on_locked(void)
 {
     return (__atomic_load_n(&record_lock, __ATOMIC_RELAXED) & LOCK_RINGS) != 0;
+}
+
+/* The lock, then every ring's table lock (record_rings.c): for whoever
+ * reads or changes the live tables, not only the counters. */
+static inline void record_lock_all(void)
+{
+    record_lock_take(&record_lock);
+    record_rings_tables_lock_locked();
+}
+
+static inline void record_unlock_all(void)
+{
+    record_rings_tables_unlock_locked();
+    record_lock_drop(&record_lock);
 }
 
 /* Frees every stack and site: the fork child's reset. */

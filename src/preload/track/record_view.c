@@ -127,26 +127,32 @@ static void histogram_locked(struct record_view *v, const struct addr_table *t,
 long record_live_ranges(int device, struct record_range **out)
 {
     *out = NULL;
-    record_lock_take(&record_lock);
-    const struct addr_table *t = &record_live_table;
-    long n = 0, cap = (long)t->count;
+    record_lock_all();
+    struct addr_table *tables[1 + RECORD_RINGS_MAX];
+    unsigned ntables = record_live_tables_locked(tables);
+    long n = 0, cap = 0;
+    for (unsigned k = 0; k < ntables; k++)
+        cap += (long)tables[k]->count;
     struct record_range *v = cap > 0 ? malloc((size_t)cap * sizeof *v) : NULL;
     if (cap > 0 && v == NULL) {
-        record_lock_drop(&record_lock);
+        record_unlock_all();
         return -1;
     }
-    for (uint32_t i = 0; i < table_size(t); i++) {
-        const struct live *e = t->slots[i].e;
-        if (e == NULL)
-            continue;
-        const struct site *s = site_of(e);
-        if (s->s.pool != (uint32_t)device ||
-            (s->s.kind != KIND_DEVICE && s->s.kind != KIND_ASYNC))
-            continue;
-        v[n++] = (struct record_range){e->addr, entry_size(e),
-                                       s->s.stack ? s->s.stack->id : 0, s->s.kind};
+    for (unsigned k = 0; k < ntables; k++) {
+        const struct addr_table *t = tables[k];
+        for (uint32_t i = 0; i < table_size(t); i++) {
+            const struct live *e = t->slots[i].e;
+            if (e == NULL)
+                continue;
+            const struct site *s = site_of(e);
+            if (s->s.pool != (uint32_t)device ||
+                (s->s.kind != KIND_DEVICE && s->s.kind != KIND_ASYNC))
+                continue;
+            v[n++] = (struct record_range){e->addr, entry_size(e),
+                                           s->s.stack ? s->s.stack->id : 0, s->s.kind};
+        }
     }
-    record_lock_drop(&record_lock);
+    record_unlock_all();
     if (n == 0) {
         free(v);
         v = NULL;
@@ -264,7 +270,7 @@ bool record_rows_more(struct record_rows *fresh)
 static int take(struct record_view *v, struct record_rows *fresh)
 {
     memset(v, 0, sizeof *v);
-    record_lock_take(&record_lock);
+    record_lock_all();
     struct event_log_stats es = event_log_stats();
     v->sites = malloc((record_nsites ? record_nsites : 1) * sizeof *v->sites);
     v->stacks = malloc((record_nstacks ? record_nstacks : 1) * sizeof *v->stacks);
@@ -272,7 +278,7 @@ static int take(struct record_view *v, struct record_rows *fresh)
         v->events = malloc((es.kept ? es.kept : 1) * sizeof *v->events);
     if (!v->sites || !v->stacks || (fresh == NULL && !v->events) ||
         (fresh != NULL && !take_fresh_rows(fresh, &es))) {
-        record_lock_drop(&record_lock);
+        record_unlock_all();
         record_view_free(v);
         return -1;
     }
@@ -300,7 +306,7 @@ static int take(struct record_view *v, struct record_rows *fresh)
         any_phase = record_stacks_by_id[i]->phased != NULL;
     if (any_phase && (v->phased = malloc(record_nsites * sizeof *v->phased)) == NULL) {
         free(pool_of);
-        record_lock_drop(&record_lock);
+        record_unlock_all();
         record_view_free(v);
         return -1;
     }
@@ -337,7 +343,13 @@ static int take(struct record_view *v, struct record_rows *fresh)
         free(pool_of); /* a site no stack lists: read the sites themselves */
         pool_of = NULL;
     }
-    histogram_locked(v, &record_live_table, pool_of);
+    struct addr_table *tables[1 + RECORD_RINGS_MAX];
+    unsigned ntables = record_live_tables_locked(tables);
+    uint64_t live = record_handles.count;
+    for (unsigned k = 0; k < ntables; k++) {
+        histogram_locked(v, tables[k], pool_of);
+        live += tables[k]->count;
+    }
     histogram_locked(v, &record_handles, pool_of);
     free(pool_of);
     v->nstacks = record_nstacks;
@@ -349,10 +361,10 @@ static int take(struct record_view *v, struct record_rows *fresh)
     v->event_cap = es.cap;
     v->mark_depth = record_mark_depth;
     v->counters = record_totals;
-    v->counters.live = (uint64_t)record_live_table.count + record_handles.count;
+    v->counters.live = live;
     v->counters.reentrant_untracked =
         __atomic_load_n(&record_reentrant, __ATOMIC_RELAXED);
-    record_lock_drop(&record_lock);
+    record_unlock_all();
     return 0;
 }
 
