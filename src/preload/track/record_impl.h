@@ -138,14 +138,6 @@ static inline void set_extra(struct live *e, uint64_t extra)
     e->size_extra = (e->size_extra & SIZE_MASK) | extra << 48;
 }
 
-/* A range of virtual addresses: reserved (cuMemAddressReserve) or mapped
- * to a handle (cuMemMap). */
-struct range {
-    uintptr_t addr;
-    uint64_t size;
-    uint32_t pool;
-    UT_hash_handle hh;
-};
 
 /* What every event reads or writes comes first - current, peak, epoch and
  * the mark's peak and epoch fall in the first cache line - and a pool

@@ -9,82 +9,98 @@
 #include <assert.h>
 #include <stdlib.h>
 
-/* Ranges of virtual addresses: mapped to a handle, or reserved. */
-static struct range *mappings, *reservations;
+/* A range of virtual addresses: reserved (cuMemAddressReserve) or mapped
+ * to a handle (cuMemMap).  Kept in an address table (record_table.h) as
+ * its `e`, a pointer the table only stores and compares, converted back
+ * here: a map and an unmap are a probe each, and a range comes from the
+ * spare list, not malloc (PyTorch's expandable segments map a 2 MiB chunk
+ * at a time): a cuMemCreate+cuMemMap / cuMemUnmap+cuMemRelease pair at
+ * depth 32 runs 342 fewer instructions under callgrind than with uthash
+ * and a malloc per range. */
+struct range {
+    uintptr_t addr;
+    uint64_t size;
+    uint32_t pool;
+    struct range *next_spare;
+};
 
-/* ---- VMM ---- */
+static struct addr_table mappings, reservations;
+static struct range *spare;
 
-/* Adds `r` to `*table`, and its size to `*bytes` and that counter's peak.
- * False when the address is already there or memory ran out. */
-static bool range_add_locked(struct range **table, struct range *r,
-                             uint64_t *bytes, uint64_t *peak)
+static inline struct range *range_at(const struct table_slot *slot)
+{
+    return (struct range *)(void *)slot->e;
+}
+
+/* Adds a range at `addr` to `t`, and its size to `*bytes` and that
+ * counter's peak.  False when the address is already there or memory ran
+ * out. */
+static bool range_add_locked(struct addr_table *t, uintptr_t addr, uint64_t size,
+                             uint32_t pool, uint64_t *bytes, uint64_t *peak)
 {
     RECORD_ASSERT_LOCKED();
-    struct range *old;
-    HASH_FIND(hh, *table, &r->addr, sizeof r->addr, old);
-    if (old != NULL)
+    struct table_slot *slot = table_slot(t, addr);
+    if (slot == NULL || slot->e != NULL)
         return false;
-    HASH_ADD(hh, *table, addr, sizeof r->addr, r);
-    if (record_nomem) {
-        record_nomem = false;
+    struct range *r = spare;
+    if (r != NULL)
+        spare = r->next_spare;
+    else if ((r = malloc(sizeof *r)) == NULL)
         return false;
-    }
-    *bytes += r->size;
+    *r = (struct range){addr, size, pool, NULL};
+    slot->key = addr;
+    slot->e = (struct live *)(void *)r;
+    t->count++;
+    *bytes += size;
     if (*bytes > *peak)
         *peak = *bytes;
-    record_pools[r->pool].active = true;
+    record_pools[pool].active = true;
     return true;
+}
+
+/* Takes the range at `slot` out of `t`: returned, spare until the next add. */
+static struct range *range_remove_locked(struct addr_table *t, struct table_slot *slot)
+{
+    struct range *r = range_at(slot);
+    table_remove(t, slot);
+    r->next_spare = spare;
+    spare = r;
+    return r;
 }
 
 void record_vmm_reserve(int device, uintptr_t addr, uint64_t size)
 {
-    struct range *r = malloc(sizeof *r);
-    if (r == NULL)
-        return;
-    r->addr = addr;
-    r->size = size;
-    r->pool = record_pool_of(KIND_VMM, device);
+    uint32_t pool = record_pool_of(KIND_VMM, device);
     record_lock_take(&record_lock);
-    struct record_vmm_stats *v = &record_pools[r->pool].vmm;
-    if (range_add_locked(&reservations, r, &v->reserved, &v->reserved_peak))
-        r = NULL;
+    struct record_vmm_stats *v = &record_pools[pool].vmm;
+    range_add_locked(&reservations, addr, size, pool, &v->reserved, &v->reserved_peak);
     record_lock_drop(&record_lock);
-    free(r);
 }
 
 void record_vmm_unreserve(uintptr_t addr)
 {
-    struct range *r;
     record_lock_take(&record_lock);
-    HASH_FIND(hh, reservations, &addr, sizeof addr, r);
-    if (r != NULL) {
-        HASH_DELETE(hh, reservations, r);
+    struct table_slot *slot = table_find(&reservations, addr);
+    if (slot != NULL) {
+        struct range *r = range_remove_locked(&reservations, slot);
         record_pools[r->pool].vmm.reserved -= r->size;
     }
     record_lock_drop(&record_lock);
-    free(r);
 }
 
 void record_vmm_map(uintptr_t addr, uint64_t size, uintptr_t handle)
 {
-    struct range *m = malloc(sizeof *m);
-    if (m == NULL)
-        return;
     record_lock_take(&record_lock);
     struct table_slot *slot = table_find(&record_handles, handle);
     struct live *h = slot != NULL ? slot->e : NULL;
     /* Imported handles (IPC, fabric) are not ours: their mappings are not
      * this process's memory either. */
     if (h != NULL) {
-        m->addr = addr;
-        m->size = size;
-        m->pool = site_of(h)->s.pool;
-        struct record_vmm_stats *v = &record_pools[m->pool].vmm;
-        if (range_add_locked(&mappings, m, &v->mapped, &v->mapped_peak))
-            m = NULL;
+        uint32_t pool = site_of(h)->s.pool;
+        struct record_vmm_stats *v = &record_pools[pool].vmm;
+        range_add_locked(&mappings, addr, size, pool, &v->mapped, &v->mapped_peak);
     }
     record_lock_drop(&record_lock);
-    free(m);
 }
 
 void record_vmm_unmap(uintptr_t addr, uint64_t size)
@@ -92,14 +108,12 @@ void record_vmm_unmap(uintptr_t addr, uint64_t size)
     record_lock_take(&record_lock);
     uintptr_t a = addr, end = addr + size;
     while (a < end) {
-        struct range *m;
-        HASH_FIND(hh, mappings, &a, sizeof a, m);
-        if (m == NULL)
+        struct table_slot *slot = table_find(&mappings, a);
+        if (slot == NULL)
             break;
-        HASH_DELETE(hh, mappings, m);
+        struct range *m = range_remove_locked(&mappings, slot);
         record_pools[m->pool].vmm.mapped -= m->size;
         a += m->size ? m->size : end - a;
-        free(m);
     }
     record_lock_drop(&record_lock);
 }
@@ -136,15 +150,17 @@ void *record_vmm_release(uintptr_t handle, int64_t now)
 void record_vmm_reset_locked(void)
 {
     RECORD_ASSERT_LOCKED();
-    struct range *m, *mt;
-    HASH_ITER(hh, mappings, m, mt) {
-        HASH_DELETE(hh, mappings, m);
-        free(m);
+    struct addr_table *tables[2] = {&mappings, &reservations};
+    for (unsigned k = 0; k < 2; k++) {
+        for (uint32_t i = 0; i < table_size(tables[k]); i++)
+            if (tables[k]->slots[i].e != NULL)
+                free(range_at(&tables[k]->slots[i]));
+        table_clear(tables[k]);
     }
-    struct range *r, *rt;
-    HASH_ITER(hh, reservations, r, rt) {
-        HASH_DELETE(hh, reservations, r);
-        free(r);
+    while (spare != NULL) {
+        struct range *next = spare->next_spare;
+        free(spare);
+        spare = next;
     }
 }
 
