@@ -441,7 +441,7 @@ static void one_thread_run(enum record_rings_mode mode, struct record_view *v, u
     run.mode = mode;
     for (unsigned n = 0; n < SHARED_STACKS + MAX_WORKERS; n++)
         assert_int_equal(stack_n(n)->id, n + 1);
-    enum { N = 200, PAIRS = 300, UNKNOWN = 300 };
+    enum { N = 200, PAIRS = 1500, UNKNOWN = 300 }; /* PAIRS: 3000 rows, over a ring's */
     for (uint64_t n = 1; n <= N; n++) {
         enum record_kind kind = n % 3 ? KIND_DEVICE : KIND_HOST_PINNED;
         uint64_t size = (n % 7 + 1) << UNIQUE_BITS | n;

@@ -51,7 +51,7 @@
  * So the first time an event finds the lock held by another event, the
  * rings go on (LOCK_RINGS in the lock word; record_set_rings forces
  * either way): from then on each thread records by a ring of its own
- * (256 rows, up to 64 rings; a thread without one, or with a full one,
+ * (1024 rows, up to 64 rings; a thread without one, or with a full one,
  * takes the lock as before).  The table work is the event's, done at once
  * on its own thread: an allocation goes into its ring's table of live
  * entries, a free takes its entry out of the table that holds it (its own
