@@ -20,7 +20,7 @@ number.  By default no hook runs per module call:
 A module whose address was freed and taken by another module since the
 peak would lend it its name; the peak's frames are read directly only on
 CPython 3.11-3.13 (elsewhere the peak is not named by module).
-Cost of the default: +0.6 % instructions of an MLP's training step, +0.1 %
+Cost of the default: +0.6 % instructions of an MLP's training step, -1.2 %
 of a GPT-2-shaped model's, where kernels take no time (wall not measurable
 on a shared machine; make bench: scripts/bench_torch_phases.py,
 docs/performance.md).  A peak reached by a row another thread left in
@@ -28,7 +28,7 @@ the tracker's rings (record_rings.c, threads that contend) is not named.
 CUMEMTRACE_TORCH_PHASES=1 adds PyTorch's global module hooks instead, so
 that every allocation carries its phase and module (report --by range,
 and backward named by module): every module call then pays PyTorch's
-hooked call path and two hooks, +17.4 % / +12.3 % instructions;
+hooked call path and two hooks, +17.3 % / +10.7 % instructions;
 CUMEMTRACE_TORCH_PHASES=0 turns phases off."""
 import ctypes
 import functools
