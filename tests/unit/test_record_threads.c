@@ -50,7 +50,6 @@ static uintptr_t addr_of(uint64_t id, enum record_kind kind)
 }
 
 static struct {
-    enum record_rings_mode mode;
     unsigned workers, ops;
     uintptr_t exchange[EXCHANGE];
     uint64_t next_id;       /* allocations numbered so far */
@@ -322,7 +321,6 @@ static void threads_equal_their_replay(enum record_rings_mode mode, unsigned wor
     fresh_tracker();
     record_set_rings(mode);
     memset(&run, 0, sizeof run);
-    run.mode = mode;
     run.workers = workers;
     run.ops = ops;
     /* the stacks by number, interned in order: the replay's ids are the same */
@@ -438,7 +436,6 @@ static void one_thread_run(enum record_rings_mode mode, struct record_view *v, u
     fresh_tracker();
     record_set_rings(mode);
     memset(&run, 0, sizeof run);
-    run.mode = mode;
     for (unsigned n = 0; n < SHARED_STACKS + MAX_WORKERS; n++)
         assert_int_equal(stack_n(n)->id, n + 1);
     enum { N = 200, PAIRS = 1500, UNKNOWN = 300 }; /* PAIRS: 3000 rows, over a ring's */

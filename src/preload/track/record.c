@@ -468,12 +468,7 @@ record_free_missed_unlock(uintptr_t addr, enum record_kind kind_hint, int64_t no
     struct live *e = record_rings_take_locked(addr, kind_hint, &known);
     if (e == NULL)
         return record_free_refused_unlock(known);
-    struct site *s = site_of(e);
-    record_account_free_locked(s, entry_size(e), now);
-    record_free_note_locked(e, s,
-                            e == record_last_alloc ||
-                                (record_temporary_window_ns > 0 &&
-                                 now - e->t_ns <= record_temporary_window_ns));
+    record_free_account_entry_locked(e, site_of(e), now);
     record_lock_drop(&record_lock);
     return e;
 }

@@ -283,16 +283,30 @@ RECORD_HOT void record_free_note_locked(const struct live *e, struct site *s, bo
     record_last_alloc = NULL;
 }
 
+/* Whether live entry `e`, freed at `now`, lived no longer than the
+ * temporary window (CUMEMTRACE_TEMPORARY; none by default). */
+RECORD_HOT bool record_freed_in_window(const struct live *e, int64_t now)
+{
+    return record_temporary_window_ns > 0 && now - e->t_ns <= record_temporary_window_ns;
+}
+
+/* Accounts the free of live entry `e`, whose site is `s`, already out of
+ * its table: a direct free's, or one found in a ring's table under the
+ * lock (record_free_missed_unlock). */
+RECORD_HOT void record_free_account_entry_locked(const struct live *e, struct site *s,
+                                                 int64_t now)
+{
+    record_account_free_locked(s, entry_size(e), now);
+    record_free_note_locked(e, s, e == record_last_alloc || record_freed_in_window(e, now));
+}
+
 /* Frees the live entry `e` at `slot` of the shared live table, whose site
  * is `s`. */
 RECORD_HOT void record_free_apply_locked(struct table_slot *slot, struct live *e,
                                          struct site *s, int64_t now)
 {
     table_remove(&record_live_table, slot);
-    record_account_free_locked(s, entry_size(e), now);
-    bool temporary = e == record_last_alloc ||
-                     (record_temporary_window_ns > 0 && now - e->t_ns <= record_temporary_window_ns);
-    record_free_note_locked(e, s, temporary);
+    record_free_account_entry_locked(e, s, now);
 }
 
 /* record_free_take (record.h), inline. */

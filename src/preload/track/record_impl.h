@@ -138,7 +138,6 @@ static inline void set_extra(struct live *e, uint64_t extra)
     e->size_extra = (e->size_extra & SIZE_MASK) | extra << 48;
 }
 
-
 /* What every event reads or writes comes first - current, peak, epoch and
  * the mark's peak and epoch fall in the first cache line - and a pool
  * starts a line, so two pools never share one. */

@@ -271,8 +271,8 @@ static int ring_take(struct record_ring *r, struct record_ring *from, uintptr_t 
         return -1;
     }
     table_remove(&from->table, slot);
-    bool window = record_temporary_window_ns > 0 && now - e->t_ns <= record_temporary_window_ns;
-    ring_push(r, now, e, s, entry_size(e) | ROW_FREE | (window ? ROW_TEMPORARY : 0));
+    ring_push(r, now, e, s,
+              entry_size(e) | ROW_FREE | (record_freed_in_window(e, now) ? ROW_TEMPORARY : 0));
     table_lock_drop(from);
     *out = e;
     return 1;
