@@ -19,14 +19,16 @@
 #include "serialise.h"
 #include "units.h"
 
-static void announce(const char *path, const struct serialise_said *said)
+/* `verb` is "wrote", or "rewrote" for an exit snapshot replaced at the C
+ * exit: the last line said of a file gives the peak of what it holds. */
+static void announce(const char *verb, const char *path, const struct serialise_said *said)
 {
     char b[32];
     if (said->peak_device >= 0)
-        log_msg(LOG_NOTE, "wrote %s (peak %s on GPU %d)", path,
+        log_msg(LOG_NOTE, "%s %s (peak %s on GPU %d)", verb, path,
                 units_format_bytes(said->peak_bytes, b, sizeof b), said->peak_device);
     else
-        log_msg(LOG_NOTE, "wrote %s", path);
+        log_msg(LOG_NOTE, "%s %s", verb, path);
 }
 
 static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -169,10 +171,17 @@ static int write_guarded(const char *reason, const char *path,
                 strerror(err), fix);
         return -1;
     }
+    /* The exec snapshot is not announced: the exec may still fail (a file
+     * that is no program, each PATH entry Python's os.execvp tries), and
+     * then the file is removed; no moment before a successful exec knows
+     * it will succeed, and after it this image is gone.  `cumemtrace run`
+     * lists it from the manifest, where it exists. */
     if (!replace) {
         output_manifest(actual, reason, signame);
-        if (oom == NULL)
-            announce(actual, &said);
+        if (oom == NULL && strcmp(reason, "exec") != 0)
+            announce("wrote", actual, &said);
+    } else if (oom == NULL) {
+        announce("rewrote", actual, &said);
     }
     if (out_path != NULL)
         snprintf(out_path, out_len, "%s", actual);
