@@ -28,6 +28,7 @@
 #include "frames.h"
 #include "gate.h"
 #include "hmap.h"
+#include "moment.h"
 #include "html.h"
 #include "out.h"
 #include "ranks.h"
@@ -38,6 +39,23 @@
 
 
 /* ---- sections ---- */
+
+/* Two dumps of one run: which is which, by their reasons and times (both
+ * would otherwise read as the same run's end). */
+static void print_moments(FILE *f, const struct snapshot *a, const struct snapshot *b)
+{
+    if (!moment_same_run(a, b))
+        return;
+    char ma[96], mb[96], ta[OUT_NUM], tb[OUT_NUM], text[512];
+    int64_t da = a->process.dump_time_ns, db = b->process.dump_time_ns;
+    snprintf(text, sizeof text, "two dumps of one run (pid %" PRId64 "): base %s%s%s%s, new "
+             "%s%s%s%s", a->process.pid, moment_of(a, ma, sizeof ma),
+             da != SNAP_UNKNOWN_I64 ? " (" : "", da != SNAP_UNKNOWN_I64 ? out_duration(da, ta) : "",
+             da != SNAP_UNKNOWN_I64 ? ")" : "", moment_of(b, mb, sizeof mb),
+             db != SNAP_UNKNOWN_I64 ? " (" : "", db != SNAP_UNKNOWN_I64 ? out_duration(db, tb) : "",
+             db != SNAP_UNKNOWN_I64 ? ")" : "");
+    out_wrap(f, "  ", "  ", text);
+}
 
 static int64_t ordinal_at(const struct snapshot *s, size_t i)
 {
@@ -416,6 +434,7 @@ int diff_text(FILE *f, struct snapshot *a, struct snapshot *b, enum site_by by,
     fputs(out_color(OUT_BOLD), f);
     out_wrap(f, "", "  ", title);
     fputs(out_color(OUT_RESET), f);
+    print_moments(f, a, b);
     fputc('\n', f);
     bool failed = print_peaks(f, a, b, g, why, sizeof why);
     if (by_range) {

@@ -5,27 +5,31 @@
  *
  * Each side's figures are those of its failure (oom.allocator) when the
  * file is a post-mortem, else its device's latest state (devices[].
- * allocator, reported at exit).  Neither side has any: nothing printed. */
+ * allocator, reported at the dump: exit, or an api, signal or periodic
+ * one).  Neither side has any: nothing printed. */
 #include "diff_allocator.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "moment.h"
 #include "out.h"
 
-static const struct snap_allocator *pick(const struct snapshot *s, const char **when)
+/* The figures of s and when they were read (moment.h: a dump is named by
+ * its reason, so two dumps of one run do not both read "at exit"). */
+static const struct snap_allocator *pick(const struct snapshot *s, char *when, size_t n)
 {
     if (s->oom.present && s->oom.allocator.present) {
-        *when = "at its OOM";
+        moment_of(s, when, n);
         return &s->oom.allocator;
     }
     for (size_t i = 0; i < s->ndevices; i++)
         if (s->devices[i].allocator.present) {
-            *when = "at exit";
+            moment_of(s, when, n);
             return &s->devices[i].allocator;
         }
-    *when = "not reported";
+    snprintf(when, n, "not reported");
     return NULL;
 }
 
@@ -64,8 +68,8 @@ static void count_row(struct out_table *t, const char *what, const struct snap_a
 void diff_allocator_print(FILE *f, struct snapctx *ctx, const struct snapshot *base,
                           const struct snapshot *new)
 {
-    const char *wa, *wb;
-    const struct snap_allocator *a = pick(base, &wa), *b = pick(new, &wb);
+    char wa[96], wb[96];
+    const struct snap_allocator *a = pick(base, wa, sizeof wa), *b = pick(new, wb, sizeof wb);
     if (a == NULL && b == NULL)
         return;
     const struct snap_allocator *any = a ? a : b;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "moment.h"
 #include "out.h"
 
 #define TENSOR_SITES_WRITTEN 5 /* docs/snapshot-format.md: top_tensors, at most 5 */
@@ -25,7 +26,7 @@ struct side {
     const struct snap_tensor_site *site[SNAP_TOP_TENSORS * 16];
     size_t n;
     bool present, full;  /* history on; some list was cut at its top 5 */
-    const char *when;
+    char when[96]; /* moment.h: "at its OOM", "at exit", "at its api dump" */
 };
 
 static void add_allocator(struct side *sd, const struct snap_allocator *a)
@@ -42,11 +43,11 @@ static void gather(struct side *sd, const struct snapshot *s)
 {
     memset(sd, 0, sizeof *sd);
     if (s->oom.present && s->oom.allocator.present && s->oom.allocator.has_top) {
-        sd->when = "at its OOM";
+        moment_of(s, sd->when, sizeof sd->when);
         add_allocator(sd, &s->oom.allocator);
         return;
     }
-    sd->when = strcmp(s->reason, "exit") == 0 ? "at exit" : "at its dump";
+    moment_of(s, sd->when, sizeof sd->when);
     for (size_t i = 0; i < s->ndevices; i++)
         add_allocator(sd, &s->devices[i].allocator);
 }
