@@ -51,14 +51,21 @@ def test_a_big_snapshot_costs_few_instructions_per_byte(tmp_path):
     assert total / size <= 3.6, (total, size)
 
 
-def test_a_dump_scans_each_symbol_table_once(tmp_path):
+@pytest.mark.parametrize("heap", ["", "heap"])
+def test_a_dump_scans_each_symbol_table_once(tmp_path, heap):
     """Issue 25 item 2: every distinct frame was named with glibc's dladdr,
     which scans the module's whole dynamic symbol table each time (1.27 M
     instructions an address in libtorch; 62 M of the 69 M an exit snapshot
     of a small PyTorch run cost).  rt_manysyms holds 64 allocations from 64
     call sites in a library of 10,000 exported functions: its exit snapshot
     cost 20.5 M instructions that way, 1.04 M with one pass over each
-    table for all of the dump's addresses (symtab.c)."""
+    table for all of the dump's addresses (symtab.c).
+
+    `heap`: the host leaves its heap grown and dirty before exiting, as
+    PyTorch does; then every large calloc is cleared byte by byte.  The
+    dump's symbol cache was 65,536 entries (3.5 MiB) whatever the dump's
+    frames: 4.71 M instructions here against 1.05 M without the heap; sized
+    to the frames, 1.16 M.  The bound leaves ~20 % over that."""
     assert shutil.which("valgrind"), "valgrind not found: run scripts/install-deps.sh"
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("CUMEMTRACE_", "SIMCUDA_", "LD_"))}
@@ -66,13 +73,14 @@ def test_a_dump_scans_each_symbol_table_once(tmp_path):
                CUMEMTRACE_OUTPUT=str(tmp_path) + "/", CUMEMTRACE_STREAM="off")
     p = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
                         "--collect-atstart=no", "--toggle-collect=snapshot_write",
-                        str(BUILD / "tests" / "progs" / "rt_manysyms")],
+                        str(BUILD / "tests" / "progs" / "rt_manysyms")] + ([heap] if heap else []),
                        env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     total = int(re.search(r"Collected : (\d+)", p.stderr).group(1))
     (snap,) = list(tmp_path.glob("cumemtrace.rt_manysyms.*.json"))
     doc = json.loads(snap.read_text())
     sites = {f["symbol"] for s in doc["stacks"] for f in s["frames"][:1]}
-    print(f"exit snapshot of 64 stacks in a 10,000-symbol library: {total} instructions")
+    print(f"exit snapshot of 64 stacks in a 10,000-symbol library"
+          f"{' after the heap grew' if heap else ''}: {total} instructions")
     assert sites == {f"site_{i}{j}" for i in range(1, 9) for j in range(8)}, sites
-    assert total <= 3_000_000, total
+    assert total <= 1_400_000, total

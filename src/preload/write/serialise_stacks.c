@@ -11,7 +11,8 @@
  * The cache also keeps each native frame's JSON text as first written:
  * 100k stacks of 22 frames are 2.2 M frames of a few hundred distinct
  * addresses, so most frames are one inlined lookup and one copy.
- * Memory: the cache (~3 MiB) and the texts live only while dumping -
+ * Memory: the cache (sized to the dump's frames, up to ~3.5 MiB for 32k
+ * of them or more) and the texts live only while dumping -
  * except for the stream's checkpoints, which symbolise the same frames
  * every flush and keep a smaller cache between them (`kept`), so a
  * checkpoint resolves only the addresses new since the last.  The kept
@@ -42,7 +43,8 @@ struct sym {
     uint32_t listed;    /* the dump whose "modules" has this module (0 none) */
 };
 
-#define SYMCACHE_SIZE 65536 /* power of two */
+#define SYMCACHE_SIZE 65536 /* power of two: the most a dump's own cache has */
+#define SYMCACHE_MIN 256    /* power of two: the least */
 #define KEPT_SIZE 8192      /* power of two; ~0.5 MiB kept while streaming */
 #define TEXT_CHUNK (1u << 20)
 #define KEPT_TEXT_CHUNKS 4  /* then the kept cache starts afresh */
@@ -417,6 +419,22 @@ static void write_entry(struct snapshot_json *w, struct entry_text *e, unsigned 
     }
 }
 
+/* The dump's own cache: four times its native frames (repeats included), a
+ * power of two, at most SYMCACHE_SIZE.  A cache sized for the largest dump
+ * was 3.5 MiB cleared for every dump - by calloc byte by byte once the
+ * host's heap has grown (3.7 M instructions) - when a small run's dump has
+ * a few dozen frames. */
+static size_t own_cache_size(const struct record_view *v)
+{
+    size_t frames = 0;
+    for (size_t i = 0; i < v->nstacks && frames < SYMCACHE_SIZE; i++)
+        frames += v->stacks[i]->depth;
+    size_t n = SYMCACHE_MIN;
+    while (n < 4 * frames && n < SYMCACHE_SIZE)
+        n *= 2;
+    return n;
+}
+
 void serialise_stacks(struct snapshot_json *w, const struct record_view *v, bool keep)
 {
     struct sym *cache = keep ? kept_cache() : NULL;
@@ -424,8 +442,10 @@ void serialise_stacks(struct snapshot_json *w, const struct record_view *v, bool
     size_t mask = kept_one ? KEPT_SIZE - 1 : SYMCACHE_SIZE - 1;
     struct texts own = {NULL, 0, 0};
     struct texts *texts = kept_one ? &kept.texts : &own;
-    if (!kept_one)
-        cache = calloc(SYMCACHE_SIZE, sizeof *cache);
+    if (!kept_one) {
+        mask = own_cache_size(v) - 1;
+        cache = calloc(mask + 1, sizeof *cache);
+    }
     struct resolved r = {NULL, 0};
     if (cache != NULL)
         resolve_all(v, cache, mask, &r);
