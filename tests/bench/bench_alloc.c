@@ -1,11 +1,15 @@
 /* bench_alloc.c - the workloads `make bench` times (scripts/bench.py runs
  * each one bare and under LD_PRELOAD, interleaved, and compares).
  *
- *   bench_alloc pair PATH DEPTH THREADS ITERS   ns per allocation and per free,
- *       and the wall and CPU time of all THREADS' loops (ITERS pairs each)
+ *   bench_alloc pair PATH DEPTH THREADS ITERS [ORDER]   ns per allocation and
+ *       per free, and the wall and CPU time of all THREADS' loops (ITERS
+ *       pairs each)
  *       PATH: runtime (cudaMalloc/cudaFree), driver (cuMemAlloc_v2/
  *       cuMemFree_v2), async (cudaMallocAsync/cudaFreeAsync),
  *       vmm (cuMemCreate+cuMemMap / cuMemUnmap+cuMemRelease)
+ *       ORDER: fifo (the default: a batch is freed in the order it was
+ *       allocated, all of 4 KiB), lifo (freed newest first), fifo-varied and
+ *       lifo-varied (sizes from 256 B to 8 MiB, 16 of them in turn; not vmm)
  *   bench_alloc floor DEPTH ITERS               unw_backtrace + insert/find/delete
  *   bench_alloc malloc DEPTH ITERS              malloc/free pairs (for heaptrack)
  *   bench_alloc live N                          N live allocations, 1 stack
@@ -30,6 +34,7 @@
 #include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +74,7 @@ __attribute__((noinline)) static void descend(int depth, body_fn body, void *arg
 
 struct pair_args {
     const char *path;
+    const char *order;
     long iters;
     int depth;
     double alloc_s, free_s;
@@ -114,8 +120,16 @@ static void must(int ok, const char *what)
     }
 }
 
+/* ORDER's varied sizes: small and large, round and not, as a model's
+ * tensors are. */
+static const size_t varied_sizes[16] = {
+    4096,    512,       2u << 20, 1000,    65536, 3u << 20, 24576,  256,
+    1u << 20, 8u << 20, 12288,    300000,  49152, 1536,     6u << 20, 131072};
+
 struct pair_state {
     int path;
+    bool lifo;   /* free a batch newest first */
+    bool varied; /* varied_sizes in turn, else 4 KiB each */
     void *p[BATCH];
     CUdeviceptr d[BATCH];
     CUmemGenericAllocationHandle h[BATCH];
@@ -126,10 +140,11 @@ struct pair_state {
 __attribute__((noinline)) static void pair_allocs(struct pair_state *s)
 {
     for (int i = 0; i < BATCH; i++) {
+        size_t n = s->varied ? varied_sizes[i % 16] : 4096;
         switch (s->path) {
-        case 0: must(cudaMalloc(&s->p[i], 4096) == cudaSuccess, "cudaMalloc"); break;
-        case 1: must(drv_alloc(&s->d[i], 4096) == CUDA_SUCCESS, "cuMemAlloc_v2"); break;
-        case 2: must(cudaMallocAsync(&s->p[i], 4096, NULL) == cudaSuccess, "cudaMallocAsync"); break;
+        case 0: must(cudaMalloc(&s->p[i], n) == cudaSuccess, "cudaMalloc"); break;
+        case 1: must(drv_alloc(&s->d[i], n) == CUDA_SUCCESS, "cuMemAlloc_v2"); break;
+        case 2: must(cudaMallocAsync(&s->p[i], n, NULL) == cudaSuccess, "cudaMallocAsync"); break;
         default:
             must(vmm_create(&s->h[i], 2u << 20, &s->prop, 0) == CUDA_SUCCESS, "cuMemCreate");
             must(vmm_map(s->va + (CUdeviceptr)i * (2u << 20), 2u << 20, 0, s->h[i], 0)
@@ -140,7 +155,8 @@ __attribute__((noinline)) static void pair_allocs(struct pair_state *s)
 
 __attribute__((noinline)) static void pair_frees(struct pair_state *s)
 {
-    for (int i = 0; i < BATCH; i++) {
+    for (int k = 0; k < BATCH; k++) {
+        int i = s->lifo ? BATCH - 1 - k : k;
         switch (s->path) {
         case 0: must(cudaFree(s->p[i]) == cudaSuccess, "cudaFree"); break;
         case 1: must(drv_free(s->d[i]) == CUDA_SUCCESS, "cuMemFree_v2"); break;
@@ -174,6 +190,8 @@ static void pair_body(void *arg)
     s.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     s.prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     s.path = a->path[0] == 'r' ? 0 : a->path[0] == 'd' ? 1 : a->path[0] == 'a' ? 2 : 3;
+    s.lifo = strncmp(a->order, "lifo", 4) == 0;
+    s.varied = strstr(a->order, "varied") != NULL && s.path != 3;
     must(cudaFree(NULL) == cudaSuccess, "cudaFree(NULL)"); /* this thread's context */
     if (s.path == 3)
         must(vmm_reserve(&s.va, BATCH * (2u << 20), 0, 0, 0) == CUDA_SUCCESS, "reserve");
@@ -199,8 +217,14 @@ static void *pair_thread(void *arg)
     return NULL;
 }
 
-static int run_pairs(const char *path, int depth, int threads, long iters)
+static int run_pairs(const char *path, int depth, int threads, long iters, const char *order)
 {
+    if (strcmp(order, "fifo") != 0 && strcmp(order, "lifo") != 0 &&
+        strcmp(order, "fifo-varied") != 0 && strcmp(order, "lifo-varied") != 0) {
+        fprintf(stderr, "bench_alloc: ORDER %s: expected fifo, lifo, fifo-varied or "
+                        "lifo-varied\n", order);
+        return 2;
+    }
     void *warm;
     must(cudaMalloc(&warm, 512) == cudaSuccess, "warm-up");
     cudaFree(warm);
@@ -220,7 +244,7 @@ static int run_pairs(const char *path, int depth, int threads, long iters)
         return 2;
     pthread_barrier_init(&loops_start, NULL, (unsigned)threads + 1);
     for (int i = 0; i < threads; i++) {
-        a[i] = (struct pair_args){path, iters, depth, 0, 0, 0, 0, 0};
+        a[i] = (struct pair_args){path, order, iters, depth, 0, 0, 0, 0, 0};
         pthread_create(&t[i], NULL, pair_thread, &a[i]);
     }
     pthread_barrier_wait(&loops_start);
@@ -617,7 +641,8 @@ static int run_rate(double events_per_s, double seconds)
 int main(int argc, char **argv)
 {
     if (argc >= 6 && strcmp(argv[1], "pair") == 0)
-        return run_pairs(argv[2], atoi(argv[3]), atoi(argv[4]), atol(argv[5]));
+        return run_pairs(argv[2], atoi(argv[3]), atoi(argv[4]), atol(argv[5]),
+                         argc >= 7 ? argv[6] : "fifo");
     if (argc >= 4 && strcmp(argv[1], "floor") == 0)
         return run_floor(atoi(argv[2]), atol(argv[3]));
     if (argc >= 4 && strcmp(argv[1], "malloc") == 0)

@@ -25,14 +25,14 @@ pytestmark = pytest.mark.skipif(
     reason="valgrind cannot run sanitizer-instrumented code; the walk is x86-64 only")
 
 
-def callgrind(tmp_path, depth, traced, tracer_depth=None, pairs=PAIRS):
+def callgrind(tmp_path, depth, traced, tracer_depth=None, pairs=PAIRS, order="fifo"):
     """Per pair: instructions, inclusive cost by (function, module), pairs.
     `depth`: the stack the loop calls from and, unless tracer_depth says
     otherwise, CUMEMTRACE_DEPTH."""
     assert shutil.which("valgrind"), "valgrind not found: run scripts/install-deps.sh"
     if tracer_depth is None:
         tracer_depth = depth
-    out = tmp_path / f"cg.{depth}.{tracer_depth}.{int(traced)}"
+    out = tmp_path / f"cg.{depth}.{tracer_depth}.{int(traced)}.{order}"
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("CUMEMTRACE_", "SIMCUDA_", "LD_"))}
     env.update(LD_LIBRARY_PATH=str(SIM), SIMCUDA_MEMORY="64GiB",
@@ -41,7 +41,7 @@ def callgrind(tmp_path, depth, traced, tracer_depth=None, pairs=PAIRS):
         env["LD_PRELOAD"] = str(LIB)
     p = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                         "--toggle-collect=pair_loop", str(BENCH), "pair", "runtime",
-                        str(depth), "1", str(pairs)],
+                        str(depth), "1", str(pairs), order],
                        env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     pairs = int(re.search(r"pairs=(\d+)", p.stdout).group(1))
@@ -87,7 +87,8 @@ def test_the_hot_path_walks_frames_cheaply_and_asks_nothing_per_call(tmp_path):
         assert abs(extra) < 1, extra
 
 
-def test_the_fixed_cost_of_a_pair_without_stacks(tmp_path):
+@pytest.mark.parametrize("order", ["fifo", "lifo", "fifo-varied", "lifo-varied"])
+def test_the_fixed_cost_of_a_pair_without_stacks(tmp_path, order):
     """CUMEMTRACE_DEPTH=0: no stack, so what a pair adds is the fixed
     bookkeeping - the wrappers' re-entry guard, the nested driver call, the
     device, the clock, the limit, the OOM and PyTorch-layer checks, and the
@@ -111,13 +112,28 @@ def test_the_fixed_cost_of_a_pair_without_stacks(tmp_path):
     id is known there.  The bounds leave ~3 % for a compiler's
     whims, no more: a regression of a dozen instructions fails.  Totals
     only: callgrind splits the cost of tail-calling wrappers between
-    functions differently from run to run."""
+    functions differently from run to run.
+
+    `order`: bench_alloc's batch freed oldest first (fifo) or newest first
+    (lifo), all of 4 KiB or of 16 sizes from 256 B to 8 MiB in turn.  On
+    the tree of 2026-12-07: 397, 413, 403, 406 added a pair.  Of those the
+    tracer's own functions are 390 (4 KiB) and 398 (varied: the address
+    table probes further); the rest of lifo's is the simulated runtime's
+    malloc and fault paths running longer in a heap the tracer's start-up
+    laid out differently, which moves from build to build.  The orders
+    other than the published one (fifo, 4 KiB) get ~10 % over the 400
+    target; the published one keeps its ~3 %."""
     # enough pairs that the loop's LIVE allocations weigh little per pair
-    bare, bare_incl, n = callgrind(tmp_path, 32, False, tracer_depth=0, pairs=12800)
-    traced, incl, nt = callgrind(tmp_path, 32, True, tracer_depth=0, pairs=12800)
+    bare, bare_incl, n = callgrind(tmp_path, 32, False, tracer_depth=0, pairs=12800,
+                                   order=order)
+    traced, incl, nt = callgrind(tmp_path, 32, True, tracer_depth=0, pairs=12800,
+                                 order=order)
     added = traced - bare
     frees = (per_pair(incl, nt, fn="pair_frees", obj="bench_alloc") -
              per_pair(bare_incl, n, fn="pair_frees", obj="bench_alloc"))
-    print(f"depth 0, per pair: added {added:.0f}, free side {frees:.0f}")
-    assert added <= 404, added
-    assert frees <= 176, frees
+    print(f"depth 0, {order}, per pair: added {added:.0f}, free side {frees:.0f}")
+    if order == "fifo":
+        assert added <= 404, added
+        assert frees <= 176, frees
+    else:
+        assert added <= 440, added
