@@ -59,6 +59,22 @@ def m_dup_limit(d):
 
 
 EXIT, OOM, FRAG = gen_inputs.exit_train, gen_inputs.oom_exhausted, gen_inputs.oom_fragmentation
+T_EXIT, T_OOM = gen_inputs.tensors_exit, gen_inputs.tensors_oom
+T_SUM = "tensors: groups and more sum to allocated_bytes and count"
+T_ALLOC = "tensors: allocated_bytes is the allocator's"
+
+
+def m_more_uncounted(d):
+    t = dev(d)["tensors"]
+    t["more"] = {"groups": 3, "bytes": 4096, "count": 3}
+
+
+def m_more_counted(d):
+    t = dev(d)["tensors"]
+    t["more"] = {"groups": 3, "bytes": 4096, "count": 3}
+    t["allocated_bytes"] += 4096
+    t["count"] += 3
+    dev(d)["allocator"]["allocated_bytes"] += 4096
 # (name, document, mutation, the invariant the message must name)
 CASES = [
     ("negative ordinal", EXIT, lambda d: dev(d).update(ordinal=-1),
@@ -120,6 +136,23 @@ CASES = [
     ("two limits for one device", EXIT, m_dup_limit, "one limit per device"),
     ("more events than recorded", EXIT, lambda d: d["events"].update(recorded=1),
      "events kept <= recorded"),
+    ("tensor groups past allocated_bytes", T_EXIT,
+     lambda d: dev(d)["tensors"]["groups"][0].update(bytes=dev(d)["tensors"]["groups"][0]["bytes"] + 1),
+     T_SUM),
+    ("tensor groups off the count", T_EXIT,
+     lambda d: dev(d)["peak_tensors"]["groups"][0].update(count=1), T_SUM),
+    ("more not counted", T_EXIT, m_more_uncounted, T_SUM),
+    ("oom tensors one byte short", T_OOM,
+     lambda d: d["oom"]["allocator"]["tensors"]["groups"][-1].update(bytes=1 << 21 - 1), T_SUM),
+    ("tensors off the allocator", T_EXIT,
+     lambda d: dev(d)["allocator"].update(allocated_bytes=dev(d)["allocator"]["allocated_bytes"] - 1),
+     T_ALLOC),
+    ("peak tensors off max_memory_allocated", T_EXIT,
+     lambda d: dev(d)["allocator"].update(peak_allocated_bytes=dev(d)["allocator"]["peak_allocated_bytes"] + 1),
+     T_ALLOC),
+    ("oom tensors off the failure's allocator", T_OOM,
+     lambda d: d["oom"]["allocator"].update(allocated_bytes=d["oom"]["allocator"]["allocated_bytes"] + 1),
+     T_ALLOC),
 ]
 
 
@@ -128,7 +161,16 @@ def report(path):
                           env=dict(os.environ, NO_COLOR="1"), timeout=60)
 
 
-@pytest.mark.parametrize("make", [EXIT, OOM, FRAG], ids=lambda f: f.__name__)
+def test_more_counted_is_read(tmp_path):
+    doc = T_EXIT()
+    m_more_counted(doc)
+    p = tmp_path / "more.json"
+    p.write_text(json.dumps(doc))
+    r = report(p)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("make", [EXIT, OOM, FRAG, T_EXIT, T_OOM], ids=lambda f: f.__name__)
 def test_the_unbroken_documents_are_read(make, tmp_path):
     p = tmp_path / "ok.json"
     p.write_text(json.dumps(make()))

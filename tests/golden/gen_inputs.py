@@ -15,6 +15,9 @@ a stripped libtorch_python frame, Python frames, a GIL marker):
   diff_base/new     one call site grows by exactly 3000000 bytes, one is new,
                     one gone; NEW was rebuilt (every offset moved)
   gate_*            peaks at, and one byte over, +5% of the base
+  tensors_exit      an exit with PyTorch's tensors by user line: at exit (a
+                    leak of logits), at the peak, growth per step
+  tensors_oom       post-mortem whose tensors name eight lines, library-deep
   thinned           an event log thinned to every 4th event (the peak's
                     event is not kept)
   bad_*             one file per malformed-input class (bad_contradiction:
@@ -241,6 +244,139 @@ def thinned():
     return doc
 
 
+# ---- PyTorch's tensors by the user's line (tensors, peak_tensors, growth) ----
+
+SITE_PKG = "/home/alice/venv/lib/python3.12/site-packages"
+LINEAR = SITE_PKG + "/torch/nn/modules/linear.py"
+MODULE = SITE_PKG + "/torch/nn/modules/module.py"
+ADAMW = SITE_PKG + "/torch/optim/adamw.py"
+HF_ATTN = SITE_PKG + "/transformers/models/gpt2/modeling_gpt2.py"
+
+
+def pf(file, line, function):
+    """A frame of the tensor members: {file, line, function} only."""
+    return {"file": file, "line": line, "function": function}
+
+
+def call_impl(n=1):
+    """module.py's _call_impl / _wrapped_call_impl, n module calls deep."""
+    out = []
+    for _ in range(n):
+        out += [pf(MODULE, 1784, "_call_impl"), pf(MODULE, 1773, "_wrapped_call_impl")]
+    return out
+
+
+def tgroup(stack, nbytes, count, origin=None):
+    """A group: its site is the first frame outside torch, the stdlib and
+    installed packages (None when every frame is library code)."""
+    site = next((f for f in stack if SITE_PKG not in f["file"]), None)
+    return {"site": site, "stack": stack, "bytes": nbytes, "count": count, "origin": origin}
+
+
+T_WEIGHTS = [pf(MODEL, 57, "__init__"), pf(TRAIN, 110, "main")]
+T_ACT = [pf(LINEAR, 125, "forward")] + call_impl(1) + [
+    pf(MODEL, 142, "forward")] + call_impl(1) + [pf(TRAIN, 88, "train_step"),
+                                                   pf(TRAIN, 120, "main")]
+T_ATTN = [pf(HF_ATTN, 312, "_attn"), pf(HF_ATTN, 398, "forward")] + call_impl(3) + [
+    pf(MODEL, 200, "attention"), pf(MODEL, 143, "forward")] + call_impl(1) + [
+    pf(TRAIN, 88, "train_step"), pf(TRAIN, 120, "main")]
+T_KV = [pf(HF_ATTN, 420, "forward")] + call_impl(4) + [pf(MODEL, 150, "forward")] + call_impl(1) + [
+    pf(TRAIN, 88, "train_step"), pf(TRAIN, 120, "main")]
+T_OPTIM = [pf(ADAMW, 412, "_init_group"), pf(ADAMW, 220, "step"), pf(OPTIM, 33, "step"),
+           pf(TRAIN, 95, "train_step"), pf(TRAIN, 120, "main")]
+T_LOGITS = [pf(LINEAR, 125, "forward")] + call_impl(1) + [pf(MODEL, 160, "head"),
+                                                            pf(TRAIN, 140, "evaluate"),
+                                                            pf(TRAIN, 122, "main")]
+T_LIBONLY = [pf(SITE_PKG + "/torch/cuda/random.py", 40, "manual_seed")]
+T_GRAD = []  # made on autograd's backward thread: no Python stack
+BACKWARD = {"thread": "backward", "node": "MmBackward0",
+            "forward_site": pf(MODEL, 142, "forward")}
+
+
+def tensors_obj(groups, cache=(0, 0, 0), more=None):
+    total = sum(g["bytes"] for g in groups) + (more["bytes"] if more else 0)
+    count = sum(g["count"] for g in groups) + (more["count"] if more else 0)
+    groups = sorted(groups, key=lambda g: (-g["bytes"], "%s:%s:%s" % (
+        (g["site"] or {}).get("file", ""), (g["site"] or {}).get("line", ""),
+        (g["site"] or {}).get("function", ""))))
+    return {"allocated_bytes": total, "count": count, "groups": groups, "more": more,
+            "cache": {"bytes": cache[0], "segments": cache[1], "largest_free_bytes": cache[2]}}
+
+
+def torch_allocator(t, peak):
+    """devices[].allocator / oom.allocator agreeing with a tensors object."""
+    reserved = t["allocated_bytes"] + t["cache"]["bytes"]
+    return {"name": "pytorch", "version": "2.9.0+cu130", "requested_bytes": None,
+            "allocated_bytes": t["allocated_bytes"], "reserved_bytes": reserved,
+            "active_bytes": t["allocated_bytes"],
+            "reserved_unallocated_bytes": t["cache"]["bytes"], "inactive_split_bytes": 0,
+            "largest_free_block_bytes": {"small": 0, "large": t["cache"]["largest_free_bytes"]},
+            "segments": 40, "num_alloc_retries": 0, "num_ooms": 0, "limit_bytes": None,
+            "device_total_bytes": 80 * GiB, "device_free_bytes": None,
+            "peak_allocated_bytes": peak, "config": {}, "top_tensors": None, "roles": None}
+
+
+def tensors_exit():
+    """An exit of a training run that keeps each eval step's logits: the
+    tensors at exit, at the peak, and the growth by line."""
+    live_t = tensors_obj([tgroup(T_WEIGHTS, 6 * GiB, 220), tgroup(T_OPTIM, 2 * GiB, 110),
+                          tgroup(T_LOGITS, 12 * 196 * MiB, 12),
+                          tgroup(T_LIBONLY, 2 * MiB, 1)],
+                         cache=(1 * GiB + 512 * MiB, 12, 512 * MiB))
+    peak_t = tensors_obj([tgroup(T_WEIGHTS, 6 * GiB, 220), tgroup(T_ACT, 3 * GiB, 96),
+                          tgroup(T_ATTN, 1 * GiB + 256 * MiB, 48),
+                          tgroup(T_OPTIM, 2 * GiB, 110), tgroup(T_KV, 1200 * MiB, 24),
+                          tgroup(T_LOGITS, 11 * 196 * MiB, 11),
+                          tgroup(T_GRAD, 300 * MiB, 30, origin=BACKWARD),
+                          tgroup(T_LIBONLY, 2 * MiB, 1)])
+    peak_t["time_ns"] = 9_000_000_000
+    peak_t["step"] = 11
+    reserved_peak = peak_t["allocated_bytes"] + 512 * MiB
+    reserved_now = live_t["allocated_bytes"] + live_t["cache"]["bytes"]
+    at_peak = [(S_WEIGHTS, "device", 6 * GiB, 220), (S_ACT, "device", reserved_peak - 8 * GiB, 96),
+               (S_OPTIM, "device", 2 * GiB, 110)]
+    live = [(S_WEIGHTS, "device", 6 * GiB, 220), (S_OPTIM, "device", 2 * GiB, 110),
+            (S_ACT, "device", reserved_now - 8 * GiB, 40)]
+    dev = Device(0, 9_000_000_000, at_peak, live, total=80 * GiB, free=60 * GiB)
+    doc = snapshot(devices=[dev], stacks=ALL, counters={
+        "unknown_frees": 0, "failed_frees": 0, "stacks": 7, "live_allocations": 370})
+    d = doc["devices"][0]
+    d["allocator"] = torch_allocator(live_t, peak_t["allocated_bytes"])
+    d["tensors"] = live_t
+    d["peak_tensors"] = peak_t
+    logits = tgroup(T_LOGITS, 12 * 196 * MiB, 12)
+    logits.update(bytes_per_step=196 * MiB, first_step=1, last_step=12, steps=12)
+    del logits["count"], logits["origin"]
+    d["growth"] = [logits]
+    return doc
+
+
+def tensors_oom():
+    """An OOM in a GPT-2-like forward: eight lines hold the tensors, one of
+    them Hugging Face's key/value cache, one backward's, one no user line."""
+    groups = [tgroup(T_ACT, 25 * GiB, 400), tgroup(T_WEIGHTS, 14 * GiB, 220),
+              tgroup(T_OPTIM, 8 * GiB + 512 * MiB, 110), tgroup(T_ATTN, 6 * GiB, 96),
+              tgroup(T_KV, 1200 * MiB, 24), tgroup(T_LOGITS, 800 * MiB, 4),
+              tgroup(T_GRAD, 300 * MiB, 30, origin=BACKWARD), tgroup(T_LIBONLY, 2 * MiB, 1)]
+    t = tensors_obj(groups, cache=(512 * MiB, 6, 256 * MiB))
+    held = t["allocated_bytes"] + t["cache"]["bytes"]
+    live = [(S_ACT, "device", held - 23 * GiB, 400), (S_WEIGHTS, "device", 14 * GiB, 220),
+            (S_OPTIM, "device", 9 * GiB, 110)]
+    doc = oom_doc("exhausted", 80 * GiB, 1229 * MiB, live, 2 * GiB)
+    a = torch_allocator(t, t["allocated_bytes"])
+    a["requested_bytes"] = 2 * GiB
+    a["tensors"] = t
+    doc["oom"]["allocator"] = a
+    d = doc["devices"][0]
+    d["allocator"] = torch_allocator(t, t["allocated_bytes"])
+    d["tensors"] = t
+    peak = copy.deepcopy(t)
+    peak.update(time_ns=doc["oom"]["time_ns"], step=3)
+    d["peak_tensors"] = peak
+    d["growth"] = None
+    return doc
+
+
 def write(name, doc):
     dump(doc, os.path.join(OUT, name))
 
@@ -268,6 +404,8 @@ def main():
     write("gate_at5pct.json", gate(5 * MiB))          # 100 MiB * 5% = 5242880 B
     write("gate_over5pct.json", gate(5 * MiB + 1))
     write("thinned.json", thinned())
+    write("tensors_exit.json", tensors_exit())
+    write("tensors_oom.json", tensors_oom())
     # malformed inputs, one per class
     with open(os.path.join(OUT, "bad_notjson.json"), "w") as f:
         f.write("cumemtrace ran out of disk space\n")

@@ -206,6 +206,17 @@ static void focus_groups(const struct snapshot *s, struct snap_groups *g)
     g->n = k;
 }
 
+/* PyTorch's groups by user line: the sums stay as written (the totals
+ * are the whole process's, as above); the groups out of focus go. */
+static void focus_tgroups(struct snap_tgroup *v, size_t *n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++)
+        if (!v[i].unfocused)
+            v[k++] = v[i];
+    *n = k;
+}
+
 void frame_filter_focus(struct snapshot *s)
 {
     if (!filter.focus_set)
@@ -214,7 +225,12 @@ void frame_filter_focus(struct snapshot *s)
         focus_groups(s, &s->devices[d].live);
         focus_groups(s, &s->devices[d].at_peak);
         focus_groups(s, &s->devices[d].churn);
+        focus_tgroups(s->devices[d].tensors.v, &s->devices[d].tensors.n);
+        focus_tgroups(s->devices[d].peak_tensors.v, &s->devices[d].peak_tensors.n);
+        focus_tgroups(s->devices[d].growth.v, &s->devices[d].growth.n);
+        focus_tgroups(s->devices[d].allocator.tensors.v, &s->devices[d].allocator.tensors.n);
     }
+    focus_tgroups(s->oom.allocator.tensors.v, &s->oom.allocator.tensors.n);
     focus_groups(s, &s->host.live);
     focus_groups(s, &s->host.at_peak);
     focus_groups(s, &s->oom.live);

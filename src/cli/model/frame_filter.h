@@ -41,7 +41,8 @@ bool frame_filter_focused(const struct snapctx *ctx, const uint32_t *frames, siz
 const char *frame_filter_focus_text(void);
 
 /* pprof's -focus on a snapshot read and checked: drops every group (live,
- * at_peak, churn, host, oom.live, oom.released) whose stack is out of focus
+ * at_peak, churn, host, oom.live, oom.released; PyTorch's tensors, peak
+ * tensors and growth by line) whose stack is out of focus
  * or absent, and marks such events unfocused (the views that attribute
  * events to call sites skip them; the device's totals and its curve stay
  * the whole process's, as pprof's total does).  Nothing without --focus. */

@@ -67,6 +67,11 @@ static void layout_free(struct snap_layout *l)
     free(l->pyframes);
 }
 
+static void free_tv(struct snap_tensors *t)
+{
+    free(t->v);
+}
+
 void snapshot_free(struct snapshot *s)
 {
     if (s == NULL)
@@ -81,6 +86,10 @@ void snapshot_free(struct snapshot *s)
         layout_free(&s->devices[i].segments);
         free(s->devices[i].by_phase.v);
         free(s->devices[i].by_phase.sites);
+        free_tv(&s->devices[i].tensors);
+        free_tv(&s->devices[i].peak_tensors);
+        free(s->devices[i].growth.v);
+        free_tv(&s->devices[i].allocator.tensors);
     }
     free(s->devices);
     free(s->host.by_phase.v);
@@ -92,6 +101,7 @@ void snapshot_free(struct snapshot *s)
     groups_free(&s->oom.live);
     groups_free(&s->oom.released);
     layout_free(&s->oom.layout);
+    free_tv(&s->oom.allocator.tensors);
     free(s->ooms.dumps);
     free(s->ooms.attempts);
     free(s->events.v);

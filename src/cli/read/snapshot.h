@@ -114,6 +114,55 @@ struct snap_bucket {
     uint64_t le, count, bytes;
 };
 
+/* PyTorch's live blocks (active_allocated) grouped by the first frame in
+ * the user's own code: a device's `tensors` (at the dump), `peak_tensors`
+ * (at max_memory_allocated), `oom.allocator.tensors` (at the failure), and
+ * the rows of `growth` (docs/snapshot-format.md). */
+#define SNAP_NO_FRAME UINT32_MAX /* no frame (frames.h's FRAMES_NONE) */
+
+struct snap_tgroup {
+    uint32_t site;      /* frame index in snapctx of the user's frame, the
+                           group's identity ("file:line:function");
+                           SNAP_NO_FRAME when the stack has none */
+    const uint32_t *frames; /* the stack as shown (--hide, --python-only
+                               applied), innermost first, frame indices */
+    uint32_t nframes;
+    const uint32_t *recorded; /* the stack as written, before any filter */
+    uint32_t nrecorded;
+    uint32_t label;     /* the frame the views name the group by: the site,
+                           or where --hide dropped it the next shown frame
+                           outward (SNAP_NO_FRAME: none) */
+    bool unfocused;     /* --focus is given and no frame of the stack matches */
+    uint64_t bytes, count;
+    /* blocks made on autograd's backward thread: the thread's name and
+     * the node ("MmBackward0"), NULL when none; the forward line of that
+     * node, SNAP_NO_FRAME when PyTorch could not give it */
+    const char *origin_thread, *origin_node;
+    uint32_t forward_site;
+    /* growth rows only: live bytes added a step, over steps
+     * first_step..last_step (steps of them); SNAP_UNKNOWN(_I64) else */
+    uint64_t bytes_per_step, steps;
+    int64_t first_step, last_step;
+};
+
+struct snap_tensors {
+    bool present; /* the member was an object (null: PyTorch's layer did not read them) */
+    uint64_t allocated_bytes, count; /* PyTorch's allocated_bytes, live blocks */
+    struct snap_tgroup *v; /* largest bytes first */
+    size_t n, cap;
+    bool has_more;  /* the writer folded a tail of groups */
+    uint64_t more_groups, more_bytes, more_count;
+    bool has_cache; /* PyTorch's cache: reserved - allocated */
+    uint64_t cache_bytes, cache_segments, cache_largest_free;
+    int64_t time_ns, step; /* peak_tensors only: when; SNAP_UNKNOWN_I64 */
+};
+
+struct snap_growth {
+    bool present; /* growth was an array (null: not measured) */
+    struct snap_tgroup *v; /* largest bytes_per_step first */
+    size_t n, cap;
+};
+
 /* oom.allocator: what the caching allocator (PyTorch) said at the OOM.
  * Numbers are SNAP_UNKNOWN when absent or null. */
 #define SNAP_TOP_TENSORS 8 /* the writer keeps 5; a reader takes a few more */
@@ -143,6 +192,7 @@ struct snap_allocator {
         const char *where;    /* "file:line:function < ...", innermost first */
         uint64_t bytes, count;
     } top[SNAP_TOP_TENSORS];
+    struct snap_tensors tensors; /* oom.allocator.tensors: at the failure */
 };
 
 /* The program's phases (docs/snapshot-format.md "phases"). */
@@ -276,6 +326,9 @@ struct snap_device {
     struct snap_bucket *hist;
     size_t nhist, hist_cap;
     struct snap_phase_rows by_phase;
+    struct snap_tensors tensors;      /* live at the dump */
+    struct snap_tensors peak_tensors; /* live at max_memory_allocated */
+    struct snap_growth growth;
 };
 
 struct snap_host {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "snapshot.h"
+#include "snapshot_tensors.h"
 
 static const struct field largest_free_fields[] = {
     {"small", F_U64N, offsetof(struct snap_allocator, largest_free_small), NULL},
@@ -180,6 +181,7 @@ static const struct field allocator_fields[] = {
     FIELD_FN("config", rd_config),
     FIELD_FN("top_tensors", rd_top_tensors),
     FIELD_FN("roles", rd_roles),
+    FIELD_FN("tensors", snapshot_read_allocator_tensors),
 };
 
 static int read_allocator(struct reader *r, struct snap_allocator *a)

@@ -16,6 +16,7 @@
 #include "snapshot_check.h"
 #include "snapshot_phases.h"
 #include "snapshot_layout.h"
+#include "snapshot_tensors.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -422,5 +423,7 @@ int snapshot_check(struct snapshot *s, struct cli_error *err)
         rc = check_counts(s, err);
     if (rc == 0)
         rc = snapshot_phases_check(s, err);
+    if (rc == 0)
+        rc = snapshot_tensors_check(s, err);
     return rc;
 }

@@ -13,6 +13,7 @@
 #include "snapshot_bulk.h"
 #include "snapshot_layout.h"
 #include "snapshot_phases.h"
+#include "snapshot_tensors.h"
 
 /* ---- groups ---- */
 
@@ -403,6 +404,9 @@ static const struct field device_fields[] = {
     FIELD_FN("allocator", snapshot_read_device_allocator),
     FIELD_FN("allocator_segments", snapshot_read_device_segments),
     FIELD_FN("by_phase", rd_dev_phases),
+    FIELD_FN("tensors", snapshot_read_device_tensors),
+    FIELD_FN("peak_tensors", snapshot_read_device_peak_tensors),
+    FIELD_FN("growth", snapshot_read_device_growth),
 };
 
 static void kind_stats_init(struct snap_kind_stats *k)

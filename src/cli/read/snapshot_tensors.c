@@ -1,0 +1,331 @@
+/* snapshot_tensors.c - PyTorch's live blocks by the user's line: a device's
+ * `tensors`, `peak_tensors` and `growth`, and `oom.allocator.tensors`
+ * (docs/snapshot-format.md).
+ *
+ * Each group's frames become frames of the context (frames_python), so a
+ * group's site is the same frame in every file loaded together (diff
+ * matches groups by it) and --hide, --python-only and --focus see the
+ * stack as they see a driver stack's: the stack shown is filtered here, and
+ * the group is marked unfocused for frame_filter_focus to drop after the
+ * checks, which sum the groups as written.
+ */
+#include "snapshot_tensors.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frame_filter.h"
+#include "frames.h"
+
+/* One {file, line, function} frame; the strings stay in the buffer until
+ * frames_python interns them. */
+struct pyframe_read {
+    const char *file, *function;
+    int64_t line;
+};
+
+static const struct field pyframe_fields[] = {
+    FIELD_AT("file", pyframe_read, file, F_RAWN),
+    FIELD_AT("line", pyframe_read, line, F_I64N),
+    FIELD_AT("function", pyframe_read, function, F_RAWN),
+};
+
+static int rd_pyframe(struct reader *r, uint32_t *out)
+{
+    struct pyframe_read f = {NULL, NULL, SNAP_UNKNOWN_I64};
+    int rc = reader_object(r, &f, pyframe_fields, NFIELDS(pyframe_fields));
+    if (rc != 0)
+        return rc;
+    if (f.file == NULL && f.function == NULL)
+        return reader_invalid(r, "names neither a file nor a function");
+    *out = frames_python(r->ctx, f.file, f.line == SNAP_UNKNOWN_I64 ? -1 : f.line,
+                         f.function);
+    return *out == FRAMES_NONE ? reader_nomem(r) : 0;
+}
+
+/* A frame or null (SNAP_NO_FRAME). */
+static int rd_optional_frame(struct reader *r, uint32_t *out)
+{
+    *out = SNAP_NO_FRAME;
+    if (reader_take_null(r))
+        return 0;
+    return rd_pyframe(r, out);
+}
+
+static int rd_site(struct reader *r, void *obj)
+{
+    return rd_optional_frame(r, &((struct snap_tgroup *)obj)->site);
+}
+
+/* The stack's frames gather in r->tmp (no driver stack is being read
+ * inside a device), then go to the context's arena filtered. */
+struct stack_read {
+    size_t n;
+};
+
+static int rd_stack_frame(struct reader *r, void *obj, size_t i)
+{
+    struct stack_read *st = obj;
+    if (snapshot_vec_reserve((void **)&r->tmp, &r->tmp_cap, sizeof *r->tmp, i + 1))
+        return reader_nomem(r);
+    st->n = i + 1;
+    return rd_pyframe(r, &r->tmp[i]);
+}
+
+static int rd_stack(struct reader *r, void *obj)
+{
+    struct snap_tgroup *g = obj;
+    struct stack_read st = {0};
+    if (!reader_take_null(r)) {
+        int rc = reader_array(r, &st, rd_stack_frame);
+        if (rc != 0)
+            return rc;
+    }
+    size_t n = st.n;
+    if (n > UINT32_MAX)
+        return reader_invalid(r, "has too many frames");
+    g->unfocused = !frame_filter_focused(r->ctx, r->tmp, n);
+    /* the stack as recorded, for the label: the site's place in it */
+    uint32_t *rec = arena_alloc(&r->ctx->arena, (n ? n : 1) * sizeof *rec);
+    if (rec == NULL)
+        return reader_nomem(r);
+    if (n > 0)
+        memcpy(rec, r->tmp, n * sizeof *rec);
+    g->recorded = rec;
+    g->nrecorded = (uint32_t)n;
+    n = frame_filter_apply(r->ctx, r->tmp, n);
+    uint32_t *v = arena_alloc(&r->ctx->arena, (n ? n : 1) * sizeof *v);
+    if (v == NULL)
+        return reader_nomem(r);
+    if (n > 0)
+        memcpy(v, r->tmp, n * sizeof *v);
+    g->frames = v;
+    g->nframes = (uint32_t)n;
+    return 0;
+}
+
+struct origin_read {
+    const char *thread, *node;
+    uint32_t forward_site;
+};
+
+static int rd_forward_site(struct reader *r, void *obj)
+{
+    return rd_optional_frame(r, &((struct origin_read *)obj)->forward_site);
+}
+
+static const struct field origin_fields[] = {
+    FIELD(origin_read, thread, F_STRN),
+    FIELD(origin_read, node, F_STRN),
+    FIELD_FN("forward_site", rd_forward_site),
+};
+
+/* null, or {thread, node, forward_site}: blocks made on autograd's thread. */
+static int rd_origin(struct reader *r, void *obj)
+{
+    struct snap_tgroup *g = obj;
+    if (reader_take_null(r))
+        return 0;
+    struct origin_read o = {NULL, NULL, SNAP_NO_FRAME};
+    int rc = reader_object(r, &o, origin_fields, NFIELDS(origin_fields));
+    if (rc != 0)
+        return rc;
+    g->origin_thread = o.thread ? o.thread : "?";
+    g->origin_node = o.node;
+    g->forward_site = o.forward_site;
+    return 0;
+}
+
+static const struct field group_fields[] = {
+    FIELD_FN("site", rd_site),
+    FIELD_FN("stack", rd_stack),
+    FIELD(snap_tgroup, bytes, F_U64),
+    FIELD(snap_tgroup, count, F_U64),
+    FIELD_FN("origin", rd_origin),
+    FIELD(snap_tgroup, bytes_per_step, F_U64N),
+    FIELD(snap_tgroup, steps, F_U64N),
+    FIELD(snap_tgroup, first_step, F_I64N),
+    FIELD(snap_tgroup, last_step, F_I64N),
+};
+
+/* The site, or where a filter dropped it (--hide) the first frame the
+ * filters keep outward of it in the stack as recorded; the site itself
+ * when none is kept. */
+static uint32_t label_of(const struct snapctx *ctx, const struct snap_tgroup *g)
+{
+    if (g->site == SNAP_NO_FRAME || ctx->frames[g->site].shown != 2)
+        return g->site;
+    uint32_t i = 0;
+    while (i < g->nrecorded && g->recorded[i] != g->site)
+        i++;
+    for (; i < g->nrecorded; i++)
+        if (ctx->frames[g->recorded[i]].shown == 1)
+            return g->recorded[i];
+    return g->site;
+}
+
+/* One group appended to *v (n, cap beside it). */
+static int rd_tgroup(struct reader *r, struct snap_tgroup **v, size_t *n, size_t *cap)
+{
+    if (snapshot_vec_reserve((void **)v, cap, sizeof **v, *n + 1))
+        return reader_nomem(r);
+    struct snap_tgroup *g = &(*v)[*n];
+    memset(g, 0, sizeof *g);
+    g->site = g->forward_site = SNAP_NO_FRAME;
+    g->frames = NULL;
+    g->bytes_per_step = g->steps = SNAP_UNKNOWN;
+    g->first_step = g->last_step = SNAP_UNKNOWN_I64;
+    int rc = reader_object(r, g, group_fields, NFIELDS(group_fields));
+    if (rc != 0)
+        return rc;
+    g->label = label_of(r->ctx, g);
+    if (g->frames == NULL) { /* no "stack": the site alone */
+        g->frames = g->site != SNAP_NO_FRAME ? &g->site : NULL;
+        g->nframes = g->site != SNAP_NO_FRAME ? 1 : 0;
+    }
+    (*n)++;
+    return 0;
+}
+
+static int rd_group(struct reader *r, void *obj, size_t i)
+{
+    (void)i;
+    struct snap_tensors *t = obj;
+    return rd_tgroup(r, &t->v, &t->n, &t->cap);
+}
+
+static int rd_groups(struct reader *r, void *obj)
+{
+    return reader_array(r, obj, rd_group);
+}
+
+static const struct field more_fields[] = {
+    FIELD_AT("groups", snap_tensors, more_groups, F_U64),
+    FIELD_AT("bytes", snap_tensors, more_bytes, F_U64),
+    FIELD_AT("count", snap_tensors, more_count, F_U64),
+};
+
+static int rd_more(struct reader *r, void *obj)
+{
+    struct snap_tensors *t = obj;
+    return reader_optional_object(r, t, &t->has_more, more_fields, NFIELDS(more_fields));
+}
+
+static const struct field cache_fields[] = {
+    FIELD_AT("bytes", snap_tensors, cache_bytes, F_U64),
+    FIELD_AT("segments", snap_tensors, cache_segments, F_U64N),
+    FIELD_AT("largest_free_bytes", snap_tensors, cache_largest_free, F_U64N),
+};
+
+static int rd_cache(struct reader *r, void *obj)
+{
+    struct snap_tensors *t = obj;
+    return reader_optional_object(r, t, &t->has_cache, cache_fields, NFIELDS(cache_fields));
+}
+
+static const struct field tensors_fields[] = {
+    FIELD(snap_tensors, allocated_bytes, F_U64),
+    FIELD(snap_tensors, count, F_U64),
+    FIELD_FN("groups", rd_groups),
+    FIELD_FN("more", rd_more),
+    FIELD_FN("cache", rd_cache),
+    FIELD(snap_tensors, time_ns, F_I64N),
+    FIELD(snap_tensors, step, F_I64N),
+};
+
+int snapshot_read_tensors(struct reader *r, struct snap_tensors *t)
+{
+    t->time_ns = t->step = SNAP_UNKNOWN_I64;
+    t->cache_segments = t->cache_largest_free = SNAP_UNKNOWN;
+    return reader_optional_object(r, t, &t->present, tensors_fields, NFIELDS(tensors_fields));
+}
+
+static int rd_growth_row(struct reader *r, void *obj, size_t i)
+{
+    (void)i;
+    struct snap_growth *g = obj;
+    return rd_tgroup(r, &g->v, &g->n, &g->cap);
+}
+
+int snapshot_read_growth(struct reader *r, struct snap_growth *g)
+{
+    if (reader_take_null(r))
+        return 0;
+    g->present = true;
+    return reader_array(r, g, rd_growth_row);
+}
+
+int snapshot_read_device_tensors(struct reader *r, void *obj)
+{
+    return snapshot_read_tensors(r, &((struct snap_device *)obj)->tensors);
+}
+
+int snapshot_read_device_peak_tensors(struct reader *r, void *obj)
+{
+    return snapshot_read_tensors(r, &((struct snap_device *)obj)->peak_tensors);
+}
+
+int snapshot_read_device_growth(struct reader *r, void *obj)
+{
+    return snapshot_read_growth(r, &((struct snap_device *)obj)->growth);
+}
+
+int snapshot_read_allocator_tensors(struct reader *r, void *obj)
+{
+    return snapshot_read_tensors(r, &((struct snap_allocator *)obj)->tensors);
+}
+
+/* ---- checks (docs/snapshot-format.md, "Invariants") ---- */
+
+typedef unsigned __int128 u128; /* sums of 64-bit sizes cannot overflow it */
+
+static int check_tensors(const struct snapshot *s, struct cli_error *err, const char *where,
+                         const struct snap_tensors *t, const char *figure, uint64_t value)
+{
+    if (!t->present)
+        return 0;
+    u128 bytes = t->has_more ? t->more_bytes : 0, count = t->has_more ? t->more_count : 0;
+    for (size_t i = 0; i < t->n; i++) {
+        bytes += t->v[i].bytes;
+        count += t->v[i].count;
+    }
+    if (bytes != t->allocated_bytes || count != t->count)
+        return snapshot_broken(s, err, "tensors: groups and more sum to allocated_bytes and count",
+                               "%s.groups and more hold %" PRIu64 "%s bytes in %" PRIu64
+                               "%s blocks, %s.allocated_bytes is %" PRIu64 ", count %" PRIu64,
+                               where, (uint64_t)bytes, bytes > UINT64_MAX ? "+" : "",
+                               (uint64_t)count, count > UINT64_MAX ? "+" : "", where,
+                               t->allocated_bytes, t->count);
+    if (value != SNAP_UNKNOWN && value != t->allocated_bytes)
+        return snapshot_broken(s, err, "tensors: allocated_bytes is the allocator's",
+                               "%s.allocated_bytes is %" PRIu64 ", %s is %" PRIu64, where,
+                               t->allocated_bytes, figure, value);
+    return 0;
+}
+
+int snapshot_tensors_check(const struct snapshot *s, struct cli_error *err)
+{
+    char where[64];
+    for (size_t i = 0; i < s->ndevices; i++) {
+        const struct snap_device *d = &s->devices[i];
+        const struct snap_allocator *a = &d->allocator;
+        snprintf(where, sizeof where, "devices[%zu].tensors", i);
+        int rc = check_tensors(s, err, where, &d->tensors, "its allocator.allocated_bytes",
+                               a->present ? a->allocated_bytes : SNAP_UNKNOWN);
+        if (rc != 0)
+            return rc;
+        snprintf(where, sizeof where, "devices[%zu].peak_tensors", i);
+        rc = check_tensors(s, err, where, &d->peak_tensors,
+                           "its allocator.peak_allocated_bytes (max_memory_allocated)",
+                           a->present ? a->peak_allocated_bytes : SNAP_UNKNOWN);
+        if (rc != 0)
+            return rc;
+    }
+    const struct snap_allocator *a = &s->oom.allocator;
+    if (s->oom.present && a->present)
+        return check_tensors(s, err, "oom.allocator.tensors", &a->tensors,
+                             "oom.allocator.allocated_bytes", a->allocated_bytes);
+    return 0;
+}

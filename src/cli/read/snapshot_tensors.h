@@ -1,0 +1,30 @@
+/* snapshot_tensors.h - reading PyTorch's live blocks by the user's line:
+ * devices[].tensors, peak_tensors, growth and oom.allocator.tensors
+ * (docs/snapshot-format.md). */
+#ifndef CUMEMTRACE_CLI_SNAPSHOT_TENSORS_H
+#define CUMEMTRACE_CLI_SNAPSHOT_TENSORS_H
+
+#include "reader.h"
+
+/* A tensors object or null (t->present false) into t, which the caller
+ * zeroed; peak_tensors's time_ns and step are read where present. */
+int snapshot_read_tensors(struct reader *r, struct snap_tensors *t);
+
+/* growth: an array of rows, or null (g->present false). */
+int snapshot_read_growth(struct reader *r, struct snap_growth *g);
+
+/* Field functions: obj is the struct snap_device, or the snap_allocator
+ * (oom.allocator.tensors). */
+int snapshot_read_device_tensors(struct reader *r, void *obj);
+int snapshot_read_device_peak_tensors(struct reader *r, void *obj);
+int snapshot_read_device_growth(struct reader *r, void *obj);
+int snapshot_read_allocator_tensors(struct reader *r, void *obj);
+
+/* The invariants of the tensor members (docs/snapshot-format.md): each
+ * object's groups and `more` sum to its allocated_bytes and count, and its
+ * allocated_bytes is the allocator's own (allocated_bytes; for
+ * peak_tensors max_memory_allocated) where the file has both.  0, or the
+ * error (snapshot_broken). */
+int snapshot_tensors_check(const struct snapshot *s, struct cli_error *err);
+
+#endif
