@@ -197,6 +197,68 @@ def test_expandable_segments_already_on_advises_what_closes_holes(tmp_path):
     assert "holes of at most 380 MiB between live tensors" in text, text
 
 
+def _with_segments(tmp_path, name, segments, request, free, config=None):
+    """A fragmentation post-mortem whose allocator handed over its segments
+    (oom.layout.allocator_segments): [(segment bytes, [(bytes, state)])]."""
+    MiB = 1 << 20
+    segs, addr = [], 0x204000000000
+    for size, blocks in segments:
+        off, bl = 0, []
+        for b, state in blocks:
+            bl.append([off * MiB, b * MiB, state])
+            off += b
+        segs.append({"address": hex(addr), "bytes": size * MiB, "pool": "large",
+                     "blocks": bl})
+        addr += size * MiB
+    unallocated = sum(b for _, bl in segments for b, st in bl if st == "free") * MiB
+    largest = max(b for _, bl in segments for b, st in bl if st == "free") * MiB
+    path = _with_allocator(tmp_path, "oom_fragmentation.json", "allocator_fragmentation",
+                           requested_bytes=request * MiB,
+                           reserved_unallocated_bytes=unallocated,
+                           largest_free_block_bytes={"small": 0, "large": largest},
+                           config=config or {})
+    doc = json.loads(path.read_text())
+    o = doc["oom"]
+    o["free_bytes"] = free * MiB
+    o["untracked_bytes"] = max(0, o["total_bytes"] - o["free_bytes"] - o["tracked_bytes"])
+    doc["oom"]["layout"] = {
+        "base": None, "span_bytes": 0, "count": 0, "bytes": 0, "gap_count": 0,
+        "gap_bytes": 0, "largest_gap_bytes": 0, "gaps_at_least_request": 0,
+        "allocations": [], "gaps": [], "best_free": None,
+        "allocator_segments": {"count": len(segs), "blocks": sum(len(g["blocks"]) for g in segs),
+                               "segments": segs}}
+    out = tmp_path / name
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def test_free_blocks_between_live_tensors_in_whole_pages_advise_expandable_segments(tmp_path):
+    # Two segments, each a live tensor and a free block smaller than the
+    # request: no run joins across their edges, yet expandable segments give
+    # the blocks' whole 20 MiB pages back and map new ones - the setting that
+    # makes room is advised, and no line says that none does.
+    split = [(300, [(200, "allocated"), (100, "free")])] * 2
+    path = _with_segments(tmp_path, "split.json", split, request=150, free=4)
+    ids = _advice(path)
+    assert "expandable-segments" in ids and "live-holes" not in ids, ids
+    text = " ".join(cli("report", path).stdout.split())
+    assert "no allocator setting" not in text
+    assert ("200 MiB of these blocks lies in whole pages, which with the device's 4.00 MiB "
+            "free covers the 160 MiB the request takes in pages - it would likely fit "
+            "(not verified by a run with it)") in text, text
+    # Blocks shorter than a page give nothing back: then the advice says by
+    # how much the pages fall short, not that a setting never helps.
+    small = [(20, [(10, "allocated"), (10, "free")])] * 4
+    path = _with_segments(tmp_path, "small.json", small, request=30, free=4)
+    ids = _advice(path)
+    assert "live-holes" in ids and "expandable-segments" not in ids, ids
+    text = " ".join(cli("report", path).stdout.split())
+    assert ("expandable_segments:True would give back only the whole 20.0 MiB pages of free "
+            "blocks, 0 B here, which with the device's 4.00 MiB free is less than the "
+            "40.0 MiB the request takes in pages") in text, text
+    assert "no allocator setting" not in text
+
+
 def test_memory_fraction_advice_names_the_cap(tmp_path):
     GiB = 1 << 30
     path = _with_allocator(tmp_path, "oom_limit.json", "allocator_limit",

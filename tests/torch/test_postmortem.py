@@ -123,6 +123,29 @@ def test_expandable_segments_cause_and_advice_name_the_users_request(scenario):
     assert "64.0 MiB request" in " ".join(adv["text"].split())
 
 
+def test_split_segments_advice_names_the_setting_that_fits(scenario):
+    # Two segments, each a live tensor and a free block, and a request larger
+    # than either block: the free blocks lie between live tensors, yet
+    # expandable segments give their whole pages back and map new ones, so
+    # the advice must name that setting, not say that none helps.
+    r = scenario("pm_split_segments.py", memory="1GiB")
+    assert r.torch["raised"]
+    [(path, pm)] = [(f, s) for f, s in zip(r.files, r.snapshots) if s["reason"] == "oom"]
+    assert pm["oom"]["cause"] == "allocator_fragmentation"
+    assert pm["oom"]["allocator"]["largest_free_block_bytes"]["large"] == 100 * MiB
+    ids = [a["id"] for a in report_json(path)["advice"]]
+    assert "expandable-segments" in ids and "live-holes" not in ids, ids
+    text = report_text(path)
+    assert "no allocator setting" not in text
+    assert ("200 MiB of these blocks lies in whole pages, which with the device's "
+            "4.00 MiB free covers the 160 MiB the request takes in pages") in text, text
+    # What the advice predicts, run: the same script with the setting fits.
+    fits = scenario("pm_split_segments.py", memory="1GiB",
+                    env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+    assert not fits.torch["raised"]
+    assert not [s for s in fits.snapshots if s["reason"] == "oom"]
+
+
 def test_memory_fraction_refusal_gets_a_post_mortem(scenario):
     r = scenario("pm_fraction.py", memory="1GiB")
     t = r.torch

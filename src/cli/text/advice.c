@@ -109,40 +109,118 @@ static uint64_t joined_free(const struct snap_layout *l, uint64_t request, uint6
     return best;
 }
 
-/* Fragmentation inside PyTorch's segments: advise only what this layout
- * lets help.  Free blocks at segment edges join under expandable segments;
- * holes between live tensors no allocator setting closes. */
+/* PyTorch's expandable segments map physical memory in pages of one size per
+ * pool (its kSmallBuffer, 2 MiB, for the small pool; kLargeBuffer, 20 MiB,
+ * for the large: tests/torch/test_allocators.py sees the cuMemCreate sizes).
+ * At an OOM it unmaps the whole pages inside free blocks and maps new pages at
+ * its segment's end; the part of a free block short of a whole page stays. */
+#define PAGE_SMALL ((uint64_t)2 << 20)
+#define PAGE_LARGE ((uint64_t)20 << 20)
+
+static uint64_t expandable_page(uint64_t request)
+{
+    return request <= ((uint64_t)1 << 20) ? PAGE_SMALL : PAGE_LARGE;
+}
+
+/* The bytes of the request's pool's free blocks that lie in whole pages
+ * counted from their segment's start - what expandable segments would give
+ * back to the device, were the blocks where they are.  SNAP_UNKNOWN when
+ * the segments are not all listed. */
+static uint64_t free_in_pages(const struct snap_layout *l, uint64_t request)
+{
+    if (!l->present || !l->has_segments || l->nsegments < l->segments_count ||
+        l->nblocks < l->blocks_count)
+        return SNAP_UNKNOWN;
+    bool small = request <= ((uint64_t)1 << 20);
+    uint64_t page = expandable_page(request), sum = 0;
+    for (size_t i = 0; i < l->nsegments; i++) {
+        const struct snap_segment *g = &l->segments[i];
+        if (g->small != small)
+            continue;
+        for (size_t k = 0; k < g->nblocks; k++) {
+            const struct snap_block *b = &l->blocks[g->first + k];
+            if (b->state != BLOCK_FREE)
+                continue;
+            uint64_t lo = (b->offset + page - 1) / page, hi = (b->offset + b->bytes) / page;
+            sum += hi > lo ? (hi - lo) * page : 0;
+        }
+    }
+    return sum;
+}
+
+/* What the allocator's other settings do to a layout of free blocks between
+ * live tensors: neither rejoins a block already split. */
+#define OTHER_SETTINGS                                                              \
+    "max_split_size_mb keeps cached blocks above that size from being split, "      \
+    "which changes where tensors land: its effect here is not known; "              \
+    "garbage_collection_threshold returns only free blocks that are whole segments, " \
+    "and PyTorch returned those before giving up"
+
+/* Fragmentation inside PyTorch's segments: what each allocator setting does
+ * to this layout, and only what the layout shows.  Free blocks at segment
+ * edges join under expandable segments, which also hand the whole pages of
+ * free blocks back to the device and map pages at the segment's end; the
+ * rest of a free block between live tensors stays. */
 static void allocator_fragmentation(const struct snap_oom *o, struct advice *out, int *n)
 {
     const struct snap_allocator *al = &o->allocator;
     uint64_t user = oom_text_request(o), un = al->reserved_unallocated_bytes, inside;
     uint64_t joined = joined_free(&o->layout, user, &inside);
+    uint64_t paged = free_in_pages(&o->layout, user), page = expandable_page(user);
+    uint64_t dev_free = known(o->free_bytes) ? o->free_bytes : 0;
+    uint64_t need = (user + page - 1) / page * page;
     bool expandable = config_has(al, "expandable_segments:True");
-    char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM];
+    char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM], d[OUT_NUM], e[OUT_NUM], f[OUT_NUM];
+    char most[OUT_NUM];
     out_bytes(un, a);
     out_bytes(user, b);
+    out_bytes(page, d);
+    out_bytes(known(joined) ? inside : largest_free(al), most);
     if (!expandable && known(joined) && joined >= user) {
         add(out, n, "expandable-segments", un,
             "%s reserved by PyTorch is free but in pieces smaller than the %s asked "
             "for, and free blocks at the edges of its segments join into %s once the "
-            "segments are one range: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+            "segments are one range: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+            "(not verified by a run with it)",
             a, b, out_bytes(joined, c));
     } else if (!expandable && !known(joined)) {
         add(out, n, "expandable-segments", un,
             "%s reserved by PyTorch is free but in pieces smaller than the %s asked "
             "for: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True joins free blocks at "
-            "the edges of segments (not holes between live tensors; where they lie was "
-            "not recorded)",
-            a, b);
+            "the edges of segments and gives the whole %s pages of free blocks back to "
+            "the device at an OOM (where the blocks lie was not recorded, so whether "
+            "that makes room is not known)",
+            a, b, d);
+    } else if (!expandable && paged + dev_free >= need) {
+        add(out, n, "expandable-segments", un,
+            "%s reserved by PyTorch is free in blocks of at most %s between live "
+            "tensors, each smaller than the %s asked for. With "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True PyTorch gives the whole %s "
+            "pages of free blocks back at an OOM and maps new pages at its segment's "
+            "end: %s of these blocks lies in whole pages, which with the device's %s "
+            "free covers the %s the request takes in pages - it would likely fit (not "
+            "verified by a run with it). %s",
+            a, most, b, d, out_bytes(paged, c), out_bytes(dev_free, e), out_bytes(need, f),
+            OTHER_SETTINGS);
     } else {
-        char most[OUT_NUM];
-        out_bytes(known(joined) ? inside : largest_free(al), most);
+        char why[640];
+        if (expandable)
+            snprintf(why, sizeof why, "expandable segments are on: PyTorch gave the "
+                     "whole %s pages of its free blocks back before giving up, and what "
+                     "stays are parts of pages between live tensors", d);
+        else
+            snprintf(why, sizeof why, "expandable_segments:True would give back only "
+                     "the whole %s pages of free blocks, %s here, which with the "
+                     "device's %s free is less than the %s the request takes in pages. "
+                     "%s",
+                     d, out_bytes(paged, c), out_bytes(dev_free, e), out_bytes(need, f),
+                     OTHER_SETTINGS);
         add(out, n, "live-holes", un,
             "%s reserved by PyTorch is free in holes of at most %s between live "
-            "tensors, which no allocator setting closes%s: free the tensors no longer "
-            "needed before the %s request, allocate long-lived tensors before "
-            "temporaries, or work in pieces of at most %s",
-            a, most, expandable ? " (expandable segments are already on)" : "", b, most);
+            "tensors (%s): free the tensors no longer needed before the %s request, "
+            "allocate long-lived tensors before temporaries, or work in pieces of at "
+            "most %s",
+            a, most, why, b, most);
     }
 }
 

@@ -10,9 +10,11 @@
  *   expandable-segments oom.cause "allocator_fragmentation",
  *                       expandable_segments:True not in PyTorch's config, and
  *                       free blocks at segment edges join into a run >= the
- *                       request (or the segments were not recorded)
+ *                       request, or their whole pages and the device's free
+ *                       memory cover the request in pages (or the segments
+ *                       were not recorded)
  *   live-holes          the same otherwise: the free space lies in holes
- *                       between live tensors, which no setting closes
+ *                       between live tensors; says what each setting does
  *   memory-fraction     oom.cause "allocator_limit"
  *   refused-while-free  oom.cause "refused_while_free" (driver: free >=
  *                       request): what explains it (oom_text_refusal), or
@@ -64,7 +66,7 @@
 #define ADVICE_WASTE_MIN ((uint64_t)64 << 20)
 
 #define ADVICE_MAX 16
-#define ADVICE_TEXT 640
+#define ADVICE_TEXT 1024
 
 struct advice {
     const char *id;          /* stable name, see the table above */
