@@ -97,3 +97,91 @@ def test_bad_arguments_get_one_clear_line(tmp_path):
     p = subprocess.run([str(CLI), "fit", "--memory", "lots", "--", "true"],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "--memory 'lots': expected a size like 24GiB" in p.stderr
+
+
+def fit_in_terminal(tmp_path, *args, script="", limit=60):
+    """fit run as a user runs it: on a terminal (a pty) that is its stdin,
+    stdout and controlling terminal, fit in the terminal's foreground.
+    Returns (exit status or None if it was still running after `limit`
+    seconds, everything it wrote)."""
+    import pty
+    import select
+    import time
+    s = tmp_path / "job.sh"
+    s.write_text("set -e\n" + script)
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            os.chdir(tmp_path)
+            os.execve(str(CLI), [str(CLI), "fit", "--output", str(tmp_path / "out"), *args,
+                                 "--", "sh", str(s)], run_env())
+        finally:
+            os._exit(127)
+    out, end = b"", time.monotonic() + limit
+    status = None
+    while time.monotonic() < end:
+        if select.select([fd], [], [], 0.2)[0]:
+            try:
+                out += os.read(fd, 65536)
+            except OSError:
+                pass
+        w, st = os.waitpid(pid, os.WNOHANG)
+        if w == pid:
+            status = os.waitstatus_to_exitcode(st)
+            break
+    if status is None:
+        os.killpg(pid, 9)
+        os.waitpid(pid, 0)
+    os.close(fd)
+    return status, out.decode(errors="replace").replace("\r\n", "\n")
+
+
+def test_a_script_reading_its_stdin_under_a_terminal_does_not_hang(tmp_path):
+    # input()/breakpoint() read stdin: the run is not in the terminal's
+    # foreground, so reading the terminal would stop it (SIGTTIN) for good
+    script = "report() {\n" + REPORT + "}\nread answer || true\nreport 1 2097152 0\n"
+    status, out = fit_in_terminal(tmp_path, "--gpu", "l4", "--bytes", script=script)
+    assert status == 0, out
+    assert re.search(r"^l4 .* fits ", out, re.M), out
+
+
+def test_a_script_stopped_by_the_terminal_is_reported_not_waited_for(tmp_path):
+    # reading /dev/tty itself: the run is stopped; fit says so in one line
+    script = "report() {\n" + REPORT + "}\nreport 1 2097152 0\nread answer < /dev/tty\n"
+    status, out = fit_in_terminal(tmp_path, "--gpu", "l4", script=script)
+    assert status == 2, out
+    assert "l4: the command was stopped (a job-control stop, as reading or setting the " \
+           "terminal gives: SIGTTIN, SIGTTOU); ending it" in out, out
+    assert re.search(r"^l4 .* stopped \(job control; see output.log\) ", out, re.M), out
+
+
+def test_interrupting_fit_stops_every_card_not_only_the_current_one(tmp_path):
+    import signal
+    import time
+    s = tmp_path / "job.sh"
+    s.write_text("sleep 30\n")
+    p = subprocess.Popen([str(CLI), "fit", "--output", str(tmp_path / "out"), "--gpu", "l4",
+                          "--gpu", "h100", "--", "sh", str(s)], env=run_env(), cwd=tmp_path,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "out" / "l4" / "output.log"
+    end = time.monotonic() + 30
+    while not log.exists() and time.monotonic() < end:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)  # Ctrl-C: the terminal signals fit's group
+    out, err = p.communicate(timeout=40)
+    assert p.returncode == 130, err
+    assert "[2/2]" not in err, err
+    assert "cumemtrace: fit: interrupted: h100 not run" in err, err
+
+
+def test_timeout_kills_ten_seconds_after_the_interrupt(tmp_path):
+    import time
+    # a script that ignores SIGINT: SIGKILL follows 10 s later, as documented
+    script = "trap '' INT\nsleep 60 & wait $!\n"
+    start = time.monotonic()
+    p = fit(tmp_path, "--gpu", "l4", "--timeout", "1", script=script)
+    took = time.monotonic() - start
+    assert p.returncode == 2, p.stderr
+    assert 10 < took < 16, (took, p.stderr)
+    assert "l4: still running 10 s after SIGINT: SIGKILL" in p.stderr, p.stderr

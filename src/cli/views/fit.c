@@ -42,6 +42,11 @@
 
 #define FIT_MAX_CARDS 16    /* more cards than anyone compares at once */
 #define FIT_PROGRESS_S 30   /* a "still running" line this often */
+/* A run nobody bounded ends after an hour: longer than the few steps a
+ * fit needs on the simulated card, short enough that a script waiting for
+ * something that never comes does not hold fit for good. */
+#define FIT_DEFAULT_TIMEOUT_S 3600
+#define FIT_KILL_AFTER_S 10 /* SIGKILL this long after the timeout's SIGINT */
 #define FIT_DEFAULT_PRESET "h100"
 
 struct preset {
@@ -57,6 +62,7 @@ struct card {
     /* the outcome */
     int status;              /* wait status */
     bool timed_out;
+    bool stopped;            /* stopped by the terminal, then killed */
     double seconds;
     bool have_figures;
     int64_t max_allocated, max_reserved, num_ooms;
@@ -79,20 +85,65 @@ static const char usage[] =
     "  --memory SIZE   a card of SIZE with the h100 preset's other traits\n"
     "  --output DIR    where each card's files go (default cumemtrace-fit)\n"
     "  --timeout S     stop each run after S seconds (SIGINT: the script's\n"
-    "                  figures so far are kept); bound a run by its steps too\n"
+    "                  figures so far are kept; SIGKILL 10 s later if it has\n"
+    "                  not ended); default 3600, 0 for none; bound a run by\n"
+    "                  its steps too\n"
     "  --bytes         exact byte counts in the table\n"
     "\n"
+    "The command's stdin is /dev/null: it runs unattended, in a process group\n"
+    "of its own.  Ctrl-C (SIGINT) or SIGTERM ends the current run and fit: the\n"
+    "cards not run yet are not started.\n"
+    "\n"
     "Exit status: 0 when it fits on every card, 1 when it ran out of memory on\n"
-    "one, 2 on an error (a run that failed for another reason included).\n"
+    "one, 2 on an error (a run that failed for another reason included), 130\n"
+    "when interrupted.\n"
     "\n"
     "example: cumemtrace fit --gpu l4 --gpu a100-40gb -- python train.py --steps 3\n";
 
 static volatile sig_atomic_t child_pid;
+static volatile sig_atomic_t interrupted; /* the signal that asked fit to end, or 0 */
 
 static void forward(int sig)
 {
+    interrupted = sig;
     if (child_pid > 0)
         kill(-(pid_t)child_pid, sig);
+}
+
+/* Whether a process of group pgid is stopped by job control: reading the
+ * terminal from outside its foreground (SIGTTIN), or setting it (SIGTTOU).
+ * Such a run would wait for good; nothing but fit can see it. */
+static bool group_stopped(pid_t pgid)
+{
+    DIR *d = opendir("/proc");
+    if (d == NULL)
+        return false;
+    bool stopped = false;
+    struct dirent *e;
+    while (!stopped && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0)
+            continue;
+        buf[n] = '\0';
+        /* pid (comm) state ppid pgrp ...: comm may hold anything, so from
+         * its last ')' */
+        char *r = strrchr(buf, ')');
+        char state;
+        int ppid, pgrp;
+        if (r != NULL && sscanf(r + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 &&
+            pgrp == pgid && state == 'T')
+            stopped = true;
+    }
+    closedir(d);
+    return stopped;
 }
 
 /* This program's directory. */
@@ -198,7 +249,8 @@ static double now(void)
 
 /* Runs one card: simgpu --gpu G [--memory M] -- <self> run --output DIR/ -- cmd. */
 static int run_card(struct card *c, const char *simgpu, const char *build, const char *self,
-                    char **cmd, int ncmd, int timeout, int index, int count)
+                    char **cmd, int ncmd, int timeout, bool timeout_given, int index,
+                    int count)
 {
     char out[PATH_MAX + 16], report[PATH_MAX + 16], log[PATH_MAX + 16];
     snprintf(out, sizeof out, "%s/", c->dir);
@@ -245,6 +297,11 @@ static int run_card(struct card *c, const char *simgpu, const char *build, const
             dup2(fd, 1);
             dup2(fd, 2);
         }
+        /* not the terminal: outside its foreground, a read of it would
+         * stop the run (SIGTTIN) */
+        int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (in >= 0)
+            dup2(in, 0);
         setenv("CUMEMTRACE_FIT_REPORT", report, 1);
         unsetenv("SIMCUDA_MEMORY"); /* the card's own capacity, not the caller's */
         unsetenv("SIMCUDA_RESERVED");
@@ -256,8 +313,8 @@ static int run_card(struct card *c, const char *simgpu, const char *build, const
     setpgid(pid, pid);
     child_pid = pid;
     int status = 0;
-    int interrupts = 0;
-    double next_note = start + FIT_PROGRESS_S;
+    bool sent_int = false, sent_kill = false;
+    double kill_at = 0, next_note = start + FIT_PROGRESS_S, next_stop_check = start + 1;
     for (;;) {
         pid_t w = waitpid(pid, &status, WNOHANG);
         if (w == pid)
@@ -267,12 +324,32 @@ static int run_card(struct card *c, const char *simgpu, const char *build, const
             break;
         }
         double t = now();
-        if (timeout > 0 && t - start >= timeout + 10.0 * interrupts && interrupts < 3) {
+        if (timeout > 0 && !sent_int && t - start >= timeout) {
             /* SIGINT: Python's KeyboardInterrupt, so the PyTorch layer still
              * reports at exit; then SIGKILL if it does not end. */
-            kill(-pid, interrupts < 2 ? SIGINT : SIGKILL);
-            interrupts++;
-            c->timed_out = true;
+            kill(-pid, SIGINT);
+            sent_int = c->timed_out = true;
+            kill_at = t + FIT_KILL_AFTER_S;
+            fprintf(stderr, "cumemtrace: fit: [%d/%d] %s: stopping it after %d s (%s); "
+                    "SIGINT\n", index, count, c->label, timeout,
+                    timeout_given ? "--timeout" : "the default --timeout: give --timeout S "
+                    "for another, 0 for none");
+        }
+        if (sent_int && !sent_kill && t >= kill_at) {
+            kill(-pid, SIGKILL);
+            sent_kill = true;
+            fprintf(stderr, "cumemtrace: fit: [%d/%d] %s: still running %d s after SIGINT: "
+                    "SIGKILL\n", index, count, c->label, FIT_KILL_AFTER_S);
+        }
+        if (!c->stopped && t >= next_stop_check) {
+            next_stop_check = t + 1;
+            if (group_stopped(pid)) {
+                fprintf(stderr, "cumemtrace: fit: [%d/%d] %s: the command was stopped (a job-"
+                        "control stop, as reading or setting the terminal gives: SIGTTIN, "
+                        "SIGTTOU); ending it\n", index, count, c->label);
+                c->stopped = true;
+                kill(-pid, SIGKILL);
+            }
         }
         if (t >= next_note) {
             fprintf(stderr, "cumemtrace: fit: [%d/%d] %s: still running, %.0f s\n", index,
@@ -344,6 +421,8 @@ static void verdict(const struct card *c, char *buf, size_t n)
             snprintf(after, sizeof after, " after %.1f s", c->oom_time);
         snprintf(buf, n, "OOM at %s%s", c->oom_where[0] ? c->oom_where : "(no Python line)",
                  after);
+    } else if (c->stopped) {
+        snprintf(buf, n, "stopped (job control; see output.log)");
     } else if (!c->have_figures) {
         snprintf(buf, n, "no PyTorch figures (exit %d; see output.log)",
                  WIFEXITED(c->status) ? WEXITSTATUS(c->status) : 128 + WTERMSIG(c->status));
@@ -392,8 +471,8 @@ int fit_main(int argc, char **argv)
     const char *gpus[FIT_MAX_CARDS], *mems[FIT_MAX_CARDS];
     int ngpu = 0, nmem = 0, order[FIT_MAX_CARDS * 2], norder = 0;
     const char *output = "cumemtrace-fit";
-    uint64_t timeout = 0;
-    bool bytes = false;
+    uint64_t timeout = FIT_DEFAULT_TIMEOUT_S;
+    bool bytes = false, timeout_given = false;
     int c;
     while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
         uint64_t v;
@@ -416,6 +495,7 @@ int fit_main(int argc, char **argv)
         case 't':
             if (cli_parse_count(optarg, &timeout) != 0 || timeout > 7 * 24 * 3600)
                 return cli_usage("fit", "--timeout '%s': expected seconds", optarg);
+            timeout_given = true;
             break;
         case 'b': bytes = true; break;
         case 'h': fputs(usage, stdout); return cli_finish_stdout();
@@ -491,10 +571,11 @@ int fit_main(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    for (int i = 0; i < norder; i++) {
+    int ran = norder; /* the cards run: fewer when interrupted */
+    for (int i = 0; i < norder && !interrupted; i++) {
         if (prepare_dir(cards[i].dir) != 0 ||
             run_card(&cards[i], simgpu, build, self, argv + optind, argc - optind,
-                     (int)timeout, i + 1, norder) != 0) {
+                     (int)timeout, timeout_given, i + 1, norder) != 0) {
             rc = CLI_EXIT_ERROR;
             goto done;
         }
@@ -502,9 +583,19 @@ int fit_main(int argc, char **argv)
         verdict(&cards[i], v, sizeof v);
         fprintf(stderr, "cumemtrace: fit: [%d/%d] %s: %s (%.1f s)\n", i + 1, norder,
                 cards[i].label, v, cards[i].seconds);
+        if (interrupted && i + 1 < norder) {
+            fprintf(stderr, "cumemtrace: fit: interrupted:");
+            for (int j = i + 1; j < norder; j++)
+                fprintf(stderr, "%s %s", j > i + 1 ? "," : "", cards[j].label);
+            fprintf(stderr, " not run\n");
+        }
+        if (interrupted) {
+            ran = i + 1;
+            break;
+        }
     }
-    print_table(cards, norder, bytes);
-    for (int i = 0; i < norder; i++) {
+    print_table(cards, ran, bytes);
+    for (int i = 0; i < ran; i++) {
         if (ran_out(&cards[i]))
             rc = rc == 0 ? 1 : rc;
         else if (!cards[i].have_figures ||
@@ -514,6 +605,8 @@ int fit_main(int argc, char **argv)
     }
     if (cli_finish_stdout() != 0)
         rc = CLI_EXIT_ERROR;
+    if (interrupted)
+        rc = 128 + interrupted;
 done:
     free(cards);
     return rc;
