@@ -42,7 +42,7 @@ $(BUILD)/tests/unit/test_cli_%: tests/unit/test_cli_%.c $$(CLI_LIBOBJ)
 	$(CC) $(CFLAGS_ALL) $(CLI_INC) -o $@ $< $(CLI_LIBOBJ) $(LDFLAGS_ALL) $(UNIT_LD) $(CLI_LIBS)
 # python.c times its no-GIL reader with the tracer's clock.
 $(BUILD)/tests/unit/test_python: tests/unit/test_python.c \
-    $(foreach m,python python_table python_nogil python_walk clock,$(call preload_obj,$(m))) \
+    $(foreach m,python python_table python_nogil python_walk own_fd clock,$(call preload_obj,$(m))) \
     $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)

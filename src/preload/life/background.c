@@ -2,19 +2,19 @@
  *
  * Started at the process's first CUDA call (a process that never touches
  * CUDA gets no thread), with every signal blocked, so no host signal is ever
- * delivered to it.  It sleeps in poll(2) on a pipe and wakes
- *   - when a termination-signal handler writes a byte to the pipe
- *     (signals.c): it writes the snapshot and ends the process,
+ * delivered to it.  It sleeps on a semaphore (wake.c) and wakes
+ *   - when a termination-signal handler posts it (signals.c): it writes
+ *     the snapshot and ends the process,
  *   - every CUMEMTRACE_FLUSH_MS: appends to the stream file (stream.c),
- *   - when CUMEMTRACE_SIGNAL's handler writes a byte: writes that snapshot,
+ *   - when CUMEMTRACE_SIGNAL's handler posts it: writes that snapshot,
  *   - every CUMEMTRACE_INTERVAL: writes a periodic snapshot (periodic.c);
  *     before these snapshots it asks the PyTorch layer for fresh figures
  *     (torch_layer.c: a bounded wait, never holding a lock of the tracker).
- * The handler itself only writes to the pipe and waits: everything that
+ * The handler itself only posts the semaphore and waits: everything that
  * takes locks or allocates happens here, on a thread that holds none of the
  * interrupted thread's locks.
  *
- * The pipe and whether the thread runs in this process are wake.c's, so
+ * The semaphore and whether the thread runs in this process are wake.c's, so
  * that the signal handler reaches the thread without depending on it.
  *
  * `work` is held while the thread works: fork() waits for it (a child must
@@ -23,9 +23,6 @@
  */
 #include "background.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -69,9 +66,7 @@ static void *run(void *arg)
             int64_t ms = (due - clock_now_ns()) / 1000000 + 1;
             timeout = ms < 0 ? 0 : ms > 3600000 ? 3600000 : (int)ms;
         }
-        struct pollfd p = {.fd = wake_fd(), .events = POLLIN};
-        if (poll(&p, 1, timeout) > 0)
-            wake_drain();
+        wake_wait(timeout);
         pthread_mutex_lock(&work);
         if (__atomic_load_n(&stopped, __ATOMIC_ACQUIRE)) {
             pthread_mutex_unlock(&work);
@@ -98,12 +93,7 @@ int background_start(void)
 {
     if (background_running())
         return 0;
-    if (wake_open() != 0) {
-        log_msg(LOG_WARN, "cannot start the background thread: pipe: %s; no "
-                          "snapshot on SIGTERM and no stream (raise the open-file "
-                          "limit, ulimit -n)", strerror(errno));
-        return -1;
-    }
+    wake_open();
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread inherits it */
@@ -118,7 +108,6 @@ int background_start(void)
         log_msg(LOG_WARN, "cannot start the background thread: %s; no snapshot "
                           "on SIGTERM and no stream (raise the thread limit, "
                           "ulimit -u)", strerror(rc));
-        wake_close();
         return -1;
     }
     pthread_setname_np(t, "cumemtrace");

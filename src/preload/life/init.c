@@ -26,14 +26,15 @@
 #include "background.h"
 #include "clock.h"
 #include "config.h"
-#include "ending.h"
-#include "format.h"
 #include "cumemtrace.h"
 #include "dump_guard.h"
+#include "ending.h"
+#include "format.h"
 #include "hooks.h"
 #include "log.h"
 #include "oom.h"
 #include "output.h"
+#include "own_fd.h"
 #include "periodic.h"
 #include "phases.h"
 #include "python.h"
@@ -62,7 +63,13 @@ static pthread_once_t first_call_once = PTHREAD_ONCE_INIT;
 static void first_call_init(void)
 {
     clock_calibrate();
-    unwind_init();
+    /* libunwind keeps a pipe for the process's life (its memory probe): the
+     * free low numbers are held meanwhile so that it lands high, out of the
+     * host's way, and under a limit with no such room it is not loaded. */
+    static struct own_fd_fill fill;
+    bool room = own_fd_fill(&fill);
+    unwind_init(room);
+    own_fd_unfill(&fill);
 }
 
 void hooks_first_touch(void)

@@ -10,7 +10,7 @@
  *
  * The handler does almost nothing itself, because it may interrupt a thread
  * holding any lock (ours, malloc's, the loader's).  It records the signal,
- * wakes our background thread (one write(2) to a pipe) and waits, at most
+ * wakes our background thread (one sem_post(3)) and waits, at most
  * SIGNALS_WAIT_MS, polling a flag with nanosleep(2); the thread, which holds
  * no lock of the interrupted thread, writes the snapshot.  If the
  * interrupted thread is inside one of our hooks or dumps (hooks_depth > 0)

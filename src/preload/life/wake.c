@@ -1,52 +1,53 @@
-/* wake.c - the pipe the library's thread sleeps on.
+/* wake.c - what the library's thread sleeps on.
  *
- * A signal handler wakes the thread with one write(2), the only thing it
- * may do; the thread drains the pipe and looks at what is pending.  The
- * owner pid makes a fork child, which inherits the pipe but not the
- * thread, see no thread until it starts its own.
- * Threads: the write end and the owner are read with atomic loads from
- * any thread or handler; set by the thread's starter only.
+ * A signal handler wakes the thread with one sem_post(3), which is
+ * async-signal-safe; the thread takes every post and looks at what is
+ * pending.  A semaphore, not a pipe: the library keeps no descriptor of
+ * its own, so a host that closes every fd, dup2()s onto low numbers or
+ * counts what `ulimit -n` leaves it sees what it sees untraced (a pipe kept
+ * fds 3 and 4, and a host's file that took their number got the wake byte).
+ * The owner pid makes a fork child, which inherits the semaphore but not
+ * the thread, see no thread until it starts its own.
+ * Threads: the owner is read with atomic loads from any thread or handler;
+ * set by the thread's starter only.
  */
 #include "wake.h"
 
 #include <errno.h>
-#include <fcntl.h>
+#include <semaphore.h>
+#include <time.h>
 #include <unistd.h>
 
-static int fds[2] = {-1, -1};
+static sem_t sem;
 static pid_t owner; /* the process whose thread runs; 0 none */
 
-int wake_open(void)
+void wake_open(void)
 {
-    wake_close(); /* the parent's pipe, inherited by fork */
-    int p[2];
-    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
-        return -1;
-    fds[0] = p[0];
-    __atomic_store_n(&fds[1], p[1], __ATOMIC_RELEASE);
-    return 0;
+    sem_init(&sem, 0, 0); /* a fork child's copy is started afresh */
 }
 
-void wake_close(void)
+void wake_wait(int timeout_ms)
 {
-    int w = __atomic_exchange_n(&fds[1], -1, __ATOMIC_ACQ_REL);
-    if (w >= 0)
-        close(w);
-    if (fds[0] >= 0)
-        close(fds[0]);
-    fds[0] = -1;
-}
-
-int wake_fd(void)
-{
-    return fds[0];
-}
-
-void wake_drain(void)
-{
-    char b[64];
-    while (fds[0] >= 0 && read(fds[0], b, sizeof b) > 0)
-        ;
+    int rc;
+    if (timeout_ms < 0) {
+        do
+            rc = sem_wait(&sem);
+        while (rc != 0 && errno == EINTR);
+    } else {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += timeout_ms / 1000;
+        until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        do
+            rc = sem_clockwait(&sem, CLOCK_MONOTONIC, &until);
+        while (rc != 0 && errno == EINTR);
+    }
+    while (sem_trywait(&sem) == 0)
+        ; /* posts that came meanwhile ask for the same look */
 }
 
 void wake_arm(void)
@@ -68,10 +69,7 @@ bool wake_armed(void)
 void wake_post(void)
 {
     int saved = errno;
-    int fd = __atomic_load_n(&fds[1], __ATOMIC_ACQUIRE);
-    if (fd >= 0) {
-        ssize_t w = write(fd, "w", 1); /* a full pipe is already a wake-up */
-        (void)w;
-    }
+    if (__atomic_load_n(&owner, __ATOMIC_ACQUIRE) != 0)
+        sem_post(&sem); /* EOVERFLOW: already a wake-up */
     errno = saved;
 }

@@ -1,4 +1,4 @@
-/* wake.h - the pipe the library's thread sleeps on, and whether that
+/* wake.h - the semaphore the library's thread sleeps on, and whether that
  * thread runs in this process (wake.c).  Below both the thread
  * (background.c) and the signal handler that wakes it (signals.c). */
 #ifndef CUMEMTRACE_WAKE_H
@@ -6,22 +6,19 @@
 
 #include <stdbool.h>
 
-/* A new pipe for this process (an inherited one is closed first).
- * Returns 0, or -1 with errno set. */
-int wake_open(void);
-/* Closes the pipe (the thread could not start). */
-void wake_close(void);
-/* The end the thread polls, -1 none. */
-int wake_fd(void);
-/* Empties the pipe after a wake-up. */
-void wake_drain(void);
+/* Sets up this process's semaphore (an inherited one starts afresh);
+ * before the thread starts.  Takes no descriptor. */
+void wake_open(void);
+/* The thread's sleep: returns after a wake_post, or after timeout_ms (-1:
+ * no limit), having taken every post made so far. */
+void wake_wait(int timeout_ms);
 
 /* The thread runs in this process from wake_arm until wake_disarm. */
 void wake_arm(void);
 void wake_disarm(void);
 /* True in the process whose thread runs.  Async-signal-safe. */
 bool wake_armed(void);
-/* Wakes the thread now.  Async-signal-safe (one write(2) to a pipe). */
+/* Wakes the thread now.  Async-signal-safe (one sem_post). */
 void wake_post(void);
 
 #endif

@@ -33,35 +33,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "own_fd.h"
 #include "python_impl.h"
 #include "record.h"
 
 /* The no-GIL path's memfd and buffer (see py_nogil_frames). */
 static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
-static int dump_fd = -1;
-static dev_t dump_dev;
-static ino_t dump_ino;
+static struct own_fd dump_fd = {-1, 0, 0};
 static char dump_buf[1 << 16]; /* under dump_lock */
 
 /* Our memfd, still ours; -1 when it cannot be had.  Caller holds dump_lock. */
 static int dump_file(void)
 {
-    struct stat st;
-    if (dump_fd >= 0 &&
-        (fstat(dump_fd, &st) != 0 || st.st_dev != dump_dev || st.st_ino != dump_ino))
-        dump_fd = -1; /* closed by the host, maybe reused: not ours any more */
-    if (dump_fd < 0) {
-        int fd = memfd_create("cumemtrace-pyframes", MFD_CLOEXEC);
-        if (fd < 0 || fstat(fd, &st) != 0) {
-            if (fd >= 0)
-                close(fd);
-            return -1;
-        }
-        dump_fd = fd;
-        dump_dev = st.st_dev;
-        dump_ino = st.st_ino;
-    }
-    return dump_fd;
+    /* closed by the host, maybe reused: not ours any more (own_fd.c) */
+    if (own_fd_check(&dump_fd) < 0)
+        own_fd_take(&dump_fd, memfd_create("cumemtrace-pyframes", MFD_CLOEXEC));
+    return dump_fd.fd;
 }
 
 /* Parses one `  File "F", line N in NAME` line; false for anything else. */
@@ -238,8 +225,6 @@ void py_nogil_fork_release(void)
 /* The child shares the memfd's offset with its parent: it makes its own. */
 void py_nogil_fork_child(void)
 {
-    if (dump_fd >= 0)
-        close(dump_fd);
-    dump_fd = -1;
+    own_fd_close(&dump_fd);
     py_nogil_fork_release();
 }

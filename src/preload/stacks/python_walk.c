@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "own_fd.h"
 #include "python_impl.h"
 #include "record.h"
 
@@ -126,13 +127,13 @@ bool py_walk_proven(void)
 
 /* A read that cannot fault, for verification only: the kernel copies from
  * `a` into our memfd and answers EFAULT for an address we may not read. */
-static int probe_fd = -1; /* under verify_lock */
+static struct own_fd probe = {-1, 0, 0}; /* under verify_lock; own_fd.c */
 static unsigned safe_skipped; /* under verify_lock: the last safe walk's */
 
 static bool safe_read(uintptr_t a, void *out, size_t n)
 {
-    return pwrite(probe_fd, (const void *)a, n, 0) == (ssize_t)n &&
-           pread(probe_fd, out, n, 0) == (ssize_t)n;
+    return pwrite(probe.fd, (const void *)a, n, 0) == (ssize_t)n &&
+           pread(probe.fd, out, n, 0) == (ssize_t)n;
 }
 
 static inline __attribute__((always_inline)) bool rd(bool safe, uintptr_t a, void *out,
@@ -229,9 +230,9 @@ bool py_probe_lock(void)
     if (!py_walk_unproven())
         return false;
     pthread_mutex_lock(&verify_lock);
-    if (probe_fd < 0 && py_walk_unproven())
-        probe_fd = memfd_create("cumemtrace-pyprobe", MFD_CLOEXEC);
-    if (probe_fd < 0 || !py_walk_unproven()) {
+    if (own_fd_check(&probe) < 0 && py_walk_unproven())
+        own_fd_take(&probe, memfd_create("cumemtrace-pyprobe", MFD_CLOEXEC));
+    if (probe.fd < 0 || !py_walk_unproven()) {
         pthread_mutex_unlock(&verify_lock);
         return false;
     }
@@ -260,9 +261,7 @@ static void judge(bool agree, bool counts)
                                                           : UNPROVEN;
     if (verdict == UNPROVEN)
         return;
-    if (probe_fd >= 0)
-        close(probe_fd);
-    probe_fd = -1;
+    own_fd_close(&probe);
     LOG(LOG_DEBUG, verdict == PROVEN
                        ? "CPython 3.%d: frames read directly"
                        : "CPython 3.%d: frames read through the C API (its "
@@ -284,9 +283,9 @@ void py_walk_verify(void *ts, const struct raw_frame *api_raw, unsigned m, bool 
         pthread_mutex_trylock(&verify_lock) != 0)
         return;
     int saved_errno = errno; /* a refused read sets it: the host's stays */
-    if (probe_fd < 0)
-        probe_fd = memfd_create("cumemtrace-pyprobe", MFD_CLOEXEC);
-    if (probe_fd < 0) {
+    if (own_fd_check(&probe) < 0)
+        own_fd_take(&probe, memfd_create("cumemtrace-pyprobe", MFD_CLOEXEC));
+    if (probe.fd < 0) {
         judge(false, false);
     } else if (py_walk_unproven()) {
         struct raw_frame raw[RECORD_MAX_DEPTH];

@@ -225,7 +225,7 @@ int unwind_walk(void **out, unsigned max, uintptr_t pc, uintptr_t sp,
 }
 #endif
 
-int unwind_init(void)
+int unwind_init(bool with_libunwind)
 {
     dl_iterate_phdr(find_self, (void *)(uintptr_t)unwind_capture);
 #if defined(__x86_64__)
@@ -235,8 +235,9 @@ int unwind_init(void)
     walk_ok = cfi_init();
 #endif
 
-    void *h = USE_LIBUNWIND ? dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL)
-                            : NULL;
+    void *h = USE_LIBUNWIND && with_libunwind
+                  ? dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL)
+                  : NULL;
     backtrace_fn fn = NULL;
     if (h != NULL) {
         *(void **)&fn = resolve_dlsym(h, "unw_backtrace");
@@ -259,9 +260,14 @@ int unwind_init(void)
     if (fn != NULL) {
         capture = fn;
     } else {
-        LOG(LOG_INFO, "libunwind.so.8 not found (%s); using glibc backtrace() "
-                      "for stacks - install libunwind8 for faster tracing",
-            h ? "no unw_backtrace" : USE_LIBUNWIND ? dlerror() : "TSan build");
+        if (USE_LIBUNWIND && !with_libunwind)
+            LOG(LOG_INFO, "libunwind not loaded: its pipe would keep two of the few "
+                          "descriptors the open-file limit (ulimit -n) leaves the "
+                          "host; using glibc backtrace() for stacks it cannot walk");
+        else
+            LOG(LOG_INFO, "libunwind.so.8 not found (%s); using glibc backtrace() "
+                          "for stacks - install libunwind8 for faster tracing",
+                h ? "no unw_backtrace" : USE_LIBUNWIND ? dlerror() : "TSan build");
     }
     void *warm[RECORD_MAX_DEPTH];
     capture(warm, RECORD_MAX_DEPTH);

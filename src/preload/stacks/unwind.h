@@ -2,11 +2,13 @@
 #ifndef CUMEMTRACE_UNWIND_H
 #define CUMEMTRACE_UNWIND_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
-/* Loads libunwind privately and warms it up.  Returns 0, or -1 when it is
- * not installed (stacks then come from glibc's backtrace(), slower). */
-int unwind_init(void);
+/* Loads libunwind privately (unless !with_libunwind) and warms it up.
+ * Returns 0, or -1 without it (stacks the frame-rule walk cannot take then
+ * come from glibc's backtrace(), slower). */
+int unwind_init(bool with_libunwind);
 
 /* Stores up to `max` return addresses of the calling thread, innermost
  * first, skipping this library's own frames; returns how many.  `from`:

@@ -25,6 +25,15 @@
  * Disk use is bounded by CUMEMTRACE_STREAM_MAX: past it the file is
  * replaced (temporary file + rename) by one holding only the latest
  * checkpoint, which carries every total and the peak attribution.
+ *
+ * No descriptor is kept between flushes: each flush opens the file by its
+ * absolute name (a host's chdir changes nothing), checks it is the file
+ * created (device and inode) and closes it, and each checkpoint is
+ * serialised into a memfd of its own, closed after.  A kept descriptor
+ * took a low number for the process's life: a host that closed every fd
+ * and opened its own files, or dup2()ed its log onto that number, found
+ * our checkpoints in its file, and under a low `ulimit -n` it had one
+ * descriptor fewer.
  */
 #include "stream.h"
 
@@ -61,10 +70,12 @@ struct record_head {
     uint8_t pad[3];
 };
 
-static int fd = -1;
-static int scratch = -1;   /* memfd the checkpoint is serialised into */
+static bool created;       /* the file exists, as `id` */
+static dev_t id_dev;       /* the file we created (or compacted into) */
+static ino_t id_ino;
 static bool failed, finished;
-static char path[4200];
+static char path[4200];    /* as the messages name it */
+static char where[8400];   /* absolute, for every open, rename and unlink */
 static uint64_t size;
 /* Nothing recorded yet is nothing to checkpoint: the first one waits for
  * the first allocation (the pacing would otherwise hold a real one back). */
@@ -140,6 +151,7 @@ static int open_stream(void)
     /* O_EXCL|O_NOFOLLOW: never a file or link that is not ours.  A name
      * taken (a killed process of an earlier container with our pid, or the
      * image we exec'd from) gets the next free "<name>.<n>.stream". */
+    int fd = -1;
     for (int k = 0; k < 100; k++) {
         if (k == 0)
             snprintf(path, sizeof path, "%s.stream", name);
@@ -154,27 +166,57 @@ static int open_stream(void)
         fail("cannot create it");
         return -1;
     }
-    scratch = memfd_create("cumemtrace-checkpoint", MFD_CLOEXEC);
-    if (scratch < 0 || write_header(fd) != 0) {
+    char cwd[4096];
+    if (path[0] == '/')
+        snprintf(where, sizeof where, "%s", path);
+    else if (getcwd(cwd, sizeof cwd) != NULL)
+        snprintf(where, sizeof where, "%s/%s", cwd, path);
+    else
+        snprintf(where, sizeof where, "%s", path);
+    struct stat st;
+    if (fstat(fd, &st) != 0 || write_header(fd) != 0) {
+        close(fd);
         fail("cannot write it");
         return -1;
     }
+    close(fd);
+    id_dev = st.st_dev;
+    id_ino = st.st_ino;
+    created = true;
     output_manifest_stream(path);
     return 0;
 }
 
-/* Serialises a checkpoint into the scratch memfd; returns its bytes
- * (mapped, munmap after use) or NULL. */
+/* The stream file, opened for appending, or -1 (errno set; ESTALE when
+ * the name now holds another file: removed or replaced under us). */
+static int open_again(void)
+{
+    int fd = open(where, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != id_dev || st.st_ino != id_ino)) {
+        close(fd);
+        errno = ESTALE;
+        return -1;
+    }
+    return fd;
+}
+
+/* Serialises a checkpoint into a memfd of its own, closed before
+ * returning; returns its bytes (mapped, munmap after use) or NULL. */
 static char *checkpoint(size_t *len, struct record_rows *ev)
 {
     const struct serialise_doc doc = {"stream", 0, NULL, NULL, true};
-    if (ftruncate(scratch, 0) != 0 || lseek(scratch, 0, SEEK_SET) != 0 ||
-        serialise_state(scratch, &doc, ev, NULL) != 0)
+    int scratch = memfd_create("cumemtrace-checkpoint", MFD_CLOEXEC);
+    if (scratch < 0)
         return NULL;
-    off_t end = lseek(scratch, 0, SEEK_CUR);
-    if (end <= 0)
-        return NULL;
-    void *m = mmap(NULL, (size_t)end, PROT_READ, MAP_PRIVATE, scratch, 0);
+    void *m = MAP_FAILED;
+    off_t end = -1;
+    if (serialise_state(scratch, &doc, ev, NULL) == 0 &&
+        (end = lseek(scratch, 0, SEEK_CUR)) > 0)
+        m = mmap(NULL, (size_t)end, PROT_READ, MAP_PRIVATE, scratch, 0);
+    int saved = errno;
+    close(scratch); /* the mapping keeps the bytes */
+    errno = saved;
     if (m == MAP_FAILED)
         return NULL;
     *len = (size_t)end;
@@ -238,23 +280,20 @@ static int append_rows(int to, struct record_rows *ev)
 /* Replaces the file by one holding the header and this checkpoint. */
 static int compact(const char *doc, size_t len, struct record_rows *ev)
 {
-    char tmp[4400], actual[4400];
-    int t = output_open_temp(path, tmp, sizeof tmp);
+    char tmp[8600], actual[8600];
+    int t = output_open_temp(where, tmp, sizeof tmp);
     if (t < 0)
         return -1;
-    int hold = fd;
+    struct stat st;
     if (write_header(t) != 0 || append_rows(t, ev) != 0 || append(t, 'C', doc, len) != 0 ||
-        output_commit(tmp, path, true, actual, sizeof actual) != 0) {
+        fstat(t, &st) != 0 || output_commit(tmp, where, true, actual, sizeof actual) != 0) {
         close(t);
         unlink(tmp);
         return -1;
     }
-    int again = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
     close(t);
-    if (again < 0)
-        return -1;
-    fd = again;
-    close(hold);
+    id_dev = st.st_dev; /* the file under the name from now on */
+    id_ino = st.st_ino;
     return 0;
 }
 
@@ -271,12 +310,8 @@ static int64_t thread_cpu_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-void stream_flush(int64_t now)
+static void flush_to(int fd, int64_t now)
 {
-    if (!stream_enabled() || failed || finished)
-        return;
-    if (fd < 0 && open_stream() != 0)
-        return;
     uint64_t oom = oom_ledger_activity();
     uint64_t events = record_activity();
     bool moved = events != last_events || oom != last_oom;
@@ -344,26 +379,45 @@ void stream_flush(int64_t now)
         fail("cannot append to it");
 }
 
+void stream_flush(int64_t now)
+{
+    if (!stream_enabled() || failed || finished)
+        return;
+    if (!created && open_stream() != 0)
+        return;
+    int fd = open_again();
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE))
+        return; /* the host uses every descriptor it may: the next flush tries */
+    if (fd < 0 && errno == ESTALE) {
+        failed = true;
+        log_msg(LOG_WARN, "stream '%s': removed or replaced by another file; no record "
+                          "survives a SIGKILL of this process (leave the file alone, or "
+                          "set CUMEMTRACE_STREAM=off)", path);
+        return;
+    }
+    if (fd < 0) {
+        fail("cannot open it again");
+        return;
+    }
+    flush_to(fd, now);
+    close(fd);
+}
+
 void stream_finish(bool snapshot_written)
 {
     if (finished)
         return;
     finished = true;
-    if (fd < 0)
-        return;
-    close(fd);
-    fd = -1;
-    if (snapshot_written && config.stream == CONFIG_STREAM_AUTO)
-        unlink(path);
+    struct stat st;
+    /* only the file we created: a host's file under that name stays */
+    if (created && snapshot_written && config.stream == CONFIG_STREAM_AUTO &&
+        lstat(where, &st) == 0 && st.st_dev == id_dev && st.st_ino == id_ino)
+        unlink(where);
 }
 
 void stream_atfork_child(void)
 {
-    if (fd >= 0)
-        close(fd);
-    if (scratch >= 0)
-        close(scratch);
-    fd = scratch = -1;
+    created = false; /* the child makes its own file */
     failed = finished = false;
     size = 0;
     last_events = last_oom = 0;

@@ -1,0 +1,68 @@
+"""The library keeps no descriptor at a number the host would use: a host
+that reuses low numbers after its first CUDA call (dup2 of its log onto
+3-9, or closing every fd and opening its own files) must find only its own
+bytes in its files, and under a low `ulimit -n` it must be able to open as
+many files as untraced.  Each test runs the host bare and traced and
+compares (tests/progs/rt_hostfds.c)."""
+import resource
+import subprocess
+
+from conftest import PROGS, base_env
+
+PROG = PROGS / "rt_hostfds"
+# the library at work while the host uses those numbers: a dump through the
+# API, stream checkpoints every 50 ms, a SIGUSR1 snapshot
+TRACED = {"CUMEMTRACE_SIGNAL": "SIGUSR1", "CUMEMTRACE_FLUSH_MS": "50",
+          "CUMEMTRACE_STREAM": "keep"}
+
+
+def host(args, cwd, traced, nofile=None):
+    def limit():
+        if nofile is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+    r = subprocess.run([str(PROG), *map(str, args)], cwd=cwd,
+                       env=base_env(TRACED if traced else None, preload=traced),
+                       capture_output=True, text=True, timeout=60, preexec_fn=limit)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def test_a_log_dup2ed_onto_low_numbers_gets_only_the_hosts_bytes(tmp_path):
+    logs = {}
+    for traced in (False, True):
+        d = tmp_path / ("traced" if traced else "bare")
+        d.mkdir()
+        r = host(["dup2", "log"], d, traced)
+        logs[traced] = (d / "log").read_bytes()
+    assert logs[True] == logs[False]
+    assert logs[False].count(b"host ") == 12  # fds 3-9 but the log's own
+    reasons = sorted(p.name.split(".")[3] for p in d.glob("cumemtrace.*.json"))
+    assert reasons == ["api", "json", "signal"], (reasons, r.stderr)
+    assert list(d.glob("cumemtrace.*.stream"))
+
+
+def test_a_host_that_closes_every_fd_and_reopens_keeps_its_files(tmp_path):
+    files = {}
+    for traced in (False, True):
+        d = tmp_path / ("traced" if traced else "bare")
+        (d / "own").mkdir(parents=True)
+        r = host(["reopen", d / "own"], d, traced)
+        files[traced] = {p.name: p.read_bytes() for p in (d / "own").iterdir()}
+    assert files[True] == files[False] and len(files[False]) == 8
+    reasons = sorted(p.name.split(".")[3] for p in d.glob("cumemtrace.*.json"))
+    assert reasons == ["api", "json", "signal"], (reasons, r.stderr)
+    [stream] = d.glob("cumemtrace.*.stream")
+    assert stream.stat().st_size > 100  # checkpoints went on after the close
+
+
+def test_a_low_open_file_limit_leaves_the_host_every_descriptor(tmp_path):
+    """rt_hostfds count opens /dev/null until EMFILE after its first CUDA
+    call: the same count bare and traced (a pipe and a stream kept for the
+    process's life took 4 of 64; libunwind's own pipe is not loaded then)."""
+    got = {}
+    for traced in (False, True):
+        d = tmp_path / ("traced" if traced else "bare")
+        d.mkdir()
+        r = host(["count"], d, traced, nofile=64)
+        got[traced] = int(r.stdout)
+    assert got[True] == got[False] and got[False] > 50, got
