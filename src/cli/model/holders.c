@@ -11,9 +11,8 @@
 
 #define NO_USER_FRAME "[no user frame]"
 
-static const struct snap_tensors *tensors_at(const struct snapshot *s,
-                                             const struct snap_device *d,
-                                             enum holders_moment m)
+const struct snap_tensors *holders_tensors(const struct snapshot *s,
+                                           const struct snap_device *d, enum holders_moment m)
 {
     switch (m) {
     case HOLDERS_OOM:
@@ -29,7 +28,7 @@ static const struct snap_tensors *tensors_at(const struct snapshot *s,
 bool holders_have_tensors(const struct snapshot *s, const struct snap_device *d,
                           enum holders_moment m)
 {
-    const struct snap_tensors *t = tensors_at(s, d, m);
+    const struct snap_tensors *t = holders_tensors(s, d, m);
     return t != NULL && t->present;
 }
 
@@ -70,20 +69,23 @@ static const char *origin_text(struct snapshot *s, const struct snap_tgroup *g, 
     return snapshot_intern(s->ctx, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
+const char *holders_group_name(struct snapshot *s, const struct snap_tgroup *g, bool display)
+{
+    if (g->label == SNAP_NO_FRAME && g->origin_thread != NULL)
+        return origin_text(s, g, display);
+    if (g->label == SNAP_NO_FRAME)
+        return NO_USER_FRAME;
+    return display ? s->ctx->frames[g->label].display : label_name(s, g->label);
+}
+
 static int holder_from_group(struct snapshot *s, struct holder *h, const struct snap_tgroup *g)
 {
     memset(h, 0, sizeof *h);
     h->label = g->label;
     h->stack = SNAP_NO_STACK;
-    if (g->label == SNAP_NO_FRAME && g->origin_thread != NULL) {
-        if ((h->name = origin_text(s, g, false)) == NULL ||
-            (h->display = origin_text(s, g, true)) == NULL)
-            return -1;
-    } else {
-        h->name = label_name(s, g->label);
-        h->display = g->label == SNAP_NO_FRAME ? NO_USER_FRAME
-                                               : s->ctx->frames[g->label].display;
-    }
+    if ((h->name = holders_group_name(s, g, false)) == NULL ||
+        (h->display = holders_group_name(s, g, true)) == NULL)
+        return -1;
     h->frames = g->frames;
     h->nframes = g->nframes;
     h->bytes = g->bytes;
@@ -199,7 +201,7 @@ int holders_get(struct snapshot *s, const struct snap_device *d, enum holders_mo
     out->cache_segments = out->cache_largest_free = SNAP_UNKNOWN;
     if (m == HOLDERS_OOM && d == NULL && s->oom.present)
         d = snapshot_device(s, s->oom.device);
-    const struct snap_tensors *t = tensors_at(s, d, m);
+    const struct snap_tensors *t = holders_tensors(s, d, m);
     if (!segments && t != NULL && t->present)
         return from_tensors(s, t, out);
     switch (m) {

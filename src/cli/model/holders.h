@@ -77,6 +77,19 @@ struct holders {
 bool holders_have_tensors(const struct snapshot *s, const struct snap_device *d,
                           enum holders_moment m);
 
+/* The tensors of device d of s at moment m as the file gave them (d NULL
+ * with HOLDERS_OOM: the failure's), one entry per group with its whole
+ * stack - for the views that draw stacks (flamegraph, export) rather than
+ * lines; NULL, or present false, when the file has none. */
+const struct snap_tensors *holders_tensors(const struct snapshot *s,
+                                           const struct snap_device *d, enum holders_moment m);
+
+/* A group's name as its holder has it: its line's frame name (display:
+ * as text views print it), "[backward of model.py:142:forward,
+ * MmBackward0]" for autograd's blocks, "[no user frame]"; NULL when out
+ * of memory. */
+const char *holders_group_name(struct snapshot *s, const struct snap_tgroup *g, bool display);
+
 /* Fills *out (the caller's, zeroed by this function) with the holders of
  * device d of s at moment m: the tensors when the file has them and
  * segments is false, else the driver's groups.  d may be NULL for
