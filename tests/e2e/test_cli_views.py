@@ -63,6 +63,47 @@ def test_flamegraph_oom_sums_to_live():
     assert total == sum(g["bytes"] for g in snap("oom_fragmentation.json")["oom"]["live"])
 
 
+def tensor_lines(args, name):
+    """flamegraph's folded lines as {frames (root first): bytes}."""
+    out = cli("flamegraph", *args, INPUTS / name).stdout
+    return {l.rpartition(" ")[0]: int(l.rpartition(" ")[2]) for l in out.splitlines()}
+
+
+@pytest.mark.parametrize("at,member", [("live", "tensors"), ("peak", "peak_tensors")])
+def test_flamegraph_of_pytorchs_tensors_sums_to_its_figures(at, member):
+    """In a PyTorch process the lines are PyTorch's tensor groups, each with
+    its whole stack down to the user's line, plus the cache: they sum to
+    PyTorch's allocated bytes (at the peak: max_memory_allocated) plus the
+    cache, and each group's bytes are on the line of its stack."""
+    d = snap("tensors_exit.json")["devices"][0]
+    t = d[member]
+    lines = tensor_lines(["--at", at, "--all-frames"], "tensors_exit.json")
+    assert sum(lines.values()) == t["allocated_bytes"] + t["cache"]["bytes"]
+    assert lines.pop("[PyTorch's cache]", 0) == t["cache"]["bytes"]
+    for g in t["groups"]:
+        if not g["stack"]:
+            continue
+        whole = ";".join("%s:%d:%s" % (f["file"], f["line"], f["function"])
+                         for f in reversed(g["stack"]))
+        assert lines.get(whole) == g["bytes"], (whole, lines)
+    if at == "peak":
+        assert t["allocated_bytes"] == d["allocator"]["peak_allocated_bytes"]
+
+
+def test_flamegraph_segments_flag_keeps_the_drivers_view():
+    lines = tensor_lines(["--at", "live", "--segments"], "tensors_exit.json")
+    assert sum(lines.values()) == snap("tensors_exit.json")["devices"][0]["current_bytes"]
+    assert all(k.split(";")[-1].startswith("cu") for k in lines), lines
+
+
+def test_flamegraph_at_the_oom_has_pytorchs_groups():
+    o = snap("tensors_oom.json")["oom"]["allocator"]["tensors"]
+    lines = tensor_lines(["--at", "oom"], "tensors_oom.json")
+    assert sum(lines.values()) == o["allocated_bytes"] + o["cache"]["bytes"]
+    backward = [k for k in lines if k.startswith("[backward of ")]
+    assert backward, lines
+
+
 @pytest.mark.parametrize("name", ["exit_train.json", "thinned.json", "oom_limit.json"])
 def test_timeline_chrome_trace(name, tmp_path):
     out = tmp_path / "trace.json"

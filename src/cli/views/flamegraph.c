@@ -9,6 +9,16 @@
  * deterministic.  With several devices (and no --device), each line starts
  * with a "device N" frame.  The bytes of `--at peak` sum to the devices'
  * peak_bytes, because at_peak does.
+ *
+ * In a PyTorch process whose snapshot has its tensors (holders.h) the
+ * lines are PyTorch's live blocks instead: one per group, its whole Python
+ * stack (library frames included, down to the innermost frame, no CUDA
+ * leaf) weighted by the group's bytes, autograd's blocks as their holder
+ * names them ("[backward of model.py:142:forward, MmBackward0]"), the
+ * writer's folded tail as "[N more lines]" and PyTorch's cache as one
+ * "[PyTorch's cache]" line: `--at peak` sums to max_memory_allocated plus
+ * the cache then, `--at live` and `--at oom` to what PyTorch reserved.
+ * --segments draws the driver's segments as before.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -19,6 +29,7 @@
 #include "esc.h"
 #include "frames.h"
 #include "hmap.h"
+#include "holders.h"
 #include "out.h"
 
 enum at { AT_PEAK, AT_LIVE, AT_OOM };
@@ -195,18 +206,167 @@ static int fold(FILE *f, const struct snapshot *s, enum at at, bool one_device,
     return rc;
 }
 
+/* ---- PyTorch's tensors ---- */
+
+struct tline {
+    char *text;
+    uint64_t bytes;
+};
+
+struct tlines {
+    struct tline *v;
+    size_t n, cap;
+};
+
+/* Adds one line: the root frame (device), then names[0..n) as given
+ * (outermost first). */
+static int tline_add(struct tlines *tl, int64_t device, const char *const *names, size_t n,
+                     uint64_t bytes)
+{
+    if (bytes == 0)
+        return 0;
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    bool first = true;
+    if (device != INT64_MIN) {
+        char root[48];
+        snprintf(root, sizeof root, "device %" PRId64, device);
+        if (put(&buf, &len, &cap, root, false))
+            goto fail;
+        first = false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (put(&buf, &len, &cap, names[i], !first))
+            goto fail;
+        first = false;
+    }
+    if (snapshot_vec_reserve((void **)&tl->v, &tl->cap, sizeof *tl->v, tl->n + 1))
+        goto fail;
+    tl->v[tl->n++] = (struct tline){buf, bytes};
+    return 0;
+fail:
+    free(buf);
+    return -1;
+}
+
+/* One line per group of t (whole stack, outermost first), the folded tail
+ * and the cache. */
+static int tensor_lines(struct tlines *tl, struct snapshot *s, const struct snap_tensors *t,
+                        int64_t device)
+{
+    const char **names = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < t->n; i++) {
+        const struct snap_tgroup *g = &t->v[i];
+        size_t n = g->nframes ? g->nframes : 1;
+        if (snapshot_vec_reserve((void **)&names, &cap, sizeof *names, n)) {
+            rc = -1;
+            break;
+        }
+        if (g->nframes == 0) {
+            names[0] = holders_group_name(s, g, false);
+            if (names[0] == NULL) {
+                rc = -1;
+                break;
+            }
+        }
+        for (uint32_t k = 0; k < g->nframes; k++)
+            names[k] = s->ctx->frames[g->frames[g->nframes - 1 - k]].name;
+        rc = tline_add(tl, device, names, n, g->bytes);
+    }
+    free(names);
+    char text[64];
+    if (rc == 0 && t->has_more) {
+        snprintf(text, sizeof text, "[%" PRIu64 " more lines]", t->more_groups);
+        const char *one[] = {text};
+        rc = tline_add(tl, device, one, 1, t->more_bytes);
+    }
+    if (rc == 0 && t->has_cache && t->cache_bytes != SNAP_UNKNOWN) {
+        const char *one[] = {"[PyTorch's cache]"};
+        rc = tline_add(tl, device, one, 1, t->cache_bytes);
+    }
+    return rc;
+}
+
+static int by_tline(const void *a, const void *b)
+{
+    return strcmp(((const struct tline *)a)->text, ((const struct tline *)b)->text);
+}
+
+/* Writes the tensors' folded lines, merged when equal and sorted. */
+static int tensor_write(FILE *f, struct tlines *tl)
+{
+    if (tl->n > 1)
+        qsort(tl->v, tl->n, sizeof *tl->v, by_tline);
+    for (size_t i = 0; i < tl->n;) {
+        uint64_t b = 0;
+        size_t j = i;
+        for (; j < tl->n && strcmp(tl->v[j].text, tl->v[i].text) == 0; j++)
+            b = b > UINT64_MAX - tl->v[j].bytes ? UINT64_MAX : b + tl->v[j].bytes;
+        fprintf(f, "%s %" PRIu64 "\n", tl->v[i].text, b);
+        i = j;
+    }
+    return 0;
+}
+
+/* The tensors' lines of s at `at` when the file has them (and --segments
+ * was not given): 1 written, 0 the file has none (the caller draws the
+ * segments), -1 out of memory. */
+static int fold_tensors(FILE *f, struct snapshot *s, enum at at, bool one_device,
+                        int64_t device)
+{
+    enum holders_moment m = at == AT_OOM ? HOLDERS_OOM : at == AT_PEAK ? HOLDERS_PEAK
+                                                                        : HOLDERS_NOW;
+    struct tlines tl = {NULL, 0, 0};
+    int rc = 0;
+    bool any = false;
+    if (m == HOLDERS_OOM) {
+        const struct snap_tensors *t = holders_tensors(s, NULL, m);
+        if (t != NULL && t->present) {
+            any = true;
+            rc = tensor_lines(&tl, s, t, INT64_MIN);
+        }
+    } else {
+        size_t shown = 0;
+        for (size_t i = 0; i < s->ndevices; i++)
+            if (!one_device || s->devices[i].ordinal == device)
+                shown++;
+        for (size_t i = 0; i < s->ndevices && rc == 0; i++) {
+            const struct snap_device *d = &s->devices[i];
+            if (one_device && d->ordinal != device)
+                continue;
+            const struct snap_tensors *t = holders_tensors(s, d, m);
+            if (t == NULL || !t->present)
+                continue;
+            any = true;
+            rc = tensor_lines(&tl, s, t, shown > 1 ? d->ordinal : INT64_MIN);
+        }
+    }
+    if (rc == 0 && any)
+        rc = tensor_write(f, &tl);
+    for (size_t i = 0; i < tl.n; i++)
+        free(tl.v[i].text);
+    free(tl.v);
+    return rc < 0 ? -1 : any ? 1 : 0;
+}
+
 static const char usage[] =
-    "usage: cumemtrace flamegraph [--at peak|live|oom] [--device N] FILE\n"
+    "usage: cumemtrace flamegraph [--at peak|live|oom] [--device N] [--segments] FILE\n"
     "\n"
     "Prints folded stacks weighted in bytes, one line per call chain,\n"
-    "\"root;...;leaf BYTES\" with the CUDA entry point as the leaf: the input\n"
-    "of flamegraph.pl, inferno-flamegraph and speedscope.\n"
+    "\"root;...;leaf BYTES\": the input of flamegraph.pl, inferno-flamegraph\n"
+    "and speedscope.  In a PyTorch process, PyTorch's live tensors: each\n"
+    "group's whole Python stack, and PyTorch's cache as one line; otherwise\n"
+    "(or with --segments) the driver's allocations, the CUDA entry point as\n"
+    "the leaf (for PyTorch: which line created each cached segment).\n"
     "\n"
     "  --at peak    what each call site held at the device's peak (default)\n"
     "  --at live    what was still allocated when the snapshot was taken\n"
     "  --at oom     what was allocated at the failure (OOM post-mortems)\n"
     "  --device N   only device N (with several devices and no --device,\n"
     "               each line starts with a \"device N\" frame)\n"
+    "  --segments   the driver's allocations even where PyTorch's tensors are known\n"
     "\n"
     "example: cumemtrace flamegraph cumemtrace.python.4242.json | flamegraph.pl \\\n"
     "             --countname bytes > peak.svg\n";
@@ -216,11 +376,12 @@ int flamegraph_main(int argc, char **argv)
     static const struct option opts[] = {
         {"at", required_argument, NULL, 'a'},
         {"device", required_argument, NULL, 'd'},
+        {"segments", no_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     enum at at = AT_PEAK;
-    bool one_device = false;
+    bool one_device = false, segments = false;
     uint64_t device = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -242,6 +403,7 @@ int flamegraph_main(int argc, char **argv)
                                  optarg);
             one_device = true;
             break;
+        case 'S': segments = true; break;
         case 'h': fputs(usage, stdout); return cli_finish_stdout();
         case ':': return cli_usage("flamegraph", "%s needs a value", argv[optind - 1]);
         default: return cli_usage("flamegraph", "unknown option '%s'", argv[optind - 1]);
@@ -267,7 +429,11 @@ int flamegraph_main(int argc, char **argv)
         cli_inputs_free(&in);
         return CLI_EXIT_ERROR;
     }
-    int rc = fold(stdout, s, at, one_device, (int64_t)device);
+    int rc = segments ? 0 : fold_tensors(stdout, s, at, one_device, (int64_t)device);
+    if (rc == 0)
+        rc = fold(stdout, s, at, one_device, (int64_t)device);
+    else if (rc == 1)
+        rc = 0;
     cli_inputs_free(&in);
     if (rc != 0) {
         fprintf(stderr, "cumemtrace: flamegraph: out of memory\n");
