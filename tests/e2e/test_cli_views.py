@@ -300,6 +300,28 @@ def test_free_blocks_between_live_tensors_in_whole_pages_advise_expandable_segme
     assert "no allocator setting" not in text
 
 
+def test_what_a_step_lacked_is_said_of_the_step(tmp_path):
+    # An expandable segment's 20 MiB cuMemCreate failed with 6 MiB free for
+    # PyTorch's 172 MiB request: the 14 MiB shortfall is the step's, and the
+    # advice must say so - "this request lacked 14.0 MiB" beside a 172 MiB
+    # request and 6 MiB free does not add up.
+    MiB = 1 << 20
+    path = _with_allocator(tmp_path, "oom_exhausted.json", "exhausted",
+                           requested_bytes=172 * MiB)
+    doc = json.loads(path.read_text())
+    o = doc["oom"]
+    o.update(requested_bytes=20 * MiB, entry_point="cuMemCreate", free_bytes=6 * MiB,
+             shortfall_bytes=14 * MiB)
+    o["untracked_bytes"] = max(0, o["total_bytes"] - o["free_bytes"] - o["tracked_bytes"])
+    path.write_text(json.dumps(doc))
+    text = " ".join(cli("report", path).stdout.split())
+    assert "this request lacked" not in text, text
+    assert ("the 20.0 MiB cuMemCreate for PyTorch's 172 MiB request lacked 14.0 MiB "
+            "(free 6.00 MiB)") in text, text
+    assert "exceeds the 14.0 MiB the 20.0 MiB cuMemCreate for PyTorch's 172 MiB request " \
+        "lacked" in text, text
+
+
 def test_memory_fraction_advice_names_the_cap(tmp_path):
     GiB = 1 << 30
     path = _with_allocator(tmp_path, "oom_limit.json", "allocator_limit",

@@ -51,6 +51,26 @@ def test_expandable_segments_oom_at_cuMemCreate(scenario):
     assert exit_snap["devices"][0]["by_kind"]["vmm"]["failures"] >= 1
 
 
+def test_expandable_oom_says_what_the_step_lacked(scenario):
+    # The shortfall is measured at a 20 MiB cuMemCreate step of a request of
+    # hundreds of MiB: the advice names the step with the request it serves
+    # and its own free figure, never "this request lacked" beside the user's.
+    import subprocess
+    from conftest import CLI
+    r = scenario("expandable.py", "--oom", env=EXPANDABLE, memory="2GiB")
+    [(path, pm)] = [(f, s) for f, s in zip(r.files, r.snapshots)
+                    if s["reason"] == "oom" and not s["oom"]["recovered"]]
+    o = pm["oom"]
+    assert o["entry_point"] == "cuMemCreate" and o["allocator"]["requested_bytes"] > 20 * MiB
+    p = subprocess.run([str(CLI), "report", str(path)], capture_output=True, text=True,
+                       timeout=60, env={"NO_COLOR": "1", "COLUMNS": "200"})
+    assert p.returncode == 0, p.stderr
+    text = " ".join(p.stdout.split())
+    assert "this request lacked" not in text, text
+    assert "the 20.0 MiB cuMemCreate for PyTorch's" in text, text
+    assert " request lacked " in text and "MiB (free " in text, text
+
+
 def test_cuda_malloc_async_backend(scenario):
     r = scenario("async_backend.py", env=ASYNC)
     t = r.torch

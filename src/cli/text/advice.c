@@ -334,6 +334,26 @@ static void optimizer_state(const struct snap_allocator *al, struct advice *out,
         out_bytes(st, a), out_pct(st, al->allocated_bytes, b), times);
 }
 
+/* Who lacked the shortfall: the failing call.  When it is a step of the
+ * allocator's larger request (an expandable segment's 20 MiB cuMemCreate for
+ * a 172 MiB tensor) the shortfall is that call's, so the call is named with
+ * the request it serves; nothing here measures what the whole request
+ * lacked.  Returns true for such a step. */
+static bool lacking(const struct snapshot *s, char *buf, size_t n)
+{
+    const struct snap_oom *o = &s->oom;
+    uint64_t user = oom_text_request(o);
+    char a[OUT_NUM], b[OUT_NUM];
+    if (user == o->requested_bytes) {
+        snprintf(buf, n, "this request");
+        return false;
+    }
+    snprintf(buf, n, "the %s %s for %s's %s request", out_bytes(o->requested_bytes, a),
+             o->entry_point ? snapshot_display(s->ctx, o->entry_point) : "call",
+             oom_text_allocator(&o->allocator), out_bytes(user, b));
+    return true;
+}
+
 static void oom_advice(struct snapshot *s, struct advice *out, int *n)
 {
     const struct snap_oom *o = &s->oom;
@@ -397,10 +417,12 @@ static void oom_advice(struct snapshot *s, struct advice *out, int *n)
                                (double)o->total_bytes * ADVICE_UNTRACKED_PCT));
     if (untracked_big && o->cause != CAUSE_ALLOCATOR_LIMIT && o->cause != CAUSE_LIMIT &&
         o->cause != CAUSE_REFUSED_WHILE_FREE) {
-        char more[160] = "", ctx[OUT_NUM], bey[OUT_NUM];
+        char more[320] = "", ctx[OUT_NUM], bey[OUT_NUM];
+        char who[160];
+        lacking(s, who, sizeof who);
         if (short_by > 0 && beyond >= short_by)
-            snprintf(more, sizeof more, ", which alone exceeds the %s this request "
-                     "lacked", out_bytes(short_by, c));
+            snprintf(more, sizeof more, ", which alone exceeds the %s %s lacked",
+                     out_bytes(short_by, c), who);
         add(out, n, "untracked", o->untracked_bytes,
             "%s of the device (%s) is held outside this process's CUDA allocations, %s "
             "beyond the %s a CUDA context and library workspaces take%s: other "
@@ -415,7 +437,14 @@ static void oom_advice(struct snapshot *s, struct advice *out, int *n)
     if (o->cause == CAUSE_EXHAUSTED) {
         uint64_t fwd = forward_bytes(s, &o->live);
         uint64_t held = known(o->tracked_bytes) ? o->tracked_bytes : 0;
-        char sb[OUT_NUM];
+        char who[160], sb[OUT_NUM], lk[320];
+        bool step = lacking(s, who, sizeof who);
+        out_bytes(short_by, sb);
+        if (step)
+            snprintf(lk, sizeof lk, "%s lacked %s (free %s)", who, sb, fr);
+        else
+            snprintf(lk, sizeof lk, "this request lacked %s (request %s, free %s)", sb, req,
+                     fr);
         /* Checkpointing keeps about one activation per block: count half as
          * what it frees, so that memory another process holds outright ranks
          * above it when it is larger. */
@@ -423,15 +452,14 @@ static void oom_advice(struct snapshot *s, struct advice *out, int *n)
             add(out, n, "activations", fwd / 2,
                 "call sites under forward hold %s (%s of this process) at the "
                 "failure - activations: activation checkpointing or a smaller "
-                "micro-batch with gradient accumulation frees part of it; this "
-                "request lacked %s",
-                out_bytes(fwd, a), out_pct(fwd, held, b), out_bytes(short_by, sb));
+                "micro-batch with gradient accumulation frees part of it; %s%s",
+                out_bytes(fwd, a), out_pct(fwd, held, b), step ? lk : "this request lacked ",
+                step ? "" : sb);
         else
             add(out, n, "exhausted", short_by,
-                "this request lacked %s (request %s, free %s). Lower precision, a "
-                "smaller micro-batch, or sharding across GPUs would each free memory "
-                "for it",
-                out_bytes(short_by, sb), req, fr);
+                "%s. Lower precision, a smaller micro-batch, or sharding across GPUs "
+                "would each free memory for it",
+                lk);
         add(out, n, "whole-run", 0,
             "what the whole run needs is not known from one failure (the next "
             "request may fail too): run it where it fits - a larger GPU, or a "
