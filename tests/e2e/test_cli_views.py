@@ -322,6 +322,24 @@ def test_what_a_step_lacked_is_said_of_the_step(tmp_path):
         "lacked" in text, text
 
 
+def test_fragmentation_section_reports_pytorchs_cache(tmp_path):
+    # The section measured the driver's granularity only: "waste 0 B (0.0%)"
+    # for a run whose reserved memory far exceeded its tensors.  With
+    # PyTorch's figures in the file it says what the cache holds.
+    MiB = 1 << 20
+    doc = snap("torch/exit_cache.json")
+    a = doc["devices"][0]["allocator"]
+    a.update(inactive_split_bytes=10 * MiB, peak_allocated_bytes=50 * MiB)
+    path = tmp_path / "cache.json"
+    path.write_text(json.dumps(doc))
+    text = " ".join(cli("report", path).stdout.split())
+    frag = text[text.index("Fragmentation"):]
+    assert ("PyTorch's cache: 70.0 MiB reserved, 30.0 MiB in tensors - 40.0 MiB (57.1% of "
+            "reserved) cached in freed blocks, 10.0 MiB of it inactive split") in frag, frag
+    assert ("at its peak this process held 70.0 MiB on the device, 20.0 MiB more than "
+            "PyTorch's tensors ever held at once (50.0 MiB, max_memory_allocated)") in frag
+
+
 def test_memory_fraction_advice_names_the_cap(tmp_path):
     GiB = 1 << 30
     path = _with_allocator(tmp_path, "oom_limit.json", "allocator_limit",

@@ -434,11 +434,38 @@ static void print_kinds(FILE *f, const struct snap_kind_stats *k, int nkinds,
         out_table_free(&t);
 }
 
-static void print_frag(FILE *f, const struct snap_device *d)
+/* PyTorch's cache, from its own figures: what it reserved and did not hand
+ * to tensors, which the driver's granularity line cannot see. */
+static void print_cache(FILE *f, const struct snapshot *s, const struct snap_device *d)
+{
+    const struct snap_allocator *al = &d->allocator;
+    char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM], e[OUT_NUM], p[OUT_NUM];
+    if (!al->present || al->reserved_bytes == SNAP_UNKNOWN ||
+        al->allocated_bytes == SNAP_UNKNOWN || al->reserved_bytes < al->allocated_bytes)
+        return;
+    uint64_t cached = al->reserved_bytes - al->allocated_bytes;
+    char split[160] = "";
+    if (al->inactive_split_bytes != SNAP_UNKNOWN)
+        snprintf(split, sizeof split, ", %s of it inactive split (free parts of segments "
+                 "that also hold live tensors)", out_bytes(al->inactive_split_bytes, e));
+    para(f, 4, "%s's cache: %s reserved, %s in tensors - %s (%s of reserved) cached in "
+         "freed blocks%s",
+         oom_text_allocator(al), out_bytes(al->reserved_bytes, a),
+         out_bytes(al->allocated_bytes, b), out_bytes(cached, c),
+         out_pct(cached, al->reserved_bytes, p), split);
+    uint64_t peak = report_allocator_peak(s, d);
+    if (peak != SNAP_UNKNOWN && d->peak_bytes > peak)
+        para(f, 4, "at its peak this process held %s on the device, %s more than %s's "
+             "tensors ever held at once (%s, max_memory_allocated)",
+             out_bytes(d->peak_bytes, a), out_bytes(d->peak_bytes - peak, b),
+             oom_text_allocator(al), out_bytes(peak, c));
+}
+
+static void print_frag(FILE *f, const struct snapshot *s, const struct snap_device *d)
 {
     char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM], e[OUT_NUM], p[OUT_NUM];
     const struct snap_frag *fr = &d->frag;
-    bool any = fr->present || d->vmm.present || d->nhist > 0;
+    bool any = fr->present || d->vmm.present || d->nhist > 0 || d->allocator.present;
     if (!any)
         return;
     heading(f, "  Fragmentation");
@@ -450,9 +477,11 @@ static void print_frag(FILE *f, const struct snap_device *d)
              out_bytes(fr->granularity_bytes, a), out_bytes(fr->requested_bytes, b),
              out_bytes(fr->rounded_bytes, c), out_bytes(waste, e),
              out_pct(waste, fr->rounded_bytes, p));
+    }
+    print_cache(f, s, d);
+    if (fr->present)
         para(f, 4, "small allocations (under 1 MiB): %" PRIu64 " holding %s",
              fr->small_count, out_bytes(fr->small_bytes, a));
-    }
     if (d->vmm.present && (d->vmm.reserved_bytes || d->vmm.reserved_peak_bytes ||
                            d->vmm.physical_bytes)) {
         para(f, 4, "VMM: reserved %s, mapped %s, physical %s (peaks: reserved %s, "
@@ -594,7 +623,7 @@ static int print_device(FILE *f, struct snapshot *s, const struct snap_device *d
         return -1;
     if (report_churn(f, s, d, report_sort, top) != 0)
         return -1;
-    print_frag(f, d);
+    print_frag(f, s, d);
     return 0;
 }
 
