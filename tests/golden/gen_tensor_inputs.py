@@ -119,9 +119,10 @@ D_FWD, D_PARAMS, D_ADAM = dstack(1, ST_FWD), dstack(2, ST_PARAMS), dstack(3, ST_
 D_ATTN, D_MLP = dstack(4, ST_ATTN), dstack(5, ST_MLP)
 
 
-def with_tensors(doc, t, peak_t, growth):
+def with_tensors(doc, t, peak_t, growth, step=None):
     d = doc["devices"][0]
     d["allocator"] = allocator(t, peak_t["allocated_bytes"])
+    d["allocator"]["step"] = step
     d["tensors"] = t
     d["peak_tensors"] = peak_t
     d["growth"] = growth
@@ -151,7 +152,7 @@ def leak_dump(n):
     doc = snapshot(reason="api", pid=7001, exe="python3", cmdline=["python3", "train.py"],
                    dump_time=n * 9_000_000_000, devices=[dev],
                    stacks=[D_FWD, D_PARAMS, D_ADAM], sequence=n)
-    return with_tensors(doc, t, pt, growth)
+    return with_tensors(doc, t, pt, growth, step)
 
 
 def peak_run(ckpt):
@@ -175,7 +176,7 @@ def peak_run(ckpt):
     doc = snapshot(reason="exit", pid=pid, exe="python3",
                    cmdline=["python3", "train.py"] + (["--checkpointing"] if ckpt else []),
                    dump_time=12_000_000_000, devices=[dev], stacks=[D_FWD, D_PARAMS, D_ADAM])
-    return with_tensors(doc, t, peak_t, [])
+    return with_tensors(doc, t, peak_t, [], 2)
 
 
 def main():

@@ -79,10 +79,11 @@ static void print_tensor_peaks(FILE *f, const struct snapshot *a, const struct s
         char x[OUT_NUM], y[OUT_NUM], d[OUT_NUM], c[OUT_NUM + 4] = "";
         if (pa != SNAP_UNKNOWN && pb != SNAP_UNKNOWN)
             snprintf(c, sizeof c, " (%s)", out_sbytes(out_delta(pa, pb), d));
-        fprintf(f, "  device %" PRId64 ": tensors' peak (max_memory_allocated) %s -> %s%s\n",
-                ord,
-                pa != SNAP_UNKNOWN ? out_bytes(pa, x) : "?",
-                pb != SNAP_UNKNOWN ? out_bytes(pb, y) : "?", c);
+        char text[256]; /* wrapped: a decrease's figures pass 80 columns */
+        snprintf(text, sizeof text, "device %" PRId64 ": tensors' peak (max_memory_allocated) "
+                 "%s -> %s%s", ord, pa != SNAP_UNKNOWN ? out_bytes(pa, x) : "?",
+                 pb != SNAP_UNKNOWN ? out_bytes(pb, y) : "?", c);
+        out_wrap(f, "  ", "    ", text);
     }
 }
 
@@ -425,7 +426,7 @@ static void print_kinds(FILE *f, const struct snapshot *a, const struct snapshot
 }
 
 int diff_text(FILE *f, struct snapshot *a, struct snapshot *b, enum site_by by,
-                     bool by_range, unsigned top, const struct gate *g)
+              bool by_range, bool segments, unsigned top, const struct gate *g)
 {
     char why[256] = "";
     char title[2048];
@@ -439,6 +440,10 @@ int diff_text(FILE *f, struct snapshot *a, struct snapshot *b, enum site_by by,
     bool failed = print_peaks(f, a, b, g, why, sizeof why);
     if (by_range) {
         if (diff_phases(f, a, b, top) != 0)
+            return -1;
+    } else if (!segments && diff_tensors_model(a, b)) {
+        /* PyTorch's tensors by line, in place of the segments' lines */
+        if (diff_tensors_model_print(f, a, b, top) != 0)
             return -1;
     } else if (diff_tensors_print(f, a->ctx, a, b, top) != 0 ||
                print_sites_section(f, a, b, by, false, top) != 0 ||

@@ -24,7 +24,7 @@
 static const char usage[] =
     "usage: cumemtrace diff [--by stack|function|module|range] [--max-growth LIMIT]\n"
     "                       [--allow-oom] [--top N] [--bytes] [--html OUT]\n"
-    "                       [--width N] [--full] BASE NEW\n"
+    "                       [--width N] [--full] [--segments] BASE NEW\n"
     "       cumemtrace diff [OPTIONS] BASE_DIR NEW_DIR\n"
     "\n"
     "Compares two snapshots: the peak per device (bytes, %, when), call sites\n"
@@ -34,6 +34,9 @@ static const char usage[] =
     "or ASLR does not break the match.  Directories (or a file and a directory)\n"
     "hold the ranks of a job: ranks match by rank number, then by host and\n"
     "local rank, and the gate applies to each rank's peak.\n"
+    "In PyTorch processes the tables are PyTorch's tensors by the user's line\n"
+    "(file:line:function): the peak's tensors, the live ones, and their growth\n"
+    "(between two dumps of one run: a step's rate).\n"
     "\n"
     "  --by G            group call sites by the whole stack (default), the\n"
     "                    innermost function, or the innermost module; or\n"
@@ -52,6 +55,9 @@ static const char usage[] =
     "  --full            cut nothing: whole call-site names and caller chains\n"
     "  --html OUT        also write a page: differential flame graph (red grew,\n"
     "                    blue shrank) and both timelines on one time axis\n"
+    "  --segments        the driver's call-site tables even where PyTorch's\n"
+    "                    tensors are known (for PyTorch: which line created\n"
+    "                    each cached segment)\n"
     "\n"
     "Exit status: 0 ok, 1 the gate failed, 2 usage or input error.\n"
     "\n"
@@ -68,6 +74,7 @@ int diff_main(int argc, char **argv)
         {"html", required_argument, NULL, 'H'},
         {"width", required_argument, NULL, 'w'},
         {"full", no_argument, NULL, 'F'},
+        {"segments", no_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -77,7 +84,7 @@ int diff_main(int argc, char **argv)
     struct gate gate = {false, false, 0, NULL, false};
     bool allow_ooms = false;
     uint64_t top = DIFF_TOP_DEFAULT;
-    bool exact = false;
+    bool exact = false, segments = false;
     int c;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (c) {
@@ -114,6 +121,7 @@ int diff_main(int argc, char **argv)
             break;
         }
         case 'F': out_set_width(OUT_WIDTH_FULL); break;
+        case 'S': segments = true; break;
         case 'h': fputs(usage, stdout); return cli_finish_stdout();
         case ':': return cli_usage("diff", "%s needs a value", argv[optind - 1]);
         default: return cli_usage("diff", "unknown option '%s'", argv[optind - 1]);
@@ -144,7 +152,7 @@ int diff_main(int argc, char **argv)
                       : cli_load_without_events(&in, argv + optind, 2)) != 0)
         return CLI_EXIT_ERROR;
     int rc = diff_text(stdout, in.snaps[0], in.snaps[1], (enum site_by)by, by_range,
-                       (unsigned)top, &gate);
+                       segments, (unsigned)top, &gate);
     if (rc >= 0 && html != NULL) {
         char title[256];
         html_title(title, sizeof title, in.snaps, 2, "diff");

@@ -1,7 +1,9 @@
-/* diff_tensors.c - `cumemtrace diff`'s live tensors: what grew, by the
- * Python line of PyTorch's live tensors (its allocation history,
- * top_tensors), beside the driver-level tables, which for a caching
- * allocator name the line that created each cached segment.
+/* diff_tensors.c - `cumemtrace diff`'s tensors: what grew, by the line of
+ * PyTorch's live tensors.  Files with the tensor model (holders.h) get its
+ * tables - the peak's tensors, the live ones, the growth - in place of the
+ * driver-level tables (which for a caching allocator name the line that
+ * created each cached segment; diff --segments keeps them); older files
+ * with only PyTorch's top_tensors get the table below them.
  *
  * Each side's tensors are those of its failure (oom.allocator) when the file
  * is a post-mortem, else those of its devices at the dump, summed.  Lines
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "holders.h"
 #include "moment.h"
 #include "out.h"
 
@@ -178,5 +181,336 @@ int diff_tensors_print(FILE *f, struct snapctx *ctx, const struct snapshot *a,
     free(rows);
     free(sa);
     free(sb);
+    return rc;
+}
+
+/* The tensor model's tables (holders.h): what each side's PyTorch tensors
+ * held, by the user's line, matched across the two files by the line's
+ * name ("file:line:function"; frames of one snapctx are interned, and so
+ * are autograd's "[backward of ...]" names).  A file lists every group
+ * (only past thousands is a tail folded, "[N more lines]"), so a line
+ * absent from one side held nothing there. */
+
+struct trow {
+    const char *name, *display;
+    const uint32_t *frames; /* a stack of the line, innermost first */
+    uint32_t nframes, label;
+    const struct snapctx *ctx;
+    uint64_t base, now, nbase, nnow;
+    bool in_base, in_now;
+    int64_t delta;
+};
+
+struct ttable {
+    struct trow *v;
+    size_t n, cap;
+};
+
+struct tside {
+    bool present;
+    uint64_t total, cache;
+    bool has_cache;
+    char when[96];
+};
+
+static int trow_add(struct ttable *t, const struct snapshot *s, const struct holder *h,
+                    const char *name, const char *display, bool base)
+{
+    size_t k = 0;
+    while (k < t->n && strcmp(t->v[k].name, name) != 0)
+        k++;
+    if (k == t->n) {
+        if (snapshot_vec_reserve((void **)&t->v, &t->cap, sizeof *t->v, t->n + 1))
+            return -1;
+        memset(&t->v[k], 0, sizeof t->v[k]);
+        t->v[k].name = name;
+        t->v[k].display = display;
+        t->v[k].label = SNAP_NO_FRAME;
+        t->v[k].ctx = s->ctx;
+        t->n++;
+    }
+    struct trow *r = &t->v[k];
+    if (h != NULL && r->frames == NULL) {
+        r->frames = h->frames;
+        r->nframes = h->nframes;
+        r->label = h->label;
+    }
+    uint64_t bytes = h ? h->bytes : 0, count = h ? h->count : 0;
+    if (base) {
+        r->base += bytes;
+        r->nbase += count;
+        r->in_base = true;
+    } else {
+        r->now += bytes;
+        r->nnow += count;
+        r->in_now = true;
+    }
+    return 0;
+}
+
+static int tside_add(struct ttable *t, struct tside *sd, struct snapshot *s,
+                     const struct snap_device *d, enum holders_moment m, bool base)
+{
+    if (!holders_have_tensors(s, d, m))
+        return 0;
+    struct holders h;
+    if (holders_get(s, d, m, false, &h) != 0)
+        return -1;
+    int rc = 0;
+    sd->present = true;
+    sd->total += h.total_bytes;
+    if (h.has_cache && h.cache_bytes != SNAP_UNKNOWN) {
+        sd->has_cache = true;
+        sd->cache += h.cache_bytes;
+    }
+    for (size_t i = 0; rc == 0 && i < h.n; i++)
+        rc = trow_add(t, s, &h.v[i], h.v[i].name, h.v[i].display, base);
+    if (rc == 0 && h.has_more) {
+        struct holder more = {.label = SNAP_NO_FRAME, .bytes = h.more_bytes,
+                              .count = h.more_count};
+        rc = trow_add(t, s, &more, "[more lines]", "[more lines, folded by the writer]",
+                      base);
+    }
+    holders_free(&h);
+    return rc;
+}
+
+/* A side's tensors at moment m: the failure's for HOLDERS_OOM, else every
+ * device's, summed. */
+static int tside_gather(struct ttable *t, struct tside *sd, struct snapshot *s,
+                        enum holders_moment m, bool base)
+{
+    memset(sd, 0, sizeof *sd);
+    moment_of(s, sd->when, sizeof sd->when);
+    if (m == HOLDERS_OOM)
+        return tside_add(t, sd, s, NULL, m, base);
+    for (size_t i = 0; i < s->ndevices; i++)
+        if (tside_add(t, sd, s, &s->devices[i], m, base) != 0)
+            return -1;
+    return 0;
+}
+
+static bool has_tensors(const struct snapshot *s)
+{
+    if (holders_have_tensors(s, NULL, HOLDERS_OOM))
+        return true;
+    for (size_t i = 0; i < s->ndevices; i++)
+        if (holders_have_tensors(s, &s->devices[i], HOLDERS_NOW) ||
+            holders_have_tensors(s, &s->devices[i], HOLDERS_PEAK))
+            return true;
+    return false;
+}
+
+bool diff_tensors_model(const struct snapshot *a, const struct snapshot *b)
+{
+    return has_tensors(a) || has_tensors(b);
+}
+
+static int by_tchange(const void *x, const void *y)
+{
+    const struct trow *a = x, *b = y;
+    uint64_t da = a->delta < 0 ? (uint64_t)-a->delta : (uint64_t)a->delta;
+    uint64_t db = b->delta < 0 ? (uint64_t)-b->delta : (uint64_t)b->delta;
+    if (da != db)
+        return da > db ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+/* " < caller < caller": up to two frames outward of the row's line. */
+static void trow_callers(const struct trow *r, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    uint32_t k = 0;
+    while (k < r->nframes && r->frames[k] != r->label)
+        k++;
+    size_t used = 0;
+    for (uint32_t j = k + 1, shown = 0; j < r->nframes && shown < 2 && r->label != SNAP_NO_FRAME;
+         j++, shown++) {
+        int w = snprintf(buf + used, n - used, "< %s ", r->ctx->frames[r->frames[j]].display);
+        if (w < 0 || (size_t)w >= n - used)
+            break;
+        used += (size_t)w;
+    }
+    if (used > 0)
+        buf[used - 1] = '\0';
+}
+
+static int ttable_print(FILE *f, struct snapctx *ctx, const char *head, struct ttable *t,
+                        const struct tside *sa, const struct tside *sb, unsigned top)
+{
+    for (size_t i = 0; i < t->n; i++)
+        t->v[i].delta = out_delta(t->v[i].base, t->v[i].now);
+    if (t->n > 1)
+        qsort(t->v, t->n, sizeof *t->v, by_tchange);
+    fputc('\n', f);
+    fputs(out_color(OUT_BOLD), f);
+    out_wrap(f, "", "  ", head);
+    fputs(out_color(OUT_RESET), f);
+    struct out_table tb;
+    out_table_init(&tb, "rrrrl", 2);
+    out_table_row(&tb, "base", "new", "change", "tensors", "line");
+    size_t shown = 0, unchanged = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const struct trow *r = &t->v[i];
+        if (r->delta == 0 && r->nbase == r->nnow) {
+            unchanged++;
+            continue;
+        }
+        if (shown >= top)
+            continue;
+        /* Off on a side: its tensors were not read there. */
+        bool ka = sa->present, kb = sb->present;
+        char x[OUT_NUM], y[OUT_NUM], c[OUT_NUM], cnt[64], line[1024], via[512], fit[1024];
+        snprintf(cnt, sizeof cnt, "%" PRIu64 " -> %" PRIu64, r->nbase, r->nnow);
+        snprintf(line, sizeof line, "%s%s", snapshot_display(ctx, r->display),
+                 !r->in_base && ka ? " (new)" : !r->in_now && kb ? " (gone)" : "");
+        out_table_row(&tb, ka ? out_bytes(r->base, x) : "-", kb ? out_bytes(r->now, y) : "-",
+                      ka && kb ? out_sbytes(r->delta, c) : "", cnt, line);
+        trow_callers(r, via, sizeof via);
+        if (via[0])
+            out_table_note(&tb, out_fit_chain(via, OUT_WIDTH > 40 ? OUT_WIDTH - 40 : 40, fit,
+                                              sizeof fit));
+        shown++;
+    }
+    if (sa->has_cache || sb->has_cache) {
+        char x[OUT_NUM], y[OUT_NUM], c[OUT_NUM];
+        out_table_row(&tb, sa->has_cache ? out_bytes(sa->cache, x) : "-",
+                      sb->has_cache ? out_bytes(sb->cache, y) : "-",
+                      sa->has_cache && sb->has_cache ? out_sbytes(out_delta(sa->cache, sb->cache), c)
+                                                     : "",
+                      "", "PyTorch's cache");
+    }
+    int rc = out_table_print(&tb, f);
+    size_t changed = t->n - unchanged;
+    if (changed > shown)
+        fprintf(f, "  (%zu more lines changed; --top N shows more)\n", changed - shown);
+    if (unchanged > 0)
+        fprintf(f, "  (%zu line%s unchanged)\n", unchanged, unchanged == 1 ? "" : "s");
+    return rc;
+}
+
+/* The device's step count at the dump (PyTorch's layer: optimizer steps
+ * done), SNAP_UNKNOWN_I64 when no device says. */
+static int64_t steps_of(const struct snapshot *s)
+{
+    for (size_t i = 0; i < s->ndevices; i++)
+        if (s->devices[i].allocator.present && s->devices[i].allocator.step != SNAP_UNKNOWN_I64)
+            return s->devices[i].allocator.step;
+    return SNAP_UNKNOWN_I64;
+}
+
+/* Two dumps of one run: the lines whose tensors grew from one to the
+ * other, with the rate a step where both dumps know their step. */
+static void print_growth_between(FILE *f, struct snapctx *ctx, const struct snapshot *a,
+                                 const struct snapshot *b, struct ttable *t, unsigned top)
+{
+    int64_t sa = steps_of(a), sb = steps_of(b);
+    bool steps = sa != SNAP_UNKNOWN_I64 && sb != SNAP_UNKNOWN_I64 && sb > sa;
+    size_t shown = 0;
+    for (size_t i = 0; i < t->n && shown < top; i++) {
+        const struct trow *r = &t->v[i];
+        if (r->delta <= 0)
+            continue;
+        if (shown++ == 0) {
+            char head[160];
+            if (steps)
+                snprintf(head, sizeof head, "Growth by line between the two dumps (steps %"
+                         PRId64 " -> %" PRId64 ")", sa, sb);
+            else
+                snprintf(head, sizeof head, "Growth by line between the two dumps");
+            fputc('\n', f);
+            fprintf(f, "%s%s%s\n", out_color(OUT_BOLD), head, out_color(OUT_RESET));
+        }
+        char d[OUT_NUM], now[OUT_NUM], text[1024];
+        if (steps)
+            snprintf(text, sizeof text, "%s a step at %s, steps %" PRId64 "-%" PRId64
+                     ", %s now", out_sbytes(r->delta / (sb - sa), d),
+                     snapshot_display(ctx, r->display), sa, sb, out_bytes(r->now, now));
+        else
+            snprintf(text, sizeof text, "%s at %s, %s now", out_sbytes(r->delta, d),
+                     snapshot_display(ctx, r->display), out_bytes(r->now, now));
+        out_wrap(f, "  ", "    ", text);
+    }
+}
+
+/* NEW's own growth statements (its `growth`: step over step through the
+ * run), one sentence a line. */
+static int print_growth_of(FILE *f, struct snapshot *s, unsigned top)
+{
+    bool head = false;
+    for (size_t i = 0; i < s->ndevices; i++) {
+        struct holders h;
+        if (holders_growth(s, &s->devices[i], &h) != 0)
+            return -1;
+        for (size_t k = 0; k < h.n && k < top; k++) {
+            const struct snap_tgroup *g = h.v[k].group;
+            if (!head) {
+                fputc('\n', f);
+                fprintf(f, "%sGrowth by line in NEW, step over step%s\n", out_color(OUT_BOLD),
+                        out_color(OUT_RESET));
+                head = true;
+            }
+            char r[OUT_NUM], now[OUT_NUM], text[1024], steps[96] = "";
+            if (g->first_step != SNAP_UNKNOWN_I64 && g->last_step != SNAP_UNKNOWN_I64)
+                snprintf(steps, sizeof steps, ", steps %" PRId64 "-%" PRId64, g->first_step,
+                         g->last_step);
+            snprintf(text, sizeof text, "+%s a step at %s%s, %s now",
+                     out_bytes(g->bytes_per_step, r), snapshot_display(s->ctx, h.v[k].display),
+                     steps, out_bytes(h.v[k].bytes, now));
+            out_wrap(f, "  ", "    ", text);
+        }
+        holders_free(&h);
+    }
+    return 0;
+}
+
+static enum holders_moment live_moment(const struct snapshot *s)
+{
+    return holders_have_tensors(s, NULL, HOLDERS_OOM) ? HOLDERS_OOM : HOLDERS_NOW;
+}
+
+int diff_tensors_model_print(FILE *f, struct snapshot *a, struct snapshot *b, unsigned top)
+{
+    struct ttable t = {NULL, 0, 0};
+    struct tside sa, sb;
+    char head[512], x[OUT_NUM], y[OUT_NUM];
+    int rc = 0;
+    /* the peak's tensors (max_memory_allocated) */
+    if (tside_gather(&t, &sa, a, HOLDERS_PEAK, true) != 0 ||
+        tside_gather(&t, &sb, b, HOLDERS_PEAK, false) != 0) {
+        rc = -1;
+        goto out;
+    }
+    if (sa.present || sb.present) {
+        snprintf(head, sizeof head, "The peak's tensors by line (max_memory_allocated %s -> "
+                 "%s), largest change first", sa.present ? out_bytes(sa.total, x) : "?",
+                 sb.present ? out_bytes(sb.total, y) : "?");
+        if (ttable_print(f, a->ctx, head, &t, &sa, &sb, top) != 0) {
+            rc = -1;
+            goto out;
+        }
+    }
+    t.n = 0;
+    /* live: at the failure of a post-mortem, else at the dump */
+    if (tside_gather(&t, &sa, a, live_moment(a), true) != 0 ||
+        tside_gather(&t, &sb, b, live_moment(b), false) != 0) {
+        rc = -1;
+        goto out;
+    }
+    if (sa.present || sb.present) {
+        snprintf(head, sizeof head, "Live tensors by line (base %s: %s, new %s: %s)", sa.when,
+                 sa.present ? out_bytes(sa.total, x) : "not read", sb.when,
+                 sb.present ? out_bytes(sb.total, y) : "not read");
+        if (ttable_print(f, a->ctx, head, &t, &sa, &sb, top) != 0) {
+            rc = -1;
+            goto out;
+        }
+        if (moment_same_run(a, b) && sa.present && sb.present)
+            print_growth_between(f, a->ctx, a, b, &t, top);
+    }
+    if (!moment_same_run(a, b))
+        rc = print_growth_of(f, b, top);
+out:
+    free(t.v);
     return rc;
 }

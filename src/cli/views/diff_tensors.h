@@ -17,4 +17,15 @@ bool diff_tensors_present(const struct snapshot *a, const struct snapshot *b);
 int diff_tensors_print(FILE *f, struct snapctx *ctx, const struct snapshot *a,
                        const struct snapshot *b, unsigned top);
 
+/* Whether either side has the tensor model (tensors, peak_tensors or
+ * oom.allocator.tensors). */
+bool diff_tensors_model(const struct snapshot *a, const struct snapshot *b);
+
+/* The tensor model's tables, largest change first, up to `top` rows each:
+ * the peak's tensors by line, the live ones (at the failure of a
+ * post-mortem, else at the dump), and the growth - between the two dumps
+ * when both come from one run (the rate a step where both know their
+ * step), else NEW's own `growth`.  Returns 0, or -1 when out of memory. */
+int diff_tensors_model_print(FILE *f, struct snapshot *a, struct snapshot *b, unsigned top);
+
 #endif
