@@ -12,8 +12,8 @@ from conftest import CLI, run_env
 
 MiB = 1 << 20
 GiB = 1 << 30
-L4 = 23034 * MiB       # the l4 preset's capacity (scripts/simgpu)
-RESERVE = 500 * MiB    # every preset's context reserve
+L4 = 22726 * MiB       # the l4 preset's capacity (scripts/simgpu)
+RESERVE = 500 * MiB    # every preset's context reserve, lazy module loading
 
 
 def fit(tmp_path, *args, script="", timeout=120):
@@ -31,9 +31,17 @@ REPORT = """{ echo "cumemtrace-fit 1"; echo "max_allocated $1"; echo "max_reserv
 
 
 def rows(out):
+    """Each card's row, and the indented lines under it after a tab."""
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["card", "capacity", "verdict"], out
-    return {l.split()[0]: l for l in lines[1:]}
+    table = {}
+    for l in lines[1:]:
+        if l.startswith(" "):
+            table[last] += "\t" + l.strip()
+        else:
+            last = l.split()[0]
+            table[last] = l
+    return table
 
 
 def test_fits_on_each_card_with_pytorchs_figures_and_headroom(tmp_path):
@@ -43,9 +51,10 @@ def test_fits_on_each_card_with_pytorchs_figures_and_headroom(tmp_path):
     r = rows(p.stdout)
     assert list(r) == ["l4", "1GiB"]
     assert r["l4"].split() == ["l4", str(L4), "fits", "1000", "2097152",
-                               str(L4 - RESERVE - 2 * MiB), "-"]
+                               str(L4 - RESERVE - 2 * MiB)]
+    # --memory: the card `simgpu --memory` gives, with no context reserve
     assert r["1GiB"].split() == ["1GiB", str(GiB), "fits", "1000", "2097152",
-                                 str(GiB - RESERVE - 2 * MiB), "-"]
+                                 str(GiB - 2 * MiB)]
     # progress on stderr, the command's own output in the card's log
     assert "cumemtrace: fit: [1/2] l4: running sh" in p.stderr
     assert "cumemtrace: fit: [2/2] 1GiB: fits" in p.stderr
@@ -59,13 +68,13 @@ def test_out_of_memory_names_the_line_the_time_and_the_post_mortem(tmp_path):
               'echo "oom_time $(date +%s.%N)" >> "$CUMEMTRACE_FIT_REPORT"\n'
               ': > "${CUMEMTRACE_OUTPUT}cumemtrace.python.7.oom.json"\n'
               "exit 1\n")
-    p = fit(tmp_path, "--gpu", "L4", script=script)
+    p = fit(tmp_path, "--gpu", "L4", "--bytes", script=script)
     assert p.returncode == 1, p.stderr
-    row = rows(p.stdout)["l4"]
-    assert re.search(r"OOM at train.py:42 \(step\) after \d+\.\d s", row), row
+    row, where, postmortem = rows(p.stdout)["l4"].split("\t")
+    assert row.split()[2:] == ["OOM", "5000", "8388608", "-"], row  # no headroom
+    assert re.fullmatch(r"OOM at train.py:42 \(step\) after \d+\.\d s", where), where
     pm = tmp_path / "out" / "l4" / "cumemtrace.python.7.oom.json"
-    assert row.split()[-1] == os.path.relpath(pm, tmp_path) or row.endswith(str(pm)), row
-    assert "  -  " in row  # no headroom on a card it does not fit
+    assert postmortem == f"post-mortem: {pm}", postmortem
 
 
 def test_timeout_interrupts_and_keeps_the_figures(tmp_path):
@@ -75,14 +84,15 @@ def test_timeout_interrupts_and_keeps_the_figures(tmp_path):
               "sleep 60 & wait $!\n")
     p = fit(tmp_path, "--gpu", "l4", "--timeout", "1", "--bytes", script=script)
     assert p.returncode == 0, p.stderr
-    row = rows(p.stdout)["l4"]
-    assert "fits so far (stopped after" in row and row.split()[-4:-2] == ["7", "2097152"], row
+    row, why = rows(p.stdout)["l4"].split("\t")
+    assert row.split()[2:6] == ["fits", "so", "far", "7"], row
+    assert re.fullmatch(r"fits so far \(stopped after \d s\)", why), why
 
 
 def test_a_command_without_pytorch_is_an_error_not_a_verdict(tmp_path):
     p = fit(tmp_path, "--gpu", "l4", script="true\n")
     assert p.returncode == 2
-    assert "no PyTorch figures (exit 0; see output.log)" in rows(p.stdout)["l4"]
+    assert rows(p.stdout)["l4"].split("\t")[1] == "no PyTorch figures (exit 0; see output.log)"
 
 
 def test_bad_arguments_get_one_clear_line(tmp_path):
@@ -152,7 +162,8 @@ def test_a_script_stopped_by_the_terminal_is_reported_not_waited_for(tmp_path):
     assert status == 2, out
     assert "l4: the command was stopped (a job-control stop, as reading or setting the " \
            "terminal gives: SIGTTIN, SIGTTOU); ending it" in out, out
-    assert re.search(r"^l4 .* stopped \(job control; see output.log\) ", out, re.M), out
+    assert re.search(r"^l4 .* stopped .*\n +stopped \(job control; see output.log\)$", out,
+                     re.M), out
 
 
 def test_interrupting_fit_stops_every_card_not_only_the_current_one(tmp_path):
@@ -185,3 +196,37 @@ def test_timeout_kills_ten_seconds_after_the_interrupt(tmp_path):
     assert p.returncode == 2, p.stderr
     assert 10 < took < 16, (took, p.stderr)
     assert "l4: still running 10 s after SIGINT: SIGKILL" in p.stderr, p.stderr
+
+
+def test_rows_stay_narrow_whatever_the_line_and_the_output_directory(tmp_path):
+    where = "/a/long/path/of/the/users/project/" + "sub/" * 20 + "train.py:42 (step)"
+    script = ("report() {\n" + REPORT + "}\nreport 5000 8388608 1\n"
+              f'echo "oom_where {where}" >> "$CUMEMTRACE_FIT_REPORT"\n'
+              ': > "${CUMEMTRACE_OUTPUT}cumemtrace.python.7.oom.json"\nexit 1\n')
+    p = fit(tmp_path, "--gpu", "l4", "--gpu", "rtx3090", script=script)
+    assert p.returncode == 1, p.stderr
+    table = p.stdout.splitlines()
+    # the rows; the line and the file, which no width bounds, under them
+    assert [len(l) <= 90 for l in table if not l.startswith(" ")] == [True] * 3, p.stdout
+    assert sum(1 for l in table if l.strip().startswith("OOM at /a/long/path")) == 2
+
+
+def test_the_card_is_the_one_simgpu_gives(tmp_path):
+    # one place decides a card: fit's capacity and reserve are simgpu --show's
+    from conftest import ROOT
+    simgpu = ROOT / "scripts" / "simgpu"
+    for opts, reserve in ((["--memory", "17GiB"], 0), (["--gpu", "l4"], RESERVE)):
+        show = subprocess.run([str(simgpu), *opts, "--show"], capture_output=True, text=True,
+                              env=run_env(), check=True).stdout.split()
+        script = "report() {\n" + REPORT + "}\nreport 1 2097152 0\n" \
+                 'echo "SIM $SIMCUDA_MEMORY ${SIMCUDA_RESERVED:-0}"\n'
+        p = fit(tmp_path, *opts, "--bytes", script=script)
+        assert p.returncode == 0, p.stderr
+        f = p.stdout.splitlines()[1].split()
+        log = (tmp_path / "out" / f[0] / "output.log").read_text()
+        assert f"SIM {show[0]} {show[1]}" in log, (show, log)
+        assert int(f[5]) == int(f[1]) - reserve - 2 * MiB, p.stdout
+    eager = subprocess.run([str(simgpu), "--gpu", "l4", "--show"], capture_output=True,
+                           text=True, env={**run_env(), "CUDA_MODULE_LOADING": "EAGER"},
+                           check=True).stdout.split()
+    assert eager[:2] == ["22726MiB", "1250MiB"], eager

@@ -1,8 +1,8 @@
 /* fit.c - `cumemtrace fit`: does a script fit on a given card?
  *
  * Runs the command once per card on the simulated GPU (scripts/simgpu --gpu
- * NAME, or --memory SIZE: a card of that size with the H100 preset's other
- * traits), under `cumemtrace run`, and prints one table: fits or runs out of
+ * NAME, or --memory SIZE: the card `simgpu --memory SIZE` gives; simgpu
+ * --show says each card's capacity and reserve), under `cumemtrace run`, and prints one table: fits or runs out of
  * memory (the Python line, after how long), PyTorch's own
  * max_memory_allocated and max_memory_reserved, the headroom left, and the
  * post-mortem of each failure.  Each card's files go to OUTPUT/<card>/: the
@@ -47,7 +47,6 @@
  * something that never comes does not hold fit for good. */
 #define FIT_DEFAULT_TIMEOUT_S 3600
 #define FIT_KILL_AFTER_S 10 /* SIGKILL this long after the timeout's SIGINT */
-#define FIT_DEFAULT_PRESET "h100"
 
 struct preset {
     char name[32], memory[32], cc[8], reserve[32], device[96];
@@ -82,7 +81,8 @@ static const char usage[] =
     "\n"
     "  --gpu NAME      a card preset (h100, h200, a100-80gb, a100-40gb, l4,\n"
     "                  rtx4090, rtx3090; `scripts/simgpu --gpu list`)\n"
-    "  --memory SIZE   a card of SIZE with the h100 preset's other traits\n"
+    "  --memory SIZE   the card `scripts/simgpu --memory SIZE` gives: SIZE,\n"
+    "                  H100-like, no context reserve\n"
     "  --output DIR    where each card's files go (default cumemtrace-fit)\n"
     "  --timeout S     stop each run after S seconds (SIGINT: the script's\n"
     "                  figures so far are kept; SIGKILL 10 s later if it has\n"
@@ -207,6 +207,76 @@ static const struct preset *find_preset(const struct preset *p, int n, const cha
     return NULL;
 }
 
+/* A size as the simulator reads it: with a unit, or bytes without one. */
+static int show_size(const char *s, uint64_t *out)
+{
+    int rc = units_parse_size(s, out);
+    if (rc == UNITS_ENOUNIT) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (errno != 0 || *end != '\0' || end == s)
+            return -1;
+        *out = v;
+        return 0;
+    }
+    return rc;
+}
+
+/* The card simgpu gives for [--gpu NAME] [--memory SIZE]: its capacity and
+ * context reserve, from `simgpu ... --show` ("MEMORY RESERVE CC SMS DEVICE"),
+ * so that simgpu alone decides a card and fit's headroom is the run's. */
+static int card_show(const char *simgpu, const char *build, struct card *k)
+{
+    const char *argv[10];
+    int a = 0;
+    argv[a++] = simgpu;
+    if (build != NULL) {
+        argv[a++] = "--build";
+        argv[a++] = build;
+    }
+    if (k->gpu[0] != '\0') {
+        argv[a++] = "--gpu";
+        argv[a++] = k->gpu;
+    }
+    if (k->memory != NULL) {
+        argv[a++] = "--memory";
+        argv[a++] = k->memory;
+    }
+    argv[a++] = "--show";
+    argv[a] = NULL;
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        execv(simgpu, (char **)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    char line[256] = "";
+    ssize_t n, got = 0;
+    while (got < (ssize_t)sizeof line - 1 &&
+           (n = read(fds[0], line + got, sizeof line - 1 - (size_t)got)) > 0)
+        got += n;
+    line[got] = '\0';
+    close(fds[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    char mem[32], res[32];
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+        sscanf(line, "%31s %31s", mem, res) != 2)
+        return -1;
+    return show_size(mem, &k->capacity) == 0 && show_size(res, &k->reserve) == 0 ? 0 : -1;
+}
+
 /* mkdir -p of a directory of at most two new levels, and removes what an
  * earlier fit left in it (its snapshots, output.log, fit.txt). */
 static int prepare_dir(const char *dir)
@@ -265,8 +335,10 @@ static int run_card(struct card *c, const char *simgpu, const char *build, const
         argv[a++] = "--build";
         argv[a++] = (char *)build;
     }
-    argv[a++] = "--gpu";
-    argv[a++] = c->gpu;
+    if (c->gpu[0] != '\0') {
+        argv[a++] = "--gpu";
+        argv[a++] = c->gpu;
+    }
     if (c->memory != NULL) {
         argv[a++] = "--memory";
         argv[a++] = (char *)c->memory;
@@ -303,8 +375,6 @@ static int run_card(struct card *c, const char *simgpu, const char *build, const
         if (in >= 0)
             dup2(in, 0);
         setenv("CUMEMTRACE_FIT_REPORT", report, 1);
-        unsetenv("SIMCUDA_MEMORY"); /* the card's own capacity, not the caller's */
-        unsetenv("SIMCUDA_RESERVED");
         execv(simgpu, argv);
         fprintf(stderr, "cumemtrace: fit: cannot run %s: %s\n", simgpu, strerror(errno));
         _exit(127);
@@ -436,10 +506,28 @@ static void verdict(const struct card *c, char *buf, size_t n)
     }
 }
 
+/* The verdict in a word or two, for the table's column; verdict() says the rest. */
+static const char *verdict_word(const struct card *c)
+{
+    if (ran_out(c))
+        return "OOM";
+    if (c->stopped)
+        return "stopped";
+    if (!c->have_figures)
+        return "no figures";
+    if (c->timed_out)
+        return "fits so far";
+    if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0)
+        return "fits";
+    return "failed";
+}
+
+/* One row a card, under 90 columns; what does not fit in a column (where it
+ * ran out of memory, the post-mortem's file) on indented lines below it. */
 static void print_table(const struct card *cards, int n, bool bytes)
 {
-    printf("%-12s %-11s %-48s %-14s %-14s %-11s %s\n", "card", "capacity", "verdict",
-           "max allocated", "max reserved", "headroom", "post-mortem");
+    printf("%-12s %-11s %-12s %-14s %-14s %s\n", "card", "capacity", "verdict",
+           "max allocated", "max reserved", "headroom");
     for (int i = 0; i < n; i++) {
         const struct card *c = &cards[i];
         char cap[32], al[32], re[32], hr[32], v[600];
@@ -448,12 +536,16 @@ static void print_table(const struct card *cards, int n, bool bytes)
         if (c->have_figures && !ran_out(c) &&
             c->capacity > c->reserve + (uint64_t)c->max_reserved)
             headroom = (int64_t)(c->capacity - c->reserve - (uint64_t)c->max_reserved);
-        printf("%-12s %-11s %-48s %-14s %-14s %-11s %s\n", c->label,
-               size_text((int64_t)c->capacity, bytes, cap, sizeof cap), v,
+        const char *word = verdict_word(c);
+        printf("%-12s %-11s %-12s %-14s %-14s %s\n", c->label,
+               size_text((int64_t)c->capacity, bytes, cap, sizeof cap), word,
                size_text(c->have_figures ? c->max_allocated : -1, bytes, al, sizeof al),
                size_text(c->have_figures ? c->max_reserved : -1, bytes, re, sizeof re),
-               size_text(headroom, bytes, hr, sizeof hr),
-               c->postmortem[0] ? c->postmortem : "-");
+               size_text(headroom, bytes, hr, sizeof hr));
+        if (strcmp(v, word) != 0)
+            printf("%-12s %s\n", "", v);
+        if (c->postmortem[0])
+            printf("%-12s post-mortem: %s\n", "", c->postmortem);
     }
 }
 
@@ -522,6 +614,9 @@ int fit_main(int argc, char **argv)
     const char *build = access(simdir, R_OK) == 0 ? dir : NULL;
     if (find_simgpu(dir, simgpu, sizeof simgpu) != 0)
         return CLI_EXIT_ERROR;
+    /* the card's own capacity and reserve, not the caller's settings */
+    unsetenv("SIMCUDA_MEMORY");
+    unsetenv("SIMCUDA_RESERVED");
     struct preset presets[32];
     int npresets = load_presets(simgpu, presets, 32);
     if (npresets <= 0) {
@@ -538,22 +633,24 @@ int fit_main(int argc, char **argv)
     for (int i = 0; i < norder; i++) {
         struct card *k = &cards[i];
         bool is_mem = order[i] >= FIT_MAX_CARDS;
-        const char *name = is_mem ? FIT_DEFAULT_PRESET : gpus[order[i]];
-        const struct preset *p = find_preset(presets, npresets, name);
-        if (p == NULL) {
-            fprintf(stderr, "cumemtrace: fit: unknown --gpu '%s'; the presets:", name);
-            for (int j = 0; j < npresets; j++)
-                fprintf(stderr, " %s", presets[j].name);
-            fprintf(stderr, "\n");
-            rc = CLI_EXIT_ERROR;
-            goto done;
-        }
-        snprintf(k->gpu, sizeof k->gpu, "%.31s", p->name);
         k->memory = is_mem ? mems[order[i] - FIT_MAX_CARDS] : NULL;
-        snprintf(k->label, sizeof k->label, "%.47s", is_mem ? k->memory : p->name);
-        if (units_parse_size(k->memory ? k->memory : p->memory, &k->capacity) != 0 ||
-            units_parse_size(p->reserve, &k->reserve) != 0) {
-            fprintf(stderr, "cumemtrace: fit: preset '%s' has a malformed size\n", p->name);
+        if (!is_mem) {
+            const struct preset *p = find_preset(presets, npresets, gpus[order[i]]);
+            if (p == NULL) {
+                fprintf(stderr, "cumemtrace: fit: unknown --gpu '%s'; the presets:",
+                        gpus[order[i]]);
+                for (int j = 0; j < npresets; j++)
+                    fprintf(stderr, " %s", presets[j].name);
+                fprintf(stderr, "\n");
+                rc = CLI_EXIT_ERROR;
+                goto done;
+            }
+            snprintf(k->gpu, sizeof k->gpu, "%.31s", p->name);
+        }
+        snprintf(k->label, sizeof k->label, "%.47s", is_mem ? k->memory : k->gpu);
+        if (card_show(simgpu, build, k) != 0) {
+            fprintf(stderr, "cumemtrace: fit: '%s --show' did not describe the card %s "
+                    "(is the simulated GPU installed?)\n", simgpu, k->label);
             rc = CLI_EXIT_ERROR;
             goto done;
         }

@@ -23,19 +23,43 @@ def note_oom():
             _fit_oom.append((time.time(), None))
 
 
-def user_frame(frames):
-    """The innermost of `frames` (FrameSummary, outermost first) outside
-    torch and this layer: the line of the user's script that failed."""
-    skip = (_LAYER_DIR,)
+def _library_dirs():
+    """Where code that is not the user's lives: this layer, torch, the
+    standard library and every site-packages (installed packages)."""
+    import site
+    import sysconfig
+    dirs = {_LAYER_DIR}
     try:
         import torch
-        skip += (os.path.dirname(os.path.abspath(torch.__file__)),)
+        dirs.add(os.path.dirname(os.path.abspath(torch.__file__)))
     except Exception:
         pass
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        try:
+            dirs.add(sysconfig.get_paths()[key])
+        except Exception:
+            pass
+    try:
+        dirs.update(site.getsitepackages())
+        dirs.add(site.getusersitepackages())
+    except Exception:
+        pass
+    return tuple(os.path.join(os.path.abspath(d), "") for d in dirs if d)
+
+
+def user_frame(frames):
+    """The innermost of `frames` (FrameSummary, outermost first) in the
+    user's own code - not torch, the standard library, an installed package
+    or this layer: the line of the user's script that failed, its path
+    relative to the working directory when under it."""
+    skip = _library_dirs()
+    cwd = os.path.join(os.getcwd(), "")
     for f in reversed(frames):
         path = os.path.abspath(f.filename)
-        if not path.startswith(skip) and not f.filename.startswith("<"):
-            return f"{f.filename}:{f.lineno} ({f.name})"
+        if path.startswith(skip) or f.filename.startswith("<"):
+            continue
+        shown = path[len(cwd):] if path.startswith(cwd) else path
+        return f"{shown}:{f.lineno} ({f.name})"
     return None
 
 

@@ -17,7 +17,7 @@ def env():
 
 
 def bare(card, *args):
-    opt = ["--gpu", card] if not card[0].isdigit() else ["--gpu", "h100", "--memory", card]
+    opt = ["--gpu", card] if not card[0].isdigit() else ["--memory", card]
     p = subprocess.run([str(SIMGPU), "--build", str(BUILD), *opt, "--", sys.executable,
                         str(SCENARIOS / "model_mlp.py"), *args], env=env(),
                        capture_output=True, text=True, timeout=TIMEOUT)
@@ -32,29 +32,60 @@ def fit(tmp_path, cards, *args):
     p = subprocess.run([str(CLI), "fit", "--bytes", "--output", str(tmp_path), *opts, "--",
                         sys.executable, str(SCENARIOS / "model_mlp.py"), *args], env=env(),
                        capture_output=True, text=True, timeout=3 * TIMEOUT)
-    table = {l.split()[0]: l for l in p.stdout.splitlines()[1:]}
+    table = {}
+    for l in p.stdout.splitlines()[1:]:  # a card's row, its indented lines after a tab
+        if l.startswith(" "):
+            table[last] += "\t" + l.strip()
+        else:
+            last = l.split()[0]
+            table[last] = l
     return p, table
 
 
 def test_fit_figures_are_pytorchs_and_the_verdicts_the_allocators(tmp_path):
-    # batch 32768: two 512 MiB hidden activations kept for backward; a 2 GiB
-    # card less its 500 MiB context reserve cannot hold them
-    p, table = fit(tmp_path, ["l4", "2GiB"], "2", "32768")
+    # batch 32768: two 512 MiB hidden activations kept for backward; a
+    # 1.5 GiB card (`simgpu --memory`: no context reserve) cannot hold them
+    p, table = fit(tmp_path, ["l4", "1536MiB"], "2", "32768")
     assert p.returncode == 1, p.stderr  # it ran out of memory on one card
     ok, t = bare("l4", "2", "32768")
     assert ok.returncode == 0 and t is not None, ok.stderr
     f = table["l4"].split()
     assert f[2] == "fits", table["l4"]
     assert [int(f[3]), int(f[4])] == [t["max_allocated"], t["max_reserved"]]
-    assert int(f[5]) == 23034 * (1 << 20) - 500 * (1 << 20) - t["max_reserved"]
+    assert int(f[5]) == 22726 * (1 << 20) - 500 * (1 << 20) - t["max_reserved"]
 
-    small, _ = bare("2GiB", "2", "32768")
+    small, _ = bare("1536MiB", "2", "32768")
     assert small.returncode != 0 and "torch.OutOfMemoryError" in small.stderr, small.stderr
-    row = table["2GiB"]
-    m = re.search(r"OOM at (\S+):(\d+) \(<module>\) after \d+\.\d s", row)
+    row = table["1536MiB"]
+    m = re.search(r"\tOOM at (\S+):(\d+) \(<module>\) after \d+\.\d s\t", row)
     assert m, row
     assert m.group(1).endswith("model_mlp.py")
     # the line of the script that raised it: the forward, the backward or the step
     assert int(m.group(2)) in range(line_of("model_mlp.py", "FORWARD"),
                                     line_of("model_mlp.py", "FORWARD") + 4), row
-    assert os.path.exists(row.split()[-1]), row  # the post-mortem
+    assert os.path.exists(row.split("\tpost-mortem: ")[1]), row
+
+
+GPT2 = """import sys
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+cfg = GPT2Config(n_layer=2, n_head=4, n_embd=256, vocab_size=8000, n_positions=1024)
+model = GPT2LMHeadModel(cfg).cuda()
+x = torch.zeros(int(sys.argv[1]), 1024, dtype=torch.long, device="cuda")
+out = model(x)  # FORWARD
+"""
+
+
+def test_the_oom_line_is_the_users_not_an_installed_packages(tmp_path):
+    # the OOM is raised inside transformers (site-packages): the line named
+    # is the script's own, relative to where fit ran, and the rows stay narrow
+    (tmp_path / "gpt2.py").write_text(GPT2)
+    p = subprocess.run([str(CLI), "fit", "--output", "out", "--memory", "512MiB", "--",
+                        sys.executable, "gpt2.py", "16"], env=env(), cwd=tmp_path,
+                       capture_output=True, text=True, timeout=3 * TIMEOUT)
+    assert p.returncode == 1, p.stdout + p.stderr
+    log = (tmp_path / "out" / "512MiB" / "output.log").read_text()
+    assert "site-packages/transformers/" in log, log  # where it was raised
+    lines = p.stdout.splitlines()
+    assert lines[2].strip().startswith("OOM at gpt2.py:7 (<module>) after "), p.stdout
+    assert all(len(l) <= 90 for l in lines), p.stdout
