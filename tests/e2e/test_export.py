@@ -32,6 +32,8 @@ def test_speedscope_schema_and_sums(name, tmp_path):
     stacks = {s["id"]: s for s in snap["stacks"]}
     for d in snap["devices"]:
         p = by_name.get(f"device {d['ordinal']} at peak")
+        if d.get("peak_tensors"):
+            continue  # PyTorch's tensors: test_speedscope_of_pytorchs_tensors
         if d["peak_bytes"] == 0:
             assert p is None
             continue
@@ -46,9 +48,48 @@ def test_speedscope_schema_and_sums(name, tmp_path):
                 continue
             assert frames[sample[-1]]["name"] == st["entry"]
             assert len(sample) == len(st["frames"]) + 1
-    if snap.get("oom"):
+    if snap.get("oom") and not (snap["oom"].get("allocator") or {}).get("tensors"):
         p = by_name[f"device {snap['oom']['device']} at the OOM"]
         assert sum(p["weights"]) == sum(g["bytes"] for g in snap["oom"]["live"])
+
+
+def tensor_sum(t):
+    return t["allocated_bytes"] + t["cache"]["bytes"]
+
+
+@pytest.mark.parametrize("name", ["tensors_exit.json", "tensors_oom.json"])
+def test_speedscope_of_pytorchs_tensors(name, tmp_path):
+    """In a PyTorch process the profiles are PyTorch's tensor groups, as
+    flamegraph draws them: each group's whole stack, root first, weighted by
+    its bytes, plus the cache - summing to PyTorch's own figures."""
+    doc = json.loads(export("speedscope", INPUTS / name, tmp_path / "s.json").read_text())
+    snap = json.loads((INPUTS / name).read_text())
+    frames = doc["shared"]["frames"]
+    by_name = {p["name"]: p for p in doc["profiles"]}
+    moments = [(f"device {d['ordinal']} at peak", d["peak_tensors"]) for d in snap["devices"]]
+    moments += [(f"device {d['ordinal']} live at dump", d["tensors"]) for d in snap["devices"]]
+    if snap.get("oom"):
+        moments.append((f"device {snap['oom']['device']} at the OOM",
+                        snap["oom"]["allocator"]["tensors"]))
+    for pname, t in moments:
+        p = by_name[pname]
+        assert sum(p["weights"]) == tensor_sum(t) == p["endValue"], pname
+        got = {}
+        for sample, w in zip(p["samples"], p["weights"]):
+            got[";".join(frames[i]["name"] for i in sample)] = w
+        for g in t["groups"]:
+            if g["stack"]:
+                whole = ";".join("%s:%d:%s" % (f["file"], f["line"], f["function"])
+                                 for f in reversed(g["stack"]))
+                assert got[whole] == g["bytes"], (pname, whole)
+        if t["cache"]["bytes"]:
+            assert got["[PyTorch's cache]"] == t["cache"]["bytes"]
+    seg = json.loads(subprocess.run(
+        [str(CLI), "export", "--format", "speedscope", "--segments", str(INPUTS / name)],
+        capture_output=True, text=True, timeout=60, check=True).stdout)
+    d = snap["devices"][0]
+    [p] = [p for p in seg["profiles"] if p["name"] == f"device {d['ordinal']} at peak"]
+    assert sum(p["weights"]) == d["peak_bytes"]
 
 
 def test_export_usage_errors():

@@ -10,12 +10,15 @@
 #include "export.h"
 
 static const char usage[] =
-    "usage: cumemtrace export --format speedscope|memory_viz|pprof [-o OUT] FILE\n"
+    "usage: cumemtrace export --format speedscope|memory_viz|pprof [-o OUT]\n"
+    "                         [--segments] FILE\n"
     "\n"
     "Writes the snapshot for another viewer:\n"
     "  speedscope   speedscope's JSON file format (www.speedscope.app): one\n"
     "               sampled profile in bytes per device and moment - at the\n"
-    "               peak, live at the dump, and at the OOM of a post-mortem\n"
+    "               peak, live at the dump, and at the OOM of a post-mortem;\n"
+    "               in a PyTorch process PyTorch's tensor groups (whole\n"
+    "               stacks) and its cache, as flamegraph draws them\n"
     "  memory_viz   PyTorch's memory-snapshot pickle, for pytorch.org/memory_viz\n"
     "               and torch.cuda._memory_viz: every allocation a segment,\n"
     "               the event log as its trace (addresses are synthetic)\n"
@@ -25,6 +28,8 @@ static const char usage[] =
     "\n"
     "  -f, --format F     the format (required)\n"
     "  -o, --output OUT   the file to write (default: stdout)\n"
+    "  --segments         speedscope: the driver's allocations even where\n"
+    "                     PyTorch's tensors are known\n"
     "\n"
     "example: cumemtrace export --format speedscope run.json -o run.speedscope.json\n";
 
@@ -33,15 +38,18 @@ int export_main(int argc, char **argv)
     static const struct option opts[] = {
         {"format", required_argument, NULL, 'f'},
         {"output", required_argument, NULL, 'o'},
+        {"segments", no_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *format = NULL, *outp = "-";
+    bool segments = false;
     int c;
     while ((c = getopt_long(argc, argv, ":hf:o:", opts, NULL)) != -1) {
         switch (c) {
         case 'f': format = optarg; break;
         case 'o': outp = optarg; break;
+        case 'S': segments = true; break;
         case 'h': fputs(usage, stdout); return cli_finish_stdout();
         case ':': return cli_usage("export", "%s needs a value", argv[optind - 1]);
         default: return cli_usage("export", "unknown option '%s'", argv[optind - 1]);
@@ -68,7 +76,7 @@ int export_main(int argc, char **argv)
     FILE *f = of.f;
     int rc = memviz ? export_memviz(f, in.snaps[0], &err)
              : pprof ? export_pprof(f, in.snaps[0], &err)
-                     : export_speedscope(f, in.snaps[0]);
+                     : export_speedscope(f, in.snaps[0], segments);
     cli_inputs_free(&in);
     if (rc != 0) {
         if (memviz || pprof)

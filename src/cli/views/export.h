@@ -2,15 +2,17 @@
 #ifndef CUMEMTRACE_CLI_EXPORT_H
 #define CUMEMTRACE_CLI_EXPORT_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "errors.h"
 #include "snapshot.h"
 
 /* speedscope's file format (its src/lib/file-format-spec.ts): shared frames
- * and one "sampled" profile in bytes per device and moment.  -1 when out of
- * memory. */
-int export_speedscope(FILE *f, struct snapshot *s);
+ * and one "sampled" profile in bytes per device and moment - PyTorch's
+ * tensor groups where the file has them, unless segments (the driver's
+ * groups).  -1 when out of memory. */
+int export_speedscope(FILE *f, struct snapshot *s, bool segments);
 
 /* PyTorch's memory-snapshot pickle (torch.cuda.memory._snapshot()'s
  * dictionary) for pytorch.org/memory_viz; see export_memviz.c for what is

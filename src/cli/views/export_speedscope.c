@@ -10,6 +10,14 @@
  * PyTorch's phases: by_phase), "at peak, by range" too: each range a frame
  * (after the context's, the source as its file), nested by its path, above
  * the call sites that held its bytes at the peak.
+ *
+ * In a PyTorch process whose file has its tensors (holders.h; unless
+ * --segments), "at peak", "live at dump" and "at the OOM" are PyTorch's
+ * tensor groups instead, as `flamegraph` draws them: each group's whole
+ * stack (its frames reversed, no entry-point leaf) weighted by its bytes,
+ * a group with no stack as its holder's name, the writer's folded tail
+ * "[N more lines]" and PyTorch's cache "[PyTorch's cache]" (those names
+ * stored with the entry points).
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -17,6 +25,7 @@
 
 #include "cli.h"
 #include "export.h"
+#include "holders.h"
 #include "json_out.h"
 #include "snapshot_phases.h"
 
@@ -112,6 +121,79 @@ static int profile(struct json_out *w, const struct snapshot *s, struct entries 
     return 0;
 }
 
+/* One sample of a name alone (an entry after `base`). */
+static int name_sample(struct json_out *w, struct entries *e, const char *name, size_t base)
+{
+    size_t leaf;
+    if (name == NULL || entry_index(e, name, &leaf) != 0)
+        return -1;
+    json_out_begin_array(w);
+    json_out_u64(w, base + leaf);
+    json_out_end_array(w);
+    return 0;
+}
+
+/* PyTorch's tensors of one moment (holders_tensors): a sample a group,
+ * then the folded tail and the cache; weights in the same order. */
+static int profile_tensors(struct json_out *w, struct snapshot *s, struct entries *e,
+                           const char *name, const struct snap_tensors *t)
+{
+    bool cache = t->has_cache && t->cache_bytes != SNAP_UNKNOWN && t->cache_bytes > 0;
+    bool more = t->has_more && t->more_bytes > 0;
+    uint64_t total = (cache ? t->cache_bytes : 0) + (more ? t->more_bytes : 0);
+    for (size_t i = 0; i < t->n; i++)
+        total += t->v[i].bytes;
+    if (total == 0)
+        return 0;
+    size_t base = s->ctx->nframes + s->phases.n;
+    char text[64];
+    snprintf(text, sizeof text, "[%" PRIu64 " more lines]", t->more_groups);
+    const char *more_name = snapshot_intern(s->ctx, text, strlen(text));
+    profile_open(w, name, total);
+    for (size_t i = 0; i < t->n; i++) {
+        const struct snap_tgroup *g = &t->v[i];
+        if (g->bytes == 0)
+            continue;
+        if (g->nframes == 0) {
+            if (name_sample(w, e, holders_group_name(s, g, false), base) != 0)
+                return -1;
+            continue;
+        }
+        sample_open(w, NULL, 0);
+        for (uint32_t k = g->nframes; k > 0; k--)
+            json_out_u64(w, g->frames[k - 1]);
+        json_out_end_array(w);
+    }
+    if ((more && name_sample(w, e, more_name, base) != 0) ||
+        (cache && name_sample(w, e, "[PyTorch's cache]", base) != 0))
+        return -1;
+    json_out_end_array(w);
+    json_out_key(w, "weights");
+    json_out_begin_array(w);
+    for (size_t i = 0; i < t->n; i++)
+        if (t->v[i].bytes != 0)
+            json_out_u64(w, t->v[i].bytes);
+    if (more)
+        json_out_u64(w, t->more_bytes);
+    if (cache)
+        json_out_u64(w, t->cache_bytes);
+    json_out_end_array(w);
+    json_out_end_object(w);
+    return 0;
+}
+
+/* A moment's profile: PyTorch's tensors when the file has them (and
+ * segments is false), else the driver's groups g. */
+static int profile_moment(struct json_out *w, struct snapshot *s, struct entries *e,
+                          const char *name, const struct snap_device *d,
+                          enum holders_moment m, const struct snap_groups *g, bool segments)
+{
+    const struct snap_tensors *t = segments ? NULL : holders_tensors(s, d, m);
+    if (t != NULL && t->present)
+        return profile_tensors(w, s, e, name, t);
+    return profile(w, s, e, name, g);
+}
+
 /* Frame indexes of phase id's path, root first, into chain (at most
  * RANGE_DEPTH); the number written. */
 #define RANGE_DEPTH 64
@@ -189,7 +271,7 @@ static int profile_by_range(struct json_out *w, const struct snapshot *s, struct
     return 0;
 }
 
-int export_speedscope(FILE *f, struct snapshot *s)
+int export_speedscope(FILE *f, struct snapshot *s, bool segments)
 {
     struct entries e = {NULL, 0, 0};
     struct json_out w;
@@ -213,14 +295,14 @@ int export_speedscope(FILE *f, struct snapshot *s)
     for (size_t d = 0; d < s->ndevices && rc == 0; d++) {
         const struct snap_device *dv = &s->devices[d];
         snprintf(name, sizeof name, "device %" PRId64 " at peak", dv->ordinal);
-        rc |= profile(&w, s, &e, name, &dv->at_peak);
+        rc |= profile_moment(&w, s, &e, name, dv, HOLDERS_PEAK, &dv->at_peak, segments);
         snprintf(name, sizeof name, "device %" PRId64 " at peak, by range", dv->ordinal);
         rc |= profile_by_range(&w, s, &e, name, &dv->by_phase);
         snprintf(name, sizeof name, "device %" PRId64 " live at dump", dv->ordinal);
-        rc |= profile(&w, s, &e, name, &dv->live);
+        rc |= profile_moment(&w, s, &e, name, dv, HOLDERS_NOW, &dv->live, segments);
         if (snapshot_is_oom(s) && s->oom.device == dv->ordinal) {
             snprintf(name, sizeof name, "device %" PRId64 " at the OOM", dv->ordinal);
-            rc |= profile(&w, s, &e, name, &s->oom.live);
+            rc |= profile_moment(&w, s, &e, name, NULL, HOLDERS_OOM, &s->oom.live, segments);
         }
     }
     if (rc == 0 && s->host.present) {
