@@ -28,7 +28,8 @@ extern "C" {
  * at most 200 ms for the main thread).  An
  * existing file is never overwritten: a free name "<path>.<n>" is used.
  * Returns 0, or -1 after printing why on stderr (unwritable path, tracing
- * disabled).  Thread-safe. */
+ * disabled), or -1 without a word while a termination signal ends the
+ * process (its own snapshot is being written).  Thread-safe. */
 int cumemtrace_dump(const char *path);
 
 /* Writes the exit snapshot now: the host runtime says the program's own

@@ -16,8 +16,12 @@
  *                    SIGTERM while the exit snapshot is written)
  *   oom              prints "oom", runs out of memory, prints "ready" and
  *                    sleeps 20 s (the test sends SIGTERM during the post-mortem)
+ *   dump-loop        a thread calls cumemtrace_dump(NULL) back to back; after
+ *                    its first dump the main thread prints "ready" and sleeps
+ *                    20 s (the test sends SIGTERM between and during dumps)
  */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -37,6 +41,18 @@ static void *run_out(void *arg)
     (void)arg;
     void *p;
     CHECK(cudaMalloc(&p, 1ull << 50), cudaErrorMemoryAllocation);
+    return NULL;
+}
+
+static int dumps_done;
+
+static void *dump_loop(void *arg)
+{
+    int (*dump)(const char *) = (int (*)(const char *))arg;
+    for (;;) {
+        dump(NULL);
+        __atomic_add_fetch(&dumps_done, 1, __ATOMIC_RELEASE);
+    }
     return NULL;
 }
 
@@ -79,6 +95,19 @@ int main(int argc, char **argv)
         printf("oom\n");
         fflush(stdout);
         run_out(NULL);
+        printf("ready\n");
+        fflush(stdout);
+        sleep(20);
+        return 0;
+    }
+    if (strcmp(mode, "dump-loop") == 0) {
+        void *dump = dlsym(RTLD_DEFAULT, "cumemtrace_dump");
+        pthread_t t;
+        if (dump == NULL || pthread_create(&t, NULL, dump_loop, dump) != 0)
+            return 1;
+        struct timespec tick = {0, 1000000};
+        while (__atomic_load_n(&dumps_done, __ATOMIC_ACQUIRE) == 0)
+            nanosleep(&tick, NULL);
         printf("ready\n");
         fflush(stdout);
         sleep(20);

@@ -230,7 +230,17 @@ __attribute__((visibility("default"))) int cumemtrace_dump(const char *path)
     }
     hooks_depth++;
     torch_layer_refresh(false); /* none of our locks held */
+    /* A termination signal being served waits for the dumps in progress,
+     * then writes its own and ends the process: none may start meanwhile
+     * (dump_guard.h), or a thread dumping back to back holds the end off
+     * for the whole wait and leaves a temporary as the process ends. */
+    struct dump_guard g;
+    if (!dump_guard_enter_unless_closing(&g)) {
+        hooks_depth--;
+        return -1;
+    }
     int r = snapshot_write("api", path, NULL, NULL, 0);
+    dump_guard_leave(&g);
     hooks_depth--;
     return r;
 }

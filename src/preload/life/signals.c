@@ -159,6 +159,7 @@ void signals_serve(void)
     /* A post-mortem or the exit snapshot being written on another thread
      * (signals blocked there) is finished and counted first, within the
      * handler's wait; then this snapshot lists it. */
+    dump_guard_close(); /* no API dump starts from here: the wait ends */
     dump_guard_wait(SIGNALS_WAIT_MS - 1000);
     torch_layer_refresh(true);
     oom_at_exit(clock_now_ns());

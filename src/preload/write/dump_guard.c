@@ -9,7 +9,9 @@
 
 static int active;
 
-void dump_guard_enter(struct dump_guard *g)
+static int closing; /* a termination signal is being served */
+
+static void block(struct dump_guard *g)
 {
     int saved = errno;
     sigset_t all;
@@ -20,8 +22,32 @@ void dump_guard_enter(struct dump_guard *g)
         sigdelset(&all, sync[i]);
     pthread_sigmask(SIG_BLOCK, &all, &g->mask);
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &g->cancel);
-    __atomic_add_fetch(&active, 1, __ATOMIC_ACQ_REL);
     errno = saved;
+}
+
+void dump_guard_enter(struct dump_guard *g)
+{
+    block(g);
+    __atomic_add_fetch(&active, 1, __ATOMIC_SEQ_CST);
+}
+
+bool dump_guard_enter_unless_closing(struct dump_guard *g)
+{
+    /* counted before looking, and dump_guard_close sets the flag before
+     * its wait looks at the count: either the wait sees this dump or this
+     * dump sees the flag (both sequentially consistent) */
+    __atomic_add_fetch(&active, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&closing, __ATOMIC_SEQ_CST)) {
+        __atomic_sub_fetch(&active, 1, __ATOMIC_SEQ_CST);
+        return false;
+    }
+    block(g);
+    return true;
+}
+
+void dump_guard_close(void)
+{
+    __atomic_store_n(&closing, 1, __ATOMIC_SEQ_CST);
 }
 
 void dump_guard_leave(struct dump_guard *g)
@@ -38,7 +64,7 @@ void dump_guard_leave(struct dump_guard *g)
 
 int dump_guard_active(void)
 {
-    return __atomic_load_n(&active, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&active, __ATOMIC_SEQ_CST);
 }
 
 bool dump_guard_wait(int ms)
@@ -52,4 +78,5 @@ bool dump_guard_wait(int ms)
 void dump_guard_atfork_child(void)
 {
     __atomic_store_n(&active, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&closing, 0, __ATOMIC_RELEASE);
 }

@@ -14,7 +14,7 @@
  * once the file is complete and no lock of ours is held.
  *
  * The count of dumps in progress lets a termination signal wait for them
- * (signals.c), bounded by its 5 s.
+ * (signals.c), bounded by its 5 s; once it waits, API dumps are refused.
  */
 #ifndef CUMEMTRACE_DUMP_GUARD_H
 #define CUMEMTRACE_DUMP_GUARD_H
@@ -30,6 +30,13 @@ struct dump_guard {
 /* Brackets a dump in the calling thread; nests.  Keep errno. */
 void dump_guard_enter(struct dump_guard *g);
 void dump_guard_leave(struct dump_guard *g);
+/* The same for a dump the process's end may refuse (cumemtrace_dump):
+ * false, and nothing entered, once dump_guard_close was called. */
+bool dump_guard_enter_unless_closing(struct dump_guard *g);
+/* A termination signal is being served: from now on no refusable dump
+ * starts, so that waiting for the dumps in progress ends (a thread dumping
+ * back to back otherwise always has one) and none is cut by the end. */
+void dump_guard_close(void);
 /* Dumps in progress in the process, any thread.  Async-signal-safe. */
 int dump_guard_active(void);
 /* Waits until no dump is in progress, at most `ms` milliseconds (1 ms
