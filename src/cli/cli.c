@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "frame_filter.h"
+#include "holders.h"
 #include "snapshot_read.h"
 
 static int load(struct cli_inputs *in, char **paths, size_t n, bool rows)
@@ -126,6 +127,8 @@ int cli_frame_args(const char *cmd, int *argc, char **argv)
             python_only = true;
         } else if (strcmp(a, "--native-only") == 0) {
             native_only = true;
+        } else if (strcmp(a, "--segments") == 0) {
+            holders_set_segments(true);
         } else {
             int rc = regex_opt(cmd, "--hide", &i, *argc, argv, false);
             if (rc == 0)

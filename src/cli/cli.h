@@ -21,8 +21,9 @@
 #define CUMEMTRACE_CLI_VERSION FORMAT_TOOL_VERSION
 
 /* Takes the frame filter's options (--all-frames, --hide, --focus,
- * --python-only, --native-only) out of argv - they may stand anywhere
- * before the files - and sets the process-wide filter (frame_filter.h).
+ * --python-only, --native-only) and --segments (the driver's view of who
+ * holds memory, holders.h) out of argv - they may stand anywhere before
+ * the files - and sets the process-wide filter (frame_filter.h).
  * Returns 0, or the exit status of a usage error already printed. */
 int cli_frame_args(const char *cmd, int *argc, char **argv);
 

@@ -18,6 +18,7 @@ a stripped libtorch_python frame, Python frames, a GIL marker):
   tensors_exit      an exit with PyTorch's tensors by user line: at exit (a
                     leak of logits), at the peak, growth per step
   tensors_oom       post-mortem whose tensors name eight lines, library-deep
+  tensors_many      an exit whose tensors name 30 lines and 4100 folded
   thinned           an event log thinned to every 4th event (the peak's
                     event is not kept)
   bad_*             one file per malformed-input class (bad_contradiction:
@@ -377,6 +378,27 @@ def tensors_oom():
     return doc
 
 
+def tensors_many():
+    """An exit whose tensors at the dump name 30 lines, and the writer
+    folded 4100 more: a screen of them, the rest in one row."""
+    groups = [tgroup([pf(LINEAR, 125, "forward")] + call_impl(1) +
+                     [pf(MODEL, 300 + i, "block"), pf(TRAIN, 88, "train_step")],
+                     (40 - i) * MiB, 1) for i in range(30)]
+    t = tensors_obj(groups, cache=(64 * MiB, 2, 32 * MiB),
+                    more={"groups": 4100, "bytes": 4100 * 4096, "count": 4100})
+    held = t["allocated_bytes"] + t["cache"]["bytes"]
+    live = [(S_ACT, "device", held, 40)]
+    dev = Device(0, 9_000_000_000, live, live, total=80 * GiB, free=60 * GiB)
+    doc = snapshot(devices=[dev], stacks=ALL, counters={
+        "unknown_frees": 0, "failed_frees": 0, "stacks": 7, "live_allocations": 40})
+    d = doc["devices"][0]
+    d["allocator"] = torch_allocator(t, t["allocated_bytes"])
+    d["tensors"] = t
+    d["peak_tensors"] = None
+    d["growth"] = []
+    return doc
+
+
 def write(name, doc):
     dump(doc, os.path.join(OUT, name))
 
@@ -406,6 +428,7 @@ def main():
     write("thinned.json", thinned())
     write("tensors_exit.json", tensors_exit())
     write("tensors_oom.json", tensors_oom())
+    write("tensors_many.json", tensors_many())
     # malformed inputs, one per class
     with open(os.path.join(OUT, "bad_notjson.json"), "w") as f:
         f.write("cumemtrace ran out of disk space\n")

@@ -11,6 +11,18 @@
 
 #define NO_USER_FRAME "[no user frame]"
 
+static bool prefer_segments; /* --segments */
+
+void holders_set_segments(bool segments)
+{
+    prefer_segments = segments;
+}
+
+bool holders_segments(void)
+{
+    return prefer_segments;
+}
+
 const struct snap_tensors *holders_tensors(const struct snapshot *s,
                                            const struct snap_device *d, enum holders_moment m)
 {
@@ -202,7 +214,7 @@ int holders_get(struct snapshot *s, const struct snap_device *d, enum holders_mo
     if (m == HOLDERS_OOM && d == NULL && s->oom.present)
         d = snapshot_device(s, s->oom.device);
     const struct snap_tensors *t = holders_tensors(s, d, m);
-    if (!segments && t != NULL && t->present)
+    if (!segments && !prefer_segments && t != NULL && t->present)
         return from_tensors(s, t, out);
     switch (m) {
     case HOLDERS_OOM:

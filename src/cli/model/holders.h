@@ -72,6 +72,12 @@ struct holders {
     int64_t time_ns, step; /* HOLDERS_PEAK with tensors: when; SNAP_UNKNOWN_I64 */
 };
 
+/* --segments (every view that reads snapshots, cli_frame_args): the
+ * driver's view wherever the tensors would answer.  Set before any view
+ * asks; holders_get then answers with segments whatever its argument. */
+void holders_set_segments(bool segments);
+bool holders_segments(void);
+
 /* Whether the moment has PyTorch's tensors for device d of s (d NULL with
  * HOLDERS_OOM: the failure's); false for a file without them. */
 bool holders_have_tensors(const struct snapshot *s, const struct snap_device *d,

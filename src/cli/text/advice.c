@@ -9,6 +9,7 @@
 
 #include "frames.h"
 #include "oom_text.h"
+#include "holders.h"
 #include "out.h"
 #include "report_layout.h"
 #include "sites.h"
@@ -35,6 +36,14 @@ static bool known(uint64_t v)
     return v != SNAP_UNKNOWN;
 }
 
+/* Whether a Python frame is a forward pass (`forward`, `Model.forward`). */
+static bool forward_frame(const struct frame *f)
+{
+    const char *fn = f->type == FRAME_PYTHON ? strrchr(f->name, ':') : NULL;
+    return fn != NULL && (strcmp(fn + 1, "forward") == 0 ||
+                          (strlen(fn + 1) > 8 && strcmp(fn + 1 + strlen(fn + 1) - 8, ".forward") == 0));
+}
+
 /* Bytes held at the failure by stacks with a Python frame whose function
  * is a forward pass (`forward`, `Model.forward`): the activations. */
 static uint64_t forward_bytes(const struct snapshot *s, const struct snap_groups *g)
@@ -45,17 +54,80 @@ static uint64_t forward_bytes(const struct snapshot *s, const struct snap_groups
             continue;
         const struct snap_stack *st = &s->stacks[g->v[i].stack];
         for (uint32_t k = 0; k < st->nframes; k++) {
-            const struct frame *f = &s->ctx->frames[st->frames[k]];
-            const char *fn = f->type == FRAME_PYTHON ? strrchr(f->name, ':') : NULL;
-            if (fn != NULL && (strcmp(fn + 1, "forward") == 0 ||
-                               (strlen(fn + 1) > 8 &&
-                                strcmp(fn + 1 + strlen(fn + 1) - 8, ".forward") == 0))) {
+            if (forward_frame(&s->ctx->frames[st->frames[k]])) {
                 sum += g->v[i].bytes;
                 break;
             }
         }
     }
     return sum;
+}
+
+/* The activations at the failure: with PyTorch's tensors the lines the
+ * post-mortem lists whose stack passes through a forward (the same
+ * holders, the same bytes), of what its tensors hold; else the driver's
+ * call sites under forward, of what this process holds.  *lead is the
+ * sentence's start.  0, or -1 when out of memory. */
+static int forward_share(struct snapshot *s, uint64_t *fwd, uint64_t *held, char *lead, size_t n)
+{
+    char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM];
+    struct holders h;
+    if (holders_get(s, NULL, HOLDERS_OOM, false, &h) != 0)
+        return -1;
+    if (h.source != HOLDERS_TENSORS) {
+        holders_free(&h);
+        *fwd = forward_bytes(s, &s->oom.live);
+        *held = known(s->oom.tracked_bytes) ? s->oom.tracked_bytes : 0;
+        snprintf(lead, n, "call sites under forward hold %s (%s of this process)",
+                 out_bytes(*fwd, a), out_pct(*fwd, *held, b));
+        return 0;
+    }
+    const struct holder *largest = NULL;
+    size_t lines = 0;
+    *fwd = 0;
+    *held = h.total_bytes;
+    for (size_t i = 0; i < h.n; i++) {
+        const struct holder *x = &h.v[i];
+        bool under = false;
+        for (uint32_t k = 0; k < x->nframes && !under; k++)
+            under = forward_frame(&s->ctx->frames[x->frames[k]]);
+        if (!under)
+            continue;
+        *fwd += x->bytes;
+        lines++;
+        if (largest == NULL)
+            largest = x; /* the holders are largest first */
+    }
+    if (largest == NULL)
+        snprintf(lead, n, "no line under forward holds PyTorch's tensors");
+    else if (lines == 1)
+        snprintf(lead, n, "%s holds %s (%s of PyTorch's tensors)", largest->display,
+                 out_bytes(*fwd, a), out_pct(*fwd, *held, b));
+    else
+        snprintf(lead, n, "%zu lines under forward hold %s (%s of PyTorch's tensors; the "
+                 "largest, %s, %s)", lines, out_bytes(*fwd, a), out_pct(*fwd, *held, b),
+                 largest->display, out_bytes(largest->bytes, c));
+    holders_free(&h);
+    return 0;
+}
+
+/* The largest of PyTorch's lines at a moment: the lever when it holds most
+ * of its tensors. */
+static int dominant_tensors(struct snapshot *s, const struct holders *h, const char *what,
+                            struct advice *out, int *n)
+{
+    if (h->n == 0 || h->total_bytes == 0)
+        return 0;
+    const struct holder *x = &h->v[0];
+    if (x->bytes * 100.0 >= (double)h->total_bytes * ADVICE_DOMINANT_PCT) {
+        char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM];
+        add(out, n, "dominant-site", x->bytes, "%s, %s holds %s (%s of PyTorch's %s in "
+            "tensors): shrink or free that first",
+            what, x->display, out_pct(x->bytes, h->total_bytes, a), out_bytes(x->bytes, b),
+            out_bytes(h->total_bytes, c));
+    }
+    (void)s;
+    return 0;
 }
 
 static uint64_t largest_free(const struct snap_allocator *a)
@@ -435,8 +507,10 @@ static void oom_advice(struct snapshot *s, struct advice *out, int *n)
     }
     optimizer_state(al, out, n);
     if (o->cause == CAUSE_EXHAUSTED) {
-        uint64_t fwd = forward_bytes(s, &o->live);
-        uint64_t held = known(o->tracked_bytes) ? o->tracked_bytes : 0;
+        uint64_t fwd, held;
+        char lead[512];
+        if (forward_share(s, &fwd, &held, lead, sizeof lead) != 0)
+            return;
         char who[160], sb[OUT_NUM], lk[320];
         bool step = lacking(s, who, sizeof who);
         out_bytes(short_by, sb);
@@ -450,11 +524,10 @@ static void oom_advice(struct snapshot *s, struct advice *out, int *n)
          * above it when it is larger. */
         if (held > 0 && fwd * 100.0 >= (double)held * ADVICE_DOMINANT_PCT)
             add(out, n, "activations", fwd / 2,
-                "call sites under forward hold %s (%s of this process) at the "
+                "%s at the "
                 "failure - activations: activation checkpointing or a smaller "
                 "micro-batch with gradient accumulation frees part of it; %s%s",
-                out_bytes(fwd, a), out_pct(fwd, held, b), step ? lk : "this request lacked ",
-                step ? "" : sb);
+                lead, step ? lk : "this request lacked ", step ? "" : sb);
         else
             add(out, n, "exhausted", short_by,
                 "%s. Lower precision, a smaller micro-batch, or sharding across GPUs "
@@ -536,15 +609,29 @@ int advice_compute(struct snapshot *s, struct advice *out)
         bool activations = false;
         for (int i = 0; i < n; i++)
             activations = activations || strcmp(out[i].id, "activations") == 0;
-        if (!activations && /* that line already names the forward pass */
-            dominant(s, &s->oom.live, total, "At the failure", out, &n) != 0)
+        struct holders h;
+        if (holders_get(s, NULL, HOLDERS_OOM, false, &h) != 0)
+            return -1;
+        int rc = activations ? 0 /* that line already names the forward pass */
+                 : h.source == HOLDERS_TENSORS
+                     ? dominant_tensors(s, &h, "At the failure", out, &n)
+                     : dominant(s, &s->oom.live, total, "At the failure", out, &n);
+        holders_free(&h);
+        if (rc != 0)
             return -1;
     } else {
         for (size_t i = 0; i < s->ndevices; i++) {
             const struct snap_device *d = &s->devices[i];
             char what[64];
             snprintf(what, sizeof what, "At the peak of device %" PRId64, d->ordinal);
-            if (dominant(s, &d->at_peak, d->peak_bytes, what, out, &n) != 0)
+            struct holders h;
+            if (holders_get(s, d, HOLDERS_PEAK, false, &h) != 0)
+                return -1;
+            int rc = h.source == HOLDERS_TENSORS
+                         ? dominant_tensors(s, &h, what, out, &n)
+                         : dominant(s, &d->at_peak, d->peak_bytes, what, out, &n);
+            holders_free(&h);
+            if (rc != 0)
                 return -1;
         }
     }

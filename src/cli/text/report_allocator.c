@@ -132,7 +132,8 @@ void report_allocator_lines(FILE *f, struct snapctx *ctx, const struct snap_oom 
              a->config ? snapshot_display(ctx, a->config) : "");
     out_wrap(f, "            ", "            ", text);
     report_allocator_roles(f, a, "  roles:    ", "            ");
-    report_allocator_tensors(f, ctx, a, "  tensors:  ", "            ", 1);
+    if (!a->tensors.present) /* else the holders' table lists them all */
+        report_allocator_tensors(f, ctx, a, "  tensors:  ", "            ", 1);
 }
 
 const char *report_allocator_roles_text(const struct snap_allocator *a, char *buf, size_t n)

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "diff.h"
 #include "gate.h"
+#include "holders.h"
 #include "html.h"
 #include "out.h"
 #include "ranks.h"
@@ -152,7 +153,7 @@ int diff_main(int argc, char **argv)
                       : cli_load_without_events(&in, argv + optind, 2)) != 0)
         return CLI_EXIT_ERROR;
     int rc = diff_text(stdout, in.snaps[0], in.snaps[1], (enum site_by)by, by_range,
-                       segments, (unsigned)top, &gate);
+                       segments || holders_segments(), (unsigned)top, &gate);
     if (rc >= 0 && html != NULL) {
         char title[256];
         html_title(title, sizeof title, in.snaps, 2, "diff");

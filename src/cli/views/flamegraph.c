@@ -429,7 +429,7 @@ int flamegraph_main(int argc, char **argv)
         cli_inputs_free(&in);
         return CLI_EXIT_ERROR;
     }
-    int rc = segments ? 0 : fold_tensors(stdout, s, at, one_device, (int64_t)device);
+    int rc = segments || holders_segments() ? 0 : fold_tensors(stdout, s, at, one_device, (int64_t)device);
     if (rc == 0)
         rc = fold(stdout, s, at, one_device, (int64_t)device);
     else if (rc == 1)

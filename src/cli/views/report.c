@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "frame_filter.h"
 #include "frames.h"
+#include "holders.h"
 #include "out.h"
 #include "oom_text.h"
 #include "ranks.h"
@@ -27,6 +28,7 @@
 #include "report_layout.h"
 #include "report_phases.h"
 #include "report_churn.h"
+#include "report_holders.h"
 #include "sites.h"
 #include "snapshot_phases.h"
 
@@ -308,6 +310,34 @@ static int oom_table(FILE *f, struct snapshot *s, const struct snap_groups *g,
     return print_sites(f, s, g, total, top, with_kind, 2);
 }
 
+/* PyTorch's tensors by line under a heading with their total (and what
+ * --focus kept of it), a screen of lines unless --full, then the cache
+ * row.  Returns -1 on OOM. */
+static int print_tensors(FILE *f, struct snapshot *s, const struct holders *h,
+                         const char *title, unsigned top)
+{
+    char a[OUT_NUM], b[OUT_NUM], when[96] = "";
+    fputc('\n', f);
+    if (h->time_ns != SNAP_UNKNOWN_I64) {
+        char t[OUT_NUM], step[48] = "";
+        if (h->step != SNAP_UNKNOWN_I64 && h->step > 0)
+            snprintf(step, sizeof step, ", step %" PRId64, h->step);
+        snprintf(when, sizeof when, " (%s%s)", out_duration(h->time_ns, t), step);
+    }
+    if (frame_filter_focus_text() != NULL)
+        heading(f, "  %s%s: %s of PyTorch's tensors (%s in focus), by line", title, when,
+                out_bytes(h->total_bytes, a), out_bytes(h->bytes, b));
+    else
+        heading(f, "  %s%s: %s of PyTorch's tensors, by line", title, when,
+                out_bytes(h->total_bytes, a));
+    unsigned rows = report_full ? 0 : top > REPORT_HOLDERS_SCREEN ? top : REPORT_HOLDERS_SCREEN;
+    if (h->n == 0 && !h->has_more)
+        para(f, 4, "no live tensors%s", frame_filter_focus_text() != NULL ? " in focus" : "");
+    else if (report_holders_table(f, s, h, h->total_bytes, rows, 2) != 0)
+        return -1;
+    return 0;
+}
+
 static int print_oom(FILE *f, struct snapshot *s, unsigned top)
 {
     const struct snap_oom *o = &s->oom;
@@ -372,19 +402,37 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
                                                                 : SNAP_UNKNOWN_I64,
                               when, sizeof when)[0])
         field(f, "during:", "%s", when);
-    /* The tensors above are who holds it; the driver-level table says
+    struct holders h;
+    if (holders_get(s, NULL, HOLDERS_OOM, false, &h) != 0)
+        return -1;
+    if (h.source == HOLDERS_TENSORS) {
+        int rc = print_tensors(f, s, &h, "Holders at the failure", top);
+        report_holders_cache(f, &h, NULL, 2);
+        if (rc != 0)
+            return -1;
+    }
+    /* PyTorch's tensors are who holds it; the driver-level table says
      * which line first created each cached segment. */
-    bool tensors = o->allocator.present && o->allocator.has_top && o->allocator.ntop > 0;
+    bool tensors = h.source == HOLDERS_TENSORS ||
+                   (o->allocator.present && o->allocator.has_top && o->allocator.ntop > 0);
+    holders_free(&h);
+    if (holders_segments() && o->allocator.present)
+        tensors = false; /* the driver's view was asked for: it is the holders */
     if (!report_full) {
-        if (!tensors && oom_table(f, s, &o->live, "Top holders at the failure",
+        if (!tensors && oom_table(f, s, &o->live,
+                                  holders_segments() && o->allocator.present
+                                      ? "Cached segments at the failure, by the line that "
+                                        "created them"
+                                      : "Top holders at the failure",
                                   "allocation", "", top < OOM_ROWS ? top : OOM_ROWS,
                                   true) != 0)
             return -1;
         return 0;
     }
     if (oom_table(f, s, &o->live,
-                  tensors ? "Cached segments at the failure, by the line that created them"
-                          : "Top holders at the failure",
+                  tensors || (holders_segments() && o->allocator.present)
+                      ? "Cached segments at the failure, by the line that created them"
+                      : "Top holders at the failure",
                   "allocation", "", top, true) != 0 ||
         oom_table(f, s, &o->released, "Released between attempts", "free",
                   ", by call site", top, false) != 0)
@@ -557,6 +605,19 @@ static int print_live(FILE *f, struct snapshot *s, const struct snap_groups *liv
     return print_sites(f, s, live, focus ? whole : bytes, top, true, indent);
 }
 
+/* What PyTorch's tensors hold at the dump, by line: at exit the possible
+ * leaks; its cache below them, which is none. */
+static int print_live_tensors(FILE *f, struct snapshot *s, const struct holders *h,
+                              unsigned top)
+{
+    bool at_exit = strcmp(s->reason, "exit") == 0;
+    if (print_tensors(f, s, h, at_exit ? "Live at exit (possible leaks)" : "Live at this dump",
+                      top) != 0)
+        return -1;
+    report_holders_cache(f, h, at_exit ? " (freed blocks kept for reuse, not a leak)" : NULL, 2);
+    return 0;
+}
+
 /* "Call sites at peak (12.2 GiB)", with what --focus kept of it. */
 static int print_at_peak(FILE *f, struct snapshot *s, const struct snap_groups *g,
                          uint64_t peak, unsigned top)
@@ -598,7 +659,8 @@ static int print_device(FILE *f, struct snapshot *s, const struct snap_device *d
     char age[768];
     if (report_allocator_age(s, &d->allocator, age, sizeof age)[0])
         out_wrap(f, "  ", "  ", age);
-    print_tensor_peak(f, s, d);
+    if (report_by_range || !holders_have_tensors(s, d, HOLDERS_PEAK) || holders_segments())
+        print_tensor_peak(f, s, d);
     report_allocator_roles(f, &d->allocator, "  roles: ", "         ");
     if (d->total_bytes != SNAP_UNKNOWN || d->limit_bytes != SNAP_UNKNOWN) {
         char lim[OUT_NUM + 16] = "";
@@ -615,11 +677,25 @@ static int print_device(FILE *f, struct snapshot *s, const struct snap_device *d
         if (report_phases(f, s, &d->by_phase, d->peak_bytes, top) != 0)
             return -1;
     } else {
-        if (print_at_peak(f, s, &d->at_peak, d->peak_bytes, top) != 0)
+        struct holders h;
+        if (holders_get(s, d, HOLDERS_PEAK, false, &h) != 0)
+            return -1;
+        int rc = h.source == HOLDERS_TENSORS
+                     ? print_tensors(f, s, &h, "At the peak", top)
+                     : print_at_peak(f, s, &d->at_peak, d->peak_bytes, top);
+        holders_free(&h);
+        if (rc != 0)
             return -1;
         report_phases_hint(f, s, &d->by_phase);
     }
-    if (print_live(f, s, &d->live, &d->allocator, d->current_bytes, top, 2) != 0)
+    struct holders now;
+    if (holders_get(s, d, HOLDERS_NOW, false, &now) != 0)
+        return -1;
+    int rc = now.source == HOLDERS_TENSORS
+                 ? print_live_tensors(f, s, &now, top)
+                 : print_live(f, s, &d->live, &d->allocator, d->current_bytes, top, 2);
+    holders_free(&now);
+    if (rc != 0 || report_holders_growth(f, s, d, 2) != 0)
         return -1;
     if (report_churn(f, s, d, report_sort, top) != 0)
         return -1;

@@ -16,6 +16,7 @@
 #include "json_out.h"
 #include "report.h"
 #include "report_allocator.h"
+#include "report_json_holders.h"
 #include "report_phases.h"
 #include "snapshot_phases.h"
 #include "sites.h"
@@ -269,6 +270,15 @@ static int device(struct json_out *w, struct snapshot *s, const struct snap_devi
     json_out_key(w, "live");
     if (sites(w, s, &d->live, top) != 0)
         return -1;
+    json_out_key(w, "holders");
+    if (report_json_holders(w, s, d, HOLDERS_NOW, top) != 0)
+        return -1;
+    json_out_key(w, "holders_at_peak");
+    if (report_json_holders(w, s, d, HOLDERS_PEAK, top) != 0)
+        return -1;
+    json_out_key(w, "growth");
+    if (report_json_growth(w, s, d) != 0)
+        return -1;
     /* Per stack over the run, as the snapshot has it (not merged by site:
      * a script comparing with its own counts wants the stacks). */
     json_out_key(w, "churn");
@@ -366,6 +376,9 @@ static int oom(struct json_out *w, struct snapshot *s, unsigned top)
         return -1;
     json_out_key(w, "live");
     if (sites(w, s, &o->live, top) != 0)
+        return -1;
+    json_out_key(w, "holders");
+    if (report_json_holders(w, s, NULL, HOLDERS_OOM, top) != 0)
         return -1;
     json_out_end_object(w);
     return 0;

@@ -1,0 +1,133 @@
+/* report_json_holders.c - `report --json`'s holders and growth, the same
+ * groups as the text report (report_json_holders.h). */
+#include "report_json_holders.h"
+
+static void frame_list(struct json_out *w, const struct snapshot *s, const struct holder *h)
+{
+    json_out_begin_array(w);
+    for (uint32_t i = 0; i < h->nframes; i++)
+        json_out_string(w, s->ctx->frames[h->frames[i]].name);
+    json_out_end_array(w);
+}
+
+static void origin(struct json_out *w, const struct snapshot *s, const struct holder *h)
+{
+    const struct snap_tgroup *g = h->group;
+    if (g == NULL || g->origin_thread == NULL) {
+        json_out_null(w);
+        return;
+    }
+    json_out_begin_object(w);
+    json_out_key(w, "thread"); json_out_string(w, g->origin_thread);
+    json_out_key(w, "node"); json_out_string(w, g->origin_node);
+    json_out_key(w, "forward_line");
+    json_out_string(w, g->forward_site != SNAP_NO_FRAME ? s->ctx->frames[g->forward_site].name
+                                                        : NULL);
+    json_out_end_object(w);
+}
+
+/* The members every holder has: line (the identity, full path; null
+ * without a user line), display, frames, bytes, count. */
+static void holder_members(struct json_out *w, const struct snapshot *s, const struct holder *h)
+{
+    json_out_key(w, "line");
+    json_out_string(w, h->label != SNAP_NO_FRAME ? s->ctx->frames[h->label].name
+                       : h->stack != SNAP_NO_STACK ? h->name : NULL);
+    json_out_key(w, "display"); json_out_string(w, h->display);
+    json_out_key(w, "frames"); frame_list(w, s, h);
+    json_out_key(w, "bytes"); json_out_u64(w, h->bytes);
+}
+
+int report_json_holders(struct json_out *w, struct snapshot *s, const struct snap_device *d,
+                        enum holders_moment m, unsigned top)
+{
+    struct holders h;
+    if (holders_get(s, d, m, false, &h) != 0)
+        return -1;
+    if (h.source == HOLDERS_NONE) {
+        json_out_null(w);
+        return 0;
+    }
+    json_out_begin_object(w);
+    json_out_key(w, "source");
+    json_out_string(w, h.source == HOLDERS_TENSORS ? "tensors" : "segments");
+    json_out_key(w, "total_bytes"); json_out_u64(w, h.total_bytes);
+    json_out_key(w, "total_count"); json_out_u64(w, h.total_count);
+    json_out_key(w, "time_ns"); json_out_i64(w, h.time_ns);
+    json_out_key(w, "step"); json_out_i64(w, h.step);
+    size_t shown = top == 0 || h.n <= top ? h.n : top;
+    json_out_key(w, "groups");
+    json_out_begin_array(w);
+    for (size_t i = 0; i < shown; i++) {
+        const struct holder *x = &h.v[i];
+        json_out_begin_object(w);
+        holder_members(w, s, x);
+        json_out_key(w, "count"); json_out_u64(w, x->count);
+        json_out_key(w, "origin"); origin(w, s, x);
+        json_out_end_object(w);
+    }
+    json_out_end_array(w);
+    json_out_key(w, "rest");
+    if (shown < h.n) {
+        uint64_t b = 0, c = 0;
+        for (size_t i = shown; i < h.n; i++) {
+            b += h.v[i].bytes;
+            c += h.v[i].count;
+        }
+        json_out_begin_object(w);
+        json_out_key(w, "groups"); json_out_u64(w, h.n - shown);
+        json_out_key(w, "bytes"); json_out_u64(w, b);
+        json_out_key(w, "count"); json_out_u64(w, c);
+        json_out_end_object(w);
+    } else {
+        json_out_null(w);
+    }
+    json_out_key(w, "more");
+    if (h.has_more) {
+        json_out_begin_object(w);
+        json_out_key(w, "groups"); json_out_u64(w, h.more_groups);
+        json_out_key(w, "bytes"); json_out_u64(w, h.more_bytes);
+        json_out_key(w, "count"); json_out_u64(w, h.more_count);
+        json_out_end_object(w);
+    } else {
+        json_out_null(w);
+    }
+    json_out_key(w, "cache");
+    if (h.has_cache) {
+        json_out_begin_object(w);
+        json_out_key(w, "bytes"); json_out_u64(w, h.cache_bytes);
+        json_out_key(w, "segments"); json_out_u64(w, h.cache_segments);
+        json_out_key(w, "largest_free_bytes"); json_out_u64(w, h.cache_largest_free);
+        json_out_end_object(w);
+    } else {
+        json_out_null(w);
+    }
+    json_out_end_object(w);
+    holders_free(&h);
+    return 0;
+}
+
+int report_json_growth(struct json_out *w, struct snapshot *s, const struct snap_device *d)
+{
+    struct holders g;
+    if (holders_growth(s, d, &g) != 0)
+        return -1;
+    if (g.source == HOLDERS_NONE) {
+        json_out_null(w);
+        return 0;
+    }
+    json_out_begin_array(w);
+    for (size_t i = 0; i < g.n; i++) {
+        const struct holder *x = &g.v[i];
+        json_out_begin_object(w);
+        holder_members(w, s, x);
+        json_out_key(w, "bytes_per_step"); json_out_u64(w, x->group->bytes_per_step);
+        json_out_key(w, "first_step"); json_out_i64(w, x->group->first_step);
+        json_out_key(w, "last_step"); json_out_i64(w, x->group->last_step);
+        json_out_key(w, "steps"); json_out_u64(w, x->group->steps);
+        json_out_end_object(w);
+    }
+    json_out_end_array(w);
+    holders_free(&g);
+    return 0;
+}
