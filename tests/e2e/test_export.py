@@ -264,19 +264,30 @@ def test_pprof_profile(name, tmp_path):
     col = lambda i: sum(v[i] for _, v in samples)
     with_stack = lambda key: sum(g["bytes"] for d in snap["devices"] for g in d[key]
                                  if g["stack"])
-    assert col(0) == with_stack("at_peak")
-    assert col(1) == with_stack("live")
+    tensors = any(d.get("tensors") or d.get("peak_tensors") for d in snap["devices"])
+    if tensors:
+        # PyTorch's tensors and cache, at the peak and at the dump
+        assert col(0) == sum(tensor_sum(d["peak_tensors"]) for d in snap["devices"])
+        assert col(1) == sum(tensor_sum(d["tensors"]) for d in snap["devices"])
+    else:
+        assert col(0) == with_stack("at_peak")
+        assert col(1) == with_stack("live")
     rows = [r for r in snap["events"]["data"] if r[1] >= 0 and r[3] > 0 and r[4]]
     assert col(2) == sum(r[3] for r in rows) and col(3) == len(rows)
     stacks = {s["id"]: s for s in snap["stacks"]}
     entries = {s["entry"] for s in snap["stacks"]}
-    for ids, _ in samples:
+    for ids, v in samples:
+        if tensors and v[2] == 0 and v[3] == 0:
+            continue  # a tensor group: no entry point (test_pprof_of_pytorchs_tensors)
         # leaf first: the entry point, then the frames innermost first
         assert locs[ids[0]][0][0][0] in entries
         assert all(len(locs[i]) == 1 for i in ids)
     # A Python frame: its function, in its file, at its line.
     pylines = {(f["function"], f["file"], f["line"]) for s in stacks.values()
                for f in s["frames"] if f.get("module") == "python"}
+    pylines |= {(f["function"], f["file"], f["line"]) for d in snap["devices"]
+                for k in ("tensors", "peak_tensors") if d.get(k)
+                for g in d[k]["groups"] for f in g["stack"]}
     got = {(n, file, ln) for ids, _ in samples for i in ids
            for (n, file), ln in locs[i] if ln}
     assert got <= pylines
@@ -286,6 +297,36 @@ def test_pprof_profile(name, tmp_path):
         assert got, "Python frames lost their lines"
     if snap["events"]["stride"] > 1:
         assert any("lower bounds" in c for c in comments)
+
+
+@pytest.mark.parametrize("name", ["tensors_exit.json", "tensors_oom.json"])
+def test_pprof_of_pytorchs_tensors(name, tmp_path):
+    """pprof's inuse values in a PyTorch process: a sample per tensor stack,
+    leaf first, with the group's bytes at the peak and at the dump; its
+    cache one sample; --segments gives the driver's groups back."""
+    import gzip
+    out = export("pprof", INPUTS / name, tmp_path / "p.pb.gz")
+    _, locs, samples, _, _ = decode_pprof(gzip.decompress(out.read_bytes()))
+    snap = json.loads((INPUTS / name).read_text())
+    d = snap["devices"][0]
+    got = {}
+    for ids, v in samples:
+        names = []
+        for i in reversed(ids):  # root first
+            (fn, file), ln = locs[i][0]
+            names.append(f"{file}:{ln}:{fn}" if ln else fn)
+        got[";".join(names)] = (v[0], v[1])
+    for g in d["peak_tensors"]["groups"]:
+        if g["stack"]:
+            whole = ";".join("%s:%d:%s" % (f["file"], f["line"], f["function"])
+                             for f in reversed(g["stack"]))
+            assert got[whole][0] >= g["bytes"], whole
+    if d["tensors"]["cache"]["bytes"]:
+        assert got["[PyTorch's cache]"][1] == d["tensors"]["cache"]["bytes"]
+    seg = subprocess.run([str(CLI), "export", "--format", "pprof", "--segments",
+                          str(INPUTS / name)], capture_output=True, timeout=60, check=True)
+    _, _, ssamples, _, _ = decode_pprof(gzip.decompress(seg.stdout))
+    assert sum(v[0] for _, v in ssamples) == sum(g["bytes"] for g in d["at_peak"] if g["stack"])
 
 
 def test_help_lists_every_export_format():

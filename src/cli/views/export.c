@@ -24,11 +24,12 @@ static const char usage[] =
     "               the event log as its trace (addresses are synthetic)\n"
     "  pprof        gzipped profile.proto for pprof -top/-http/-diff_base:\n"
     "               inuse_space (at the peak), inuse_space_exit, alloc_space,\n"
-    "               alloc_objects per stack\n"
+    "               alloc_objects per stack (in a PyTorch process, inuse: its\n"
+    "               tensor groups and cache)\n"
     "\n"
     "  -f, --format F     the format (required)\n"
     "  -o, --output OUT   the file to write (default: stdout)\n"
-    "  --segments         speedscope: the driver's allocations even where\n"
+    "  --segments         speedscope, pprof: the driver's allocations even where\n"
     "                     PyTorch's tensors are known\n"
     "\n"
     "example: cumemtrace export --format speedscope run.json -o run.speedscope.json\n";
@@ -75,7 +76,7 @@ int export_main(int argc, char **argv)
     }
     FILE *f = of.f;
     int rc = memviz ? export_memviz(f, in.snaps[0], &err)
-             : pprof ? export_pprof(f, in.snaps[0], &err)
+             : pprof ? export_pprof(f, in.snaps[0], segments, &err)
                      : export_speedscope(f, in.snaps[0], segments);
     cli_inputs_free(&in);
     if (rc != 0) {

@@ -21,8 +21,9 @@ int export_speedscope(FILE *f, struct snapshot *s, bool segments);
 int export_memviz(FILE *f, struct snapshot *s, struct cli_error *err);
 
 /* A gzipped pprof profile (profile.proto) with sample types inuse_space (at
- * the peak), inuse_space_exit, alloc_space and alloc_objects; 0 or a CLI_E*
- * code with err set. */
-int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err);
+ * the peak), inuse_space_exit, alloc_space and alloc_objects - the inuse
+ * ones PyTorch's tensor groups where the file has them, unless segments;
+ * 0 or a CLI_E* code with err set. */
+int export_pprof(FILE *f, struct snapshot *s, bool segments, struct cli_error *err);
 
 #endif

@@ -27,6 +27,17 @@
  * as one function and a Python "<module>" as an empty name.  One mapping,
  * the process's executable, says every location is already symbolised:
  * without it pprof warns that the main binary is unknown.
+ *
+ * In a PyTorch process whose file has its tensors (holders.h; unless
+ * --segments), the inuse values are PyTorch's instead, as `flamegraph`
+ * draws them: a sample per distinct tensor stack (its frames, leaf first,
+ * no entry point), inuse_space its groups' bytes in peak_tensors and
+ * inuse_space_exit in tensors, summed over devices; a group without a
+ * stack, the writer's folded tail and PyTorch's cache are samples of one
+ * location named as flamegraph names them.  Those samples allocate
+ * nothing (alloc_* 0); the driver's samples keep their alloc_* values
+ * from the event log and lose their inuse ones, so each column sums to one
+ * model, never both.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -36,6 +47,7 @@
 #include "cli.h"
 #include "export.h"
 #include "hmap.h"
+#include "holders.h"
 #include "profile.pb-c.h"
 #include "snapshot_phases.h"
 
@@ -239,25 +251,125 @@ static void add_groups(int64_t *vals, const struct snap_groups *g, int col)
             vals[(size_t)g->v[i].stack * NVALUES + (size_t)col] += (int64_t)g->v[i].bytes;
 }
 
-int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
+/* PyTorch's tensors as samples: one per distinct stack (or name, for a
+ * group without one), with its bytes at the peak and at the dump. */
+struct tsample {
+    const uint32_t *frames; /* innermost first; NULL: named */
+    uint32_t nframes;
+    const char *name;       /* interned: the sample's one location */
+    int64_t peak, now;
+};
+
+struct tsamples {
+    struct arena arena;
+    struct hmap map;
+    struct tsample *v;
+    size_t n, cap;
+    size_t nnamed;          /* samples that need a location of their own */
+    char *key;
+    size_t key_cap;
+};
+
+static int tsample_add(struct tsamples *ts, const uint32_t *frames, uint32_t n,
+                       const char *name, int col, uint64_t bytes)
+{
+    if (bytes == 0)
+        return 0;
+    size_t klen = name ? 1 + sizeof name : 1 + n * sizeof *frames;
+    if (snapshot_vec_reserve((void **)&ts->key, &ts->key_cap, 1, klen))
+        return -1;
+    ts->key[0] = name ? 'N' : 'F';
+    if (name)
+        memcpy(ts->key + 1, &name, sizeof name);
+    else if (n > 0)
+        memcpy(ts->key + 1, frames, n * sizeof *frames);
+    uint32_t idx;
+    if (hmap_get_or_add(&ts->map, ts->key, klen, (uint32_t)ts->n, &idx, NULL))
+        return -1;
+    if (idx == ts->n) {
+        if (snapshot_vec_reserve((void **)&ts->v, &ts->cap, sizeof *ts->v, ts->n + 1))
+            return -1;
+        ts->v[ts->n++] = (struct tsample){name ? NULL : frames, name ? 0 : n, name, 0, 0};
+        ts->nnamed += name != NULL;
+    }
+    int64_t *v = col == 0 ? &ts->v[idx].peak : &ts->v[idx].now;
+    *v += (int64_t)bytes;
+    return 0;
+}
+
+static int tsamples_of(struct tsamples *ts, struct snapshot *s, const struct snap_tensors *t,
+                       int col)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        const struct snap_tgroup *g = &t->v[i];
+        const char *name = g->nframes ? NULL : holders_group_name(s, g, false);
+        if ((g->nframes == 0 && name == NULL) ||
+            tsample_add(ts, g->frames, g->nframes, name, col, g->bytes) != 0)
+            return -1;
+    }
+    if (t->has_more) {
+        char text[64];
+        snprintf(text, sizeof text, "[%" PRIu64 " more lines]", t->more_groups);
+        if (tsample_add(ts, NULL, 0, snapshot_intern(s->ctx, text, strlen(text)), col,
+                        t->more_bytes) != 0)
+            return -1;
+    }
+    if (t->has_cache && t->cache_bytes != SNAP_UNKNOWN &&
+        tsample_add(ts, NULL, 0, "[PyTorch's cache]", col, t->cache_bytes) != 0)
+        return -1;
+    return 0;
+}
+
+/* Every device's tensors at the peak and at the dump; *any whether the
+ * file has them. -1 on OOM. */
+static int tsamples_build(struct tsamples *ts, struct snapshot *s, bool *any)
+{
+    *any = false;
+    for (size_t d = 0; d < s->ndevices; d++) {
+        const struct snap_device *dv = &s->devices[d];
+        const struct snap_tensors *pk = holders_tensors(s, dv, HOLDERS_PEAK);
+        const struct snap_tensors *now = holders_tensors(s, dv, HOLDERS_NOW);
+        if (pk != NULL && pk->present) {
+            *any = true;
+            if (tsamples_of(ts, s, pk, 0) != 0)
+                return -1;
+        }
+        if (now != NULL && now->present) {
+            *any = true;
+            if (tsamples_of(ts, s, now, 1) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+int export_pprof(FILE *f, struct snapshot *s, bool segments, struct cli_error *err)
 {
     const struct snapctx *ctx = s->ctx;
     size_t nf = ctx->nframes, nst = s->nstacks;
     struct strtab t = {.v = NULL};
     arena_init(&t.arena);
     hmap_init(&t.map, &t.arena);
+    struct tsamples ts = {.v = NULL};
+    arena_init(&ts.arena);
+    hmap_init(&ts.map, &ts.arena);
+    bool tensors = false;
+    int tb = segments ? 0 : tsamples_build(&ts, s, &tensors);
+    size_t extra = ts.nnamed; /* the named samples' locations and functions */
     int64_t *vals = calloc((nst ? nst : 1) * NVALUES, sizeof *vals);
     /* Locations and functions: frames 1..nf, then entry points. */
-    Location *loc = calloc(nf + nst + 1, sizeof *loc);
-    Location **locp = calloc(nf + nst + 1, sizeof *locp);
-    struct fntab ft = {.v = calloc(nf + nst + 1, sizeof *ft.v),
-                       .p = calloc(nf + nst + 1, sizeof *ft.p)};
+    Location *loc = calloc(nf + nst + extra + 1, sizeof *loc);
+    Location **locp = calloc(nf + nst + extra + 1, sizeof *locp);
+    struct fntab ft = {.v = calloc(nf + nst + extra + 1, sizeof *ft.v),
+                       .p = calloc(nf + nst + extra + 1, sizeof *ft.p)};
     hmap_init(&ft.map, &t.arena);
     /* the location of each entry point's function, 0 for none yet */
-    uint32_t *fn_entry_loc = calloc(nf + nst + 1, sizeof *fn_entry_loc);
-    Line *ln = calloc(nf + nst + 1, sizeof *ln);
-    Line **lnp = calloc(nf + nst + 1, sizeof *lnp);
+    uint32_t *fn_entry_loc = calloc(nf + nst + extra + 1, sizeof *fn_entry_loc);
+    Line *ln = calloc(nf + nst + extra + 1, sizeof *ln);
+    Line **lnp = calloc(nf + nst + extra + 1, sizeof *lnp);
+    uint32_t *named_loc = calloc(ts.n ? ts.n : 1, sizeof *named_loc);
     Sample *smp = NULL, **smpp = NULL;
+    int64_t *tvals = NULL; /* the tensor samples' values */
     Label *lab = NULL, **labp = NULL;
     bool ranged = by_range(s);
     struct rows rw = {.stack = NULL};
@@ -267,10 +379,10 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
     uint32_t *entry_loc = calloc(nst ? nst : 1, sizeof *entry_loc);
     uint8_t *buf = NULL;
     int rc = CLI_ENOMEM;
-    if (!vals || !loc || !locp || !ft.v || !ft.p || !fn_entry_loc || !ln || !lnp ||
-        !entry_loc || str(&t, "") != 0)
+    if (tb != 0 || !vals || !loc || !locp || !ft.v || !ft.p || !fn_entry_loc || !ln || !lnp ||
+        !entry_loc || !named_loc || str(&t, "") != 0)
         goto out;
-    for (size_t d = 0; d < s->ndevices; d++) {
+    for (size_t d = 0; d < s->ndevices && !tensors; d++) {
         add_groups(vals, &s->devices[d].at_peak, 0);
         add_groups(vals, &s->devices[d].live, 1);
     }
@@ -328,10 +440,33 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
         entry_loc[i] = fn_entry_loc[fi] - 1;
         total_frames += s->stacks[i].nframes + 1;
     }
+    /* A location for each named tensor sample (a function of that name). */
+    for (size_t i = 0; i < ts.n; i++) {
+        if (ts.v[i].name == NULL)
+            continue;
+        int64_t fi = function_of(&ft, &t, ts.v[i].name, "", "");
+        if (fi < 0)
+            goto out;
+        if (fn_entry_loc[fi] == 0) {
+            perftools__profiles__location__init(&loc[nloc]);
+            perftools__profiles__line__init(&ln[nloc]);
+            ln[nloc].function_id = (uint64_t)fi + 1;
+            lnp[nloc] = &ln[nloc];
+            loc[nloc].id = nloc + 1;
+            loc[nloc].mapping_id = 1;
+            loc[nloc].n_line = 1;
+            loc[nloc].line = &lnp[nloc];
+            locp[nloc] = &loc[nloc];
+            fn_entry_loc[fi] = (uint32_t)++nloc;
+        }
+        named_loc[i] = fn_entry_loc[fi] - 1;
+    }
     /* The samples' rows: per stack, or per (stack, range). */
     if (ranged) {
         if (rows_by_range(&rw, s) != 0)
             goto out;
+        for (size_t i = 0; i < rw.n && tensors; i++)
+            rw.vals[i * NVALUES] = rw.vals[i * NVALUES + 1] = 0; /* the tensors' */
     } else {
         for (size_t i = 0; i < nst; i++) {
             size_t at = row_of(&rw, (uint32_t)i, -1);
@@ -340,17 +475,20 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
             memcpy(&rw.vals[at * NVALUES], &vals[i * NVALUES], NVALUES * sizeof *vals);
         }
     }
-    size_t id_room = 0;
+    size_t id_room = 0, nrows = rw.n + ts.n;
     for (size_t i = 0; i < rw.n; i++)
         id_room += s->stacks[rw.stack[i]].nframes + 1;
+    for (size_t i = 0; i < ts.n; i++)
+        id_room += ts.v[i].name ? 1 : ts.v[i].nframes;
     ids = calloc(id_room ? id_room : 1, sizeof *ids);
-    smp = calloc(rw.n ? rw.n : 1, sizeof *smp);
-    smpp = calloc(rw.n ? rw.n : 1, sizeof *smpp);
-    lab = calloc(rw.n ? rw.n : 1, sizeof *lab);
-    labp = calloc(rw.n ? rw.n : 1, sizeof *labp);
+    smp = calloc(nrows ? nrows : 1, sizeof *smp);
+    smpp = calloc(nrows ? nrows : 1, sizeof *smpp);
+    lab = calloc(nrows ? nrows : 1, sizeof *lab);
+    labp = calloc(nrows ? nrows : 1, sizeof *labp);
+    tvals = calloc(ts.n ? ts.n * NVALUES : 1, sizeof *tvals);
     int64_t range_key = str(&t, "range");
     if (ids == NULL || smp == NULL || smpp == NULL || lab == NULL || labp == NULL ||
-        range_key < 0)
+        tvals == NULL || range_key < 0)
         goto out;
     (void)total_frames;
     size_t nsmp = 0, used = 0;
@@ -383,6 +521,26 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
         nsmp++;
         used += st->nframes + 1;
     }
+    for (size_t r = 0; r < ts.n; r++) {
+        const struct tsample *x = &ts.v[r];
+        int64_t *v = &tvals[r * NVALUES];
+        v[0] = x->peak;
+        v[1] = x->now;
+        uint64_t *id = ids + used;
+        size_t n = 0;
+        if (x->name != NULL)
+            id[n++] = named_loc[r] + 1;
+        for (uint32_t k = 0; k < x->nframes; k++)
+            id[n++] = (uint64_t)x->frames[k] + 1;
+        perftools__profiles__sample__init(&smp[nsmp]);
+        smp[nsmp].n_location_id = n;
+        smp[nsmp].location_id = id;
+        smp[nsmp].n_value = NVALUES;
+        smp[nsmp].value = v;
+        smpp[nsmp] = &smp[nsmp];
+        nsmp++;
+        used += n;
+    }
     static const char *const types[NVALUES][2] = {{"inuse_space", "bytes"},
                                                   {"inuse_space_exit", "bytes"},
                                                   {"alloc_space", "bytes"},
@@ -398,8 +556,10 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
     }
     char note[256];
     snprintf(note, sizeof note, "cumemtrace %s: %s pid %" PRId64 ", %s dump; inuse_space is "
-             "what each stack held at its device's peak", CUMEMTRACE_CLI_VERSION,
-             s->process.exe ? s->process.exe : "?", s->process.pid, s->reason ? s->reason : "?");
+             "what each stack held at its device's peak%s", CUMEMTRACE_CLI_VERSION,
+             s->process.exe ? s->process.exe : "?", s->process.pid, s->reason ? s->reason : "?",
+             tensors ? " (PyTorch's tensors at max_memory_allocated, and its cache; "
+                       "inuse_space_exit: at the dump)" : "");
     int64_t comments[2];
     size_t ncomments = 0;
     if ((comments[ncomments++] = str(&t, note)) < 0)
@@ -454,6 +614,12 @@ out:
     if (rc == CLI_ENOMEM)
         errors_set(err, CLI_ENOMEM, "cannot export '%s': out of memory", s->file);
 done:
+    free(tvals);
+    free(named_loc);
+    free(ts.v);
+    free(ts.key);
+    hmap_free(&ts.map);
+    arena_free(&ts.arena);
     free(buf);
     free(ids);
     free(entry_loc);
