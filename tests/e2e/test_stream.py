@@ -229,6 +229,53 @@ def test_a_header_whose_checksum_is_not_its_versions_is_refused(tmp_path):
     assert "not a version 1 or 2 header" in r.stderr, r.stderr
 
 
+def test_a_newer_version_stream_is_called_newer_not_killed(tmp_path):
+    """A stream of a later format version is not damage: the reader says it
+    is newer than this cumemtrace, whatever checksum the newer writer used."""
+    head = json.dumps({"format": "cumemtrace-stream", "version": 3, "pid": 1,
+                       "start_wall_ns": 1, "flush_ms": 200}, separators=(",", ":")).encode()
+    for crc in (crc32c(head), zlib.crc32(head), 0x12345678):
+        stream = tmp_path / "cumemtrace.x.1.stream"
+        stream.write_bytes(b"CMTSTRM1" + struct.pack("<IIIB3x", 0x52544D43, len(head), crc,
+                                                      ord("H")) + head)
+        for cmd in ("recover", "report"):
+            r = subprocess.run([str(CLI), cmd, str(stream)], capture_output=True, text=True)
+            assert r.returncode != 0
+            assert len(r.stderr.splitlines()) == 1, r.stderr
+            assert "format version 3 is newer than this cumemtrace" in r.stderr, r.stderr
+            assert "killed" not in r.stderr, r.stderr
+
+
+def test_a_stream_whose_writes_failed_does_not_date_the_end(tmp_path):
+    """A stream stops early when its writes fail (here a file size limit, as
+    a full disk would): the process runs on, so the age of its last state
+    is not bounded by the end of the process, and recover says so."""
+    import resource
+
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a kill
+        resource.setrlimit(resource.RLIMIT_FSIZE, (96 << 10, 96 << 10))
+
+    p = subprocess.Popen([str(PROGS / "rt_hold"), "early"], cwd=tmp_path,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=small_files,
+                         env=base_env({"CUMEMTRACE_FLUSH_MS": "20",
+                                       "CUMEMTRACE_STREAM": "keep"}))
+    assert p.stdout.readline() == "ready\n"
+    time.sleep(1.5)
+    p.send_signal(signal.SIGTERM)
+    p.communicate(timeout=20)
+    (stream,) = tmp_path.glob("cumemtrace.*.stream")
+    assert stream.stat().st_size <= 96 << 10
+    snap, err = recover(stream)
+    rec = snap["recovered"]
+    # the process ran about 1.5 s; the stream's last sign of life came well
+    # before its end, further than the flush bound the age assumes
+    assert rec["alive_ns"] / 1e9 + rec["flush_ms"] / 1e3 < 1.0, rec
+    assert "if its end is what stopped the stream" in err, err
+    assert "a stream whose writes failed (a full disk) stops early" in err, err
+
+
 def test_disk_use_is_bounded(tmp_path):
     """With CUMEMTRACE_STREAM_MAX=64KiB (its floor) the file is replaced by
     its latest checkpoint when it would grow past the bound."""

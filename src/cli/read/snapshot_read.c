@@ -200,7 +200,7 @@ int snapshot_read_file(struct snapctx *ctx, const char *path,
     char *buf = in.buf;
     size_t len = in.len;
     bool mapped = in.maplen > 0;
-    char why[400];
+    char why[768];
     why[0] = '\0';
     if (stream_is(buf, len)) { /* a killed process's stream: its last checkpoint */
         char *doc;

@@ -171,7 +171,8 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
         }
         if (len - off < HEAD) {
             snprintf(info->stopped, sizeof info->stopped, "a truncated record head at "
-                     "byte %zu (the writer was killed while writing it)", off);
+                     "byte %zu (the writer stopped while writing it: killed, or its disk was "
+                     "full)", off);
             break;
         }
         uint32_t magic = le32(u + off), plen = le32(u + off + 4), crc = le32(u + off + 8);
@@ -181,10 +182,21 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
                      off);
             break;
         }
+        /* A header of a newer version (whatever its checksum, which a newer
+         * writer may compute otherwise): not damage, a reader too old. */
+        int64_t newer = !header && type == 'H' && plen <= len - off - HEAD
+                            ? field(buf + off + HEAD, plen, "\"version\":", 0)
+                            : 0;
+        if (newer > FORMAT_STREAM_VERSION) {
+            free(cks);
+            return errors_set(err, CLI_EVERSION, "cannot read stream '%s': its format "
+                              "version %" PRId64 " is newer than this cumemtrace, which "
+                              "reads versions 1 to %d", name, newer, FORMAT_STREAM_VERSION);
+        }
         if (plen > len - off - HEAD) {
             snprintf(info->stopped, sizeof info->stopped, "a record of %" PRIu32 " bytes "
-                     "at byte %zu cut short after %zu (the writer was killed while "
-                     "writing it)", plen, off, len - off - HEAD);
+                     "at byte %zu cut short after %zu (the writer stopped while writing "
+                     "it: killed, or its disk was full)", plen, off, len - off - HEAD);
             break;
         }
         const char *p = buf + off + HEAD;
@@ -341,10 +353,14 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
 
 void stream_staleness(const struct stream_info *info, char *out, size_t n)
 {
+    /* The age holds for a stream its process's end stopped: one whose writes
+     * failed (a full disk) stops early, and its process may have run on. */
     double lag = (double)(info->alive_ns - info->state_ns) / 1e9 + info->flush_ms / 1e3;
-    snprintf(out, n, "state recorded at most %.1f s before the process ended "
-             "(last checkpoint %.1f s before its last sign of life, flushes every "
-             "%u ms; reading stopped at %s)", lag,
+    snprintf(out, n, "state recorded at most %.1f s before the process ended, if its end "
+             "is what stopped the stream (last checkpoint %.1f s before its last sign of "
+             "life, flushes every %u ms; reading stopped at %s); a stream whose writes "
+             "failed (a full disk) stops early, and then the process may have run on "
+             "after its last sign of life", lag,
              (double)(info->alive_ns - info->state_ns) / 1e9, info->flush_ms,
              info->stopped);
 }

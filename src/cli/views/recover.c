@@ -109,7 +109,7 @@ int recover_main(int argc, char **argv)
         errors_print(&err);
         return CLI_EXIT_ERROR;
     }
-    char why[400];
+    char why[768];
     stream_staleness(&info, why, sizeof why);
     errors_line("cumemtrace: ", "wrote %s: %s", out, why);
     return CLI_EXIT_OK;
