@@ -491,3 +491,58 @@ def test_diff_does_not_show_one_line_as_new_and_gone(tmp_path):
     sites = out[out.index("Call sites"):out.index("OOMs")]
     assert not _marked_twice(sites), out
     assert "pm_segments.py:17:<module>" not in sites, out
+
+
+def _holders(path, where):
+    rep = json.loads(cli("report", "--json", path).stdout)["snapshots"][0]
+    return rep["oom"]["holders"] if where == "oom" else rep["devices"][0][where]
+
+
+def test_tensor_holders_every_line_with_full():
+    """PyTorch's tensors by line: a screen of rows by default, the rest in
+    one row; --full lists every line the file has, and the rows and the
+    writer's fold add up to PyTorch's allocated bytes."""
+    path = INPUTS / "tensors_many.json"
+    short = cli("report", "--bytes", path).stdout
+    assert "(11 more lines; --full lists them)" in short, short
+    full = cli("report", "--bytes", "--full", path).stdout
+    assert "more lines; --full" not in full, full
+    rows = re.findall(r"^\s+(\d+) B\s+[\d.]+%\s+\d+\s+(model\.py:\d+:block)$", full, re.M)
+    assert len(rows) == 30, full
+    h = _holders(path, "holders")
+    assert [(int(b), l) for b, l in rows] == [(g["bytes"], g["display"]) for g in h["groups"]]
+    assert sum(g["bytes"] for g in h["groups"]) + h["more"]["bytes"] == h["total_bytes"]
+    assert f"{h['more']['bytes']} B" in full and "(4100 more lines, folded by the writer)" in full
+
+
+def test_tensor_advice_figures_are_the_rows_beside_them():
+    """The activations advice of a post-mortem with PyTorch's tensors counts
+    the holders whose stack passes through a forward - the rows of the
+    table above it, to the byte - and names the largest of them."""
+    path = INPUTS / "tensors_oom.json"
+    out = " ".join(cli("report", "--bytes", path).stdout.split())
+    m = re.search(r"(\d+) lines under forward hold (\d+) B \(([\d.]+)% of PyTorch's tensors; "
+                  r"the largest, (\S+), (\d+) B\)", out)
+    assert m, out
+    h = _holders(path, "oom")
+    fwd = [g for g in h["groups"] if any(f.rsplit(":", 1)[-1] == "forward" for f in g["frames"])]
+    assert int(m.group(1)) == len(fwd) and int(m.group(2)) == sum(g["bytes"] for g in fwd)
+    assert (m.group(4), int(m.group(5))) == (fwd[0]["display"], fwd[0]["bytes"])
+    for g in fwd:  # each counted row is printed in the table above
+        assert f"{g['bytes']} B" in out.split("Advice")[0] and g["display"] in out
+
+
+def test_tensor_dominant_advice_is_the_first_row(tmp_path):
+    """At the peak of an exit snapshot, the line holding most of the peak's
+    tensors is the table's first row, with its bytes."""
+    doc = json.loads((INPUTS / "tensors_exit.json").read_text())
+    t = doc["devices"][0]["peak_tensors"]
+    t["groups"][0]["bytes"] += 20 << 30
+    t["allocated_bytes"] += 20 << 30
+    doc["devices"][0]["allocator"]["peak_allocated_bytes"] += 20 << 30
+    p = tmp_path / "dominant.json"
+    p.write_text(json.dumps(doc))
+    out = " ".join(cli("report", "--bytes", p).stdout.split())
+    top = _holders(p, "holders_at_peak")["groups"][0]
+    assert (f"At the peak of device 0, {top['display']} holds" in out and
+            f"({top['bytes']} B of PyTorch's {t['allocated_bytes']} B in tensors)" in out), out
