@@ -231,6 +231,20 @@ def fixed_targets():
         T.append((combine(judge_i(r["i_free"], 250)[0]),
                   "free side with no stack <= 250 instructions",
                   f"instr {r['i_free']:.0f}; wall not judged (no ns target)"))
+    orders = [o for o in ("fifo", "lifo", "fifo-varied", "lifo-varied") if ("order", o) in R]
+    if orders:
+        worst = max(orders, key=lambda o: R[("order", o)])
+        T.append((combine(judge_i(R[("order", worst)], 400)[0]),
+                  "fixed cost with no stack <= 400 instructions per pair, every free "
+                  "order and sizes",
+                  f"instr {R[('order', worst)]:.0f} ({worst}, the most); wall not timed"))
+    if ("sites", "one") in R:
+        one = R[("sites", "one")]
+        worst = max(R[("sites", "collide")], R[("sites", "four")])
+        T.append((combine(judge_i(worst / one, 1.05)[0]),
+                  "call sites that share the rule cache's set, or 4 in turn, "
+                  "<= 1.05 x one site's added instructions",
+                  f"instr {worst / one:.3f} x; wall not timed"))
 
 
 def threads_part():
@@ -435,9 +449,35 @@ for path, depth in CONFIGS:
                f"(hash ops alone: {r['i_floor']:.0f}); ")
             + f"free side {r['i_free']:.0f}; bare pair {bi:.0f}")
 
+
+def patterns_part():
+    """The fixed cost by free order and sizes (bench_alloc pair ... ORDER),
+    and call sites in turn (bench_alloc sites): instructions only."""
+    if not VALGRIND:
+        return
+    say()
+    say("no stack, cudaMalloc+cudaFree, by free order and sizes (instructions, "
+        f"{CG_ITERS} pairs):")
+    for order in ("fifo", "lifo", "fifo-varied", "lifo-varied"):
+        argv = [BENCH, "pair", "runtime", "32", "1", str(CG_ITERS), order]
+        b = callgrind(argv, "pair_loop", False, CUMEMTRACE_DEPTH=0)
+        t = callgrind(argv, "pair_loop", True, CUMEMTRACE_DEPTH=0)
+        R[("order", order)] = per_pair(t) - per_pair(b)
+        say(f"  {order:<12} added per pair {R[('order', order)]:.0f}")
+    say("call sites in turn, default depth (instructions; collide: 2 sites in one "
+        "set of the unwinder's rule cache):")
+    for pattern in ("one", "collide", "four"):
+        argv = [BENCH, "sites", pattern, str(CG_ITERS)]
+        b = callgrind(argv, "sites_loop", False)
+        t = callgrind(argv, "sites_loop", True)
+        R[("sites", pattern)] = per_pair(t) - per_pair(b)
+        say(f"  {pattern:<12} added per pair {R[('sites', pattern)]:.0f}")
+
+
 if args.only == "fixed":
     if VALGRIND:
         where_they_go((0,))
+        patterns_part()
     fixed_targets()
     say()
     say("targets of issue 25's fixed cost, judged on this run:")
@@ -789,6 +829,7 @@ for path in ("driver", "async", "vmm"):
     target(f"{LABEL[path]} added per pair <= 1.3 x floor at depth 32",
            judge_max(r["ratio"], 1.3, unit=" x"),
            judge_i(r["i_ratio"], 1.3, unit=" x") if VALGRIND else None)
+patterns_part()
 fixed_targets()
 if HT:
     target("per event <= 0.6 x heaptrack's (in-loop, its host-side cost only)",

@@ -150,7 +150,7 @@ test-tsan: check-deps
 	    -k "threads or fork or concurrency"
 
 # ---- benchmarks (scripts/bench.py; results in docs/performance.md) ----
-$(BUILD)/tests/bench/bench_alloc: tests/bench/bench_alloc.c $(SIMRT)
+$(BUILD)/tests/bench/bench_alloc: tests/bench/bench_alloc.c src/preload/stacks/cfi.h $(SIMRT)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) -O2 -g -Wall -Wextra -Werror -Isrc/common -rdynamic -o $@ $< \
 	    -L$(BUILD)/sim -lcudart -ldl -lpthread

@@ -15,6 +15,10 @@
  *   bench_alloc live N                          N live allocations, 1 stack
  *   bench_alloc stacks N                        N distinct stacks, 1 live each
  *   bench_alloc dump NALLOC NSTACKS FILE        time cumemtrace_dump() (wall and CPU)
+ *   bench_alloc sites PATTERN ITERS             cudaMalloc/cudaFree pairs from call
+ *       sites in turn (sites_loop): one, apart (2 whose return addresses lie
+ *       in different sets of the unwinder's rule cache), collide (2 in the
+ *       same set), four (4 in different sets)
  *   bench_alloc rate EVENTS_PER_S SECONDS       cudaMalloc/cudaFree paced at that
  *       rate (an allocation and a free are two events) beside LIVE live ones
  *       from 16 call sites; prints the CPU time of the tracer's own thread
@@ -44,6 +48,8 @@
 #include <uthash.h>
 
 #include "cuda_api.h"
+
+#include "../../src/preload/stacks/cfi.h" /* cfi_set: the sites pattern */
 
 #define PFN(sym) __typeof__(&sym)
 
@@ -527,6 +533,123 @@ static void live_fork_b(long code, int bits, void **out)
     (void)g;
 }
 
+/* ---- call sites that share the unwinder's rule cache ---- */
+
+/* 512 call sites, each a function of its own (aligned, with 0-60 bytes of
+ * padding that differ from site to site, so that their return addresses
+ * spread over the cache's sets; the padding squares the site's number, so
+ * that sites 8 KiB apart differ by varied amounts); each calls through sites_fn,
+ * so the same call returns to the same address whether it probes (at
+ * start: which address is it?) or allocates. */
+typedef cudaError_t (*sites_alloc_fn)(void **, size_t);
+static sites_alloc_fn sites_fn;
+static uintptr_t sites_probed;
+
+static cudaError_t sites_probe(void **p, size_t n)
+{
+    (void)n;
+    *p = NULL;
+    sites_probed = (uintptr_t)__builtin_return_address(0);
+    return cudaSuccess;
+}
+
+#define SITE(id)                                                                 \
+    __attribute__((noinline, aligned(128))) static void site_##id(void **p)     \
+    {                                                                            \
+        __asm__ volatile(".skip (" #id " * " #id " * 37) % 61, 0x90");           \
+        must(sites_fn(p, 4096) == cudaSuccess, "cudaMalloc (site)");              \
+    }
+#define SITE8(a, b) SITE(a##b##1) SITE(a##b##2) SITE(a##b##3) SITE(a##b##4) \
+    SITE(a##b##5) SITE(a##b##6) SITE(a##b##7) SITE(a##b##8)
+#define SITE64(a) SITE8(a, 1) SITE8(a, 2) SITE8(a, 3) SITE8(a, 4) SITE8(a, 5) \
+    SITE8(a, 6) SITE8(a, 7) SITE8(a, 8)
+SITE64(1) SITE64(2) SITE64(3) SITE64(4) SITE64(5) SITE64(6) SITE64(7) SITE64(8)
+#define NAME8(a, b) site_##a##b##1, site_##a##b##2, site_##a##b##3, site_##a##b##4, \
+    site_##a##b##5, site_##a##b##6, site_##a##b##7, site_##a##b##8
+#define NAME64(a) NAME8(a, 1), NAME8(a, 2), NAME8(a, 3), NAME8(a, 4), NAME8(a, 5), \
+    NAME8(a, 6), NAME8(a, 7), NAME8(a, 8)
+static void (*const site_fns[512])(void **) = {NAME64(1), NAME64(2), NAME64(3), NAME64(4),
+                                               NAME64(5), NAME64(6), NAME64(7), NAME64(8)};
+
+struct sites_state {
+    void (*use[4])(void **); /* the sites, in turn */
+    unsigned n;
+    void *p[BATCH];
+};
+
+__attribute__((noinline)) static void sites_frees(struct sites_state *s)
+{
+    for (int i = 0; i < BATCH; i++)
+        must(cudaFree(s->p[i]) == cudaSuccess, "cudaFree");
+}
+
+__attribute__((noinline)) static void sites_loop(struct sites_state *s, long iters)
+{
+    for (long it = 0; it < iters; it += BATCH) {
+        for (int i = 0; i < BATCH; i++)
+            s->use[(unsigned)i % s->n](&s->p[i]);
+        sites_frees(s);
+    }
+}
+
+/* The sites of PATTERN: one; apart (2 in different sets of the rule
+ * cache); collide (2 in the same set: CFI_WAYS ways hold both); four (4
+ * in different sets). */
+static int run_sites(const char *pattern, long iters)
+{
+    uintptr_t ra[512];
+    sites_fn = sites_probe;
+    for (int i = 0; i < 512; i++) {
+        void *p;
+        site_fns[i](&p);
+        ra[i] = sites_probed;
+    }
+    sites_fn = cudaMalloc;
+    struct sites_state s;
+    memset(&s, 0, sizeof s);
+    int want = strcmp(pattern, "one") == 0 ? 1 : strcmp(pattern, "four") == 0 ? 4 : 2;
+    bool same = strcmp(pattern, "collide") == 0;
+    if (want == 2 && !same && strcmp(pattern, "apart") != 0) {
+        fprintf(stderr, "bench_alloc: sites %s: expected one, apart, collide or four\n",
+                pattern);
+        return 2;
+    }
+    int pick[4] = {0}, n = 0;
+    for (int i = 0; i < 512 && n < want; i++) {
+        if (same) { /* the first two sites that share a set */
+            for (int j = i + 1; j < 512 && n < want; j++)
+                if (cfi_set(ra[i]) == cfi_set(ra[j]))
+                    pick[0] = i, pick[1] = j, n = 2;
+            continue;
+        }
+        bool apart = true;
+        for (int j = 0; j < n; j++)
+            apart &= cfi_set(ra[i]) != cfi_set(ra[pick[j]]);
+        if (apart)
+            pick[n++] = i;
+    }
+    if (n < want) {
+        fprintf(stderr, "bench_alloc: sites %s: no such sites in this layout\n", pattern);
+        return 1;
+    }
+    for (int j = 0; j < n; j++)
+        s.use[j] = site_fns[pick[j]];
+    s.n = (unsigned)n;
+    void *warm;
+    must(cudaMalloc(&warm, 512) == cudaSuccess, "warm-up");
+    cudaFree(warm);
+    sites_loop(&s, BATCH); /* every site's stack and rules seen once */
+    double t0 = now();
+    sites_loop(&s, iters);
+    double t = now() - t0;
+    long pairs = (iters + BATCH - 1) / BATCH * BATCH;
+    printf("pair_ns=%.1f pairs=%ld sites=%d", t / pairs * 1e9, pairs, n);
+    for (int j = 0; j < n; j++)
+        printf(" set%d=%u", j, cfi_set(ra[pick[j]]));
+    printf("\n");
+    return 0;
+}
+
 static int run_dump(long nalloc, long nstacks, const char *file)
 {
     int (*dump)(const char *);
@@ -653,6 +776,8 @@ int main(int argc, char **argv)
         return run_stacks(atol(argv[2]));
     if (argc >= 4 && strcmp(argv[1], "rate") == 0)
         return run_rate(atof(argv[2]), atof(argv[3]));
+    if (argc >= 4 && strcmp(argv[1], "sites") == 0)
+        return run_sites(argv[2], atol(argv[3]));
     if (argc >= 5 && strcmp(argv[1], "dump") == 0)
         return run_dump(atol(argv[2]), atol(argv[3]), argv[4]);
     fprintf(stderr, "usage: see the comment at the top of bench_alloc.c\n");

@@ -137,3 +137,42 @@ def test_the_fixed_cost_of_a_pair_without_stacks(tmp_path, order):
         assert frees <= 176, frees
     else:
         assert added <= 440, added
+
+
+def sites_callgrind(tmp_path, pattern, traced, pairs=3200):
+    """Instructions per pair of bench_alloc's sites loop (its warm-up pass
+    included: each site's first capture is in it)."""
+    out = tmp_path / f"cg.sites.{pattern}.{int(traced)}"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CUMEMTRACE_", "SIMCUDA_", "LD_"))}
+    env.update(LD_LIBRARY_PATH=str(SIM), SIMCUDA_MEMORY="64GiB",
+               CUMEMTRACE_OUTPUT=str(tmp_path) + "/")
+    if traced:
+        env["LD_PRELOAD"] = str(LIB)
+    p = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                        "--toggle-collect=sites_loop", str(BENCH), "sites", pattern,
+                        str(pairs)], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    n = int(re.search(r"pairs=(\d+)", p.stdout).group(1)) + 64  # + the warm-up pass
+    return int(re.search(r"Collected : (\d+)", p.stderr).group(1)) / n, p.stdout.strip()
+
+
+def test_no_layout_of_call_sites_makes_the_steady_state_pay_a_parse(tmp_path):
+    """Call sites in turn whose return addresses share a set of the
+    unwinder's rule cache (bench_alloc sites collide: found at run time
+    among 512 sites, whatever the load address), and 4 sites in turn (each
+    stack then wants its slot in the thread's stack cache).  Direct-mapped,
+    the colliding pair parsed .eh_frame on every allocation: 2543 added a
+    pair against 852 for one site; 4 sites cost 981 (their stacks evicted
+    one another from the 16-slot thread cache).  With 4-way sets and a
+    two-way thread cache: 870 and 868 against 867.  Each must stay within
+    5 % of one site's."""
+    assert shutil.which("valgrind"), "valgrind not found: run scripts/install-deps.sh"
+    added = {}
+    for pattern in ("one", "collide", "four"):
+        bare, _ = sites_callgrind(tmp_path, pattern, False)
+        traced, said = sites_callgrind(tmp_path, pattern, True)
+        added[pattern] = traced - bare
+        print(f"sites {pattern}: added {added[pattern]:.0f} a pair ({said})")
+    assert added["collide"] <= 1.05 * added["one"], added
+    assert added["four"] <= 1.05 * added["one"], added

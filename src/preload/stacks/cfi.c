@@ -18,7 +18,7 @@
  * register, a missing FDE - answers false, and the walk hands the whole
  * stack to libunwind.  Negative answers are cached too.
  *
- * Cache: 8192 direct-mapped words (cfi.h gives the layout), written and read with relaxed atomics
+ * Cache: 8192 words, 2048 sets of 4 (cfi.h gives the layout), written and read with relaxed atomics
  * (a word is the whole entry, so a reader sees an old entry or a new one,
  * never half of each).  Tag and index together give back the address
  * exactly.  A module unloaded and another loaded at the same address could
@@ -380,17 +380,37 @@ static bool lookup(uintptr_t ra, struct cfi_rule *out)
     return true;
 }
 
+/* Puts e in way 0 of `set`, the ways before `from` one further (the
+ * entry at `from` is e itself, or the least recently filled one).  Relaxed
+ * word stores: a racing thread may see an entry twice or miss one, and
+ * then parses it again - never half an entry. */
+static void set_front(uint64_t *set, unsigned from, uint64_t e)
+{
+    for (unsigned w = from; w > 0; w--)
+        __atomic_store_n(&set[w], __atomic_load_n(&set[w - 1], __ATOMIC_RELAXED),
+                         __ATOMIC_RELAXED);
+    __atomic_store_n(&set[0], e, __ATOMIC_RELAXED);
+}
+
 uint64_t cfi_fill(uintptr_t ra)
 {
-    uint64_t tag = (uint64_t)ra >> CFI_CACHE_BITS;
-    if (ra < ((uintptr_t)1 << CFI_CACHE_BITS) || tag >> (64 - CFI_TAG_SHIFT))
+    uint64_t tag = (uint64_t)ra >> CFI_SET_BITS;
+    if (ra < ((uintptr_t)1 << CFI_SET_BITS) || tag >> (64 - CFI_TAG_SHIFT))
         return 0; /* not code, or a tag that does not fit: "no rule" */
+    uint64_t *set = &cfi_cache[cfi_set(ra) * CFI_WAYS];
+    for (unsigned w = 2; w < CFI_WAYS; w++) {
+        uint64_t e = __atomic_load_n(&set[w], __ATOMIC_RELAXED);
+        if (e >> CFI_TAG_SHIFT == tag) {
+            set_front(set, w, e); /* into the ways cfi_entry reads */
+            return e;
+        }
+    }
     struct cfi_rule f;
     uint64_t e = tag << CFI_TAG_SHIFT;
     if (lookup(ra, &f))
         e |= (f.cfa_rbp ? CFI_RBP : 0) | (f.last ? CFI_LAST : (uint64_t)f.cfa_off) |
              (uint64_t)-f.rbp_off << 16;
-    __atomic_store_n(&cfi_cache[(ra ^ tag) & (CACHE_SIZE - 1)], e, __ATOMIC_RELAXED);
+    set_front(set, CFI_WAYS - 1, e);
     return e;
 }
 

@@ -29,29 +29,45 @@ bool cfi_rule(uintptr_t ra, struct cfi_rule *r);
 
 /* The same answer packed, for the walk's inner loop (cfi_entry inlines the
  * cache probe).  Entry bits, low to high: 1 spare | 1 cfa_rbp | 1 last |
- * 16 cfa_off/8 (bits 3-18: the offset itself, a multiple of 8) | 11 rbp
- * slot (rbp at CFA - slot; 0: unchanged; a multiple of 8) | 34 tag
- * (ra >> CFI_CACHE_BITS).  cfa_off 0 means "no plain rule" (or, with
- * last, the outermost frame); so does the empty entry 0.  A tag compare
- * on the whole high part cannot match an address of 2^47 or more. */
-enum { CFI_CACHE_BITS = 13 };
+ * 16 cfa_off/8 (bits 3-18: the offset itself, a multiple of 8) | 8 rbp
+ * slot (bits 19-26: rbp at CFA - slot, slot <= 2040; 0: unchanged) | 37 tag
+ * (ra >> CFI_SET_BITS).  cfa_off 0 means "no plain rule" (or, with last,
+ * the outermost frame); so does the empty entry 0.  A tag compare on the
+ * whole high part cannot match an address of 2^48 or more.
+ *
+ * The cache is set-associative: 2^CFI_SET_BITS sets of CFI_WAYS words.
+ * Direct-mapped, two hot return addresses of one index evicted each other
+ * and every capture parsed .eh_frame again (~1100 instructions); here up
+ * to CFI_WAYS addresses of a set stay, the first two found inline. */
+enum { CFI_CACHE_BITS = 13, CFI_WAYS = 4, CFI_SET_BITS = 11 };
+_Static_assert(1 << CFI_CACHE_BITS == CFI_WAYS << CFI_SET_BITS, "sets x ways = words");
 #define CFI_RBP 2u
 #define CFI_LAST 4u
-#define CFI_TAG_SHIFT 30
+#define CFI_TAG_SHIFT 27
 #define CFI_CFA_OFF(e) ((uintptr_t)(e) & (uintptr_t)0x7fff8)
-#define CFI_RBP_SLOT(e) ((uintptr_t)((e) >> 16) & (uintptr_t)0x3ff8)
+#define CFI_RBP_SLOT(e) ((uintptr_t)((e) >> 16) & (uintptr_t)0x7f8)
+
+/* The set of ra's rule (tests/bench/bench_alloc.c's sites pattern picks
+ * call sites that share one). */
+static inline unsigned cfi_set(uintptr_t ra)
+{
+    return (unsigned)((ra ^ (ra >> CFI_SET_BITS)) & ((1u << CFI_SET_BITS) - 1));
+}
 
 extern uint64_t cfi_cache[1 << CFI_CACHE_BITS] __attribute__((visibility("hidden")));
-/* Fills the cache entry of ra (a miss), returns it. */
+/* Fills the cache entry of ra (a miss of ways 0 and 1), returns it. */
 uint64_t cfi_fill(uintptr_t ra);
 
 static inline uint64_t cfi_entry(uintptr_t ra)
 {
-    uint64_t tag = (uint64_t)ra >> CFI_CACHE_BITS;
-    uint64_t e = __atomic_load_n(&cfi_cache[(ra ^ tag) & ((1u << CFI_CACHE_BITS) - 1)],
-                                 __ATOMIC_RELAXED);
-    if (__builtin_expect(e >> CFI_TAG_SHIFT != tag, 0))
-        e = cfi_fill(ra);
+    uint64_t tag = (uint64_t)ra >> CFI_SET_BITS;
+    const uint64_t *set = &cfi_cache[cfi_set(ra) * CFI_WAYS];
+    uint64_t e = __atomic_load_n(&set[0], __ATOMIC_RELAXED);
+    if (__builtin_expect(e >> CFI_TAG_SHIFT != tag, 0)) {
+        e = __atomic_load_n(&set[1], __ATOMIC_RELAXED);
+        if (e >> CFI_TAG_SHIFT != tag)
+            e = cfi_fill(ra);
+    }
     return e;
 }
 

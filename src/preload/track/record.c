@@ -265,14 +265,14 @@ struct record_stack *record_stack_intern(unsigned entry, void *const *frames,
     if (depth > RECORD_MAX_DEPTH)
         depth = RECORD_MAX_DEPTH;
     uint64_t h = record_stack_hash(entry, frames, depth); /* outside the lock */
-    struct record_stack_slot *c = &record_tc.stacks[h % RECORD_TC_STACKS];
+    struct record_stack_slot *c = record_tc_slot(record_tc.stacks, h);
     if (c->st != NULL && c->hash == h && record_stack_equal(c->st, entry, frames, depth))
         return c->st;
     record_lock_take(&record_lock);
     struct record_stack *st = record_intern_locked(h, entry, frames, depth);
     record_lock_drop(&record_lock);
     if (st != NULL)
-        *c = (struct record_stack_slot){h, st, NULL};
+        *record_tc_victim(record_tc.stacks, h) = (struct record_stack_slot){h, st, NULL};
     return st;
 }
 
@@ -421,7 +421,7 @@ __attribute__((noinline, cold)) void
 record_alloc_at_slow(const struct record_alloc *a, unsigned entry, void *const *frames,
                      unsigned depth, int64_t now, uint64_t h, uint32_t pool)
 {
-    struct record_stack_slot *c = &record_tc.stacks[h % RECORD_TC_STACKS];
+    struct record_stack_slot *c = record_tc_slot(record_tc.stacks, h);
     struct record_stack *st = NULL;
     struct site *s = NULL;
     if (c->st != NULL && c->hash == h && record_stack_equal(c->st, entry, frames, depth)) {
@@ -429,6 +429,8 @@ record_alloc_at_slow(const struct record_alloc *a, unsigned entry, void *const *
         s = c->site;
         if (s != NULL && s->match != site_match(pool, a->kind, a->phase))
             s = NULL;
+    } else {
+        c = record_tc_victim(record_tc.stacks, h);
     }
     uint32_t tid = record_current_tid();
     struct live *e = entry_take();

@@ -223,7 +223,7 @@ RECORD_HOT void record_alloc_fast(const struct record_alloc *a, unsigned entry,
     if (depth > RECORD_MAX_DEPTH)
         depth = RECORD_MAX_DEPTH;
     uint64_t h = record_stack_hash(entry, frames, depth);
-    struct record_stack_slot *c = &record_tc.stacks[h % RECORD_TC_STACKS];
+    struct record_stack_slot *c = record_tc_slot(record_tc.stacks, h);
     struct site *s = c->site;
     struct live *e = record_tc.free;
     uint32_t pool = record_pool_of(a->kind, a->device);
