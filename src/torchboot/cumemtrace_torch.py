@@ -58,6 +58,7 @@ def _attach(torch, report):
     library, dumps, layout = part("library"), part("dumps"), part("layout")
     facts, fit = part("facts"), part("fit")
     dumps.exit_snapshot_at_program_end()
+    fit.start(torch)
     part("history").start(torch)
     part("roles").watch_optimizers(torch)
     try:

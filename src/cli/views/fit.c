@@ -12,7 +12,10 @@
  * fit.txt, written at interpreter exit by src/torchboot/layer/fit.py
  * when CUMEMTRACE_FIT_REPORT names it: a first line "cumemtrace-fit 1", then
  * "key value" lines - max_allocated, max_reserved, num_ooms, total (bytes,
- * PyTorch's own figures of the current device), oom_time (Unix seconds of
+ * PyTorch's own figures of the current device; the peaks are the run's
+ * whole, kept across the script's reset_peak_memory_stats()), peak_resets
+ * (how many such resets), device_peak (the tracer's peak of the device:
+ * all the process's CUDA memory), torch_version, oom_time (Unix seconds of
  * the first out-of-memory error), oom_where ("file:line (function)" of the
  * user's frame that raised it), oom_message.  Unknown keys are ignored.
  *
@@ -65,6 +68,9 @@ struct card {
     double seconds;
     bool have_figures;
     int64_t max_allocated, max_reserved, num_ooms;
+    int64_t device_peak;     /* the tracer's peak of the device, or -1 */
+    int64_t peak_resets;     /* reset_peak_memory_stats() calls of the script */
+    char torch_version[64];
     double oom_time;
     char oom_where[512];
     char postmortem[PATH_MAX];
@@ -447,6 +453,12 @@ static int run_card(struct card *c, const char *simgpu, const char *build, const
                 c->max_reserved = v;
             else if (sscanf(line, "num_ooms %lld", &v) == 1)
                 c->num_ooms = v;
+            else if (sscanf(line, "device_peak %lld", &v) == 1)
+                c->device_peak = v;
+            else if (sscanf(line, "peak_resets %lld", &v) == 1)
+                c->peak_resets = v;
+            else if (strncmp(line, "torch_version ", 14) == 0)
+                snprintf(c->torch_version, sizeof c->torch_version, "%.63s", line + 14);
             else if (sscanf(line, "oom_time %lf", &c->oom_time) == 1)
                 c->oom_time -= start;
             else if (strncmp(line, "oom_where ", 10) == 0)
@@ -465,6 +477,13 @@ static int run_card(struct card *c, const char *simgpu, const char *build, const
     if (d != NULL)
         closedir(d);
     return 0;
+}
+
+/* What the run held at its peak: PyTorch's max reserved, or the tracer's
+ * device peak where that is more (memory outside PyTorch's allocator). */
+static int64_t peak_held(const struct card *c)
+{
+    return c->device_peak > c->max_reserved ? c->device_peak : c->max_reserved;
 }
 
 static bool ran_out(const struct card *c)
@@ -532,10 +551,9 @@ static void print_table(const struct card *cards, int n, bool bytes)
         const struct card *c = &cards[i];
         char cap[32], al[32], re[32], hr[32], v[600];
         verdict(c, v, sizeof v);
-        int64_t headroom = -1;
-        if (c->have_figures && !ran_out(c) &&
-            c->capacity > c->reserve + (uint64_t)c->max_reserved)
-            headroom = (int64_t)(c->capacity - c->reserve - (uint64_t)c->max_reserved);
+        int64_t headroom = -1, held = peak_held(c);
+        if (c->have_figures && !ran_out(c) && c->capacity > c->reserve + (uint64_t)held)
+            headroom = (int64_t)(c->capacity - c->reserve - (uint64_t)held);
         const char *word = verdict_word(c);
         printf("%-12s %-11s %-12s %-14s %-14s %s\n", c->label,
                size_text((int64_t)c->capacity, bytes, cap, sizeof cap), word,
@@ -546,6 +564,24 @@ static void print_table(const struct card *cards, int n, bool bytes)
             printf("%-12s %s\n", "", v);
         if (c->postmortem[0])
             printf("%-12s post-mortem: %s\n", "", c->postmortem);
+        if (c->have_figures && c->peak_resets > 0)
+            printf("%-12s the script reset PyTorch's peaks %lld time%s: these are the "
+                   "whole run's\n", "", (long long)c->peak_resets,
+                   c->peak_resets == 1 ? "" : "s");
+        if (c->have_figures && c->device_peak > c->max_reserved)
+            printf("%-12s the process held %s of device memory at its peak, more than "
+                   "PyTorch reserved (memory outside its allocator): headroom counts it\n",
+                   "", size_text(c->device_peak, bytes, hr, sizeof hr));
+    }
+    /* the figures are this PyTorch's: its version is their largest source of
+     * difference from another's */
+    const char *said = NULL;
+    for (int i = 0; i < n; i++) {
+        const char *v = cards[i].torch_version;
+        if (v[0] == '\0' || (said != NULL && strcmp(said, v) == 0))
+            continue;
+        printf("figures of PyTorch %s on the simulated card\n", v);
+        said = v;
     }
 }
 
@@ -660,7 +696,7 @@ int fit_main(int argc, char **argv)
             rc = CLI_EXIT_ERROR;
             goto done;
         }
-        k->max_allocated = k->max_reserved = -1;
+        k->max_allocated = k->max_reserved = k->device_peak = -1;
     }
 
     struct sigaction sa = {0};

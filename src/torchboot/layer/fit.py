@@ -1,6 +1,8 @@
 """Under `cumemtrace fit` (CUMEMTRACE_FIT_REPORT names a file): at exit,
-PyTorch's peak figures and where the first out-of-memory error was raised,
-for fit's table (the format is in src/cli/views/fit.c)."""
+PyTorch's peak figures (the run's whole peaks, whatever the script reset),
+the tracer's peak of the device, the PyTorch version, and where the first
+out-of-memory error was raised, for fit's table (the format is in
+src/cli/views/fit.c)."""
 import os
 import sys
 import time
@@ -8,6 +10,48 @@ import traceback
 
 FIT = os.environ.get("CUMEMTRACE_FIT_REPORT")
 _fit_oom = []  # (time.time(), "file:line (function)") of the first OOM observed
+# PyTorch's peaks as they were before each reset_peak_memory_stats(), by
+# device: {device: [max allocated, max reserved, resets]}
+_before_reset = {}
+
+
+def start(torch):
+    """Under fit only: keeps PyTorch's peaks across the script's resets, so
+    that fit's figures are the run's whole peaks.  reset_peak_memory_stats()
+    (and reset_max_memory_allocated/cached, which call it) reach
+    torch._C._cuda_resetPeakMemoryStats: ours reads the two peaks, then
+    calls it with the same argument and returns what it returns, raising
+    what it raises."""
+    if not FIT:
+        return
+    real = torch._C._cuda_resetPeakMemoryStats
+
+    def reset_peak_memory_stats(device, *rest):
+        try:
+            d = torch.cuda.current_device() if device is None else int(device)
+            kept = _before_reset.setdefault(d, [0, 0, 0])
+            s = torch.cuda.memory_stats(d)
+            kept[0] = max(kept[0], s.get("allocated_bytes.all.peak", 0))
+            kept[1] = max(kept[1], s.get("reserved_bytes.all.peak", 0))
+            kept[2] += 1
+        except Exception:
+            pass
+        return real(device, *rest)
+    torch._C._cuda_resetPeakMemoryStats = reset_peak_memory_stats
+
+
+def _device_peak(d):
+    """The tracer's peak of device memory held by the process on device d
+    (everything it allocated through CUDA), or None."""
+    try:
+        import ctypes
+        fn = ctypes.CDLL(None).cumemtrace_usage
+        u = part("library").Usage()
+        if fn(d, ctypes.byref(u)) == 1:
+            return u.peak_bytes
+    except Exception:
+        pass
+    return None
 # This layer's directory (torchboot/, which holds layer/): its frames are
 # never the user's.
 _LAYER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -69,13 +113,19 @@ def report(torch):
     if not FIT:
         return
     lines = ["cumemtrace-fit 1"]
+    lines.append("torch_version " + str(getattr(torch, "__version__", "")))
     if torch.cuda.is_initialized():
         d = torch.cuda.current_device()
         s = torch.cuda.memory_stats(d)
-        lines += [f"max_allocated {torch.cuda.max_memory_allocated(d)}",
-                  f"max_reserved {torch.cuda.max_memory_reserved(d)}",
+        kept = _before_reset.get(d, [0, 0, 0])
+        lines += [f"max_allocated {max(torch.cuda.max_memory_allocated(d), kept[0])}",
+                  f"max_reserved {max(torch.cuda.max_memory_reserved(d), kept[1])}",
+                  f"peak_resets {kept[2]}",
                   f"num_ooms {s.get('num_ooms', 0)}",
                   f"total {torch.cuda.get_device_properties(d).total_memory}"]
+        peak = _device_peak(d)
+        if peak is not None:
+            lines.append(f"device_peak {peak}")
     err = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
     where = None
     if err is not None and isinstance(err, torch.OutOfMemoryError):

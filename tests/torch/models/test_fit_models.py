@@ -89,3 +89,37 @@ def test_the_oom_line_is_the_users_not_an_installed_packages(tmp_path):
     lines = p.stdout.splitlines()
     assert lines[2].strip().startswith("OOM at gpt2.py:7 (<module>) after "), p.stdout
     assert all(len(l) <= 90 for l in lines), p.stdout
+
+
+RESET = """import torch
+big = torch.empty(3 << 30, dtype=torch.uint8, device="cuda")  # LOAD
+del big
+torch.cuda.empty_cache()
+torch.cuda.reset_peak_memory_stats()
+small = torch.empty(40 << 20, dtype=torch.uint8, device="cuda")
+print("AFTER", torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved())
+"""
+
+
+def test_a_reset_of_pytorchs_peak_does_not_hide_the_peak(tmp_path):
+    (tmp_path / "reset.py").write_text(RESET)
+    p = subprocess.run([str(CLI), "fit", "--bytes", "--output", "out", "--memory", "2GiB",
+                        "--memory", "8GiB", "--", sys.executable, "reset.py"], env=env(),
+                       cwd=tmp_path, capture_output=True, text=True, timeout=3 * TIMEOUT)
+    assert p.returncode == 1, p.stdout + p.stderr  # 3 GiB do not fit in 2 GiB
+    lines = p.stdout.splitlines()
+    big = [l for l in lines if l.startswith("8GiB ")][0].split()
+    assert big[2] == "fits" and int(big[3]) >= 3 << 30 and int(big[4]) >= 3 << 30, p.stdout
+    assert int(big[5]) == (8 << 30) - int(big[4]), p.stdout
+    assert any("the script reset PyTorch's peaks 1 time: these are the whole run's" in l
+               for l in lines), p.stdout
+    import torch
+    assert lines[-1] == f"figures of PyTorch {torch.__version__} on the simulated card"
+    # the script sees what it sees without fit: its own reset took effect
+    bare = subprocess.run([str(SIMGPU), "--build", str(BUILD), "--memory", "8GiB", "--",
+                           sys.executable, "reset.py"], env=env(), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    after = [l for l in bare.stdout.splitlines() if l.startswith("AFTER")]
+    assert after == [l for l in (tmp_path / "out" / "8GiB" / "output.log").read_text()
+                     .splitlines() if l.startswith("AFTER")], bare.stdout
+    assert int(after[0].split()[1]) == 40 << 20
