@@ -23,8 +23,10 @@ bool holders_segments(void)
     return prefer_segments;
 }
 
-const struct snap_tensors *holders_tensors(const struct snapshot *s,
-                                           const struct snap_device *d, enum holders_moment m)
+/* The moment's tensors whatever --segments says (holders_tensors heeds it). */
+static const struct snap_tensors *tensors_at(const struct snapshot *s,
+                                             const struct snap_device *d,
+                                             enum holders_moment m)
 {
     switch (m) {
     case HOLDERS_OOM:
@@ -35,6 +37,12 @@ const struct snap_tensors *holders_tensors(const struct snapshot *s,
         return d ? &d->tensors : NULL;
     }
     return NULL;
+}
+
+const struct snap_tensors *holders_tensors(const struct snapshot *s,
+                                           const struct snap_device *d, enum holders_moment m)
+{
+    return prefer_segments ? NULL : tensors_at(s, d, m);
 }
 
 bool holders_have_tensors(const struct snapshot *s, const struct snap_device *d,

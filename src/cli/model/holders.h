@@ -86,7 +86,8 @@ bool holders_have_tensors(const struct snapshot *s, const struct snap_device *d,
 /* The tensors of device d of s at moment m as the file gave them (d NULL
  * with HOLDERS_OOM: the failure's), one entry per group with its whole
  * stack - for the views that draw stacks (flamegraph, export) rather than
- * lines; NULL, or present false, when the file has none. */
+ * lines; NULL, or present false, when the file has none or --segments was
+ * given (holders_set_segments). */
 const struct snap_tensors *holders_tensors(const struct snapshot *s,
                                            const struct snap_device *d, enum holders_moment m);
 

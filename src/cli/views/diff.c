@@ -426,7 +426,7 @@ static void print_kinds(FILE *f, const struct snapshot *a, const struct snapshot
 }
 
 int diff_text(FILE *f, struct snapshot *a, struct snapshot *b, enum site_by by,
-              bool by_range, bool segments, unsigned top, const struct gate *g)
+              bool by_range, unsigned top, const struct gate *g)
 {
     char why[256] = "";
     char title[2048];
@@ -441,7 +441,7 @@ int diff_text(FILE *f, struct snapshot *a, struct snapshot *b, enum site_by by,
     if (by_range) {
         if (diff_phases(f, a, b, top) != 0)
             return -1;
-    } else if (!segments && diff_tensors_model(a, b)) {
+    } else if (diff_tensors_model(a, b)) { /* none under --segments */
         /* PyTorch's tensors by line, in place of the segments' lines */
         if (diff_tensors_model_print(f, a, b, top) != 0)
             return -1;

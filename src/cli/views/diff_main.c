@@ -75,7 +75,6 @@ int diff_main(int argc, char **argv)
         {"html", required_argument, NULL, 'H'},
         {"width", required_argument, NULL, 'w'},
         {"full", no_argument, NULL, 'F'},
-        {"segments", no_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -85,7 +84,7 @@ int diff_main(int argc, char **argv)
     struct gate gate = {false, false, 0, NULL, false};
     bool allow_ooms = false;
     uint64_t top = DIFF_TOP_DEFAULT;
-    bool exact = false, segments = false;
+    bool exact = false;
     int c;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (c) {
@@ -122,7 +121,6 @@ int diff_main(int argc, char **argv)
             break;
         }
         case 'F': out_set_width(OUT_WIDTH_FULL); break;
-        case 'S': segments = true; break;
         case 'h': fputs(usage, stdout); return cli_finish_stdout();
         case ':': return cli_usage("diff", "%s needs a value", argv[optind - 1]);
         default: return cli_usage("diff", "unknown option '%s'", argv[optind - 1]);
@@ -153,7 +151,7 @@ int diff_main(int argc, char **argv)
                       : cli_load_without_events(&in, argv + optind, 2)) != 0)
         return CLI_EXIT_ERROR;
     int rc = diff_text(stdout, in.snaps[0], in.snaps[1], (enum site_by)by, by_range,
-                       segments || holders_segments(), (unsigned)top, &gate);
+                       (unsigned)top, &gate);
     if (rc >= 0 && html != NULL) {
         char title[256];
         html_title(title, sizeof title, in.snaps, 2, "diff");

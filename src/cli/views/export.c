@@ -39,18 +39,15 @@ int export_main(int argc, char **argv)
     static const struct option opts[] = {
         {"format", required_argument, NULL, 'f'},
         {"output", required_argument, NULL, 'o'},
-        {"segments", no_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *format = NULL, *outp = "-";
-    bool segments = false;
     int c;
     while ((c = getopt_long(argc, argv, ":hf:o:", opts, NULL)) != -1) {
         switch (c) {
         case 'f': format = optarg; break;
         case 'o': outp = optarg; break;
-        case 'S': segments = true; break;
         case 'h': fputs(usage, stdout); return cli_finish_stdout();
         case ':': return cli_usage("export", "%s needs a value", argv[optind - 1]);
         default: return cli_usage("export", "unknown option '%s'", argv[optind - 1]);
@@ -76,8 +73,8 @@ int export_main(int argc, char **argv)
     }
     FILE *f = of.f;
     int rc = memviz ? export_memviz(f, in.snaps[0], &err)
-             : pprof ? export_pprof(f, in.snaps[0], segments, &err)
-                     : export_speedscope(f, in.snaps[0], segments);
+             : pprof ? export_pprof(f, in.snaps[0], &err)
+                     : export_speedscope(f, in.snaps[0]);
     cli_inputs_free(&in);
     if (rc != 0) {
         if (memviz || pprof)

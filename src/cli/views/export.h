@@ -2,7 +2,6 @@
 #ifndef CUMEMTRACE_CLI_EXPORT_H
 #define CUMEMTRACE_CLI_EXPORT_H
 
-#include <stdbool.h>
 #include <stdio.h>
 
 #include "errors.h"
@@ -10,9 +9,9 @@
 
 /* speedscope's file format (its src/lib/file-format-spec.ts): shared frames
  * and one "sampled" profile in bytes per device and moment - PyTorch's
- * tensor groups where the file has them, unless segments (the driver's
+ * tensor groups where the file has them, unless --segments (the driver's
  * groups).  -1 when out of memory. */
-int export_speedscope(FILE *f, struct snapshot *s, bool segments);
+int export_speedscope(FILE *f, struct snapshot *s);
 
 /* PyTorch's memory-snapshot pickle (torch.cuda.memory._snapshot()'s
  * dictionary) for pytorch.org/memory_viz; see export_memviz.c for what is
@@ -22,8 +21,8 @@ int export_memviz(FILE *f, struct snapshot *s, struct cli_error *err);
 
 /* A gzipped pprof profile (profile.proto) with sample types inuse_space (at
  * the peak), inuse_space_exit, alloc_space and alloc_objects - the inuse
- * ones PyTorch's tensor groups where the file has them, unless segments;
+ * ones PyTorch's tensor groups where the file has them, unless --segments;
  * 0 or a CLI_E* code with err set. */
-int export_pprof(FILE *f, struct snapshot *s, bool segments, struct cli_error *err);
+int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err);
 
 #endif

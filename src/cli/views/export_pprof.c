@@ -36,8 +36,9 @@
  * stack, the writer's folded tail and PyTorch's cache are samples of one
  * location named as flamegraph names them.  Those samples allocate
  * nothing (alloc_* 0); the driver's samples keep their alloc_* values
- * from the event log and lose their inuse ones, so each column sums to one
- * model, never both.
+ * from the event log and lose the inuse values the tensors give (a file
+ * may have tensors at the dump and none at the peak), so each column sums
+ * to one model, never both.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -320,22 +321,22 @@ static int tsamples_of(struct tsamples *ts, struct snapshot *s, const struct sna
     return 0;
 }
 
-/* Every device's tensors at the peak and at the dump; *any whether the
- * file has them. -1 on OOM. */
-static int tsamples_build(struct tsamples *ts, struct snapshot *s, bool *any)
+/* Every device's tensors at the peak and at the dump; any[0] / any[1]
+ * whether the file has them at the peak / at the dump. -1 on OOM. */
+static int tsamples_build(struct tsamples *ts, struct snapshot *s, bool any[2])
 {
-    *any = false;
+    any[0] = any[1] = false;
     for (size_t d = 0; d < s->ndevices; d++) {
         const struct snap_device *dv = &s->devices[d];
         const struct snap_tensors *pk = holders_tensors(s, dv, HOLDERS_PEAK);
         const struct snap_tensors *now = holders_tensors(s, dv, HOLDERS_NOW);
         if (pk != NULL && pk->present) {
-            *any = true;
+            any[0] = true;
             if (tsamples_of(ts, s, pk, 0) != 0)
                 return -1;
         }
         if (now != NULL && now->present) {
-            *any = true;
+            any[1] = true;
             if (tsamples_of(ts, s, now, 1) != 0)
                 return -1;
         }
@@ -343,7 +344,7 @@ static int tsamples_build(struct tsamples *ts, struct snapshot *s, bool *any)
     return 0;
 }
 
-int export_pprof(FILE *f, struct snapshot *s, bool segments, struct cli_error *err)
+int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
 {
     const struct snapctx *ctx = s->ctx;
     size_t nf = ctx->nframes, nst = s->nstacks;
@@ -353,8 +354,9 @@ int export_pprof(FILE *f, struct snapshot *s, bool segments, struct cli_error *e
     struct tsamples ts = {.v = NULL};
     arena_init(&ts.arena);
     hmap_init(&ts.map, &ts.arena);
-    bool tensors = false;
-    int tb = segments ? 0 : tsamples_build(&ts, s, &tensors);
+    bool tcol[2]; /* the inuse columns PyTorch's tensors fill */
+    int tb = tsamples_build(&ts, s, tcol); /* none under --segments */
+    bool tensors = tcol[0] || tcol[1];
     size_t extra = ts.nnamed; /* the named samples' locations and functions */
     int64_t *vals = calloc((nst ? nst : 1) * NVALUES, sizeof *vals);
     /* Locations and functions: frames 1..nf, then entry points. */
@@ -382,9 +384,11 @@ int export_pprof(FILE *f, struct snapshot *s, bool segments, struct cli_error *e
     if (tb != 0 || !vals || !loc || !locp || !ft.v || !ft.p || !fn_entry_loc || !ln || !lnp ||
         !entry_loc || !named_loc || str(&t, "") != 0)
         goto out;
-    for (size_t d = 0; d < s->ndevices && !tensors; d++) {
-        add_groups(vals, &s->devices[d].at_peak, 0);
-        add_groups(vals, &s->devices[d].live, 1);
+    for (size_t d = 0; d < s->ndevices; d++) {
+        if (!tcol[0])
+            add_groups(vals, &s->devices[d].at_peak, 0);
+        if (!tcol[1])
+            add_groups(vals, &s->devices[d].live, 1);
     }
     size_t total_frames = 0;
     for (size_t i = 0; i < s->events.n; i++) {
@@ -465,8 +469,10 @@ int export_pprof(FILE *f, struct snapshot *s, bool segments, struct cli_error *e
     if (ranged) {
         if (rows_by_range(&rw, s) != 0)
             goto out;
-        for (size_t i = 0; i < rw.n && tensors; i++)
-            rw.vals[i * NVALUES] = rw.vals[i * NVALUES + 1] = 0; /* the tensors' */
+        for (size_t i = 0; i < rw.n; i++)
+            for (int c = 0; c < 2; c++)
+                if (tcol[c])
+                    rw.vals[i * NVALUES + (size_t)c] = 0; /* the tensors' column */
     } else {
         for (size_t i = 0; i < nst; i++) {
             size_t at = row_of(&rw, (uint32_t)i, -1);

@@ -183,12 +183,12 @@ static int profile_tensors(struct json_out *w, struct snapshot *s, struct entrie
 }
 
 /* A moment's profile: PyTorch's tensors when the file has them (and
- * segments is false), else the driver's groups g. */
+ * --segments is not given), else the driver's groups g. */
 static int profile_moment(struct json_out *w, struct snapshot *s, struct entries *e,
                           const char *name, const struct snap_device *d,
-                          enum holders_moment m, const struct snap_groups *g, bool segments)
+                          enum holders_moment m, const struct snap_groups *g)
 {
-    const struct snap_tensors *t = segments ? NULL : holders_tensors(s, d, m);
+    const struct snap_tensors *t = holders_tensors(s, d, m);
     if (t != NULL && t->present)
         return profile_tensors(w, s, e, name, t);
     return profile(w, s, e, name, g);
@@ -271,7 +271,7 @@ static int profile_by_range(struct json_out *w, const struct snapshot *s, struct
     return 0;
 }
 
-int export_speedscope(FILE *f, struct snapshot *s, bool segments)
+int export_speedscope(FILE *f, struct snapshot *s)
 {
     struct entries e = {NULL, 0, 0};
     struct json_out w;
@@ -295,14 +295,14 @@ int export_speedscope(FILE *f, struct snapshot *s, bool segments)
     for (size_t d = 0; d < s->ndevices && rc == 0; d++) {
         const struct snap_device *dv = &s->devices[d];
         snprintf(name, sizeof name, "device %" PRId64 " at peak", dv->ordinal);
-        rc |= profile_moment(&w, s, &e, name, dv, HOLDERS_PEAK, &dv->at_peak, segments);
+        rc |= profile_moment(&w, s, &e, name, dv, HOLDERS_PEAK, &dv->at_peak);
         snprintf(name, sizeof name, "device %" PRId64 " at peak, by range", dv->ordinal);
         rc |= profile_by_range(&w, s, &e, name, &dv->by_phase);
         snprintf(name, sizeof name, "device %" PRId64 " live at dump", dv->ordinal);
-        rc |= profile_moment(&w, s, &e, name, dv, HOLDERS_NOW, &dv->live, segments);
+        rc |= profile_moment(&w, s, &e, name, dv, HOLDERS_NOW, &dv->live);
         if (snapshot_is_oom(s) && s->oom.device == dv->ordinal) {
             snprintf(name, sizeof name, "device %" PRId64 " at the OOM", dv->ordinal);
-            rc |= profile_moment(&w, s, &e, name, NULL, HOLDERS_OOM, &s->oom.live, segments);
+            rc |= profile_moment(&w, s, &e, name, NULL, HOLDERS_OOM, &s->oom.live);
         }
     }
     if (rc == 0 && s->host.present) {

@@ -376,12 +376,11 @@ int flamegraph_main(int argc, char **argv)
     static const struct option opts[] = {
         {"at", required_argument, NULL, 'a'},
         {"device", required_argument, NULL, 'd'},
-        {"segments", no_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     enum at at = AT_PEAK;
-    bool one_device = false, segments = false;
+    bool one_device = false;
     uint64_t device = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -403,7 +402,6 @@ int flamegraph_main(int argc, char **argv)
                                  optarg);
             one_device = true;
             break;
-        case 'S': segments = true; break;
         case 'h': fputs(usage, stdout); return cli_finish_stdout();
         case ':': return cli_usage("flamegraph", "%s needs a value", argv[optind - 1]);
         default: return cli_usage("flamegraph", "unknown option '%s'", argv[optind - 1]);
@@ -429,7 +427,8 @@ int flamegraph_main(int argc, char **argv)
         cli_inputs_free(&in);
         return CLI_EXIT_ERROR;
     }
-    int rc = segments || holders_segments() ? 0 : fold_tensors(stdout, s, at, one_device, (int64_t)device);
+    /* --segments (cli_frame_args): holders_tensors gives none */
+    int rc = fold_tensors(stdout, s, at, one_device, (int64_t)device);
     if (rc == 0)
         rc = fold(stdout, s, at, one_device, (int64_t)device);
     else if (rc == 1)
