@@ -228,6 +228,82 @@ def test_run_names_a_kept_stream_as_kept(tmp_path):
                      r"snapshot: CUMEMTRACE_STREAM=keep\)$", r.stderr, re.M), r.stderr
 
 
+def test_run_lists_a_snapshot_whose_path_holds_a_newline(tmp_path):
+    # The manifest is a list of lines; a path with a newline in it spans
+    # two, and the snapshot written there was called never written.
+    out = tmp_path / "a\nb"
+    out.mkdir()
+    r = subprocess.run([str(CLI), "run", "--output", f"{out}/", "--",
+                        str(PROGS / "rt_workload")], cwd=tmp_path, env=run_env(),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    [snap] = out.glob("cumemtrace.*.json")
+    assert "cumemtrace: 1 snapshot written:" in r.stderr, r.stderr
+    assert "a\\x0ab/" + snap.name in r.stderr, r.stderr  # escaped, one line
+    assert "wrote no snapshot" not in r.stderr, r.stderr
+
+
+def test_run_says_a_snapshot_could_not_be_written(tmp_path):
+    # A full disk at exit (here a 4 KiB file size limit; SIGXFSZ ignored
+    # gives EFBIG as a full disk gives ENOSPC): the process exited, its
+    # write failed - not "ended without exiting (SIGKILL, _exit)".
+    import resource
+
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    r = subprocess.run([str(CLI), "run", "--", str(PROGS / "rt_workload")], cwd=tmp_path,
+                       env=run_env({"CUMEMTRACE_STREAM": "off"}), preexec_fn=small_files,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert list(tmp_path.glob("cumemtrace.*.json")) == []
+    assert "ended without exiting" not in r.stderr, r.stderr
+    assert re.search(r"^cumemtrace: pid \d+ could not write its exit snapshot "
+                     rf"{re.escape(str(tmp_path))}/cumemtrace\.rt_workload\.\d+\.json \(its "
+                     r"warning above says why\)$", r.stderr, re.M), r.stderr
+    assert "cannot write snapshot" in r.stderr  # the warning it points at
+
+
+def test_nested_run_lists_the_inner_runs_snapshots(tmp_path):
+    r = subprocess.run([str(CLI), "run", "--", str(CLI), "run", "--",
+                        str(PROGS / "rt_workload")], cwd=tmp_path, env=run_env(),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    [snap] = tmp_path.glob("cumemtrace.*.json")
+    # the inner listing, then the outer one: both name the file
+    assert r.stderr.count("cumemtrace: 1 snapshot written:") == 2, r.stderr
+    assert r.stderr.count(f"{snap}  (exit, pid ") == 2, r.stderr
+    assert "no snapshot written" not in r.stderr, r.stderr
+
+
+def test_run_out_of_descriptors_does_not_deny_cuda(tmp_path):
+    # A process out of file descriptors at its first CUDA call cannot open
+    # the list to say it used CUDA: run must not claim that none did.
+    script = tmp_path / "emfile.py"
+    script.write_text(
+        "import ctypes, os, resource\n"
+        "cudart = ctypes.CDLL('libcudart.so.13')\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE,\n"
+        "                   (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))\n"
+        "fds = []\n"
+        "while True:\n"
+        "    try:\n"
+        "        fds.append(os.open('/dev/null', os.O_RDONLY))\n"
+        "    except OSError:\n"
+        "        break\n"
+        "p = ctypes.c_void_p()\n"
+        "cudart.cudaMalloc(ctypes.byref(p), 1 << 20)\n")
+    r = subprocess.run([str(CLI), "run", "--", PYTHON, str(script)], cwd=tmp_path,
+                       env=run_env(), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "Too many open files" in r.stderr, r.stderr  # the library's warning
+    last = r.stderr.splitlines()[-1]
+    assert last.startswith("cumemtrace: no snapshot written: no process of the command "
+                           "used CUDA, or none could say so (a process out of file "
+                           "descriptors"), r.stderr
+
+
 def test_run_no_cuda_only_when_no_cuda(tmp_path):
     env = run_env()
     r = subprocess.run([str(CLI), "run", "--", str(PROGS / "plain")], cwd=tmp_path,

@@ -32,10 +32,12 @@
  * child's), or exit 128+signal if that signal does not kill us.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -238,11 +240,13 @@ static int set_env(const char *name, const char *value)
     return 0;
 }
 
-/* One line of the manifest (src/preload/write/output.h): "cuda <pid> <exe>",
- * "wrote <pid> <reason>[:<signal>] <path>", "stream <pid> - <path>", or a
- * bare path (older libraries). */
+/* One record of the manifest (src/preload/write/output.h): "cuda <pid> <exe>",
+ * "wrote <pid> <reason>[:<signal>] <path>", "failed <pid> <reason> <path>"
+ * (a snapshot the library could not write), "stream <pid> - <path>", or a
+ * bare path (older libraries).  A path may hold a newline: the record then
+ * spans lines (records_of). */
 struct mline {
-    char kind;  /* 'c', 'w', 's' */
+    char kind;  /* 'c', 'w', 'f', 's' */
     long pid;
     char *tag, *path; /* into the line */
     char *line;
@@ -277,13 +281,101 @@ static bool parse_mline(char *line, struct mline *m)
     *sp3 = '\0';
     m->tag = sp2 + 1;
     m->path = sp3 + 1;
-    m->kind = strcmp(line, "wrote") == 0 ? 'w' : strcmp(line, "stream") == 0 ? 's' : 0;
+    m->kind = strcmp(line, "wrote") == 0    ? 'w'
+              : strcmp(line, "stream") == 0 ? 's'
+              : strcmp(line, "failed") == 0 ? 'f'
+                                            : 0;
     return m->kind != 0;
 }
 
+/* Whether a line of the manifest starts a record: a keyword and a pid. */
+static bool record_start(const char *line)
+{
+    static const char *const keys[] = {"cuda ", "wrote ", "failed ", "stream "};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        size_t k = strlen(keys[i]);
+        if (strncmp(line, keys[i], k) == 0 && line[k] >= '0' && line[k] <= '9')
+            return true;
+    }
+    return false;
+}
+
+/* The path of a "wrote"/"stream"/"failed" record or a bare path, or NULL. */
+static const char *record_path(const char *rec)
+{
+    if (rec[0] == '/')
+        return rec;
+    if (strncmp(rec, "cuda ", 5) == 0)
+        return NULL;
+    const char *p = rec;
+    for (int i = 0; i < 3 && p != NULL; i++) {
+        p = strchr(p, ' ');
+        p = p ? p + 1 : NULL;
+    }
+    return p;
+}
+
+/* Appends line to the record *rec after a newline (a path that held one);
+ * false when out of memory. */
+static bool continue_record(char **rec, const char *line)
+{
+    size_t a = strlen(*rec), b = strlen(line);
+    char *g = realloc(*rec, a + b + 2);
+    if (g == NULL)
+        return false;
+    g[a] = '\n';
+    memcpy(g + a + 1, line, b + 1);
+    *rec = g;
+    return true;
+}
+
+/* The manifest's records, each a malloc'd string: a line that starts none
+ * (no keyword, or a '/' line after a record whose file does not exist while
+ * the two joined name one) continues the one before - the library writes
+ * each record with one write(), and a path may hold a newline. */
+static char **records_of(FILE *f, size_t *count)
+{
+    char **recs = NULL, *line = NULL;
+    size_t n = 0, cap = 0, lcap = 0;
+    ssize_t len;
+    while ((len = getline(&line, &lcap, f)) > 0) {
+        if (line[len - 1] == '\n')
+            line[--len] = '\0';
+        bool joins = false;
+        if (n > 0 && !record_start(line)) {
+            joins = line[0] != '/';
+            const char *prev = record_path(recs[n - 1]);
+            if (!joins && prev != NULL && access(prev, F_OK) != 0) {
+                size_t a = strlen(recs[n - 1]);
+                char *both = malloc(a + (size_t)len + 2);
+                if (both != NULL) {
+                    snprintf(both, a + (size_t)len + 2, "%s\n%s", recs[n - 1], line);
+                    const char *bp = record_path(both);
+                    joins = bp != NULL && access(bp, F_OK) == 0;
+                    free(both);
+                }
+            }
+        }
+        if (joins) {
+            if (!continue_record(&recs[n - 1], line))
+                break;
+            continue;
+        }
+        if (len == 0 || snapshot_vec_reserve((void **)&recs, &cap, sizeof *recs, n + 1) != 0)
+            continue;
+        if ((recs[n] = strdup(line)) != NULL)
+            n++;
+    }
+    free(line);
+    *count = n;
+    return recs;
+}
+
 /* Prints, per process, which files it wrote and why (exit, oom, signal,
- * periodic, api), and the stream left by a process that wrote nothing at
- * its end (SIGKILL, _exit); "no CUDA" only when no process used it. */
+ * periodic, api), those it could not write, and the stream left by a
+ * process that wrote nothing at its end (SIGKILL, _exit).  A process that
+ * could not open the list (out of descriptors) lists nothing, so "no CUDA"
+ * is said with that caveat. */
 static void print_manifest(const char *path, const char *header)
 {
     FILE *f = fopen(path, "r");
@@ -300,21 +392,16 @@ static void print_manifest(const char *path, const char *header)
         return;
     }
     struct mline *lines = NULL;
-    size_t n = 0, cap = 0, nwrote = 0, ncuda = 0;
-    char *line = NULL;
-    size_t lcap = 0;
-    ssize_t len;
-    while ((len = getline(&line, &lcap, f)) > 0) {
-        if (line[len - 1] == '\n')
-            line[--len] = '\0';
-        if (len == 0)
-            continue;
+    size_t n = 0, cap = 0, nwrote = 0, ncuda = 0, nrecs = 0;
+    char **recs = records_of(f, &nrecs);
+    fclose(f);
+    for (size_t r = 0; r < nrecs; r++) {
+        char *copy = recs[r];
         bool seen = false;
-        if (snapshot_vec_reserve((void **)&lines, &cap, sizeof *lines, n + 1) != 0)
-            break;
-        char *copy = strdup(line);
-        if (copy == NULL)
-            break;
+        if (snapshot_vec_reserve((void **)&lines, &cap, sizeof *lines, n + 1) != 0) {
+            free(copy);
+            continue;
+        }
         if (!parse_mline(copy, &lines[n]) ||
             (lines[n].kind == 'w' && access(lines[n].path, F_OK) != 0)) {
             free(copy); /* a pre-exec snapshot removed when the exec failed */
@@ -333,11 +420,17 @@ static void print_manifest(const char *path, const char *header)
         ncuda += lines[n].kind == 'c';
         n++;
     }
-    free(line);
-    fclose(f);
-    if (nwrote == 0 && ncuda == 0)
+    free(recs);
+    size_t nfailed = 0;
+    for (size_t i = 0; i < n; i++)
+        nfailed += lines[i].kind == 'f';
+    if (nwrote == 0 && ncuda == 0 && nfailed == 0)
         fprintf(stderr, "cumemtrace: no snapshot written: no process of the command "
-                        "used CUDA\n");
+                        "used CUDA, or none could say so (a process out of file "
+                        "descriptors cannot open the list of snapshots; the library "
+                        "warns on stderr then)\n");
+    else if (nwrote == 0 && nfailed > 0)
+        fprintf(stderr, "cumemtrace: no snapshot written\n");
     else if (nwrote > 0)
         fprintf(stderr, "cumemtrace: %zu snapshot%s written:\n", nwrote, nwrote == 1 ? "" : "s");
     for (size_t i = 0; i < n; i++) {
@@ -352,6 +445,16 @@ static void print_manifest(const char *path, const char *header)
         else
             errors_line("  ", "%s", m->path);
     }
+    for (size_t i = 0; i < n; i++) {
+        struct mline *m = &lines[i];
+        if (m->kind != 'f')
+            continue;
+        char *colon = strchr(m->tag, ':');
+        if (colon != NULL)
+            *colon = ' ';
+        errors_line("cumemtrace: ", "pid %ld could not write its %s snapshot %s (its "
+                    "warning above says why)", m->pid, m->tag, m->path);
+    }
     /* Processes that used CUDA and wrote nothing at their end. */
     for (size_t i = 0; i < n; i++) {
         struct mline *m = &lines[i];
@@ -362,7 +465,7 @@ static void print_manifest(const char *path, const char *header)
         for (size_t k = 0; k < n; k++) {
             if (lines[k].pid != m->pid)
                 continue;
-            wrote |= lines[k].kind == 'w';
+            wrote |= lines[k].kind == 'w' || lines[k].kind == 'f'; /* 'f': said above */
             /* its end's own record: a stream left beside one was kept
              * (CUMEMTRACE_STREAM=keep), not the sign of a kill */
             final |= lines[k].kind == 'w' && (strncmp(lines[k].tag, "exit", 4) == 0 ||
@@ -386,6 +489,45 @@ static void print_manifest(const char *path, const char *header)
     for (size_t i = 0; i < n; i++)
         free(lines[i].line);
     free(lines);
+}
+
+/* A `run` inside another's command: the outer one lists what its own
+ * manifest holds, and our children wrote to ours - so our records go on to
+ * the outer manifest (`outer`, whose first line must carry `outer_key`, as
+ * the library checks), in one O_APPEND write after the command ended. */
+static void forward_manifest(const char *ours, size_t header_len, const char *outer,
+                             const char *outer_key)
+{
+    FILE *f = fopen(ours, "r");
+    if (f == NULL)
+        return;
+    char *body = NULL;
+    size_t len = 0;
+    if (fseek(f, (long)header_len, SEEK_SET) == 0) {
+        FILE *m = open_memstream(&body, &len);
+        char chunk[4096];
+        size_t got;
+        while (m != NULL && (got = fread(chunk, 1, sizeof chunk, f)) > 0)
+            fwrite(chunk, 1, got, m);
+        if (m != NULL)
+            fclose(m);
+    }
+    fclose(f);
+    int fd = len > 0 ? open(outer, O_RDWR | O_APPEND | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW |
+                                       O_CLOEXEC)
+                     : -1;
+    struct stat st;
+    char want[96], got[96];
+    int wn = snprintf(want, sizeof want, "cumemtrace-manifest %s\n", outer_key);
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && wn > 0 &&
+        (size_t)wn < sizeof want && pread(fd, got, (size_t)wn, 0) == wn &&
+        memcmp(got, want, (size_t)wn) == 0) {
+        ssize_t w = write(fd, body, len);
+        (void)w; /* the outer listing then lacks them; ours was printed */
+    }
+    if (fd >= 0)
+        close(fd);
+    free(body);
 }
 
 /* 32 hex digits from the kernel's random source into key[33]. */
@@ -549,8 +691,15 @@ int run_main(int argc, char **argv)
     }
     close(mfd);
 
+    /* an outer run's list, which our children's records must reach too */
+    char *outer = getenv("CUMEMTRACE_MANIFEST") ? strdup(getenv("CUMEMTRACE_MANIFEST")) : NULL;
+    char *outer_key = getenv("CUMEMTRACE_MANIFEST_KEY")
+                          ? strdup(getenv("CUMEMTRACE_MANIFEST_KEY"))
+                          : NULL;
     char *preload = preload_value(lib, getenv("LD_PRELOAD"));
     if (preload == NULL) {
+        free(outer);
+        free(outer_key);
         unlink(manifest);
         return CLI_EXIT_ERROR;
     }
@@ -576,6 +725,8 @@ int run_main(int argc, char **argv)
                         "left as it is, so the program's NVTX ranges go to that tool and "
                         "not to cumemtrace's phases (unset it to see them by range)\n", nvtx);
     if (rc != 0) {
+        free(outer);
+        free(outer_key);
         unlink(manifest);
         return CLI_EXIT_ERROR;
     }
@@ -590,6 +741,8 @@ int run_main(int argc, char **argv)
     if (pid < 0) {
         int e = errno;
         sigprocmask(SIG_SETMASK, &old_mask, NULL);
+        free(outer);
+        free(outer_key);
         unlink(manifest);
         fprintf(stderr, "cumemtrace: run: cannot fork: %s\n", strerror(e));
         return CLI_EXIT_ERROR;
@@ -622,6 +775,10 @@ int run_main(int argc, char **argv)
     }
     child = 0;
     print_manifest(manifest, header);
+    if (outer != NULL && outer[0] != '\0' && outer_key != NULL && outer_key[0] != '\0')
+        forward_manifest(manifest, strlen(header), outer, outer_key);
+    free(outer);
+    free(outer_key);
     unlink(manifest);
     return exit_like(status);
 }

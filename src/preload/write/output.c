@@ -553,6 +553,11 @@ void output_manifest_stream(const char *path)
     manifest_file("stream", "-", path);
 }
 
+void output_manifest_failed(const char *path, const char *reason)
+{
+    manifest_file("failed", reason, path);
+}
+
 void output_manifest_cuda(void)
 {
     if (config.manifest[0] == '\0')

@@ -62,10 +62,14 @@ const char *output_pattern(void);
 
 /* CUMEMTRACE_MANIFEST is how `cumemtrace run` learns what its children did,
  * one line each: "cuda <pid> <exe>" at a process's first CUDA call,
- * "wrote <pid> <reason>[:<signal>] <path>" per snapshot, "stream <pid> -
- * <path>" when a stream file is created. */
+ * "wrote <pid> <reason>[:<signal>] <path>" per snapshot, "failed <pid>
+ * <reason> <path>" per snapshot not written, "stream <pid> - <path>" when a
+ * stream file is created. */
 void output_manifest(const char *path, const char *reason, const char *signame);
 void output_manifest_stream(const char *path);
+/* "failed <pid> <reason> <path>": a snapshot that could not be written (a
+ * full disk), so that `cumemtrace run` says so instead of a silent end. */
+void output_manifest_failed(const char *path, const char *reason);
 void output_manifest_cuda(void);
 
 #endif

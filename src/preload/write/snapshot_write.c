@@ -138,6 +138,7 @@ static int write_guarded(const char *reason, const char *path,
     if (fd < 0) {
         log_msg(LOG_WARN, "cannot write snapshot '%s': %s (%s)", final,
                 strerror(errno), fix);
+        output_manifest_failed(final, reason);
         return -1;
     }
     struct serialise_doc doc = {reason, seq, oom, signame, false};
@@ -157,6 +158,7 @@ static int write_guarded(const char *reason, const char *path,
         else
             log_msg(LOG_WARN, "cannot write snapshot '%s': %s (free some space, or %s)",
                     final, strerror(err), fix);
+        output_manifest_failed(final, reason);
         return -1;
     }
     int committed = path == NULL && !replace
@@ -169,6 +171,7 @@ static int write_guarded(const char *reason, const char *path,
     if (committed != 0) {
         log_msg(LOG_WARN, "cannot write snapshot '%s': %s (%s)", final,
                 strerror(err), fix);
+        output_manifest_failed(final, reason);
         return -1;
     }
     /* The exec snapshot is not announced: the exec may still fail (a file
