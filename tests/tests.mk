@@ -64,7 +64,7 @@ $(BUILD)/tests/unit/test_oom: tests/unit/test_oom.c \
 # document goes back through the CLI's reader (serialise_read.c, built with
 # the CLI's include path: both sides name the kinds KIND_*).
 SERIALISE_OBJ := $(RECORD_OBJ) $(foreach m,serialise serialise_stacks serialise_phases \
-    snapshot_json layout oom_ledger allocator allocator_segments resolve_names event_log \
+    snapshot_json layout oom_ledger allocator allocator_segments allocator_tensors resolve_names event_log \
     phases modules symtab clock,$(call preload_obj,$(m)))
 $(BUILD)/obj/tests/unit/serialise_read.o: tests/unit/serialise_read.c
 	@mkdir -p $(dir $@)

@@ -16,6 +16,7 @@ This file finds torch.cuda and attaches the observer; the rest is in
 layer/, one module per concern, each loaded by part() below:
   library.py  the library's public API through ctypes (structs, entry points)
   history.py  PyTorch's allocation history: the live tensors by Python line
+  tensors.py  those tensors grouped by the user's line, handed over as JSON
   roles.py    parameters, buffers, gradients, optimizer state, other
   phases.py   forward / backward / optimizer step and the module's name
   layout.py   PyTorch's segments and blocks, handed to the library
@@ -81,6 +82,12 @@ def _attach(torch, report):
                     sys.stderr.write(f"cumemtrace: warning: PyTorch segment layout off: "
                                      f"{type(e).__name__}: {e}; post-mortems draw the "
                                      f"driver-level layout only\n")
+            if part("history").reading():
+                try:
+                    t = part("tensors")
+                    t.hand_over(device, f.num_ooms, {"tensors": t.read(snap, device)})
+                except Exception as e:
+                    tensors.warn(e)
             with part("phases").at_oom(torch):
                 report(device, ctypes.byref(f))
         except Exception as e:  # an observer must never raise

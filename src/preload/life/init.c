@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "allocator_segments.h"
+#include "allocator_tensors.h"
 #include "background.h"
 #include "clock.h"
 #include "config.h"
@@ -134,6 +135,7 @@ static void fork_child(void)
     background_atfork_child();
     oom_atfork_child();
     allocator_segments_atfork_child();
+    allocator_tensors_atfork_child();
     hooks_context_atfork_child();
     periodic_atfork_child();
     stream_atfork_child();

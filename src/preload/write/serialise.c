@@ -23,8 +23,10 @@
 
 #include "allocator.h"
 #include "allocator_segments.h"
+#include "allocator_tensors.h"
 #include "clock.h"
 #include "config.h"
+#include "cumemtrace.h"
 #include "format.h"
 #include "snapshot_json.h"
 #include "layout.h"
@@ -379,8 +381,11 @@ static void write_roles(struct snapshot_json *w, const struct allocator_facts *f
 }
 
 /* The caching allocator's own figures (null when it did not speak), its
- * configuration parsed as PyTorch reads it: "key:value,key:value". */
-static void write_allocator(struct snapshot_json *w, const struct allocator_facts *f)
+ * configuration parsed as PyTorch reads it: "key:value,key:value".  With
+ * oom_device >= 0 (a post-mortem's), also the tensors the layer handed over
+ * at that OOM (tagged with its num_ooms). */
+static void write_allocator(struct snapshot_json *w, const struct allocator_facts *f,
+                            int oom_device)
 {
     if (f == NULL) {
         snapshot_json_s(w, "null");
@@ -439,6 +444,13 @@ static void write_allocator(struct snapshot_json *w, const struct allocator_fact
     snapshot_json_s(w, "}");
     write_top_tensors(w, f);
     write_roles(w, f);
+    if (oom_device >= 0) {
+        snapshot_json_s(w, ",\"tensors\":");
+        if (f->num_ooms >= 0)
+            allocator_tensors_write(oom_device, f->num_ooms, ALLOCATOR_TENSORS, emit_json, w);
+        else
+            snapshot_json_s(w, "null");
+    }
     snapshot_json_s(w, "}");
 }
 
@@ -493,9 +505,17 @@ static void write_device(struct snapshot_json *w, const struct record_view *v,
     snapshot_json_s(w, "}");
     struct allocator_facts latest;
     snapshot_json_s(w, ",\n \"allocator\":");
-    write_allocator(w, allocator_latest(d, &latest) ? &latest : NULL);
+    write_allocator(w, allocator_latest(d, &latest) ? &latest : NULL, -1);
     snapshot_json_s(w, ",\n \"allocator_segments\":");
     allocator_segments_write_state(d, emit_json, w);
+    /* PyTorch's tensors by the user's line, as its layer last read them */
+    for (int m = 0; m < ALLOCATOR_TENSORS_MEMBERS; m++) {
+        snapshot_json_s(w, ",\n \"");
+        snapshot_json_s(w, allocator_tensors_names[m]);
+        snapshot_json_s(w, "\":");
+        allocator_tensors_write(d, CUMEMTRACE_LAYOUT_STATE, (enum allocator_tensors_member)m,
+                                emit_json, w);
+    }
     write_live_and_peak(w, v, keys, (uint32_t)d);
     write_churn(w, v, keys, (uint32_t)d);
     write_mark(w, v, keys, (uint32_t)d);
@@ -611,7 +631,7 @@ static void write_oom(struct snapshot_json *w, const struct record_view *v, stru
     snapshot_json_s(w, ",\"released\":[");
     write_released(w, o);
     snapshot_json_s(w, "],\"allocator\":");
-    write_allocator(w, o->has_allocator ? &o->allocator : NULL);
+    write_allocator(w, o->has_allocator ? &o->allocator : NULL, o->device);
     snapshot_json_s(w, ",\n \"layout\":");
     layout_write(o->device, o->requested,
                  o->has_allocator ? o->allocator.num_ooms : -1, emit_json, w);

@@ -8,6 +8,8 @@ import sys
 library = part("library")  # noqa: F821 (set by cumemtrace_torch.part)
 layout = part("layout")  # noqa: F821
 facts = part("facts")  # noqa: F821
+history = part("history")  # noqa: F821
+tensors = part("tensors")  # noqa: F821
 fit = part("fit")  # noqa: F821
 
 
@@ -34,6 +36,12 @@ def report_state(torch, state, handoff=None):
             except Exception as e:
                 handoff[0] = None
                 library.warn(f"PyTorch segment layout: {type(e).__name__}: {e}")
+        if history.reading():
+            try:
+                tensors.hand_over(device, library.LAYOUT_STATE,
+                                  {"tensors": tensors.read(snap, device)})
+            except Exception as e:
+                tensors.warn(e)
         state(device, ctypes.byref(f))
 
 

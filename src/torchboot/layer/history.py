@@ -11,11 +11,23 @@ import sys
 HISTORY_MODE = dict(enabled="state", context="alloc", stacks="python")
 TOP_SITES = 5        # the library keeps 5
 FRAMES_PER_SITE = 12  # innermost first: the outer ones say little
-recording = False    # PyTorch records its history for us
+recording = False    # PyTorch records its history (ours or the user's)
+users = False        # the program turned it on itself: its settings stand
+_enabled = None      # torch._C._cuda_isHistoryEnabled, where PyTorch has it
+
+
+def _on(torch):
+    """Whether PyTorch records its history now; None when it cannot say."""
+    fn = getattr(torch._C, "_cuda_isHistoryEnabled", None)
+    try:
+        return bool(fn()) if fn is not None else None
+    except Exception:
+        return None
 
 
 def start(torch):
-    global recording
+    global recording, users, _enabled
+    _enabled = torch
     if os.environ.get("CUMEMTRACE_TORCH_HISTORY", "") == "0":
         return
     try:
@@ -23,6 +35,12 @@ def start(torch):
             return  # it keeps no history (nor observers: the layer says so once)
     except Exception:
         pass
+    if _on(torch):
+        # The program records its own history (PyTorch's documented
+        # _record_memory_history workflow): turning ours on would replace
+        # its settings - its trace, its stacks.  Read what it gives.
+        recording = users = True
+        return
     try:
         torch.cuda.memory._record_memory_history(**HISTORY_MODE)
         recording = True
@@ -30,6 +48,15 @@ def start(torch):
         sys.stderr.write(f"cumemtrace: warning: PyTorch refused to record its allocation "
                          f"history ({type(e).__name__}: {e}); snapshots name call sites, "
                          f"not tensors (CUMEMTRACE_TORCH_HISTORY=0 skips the attempt)\n")
+
+
+def reading():
+    """Whether live blocks carry their stacks now: our history, or the
+    program's while it keeps it on (it may turn it off or on at will)."""
+    if _enabled is None:
+        return False
+    on = _on(_enabled)
+    return on if on is not None else recording
 
 
 def _torch_dir():

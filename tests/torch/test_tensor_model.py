@@ -1,0 +1,101 @@
+"""The tensor model (docs/snapshot-format.md devices[].tensors,
+oom.allocator.tensors): every live block of PyTorch's memory, grouped by the
+first frame of the user's own code, all groups kept, the whole stack.  Each
+test puts PyTorch's own torch.cuda.memory._snapshot() (scenarios/truth.py),
+grouped here by the first frame in the scenario's own file, side by side
+with the snapshot's groups: the same lines with the same bytes and counts."""
+import collections
+import pickle
+
+from conftest import SCENARIOS, line_of
+
+
+def torch_groups(run):
+    """PyTorch's live blocks on device 0 by the first frame in a scenario
+    file: {(file name, line) or None: [bytes, count]}."""
+    snap = pickle.loads((run.files[0].parent / "torch_snapshot.pickle").read_bytes())
+    out = collections.defaultdict(lambda: [0, 0])
+    for seg in snap["segments"]:
+        if seg["device"] != 0:
+            continue
+        for b in seg["blocks"]:
+            if b["state"] != "active_allocated":
+                continue
+            key = next(((f["filename"].rsplit("/", 1)[-1], f["line"])
+                        for f in b.get("frames") or []
+                        if f["filename"].startswith(str(SCENARIOS) + "/")), None)
+            out[key][0] += b["size"]
+            out[key][1] += 1
+    return dict(out)
+
+
+def our_groups(tensors):
+    """The snapshot's tensors object in the same shape, checked whole."""
+    out = collections.defaultdict(lambda: [0, 0])
+    for g in tensors["groups"]:
+        site = g["site"]
+        key = (site["file"].rsplit("/", 1)[-1], site["line"]) if site else None
+        out[key][0] += g["bytes"]
+        out[key][1] += g["count"]
+        if site is not None:
+            assert site in g["stack"], g  # the site is a frame of the whole stack
+    more = tensors["more"] or {"bytes": 0, "count": 0}
+    assert tensors["allocated_bytes"] == sum(b for b, _ in out.values()) + more["bytes"]
+    assert tensors["count"] == sum(c for _, c in out.values()) + more["count"]
+    sizes = [g["bytes"] for g in tensors["groups"]]
+    assert sizes == sorted(sizes, reverse=True), sizes
+    return dict(out)
+
+
+def test_gpt2_forward_oom_names_every_line_through_transformers(scenario):
+    r = scenario("tm_gpt2_oom.py", memory="2GiB")
+    assert r.torch["raised"]
+    pm = r.only("oom")
+    tensors = pm["oom"]["allocator"]["tensors"]
+    ours, theirs = our_groups(tensors), torch_groups(r)
+    assert ours == theirs, (ours, theirs)
+    assert tensors["allocated_bytes"] == pm["oom"]["allocator"]["allocated_bytes"]
+    for mark in ("MODEL", "IDS", "FORWARD"):
+        assert ("tm_gpt2_oom.py", line_of("tm_gpt2_oom.py", mark)) in ours, (mark, ours)
+    # the forward's activations: allocated in transformers' and torch's
+    # code, named by this file's line beneath them
+    fwd = next(g for g in tensors["groups"] if g["site"] and
+               g["site"]["line"] == line_of("tm_gpt2_oom.py", "FORWARD"))
+    assert any("/transformers/" in f["file"] for f in fwd["stack"]), fwd["stack"]
+    assert fwd["stack"][0] != fwd["site"], fwd["stack"]
+    cache = tensors["cache"]
+    assert cache["bytes"] == pm["oom"]["allocator"]["reserved_unallocated_bytes"]
+    assert cache["segments"] == pm["oom"]["allocator"]["segments"]
+
+
+def test_backward_oom_groups_equal_pytorchs(scenario):
+    r = scenario("tensors_backward_oom.py", memory="1536MiB")
+    assert r.torch["raised"]
+    ours = our_groups(r.only("oom")["oom"]["allocator"]["tensors"])
+    assert ours == torch_groups(r), (ours, torch_groups(r))
+    for mark in ("WEIGHT", "INPUT", "ACT1"):
+        assert ("tensors_backward_oom.py", line_of("tensors_backward_oom.py", mark)) in ours
+
+
+def test_exit_tensors_are_all_groups(scenario):
+    r = scenario("tensors_leak.py")
+    d = r.device("exit")
+    ours = our_groups(d["tensors"])
+    assert ours == torch_groups(r), (ours, torch_groups(r))
+    assert d["tensors"]["allocated_bytes"] == r.torch["allocated"]
+    assert d["tensors"]["cache"]["bytes"] == r.torch["reserved"] - r.torch["allocated"]
+
+
+def test_no_history_no_tensors(scenario):
+    r = scenario("tensors_leak.py", env={"CUMEMTRACE_TORCH_HISTORY": "0"})
+    assert r.device("exit")["tensors"] is None
+
+
+def test_the_programs_own_history_is_kept(scenario):
+    # bare and traced print the same traces (the fixture compares stdout)
+    r = scenario("tm_user_history.py")
+    assert len(r.torch["first"]) >= 6 and r.torch["off"] is False
+    assert len(r.torch["second"]) == 7, r.torch["second"]  # its own max_entries
+    # and the snapshot reads the program's history: the kept line is named
+    ours = our_groups(r.device("exit")["tensors"])
+    assert ("tm_user_history.py", line_of("tm_user_history.py", "KEEP")) in ours, ours
