@@ -17,6 +17,7 @@ layer/, one module per concern, each loaded by part() below:
   library.py  the library's public API through ctypes (structs, entry points)
   history.py  PyTorch's allocation history: the live tensors by Python line
   tensors.py  those tensors grouped by the user's line, handed over as JSON
+  growth.py   the lines whose tensors grow step over step
   roles.py    parameters, buffers, gradients, optimizer state, other
   phases.py   forward / backward / optimizer step and the module's name
   layout.py   PyTorch's segments and blocks, handed to the library
@@ -67,12 +68,17 @@ def _attach(torch, report):
     except Exception as e:
         sys.stderr.write(f"cumemtrace: warning: PyTorch phases off ({type(e).__name__}: "
                          f"{e}); peaks and OOMs are not named by module\n")
+    try:
+        part("growth").start(torch)
+    except Exception as e:
+        sys.stderr.write(f"cumemtrace: warning: growth by line off ({type(e).__name__}: "
+                         f"{e}); snapshots read growth between dumps only\n")
     handoff = [layout.segments_fn()]
 
     def observer(device, alloc, device_total, device_free):
         fit.note_oom()
         try:
-            snap = torch.cuda.memory._snapshot().get("segments", [])
+            snap = part("history").snapshot(torch).get("segments", [])
             f = facts.facts(torch, device, alloc, device_total, device_free, snap)
             if handoff[0] is not None:
                 try:

@@ -99,3 +99,32 @@ def test_the_programs_own_history_is_kept(scenario):
     # and the snapshot reads the program's history: the kept line is named
     ours = our_groups(r.device("exit")["tensors"])
     assert ("tm_user_history.py", line_of("tm_user_history.py", "KEEP")) in ours, ours
+
+
+def test_the_exit_reading_imports_nothing_the_program_did_not(scenario):
+    # the fixture compares stdout: the bare run prints both False
+    r = scenario("tm_trivial_exit.py")
+    assert r.torch == {"torch._inductor": False, "torch._dynamo": False}, r.torch
+    ours = our_groups(r.device("exit")["tensors"])
+    assert ("tm_trivial_exit.py", line_of("tm_trivial_exit.py", "KEEP")) in ours, ours
+
+
+def test_a_leak_is_named_by_its_line_with_its_growth_a_step(scenario):
+    r = scenario("tm_leak_growth.py")
+    d = r.device("exit")
+    ours = our_groups(d["tensors"])
+    assert ours == torch_groups(r), (ours, torch_groups(r))
+    logits = line_of("tm_leak_growth.py", "LOGITS")
+    assert ours[("tm_leak_growth.py", logits)] == [8 * r.torch["logits"], 8], ours
+    [g] = d["growth"]
+    assert (g["site"]["line"], g["site"]["function"]) == (logits, "evaluate"), g
+    # read at each step's end: 0 after step 1 (its logits come after), 7 after step 8
+    assert (g["first_step"], g["last_step"], g["steps"]) == (1, 8, 7), g
+    assert g["bytes_per_step"] == r.torch["logits"], g
+    assert g["bytes"] == 8 * r.torch["logits"], g
+    assert g["stack"][0]["line"] == logits or g["site"] in g["stack"], g
+
+
+def test_no_growth_without_a_leak(scenario):
+    r = scenario("tensors_params.py")
+    assert r.device("exit")["growth"] == [], r.device("exit")["growth"]

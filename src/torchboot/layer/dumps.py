@@ -10,6 +10,7 @@ layout = part("layout")  # noqa: F821
 facts = part("facts")  # noqa: F821
 history = part("history")  # noqa: F821
 tensors = part("tensors")  # noqa: F821
+growth = part("growth")  # noqa: F821
 fit = part("fit")  # noqa: F821
 
 
@@ -22,13 +23,13 @@ def report_state(torch, state, handoff=None):
     both and every device."""
     if not torch.cuda.is_initialized():
         return
-    snap = None
+    snap = step = None
     for device in range(torch.cuda.device_count()):
         if torch.cuda.memory_reserved(device) == 0 and \
                 torch.cuda.max_memory_reserved(device) == 0:
             continue
         if snap is None:
-            snap = torch.cuda.memory._snapshot().get("segments", [])
+            snap = history.snapshot(torch).get("segments", [])
         f = facts.facts(torch, device, -1, -1, -1, snap)
         if handoff is not None and handoff[0] is not None:
             try:
@@ -38,8 +39,11 @@ def report_state(torch, state, handoff=None):
                 library.warn(f"PyTorch segment layout: {type(e).__name__}: {e}")
         if history.reading():
             try:
+                if step is None:
+                    step = growth.step_of_dump()
+                t = tensors.read(snap, device)
                 tensors.hand_over(device, library.LAYOUT_STATE,
-                                  {"tensors": tensors.read(snap, device)})
+                                  {"tensors": t, "growth": growth.at_dump(device, t, step)})
             except Exception as e:
                 tensors.warn(e)
         state(device, ctypes.byref(f))

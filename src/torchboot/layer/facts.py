@@ -19,7 +19,7 @@ def facts(torch, device, alloc, device_total, device_free, snap=None):
     largest = {"small": 0, "large": 0}
     segments = 0
     if snap is None:
-        snap = torch.cuda.memory._snapshot().get("segments", [])
+        snap = history.snapshot(torch).get("segments", [])
     for seg in snap:
         if seg.get("device") != device:
             continue

@@ -4,6 +4,7 @@ which tensors hold the memory, not only which line created each cached
 segment.  On by default; CUMEMTRACE_TORCH_HISTORY=0 turns it off."""
 import os
 import sys
+import threading
 
 # enabled="state" keeps each live block's stack and no trace of alloc/free
 # events: the cheapest mode that still names each live block's line
@@ -48,6 +49,34 @@ def start(torch):
         sys.stderr.write(f"cumemtrace: warning: PyTorch refused to record its allocation "
                          f"history ({type(e).__name__}: {e}); snapshots name call sites, "
                          f"not tensors (CUMEMTRACE_TORCH_HISTORY=0 skips the attempt)\n")
+
+
+def snapshot(torch):
+    """torch.cuda.memory._snapshot(), without the import of torch._inductor
+    that PyTorch's symbolizer triggers by asking `hasattr(torch,
+    "_inductor")` (torch's lazy module __getattr__ imports it: about 1 s of
+    CPU, the bulk of a small script's exit under the tracer).  It asks only
+    to map frames of code inductor generated (its codecache); a program that
+    never imported torch._inductor has none, so the frames are the same.
+    During the call, and on this thread only, torch's module __getattr__
+    answers "no such attribute" for "_inductor"; every other name, and every
+    other thread, gets torch's own answer; it is put back after."""
+    mod = torch.__dict__
+    orig = mod.get("__getattr__")
+    if orig is None or "torch._inductor" in sys.modules or "_inductor" in mod:
+        return torch.cuda.memory._snapshot()
+    me = threading.get_ident()
+
+    def lazy_but_not_inductor(name):
+        if name == "_inductor" and threading.get_ident() == me:
+            raise AttributeError(name)
+        return orig(name)
+    mod["__getattr__"] = lazy_but_not_inductor
+    try:
+        return torch.cuda.memory._snapshot()
+    finally:
+        if mod.get("__getattr__") is lazy_but_not_inductor:
+            mod["__getattr__"] = orig
 
 
 def reading():

@@ -25,7 +25,7 @@ def segments(torch, device, tag, fn, snap=None):
     and the library takes them (fn from segments_fn)."""
     fn, with_stacks = fn
     if snap is None:
-        snap = torch.cuda.memory._snapshot().get("segments", [])
+        snap = part("history").snapshot(torch).get("segments", [])
     segs = sorted((g for g in snap if g.get("device") == device), key=lambda g: g["address"])
     arr = (Segment * len(segs))()
     keep = []  # the block arrays must outlive the call

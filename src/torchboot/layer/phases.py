@@ -188,6 +188,11 @@ def start(torch):
     roles.optim_module().register_optimizer_step_post_hook(step_post)
 
 
+def step_count():
+    """The most steps any optimizer took (0: none, or phases off)."""
+    return _step[0]
+
+
 def _note_peak_step(torch, step):
     """At the end of step `step`: a device whose peak moved since the last
     step's end reached it during this step."""

@@ -82,7 +82,7 @@ def _frame(fr):
             "function": str(fr.get("name", "?"))}
 
 
-def _site_key(site):
+def site_key(site):
     return f"{site['file']}:{site['line']}:{site['function']}" if site else ""
 
 
@@ -134,7 +134,7 @@ def read(snap_segments, device):
         site = _frame(g["site"]) if g["site"] else None
         out.append({"site": site, "stack": [_frame(fr) for fr in frames[:STACK_FRAMES]],
                     "bytes": g["bytes"], "count": g["count"], "origin": None})
-    out.sort(key=lambda g: (-g["bytes"], _site_key(g["site"])))
+    out.sort(key=lambda g: (-g["bytes"], site_key(g["site"])))
     return {"allocated_bytes": allocated, "count": count, "groups": out, "more": None,
             "cache": {"bytes": reserved - allocated, "segments": nsegs,
                       "largest_free_bytes": largest}}

@@ -1,0 +1,119 @@
+"""Growth by line (docs/snapshot-format.md devices[].growth): the groups of
+PyTorch's live tensors (tensors.py) whose bytes grew reading over reading.
+
+Readings: the live bytes of each group (its site's file:line:function) -
+  at the end of an optimizer step (phases.py counts them) when the device's
+    allocated bytes there passed every earlier step end's: memory that
+    does not grow costs one memory_allocated() a step and no reading; the
+    readings' own CPU time is kept under SHARE of the process's (a reading
+    over budget is skipped: the steps between two readings still count);
+  without an optimizer, at every dump (exit, signal, periodic, api), the
+    dump's own reading, its step the dump's ordinal (1 = the first).
+A group grows when its bytes rose at each of its last RUN_MIN readings or
+more, the latest included: first_step, last_step the steps of the first
+and last readings of that run, bytes_per_step its rise over them divided
+by the steps between; bytes what it holds at the dump."""
+import time
+
+tensors = part("tensors")  # noqa: F821 (set by cumemtrace_torch.part)
+phases = part("phases")  # noqa: F821
+roles = part("roles")  # noqa: F821
+history = part("history")  # noqa: F821
+
+SHARE = 0.01     # of the process's CPU time, at most, for the step readings
+KEPT = 64        # readings kept per device (the oldest go)
+RUN_MIN = 2      # rises in a row that make a growth
+_readings = {}   # device -> [(step, {key: bytes})]
+_best = {}       # device -> the most allocated bytes at a step's end
+_spent = [0.0]   # CPU seconds the step readings took
+_dumps = [0]     # dumps read so far (the steps without an optimizer)
+
+
+def _by_site(t):
+    return {tensors.site_key(g["site"]): g["bytes"] for g in t["groups"] if g["site"]}
+
+
+def _keep(device, step, sites):
+    r = _readings.setdefault(device, [])
+    if r and r[-1][0] == step:
+        r[-1] = (step, sites)  # the same step read again: the later stands
+    else:
+        r.append((step, sites))
+    del r[:-KEPT]
+
+
+def start(torch):
+    """Registers the step-end reading (after phases.start, whose own hook
+    counts the step first)."""
+    last = [0]
+
+    def step_post(optimizer, args, kwargs):
+        step = phases.step_count()
+        if step > last[0]:  # a new most-steps: one reading a training step
+            last[0] = step
+            try:
+                at_step_end(torch, step)
+            except Exception:
+                pass  # growth then has fewer readings; the step is the host's
+    roles.optim_module().register_optimizer_step_post_hook(step_post)
+
+
+def step_of_dump():
+    """The step a dump's reading counts for: the steps done, or without an
+    optimizer (or with phases off) the dump's ordinal, 1 for the first."""
+    step = phases.step_count()
+    if step > 0:
+        return step
+    _dumps[0] += 1
+    return _dumps[0]
+
+
+def at_step_end(torch, step):
+    """After optimizer step `step`: a reading of each device whose allocated
+    bytes passed every earlier step end's, within the CPU share."""
+    if not torch.cuda.is_initialized() or not history.reading():
+        return
+    grew = []
+    for d in range(torch.cuda.device_count()):
+        a = torch.cuda.memory_allocated(d)
+        if a > _best.get(d, -1):
+            _best[d] = a
+            grew.append(d)
+    if not grew or _spent[0] > SHARE * time.process_time():
+        return
+    t = time.process_time()
+    snap = history.snapshot(torch).get("segments", [])
+    for d in grew:
+        _keep(d, step, _by_site(tensors.read(snap, d)))
+    _spent[0] += time.process_time() - t
+
+
+def at_dump(device, t, step):
+    """The dump's reading of `device` (`t`: tensors.read's, `step`:
+    step_of_dump's), then the device's growth list."""
+    by_site = _by_site(t)
+    if phases.step_count() == 0:
+        _keep(device, step, by_site)  # readings between dumps
+    # else the step ends' readings alone: each at the same point of its step
+    r = _readings.get(device, [])
+    groups = {tensors.site_key(g["site"]): g for g in t["groups"] if g["site"]}
+    out = []
+    for key, now in by_site.items():
+        if not r or key not in r[-1][1]:
+            continue  # not in the latest reading: it did not grow up to it
+        first = len(r) - 1
+        while first > 0 and r[first - 1][1].get(key, 0) < r[first][1].get(key, 0):
+            first -= 1
+        rises = len(r) - 1 - first
+        if rises < RUN_MIN:
+            continue
+        s0, s1 = r[first][0], r[-1][0]
+        if s1 <= s0:
+            continue
+        g = groups[key]
+        rate = (r[-1][1][key] - r[first][1].get(key, 0)) // (s1 - s0)
+        out.append({"site": g["site"], "stack": g["stack"], "bytes": now,
+                    "bytes_per_step": rate, "first_step": s0, "last_step": s1,
+                    "steps": s1 - s0})
+    out.sort(key=lambda g: (-g["bytes_per_step"], tensors.site_key(g["site"])))
+    return out
