@@ -60,9 +60,11 @@ def top_site(path, ordinal=0):
 def flame_nodes(path, at="peak"):
     """Nodes the page's icicle must have: a root and one node per distinct
     prefix of `cumemtrace flamegraph`'s folded lines (device frames first
-    when there are several devices, the entry point last)."""
-    r = subprocess.run([str(CLI), "flamegraph", "--at", at, str(path)], capture_output=True,
-                       text=True, timeout=60, check=True)
+    when there are several devices, the entry point last).  The page's
+    icicle draws the driver's allocations: --segments, which flamegraph
+    needs for a file with PyTorch's tensors."""
+    r = subprocess.run([str(CLI), "flamegraph", "--segments", "--at", at, str(path)],
+                       capture_output=True, text=True, timeout=60, check=True)
     prefixes = set()
     for line in r.stdout.splitlines():
         chain = line.rsplit(" ", 1)[0].split(";")
@@ -768,6 +770,30 @@ def test_tensors_and_their_peak_on_the_page(browser, tmp_path):
                          ".map(c => c.textContent)")
     assert cells == ["device 0: PyTorch's tensors (max_memory_allocated)", "?", "52.0 MiB", ""], \
         cells
+
+
+def test_the_page_names_pytorchs_holders_by_line(browser, tmp_path):
+    """The tensor model on the page: at the failure, every line holding
+    PyTorch's tensors with report --json's bytes and counts (the same
+    holders), the stack outward of each line, autograd's blocks by their
+    node, and the cache as its own row; per device the peak's tensors."""
+    src = INPUTS / "tensors_oom.json"
+    open_page(browser, html(tmp_path / "holders.html", src), "html_holders.png")
+    assert "tensors" in sections(browser)
+    tables = browser.eval("""[...document.querySelectorAll('#tensors h3')].map(x => x.textContent)""")
+    assert tables[0].startswith("At the failure on device 0: "), tables
+    assert any("at the peak (max_memory_allocated" in t for t in tables), tables
+    rows = browser.eval("""[...document.querySelector('#tensors table.holders')
+        .querySelectorAll('tbody tr')].map(r => [+r.dataset.bytes, +r.dataset.count,
+        r.children[3].dataset.where, r.className])""")
+    rep = json.loads(subprocess.run([str(CLI), "report", "--json", str(src)], capture_output=True,
+                                    text=True, timeout=60, check=True).stdout)["snapshots"][0]
+    want = [[g["bytes"], g["count"]] for g in rep["oom"]["holders"]["groups"]]
+    assert [r[:2] for r in rows if r[3] == ""] == want, (rows, want)
+    assert any(r[2].startswith("[backward of ") for r in rows), rows
+    cache = [r for r in rows if r[3] == "cache"]
+    snap = json.loads(src.read_text())
+    assert cache and cache[0][0] == snap["oom"]["allocator"]["tensors"]["cache"]["bytes"]
 
 
 def test_the_page_says_how_old_pytorchs_figures_are(browser, tmp_path):

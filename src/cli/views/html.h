@@ -52,6 +52,14 @@ void html_phases_write(struct json_out *w, const struct snapshot *s);
  * bytes, count]]} (html_tensors.c). */
 void html_tensors_write(struct json_out *w, const struct snap_allocator *a, uint64_t peak);
 
+/* Writes "holders": for device d {peak, now, growth}, for d NULL (a
+ * post-mortem's failure) {oom}: each moment null without PyTorch's tensors,
+ * else {total, count, step, time_ns, cache, more, rows: [[line, bytes,
+ * count, callers]]} (holders.h; --segments gives null), growth [[line,
+ * bytes now, bytes a step, first step, last step]].  0, or -1 when out of
+ * memory (html_tensors.c). */
+int html_holders_write(struct json_out *w, struct snapshot *s, const struct snap_device *d);
+
 /* "roles": [{title, text, optimizers, parts: [[role, bytes]...]}], one per
  * allocator state whose roles PyTorch's layer measured (html_roles.c). */
 void html_roles_write(struct json_out *w, const struct snapshot *s);

@@ -441,6 +441,10 @@ static int write_track(struct json_out *w, struct model *m, const struct track *
     json_out_key(w, "peak_ns");
     json_out_i64(w, t->peak_ns);
     html_tensors_write(w, t->al, t->peak_allocated);
+    if (t->device >= 0 && html_holders_write(w, s, snapshot_device(s, t->device)) != 0) {
+        free(band_of_row);
+        return -1;
+    }
     json_out_key(w, "figures_age");
     json_out_string(w, t->figures_age);
     int64_t end = log_end(s);
@@ -478,13 +482,14 @@ static void cause_sentence(const struct snapshot *s, char *buf, size_t n)
              oom_text_cause(s, why, sizeof why));
 }
 
-static void write_oom(struct json_out *w, const struct snapshot *s)
+/* 0, or -1 when out of memory. */
+static int write_oom(struct json_out *w, struct snapshot *s)
 {
     const struct snap_oom *o = &s->oom;
     json_out_key(w, "oom");
     if (!snapshot_is_oom(s)) {
         json_out_null(w);
-        return;
+        return 0;
     }
     char text[1600];
     cause_sentence(s, text, sizeof text);
@@ -548,9 +553,12 @@ static void write_oom(struct json_out *w, const struct snapshot *s)
             json_out_u64(w, av[i]);
         }
         html_tensors_write(w, al, al->peak_allocated_bytes);
+        if (html_holders_write(w, s, NULL) != 0)
+            return -1;
         json_out_end_object(w);
     }
     json_out_end_object(w);
+    return 0;
 }
 
 static void write_meta(struct json_out *w, const struct snapshot *s)
@@ -736,7 +744,8 @@ static int write_file(struct json_out *w, struct snapshot *s)
     json_out_end_array(w);
     html_phases_write(w, s);
     html_roles_write(w, s);
-    write_oom(w, s);
+    if (write_oom(w, s) != 0)
+        goto out;
     json_out_key(w, "attempts");
     json_out_begin_array(w);
     for (size_t i = 0; i < s->ooms.nattempts; i++) {
