@@ -505,6 +505,56 @@ def test_flame_graph_flips(browser, tmp_path):
     assert browser.eval(rows)[1] == 0
 
 
+def test_one_process_files_are_one_process_and_each_largest_is_named(browser, tmp_path):
+    """One process's OOM and exit files are not "2 processes"; the post-mortem's
+    two "largest" figures - the largest address gap between this process's
+    allocations (the driver's view) and PyTorch's largest free block inside
+    its segments - each say which they are."""
+    d = tmp_path / "holes"
+    sim_run(d, "rt_holes", env={"SIMCUDA_MEMORY": "256MiB"})
+    files = sorted(d.glob("cumemtrace.*.json"))
+    oom = next(f for f in files if ".oom." in f.name)
+    assert len(files) == 2 and len({json.loads(f.read_text())["process"]["pid"]
+                                    for f in files}) == 1, files
+    doc = json.loads(oom.read_text())
+    pid, MiB = doc["process"]["pid"], 1 << 20
+    doc["oom"]["allocator"] = {
+        "name": "pytorch", "version": "2.15.0", "requested_bytes": doc["oom"]["requested_bytes"],
+        "allocated_bytes": 64 * MiB, "reserved_bytes": 96 * MiB, "active_bytes": 64 * MiB,
+        "reserved_unallocated_bytes": 32 * MiB, "inactive_split_bytes": 32 * MiB,
+        "segments": 3, "num_alloc_retries": 1, "num_ooms": 1, "limit_bytes": None,
+        "device_total_bytes": None, "device_free_bytes": None,
+        "largest_free_block_bytes": {"small": 0, "large": 6 * MiB}, "config": {}}
+    withal = d / "cumemtrace.withal.oom.json"
+    withal.write_text(json.dumps(doc))
+    exit_file = next(f for f in files if ".oom." not in f.name)
+    open_page(browser, html(tmp_path / "one.html", withal, exit_file), "html_one_process.png")
+    title = browser.eval("document.title")
+    assert title.endswith(f"(pid {pid}) - 2 snapshots"), title
+    assert "processes" not in title
+    assert browser.eval("document.querySelector('#ranks h2').textContent") == \
+        "2 snapshots of 1 process"
+    browser.eval("document.getElementById('file-picker').value = 0;"
+                 "document.getElementById('file-picker').dispatchEvent(new Event('change'))")
+    addr = browser.eval("document.getElementById('addr-layout').textContent")
+    assert "vs largest address gap between this process's allocations" in addr, addr
+    al = browser.eval("document.getElementById('allocator-layout').textContent")
+    assert "vs PyTorch's largest free block (inside its segments) 6.00 MiB" in al, al
+    # the diff page of the two files names the one process too
+    dp = tmp_path / "diff.html"
+    subprocess.run([str(CLI), "diff", "--html", str(dp), str(withal), str(exit_file)],
+                   capture_output=True, text=True, timeout=60)
+    assert f"<title>cumemtrace diff: rt_holes (pid {pid}, 2 snapshots)</title>" in \
+        dp.read_text()
+    # two processes stay two processes
+    other = d / "other.json"
+    o = json.loads(exit_file.read_text())
+    o["process"]["pid"] = pid + 1
+    other.write_text(json.dumps(o))
+    open_page(browser, html(tmp_path / "two.html", exit_file, other), "html_two_processes.png")
+    assert browser.eval("document.title").endswith(" - 2 processes")
+
+
 def test_allocator_segments_page(browser, tmp_path):
     """When PyTorch's allocator reported its segments (oom.layout's
     allocator_segments), the post-mortem draws one row per segment cut into

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,13 +14,36 @@
 #include "html_assets.h"
 #include "outfile.h"
 
+/* Whether two snapshots come from one process: its pid on one host. */
+static bool same_process(const struct snapshot *a, const struct snapshot *b)
+{
+    const char *ha = a->process.host ? a->process.host : "";
+    const char *hb = b->process.host ? b->process.host : "";
+    return a->process.pid == b->process.pid && strcmp(ha, hb) == 0;
+}
+
 void html_title(char *buf, size_t len, struct snapshot **s, size_t n, const char *kind)
 {
     const char *exe = s[0]->process.exe ? s[0]->process.exe : "unknown program";
-    if (strcmp(kind, "diff") == 0)
+    size_t procs = 0; /* distinct processes: one's OOM and exit files are one */
+    for (size_t i = 0; i < n; i++) {
+        bool seen = false;
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = same_process(s[k], s[i]);
+        procs += !seen;
+    }
+    if (strcmp(kind, "diff") == 0 && procs == 1 && n > 1)
+        snprintf(buf, len, "cumemtrace diff: %s (pid %" PRId64 ", %zu snapshots)", exe,
+                 s[0]->process.pid, n);
+    else if (strcmp(kind, "diff") == 0)
         snprintf(buf, len, "cumemtrace diff: %s", exe);
     else if (n == 1)
         snprintf(buf, len, "cumemtrace: %s (pid %" PRId64 ")", exe, s[0]->process.pid);
+    else if (procs == 1)
+        snprintf(buf, len, "cumemtrace: %s (pid %" PRId64 ") - %zu snapshots", exe,
+                 s[0]->process.pid, n);
+    else if (procs < n)
+        snprintf(buf, len, "cumemtrace: %s - %zu snapshots of %zu processes", exe, n, procs);
     else
         snprintf(buf, len, "cumemtrace: %s - %zu processes", exe, n);
 }

@@ -3,7 +3,12 @@
   /* ---------------- several processes ---------------- */
 
   function drawRanks(files, pick, onPick) {
-    var sec = section('ranks', files.length + ' processes');
+    /* one process's OOM and exit files are one process: count pids per host */
+    var procs = {};
+    files.forEach(function (f) { procs[(f.host || '') + '\u0000' + f.pid] = 1; });
+    var np = Object.keys(procs).length;
+    var sec = section('ranks', np === files.length ? np + ' processes'
+                      : files.length + ' snapshots of ' + np + (np === 1 ? ' process' : ' processes'));
     var t = h('table', {}, sec), hr = h('tr', {}, h('thead', {}, t)), tb = h('tbody', {}, t);
     ['file', 'rank', 'pid', 'reason', 'peak', 'OOM'].forEach(function (c, i) { h('th', { 'class': i ? '' : 'l' }, hr, c); });
     var W = widthOf(sec), H = 160, ml = 64, mb = 22;

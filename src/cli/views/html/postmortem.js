@@ -117,7 +117,7 @@
     });
     L.gaps.forEach(function (g, i) {
       var small = g[1] < o.requested;
-      box(g[0], g[1], '#ffffff', 'gap' + (small ? ' small' : ''), (i === 0 ? 'largest gap' : 'gap') + ': ' + bytes(g[1]) +
+      box(g[0], g[1], '#ffffff', 'gap' + (small ? ' small' : ''), (i === 0 ? 'largest address gap' : 'address gap') + ': ' + bytes(g[1]) +
           (small ? ' < request ' : ' >= request ') + bytes(o.requested) + '\nat offset ' + bytes(g[0]),
           { stroke: small ? '#cf222e' : '#1a7f37', 'stroke-width': 1.5 });
       if (i < 3)
@@ -131,7 +131,7 @@
     s('rect', { x: 0, y: y - 22, width: Math.max(1, Math.min(W, o.requested * sc)), height: 10, fill: '#cf222e',
                 'class': 'seg-request', 'data-bytes': o.requested }, svgEl);
     s('text', { x: Math.min(W - 4, o.requested * sc + 6), y: y - 13, 'text-anchor': o.requested * sc > W * 0.6 ? 'end' : 'start' }, svgEl,
-      'request ' + bytes(o.requested) + ' vs largest gap ' + bytes(L.largest_gap) +
+      'request ' + bytes(o.requested) + ' vs largest address gap between this process\'s allocations ' + bytes(L.largest_gap) +
       (L.fit ? ' (' + L.fit + ' gap' + (L.fit > 1 ? 's' : '') + ' large enough)' : ': no gap fits'));
     s('text', { x: 0, y: y + bh + 16 }, svgEl, L.count + ' allocations, ' + bytes(L.bytes) + ' over ' + bytes(L.span) +
       ' from ' + L.base + ' | ' + L.gap_count + ' gaps, ' + bytes(L.gap_bytes) +
@@ -162,12 +162,13 @@
     seg(0, a.allocated, '#4e79a7', 'allocated: held by tensors', 'seg-allocated');
     seg(a.allocated * sc, un, '#f6f8fa', 'reserved but unallocated: cached, split into free blocks', 'seg-cached');
     var big = Math.max(a.largest_free_large || 0, a.largest_free_small || 0);
-    if (big > 0) seg(a.allocated * sc, big, '#edc948', 'largest free block', 'seg-largest');
+    var who = a.name === 'pytorch' ? 'PyTorch' : (a.name || 'the caching allocator');
+    if (big > 0) seg(a.allocated * sc, big, '#edc948', who + '\'s largest free block (inside its segments)', 'seg-largest');
     s('rect', { x: 0, y: y, width: Math.min(W, a.reserved * sc), height: bh, fill: 'none', stroke: '#57606a' }, svgEl);
     s('rect', { x: a.allocated * sc, y: y - 16, width: Math.max(1, Math.min(req * sc, W - a.allocated * sc)), height: 12,
                 fill: '#cf222e', 'class': 'seg-request' }, svgEl);
     var xa = a.allocated * sc;
-    s('text', { x: xa > W * 0.6 ? W : xa, y: y - 20, 'text-anchor': xa > W * 0.6 ? 'end' : 'start' }, svgEl, 'request ' + bytes(req) + ' vs largest free block ' + bytes(big));
+    s('text', { x: xa > W * 0.6 ? W : xa, y: y - 20, 'text-anchor': xa > W * 0.6 ? 'end' : 'start' }, svgEl, 'request ' + bytes(req) + ' vs ' + who + '\'s largest free block (inside its segments) ' + bytes(big));
     s('text', { x: 0, y: y + bh + 16 }, svgEl, 'allocated ' + bytes(a.allocated) + ' | cached (unallocated) ' + bytes(un) +
       ' | reserved ' + bytes(a.reserved) + (a.segments != null ? ' in ' + a.segments + (a.segments === 1 ? ' segment' : ' segments') : ''));
   }
