@@ -71,6 +71,7 @@ struct card {
     int64_t device_peak;     /* the tracer's peak of the device, or -1 */
     int64_t peak_resets;     /* reset_peak_memory_stats() calls of the script */
     char torch_version[64];
+    bool uncomputed;         /* it read device memory no copy wrote (simcuda's notes) */
     double oom_time;
     char oom_where[512];
     char postmortem[PATH_MAX];
@@ -304,6 +305,7 @@ static int prepare_dir(const char *dir)
     while ((e = readdir(d)) != NULL) {
         size_t len = strlen(e->d_name);
         bool ours = strcmp(e->d_name, "output.log") == 0 || strcmp(e->d_name, "fit.txt") == 0 ||
+                    strcmp(e->d_name, "simcuda-notes.txt") == 0 ||
                     (strncmp(e->d_name, "cumemtrace.", 11) == 0 && len > 5 &&
                      strcmp(e->d_name + len - 5, ".json") == 0);
         if (ours)
@@ -328,8 +330,9 @@ static int run_card(struct card *c, const char *simgpu, const char *build, const
                     char **cmd, int ncmd, int timeout, bool timeout_given, int index,
                     int count)
 {
-    char out[PATH_MAX + 16], report[PATH_MAX + 16], log[PATH_MAX + 16];
+    char out[PATH_MAX + 16], report[PATH_MAX + 16], log[PATH_MAX + 16], notes[PATH_MAX + 32];
     snprintf(out, sizeof out, "%s/", c->dir);
+    snprintf(notes, sizeof notes, "%s/simcuda-notes.txt", c->dir);
     snprintf(report, sizeof report, "%s/fit.txt", c->dir);
     snprintf(log, sizeof log, "%s/output.log", c->dir);
     char **argv = calloc((size_t)ncmd + 16, sizeof *argv);
@@ -381,6 +384,7 @@ static int run_card(struct card *c, const char *simgpu, const char *build, const
         if (in >= 0)
             dup2(in, 0);
         setenv("CUMEMTRACE_FIT_REPORT", report, 1);
+        setenv("SIMCUDA_NOTES", notes, 1);
         execv(simgpu, argv);
         fprintf(stderr, "cumemtrace: fit: cannot run %s: %s\n", simgpu, strerror(errno));
         _exit(127);
@@ -467,6 +471,14 @@ static int run_card(struct card *c, const char *simgpu, const char *build, const
     }
     if (f != NULL)
         fclose(f);
+    /* the simulated card's notes: a read of memory only a kernel would
+     * have written (src/simgpu/runtime/runtime_backing.c) */
+    f = fopen(notes, "r");
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, "uncomputed_read ", 16) == 0)
+            c->uncomputed = true;
+    if (f != NULL)
+        fclose(f);
     /* the post-mortem: the first snapshot written at an out-of-memory error */
     DIR *d = opendir(c->dir);
     struct dirent *e;
@@ -489,6 +501,16 @@ static int64_t peak_held(const struct card *c)
 static bool ran_out(const struct card *c)
 {
     return c->num_ooms > 0 || c->oom_where[0] != '\0';
+}
+
+/* A run that did not end well by itself (stopped at the timeout, or failed
+ * without running out of memory) after reading device memory that only a
+ * kernel would have written: what it did with those zeros, the simulated
+ * card cannot tell from what a real card would do. */
+static bool undecided(const struct card *c)
+{
+    bool ended_ok = WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0;
+    return c->uncomputed && !ran_out(c) && (c->timed_out || !ended_ok);
 }
 
 static const char *size_text(int64_t v, bool bytes, char *buf, size_t n)
@@ -515,6 +537,11 @@ static void verdict(const struct card *c, char *buf, size_t n)
     } else if (!c->have_figures) {
         snprintf(buf, n, "no PyTorch figures (exit %d; see output.log)",
                  WIFEXITED(c->status) ? WEXITSTATUS(c->status) : 128 + WTERMSIG(c->status));
+    } else if (undecided(c)) {
+        snprintf(buf, n, "%s after %.0f s: its control flow reads values the simulated card "
+                 "never computes (they read as zeros: generate()'s stopping test, MoE "
+                 "routing, masks), so this run says nothing of a real card",
+                 c->timed_out ? "stopped" : "failed", c->seconds);
     } else if (c->timed_out) {
         snprintf(buf, n, "fits so far (stopped after %.0f s)", c->seconds);
     } else if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0) {
@@ -534,6 +561,8 @@ static const char *verdict_word(const struct card *c)
         return "stopped";
     if (!c->have_figures)
         return "no figures";
+    if (undecided(c))
+        return "undecided";
     if (c->timed_out)
         return "fits so far";
     if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0)
@@ -552,7 +581,8 @@ static void print_table(const struct card *cards, int n, bool bytes)
         char cap[32], al[32], re[32], hr[32], v[600];
         verdict(c, v, sizeof v);
         int64_t headroom = -1, held = peak_held(c);
-        if (c->have_figures && !ran_out(c) && c->capacity > c->reserve + (uint64_t)held)
+        if (c->have_figures && !ran_out(c) && !undecided(c) &&
+            c->capacity > c->reserve + (uint64_t)held)
             headroom = (int64_t)(c->capacity - c->reserve - (uint64_t)held);
         const char *word = verdict_word(c);
         printf("%-12s %-11s %-12s %-14s %-14s %s\n", c->label,
@@ -564,6 +594,9 @@ static void print_table(const struct card *cards, int n, bool bytes)
             printf("%-12s %s\n", "", v);
         if (c->postmortem[0])
             printf("%-12s post-mortem: %s\n", "", c->postmortem);
+        if (c->uncomputed && !undecided(c))
+            printf("%-12s it read device values only a kernel would have written (zeros "
+                   "here): a path they choose may differ on a card\n", "");
         if (c->have_figures && c->peak_resets > 0)
             printf("%-12s the script reset PyTorch's peaks %lld time%s: these are the "
                    "whole run's\n", "", (long long)c->peak_resets,
@@ -731,7 +764,7 @@ int fit_main(int argc, char **argv)
     for (int i = 0; i < ran; i++) {
         if (ran_out(&cards[i]))
             rc = rc == 0 ? 1 : rc;
-        else if (!cards[i].have_figures ||
+        else if (!cards[i].have_figures || undecided(&cards[i]) ||
                  (!cards[i].timed_out &&
                   !(WIFEXITED(cards[i].status) && WEXITSTATUS(cards[i].status) == 0)))
             rc = CLI_EXIT_ERROR;

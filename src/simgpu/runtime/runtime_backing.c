@@ -4,7 +4,10 @@
  *
  * Kernels compute nothing, so memory only a kernel wrote reads as zeros; the
  * first read of device memory that no copy or memset wrote says so once on
- * stderr (data-dependent code then sees zeros: docs/simgpu.md).
+ * stderr (data-dependent code then sees zeros: docs/simgpu.md), and, when
+ * SIMCUDA_NOTES names a file, appends one line to it ("uncomputed_read
+ * BYTES"): how `cumemtrace fit` learns that a run's control flow may have
+ * read values the card never computed.
  *
  * Bounded: a write of more than BACKING_MAX_WRITE bytes is not kept (it only
  * forgets what it overwrites: large tensors are activations and weights,
@@ -19,8 +22,11 @@
  */
 #include "runtime.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +53,24 @@ static void drop(size_t i)
     free(ext[i].data);
     memmove(&ext[i], &ext[i + 1], (next - i - 1) * sizeof *ext);
     next--;
+}
+
+/* One line in SIMCUDA_NOTES, if set: one write(2) on an O_APPEND file, so
+ * the processes of one run sharing it never interleave within a line. */
+static void note_uncomputed(uint64_t bytes)
+{
+    const char *path = sim_common_getenv("SIMCUDA_NOTES");
+    if (path == NULL || path[0] == '\0')
+        return;
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return;
+    char line[64];
+    int n = snprintf(line, sizeof line, "uncomputed_read %llu\n", (unsigned long long)bytes);
+    if (write(fd, line, (size_t)n) != n) {
+        /* the note is lost: fit then says nothing of data-dependent reads */
+    }
+    close(fd);
 }
 
 /* Appends [addr, addr+len) holding data (copied); 0, or -1 out of memory. */
@@ -152,12 +176,14 @@ void runtime_backing_read(void *dst, uint64_t addr, uint64_t len)
     pthread_mutex_lock(&lock);
     uint64_t missing = gather(dst, addr, len);
     pthread_mutex_unlock(&lock);
-    if (missing != 0 && atomic_exchange(&warned, 1) == 0)
+    if (missing != 0 && atomic_exchange(&warned, 1) == 0) {
         sim_common_say("simcuda", "note: a copy read %llu bytes of device memory at 0x%llx "
                        "that no copy or memset wrote: kernels compute nothing on the "
                        "simulated GPU, so they read as zeros (docs/simgpu.md, fidelity "
                        "limits; said once)",
                        (unsigned long long)missing, (unsigned long long)addr);
+        note_uncomputed(missing);
+    }
 }
 
 void runtime_backing_copy(uint64_t dst, uint64_t src, uint64_t len)

@@ -123,3 +123,29 @@ def test_a_reset_of_pytorchs_peak_does_not_hide_the_peak(tmp_path):
     assert after == [l for l in (tmp_path / "out" / "8GiB" / "output.log").read_text()
                      .splitlines() if l.startswith("AFTER")], bare.stdout
     assert int(after[0].split()[1]) == 40 << 20
+
+
+GENERATE = """import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+cfg = GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=1000, n_positions=256)
+model = GPT2LMHeadModel(cfg).cuda().eval()
+ids = torch.ones(1, 8, dtype=torch.long, device="cuda")
+out = model.generate(ids, max_new_tokens=5, do_sample=False, pad_token_id=0)
+print("GENERATED", out.shape[1])
+"""
+
+
+def test_generate_that_never_stops_here_is_not_called_a_fit(tmp_path):
+    # generate()'s stopping test reads a flag only kernels compute: on the
+    # simulated card it reads 0 and decoding goes on until the timeout
+    (tmp_path / "gen.py").write_text(GENERATE)
+    p = subprocess.run([str(CLI), "fit", "--bytes", "--output", "out", "--gpu", "l4",
+                        "--timeout", "20",
+                        "--", sys.executable, "gen.py"], env=env(), cwd=tmp_path,
+                       capture_output=True, text=True, timeout=3 * TIMEOUT)
+    assert p.returncode == 2, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[1].split()[2] == "undecided" and lines[1].split()[-1] == "-", p.stdout
+    assert lines[2].strip().startswith("stopped after ") and \
+        "its control flow reads values the simulated card never computes" in lines[2], p.stdout
+    assert "fits" not in p.stdout
