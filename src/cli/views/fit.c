@@ -14,7 +14,8 @@
  * "key value" lines - max_allocated, max_reserved, num_ooms, total (bytes,
  * PyTorch's own figures of the current device; the peaks are the run's
  * whole, kept across the script's reset_peak_memory_stats()), peak_resets
- * (how many such resets), device_peak (the tracer's peak of the device:
+ * (how many such resets), cudnn_attention (1: compute capability 9.0 or
+ * later with cuDNN attention enabled, whose workspace is not modelled), device_peak (the tracer's peak of the device:
  * all the process's CUDA memory), torch_version, oom_time (Unix seconds of
  * the first out-of-memory error), oom_where ("file:line (function)" of the
  * user's frame that raised it), oom_message.  Unknown keys are ignored.
@@ -72,6 +73,7 @@ struct card {
     int64_t peak_resets;     /* reset_peak_memory_stats() calls of the script */
     char torch_version[64];
     bool uncomputed;         /* it read device memory no copy wrote (simcuda's notes) */
+    bool cudnn_attention;    /* PyTorch could pick cuDNN attention on this card */
     double oom_time;
     char oom_where[512];
     char postmortem[PATH_MAX];
@@ -459,6 +461,8 @@ static int run_card(struct card *c, const char *simgpu, const char *build, const
                 c->num_ooms = v;
             else if (sscanf(line, "device_peak %lld", &v) == 1)
                 c->device_peak = v;
+            else if (sscanf(line, "cudnn_attention %lld", &v) == 1)
+                c->cudnn_attention = v != 0;
             else if (sscanf(line, "peak_resets %lld", &v) == 1)
                 c->peak_resets = v;
             else if (strncmp(line, "torch_version ", 14) == 0)
@@ -606,6 +610,13 @@ static void print_table(const struct card *cards, int n, bool bytes)
                    "PyTorch reserved (memory outside its allocator): headroom counts it\n",
                    "", size_text(c->device_peak, bytes, hr, sizeof hr));
     }
+    bool cudnn = false;
+    for (int i = 0; i < n; i++)
+        cudnn = cudnn || cards[i].cudnn_attention;
+    if (cudnn)
+        printf("not modelled: cuDNN attention's workspace (at compute capability 9.0 "
+               "PyTorch picks cuDNN for bf16/fp16 scaled_dot_product_attention without "
+               "dropout: a script using it needs more on a card than shown)\n");
     /* the figures are this PyTorch's: its version is their largest source of
      * difference from another's */
     const char *said = NULL;

@@ -123,6 +123,12 @@ def report(torch):
                   f"peak_resets {kept[2]}",
                   f"num_ooms {s.get('num_ooms', 0)}",
                   f"total {torch.cuda.get_device_properties(d).total_memory}"]
+        try:  # cuDNN attention can be picked: its workspace is not modelled
+            cc = torch.cuda.get_device_capability(d)
+            if cc >= (9, 0) and torch.backends.cuda.cudnn_sdp_enabled():
+                lines.append("cudnn_attention 1")
+        except Exception:
+            pass
         peak = _device_peak(d)
         if peak is not None:
             lines.append(f"device_peak {peak}")

@@ -115,6 +115,8 @@ def test_a_reset_of_pytorchs_peak_does_not_hide_the_peak(tmp_path):
                for l in lines), p.stdout
     import torch
     assert lines[-1] == f"figures of PyTorch {torch.__version__} on the simulated card"
+    # compute capability 9.0 (simgpu --memory): cuDNN attention could be picked
+    assert lines[-2].startswith("not modelled: cuDNN attention's workspace"), p.stdout
     # the script sees what it sees without fit: its own reset took effect
     bare = subprocess.run([str(SIMGPU), "--build", str(BUILD), "--memory", "8GiB", "--",
                            sys.executable, "reset.py"], env=env(), cwd=tmp_path,
@@ -149,3 +151,4 @@ def test_generate_that_never_stops_here_is_not_called_a_fit(tmp_path):
     assert lines[2].strip().startswith("stopped after ") and \
         "its control flow reads values the simulated card never computes" in lines[2], p.stdout
     assert "fits" not in p.stdout
+    assert "cuDNN" not in p.stdout  # compute capability 8.9: never picked
