@@ -34,7 +34,9 @@
  * interpreter's structs once their layout is proven (python_walk.c), else
  * through CPython's fault-handler dumper.  A thread with no Python thread
  * state (a C thread) gets one marker frame, "python frames unavailable:
- * GIL not held", in place of the evaluation frames.
+ * GIL not held", in place of the evaluation frames - or, on PyTorch's
+ * autograd threads (named pt_autograd_N), "autograd's backward thread: no
+ * Python frames", which is what they are.
  *
  * Walking: PyThreadState_GetFrame, PyFrame_GetBack, PyFrame_GetCode and
  * PyFrame_GetLineNumber (3.9+), each reference returned released at once:
@@ -97,6 +99,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "config.h"
 #include "log.h"
@@ -332,6 +335,24 @@ static unsigned walk_38(struct raw_frame *raw, unsigned max, bool *more)
     return m;
 }
 
+/* Whether the calling thread is one of PyTorch's autograd device threads
+ * (c10 names them pt_autograd_N when they start, before they allocate): C++
+ * threads that run backward's nodes; PyTorch gives each a Python thread
+ * state for its hooks, but no Python frame runs there while a node
+ * allocates.  Asked once per thread. */
+static bool autograd_thread(void)
+{
+    static _Thread_local signed char known; /* 0 not asked, 1 yes, -1 no */
+    if (known == 0) {
+        char name[17] = {0};
+        known = prctl(PR_GET_NAME, name, 0, 0, 0) == 0 &&
+                        strncmp(name, "pt_autograd", 11) == 0
+                    ? 1
+                    : -1;
+    }
+    return known > 0;
+}
+
 /* Tagged Python frames of the calling thread, innermost first, at most
  * `max` (>= 2): a marker alone when it does not hold the GIL, nothing when
  * the interpreter is not running or has no frame on this thread. */
@@ -345,7 +366,7 @@ static unsigned python_frames(void **py, unsigned max)
         bool more = false;
         unsigned m = mine != NULL ? py_nogil_frames(mine, py, max - 1, &more) : 0;
         if (m == 0) {
-            py[0] = py_tag(MARK_NO_GIL);
+            py[0] = py_tag(autograd_thread() ? MARK_AUTOGRAD : MARK_NO_GIL);
             return 1;
         }
         if (more)
@@ -448,7 +469,8 @@ unsigned python_merge(void **frames, unsigned n, unsigned cap)
     /* One for one up to 3.10, unless there are more evaluation frames than
      * Python frames (cannot be matched: all Python frames at the innermost
      * one); fewer is a native stack cut at CUMEMTRACE_DEPTH. */
-    bool marker_only = m == 1 && (uintptr_t)py[0] == (uintptr_t)py_tag(MARK_NO_GIL);
+    bool marker_only = m == 1 && ((uintptr_t)py[0] == (uintptr_t)py_tag(MARK_NO_GIL) ||
+                                  (uintptr_t)py[0] == (uintptr_t)py_tag(MARK_AUTOGRAD));
     if (py_minor <= 10 && !marker_only && n - keep <= m)
         return splice_one_to_one(frames, n, cap, py, m);
     return splice_at_first(frames, n, first, cap, py, m, cut);

@@ -55,7 +55,7 @@ extern struct python_api pyapi;
 extern int py_minor; /* CPython 3.<py_minor> */
 
 /* Frame indices below MARKER_COUNT are the marker frames. */
-enum { MARK_NO_GIL, MARK_TRUNCATED, MARK_NO_MEMORY, MARKER_COUNT };
+enum { MARK_NO_GIL, MARK_TRUNCATED, MARK_NO_MEMORY, MARK_AUTOGRAD, MARKER_COUNT };
 
 static inline void *py_tag(uint32_t index)
 {

@@ -35,6 +35,7 @@ static const char *const marker_text[MARKER_COUNT] = {
     "python frames unavailable: GIL not held",
     "python frames truncated",
     "python frame unavailable: out of memory",
+    "autograd's backward thread: no Python frames",
 };
 
 /* One code object, referenced for as long as the process lives (held),
