@@ -17,6 +17,17 @@
  * The semaphore and whether the thread runs in this process are wake.c's, so
  * that the signal handler reaches the thread without depending on it.
  *
+ * Pacing: a periodic or CUMEMTRACE_SIGNAL dump costs the host the time
+ * PyTorch's figures take to read on its main thread and this thread's CPU
+ * time (the copy under the tracker's lock, the serialising), so the next
+ * such dump waits at least DUMP_SHARE_WAIT times what the last one cost:
+ * those dumps take at most 1 / (1 + DUMP_SHARE_WAIT) = 5 % of the host's
+ * time.  Time spent waiting for a main thread that does not answer costs
+ * the host nothing and is not counted.
+ * A periodic dump due earlier is late (the interval coarsens), and signals
+ * arriving meanwhile are answered together by one dump when it may run.
+ * cumemtrace_dump() is the host's own request and is not paced.
+ *
  * `work` is held while the thread works: fork() waits for it (a child must
  * not inherit a lock the thread held half-way through a dump), and so does
  * the exit path before it publishes or removes the files.
@@ -52,6 +63,40 @@ static int64_t next_due(int64_t last, uint64_t period_ms)
     return last + (int64_t)period_ms * 1000000;
 }
 
+/* 19: the paced dumps' share of the host's time is 1 / (1 + 19) = 5 %. */
+#define DUMP_SHARE_WAIT 19
+
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* What a paced dump cost the host so far: begin, then pace. */
+struct dump_cost {
+    int64_t cpu_ns;     /* this thread's CPU time at the start */
+    int64_t reading_ns; /* the layer's readings' total at the start */
+};
+
+static struct dump_cost cost_begin(void)
+{
+    return (struct dump_cost){thread_cpu_ns(), torch_layer_reading_ns()};
+}
+
+/* The earliest time the next paced dump may start, after the one begun at
+ * `c`, which ends now. */
+static int64_t paced(struct dump_cost c)
+{
+    int64_t cost = thread_cpu_ns() - c.cpu_ns + torch_layer_reading_ns() - c.reading_ns;
+    return clock_now_ns() + DUMP_SHARE_WAIT * (cost > 0 ? cost : 0);
+}
+
+static int64_t later(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
+
 static void *run(void *arg)
 {
     (void)arg;
@@ -59,8 +104,12 @@ static void *run(void *arg)
     int64_t now = clock_now_ns();
     int64_t flush_at = stream_enabled() ? now : INT64_MAX; /* a file at once */
     int64_t periodic_at = config.interval_ms ? next_due(now, config.interval_ms) : INT64_MAX;
+    int64_t allowed_at = 0; /* the next paced dump, not before */
     for (;;) {
-        int64_t due = flush_at < periodic_at ? flush_at : periodic_at;
+        int64_t due = later(periodic_at, allowed_at);
+        if (signals_dump_asked())
+            due = allowed_at < due ? allowed_at : due;
+        due = flush_at < due ? flush_at : due;
         int timeout = -1;
         if (due != INT64_MAX) {
             int64_t ms = (due - clock_now_ns()) / 1000000 + 1;
@@ -74,16 +123,23 @@ static void *run(void *arg)
         }
         if (signals_pending())
             signals_serve(); /* ends the process */
-        signals_serve_dump_request();
         now = clock_now_ns();
+        if (signals_dump_asked() && now >= allowed_at) {
+            struct dump_cost c = cost_begin();
+            signals_serve_dump_request();
+            allowed_at = paced(c);
+            now = clock_now_ns();
+        }
         if (now >= flush_at) {
             stream_flush(now);
             flush_at = next_due(now, config.flush_ms);
         }
-        if (now >= periodic_at) {
+        if (now >= periodic_at && now >= allowed_at) {
+            struct dump_cost c = cost_begin();
             torch_layer_refresh(false);
             periodic_dump();
             periodic_at = next_due(now, config.interval_ms);
+            allowed_at = paced(c);
         }
         pthread_mutex_unlock(&work);
     }

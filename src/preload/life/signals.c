@@ -137,8 +137,14 @@ bool signals_ask_dump(void)
     return true;
 }
 
+bool signals_dump_asked(void)
+{
+    return __atomic_load_n(&dump_asked, __ATOMIC_ACQUIRE) != 0;
+}
+
 void signals_serve_dump_request(void)
 {
+    /* every signal that came since the last dump is answered by this one */
     if (!__atomic_load_n(&dump_asked, __ATOMIC_ACQUIRE) ||
         !__atomic_exchange_n(&dump_asked, 0, __ATOMIC_ACQ_REL))
         return;

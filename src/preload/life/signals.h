@@ -28,6 +28,8 @@ bool signals_ask_dump(void);
 /* The background thread's side: writes that dump (reason "signal", with
  * PyTorch's figures refreshed first) when one was asked for. */
 void signals_serve_dump_request(void);
+/* Whether such a dump is asked for and not yet written. */
+bool signals_dump_asked(void);
 
 /* "SIGTERM" for SIGTERM; "signal <n>" in buf for others. */
 const char *signals_name(int sig, char *buf, unsigned len);

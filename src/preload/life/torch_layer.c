@@ -247,6 +247,14 @@ static int reraise(void *arg)
  * that goes to the main thread instead.  *deferred: it answered False, "not
  * now" (the main thread is inside an import, which the layer's reading
  * could break: PyTorch's first memory snapshot imports torch._inductor). */
+static int64_t mono_ns(void);
+static int64_t reading_ns; /* the layer's readings, in total (torch_layer.h) */
+
+int64_t torch_layer_reading_ns(void)
+{
+    return __atomic_load_n(&reading_ns, __ATOMIC_RELAXED);
+}
+
 static int call_refresher(bool to_main, bool *deferred)
 {
     *deferred = false;
@@ -254,7 +262,9 @@ static int call_refresher(bool to_main, bool *deferred)
     if (fn == NULL)
         return 0;
     rp.incref(fn); /* it may unregister itself */
+    int64_t t0 = mono_ns();
     void *r = rp.call(fn, NULL);
+    __atomic_add_fetch(&reading_ns, mono_ns() - t0, __ATOMIC_RELAXED);
     rp.decref(fn);
     if (r != NULL) {
         *deferred = rp.false_obj != NULL && r == rp.false_obj;

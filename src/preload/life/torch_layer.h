@@ -5,6 +5,7 @@
 #define CUMEMTRACE_TORCH_LAYER_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* How long a dump waits for the layer's answer, at most: the interpreter's
  * main thread runs it between two bytecodes, which a long call that keeps
@@ -27,6 +28,11 @@
  * (allocator_refresh_note).  Never raises into the host, never blocks
  * without bound, does nothing without a registered refresh. */
 void torch_layer_refresh(bool hold);
+
+/* The wall time the layer's readings have taken, in total, on whichever
+ * thread ran them (Python's main thread, mostly): what a paced dump's
+ * refresh cost the host (background.c). */
+int64_t torch_layer_reading_ns(void);
 
 /* For the termination-signal handler (async-signal-safe): true when the
  * calling thread is Python's main thread and a refresh is registered - the

@@ -10,9 +10,11 @@ pending calls):
   periodic  the next two periodic snapshots (CUMEMTRACE_INTERVAL set)
   api       cumemtrace_dump("cumemtrace.api.json") from the main thread (ctypes)
   thread    the same from another Python thread
-  blocked   periodic snapshots while the main thread sleeps 2 s in libc's
+  blocked   periodic snapshots while the main thread sleeps 10 s in libc's
             sleep() called through ctypes.PyDLL, which keeps the GIL: our
             refresh cannot run, the dump must not wait for it past its bound
+            (10 s: after an answered dump the next one waits 19 times its
+            reading, seconds on a loaded machine - the 5 % pacing)
   exit      no dump asked: the script ends at once (CUMEMTRACE_INTERVAL
             short: dumps asked while the interpreter finalises)
 Prints one TORCH line: PyTorch's allocated bytes at the dump."""
@@ -85,5 +87,5 @@ elif mode == "thread":
     dump_from_thread(b"cumemtrace.api.json")
 elif mode == "blocked":
     wait_for(periodic, 2, before=glob.glob(periodic))  # the last figures, read
-    ctypes.PyDLL(None).sleep(2)  # the GIL held throughout
+    ctypes.PyDLL(None).sleep(10)  # the GIL held throughout
 print("TORCH " + json.dumps({"allocated": torch.cuda.memory_allocated()}))
