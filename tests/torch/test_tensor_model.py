@@ -7,7 +7,9 @@ with the snapshot's groups: the same lines with the same bytes and counts."""
 import collections
 import pickle
 
-from conftest import SCENARIOS, line_of
+from conftest import MiB, SCENARIOS, line_of
+
+N = 1 << 20  # tm_peak.py's elements a tensor
 
 
 def torch_groups(run):
@@ -128,3 +130,33 @@ def test_a_leak_is_named_by_its_line_with_its_growth_a_step(scenario):
 def test_no_growth_without_a_leak(scenario):
     r = scenario("tensors_params.py")
     assert r.device("exit")["growth"] == [], r.device("exit")["growth"]
+
+
+def test_the_peaks_tensors_of_fp32_against_checkpointing(scenario):
+    env = {"CUMEMTRACE_TORCH_PEAK": "1"}
+    peaks = {}
+    for mode in ("fp32", "ckpt"):
+        r = scenario("tm_peak.py", mode, env=env)
+        p = r.device("exit")["peak_tensors"]
+        assert p is not None, mode
+        assert p["allocated_bytes"] == r.torch["max_allocated"], (mode, p["allocated_bytes"])
+        peaks[mode] = our_groups(p)
+    act = ("tm_peak.py", line_of("tm_peak.py", "ACT"))
+    act2 = ("tm_peak.py", line_of("tm_peak.py", "ACT2"))
+    weight = ("tm_peak.py", line_of("tm_peak.py", "PARAMS"))
+    # fp32 keeps both activations of (nearly) every block at its peak,
+    # 4 MiB each: backward has begun to free the last block's
+    assert peaks["fp32"][act][0] >= 6 * 4 * N and peaks["fp32"][act2][0] >= 6 * 4 * N, \
+        peaks["fp32"]
+    assert peaks["fp32"][weight] == [8 * 4 * N, 8], peaks["fp32"]
+    # checkpointing keeps neither for all 8 blocks: the activations that went
+    fp32_acts = peaks["fp32"][act][0] + peaks["fp32"].get(act2, [0])[0]
+    ckpt_acts = peaks["ckpt"].get(act, [0])[0] + peaks["ckpt"].get(act2, [0])[0]
+    assert ckpt_acts < fp32_acts / 2, (peaks["fp32"], peaks["ckpt"])
+    assert sum(b for b, _ in peaks["ckpt"].values()) < sum(b for b, _ in peaks["fp32"].values())
+    assert peaks["ckpt"][weight] == [8 * 4 * N, 8], peaks["ckpt"]
+
+
+def test_no_peak_tensors_without_a_trace(scenario):
+    r = scenario("tm_peak.py", "fp32")
+    assert r.device("exit")["peak_tensors"] is None

@@ -11,6 +11,7 @@ facts = part("facts")  # noqa: F821
 history = part("history")  # noqa: F821
 tensors = part("tensors")  # noqa: F821
 growth = part("growth")  # noqa: F821
+peak = part("peak")  # noqa: F821
 fit = part("fit")  # noqa: F821
 
 
@@ -29,7 +30,8 @@ def report_state(torch, state, handoff=None):
                 torch.cuda.max_memory_reserved(device) == 0:
             continue
         if snap is None:
-            snap = history.snapshot(torch).get("segments", [])
+            full = history.snapshot(torch)
+            snap = full.get("segments", [])
         f = facts.facts(torch, device, -1, -1, -1, snap)
         if handoff is not None and handoff[0] is not None:
             try:
@@ -42,8 +44,12 @@ def report_state(torch, state, handoff=None):
                 if step is None:
                     step = growth.step_of_dump()
                 t = tensors.read(snap, device)
-                tensors.hand_over(device, library.LAYOUT_STATE,
-                                  {"tensors": t, "growth": growth.at_dump(device, t, step)})
+                members = {"tensors": t, "growth": growth.at_dump(device, t, step)}
+                if history.tracing:
+                    members["peak_tensors"] = peak.read(
+                        full, device, torch.cuda.max_memory_allocated(device),
+                        growth.peak_step(torch, device))
+                tensors.hand_over(device, library.LAYOUT_STATE, members)
             except Exception as e:
                 tensors.warn(e)
         state(device, ctypes.byref(f))

@@ -19,6 +19,8 @@ tensors = part("tensors")  # noqa: F821 (set by cumemtrace_torch.part)
 phases = part("phases")  # noqa: F821
 roles = part("roles")  # noqa: F821
 history = part("history")  # noqa: F821
+_max_seen = {}   # device -> max_memory_allocated at the latest step end
+_peak_step = {}  # device -> the step during which it last grew
 
 SHARE = 0.01     # of the process's CPU time, at most, for the step readings
 KEPT = 64        # readings kept per device (the oldest go)
@@ -52,10 +54,33 @@ def start(torch):
         if step > last[0]:  # a new most-steps: one reading a training step
             last[0] = step
             try:
+                if history.tracing:
+                    note_peak(torch, step)
                 at_step_end(torch, step)
             except Exception:
                 pass  # growth then has fewer readings; the step is the host's
     roles.optim_module().register_optimizer_step_post_hook(step_post)
+
+
+def note_peak(torch, step):
+    """At step `step`'s end: a device whose max_memory_allocated grew since
+    the last step's end reached it during this step."""
+    for d in range(torch.cuda.device_count()):
+        m = torch.cuda.max_memory_allocated(d)
+        if m != _max_seen.get(d):
+            _max_seen[d] = m
+            _peak_step[d] = step
+
+
+def peak_step(torch, device):
+    """The step during which `device` reached its max_memory_allocated:
+    after the last step's end, the step after it; None without steps."""
+    done = phases.step_count()
+    if done == 0:
+        return None
+    if torch.cuda.max_memory_allocated(device) != _max_seen.get(device):
+        return done + 1
+    return _peak_step.get(device)
 
 
 def step_of_dump():

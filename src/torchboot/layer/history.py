@@ -10,10 +10,15 @@ import threading
 # events: the cheapest mode that still names each live block's line
 # (measured by tests/torch/scenarios/history_cost.py; docs/performance.md).
 HISTORY_MODE = dict(enabled="state", context="alloc", stacks="python")
+# CUMEMTRACE_TORCH_PEAK=1: the same with a trace of alloc/free events, which
+# the peak's tensors replay (peak.py); bounded, so that the trace's memory
+# and each dump's reading of it stay small.
+PEAK_MODE = dict(enabled="all", context="alloc", stacks="python", max_entries=65536)
 TOP_SITES = 5        # the library keeps 5
 FRAMES_PER_SITE = 12  # innermost first: the outer ones say little
 recording = False    # PyTorch records its history (ours or the user's)
 users = False        # the program turned it on itself: its settings stand
+tracing = False      # a trace of events may be there to replay (ours, or the program's)
 _enabled = None      # torch._C._cuda_isHistoryEnabled, where PyTorch has it
 
 
@@ -27,7 +32,7 @@ def _on(torch):
 
 
 def start(torch):
-    global recording, users, _enabled
+    global recording, users, _enabled, tracing
     _enabled = torch
     if os.environ.get("CUMEMTRACE_TORCH_HISTORY", "") == "0":
         return
@@ -40,11 +45,13 @@ def start(torch):
         # The program records its own history (PyTorch's documented
         # _record_memory_history workflow): turning ours on would replace
         # its settings - its trace, its stacks.  Read what it gives.
-        recording = users = True
+        recording = users = tracing = True
         return
     try:
-        torch.cuda.memory._record_memory_history(**HISTORY_MODE)
+        peak = os.environ.get("CUMEMTRACE_TORCH_PEAK", "") == "1"
+        torch.cuda.memory._record_memory_history(**(PEAK_MODE if peak else HISTORY_MODE))
         recording = True
+        tracing = peak
     except Exception as e:
         sys.stderr.write(f"cumemtrace: warning: PyTorch refused to record its allocation "
                          f"history ({type(e).__name__}: {e}); snapshots name call sites, "
