@@ -70,8 +70,23 @@ class _Thread(threading.local):
 
 
 def _names_of(root):
-    return {id(m): (n or type(m).__name__).encode(errors="replace")
-            for n, m in root.named_modules()}
+    """id(module) -> bytes name of `root` (its class's name) and of each
+    module under it, as root.named_modules() names them (the first path to
+    each), read from the modules' _modules fields: none of the host's code
+    runs (a module's own __getattribute__ or named_modules)."""
+    names = {}
+    todo = [("", root)]
+    while todo:  # depth first, children in order: named_modules' order
+        prefix, m = todo.pop()
+        if id(m) in names:
+            continue
+        names[id(m)] = (prefix or type(m).__name__).encode(errors="replace")
+        kids = roles.fields(m).get("_modules")
+        if issubclass(type(kids), dict):
+            for n, k in reversed(list(dict.items(kids))):
+                if k is not None:
+                    todo.append((f"{prefix}.{n}" if prefix else str(n), k))
+    return names
 
 
 def start(torch):
@@ -296,7 +311,7 @@ class at_oom:
                 code = f.f_code
                 if code.co_name in _CALLS and code.co_argcount > 0:
                     me = f.f_locals.get(code.co_varnames[0])
-                    if isinstance(me, Module):
+                    if issubclass(type(me), Module):  # not isinstance: no __class__ read
                         running.append(me)
                 f = f.f_back
             path = _path(running)

@@ -3,9 +3,17 @@ optimizer state, or other (activations kept for backward, inputs,
 temporaries).  Modules and optimizers are found by a scan of the garbage
 collector's objects at the dump (a dump is rare: the exit, an OOM); the
 optimizers PyTorch's global step hook saw are added (one not tracked by
-the collector would be missed otherwise)."""
+the collector would be missed otherwise).
 
-_optimizers = None  # weakref.WeakSet of the optimizers seen stepping
+The host's objects never see the scan: they are kept by id() and weak
+reference, never hashed nor compared (an optimizer class may define
+__eq__); their fields are read from their instance __dict__, past any
+__getattribute__ of theirs; their tensors are read with PyTorch's
+__torch_function__ dispatch off (a tensor subclass's and an active
+TorchFunctionMode's).  An object without the fields (a Module whose
+__init__ skipped Module.__init__) is left out, alone."""
+
+_optimizers = {}  # id(optimizer) -> weak reference: the optimizers seen stepping
 PARAMETERS, BUFFERS, GRADIENTS, OPTIMIZER, OTHER = range(5)
 
 
@@ -16,14 +24,35 @@ def optim_module():
     return importlib.import_module("torch.optim.optimizer")
 
 
+def fields(o):
+    """The instance __dict__ of `o`, read past its class's __getattribute__
+    (none of the host's code runs); {} when it has none."""
+    try:
+        d = object.__getattribute__(o, "__dict__")
+    except Exception:
+        return {}
+    return d if type(d) is dict else {}
+
+
+def _forget(key):
+    def dead(ref):
+        if _optimizers.get(key) is ref:
+            del _optimizers[key]
+    return dead
+
+
 def watch_optimizers(torch):
-    global _optimizers
     import weakref
-    _optimizers = weakref.WeakSet()
-    add = _optimizers.add
+    ref = weakref.ref
 
     def seen(optimizer, args, kwargs):
-        add(optimizer)
+        try:
+            key = id(optimizer)
+            r = _optimizers.get(key)
+            if r is None or r() is not optimizer:
+                _optimizers[key] = ref(optimizer, _forget(key))
+        except Exception:
+            pass  # one the scan may miss; the step goes on as without us
     try:
         optim_module().register_optimizer_step_pre_hook(seen)
     except Exception:
@@ -42,8 +71,10 @@ def scan(torch):
             modules.append(o)
         elif issubclass(t, Optimizer):
             optimizers[id(o)] = o
-    for o in list(_optimizers or ()):
-        optimizers.setdefault(id(o), o)
+    for r in list(_optimizers.values()):
+        o = r()
+        if o is not None:
+            optimizers.setdefault(id(o), o)
     return modules, list(optimizers.values())
 
 
@@ -64,11 +95,27 @@ def roles(torch, device, snapshot_segments, allocated, scanned=None):
                 blocks[b["address"]] = b["size"]
     if sum(blocks.values()) != allocated:
         return None  # a tensor came or went between the two reads
+    quiet = getattr(torch._C, "DisableTorchFunction", None)
+    if quiet is None:
+        return None  # an older torch: its tensors cannot be read without dispatch
     out = [0] * 5
-    Tensor = torch.Tensor
+    with quiet():
+        names = _claim_all(torch, device, blocks, out,
+                           scanned if scanned is not None else scan(torch))
+    out[OTHER] = sum(blocks.values())
+    return out, ", ".join(names)
+
+
+def _claim_all(torch, device, blocks, out, scanned):
+    """Takes from `blocks` (address -> size) into `out` each block a role
+    claims; returns the names of the optimizers that hold state there.
+    Called with __torch_function__ off: reading a tensor runs none of the
+    host's Python."""
+    TensorBase = torch._C.TensorBase
 
     def claim(t, role):
-        if not isinstance(t, Tensor) or not t.is_cuda or t.device.index != device:
+        # type(), not isinstance: that reads __class__ of what is not a tensor
+        if not issubclass(type(t), TensorBase) or not t.is_cuda or t.device.index != device:
             return
         try:
             ptr = t.untyped_storage().data_ptr()
@@ -77,29 +124,36 @@ def roles(torch, device, snapshot_segments, allocated, scanned=None):
         size = blocks.pop(ptr, None)
         if size is not None:
             out[role] += size
-    modules, optimizers = scanned if scanned is not None else scan(torch)
+
+    def entries(d):
+        # dict's own values(), not one a subclass defines
+        return list(dict.values(d)) if issubclass(type(d), dict) else []
+    modules, optimizers = scanned
+    modules = [fields(m) for m in modules]
+    optimizers = [(o, fields(o)) for o in optimizers]
     params = []
     for m in modules:
-        params.extend(m._parameters.values())
-    for o in optimizers:
-        for g in o.param_groups:
-            params.extend(g.get("params", ()))
+        params.extend(entries(m.get("_parameters")))
+    for _, o in optimizers:
+        groups = o.get("param_groups")
+        for g in groups if type(groups) is list else ():
+            if issubclass(type(g), dict):
+                ps = dict.get(g, "params")
+                params.extend(ps if type(ps) is list else ())
     for p in params:
         claim(p, PARAMETERS)
     for m in modules:
-        for b in m._buffers.values():
+        for b in entries(m.get("_buffers")):
             claim(b, BUFFERS)
     for p in params:
-        if p is not None:
+        if issubclass(type(p), TensorBase):
             claim(p.grad, GRADIENTS)
     names = []
-    for o in optimizers:
+    for o, f in optimizers:
         held = out[OPTIMIZER]
-        for state in o.state.values():
-            if isinstance(state, dict):
-                for v in state.values():
-                    claim(v, OPTIMIZER)
+        for state in entries(f.get("state")):
+            for v in entries(state):
+                claim(v, OPTIMIZER)
         if out[OPTIMIZER] > held and type(o).__name__ not in names:
             names.append(type(o).__name__)
-    out[OTHER] = sum(blocks.values())
-    return out, ", ".join(names)
+    return names
