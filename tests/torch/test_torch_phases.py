@@ -151,3 +151,16 @@ def test_phases_are_off_with_0(scenario):
     assert "phases" not in snap or not any(p["source"] == "torch"
                                            for p in snap["phases"]["list"])
     assert r.device()["peak_phase"] == 0
+
+
+def test_a_step_that_raised_is_closed(scenario):
+    # PyTorch runs no step post hook when step() raises: the next step's
+    # pre hook closes it, and the peak after the loop is in no step.
+    r = scenario("step_raises.py")
+    assert r.torch["raised"] == 1
+    snap = r.only("exit")
+    dev = r.device()
+    assert dev["peak_bytes"] == r.torch["max_reserved"]
+    assert dev["peak_phase"] == 0 or "optimizer step" not in path_of(snap, dev["peak_phase"])
+    assert "during optimizer step" not in report(r.files[-1])
+    assert snap["phases"]["unbalanced_pops"] == 0

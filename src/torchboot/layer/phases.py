@@ -17,6 +17,10 @@ number.  By default no hook runs per module call:
   step      PyTorch's global optimizer step pre/post hooks: "optimizer
             step" pushed around each step() (so allocations in it carry
             it), and the step count (the most any optimizer stepped).
+            A step() that raises runs no post hook: its "optimizer step"
+            is closed at the thread's next step hook or dump, whichever
+            comes first (the step wrappers on its stack say which steps
+            still run); allocations before that still carry it.
 A module whose address was freed and taken by another module since the
 peak would lend it its name; the peak's frames are read directly only on
 CPython 3.11-3.13 (elsewhere the peak is not named by module).
@@ -44,6 +48,7 @@ _phase_push = _phase_pop = None
 _steps = {}          # id(optimizer) -> steps taken
 _step = [0]          # the most steps any optimizer took
 _stepping = [0]      # optimizer.step() calls under way
+_wrapper = [None]    # the code of PyTorch's step wrapper, which calls the step hooks
 _peak_seen = {}      # device -> peak_time_ns the library reported at a step's end
 _peak_step = {}      # device -> the step in which its peak was reached
 _usage_fn = None
@@ -67,6 +72,7 @@ class _Thread(threading.local):
     names = None       # id(module) -> bytes name, under the outermost module
     root = None
     backward = False   # "backward" open on this thread (autograd's)
+    steps = 0          # "optimizer step" open on this thread
 
 
 def _names_of(root):
@@ -91,7 +97,7 @@ def _names_of(root):
 
 def start(torch):
     global _phase_push, _phase_pop, _usage_fn
-    global _mode, _context_fn, _peak_phase_fn
+    global _mode, _context_fn, _peak_phase_fn, _close_raised_steps
     mode = os.environ.get("CUMEMTRACE_TORCH_PHASES", "")
     if mode == "0":
         return
@@ -184,16 +190,42 @@ def start(torch):
             here.root = here.names = None
 
     def step_pre(optimizer, args, kwargs):
+        # Called by PyTorch's step wrapper: its code is the mark of a step
+        # under way on a thread's stack.
+        _wrapper[0] = sys._getframe(1).f_code
+        _close_raised_steps(1)
+        here.steps += 1
         _stepping[0] += 1
         push(TORCH, b"optimizer step")
 
     def step_post(optimizer, args, kwargs):
-        _stepping[0] -= 1
-        pop(TORCH)
+        _close_raised_steps(0)
+        if here.steps > 0:
+            here.steps -= 1
+            _stepping[0] -= 1
+            pop(TORCH)
         n = _steps[id(optimizer)] = _steps.get(id(optimizer), 0) + 1
         if n > _step[0]:
             _step[0] = n
             _note_peak_step(torch, n)
+
+    def close_raised_steps(calling):
+        """Pops the "optimizer step" of each step() that raised on this
+        thread (PyTorch runs no post hook then): those open beyond the step
+        wrappers on the stack (`calling`: the one calling a pre hook, not
+        open yet)."""
+        running = -calling
+        f = sys._getframe(2)
+        while f is not None:
+            if f.f_code is _wrapper[0]:
+                running += 1
+            f = f.f_back
+        while here.steps > max(running, 0):
+            here.steps -= 1
+            _stepping[0] -= 1
+            pop(TORCH)
+
+    _close_raised_steps = close_raised_steps
 
     if _mode == "hooks":
         from torch.nn.modules import module as m
@@ -206,6 +238,10 @@ def start(torch):
 def step_count():
     """The most steps any optimizer took (0: none, or phases off)."""
     return _step[0]
+
+
+def _close_raised_steps(calling):
+    pass  # phases off (start() sets the real one)
 
 
 def _note_peak_step(torch, step):
@@ -224,6 +260,7 @@ def steps(device, alloc, scanned):
     """(step, peak_step) of the facts of `device` at an OOM of `alloc` bytes
     (alloc < 0: another moment), with `scanned` from roles.scan or None;
     -1 where phases are off or no optimizer exists."""
+    _close_raised_steps(0)  # this thread's steps that raised since
     if _phase_push is not None and _step[0] == 0 and scanned is not None and scanned[1]:
         # An optimizer that has not stepped yet: before the first step (0),
         # or in it while its first step() runs.
