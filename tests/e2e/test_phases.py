@@ -160,6 +160,20 @@ def test_deep_nesting_is_counted(run):
 
 
 @needs_nvtx
+def test_deep_start_end_ranges_leave_when_ended(run):
+    # 70 start/end ranges in flight, 6 past what a thread keeps, all ended:
+    # nothing stays open, so the next allocation is in no range and the
+    # next push is the outermost.
+    r = run(["rt_nvtx", "deep_starts"], env=NVTX)
+    out = parse(r.stdout)
+    assert out["push after"] == 0 and out["pop after"] == 0
+    snap = r.only()
+    assert snap["phases"]["too_deep"] == 70 - 64
+    rows = {path(snap, row["phase"]): row["bytes"] for row in device(snap)["by_phase"]}
+    assert rows == {"": 1 * MiB, "after": 2 * MiB}
+
+
+@needs_nvtx
 def test_oom_names_its_phase(run):
     r = run(["rt_nvtx", "oom"], env=NVTX)
     snap = r.only("oom")

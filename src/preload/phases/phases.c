@@ -308,7 +308,9 @@ struct name_slot {
 
 struct block {
     int lock;
-    uint32_t depth; /* may exceed PHASE_MAX_DEPTH: the rest are counted only */
+    uint32_t depth;       /* entries in e[]: at most PHASE_MAX_DEPTH */
+    uint32_t deep_pushes; /* pushes made while e[] was full: counted only */
+    uint32_t deep_starts; /* start/end ranges so started, not ended: counted only */
     uint32_t tid;
     uint32_t *current; /* the thread's phase_current */
     uint64_t pushes;   /* written by this thread only (relaxed), summed by dumps */
@@ -335,7 +337,7 @@ static inline void block_unlock(struct block *b)
 /* The thread's phase is its top entry's; called with its block locked. */
 static inline void set_current(struct block *b)
 {
-    unsigned d = b->depth < PHASE_MAX_DEPTH ? b->depth : PHASE_MAX_DEPTH;
+    unsigned d = b->depth;
     __atomic_store_n(b->current, d ? b->e[d - 1].node : PHASE_NONE, __ATOMIC_RELAXED);
 }
 
@@ -344,6 +346,7 @@ static inline void set_current(struct block *b)
 struct open_slot {
     uint32_t gen;        /* bumped at each use: a stale id never matches */
     bool used;
+    bool deep;           /* started while its thread's stack was full: not in it */
     struct block *owner; /* NULL once the starting thread ended */
     uint32_t node, tid;
     int64_t start;
@@ -410,25 +413,31 @@ static inline struct block *block_get(void)
 
 /* ---- push / pop ---- */
 
-/* Puts (node, domain, slot) on b's stack, b locked; returns the level. */
+/* Puts (node, domain, slot) on b's stack, b locked; returns the level
+ * (the phases open on the thread before it).  A full stack counts it
+ * instead, as a deep push or a deep start (slot != 0), each taken off
+ * the count when it closes. */
 static inline int stack_push_locked(struct block *b, uint32_t node, unsigned domain,
                                     unsigned slot, int64_t start)
 {
-    unsigned d = b->depth++;
-    if (d < PHASE_MAX_DEPTH) {
-        b->e[d] = (struct entry){node, (uint16_t)domain, (uint16_t)slot, start};
+    unsigned level = b->depth + b->deep_pushes + b->deep_starts;
+    if (b->depth < PHASE_MAX_DEPTH) {
+        b->e[b->depth++] = (struct entry){node, (uint16_t)domain, (uint16_t)slot, start};
         __atomic_store_n(b->current, node, __ATOMIC_RELAXED);
     } else {
+        if (slot != 0)
+            b->deep_starts++;
+        else
+            b->deep_pushes++;
         COUNT(too_deep);
     }
-    return (int)d;
+    return (int)level;
 }
 
 /* Takes entry k out of b's stack (b locked). */
 static inline void stack_remove_locked(struct block *b, unsigned k)
 {
-    unsigned d = b->depth < PHASE_MAX_DEPTH ? b->depth : PHASE_MAX_DEPTH;
-    memmove(&b->e[k], &b->e[k + 1], (d - k - 1) * sizeof b->e[0]);
+    memmove(&b->e[k], &b->e[k + 1], (b->depth - k - 1) * sizeof b->e[0]);
     b->depth--;
     set_current(b);
 }
@@ -525,8 +534,9 @@ int phase_pop(struct phase_domain *dom)
     }
     int64_t now = clock_now_ns();
     block_lock(b);
-    if (b->depth > PHASE_MAX_DEPTH) { /* an untracked deep range */
-        int level = (int)--b->depth;
+    if (b->deep_pushes > 0) { /* a push the full stack only counted: the innermost */
+        b->deep_pushes--;
+        int level = (int)(b->depth + b->deep_pushes + b->deep_starts);
         block_unlock(b);
         return level;
     }
@@ -581,6 +591,7 @@ uint64_t phase_start(struct phase_domain *dom, const char *name, size_t len)
     s->start = now;
     uint64_t id = (uint64_t)s->gen << 32 | (i + 1);
     block_lock(b);
+    s->deep = b->depth >= PHASE_MAX_DEPTH;
     stack_push_locked(b, node, domain, i + 1, now);
     block_unlock(b);
     pthread_mutex_unlock(&lock);
@@ -601,8 +612,9 @@ void phase_end(uint64_t id)
     struct block *b = s->owner;
     if (b != NULL) {
         block_lock(b);
-        unsigned d = b->depth < PHASE_MAX_DEPTH ? b->depth : PHASE_MAX_DEPTH;
-        for (unsigned k = d; k > 0; k--)
+        if (s->deep)
+            b->deep_starts--;
+        for (unsigned k = s->deep ? 0 : b->depth; k > 0; k--)
             if (b->e[k - 1].slot == i + 1) {
                 stack_remove_locked(b, k - 1);
                 break;
@@ -698,7 +710,7 @@ long phase_ranges(struct phase_range **out)
     size_t open = 0;
     for (struct block *b = threads; b; b = b->next) {
         block_lock(b);
-        open += b->depth < PHASE_MAX_DEPTH ? b->depth : PHASE_MAX_DEPTH;
+        open += b->depth;
         block_unlock(b);
     }
     /* a thread may open more before they are copied: those are left out */
@@ -732,7 +744,7 @@ long phase_ranges(struct phase_range **out)
     }
     for (struct block *b = threads; b; b = b->next) {
         block_lock(b);
-        unsigned d = b->depth < PHASE_MAX_DEPTH ? b->depth : PHASE_MAX_DEPTH;
+        unsigned d = b->depth;
         for (unsigned i = 0; i < d && k < cap; i++)
             v[k++] = (struct phase_range){b->e[i].start, -1, b->e[i].node, b->tid,
                                           b->e[i].slot ? PHASE_RANGE_STARTEND

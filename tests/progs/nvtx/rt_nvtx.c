@@ -15,6 +15,10 @@
  *                       each, then "after" (1 MiB, kept)
  *   rt_nvtx oom         validation/step 1200 asks for more than the device
  *   rt_nvtx deep        80 nested ranges, 1 MiB in the innermost
+ *   rt_nvtx deep_starts 70 start/end ranges "request" in flight (6 past
+ *                       the 64 a thread keeps), all ended in the order
+ *                       started, then 1 MiB (in no range) and a push
+ *                       "after" with 2 MiB in it
  *   rt_nvtx stress      4 threads push, allocate, free and pop 5000 times
  *                       each while another ends their start/end ranges and
  *                       the main thread dumps (for ThreadSanitizer)
@@ -152,6 +156,21 @@ static int deep(void)
     return 0;
 }
 
+static int deep_starts(void)
+{
+    nvtxRangeId_t id[70];
+    for (int i = 0; i < 70; i++)
+        id[i] = nvtxRangeStartA("request");
+    for (int i = 0; i < 70; i++)
+        nvtxRangeEnd(id[i]);
+    void *outside = alloc_in(1 * MiB);
+    printf("push after: %d\n", nvtxRangePushA("after"));
+    void *after = alloc_in(2 * MiB);
+    printf("pop after: %d\n", nvtxRangePop());
+    (void)outside, (void)after;
+    return 0;
+}
+
 #define STRESS_THREADS 4
 #define STRESS_ITERS 5000
 static nvtxRangeId_t started[STRESS_THREADS];
@@ -224,6 +243,8 @@ int main(int argc, char **argv)
         return oom();
     if (strcmp(mode, "deep") == 0)
         return deep();
+    if (strcmp(mode, "deep_starts") == 0)
+        return deep_starts();
     if (strcmp(mode, "stress") == 0)
         return stress();
     fprintf(stderr, "rt_nvtx: unknown mode '%s'\n", mode);
