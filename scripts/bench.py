@@ -221,6 +221,10 @@ def target(what, wall, instr=None):
     T.append((combine(*states), what, text))
 
 
+# bench_alloc pair's free orders (its ORDER argument)
+ORDERS = ("fifo", "lifo", "fifo-varied", "lifo-varied", "fifo-wide", "fifo-varied-wide")
+
+
 def fixed_targets():
     """Issue 25 item 5: the fixed cost with no stack (section 1's depth 0)."""
     r = R[("runtime", 0)]
@@ -231,7 +235,7 @@ def fixed_targets():
         T.append((combine(judge_i(r["i_free"], 250)[0]),
                   "free side with no stack <= 250 instructions",
                   f"instr {r['i_free']:.0f}; wall not judged (no ns target)"))
-    orders = [o for o in ("fifo", "lifo", "fifo-varied", "lifo-varied") if ("order", o) in R]
+    orders = [o for o in ORDERS if ("order", o) in R]
     if orders:
         worst = max(orders, key=lambda o: R[("order", o)])
         T.append((combine(judge_i(R[("order", worst)], 400)[0]),
@@ -458,7 +462,7 @@ def patterns_part():
     say()
     say("no stack, cudaMalloc+cudaFree, by free order and sizes (instructions, "
         f"{CG_ITERS} pairs):")
-    for order in ("fifo", "lifo", "fifo-varied", "lifo-varied"):
+    for order in ORDERS:
         argv = [BENCH, "pair", "runtime", "32", "1", str(CG_ITERS), order]
         b = callgrind(argv, "pair_loop", False, CUMEMTRACE_DEPTH=0)
         t = callgrind(argv, "pair_loop", True, CUMEMTRACE_DEPTH=0)

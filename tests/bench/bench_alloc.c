@@ -7,9 +7,10 @@
  *       PATH: runtime (cudaMalloc/cudaFree), driver (cuMemAlloc_v2/
  *       cuMemFree_v2), async (cudaMallocAsync/cudaFreeAsync),
  *       vmm (cuMemCreate+cuMemMap / cuMemUnmap+cuMemRelease)
- *       ORDER: fifo (the default: a batch is freed in the order it was
- *       allocated, all of 4 KiB), lifo (freed newest first), fifo-varied and
- *       lifo-varied (sizes from 256 B to 8 MiB, 16 of them in turn; not vmm)
+ *       ORDER: fifo (the default: a batch of 64 is freed in the order it
+ *       was allocated, all of 4 KiB), lifo (freed newest first), fifo-varied
+ *       and lifo-varied (sizes from 256 B to 8 MiB, 16 of them in turn),
+ *       fifo-wide and fifo-varied-wide (batches of 256); not vmm
  *   bench_alloc floor DEPTH ITERS               unw_backtrace + insert/find/delete
  *   bench_alloc malloc DEPTH ITERS              malloc/free pairs (for heaptrack)
  *   bench_alloc live N                          N live allocations, 1 stack
@@ -54,6 +55,7 @@
 #define PFN(sym) __typeof__(&sym)
 
 #define BATCH 64
+#define WIDE 256 /* pair's wide orders: a window of this many allocations */
 #define LIVE 1000 /* entries held live beside each batch */
 
 static double now(void)
@@ -136,16 +138,17 @@ struct pair_state {
     int path;
     bool lifo;   /* free a batch newest first */
     bool varied; /* varied_sizes in turn, else 4 KiB each */
-    void *p[BATCH];
-    CUdeviceptr d[BATCH];
-    CUmemGenericAllocationHandle h[BATCH];
+    int batch;   /* allocations before they are freed: BATCH, or WIDE */
+    void *p[WIDE];
+    CUdeviceptr d[WIDE];
+    CUmemGenericAllocationHandle h[WIDE];
     CUdeviceptr va;
     CUmemAllocationProp prop;
 };
 
 __attribute__((noinline)) static void pair_allocs(struct pair_state *s)
 {
-    for (int i = 0; i < BATCH; i++) {
+    for (int i = 0; i < s->batch; i++) {
         size_t n = s->varied ? varied_sizes[i % 16] : 4096;
         switch (s->path) {
         case 0: must(cudaMalloc(&s->p[i], n) == cudaSuccess, "cudaMalloc"); break;
@@ -161,8 +164,8 @@ __attribute__((noinline)) static void pair_allocs(struct pair_state *s)
 
 __attribute__((noinline)) static void pair_frees(struct pair_state *s)
 {
-    for (int k = 0; k < BATCH; k++) {
-        int i = s->lifo ? BATCH - 1 - k : k;
+    for (int k = 0; k < s->batch; k++) {
+        int i = s->lifo ? s->batch - 1 - k : k;
         switch (s->path) {
         case 0: must(cudaFree(s->p[i]) == cudaSuccess, "cudaFree"); break;
         case 1: must(drv_free(s->d[i]) == CUDA_SUCCESS, "cuMemFree_v2"); break;
@@ -177,7 +180,7 @@ __attribute__((noinline)) static void pair_frees(struct pair_state *s)
 
 __attribute__((noinline)) static void pair_loop(struct pair_args *a, struct pair_state *s)
 {
-    for (long it = 0; it < a->iters; it += BATCH) {
+    for (long it = 0; it < a->iters; it += s->batch) {
         double t0 = now();
         pair_allocs(s);
         double t1 = now();
@@ -198,6 +201,7 @@ static void pair_body(void *arg)
     s.path = a->path[0] == 'r' ? 0 : a->path[0] == 'd' ? 1 : a->path[0] == 'a' ? 2 : 3;
     s.lifo = strncmp(a->order, "lifo", 4) == 0;
     s.varied = strstr(a->order, "varied") != NULL && s.path != 3;
+    s.batch = strstr(a->order, "wide") != NULL && s.path != 3 ? WIDE : BATCH;
     must(cudaFree(NULL) == cudaSuccess, "cudaFree(NULL)"); /* this thread's context */
     if (s.path == 3)
         must(vmm_reserve(&s.va, BATCH * (2u << 20), 0, 0, 0) == CUDA_SUCCESS, "reserve");
@@ -225,12 +229,17 @@ static void *pair_thread(void *arg)
 
 static int run_pairs(const char *path, int depth, int threads, long iters, const char *order)
 {
-    if (strcmp(order, "fifo") != 0 && strcmp(order, "lifo") != 0 &&
-        strcmp(order, "fifo-varied") != 0 && strcmp(order, "lifo-varied") != 0) {
-        fprintf(stderr, "bench_alloc: ORDER %s: expected fifo, lifo, fifo-varied or "
-                        "lifo-varied\n", order);
+    static const char *const orders[] = {"fifo", "lifo", "fifo-varied", "lifo-varied",
+                                         "fifo-wide", "fifo-varied-wide"};
+    bool known = false;
+    for (size_t i = 0; i < sizeof orders / sizeof *orders; i++)
+        known |= strcmp(order, orders[i]) == 0;
+    if (!known) {
+        fprintf(stderr, "bench_alloc: ORDER %s: expected fifo, lifo, fifo-varied, "
+                        "lifo-varied, fifo-wide or fifo-varied-wide\n", order);
         return 2;
     }
+    long batch = strstr(order, "wide") != NULL && path[0] != 'v' ? WIDE : BATCH;
     void *warm;
     must(cudaMalloc(&warm, 512) == cudaSuccess, "warm-up");
     cudaFree(warm);
@@ -265,7 +274,7 @@ static int run_pairs(const char *path, int depth, int threads, long iters, const
     }
     pthread_barrier_destroy(&loops_start);
     double wall = w1 - w0;
-    double n = (double)((iters + BATCH - 1) / BATCH * BATCH) * threads;
+    double n = (double)((iters + batch - 1) / batch * batch) * threads;
     /* wall_s: the loops, threads together (throughput = pairs / wall_s);
      * cpu_s: the CPU time of the loops, all threads */
     printf("alloc_ns=%.1f free_ns=%.1f pair_ns=%.1f pairs=%.0f wall_s=%.6f cpu_s=%.6f\n",
@@ -556,7 +565,7 @@ static cudaError_t sites_probe(void **p, size_t n)
 #define SITE(id)                                                                 \
     __attribute__((noinline, aligned(128))) static void site_##id(void **p)     \
     {                                                                            \
-        __asm__ volatile(".skip (" #id " * " #id " * 37) % 61, 0x90");           \
+        __asm__ volatile(".skip (" #id " * " #id " * 37) % 61 + 1, 0x90");       \
         must(sites_fn(p, 4096) == cudaSuccess, "cudaMalloc (site)");              \
     }
 #define SITE8(a, b) SITE(a##b##1) SITE(a##b##2) SITE(a##b##3) SITE(a##b##4) \

@@ -127,6 +127,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <linux/futex.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -304,14 +305,30 @@ void record_entry_free_locked(struct live *e)
     free_entries = e;
 }
 
-/* With the rings on, a thread's frees by its ring park no entry (the row's
- * entry goes back to the shared list when applied), so its allocations
- * would find none parked and take the lock each time: it takes a batch
- * here, under the lock it took for one that found none. */
+/* A thread that found no entry parked takes a batch here, under the lock
+ * it took for the one it lacked, so that its next allocations find theirs
+ * without the lock: with the rings on, a thread's frees by its ring park
+ * no entry (the row's entry goes back to the shared list when applied);
+ * without them, a thread that allocates more than it has just freed (a
+ * window of more than RECORD_TC_FREE_MAX allocations freed oldest first)
+ * ran out and took the slow path for every allocation after. */
 #define REFILL_ENTRIES (RECORD_TC_FREE_MAX / 2)
 static void entries_refill_locked(void)
 {
-    for (unsigned i = 0; i < REFILL_ENTRIES; i++) {
+    /* a run of the shared list, in one walk; fresh entries for the rest */
+    struct live *first = free_entries, *last = NULL;
+    unsigned n = 0;
+    for (struct live *e = first; e != NULL && n < REFILL_ENTRIES; e = (struct live *)e->addr) {
+        last = e;
+        n++;
+    }
+    if (last != NULL) {
+        free_entries = (struct live *)last->addr;
+        last->addr = (uintptr_t)record_tc.free;
+        record_tc.free = first;
+        record_tc.nfree += n;
+    }
+    for (; n < REFILL_ENTRIES; n++) {
         struct live *e = entry_new_locked();
         if (e == NULL)
             return;
@@ -332,19 +349,40 @@ static inline struct live *entry_take(void)
     return e;
 }
 
-void record_entries_give_back(void)
+/* Hands back the `n` most recently parked entries (all: UINT_MAX), in one
+ * walk from the head of the thread's list. */
+static void entries_give_back_first(unsigned n)
 {
     struct live *first = record_tc.free, *last = first;
-    if (first == NULL)
+    if (first == NULL || n == 0)
         return;
-    while (last->addr != 0)
+    unsigned given = 1;
+    while (given < n && last->addr != 0) {
         last = (struct live *)last->addr;
-    record_tc.free = NULL;
-    record_tc.nfree = 0;
+        given++;
+    }
+    record_tc.free = (struct live *)last->addr;
+    record_tc.nfree = record_tc.free != NULL ? record_tc.nfree - given : 0;
     record_lock_take(&record_lock);
     last->addr = (uintptr_t)free_entries;
     free_entries = first;
     record_lock_drop(&record_lock);
+}
+
+void record_entries_give_back(void)
+{
+    entries_give_back_first(UINT_MAX);
+}
+
+/* The free path's: past RECORD_TC_FREE_MAX parked, all but half go back -
+ * all of them left the thread's next allocations none, each then taking
+ * the slow path, after a long run of frees.  Keeping half, and a refill of
+ * half when none is left: a thread that allocates and frees a window of
+ * up to half the maximum in turn settles where neither happens (the parked
+ * entries cover its allocations, its frees stay within the maximum). */
+void record_entries_overflow(void)
+{
+    entries_give_back_first(record_tc.nfree - RECORD_TC_FREE_MAX / 2);
 }
 
 /* ---- counters (record_fast.h has the accounting) ---- */
@@ -437,7 +475,7 @@ record_alloc_at_slow(const struct record_alloc *a, unsigned entry, void *const *
     if (e != NULL)
         record_entry_fill(e, a, now, tid);
     record_lock_take(&record_lock);
-    if (e == NULL && record_rings_on_locked())
+    if (e == NULL)
         entries_refill_locked();
     if (__builtin_expect(s == NULL, 0))
         s = site_miss_locked(c, st, h, entry, frames, depth, pool, a->kind, a->phase);

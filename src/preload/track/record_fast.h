@@ -59,8 +59,10 @@ void *record_free_refused_unlock(bool known);
  * table may hold it (record_rings.c); the free as record_free_take's, or
  * refused. */
 void *record_free_missed_unlock(uintptr_t addr, enum record_kind kind_hint, int64_t now);
-/* Hands this thread's parked entries back to the shared list. */
+/* Hands this thread's parked entries back to the shared list: all of them,
+ * or (_overflow) all but the newest RECORD_TC_FREE_MAX / 2. */
 void record_entries_give_back(void);
+void record_entries_overflow(void);
 /* The direct take found the lock not plainly free (held, or the rings on):
  * the event goes by this thread's ring, or waits for the lock
  * (record_rings.c).  The allocation's entry `e` is filled (address, size,
@@ -335,7 +337,7 @@ RECORD_HOT void record_free_done_fast(void *token)
     e->addr = (uintptr_t)record_tc.free;
     record_tc.free = e;
     if (__builtin_expect(++record_tc.nfree > RECORD_TC_FREE_MAX, 0))
-        record_entries_give_back();
+        record_entries_overflow();
 }
 
 #pragma GCC visibility pop

@@ -28,8 +28,9 @@ struct record_stack_slot {
     struct site *site;       /* st's site for some (pool, kind), or NULL */
 };
 /* Frees park their entry here for this thread's next allocations; beyond
- * RECORD_TC_FREE_MAX the list goes back to the shared one in one trip. */
-#define RECORD_TC_FREE_MAX 64
+ * RECORD_TC_FREE_MAX half of the list goes back to the shared one in one
+ * trip (the other half stays for the allocations to come). */
+#define RECORD_TC_FREE_MAX 128
 struct record_thread_cache {
     struct record_stack_slot stacks[RECORD_TC_STACKS];
     struct live *free;
