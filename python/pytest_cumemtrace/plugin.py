@@ -215,6 +215,78 @@ def _leaked_tensors(before, dev):
     return out
 
 
+def _snapshot_tensor_groups(snap, dev):
+    """The snapshot's PyTorch tensors by user line on device `dev`
+    (devices[].tensors.groups: what `cumemtrace report` lists), or None
+    when the file has none."""
+    for d in (snap or {}).get("devices", []):
+        if d.get("ordinal") == dev:
+            t = d.get("tensors")
+            return t.get("groups") if isinstance(t, dict) else None
+    return None
+
+
+def _group_text(g):
+    site = g.get("site")
+    if site:
+        return f"{os.path.basename(str(site.get('file')))}:{site.get('line')}:" \
+               f"{site.get('function')}"
+    o = g.get("origin")
+    if o:
+        fwd = o.get("forward_site")
+        node = f", {o['node']}" if o.get("node") else ""
+        if fwd:
+            return f"[backward of {os.path.basename(str(fwd.get('file')))}:{fwd.get('line')}:" \
+                   f"{fwd.get('function')}{node}]"
+        return f"[autograd's backward thread{node}]"
+    return "[no user frame]"
+
+
+def _leaked_by_group(before, dev, snap):
+    """Lines for the tensors that appeared on device `dev` since `before`
+    and are still live, by the snapshot's own groups (the lines `cumemtrace
+    report` prints for this dump): each new block goes to the group whose
+    line is the first of its stack's frames that is a group's line (a
+    group's line is the first user frame of its blocks, so no inner frame
+    can be another group's).  None when the snapshot or PyTorch's history
+    has no groups."""
+    groups = _snapshot_tensor_groups(snap, dev)
+    after = _torch_blocks()
+    if before is None or after is None or groups is None:
+        return None
+    by_site = {}
+    for g in groups:
+        s = g.get("site")
+        if s:
+            by_site.setdefault((s.get("file"), s.get("line"), s.get("function")), g)
+    new = {}
+    unnamed = [0, 0]
+    for key, (size, frames) in after.items():
+        if key[0] != dev or before.get(key) == (size, frames):
+            continue  # live before the test: not its leak
+        g = next((by_site[f] for f in frames if f in by_site), None)
+        row = new.setdefault(id(g), [g, 0, 0]) if g is not None else None
+        if row is None:
+            unnamed[0] += size
+            unnamed[1] += 1
+            continue
+        row[1] += size
+        row[2] += 1
+    if not new and not unnamed[1]:
+        return None
+    rows = sorted(new.values(), key=lambda r: -r[1])
+    out = [f"  {fmt_size(b):>10}  {n:>5}x  {_group_text(g)}  (the line holds "
+           f"{fmt_size(g['bytes'])} in {g['count']} block{'' if g['count'] == 1 else 's'})"
+           for g, b, n in rows[:TOP_SITES]]
+    if len(rows) > TOP_SITES:
+        rest = sum(b for _, b, _ in rows[TOP_SITES:])
+        out.append(f"  {fmt_size(rest):>10}  in {len(rows) - TOP_SITES} more lines")
+    if unnamed[1]:
+        out.append(f"  {fmt_size(unnamed[0]):>10}  {unnamed[1]:>5}x  (no user line: made on "
+                   "autograd's thread or in library code)")
+    return out
+
+
 def _torch_allocated():
     """{device: torch.cuda.memory_allocated} when PyTorch has initialised CUDA
     in this process, else None."""
@@ -303,15 +375,24 @@ def _check(state, item, limits, torch_start):
                 f"(torch.cuda.memory_allocated {fmt_size(info[0])} before, "
                 f"{fmt_size(info[1])} after), over limit_gpu_leaks"
                 f"({fmt_size(limits['limit_gpu_leaks'])}); release the tensors it keeps.")
-            tensors = _leaked_tensors(getattr(item, "_cumemtrace_blocks", None), dev)
-            if tensors is not None:
-                lines.append("Tensors it allocated that are still live, by the line that "
-                             "allocated them (PyTorch's allocation history):")
-                lines += tensors
-            lines.append("The caching allocator's segments live at the end, by the call site "
-                         "that created them (a leaked tensor may sit in a segment made "
-                         "earlier):")
-            lines += _sites(snap, dev, "live")
+            before = getattr(item, "_cumemtrace_blocks", None)
+            grouped = _leaked_by_group(before, dev, snap)
+            if grouped is not None:
+                # the report's own groups: no segment table (the driver's
+                # view, `cumemtrace report --segments`, is in the file)
+                lines.append("Tensors it allocated that are still live, by line (PyTorch's "
+                             "tensors as `cumemtrace report` groups them):")
+                lines += grouped
+            else:
+                tensors = _leaked_tensors(before, dev)
+                if tensors is not None:
+                    lines.append("Tensors it allocated that are still live, by the line that "
+                                 "allocated them (PyTorch's allocation history):")
+                    lines += tensors
+                lines.append("The caching allocator's segments live at the end, by the call "
+                             "site that created them (a leaked tensor may sit in a segment "
+                             "made earlier):")
+                lines += _sites(snap, dev, "live")
         else:
             lines.append(
                 f"test leaked {fmt_size(amount)} of GPU memory on device {dev} "
