@@ -4,9 +4,10 @@ PyTorch's live tensors (tensors.py) whose bytes grew reading over reading.
 Readings: the live bytes of each group (its site's file:line:function) -
   at the end of an optimizer step (phases.py counts them) when the device's
     allocated bytes there passed every earlier step end's: memory that
-    does not grow costs one memory_allocated() a step and no reading; the
-    readings' own CPU time is kept under SHARE of the process's (a reading
-    over budget is skipped: the steps between two readings still count);
+    does not grow costs one memory_allocated() a step and no reading; a
+    reading is taken only while the readings so far took less than SHARE
+    of the process's CPU time (one skipped leaves a gap that the steps
+    between two readings account for);
   without an optimizer, at every dump (exit, signal, periodic, api), the
     dump's own reading, its step the dump's ordinal (1 = the first).
 A group grows when its bytes rose at each of its last RUN_MIN readings or
