@@ -168,11 +168,12 @@ $(SIMNVML): $(BUILD)/obj/src/simgpu/nvml/nvml.o $(SIMCOMMON_OBJ)
 # weak no-ops generated from its symbol list, exporting exactly that list
 # under NVIDIA's soname and version node.  NVIDIA's headers are not used, so
 # the entry points have no prototypes: the version script is the contract.
-# $(call simgpu_standin,TARGET,DIR,STEM,SONAME,VERSION-NODE,OBJECTS[,LIBS])
+# $(call simgpu_standin,TARGET,DIR,STEM,SONAME,VERSION-NODE,OBJECTS[,LIBS[,NOOP-OPTIONS]])
+# (NOOP-OPTIONS: noops.awk's -v handle=... -v plain=...)
 define simgpu_standin
-$(BUILD)/gen/simgpu/$(3)_noops.c: src/simgpu/$(2)/$(3).syms src/simgpu/noops.awk
+$(BUILD)/gen/simgpu/$(3)_noops.c: src/simgpu/$(2)/$(3).syms src/simgpu/noops.awk Makefile
 	@mkdir -p $$(dir $$@)
-	awk -v what=c -v src=$$< -f src/simgpu/noops.awk $$< > $$@
+	awk -v what=c -v src=$$< $(8) -f src/simgpu/noops.awk $$< > $$@
 $(BUILD)/gen/simgpu/$(3).map: src/simgpu/$(2)/$(3).syms src/simgpu/noops.awk
 	@mkdir -p $$(dir $$@)
 	awk -v what=map -v node=$(5) -v src=$$< -f src/simgpu/noops.awk $$< > $$@
@@ -186,8 +187,10 @@ $(1): $(6) $(BUILD)/obj/gen/simgpu/$(3)_noops.o $(BUILD)/gen/simgpu/$(3).map
 endef
 $(BUILD)/obj/src/simgpu/blas/%.o $(BUILD)/obj/src/simgpu/dnn/%.o $(BUILD)/obj/src/simgpu/nccl/%.o: \
     private CFLAGS_ALL += -Wno-missing-prototypes
+# Every cuBLAS entry point but the host-side copies (Get/Set Matrix/Vector
+# Async) takes the handle first, and NVIDIA's refuses a NULL or destroyed one.
 $(eval $(call simgpu_standin,$(SIMBLAS),blas,cublas,libcublas.so.13,libcublas.so.13,\
-    $(BUILD)/obj/src/simgpu/blas/cublas.o))
+    $(BUILD)/obj/src/simgpu/blas/cublas.o,,-v handle=sim_cublas_handle_status -v plain=Async$$$$))
 $(eval $(call simgpu_standin,$(SIMBLASLT),blas,cublasLt,libcublasLt.so.13,libcublasLt.so.13,\
     $(BUILD)/obj/src/simgpu/blas/cublasLt.o))
 $(eval $(call simgpu_standin,$(SIMDNN),dnn,cudnn,libcudnn.so.9,libcudnn.so.9,\

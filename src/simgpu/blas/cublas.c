@@ -7,7 +7,9 @@
  * loaded soname before it searches the DT_RPATH).  Every symbol the PyPI
  * wheel imports is defined: the ones below by hand, the rest (the BLAS and
  * LAPACK-like kernels) by blas_noops.c, generated from cublas.syms, which
- * return CUBLAS_STATUS_SUCCESS and touch nothing - device memory holds no data.
+ * check the handle as NVIDIA's do (CUBLAS_STATUS_NOT_INITIALIZED for NULL or
+ * a destroyed one), else return CUBLAS_STATUS_SUCCESS and touch nothing -
+ * device memory holds no data.
  *
  * Workspace: PyTorch hands cuBLAS a workspace from its caching allocator on
  * every matmul (cublasSetWorkspace_v2; its size by compute capability, see
@@ -43,6 +45,14 @@ static struct sim_cublas_handle *live(void *h)
 {
     struct sim_cublas_handle *s = h;
     return s != NULL && s->magic == BLAS_HANDLE_MAGIC ? s : NULL;
+}
+
+/* What the generated entry points (the kernels, noops.awk) return: NVIDIA's
+ * status for a handle that is not a live one, else success. */
+__attribute__((visibility("hidden"))) int sim_cublas_handle_status(void *handle);
+int sim_cublas_handle_status(void *handle)
+{
+    return live(handle) != NULL ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
 BLAS_API int cublasCreate_v2(void **handle)
