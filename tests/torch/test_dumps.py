@@ -91,6 +91,25 @@ def test_an_api_dump_from_another_thread_asks_the_main_thread(tmp_path):
     print(f"api dump (other thread): the refresh added {refresh['waited_ns'] / 1e6:.1f} ms")
 
 
+def test_a_dump_from_a_sub_interpreter_never_runs_the_layer_and_never_hangs(tmp_path):
+    """cumemtrace_dump() from a sub-interpreter: through ctypes.PyDLL (the GIL
+    held with the sub-interpreter's state) PyGILState_Ensure deadlocked -
+    the run never ended; through ctypes.CDLL the main interpreter's layer ran
+    inside the sub-interpreter's call.  Now neither runs the layer: the dump
+    is written with the figures last read and no `allocator_refresh` (none
+    was asked), and a later dump from the main interpreter is fresh.  (A
+    sub-interpreter that imports ctypes on CPython 3.11 breaks the layer's
+    own ctypes casts - its segment layout - whatever we do: not checked.)
+    run() fails on a hang (TIMEOUT)."""
+    r = run(tmp_path, "subinterp")
+    for how in ("PyDLL", "CDLL"):
+        [(path, snap)] = dumped(r, "api", f"cumemtrace.sub-{how}.json")
+        assert "allocator_refresh" not in snap, (how, snap["allocator_refresh"])
+    [(path, snap)] = dumped(r, "api", "cumemtrace.api.json")
+    refresh = check_fresh(r, path, snap)
+    assert refresh["direct"] is True
+
+
 def test_a_main_thread_holding_the_gil_bounds_the_wait_and_the_figures_say_their_age(
         tmp_path):
     r = run(tmp_path, "blocked", {"CUMEMTRACE_INTERVAL": "300ms",

@@ -26,6 +26,7 @@
 
 #include "allocator.h"
 #include "clock.h"
+#include "resolve.h"
 #include "torch_layer.h"
 
 static char layer_code[2048];
@@ -225,6 +226,58 @@ static pid_t python_main_tid(void)
     return t != 0 ? t : getpid(); /* until our first call ran: the process's first thread */
 }
 
+/* ---- which interpreter asks ----
+ * The layer's callable belongs to the interpreter it registered in (the
+ * main one).  A dump asked from a sub-interpreter must not run it: through
+ * ctypes.PyDLL that thread holds the GIL with the sub-interpreter's state,
+ * and PyGILState_Ensure (which picks the main interpreter's state of the
+ * thread) waited for that GIL forever; through ctypes.CDLL it ran the main
+ * interpreter's layer in the middle of the sub-interpreter's call (its
+ * ctypes types then did not match, and the layer turned the segment layout
+ * off for good).  Such a dump is written with the figures last read, and
+ * says nothing was asked (no `allocator_refresh`).  Told apart: a thread
+ * state attached to another interpreter; and, on Python's main thread with
+ * no thread state attached (the GIL released around a ctypes call), any
+ * interpreter besides the layer's alive - the list of interpreters starts
+ * with the newest, so one read of its head says it - since which one the
+ * thread left cannot be seen then: a dump from the main interpreter's
+ * ctypes.CDLL while a sub-interpreter exists keeps the figures last read
+ * too.  Before 3.9 (no PyThreadState_GetInterpreter) nothing is told. */
+static void *layer_interp;                /* where the refresher registered */
+static void *(*current_state)(void);      /* PyThreadState_GetUnchecked */
+static void *(*state_interp)(void *);     /* PyThreadState_GetInterpreter */
+static void *(*interp_head)(void);        /* PyInterpreterState_Head */
+
+/* With the GIL, at registration (a ctypes call, not a wrapper: the loader
+ * may be entered). */
+static void note_interpreter(void)
+{
+    if (current_state == NULL) {
+        *(void **)&current_state = resolve_dlsym(RTLD_DEFAULT, "PyThreadState_GetUnchecked");
+        if (current_state == NULL)
+            *(void **)&current_state =
+                resolve_dlsym(RTLD_DEFAULT, "_PyThreadState_UncheckedGet");
+        *(void **)&state_interp = resolve_dlsym(RTLD_DEFAULT, "PyThreadState_GetInterpreter");
+        *(void **)&interp_head = resolve_dlsym(RTLD_DEFAULT, "PyInterpreterState_Head");
+    }
+    void *ts = current_state != NULL ? current_state() : NULL;
+    __atomic_store_n(&layer_interp, ts != NULL && state_interp != NULL ? state_interp(ts) : NULL,
+                     __ATOMIC_RELEASE);
+}
+
+/* True when the calling thread may be inside an interpreter other than the
+ * layer's (above). */
+static bool other_interpreter(bool main)
+{
+    void *mine = __atomic_load_n(&layer_interp, __ATOMIC_ACQUIRE);
+    if (mine == NULL || current_state == NULL || state_interp == NULL)
+        return false;
+    void *ts = current_state();
+    if (ts != NULL)
+        return state_interp(ts) != mine;
+    return main && interp_head != NULL && interp_head() != mine;
+}
+
 static bool refresh_api(void)
 {
     return rp.call != NULL && rp.exc_matches != NULL && rp.exc_exception != NULL &&
@@ -378,9 +431,11 @@ void torch_layer_refresh(bool hold)
     if (!__atomic_load_n(&registered, __ATOMIC_ACQUIRE))
         return;
     pthread_once(&cond_once, cond_init);
+    bool main = this_tid() == python_main_tid();
+    if (other_interpreter(main))
+        return; /* not asked: the figures last read (above) */
     struct allocator_refresh r = {.asked = true, .asked_ns = clock_now_ns(),
                                   .wait_ms = TORCH_REFRESH_WAIT_MS};
-    bool main = this_tid() == python_main_tid();
     bool later = false;
     if (python_holds_gil()) {
         r.direct = true;
@@ -442,8 +497,10 @@ __attribute__((visibility("default"))) int cumemtrace_allocator_refresher(void *
         memset(&rp, 0, sizeof rp);
         return -1;
     }
-    if (callable != NULL)
+    if (callable != NULL) {
         rp.incref(callable);
+        note_interpreter();
+    }
     pthread_mutex_lock(&refresh_lock);
     void *old = refresher;
     refresher = callable;

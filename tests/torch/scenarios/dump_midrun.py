@@ -15,6 +15,8 @@ pending calls):
             refresh cannot run, the dump must not wait for it past its bound
             (10 s: after an answered dump the next one waits 19 times its
             reading, seconds on a loaded machine - the 5 % pacing)
+  subinterp cumemtrace_dump() from a sub-interpreter (PyDLL, then CDLL),
+            then from the main interpreter
   exit      no dump asked: the script ends at once (CUMEMTRACE_INTERVAL
             short: dumps asked while the interpreter finalises)
 Prints one TORCH line: PyTorch's allocated bytes at the dump."""
@@ -82,6 +84,16 @@ if mode == "signal":
 elif mode == "periodic":
     wait_for(periodic, 2, before=glob.glob(periodic))
 elif mode == "api":
+    ctypes.CDLL(None).cumemtrace_dump(b"cumemtrace.api.json")
+elif mode == "subinterp":
+    # a dump asked from a sub-interpreter, with the GIL (PyDLL) and without
+    # (CDLL); then one from the main interpreter, whose layer must still work
+    import _xxsubinterpreters as interpreters
+    for how in ("PyDLL", "CDLL"):
+        sub = interpreters.create()
+        interpreters.run_string(sub, f"import ctypes\nctypes.{how}(None).cumemtrace_dump("
+                                     f"b'cumemtrace.sub-{how}.json')\n")
+        interpreters.destroy(sub)
     ctypes.CDLL(None).cumemtrace_dump(b"cumemtrace.api.json")
 elif mode == "thread":
     dump_from_thread(b"cumemtrace.api.json")
