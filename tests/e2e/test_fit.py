@@ -36,6 +36,8 @@ def rows(out):
     assert lines[0].split()[:3] == ["card", "capacity", "verdict"], out
     table = {}
     for l in lines[1:]:
+        if not l:
+            break  # the fixes tried, below the table
         if l.startswith(" "):
             table[last] += "\t" + l.strip()
         else:
@@ -203,7 +205,7 @@ def test_rows_stay_narrow_whatever_the_line_and_the_output_directory(tmp_path):
     script = ("report() {\n" + REPORT + "}\nreport 5000 8388608 1\n"
               f'echo "oom_where {where}" >> "$CUMEMTRACE_FIT_REPORT"\n'
               ': > "${CUMEMTRACE_OUTPUT}cumemtrace.python.7.oom.json"\nexit 1\n')
-    p = fit(tmp_path, "--gpu", "l4", "--gpu", "rtx3090", script=script)
+    p = fit(tmp_path, "--gpu", "l4", "--gpu", "rtx3090", "--no-fixes", script=script)
     assert p.returncode == 1, p.stderr
     table = p.stdout.splitlines()
     # the rows; the line and the file, which no width bounds, under them
@@ -230,3 +232,35 @@ def test_the_card_is_the_one_simgpu_gives(tmp_path):
                            text=True, env={**run_env(), "CUDA_MODULE_LOADING": "EAGER"},
                            check=True).stdout.split()
     assert eager[:2] == ["22726MiB", "1250MiB"], eager
+
+
+def test_an_allocator_setting_that_fits_is_verified_on_the_card(tmp_path):
+    # the script runs out of memory unless expandable segments are on
+    script = ("report() {\n" + REPORT + "}\n"
+              'case "$PYTORCH_CUDA_ALLOC_CONF" in\n'
+              '*expandable_segments:True*) report 3000 6291456 0 ;;\n'
+              '*) report 5000 8388608 1; exit 1 ;;\nesac\n')
+    s = tmp_path / "job.sh"
+    s.write_text("set -e\n" + script)
+    p = subprocess.run([str(CLI), "fit", "--output", str(tmp_path / "out"), "--gpu", "l4",
+                        "--bytes", "--", "sh", str(s)], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120,
+                       env={**run_env(), "PYTORCH_CUDA_ALLOC_CONF": "roundup_power2_divisions:4"})
+    assert p.returncode == 1, p.stderr  # the script as it is still does not fit
+    tried = p.stdout.split("\n\n")[1].splitlines()
+    assert tried[0] == "fixes tried on l4 (PYTORCH_CUDA_ALLOC_CONF, the script unchanged):"
+    assert [l.split() for l in tried[2:]] == [
+        ["expandable_segments:True", "fits", "3000", "6291456"],
+        ["garbage_collection_threshold:0.6", "OOM", "5000", "8388608"],
+        ["max_split_size_mb:128", "OOM", "5000", "8388608"]], p.stdout
+    assert (tmp_path / "out" / "l4" / "fixes.txt").read_text() == (
+        "cumemtrace-fixes 1\nexpandable_segments:True fits 3000 6291456\n"
+        "garbage_collection_threshold:0.6 oom 5000 8388608\n"
+        "max_split_size_mb:128 oom 5000 8388608\n")
+    # each run kept the caller's own setting before the one tried
+    log = (tmp_path / "out" / "l4" / "fix-1" / "output.log")
+    assert log.exists()
+    p = subprocess.run([str(CLI), "fit", "--output", str(tmp_path / "out2"), "--gpu", "l4",
+                        "--no-fixes", "--", "sh", str(s)], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120, env=run_env())
+    assert p.returncode == 1 and "fixes tried" not in p.stdout, p.stdout

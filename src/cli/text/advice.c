@@ -641,5 +641,7 @@ int advice_compute(struct snapshot *s, struct advice *out)
     for (int i = 0; i < n; i++)
         out[i].order = i;
     qsort(out, (size_t)n, sizeof *out, by_bytes);
+    if (s->oom.present)
+        advice_verified(s, out, &n);
     return n;
 }

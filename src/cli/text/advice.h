@@ -35,6 +35,10 @@
  *                       under 1 MiB
  *   granularity         rounding to the granularity wastes >= ADVICE_WASTE_PCT %
  *                       of a device's live bytes and >= ADVICE_WASTE_MIN bytes
+ *   verified-fix        `cumemtrace fit` ran the script with an allocator
+ *                       setting on the same simulated card and it fitted,
+ *                       and no other line names that setting (first line;
+ *                       a line naming a setting tried says what it gave)
  * Recovered retry chains give no advice: they are routine.
  */
 #ifndef CUMEMTRACE_CLI_ADVICE_H
@@ -66,7 +70,7 @@
 #define ADVICE_WASTE_MIN ((uint64_t)64 << 20)
 
 #define ADVICE_MAX 16
-#define ADVICE_TEXT 1024
+#define ADVICE_TEXT 2048 /* a line, and what fit verified of it (advice_verified.c) */
 
 struct advice {
     const char *id;          /* stable name, see the table above */
@@ -78,5 +82,11 @@ struct advice {
 /* Fills out[0..ADVICE_MAX) with the advice that applies to s, most urgent
  * first, and returns how many.  Returns -1 when out of memory. */
 int advice_compute(struct snapshot *s, struct advice *out);
+
+/* After advice_compute's lines out[0..*n) for a post-mortem: marks each line
+ * naming an allocator setting that `cumemtrace fit` tried on the simulated
+ * card (fixes.txt beside s->file) with what the try gave, and puts a line for
+ * a setting that fitted and no line names first.  advice_verified.c. */
+void advice_verified(const struct snapshot *s, struct advice *out, int *n);
 
 #endif

@@ -42,9 +42,9 @@
 
 #include "cli.h"
 #include "cli_usage.h"
+#include "fit.h"
 #include "units.h"
 
-#define FIT_MAX_CARDS 16    /* more cards than anyone compares at once */
 #define FIT_PROGRESS_S 30   /* a "still running" line this often */
 /* A run nobody bounded ends after an hour: longer than the few steps a
  * fit needs on the simulated card, short enough that a script waiting for
@@ -56,32 +56,10 @@ struct preset {
     char name[32], memory[32], cc[8], reserve[32], device[96];
 };
 
-struct card {
-    char label[48];          /* the directory and the table's first column */
-    char gpu[32];            /* the preset passed to simgpu */
-    const char *memory;      /* --memory SIZE, or NULL: the preset's */
-    uint64_t capacity, reserve;
-    char dir[PATH_MAX];
-    /* the outcome */
-    int status;              /* wait status */
-    bool timed_out;
-    bool stopped;            /* stopped by the terminal, then killed */
-    double seconds;
-    bool have_figures;
-    int64_t max_allocated, max_reserved, num_ooms;
-    int64_t device_peak;     /* the tracer's peak of the device, or -1 */
-    int64_t peak_resets;     /* reset_peak_memory_stats() calls of the script */
-    char torch_version[64];
-    bool uncomputed;         /* it read device memory no copy wrote (simcuda's notes) */
-    bool cudnn_attention;    /* PyTorch could pick cuDNN attention on this card */
-    double oom_time;
-    char oom_where[512];
-    char postmortem[PATH_MAX];
-};
 
 static const char usage[] =
     "usage: cumemtrace fit (--gpu NAME | --memory SIZE)... [--output DIR] [--timeout SECONDS]\n"
-    "                      [--bytes] -- COMMAND [ARGS...]\n"
+    "                      [--bytes] [--no-fixes] -- COMMAND [ARGS...]\n"
     "\n"
     "Runs COMMAND on each simulated card, under the tracer, and prints whether\n"
     "it fits: PyTorch's own max_memory_allocated and max_memory_reserved, the\n"
@@ -98,6 +76,8 @@ static const char usage[] =
     "                  not ended); default 3600, 0 for none; bound a run by\n"
     "                  its steps too\n"
     "  --bytes         exact byte counts in the table\n"
+    "  --no-fixes      where it runs out of memory, do not try the allocator\n"
+    "                  settings (expandable_segments:True, ...) on that card\n"
     "\n"
     "The command's stdin is /dev/null: it runs unattended, in a process group\n"
     "of its own.  Ctrl-C (SIGINT) or SIGTERM ends the current run and fit: the\n"
@@ -111,6 +91,11 @@ static const char usage[] =
 
 static volatile sig_atomic_t child_pid;
 static volatile sig_atomic_t interrupted; /* the signal that asked fit to end, or 0 */
+
+bool fit_interrupted(void)
+{
+    return interrupted != 0;
+}
 
 static void forward(int sig)
 {
@@ -235,7 +220,7 @@ static int show_size(const char *s, uint64_t *out)
 /* The card simgpu gives for [--gpu NAME] [--memory SIZE]: its capacity and
  * context reserve, from `simgpu ... --show` ("MEMORY RESERVE CC SMS DEVICE"),
  * so that simgpu alone decides a card and fit's headroom is the run's. */
-static int card_show(const char *simgpu, const char *build, struct card *k)
+static int card_show(const char *simgpu, const char *build, struct fit_card *k)
 {
     const char *argv[10];
     int a = 0;
@@ -288,7 +273,7 @@ static int card_show(const char *simgpu, const char *build, struct card *k)
 
 /* mkdir -p of a directory of at most two new levels, and removes what an
  * earlier fit left in it (its snapshots, output.log, fit.txt). */
-static int prepare_dir(const char *dir)
+int fit_prepare_dir(const char *dir)
 {
     char parent[PATH_MAX];
     snprintf(parent, sizeof parent, "%s", dir);
@@ -328,10 +313,12 @@ static double now(void)
 }
 
 /* Runs one card: simgpu --gpu G [--memory M] -- <self> run --output DIR/ -- cmd. */
-static int run_card(struct card *c, const char *simgpu, const char *build, const char *self,
-                    char **cmd, int ncmd, int timeout, bool timeout_given, int index,
-                    int count)
+int fit_run_card(struct fit_card *c, const struct fit_job *job, int index, int count)
 {
+    const char *simgpu = job->simgpu, *build = job->build, *self = job->self;
+    char **cmd = job->cmd;
+    int ncmd = job->ncmd, timeout = job->timeout;
+    bool timeout_given = job->timeout_given;
     char out[PATH_MAX + 16], report[PATH_MAX + 16], log[PATH_MAX + 16], notes[PATH_MAX + 32];
     snprintf(out, sizeof out, "%s/", c->dir);
     snprintf(notes, sizeof notes, "%s/simcuda-notes.txt", c->dir);
@@ -387,6 +374,13 @@ static int run_card(struct card *c, const char *simgpu, const char *build, const
             dup2(in, 0);
         setenv("CUMEMTRACE_FIT_REPORT", report, 1);
         setenv("SIMCUDA_NOTES", notes, 1);
+        if (c->alloc_conf[0] != '\0') { /* the setting tried, after the caller's */
+            const char *was = getenv("PYTORCH_CUDA_ALLOC_CONF");
+            char conf[1024];
+            snprintf(conf, sizeof conf, "%s%s%s", was && was[0] ? was : "",
+                     was && was[0] ? "," : "", c->alloc_conf);
+            setenv("PYTORCH_CUDA_ALLOC_CONF", conf, 1);
+        }
         execv(simgpu, argv);
         fprintf(stderr, "cumemtrace: fit: cannot run %s: %s\n", simgpu, strerror(errno));
         _exit(127);
@@ -497,12 +491,12 @@ static int run_card(struct card *c, const char *simgpu, const char *build, const
 
 /* What the run held at its peak: PyTorch's max reserved, or the tracer's
  * device peak where that is more (memory outside PyTorch's allocator). */
-static int64_t peak_held(const struct card *c)
+int64_t fit_peak_held(const struct fit_card *c)
 {
     return c->device_peak > c->max_reserved ? c->device_peak : c->max_reserved;
 }
 
-static bool ran_out(const struct card *c)
+bool fit_ran_out(const struct fit_card *c)
 {
     return c->num_ooms > 0 || c->oom_where[0] != '\0';
 }
@@ -511,13 +505,13 @@ static bool ran_out(const struct card *c)
  * without running out of memory) after reading device memory that only a
  * kernel would have written: what it did with those zeros, the simulated
  * card cannot tell from what a real card would do. */
-static bool undecided(const struct card *c)
+bool fit_undecided(const struct fit_card *c)
 {
     bool ended_ok = WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0;
-    return c->uncomputed && !ran_out(c) && (c->timed_out || !ended_ok);
+    return c->uncomputed && !fit_ran_out(c) && (c->timed_out || !ended_ok);
 }
 
-static const char *size_text(int64_t v, bool bytes, char *buf, size_t n)
+const char *fit_size_text(int64_t v, bool bytes, char *buf, size_t n)
 {
     if (v < 0)
         return "-";
@@ -528,9 +522,9 @@ static const char *size_text(int64_t v, bool bytes, char *buf, size_t n)
     return buf;
 }
 
-static void verdict(const struct card *c, char *buf, size_t n)
+void fit_verdict(const struct fit_card *c, char *buf, size_t n)
 {
-    if (ran_out(c)) {
+    if (fit_ran_out(c)) {
         char after[48] = "";
         if (c->oom_time > 0)
             snprintf(after, sizeof after, " after %.1f s", c->oom_time);
@@ -541,7 +535,7 @@ static void verdict(const struct card *c, char *buf, size_t n)
     } else if (!c->have_figures) {
         snprintf(buf, n, "no PyTorch figures (exit %d; see output.log)",
                  WIFEXITED(c->status) ? WEXITSTATUS(c->status) : 128 + WTERMSIG(c->status));
-    } else if (undecided(c)) {
+    } else if (fit_undecided(c)) {
         snprintf(buf, n, "%s after %.0f s: its control flow reads values the simulated card "
                  "never computes (they read as zeros: generate()'s stopping test, MoE "
                  "routing, masks), so this run says nothing of a real card",
@@ -556,16 +550,16 @@ static void verdict(const struct card *c, char *buf, size_t n)
     }
 }
 
-/* The verdict in a word or two, for the table's column; verdict() says the rest. */
-static const char *verdict_word(const struct card *c)
+/* The verdict in a word or two, for the table's column; fit_verdict() says the rest. */
+const char *fit_verdict_word(const struct fit_card *c)
 {
-    if (ran_out(c))
+    if (fit_ran_out(c))
         return "OOM";
     if (c->stopped)
         return "stopped";
     if (!c->have_figures)
         return "no figures";
-    if (undecided(c))
+    if (fit_undecided(c))
         return "undecided";
     if (c->timed_out)
         return "fits so far";
@@ -576,29 +570,29 @@ static const char *verdict_word(const struct card *c)
 
 /* One row a card, under 90 columns; what does not fit in a column (where it
  * ran out of memory, the post-mortem's file) on indented lines below it. */
-static void print_table(const struct card *cards, int n, bool bytes)
+static void print_table(const struct fit_card *cards, int n, bool bytes)
 {
     printf("%-12s %-11s %-12s %-14s %-14s %s\n", "card", "capacity", "verdict",
            "max allocated", "max reserved", "headroom");
     for (int i = 0; i < n; i++) {
-        const struct card *c = &cards[i];
+        const struct fit_card *c = &cards[i];
         char cap[32], al[32], re[32], hr[32], v[600];
-        verdict(c, v, sizeof v);
-        int64_t headroom = -1, held = peak_held(c);
-        if (c->have_figures && !ran_out(c) && !undecided(c) &&
+        fit_verdict(c, v, sizeof v);
+        int64_t headroom = -1, held = fit_peak_held(c);
+        if (c->have_figures && !fit_ran_out(c) && !fit_undecided(c) &&
             c->capacity > c->reserve + (uint64_t)held)
             headroom = (int64_t)(c->capacity - c->reserve - (uint64_t)held);
-        const char *word = verdict_word(c);
+        const char *word = fit_verdict_word(c);
         printf("%-12s %-11s %-12s %-14s %-14s %s\n", c->label,
-               size_text((int64_t)c->capacity, bytes, cap, sizeof cap), word,
-               size_text(c->have_figures ? c->max_allocated : -1, bytes, al, sizeof al),
-               size_text(c->have_figures ? c->max_reserved : -1, bytes, re, sizeof re),
-               size_text(headroom, bytes, hr, sizeof hr));
+               fit_size_text((int64_t)c->capacity, bytes, cap, sizeof cap), word,
+               fit_size_text(c->have_figures ? c->max_allocated : -1, bytes, al, sizeof al),
+               fit_size_text(c->have_figures ? c->max_reserved : -1, bytes, re, sizeof re),
+               fit_size_text(headroom, bytes, hr, sizeof hr));
         if (strcmp(v, word) != 0)
             printf("%-12s %s\n", "", v);
         if (c->postmortem[0])
             printf("%-12s post-mortem: %s\n", "", c->postmortem);
-        if (c->uncomputed && !undecided(c))
+        if (c->uncomputed && !fit_undecided(c))
             printf("%-12s it read device values only a kernel would have written (zeros "
                    "here): a path they choose may differ on a card\n", "");
         if (c->have_figures && c->peak_resets > 0)
@@ -608,7 +602,7 @@ static void print_table(const struct card *cards, int n, bool bytes)
         if (c->have_figures && c->device_peak > c->max_reserved)
             printf("%-12s the process held %s of device memory at its peak, more than "
                    "PyTorch reserved (memory outside its allocator): headroom counts it\n",
-                   "", size_text(c->device_peak, bytes, hr, sizeof hr));
+                   "", fit_size_text(c->device_peak, bytes, hr, sizeof hr));
     }
     bool cudnn = false;
     for (int i = 0; i < n; i++)
@@ -637,6 +631,7 @@ int fit_main(int argc, char **argv)
         {"output", required_argument, NULL, 'o'},
         {"timeout", required_argument, NULL, 't'},
         {"bytes", no_argument, NULL, 'b'},
+        {"no-fixes", no_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -644,7 +639,7 @@ int fit_main(int argc, char **argv)
     int ngpu = 0, nmem = 0, order[FIT_MAX_CARDS * 2], norder = 0;
     const char *output = "cumemtrace-fit";
     uint64_t timeout = FIT_DEFAULT_TIMEOUT_S;
-    bool bytes = false, timeout_given = false;
+    bool bytes = false, timeout_given = false, fixes = true;
     int c;
     while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
         uint64_t v;
@@ -670,6 +665,7 @@ int fit_main(int argc, char **argv)
             timeout_given = true;
             break;
         case 'b': bytes = true; break;
+        case 'n': fixes = false; break;
         case 'h': fputs(usage, stdout); return cli_finish_stdout();
         case ':': return cli_usage("fit", "%s needs a value", argv[optind - 1]);
         default: return cli_usage("fit", "unknown option '%s'", argv[optind - 1]);
@@ -704,14 +700,14 @@ int fit_main(int argc, char **argv)
         return CLI_EXIT_ERROR;
     }
 
-    struct card *cards = calloc((size_t)norder, sizeof *cards);
+    struct fit_card *cards = calloc((size_t)norder, sizeof *cards);
     if (cards == NULL) {
         fprintf(stderr, "cumemtrace: fit: out of memory\n");
         return CLI_EXIT_ERROR;
     }
     int rc = 0;
     for (int i = 0; i < norder; i++) {
-        struct card *k = &cards[i];
+        struct fit_card *k = &cards[i];
         bool is_mem = order[i] >= FIT_MAX_CARDS;
         k->memory = is_mem ? mems[order[i] - FIT_MAX_CARDS] : NULL;
         if (!is_mem) {
@@ -748,16 +744,17 @@ int fit_main(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    struct fit_job job = {simgpu, build, self, argv + optind, argc - optind, (int)timeout,
+                          timeout_given};
     int ran = norder; /* the cards run: fewer when interrupted */
     for (int i = 0; i < norder && !interrupted; i++) {
-        if (prepare_dir(cards[i].dir) != 0 ||
-            run_card(&cards[i], simgpu, build, self, argv + optind, argc - optind,
-                     (int)timeout, timeout_given, i + 1, norder) != 0) {
+        if (fit_prepare_dir(cards[i].dir) != 0 ||
+            fit_run_card(&cards[i], &job, i + 1, norder) != 0) {
             rc = CLI_EXIT_ERROR;
             goto done;
         }
         char v[600];
-        verdict(&cards[i], v, sizeof v);
+        fit_verdict(&cards[i], v, sizeof v);
         fprintf(stderr, "cumemtrace: fit: [%d/%d] %s: %s (%.1f s)\n", i + 1, norder,
                 cards[i].label, v, cards[i].seconds);
         if (interrupted && i + 1 < norder) {
@@ -772,10 +769,14 @@ int fit_main(int argc, char **argv)
         }
     }
     print_table(cards, ran, bytes);
+    fflush(stdout);
+    for (int i = 0; i < ran && fixes && !interrupted; i++)
+        if (fit_ran_out(&cards[i]) && fit_fixes_try(&cards[i], &job, bytes) != 0)
+            rc = CLI_EXIT_ERROR;
     for (int i = 0; i < ran; i++) {
-        if (ran_out(&cards[i]))
+        if (fit_ran_out(&cards[i]))
             rc = rc == 0 ? 1 : rc;
-        else if (!cards[i].have_figures || undecided(&cards[i]) ||
+        else if (!cards[i].have_figures || fit_undecided(&cards[i]) ||
                  (!cards[i].timed_out &&
                   !(WIFEXITED(cards[i].status) && WEXITSTATUS(cards[i].status) == 0)))
             rc = CLI_EXIT_ERROR;

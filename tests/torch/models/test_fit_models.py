@@ -152,3 +152,50 @@ def test_generate_that_never_stops_here_is_not_called_a_fit(tmp_path):
         "its control flow reads values the simulated card never computes" in lines[2], p.stdout
     assert "fits" not in p.stdout
     assert "cuDNN" not in p.stdout  # compute capability 8.9: never picked
+
+
+FRAGMENTED = """import torch
+MiB = 1 << 20
+a = torch.empty(500 * MiB, dtype=torch.uint8, device="cuda")
+b = torch.empty(500 * MiB, dtype=torch.uint8, device="cuda")
+del a, b  # two cached 500 MiB segments
+x = torch.empty(300 * MiB, dtype=torch.uint8, device="cuda")  # each splits one:
+y = torch.empty(300 * MiB, dtype=torch.uint8, device="cuda")  # 200 MiB free in each
+z = torch.empty(350 * MiB, dtype=torch.uint8, device="cuda")  # FRAGMENTED
+print("DONE")
+"""
+
+
+def test_the_allocator_setting_that_fixes_it_is_verified_and_the_advice_says_so(tmp_path):
+    (tmp_path / "frag.py").write_text(FRAGMENTED)
+    p = subprocess.run([str(CLI), "fit", "--bytes", "--output", "out", "--memory", "1GiB",
+                        "--", sys.executable, "frag.py"], env=env(), cwd=tmp_path,
+                       capture_output=True, text=True, timeout=6 * TIMEOUT)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "OOM at frag.py:8 (<module>)" in p.stdout, p.stdout
+    tried = {l.split()[0]: l.split()[1:] for l in p.stdout.split("\n\n")[1].splitlines()[2:]}
+    assert tried["expandable_segments:True"][0] == "fits", p.stdout
+    # its figures are the bare run's with the same setting
+    bare = subprocess.run([str(SIMGPU), "--build", str(BUILD), "--memory", "1GiB", "--",
+                           sys.executable, "-c", FRAGMENTED.replace(
+                               'print("DONE")', 'print("PEAKS", torch.cuda.max_memory_allocated(),'
+                               ' torch.cuda.max_memory_reserved())')],
+                          env={**env(), "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    peaks = [l.split()[1:] for l in bare.stdout.splitlines() if l.startswith("PEAKS")]
+    assert peaks == [tried["expandable_segments:True"][1:3]], (bare.stdout, bare.stderr)
+    # the post-mortem's advice: what was verified says so, and only that
+    pm = [l.split("post-mortem: ")[1] for l in p.stdout.splitlines() if "post-mortem: " in l]
+    r = subprocess.run([str(CLI), "report", pm[0]], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=TIMEOUT, env=env())
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "Verified on the simulated card (cumemtrace fit): with " \
+           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True the run fits" in text or \
+           "Verified on the simulated card (cumemtrace fit): set " \
+           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True and the same script fits" in text, \
+        r.stdout
+    for setting, (verdict, *_) in tried.items():
+        if verdict != "fits":
+            assert f"PYTORCH_CUDA_ALLOC_CONF={setting} the run fits" not in text
+            assert f"PYTORCH_CUDA_ALLOC_CONF={setting} and the same script fits" not in text

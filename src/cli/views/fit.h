@@ -1,0 +1,83 @@
+/* fit.h - `cumemtrace fit`'s parts: one run of the command on one simulated
+ * card (fit.c), the allocator settings tried where it ran out of memory
+ * (fit_fixes.c).  A card's outcome is read from the PyTorch layer's report
+ * (fit.c's top comment has its format).
+ */
+#ifndef CUMEMTRACE_CLI_FIT_H
+#define CUMEMTRACE_CLI_FIT_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define FIT_MAX_CARDS 16 /* more cards than anyone compares at once */
+
+/* What every run of one fit shares: the simulated GPU's script, the build
+ * tree (or NULL: installed), this program, the command, the timeout. */
+struct fit_job {
+    const char *simgpu, *build, *self;
+    char **cmd;
+    int ncmd;
+    int timeout;         /* seconds, 0 for none */
+    bool timeout_given;  /* --timeout given (else the default) */
+};
+
+struct fit_card {
+    char label[48];          /* the directory and the table's first column */
+    char gpu[32];            /* the preset passed to simgpu */
+    const char *memory;      /* --memory SIZE, or NULL: the preset's */
+    uint64_t capacity, reserve;
+    char dir[PATH_MAX];
+    /* the outcome */
+    int status;              /* wait status */
+    bool timed_out;
+    bool stopped;            /* stopped by the terminal, then killed */
+    double seconds;
+    bool have_figures;
+    int64_t max_allocated, max_reserved, num_ooms;
+    int64_t device_peak;     /* the tracer's peak of the device, or -1 */
+    int64_t peak_resets;     /* reset_peak_memory_stats() calls of the script */
+    char torch_version[64];
+    bool uncomputed;         /* it read device memory no copy wrote (simcuda's notes) */
+    bool cudnn_attention;    /* PyTorch could pick cuDNN attention on this card */
+    double oom_time;
+    char oom_where[512];
+    char postmortem[PATH_MAX + 256];
+    char alloc_conf[64];     /* a setting tried (fit_fixes.c), added to the
+                                caller's PYTORCH_CUDA_ALLOC_CONF; "" none */
+};
+
+/* Runs c's command on its card (c->dir prepared), fills c's outcome; 0, or
+ * -1 when the run could not start (said on stderr).  index/count number
+ * the progress lines. */
+int fit_run_card(struct fit_card *c, const struct fit_job *job, int index, int count);
+
+/* mkdir -p of dir (at most two new levels) and removes what an earlier fit
+ * left in it; 0, or -1 said on stderr. */
+int fit_prepare_dir(const char *dir);
+
+/* Whether Ctrl-C or SIGTERM asked fit to end: run nothing more. */
+bool fit_interrupted(void);
+
+bool fit_ran_out(const struct fit_card *c);
+/* Stopped at the timeout or failed without an OOM after reading values the
+ * simulated card never computes. */
+bool fit_undecided(const struct fit_card *c);
+/* The most the run held: PyTorch's max reserved or the tracer's device peak. */
+int64_t fit_peak_held(const struct fit_card *c);
+/* The verdict in full into buf, and in a word or two (a static string). */
+void fit_verdict(const struct fit_card *c, char *buf, size_t n);
+const char *fit_verdict_word(const struct fit_card *c);
+/* v bytes exactly (bytes) or in units, "-" for v < 0; returns buf. */
+const char *fit_size_text(int64_t v, bool bytes, char *buf, size_t n);
+
+/* Where c ran out of memory: reruns the command on c's card with each
+ * allocator setting PyTorch documents that needs no change to the script,
+ * prints which fit, and writes c->dir/fixes.txt ("cumemtrace-fixes 1", then
+ * "SETTING VERDICT MAX_ALLOCATED MAX_RESERVED" a line) for the post-mortem's
+ * advice.  Returns 0, or -1 when a run could not start. */
+int fit_fixes_try(const struct fit_card *c, const struct fit_job *job, bool bytes);
+
+#endif
