@@ -42,7 +42,7 @@
 
 #include "cli.h"
 #include "cli_usage.h"
-#include "fit.h"
+#include "fit_impl.h"
 #include "units.h"
 
 #define FIT_PROGRESS_S 30   /* a "still running" line this often */

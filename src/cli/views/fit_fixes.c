@@ -17,7 +17,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "fit.h"
+#include "fit_impl.h"
 
 /* The settings, in the order tried.  expandable_segments returns the pages
  * of free blocks and maps new ones at a segment's end; the threshold makes

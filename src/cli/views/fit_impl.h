@@ -1,10 +1,10 @@
-/* fit.h - `cumemtrace fit`'s parts: one run of the command on one simulated
+/* fit_impl.h - `cumemtrace fit`'s parts: one run of the command on one simulated
  * card (fit.c), the allocator settings tried where it ran out of memory
  * (fit_fixes.c).  A card's outcome is read from the PyTorch layer's report
  * (fit.c's top comment has its format).
  */
-#ifndef CUMEMTRACE_CLI_FIT_H
-#define CUMEMTRACE_CLI_FIT_H
+#ifndef CUMEMTRACE_CLI_FIT_IMPL_H
+#define CUMEMTRACE_CLI_FIT_IMPL_H
 
 #include <limits.h>
 #include <stdbool.h>
