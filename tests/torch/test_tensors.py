@@ -150,10 +150,10 @@ def test_history_off_names_no_tensors(scenario):
 
 
 def test_diff_names_the_line_whose_tensors_grew(scenario):
-    """Issue 23, item 2: `diff` of a run that kept 3 clones and one that
-    kept 6 says what grew by the Python line of the live tensors, with
-    PyTorch's own bytes on each side (its _dump_snapshot grouped by line);
-    the driver-level table stays, named for what it is."""
+    """`diff` of a run that kept 3 clones and one that kept 6 says what grew
+    by the line of the live tensors, with PyTorch's own bytes on each side
+    (its _dump_snapshot grouped by line); the driver-level tables stay
+    behind --segments, named for what they are."""
     three = scenario("tensors_leak.py", "3")
     six = scenario("tensors_leak.py", "6")
     leak, inp = line_of("tensors_leak.py", "LEAK"), line_of("tensors_leak.py", "INPUT")
@@ -164,7 +164,7 @@ def test_diff_names_the_line_whose_tensors_grew(scenario):
                        timeout=60, env={"NO_COLOR": "1", "COLUMNS": "200"})
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    head = "Live tensors by Python line (PyTorch's history; base at exit, new at exit)"
+    head = "Live tensors by line (base at exit: "
     assert head in out, out
     table = out[out.index(head):out.index("\n\n", out.index(head))]
     # base B  new B  change B  n -> m  file:line:function
@@ -175,9 +175,16 @@ def test_diff_names_the_line_whose_tensors_grew(scenario):
             rows[int(c[9].split(":")[1])] = [int(c[0]), int(c[2]), c[4], int(c[6]), int(c[8])]
     for line in (leak, inp):
         b, n = base[line], new[line]
-        change = f"+{n[0] - b[0]}" if n[0] != b[0] else "0"
-        assert rows[line] == [b[0], n[0], change, b[1], n[1]], (line, table)
+        if b == n:  # an unchanged line is counted, not listed
+            assert line not in rows and "unchanged)" in table, (line, table)
+            continue
+        assert rows[line] == [b[0], n[0], f"+{n[0] - b[0]}", b[1], n[1]], (line, table)
     # the largest change first: the kept clones' line, not the segments' (line 18's)
     assert table.splitlines()[2].split()[9].startswith(f"tensors_leak.py:{leak}:"), table
-    assert "Cached segments at peak, by the line that created them" in out, out
-    assert "Live cached segments, by the line that created them: " in out, out
+    # the driver-level tables stay behind --segments, named for what they are
+    seg = subprocess.run([str(CLI), "diff", "--segments", str(snapshot_file(three, "exit")),
+                          str(snapshot_file(six, "exit"))], capture_output=True, text=True,
+                         timeout=60, env={"NO_COLOR": "1", "COLUMNS": "200"}).stdout
+    assert "Cached segments at peak, by the line that created them" not in out, out
+    assert "Cached segments at peak, by the line that created them" in seg, seg
+    assert "Live cached segments, by the line that created them: " in seg, seg
