@@ -160,3 +160,11 @@ def test_the_peaks_tensors_of_fp32_against_checkpointing(scenario):
 def test_no_peak_tensors_without_a_trace(scenario):
     r = scenario("tm_peak.py", "fp32")
     assert r.device("exit")["peak_tensors"] is None
+
+
+def test_a_reading_is_never_carried_into_a_later_dump(scenario):
+    r = scenario("tm_history_off.py")
+    api = next(s for s in r.snapshots if s["reason"] == "api")["devices"][0]
+    keep = ("tm_history_off.py", line_of("tm_history_off.py", "KEEP"))
+    assert keep in our_groups(api["tensors"]), api["tensors"]
+    assert r.device("exit")["tensors"] is None, r.device("exit")["tensors"]

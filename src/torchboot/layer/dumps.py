@@ -39,6 +39,10 @@ def report_state(torch, state, handoff=None):
             except Exception as e:
                 handoff[0] = None
                 library.warn(f"PyTorch segment layout: {type(e).__name__}: {e}")
+        # No reading now (the program turned PyTorch's history off, or the
+        # reading failed): an empty hand-over, so that no later dump carries
+        # an earlier reading as if it were its own.
+        members = {}
         if history.reading():
             try:
                 if step is None:
@@ -49,9 +53,13 @@ def report_state(torch, state, handoff=None):
                     members["peak_tensors"] = peak.read(
                         full, device, torch.cuda.max_memory_allocated(device),
                         growth.peak_step(torch, device))
-                tensors.hand_over(device, library.LAYOUT_STATE, members)
             except Exception as e:
+                members = {}
                 tensors.warn(e)
+        try:
+            tensors.hand_over(device, library.LAYOUT_STATE, members)
+        except Exception as e:
+            tensors.warn(e)
         state(device, ctypes.byref(f))
 
 
