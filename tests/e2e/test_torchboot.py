@@ -24,13 +24,16 @@ PROBE = ("import json, os, sys; print(json.dumps({'path': sys.path, "
          "'host': getattr(sys.modules.get('sitecustomize'), 'HOST_MARK', None)}))")
 
 
-def probe(tmp_path, traced, pythonpath=None, flags=(), env_extra=None, code=PROBE):
+def probe(tmp_path, traced, pythonpath=None, flags=(), env_extra=None, code=PROBE, shell=False):
     env = run_env() if traced else base_env(preload=False)
     env.pop("PYTHONPATH", None)
     if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
     env.update(env_extra or {})
     cmd = [PYTHON, *flags, "-c", code]
+    if shell:  # `run` sees a shell, not the Python it starts
+        import shlex
+        cmd = ["sh", "-c", shlex.join(cmd)]
     if traced:
         cmd = [str(CLI), "run", "--output", f"{tmp_path}/", "--"] + cmd
     r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
@@ -59,6 +62,16 @@ def test_python_without_site_sees_nothing_of_ours(tmp_path, flags):
     bare, _ = probe(tmp_path, False, flags=flags)
     traced, _ = probe(tmp_path, True, flags=flags)
     assert traced == bare
+
+
+@pytest.mark.parametrize("flags", [["-S"], ["-I"], ["-E"], ["-bE"]])
+@pytest.mark.parametrize("pythonpath", [None, "/nonexistent/a"])
+def test_python_without_site_behind_a_shell_sees_nothing_of_ours(tmp_path, flags, pythonpath):
+    # The shell gets our PYTHONPATH; the Python it starts never runs our
+    # sitecustomize, so the library gives it back its own before it reads it.
+    bare, _ = probe(tmp_path, False, pythonpath, flags=flags, shell=True)
+    traced, _ = probe(tmp_path, True, pythonpath, flags=flags, shell=True)
+    assert traced == bare and bare["pythonpath"] == pythonpath
 
 
 def test_the_hosts_sitecustomize_still_runs(tmp_path):

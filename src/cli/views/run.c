@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "pyflags.h"
 #include "settings.h"
 #include "units.h"
 
@@ -105,41 +106,6 @@ static int find_library(char *lib, size_t n, char *looked, size_t ln)
     }
     snprintf(looked, ln, "%s, %s", a, b);
     return -1;
-}
-
-/* Whether `cmd` runs a Python that ignores PYTHONPATH (-E, -I) or skips
- * site and with it our sitecustomize (-S): then our directory would only
- * show in its sys.path and environment, and the
- * library's own hook (torch_layer.c) loads the layer instead.  Reads the
- * interpreter's options up to the script, -c or -m. */
-static bool python_skips_site(char **cmd)
-{
-    const char *base = strrchr(cmd[0], '/');
-    base = base ? base + 1 : cmd[0];
-    if (strncmp(base, "python", 6) != 0)
-        return false;
-    for (char **a = cmd + 1; *a != NULL; a++) {
-        const char *o = *a;
-        if (o[0] != '-' || o[1] == '\0' || strcmp(o, "--") == 0)
-            return false; /* the script, stdin or the end of options */
-        if (o[1] == '-') {
-            if (strcmp(o, "--check-hash-based-pycs") == 0 && a[1] != NULL)
-                a++;
-            continue;
-        }
-        for (const char *c = o + 1; *c; c++) {
-            if (*c == 'S' || *c == 'E' || *c == 'I')
-                return true;
-            if (*c == 'c' || *c == 'm')
-                return false; /* what follows is code or a module name */
-            if (*c == 'W' || *c == 'X') {
-                if (c[1] == '\0' && a[1] != NULL)
-                    a++; /* the option's value is the next word */
-                break;
-            }
-        }
-    }
-    return false;
 }
 
 /* PYTHONPATH with the PyTorch layer's start-up directory first:
@@ -710,7 +676,10 @@ int run_main(int argc, char **argv)
              (depth && set_env("CUMEMTRACE_DEPTH", depth));
     free(preload);
     char *was = NULL;
-    char *pypath = python_skips_site(argv + optind) ? NULL : python_path(lib, &was);
+    /* A Python that ignores PYTHONPATH (-E, -I) or skips site (-S) gets
+     * none of ours: it would only show our directory; the library's own
+     * hook (torch_layer.c) loads the layer there. */
+    char *pypath = pyflags_skips_site(argv + optind) ? NULL : python_path(lib, &was);
     if (pypath != NULL && rc == 0)
         rc = set_env("PYTHONPATH", pypath) || set_env("CUMEMTRACE_PYTHONPATH", was);
     free(pypath);

@@ -217,6 +217,7 @@ void hooks_init_once(void)
 
 __attribute__((constructor)) static void cumemtrace_load(void)
 {
+    torch_layer_python_env(); /* before the interpreter reads its environment */
     hooks_init_once();
 }
 

@@ -16,6 +16,8 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -26,6 +28,7 @@
 
 #include "allocator.h"
 #include "clock.h"
+#include "pyflags.h"
 #include "resolve.h"
 #include "torch_layer.h"
 
@@ -508,4 +511,50 @@ __attribute__((visibility("default"))) int cumemtrace_allocator_refresher(void *
     pthread_mutex_unlock(&refresh_lock);
     rp.decref(old);
     return 0;
+}
+
+/* ---- PYTHONPATH for a Python that ignores it ---- */
+
+#define TORCHBOOT_TAIL "/share/cumemtrace/torchboot" /* run.c's python_path */
+
+void torch_layer_python_env(void)
+{
+    const char *was = getenv("CUMEMTRACE_PYTHONPATH");
+    const char *now = getenv("PYTHONPATH");
+    if (was == NULL || now == NULL)
+        return; /* not under `run`, or sitecustomize's work to do */
+    static char cmd[4096];
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, cmd, sizeof cmd - 1);
+    close(fd);
+    if (n <= 0)
+        return;
+    cmd[n] = '\0'; /* a longer line is cut: its options come first */
+    char *argv[64];
+    int argc = 0;
+    for (char *p = cmd; p < cmd + n && argc < 63; p += strlen(p) + 1)
+        argv[argc++] = p;
+    argv[argc] = NULL;
+    if (!pyflags_skips_site(argv))
+        return;
+    /* our directory first, as run.c put it; the rest as the parent left it */
+    const char *colon = strchr(now, ':');
+    size_t first = colon ? (size_t)(colon - now) : strlen(now);
+    size_t tail = strlen(TORCHBOOT_TAIL);
+    if (first < tail || memcmp(now + first - tail, TORCHBOOT_TAIL, tail) != 0)
+        return;
+    if (colon != NULL && colon[1] != '\0') {
+        char *rest = strdup(colon + 1);
+        if (rest == NULL)
+            return;
+        setenv("PYTHONPATH", rest, 1);
+        free(rest);
+    } else if (was[0] == '=') {
+        setenv("PYTHONPATH", was + 1, 1);
+    } else {
+        unsetenv("PYTHONPATH");
+    }
+    unsetenv("CUMEMTRACE_PYTHONPATH");
 }

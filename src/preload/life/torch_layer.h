@@ -39,6 +39,14 @@ int64_t torch_layer_reading_ns(void);
  * handler then returns, so that the main thread can answer the dump. */
 bool torch_layer_main_thread_answers(void);
 
+/* From the constructor, in every process: a Python that ignores
+ * PYTHONPATH (-E, -I) or skips site (-S), started by a program `cumemtrace
+ * run` ran (a shell), never runs the layer's sitecustomize, which gives the
+ * host back the PYTHONPATH it had; this does it instead, before the
+ * interpreter reads its environment, so that it sees no directory of ours
+ * (the library's own hook loads the layer there). */
+void torch_layer_python_env(void);
+
 /* In a fork child: no call of ours is queued or waited for there. */
 void torch_layer_atfork_child(void);
 
