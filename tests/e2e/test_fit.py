@@ -264,3 +264,51 @@ def test_an_allocator_setting_that_fits_is_verified_on_the_card(tmp_path):
                         "--no-fixes", "--", "sh", str(s)], cwd=tmp_path, capture_output=True,
                        text=True, timeout=120, env=run_env())
     assert p.returncode == 1 and "fixes tried" not in p.stdout, p.stdout
+
+
+SEARCH = ("report() {\n" + REPORT + "}\nb=$1\n"
+          'case "$SIMCUDA_MEMORY" in 1GiB) max=37 ;; *) max=300 ;; esac\n'
+          'if [ "$b" -le "$max" ]; then report $((b * 1000)) $((b * 2097152)) 0\n'
+          'else report 5000 8388608 1; exit 1; fi\n')
+
+
+def test_search_finds_the_largest_value_that_fits_on_each_card(tmp_path):
+    s = tmp_path / "job.sh"
+    s.write_text("set -e\n" + SEARCH)
+    p = subprocess.run([str(CLI), "fit", "--output", str(tmp_path / "out"), "--gpu", "l4",
+                        "--memory", "1GiB", "--bytes", "--search", "BATCH=1..1000", "--",
+                        "sh", str(s), "{BATCH}"], env=run_env(), cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].split()[:4] == ["card", "capacity", "largest", "BATCH"], p.stdout
+    # figures of the largest value's run; headroom from it; runs: 1, 1000, then
+    # bisection
+    l4, small = lines[1].split(), lines[2].split()
+    assert l4[:6] == ["l4", str(L4), "300", str(300 * 1000), str(300 * 2097152),
+                      str(L4 - RESERVE - 300 * 2097152)], p.stdout
+    assert small[:6] == ["1GiB", str(GiB), "37", "37000", str(37 * 2097152),
+                         str(GiB - 37 * 2097152)], p.stdout
+    assert 3 <= int(l4[6]) <= 12 and 3 <= int(small[6]) <= 12, p.stdout
+    assert (tmp_path / "out" / "l4" / "search-300" / "output.log").exists()
+    assert not (tmp_path / "out" / "l4" / "search-301").exists() or \
+        "OOM" not in p.stdout  # 301 ran out of memory only if probed
+    # both cards were searched, each probe named on stderr
+    assert "l4: BATCH=1 fits" in p.stderr and "1GiB: BATCH=1000 runs out of memory" in p.stderr
+
+
+def test_search_says_when_nothing_fits_and_refuses_a_command_without_the_name(tmp_path):
+    s = tmp_path / "job.sh"
+    s.write_text("set -e\n" + SEARCH)
+    p = subprocess.run([str(CLI), "fit", "--output", str(tmp_path / "out"), "--memory",
+                        "1GiB", "--search", "B=38..40", "--", "sh", str(s), "{B}"],
+                       env=run_env(), cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert p.stdout.splitlines()[1].split()[3:] == ["none", "(38:", "OOM)", "-", "-", "-",
+                                                    "1"], p.stdout
+    p = subprocess.run([str(CLI), "fit", "--memory", "1GiB", "--search", "B=1..4", "--",
+                        "sh", str(s), "4"], capture_output=True, text=True)
+    assert p.returncode == 2 and "--search B: the command has no {B} to replace" in p.stderr
+    p = subprocess.run([str(CLI), "fit", "--memory", "1GiB", "--search", "B=9..4", "--",
+                        "sh", str(s), "{B}"], capture_output=True, text=True)
+    assert p.returncode == 2 and "--search 'B=9..4': expected NAME=LO..HI" in p.stderr

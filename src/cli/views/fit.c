@@ -59,7 +59,7 @@ struct preset {
 
 static const char usage[] =
     "usage: cumemtrace fit (--gpu NAME | --memory SIZE)... [--output DIR] [--timeout SECONDS]\n"
-    "                      [--bytes] [--no-fixes] -- COMMAND [ARGS...]\n"
+    "                      [--bytes] [--no-fixes] [--search NAME=LO..HI] -- COMMAND [ARGS...]\n"
     "\n"
     "Runs COMMAND on each simulated card, under the tracer, and prints whether\n"
     "it fits: PyTorch's own max_memory_allocated and max_memory_reserved, the\n"
@@ -78,6 +78,10 @@ static const char usage[] =
     "  --bytes         exact byte counts in the table\n"
     "  --no-fixes      where it runs out of memory, do not try the allocator\n"
     "                  settings (expandable_segments:True, ...) on that card\n"
+    "  --search NAME=LO..HI\n"
+    "                  the largest integer in LO..HI that fits on each card, for\n"
+    "                  the command's {NAME} (e.g. --batch-size {BATCH}): by\n"
+    "                  bisection, one run a probe, the cards at once\n"
     "\n"
     "The command's stdin is /dev/null: it runs unattended, in a process group\n"
     "of its own.  Ctrl-C (SIGINT) or SIGTERM ends the current run and fit: the\n"
@@ -632,6 +636,7 @@ int fit_main(int argc, char **argv)
         {"timeout", required_argument, NULL, 't'},
         {"bytes", no_argument, NULL, 'b'},
         {"no-fixes", no_argument, NULL, 'n'},
+        {"search", required_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -639,7 +644,8 @@ int fit_main(int argc, char **argv)
     int ngpu = 0, nmem = 0, order[FIT_MAX_CARDS * 2], norder = 0;
     const char *output = "cumemtrace-fit";
     uint64_t timeout = FIT_DEFAULT_TIMEOUT_S;
-    bool bytes = false, timeout_given = false, fixes = true;
+    bool bytes = false, timeout_given = false, fixes = true, searching = false;
+    struct fit_search search = {0};
     int c;
     while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
         uint64_t v;
@@ -666,6 +672,16 @@ int fit_main(int argc, char **argv)
             break;
         case 'b': bytes = true; break;
         case 'n': fixes = false; break;
+        case 's': {
+            int used = 0;
+            if (sscanf(optarg, "%31[A-Za-z0-9_]=%lld..%lld%n", search.name, &search.lo,
+                       &search.hi, &used) != 3 || optarg[used] != '\0' || search.lo < 0 ||
+                search.hi < search.lo)
+                return cli_usage("fit", "--search '%s': expected NAME=LO..HI, integers with "
+                                 "0 <= LO <= HI (e.g. BATCH=1..512)", optarg);
+            searching = true;
+            break;
+        }
         case 'h': fputs(usage, stdout); return cli_finish_stdout();
         case ':': return cli_usage("fit", "%s needs a value", argv[optind - 1]);
         default: return cli_usage("fit", "unknown option '%s'", argv[optind - 1]);
@@ -675,6 +691,19 @@ int fit_main(int argc, char **argv)
         return cli_usage("fit", "no card: give --gpu NAME or --memory SIZE (e.g. --gpu l4)");
     if (optind >= argc)
         return cli_usage("fit", "no command: put it after -- (e.g. -- python train.py)");
+    if (searching) {
+        char pat[48];
+        snprintf(pat, sizeof pat, "{%s}", search.name);
+        bool named = false;
+        for (int i = optind; i < argc; i++)
+            named = named || strstr(argv[i], pat) != NULL;
+        if (!named)
+            return cli_usage("fit", "--search %s: the command has no %s to replace (e.g. "
+                             "-- python train.py --batch-size %s)", search.name, pat, pat);
+        search.probes_max = 2;
+        for (long long span = search.hi - search.lo; span > 1; span = (span + 1) / 2)
+            search.probes_max++;
+    }
 
     char dir[PATH_MAX], self[PATH_MAX + 16], simgpu[PATH_MAX];
     if (exe_dir(dir, sizeof dir) != 0) {
@@ -746,6 +775,15 @@ int fit_main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     struct fit_job job = {simgpu, build, self, argv + optind, argc - optind, (int)timeout,
                           timeout_given};
+    if (searching) {
+        rc = fit_search_run(cards, norder, &job, &search, bytes);
+        rc = rc < 0 ? CLI_EXIT_ERROR : rc;
+        if (cli_finish_stdout() != 0)
+            rc = CLI_EXIT_ERROR;
+        if (interrupted)
+            rc = 128 + interrupted;
+        goto done;
+    }
     int ran = norder; /* the cards run: fewer when interrupted */
     for (int i = 0; i < norder && !interrupted; i++) {
         if (fit_prepare_dir(cards[i].dir) != 0 ||

@@ -1,6 +1,6 @@
 /* fit_impl.h - `cumemtrace fit`'s parts: one run of the command on one simulated
  * card (fit.c), the allocator settings tried where it ran out of memory
- * (fit_fixes.c).  A card's outcome is read from the PyTorch layer's report
+ * (fit_fixes.c), the largest value of an argument that fits (fit_search.c).  A card's outcome is read from the PyTorch layer's report
  * (fit.c's top comment has its format).
  */
 #ifndef CUMEMTRACE_CLI_FIT_IMPL_H
@@ -79,5 +79,20 @@ const char *fit_size_text(int64_t v, bool bytes, char *buf, size_t n);
  * "SETTING VERDICT MAX_ALLOCATED MAX_RESERVED" a line) for the post-mortem's
  * advice.  Returns 0, or -1 when a run could not start. */
 int fit_fixes_try(const struct fit_card *c, const struct fit_job *job, bool bytes);
+
+/* --search NAME=LO..HI: the argument {NAME} of the command, its bounds. */
+struct fit_search {
+    char name[32];
+    long long lo, hi;   /* 0 <= lo <= hi */
+    int probes_max;     /* runs a card's bisection takes at most */
+};
+
+/* The largest value of sr's argument that fits on each card (prepared),
+ * by bisection, the cards searched at once in processes of their own; prints
+ * the table.  Returns 0 when every card has one, 1 when some card fits not
+ * even LO, 2 when a search stopped on a run that neither fitted nor ran out
+ * of memory, -1 on an error (said). */
+int fit_search_run(const struct fit_card *cards, int n, const struct fit_job *job,
+                   const struct fit_search *sr, bool bytes);
 
 #endif
