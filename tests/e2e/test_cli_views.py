@@ -104,6 +104,37 @@ def test_flamegraph_at_the_oom_has_pytorchs_groups():
     assert backward, lines
 
 
+@pytest.mark.parametrize("name", ["tensors_exit.json", "tensors_oom.json"])
+def test_timeline_tensor_track_at_pytorchs_readings(name, tmp_path):
+    """The Chrome trace's series by line: a sample at each reading of
+    PyTorch's tensors the file holds (the peak's, the failure's, the
+    dump's), each summing to PyTorch's allocated bytes plus its cache then,
+    the largest line named with its bytes."""
+    out = tmp_path / "trace.json"
+    cli("timeline", "--chrome", out, INPUTS / name)
+    ev = [e for e in json.loads(out.read_text())["traceEvents"]
+          if e["name"] == "device 0 tensors by line"]
+    s = snap(name)
+    d = s["devices"][0]
+    want = {}
+    if d.get("peak_tensors") and d["peak_tensors"].get("time_ns") is not None:
+        want[d["peak_tensors"]["time_ns"]] = d["peak_tensors"]
+    if s.get("oom"):
+        want[s["oom"]["time_ns"]] = s["oom"]["allocator"]["tensors"]
+    want[s["process"]["dump_time_ns"]] = d["tensors"]
+    got = {round(e["ts"] * 1000): e["args"] for e in ev}
+    assert set(want) <= set(got), (sorted(want), sorted(got))
+    for t, tensors in want.items():
+        args = got[t]
+        assert sum(args.values()) == tensors["allocated_bytes"] + tensors["cache"]["bytes"]
+        top = tensors["groups"][0]
+        if top["site"]:
+            key = "%s:%d:%s" % (top["site"]["file"].rsplit("/", 1)[-1], top["site"]["line"],
+                                top["site"]["function"])
+            assert args[key] == sum(g["bytes"] for g in tensors["groups"] if g["site"] and
+                                    g["site"] == top["site"]), (key, args)
+
+
 @pytest.mark.parametrize("name", ["exit_train.json", "thinned.json", "oom_limit.json"])
 def test_timeline_chrome_trace(name, tmp_path):
     out = tmp_path / "trace.json"

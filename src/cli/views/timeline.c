@@ -292,6 +292,10 @@ static int timeline_chrome(FILE *f, struct snapshot *s, unsigned sites)
         chrome_track(&w, s, &t[i], pid, by_kind);
     if (by_kind && timeline_site_tracks(&w, s, pid, sites) != 0)
         return -1;
+    int tensor_tracks = timeline_tensor_tracks(&w, s, pid,
+                                               sites ? sites : TIMELINE_SITES_DEFAULT);
+    if (tensor_tracks < 0)
+        return -1;
     timeline_phase_slices(&w, s, pid);
     for (size_t i = 0; i < s->ooms.nattempts; i++) {
         const struct snap_attempt *a = &s->ooms.attempts[i];
@@ -341,6 +345,12 @@ static int timeline_chrome(FILE *f, struct snapshot *s, unsigned sites)
     json_out_key(&w, "site_tracks");
     json_out_string(&w, !by_kind ? "omitted: the event log was thinned"
                         : sites ? "exact" : "omitted: --sites 0");
+    if (tensor_tracks > 0) {
+        json_out_key(&w, "tensor_tracks");
+        json_out_string(&w, "PyTorch's tensors by line at the readings the file holds (the "
+                        "peak's, the failure's, the dump's): exact at each sample, held "
+                        "between them");
+    }
     json_out_end_object(&w);
     json_out_end_object(&w);
     json_out_finish(&w);

@@ -22,6 +22,12 @@ void timeline_event_head(struct json_out *w, const char *name, const char *ph, i
  * -1 when out of memory. */
 int timeline_site_tracks(struct json_out *w, struct snapshot *s, int64_t pid, unsigned top);
 
+/* Per device with PyTorch's tensors (timeline_tensors.c), a counter track
+ * "device N tensors by line": a sample at each reading the file holds (the
+ * peak's, the failure's, the dump's), its `top` lines, other lines and the
+ * cache.  Returns how many tracks it wrote, -1 when out of memory. */
+int timeline_tensor_tracks(struct json_out *w, struct snapshot *s, int64_t pid, unsigned top);
+
 /* The program's phases (timeline_phases.c): as Chrome slices on each
  * thread's track (push/pop ranges "X", start/end ranges async "b"/"e",
  * marks "i"); as text, a band per outermost range under the sparklines,
