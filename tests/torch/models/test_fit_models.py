@@ -199,3 +199,32 @@ def test_the_allocator_setting_that_fixes_it_is_verified_and_the_advice_says_so(
         if verdict != "fits":
             assert f"PYTORCH_CUDA_ALLOC_CONF={setting} the run fits" not in text
             assert f"PYTORCH_CUDA_ALLOC_CONF={setting} and the same script fits" not in text
+
+
+MOE = """import torch
+torch.manual_seed(0)
+E, D = 4, 64
+experts = torch.nn.ModuleList(torch.nn.Linear(D, D) for _ in range(E)).cuda()
+router = torch.nn.Linear(D, E).cuda()
+x = torch.randn(32, D, device="cuda", requires_grad=True)
+w, idx = router(x).softmax(-1).topk(1, dim=-1)
+out = torch.zeros_like(x)
+for e in range(E):  # the experts chosen by value: none, when routing reads zeros
+    rows = (idx[:, 0] == e).nonzero()[:, 0]
+    if rows.numel() == 0:
+        continue
+    out = out.index_add(0, rows, experts[e](x[rows]) * w[rows])
+out.sum().backward()
+"""
+
+
+def test_routing_by_value_that_fails_here_is_undecided_not_failed(tmp_path):
+    (tmp_path / "moe.py").write_text(MOE)
+    p = subprocess.run([str(CLI), "fit", "--output", "out", "--gpu", "l4", "--", sys.executable,
+                        "moe.py"], env=env(), cwd=tmp_path, capture_output=True, text=True,
+                       timeout=3 * TIMEOUT)
+    assert p.returncode == 2, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert "undecided" in lines[1].split(), p.stdout
+    assert lines[2].strip().startswith("failed after ") and \
+        "its control flow reads values the simulated card never computes" in lines[2], p.stdout
