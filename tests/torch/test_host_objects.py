@@ -26,6 +26,15 @@ def test_the_scan_runs_none_of_the_hosts_python(scenario, mode):
     assert r.only("oom")["oom"]["allocator"]["roles"] is not None
 
 
+@pytest.mark.parametrize("mode", ["subclass", "mode"])
+def test_the_module_hooks_run_none_of_the_hosts_python(scenario, mode):
+    # CUMEMTRACE_TORCH_PHASES=1: the layer's global module hooks read each
+    # module's output (its grad_fn) at every call.
+    r = scenario("host_objects.py", mode, env={"CUMEMTRACE_TORCH_PHASES": "1"})
+    assert r.torch["seen"] > 0
+    assert r.device()["allocator"]["roles"] is not None
+
+
 def test_a_half_built_module_costs_only_itself(scenario):
     r = scenario("host_objects.py", "half")
     for roles in (r.device()["allocator"]["roles"], r.only("oom")["oom"]["allocator"]["roles"]):

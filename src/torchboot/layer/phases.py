@@ -126,6 +126,7 @@ def start(torch):
         pass  # an older library: peaks are named only by the hooks
     here = _Thread()
     Tensor = torch.Tensor
+    quiet = getattr(torch._C, "DisableTorchFunction", None)
     engine = torch.autograd.Variable._execution_engine
     names_cache = {}  # id(root) -> (weakref to root, names)
     import weakref
@@ -175,12 +176,16 @@ def start(torch):
             return  # its pre-hook ran before ours was registered
         here.depth -= 1
         pop(TORCH)
-        if type(output) is not Tensor and not isinstance(output, Tensor):
-            if type(output) in (tuple, list) and output and isinstance(output[0], Tensor):
+        # type(), not isinstance: that reads __class__ of what is not a tensor
+        if not issubclass(type(output), Tensor):
+            if type(output) in (tuple, list) and output and issubclass(type(output[0]), Tensor):
                 output = output[0]
             else:
                 output = None
-        node = output.grad_fn if output is not None else None
+        node = None
+        if output is not None and quiet is not None:  # an older torch: not named
+            with quiet():  # no __torch_function__ of the host's sees the read
+                node = output.grad_fn
         if node is not None:
             name = here.names.get(id(module)) if here.names else None
             node.register_prehook(functools.partial(enter_backward, name or
