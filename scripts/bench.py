@@ -467,7 +467,7 @@ def patterns_part():
         b = callgrind(argv, "pair_loop", False, CUMEMTRACE_DEPTH=0)
         t = callgrind(argv, "pair_loop", True, CUMEMTRACE_DEPTH=0)
         R[("order", order)] = per_pair(t) - per_pair(b)
-        say(f"  {order:<12} added per pair {R[('order', order)]:.0f}")
+        say(f"  {order:<16} added per pair {R[('order', order)]:.0f}")
     say("call sites in turn, default depth (instructions; collide: 2 sites in one "
         "set of the unwinder's rule cache):")
     for pattern in ("one", "collide", "four"):
@@ -475,7 +475,7 @@ def patterns_part():
         b = callgrind(argv, "sites_loop", False)
         t = callgrind(argv, "sites_loop", True)
         R[("sites", pattern)] = per_pair(t) - per_pair(b)
-        say(f"  {pattern:<12} added per pair {R[('sites', pattern)]:.0f}")
+        say(f"  {pattern:<16} added per pair {R[('sites', pattern)]:.0f}")
 
 
 if args.only == "fixed":
