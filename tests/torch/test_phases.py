@@ -35,3 +35,15 @@ def test_nvtx_ranges_of_pytorch(scenario):
     assert any(n.startswith("aten::mul") for n in ops), ops
     assert all(p["source"] == "nvtx" for p in ps.values() if p["id"] > 1)
     assert snap["phases"]["unbalanced_pops"] == 0
+
+
+def test_deep_start_end_ranges_of_pytorch_leave_when_ended(scenario):
+    # range_push's level (on stderr): 0 when nothing of the 70 ended ranges
+    # stays open.
+    r = scenario("nvtx_deep_starts.py")
+    assert "level 0" in r.stderr, r.stderr
+    snap = r.only("exit")
+    ps, path = paths(snap)
+    rows = {path(row["phase"]): row["bytes"] for row in r.device()["by_phase"]}
+    assert rows["after"] == 64 * MiB and "request" not in rows and "request/after" not in rows
+    assert rows[""] == r.torch["reserved"] - 64 * MiB
