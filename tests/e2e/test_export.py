@@ -328,6 +328,35 @@ def test_pprof_of_pytorchs_tensors(name, tmp_path):
     assert sum(v[0] for _, v in ssamples) == sum(g["bytes"] for g in d["at_peak"] if g["stack"])
 
 
+def test_memory_viz_blocks_carry_the_whole_stack(tmp_path):
+    """A block's stack is cut at its innermost 64 frames in the file
+    (allocator_segments); where one tensor group's whole stack begins with
+    those 64 frames, memory_viz gets the whole stack - as PyTorch's own
+    _dump_snapshot has it - and a cut stack no group continues stays cut."""
+    import pickle
+    s = json.loads((INPUTS / "tensors_exit.json").read_text())
+    d = s["devices"][0]
+    lib = "/venv/lib/python3.12/site-packages/transformers/models/x/modeling_x.py"
+    deep = [{"file": lib, "line": 100 + i, "function": f"f{i}"} for i in range(76)]
+    g = d["tensors"]["groups"][0]
+    g["stack"] = deep + g["stack"]
+    assert len(g["stack"]) > 64
+    other = [{"file": lib, "line": 900 + i, "function": f"h{i}"} for i in range(64)]
+    d["allocator_segments"] = {
+        "count": 1, "blocks": 2,
+        "stacks": [g["stack"][:64], other],
+        "segments": [{"address": "0x7f0000000000", "bytes": 4 << 20, "pool": "large",
+                      "blocks": [[0, 2 << 20, "allocated", 0], [2 << 20, 2 << 20, "allocated", 1]]}]}
+    src = tmp_path / "deep.json"
+    src.write_text(json.dumps(s))
+    out = export("memory_viz", src, tmp_path / "deep.pickle")
+    snap = pickle.loads(out.read_bytes())
+    [seg] = [x for x in snap["segments"] if x["address"] == 0x7f0000000000]
+    whole = [(f["filename"], f["line"], f["name"]) for f in seg["blocks"][0]["frames"]]
+    assert whole == [(f["file"], f["line"], f["function"]) for f in g["stack"]], whole
+    assert len(seg["blocks"][1]["frames"]) == 64
+
+
 def test_help_lists_every_export_format():
     usage = subprocess.run([str(CLI), "export", "--help"], capture_output=True,
                            text=True, check=True).stdout

@@ -247,13 +247,61 @@ static const struct snap_layout *allocator_layout(const struct snapshot *s, int3
     return NULL;
 }
 
-/* A block's Python frames (PyTorch's history), [] when none. */
-static void block_frames(struct pk *p, const struct snap_layout *l, uint32_t k)
+#define LAYOUT_FRAMES 64 /* docs/snapshot-format.md: a block's innermost 64 frames */
+
+/* Whether frame i of the context is the block's frame fr. */
+static bool same_frame(const struct snapctx *ctx, uint32_t i, const struct snap_pyframe *fr)
+{
+    char text[2048];
+    snprintf(text, sizeof text, "%s:%" PRId64 ":%s", fr->file ? fr->file : "?", fr->line,
+             fr->function ? fr->function : "?");
+    return strcmp(ctx->frames[i].name, text) == 0;
+}
+
+/* The tensor group whose whole stack (as written) a block's stack cut at
+ * LAYOUT_FRAMES begins, when exactly one stack does; NULL otherwise. */
+static const struct snap_tgroup *whole_stack(const struct snapshot *s,
+                                             const struct snap_tensors *t,
+                                             const struct snap_layout *l, uint32_t k)
+{
+    if (t == NULL || !t->present || l->pystacks[k].n < LAYOUT_FRAMES)
+        return NULL;
+    const struct snap_tgroup *found = NULL;
+    for (size_t i = 0; i < t->n; i++) {
+        const struct snap_tgroup *g = &t->v[i];
+        if (g->nrecorded <= l->pystacks[k].n)
+            continue;
+        bool same = true;
+        for (size_t j = 0; j < l->pystacks[k].n && same; j++)
+            same = same_frame(s->ctx, g->recorded[j], &l->pyframes[l->pystacks[k].first + j]);
+        if (!same)
+            continue;
+        if (found != NULL && (found->nrecorded != g->nrecorded ||
+                              memcmp(found->recorded, g->recorded,
+                                     g->nrecorded * sizeof *g->recorded) != 0))
+            return NULL; /* two stacks begin so: not told apart */
+        found = g;
+    }
+    return found;
+}
+
+/* A block's Python frames (PyTorch's history), [] when none.  A stack the
+ * file cut at LAYOUT_FRAMES is written whole from the tensor group (t, the
+ * same moment's) whose stack it begins, where one does. */
+static void block_frames(struct pk *p, const struct snapshot *s, const struct snap_tensors *t,
+                         const struct snap_layout *l, uint32_t k)
 {
     op(p, ']');
     if (k == SNAP_NO_STACK || k >= l->npystacks || l->pystacks[k].n == 0)
         return;
     op(p, '(');
+    const struct snap_tgroup *g = whole_stack(s, t, l, k);
+    if (g != NULL) {
+        for (uint32_t i = 0; i < g->nrecorded; i++)
+            frame(p, &s->ctx->frames[g->recorded[i]]);
+        op(p, 'e');
+        return;
+    }
     for (size_t i = 0; i < l->pystacks[k].n; i++) {
         const struct snap_pyframe *fr = &l->pyframes[l->pystacks[k].first + i];
         op(p, '}');
@@ -273,7 +321,9 @@ static void block_frames(struct pk *p, const struct snap_layout *l, uint32_t k)
  * {device, address, total_size, allocated_size, active_size,
  * requested_size, stream, segment_type, is_expandable, frames, blocks:
  * [{address, size, requested_size, state, frames}]}. */
-static void allocator_segments(struct pk *p, const struct snap_layout *l, int32_t d, bool *any)
+static void allocator_segments(struct pk *p, const struct snapshot *s,
+                               const struct snap_tensors *t, const struct snap_layout *l,
+                               int32_t d, bool *any)
 {
     static const char *const state[] = {"inactive", "active_allocated", "active_pending_free",
                                         "inactive"};
@@ -328,7 +378,7 @@ static void allocator_segments(struct pk *p, const struct snap_layout *l, int32_
             key(p, "state");
             pstr(p, state[b->state < 4 ? b->state : 3]);
             key(p, "frames");
-            block_frames(p, l, b->pystack);
+            block_frames(p, s, t, l, b->pystack);
             op(p, 'u');
         }
         if (g->nblocks > 0)
@@ -505,8 +555,12 @@ int export_memviz(FILE *f, struct snapshot *s, struct cli_error *err)
     bool any = false;
     for (int32_t d = 0; d < ndev; d++) {
         const struct snap_layout *l = allocator_layout(s, d);
+        /* the tensors read with that layout: the failure's, or the dump's */
+        const struct snap_tensors *t =
+            l == &s->oom.layout ? &s->oom.allocator.tensors
+            : snapshot_device(s, d) ? &snapshot_device(s, d)->tensors : NULL;
         if (l != NULL)
-            allocator_segments(&p, l, d, &any);
+            allocator_segments(&p, s, t, l, d, &any);
     }
     for (size_t k = 0; k < na; k++) {
         if (!a[k].live || allocator_layout(s, a[k].device) != NULL)
