@@ -36,6 +36,7 @@ def test_a_log_dup2ed_onto_low_numbers_gets_only_the_hosts_bytes(tmp_path):
         logs[traced] = (d / "log").read_bytes()
     assert logs[True] == logs[False]
     assert logs[False].count(b"host ") == 12  # fds 3-9 but the log's own
+    assert all(l.startswith(b"host ") for l in logs[True].splitlines()), logs[True][:200]
     reasons = sorted(p.name.split(".")[3] for p in d.glob("cumemtrace.*.json"))
     assert reasons == ["api", "json", "signal"], (reasons, r.stderr)
     assert list(d.glob("cumemtrace.*.stream"))
@@ -66,3 +67,49 @@ def test_a_low_open_file_limit_leaves_the_host_every_descriptor(tmp_path):
         r = host(["count"], d, traced, nofile=64)
         got[traced] = int(r.stdout)
     assert got[True] == got[False] and got[False] > 50, got
+
+
+PYTHON_HOST = """
+import ctypes, os, sys
+rt = ctypes.CDLL('libcudart.so.13')  # CDLL: the GIL is released around each call
+kept = []
+
+def alloc(n):
+    p = ctypes.c_void_p()
+    assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(n << 20)) == 0
+    kept.append(p)
+
+def a(n): alloc(n)
+def b(n): a(n)
+def c(n): b(n)
+
+alloc(1)
+log = os.open('log', os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+fds = [fd for fd in range(3, 64) if fd != log]
+for fd in fds:
+    os.dup2(log, fd)
+for i in range(24):  # stacks new to the Python reader, which verifies them
+    (a, b, c)[i % 3](1 + i % 5)
+for fd in fds:
+    os.write(fd, b'host %d\\n' % fd)
+"""
+
+
+def test_a_python_hosts_log_dup2ed_low_gets_only_its_bytes(tmp_path):
+    """The Python frame reader's memfds (the faulthandler text of a thread
+    without the GIL, and the probe that verifies the interpreter's layout)
+    were taken at the lowest free numbers: a Python host that dup2()ed its
+    log there got 8 bytes of its own memory in it (the probe's write) and
+    lost one of those descriptors (closed by the probe's end: EBADF)."""
+    import sys
+    logs = {}
+    for traced in (False, True):
+        d = tmp_path / ("traced" if traced else "bare")
+        d.mkdir()
+        r = subprocess.run([sys.executable, "-c", PYTHON_HOST], cwd=d,
+                           env=base_env(TRACED if traced else None, preload=traced),
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr[-2000:]
+        logs[traced] = (d / "log").read_bytes()
+    assert logs[True] == logs[False] and logs[False].count(b"host ") == 60
+    assert all(l.startswith(b"host ") for l in logs[True].splitlines()), logs[True][:200]
