@@ -90,6 +90,19 @@ def test_flamegraph_of_pytorchs_tensors_sums_to_its_figures(at, member):
         assert t["allocated_bytes"] == d["allocator"]["peak_allocated_bytes"]
 
 
+def test_flamegraph_says_when_the_peak_has_no_tensors():
+    """A file with PyTorch's tensors at the dump and none at the peak (the
+    layer reads the peak's only with CUMEMTRACE_TORCH_PEAK=1): --at peak
+    draws the driver's segments and says so on stderr, naming the switch."""
+    assert snap("tensors_many.json")["devices"][0]["peak_tensors"] is None
+    r = cli("flamegraph", INPUTS / "tensors_many.json")
+    assert "none at the peak" in r.stderr and "CUMEMTRACE_TORCH_PEAK=1" in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1
+    assert all(l.rpartition(" ")[0].split(";")[-1].startswith("cu")
+               for l in r.stdout.splitlines()), r.stdout
+    assert cli("flamegraph", "--at", "live", INPUTS / "tensors_many.json").stderr == ""
+
+
 def test_flamegraph_segments_flag_keeps_the_drivers_view():
     lines = tensor_lines(["--at", "live", "--segments"], "tensors_exit.json")
     assert sum(lines.values()) == snap("tensors_exit.json")["devices"][0]["current_bytes"]

@@ -351,6 +351,15 @@ static int fold_tensors(FILE *f, struct snapshot *s, enum at at, bool one_device
     return rc < 0 ? -1 : any ? 1 : 0;
 }
 
+/* Whether some device of s has PyTorch's tensors at the dump. */
+static bool live_tensors(const struct snapshot *s)
+{
+    for (size_t i = 0; i < s->ndevices; i++)
+        if (holders_have_tensors(s, &s->devices[i], HOLDERS_NOW))
+            return true;
+    return false;
+}
+
 static const char usage[] =
     "usage: cumemtrace flamegraph [--at peak|live|oom] [--device N] [--segments] FILE\n"
     "\n"
@@ -429,6 +438,11 @@ int flamegraph_main(int argc, char **argv)
     }
     /* --segments (cli_frame_args): holders_tensors gives none */
     int rc = fold_tensors(stdout, s, at, one_device, (int64_t)device);
+    if (rc == 0 && at == AT_PEAK && live_tensors(s))
+        fprintf(stderr, "cumemtrace: flamegraph: '%s' has PyTorch's tensors but none at the "
+                "peak (PyTorch's layer reads them with CUMEMTRACE_TORCH_PEAK=1): these are "
+                "the driver's segments at the peak, by the line that created each; --at "
+                "live draws the tensors\n", snapshot_display(s->ctx, s->file));
     if (rc == 0)
         rc = fold(stdout, s, at, one_device, (int64_t)device);
     else if (rc == 1)
