@@ -23,7 +23,8 @@ _kind = {}           # filename -> True when it is the user's code
 def _roots():
     """Where the standard library, installed packages and torch live: every
     sysconfig path of this interpreter and its base, site's directories, and
-    torch's own directory (also when torch came from elsewhere on sys.path)."""
+    torch's own package directory (also when torch came from elsewhere on
+    sys.path: a source checkout's other files stay the user's)."""
     import site
     import sysconfig
     dirs = set()
@@ -47,7 +48,7 @@ def _roots():
     torch = sys.modules.get("torch")
     f = getattr(torch, "__file__", None)
     if f:
-        dirs.add(os.path.dirname(os.path.dirname(os.path.abspath(f))))  # its site dir
+        dirs.add(os.path.dirname(os.path.abspath(f)))  # torch's own package
     out = set()
     for d in dirs:
         if not d:
