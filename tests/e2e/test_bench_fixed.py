@@ -4,7 +4,8 @@ out judged on the run that printed it - the instruction half met exactly
 when the count printed is at most 400, the wall half by the bench's own
 rule (a spread crossing zero is not measurable) - with the same count in the
 section's line and in the breakdown of where it goes, and the free side's
-target beside it."""
+target beside it; the fixed cost over every free order and sizes, and call
+sites in turn, judged on the figures printed beside them."""
 import re
 import shutil
 import subprocess
@@ -58,3 +59,19 @@ def test_fixed_cost_is_judged_on_the_run_that_printed_it():
     assert f, out
     assert int(f.group(2)) == int(line.group(2)), out
     assert f.group(1) == ("met" if int(f.group(2)) <= 250 else "MISSED"), f.group(0)
+    # the free orders and the call sites, each judged on the figures printed
+    orders = {o: int(n) for o, n in re.findall(
+        r"^  (fifo|lifo|fifo-varied|lifo-varied|fifo-wide|fifo-varied-wide) +added per pair "
+        r"(-?\d+)$", out, re.M)}
+    assert len(orders) == 6, out
+    o = re.search(r"^  (met|MISSED)\s+fixed cost with no stack <= 400 instructions per pair, "
+                  r"every free order and sizes: instr (\d+) \(([a-z-]+), the most\)", out, re.M)
+    assert o and int(o.group(2)) == max(orders.values()) == orders[o.group(3)], out
+    assert o.group(1) == ("met" if max(orders.values()) <= 400 else "MISSED"), o.group(0)
+    sites = {p: int(n) for p, n in re.findall(
+        r"^  (one|collide|four) +added per pair (-?\d+)$", out, re.M)}
+    assert len(sites) == 3, out
+    s = re.search(r"^  (met|MISSED)\s+call sites that share the rule cache's set, or 4 in "
+                  r"turn, <= 1.05 x one site's added instructions: instr ([\d.]+) x", out, re.M)
+    assert s, out
+    assert s.group(1) == ("met" if float(s.group(2)) <= 1.05 else "MISSED"), s.group(0)
