@@ -584,7 +584,7 @@ static void print_table(const struct fit_card *cards, int n, bool bytes)
         fit_verdict(c, v, sizeof v);
         int64_t headroom = -1, held = fit_peak_held(c);
         if (c->have_figures && !fit_ran_out(c) && !fit_undecided(c) &&
-            c->capacity > c->reserve + (uint64_t)held)
+            c->capacity >= c->reserve + (uint64_t)held)
             headroom = (int64_t)(c->capacity - c->reserve - (uint64_t)held);
         const char *word = fit_verdict_word(c);
         printf("%-12s %-11s %-12s %-14s %-14s %s\n", c->label,
@@ -612,9 +612,9 @@ static void print_table(const struct fit_card *cards, int n, bool bytes)
     for (int i = 0; i < n; i++)
         cudnn = cudnn || cards[i].cudnn_attention;
     if (cudnn)
-        printf("not modelled: cuDNN attention's workspace (at compute capability 9.0 "
-               "PyTorch picks cuDNN for bf16/fp16 scaled_dot_product_attention without "
-               "dropout: a script using it needs more on a card than shown)\n");
+        printf("not modelled: cuDNN attention's workspace (PyTorch picks cuDNN attention at "
+               "compute\n  capability 9.0 for bf16/fp16 scaled_dot_product_attention without "
+               "dropout)\n");
     /* the figures are this PyTorch's: its version is their largest source of
      * difference from another's */
     const char *said = NULL;

@@ -263,7 +263,7 @@ int fit_search_run(const struct fit_card *cards, int n, const struct fit_job *jo
             snprintf(v, sizeof v, "%lld%s", f.largest,
                      f.largest == sr->hi ? " (the bound)" : "");
         int64_t headroom = -1;
-        if (have && f.largest >= 0 && c->capacity > c->reserve + (uint64_t)f.held)
+        if (have && f.largest >= 0 && c->capacity >= c->reserve + (uint64_t)f.held)
             headroom = (int64_t)(c->capacity - c->reserve - (uint64_t)f.held);
         printf("%-12s %-11s %-20s %-14s %-14s %-11s %d\n", c->label,
                fit_size_text((int64_t)c->capacity, bytes, cap, sizeof cap), v,
