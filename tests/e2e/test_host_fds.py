@@ -67,6 +67,11 @@ def test_a_low_open_file_limit_leaves_the_host_every_descriptor(tmp_path):
         r = host(["count"], d, traced, nofile=64)
         got[traced] = int(r.stdout)
     assert got[True] == got[False] and got[False] > 50, got
+    # the host ends holding every descriptor: the exit snapshot cannot be
+    # written, and the one line says why and what to do (a directory is not it)
+    assert "the process had no descriptor left: raise the open-file limit" in r.stderr, \
+        r.stderr
+    assert "writable directory" not in r.stderr, r.stderr
 
 
 PYTHON_HOST = """

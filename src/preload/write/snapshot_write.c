@@ -136,6 +136,11 @@ static int write_guarded(const char *reason, const char *path,
 
     int fd = output_open_temp(final, tmp, sizeof tmp);
     if (fd < 0) {
+        /* the process holds every descriptor it may: no directory is the fix */
+        if (errno == EMFILE || errno == ENFILE)
+            fix = errno == EMFILE ? "the process had no descriptor left: raise the "
+                                    "open-file limit (ulimit -n)"
+                                  : "the system had no descriptor left";
         log_msg(LOG_WARN, "cannot write snapshot '%s': %s (%s)", final,
                 strerror(errno), fix);
         output_manifest_failed(final, reason);
