@@ -30,7 +30,7 @@ def report_state(torch, state, handoff=None):
                 torch.cuda.max_memory_reserved(device) == 0:
             continue
         if snap is None:
-            full = history.snapshot(torch)
+            full = history.snapshot(torch, traces=history.tracing)
             snap = full.get("segments", [])
         f = facts.facts(torch, device, -1, -1, -1, snap)
         if handoff is not None and handoff[0] is not None:

@@ -18,7 +18,7 @@ TOP_SITES = 5        # the library keeps 5
 FRAMES_PER_SITE = 12  # innermost first: the outer ones say little
 recording = False    # PyTorch records its history (ours or the user's)
 users = False        # the program turned it on itself: its settings stand
-tracing = False      # a trace of events may be there to replay (ours, or the program's)
+tracing = False      # CUMEMTRACE_TORCH_PEAK=1: replay the trace (ours, or the program's)
 _enabled = None      # torch._C._cuda_isHistoryEnabled, where PyTorch has it
 
 
@@ -45,7 +45,8 @@ def start(torch):
         # The program records its own history (PyTorch's documented
         # _record_memory_history workflow): turning ours on would replace
         # its settings - its trace, its stacks.  Read what it gives.
-        recording = users = tracing = True
+        recording = users = True
+        tracing = os.environ.get("CUMEMTRACE_TORCH_PEAK", "") == "1"
         return
     try:
         peak = os.environ.get("CUMEMTRACE_TORCH_PEAK", "") == "1"
@@ -58,8 +59,18 @@ def start(torch):
                          f"not tensors (CUMEMTRACE_TORCH_HISTORY=0 skips the attempt)\n")
 
 
-def snapshot(torch):
-    """torch.cuda.memory._snapshot(), without the import of torch._inductor
+def _read(torch, traces):
+    """PyTorch's memory snapshot, its trace of events only with `traces`
+    (a trace of a million events costs its symbolization at every dump)."""
+    try:
+        return torch._C._cuda_memorySnapshot((0, 0, traces))
+    except (TypeError, AttributeError, RuntimeError):
+        return torch.cuda.memory._snapshot()  # an older torch: always with it
+
+
+def snapshot(torch, traces=False):
+    """torch.cuda.memory._snapshot() (without its trace of events unless
+    `traces`), without the import of torch._inductor
     that PyTorch's symbolizer triggers by asking `hasattr(torch,
     "_inductor")` (torch's lazy module __getattr__ imports it: about 1 s of
     CPU, the bulk of a small script's exit under the tracer).  It asks only
@@ -71,7 +82,7 @@ def snapshot(torch):
     mod = torch.__dict__
     orig = mod.get("__getattr__")
     if orig is None or "torch._inductor" in sys.modules or "_inductor" in mod:
-        return torch.cuda.memory._snapshot()
+        return _read(torch, traces)
     me = threading.get_ident()
 
     def lazy_but_not_inductor(name):
@@ -80,7 +91,7 @@ def snapshot(torch):
         return orig(name)
     mod["__getattr__"] = lazy_but_not_inductor
     try:
-        return torch.cuda.memory._snapshot()
+        return _read(torch, traces)
     finally:
         if mod.get("__getattr__") is lazy_but_not_inductor:
             mod["__getattr__"] = orig

@@ -12,8 +12,9 @@ was not split, roundup_power2_divisions, a peak older than the trace's
 max_entries) there is no reading - never an estimate.
 
 The trace costs each allocation more than the default history
-(enabled="state"), so it is read when the program records one itself or
-with CUMEMTRACE_TORCH_PEAK=1 (history.py); otherwise peak_tensors is null."""
+(enabled="state"), so it is read only with CUMEMTRACE_TORCH_PEAK=1
+(history.py: ours, bounded, or the program's own); otherwise peak_tensors
+is null."""
 tensors = part("tensors")  # noqa: F821 (set by cumemtrace_torch.part)
 
 MIN_BLOCK = 512  # PyTorch's kMinBlockSize: every block a multiple of it
