@@ -388,9 +388,11 @@ def test_history_names_the_lines_holding_the_largest_tensors(scenario):
     assert top[1]["stack"][0]["function"] in ("weights", "<listcomp>"), top[1]["stack"]
     path = next(f for f in r.files if ".oom." in f.name)
     text = report_text(path)
-    assert (f"tensors: 200 MiB in 1 tensor from pm_history.py:"
+    # the holders at the failure: PyTorch's tensors by line, every line
+    assert "Holders at the failure: 392 MiB of PyTorch's tensors, by line" in text, text
+    assert (f"200 MiB 51.0% 1 pm_history.py:"
             f"{line_of('pm_history.py', 'ACTS')}:<module>") in text, text
-    assert "192 MiB in 3 tensors from pm_history.py:" in text
+    assert "192 MiB 49.0% 3 pm_history.py:" in text
 
 
 def test_without_history_there_are_no_top_tensors(scenario):

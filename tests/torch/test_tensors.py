@@ -8,6 +8,7 @@ under the tracer (CUMEMTRACE_TORCH_HISTORY=0 turns it off)."""
 import collections
 import json
 import pickle
+import re
 import subprocess
 
 from conftest import CLI, MiB, line_of
@@ -20,8 +21,8 @@ def report_json(path):
     return json.loads(r.stdout)["snapshots"][0]
 
 
-def report_text(path):
-    r = subprocess.run([str(CLI), "report", str(path)], capture_output=True, text=True,
+def report_text(path, *flags):
+    r = subprocess.run([str(CLI), "report", *flags, str(path)], capture_output=True, text=True,
                        timeout=60, env={"NO_COLOR": "1", "COLUMNS": "200"})
     assert r.returncode == 0, r.stderr
     return " ".join(r.stdout.split())
@@ -84,11 +85,12 @@ def test_leak_across_steps_names_the_kept_clones(scenario):
     assert ours[leak] == [768 * MiB, 6] and ours[inp] == [128 * MiB, 1], ours
     assert sum(b for b, _ in theirs.values()) == r.torch["allocated"]
     text = report_text(path)
-    # The tensors lead the live memory; the segments are named for what they are.
-    at = text.index("Live at exit")
-    assert text.index("tensors: 768 MiB in 6 tensors from tensors_leak.py:"
-                      f"{leak}:step < tensors_leak.py:", at) \
-        < text.index("cached segments, by the line that created them", at), text
+    # The tensors are what is live; the segments are `report --segments`.
+    at = text.index("Live at exit (possible leaks): ")
+    assert re.search(rf"768 MiB [\d.]+% 6 tensors_leak\.py:{leak}:step "
+                     r"< tensors_leak\.py:", text[at:]), text
+    assert "cached segments, by the line that created them" not in text, text
+    assert "by the line that created them" in report_text(path, "--segments")
 
 
 def test_max_memory_allocated_beside_the_peak(scenario):
@@ -139,7 +141,8 @@ def test_transformer_oom_names_the_lines_holding_tensors(scenario):
     ours, _ = side_by_side(r, "tensors_transformer_oom.py", rep["oom"]["tensors"])
     for mark in ("NORM", "ATTN", "RESIDUAL"):
         assert line_of("tensors_transformer_oom.py", mark) in ours, (mark, ours)
-    assert "tensors:" in report_text(path)
+    text = report_text(path)
+    assert "Holders at the failure: " in text and "of PyTorch's tensors, by line" in text, text
 
 
 def test_history_off_names_no_tensors(scenario):

@@ -1,0 +1,167 @@
+"""Who holds it, side by side with PyTorch (the tensor model): PyTorch's own
+snapshot (torch.cuda.memory._dump_snapshot, scenarios/truth.py, taken where
+our report speaks: at exit, or from PyTorch's out-of-memory observer)
+grouped by the first frame in the scenario's own code, against `cumemtrace
+report --json`'s holders and the text report's rows - the same lines, the
+same bytes, every line; autograd's blocks named by their node; the growth
+by line of a leak across eval steps; the advice's figures equal to the rows
+printed beside them; --segments gives the driver's view back."""
+import collections
+import json
+import pickle
+import re
+import subprocess
+
+from conftest import CLI, SCENARIOS, MiB, line_of
+
+
+def cli(*args):
+    r = subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True,
+                       timeout=120, env={"NO_COLOR": "1", "COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def snapshot_file(run, reason):
+    [f] = [f for f, s in zip(run.files, run.snapshots) if s["reason"] == reason]
+    return f
+
+
+def site_of(frames):
+    """The group key: the first frame in the user's own code (here, the
+    scenarios' directory), as file:line:function; None when none is."""
+    for f in frames or []:
+        if f["filename"].startswith(str(SCENARIOS) + "/"):
+            return f"{f['filename']}:{f['line']}:{f['name']}"
+    return None
+
+
+def torch_groups(run, device=0):
+    """PyTorch's live blocks by user line: {line or None: [bytes, count]}."""
+    snap = pickle.loads((run.files[0].parent / "torch_snapshot.pickle").read_bytes())
+    out = collections.defaultdict(lambda: [0, 0])
+    for seg in snap["segments"]:
+        if seg["device"] != device:
+            continue
+        for b in seg["blocks"]:
+            if b["state"] == "active_allocated":
+                g = out[site_of(b.get("frames"))]
+                g[0] += b["size"]
+                g[1] += 1
+    return dict(out)
+
+
+def our_groups(holders):
+    assert holders is not None and holders["source"] == "tensors", holders
+    assert holders["rest"] is None and holders["more"] is None, holders
+    out = collections.defaultdict(lambda: [0, 0])
+    for g in holders["groups"]:
+        out[g["line"]][0] += g["bytes"]
+        out[g["line"]][1] += g["count"]
+    return dict(out)
+
+
+def text_rows(path, *flags):
+    """The text report's holder rows (--bytes --full): {display: bytes}
+    under each heading of PyTorch's tensors."""
+    out = cli("report", "--bytes", "--full", *flags, path)
+    tables, cur = {}, None
+    for line in out.splitlines():
+        if "of PyTorch's tensors" in line and line.rstrip().endswith("by line"):
+            cur = tables.setdefault(line.split(":")[0].strip(), {})
+            continue
+        m = re.match(r"\s+(\d+) B\s+[\d.]+%\s+(\d+)\s+(\S.*)$", line)
+        if cur is not None and m:
+            cur[m.group(3).strip()] = int(m.group(1))
+        elif cur is not None and line.strip() and not line.startswith("      ") \
+                and "bytes" not in line and not line.lstrip().startswith("<"):
+            cur = None
+    return out, tables
+
+
+def display(line):
+    return line.rsplit("/", 1)[-1] if line else "[no user frame]"
+
+
+def test_leak_at_exit_is_every_line_with_pytorchs_bytes_and_its_growth(scenario):
+    # the peak's tensors are on (PyTorch's trace) for the at-peak table
+    r = scenario("tm_leak_growth.py", env={"CUMEMTRACE_TORCH_PEAK": "1"})
+    path = snapshot_file(r, "exit")
+    rep = json.loads(cli("report", "--json", path))["snapshots"][0]
+    dev = rep["devices"][0]
+    theirs = torch_groups(r)
+    ours = our_groups(dev["holders"])
+    assert ours == theirs, (ours, theirs)
+    assert dev["holders"]["total_bytes"] == r.torch["allocated"]
+    logits = f"{SCENARIOS}/tm_leak_growth.py:{line_of('tm_leak_growth.py', 'LOGITS')}:evaluate"
+    assert ours[logits] == [8 * r.torch["logits"], 8], ours
+    # the text report: the same rows, under "Live at exit (possible leaks)"
+    out, tables = text_rows(path)
+    live = tables["Live at exit (possible leaks)"]
+    assert live == {display(k): v[0] for k, v in theirs.items()}, (live, out)
+    assert "PyTorch's cache: " in out, out
+    # the growth: the logits' line, one step's logits a step
+    [grow] = dev["growth"]
+    assert grow["line"] == logits and grow["bytes_per_step"] == r.torch["logits"], grow
+    assert (f"+{r.torch['logits']} B a step at {display(logits)}, steps "
+            f"{grow['first_step']}-{grow['last_step']}, {8 * r.torch['logits']} B now") in out, out
+    # the peak's tensors: PyTorch's max_memory_allocated to the byte, by line
+    snap = next(s for s in r.snapshots if s["reason"] == "exit")
+    peak = snap["devices"][0]["allocator"]["peak_allocated_bytes"]
+    at_peak = dev["holders_at_peak"]
+    assert at_peak["source"] == "tensors" and at_peak["total_bytes"] == peak, at_peak
+    assert sum(g["bytes"] for g in at_peak["groups"]) == peak, at_peak
+    heads = [k for k in tables if k.startswith("At the peak")]
+    assert heads and tables[heads[0]] == {g["display"]: g["bytes"] for g in at_peak["groups"]}
+    # --segments: the driver's view, as before
+    seg = cli("report", "--segments", path)
+    assert "of PyTorch's tensors" not in seg and "Call sites at peak" in seg, seg
+
+
+def test_transformer_oom_lists_every_line(scenario):
+    r = scenario("tensors_transformer_oom.py", memory="2GiB")
+    assert r.torch["raised"]
+    path = snapshot_file(r, "oom")
+    rep = json.loads(cli("report", "--json", path))["snapshots"][0]
+    theirs = torch_groups(r)
+    ours = our_groups(rep["oom"]["holders"])
+    assert ours == theirs, (ours, theirs)
+    for mark in ("NORM", "ATTN", "RESIDUAL", "EMBED"):
+        n = line_of("tensors_transformer_oom.py", mark)
+        assert any(k and k.split(":")[-2] == str(n) for k in ours), (mark, ours)
+    out, tables = text_rows(path)
+    assert tables["Holders at the failure"] == {display(k): v[0] for k, v in theirs.items()}, out
+    # the advice's figures are the rows' own
+    adv = " ".join(out.split("Advice")[1].split())
+    m = re.search(r"(\d+) lines under forward hold (\d+) B \(([\d.]+)% of PyTorch's tensors; "
+                  r"the largest, (\S+), (\d+) B\)", adv)
+    if m:
+        fwd = [g for g in rep["oom"]["holders"]["groups"]
+               if any(f.rsplit(":", 1)[-1] == "forward" for f in g["frames"])]
+        assert int(m.group(1)) == len(fwd), (adv, fwd)
+        assert int(m.group(2)) == sum(g["bytes"] for g in fwd), adv
+        assert (m.group(4), int(m.group(5))) == (fwd[0]["display"], fwd[0]["bytes"]), adv
+    else:
+        m = re.search(r"At the failure, (\S+) holds [\d.]+% \((\d+) B of PyTorch's (\d+) B", adv)
+        assert m, adv
+        top = rep["oom"]["holders"]["groups"][0]
+        assert (m.group(1), int(m.group(2))) == (top["display"], top["bytes"]), adv
+
+
+def test_backward_oom_names_autograds_blocks(scenario):
+    r = scenario("tensors_backward_oom.py", memory="1536MiB")
+    assert r.torch["raised"]
+    path = snapshot_file(r, "oom")
+    rep = json.loads(cli("report", "--json", path))["snapshots"][0]
+    theirs = torch_groups(r)
+    ours = our_groups(rep["oom"]["holders"])
+    assert ours == theirs, (ours, theirs)
+    # what backward made so far has no user line: its own row, with
+    # autograd's node where the file names it
+    out = " ".join(cli("report", "--bytes", path).split())
+    rows = [g for g in rep["oom"]["holders"]["groups"] if g["line"] is None]
+    assert rows and sum(g["bytes"] for g in rows) == theirs[None][0], (rows, theirs)
+    for g in rows:
+        assert f"{g['bytes']} B" in out and g["display"] in out, (g, out)
+        if g["origin"]:
+            assert g["display"].startswith(("[backward of ", "[autograd's backward thread")), g
