@@ -59,7 +59,8 @@ struct preset {
 
 static const char usage[] =
     "usage: cumemtrace fit (--gpu NAME | --memory SIZE)... [--output DIR] [--timeout SECONDS]\n"
-    "                      [--bytes] [--no-fixes] [--search NAME=LO..HI] -- COMMAND [ARGS...]\n"
+    "                      [--bytes] [--no-fixes] [--search NAME=LO..HI] [--nproc N]\n"
+    "                      -- COMMAND [ARGS...]\n"
     "\n"
     "Runs COMMAND on each simulated card, under the tracer, and prints whether\n"
     "it fits: PyTorch's own max_memory_allocated and max_memory_reserved, the\n"
@@ -78,6 +79,10 @@ static const char usage[] =
     "  --bytes         exact byte counts in the table\n"
     "  --no-fixes      where it runs out of memory, do not try the allocator\n"
     "                  settings (expandable_segments:True, ...) on that card\n"
+    "  --nproc N       a job of N ranks on N of each card: the command (python\n"
+    "                  and its script) started by torch.distributed.run\n"
+    "                  --standalone --nproc-per-node N; each rank's figures,\n"
+    "                  and whether the job fits on N x the card\n"
     "  --search NAME=LO..HI\n"
     "                  the largest integer in LO..HI that fits on each card, for\n"
     "                  the command's {NAME} (e.g. --batch-size {BATCH}): by\n"
@@ -328,7 +333,7 @@ int fit_run_card(struct fit_card *c, const struct fit_job *job, int index, int c
     snprintf(notes, sizeof notes, "%s/simcuda-notes.txt", c->dir);
     snprintf(report, sizeof report, "%s/fit.txt", c->dir);
     snprintf(log, sizeof log, "%s/output.log", c->dir);
-    char **argv = calloc((size_t)ncmd + 16, sizeof *argv);
+    char **argv = calloc((size_t)ncmd + 24, sizeof *argv);
     if (argv == NULL)
         return -1;
     int a = 0;
@@ -345,14 +350,22 @@ int fit_run_card(struct fit_card *c, const struct fit_job *job, int index, int c
         argv[a++] = "--memory";
         argv[a++] = (char *)c->memory;
     }
+    char devices[16];
+    if (job->nproc > 0) { /* one card a rank (fit_ranks.c) */
+        argv[a++] = "--devices";
+        argv[a++] = devices;
+    }
     argv[a++] = "--";
     argv[a++] = (char *)self;
     argv[a++] = "run";
     argv[a++] = "--output";
     argv[a++] = out;
     argv[a++] = "--";
-    for (int i = 0; i < ncmd; i++)
-        argv[a++] = cmd[i];
+    if (job->nproc > 0)
+        a += fit_ranks_command(job, devices, sizeof devices, argv + a);
+    else
+        for (int i = 0; i < ncmd; i++)
+            argv[a++] = cmd[i];
     argv[a] = NULL;
 
     fprintf(stderr, "cumemtrace: fit: [%d/%d] %s: running %s (output in %s)\n", index, count,
@@ -473,6 +486,8 @@ int fit_run_card(struct fit_card *c, const struct fit_job *job, int index, int c
     }
     if (f != NULL)
         fclose(f);
+    if (job->nproc > 0)
+        fit_ranks_read(c, report, job->nproc);
     /* the simulated card's notes: a read of memory only a kernel would
      * have written (src/simgpu/runtime/runtime_backing.c) */
     f = fopen(notes, "r");
@@ -594,6 +609,8 @@ static void print_table(const struct fit_card *cards, int n, bool bytes)
                fit_size_text(headroom, bytes, hr, sizeof hr));
         if (strcmp(v, word) != 0)
             printf("%-12s %s\n", "", v);
+        if (c->nranks > 0)
+            fit_ranks_print(c, bytes);
         if (c->postmortem[0])
             printf("%-12s post-mortem: %s\n", "", c->postmortem);
         if (c->uncomputed && !fit_undecided(c))
@@ -637,6 +654,7 @@ int fit_main(int argc, char **argv)
         {"bytes", no_argument, NULL, 'b'},
         {"no-fixes", no_argument, NULL, 'n'},
         {"search", required_argument, NULL, 's'},
+        {"nproc", required_argument, NULL, 'p'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -645,6 +663,7 @@ int fit_main(int argc, char **argv)
     const char *output = "cumemtrace-fit";
     uint64_t timeout = FIT_DEFAULT_TIMEOUT_S;
     bool bytes = false, timeout_given = false, fixes = true, searching = false;
+    uint64_t nproc = 0;
     struct fit_search search = {0};
     int c;
     while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
@@ -671,6 +690,11 @@ int fit_main(int argc, char **argv)
             timeout_given = true;
             break;
         case 'b': bytes = true; break;
+        case 'p':
+            if (cli_parse_count(optarg, &nproc) != 0 || nproc < 1 || nproc > FIT_MAX_RANKS)
+                return cli_usage("fit", "--nproc '%s': expected the ranks, 1 to %d",
+                                 optarg, FIT_MAX_RANKS);
+            break;
         case 'n': fixes = false; break;
         case 's': {
             int used = 0;
@@ -691,6 +715,11 @@ int fit_main(int argc, char **argv)
         return cli_usage("fit", "no card: give --gpu NAME or --memory SIZE (e.g. --gpu l4)");
     if (optind >= argc)
         return cli_usage("fit", "no command: put it after -- (e.g. -- python train.py)");
+    if (nproc > 0 && !fit_ranks_startable(argv + optind, argc - optind))
+        return cli_usage("fit", "--nproc: the command must be python and its script (e.g. "
+                         "-- python train.py): fit starts it with torch.distributed.run");
+    if (nproc > 0 && searching)
+        return cli_usage("fit", "--nproc and --search together are not supported");
     if (searching) {
         char pat[48];
         snprintf(pat, sizeof pat, "{%s}", search.name);
@@ -774,7 +803,7 @@ int fit_main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     struct fit_job job = {simgpu, build, self, argv + optind, argc - optind, (int)timeout,
-                          timeout_given};
+                          timeout_given, (int)nproc};
     if (searching) {
         rc = fit_search_run(cards, norder, &job, &search, bytes);
         rc = rc < 0 ? CLI_EXIT_ERROR : rc;
@@ -807,6 +836,8 @@ int fit_main(int argc, char **argv)
         }
     }
     print_table(cards, ran, bytes);
+    if (nproc > 0)
+        fit_ranks_summary(cards, ran, (int)nproc);
     fflush(stdout);
     for (int i = 0; i < ran && fixes && !interrupted; i++)
         if (fit_ran_out(&cards[i]) && fit_fixes_try(&cards[i], &job, bytes) != 0)

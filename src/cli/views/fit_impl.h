@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #define FIT_MAX_CARDS 16 /* more cards than anyone compares at once */
+#define FIT_MAX_RANKS 64 /* ranks of one job on one node's simulated cards */
 
 /* What every run of one fit shares: the simulated GPU's script, the build
  * tree (or NULL: installed), this program, the command, the timeout. */
@@ -22,6 +23,7 @@ struct fit_job {
     int ncmd;
     int timeout;         /* seconds, 0 for none */
     bool timeout_given;  /* --timeout given (else the default) */
+    int nproc;           /* --nproc N: ranks started by torchrun, one a card; 0: one process */
 };
 
 struct fit_card {
@@ -47,6 +49,10 @@ struct fit_card {
     char postmortem[PATH_MAX + 256];
     char alloc_conf[64];     /* a setting tried (fit_fixes.c), added to the
                                 caller's PYTORCH_CUDA_ALLOC_CONF; "" none */
+    /* a job of ranks (fit_ranks.c): each rank's own figures, -1 where a
+     * rank wrote none; the card's figures above are the largest rank's */
+    int nranks;
+    int64_t rank_allocated[FIT_MAX_RANKS], rank_reserved[FIT_MAX_RANKS];
 };
 
 /* Runs c's command on its card (c->dir prepared), fills c's outcome; 0, or
@@ -94,5 +100,22 @@ struct fit_search {
  * of memory, -1 on an error (said). */
 int fit_search_run(const struct fit_card *cards, int n, const struct fit_job *job,
                    const struct fit_search *sr, bool bytes);
+
+/* --nproc (fit_ranks.c).  The simgpu options and the command for a job of
+ * job->nproc ranks: "--devices N" into dev (n bytes), and the command with
+ * "-m torch.distributed.run --standalone --nproc-per-node N" after its
+ * python into out (room for ncmd + 6 entries); returns the entries in out. */
+int fit_ranks_command(const struct fit_job *job, char *dev, size_t n, char **out);
+/* Whether cmd can be started as ranks: its first word is a python. */
+bool fit_ranks_startable(char **cmd, int ncmd);
+/* Reads each rank's report (REPORT.rankR, written by the PyTorch layer of
+ * the process whose RANK is R) into c: its figures per rank, and the card's
+ * as the largest rank's (the OOM: the first rank's that had one). */
+void fit_ranks_read(struct fit_card *c, const char *report, int nproc);
+/* The lines under a card's row: each rank's figures. */
+void fit_ranks_print(const struct fit_card *c, bool bytes);
+/* The job's verdict under the table: "fits on N x CARD" and the cards it
+ * does not fit on. */
+void fit_ranks_summary(const struct fit_card *cards, int n, int nproc);
 
 #endif

@@ -142,5 +142,8 @@ def report(torch):
         where = where or _fit_oom[0][1]
     if where:
         lines.append("oom_where " + where)
-    with open(FIT, "w") as fh:
+    # a rank of a job (fit --nproc): a report of its own, named by its RANK
+    rank = os.environ.get("RANK", "")
+    path = f"{FIT}.rank{rank}" if rank.isdigit() else FIT
+    with open(path, "w") as fh:
         fh.write("\n".join(l.replace("\n", " ") for l in lines) + "\n")

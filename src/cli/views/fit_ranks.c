@@ -1,0 +1,127 @@
+/* fit_ranks.c - `cumemtrace fit --nproc N`: a job of N ranks, one process a
+ * simulated card, as torchrun starts them on one node.
+ *
+ * fit runs `simgpu --devices N -- cumemtrace run -- PYTHON -m
+ * torch.distributed.run --standalone --nproc-per-node N SCRIPT...`: every
+ * rank is its own process on its own card (LOCAL_RANK picks it), traced,
+ * and its PyTorch layer writes its own report, fit.txt.rankR, where R is
+ * its RANK (src/torchboot/layer/fit.py).  The launcher never uses CUDA, so
+ * fit.txt has no figures; the card's figures are then the largest rank's,
+ * and the job fits on N of that card when every rank does.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "fit_impl.h"
+
+bool fit_ranks_startable(char **cmd, int ncmd)
+{
+    if (ncmd < 2)
+        return false;
+    const char *base = strrchr(cmd[0], '/');
+    base = base != NULL ? base + 1 : cmd[0];
+    return strncmp(base, "python", 6) == 0;
+}
+
+int fit_ranks_command(const struct fit_job *job, char *dev, size_t n, char **out)
+{
+    static char nper[16];
+    snprintf(dev, n, "%d", job->nproc);
+    snprintf(nper, sizeof nper, "%d", job->nproc);
+    int a = 0;
+    out[a++] = job->cmd[0];
+    out[a++] = "-m";
+    out[a++] = "torch.distributed.run";
+    out[a++] = "--standalone"; /* a rendezvous on a free port of this host */
+    out[a++] = "--nproc-per-node";
+    out[a++] = nper;
+    for (int i = 1; i < job->ncmd; i++)
+        out[a++] = job->cmd[i];
+    return a;
+}
+
+void fit_ranks_read(struct fit_card *c, const char *report, int nproc)
+{
+    c->nranks = nproc;
+    for (int r = 0; r < nproc; r++) {
+        c->rank_allocated[r] = c->rank_reserved[r] = -1;
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s.rank%d", report, r);
+        FILE *f = fopen(path, "r");
+        char line[1024];
+        if (f == NULL)
+            continue;
+        if (fgets(line, sizeof line, f) == NULL || strncmp(line, "cumemtrace-fit 1", 16) != 0) {
+            fclose(f);
+            continue;
+        }
+        while (fgets(line, sizeof line, f) != NULL) {
+            line[strcspn(line, "\n")] = '\0';
+            long long v;
+            if (sscanf(line, "max_allocated %lld", &v) == 1) {
+                c->rank_allocated[r] = v;
+                c->have_figures = true;
+                if (v > c->max_allocated)
+                    c->max_allocated = v;
+            } else if (sscanf(line, "max_reserved %lld", &v) == 1) {
+                c->rank_reserved[r] = v;
+                if (v > c->max_reserved)
+                    c->max_reserved = v;
+            } else if (sscanf(line, "num_ooms %lld", &v) == 1) {
+                c->num_ooms += v;
+            } else if (sscanf(line, "device_peak %lld", &v) == 1) {
+                if (v > c->device_peak)
+                    c->device_peak = v;
+            } else if (sscanf(line, "cudnn_attention %lld", &v) == 1) {
+                c->cudnn_attention = c->cudnn_attention || v != 0;
+            } else if (sscanf(line, "peak_resets %lld", &v) == 1) {
+                c->peak_resets += v;
+            } else if (strncmp(line, "torch_version ", 14) == 0) {
+                snprintf(c->torch_version, sizeof c->torch_version, "%.63s", line + 14);
+            } else if (strncmp(line, "oom_where ", 10) == 0 && c->oom_where[0] == '\0') {
+                snprintf(c->oom_where, sizeof c->oom_where, "rank %d: %.490s", r, line + 10);
+            }
+        }
+        fclose(f);
+    }
+}
+
+void fit_ranks_print(const struct fit_card *c, bool bytes)
+{
+    for (int r = 0; r < c->nranks; r++) {
+        char al[32], re[32];
+        if (c->rank_allocated[r] < 0) {
+            printf("%-12s rank %-3d no figures (it never used CUDA, or ended before it "
+                   "reported; see output.log)\n", "", r);
+            continue;
+        }
+        printf("%-12s rank %-3d max allocated %-12s max reserved %s\n", "", r,
+               fit_size_text(c->rank_allocated[r], bytes, al, sizeof al),
+               fit_size_text(c->rank_reserved[r], bytes, re, sizeof re));
+    }
+}
+
+void fit_ranks_summary(const struct fit_card *cards, int n, int nproc)
+{
+    for (int i = 0; i < n; i++) {
+        const struct fit_card *c = &cards[i];
+        bool all = c->have_figures;
+        for (int r = 0; r < c->nranks; r++)
+            all = all && c->rank_allocated[r] >= 0;
+        const char *word = fit_verdict_word(c);
+        if (strcmp(word, "fits") == 0 && all)
+            printf("the job fits on %d x %s\n", nproc, c->label);
+        else if (strcmp(word, "OOM") == 0)
+            printf("the job does not fit on %d x %s\n", nproc, c->label);
+        else
+            printf("the job's verdict on %d x %s: %s\n", nproc, c->label,
+                   all ? word : "not every rank reported");
+    }
+    printf("NCCL's own buffers: SIMCUDA_NCCL_MEMORY bytes a communicator (%s), counted in "
+           "each rank's device memory, not in PyTorch's figures\n",
+           getenv("SIMCUDA_NCCL_MEMORY") != NULL ? getenv("SIMCUDA_NCCL_MEMORY")
+                                                  : "unset: 0, not counted");
+}

@@ -1,0 +1,81 @@
+"""`cumemtrace fit --nproc N`: a job of N ranks started by torchrun on N
+simulated cards (src/cli/views/fit_ranks.c).  Each rank's row must be that
+rank's own memory_stats() peaks, printed by the script itself; the job's
+verdict is the cards' (fits on N x CARD, or does not)."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import CLI, REAL, SCENARIOS, TIMEOUT
+
+pytestmark = pytest.mark.skipif(REAL, reason="several simulated cards")
+
+
+def env():
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("CUMEMTRACE_", "SIMCUDA_", "LD_", "PYTORCH_", "RANK",
+                                 "LOCAL_RANK", "WORLD_SIZE", "MASTER_", "TORCH"))}
+
+
+def fit(tmp_path, card, script, *args, extra=()):
+    opt = ["--memory", card] if card[0].isdigit() else ["--gpu", card]
+    p = subprocess.run([str(CLI), "fit", "--bytes", "--no-fixes", "--output", str(tmp_path),
+                        *opt, "--nproc", "2", *extra, "--", sys.executable,
+                        str(SCENARIOS / script), *args], env=env(), capture_output=True,
+                       text=True, timeout=4 * TIMEOUT)
+    ranks = {int(m.group(1)): (int(m.group(2)), int(m.group(3))) for m in re.finditer(
+        r"^ +rank (\d+) +max allocated (\d+) +max reserved (\d+)$", p.stdout, re.M)}
+    return p, ranks
+
+
+def test_fsdp2_gpt2_each_ranks_figures_are_its_own_memory_stats(tmp_path):
+    p, ranks = fit(tmp_path, "a100-40gb", "model_fsdp2.py", "2", "4")
+    assert p.returncode == 0, p.stdout + p.stderr
+    log = open(tmp_path / "a100-40gb" / "output.log").read()
+    own = {}
+    for l in log.splitlines():
+        if l.startswith("RANK_FIGURES "):
+            t = json.loads(l[len("RANK_FIGURES "):])
+            own[t["rank"]] = (t["max_allocated"], t["max_reserved"])
+    assert sorted(own) == [0, 1], log[-3000:]
+    assert ranks == own, (p.stdout, own)
+    row = p.stdout.splitlines()[1].split()
+    assert row[0] == "a100-40gb" and row[2] == "fits", p.stdout
+    assert int(row[3]) == max(a for a, _ in own.values()), p.stdout
+    assert "the job fits on 2 x a100-40gb" in p.stdout.splitlines(), p.stdout
+
+
+def test_ddp_each_ranks_figures_are_its_own_memory_stats(tmp_path):
+    p, ranks = fit(tmp_path, "l4", "model_ddp.py", "3", "unused")
+    assert p.returncode == 0, p.stdout + p.stderr
+    log = open(tmp_path / "l4" / "output.log").read()
+    line = [l for l in log.splitlines() if l.startswith("TORCH ")]
+    assert line, log[-3000:]
+    own = {t["rank"]: (t["stats_peak_allocated"], t["stats_peak_reserved"])
+           for t in json.loads(line[-1][6:])["ranks"]}
+    assert ranks == own, (p.stdout, own)
+    assert "the job fits on 2 x l4" in p.stdout.splitlines(), p.stdout
+
+
+def test_a_job_that_does_not_fit_names_the_rank_and_its_line(tmp_path):
+    # batch 512 x 256 tokens of an 8000-word vocabulary: the logits alone
+    # (4 GiB in fp32) do not fit a 1 GiB card
+    p, _ = fit(tmp_path, "1GiB", "model_fsdp2.py", "1", "512")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert re.search(r"^1GiB +\d+ +OOM ", p.stdout, re.M), p.stdout
+    assert re.search(r"OOM at rank [01]: \S*model_fsdp2\.py:\d+ ", p.stdout), p.stdout
+    assert "the job does not fit on 2 x 1GiB" in p.stdout.splitlines(), p.stdout
+
+
+def test_nproc_needs_a_python_script():
+    p = subprocess.run([str(CLI), "fit", "--gpu", "l4", "--nproc", "2", "--", "/bin/true"],
+                       env=env(), capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 2 and "--nproc" in p.stderr and len(p.stderr.splitlines()) <= 2, \
+        p.stderr
+    p = subprocess.run([str(CLI), "fit", "--gpu", "l4", "--nproc", "0", "--", "python", "x.py"],
+                       env=env(), capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 2 and "--nproc '0'" in p.stderr, p.stderr
