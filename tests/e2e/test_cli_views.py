@@ -103,6 +103,15 @@ def test_flamegraph_says_when_the_peak_has_no_tensors():
     assert cli("flamegraph", "--at", "live", INPUTS / "tensors_many.json").stderr == ""
 
 
+def test_diff_says_when_neither_file_has_the_peaks_tensors():
+    out = cli("diff", INPUTS / "tensors_many.json", INPUTS / "tensors_many.json").stdout
+    assert "Live tensors by line" in out and "The peak's tensors by line" not in out, out
+    assert "(neither file has the peak's tensors: PyTorch's layer reads them under\n" \
+        "  CUMEMTRACE_TORCH_PEAK=1)" in out, out
+    out = cli("diff", INPUTS / "tensors_exit.json", INPUTS / "tensors_exit.json").stdout
+    assert "The peak's tensors by line" in out and "neither file" not in out, out
+
+
 def test_flamegraph_segments_flag_keeps_the_drivers_view():
     lines = tensor_lines(["--at", "live", "--segments"], "tensors_exit.json")
     assert sum(lines.values()) == snap("tensors_exit.json")["devices"][0]["current_bytes"]

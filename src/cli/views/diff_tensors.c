@@ -490,6 +490,7 @@ int diff_tensors_model_print(FILE *f, struct snapshot *a, struct snapshot *b, un
             goto out;
         }
     }
+    bool peak_read = sa.present || sb.present;
     t.n = 0;
     /* live: at the failure of a post-mortem, else at the dump */
     if (tside_gather(&t, &sa, a, live_moment(a), true) != 0 ||
@@ -505,6 +506,9 @@ int diff_tensors_model_print(FILE *f, struct snapshot *a, struct snapshot *b, un
             rc = -1;
             goto out;
         }
+        if (!peak_read)
+            out_wrap(f, "  ", "  ", "(neither file has the peak's tensors: PyTorch's layer "
+                     "reads them under CUMEMTRACE_TORCH_PEAK=1)");
         if (moment_same_run(a, b) && sa.present && sb.present)
             print_growth_between(f, a->ctx, a, b, &t, top);
     }
