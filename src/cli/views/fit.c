@@ -60,7 +60,7 @@ struct preset {
 static const char usage[] =
     "usage: cumemtrace fit (--gpu NAME | --memory SIZE)... [--output DIR] [--timeout SECONDS]\n"
     "                      [--bytes] [--no-fixes] [--search NAME=LO..HI] [--nproc N]\n"
-    "                      -- COMMAND [ARGS...]\n"
+    "                      [--nccl-channels C] -- COMMAND [ARGS...]\n"
     "\n"
     "Runs COMMAND on each simulated card, under the tracer, and prints whether\n"
     "it fits: PyTorch's own max_memory_allocated and max_memory_reserved, the\n"
@@ -83,6 +83,9 @@ static const char usage[] =
     "                  and its script) started by torch.distributed.run\n"
     "                  --standalone --nproc-per-node N; each rank's figures,\n"
     "                  and whether the job fits on N x the card\n"
+    "  --nccl-channels C\n"
+    "                  with --nproc: count NCCL's own buffers for C channels of a\n"
+    "                  ring at NCCL's default sizes (9.19 MiB a channel)\n"
     "  --search NAME=LO..HI\n"
     "                  the largest integer in LO..HI that fits on each card, for\n"
     "                  the command's {NAME} (e.g. --batch-size {BATCH}): by\n"
@@ -391,6 +394,12 @@ int fit_run_card(struct fit_card *c, const struct fit_job *job, int index, int c
             dup2(in, 0);
         setenv("CUMEMTRACE_FIT_REPORT", report, 1);
         setenv("SIMCUDA_NOTES", notes, 1);
+        if (job->nccl_channels > 0) { /* NCCL's buffers, as fit_ranks.c counts them */
+            char nb[32];
+            snprintf(nb, sizeof nb, "%lluKiB", /* a whole number of KiB: 9408 a channel */
+                     (unsigned long long)(fit_ranks_nccl_bytes(job->nccl_channels) >> 10));
+            setenv("SIMCUDA_NCCL_MEMORY", nb, 1);
+        }
         if (c->alloc_conf[0] != '\0') { /* the setting tried, after the caller's */
             const char *was = getenv("PYTORCH_CUDA_ALLOC_CONF");
             char conf[1024];
@@ -655,6 +664,7 @@ int fit_main(int argc, char **argv)
         {"no-fixes", no_argument, NULL, 'n'},
         {"search", required_argument, NULL, 's'},
         {"nproc", required_argument, NULL, 'p'},
+        {"nccl-channels", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -663,7 +673,7 @@ int fit_main(int argc, char **argv)
     const char *output = "cumemtrace-fit";
     uint64_t timeout = FIT_DEFAULT_TIMEOUT_S;
     bool bytes = false, timeout_given = false, fixes = true, searching = false;
-    uint64_t nproc = 0;
+    uint64_t nproc = 0, nccl_channels = 0;
     struct fit_search search = {0};
     int c;
     while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
@@ -690,6 +700,12 @@ int fit_main(int argc, char **argv)
             timeout_given = true;
             break;
         case 'b': bytes = true; break;
+        case 'c':
+            if (cli_parse_count(optarg, &nccl_channels) != 0 || nccl_channels < 1 ||
+                nccl_channels > 64)
+                return cli_usage("fit", "--nccl-channels '%s': expected NCCL's channels, "
+                                 "1 to 64", optarg);
+            break;
         case 'p':
             if (cli_parse_count(optarg, &nproc) != 0 || nproc < 1 || nproc > FIT_MAX_RANKS)
                 return cli_usage("fit", "--nproc '%s': expected the ranks, 1 to %d",
@@ -718,6 +734,8 @@ int fit_main(int argc, char **argv)
     if (nproc > 0 && !fit_ranks_startable(argv + optind, argc - optind))
         return cli_usage("fit", "--nproc: the command must be python and its script (e.g. "
                          "-- python train.py): fit starts it with torch.distributed.run");
+    if (nccl_channels > 0 && nproc == 0)
+        return cli_usage("fit", "--nccl-channels needs --nproc N (a job of ranks)");
     if (nproc > 0 && searching)
         return cli_usage("fit", "--nproc and --search together are not supported");
     if (searching) {
@@ -803,7 +821,7 @@ int fit_main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     struct fit_job job = {simgpu, build, self, argv + optind, argc - optind, (int)timeout,
-                          timeout_given, (int)nproc};
+                          timeout_given, (int)nproc, (int)nccl_channels};
     if (searching) {
         rc = fit_search_run(cards, norder, &job, &search, bytes);
         rc = rc < 0 ? CLI_EXIT_ERROR : rc;
@@ -837,7 +855,7 @@ int fit_main(int argc, char **argv)
     }
     print_table(cards, ran, bytes);
     if (nproc > 0)
-        fit_ranks_summary(cards, ran, (int)nproc);
+        fit_ranks_summary(cards, ran, &job);
     fflush(stdout);
     for (int i = 0; i < ran && fixes && !interrupted; i++)
         if (fit_ran_out(&cards[i]) && fit_fixes_try(&cards[i], &job, bytes) != 0)

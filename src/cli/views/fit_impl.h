@@ -24,6 +24,7 @@ struct fit_job {
     int timeout;         /* seconds, 0 for none */
     bool timeout_given;  /* --timeout given (else the default) */
     int nproc;           /* --nproc N: ranks started by torchrun, one a card; 0: one process */
+    int nccl_channels;   /* --nccl-channels C: NCCL's buffers counted for C channels; 0: not */
 };
 
 struct fit_card {
@@ -112,10 +113,13 @@ bool fit_ranks_startable(char **cmd, int ncmd);
  * the process whose RANK is R) into c: its figures per rank, and the card's
  * as the largest rank's (the OOM: the first rank's that had one). */
 void fit_ranks_read(struct fit_card *c, const char *report, int nproc);
+/* NCCL's own device memory a communicator for nccl_channels channels
+ * (fit_ranks.c says what it counts), for SIMCUDA_NCCL_MEMORY. */
+uint64_t fit_ranks_nccl_bytes(int nccl_channels);
 /* The lines under a card's row: each rank's figures. */
 void fit_ranks_print(const struct fit_card *c, bool bytes);
 /* The job's verdict under the table: "fits on N x CARD" and the cards it
  * does not fit on. */
-void fit_ranks_summary(const struct fit_card *cards, int n, int nproc);
+void fit_ranks_summary(const struct fit_card *cards, int n, const struct fit_job *job);
 
 #endif

@@ -8,8 +8,20 @@
  * its RANK (src/torchboot/layer/fit.py).  The launcher never uses CUDA, so
  * fit.txt has no figures; the card's figures are then the largest rank's,
  * and the job fits on N of that card when every rank does.
+ *
+ * NCCL's own buffers (--nccl-channels C): the stand-in NCCL takes
+ * SIMCUDA_NCCL_MEMORY bytes a communicator through ncclMemAlloc's path, which
+ * the tracer counts in the rank's device memory.  fit sets it to what NCCL's
+ * receive side allocates for C channels of a ring, one peer a channel, at
+ * NCCL's default sizes (NVIDIA/nccl src/init.cc and src/include/device.h):
+ * Simple DEFAULT_BUFFSIZE 1 << 22; LL NCCL_LL_LINES_PER_THREAD 8 x
+ * NCCL_LL_MAX_NTHREADS 512 x NCCL_STEPS 8 x a 16-byte line; LL128
+ * NCCL_LL128_ELEMS_PER_THREAD 120 x NCCL_LL128_MAX_NTHREADS 640 x NCCL_STEPS
+ * 8 x 8 bytes.  Tree channels, NVLS, proxies and NCCL_BUFFSIZE changes are
+ * not counted; the channel count is the topology's, which fit cannot know.
  */
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +53,15 @@ int fit_ranks_command(const struct fit_job *job, char *dev, size_t n, char **out
     for (int i = 1; i < job->ncmd; i++)
         out[a++] = job->cmd[i];
     return a;
+}
+
+#define NCCL_SIMPLE_BYTES (UINT64_C(1) << 22)
+#define NCCL_LL_BYTES (UINT64_C(8) * 512 * 8 * 16)
+#define NCCL_LL128_BYTES (UINT64_C(120) * 640 * 8 * 8)
+
+uint64_t fit_ranks_nccl_bytes(int nccl_channels)
+{
+    return (uint64_t)nccl_channels * (NCCL_SIMPLE_BYTES + NCCL_LL_BYTES + NCCL_LL128_BYTES);
 }
 
 void fit_ranks_read(struct fit_card *c, const char *report, int nproc)
@@ -104,8 +125,9 @@ void fit_ranks_print(const struct fit_card *c, bool bytes)
     }
 }
 
-void fit_ranks_summary(const struct fit_card *cards, int n, int nproc)
+void fit_ranks_summary(const struct fit_card *cards, int n, const struct fit_job *job)
 {
+    int nproc = job->nproc;
     for (int i = 0; i < n; i++) {
         const struct fit_card *c = &cards[i];
         bool all = c->have_figures;
@@ -120,8 +142,18 @@ void fit_ranks_summary(const struct fit_card *cards, int n, int nproc)
             printf("the job's verdict on %d x %s: %s\n", nproc, c->label,
                    all ? word : "not every rank reported");
     }
-    printf("NCCL's own buffers: SIMCUDA_NCCL_MEMORY bytes a communicator (%s), counted in "
-           "each rank's device memory, not in PyTorch's figures\n",
-           getenv("SIMCUDA_NCCL_MEMORY") != NULL ? getenv("SIMCUDA_NCCL_MEMORY")
-                                                  : "unset: 0, not counted");
+    if (job->nccl_channels > 0) {
+        char b[32];
+        printf("NCCL's own buffers: %s a communicator (--nccl-channels %d: a ring's receive "
+               "buffers at NCCL's default sizes), in each rank's device memory and its "
+               "headroom, not in PyTorch's figures\n",
+               fit_size_text((int64_t)fit_ranks_nccl_bytes(job->nccl_channels), false, b,
+                             sizeof b), job->nccl_channels);
+    } else {
+        printf("NCCL's own buffers: SIMCUDA_NCCL_MEMORY bytes a communicator (%s), counted "
+               "in each rank's device memory, not in PyTorch's figures; --nccl-channels C "
+               "counts NCCL's default buffers\n",
+               getenv("SIMCUDA_NCCL_MEMORY") != NULL ? getenv("SIMCUDA_NCCL_MEMORY")
+                                                      : "unset: 0, not counted");
+    }
 }

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import CLI, REAL, SCENARIOS, TIMEOUT
+from conftest import CLI, MiB, REAL, SCENARIOS, TIMEOUT
 
 pytestmark = pytest.mark.skipif(REAL, reason="several simulated cards")
 
@@ -79,3 +79,25 @@ def test_nproc_needs_a_python_script():
     p = subprocess.run([str(CLI), "fit", "--gpu", "l4", "--nproc", "0", "--", "python", "x.py"],
                        env=env(), capture_output=True, text=True, timeout=TIMEOUT)
     assert p.returncode == 2 and "--nproc '0'" in p.stderr, p.stderr
+
+
+def test_nccl_channels_counts_ncclS_default_buffers_in_each_ranks_device_memory(tmp_path):
+    # 2 channels of a ring: each receives Simple 4 MiB + LL 512 KiB + LL128
+    # 4.6875 MiB (NCCL's default sizes), taken through ncclMemAlloc's path
+    # (2 MiB granularity) when the communicator is created
+    p, ranks = fit(tmp_path, "a100-40gb", "model_fsdp2.py", "1", "4",
+                   extra=("--nccl-channels", "2"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    nccl = 2 * (4 * MiB + 8 * 512 * 8 * 16 + 120 * 640 * 8 * 8)
+    row = p.stdout.splitlines()[1].split()
+    reserved = int(row[4])
+    m = re.search(r"the process held (\d+) of device memory at its peak", p.stdout)
+    assert m, p.stdout
+    held = int(m.group(1))
+    assert held - reserved >= -(-nccl // (2 * MiB)) * 2 * MiB, (held, reserved, nccl)
+    assert int(row[5]) == int(row[1]) - 500 * MiB - held, p.stdout  # the headroom counts it
+    assert "NCCL's own buffers: 18.4 MiB a communicator (--nccl-channels 2" in p.stdout
+    assert sorted(ranks) == [0, 1]
+    q = subprocess.run([str(CLI), "fit", "--gpu", "l4", "--nccl-channels", "2", "--", "python",
+                        "x.py"], env=env(), capture_output=True, text=True, timeout=TIMEOUT)
+    assert q.returncode == 2 and "--nccl-channels needs --nproc" in q.stderr, q.stderr
