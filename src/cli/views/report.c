@@ -618,18 +618,21 @@ static int print_live_tensors(FILE *f, struct snapshot *s, const struct holders 
     return 0;
 }
 
-/* "Call sites at peak (12.2 GiB)", with what --focus kept of it. */
+/* "Call sites at peak (12.2 GiB)", with what --focus kept of it; for a
+ * caching allocator (cached true) named for what its rows are. */
 static int print_at_peak(FILE *f, struct snapshot *s, const struct snap_groups *g,
-                         uint64_t peak, unsigned top)
+                         uint64_t peak, unsigned top, bool cached)
 {
     char a[OUT_NUM], b[OUT_NUM];
+    const char *what = cached ? "Cached segments at peak, by the line that created them"
+                              : "Call sites at peak";
     if (frame_filter_focus_text() != NULL) {
-        heading(f, "  Call sites at peak (%s), in focus: %s", out_bytes(peak, a),
+        heading(f, "  %s (%s), in focus: %s", what, out_bytes(peak, a),
                 out_bytes(groups_bytes(g, NULL), b));
     } else {
         if (g->n == 0)
             return 0;
-        heading(f, "  Call sites at peak (%s)", out_bytes(peak, a));
+        heading(f, "  %s (%s)", what, out_bytes(peak, a));
     }
     return g->n > 0 ? print_sites(f, s, g, peak, top, false, 2) : 0;
 }
@@ -682,7 +685,8 @@ static int print_device(FILE *f, struct snapshot *s, const struct snap_device *d
             return -1;
         int rc = h.source == HOLDERS_TENSORS
                      ? print_tensors(f, s, &h, "At the peak", top)
-                     : print_at_peak(f, s, &d->at_peak, d->peak_bytes, top);
+                     : print_at_peak(f, s, &d->at_peak, d->peak_bytes, top,
+                                     d->allocator.present);
         holders_free(&h);
         if (rc != 0)
             return -1;
@@ -719,7 +723,7 @@ static int print_host(FILE *f, struct snapshot *s, unsigned top)
     if (report_by_range) {
         if (report_phases(f, s, &h->by_phase, h->stats.peak_bytes, top) != 0)
             return -1;
-    } else if (print_at_peak(f, s, &h->at_peak, h->stats.peak_bytes, top) != 0) {
+    } else if (print_at_peak(f, s, &h->at_peak, h->stats.peak_bytes, top, false) != 0) {
         return -1;
     }
     return print_live(f, s, &h->live, NULL, h->stats.current_bytes, top, 2);
