@@ -87,8 +87,13 @@ def test_the_hot_path_walks_frames_cheaply_and_asks_nothing_per_call(tmp_path):
         assert abs(extra) < 1, extra
 
 
-@pytest.mark.parametrize("order", ["fifo", "lifo", "fifo-varied", "lifo-varied", "fifo-wide",
-                                   "fifo-varied-wide"])
+# Instructions added a pair on the tree of 2026-12-07 once the tracker's tables
+# and slabs left the host's heap; each order's bound is its figure + 10 %.
+FIXED_MEASURED = {"fifo": 389, "lifo": 390, "fifo-varied": 399, "lifo-varied": 400,
+                  "fifo-wide": 405, "fifo-varied-wide": 420}
+
+
+@pytest.mark.parametrize("order", list(FIXED_MEASURED))
 def test_the_fixed_cost_of_a_pair_without_stacks(tmp_path, order):
     """CUMEMTRACE_DEPTH=0: no stack, so what a pair adds is the fixed
     bookkeeping - the wrappers' re-entry guard, the nested driver call, the
@@ -110,8 +115,7 @@ def test_the_fixed_cost_of_a_pair_without_stacks(tmp_path, order):
     leaves its call by one store of the thread's word, the wrapper objects
     are built without SLP vectorisation, what the fast path touches per
     thread is one TLS block (one GOT load instead of four) and the thread's
-    id is known there.  The bounds leave ~3 % for a compiler's
-    whims, no more: a regression of a dozen instructions fails.  Totals
+    id is known there.  Totals
     only: callgrind splits the cost of tail-calling wrappers between
     functions differently from run to run.
 
@@ -125,9 +129,10 @@ def test_the_fixed_cost_of_a_pair_without_stacks(tmp_path, order):
     393, 414, 403, 406, 405, 420.  Of fifo's and lifo's the tracer's own
     functions are the same 390; the rest of lifo's is the simulated
     runtime's malloc and fault paths running longer in a heap the tracer's
-    start-up laid out differently.  The orders other than the published one
-    (fifo, 4 KiB) get ~10 % over the 400 target; the published one keeps
-    its ~3 %."""
+    start-up laid out differently.  With the tracker's tables and slabs in
+    pages of its own (track/record_pages.h) the host's heap is laid out as
+    bare: 389, 390, 399, 400, 405, 420 (FIXED_MEASURED); each order's bound
+    is its figure + 10 %."""
     # enough pairs that the loop's LIVE allocations weigh little per pair
     bare, bare_incl, n = callgrind(tmp_path, 32, False, tracer_depth=0, pairs=12800,
                                    order=order)
@@ -136,12 +141,37 @@ def test_the_fixed_cost_of_a_pair_without_stacks(tmp_path, order):
     added = traced - bare
     frees = (per_pair(incl, nt, fn="pair_frees", obj="bench_alloc") -
              per_pair(bare_incl, n, fn="pair_frees", obj="bench_alloc"))
-    print(f"depth 0, {order}, per pair: added {added:.0f}, free side {frees:.0f}")
+    bound = round(FIXED_MEASURED[order] * 1.1)
+    print(f"depth 0, {order}, per pair: added {added:.0f} (bound {bound}), "
+          f"free side {frees:.0f}")
+    assert added <= bound, (added, bound)
     if order == "fifo":
-        assert added <= 404, added
         assert frees <= 176, frees
-    else:
-        assert added <= 440, added
+
+
+def heap_cost(incl, pairs):
+    """Per pair: inclusive instructions of libc's malloc family."""
+    return sum(v for (f, o), v in incl.items()
+               if f in ("malloc", "free", "calloc", "realloc") and o.startswith("libc.so")) / pairs
+
+
+@pytest.mark.parametrize("order", ["lifo", "fifo-varied-wide"])
+def test_the_hosts_heap_is_laid_out_as_it_is_bare(tmp_path, order):
+    """The simulated runtime mallocs and frees a record per allocation; a
+    guest's own long-lived memory (address tables, entry slabs) taken from
+    the same heap lays it out differently, and the host's malloc then runs
+    longer than it does bare: 23 instructions a pair more in libc's malloc
+    and free with LIFO frees when the tracker's tables and slabs were
+    malloc'd.  In pages of the
+    tracker's own the host's malloc and free cost what they cost bare."""
+    bare, bare_incl, n = callgrind(tmp_path, 32, False, tracer_depth=0, pairs=12800,
+                                   order=order)
+    traced, incl, nt = callgrind(tmp_path, 32, True, tracer_depth=0, pairs=12800,
+                                 order=order)
+    b, t = heap_cost(bare_incl, n), heap_cost(incl, nt)
+    print(f"depth 0, {order}, libc malloc/free per pair: bare {b:.1f}, traced {t:.1f}")
+    assert b > 0, "no malloc counted: the simulated runtime no longer mallocs per allocation?"
+    assert abs(t - b) <= 2, (b, t)
 
 
 def sites_callgrind(tmp_path, pattern, traced, pairs=3200):

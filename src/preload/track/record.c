@@ -212,7 +212,8 @@ void record_lock_wake(int *m)
     errno = saved;
 }
 
-/* Entries come from slabs: no malloc per allocation after warm-up. */
+/* Entries come from slabs, in the tracker's own pages (record_pages.h): no
+ * allocation per allocation after warm-up, none on the host's heap. */
 #define SLAB_ENTRIES 1024
 struct slab {
     struct slab *next;
@@ -283,7 +284,7 @@ static struct live *entry_new_locked(void)
 {
     RECORD_ASSERT_LOCKED();
     if (free_entries == NULL) {
-        struct slab *sl = malloc(sizeof *sl);
+        struct slab *sl = record_pages(sizeof *sl);
         if (sl == NULL)
             return NULL;
         sl->next = slabs;
@@ -674,7 +675,7 @@ void record_atfork_child(void)
     record_vmm_reset_locked();
     while (slabs != NULL) {
         struct slab *next = slabs->next;
-        free(slabs);
+        record_pages_free(slabs, sizeof *slabs);
         slabs = next;
     }
     free_entries = NULL;

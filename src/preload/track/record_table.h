@@ -8,6 +8,7 @@
  * instructions and a slot is 16 bytes.  The load stays at most 1/2, so a
  * lookup probes ~1.5 slots on average.  Deletion shifts the following
  * entries back (no tombstones), so lookups never slow down with churn.
+ * Slots live in pages of the tracker's own (record_pages.h).
  */
 #ifndef CUMEMTRACE_RECORD_TABLE_H
 #define CUMEMTRACE_RECORD_TABLE_H
@@ -15,6 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+
+#include "record_pages.h"
 
 struct live;
 
@@ -61,7 +64,7 @@ static __attribute__((noinline, cold)) bool table_grow(struct addr_table *t)
     uint32_t n = t->slots ? (t->mask + 1) * 2 : 1024;
     if (n == 0)
         return false;
-    struct table_slot *slots = calloc(n, sizeof *slots);
+    struct table_slot *slots = record_pages((size_t)n * sizeof *slots);
     if (slots == NULL)
         return false;
     struct addr_table grown = {slots, n - 1, t->count};
@@ -73,7 +76,8 @@ static __attribute__((noinline, cold)) bool table_grow(struct addr_table *t)
             j = (j + 1) & grown.mask;
         slots[j] = t->slots[i];
     }
-    free(t->slots);
+    if (t->slots != NULL)
+        record_pages_free(t->slots, ((size_t)t->mask + 1) * sizeof *t->slots);
     *t = grown;
     return true;
 }
@@ -138,7 +142,8 @@ static inline void table_remove(struct addr_table *t, struct table_slot *s)
 /* Frees the slots (fork child). */
 static inline void table_clear(struct addr_table *t)
 {
-    free(t->slots);
+    if (t->slots != NULL)
+        record_pages_free(t->slots, ((size_t)t->mask + 1) * sizeof *t->slots);
     t->slots = NULL;
     t->mask = t->count = 0;
 }
