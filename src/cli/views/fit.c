@@ -394,6 +394,10 @@ int fit_run_card(struct fit_card *c, const struct fit_job *job, int index, int c
             dup2(in, 0);
         setenv("CUMEMTRACE_FIT_REPORT", report, 1);
         setenv("SIMCUDA_NOTES", notes, 1);
+        if (job->nproc > 0) /* each rank its own report (fit.py) */
+            setenv("CUMEMTRACE_FIT_RANKS", "1", 1);
+        else
+            unsetenv("CUMEMTRACE_FIT_RANKS");
         if (job->nccl_channels > 0) { /* NCCL's buffers, as fit_ranks.c counts them */
             char nb[32];
             snprintf(nb, sizeof nb, "%lluKiB", /* a whole number of KiB: 9408 a channel */

@@ -5,7 +5,7 @@
  * torch.distributed.run --standalone --nproc-per-node N SCRIPT...`: every
  * rank is its own process on its own card (LOCAL_RANK picks it), traced,
  * and its PyTorch layer writes its own report, fit.txt.rankR, where R is
- * its RANK (src/torchboot/layer/fit.py).  The launcher never uses CUDA, so
+ * its RANK (src/torchboot/layer/fit.py; fit sets CUMEMTRACE_FIT_RANKS=1 for it).  The launcher never uses CUDA, so
  * fit.txt has no figures; the card's figures are then the largest rank's,
  * and the job fits on N of that card when every rank does.
  *

@@ -142,8 +142,10 @@ def report(torch):
         where = where or _fit_oom[0][1]
     if where:
         lines.append("oom_where " + where)
-    # a rank of a job (fit --nproc): a report of its own, named by its RANK
+    # a rank of a job fit started (--nproc): a report of its own, named by
+    # its RANK; a RANK fit did not ask for (a scheduler's) changes nothing
     rank = os.environ.get("RANK", "")
-    path = f"{FIT}.rank{rank}" if rank.isdigit() else FIT
+    ranks = os.environ.get("CUMEMTRACE_FIT_RANKS") == "1"
+    path = f"{FIT}.rank{rank}" if ranks and rank.isdigit() else FIT
     with open(path, "w") as fh:
         fh.write("\n".join(l.replace("\n", " ") for l in lines) + "\n")

@@ -101,3 +101,16 @@ def test_nccl_channels_counts_ncclS_default_buffers_in_each_ranks_device_memory(
     q = subprocess.run([str(CLI), "fit", "--gpu", "l4", "--nccl-channels", "2", "--", "python",
                         "x.py"], env=env(), capture_output=True, text=True, timeout=TIMEOUT)
     assert q.returncode == 2 and "--nccl-channels needs --nproc" in q.stderr, q.stderr
+
+
+def test_a_rank_fit_did_not_start_still_reports_to_fit(tmp_path):
+    # a scheduler's RANK in the caller's environment (no --nproc): the one
+    # process's figures are still the card's
+    e = env()
+    e["RANK"] = "3"
+    p = subprocess.run([str(CLI), "fit", "--bytes", "--no-fixes", "--output", str(tmp_path),
+                        "--gpu", "l4", "--", sys.executable, str(SCENARIOS / "model_mlp.py"),
+                        "1", "64"], env=e, capture_output=True, text=True, timeout=2 * TIMEOUT)
+    assert p.returncode == 0, p.stdout + p.stderr
+    row = p.stdout.splitlines()[1].split()
+    assert row[2] == "fits" and int(row[3]) > 0, p.stdout
