@@ -15,6 +15,7 @@ import json
 import sys
 
 import torch
+import settle  # noqa: E402,F401 (PyTorch's exit race after backward())
 from transformers import BertConfig, BertForSequenceClassification
 
 STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
