@@ -569,8 +569,8 @@ void fit_verdict(const struct fit_card *c, char *buf, size_t n)
                  WIFEXITED(c->status) ? WEXITSTATUS(c->status) : 128 + WTERMSIG(c->status));
     } else if (fit_undecided(c)) {
         snprintf(buf, n, "%s after %.0f s: its control flow reads values the simulated card "
-                 "never computes (they read as zeros: generate()'s stopping test, MoE "
-                 "routing, masks), so this run says nothing of a real card",
+                 "never computes (they read as zeros: MoE routing, masks, a loop's "
+                 "stopping test), so this run says nothing of a real card",
                  c->timed_out ? "stopped" : "failed", c->seconds);
     } else if (c->timed_out) {
         snprintf(buf, n, "fits so far (stopped after %.0f s)", c->seconds);

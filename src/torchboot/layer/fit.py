@@ -2,9 +2,10 @@
 PyTorch's peak figures (the run's whole peaks, whatever the script reset),
 the tracer's peak of the device, the PyTorch version, and where the first
 out-of-memory error was raised, for fit's table (the format is in
-src/cli/views/fit.c)."""
+src/cli/views/fit.c); and generate() stopping at its max_length."""
 import os
 import sys
+import threading
 import time
 import traceback
 
@@ -21,7 +22,8 @@ def start(torch):
     (and reset_max_memory_allocated/cached, which call it) reach
     torch._C._cuda_resetPeakMemoryStats: ours reads the two peaks, then
     calls it with the same argument and returns what it returns, raising
-    what it raises."""
+    what it raises.  Also makes Hugging Face generate() stop at its
+    max_length (_watch_generate)."""
     if not FIT:
         return
     real = torch._C._cuda_resetPeakMemoryStats
@@ -38,6 +40,81 @@ def start(torch):
             pass
         return real(device, *rest)
     torch._C._cuda_resetPeakMemoryStats = reset_peak_memory_stats
+    _watch_generate()
+
+
+# Hugging Face generate()'s stopping test is a device flag that kernels
+# compute; the simulated card computes none, so decoding would go on until
+# fit's timeout.  Under fit only, the decision is the one a card makes when
+# no EOS comes early (the longest generation, the worst case for memory):
+# stop once the sequence reaches the stopping criteria's max_length, which
+# the host knows.  Without a max_length the real decision stands.
+_GEN_MODULE = "transformers.generation.utils"
+_gen = threading.local()
+
+
+def _patch_generate(utils):
+    """Wraps the stopping criteria (to note, on the host, whether max_length
+    is reached) and StopCheck (to return that instead of the device's
+    flag).  The real ones still run: their reads, streamer and errors are
+    the host's own."""
+    check = getattr(utils, "StopCheck", None)
+    crit = getattr(utils, "StoppingCriteriaList", None)
+    if check is None or crit is None or getattr(check, "_cumemtrace_fit", False):
+        return
+    real_crit, real_check = crit.__call__, check.__call__
+
+    def criteria(self, input_ids, *args, **kwargs):
+        out = real_crit(self, input_ids, *args, **kwargs)
+        try:
+            ml = self.max_length
+            _gen.done = None if ml is None else input_ids.shape[-1] >= ml
+        except Exception:
+            _gen.done = None
+        return out
+
+    def stop_check(self, *args, **kwargs):
+        out = real_check(self, *args, **kwargs)
+        done, _gen.done = getattr(_gen, "done", None), None
+        return out if done is None else done
+    crit.__call__, check.__call__ = criteria, stop_check
+    check._cumemtrace_fit = True
+
+
+class _GenerateFinder:
+    """On sys.meta_path under fit only: finds transformers' generation
+    module as the other finders do, and patches it once it has run."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != _GEN_MODULE:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None and \
+                    hasattr(spec.loader, "exec_module"):
+                real = spec.loader.exec_module
+
+                def exec_module(module):
+                    real(module)
+                    try:
+                        _patch_generate(module)
+                    except Exception:
+                        pass
+                spec.loader.exec_module = exec_module
+                return spec
+            if spec is not None:
+                return spec
+        return None
+
+
+def _watch_generate():
+    mod = sys.modules.get(_GEN_MODULE)
+    if mod is not None:
+        _patch_generate(mod)
+    else:
+        sys.meta_path.insert(0, _GenerateFinder())
 
 
 def _device_peak(d):
