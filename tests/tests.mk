@@ -51,6 +51,11 @@ $(BUILD)/tests/unit/test_unwind: tests/unit/test_unwind.c \
     $(foreach m,unwind cfi log,$(call preload_obj,$(m))) $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
+# output.c places its short-lived descriptors high through own_fd.c.
+$(BUILD)/tests/unit/test_output: tests/unit/test_output.c \
+    $(foreach m,output own_fd,$(call preload_obj,$(m))) $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
 # oom.c keeps its record in oom_ledger.c, asks allocator.c for the caching
 # allocator's cause and resolve_names.c for the entry point's name, and
 # keeps its chain in the thread's hot TLS block (thread_hot.c); the test

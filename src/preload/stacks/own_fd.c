@@ -38,7 +38,7 @@ static int high_number(void)
     return (int)(top - OWN_FD_ROOM);
 }
 
-int own_fd_take(struct own_fd *o, int fd)
+int own_fd_high(int fd)
 {
     int high = high_number();
     if (fd >= 0 && high > 0 && fd < high) {
@@ -48,6 +48,12 @@ int own_fd_take(struct own_fd *o, int fd)
             fd = moved;
         }
     }
+    return fd;
+}
+
+int own_fd_take(struct own_fd *o, int fd)
+{
+    fd = own_fd_high(fd);
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) != 0) {
         close(fd);

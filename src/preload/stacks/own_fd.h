@@ -17,6 +17,11 @@ struct own_fd {
  * number where the open-file limit leaves room (the low one is closed) and
  * notes its identity.  Returns o->fd, or -1 (fd closed) when fstat fails. */
 int own_fd_take(struct own_fd *o, int fd);
+/* A short-lived descriptor just opened (close-on-exec), moved high where
+ * the open-file limit leaves room (the low one closed): the number the host
+ * may dup2() onto or reopen is ours only for the two calls between.
+ * Returns the descriptor to use (fd itself when it stays), -1 for -1. */
+int own_fd_high(int fd);
 /* o->fd if it is still the file taken, else -1 with o->fd forgotten (the
  * host closed it, and the number may hold a file of the host's: never
  * touched, never closed). */

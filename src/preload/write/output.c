@@ -33,6 +33,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "own_fd.h"
 
 struct output_process output_process = {.rank = -1, .local_rank = -1, .world_size = -1};
 
@@ -255,7 +256,7 @@ int output_open_temp(const char *final, char *tmp, size_t tmplen)
             errno = ENAMETOOLONG;
             return -1;
         }
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        int fd = own_fd_high(open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
         if (fd < 0) {
             if (errno == EEXIST)
                 continue; /* someone else's name, or a dead writer's: another */
@@ -484,8 +485,8 @@ static const char *manifest_refusal(int *fdp)
     }
     if (!S_ISREG(st.st_mode))
         return "not a regular file";
-    int fd = open(config.manifest, O_RDWR | O_APPEND | O_NONBLOCK | O_NOCTTY |
-                                   O_NOFOLLOW | O_CLOEXEC);
+    int fd = own_fd_high(open(config.manifest, O_RDWR | O_APPEND | O_NONBLOCK | O_NOCTTY |
+                                                   O_NOFOLLOW | O_CLOEXEC));
     if (fd < 0) {
         snprintf(why, sizeof why, "%s", strerror(errno));
         return why;

@@ -56,6 +56,7 @@
 #include "log.h"
 #include "oom_ledger.h"
 #include "output.h"
+#include "own_fd.h"
 #include "record.h"
 #include "serialise.h"
 
@@ -157,8 +158,8 @@ static int open_stream(void)
             snprintf(path, sizeof path, "%s.stream", name);
         else
             snprintf(path, sizeof path, "%s.%d.stream", name, k);
-        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC,
-                  0644);
+        fd = own_fd_high(open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND |
+                                        O_CLOEXEC, 0644));
         if (fd >= 0 || errno != EEXIST)
             break;
     }
@@ -191,7 +192,7 @@ static int open_stream(void)
  * the name now holds another file: removed or replaced under us). */
 static int open_again(void)
 {
-    int fd = open(where, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    int fd = own_fd_high(open(where, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC));
     struct stat st;
     if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != id_dev || st.st_ino != id_ino)) {
         close(fd);
@@ -206,7 +207,7 @@ static int open_again(void)
 static char *checkpoint(size_t *len, struct record_rows *ev)
 {
     const struct serialise_doc doc = {"stream", 0, NULL, NULL, true};
-    int scratch = memfd_create("cumemtrace-checkpoint", MFD_CLOEXEC);
+    int scratch = own_fd_high(memfd_create("cumemtrace-checkpoint", MFD_CLOEXEC));
     if (scratch < 0)
         return NULL;
     void *m = MAP_FAILED;
