@@ -301,6 +301,15 @@ int cumemtrace_peak_context(int device, struct cumemtrace_peak_context *out);
 int cumemtrace_peak_phase(int device, int64_t peak_time_ns, const char *source,
                           const char *path);
 
+/* Takes phase `name` of `source` off that peak's phase where it is the
+ * innermost one (repeated: each such one in a row), for a layer that finds
+ * it had ended by then though it was never popped (PyTorch's optimizer
+ * step that raised: no post hook runs); the peak then carries the phase
+ * around it.  Only when the device's peak is still the one of
+ * `peak_time_ns`.  Returns 1 when changed, 0 when not. */
+int cumemtrace_peak_phase_ended(int device, int64_t peak_time_ns, const char *source,
+                                const char *name);
+
 /* The library's version, "MAJOR.MINOR.PATCH". */
 const char *cumemtrace_version(void);
 

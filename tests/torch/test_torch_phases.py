@@ -8,6 +8,8 @@ module hooks (every allocation carries its phase); =0 turns them off
 (src/torchboot/layer/phases.py; the cost: docs/performance.md)."""
 import subprocess
 
+import pytest
+
 from conftest import CLI, line_of
 
 ON = {"CUMEMTRACE_TORCH_PHASES": "1"}
@@ -153,10 +155,13 @@ def test_phases_are_off_with_0(scenario):
     assert r.device()["peak_phase"] == 0
 
 
-def test_a_step_that_raised_is_closed(scenario):
-    # PyTorch runs no step post hook when step() raises: the next step's
-    # pre hook closes it, and the peak after the loop is in no step.
-    r = scenario("step_raises.py")
+@pytest.mark.parametrize("which", ["second", "last"])
+def test_a_step_that_raised_is_closed(scenario, which):
+    # PyTorch runs no step post hook when step() raises.  The second: the
+    # next step's pre hook closes it.  The last: no step hook runs before
+    # the peak after the loop, which the peak's frames place in no step.
+    # Either way that peak is in no step.
+    r = scenario("step_raises.py", *(["last"] if which == "last" else []))
     assert r.torch["raised"] == 1
     snap = r.only("exit")
     dev = r.device()

@@ -1,8 +1,10 @@
-/* peak_phase.c - cumemtrace_peak_context and cumemtrace_peak_phase
- * (include/cumemtrace.h): the context the tracker kept at a device's peak
- * (record_peak.c) handed to a runtime layer, and the phase that layer found
- * from it given back to the peak, so that snapshots and the report name it
- * as they name a phase that was open (devices[].peak_phase). */
+/* peak_phase.c - cumemtrace_peak_context, cumemtrace_peak_phase and
+ * cumemtrace_peak_phase_ended (include/cumemtrace.h): the context the
+ * tracker kept at a device's peak (record_peak.c) handed to a runtime
+ * layer, and the phase that layer found from it given back to the peak, so
+ * that snapshots and the report name it as they name a phase that was open
+ * (devices[].peak_phase); or the phases the layer found ended by then
+ * taken off it. */
 #include <string.h>
 
 #include "cumemtrace.h"
@@ -33,4 +35,29 @@ cumemtrace_peak_phase(int device, int64_t peak_time_ns, const char *source, cons
         return 0;
     uint32_t id = phase_path(phase_domain(source, NULL), path);
     return id != 0 && record_peak_phase_name(device, peak_time_ns, id) ? 1 : 0;
+}
+
+struct ended {
+    const char *source, *name;
+};
+
+/* `id` less the innermost phases of `arg` (struct ended) */
+static uint32_t without_ended(uint32_t id, const void *arg)
+{
+    const struct ended *e = arg;
+    struct phase_info pi;
+    while (id != 0 && phase_get(id, &pi) && pi.source != NULL &&
+           strcmp(pi.source, e->source) == 0 && strcmp(pi.name, e->name) == 0)
+        id = pi.parent;
+    return id;
+}
+
+__attribute__((visibility("default"))) int
+cumemtrace_peak_phase_ended(int device, int64_t peak_time_ns, const char *source,
+                            const char *name)
+{
+    if (source == NULL || name == NULL || name[0] == '\0')
+        return 0;
+    struct ended e = {source, name};
+    return record_peak_phase_swap(device, peak_time_ns, without_ended, &e) ? 1 : 0;
 }

@@ -305,6 +305,10 @@ bool record_peak_context(int device, struct record_peak_context *out);
  * PyTorch layer, from the context): only when that peak (peak_time) still
  * is the device's and carries no phase of its own.  True when set. */
 bool record_peak_phase_name(int device, int64_t peak_time, uint32_t phase);
+/* Replaces the phase of that peak (when it has one) by replace(phase,
+ * arg), under the lock; returns whether it changed. */
+bool record_peak_phase_swap(int device, int64_t peak_time,
+                            uint32_t (*replace)(uint32_t, const void *), const void *arg);
 
 /* ---- dump support: a consistent copy taken under the lock ---- */
 

@@ -73,3 +73,20 @@ bool record_peak_phase_name(int device, int64_t peak_time, uint32_t phase)
     record_lock_drop(&record_lock);
     return ok;
 }
+
+bool record_peak_phase_swap(int device, int64_t peak_time,
+                            uint32_t (*replace)(uint32_t, const void *), const void *arg)
+{
+    if (device < 0 || device >= RECORD_MAX_DEVICES)
+        return false;
+    struct pool *p = &record_pools[record_pool_of(KIND_DEVICE, device)];
+    record_lock_take(&record_lock);
+    bool ok = p->peak > 0 && p->peak_time == peak_time && p->peak_phase != 0;
+    if (ok) {
+        uint32_t now = replace(p->peak_phase, arg);
+        ok = now != p->peak_phase;
+        p->peak_phase = now;
+    }
+    record_lock_drop(&record_lock);
+    return ok;
+}

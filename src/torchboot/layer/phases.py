@@ -20,7 +20,13 @@ number.  By default no hook runs per module call:
             A step() that raises runs no post hook: its "optimizer step"
             is closed at the thread's next step hook or dump, whichever
             comes first (the step wrappers on its stack say which steps
-            still run); allocations before that still carry it.
+            still run); allocations before that still carry it, but not
+            the peak: at a dump, a peak whose innermost phase is
+            "optimizer step" while none of its frames is a step's (an
+            optimizer's method or PyTorch's step wrapper) has it taken
+            off (cumemtrace_peak_phase_ended).  Left as it is where the
+            peak's frames are not known in full (more than the 32 kept,
+            or none read) or another phase was opened inside it.
 A module whose address was freed and taken by another module since the
 peak would lend it its name; the peak's frames are read directly only on
 CPython 3.11-3.13 (elsewhere the peak is not named by module).
@@ -53,7 +59,7 @@ _peak_seen = {}      # device -> peak_time_ns the library reported at a step's e
 _peak_step = {}      # device -> the step in which its peak was reached
 _usage_fn = None
 _mode = None         # None: off; "frames": the default; "hooks": =1
-_context_fn = _peak_phase_fn = None
+_context_fn = _peak_phase_fn = _ended_fn = None
 TORCH = b"torch"
 # Frames whose `self` is the module being called: Module.__call__'s own
 # and forward()'s (a module's helper called from forward has the same self)
@@ -97,7 +103,7 @@ def _names_of(root):
 
 def start(torch):
     global _phase_push, _phase_pop, _usage_fn
-    global _mode, _context_fn, _peak_phase_fn, _close_raised_steps
+    global _mode, _context_fn, _peak_phase_fn, _ended_fn, _close_raised_steps
     mode = os.environ.get("CUMEMTRACE_TORCH_PHASES", "")
     if mode == "0":
         return
@@ -124,6 +130,13 @@ def start(torch):
         _context_fn, _peak_phase_fn = ctx, named
     except AttributeError:
         pass  # an older library: peaks are named only by the hooks
+    try:
+        ended = lib.cumemtrace_peak_phase_ended
+        ended.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p]
+        ended.restype = ctypes.c_int
+        _ended_fn = ended
+    except AttributeError:
+        pass  # an older library: a step that raised may keep the peak
     here = _Thread()
     Tensor = torch.Tensor
     quiet = getattr(torch._C, "DisableTorchFunction", None)
@@ -308,14 +321,32 @@ def _path(running):
     return "/".join(p.replace("/", "_") for p in parts)
 
 
+def _in_no_step(c, scanned):
+    """True when the peak of context `c` ran in no optimizer step: its
+    frames, all kept, hold no optimizer's method (its `self`) nor PyTorch's
+    step wrapper."""
+    n = min(c.nselves, len(c.selves))
+    if n == 0 or n == len(c.selves) or scanned is None or \
+            _backward_thread(c.thread.decode(errors="replace")):
+        return False  # not known in full; autograd's threads run no step frames
+    optimizers = {id(o) for o in scanned[1]}
+    wrapper = id(_wrapper[0].co_name) if _wrapper[0] is not None else None
+    return not any(c.selves[i] in optimizers or c.names[i] == wrapper for i in range(n))
+
+
 def name_peak(torch, device, scanned):
-    """Default mode, at a dump: gives device `device`'s peak its phase from
-    what the library kept when it was reached (see the top); `scanned`:
-    roles.scan's (modules, optimizers), or None."""
-    if _mode != "frames" or _context_fn is None:
+    """At a dump: takes off device `device`'s peak an "optimizer step" that
+    had ended (a step() that raised, see the top); in the default mode gives
+    the peak its phase from what the library kept when it was reached;
+    `scanned`: roles.scan's (modules, optimizers), or None."""
+    if _mode is None or _context_fn is None:
         return
     c = PeakContext()
     if _context_fn(device, ctypes.byref(c)) != 1:
+        return
+    if _ended_fn is not None and _in_no_step(c, scanned):
+        _ended_fn(device, c.peak_time_ns, TORCH, b"optimizer step")
+    if _mode != "frames":
         return
     if _backward_thread(c.thread.decode(errors="replace")):
         path = "backward"

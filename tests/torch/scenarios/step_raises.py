@@ -1,8 +1,11 @@
 """An optimizer step that raises: the closure of the second of four SGD
 steps fails (PyTorch then runs no step post hook), the program catches it
 and trains on; after the loop the device's peak is reached outside any
-step - a 256 MiB tensor made at the top level."""
+step - a 256 MiB tensor made at the top level.  With the argument `last`
+the fourth step fails: the peak comes before any later step hook."""
 import json
+import sys
+import traceback
 
 import torch
 import settle  # noqa: E402,F401 (PyTorch's exit race after backward())
@@ -14,6 +17,16 @@ x = torch.randn(64, 512, device="cuda")
 raised = 0
 
 
+def held(mib):
+    return torch.empty(mib << 20, dtype=torch.uint8, device="cuda")
+
+
+# Segments made from a function, as any longer run makes them: the
+# library then reads the peak's frames directly (the walk is proven).
+kept = [held(mib) for mib in (3, 5, 7)]
+failing_step = 3 if sys.argv[1:] == ["last"] else 1
+
+
 def failing():
     raise ValueError("the closure failed")
 
@@ -22,9 +35,11 @@ for step in range(4):
     opt.zero_grad()
     model(x).square().mean().backward()
     try:
-        opt.step(failing if step == 1 else None)
-    except ValueError:
+        opt.step(failing if step == failing_step else None)
+    except ValueError as e:
         raised += 1
+        # the host's traceback, compared bare and traced by the test
+        print("RAISED", [(f.name, f.line) for f in traceback.extract_tb(e.__traceback__)])
 big = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")  # PEAK
 torch.cuda.synchronize()
 print("TORCH " + json.dumps({"raised": raised, "max_reserved": torch.cuda.max_memory_reserved()}))
