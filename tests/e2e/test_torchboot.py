@@ -222,3 +222,36 @@ def test_top_tensors_reach_the_post_mortem(tmp_path):
                           text=True, timeout=60, env={"NO_COLOR": "1"}).stdout
     assert "48.0 MiB in 2 tensors from train.py:12:forward < train.py:40:<module>" in full
     assert "10.0 MiB in 1 tensor from no Python stack" in text
+
+
+# A sub-interpreter that imports ctypes clears the pointer-type cache that
+# CPython 3.11 shares between interpreters; a POINTER(Block) made after that
+# is another type, which the Segment field made before refuses ("LP_Block
+# instance instead of LP_Block instance") - the layer's segment layout then
+# went off for the rest of the run.
+SUBINTERP_LAYOUT = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import cumemtrace_torch
+layout = cumemtrace_torch.part("layout")
+import _xxsubinterpreters as interpreters
+sub = interpreters.create()
+interpreters.run_string(sub, "import ctypes")
+interpreters.destroy(sub)
+got = []
+def handed(device, tag, arr, n):
+    got.append([(arr[i].nblocks, arr[i].blocks[0].size) for i in range(n)])
+snap = [{"device": 0, "address": 1 << 32, "total_size": 2 << 20, "segment_type": "large",
+         "blocks": [{"address": 1 << 32, "size": 1 << 20, "state": "active_allocated"},
+                    {"address": (1 << 32) + (1 << 20), "size": 1 << 20, "state": "inactive"}]}]
+layout.segments(None, 0, -1, (handed, False), snap)
+print(got)
+"""
+
+
+def test_the_layout_survives_a_sub_interpreter_importing_ctypes(tmp_path):
+    boot = SIM.parent / "share" / "cumemtrace" / "torchboot"
+    r = subprocess.run([PYTHON, "-c", SUBINTERP_LAYOUT, str(boot)], cwd=tmp_path,
+                       env=base_env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[[(2, 1048576)]]", r.stdout

@@ -97,9 +97,11 @@ def test_a_dump_from_a_sub_interpreter_never_runs_the_layer_and_never_hangs(tmp_
     the run never ended; through ctypes.CDLL the main interpreter's layer ran
     inside the sub-interpreter's call.  Now neither runs the layer: the dump
     is written with the figures last read and no `allocator_refresh` (none
-    was asked), and a later dump from the main interpreter is fresh.  (A
-    sub-interpreter that imports ctypes on CPython 3.11 breaks the layer's
-    own ctypes casts - its segment layout - whatever we do: not checked.)
+    was asked), and a later dump from the main interpreter is fresh, with
+    PyTorch's segment layout: a sub-interpreter importing ctypes clears the
+    pointer-type cache CPython 3.11 shares between interpreters, which made
+    the layer's own cast fail ("LP_Block instance instead of LP_Block
+    instance") and turned the layout off for the rest of the run.
     run() fails on a hang (TIMEOUT)."""
     r = run(tmp_path, "subinterp")
     for how in ("PyDLL", "CDLL"):
@@ -108,6 +110,9 @@ def test_a_dump_from_a_sub_interpreter_never_runs_the_layer_and_never_hangs(tmp_
     [(path, snap)] = dumped(r, "api", "cumemtrace.api.json")
     refresh = check_fresh(r, path, snap)
     assert refresh["direct"] is True
+    assert "PyTorch segment layout" not in r.stderr, r.stderr
+    assert all(d.get("allocator_segments") for d in snap["devices"]
+               if d.get("allocator")), [d.get("allocator_segments") for d in snap["devices"]]
 
 
 def test_a_main_thread_holding_the_gil_bounds_the_wait_and_the_figures_say_their_age(

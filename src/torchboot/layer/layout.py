@@ -45,7 +45,7 @@ def segments(torch, device, tag, fn, snap=None):
         arr[i].size = g.get("total_size", 0)
         arr[i].pool = 0 if g.get("segment_type") == "small" else 1
         arr[i].nblocks = len(blocks)
-        arr[i].blocks = ctypes.cast(b, ctypes.POINTER(Block))
+        arr[i].blocks = ctypes.cast(b, library.BlockPointer)
     if not with_stacks:
         fn(device, tag, arr, len(segs))
         return

@@ -61,11 +61,18 @@ class Block(ctypes.Structure):
                 ("state", ctypes.c_int32), ("stack", ctypes.c_int32)]
 
 
+# The pointer type made once and kept: ctypes.POINTER() looks it up in a
+# cache that a sub-interpreter importing ctypes clears (CPython 3.11 shares
+# _ctypes between interpreters), after which a fresh POINTER(Block) is
+# another type, refused by the field made with the first.
+BlockPointer = ctypes.POINTER(Block)
+
+
 class Segment(ctypes.Structure):
     """struct cumemtrace_allocator_segment."""
     _fields_ = [("address", ctypes.c_uint64), ("size", ctypes.c_int64),
                 ("pool", ctypes.c_int32), ("nblocks", ctypes.c_uint32),
-                ("blocks", ctypes.POINTER(Block))]
+                ("blocks", BlockPointer)]
 
 
 class Usage(ctypes.Structure):
