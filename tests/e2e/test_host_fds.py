@@ -8,7 +8,7 @@ import re
 import resource
 import subprocess
 
-from conftest import PROGS, base_env
+from conftest import PROGS, base_env, run_env
 
 PROG = PROGS / "rt_hostfds"
 # the library at work while the host uses those numbers: a dump through the
@@ -130,7 +130,9 @@ def test_a_python_hosts_log_dup2ed_low_gets_only_its_bytes(tmp_path):
         d = tmp_path / ("traced" if traced else "bare")
         d.mkdir()
         r = subprocess.run([sys.executable, "-c", PYTHON_HOST], cwd=d,
-                           env=base_env(TRACED if traced else None, preload=traced),
+                           # bare: an instrumented build's simulated runtime
+                           # still needs its sanitizer runtime first
+                           env=base_env(TRACED) if traced else run_env(),
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr[-2000:]
         logs[traced] = (d / "log").read_bytes()

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, SIM
+from conftest import ROOT, SIM, run_env
 
 # (library, its list, the version node: None for an unversioned library)
 STANDINS = [
@@ -41,20 +41,29 @@ def test_standin_exports_exactly_its_list_under_nvidias_names(lib, syms, node):
     assert not wrong, f"not under version node {node}: {sorted(wrong)[:5]}"
 
 
+# NVIDIA's cuBLAS answers CUBLAS_STATUS_NOT_INITIALIZED (1) to a NULL handle
+# in every entry point that takes one; the host-side copies take none.  Run
+# in a process of its own: an instrumented build's stand-in needs its
+# sanitizer runtime loaded first, which pytest's own process is not.
+CUBLAS_HANDLES = r"""
+import ctypes, sys
+blas = ctypes.CDLL(sys.argv[1])
+for name in ("cublasSgemm_v2", "cublasGemmEx", "cublasSgemmBatched",
+             "cublasSetStream_v2", "cublasSetWorkspace_v2"):
+    fn = getattr(blas, name)
+    fn.restype = ctypes.c_int
+    assert fn(None, None, None) == 1, name
+handle = ctypes.c_void_p()
+assert blas.cublasCreate_v2(ctypes.byref(handle)) == 0
+assert blas.cublasSgemm_v2(handle) == 0
+assert blas.cublasGemmEx(handle) == 0
+assert blas.cublasDestroy_v2(handle) == 0
+assert blas.cublasGetMatrixAsync(2, 2, 4, None, 2, None, 2, None) == 0
+print("ok")
+"""
+
+
 def test_cublas_entry_points_refuse_a_handle_that_is_not_live():
-    # NVIDIA's cuBLAS answers CUBLAS_STATUS_NOT_INITIALIZED (1) to a NULL
-    # handle in every entry point that takes one; the host-side copies take
-    # none.
-    import ctypes
-    blas = ctypes.CDLL(str(SIM / "libcublas.so.13"))
-    for name in ("cublasSgemm_v2", "cublasGemmEx", "cublasSgemmBatched",
-                 "cublasSetStream_v2", "cublasSetWorkspace_v2"):
-        fn = getattr(blas, name)
-        fn.restype = ctypes.c_int
-        assert fn(None, None, None) == 1, name
-    handle = ctypes.c_void_p()
-    assert blas.cublasCreate_v2(ctypes.byref(handle)) == 0
-    assert blas.cublasSgemm_v2(handle) == 0
-    assert blas.cublasGemmEx(handle) == 0
-    assert blas.cublasDestroy_v2(handle) == 0
-    assert blas.cublasGetMatrixAsync(2, 2, 4, None, 2, None, 2, None) == 0
+    r = subprocess.run(["/usr/bin/python3", "-c", CUBLAS_HANDLES, str(SIM / "libcublas.so.13")],
+                       env=run_env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

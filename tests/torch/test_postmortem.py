@@ -257,7 +257,8 @@ def test_live_at_exit_splits_tensors_from_cache(scenario):
     assert dev["current_bytes"] == t["reserved"]
     path = next(f for f in r.files if ".oom." not in f.name)
     text = report_text(path)
-    assert "30.0 MiB held by tensors (possible leaks), 40.0 MiB its cache" in text
+    assert "Live at exit (possible leaks): 30.0 MiB of PyTorch's tensors" in text, text
+    assert "PyTorch's cache: 40.0 MiB in " in text, text
 
 
 def test_cumemtrace_limit_is_named_not_a_full_device(tmp_path):
