@@ -54,16 +54,16 @@ def test_a_host_that_closes_every_fd_and_reopens_keeps_its_files(tmp_path):
     # Each file holds the host's two lines and nothing of ours.  Its number
     # is the one bare gets, except that an open of the host's racing one of
     # our short-lived descriptors (a stream flush, a checkpoint's memfd) can
-    # land one number higher: open() takes the lowest free number and no
-    # call places a descriptor above a floor (docs/design.md says so).
+    # land on the next free number, and the host's next open on the one we
+    # then gave back: open() takes the lowest free number and no call
+    # places a descriptor above a floor (docs/design.md says so).  At most
+    # one low number is ours at a time, so the host's 8 stay within 3-11.
     numbers = {}
     for name, data in files[True].items():
         m = re.fullmatch(rb"host before (\d+)\nhost after \1\n", data)
         assert m, (name, data[:200], files[False][name])
         numbers[name] = int(m.group(1))
-    assert len(set(numbers.values())) == 8, numbers
-    assert all(files[False][n] == files[True][n] or numbers[n] > int(
-        re.match(rb"host before (\d+)", files[False][n]).group(1)) for n in numbers), files
+    assert len(set(numbers.values())) == 8 and max(numbers.values()) <= 11, numbers
     reasons = sorted(p.name.split(".")[3] for p in d.glob("cumemtrace.*.json"))
     assert reasons == ["api", "json", "signal"], (reasons, r.stderr)
     [stream] = d.glob("cumemtrace.*.stream")
