@@ -111,6 +111,29 @@ struct fntab {
     size_t keycap;
 };
 
+/* The profile's locations as built: each one line of one function. */
+struct locations {
+    Location *loc;
+    Location **locp;
+    Line *ln;
+    Line **lnp;
+};
+
+/* Location n (id n + 1): function fi (0-based), at `line` (0: none). */
+static void location_init(struct locations *lt, size_t n, int64_t fi, int64_t line)
+{
+    perftools__profiles__location__init(&lt->loc[n]);
+    perftools__profiles__line__init(&lt->ln[n]);
+    lt->ln[n].function_id = (uint64_t)fi + 1;
+    lt->ln[n].line = line;
+    lt->lnp[n] = &lt->ln[n];
+    lt->loc[n].id = n + 1;
+    lt->loc[n].mapping_id = 1;
+    lt->loc[n].n_line = 1;
+    lt->loc[n].line = &lt->lnp[n];
+    lt->locp[n] = &lt->loc[n];
+}
+
 static int64_t function_of(struct fntab *ft, struct strtab *t, const char *name,
                            const char *file, const char *system_name)
 {
@@ -401,6 +424,7 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
         vals[(size_t)st * NVALUES + 2] += e->delta;
         vals[(size_t)st * NVALUES + 3] += 1;
     }
+    struct locations lt = {loc, locp, ln, lnp};
     size_t nloc = 0;
     for (size_t i = 0; i < nf; i++) {
         const struct frame *fr = &ctx->frames[i];
@@ -411,17 +435,7 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
                                  fr->name);
         if (fi < 0)
             goto out;
-        perftools__profiles__location__init(&loc[nloc]);
-        perftools__profiles__line__init(&ln[nloc]);
-        ln[nloc].function_id = (uint64_t)fi + 1;
-        ln[nloc].line = line;
-        lnp[nloc] = &ln[nloc];
-        loc[nloc].id = nloc + 1;
-        loc[nloc].mapping_id = 1;
-        loc[nloc].n_line = 1;
-        loc[nloc].line = &lnp[nloc];
-        locp[nloc] = &loc[nloc];
-        nloc++;
+        location_init(&lt, nloc++, fi, line);
     }
     /* Entry points: one location per entry point's function. */
     for (size_t i = 0; i < nst; i++) {
@@ -430,15 +444,7 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
         if (fi < 0)
             goto out;
         if (fn_entry_loc[fi] == 0) {
-            perftools__profiles__location__init(&loc[nloc]);
-            perftools__profiles__line__init(&ln[nloc]);
-            ln[nloc].function_id = (uint64_t)fi + 1;
-            lnp[nloc] = &ln[nloc];
-            loc[nloc].id = nloc + 1;
-            loc[nloc].mapping_id = 1;
-            loc[nloc].n_line = 1;
-            loc[nloc].line = &lnp[nloc];
-            locp[nloc] = &loc[nloc];
+            location_init(&lt, nloc, fi, 0);
             fn_entry_loc[fi] = (uint32_t)++nloc;
         }
         entry_loc[i] = fn_entry_loc[fi] - 1;
@@ -452,15 +458,7 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
         if (fi < 0)
             goto out;
         if (fn_entry_loc[fi] == 0) {
-            perftools__profiles__location__init(&loc[nloc]);
-            perftools__profiles__line__init(&ln[nloc]);
-            ln[nloc].function_id = (uint64_t)fi + 1;
-            lnp[nloc] = &ln[nloc];
-            loc[nloc].id = nloc + 1;
-            loc[nloc].mapping_id = 1;
-            loc[nloc].n_line = 1;
-            loc[nloc].line = &lnp[nloc];
-            locp[nloc] = &loc[nloc];
+            location_init(&lt, nloc, fi, 0);
             fn_entry_loc[fi] = (uint32_t)++nloc;
         }
         named_loc[i] = fn_entry_loc[fi] - 1;

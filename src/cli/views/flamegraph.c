@@ -54,6 +54,17 @@ struct folded {
     size_t key_cap;
 };
 
+/* How many devices the output shows: each gets its own root when more
+ * than one does. */
+static size_t devices_shown(const struct snapshot *s, bool one_device, int64_t device)
+{
+    size_t shown = 0;
+    for (size_t i = 0; i < s->ndevices; i++)
+        if (!one_device || s->devices[i].ordinal == device)
+            shown++;
+    return shown;
+}
+
 static int add_group(struct folded *fo, const struct snapshot *s, const struct snap_group *g,
                      int64_t device)
 {
@@ -166,10 +177,7 @@ static int fold(FILE *f, const struct snapshot *s, enum at at, bool one_device,
     if (at == AT_OOM) {
         rc = add_groups(&fo, s, &s->oom.live, INT64_MIN);
     } else {
-        size_t shown = 0;
-        for (size_t i = 0; i < s->ndevices; i++)
-            if (!one_device || s->devices[i].ordinal == device)
-                shown++;
+        size_t shown = devices_shown(s, one_device, device);
         for (size_t i = 0; i < s->ndevices && rc == 0; i++) {
             const struct snap_device *d = &s->devices[i];
             if (one_device && d->ordinal != device)
@@ -328,10 +336,7 @@ static int fold_tensors(FILE *f, struct snapshot *s, enum at at, bool one_device
             rc = tensor_lines(&tl, s, t, INT64_MIN);
         }
     } else {
-        size_t shown = 0;
-        for (size_t i = 0; i < s->ndevices; i++)
-            if (!one_device || s->devices[i].ordinal == device)
-                shown++;
+        size_t shown = devices_shown(s, one_device, device);
         for (size_t i = 0; i < s->ndevices && rc == 0; i++) {
             const struct snap_device *d = &s->devices[i];
             if (one_device && d->ordinal != device)
