@@ -103,10 +103,15 @@ $(BUILD)/obj/%.o: %.c
 LIB_RUNPATH ?=
 LIB_RUNPATH_FLAG = $(if $(LIB_RUNPATH),-Wl$(comma)-rpath$(comma)'$$ORIGIN/$(LIB_RUNPATH)')
 comma := ,
-$(LIB): $(PRELOAD_OBJ) src/preload/exports.map
+# The version script: the wrapped entry points expanded from hooks_table.h
+# (src/preload/exports.map.in says what else is exported).
+$(BUILD)/gen/exports.map: src/preload/exports.map.in src/preload/interpose/hooks_table.h
+	@mkdir -p $(dir $@)
+	$(CC) -E -P -x c -Isrc/preload/interpose $< -o $@
+$(LIB): $(PRELOAD_OBJ) $(BUILD)/gen/exports.map
 	@mkdir -p $(dir $@)
 	$(CC) -shared -o $@ $(PRELOAD_OBJ) $(LDFLAGS_ALL) \
-	    -Wl,--version-script=src/preload/exports.map -Wl,-soname,libcumemtrace.so \
+	    -Wl,--version-script=$(BUILD)/gen/exports.map -Wl,-soname,libcumemtrace.so \
 	    -Wl,-z,now -Wl,-z,relro -Wl,-z,nodelete -ldl -lpthread $(LIB_RUNPATH_FLAG)
 
 # ---- the PyTorch layer: Python files `cumemtrace run` puts on PYTHONPATH ----

@@ -191,15 +191,33 @@ def test_symbol_list_is_exactly_what_we_export():
     assert "libunwind" not in needed
 
 
+def version_script_names(text):
+    """The names a version script's global: part lists, in order."""
+    return re.findall(r"(\w+);", text.split("global:")[1].split("local:")[0])
+
+
 def test_the_version_script_lists_only_what_the_library_defines():
     out = subprocess.run(["nm", "-D", "--defined-only", str(LIB)],
                          capture_output=True, text=True, check=True).stdout
     defined = {l.split()[-1] for l in out.splitlines() if l.strip()}
-    script = open(os.path.join(os.path.dirname(__file__), "..", "..", "src",
-                               "preload", "exports.map")).read()
-    glob = script.split("global:")[1].split("local:")[0]
-    listed = set(re.findall(r"^\s*(\w+);", glob, re.M))
+    listed = set(version_script_names((LIB.parent / "gen" / "exports.map").read_text()))
     assert listed - defined == set(), "exports.map lists names nothing defines"
+
+
+def test_the_version_script_is_made_from_the_hook_table():
+    # the build expands hooks_table.h into the version script: every wrapped
+    # entry point once, beside the names exports.map.in lists by hand, and
+    # none of the table's written there again
+    src = os.path.join(os.path.dirname(__file__), "..", "..", "src", "preload")
+    table = re.findall(r"^\s+X\((\w+),",
+                       open(os.path.join(src, "interpose", "hooks_table.h")).read(), re.M)
+    template = open(os.path.join(src, "exports.map.in")).read()
+    by_hand = re.findall(r"^\s*(\w+);", template.split("global:")[1], re.M)
+    made = version_script_names((LIB.parent / "gen" / "exports.map").read_text())
+    assert len(made) == len(set(made)), "a name listed twice"
+    assert set(made) == set(table) | set(by_hand)
+    assert set(table) & set(by_hand) == set(), "a wrapped name written by hand"
+    assert len(table) > 50 and "cuCtxCreate_v4" in made
 
 
 def test_event_times_follow_the_wall_clock(run):

@@ -5,8 +5,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* The wrapped entry points are exported (exports.map lists them); everything
- * else in the library is hidden by -fvisibility=hidden. */
+/* The wrapped entry points are exported (the version script the build
+ * makes from hooks_table.h); everything else in the library is hidden by
+ * -fvisibility=hidden. */
 #pragma GCC visibility push(default)
 #include "cuda_api.h"
 

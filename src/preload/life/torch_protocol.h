@@ -1,7 +1,7 @@
 /* torch_protocol.h - entry points only cumemtrace's own PyTorch layer
  * (src/torchboot) calls, through ctypes.  Not the user's API
  * (include/cumemtrace.h): their shape follows the layer, which ships with
- * this library, and may change with it.  Exported by exports.map. */
+ * this library, and may change with it.  Exported by exports.map.in. */
 #ifndef CUMEMTRACE_TORCH_PROTOCOL_H
 #define CUMEMTRACE_TORCH_PROTOCOL_H
 

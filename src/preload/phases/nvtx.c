@@ -19,7 +19,7 @@
  * NVTX_INJECTION64_PATH to the preloaded library makes dlopen return the
  * instance already loaded, so the ranges land in the same tracker with no
  * second library, no lookup between the two and nothing more to install;
- * the cost is one more exported name (exports.map).  Each copy of NVTX in
+ * the cost is one more exported name (exports.map.in).  Each copy of NVTX in
  * the process (a program and each library built with the header) calls
  * the function once; they all feed the same stacks.
  *
@@ -313,7 +313,7 @@ static int attach(const struct callbacks_table *cb, int module, const struct slo
 
 #define FN(f) ((nvtx_fn)(void (*)(void))(f))
 
-/* Exported (exports.map): what NVTX looks up in the library it loads. */
+/* Exported (exports.map.in): what NVTX looks up in the library it loads. */
 int InitializeInjectionNvtx2(get_export_table_fn get_export_table);
 
 __attribute__((visibility("default"))) int
