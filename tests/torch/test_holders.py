@@ -166,3 +166,58 @@ def test_backward_oom_names_autograds_blocks(scenario):
         assert f"{g['bytes']} B" in out and g["display"] in out, (g, out)
         if g["origin"]:
             assert g["display"].startswith(("[backward of ", "[autograd's backward thread")), g
+
+
+def test_advice_at_the_peak_names_only_the_peaks_tensors(scenario):
+    """Without the peak's tensors the advice names no line at the peak - the
+    line that created most cached segments (FREED) held none of it - and
+    says what is known, with the figures printed beside it; with them
+    (CUMEMTRACE_TORCH_PEAK=1) it names the line that held the peak, with
+    the at-peak table's own figures."""
+    freed = f"pm_peak_reuse.py:{line_of('pm_peak_reuse.py', 'FREED')}:"
+    reused = f"pm_peak_reuse.py:{line_of('pm_peak_reuse.py', 'REUSED')}:"
+    r = scenario("pm_peak_reuse.py")
+    t = r.torch
+    path = snapshot_file(r, "exit")
+    dev = r.device()
+    assert dev["peak_tensors"] is None
+    assert dev["allocator"]["peak_allocated_bytes"] == t["max_allocated"]
+    # the driver's segments at the peak: FREED created most of them
+    seg = cli("report", "--segments", path)
+    assert re.search(r"\d+\.\d% +\d+ +" + re.escape(freed), seg), seg
+    rep = json.loads(cli("report", "--json", path))["snapshots"][0]
+    [adv] = [a for a in rep["advice"] if "peak of device 0" in a["text"]]
+    assert adv["id"] == "peak-unrecorded", adv
+    assert "pm_peak_reuse.py" not in adv["text"], adv
+    out = cli("report", path)
+    text = " ".join(out.split("Advice")[1].split())
+    assert "pm_peak_reuse.py" not in text and "holds" not in text, text
+    # its figures are the lines printed beside it
+    head = re.search(r"Device 0: peak (\S+ \S+) at (\S+ s)", out)
+    torch_peak = re.search(r"PyTorch's tensors peaked at (\S+ \S+) \(max_memory_allocated\)",
+                           out)
+    assert head and torch_peak, out
+    assert (f"At the peak of device 0 ({head.group(1)} at {head.group(2)}) the lines that "
+            f"held PyTorch's tensors were not recorded; its tensors peaked at "
+            f"{torch_peak.group(1)} (max_memory_allocated)") in text, text
+    assert "CUMEMTRACE_TORCH_PEAK=1" in text, text
+
+    # with the peak's tensors: REUSED, by the at-peak table's own row
+    r = scenario("pm_peak_reuse.py", env={"CUMEMTRACE_TORCH_PEAK": "1"})
+    path = snapshot_file(r, "exit")
+    rep = json.loads(cli("report", "--json", path))["snapshots"][0]
+    at_peak = rep["devices"][0]["holders_at_peak"]
+    assert at_peak["source"] == "tensors", at_peak
+    top = at_peak["groups"][0]
+    assert top["display"].startswith(reused) and top["bytes"] == 8 * 5 * MiB, at_peak
+    assert at_peak["total_bytes"] == r.torch["max_allocated"], at_peak
+    out, tables = text_rows(path)
+    [head] = [k for k in tables if k.startswith("At the peak")]
+    assert tables[head][top["display"]] == top["bytes"], (tables, out)
+    text = " ".join(out.split("Advice")[1].split())
+    m = re.search(r"At the peak of device 0, (\S+) holds [\d.]+% \((\d+) B of PyTorch's "
+                  r"(\d+) B in tensors\)", text)
+    assert m, text
+    assert (m.group(1), int(m.group(2)), int(m.group(3))) == \
+        (top["display"], top["bytes"], at_peak["total_bytes"]), text
+    assert freed not in text, text

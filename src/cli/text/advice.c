@@ -11,6 +11,7 @@
 #include "oom_text.h"
 #include "holders.h"
 #include "out.h"
+#include "report_allocator.h"
 #include "report_layout.h"
 #include "sites.h"
 
@@ -128,6 +129,39 @@ static int dominant_tensors(struct snapshot *s, const struct holders *h, const c
     }
     (void)s;
     return 0;
+}
+
+/* A device whose memory PyTorch's caching allocator holds: the driver's
+ * segments there are cached blocks, freed tensors among them, so the line
+ * that created a segment does not hold what it holds at the peak. */
+static bool torch_device(const struct snapshot *s, const struct snap_device *d)
+{
+    return d->allocator.present || d->tensors.present || d->peak_tensors.present ||
+           report_allocator_peak(s, d) != SNAP_UNKNOWN;
+}
+
+/* PyTorch's device at its peak without the peak's tensors: what is known
+ * (the peak, when, max_memory_allocated: the figures the report prints
+ * beside it) and how to get the lines, naming none. */
+static void peak_unrecorded(const struct snapshot *s, const struct snap_device *d,
+                            const char *what, struct advice *out, int *n)
+{
+    uint64_t tensors = report_allocator_peak(s, d);
+    if (d->peak_bytes == 0 || !known(d->peak_bytes))
+        return;
+    char a[OUT_NUM], b[OUT_NUM], t[OUT_NUM], when[640], during[700] = "", held[160] = "";
+    if (report_allocator_when(s, d->peak_phase, report_allocator_peak_step(s, d), when,
+                              sizeof when)[0])
+        snprintf(during, sizeof during, ", during %s", when);
+    if (known(tensors))
+        snprintf(held, sizeof held, "; its tensors peaked at %s (max_memory_allocated)",
+                 out_bytes(tensors, b));
+    add(out, n, "peak-unrecorded", 0,
+        "%s (%s at %s%s) the lines that held PyTorch's tensors were not recorded%s, "
+        "and the lines that created its cached segments do not tell them (those hold "
+        "freed blocks too): rerun with CUMEMTRACE_TORCH_PEAK=1 to list the peak's "
+        "tensors by line",
+        what, out_bytes(d->peak_bytes, a), out_duration(d->peak_time_ns, t), during, held);
 }
 
 static uint64_t largest_free(const struct snap_allocator *a)
@@ -627,9 +661,13 @@ int advice_compute(struct snapshot *s, struct advice *out)
             struct holders h;
             if (holders_get(s, d, HOLDERS_PEAK, false, &h) != 0)
                 return -1;
-            int rc = h.source == HOLDERS_TENSORS
-                         ? dominant_tensors(s, &h, what, out, &n)
-                         : dominant(s, &d->at_peak, d->peak_bytes, what, out, &n);
+            int rc = 0;
+            if (h.source == HOLDERS_TENSORS)
+                rc = dominant_tensors(s, &h, what, out, &n);
+            else if (!torch_device(s, d))
+                rc = dominant(s, &d->at_peak, d->peak_bytes, what, out, &n);
+            else if (!d->peak_tensors.present) /* else --segments hid them */
+                peak_unrecorded(s, d, what, out, &n);
             holders_free(&h);
             if (rc != 0)
                 return -1;

@@ -31,6 +31,10 @@
  *   whole-run           oom.cause "exhausted": the run's need is unknown
  *   dominant-site       one call site holds >= ADVICE_DOMINANT_PCT % of what
  *                       is held at the failure (OOM), else of a device's peak
+ *                       (PyTorch's device: of the peak's tensors only)
+ *   peak-unrecorded     a device PyTorch's allocator holds, without the
+ *                       peak's tensors in the file: what is known of the
+ *                       peak, no line named, and CUMEMTRACE_TORCH_PEAK=1
  *   small-segments      a device has >= ADVICE_SMALL_COUNT live allocations
  *                       under 1 MiB
  *   granularity         rounding to the granularity wastes >= ADVICE_WASTE_PCT %
