@@ -12,7 +12,7 @@ The floor does what the tracer must at least do: one unw_backtrace of the
 same depth and an insert, a find and a delete in a hash table that holds as
 many live entries (LIVE + a batch) as the tracer's table does in the traced
 loop.  heaptrack runs the same loop shape (malloc/free, same depth, same live
-set), in-loop and interleaved with ours.  The targets of issue 14 are judged
+set), in-loop and interleaved with ours.  The allocation path's targets are judged
 met / missed on this run's figures, both measures.
 
   scripts/bench.py --build build [--write docs/performance.md] [--quick]
@@ -182,7 +182,7 @@ CG = {}  # callgrind runs, by what they ran
 FASTRT = os.path.join(BUILD, "bench", "fastrt")
 THREADS = (1, 2, 4, 8)
 NPROC = os.cpu_count() or 1
-# issue 25's targets: N threads >= X x one thread's throughput
+# the targets: N threads >= X x one thread's throughput
 THREAD_TARGETS = ((2, 1.6), (4, 2.5))
 
 
@@ -226,7 +226,7 @@ ORDERS = ("fifo", "lifo", "fifo-varied", "lifo-varied", "fifo-wide", "fifo-varie
 
 
 def fixed_targets():
-    """Issue 25 item 5: the fixed cost with no stack (section 1's depth 0)."""
+    """The fixed cost with no stack (section 1's depth 0)."""
     r = R[("runtime", 0)]
     target("fixed cost with no stack <= 60 ns and <= 400 instructions per pair",
            judge_max(r["added"], 60, ".0f", " ns"),
@@ -327,7 +327,7 @@ def threads_part():
 
 
 def threads_targets(T):
-    """Issue 25's thread targets.  A wall target of N threads is judged only
+    """The thread targets.  A wall target of N threads is judged only
     where the machine could show it: N cores, and the bare stand-in itself
     reaching the ratio in this run (else the cores were not the threads')."""
     if "threads" not in R:
@@ -385,7 +385,7 @@ if args.only == "threads":
     T = []
     threads_targets(T)
     say()
-    say("targets of issue 25's thread scaling, judged on this run:")
+    say("targets of the thread scaling, judged on this run:")
     for state, what, text in T:
         say(f"  {state:<14} {what}: {text}")
     say(f"bench took {time.monotonic() - T0:.0f} s")
@@ -409,7 +409,7 @@ LABEL = {"runtime": "cudaMalloc+cudaFree", "driver": "cuMemAlloc_v2+cuMemFree_v2
 CONFIGS = [("runtime", 0), ("runtime", 8), ("runtime", 32), ("runtime", 64),
            ("driver", 32), ("async", 32), ("vmm", 32)]
 if args.only == "fixed":
-    CONFIGS = [("runtime", 0)]  # issue 25 item 5: the fixed cost alone
+    CONFIGS = [("runtime", 0)]  # the fixed cost alone
 
 
 for path, depth in CONFIGS:
@@ -484,7 +484,7 @@ if args.only == "fixed":
         patterns_part()
     fixed_targets()
     say()
-    say("targets of issue 25's fixed cost, judged on this run:")
+    say("targets of the fixed cost, judged on this run:")
     for state, what, text in T:
         say(f"  {state:<14} {what}: {text}")
     say(f"load average at end: {os.getloadavg()[0]:.2f}; bench took "
@@ -649,7 +649,7 @@ if VALGRIND:
 # report and diff read files of the same size shaped like a real training
 # run's (scripts/gen_big_snapshot.py): per-site churn over the run, native
 # frames over 40 libraries, Python frames - the library's own dump above has
-# no frees and one module, and hid a quadratic churn table (issue 25).
+# no frees and one module, and hid a quadratic churn table.
 # scripts/bench_cli_read.py times them (wall, CPU, RSS; interleaved runs) and
 # counts their instructions on the same files; its rows join the targets.
 READ_JSON = os.path.join(TMP, "cli_read.json")
@@ -668,7 +668,7 @@ if p.returncode != 0:
 with open(READ_JSON) as f:
     R["cli_read"] = json.load(f)
 
-# ---- 4b: native frames resolved from debug information (issue 15) ----
+# ---- 4b: native frames resolved from debug information ----
 resolve = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_resolve.py")
 SYMS = os.path.join(BUILD, "tests", "bench", "bench_symbols")
 p = subprocess.run([sys.executable, resolve, "--cli", CLI, "--module", SYMS,
@@ -688,7 +688,7 @@ else:
     say(f"debug-info resolution: not measured, bench_resolve.py failed: "
         f"{(p.stderr or p.stdout).strip()[-200:]}")
 
-# ---- 4c: the stream (issue 13): the allocation path's share, the writer's CPU ----
+# ---- 4c: the stream: the allocation path's share, the writer's CPU ----
 say()
 SFLUSH = 5  # ms: 200x the default rate of checkpoints, so the loop meets many
 S_ITERS = 4 * ITERS
@@ -758,7 +758,7 @@ for case, what in (("steady", "repeated stacks"), ("fresh", "a new call chain ea
         say(f"Python frames ({what}): not measured, bench_python.py failed: "
             f"{p.stderr.strip()[-200:]}")
 
-# ---- 5b: Python frames without the GIL (issue 25 item 1) ----
+# ---- 5b: Python frames without the GIL ----
 if VALGRIND:
     pc = subprocess.run([python, pybench, "--build", BUILD, "--capture-instr"],
                         capture_output=True, text=True, timeout=1800)
@@ -783,7 +783,7 @@ if tf.returncode == 0 and "share" in kv:
 else:
     say(f"PyTorch loop's Python frames: not measured: {(tf.stderr or tf.stdout).strip()[-200:]}")
 
-# ---- 5c: the exit snapshot of a small PyTorch run (issue 25 item 2) ----
+# ---- 5c: the exit snapshot of a small PyTorch run ----
 TORCH_PY = torch_python(create=True)
 if VALGRIND and TORCH_PY and os.path.exists(TORCH_PY):
     tdir = os.path.join(TMP, "torchdump")
@@ -822,7 +822,7 @@ else:
 if VALGRIND:
     where_they_go((32, 0))
 
-# ---- 7: the targets of issue 14, judged on this run ----
+# ---- 7: the allocation path's targets, judged on this run ----
 for depth, limit in ((32, 1.3), (8, 1.6), (64, 1.2)):
     r = R[("runtime", depth)]
     target(f"cudaMalloc+cudaFree added per pair <= {limit} x floor at depth {depth}",
@@ -855,7 +855,7 @@ T.extend(tuple(row) for row in R["cli_read"]["rows"] if row[1].startswith("repor
 if "resolve" in R:
     kv = R["resolve"]
     spread = lambda w: [kv[f"added_{w}_min"], kv[f"added_{w}"], kv[f"added_{w}_max"]]
-    target("debug-info resolution adds <= 1 s to report of it (issue 15; vs "
+    target("debug-info resolution adds <= 1 s to report of it (vs "
            "CUMEMTRACE_DEBUGINFO=off)", judge_max(spread("wall"), 1, unit=" s"),
            judge_max(spread("cpu"), 1, unit=" s CPU"))
 else:
@@ -870,8 +870,8 @@ if "py_steady" in R:
 if "py_capture" in R:
     pc = R["py_capture"]
     T.append((combine(judge_i(pc["held"], 2000)[0], judge_i(pc["released"], 2000)[0]),
-              "30 Python frames <= 2000 instructions a capture, GIL held and released "
-              "(issue 25)", f"instr held {pc['held']:.0f}, released {pc['released']:.0f}; "
+              "30 Python frames <= 2000 instructions a capture, GIL held and released",
+              f"instr held {pc['held']:.0f}, released {pc['released']:.0f}; "
               "wall not judged (the 1 us of the target is ~2000 instructions here)"))
 else:
     T.append(("not measured", "30 Python frames <= 2000 instructions a capture",
@@ -880,13 +880,13 @@ if "torch_frames" in R:
     share = float(R["torch_frames"]["share"])
     T.append(("met" if share >= 0.99 else "MISSED",
               "PyTorch no-cache loop: >= 99 % of allocations carry the script's Python "
-              "frames (issue 25)", f"{100 * share:.2f} % of {R['torch_frames']['allocations']}"))
+              "frames", f"{100 * share:.2f} % of {R['torch_frames']['allocations']}"))
 else:
     T.append(("not measured", "PyTorch no-cache loop: >= 99 % with the script's frames",
               "no PyTorch venv or the loop failed (above)"))
 if "torch_dump" in R:
     T.append(("met" if R["torch_dump"] <= 5e6 else "MISSED",
-              "exit snapshot of a small PyTorch run <= 5 M instructions (issue 25)",
+              "exit snapshot of a small PyTorch run <= 5 M instructions",
               f"instr {R['torch_dump'] / 1e6:.2f} M; wall not judged"))
 else:
     T.append(("not measured", "exit snapshot of a small PyTorch run <= 5 M instructions",
@@ -929,7 +929,7 @@ else:
               "valgrind is missing: no instruction counts"))
 
 say()
-say("targets of issues 14 and 25, judged on this run (met only if every measure meets it):")
+say("targets, judged on this run (met only if every measure meets it):")
 for state, what, text in T:
     say(f"  {state:<14} {what}: {text}")
 LOAD1 = os.getloadavg()

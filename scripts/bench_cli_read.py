@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench_cli_read.py - `make bench`'s rows for `report` and `diff` of the big
-generated snapshot (issue 25 item 3: report <= 0.6 s, diff <= 1.2 s, RSS <=
+generated snapshot (report <= 0.6 s, diff <= 1.2 s, RSS <=
 150 MiB), also runnable alone.
 
 Two files of the shape a real training run writes (scripts/gen_big_snapshot.py:
@@ -124,7 +124,7 @@ for what in CMDS:
     rows.append(("met" if rss <= RSS_MIB else "MISSED",
                  f"{what} of the generated snapshot{'s' if what == 'diff' else ''} "
                  f"<= {RSS_MIB} MiB peak RSS", f"peak RSS {spread(r['rss'], '.0f', ' MiB')}"))
-print("targets (issue 25 item 3), judged on the medians of this run:")
+print("targets, judged on the medians of this run:")
 for state, what, text in rows:
     print(f"  {state:<14} {what}: {text}")
 if a.json:

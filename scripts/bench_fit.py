@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench_fit.py - what `cumemtrace fit` adds to the bare simulated run of the
-same script on the same card (issue 26: at most 10 %).
+same script on the same card (at most 10 %).
 
     scripts/bench_fit.py --build build [--write docs/performance.md] [--quick]
 

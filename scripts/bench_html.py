@@ -7,7 +7,7 @@ in headless Chromium (tests/e2e/browser.py).  Part of `make bench`.
 
 Prints the page size, the time `cumemtrace html` took, and from the page's
 own performance marks when its model was parsed and each section drawn.
-Targets (issue 16): under 20 MB, interactive in under 3 s."""
+Targets: under 20 MB, interactive in under 3 s."""
 import argparse
 import pathlib
 import subprocess

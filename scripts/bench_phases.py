@@ -14,7 +14,7 @@ alone (callgrind --toggle-collect; they do not move with the machine's
 load), and time per pair, median [min-max] of REPS interleaved repetitions,
 as wall clock and as the loop thread's CPU time (on a loaded machine the
 wall clock also counts the time the loop waited for a core; the load
-average is printed).  Targets (issue 27): push+pop <= 100 ns added, and
+average is printed).  Targets: push+pop <= 100 ns added, and
 allocations inside ranges no dearer than outside.
 
   scripts/bench_phases.py --build build [--write docs/performance.md] [--quick]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench_python.py - what Python frames cost per allocation (issue 6).
+"""bench_python.py - what Python frames cost per allocation.
 
 A CPython child calls cudaMalloc + cudaFree of the simulated runtime through
 ctypes.PyDLL (GIL held) from 30 nested Python frames, PAIRS times, under

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench_ranks.py - the scale figure of the multi-rank merge (issue 17):
+"""bench_ranks.py - the scale figure of the multi-rank merge:
 `cumemtrace report DIR` over 8, 16, 32 and 64 synthetic ranks, time and peak
 RSS of the tool, and the RSS growth per added rank (least-squares slope),
 against the RSS of reporting one rank file alone.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench_resolve.py - what resolving native frames from debug information
-costs `cumemtrace report` on the big benchmark snapshot (issue 15: <= 1 s
+costs `cumemtrace report` on the big benchmark snapshot (<= 1 s
 for 1 M allocations / 100 k stacks).  scripts/bench.py runs it.
 
 The snapshot (scripts/gen_big_snapshot.py --module) has its native frames

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench_torch_frames.py - how many of a PyTorch loop's allocations carry the
-script's Python frames (issue 25 item 1).
+script's Python frames.
 
 Real PyTorch (scripts/torch-env.sh's venv) on the simulated GPU
 (scripts/simgpu), under `cumemtrace run`, with PYTORCH_NO_CUDA_MEMORY_CACHING=1

@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """bench_torch_history.py - what PyTorch's own allocation history costs per
-allocation, beside what cumemtrace adds, in one real training loop (issue 25
-item 6: the honest peer; issue 23 item 1: the history cumemtrace turns on by
-default, target <= 2 % of a step).
+allocation, beside what cumemtrace adds, in one real training loop (the honest
+peer; the history cumemtrace turns on by default, target <= 2 % of a step).
 
 The loop: an nn.Linear MLP with AdamW, and a GPT-2-shaped transformer
 (transformers' GPT2LMHeadModel from a config, random weights) with AdamW
@@ -246,7 +245,7 @@ def measure(args, py, toggle, tmp, child):
     verdict = "met" if ours <= 0.02 else "missed"
     if not hist[("ours", "as_is")]:
         verdict = "not measurable (cumemtrace's run kept no history here)"
-    say(f"  target (issue 23): cumemtrace's default costs <= 2% of a step: {verdict} "
+    say(f"  target: cumemtrace's default costs <= 2% of a step: {verdict} "
         f"({ours * 100:.1f}% in instructions)")
     return lines
 

@@ -14,7 +14,7 @@ PyTorch's global module hooks (CUMEMTRACE_TORCH_PHASES=1).  Each figure
 twice: instructions per step, all threads, counted by callgrind between two
 client requests around the steps only (tests/bench/cg_requests.c), and wall
 clock per step, the median over interleaved processes of each process's
-best block.  Target (issue 23, item 4): the default phases add <= 2 % to
+best block.  Target: the default phases add <= 2 % to
 the step, in instructions and in wall clock; the hooks' cost is printed
 beside it.
 
@@ -175,7 +175,7 @@ for model, (table, verdicts) in results:
     state = "met" if all(v[0] == "met" for v in verdicts) else \
         "MISSED" if any(v[0] == "MISSED" for v in verdicts) else \
         next(v[0] for v in verdicts if v[0] != "met")
-    lines.append(f"- {model}: the default phases add <= 2 % to the step (issue 23, item 4): "
+    lines.append(f"- {model}: the default phases add <= 2 % to the step: "
                  f"**{state}** - " + "; ".join(f"{t} ({s})" for s, t in verdicts) + ".")
     lines.append("")
 lines.append("- Where it goes: by default a step runs two optimizer hooks (a ctypes call "

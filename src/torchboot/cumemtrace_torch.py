@@ -1,4 +1,4 @@
-"""The PyTorch layer of cumemtrace (issues 12 and 23): PyTorch's own view of
+"""The PyTorch layer of cumemtrace: PyTorch's own view of
 its memory in every snapshot, read where reading it is safe.
 
 Our C hooks run inside cudaMalloc while PyTorch's caching allocator holds

@@ -1,5 +1,5 @@
-"""Our own declaration of the CUDA ABI matches NVIDIA's headers exactly
-(issue 2): every prototype, type layout and value, checked by
+"""Our own declaration of the CUDA ABI matches NVIDIA's headers exactly: every
+prototype, type layout and value, checked by
 tests/abi/check_abi.py whenever a toolkit's headers are installed
 ($CUDA_INCLUDE, or $CUDA_HOME/include, default /usr/local/cuda/include).
 

@@ -1,5 +1,4 @@
-"""make bench's fixed-cost part (scripts/bench.py --only fixed, issue 25
-item 5): the fixed cost of a cudaMalloc+cudaFree pair with no stack comes
+"""make bench's fixed-cost part (scripts/bench.py --only fixed): the fixed cost of a cudaMalloc+cudaFree pair with no stack comes
 out judged on the run that printed it - the instruction half met exactly
 when the count printed is at most 400, the wall half by the bench's own
 rule (a spread crossing zero is not measurable) - with the same count in the

@@ -1,4 +1,4 @@
-"""make bench's thread-scaling part (scripts/bench.py --only threads, issue 25):
+"""make bench's thread-scaling part (scripts/bench.py --only threads):
 its targets come out judged on the run that printed them, and never met where
 the machine could not show them - N threads on fewer than N cores, or a bare
 stand-in that did not itself reach the ratio - and the instructions per pair

@@ -1,4 +1,4 @@
-"""Per-call-site churn (issue 15): allocations, frees, bytes allocated and
+"""Per-call-site churn: allocations, frees, bytes allocated and
 temporary frees (freed with no other allocation in between, heaptrack's
 definition), checked against a program that knows its own counts
 (tests/progs/rt_churn.c), in the snapshot, report --json and the text."""

@@ -1,4 +1,4 @@
-"""Recorded strings never drive the terminal (issue 10 item 17): a crafted
+"""Recorded strings never drive the terminal: a crafted
 snapshot puts ESC sequences, CR, BEL, a C1 CSI, a bidi override, a newline
 and bytes that are not UTF-8 into every string the CLI prints (exe, cmdline,
 host, reason, entry points, modules, symbols, Python files, post-mortem
@@ -134,7 +134,7 @@ def test_error_messages_escape_the_file_name(tmp_path):
     assert "bad\\x1b[2J\\x07.json" in err, err
 
 
-# ---- issue 24, item 22: the lines that say what was written ----
+# ---- the lines that say what was written ----
 
 BAD_NAME = "x\x1b[2J\x07\x9b31m"
 STREAM = ROOT / "tests" / "fuzz" / "stream_seeds" / "cut.stream"

@@ -1,4 +1,4 @@
-"""Inputs the CLI must refuse, in one line and at once (issue 24, item 1b):
+"""Inputs the CLI must refuse, in one line and at once:
 anything that is not a regular file - a symlink to /dev/zero, a FIFO named
 *.json, such a file inside a run directory - and a stream whose record
 claims more bytes than the file holds.  Every read is bounded by the
@@ -99,7 +99,7 @@ def test_a_stream_record_larger_than_the_file_is_refused(tmp_path):
 
 
 def test_a_stream_whose_checkpoint_is_unreadable_gets_one_line(tmp_path):
-    """Issue 24, item 23: "recovered from a stream" was printed before the
+    """The line "recovered from a stream" was printed before the
     checkpoint was read, so its error made two lines."""
     seed = ROOT / "tests" / "fuzz" / "stream_seeds" / "cut.stream"
     data, out, off = seed.read_bytes(), bytearray(), 8
@@ -123,7 +123,7 @@ def test_a_stream_whose_checkpoint_is_unreadable_gets_one_line(tmp_path):
 
 @pytest.mark.parametrize("where", ["top", "group"])
 def test_duplicate_keys_are_refused(tmp_path, where):
-    """Issue 24, item 23: "devices":[...],"devices":[] read as one array
+    """The text "devices":[...],"devices":[] read as one array
     of both (device 0 reported) where Python's json keeps the last (none)."""
     text = (INPUTS / "exit_train.json").read_text()
     if where == "top":

@@ -1,4 +1,4 @@
-"""The reader refuses a snapshot that contradicts itself (issue 10 item 18):
+"""The reader refuses a snapshot that contradicts itself:
 each invariant of docs/snapshot-format.md ("Invariants") is broken on its own
 in a valid document from the golden generator (tests/golden/gen_inputs.py),
 and the CLI must exit 2 with one line naming the file and that invariant."""

@@ -1,4 +1,4 @@
-"""The files the CLI writes (issue 24, item 15) are written as the library
+"""The files the CLI writes are written as the library
 writes its snapshots: a temporary beside OUT, then a rename.  So an
 existing OUT is never written through (a symlink's target was
 overwritten), never a FIFO (the command blocked) or a device node

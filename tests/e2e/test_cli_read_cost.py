@@ -1,5 +1,5 @@
-"""What reading a snapshot costs the CLI, per byte of the file (issue 14:
-`report` of 1 M live allocations / 100 k stacks took 0.79 s CPU, `diff` of
+"""What reading a snapshot costs the CLI, per byte of the file (`report` of 1
+M live allocations / 100 k stacks took 0.79 s CPU, `diff` of
 two 1.47 s).  Counted in instructions under callgrind on a generated
 snapshot of the same shape, smaller: exact on a loaded machine, where
 timings are not.  The reader spent ~1800 instructions on each frame
@@ -58,7 +58,7 @@ def test_reading_costs_few_instructions_per_byte(tmp_path):
 @pytest.mark.skipif(SAN_RUNTIME is not None,
                     reason="valgrind cannot run sanitizer-instrumented code")
 def test_the_bench_shape_reads_in_few_instructions_per_byte(tmp_path):
-    """Issue 25: `make bench`'s snapshot (1 M live / 100 k sites, an event
+    """`make bench`'s snapshot (1 M live / 100 k sites, an event
     row per allocation, frames drawn from pools of ~1.5 % of the frames)
     read at 18.6 instructions a byte and report took 0.94 s: the event rows
     cost ~2,000 instructions each (a call and a path push per value), the
@@ -118,7 +118,7 @@ def peak_rss(*argv):
 def test_diff_keeps_no_event_rows(tmp_path):
     """report and diff read no event rows: each row is checked and counted
     but not kept (40 bytes a row; the bench's files have a million each:
-    diff's peak RSS was 175 MiB, over issue 25's 150).  diff of two of
+    diff's peak RSS was 175 MiB, over the target's 150).  diff of two of
     these 44 MiB files peaked at 45 MiB, now 30."""
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     for seed, path in ((1, a), (2, b)):
@@ -176,7 +176,7 @@ def churn_cost(tmp_path, stacks):
 @pytest.mark.skipif(SAN_RUNTIME is not None,
                     reason="valgrind cannot run sanitizer-instrumented code")
 def test_churn_table_is_linear_in_call_sites(tmp_path):
-    """Issue 25: the churn table found each call site's row by a linear
+    """The churn table found each call site's row by a linear
     search of the rows so far - quadratic: 6,558 instructions a site at
     2,000 sites, 24,576 at 8,000 (report of the 100 k-site file took 5.5 s).
     Rows indexed by the dense site id: ~580 a site at both."""

@@ -280,7 +280,7 @@ def test_allocator_fragmentation_advises_expandable_segments(tmp_path):
 
 
 def test_expandable_segments_already_on_advises_what_closes_holes(tmp_path):
-    # Issue 24 item 3: with expandable segments on, the free pieces lie
+    # With expandable segments on, the free pieces lie
     # between live tensors; max_split_size_mb cannot join them.
     path = _with_allocator(tmp_path, "oom_fragmentation.json", "allocator_fragmentation",
                            config={"expandable_segments": "True"})
@@ -514,7 +514,7 @@ def test_big_snapshot_smoke(tmp_path):
     str(p.relative_to(INPUTS)) for p in list(INPUTS.glob("*.json")) +
     list(INPUTS.glob("torch/*.json")) if not p.name.startswith("bad_")))
 def test_width_holds_for_every_line(name):
-    # Issue 24 item 10: the churn heading ignored --width 60 (a 74-column line)
+    # The churn heading ignored --width 60 (a 74-column line)
     out = cli("report", "--width", "60", INPUTS / name).stdout
     long = [l for l in out.splitlines() if len(l) > 60]
     assert not long, long
@@ -529,7 +529,7 @@ def _marked_twice(out):
 
 
 def test_diff_does_not_show_one_line_as_new_and_gone(tmp_path):
-    # Issue 24 item 12: plain segments against expandable segments - the same
+    # Plain segments against expandable segments - the same
     # Python line allocates through cudaMalloc in one run and cuMemCreate in
     # the other (different native frames below it): one call site, unchanged.
     base, new = INPUTS / "torch" / "segments_oom.json", INPUTS / "torch" / "expandable_exit.json"

@@ -23,7 +23,7 @@ def _run_bounded(tmp_path, args, env=None, timeout=20):
 
 
 def test_late_local_runtime_threads_and_dlopen_never_hang(tmp_path):
-    # Issue 10.1: first calls on 4 threads resolve real functions by scanning
+    # First calls on 4 threads resolve real functions by scanning
     # the loaded libraries while the main thread loads and unloads another
     # one 200 times.  Before the fix the scan called dlopen inside
     # dl_iterate_phdr (lock order inversion): about a third of runs hung.
@@ -61,7 +61,7 @@ def test_late_threads_scan_a_library_whose_path_is_a_multiple_of_8_long(tmp_path
 
 
 def test_free_with_the_wrong_api_is_counted_as_wrong_kind(run):
-    # Issue 10.9: the pointers are known, only the API is wrong; the host
+    # The pointers are known, only the API is wrong; the host
     # sees the runtime's own answer, and the counters say what happened.
     bare = run(["rt_concurrency", "wrongfree"], preload=False)
     traced = run(["rt_concurrency", "wrongfree"])
@@ -83,7 +83,7 @@ def test_free_with_the_wrong_api_is_counted_as_wrong_kind(run):
 
 
 def test_thread_cancelled_in_the_real_call_gives_its_reservation_back(run):
-    # Issue 10.7: the thread is cancelled inside cudaMalloc(3 MiB) (the
+    # The thread is cancelled inside cudaMalloc(3 MiB) (the
     # simulated driver waits in pause()); before the fix its reservation
     # stayed in flight and the 8 MiB request under an 8 MiB limit was
     # refused although the process held nothing.
@@ -101,7 +101,7 @@ def test_thread_cancelled_in_the_real_call_gives_its_reservation_back(run):
 @pytest.mark.skipif(SAN_RUNTIME is not None,
                     reason="under a sanitizer the resident set is the sanitizer's")
 def test_threads_that_oom_leave_nothing_behind(run):
-    # Issue 10.15: each thread that hit an OOM kept its ~4.6 KB chain state
+    # Each thread that hit an OOM kept its ~4.6 KB chain state
     # for ever (+18 MB RSS over 4,000 threads here); the thread-exit
     # destructor now frees it.  Growth of the resident anonymous memory
     # (RssAnon: a leak is heap; VmRSS adds file pages, which the kernel
@@ -125,7 +125,7 @@ def test_threads_that_oom_leave_nothing_behind(run):
 @pytest.mark.skipif(SAN_RUNTIME is not None,
                     reason="costs under a sanitizer say nothing")
 def test_short_lived_threads_cost_little(run, tmp_path):
-    # Issue 10.15: a thread's first stack used to pay for libunwind's cold
+    # A thread's first stack used to pay for libunwind's cold
     # per-thread cache (an mmap, a DWARF step per frame, a munmap at exit):
     # 8x the bare cost of 20,000 one-allocation threads.  Ratio against the
     # same program without the preload, best of 3 each, interleaved.
@@ -157,7 +157,7 @@ def test_short_lived_threads_cost_little(run, tmp_path):
 
 
 def test_allocation_by_a_signal_handler_inside_a_traced_call_is_tracked(run):
-    # Issue 10.8: the thread waits inside the real cudaMalloc (3 MiB); a
+    # The thread waits inside the real cudaMalloc (3 MiB); a
     # SIGUSR1 handler then allocates 1 MiB, which main frees later.  The
     # re-entry guard used to swallow the handler's call: 1 allocation
     # tracked, and its free counted unknown.
@@ -175,7 +175,7 @@ def test_allocation_by_a_signal_handler_inside_a_traced_call_is_tracked(run):
 
 
 def test_signal_handlers_landing_anywhere_never_deadlock(tmp_path):
-    # Issue 10.8: a handler that interrupts our bookkeeping (the tracker's
+    # A handler that interrupts our bookkeeping (the tracker's
     # lock may be held) must not block: it is passed through and counted.
     # Under a limit every call takes the lock; the handler's 0-byte
     # cudaMalloc takes no lock in the simulator, so only the tracer could

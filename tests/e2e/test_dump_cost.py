@@ -1,4 +1,4 @@
-"""A big snapshot's cost (issue 14: 1 M live allocations / 100 k stacks in
+"""A big snapshot's cost (1 M live allocations / 100 k stacks in
 <= 0.3 s), counted in instructions of cumemtrace_dump() under callgrind
 (exact on a loaded machine, where timings are not), per byte of the JSON it
 wrote - the file's size is fixed by the state, so the ratio is the
@@ -53,7 +53,7 @@ def test_a_big_snapshot_costs_few_instructions_per_byte(tmp_path):
 
 @pytest.mark.parametrize("heap", ["", "heap"])
 def test_a_dump_scans_each_symbol_table_once(tmp_path, heap):
-    """Issue 25 item 2: every distinct frame was named with glibc's dladdr,
+    """Every distinct frame was named with glibc's dladdr,
     which scans the module's whole dynamic symbol table each time (1.27 M
     instructions an address in libtorch; 62 M of the 69 M an exit snapshot
     of a small PyTorch run cost).  rt_manysyms holds 64 allocations from 64

@@ -1,4 +1,4 @@
-"""Every way a process ends leaves a record (issue 13): termination signals
+"""Every way a process ends leaves a record: termination signals
 with and without host handlers, with the exit status an untraced run has,
 and `cumemtrace run` saying per process what it wrote and why."""
 import json

@@ -1,4 +1,4 @@
-"""Issue 24 item 4: `diff --max-growth` fails the gate when NEW ran out of
+"""`diff --max-growth` fails the gate when NEW ran out of
 memory more often than BASE (more OOM chains, or more chains that failed for
 good), in the one-file diff and in the many-rank diff, unless --allow-oom
 says that only peaks count."""

@@ -1,4 +1,4 @@
-"""The allocation path's own cost (issue 14), counted in instructions under
+"""The allocation path's own cost, counted in instructions under
 callgrind on the timed loop of tests/bench/bench_alloc.c (exact on a loaded
 machine, where timings are not), traced against the same loop bare:
  - stacks come from the frame-rule walk, not libunwind, and each extra frame

@@ -622,7 +622,7 @@ def test_ranges_under_the_timeline(browser, tmp_path):
 
 def hostile_snapshot(src, dst):
     """src with an argv that opens an HTML comment and a script tag, and
-    one stack 10 000 Python frames deep (issue 24, item 18)."""
+    one stack 10 000 Python frames deep."""
     s = json.loads(src.read_text())
     s["process"]["cmdline"].append("--note=<!--<script>")
     st = next(x for x in s["stacks"] if x["id"] == s["devices"][0]["live"][0]["stack"])
@@ -657,7 +657,7 @@ def test_hostile_strings_and_deep_stacks_still_draw_the_page(browser, tmp_path):
 def test_timeline_zooms_to_the_allocation_activity(browser, tmp_path):
     """A process that dumps long after its last allocation (a torch script:
     seconds of import, then exit) gets a timeline of its activity, not of
-    the idle tail (issue 24, item 9); a double-click shows the whole run."""
+    the idle tail; a double-click shows the whole run."""
     s = json.loads((INPUTS / "exit_train.json").read_text())
     times = [e[0] for e in s["events"]["data"]]
     s["process"]["dump_time_ns"] = 20 * max(times)
@@ -733,7 +733,7 @@ def check_box_labels(b):
 
 
 def test_box_labels_fit_their_boxes(browser, tmp_path):
-    """Issue 24, item 9: labels were cut by a fixed width per character
+    """Labels were cut by a fixed width per character
     (6.5 px at 11 px: wide letters ran past their frame) and a segment's
     row name was right-aligned in a fixed 118 px margin (a small-pool
     segment's 48-bit address ran off the picture's left edge).  Now each is
@@ -780,7 +780,7 @@ def test_box_labels_fit_their_boxes(browser, tmp_path):
 
 
 def test_tensors_and_their_peak_on_the_page(browser, tmp_path):
-    """Issue 23, items 2 and 6: the page names PyTorch's live tensors by the
+    """The page names PyTorch's live tensors by the
     Python line that allocated them (its history's top_tensors) and its
     tensors' peak (max_memory_allocated) under the device's peak, which
     counts what it reserved; the call-site table says its rows are cached
@@ -847,7 +847,7 @@ def test_the_page_names_pytorchs_holders_by_line(browser, tmp_path):
 
 
 def test_the_page_says_how_old_pytorchs_figures_are(browser, tmp_path):
-    """Issue 23, item 3: where `report` says PyTorch's figures are older
+    """Where `report` says PyTorch's figures are older
     than the snapshot or missing, the page says the same sentence under the
     device's heading (timeline) and over its tensors; a dump whose figures
     were read for it says nothing."""

@@ -1,5 +1,4 @@
-"""A host that interrupts the thread writing a snapshot (issue 24, items 1c,
-13, 14): a signal handler that leaves by pthread_exit(), a deferred
+"""A host that interrupts the thread writing a snapshot: a signal handler that leaves by pthread_exit(), a deferred
 pthread_cancel, SIGTERM in the middle of the exit snapshot or of an OOM
 post-mortem.  Each used to cost a hang (the tracker's lock left held) or
 the record (no snapshot, a temporary left, the next post-mortem numbered

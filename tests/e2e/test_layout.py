@@ -1,4 +1,4 @@
-"""Output that fits the terminal (issue 15): the width comes from --width,
+"""Output that fits the terminal: the width comes from --width,
 else the terminal (COLUMNS, TIOCGWINSZ), else 80 when piped; --full cuts
 nothing; caller chains are cut only at frame boundaries, so two frames are
 never joined into one fake name."""
@@ -152,7 +152,7 @@ def test_interpreter_and_start_up_frames_are_folded_by_default(tmp_path):
                                                              src).stdout)
 
 
-# ---- the framework's own frames (issue 23) ----
+# ---- the framework's own frames ----
 
 MUL_BACKWARD = "_ZN5torch8autograd9generated12MulBackward05applyEOSt6vectorIN2at6TensorESaIS5_EE"
 ENGINE = "_ZN5torch8autograd6Engine11thread_mainERKSt10shared_ptrINS0_9GraphTaskEE"
@@ -301,7 +301,7 @@ def test_focus_option_errors():
     assert r.returncode == 2 and "--focus needs a regular expression" in r.stderr
 
 
-# ---- a post-mortem in one screen (issue 24, item 8) ----
+# ---- a post-mortem in one screen ----
 
 OOM_INPUTS = ["oom_exhausted.json", "oom_fragmentation.json", "oom_limit.json",
               "rank1.oom.json", "torch/demo_oom.json", "torch/history_oom.json",

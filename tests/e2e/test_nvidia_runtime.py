@@ -1,4 +1,4 @@
-"""NVIDIA's own CUDA runtime obtains our wrappers (issue 3).
+"""NVIDIA's own CUDA runtime obtains our wrappers.
 
 tests/nvidia/alloc.cu is built by nvcc (tests/nvidia.mk) against NVIDIA's
 real runtime, shared and static, and runs under LD_PRELOAD=libcumemtrace.so

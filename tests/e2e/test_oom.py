@@ -96,7 +96,7 @@ def test_placement_fragmentation(run):
 
 
 def test_recovered_chain_is_quiet_by_default(run):
-    # A retry that recovers is routine for a caching allocator (issue 12): one
+    # A retry that recovers is routine for a caching allocator: one
     # info line and a counter, no post-mortem file, no error lines, no advice.
     r = run(["rt_oom", "recover"], env=CARD)
     assert r.stdout == "recovered\n"
@@ -110,7 +110,7 @@ def test_recovered_chain_is_quiet_by_default(run):
 
 
 def test_the_recovered_line_honours_the_log_level(run):
-    """Issue 24, item 20: log_msg(LOG_INFO, "recovered: ...") printed
+    """log_msg(LOG_INFO, "recovered: ...") printed
     whatever CUMEMTRACE_LOG said; "error" keeps only errors."""
     r = run(["rt_oom", "recover"], env=dict(CARD, CUMEMTRACE_LOG="error"))
     assert r.stdout == "recovered\n"
@@ -221,7 +221,7 @@ def test_post_mortems_are_capped(run):
 
 def test_post_mortems_are_numbered_without_gaps(run):
     # Each chain's post-mortem is rewritten as attempts come in; only new
-    # files take a number (issue 12: oom.0, oom.1, oom.2 - not 0, 2, 4).
+    # files take a number (oom.0, oom.1, oom.2 - not 0, 2, 4).
     r = run(["rt_oom", "retried_chains"], env=CARD)
     names = sorted(f.name.split(".oom.")[1] for f in r.files if ".oom." in f.name)
     assert names == ["0.json", "1.json"], names
@@ -254,7 +254,7 @@ def test_retry_loop_costs_o1_per_attempt_with_many_live_allocations(run):
 
 
 def test_a_recovering_chain_costs_no_dump_once_the_process_retries(run):
-    """Issue 24, item 20: every chain that recovered cost a full dump (76 ms
+    """Every chain that recovered cost a full dump (76 ms
     a chain at 100 k live, bare 27 us).  The first chain still writes at
     once (a host may abort at its first failure); after one recovered, a
     chain's first failure waits for its retry."""
@@ -316,7 +316,7 @@ def test_stderr_is_bounded_after_the_dump_cap(run):
 
 
 def test_report_dir_of_one_run_reads_in_one_screen(run):
-    """Issue 24, item 8: `report DIR` of one run (a post-mortem, snapshots
+    """`report DIR` of one run (a post-mortem, snapshots
     taken on the way, the exit snapshot) printed every file in full - the
     same holders table three times, ~220 lines.  Now: a line per file (alike
     ones merged), then the post-mortem alone; --full for every file."""

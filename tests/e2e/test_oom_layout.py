@@ -1,4 +1,4 @@
-"""Driver-level fragmentation (issue 12): the post-mortem records where this
+"""Driver-level fragmentation: the post-mortem records where this
 process's live allocations sat on the device (oom.layout), the largest gaps
 between them against the failing request, and the one live allocation whose
 free would make room; `report` prints the layout and never advises shrinking
@@ -73,7 +73,7 @@ def test_holes_between_live_allocations(run):
     out = report(path)
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split())
-    # Information only (issue 24 item 5): a GPU maps scattered pages, so the
+    # Information only: a GPU maps scattered pages, so the
     # gaps between addresses claim nothing, and no advice rests on them.
     assert ("layout: this process's 109 allocations span 256 MiB with 3 gaps (20.0 MiB) "
             "between them; the largest: 10.0 MiB, 6.00 MiB and 4.00 MiB (addresses "

@@ -1,4 +1,4 @@
-"""Issue 24 items 5-7: a post-mortem's cause and advice are true of the run.
+"""A post-mortem's cause and advice are true of the run.
 
 - A driver refusal while more is free than requested is not called
   fragmentation (a GPU's MMU maps scattered pages): the cause says what the

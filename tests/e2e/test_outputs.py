@@ -1,5 +1,5 @@
 """Where snapshot files go, and that no output path can hang the host or
-lose a snapshot (issue 10, items 2-5 and 20).  Scenarios: tests/progs/rt_outputs.c."""
+lose a snapshot.  Scenarios: tests/progs/rt_outputs.c."""
 import fcntl
 import json
 import os
@@ -215,7 +215,7 @@ def test_a_fifo_as_output_file_is_refused_with_one_warning(tmp_path):
 
 
 def test_dev_null_as_output_sends_snapshots_to_the_current_directory(tmp_path):
-    """Issue 24, item 23: CUMEMTRACE_OUTPUT=/dev/null wrote into /dev/."""
+    """CUMEMTRACE_OUTPUT=/dev/null wrote into /dev/."""
     before = set(os.listdir("/dev"))
     r = traced([PROG, "many", "10"], tmp_path, {"CUMEMTRACE_OUTPUT": "/dev/null"})
     assert r.returncode == 0, r.stderr
@@ -225,7 +225,7 @@ def test_dev_null_as_output_sends_snapshots_to_the_current_directory(tmp_path):
 
 
 def test_a_host_name_cannot_lead_the_file_out_of_its_directory(tmp_path):
-    """Issue 24, item 23: %h expanded a host named ../../escaped verbatim."""
+    """%h expanded a host named ../../escaped verbatim."""
     if shutil.which("unshare") is None or subprocess.run(
             ["unshare", "-u", "true"], capture_output=True).returncode != 0:
         pytest.skip("unshare -u (a UTS namespace of our own) is not available")
@@ -365,7 +365,7 @@ def test_a_vfork_child_that_execs_writes_nothing(tmp_path):
 
 
 def test_each_image_of_an_exec_chain_numbers_its_snapshot(tmp_path):
-    """Issue 24, item 16: every image of the same pid wrote `.exec.0.json`,
+    """Every image of the same pid wrote `.exec.0.json`,
     so the names became .exec.0.json.1, .2 ... and `report DIR`, which
     reads *.json, saw 1 of 3."""
     chain = [str(PROG), "exec"] * 3 + ["/bin/true"]

@@ -194,7 +194,7 @@ def test_created_context_destroy_frees_only_its_memory(run):
 
 
 def test_more_contexts_than_the_tracker_numbers_free_their_memory(run):
-    """Issue 24, item 21: past 958 created contexts alive at once, the
+    """Past 958 created contexts alive at once, the
     later ones' memory outlived their destroy (484 MiB counted as held)
     and CUMEMTRACE_LIMIT refused what the bare run grants."""
     r = run(["drv_workload", "many_contexts"], env={"CUMEMTRACE_LIMIT": "2500MiB"})

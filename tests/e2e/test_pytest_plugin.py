@@ -172,7 +172,7 @@ def test_x():
     r.assert_outcomes(errors=1)
     out = r.stdout.str()
     assert "@pytest.mark.limit_gpu_memory: not a size: 'four gigs'" in out
-    # once, without the chained traceback of the ValueError (issue 24 item 10)
+    # once, without the chained traceback of the ValueError
     errors = out[out.index("= ERRORS ="):out.index("short test summary")]
     assert errors.count("not a size: 'four gigs'") == 1, out
     assert "During handling of the above exception" not in out, out
@@ -299,7 +299,7 @@ def test_leaks_into_it():
 
 @needs_torch
 def test_a_leak_in_a_reused_segment_names_the_leaking_line(pytester, monkeypatch):
-    """Issue 23: the leaking test's tensor sits in a segment an earlier test
+    """The leaking test's tensor sits in a segment an earlier test
     created, so the segment table names the earlier test's line; the
     message names the line that allocated the tensor still live."""
     r = run_torch_suite(pytester, monkeypatch, test_torch_reuse=TORCH_REUSE)

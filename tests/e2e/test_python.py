@@ -1,4 +1,4 @@
-"""Python frames in every stack (issue 6): the machine's real CPython runs
+"""Python frames in every stack: the machine's real CPython runs
 tests/python/train.py, which allocates through the simulated runtime from
 nested functions in two files; the snapshot must name the exact
 file:line:function chain, innermost first, in place of the interpreter's
@@ -371,7 +371,7 @@ def test_libpython_loaded_after_us_is_found_at_first_allocation(run, tmp_path):
 
 @pytest.mark.parametrize("when", ["never", "finalised"])
 def test_no_pending_call_while_no_interpreter_runs(run, tmp_path, when):
-    """Issue 23, item 4: a process that loaded libpython but runs no
+    """A process that loaded libpython but runs no
     interpreter - never initialised, or after Py_FinalizeEx - allocates:
     cumemtrace finds CPython there, and asking it to load the PyTorch layer
     (Py_AddPendingCall) read a NULL interpreter - the host crashed in our

@@ -1,10 +1,10 @@
-"""What Python frames cost per allocation, in instructions (issue 25 item 1):
+"""What Python frames cost per allocation, in instructions:
 30 Python frames, with the GIL held (ctypes.PyDLL) and released
 (ctypes.CDLL, as PyTorch runs its ops), each at most 2,000 instructions a
 capture.  Counted by callgrind inside python_merge only (the Python side
 of a capture: reading the frames, matching the thread's last stack,
 splicing), as the slope between two loop lengths so the first captures
-(the layout's proof, interning) cancel out.  Before issue 25 a capture
+(the layout's proof, interning) cancel out.  Before, a capture
 without the GIL went through CPython's fault-handler dumper: ~109,000
 instructions at 34 frames."""
 import json

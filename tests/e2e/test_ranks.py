@@ -1,4 +1,4 @@
-"""Many ranks of one job as one view (issue 17): a 4-rank job started like
+"""Many ranks of one job as one view: a 4-rank job started like
 torchrun (RANK, LOCAL_RANK, WORLD_SIZE) on the simulated GPU, rank 2 running
 out of memory (tests/progs/rt_rank.c); `cumemtrace report DIR`, `--rank`,
 `cumemtrace diff DIR_A DIR_B` with the gate on the worst rank; and 64

@@ -1,5 +1,5 @@
 """The tracker's added cost per allocation does not grow with the number of
-live allocations (issue 10 item 12: a hash whose low bits barely moved for
+live allocations (a hash whose low bits barely moved for
 2 KiB strides left uthash stuck at 128 buckets, quadratic in the live
 count).  Counted in instructions under callgrind, in one run: exact on a
 loaded machine, where timings are not."""
@@ -49,7 +49,7 @@ def test_cost_per_allocation_is_flat_from_50k_to_400k_live(tmp_path):
 @pytest.mark.skipif(SAN_RUNTIME is not None,
                     reason="valgrind cannot run sanitizer-instrumented code")
 def test_fixed_cost_per_pair_is_one_lean_trip_each_way(tmp_path):
-    """Issue 14: the tracker's bookkeeping per allocation + free (stack
+    """The tracker's bookkeeping per allocation + free (stack
     already interned, no event log) was ~800 instructions - two pthread
     mutex round trips and uthash's insert, find and delete; one futex-lock
     trip each way and an open-addressed table bring it to ~500."""
@@ -61,7 +61,7 @@ def test_fixed_cost_per_pair_is_one_lean_trip_each_way(tmp_path):
 @pytest.mark.skipif(SAN_RUNTIME is not None,
                     reason="valgrind cannot run sanitizer-instrumented code")
 def test_hooks_path_per_pair_with_the_log_on(tmp_path):
-    """Issue 14: the hooks' path (record_alloc_at with the stack in the
+    """The hooks' path (record_alloc_at with the stack in the
     thread's cache, record_free_take, record_free_finish; every event
     logged) cost 637 instructions a pair: the row built on the stack and
     copied by an out-of-line push, every event stamped by a second clock
@@ -76,7 +76,7 @@ def test_hooks_path_per_pair_with_the_log_on(tmp_path):
 @pytest.mark.skipif(SAN_RUNTIME is not None,
                     reason="valgrind cannot run sanitizer-instrumented code")
 def test_hooks_path_per_pair_once_the_log_thins(tmp_path):
-    """Issue 14: a long run's log is full and thinning (past
+    """A long run's log is full and thinning (past
     CUMEMTRACE_EVENTS), and every thinning of the full log binary-searched
     the bucket size with seven counting passes over it, and every push
     scanned the latest bucket, under the lock: 791 instructions a pair in

@@ -1,4 +1,4 @@
-"""Fresh allocator figures at every dump (issue 23, item 1), without
+"""Fresh allocator figures at every dump, without
 PyTorch: a stand-in layer in the machine's CPython registers its callable
 (cumemtrace_allocator_refresher); each cumemtrace_dump has it report first -
 on the main thread itself when the main thread dumps (through ctypes), on

@@ -1,4 +1,4 @@
-"""The order a snapshot lists call sites in (issue 14's radix sort must
+"""The order a snapshot lists call sites in (the radix sort must
 keep it): live, at_peak and churn largest first, ties by stack id, every
 site with a figure listed once - over 512 sites whose figures tie often and
 span four bytes (tests/progs/rt_sites.c)."""

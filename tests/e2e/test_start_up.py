@@ -1,5 +1,5 @@
-"""What the preload costs a process before (and whether) it uses CUDA
-(issue 24, item 1): the library's constructor runs in every process a
+"""What the preload costs a process before (and whether) it uses CUDA: the
+library's constructor runs in every process a
 shell script starts, so it does nothing costly - no clock calibration, no
 libunwind - and nothing in it waits on a clock that may not move."""
 import json

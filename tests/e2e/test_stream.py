@@ -1,4 +1,4 @@
-"""The stream (issue 13): a record that survives SIGKILL.  A program that
+"""The stream: a record that survives SIGKILL.  A program that
 logs what it holds is killed at random moments; its stream must always
 read, and the recovered live set must be what the program held at the
 checkpoint's moment, no older than a few flush intervals."""

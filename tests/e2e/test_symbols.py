@@ -1,4 +1,4 @@
-"""Native frames named from debug information (issue 15): static and inlined
+"""Native frames named from debug information: static and inlined
 functions with file:line from DWARF, a stripped binary falling back to what
 the snapshot recorded, a rebuild whose code moved still matched by diff, and
 a binary replaced after the run detected by its build-id."""

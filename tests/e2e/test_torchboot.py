@@ -110,7 +110,7 @@ def test_a_failing_host_sitecustomize_fails_as_without_us(tmp_path, verbose):
 # A stand-in torch package: torch.cuda defines the names the layer queues
 # its observer with, then imports more (as the real one does).  A program
 # that probes for torch with importlib.util.find_spec before importing it,
-# as transformers' is_torch_available does (issue 24, item 17), still gets
+# as transformers' is_torch_available does, still gets
 # the layer's observer queued - and no module of ours.
 FAKE_CUDA = ("_queued_calls = []\n"
              "def is_initialized():\n    return False\n"

@@ -1,4 +1,4 @@
-"""One range and one unit table everywhere (issue 10 item 19, docs/units.md):
+"""One range and one unit table everywhere (docs/units.md):
 `cumemtrace run --depth` and CUMEMTRACE_DEPTH accept the same range
 (src/common/settings.h); a size without a unit is refused by the CLI (an
 error that says to add one) and by the library (a warning; the host runs

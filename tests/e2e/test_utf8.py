@@ -1,4 +1,4 @@
-"""Snapshots are UTF-8 whatever bytes the process holds (issue 10 item 16):
+"""Snapshots are UTF-8 whatever bytes the process holds:
 argv, the executable's name and path are arbitrary bytes on Linux; the
 writer replaces each byte that does not begin a well-formed UTF-8 sequence
 with U+FFFD (docs/snapshot-format.md, "Strings")."""

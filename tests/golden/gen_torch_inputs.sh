@@ -1,7 +1,7 @@
 #!/bin/sh
 # gen_torch_inputs.sh BUILD PYTHON - regenerates tests/golden/inputs/torch/:
 # real PyTorch (PYTHON, the venv of scripts/torch-env.sh) on the simulated
-# GPU under cumemtrace, in the cases of issue 12's user reports, so that
+# GPU under cumemtrace, in the cases users reported, so that
 # the golden reports (tests/golden/report_torch_*, diff_torch_*) show the
 # corrected output on real post-mortems.  Review `git diff tests/golden`
 # after running it, then CUMEMTRACE_GOLDEN_UPDATE=1 for the expected files.

@@ -1,4 +1,4 @@
-"""The pip package (issue 28), as a user gets it: the sdist and the binary
+"""The pip package, as a user gets it: the sdist and the binary
 wheel of `make wheel` (CUMEMTRACE_DIST), each installed into a fresh venv
 beside PyTorch, then used from that venv alone (PATH = its bin/ and the
 base system's, no CUMEMTRACE_* variable, no build tree): `cumemtrace run`

@@ -1,5 +1,5 @@
 /* rt_churn.c - call sites that know their own counts, for the per-site
- * churn figures (issue 15): `temporary_site` allocates and frees at once,
+ * churn figures: `temporary_site` allocates and frees at once,
  * 10 times (10 temporary); `kept_site` allocates 5, of which 3 are freed
  * later, oldest first (not temporary: other allocations came between). */
 #include "progs.h"

@@ -1,4 +1,4 @@
-/* rt_concurrency.c - the hostile cases of issue 10 for the preloaded
+/* rt_concurrency.c - the hostile cases for the preloaded
  * library's own state: frees with the wrong API, a thread cancelled inside
  * an allocation, allocations from a signal handler, many short threads.
  * Usage: rt_concurrency MODE [ARGS]; prints what the application saw, so a

@@ -1,5 +1,5 @@
 /* rt_holes.c - holes between live allocations, for the address-layout tests
- * (issue 12: driver-level fragmentation).  On a 256 MiB simulated card, which
+ * (driver-level fragmentation).  On a 256 MiB simulated card, which
  * places each request at the lowest run of free 2 MiB pages:
  *   1. big_scratch() takes 200 MiB and tail() the rest: the run's peak, at
  *      which big_scratch holds most of the card;

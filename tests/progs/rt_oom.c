@@ -208,7 +208,7 @@ static int retry_loop(int live, int attempts)
 }
 
 /* A request `mib` MiB more than the device has free, after 40 MiB: the
- * shortfall is exactly that (issue 24: advice on memory outside us). */
+ * shortfall is exactly that (advice on memory outside us). */
 static int short_by(int mib)
 {
     void *p;

@@ -1,6 +1,6 @@
 """`make demo-torch` (scripts/demo-torch.sh) as a new user sees it: PyTorch's
 traceback folded to its error line, and nothing of ours hidden - the list of
-files each run wrote stays (issue 24 item 11: `grep -v '^  '` hid it); with
+files each run wrote stays (`grep -v '^  '` hid it); with
 numpy in the venv (scripts/torch-env.sh) no "Failed to initialize NumPy"."""
 import re
 import subprocess

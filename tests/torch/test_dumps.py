@@ -1,4 +1,4 @@
-"""PyTorch's own view in every dump of a running job (issue 23, item 1): a
+"""PyTorch's own view in every dump of a running job: a
 signal, periodic or API snapshot asks the PyTorch layer for fresh figures
 first (src/preload/life/torch_layer.c) - on Python's main thread through
 Py_AddPendingCall, waiting at most 200 ms for it to start, or on the dumping
@@ -158,7 +158,7 @@ def test_no_hang_at_exit_with_dumps_asked_while_python_finalises(tmp_path):
 
 def test_the_layout_hand_off_cost_is_measured(tmp_path):
     """What handing PyTorch's segment layout over adds to a dump's reading
-    (issue 23, item 2; README and docs/snapshot-format.md quote it): the
+    (README and docs/snapshot-format.md quote it): the
     layer's own reading timed without and with it, alternately, in a small
     loop's state and with 4,000 more live blocks.  The layout reuses the
     reading's one memory._snapshot(): a second one, or a cost per block far

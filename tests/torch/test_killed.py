@@ -1,4 +1,4 @@
-"""A real PyTorch training loop ended by a signal (issue 13): SIGTERM leaves
+"""A real PyTorch training loop ended by a signal: SIGTERM leaves
 a "signal" snapshot and the same exit status as without us; SIGKILL leaves
 the stream, which `cumemtrace report` and `recover` read, with the live set
 of at most one flush interval before the kill, and say how old it is.  The

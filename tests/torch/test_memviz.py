@@ -83,7 +83,7 @@ print(json.dumps(out))
 
 
 def test_memory_viz_has_pytorchs_tensor_blocks_at_an_oom(scenario, tmp_path):
-    """Issue 23, item 2: the export of a post-mortem holds PyTorch's own
+    """The export of a post-mortem holds PyTorch's own
     segments cut into its blocks (live tensors, cached free blocks), as its
     _dump_snapshot at the same failure has them - not one block per
     driver allocation."""
@@ -148,7 +148,7 @@ def export_beside_torchs(snap, out, r):
 
 
 def test_memory_viz_has_pytorchs_tensor_blocks_at_exit(scenario, tmp_path):
-    """Issue 23, item 2, at the exit: the exit snapshot carries PyTorch's
+    """At the exit, the exit snapshot carries PyTorch's
     segments and blocks as its layer handed them over at interpreter exit
     (devices[].allocator_segments), and the export holds them exactly as
     torch.cuda.memory._snapshot() taken at the script's end has them -
@@ -176,7 +176,7 @@ def test_memory_viz_has_pytorchs_tensor_blocks_at_exit(scenario, tmp_path):
 
 @pytest.mark.parametrize("mode", ["signal", "api"])
 def test_memory_viz_has_pytorchs_tensor_blocks_of_a_running_jobs_dump(tmp_path, mode):
-    """Issue 23, item 2, at a dump of a running job: a SIGUSR1 dump (the
+    """At a dump of a running job: a SIGUSR1 dump (the
     main thread asked through Py_AddPendingCall) and a cumemtrace_dump()
     from the main thread (read on it) carry PyTorch's segments and blocks
     of that moment as its layer read them for the dump, and the export holds

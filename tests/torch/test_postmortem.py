@@ -1,4 +1,4 @@
-"""Issue 12 on real PyTorch: the post-mortem speaks PyTorch's terms with
+"""On real PyTorch, the post-mortem speaks PyTorch's terms with
 PyTorch's own numbers (oom.allocator, from its out-of-memory observer, which
 `cumemtrace run` attaches without a code change), names the cause, and gives
 only advice a measurement supports."""
@@ -68,7 +68,7 @@ def test_fragmentation_inside_pytorchs_segments(scenario):
     path = next(f for f in pm if json.loads(f.read_text())["oom"]["cause"] ==
                 "allocator_fragmentation")
     ids = [x["id"] for x in report_json(path)["advice"]]
-    # Issue 24 item 3: the holes lie between live tensors: even joined across
+    # The holes lie between live tensors: even joined across
     # segment edges no free run fits, so expandable segments do not help -
     # the next test proves it - and neither setting is advised.
     assert joined_free(frag[0]) < a["requested_bytes"]
@@ -101,7 +101,7 @@ def test_expandable_segments_do_not_heal_holes_between_live_tensors(scenario):
 
 
 def test_expandable_segments_cause_and_advice_name_the_users_request(scenario):
-    # Issue 24 item 3: PyTorch asks for 64 MiB; what fails is a 20 MiB
+    # PyTorch asks for 64 MiB; what fails is a 20 MiB
     # cuMemCreate step.  The cause and the advice speak of the 64 MiB, and
     # advise nothing that cannot close holes between live tensors.
     r = scenario("pm_fragmentation.py", "64", memory="1GiB",
@@ -178,7 +178,7 @@ def test_memory_fraction_refusal_gets_a_post_mortem(scenario):
     assert ids[0] == "memory-fraction", ids
     text = report_text(path)
     assert "set_per_process_memory_fraction" in text
-    # Issue 24 item 7: grammatical for one, and PyTorch named as PyTorch
+    # Grammatical for one, and PyTorch named as PyTorch
     assert "1 retry, 1 OOM so far" in text and "1 failed attempt;" in text, text
     full = report_text(path, "--full")  # the footer is one of --full's tables
     assert "OOMs: 1 chain (1 failed attempt), none recovered" in full, full
@@ -187,7 +187,7 @@ def test_memory_fraction_refusal_gets_a_post_mortem(scenario):
         "1 allocation)" in full, full
     assert ("PyTorch refused 200 MiB on GPU 0 by itself, without a CUDA call "
             "(allocator_limit)") in r.stderr, r.stderr
-    # Issue 24 item 8: the three-line summary once, not again at exit
+    # The three-line summary once, not again at exit
     assert r.stderr.count("out of memory (pid") == 1, r.stderr
     assert r.stderr.count("  post-mortem: ") == 1, r.stderr
     assert "200 MiB of device memory, refused by PyTorch itself (no CUDA call)" in text
@@ -208,7 +208,7 @@ def fraction_advice(path):
 
 
 def test_memory_fraction_advice_names_a_fraction_that_fits(scenario):
-    # Issue 24 item 2: the fraction that would have let the request through
+    # The fraction that would have let the request through
     # is (reserved + request) / the device's total - PyTorch's own figures,
     # not its cap (which its observer hands over as "device_total").
     import math
@@ -262,7 +262,7 @@ def test_live_at_exit_splits_tensors_from_cache(scenario):
 
 
 def test_cumemtrace_limit_is_named_not_a_full_device(tmp_path):
-    """Issue 24 item 7: under --limit the device is not full: the sentence
+    """Under --limit the device is not full: the sentence
     names the limit and the device's own free memory."""
     import os
     import sys
@@ -303,7 +303,7 @@ def test_plain_ld_preload_gets_the_pytorch_layer_too(tmp_path):
 
 
 def test_layout_shows_pytorchs_segments_at_their_addresses(scenario):
-    # Issue 16: the post-mortem carries where PyTorch's memory lies (its
+    # The post-mortem carries where PyTorch's memory lies (its
     # segments and blocks, as memory._snapshot() lists them at the failure)
     # beside the driver-level layout of the same cudaMalloc'd segments.
     r = scenario("pm_fragmentation.py", memory="1GiB")
@@ -463,7 +463,7 @@ def test_diff_shows_why_expandable_segments_fit(scenario):
     [row] = [x for x in out.splitlines() if x.strip().startswith("segments")]
     assert row.split()[1:3] == [str(a["segments"]), str(b["segments"])], out
     assert "PYTORCH_CUDA_ALLOC_CONF: base unset, new expandable_segments:True" in out
-    # Issue 24 item 3: this layout is the one expandable segments cure - the
+    # This layout is the one expandable segments cure - the
     # free tail of one segment and the free head of the next join - and the
     # advice says into how much, from the segments of the run.
     joined = joined_free(pm)

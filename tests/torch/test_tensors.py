@@ -1,4 +1,4 @@
-"""Issue 23: who holds it, in tensors.  Each scenario takes PyTorch's own
+"""Who holds it, in tensors.  Each scenario takes PyTorch's own
 snapshot (torch.cuda.memory._dump_snapshot, scenarios/truth.py) where our
 report speaks (at exit, in the OutOfMemoryError handler); the test groups
 PyTorch's live blocks by the scenario's line that allocated them and puts

@@ -19,7 +19,7 @@
 #include "thread_hot.h"
 
 /* Distinct paths kept: with names of at most PHASE_NAME_MAX bytes the
- * table stays under 3 MiB whatever the program names (issue 27 asks for
+ * table stays under 3 MiB whatever the program names (the budget asks for
  * 100,000 distinct names in bounded memory). */
 #define PHASE_MAX_NODES 16384
 /* Bytes of a name kept; a longer name is cut (at a UTF-8 boundary). */

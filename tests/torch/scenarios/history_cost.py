@@ -1,5 +1,5 @@
 """The cost of PyTorch's allocation history, which the tracer turns on by
-default (issue 23): a small training loop (elementwise layers, autograd,
+default: a small training loop (elementwise layers, autograd,
 Adam) timed with the history off and in each recording mode, alternately in
 one process (best of ROUNDS each), with exactly the recording our layer
 turns on (layer/history.py's HISTORY_MODE) and the other modes that keep a

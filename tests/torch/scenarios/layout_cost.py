@@ -1,5 +1,5 @@
 """What handing PyTorch's segment layout to the library adds to a dump's
-reading of PyTorch's figures (issue 23, item 2: the refresh before every
+reading of PyTorch's figures (the refresh before every
 signal, periodic, API and pytest-mark dump now hands the layout over too).
 Under `cumemtrace run` (the history on, as by default), the layer's own
 reading (layer/dumps.py's report_state) is timed without and with the

@@ -1,4 +1,4 @@
-"""Issue 23, item 2 at the exit: a few steps of an elementwise model (no
+"""At the exit: a few steps of an elementwise model (no
 matmul: cuBLAS does not run on the simulated GPU) leave parameters, Adam
 state, kept activations and cached free blocks in PyTorch's segments (small
 and large pool, blocks split).  PyTorch's own snapshot of them is taken as

@@ -1,4 +1,4 @@
-"""Issue 12: what is live at exit is split into tensors and PyTorch's cache."""
+"""What is live at exit is split into tensors and PyTorch's cache."""
 import json
 
 import torch

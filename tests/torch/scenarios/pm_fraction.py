@@ -1,4 +1,4 @@
-"""Issue 12: torch.cuda.set_per_process_memory_fraction refuses a request
+"""Torch.cuda.set_per_process_memory_fraction refuses a request
 by itself (no CUDA call fails): only PyTorch's observer sees it.  The
 second request is 200 MiB, or argv[1] MiB."""
 import json

@@ -1,4 +1,4 @@
-"""Issue 12: a fragmentation failure inside PyTorch's segments.  Fills the
+"""A fragmentation failure inside PyTorch's segments.  Fills the
 card with 20 MiB segments of alternating 4 MiB tensors, frees every other
 one, then asks for a tensor larger than any hole (8 MiB, or argv[1] MiB).  The script's own
 out-of-memory observer records memory_stats() at each failure: the

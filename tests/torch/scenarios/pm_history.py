@@ -1,4 +1,4 @@
-"""Issue 12: CUMEMTRACE_TORCH_HISTORY=1 - the post-mortem names the Python
+"""CUMEMTRACE_TORCH_HISTORY=1 - the post-mortem names the Python
 lines holding the largest live tensors (PyTorch's own allocation history).
 Three 64 MiB weights from one line, 200 MiB of activations from another,
 then a request the 1 GiB card cannot hold."""

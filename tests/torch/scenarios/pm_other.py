@@ -1,4 +1,4 @@
-"""Issue 12: another process holds device memory and this one runs out.
+"""Another process holds device memory and this one runs out.
 Shares the simulated device with a second process through its own
 SIMCUDA_SHARED file (so the bare and the traced run each have their own
 device), starts that process holding argv[1] bytes (0: none), then keeps

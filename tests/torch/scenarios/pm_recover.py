@@ -1,4 +1,4 @@
-"""Issue 12: a retry chain that recovers - PyTorch frees its cached
+"""A retry chain that recovers - PyTorch frees its cached
 segments and the retried cudaMalloc succeeds: routine, so no post-mortem."""
 import json
 

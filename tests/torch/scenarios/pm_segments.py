@@ -1,4 +1,4 @@
-"""Issue 12: fragmentation that expandable segments cure.  Fills the card
+"""Fragmentation that expandable segments cure.  Fills the card
 with 4 MiB tensors (five to a 20 MiB segment), keeps the last of each even
 segment and the first of each odd one, frees the rest, and asks for 24 MiB.
 With PyTorch's default segments every free block ends at a segment's edge

@@ -1,4 +1,4 @@
-"""Issue 23: an OOM in loss.backward() - the failing request comes from
+"""An OOM in loss.backward() - the failing request comes from
 autograd's thread, which has no Python frames; the live tensors are the
 forward's saved activations (named by their lines) and what backward made
 so far (no Python stack, in PyTorch's snapshot as in ours)."""

@@ -1,4 +1,4 @@
-"""Issue 23: a leak across steps - each step's clone is kept in a list
+"""A leak across steps - each step's clone is kept in a list
 (6 x 128 MiB from one line, or argv[1] steps), the step's temporaries are
 freed; at exit the report must name the clones' line with their bytes, as
 PyTorch's own snapshot does."""

@@ -1,4 +1,4 @@
-"""Issue 23: model parameters moved to the GPU with .cuda() - PyTorch
+"""Model parameters moved to the GPU with .cuda() - PyTorch
 allocates them inside module.py's _apply chain; the line to name is the
 user's `.cuda()` call.  An embedding, a layer norm and elementwise
 parameters (no matmul: cuBLAS does not run on the simulated GPU)."""

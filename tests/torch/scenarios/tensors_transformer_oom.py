@@ -1,4 +1,4 @@
-"""Issue 23: a transformer-like forward runs out of memory at batch 16 -
+"""A transformer-like forward runs out of memory at batch 16 -
 token embeddings, per-layer layer norm and an elementwise attention
 stand-in (no matmul: cuBLAS does not run on the simulated GPU).  The
 post-mortem must name the lines holding the live tensors with PyTorch's

@@ -1,5 +1,5 @@
-"""PyTorch's own account of who holds its memory, for the tensors tests
-(issue 23): torch.cuda.memory._dump_snapshot into torch_snapshot.pickle in
+"""PyTorch's own account of who holds its memory, for the tensors tests:
+torch.cuda.memory._dump_snapshot into torch_snapshot.pickle in
 the working directory, taken where the scenario says: at exit, or from
 PyTorch's out-of-memory observer at the first OOM - where our post-mortem
 takes its view too (the request's own temporaries are freed before an
