@@ -8,7 +8,8 @@ every OutOfMemoryError it is about to raise (also for refusals by
 set_per_process_memory_fraction, which never reach CUDA).  There,
 torch.cuda.memory_stats() and torch.cuda.memory._snapshot() are safe: we
 take PyTorch's own figures and hand them to the preloaded library through
-its public API (cumemtrace_allocator_oom in include/cumemtrace.h), which
+the entry points it keeps for this layer (cumemtrace_allocator_oom in
+src/preload/life/torch_protocol.h, not the user's API), which
 writes them into the post-mortem of the failing request.  The same figures
 are handed over at exit and before every other dump (layer/dumps.py).
 

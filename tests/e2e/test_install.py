@@ -6,11 +6,13 @@ the installed simulated device (PREFIX/lib/cumemtrace/simgpu/sim, not the
 build tree's), and `make uninstall` removes every file it installed."""
 import json
 import os
+import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, CLI, PROGS, ROOT, run_env
+from conftest import BUILD, CLI, LIB, PROGS, ROOT, run_env
 
 pytestmark = pytest.mark.skipif(not CLI.exists(), reason=f"{CLI} not built (make)")
 PREFIX = "/opt/cumemtrace"
@@ -73,3 +75,50 @@ def test_uninstall_removes_what_install_put(tmp_path):
     make("uninstall", dest)
     left = [str(p) for p in dest.rglob("*") if not p.is_dir()]
     assert left == [], left
+
+
+# What a user's C program calls; the rest of the library's cumemtrace_*
+# symbols are the PyTorch layer's (src/preload/life/torch_protocol.h).
+USER_API = {"cumemtrace_dump", "cumemtrace_mark_begin", "cumemtrace_mark_end",
+            "cumemtrace_usage", "cumemtrace_phase_push", "cumemtrace_phase_pop",
+            "cumemtrace_version"}
+DECLARED = re.compile(r"^[a-z][\w \*]*?\b(cumemtrace_\w+)\s*\(", re.M)
+
+
+def declared(path):
+    return set(DECLARED.findall(path.read_text()))
+
+
+def test_the_installed_header_is_the_users_api_only(tmp_path):
+    root = make("install", tmp_path / "dest")
+    headers = sorted(p.relative_to(root) for p in root.rglob("*.h"))
+    assert headers == [Path("include/cumemtrace.h")], headers
+    assert declared(root / "include" / "cumemtrace.h") == USER_API
+    # It stands alone: a C program that uses all of it compiles against it.
+    prog = tmp_path / "user.c"
+    prog.write_text('#include "cumemtrace.h"\n#include <stddef.h>\n'
+                    "int main(void) {\n"
+                    "    struct cumemtrace_usage u;\n"
+                    "    int m = cumemtrace_mark_begin();\n"
+                    "    cumemtrace_phase_push(NULL, \"x\"); cumemtrace_phase_pop(NULL);\n"
+                    "    return cumemtrace_usage(0, &u) + cumemtrace_mark_end(m) +\n"
+                    "           cumemtrace_dump(NULL) + (cumemtrace_version() == NULL);\n"
+                    "}\n")
+    p = subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
+                        f"-I{root / 'include'}", str(prog)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+
+
+def test_every_exported_entry_point_is_declared_once():
+    """The layer's entry points stay exported (it calls them through
+    ctypes) and declared, privately."""
+    public = declared(ROOT / "include" / "cumemtrace.h")
+    private = declared(ROOT / "src" / "preload" / "life" / "torch_protocol.h")
+    nm = subprocess.run(["nm", "-D", "--defined-only", str(LIB)], capture_output=True,
+                        text=True, check=True).stdout
+    exported = {line.split()[-1] for line in nm.splitlines()
+                if line.split()[-1].startswith("cumemtrace_")}
+    assert public & private == set()
+    assert public | private == exported, (exported - public - private,
+                                          (public | private) - exported)
+    assert public == USER_API

@@ -21,7 +21,7 @@
 
 #include "clock.h"
 #include "config.h"
-#include "cumemtrace.h"
+#include "torch_protocol.h"
 #include "dump_guard.h"
 #include "log.h"
 #include "oom.h"

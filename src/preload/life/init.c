@@ -28,6 +28,7 @@
 #include "clock.h"
 #include "config.h"
 #include "cumemtrace.h"
+#include "torch_protocol.h"
 #include "dump_guard.h"
 #include "ending.h"
 #include "format.h"

@@ -31,6 +31,7 @@
 #include "pyflags.h"
 #include "resolve.h"
 #include "torch_layer.h"
+#include "torch_protocol.h"
 
 static char layer_code[2048];
 static int layer_armed, layer_tries;
@@ -491,7 +492,7 @@ bool torch_layer_main_thread_answers(void)
            this_tid() == python_main_tid();
 }
 
-/* The public entry point (include/cumemtrace.h), with the GIL. */
+/* The PyTorch layer's entry point (torch_protocol.h), with the GIL. */
 __attribute__((visibility("default"))) int cumemtrace_allocator_refresher(void *callable)
 {
     if (!python_holds_gil())

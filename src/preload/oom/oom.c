@@ -52,7 +52,7 @@
 #include "allocator.h"
 #include "clock.h"
 #include "config.h"
-#include "cumemtrace.h"
+#include "torch_protocol.h"
 #include "dump_guard.h"
 #include "log.h"
 #include "oom_ledger.h"
@@ -454,8 +454,8 @@ static void on_allocator(int device, const struct allocator_facts *f, int64_t no
     }
 }
 
-/* The public entry point (include/cumemtrace.h): PyTorch's out-of-memory
- * observer runs after PyTorch released its allocator mutex, so taking our
+/* The PyTorch layer's entry point (life/torch_protocol.h): PyTorch's
+ * out-of-memory observer runs after PyTorch released its allocator mutex, so taking our
  * locks and writing a file here cannot deadlock against the allocator. */
 __attribute__((visibility("default"))) int
 cumemtrace_allocator_oom(int device, const struct cumemtrace_allocator_facts *in)

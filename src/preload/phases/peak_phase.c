@@ -1,5 +1,5 @@
 /* peak_phase.c - cumemtrace_peak_context, cumemtrace_peak_phase and
- * cumemtrace_peak_phase_ended (include/cumemtrace.h): the context the
+ * cumemtrace_peak_phase_ended (life/torch_protocol.h): the context the
  * tracker kept at a device's peak (record_peak.c) handed to a runtime
  * layer, and the phase that layer found from it given back to the peak, so
  * that snapshots and the report name it as they name a phase that was open
@@ -7,7 +7,7 @@
  * taken off it. */
 #include <string.h>
 
-#include "cumemtrace.h"
+#include "torch_protocol.h"
 #include "phases.h"
 #include "record.h"
 

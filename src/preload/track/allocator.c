@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "clock.h"
-#include "cumemtrace.h"
+#include "torch_protocol.h"
 #include "config.h"
 #include "record.h"
 

@@ -1,5 +1,5 @@
 /* allocator.h - a caching allocator's own figures at its OOM, as the
- * post-mortem keeps them (include/cumemtrace.h cumemtrace_allocator_oom). */
+ * post-mortem keeps them (cumemtrace_allocator_oom, life/torch_protocol.h). */
 #ifndef CUMEMTRACE_ALLOCATOR_H
 #define CUMEMTRACE_ALLOCATOR_H
 
@@ -35,7 +35,7 @@ struct allocator_facts {
      * checked they sum to it); roles[0] -1: not measured. */
     int64_t roles[ALLOCATOR_ROLES];
     char optimizers[64]; /* "AdamW, SGD", "" for none */
-    int64_t step, peak_step; /* training steps (include/cumemtrace.h), -1 */
+    int64_t step, peak_step; /* training steps (life/torch_protocol.h), -1 */
     int64_t reported_ns; /* when the allocator reported them (ns since start) */
     int ntop; /* top[0..ntop); -1: the allocator keeps no history */
     struct allocator_tensor_site top[ALLOCATOR_TOP_TENSORS];
@@ -55,7 +55,7 @@ int64_t allocator_largest_free(const struct allocator_facts *f);
 enum format_cause allocator_cause(const struct allocator_facts *f);
 
 struct cumemtrace_allocator_facts;
-/* The caller's struct (include/cumemtrace.h, possibly an older, shorter
+/* The caller's struct (life/torch_protocol.h, possibly an older, shorter
  * one) as ours; false when it cannot be one or recording is off. */
 bool allocator_take(int device, const struct cumemtrace_allocator_facts *in,
                     struct allocator_facts *out);

@@ -30,7 +30,7 @@
 
 #include "config.h"
 #include "utf8.h"
-#include "cumemtrace.h"
+#include "torch_protocol.h"
 #include "record.h"
 
 #define SEGMENTS_MAX 1024

@@ -17,7 +17,6 @@
 #include <string.h>
 
 #include "config.h"
-#include "cumemtrace.h"
 #include "record.h"
 #include "torch_protocol.h"
 #include "utf8.h"

@@ -26,7 +26,6 @@
 #include "allocator_tensors.h"
 #include "clock.h"
 #include "config.h"
-#include "cumemtrace.h"
 #include "format.h"
 #include "snapshot_json.h"
 #include "layout.h"
@@ -35,7 +34,7 @@
 #include "resolve.h"
 #include "serialise_phases.h"
 #include "serialise_stacks.h"
-
+#include "torch_protocol.h"
 
 /* key (a literal such as ",\"peak_bytes\":") then the number */
 static void key_u64(struct snapshot_json *w, const char *key, uint64_t v)

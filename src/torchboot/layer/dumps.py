@@ -81,7 +81,7 @@ def at_exit(torch, state, handoff):
 # Fresh figures at every dump (signal, CUMEMTRACE_INTERVAL, cumemtrace_dump,
 # the pytest plugin's marks): the library runs the callable registered here
 # just before it writes (cumemtrace_allocator_refresher in
-# include/cumemtrace.h; src/preload/life/torch_layer.c) - on Python's main
+# src/preload/life/torch_protocol.h and torch_layer.c) - on Python's main
 # thread between two bytecodes, or on the thread that asked for the dump.
 # It must never raise nor print on stdout: a failure is said once on stderr
 # and the dump keeps the figures it had.  Unregistered from Python's atexit,

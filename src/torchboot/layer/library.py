@@ -1,6 +1,7 @@
-"""The preloaded library's public API as the PyTorch layer sees it through
-ctypes (include/cumemtrace.h): its structs, its entry points, and the one
-warning the layer gives when it turns itself off."""
+"""The preloaded library as the PyTorch layer sees it through ctypes - the
+entry points kept for this layer (src/preload/life/torch_protocol.h, not
+installed) and the public API (include/cumemtrace.h): their structs, and
+the one warning the layer gives when it turns itself off."""
 import ctypes
 import sys
 
@@ -16,13 +17,13 @@ def warn(what):
 
 
 class TensorSite(ctypes.Structure):
-    """struct cumemtrace_tensor_site (include/cumemtrace.h)."""
+    """struct cumemtrace_tensor_site (torch_protocol.h)."""
     _fields_ = [("stack", ctypes.c_char_p), ("bytes", ctypes.c_int64),
                 ("count", ctypes.c_int64)]
 
 
 class Facts(ctypes.Structure):
-    """struct cumemtrace_allocator_facts (include/cumemtrace.h)."""
+    """struct cumemtrace_allocator_facts (torch_protocol.h)."""
     _fields_ = [(n, t) for n, t in [
         ("size", ctypes.c_uint32),
         ("name", ctypes.c_char_p),
@@ -83,7 +84,7 @@ class Usage(ctypes.Structure):
 
 
 # The tag that hands over the layout at a moment without a failure (the
-# exit): include/cumemtrace.h's CUMEMTRACE_LAYOUT_STATE.
+# exit): torch_protocol.h's CUMEMTRACE_LAYOUT_STATE.
 LAYOUT_STATE = -1
 
 

@@ -67,7 +67,7 @@ _CALLS = ("_wrapped_call_impl", "_call_impl", "forward")
 
 
 class PeakContext(ctypes.Structure):
-    """struct cumemtrace_peak_context (include/cumemtrace.h)."""
+    """struct cumemtrace_peak_context (src/preload/life/torch_protocol.h)."""
     _fields_ = [("peak_time_ns", ctypes.c_int64), ("thread", ctypes.c_char * 16),
                 ("nselves", ctypes.c_uint32), ("selves", ctypes.c_uint64 * 32),
                 ("names", ctypes.c_uint64 * 32)]
