@@ -1,6 +1,6 @@
 # cumemtrace - top-level build.  `make` builds everything into $(BUILD)/;
-# `make test` runs the whole suite; `make demo` shows a post-mortem on the
-# simulated GPU.  Variables: CC, BUILD, SAN (e.g. SAN=address,undefined builds
+# `make test` runs the whole suite; `make demo` shows real PyTorch's
+# post-mortem on the simulated GPU.  Variables: CC, BUILD, SAN (e.g. SAN=address,undefined builds
 # an instrumented tree in build-san/ unless BUILD is given), PREFIX, PYTHON.
 
 CC      ?= cc
@@ -61,7 +61,7 @@ SIMDNN  := $(BUILD)/sim/libcudnn.so.9
 SIMNCCL := $(BUILD)/sim/libnccl.so.2
 SIMSTANDINS := $(SIMBLAS) $(SIMBLASLT) $(SIMDNN) $(SIMNCCL)
 
-.PHONY: all lib cli sim test test-quick test-unit test-e2e test-san demo install uninstall \
+.PHONY: all lib cli sim test test-quick test-unit test-e2e test-san demo demo-c install uninstall \
         clean bench fuzz deps check-deps wheel
 all: lib cli sim
 TORCHBOOT := $(patsubst src/torchboot/%,$(BUILD)/share/cumemtrace/torchboot/%,$(wildcard src/torchboot/*.py src/torchboot/layer/*.py))
@@ -212,8 +212,14 @@ include tests/tests.mk
 -include $(filter-out tests/tests.mk,$(wildcard tests/*.mk))
 
 # ---- demo, install, clean ----
-demo: check-deps all $(BUILD)/examples/train_sim
-	@scripts/demo.sh $(BUILD)
+# `make demo`: real PyTorch (examples/train_torch.py) on a simulated 24 GiB
+# GPU under the tracer (scripts/demo.sh); its first run creates the PyTorch
+# venv (scripts/torch-env.sh: several GB, once).  `make demo-c`: the same
+# story told by a C program with no PyTorch (examples/train_sim.c).
+demo: check-deps all
+	@py=$$(scripts/torch-env.sh) && scripts/demo.sh $(BUILD) $$py
+demo-c: check-deps all $(BUILD)/examples/train_sim
+	@scripts/demo-c.sh $(BUILD)
 
 $(BUILD)/examples/%: examples/%.c $(SIMRT)
 	@mkdir -p $(dir $@)

@@ -1,7 +1,7 @@
 /* train_sim.c - a training loop's memory behaviour, on any CUDA runtime:
  * weights, optimizer state, per-layer activations that grow with the batch
  * size, gradients, and a PyTorch-style caching allocator that frees its
- * cache and retries when cudaMalloc fails.  `make demo` runs it under
+ * cache and retries when cudaMalloc fails.  `make demo-c` runs it under
  * cumemtrace on the simulated GPU; it runs unchanged on a real one.
  *
  *   train_sim [--batch N] [--steps N] [--layers N] [--hidden N]

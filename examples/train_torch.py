@@ -1,6 +1,6 @@
 """train_torch.py - a real PyTorch training loop whose GPU memory grows with
 --batch: elementwise layers (no matmul, so it also runs on the simulated
-GPU, where cuBLAS cannot), autograd, Adam.  `make demo-torch` runs it under
+GPU, where cuBLAS cannot), autograd, Adam.  `make demo` runs it under
 cumemtrace on a simulated 24 GiB card at a batch that fits and one that
 does not.
 

@@ -1,31 +1,31 @@
 #!/bin/sh
-# demo.sh BUILD - what `make demo` runs: a training loop on a simulated
-# 24 GiB GPU, once at a batch size that fits and once at one that does not,
-# then the post-mortem of the failure and what grew between the two runs.
+# demo.sh BUILD PYTHON - what `make demo` runs: real PyTorch
+# (examples/train_torch.py) on a simulated 24 GiB GPU under cumemtrace, at a
+# batch that fits and at one that ends in torch.OutOfMemoryError, then the
+# post-mortem of that OOM and what grew between the two runs.
 set -eu
 build=${1:-build}
+python=${2:?usage: demo.sh BUILD PYTHON}
+here=$(cd "$(dirname "$0")" && pwd)
 out="$build/demo"
 rm -rf "$out"
 mkdir -p "$out/fits" "$out/oom"
+# 24 GiB, of which 700 MiB is "the CUDA context": memory no allocation of
+# this process accounts for.
+sim() { "$here/simgpu" --build "$build" --memory 24GiB --reserved 700MiB -- "$@"; }
 
-# The simulated card: 24 GiB, of which 700 MiB is taken by "the CUDA
-# context" - memory no allocation of this process accounts for.
-export LD_LIBRARY_PATH="$build/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export SIMCUDA_MEMORY=24GiB SIMCUDA_RESERVED=700MiB
-
-echo "== 1. batch 16 under cumemtrace (fits)"
-"$build/cumemtrace" run --output "$out/fits/" -- "$build/examples/train_sim" --batch 16
+echo "== 1. batch 32 under cumemtrace (fits)"
+sim "$build/cumemtrace" run --output "$out/fits/" -- "$python" examples/train_torch.py --batch 32
 echo
-echo "== 2. batch 64 (does not fit)"
-"$build/cumemtrace" run --output "$out/oom/" -- "$build/examples/train_sim" --batch 64 || true
+echo "== 2. batch 256 (does not fit: PyTorch raises torch.OutOfMemoryError)"
+# PyTorch's traceback is folded to its last line (the error); everything
+# else - cumemtrace's lines and the list of files written - is kept.
+sim "$build/cumemtrace" run --output "$out/oom/" -- "$python" examples/train_torch.py --batch 256 \
+    2>&1 | awk '/^Traceback / { tb = 1; next } tb && /^ / { next } { tb = 0; print }' || true
 echo
-postmortem=$(ls "$out"/oom/*.oom.*.json | head -n 1)
+postmortem=$(ls "$out"/oom/*.oom.*.json | tail -n 1)
 echo "== 3. cumemtrace report $postmortem"
 "$build/cumemtrace" report "$postmortem"
 echo
-echo "== 4. cumemtrace diff (batch 16 exit) (batch 64 post-mortem)"
+echo "== 4. cumemtrace diff (batch 32 exit) (batch 256 post-mortem)"
 "$build/cumemtrace" diff "$(ls "$out"/fits/*.json | head -n 1)" "$postmortem" || true
-echo
-echo "== 5. cumemtrace html (the post-mortem as one page)"
-"$build/cumemtrace" html "$postmortem" -o "$out/report.html"
-echo "open $out/report.html in a browser (self-contained: no network needed)"

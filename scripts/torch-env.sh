@@ -3,7 +3,7 @@
 # (and pytest, numpy - without it every torch import warns "Failed to
 # initialize NumPy" - and Hugging Face transformers for the model tests)
 # exists, and prints its python on stdout.  `make test-torch`, `make
-# test-models` and `make demo-torch` call it; it never runs at import time.
+# test-models` and `make demo` call it; it never runs at import time.
 #
 #   scripts/torch-env.sh [--check]
 #

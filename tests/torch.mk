@@ -18,13 +18,6 @@ test-models: all
 	@py=$$(scripts/torch-env.sh) && \
 	    CUMEMTRACE_BUILD=$(abspath $(BUILD)) $$py -m pytest -q -p no:cacheprovider tests/torch/models
 
-# `make demo-torch`: examples/train_torch.py (real PyTorch) on a simulated
-# 24 GiB GPU under the tracer, at a batch that fits and one that does not,
-# then the post-mortem of PyTorch's OutOfMemoryError and the diff.
-.PHONY: demo-torch
-demo-torch: all
-	@py=$$(scripts/torch-env.sh) && scripts/demo-torch.sh $(BUILD) $$py
-
 # `make bench`'s PyTorch phases row (scripts/bench_torch_phases.py): the
 # global module and optimizer hooks' cost on a small real model's step.
 # cg_requests.c (its rule in tests.mk) needs valgrind's callgrind.h; without

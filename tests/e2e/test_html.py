@@ -411,17 +411,17 @@ def test_allocator_postmortem_page(browser, tmp_path):
 
 
 def test_make_demo_ends_with_the_html_report(browser, tmp_path):
-    """`make demo` (scripts/demo.sh) ends by writing the post-mortem's page
+    """`make demo-c` (scripts/demo-c.sh) ends by writing the post-mortem's page
     and saying where it is."""
     build = tmp_path / "build"
     build.mkdir()
     for name in ("cumemtrace", "sim", "examples"):
         (build / name).symlink_to(BUILD / name)
-    r = subprocess.run(["sh", str(ROOT / "scripts" / "demo.sh"), str(build)],
+    r = subprocess.run(["sh", str(ROOT / "scripts" / "demo-c.sh"), str(build)],
                        capture_output=True, text=True, timeout=300, env=run_env())
     assert r.returncode == 0, r.stderr
     last = r.stdout.strip().splitlines()[-1]
-    page = build / "demo" / "report.html"
+    page = build / "demo-c" / "report.html"
     assert last == f"open {page} in a browser (self-contained: no network needed)"
     open_page(browser, page, "html_demo.png")
     assert sections(browser)[0] == "postmortem"

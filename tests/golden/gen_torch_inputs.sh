@@ -34,7 +34,7 @@ run segments 1GiB $(sim 1GiB) $(trace) "$python" "$sc/pm_segments.py"
 run expandable 1GiB PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
     $(sim 1GiB) $(trace) "$python" "$sc/pm_segments.py"
 run history 1GiB CUMEMTRACE_TORCH_HISTORY=1 $(sim 1GiB) $(trace) "$python" "$sc/pm_history.py"
-# the demo (make demo-torch): batch 256 on a 24 GiB card with a 700 MiB context
+# the demo (make demo): batch 256 on a 24 GiB card with a 700 MiB context
 run demo 24GiB "$root/scripts/simgpu" --build "$build" --memory 24GiB --reserved 700MiB -- \
     $(trace) "$python" "$root/examples/train_torch.py" --batch 256
 
