@@ -57,13 +57,15 @@ def top_site(path, ordinal=0):
     return max(dev["at_peak"], key=lambda g: g["bytes"])["site"]
 
 
-def flame_nodes(path, at="peak"):
+def flame_nodes(path, at="peak", segments=True):
     """Nodes the page's icicle must have: a root and one node per distinct
     prefix of `cumemtrace flamegraph`'s folded lines (device frames first
-    when there are several devices, the entry point last).  The page's
-    icicle draws the driver's allocations: --segments, which flamegraph
-    needs for a file with PyTorch's tensors."""
-    r = subprocess.run([str(CLI), "flamegraph", "--segments", "--at", at, str(path)],
+    when there are several devices, the entry point last).  segments: the
+    driver's allocations (--segments); else, for a file with PyTorch's
+    tensors, what the page draws then: their lines, as flamegraph folds
+    them."""
+    r = subprocess.run([str(CLI), "flamegraph", *(["--segments"] if segments else []),
+                        "--at", at, str(path)],
                        capture_output=True, text=True, timeout=60, check=True)
     prefixes = set()
     for line in r.stdout.splitlines():
@@ -82,17 +84,28 @@ def page_model(page):
 @pytest.mark.parametrize("name", sorted(p.name for p in INPUTS.glob("*.json")
                                         if not p.name.startswith("bad_")))
 def test_model_of_every_input(name, tmp_path):
-    """Without a browser: the page's model agrees with the snapshot."""
+    """Without a browser: the page's model agrees with the snapshot (a file
+    with PyTorch's tensors: with its tensors, as `flamegraph` draws them)."""
     snap = json.loads((INPUTS / name).read_text())
     f = page_model(html(tmp_path / "p.html", INPUTS / name))["files"][0]
+    tensors = any(d.get("tensors") for d in snap["devices"])
+    assert f["tensor_model"] == tensors
     hp = snap.get("host_pinned") or {}
     peaks = sum(d["peak_bytes"] for d in snap["devices"]) + \
         (hp.get("peak_bytes") or 0 if hp.get("at_peak") else 0)
-    assert sum(f["sites"]["at_peak"]) == peaks
     live = sum(g["bytes"] for d in snap["devices"] for g in d["live"]) + \
         sum(g["bytes"] for g in hp.get("live", []))
+    if tensors:  # what PyTorch held, and its cache: what it reserved
+        peaks = sum(d["peak_tensors"]["allocated_bytes"] +
+                    (d["peak_tensors"]["cache"] or {"bytes": 0})["bytes"]
+                    for d in snap["devices"] if d.get("peak_tensors"))
+        live = sum(d["tensors"]["allocated_bytes"] + d["tensors"]["cache"]["bytes"]
+                   for d in snap["devices"] if d.get("tensors"))
+    assert sum(f["sites"]["at_peak"] or [0]) == peaks
     assert sum(f["sites"]["live"]) == live
-    assert len(f["stack_entry"]) == len(f["stack_len"]) == len(snap["stacks"])
+    # the tensor model's stacks follow the file's own
+    assert len(f["stack_entry"]) == len(f["stack_len"]) >= len(snap["stacks"])
+    assert tensors or len(f["stack_len"]) == len(snap["stacks"])
     assert all(len(col) == len(f["sites"]["stack"]) for col in f["sites"].values() if col)
     # Frames are base-64 digits, frame_width per frame, innermost first.
     digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
@@ -109,7 +122,7 @@ def test_model_of_every_input(name, tmp_path):
     # The page builds its flame graph lazily; the model counts its nodes.
     modes = ["peak", "live"] + (["oom"] if snap.get("oom") else [])
     assert {m: f["flame_nodes"][m] for m in modes} == \
-        {m: flame_nodes(INPUTS / name, m) for m in modes}
+        {m: flame_nodes(INPUTS / name, m, segments=not tensors) for m in modes}
     for d in f["devices"]:
         ts = [p[0] for p in d["points"]]
         assert ts == sorted(ts) and d["points"][-1][1] == d["current"]
@@ -887,3 +900,51 @@ def test_the_page_says_how_old_pytorchs_figures_are(browser, tmp_path):
     said, model, shown = page("missing", s)
     assert said.startswith("PyTorch's figures are missing: the PyTorch layer did not answer"), said
     assert model == said and shown == [["timeline", said]], shown
+
+
+def test_flame_graph_sites_and_timeline_draw_pytorchs_tensors(browser, tmp_path):
+    """In a PyTorch process the page's flame graph, its site table and its
+    timeline's bands are PyTorch's live tensors by the user's line, with
+    report --json's holders' bytes (not the driver's segments, which stay
+    behind --segments); the flame graph has flamegraph's nodes and no CUDA
+    entry point under a tensor's stack."""
+    src = INPUTS / "tensors_exit.json"
+    rep = json.loads(subprocess.run([str(CLI), "report", "--json", str(src)], capture_output=True,
+                                    text=True, timeout=60, check=True).stdout)
+    held = rep["snapshots"][0]["devices"][0]["holders"]
+    want = {g["display"]: g["bytes"] for g in held["groups"]}
+    want["[PyTorch's cache]"] = held["cache"]["bytes"]
+    open_page(browser, html(tmp_path / "t.html", src), "html_tensor_model.png")
+    assert browser.eval("document.querySelector('#sites h2').textContent") == \
+        "PyTorch's tensors by the user's line"
+    rows = browser.eval("""[...document.querySelectorAll('#sites-table tbody tr')].map(r =>
+        [r.querySelector('a').textContent, r.children[2].textContent])""")
+    f = page_model(tmp_path / "t.html")["files"][0]
+    live = {f["labels"][f["sites"]["label"][i]]: f["sites"]["live"][i]
+            for i in range(len(f["sites"]["label"])) if f["sites"]["live"][i]}
+    assert live == want, (live, want)
+    # every line of the dump is a row, beside those only the peak had
+    assert set(want) <= {r[0] for r in rows}, rows
+    browser.eval("document.querySelector('#flamegraph button[data-mode=\"live\"]').click()")
+    got = browser.eval("""(() => { const s = document.querySelector('#flamegraph svg.fg');
+        return [+s.dataset.nodes, [...s.querySelectorAll('rect')].map(r =>
+            [r.dataset.name, +r.dataset.type, +r.dataset.bytes])]; })()""")
+    assert got[0] == flame_nodes(src, "live", segments=False)
+    names = {n: b for n, _, b in got[1]}
+    assert names["model.py:57:__init__"] == want["model.py:57:__init__"], names
+    assert names["[PyTorch's cache]"] == want["[PyTorch's cache]"], names
+    assert not [r for r in got[1] if r[1] == 3], "a CUDA entry point under PyTorch's tensors"
+    note = browser.eval("document.querySelector('#flamegraph p.note').textContent")
+    assert "PyTorch's live tensors" in note, note
+    # the timeline's bands are those lines, at the dump as report has them
+    [dev] = f["devices"]
+    assert dev["bands"], dev
+    last = dev["points"][-1]
+    for b, pos in enumerate(dev["bands"]):
+        line = f["labels"][f["sites"]["label"][pos]]
+        assert last[2 + b] == want.get(line, 0), (line, last, want)
+    # --segments: the driver's segments, as before
+    seg = page_model(html(tmp_path / "s.html", "--segments", src))["files"][0]
+    assert not seg["tensor_model"]
+    assert sum(seg["sites"]["live"]) == sum(g["bytes"] for g in
+                                           json.loads(src.read_text())["devices"][0]["live"])

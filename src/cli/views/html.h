@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "arena.h"
+#include "hmap.h"
 #include "json_out.h"
 #include "snapshot.h"
 
@@ -25,9 +27,56 @@
 /* The flame graph's modes: held at the peak, live at the dump, at the OOM. */
 enum { HTML_FLAME_PEAK, HTML_FLAME_LIVE, HTML_FLAME_OOM };
 
+/* The page's tensor model of a file (html_tensors.c): in a PyTorch process
+ * the flame graph, the site table and the timeline draw PyTorch's live
+ * blocks by the user's line (holders.h, as `flamegraph` and `report` do),
+ * not the driver's segments.  Each group's stack, and the folded tail and
+ * PyTorch's cache as a marker frame each, becomes a stack of the page past
+ * the file's own (ids base, base + 1, ...: no CUDA entry point, so the page
+ * draws no entry leaf under them).  dev[d][mode] are device index d's rows
+ * at a moment (HTML_FLAME_*), has false where the file has no tensors then
+ * (the page draws the driver's groups there); on false for a file without
+ * any, or under --segments. */
+struct html_tstack {
+    const uint32_t *frames; /* innermost first; NULL: the one frame `one` */
+    uint32_t nframes, one;
+};
+struct html_trow {
+    uint32_t stack;
+    uint64_t bytes, count;
+};
+struct html_tmode {
+    bool has;
+    struct html_trow *v;
+    size_t n, cap;
+};
+struct html_tview {
+    bool on;
+    uint32_t base;
+    struct html_tstack *stacks;
+    size_t nstacks, cap;
+    struct html_tmode (*dev)[HTML_FLAME_OOM + 1];
+    size_t ndev;
+    struct arena arena;
+    struct hmap by_group; /* group pointer -> stack id */
+};
+
+/* Builds v for s; 0, or -1 when out of memory (html_tview_free after both). */
+int html_tview_build(struct html_tview *v, struct snapshot *s);
+void html_tview_free(struct html_tview *v);
+/* The stack id of group g (made at its first call), UINT32_MAX when out of
+ * memory. */
+uint32_t html_tview_stack(struct html_tview *v, struct snapshot *s, const struct snap_tgroup *g);
+const uint32_t *html_tstack_frames(const struct html_tstack *t);
+/* A new stack of one marker frame named `name` ("[PyTorch's cache]");
+ * UINT32_MAX when out of memory. */
+uint32_t html_tview_marker(struct html_tview *v, struct snapshot *s, const char *name);
+
 /* Counts the nodes of s's flame graph in a mode into *nodes, as the page
- * lays them out (html_flame.c).  -1 when out of memory. */
-int html_flame_nodes(const struct snapshot *s, int mode, uint64_t *nodes);
+ * lays them out (html_flame.c); tv: the file's tensor model.  -1 when out
+ * of memory. */
+int html_flame_nodes(const struct snapshot *s, const struct html_tview *tv, int mode,
+                     uint64_t *nodes);
 
 /* Writes the model of s[0..n) ("kind": "report" or "diff", a diff being
  * n == 2 with s[0] the base) as one JSON value.  -1 when out of memory. */

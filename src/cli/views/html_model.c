@@ -8,14 +8,18 @@
  *          stack_len: [...], stack_frames: "..."  (see write_stacks),
  *          labels, sites: {label, stack, at_peak, ...: [one per site]}
  *                                           largest at peak first,
+ *          tensor_model (the rows, groups and bands are PyTorch's tensors:
+ *                     html_tview, html.h),
  *          devices: [{name, ordinal, total, free, limit, current, peak,
  *                     peak_ns, end_ns, groups: {peak, live, oom},
+ *                     groups_tensors: {peak, live, oom} (which are tensors),
  *                     bands: [site...], points: [[t, total, band...]]}],
  *          ranges (html_phases.c), oom, attempts, advice}
  * A group row is [stack, bytes, count], stack -1 for none.  The per-site
  * timeline split is rebuilt from the deltas of the event log, which is only
  * right when nothing was thinned: a thinned log gives bands: [] and the
- * page draws the exact total alone, saying why.
+ * page draws the exact total alone, saying why.  With the tensor model the
+ * bands are lines, their values PyTorch's readings (tensor_bands).
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -27,6 +31,7 @@
 #include "arena.h"
 #include "frames.h"
 #include "hmap.h"
+#include "holders.h"
 #include "html.h"
 #include "out.h"
 #include "report_allocator.h"
@@ -35,6 +40,7 @@
 
 struct site_row {
     uint32_t stack; /* a representative stack index, or SNAP_NO_STACK */
+    const char *label; /* tensors: the holder's name; NULL: the stack's site */
     uint64_t at_peak, live, oom, allocs, frees, alloc_bytes;
     uint8_t kinds;
 };
@@ -49,6 +55,10 @@ struct model {
     size_t nrows, rows_cap;
     bool counted;         /* allocs/frees come from an unthinned log */
     uint32_t *pos;        /* row index -> position in the sorted table */
+    struct html_tview tv; /* PyTorch's tensors, when tv.on the rows' model */
+    struct arena a;
+    struct hmap by_name;  /* tensors: holder name -> row index */
+    bool known[3];        /* tensors: a device had them at the peak, dump, OOM */
 };
 
 static uint32_t row_of(struct model *m, uint32_t stack)
@@ -115,16 +125,88 @@ static uint32_t event_row(struct model *m, const struct snap_event *e)
     return row_of(m, st);
 }
 
+/* The tensor row named `name` (its stack made by mk when new). */
+static uint32_t tensor_row(struct model *m, const char *name, const struct snap_tgroup *g)
+{
+    uint32_t r;
+    if (hmap_get_or_add(&m->by_name, name, strlen(name), (uint32_t)m->nrows, &r, NULL))
+        return NO_SITE;
+    if (r != m->nrows)
+        return r;
+    uint32_t st = g ? html_tview_stack(&m->tv, m->s, g) : html_tview_marker(&m->tv, m->s, name);
+    if (st == UINT32_MAX ||
+        snapshot_vec_reserve((void **)&m->rows, &m->rows_cap, sizeof *m->rows, m->nrows + 1))
+        return NO_SITE;
+    m->rows[m->nrows] = (struct site_row){.stack = st, .label = name};
+    return (uint32_t)m->nrows++;
+}
+
+/* The site table of a PyTorch process: one row per holder (the user's
+ * line, as report lists them) and PyTorch's cache, by moment. */
+static int tensor_rows(struct model *m)
+{
+    struct snapshot *s = m->s;
+    for (size_t d = 0; d < s->ndevices; d++) {
+        const struct snap_device *dv = &s->devices[d];
+        bool oom = s->oom.present && s->oom.device == dv->ordinal;
+        enum holders_moment mo[3] = {HOLDERS_PEAK, HOLDERS_NOW, HOLDERS_OOM};
+        for (int k = 0; k < 3; k++) {
+            if (k == 2 && !oom)
+                continue;
+            const struct snap_device *at = k == 2 ? NULL : dv;
+            if (!holders_have_tensors(s, at, mo[k]))
+                continue;
+            struct holders h;
+            if (holders_get(s, at, mo[k], false, &h) != 0)
+                return -1;
+            m->known[k] = true;
+            int rc = 0;
+            /* the lines, then the writer's folded tail, then the cache */
+            char more[64];
+            snprintf(more, sizeof more, "[%" PRIu64 " more lines]", h.more_groups);
+            for (size_t i = 0; rc == 0 && i < h.n + 2; i++) {
+                bool tail = i == h.n, cache = i == h.n + 1;
+                if ((tail && !h.has_more) ||
+                    (cache && !(h.has_cache && h.cache_bytes != SNAP_UNKNOWN)))
+                    continue;
+                const char *name = tail ? snapshot_intern(s->ctx, more, strlen(more))
+                                 : cache ? "[PyTorch's cache]" : h.v[i].display;
+                uint32_t r = name ? tensor_row(m, name, tail || cache ? NULL : h.v[i].group)
+                                  : NO_SITE;
+                if (r == NO_SITE) {
+                    rc = -1;
+                    break;
+                }
+                struct site_row *row = &m->rows[r];
+                uint64_t *col = k == 0 ? &row->at_peak : k == 1 ? &row->live : &row->oom;
+                *col = sat_add(*col, tail ? h.more_bytes : cache ? h.cache_bytes
+                                                                 : h.v[i].bytes);
+                row->kinds |= 1u << KIND_DEVICE;
+            }
+            holders_free(&h);
+            if (rc != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
 static int model_build(struct model *m, struct snapshot *s)
 {
     memset(m, 0, sizeof *m);
     m->s = s;
     m->nostack_row = NO_SITE;
+    arena_init(&m->a);
+    hmap_init(&m->by_name, &m->a);
+    if (html_tview_build(&m->tv, s) != 0)
+        return -1;
     m->stack_row = malloc((s->nstacks ? s->nstacks : 1) * sizeof *m->stack_row);
     if (m->stack_row == NULL)
         return -1;
     for (size_t i = 0; i < s->nstacks; i++)
         m->stack_row[i] = NO_SITE;
+    if (m->tv.on) /* no counts: the event log has the driver's calls */
+        return tensor_rows(m);
     for (size_t d = 0; d < s->ndevices; d++)
         if (add_groups(m, &s->devices[d].at_peak, 0) || add_groups(m, &s->devices[d].live, 1))
             return -1;
@@ -153,6 +235,9 @@ static int model_build(struct model *m, struct snapshot *s)
 
 static void model_free(struct model *m)
 {
+    html_tview_free(&m->tv);
+    hmap_free(&m->by_name);
+    arena_free(&m->a);
     free(m->local);
     free(m->stack_row);
     free(m->rows);
@@ -250,9 +335,12 @@ static int write_sites(struct json_out *w, struct model *m, const uint32_t *orde
     size_t nlabels = 0, cap = 0;
     int rc = label_of ? 0 : -1;
     for (size_t i = 0; rc == 0 && i < m->nrows; i++) {
-        uint32_t id = frames_site(m->s, m->rows[order[i]].stack, BY_STACK);
-        const char *l = id == FRAMES_NONE ? "[no stack]"
-                                          : frames_site_get(m->s->ctx, BY_STACK, id)->display;
+        const char *l = m->rows[order[i]].label;
+        if (l == NULL) {
+            uint32_t id = frames_site(m->s, m->rows[order[i]].stack, BY_STACK);
+            l = id == FRAMES_NONE ? "[no stack]"
+                                  : frames_site_get(m->s->ctx, BY_STACK, id)->display;
+        }
         uint32_t v;
         if (hmap_get_or_add(&map, l, strlen(l), (uint32_t)nlabels, &v, NULL) ||
             (v == nlabels &&
@@ -281,8 +369,10 @@ static int write_sites(struct json_out *w, struct model *m, const uint32_t *orde
                                             "frees", "alloc_bytes", "kinds"};
         for (int c = COL_STACK; c <= COL_KINDS; c++) {
             json_out_key(w, names[c]);
-            /* counts from a thinned log are unknown: no column */
-            if (!m->counted && (c == COL_ALLOCS || c == COL_FREES || c == COL_ALLOC_BYTES))
+            /* counts from a thinned log are unknown: no column; nor the
+             * tensors of a moment no device has them at */
+            if ((!m->counted && (c == COL_ALLOCS || c == COL_FREES || c == COL_ALLOC_BYTES)) ||
+                (m->tv.on && c >= COL_AT_PEAK && c <= COL_OOM && !m->known[c - COL_AT_PEAK]))
                 json_out_null(w);
             else
                 write_site_column(w, m, order, (enum site_col)c);
@@ -305,7 +395,21 @@ struct track {
     const struct snap_allocator *al; /* the caching allocator's, or NULL */
     uint64_t peak_allocated;         /* its max_memory_allocated, or unknown */
     const char *figures_age;         /* report's sentence on their age, or NULL */
+    size_t index;                    /* in s->devices; SIZE_MAX pinned host */
 };
+
+/* A reading of PyTorch's tensors on the timeline: at t_ns each band's
+ * bytes (its line's, as the holders of that moment have them). */
+struct reading {
+    int64_t t_ns;
+    int64_t *v;
+};
+
+static int by_reading_time(const void *a, const void *b)
+{
+    int64_t x = ((const struct reading *)a)->t_ns, y = ((const struct reading *)b)->t_ns;
+    return (x > y) - (x < y);
+}
 
 static void point(struct json_out *w, int64_t t, uint64_t total, const int64_t *band, size_t nb)
 {
@@ -320,7 +424,8 @@ static void point(struct json_out *w, int64_t t, uint64_t total, const int64_t *
 /* The track's points: every event, or per time slice the lowest and the
  * highest total (in time order) when there are too many to draw. */
 static int write_points(struct json_out *w, struct model *m, const struct track *t,
-                        const uint32_t *band_of_row, size_t nb, int64_t end)
+                        const uint32_t *band_of_row, size_t nb, int64_t end,
+                        const struct reading *rd, size_t nrd)
 {
     const struct snap_events *ev = &m->s->events;
     size_t nev = 0;
@@ -335,13 +440,22 @@ static int write_points(struct json_out *w, struct model *m, const struct track 
     int64_t *lo = cur + nb, *hi = lo + nb + 2;
     bool have = false;
     int64_t slice = -1;
+    size_t ri = 0;
+    uint64_t total = 0;
     json_out_begin_array(w);
     point(w, 0, 0, cur, nb);
     for (size_t i = 0; i < ev->n; i++) {
         const struct snap_event *e = &ev->v[i];
         if (e->device != t->device)
             continue;
-        if (nb > 0 && !e->unfocused) {
+        /* the tensors' bands hold each reading's bytes until the next */
+        for (; ri < nrd && rd[ri].t_ns <= e->t_ns; ri++) {
+            memcpy(cur, rd[ri].v, nb * sizeof *cur);
+            if (all)
+                point(w, rd[ri].t_ns, total, cur, nb);
+        }
+        total = e->current;
+        if (rd == NULL && nb > 0 && !e->unfocused) {
             uint32_t r = event_row(m, e);
             if (r == NO_SITE) {
                 free(cur);
@@ -380,6 +494,10 @@ static int write_points(struct json_out *w, struct model *m, const struct track 
         if (b[0] != a[0])
             point(w, b[0], (uint64_t)b[1], b + 2, nb);
     }
+    for (; ri < nrd && rd[ri].t_ns <= end; ri++) {
+        memcpy(cur, rd[ri].v, nb * sizeof *cur);
+        point(w, rd[ri].t_ns, total, cur, nb);
+    }
     point(w, end, t->current, cur, nb);
     json_out_end_array(w);
     free(cur);
@@ -394,16 +512,106 @@ static int64_t log_end(const struct snapshot *s)
     return end > 0 ? end : 1;
 }
 
+static void readings_free(struct reading *rd, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(rd[i].v);
+    free(rd);
+}
+
+/* PyTorch's tensors on device t's timeline: the bands are its largest lines
+ * at the peak (else at the failure, else at the dump), each reading the
+ * bytes of those lines then (the peak, the failure, the dump), in time
+ * order.  *rd NULL when the device has no reading with a time.  0, or -1
+ * when out of memory. */
+static int tensor_bands(struct model *m, const struct track *t, uint32_t *bands, size_t *nb,
+                        struct reading **rd, size_t *nrd)
+{
+    struct snapshot *s = m->s;
+    const struct snap_device *d = &s->devices[t->index];
+    bool oom = s->oom.present && s->oom.device == d->ordinal;
+    enum holders_moment mo[3] = {HOLDERS_PEAK, HOLDERS_OOM, HOLDERS_NOW};
+    struct holders h[3];
+    bool got[3] = {false, false, false};
+    int rc = 0;
+    *nb = *nrd = 0;
+    *rd = NULL;
+    for (int k = 0; rc == 0 && k < 3; k++) {
+        const struct snap_device *at = mo[k] == HOLDERS_OOM ? NULL : d;
+        if ((mo[k] == HOLDERS_OOM && !oom) || !holders_have_tensors(s, at, mo[k]))
+            continue;
+        rc = holders_get(s, at, mo[k], false, &h[k]);
+        got[k] = rc == 0;
+    }
+    int from = got[0] ? 0 : got[1] ? 1 : 2;
+    for (size_t i = 0; rc == 0 && got[from] && i < h[from].n && *nb < HTML_BANDS; i++) {
+        uint32_t r;
+        const char *name = h[from].v[i].display;
+        if (hmap_find(&m->by_name, name, strlen(name), &r))
+            bands[(*nb)++] = r;
+    }
+    int64_t when[3] = {got[0] ? h[0].time_ns : SNAP_UNKNOWN_I64,
+                       oom ? s->oom.time_ns : SNAP_UNKNOWN_I64, s->process.dump_time_ns};
+    if (rc == 0 && *nb > 0 && (*rd = calloc(3, sizeof **rd)) == NULL)
+        rc = -1;
+    for (int k = 0; rc == 0 && *rd != NULL && k < 3; k++) {
+        if (!got[k] || when[k] == SNAP_UNKNOWN_I64)
+            continue;
+        struct reading *x = &(*rd)[(*nrd)++];
+        x->t_ns = when[k];
+        if ((x->v = calloc(*nb, sizeof *x->v)) == NULL) {
+            rc = -1;
+            break;
+        }
+        for (size_t b = 0; b < *nb; b++)
+            for (size_t i = 0; i < h[k].n; i++)
+                if (strcmp(h[k].v[i].display, m->rows[bands[b]].label) == 0)
+                    x->v[b] += (int64_t)h[k].v[i].bytes;
+    }
+    for (int k = 0; k < 3; k++)
+        if (got[k])
+            holders_free(&h[k]);
+    if (rc == 0 && *rd != NULL)
+        qsort(*rd, *nrd, sizeof **rd, by_reading_time);
+    if (rc != 0 || *nrd == 0) {
+        readings_free(*rd, *nrd);
+        *rd = NULL;
+        *nrd = 0;
+    }
+    return rc;
+}
+
+/* The rows of the tensor model at one moment: [stack, bytes, count]. */
+static void write_trows(struct json_out *w, const struct html_tmode *tm)
+{
+    json_out_begin_array(w);
+    for (size_t i = 0; i < tm->n; i++) {
+        json_out_begin_array(w);
+        json_out_u64(w, tm->v[i].stack);
+        json_out_u64(w, tm->v[i].bytes);
+        json_out_u64(w, tm->v[i].count);
+        json_out_end_array(w);
+    }
+    json_out_end_array(w);
+}
+
 static int write_track(struct json_out *w, struct model *m, const struct track *t)
 {
     struct snapshot *s = m->s;
+    const struct html_tmode *tm =
+        m->tv.on && t->index < m->tv.ndev ? m->tv.dev[t->index] : NULL;
     /* Bands: the track's biggest call sites at its peak (live when it never
-     * peaked above zero). */
+     * peaked above zero); in a PyTorch process its biggest lines. */
     const struct snap_groups *g = t->peak_g->n ? t->peak_g : t->live_g;
     uint32_t bands[HTML_BANDS];
-    size_t nb = 0;
+    size_t nb = 0, nrd = 0;
     uint32_t *band_of_row = NULL;
+    struct reading *rd = NULL;
     bool split = m->counted;
+    if (tm != NULL && tensor_bands(m, t, bands, &nb, &rd, &nrd) != 0)
+        return -1;
+    if (tm != NULL && rd == NULL)
+        nb = 0; /* no reading on the log's clock: the total alone */
     if (split) {
         band_of_row = malloc((m->nrows ? m->nrows : 1) * sizeof *band_of_row);
         if (band_of_row == NULL)
@@ -443,6 +651,7 @@ static int write_track(struct json_out *w, struct model *m, const struct track *
     html_tensors_write(w, t->al, t->peak_allocated);
     if (t->device >= 0 && html_holders_write(w, s, snapshot_device(s, t->device)) != 0) {
         free(band_of_row);
+        readings_free(rd, nrd);
         return -1;
     }
     json_out_key(w, "figures_age");
@@ -450,15 +659,26 @@ static int write_track(struct json_out *w, struct model *m, const struct track *
     int64_t end = log_end(s);
     json_out_key(w, "end_ns");
     json_out_i64(w, end);
+    /* each moment PyTorch's tensors where the file has them, else the
+     * driver's groups; groups_tensors says which */
+    static const char *const mk[] = {"peak", "live", "oom"};
+    const struct snap_groups *dg[] = {t->peak_g, t->live_g, &s->oom.live};
+    int nmodes = s->oom.present && s->oom.device == t->device ? 3 : 2;
     json_out_key(w, "groups");
     json_out_begin_object(w);
-    json_out_key(w, "peak");
-    write_groups(w, t->peak_g);
-    json_out_key(w, "live");
-    write_groups(w, t->live_g);
-    if (s->oom.present && s->oom.device == t->device) {
-        json_out_key(w, "oom");
-        write_groups(w, &s->oom.live);
+    for (int md = 0; md < nmodes; md++) {
+        json_out_key(w, mk[md]);
+        if (tm != NULL && tm[md].has)
+            write_trows(w, &tm[md]);
+        else
+            write_groups(w, dg[md]);
+    }
+    json_out_end_object(w);
+    json_out_key(w, "groups_tensors");
+    json_out_begin_object(w);
+    for (int md = 0; md < nmodes; md++) {
+        json_out_key(w, mk[md]);
+        json_out_bool(w, tm != NULL && tm[md].has);
     }
     json_out_end_object(w);
     json_out_key(w, "bands");
@@ -467,9 +687,10 @@ static int write_track(struct json_out *w, struct model *m, const struct track *
         json_out_u64(w, m->pos[bands[b]]);
     json_out_end_array(w);
     json_out_key(w, "points");
-    int rc = write_points(w, m, t, band_of_row, nb, end);
+    int rc = write_points(w, m, t, band_of_row, nb, end, rd, nrd);
     json_out_end_object(w);
     free(band_of_row);
+    readings_free(rd, nrd);
     return rc;
 }
 
@@ -600,7 +821,8 @@ static void write_meta(struct json_out *w, const struct snapshot *s)
  * frame_width base-64 digits (A-Z a-z 0-9 + /): for a 100 000-stack file a
  * third of the size of arrays of numbers, and three values to parse
  * instead of 300 000. */
-static int write_stacks(struct json_out *w, const struct snapshot *s)
+static int write_stacks(struct json_out *w, const struct snapshot *s,
+                        const struct html_tview *tv)
 {
     static const char digits[] =
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -609,14 +831,16 @@ static int write_stacks(struct json_out *w, const struct snapshot *s)
         width++;
     json_out_key(w, "frame_width");
     json_out_u64(w, width);
-    /* entry points: few distinct ones, told apart by their interned text */
+    /* entry points: few distinct ones, told apart by their interned text;
+     * the tensor model's stacks (past the file's) have "", none */
+    size_t nall = s->nstacks + tv->nstacks;
     const char **entries = NULL;
     size_t nentries = 0, cap = 0, total = 0;
-    uint32_t *entry_of = malloc((s->nstacks ? s->nstacks : 1) * sizeof *entry_of);
+    uint32_t *entry_of = malloc((nall ? nall : 1) * sizeof *entry_of);
     if (entry_of == NULL)
         return -1;
-    for (size_t i = 0; i < s->nstacks; i++) {
-        const char *e = s->stacks[i].entry ? s->stacks[i].entry : "unknown";
+    for (size_t i = 0; i < nall; i++) {
+        const char *e = i >= s->nstacks ? "" : s->stacks[i].entry ? s->stacks[i].entry : "unknown";
         size_t k;
         for (k = 0; k < nentries && strcmp(entries[k], e) != 0; k++)
             ;
@@ -629,7 +853,7 @@ static int write_stacks(struct json_out *w, const struct snapshot *s)
             entries[nentries++] = e;
         }
         entry_of[i] = (uint32_t)k;
-        total += s->stacks[i].nframes;
+        total += i < s->nstacks ? s->stacks[i].nframes : tv->stacks[i - s->nstacks].nframes;
     }
     json_out_key(w, "stack_entries");
     json_out_begin_array(w);
@@ -638,13 +862,14 @@ static int write_stacks(struct json_out *w, const struct snapshot *s)
     json_out_end_array(w);
     json_out_key(w, "stack_entry");
     json_out_begin_array(w);
-    for (size_t i = 0; i < s->nstacks; i++)
+    for (size_t i = 0; i < nall; i++)
         json_out_u64(w, entry_of[i]);
     json_out_end_array(w);
     json_out_key(w, "stack_len");
     json_out_begin_array(w);
-    for (size_t i = 0; i < s->nstacks; i++)
-        json_out_u64(w, s->stacks[i].nframes);
+    for (size_t i = 0; i < nall; i++)
+        json_out_u64(w, i < s->nstacks ? s->stacks[i].nframes
+                                       : tv->stacks[i - s->nstacks].nframes);
     json_out_end_array(w);
     free(entries);
     free(entry_of);
@@ -652,11 +877,13 @@ static int write_stacks(struct json_out *w, const struct snapshot *s)
     if (buf == NULL)
         return -1;
     char *p = buf;
-    for (size_t i = 0; i < s->nstacks; i++) {
-        const struct snap_stack *st = &s->stacks[i];
-        for (uint32_t f = 0; f < st->nframes; f++)
+    for (size_t i = 0; i < nall; i++) {
+        const uint32_t *fr = i < s->nstacks ? s->stacks[i].frames
+                                            : html_tstack_frames(&tv->stacks[i - s->nstacks]);
+        uint32_t n = i < s->nstacks ? s->stacks[i].nframes : tv->stacks[i - s->nstacks].nframes;
+        for (uint32_t f = 0; f < n; f++)
             for (unsigned d = width; d > 0; d--)
-                *p++ = digits[(st->frames[f] >> (6 * (d - 1))) & 63];
+                *p++ = digits[(fr[f] >> (6 * (d - 1))) & 63];
     }
     *p = '\0';
     json_out_key(w, "stack_frames");
@@ -688,7 +915,9 @@ static int write_file(struct json_out *w, struct snapshot *s)
         m.pos[order[i]] = (uint32_t)i;
     json_out_begin_object(w);
     write_meta(w, s);
-    if (write_stacks(w, s) != 0)
+    json_out_key(w, "tensor_model");
+    json_out_bool(w, m.tv.on);
+    if (write_stacks(w, s, &m.tv) != 0)
         goto out;
     if (write_sites(w, &m, order) != 0)
         goto out;
@@ -700,7 +929,7 @@ static int write_file(struct json_out *w, struct snapshot *s)
         uint64_t nn;
         if (md == HTML_FLAME_OOM && !s->oom.present)
             continue;
-        if (html_flame_nodes(s, md, &nn) != 0)
+        if (html_flame_nodes(s, &m.tv, md, &nn) != 0)
             goto out;
         json_out_key(w, modes[md]);
         json_out_u64(w, nn);
@@ -729,7 +958,7 @@ static int write_file(struct json_out *w, struct snapshot *s)
         struct track t = {names, dv->ordinal, dv->total_bytes, dv->free_bytes,
                           dv->limit_bytes, dv->current_bytes, dv->peak_bytes,
                           dv->peak_time_ns, &dv->at_peak, &dv->live, &dv->allocator,
-                          report_allocator_peak(s, dv), age[0] ? age : NULL};
+                          report_allocator_peak(s, dv), age[0] ? age : NULL, d};
         if (write_track(w, &m, &t) != 0)
             goto out;
     }
@@ -737,7 +966,7 @@ static int write_file(struct json_out *w, struct snapshot *s)
         struct track t = {"host pinned", -1, SNAP_UNKNOWN, SNAP_UNKNOWN, SNAP_UNKNOWN,
                           s->host.stats.current_bytes, s->host.stats.peak_bytes,
                           s->host.stats.peak_time_ns, &s->host.at_peak, &s->host.live,
-                          NULL, SNAP_UNKNOWN, NULL};
+                          NULL, SNAP_UNKNOWN, NULL, SIZE_MAX};
         if (write_track(w, &m, &t) != 0)
             goto out;
     }

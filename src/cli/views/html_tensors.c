@@ -4,8 +4,11 @@
  * holders by the user's line (holders.h: every line, the cache row, the
  * growth) or, in older files, the live tensors of its history's
  * top_tensors - drawn by html/tensors.js. */
+#include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "frames.h"
 #include "holders.h"
 #include "html.h"
 
@@ -155,4 +158,130 @@ int html_holders_write(struct json_out *w, struct snapshot *s, const struct snap
     }
     json_out_end_object(w);
     return rc;
+}
+
+/* ---- the tensors as the flame graph, site table and timeline draw them ---- */
+
+/* A marker frame named as the holder's bracketed name ("[no user frame]",
+ * "[PyTorch's cache]"): frames_marker adds the brackets itself. */
+static uint32_t marker(struct snapshot *s, const char *name)
+{
+    size_t n = strlen(name);
+    char buf[512];
+    if (n >= 2 && name[0] == '[' && name[n - 1] == ']') {
+        snprintf(buf, sizeof buf, "%.*s", (int)(n - 2), name + 1);
+        name = buf;
+    }
+    return frames_marker(s->ctx, name);
+}
+
+/* A new synthetic stack of one frame, or of a group's frames; its id. */
+static uint32_t add_stack(struct html_tview *v, const uint32_t *frames, uint32_t n,
+                          uint32_t one)
+{
+    if (snapshot_vec_reserve((void **)&v->stacks, &v->cap, sizeof *v->stacks, v->nstacks + 1))
+        return UINT32_MAX;
+    v->stacks[v->nstacks] = (struct html_tstack){frames, n, one};
+    return v->base + (uint32_t)v->nstacks++;
+}
+
+uint32_t html_tview_stack(struct html_tview *v, struct snapshot *s, const struct snap_tgroup *g)
+{
+    uint32_t id;
+    uint32_t next = v->base + (uint32_t)v->nstacks;
+    if (hmap_get_or_add(&v->by_group, &g, sizeof g, next, &id, NULL))
+        return UINT32_MAX;
+    if (id != next)
+        return id;
+    if (g->nframes > 0)
+        return add_stack(v, g->frames, g->nframes, 0);
+    const char *name = holders_group_name(s, g, true);
+    uint32_t f = name ? marker(s, name) : FRAMES_NONE;
+    return f == FRAMES_NONE ? UINT32_MAX : add_stack(v, NULL, 1, f);
+}
+
+const uint32_t *html_tstack_frames(const struct html_tstack *t)
+{
+    return t->frames ? t->frames : &t->one;
+}
+
+static int add_row(struct html_tmode *m, uint32_t stack, uint64_t bytes, uint64_t count)
+{
+    if (stack == UINT32_MAX ||
+        snapshot_vec_reserve((void **)&m->v, &m->cap, sizeof *m->v, m->n + 1))
+        return -1;
+    m->v[m->n++] = (struct html_trow){stack, bytes, count};
+    return 0;
+}
+
+/* The rows of one moment: each group by its whole stack, the folded tail
+ * and PyTorch's cache as a frame of their own (as `flamegraph` folds them). */
+static int mode_rows(struct html_tview *v, struct snapshot *s, const struct snap_tensors *t,
+                     struct html_tmode *m)
+{
+    m->has = true;
+    for (size_t i = 0; i < t->n; i++)
+        if (!t->v[i].unfocused &&
+            add_row(m, html_tview_stack(v, s, &t->v[i]), t->v[i].bytes, t->v[i].count) != 0)
+            return -1;
+    char text[64];
+    if (t->has_more) {
+        snprintf(text, sizeof text, "%" PRIu64 " more lines", t->more_groups);
+        uint32_t f = frames_marker(s->ctx, text);
+        if (f == FRAMES_NONE || add_row(m, add_stack(v, NULL, 1, f), t->more_bytes,
+                                        t->more_count) != 0)
+            return -1;
+    }
+    if (t->has_cache && t->cache_bytes != SNAP_UNKNOWN) {
+        uint32_t f = frames_marker(s->ctx, "PyTorch's cache");
+        if (f == FRAMES_NONE ||
+            add_row(m, add_stack(v, NULL, 1, f), t->cache_bytes, t->cache_segments) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int html_tview_build(struct html_tview *v, struct snapshot *s)
+{
+    memset(v, 0, sizeof *v);
+    v->base = (uint32_t)s->nstacks;
+    arena_init(&v->arena);
+    hmap_init(&v->by_group, &v->arena);
+    v->dev = calloc(s->ndevices ? s->ndevices : 1, sizeof *v->dev);
+    if (v->dev == NULL)
+        return -1;
+    v->ndev = s->ndevices;
+    for (size_t d = 0; d < s->ndevices; d++) {
+        const struct snap_device *dv = &s->devices[d];
+        const struct snap_tensors *t[HTML_FLAME_OOM + 1] = {
+            holders_tensors(s, dv, HOLDERS_PEAK), holders_tensors(s, dv, HOLDERS_NOW),
+            s->oom.present && s->oom.device == dv->ordinal
+                ? holders_tensors(s, NULL, HOLDERS_OOM) : NULL};
+        for (int md = HTML_FLAME_PEAK; md <= HTML_FLAME_OOM; md++) {
+            if (t[md] == NULL || !t[md]->present)
+                continue;
+            v->on = true;
+            if (mode_rows(v, s, t[md], &v->dev[d][md]) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+void html_tview_free(struct html_tview *v)
+{
+    if (v->dev != NULL)
+        for (size_t d = 0; d < v->ndev; d++)
+            for (int md = 0; md <= HTML_FLAME_OOM; md++)
+                free(v->dev[d][md].v);
+    free(v->dev);
+    free(v->stacks);
+    hmap_free(&v->by_group);
+    arena_free(&v->arena);
+}
+
+uint32_t html_tview_marker(struct html_tview *v, struct snapshot *s, const char *name)
+{
+    uint32_t f = marker(s, name);
+    return f == FRAMES_NONE ? UINT32_MAX : add_stack(v, NULL, 1, f);
 }

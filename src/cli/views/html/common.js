@@ -134,8 +134,8 @@
   function siteStack(file, i) { return file.sites.stack[i]; }
   function site(file, i) {
     var c = file.sites;
-    return { label: siteLabel(file, i), stack: c.stack[i], at_peak: c.at_peak[i], live: c.live[i],
-             oom: c.oom[i], allocs: c.allocs ? c.allocs[i] : null, frees: c.frees ? c.frees[i] : null,
+    return { label: siteLabel(file, i), stack: c.stack[i], at_peak: c.at_peak ? c.at_peak[i] : null,
+             live: c.live ? c.live[i] : null, oom: c.oom ? c.oom[i] : null, allocs: c.allocs ? c.allocs[i] : null, frees: c.frees ? c.frees[i] : null,
              alloc_bytes: c.alloc_bytes ? c.alloc_bytes[i] : null, kinds: c.kinds[i] };
   }
   /* ---------------- the model, unpacked ---------------- */
@@ -157,7 +157,9 @@
     var len = file.stack_len, n = len.length, off = new Int32Array(n + 1), tot = 0, i;
     for (i = 0; i < n; i++) { off[i] = tot; tot += len[i]; }
     off[n] = tot;
-    var keys = file.stack_entries.map(entryKey), ent = new Int32Array(n);
+    /* entry "" (the tensor model's stacks, html.h): no entry point, key 0 */
+    var keys = file.stack_entries.map(function (e) { return e === '' ? 0 : entryKey(e); });
+    var ent = new Int32Array(n);
     for (i = 0; i < n; i++) ent[i] = keys[file.stack_entry[i]];
     file.decoded = { n: n, off: off, ent: ent, str: file.stack_frames, w: file.frame_width };
     return file.decoded;

@@ -10,8 +10,8 @@
    * frame index (equal names share an index, so stacks merge as `cumemtrace
    * flamegraph` merges its lines), -1 for "[no stack]", -2 - id for an
    * entry point.  Steps of a stack run outermost first: its frames, then
-   * its entry point. */
-  function stepCount(S, st) { return st < 0 ? 1 : S.off[st + 1] - S.off[st] + 1; }
+   * its entry point (none for PyTorch's tensors: entry key 0). */
+  function stepCount(S, st) { return st < 0 ? 1 : S.off[st + 1] - S.off[st] + (S.ent[st] ? 1 : 0); }
   function stepKey(S, st, j) {
     if (st < 0) return -1;
     var end = S.off[st + 1];
@@ -208,8 +208,11 @@
       var root = buildTree(file, mode);
       if (diffBase) buildTree(diffBase, mode, root, true);
       if (!root.value) { h('p', { 'class': 'note' }, holder, 'Nothing held ' + modes.filter(function (m) { return m[0] === mode; })[0][1] + '.'); chart = null; return; }
+      var tens = file.devices.some(function (d) { return d.groups_tensors && d.groups_tensors[mode]; });
       h('p', { 'class': 'note' }, holder, bytes(root.value) + ' held ' +
-        modes.filter(function (m) { return m[0] === mode; })[0][1] + '. ' +
+        modes.filter(function (m) { return m[0] === mode; })[0][1] +
+        (tens ? ": PyTorch's live tensors by their Python stack (as cumemtrace flamegraph draws them; --segments draws the driver's segments)"
+              : file.tensor_model ? ": the driver's segments (the file has no reading of PyTorch's tensors at this moment)" : '') + '. ' +
         (diffBase ? 'Width: bytes in the new file; red grew, blue shrank since the base (call sites gone from the new file have no width).'
                   : 'Python frames green-blue, native frames orange, CUDA entry points red. Click a frame to zoom, click a frame nearer the root to zoom out.'));
       chart = flameChart(holder, root, { diff: !!diffBase, flip: flip });

@@ -3,11 +3,14 @@
   /* ---------------- call sites ---------------- */
 
   function drawSites(file) {
-    var sec = section('sites', hasAllocator(file) ? 'Call sites: cached segments, by the line that created them' : 'Call sites');
-    var cols = [['label', 'call site', 'l'], ['at_peak', 'at peak'], ['live', 'live at dump']];
+    var tm = !!file.tensor_model;
+    var sec = section('sites', tm ? "PyTorch's tensors by the user's line" :
+                      hasAllocator(file) ? 'Call sites: cached segments, by the line that created them' : 'Call sites');
+    var cols = [['label', tm ? 'line' : 'call site', 'l'], ['at_peak', 'at peak'], ['live', 'live at dump']];
     if (file.oom) cols.push(['oom', 'at OOM']);
-    cols.push(['allocs', 'allocations'], ['frees', 'frees'], ['alloc_bytes', 'allocated in total']);
-    if (!file.counted) h('p', { 'class': 'note' }, sec, 'The event log was thinned: allocation and free counts are unknown (?).');
+    if (!tm) cols.push(['allocs', 'allocations'], ['frees', 'frees'], ['alloc_bytes', 'allocated in total']);
+    if (tm) h('p', { 'class': 'note' }, sec, "PyTorch's live blocks grouped by the first frame in the program's own code, as cumemtrace report lists them; ? where the file has no reading of them at that moment.");
+    else if (!file.counted) h('p', { 'class': 'note' }, sec, 'The event log was thinned: allocation and free counts are unknown (?).');
     var n = siteCount(file), rows = null, LIMIT = 500;
     /* every row, made for the first sort only */
     function allRows() {
@@ -63,7 +66,7 @@
       h('div', {}, view, r.label + ' - stack, innermost first:');
       if (r.stack < 0) { h('div', {}, view, '(no stack recorded)'); return; }
       var st = stack(file, r.stack);
-      h('div', {}, view, '  ' + st[0]);
+      if (st[0]) h('div', {}, view, '  ' + st[0]);
       st[1].forEach(function (f) {
         h('div', { 'class': FR[f][1] === 1 ? 'py' : FR[f][1] === 2 ? 'marker' : '' }, view, '  ' + FR[f][0]);
       });

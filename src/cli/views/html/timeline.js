@@ -99,7 +99,7 @@
           lo.push('L' + x1.toFixed(1) + ',' + py(L[0]).toFixed(1) + 'L' + x0.toFixed(1) + ',' + py(L[0]).toFixed(1));
         }
         var si = j < nb ? dev.bands[j] : -1;
-        var label = j < nb ? siteLabel(file, si) : (nb ? 'other call sites' : 'total');
+        var label = j < nb ? siteLabel(file, si) : (nb ? otherLabel(file) : 'total');
         s('path', { d: up + lo.reverse().join('') + 'Z', fill: j < nb ? color(si) : (nb ? OTHER : '#4e79a7'),
                     'class': 'band', 'data-band': j, 'data-site': label }, g);
       }
@@ -180,8 +180,8 @@
         if (cl) lines.push('  ' + cl);
         lines = lines.concat(stackLines(file, st.stack, 6));
       } else if (band === nb) {
-        lines.push((nb ? 'other call sites  ' : 'total  ') + bytes(L[band][1] - L[band][0]));
-        if (file.thinned) lines.push('(the event log was thinned: no per-site split)');
+        lines.push((nb ? otherLabel(file) + '  ' : 'total  ') + bytes(L[band][1] - L[band][0]));
+        if (file.thinned && !file.tensor_model) lines.push('(the event log was thinned: no per-site split)');
       }
       showTip(ev, lines.join('\n'));
     });
@@ -229,6 +229,12 @@
     return [Math.max(full[0], lo - pad), Math.min(full[1], hi + pad)];
   }
 
+  /* In a PyTorch process the bands are its lines at its readings of them;
+   * the rest of the driver's total is everything else. */
+  function otherLabel(file) {
+    return file.tensor_model ? "other lines, PyTorch's cache and memory outside its tensors" : 'other call sites';
+  }
+
   function legend(parent, file, dev) {
     var lg = h('div', { 'class': 'legend' }, parent);
     dev.bands.forEach(function (si) {
@@ -242,7 +248,7 @@
     if (dev.bands.length) {
       var it = h('span', {}, lg);
       h('span', { 'class': 'sw', style: 'background:' + OTHER }, it);
-      it.appendChild(document.createTextNode('other call sites'));
+      it.appendChild(document.createTextNode(otherLabel(file)));
     }
   }
 
@@ -258,11 +264,14 @@
 
   function drawTimeline(file) {
     var sec = section('timeline', 'Memory over time');
-    h('p', { 'class': 'note' }, sec, 'Stacked by the call sites that held the most at each device\'s peak. ' +
+    h('p', { 'class': 'note' }, sec, (file.tensor_model
+      ? 'The driver\'s total, stacked by the lines whose PyTorch tensors held the most at each device\'s peak (else at the dump), ' +
+        'each band as PyTorch\'s reading of that line at the peak, the failure and the dump (it holds its value until the next reading). '
+      : 'Stacked by the call sites that held the most at each device\'s peak. ') +
       'Hover for the call site, drag to zoom, double-click to reset. Red ticks: failed allocations; green: recoveries.' +
       (file.ranges ? ' Under each chart, the program\'s own ranges (NVTX, PyTorch\'s phases), a row per nesting ' +
        'level and thread; hover a bar for its path.' : ''));
-    if (file.thinned)
+    if (file.thinned && !file.tensor_model)
       h('p', { 'class': 'note' }, sec, 'The event log was thinned (' + file.events_kept + ' of ' + file.events_recorded +
         ' events kept): the total is exact, the split by call site cannot be rebuilt and is not drawn.');
     if (!file.devices.length) h('p', {}, sec, 'No device memory was tracked in this file.');

@@ -1,0 +1,101 @@
+"""The HTML page's flame graph, site table and timeline in PyTorch's
+tensors, on real PyTorch on the simulated GPU: each is put side by side
+with PyTorch's own torch.cuda.memory._snapshot() (truth.py) grouped by the
+first frame in the user's own code (test_tensor_views.py's grouping) and
+must find the same lines with the same bytes - the eval pass's kept
+logits at the eval line, not at the training forward whose segments they
+sit in.  --segments gives the driver's view back."""
+import collections
+import json
+import os
+
+from conftest import MiB, line_of
+from test_tensor_views import (CACHE, cli, file_of, folded_by_user_line, frame_file_line,
+                               torch_by_user_line, user_key, without_cache)
+
+DIGITS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def page_model(page):
+    text = page.read_text()
+    start = text.index('<script type="application/json" id="cmt-data">') + 46
+    return json.loads(text[start:text.index("</script>", start)])
+
+
+def label_key(label):
+    """A site table label ("file.py:38:eval_step", a holder's display) as
+    torch_by_user_line keys it; the cache as CACHE."""
+    if label == CACHE:
+        return CACHE
+    p = frame_file_line(label)
+    return (os.path.basename(p[0]), p[1]) if p else None
+
+
+def stack_names(model, f, st):
+    """The frame names of the page's stack st, innermost first."""
+    w, off = f["frame_width"], sum(f["stack_len"][:st])
+    out = []
+    for k in range(off, off + f["stack_len"][st]):
+        v = 0
+        for c in f["stack_frames"][k * w:(k + 1) * w]:
+            v = v * 64 + DIGITS.index(c)
+        out.append(model["frames"][v][2])
+    return out
+
+
+def flame_by_user_line(model, f, mode):
+    """The page's flame graph rows of `mode` grouped as torch_by_user_line."""
+    out = collections.Counter()
+    for d in f["devices"]:
+        for st, b, _ in d["groups"][mode]:
+            names = stack_names(model, f, st)
+            if names[-1] == CACHE:
+                out[CACHE] += b
+                continue
+            out[user_key(p for p in map(frame_file_line, names) if p)] += b
+    return dict(out)
+
+
+def test_the_page_draws_the_eval_leak_at_the_eval_line_with_pytorchs_bytes(scenario, tmp_path):
+    r = scenario("tensors_eval_leak.py", memory="8GiB")
+    theirs = torch_by_user_line(r)
+    exitf = file_of(r, "exit")
+    out = tmp_path / "page.html"
+    cli("html", "-o", out, exitf)
+    model = page_model(out)
+    [f] = model["files"]
+    assert f["tensor_model"]
+    # the flame graph: as PyTorch's snapshot and as `flamegraph --at live`
+    [dev] = f["devices"]
+    assert dev["groups_tensors"]["live"]
+    flame = flame_by_user_line(model, f, "live")
+    assert without_cache(flame) == theirs, (flame, theirs)
+    assert flame == folded_by_user_line(cli("flamegraph", "--at", "live", exitf))
+    assert sum(flame.values()) == r.torch["reserved"]
+    # the site table's lines
+    sites = collections.Counter()
+    for i, li in enumerate(f["sites"]["label"]):
+        sites[label_key(f["labels"][li])] += f["sites"]["live"][i]
+    sites = {k: v for k, v in sites.items() if v}
+    assert without_cache(sites) == theirs, (sites, theirs)
+    evl = line_of("tensors_eval_leak.py", "EVAL")
+    train = line_of("tensors_eval_leak.py", "TRAIN")
+    assert sites[("tensors_eval_leak.py", evl)] == 4 * 32 * MiB, sites
+    assert ("tensors_eval_leak.py", train) not in sites, sites
+    # the timeline's bands: at the dump each holds its line's bytes
+    assert dev["bands"], dev
+    last = dev["points"][-1]
+    for b, pos in enumerate(dev["bands"]):
+        key = label_key(f["labels"][f["sites"]["label"][pos]])
+        assert last[2 + b] == theirs.get(key, 0), (key, last, theirs)
+    assert ("tensors_eval_leak.py", evl) in \
+        [label_key(f["labels"][f["sites"]["label"][pos]]) for pos in dev["bands"]]
+    # --segments: the driver's view, where the training forward's line holds
+    # the segments the kept logits sit in
+    seg = tmp_path / "segments.html"
+    cli("html", "--segments", "-o", seg, exitf)
+    [g] = page_model(seg)["files"]
+    assert not g["tensor_model"]
+    held = {g["labels"][li]: g["sites"]["live"][i] for i, li in enumerate(g["sites"]["label"])}
+    assert any(k.startswith(f"tensors_eval_leak.py:{train}:") and v > 0
+               for k, v in held.items()), held
