@@ -56,3 +56,16 @@ def test_no_page_cites_an_issue_number_of_this_project():
                 continue
             found.append(f"{page.name}: ...{text[max(0, m.start() - 40):m.end()]}")
     assert not found, "\n".join(found)
+
+
+def test_no_table_cell_is_a_page_of_its_own():
+    """A field whose meaning runs past a screen gets a section of its own
+    (as `oom.allocator` and `oom.layout` have), not a 5,000-character cell."""
+    long = []
+    for page in PAGES:
+        for n, line in enumerate(page.read_text().splitlines(), 1):
+            if line.startswith("|"):
+                widest = max(len(c) for c in line.split("|"))
+                if widest > 3000:
+                    long.append(f"{page.name}:{n}: a cell of {widest} characters")
+    assert not long, "\n".join(long)
