@@ -217,6 +217,7 @@ include tests/tests.mk
 # venv (scripts/torch-env.sh: several GB, once).  `make demo-c`: the same
 # story told by a C program with no PyTorch (examples/train_sim.c).
 demo: check-deps all
+	@scripts/install-deps.sh --torch
 	@py=$$(scripts/torch-env.sh) && scripts/demo.sh $(BUILD) $$py
 demo-c: check-deps all $(BUILD)/examples/train_sim
 	@scripts/demo-c.sh $(BUILD)

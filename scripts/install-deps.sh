@@ -6,6 +6,7 @@
 #   scripts/install-deps.sh --check-or-install   same (what `make` calls)
 #   scripts/install-deps.sh --check           only report; exit 1 if missing
 #   scripts/install-deps.sh --ci              also CI-only tools (clang for fuzzing)
+#   scripts/install-deps.sh --torch           also what the PyTorch venv needs (make demo)
 #   scripts/install-deps.sh --bench           also what `make bench` compares with (heaptrack, memray)
 #   scripts/install-deps.sh --build           only what building needs (pip install calls
 #                                             it): one line naming what is missing, exit 1;
@@ -15,14 +16,16 @@ set -eu
 mode=install
 ci=0
 bench=0
+torch=0
 for arg in "$@"; do
     case "$arg" in
         --check) mode=check ;;
         --check-or-install) mode=install ;;
         --ci) ci=1 ;;
         --bench) bench=1 ;;
+        --torch) torch=1 ;;
         --build) mode=build ;;
-        *) echo "install-deps.sh: unknown option '$arg' (use --check, --build, --ci or --bench)" >&2; exit 2 ;;
+        *) echo "install-deps.sh: unknown option '$arg' (use --check, --build, --ci, --torch or --bench)" >&2; exit 2 ;;
     esac
 done
 
@@ -71,10 +74,14 @@ if [ "$ci" = 1 ]; then
     need chromium    command -v chromium   # tests/e2e/test_html.py
     need python3-jsonschema "$py" -c "import jsonschema"   # tests/e2e/test_export.py
     need golang-go   command -v go   # go tool pprof reads our export: tests/e2e/test_pprof_tool.py
-    need python3-venv "$py" -c "import venv, ensurepip"   # make test-torch (scripts/torch-env.sh)
     need clang command -v clang
     need faketime test -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1   # tests/e2e/test_start_up.py
     need libclang-rt-14-dev sh -c 'test -n "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null | grep /)" && test -f "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a)"'
+fi
+
+if [ "$ci" = 1 ] || [ "$torch" = 1 ]; then
+    # scripts/torch-env.sh makes the PyTorch venv: make demo, make test-torch
+    need python3-venv "$py" -c "import venv, ensurepip"
 fi
 
 if [ "$bench" = 1 ]; then
