@@ -221,3 +221,62 @@ def test_advice_at_the_peak_names_only_the_peaks_tensors(scenario):
     assert (m.group(1), int(m.group(2)), int(m.group(3))) == \
         (top["display"], top["bytes"], at_peak["total_bytes"]), text
     assert freed not in text, text
+
+
+def rank_rows(out, heading):
+    """The rows of `report`'s table over ranks under `heading` (--bytes):
+    {line: (total, min, max, ranks)}."""
+    assert heading in out, out
+    rows = {}
+    for line in out.split(heading, 1)[1].splitlines()[1:]:
+        if not line.strip():
+            break
+        m = re.match(r"\s+(\d+) B\s+(\d+) B\s+(\d+) B\s+(\d+)/\d+\s+(\S.*)$", line)
+        if m:
+            rows[m.group(5).strip()] = tuple(int(x) for x in m.group(1, 2, 3, 4))
+    return rows
+
+
+def summed(per_rank):
+    """{display: (total, min, max, ranks)} of per-rank {display: bytes}, a
+    rank without a line counting 0 in min."""
+    lines = {k for r in per_rank for k in r}
+    out = {}
+    for k in lines:
+        v = [r[k] for r in per_rank if k in r]
+        mn = min(v) if len(v) == len(per_rank) else 0
+        out[k] = (sum(v), mn, max(v), len(v))
+    return out
+
+
+def test_report_over_ranks_sums_each_ranks_tensor_lines(scenario):
+    """`report` over two ranks' files lists PyTorch's tensors by line with
+    each rank's own `report` figures - at the peak with the peak's tensors,
+    else live in each rank's file - not the lines that created the cached
+    segments (FREED); --segments gives the driver's call sites back."""
+    freed = f"pm_peak_reuse.py:{line_of('pm_peak_reuse.py', 'FREED')}:"
+    for peak in (True, False):
+        paths, per_rank = [], []
+        for rank, n in ((0, "1"), (1, "3")):
+            env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2"}
+            if peak:
+                env["CUMEMTRACE_TORCH_PEAK"] = "1"
+            r = scenario("pm_peak_reuse.py", n, env=env)
+            path = snapshot_file(r, "exit")
+            assert r.only("exit")["process"]["rank"] == rank
+            dev = json.loads(cli("report", "--json", path))["snapshots"][0]["devices"][0]
+            h = dev["holders_at_peak" if peak else "holders"]
+            assert h["source"] == "tensors", h
+            per_rank.append({g["display"]: g["bytes"] for g in h["groups"]})
+            paths.append(path)
+        out = cli("report", "--bytes", *paths)
+        heading = ("PyTorch's tensors by line at each rank's peak" if peak else
+                   "PyTorch's tensors by line, live in each rank's newest file")
+        rows = rank_rows(out, heading)
+        assert rows == summed(per_rank), (rows, per_rank, out)
+        assert not any(k.startswith(freed) for k in rows), out
+        if not peak:
+            assert "CUMEMTRACE_TORCH_PEAK=1" in out, out
+        seg = cli("report", "--bytes", "--segments", *paths)
+        assert "PyTorch's tensors by line" not in seg.split("detailed below")[0], seg
+        assert any(k.startswith(freed) for k in rank_rows(seg, "Call sites at each rank's peak")), seg

@@ -10,6 +10,7 @@
 
 #include "errors.h"
 #include "frames.h"
+#include "holders.h"
 #include "sites.h"
 #include "snapshot.h"
 #include "snapshot_phases.h"
@@ -194,7 +195,7 @@ static void fold_site(struct rank_site *site, uint64_t v, size_t row)
 }
 
 /* Adds what s held at each device's peak, by call site, to the sites. */
-static int fold_sites(struct ranks *r, struct snapshot *s, size_t row)
+static int fold_segments(struct ranks *r, struct snapshot *s, size_t row)
 {
     struct sites_sum sum;
     sites_init(&sum, BY_STACK);
@@ -238,6 +239,150 @@ static int fold_sites(struct ranks *r, struct snapshot *s, size_t row)
 out:
     sites_free(&sum);
     return rc;
+}
+
+static int holder_by_name(const void *a, const void *b)
+{
+    const struct holder *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    if (c != 0)
+        return c;
+    return (x->bytes < y->bytes) - (x->bytes > y->bytes); /* the largest first */
+}
+
+/* The frames of a holder's stack after its line, outward, as report
+ * prints them under its row ("< caller < ..."), at most max. */
+static const char *holder_callers(const struct snapshot *s, const struct holder *h,
+                                  unsigned max, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    uint32_t pos = 0;
+    while (pos < h->nframes && h->frames[pos] != h->label)
+        pos++;
+    size_t used = 0;
+    unsigned shown = 0;
+    for (uint32_t i = pos + 1; i < h->nframes && shown < max; i++, shown++) {
+        int w = snprintf(buf + used, n - used, "%s< %s", used ? " " : "",
+                         s->ctx->frames[h->frames[i]].display);
+        if (w < 0 || (size_t)w >= n - used)
+            break;
+        used += (size_t)w;
+    }
+    return buf;
+}
+
+/* Key of a tensors line among the sites: its holder's name behind a byte
+ * that no frames_site_text starts with, one per moment. */
+static size_t tensor_key(char *buf, size_t n, enum ranks_moment m, const char *name)
+{
+    int w = snprintf(buf, n, "%c%s", m == RANKS_TENSORS_PEAK ? '\x01' : '\x02', name);
+    return w < 0 ? 0 : (size_t)w < n ? (size_t)w : n - 1;
+}
+
+/* The holders of s at moment m, every device's, as its report lists
+ * them: at the peak, or at the failure of a post-mortem, else at the dump;
+ * *out malloc'd (*n of them).  0, or -1 when out of memory. */
+static int moment_holders(struct snapshot *s, enum ranks_moment m, struct holder **out,
+                          size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    size_t cap = 0;
+    bool failure = m == RANKS_TENSORS_NOW && s->oom.present;
+    for (size_t d = 0; d < (failure ? 1 : s->ndevices); d++) {
+        struct holders h;
+        if (holders_get(s, failure ? NULL : &s->devices[d],
+                        failure ? HOLDERS_OOM : m == RANKS_TENSORS_PEAK ? HOLDERS_PEAK
+                                                                       : HOLDERS_NOW,
+                        false, &h) != 0)
+            return -1;
+        if (h.source == HOLDERS_TENSORS && h.n > 0) {
+            if (snapshot_vec_reserve((void **)out, &cap, sizeof **out, *n + h.n) != 0) {
+                holders_free(&h);
+                return -1;
+            }
+            memcpy(*out + *n, h.v, h.n * sizeof *h.v);
+            *n += h.n;
+        }
+        holders_free(&h);
+    }
+    return 0;
+}
+
+/* Adds PyTorch's tensors of s at moment m, by line (one line's groups on
+ * several devices summed, as fold_segments sums the devices), to the
+ * sites. */
+static int fold_tensors(struct ranks *r, struct snapshot *s, size_t row, enum ranks_moment m)
+{
+    struct holder *v;
+    size_t n;
+    if (moment_holders(s, m, &v, &n) != 0)
+        return -1;
+    if (n > 1)
+        qsort(v, n, sizeof *v, holder_by_name);
+    int rc = -1;
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        uint64_t bytes = v[i].bytes;
+        while (j < n && strcmp(v[j].name, v[i].name) == 0)
+            bytes += v[j++].bytes;
+        char key[2048];
+        size_t len = tensor_key(key, sizeof key, m, v[i].name);
+        uint32_t idx;
+        const char *kept;
+        if (hmap_get_or_add(&r->site_keys, key, len, (uint32_t)r->nsites, &idx, &kept) != 0)
+            goto out;
+        if (idx == r->nsites) {
+            if (snapshot_vec_reserve((void **)&r->sites, &r->sites_cap, sizeof *r->sites,
+                                     r->nsites + 1) != 0)
+                goto out;
+            char via[512];
+            struct rank_site *rs = &r->sites[r->nsites++];
+            memset(rs, 0, sizeof *rs);
+            rs->key = kept;
+            rs->key_len = len;
+            rs->moment = m;
+            rs->display = keep(r, v[i].display);
+            rs->callers = keep(r, holder_callers(s, &v[i], 3, via, sizeof via));
+            if (rs->display == NULL || rs->callers == NULL)
+                goto out;
+        }
+        fold_site(&r->sites[idx], bytes, row);
+        i = j;
+    }
+    rc = 0;
+out:
+    free(v);
+    return rc;
+}
+
+/* Whether every device of s has PyTorch's tensors at moment m (a
+ * post-mortem's "now" is its failure's). */
+static bool has_tensors(const struct snapshot *s, enum ranks_moment m)
+{
+    if (m == RANKS_TENSORS_NOW && s->oom.present)
+        return holders_have_tensors(s, NULL, HOLDERS_OOM);
+    for (size_t d = 0; d < s->ndevices; d++)
+        if (!holders_have_tensors(s, &s->devices[d],
+                                  m == RANKS_TENSORS_PEAK ? HOLDERS_PEAK : HOLDERS_NOW))
+            return false;
+    return true;
+}
+
+/* Folds s into the sites at every moment it has: the segments always,
+ * PyTorch's tensors at the peak and now where the file has them. */
+static int fold_sites(struct ranks *r, struct snapshot *s, size_t row)
+{
+    struct rank_row *rw = &r->rows[row];
+    rw->peak_tensors = has_tensors(s, RANKS_TENSORS_PEAK);
+    rw->now_tensors = has_tensors(s, RANKS_TENSORS_NOW);
+    if (fold_segments(r, s, row) != 0)
+        return -1;
+    if (rw->peak_tensors && fold_tensors(r, s, row, RANKS_TENSORS_PEAK) != 0)
+        return -1;
+    if (rw->now_tensors && fold_tensors(r, s, row, RANKS_TENSORS_NOW) != 0)
+        return -1;
+    return 0;
 }
 
 struct range_sum {
@@ -524,6 +669,26 @@ int ranks_merge(struct ranks *r, char **paths, size_t n, bool ranges)
     free(order);
     free(sorted);
     return 0;
+}
+
+enum ranks_moment ranks_best(const struct ranks *r)
+{
+    bool peak = r->nrows > 0, now = r->nrows > 0;
+    for (size_t i = 0; i < r->nrows; i++) {
+        peak = peak && r->rows[i].peak_tensors;
+        now = now && r->rows[i].now_tensors;
+    }
+    return peak ? RANKS_TENSORS_PEAK : now ? RANKS_TENSORS_NOW : RANKS_SEGMENTS;
+}
+
+void ranks_use(struct ranks *r, enum ranks_moment m)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < r->nsites; i++)
+        if (r->sites[i].moment == m)
+            r->sites[k++] = r->sites[i];
+    r->nsites = k;
+    r->moment = m;
 }
 
 void ranks_free(struct ranks *r)

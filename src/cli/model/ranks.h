@@ -76,10 +76,25 @@ struct rank_row {
     uint64_t first_oom_bytes;
     size_t postmortem;     /* its first OOM post-mortem file, or RANKS_NONE */
     char reasons[64];      /* why its files were written: "exit, oom" */
+    bool peak_tensors;     /* its folded file has PyTorch's tensors at the */
+    bool now_tensors;      /* peak / at the dump, on every device (--segments: no) */
+};
+
+/* What the sites' bytes are (ranks_use): the driver's segments at each
+ * rank's device peaks (by the stack that allocated them: for PyTorch, the
+ * line that created each cached segment); PyTorch's tensors by the user's
+ * line at each rank's peak (`peak_tensors`); or PyTorch's tensors live in
+ * each rank's newest file (at the failure of a post-mortem, else at the
+ * dump) - the tables each rank's own `report` prints. */
+enum ranks_moment {
+    RANKS_SEGMENTS,
+    RANKS_TENSORS_NOW,
+    RANKS_TENSORS_PEAK,
 };
 
 /* A call site over all ranks: what each rank's file held there at its
- * device peaks (at_peak, summed over its devices). */
+ * device peaks (at_peak, summed over its devices), or a line of PyTorch's
+ * tensors (moment), summed over the rank's devices likewise. */
 struct rank_site {
     const char *key;               /* frames_site_text, in the arena */
     size_t key_len;
@@ -87,6 +102,7 @@ struct rank_site {
     uint64_t total, min, max;      /* min and max over the ranks that have it */
     size_t max_row;
     uint32_t nranks;
+    enum ranks_moment moment;
 };
 
 struct ranks {
@@ -99,6 +115,7 @@ struct ranks {
     struct rank_site *sites;
     size_t nsites, sites_cap;
     int64_t world_size;    /* the largest any file states, or unknown */
+    enum ranks_moment moment; /* of the sites kept (ranks_use) */
     bool with_ranges;      /* files keep their ranges (ranks_merge) */
     char **owned_paths;    /* for callers that keep the paths with the merge */
     size_t nowned;         /* (not freed by ranks_free) */
@@ -120,6 +137,14 @@ bool ranks_any_dir(char **paths, size_t n);
  * after printing the error line (r is then freed). */
 int ranks_merge(struct ranks *r, char **paths, size_t n, bool ranges);
 void ranks_free(struct ranks *r);
+
+/* The moment a merge's sites are best told at: PyTorch's tensors at the
+ * peak when every rank's file has them, else live at each rank's newest
+ * file when every one has those, else the driver's segments. */
+enum ranks_moment ranks_best(const struct ranks *r);
+
+/* Keeps only the sites of moment m (a merge folds all three). */
+void ranks_use(struct ranks *r, enum ranks_moment m);
 
 /* The row of rank number `rank`, or RANKS_NONE. */
 size_t ranks_find(const struct ranks *r, int64_t rank);

@@ -335,6 +335,8 @@ int ranks_diff_main(char *base, char *now, const struct gate *g, unsigned top, b
         int rc = ranks_expand(&args[k], 1, &paths, &n);
         if (rc == 0) {
             rc = ranks_merge(&r[k], paths, n, by_range);
+            if (rc == 0) /* the driver's call sites, matched by stack */
+                ranks_use(&r[k], RANKS_SEGMENTS);
             /* Rows keep paths: they live as long as the merge. */
             if (rc != 0)
                 ranks_paths_free(paths, n);

@@ -244,13 +244,22 @@ static int print_sites(FILE *f, const struct ranks *r, unsigned top)
     for (size_t i = 0; i < r->nsites; i++)
         total += r->sites[i].total;
     char a[OUT_NUM];
+    static const char *const what[] = {
+        [RANKS_SEGMENTS] = "Call sites at each rank's peak",
+        [RANKS_TENSORS_NOW] = "PyTorch's tensors by line, live in each rank's newest file",
+        [RANKS_TENSORS_PEAK] = "PyTorch's tensors by line at each rank's peak",
+    };
+    bool tensors = r->moment != RANKS_SEGMENTS;
     fputc('\n', f);
-    fprintf(f, "%sCall sites at each rank's peak, summed over %zu rank%s (%s)%s\n",
-            out_color(OUT_BOLD), r->nrows, r->nrows == 1 ? "" : "s", out_bytes(total, a),
-            out_color(OUT_RESET));
+    fprintf(f, "%s%s, summed over %zu rank%s (%s)%s\n", out_color(OUT_BOLD), what[r->moment],
+            r->nrows, r->nrows == 1 ? "" : "s", out_bytes(total, a), out_color(OUT_RESET));
+    if (r->moment == RANKS_TENSORS_NOW)
+        out_wrap(f, "  ", "  ", "(at the failure of a post-mortem, else at the dump; the "
+                 "peak's tensors were not recorded: PyTorch's layer reads them only under "
+                 "CUMEMTRACE_TORCH_PEAK=1)");
     struct out_table t;
     out_table_init(&t, "rrrrl", 2);
-    out_table_row(&t, "total", "min", "max", "ranks", "call site");
+    out_table_row(&t, "total", "min", "max", "ranks", tensors ? "line" : "call site");
     size_t shown = r->nsites < top ? r->nsites : top;
     for (size_t k = 0; k < shown; k++) {
         const struct rank_site *s = &r->sites[order[k]];
@@ -274,7 +283,8 @@ static int print_sites(FILE *f, const struct ranks *r, unsigned top)
         for (size_t k = shown; k < r->nsites; k++)
             rest += r->sites[order[k]].total;
         char b[OUT_NUM], more[64];
-        snprintf(more, sizeof more, "(%zu more call sites)", r->nsites - shown);
+        snprintf(more, sizeof more, "(%zu more %s)", r->nsites - shown,
+                 tensors ? "lines" : "call sites");
         out_table_row(&t, out_bytes(rest, b), "", "", "", more);
     }
     free(order);
@@ -575,6 +585,7 @@ int ranks_report_main(char **paths, size_t n, bool json, unsigned top, bool one,
     struct ranks r;
     if (ranks_merge(&r, paths, n, false) != 0)
         return CLI_EXIT_ERROR;
+    ranks_use(&r, ranks_best(&r));
     size_t detail = RANKS_NONE;
     int rc = 0;
     if (one) {
