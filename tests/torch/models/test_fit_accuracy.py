@@ -7,8 +7,14 @@ max_memory_allocated() over the harness's iterations, in MiB).
 scenarios/liger_baselines.py does the harness's work in the harness's order;
 each point must come within TOLERANCE of the published figure, and
 `cumemtrace fit` on the largest point must print that figure as the run's
-max allocated.  docs/simgpu.md ("Accuracy against published figures") holds
-the table and says where the difference comes from."""
+max allocated.
+
+Hugging Face's BERT-large "Model training anatomy" run: scenarios/
+bert_anatomy.py's "published" mode (what that run's PyTorch and Trainer kept
+that this venv's do not) must reserve the page's figure to within
+ANATOMY_TOLERANCE, and its "installed" mode must fall short of it by exactly
+what that mode adds.  docs/simgpu.md ("Accuracy against published figures")
+holds the tables and says where each difference comes from."""
 import json
 import os
 import subprocess
@@ -85,26 +91,55 @@ def test_fit_prints_the_published_peak_of_the_largest_point(card, kernel, tmp_pa
 ANATOMY_KERNELS = 1343  # after torch.ones((1, 1)).to("cuda")
 ANATOMY_LOADED = 2631   # after bert-large-uncased .to("cuda")
 ANATOMY_TRAINED = 14949  # after Trainer, batch 4, fp32, no optimisation
-# the training run's reserved memory comes out this far below the page's
-# (docs/simgpu.md says what is not reproduced)
-ANATOMY_BAND = (-0.20, 0.0)
+# the run as published (scenario mode "published") must reserve the page's
+# figure to within this: the page's figures are nvidia-smi's whole MiB and
+# include what cuBLAS takes for its handle outside the allocator (the
+# stand-in takes none), and the allocator reserves in 2 and 20 MiB segments;
+# the smallest behaviour the mode adds is 996 MiB (docs/simgpu.md)
+ANATOMY_TOLERANCE = 64 * MiB
+# what PyTorch <= 1.10's softmax kept beside its output: its input, the
+# attention scores of 24 layers, batch 4 x 16 heads x 512 x 512, fp32
+SOFTMAX_INPUTS = 24 * 4 * 16 * 512 * 512 * 4
+# the installed run peaks in backward, when it already holds the first few
+# gradients the published run held all along
+GRADIENTS_MADE_BEFORE_THE_PEAK = 8 * MiB
 
 
-def test_bert_large_anatomy_weights_exactly_training_within_the_stated_band():
+def bert_anatomy(mode):
     # a V100: cuBLAS's default workspace below compute capability 9.0
     # (8 MiB + 128 KiB), its 16160 MiB nvidia-smi total, no context reserve:
     # the page's figures are read against its own kernels-loaded baseline
     e = env()
     e["CUBLAS_WORKSPACE_CONFIG"] = ":4096:2:16:8"
     p = subprocess.run([str(SIMGPU), "--build", str(BUILD), "--memory", "16160MiB", "--",
-                        sys.executable, str(SCENARIOS / "bert_anatomy.py"), "3", "eager"],
+                        sys.executable, str(SCENARIOS / "bert_anatomy.py"), "3", "eager", mode],
                        env=e, capture_output=True, text=True, timeout=5 * TIMEOUT)
     assert p.returncode == 0, p.stderr[-2000:]
     line = [l for l in p.stdout.splitlines() if l.startswith("BERT ")]
     assert line, p.stdout[-2000:]
-    t = json.loads(line[-1][5:])
+    return json.loads(line[-1][5:])
+
+
+@pytest.fixture(scope="module")
+def anatomy_published():
+    return bert_anatomy("published")
+
+
+def test_bert_large_anatomy_as_published_reserves_the_pages_figure(anatomy_published):
+    t = anatomy_published
     assert t["loaded_reserved"] == (ANATOMY_LOADED - ANATOMY_KERNELS) * MiB, t
     # nvidia-smi's baseline already held the tiny tensor's segment
     published = (ANATOMY_TRAINED - ANATOMY_KERNELS) * MiB + t["before_reserved"]
-    off = t["max_reserved"] / published - 1
-    assert ANATOMY_BAND[0] <= off <= ANATOMY_BAND[1], (t, published, off)
+    off = t["max_reserved"] - published
+    assert abs(off) <= ANATOMY_TOLERANCE, (t, published / MiB, off / MiB)
+
+
+def test_bert_large_anatomy_installed_lacks_the_softmax_inputs_and_gradients(anatomy_published):
+    # this venv's PyTorch and Trainer keep neither: the peaks differ by what
+    # the published mode adds, computed from the shapes, not measured
+    t = bert_anatomy("installed")
+    assert t["loaded_reserved"] == (ANATOMY_LOADED - ANATOMY_KERNELS) * MiB, t
+    gradients = t["params"] * 4
+    less = anatomy_published["max_allocated"] - t["max_allocated"]
+    assert SOFTMAX_INPUTS + gradients - GRADIENTS_MADE_BEFORE_THE_PEAK <= less \
+        <= SOFTMAX_INPUTS + gradients, (less / MiB, SOFTMAX_INPUTS / MiB, gradients / MiB)
