@@ -7,7 +7,7 @@ object that uses it.
 
 A unit is one .c file, except that the files sharing one private header
 <unit>_impl.h in their folder (record_impl.h: record.c, record_stacks.c,
-record_vmm.c, record_view.c, record_rings.c) are one unit: one table split by
+record_vmm.c, record_view.c) are one unit: one table split by
 concern, and the header is what they share and nobody else includes.  A
 loop inside a unit is no loop; any loop between units fails the test.
 

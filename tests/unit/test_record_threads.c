@@ -90,8 +90,7 @@ static void invariant_holds(const struct record_view *v)
     }
 }
 
-/* A free the tracker refuses gives no token, by the rings too: a ring's
- * event looks its entry up itself, in the tables, before it returns. */
+/* A free the tracker refuses gives no token. */
 static void refused(void *token)
 {
     assert_null(token);
@@ -194,8 +193,7 @@ static void fresh_tracker(void)
 {
     record_atfork_prepare();
     record_atfork_child();
-    /* every event kept: the replay needs them; the times are a clock's
-     * (what lets contention switch the rings on) */
+    /* every event kept: the replay needs them */
     record_init(LOG_CAP, now);
 }
 
@@ -315,11 +313,9 @@ static void views_equal(const struct record_view *t, const uint32_t *ids,
 /* One run of `workers` threads: two rounds of `ops` operations each, the
  * mark set between them (all threads at rest, so its place in the order is
  * known), the reader running through the second. */
-static void threads_equal_their_replay(enum record_rings_mode mode, unsigned workers,
-                                       unsigned ops)
+static void threads_equal_their_replay(unsigned workers, unsigned ops)
 {
     fresh_tracker();
-    record_set_rings(mode);
     memset(&run, 0, sizeof run);
     run.workers = workers;
     run.ops = ops;
@@ -372,16 +368,6 @@ static void threads_equal_their_replay(enum record_rings_mode mode, unsigned wor
             assert_true(e->t_ns >= v.events[i - 1].t_ns);
     }
 
-    uint64_t ring_rows = 0;
-    record_rings_counts(&ring_rows, NULL);
-    if (mode == RECORD_RINGS_NOW)
-        assert_true(ring_rows > 0); /* the run went by the rings */
-    if (mode == RECORD_RINGS_NEVER)
-        assert_int_equal(ring_rows, 0);
-    if (mode == RECORD_RINGS_CONTENDED) /* as the threads happened to meet */
-        print_message("%u threads, rings on contention: %llu of %zu rows by the rings\n",
-                      workers, (unsigned long long)ring_rows, v.nevents);
-
     struct record_event *rows = malloc(v.nevents * sizeof *rows);
     assert_non_null(rows);
     memcpy(rows, v.events, v.nevents * sizeof *rows);
@@ -390,7 +376,6 @@ static void threads_equal_their_replay(enum record_rings_mode mode, unsigned wor
     for (size_t i = 0; i < v.nsites; i++)
         ids[i] = v.sites[i].stack->id;
     fresh_tracker();
-    record_set_rings(RECORD_RINGS_NEVER); /* the reference: one lock */
     replay(rows, v.nevents, mark_at, mark_time);
     /* the allocations still live, freed in the replay as in the run: same */
     struct record_view s;
@@ -404,119 +389,25 @@ static void threads_equal_their_replay(enum record_rings_mode mode, unsigned wor
     assert_true(run.views > 0);
 }
 
-/* Each mode: the default (rings from the first contention), never, and
- * from the start. */
-static const enum record_rings_mode modes[] = {RECORD_RINGS_CONTENDED, RECORD_RINGS_NEVER,
-                                               RECORD_RINGS_NOW};
-
 static void two_threads(void **state)
 {
     (void)state;
-    for (unsigned m = 0; m < 3; m++)
-        threads_equal_their_replay(modes[m], 2, 6000);
+    threads_equal_their_replay(2, 6000);
 }
 
 static void three_to_eight_threads(void **state)
 {
     (void)state;
-    for (unsigned m = 0; m < 3; m++)
-        for (unsigned n = 3; n <= MAX_WORKERS; n++)
-            threads_equal_their_replay(modes[m], n, 3000);
+    for (unsigned n = 3; n <= MAX_WORKERS; n++)
+        threads_equal_their_replay(n, 3000);
 }
 
-/* One thread's run in `mode`: allocations (by frames, the wrappers' path),
- * then allocations each freed at once - with the rings on, over a ring's
- * worth of rows with no lock taken between (each reuses the entry the
- * free before parked), so the ring fills and the thread takes the lock -
- * then the first ones' frees and unknown frees (which take the lock: no
- * ring's table has them), and one failed free put back.  Returns the
- * view; *full the events that found the ring full. */
-static void one_thread_run(enum record_rings_mode mode, struct record_view *v, uint64_t *full)
-{
-    fresh_tracker();
-    record_set_rings(mode);
-    memset(&run, 0, sizeof run);
-    for (unsigned n = 0; n < SHARED_STACKS + MAX_WORKERS; n++)
-        assert_int_equal(stack_n(n)->id, n + 1);
-    enum { N = 200, PAIRS = 1500, UNKNOWN = 300 }; /* PAIRS: 3000 rows, over a ring's */
-    for (uint64_t n = 1; n <= N; n++) {
-        enum record_kind kind = n % 3 ? KIND_DEVICE : KIND_HOST_PINNED;
-        uint64_t size = (n % 7 + 1) << UNIQUE_BITS | n;
-        struct record_alloc a = {addr_of(n, kind), size, size, kind, 0, false, 0, 0};
-        void *frames[2] = {(void *)(uintptr_t)(0x1000 + n % 4), (void *)0x2000};
-        record_alloc_at(&a, 1, frames, 2, now());
-    }
-    for (uint64_t n = N + 1; n <= N + PAIRS; n++) {
-        uint64_t size = (n % 5 + 1) << UNIQUE_BITS | n;
-        struct record_alloc a = {addr_of(n, KIND_DEVICE), size, size, KIND_DEVICE, 0, false, 0, 0};
-        void *frames[2] = {(void *)(uintptr_t)(0x1000 + n % 4), (void *)0x2000};
-        record_alloc_at(&a, 1, frames, 2, now());
-        void *tok = record_free_take(a.addr, KIND_DEVICE, now());
-        assert_non_null(tok);
-        record_free_finish(tok, true, now());
-    }
-    for (uint64_t n = 1; n <= N; n++) {
-        enum record_kind kind = n % 3 ? KIND_DEVICE : KIND_HOST_PINNED;
-        void *tok = record_free_take(addr_of(n, kind), KIND_COUNT, now());
-        assert_non_null(tok);
-        if (n == N / 2) { /* the real free fails: back, and freed again */
-            /* what an open OOM chain reads of a token, a ring's too */
-            assert_int_equal(record_token_size(tok), (n % 7 + 1) << UNIQUE_BITS | n);
-            assert_int_equal(record_token_stack(tok), 1 + n % 4);
-            record_free_finish(tok, false, now());
-            tok = record_free_take(addr_of(n, kind), KIND_COUNT, now());
-            assert_non_null(tok);
-        }
-        record_free_finish(tok, true, now());
-        if (n % 4 == 0)
-            refused(record_free_take(0xdead0000u + n * 16, KIND_COUNT, now()));
-    }
-    for (unsigned i = 0; i < UNKNOWN; i++)
-        refused(record_free_take(0xbeef0000u + i * 16, KIND_COUNT, now()));
-    assert_int_equal(record_view_take(v), 0);
-    record_rings_counts(NULL, full);
-    assert_int_equal(v->counters.live, 0);
-    assert_int_equal(v->counters.unknown_frees, UNKNOWN + N / 4);
-    assert_int_equal(v->counters.failed_frees, 1);
-    invariant_holds(v);
-}
-
-/* A full ring: the thread takes the lock instead, and the result is the
- * single lock's, row for row. */
-static void full_ring_equals_the_lock(void **state)
-{
-    (void)state;
-    struct record_view rings, lock;
-    uint64_t full = 0;
-    one_thread_run(RECORD_RINGS_NOW, &rings, &full);
-    assert_true(full > 0);
-    one_thread_run(RECORD_RINGS_NEVER, &lock, &full);
-    assert_int_equal(full, 0);
-    assert_int_equal(rings.nevents, lock.nevents);
-    for (size_t i = 0; i < lock.nevents; i++)
-        assert_memory_equal(&rings.events[i], &lock.events[i], sizeof lock.events[i]);
-    for (unsigned p = 0; p < RECORD_POOLS; p++) {
-        assert_int_equal(rings.pools[p].peak, lock.pools[p].peak);
-        assert_int_equal(rings.pools[p].peak_time, lock.pools[p].peak_time);
-        assert_int_equal(rings.pools[p].current, lock.pools[p].current);
-    }
-    assert_int_equal(rings.nsites, lock.nsites);
-    for (size_t i = 0; i < lock.nsites; i++) {
-        assert_int_equal(rings.sites[i].at_peak, lock.sites[i].at_peak);
-        assert_int_equal(rings.sites[i].temporary, lock.sites[i].temporary);
-        assert_int_equal(rings.sites[i].allocs, lock.sites[i].allocs);
-    }
-    record_view_free(&rings);
-    record_view_free(&lock);
-}
-
-/* A thread that allocated by its ring and ended: its table keeps the
- * allocations, and every reader of the live tables finds them - a view, the
- * live ranges an OOM report lays out, a free by another thread with the
- * rings since turned off, a context's destroy. */
+/* A thread that allocated and ended: its allocations stay live, and every
+ * reader of the live table finds them - a view, the live ranges an OOM
+ * report lays out, a free by another thread, a context's destroy. */
 enum { TABLE_ALLOCS = 100 };
 
-static void *allocate_by_ring(void *arg)
+static void *allocate_and_end(void *arg)
 {
     (void)arg;
     void *frames[2] = {(void *)0x1000, (void *)0x2000};
@@ -525,8 +416,7 @@ static void *allocate_by_ring(void *arg)
         struct record_alloc a = {addr_of(n, KIND_DEVICE), size, size, KIND_DEVICE, 0,
                                  false, 0, 0};
         record_alloc_at(&a, 1, frames, 2, now());
-        /* a pair in between: its free parks the entry the next one takes,
-         * so the allocations after the first few go by the ring */
+        /* a pair in between: its free parks the entry the next one takes */
         struct record_alloc b = {addr_of(n + 1000, KIND_DEVICE), 4096, 4096, KIND_DEVICE, 0,
                                  false, 0, 0};
         record_alloc_at(&b, 1, frames, 2, now());
@@ -538,17 +428,14 @@ static void *allocate_by_ring(void *arg)
     return NULL;
 }
 
-static void ring_tables_are_read_by_everyone(void **state)
+static void an_ended_threads_allocations_are_read_by_everyone(void **state)
 {
     (void)state;
     fresh_tracker();
-    record_set_rings(RECORD_RINGS_NOW);
     pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, allocate_by_ring, NULL), 0);
+    assert_int_equal(pthread_create(&t, NULL, allocate_and_end, NULL), 0);
     assert_int_equal(pthread_join(t, NULL), 0);
-    uint64_t rows = 0, bytes = 0;
-    record_rings_counts(&rows, NULL);
-    assert_true(rows > TABLE_ALLOCS); /* most of them in the ring's table */
+    uint64_t bytes = 0;
     for (uint64_t n = 1; n <= TABLE_ALLOCS; n++)
         bytes += n << UNIQUE_BITS | n;
 
@@ -571,7 +458,6 @@ static void ring_tables_are_read_by_everyone(void **state)
     assert_int_equal(ranged, bytes);
     free(ranges);
 
-    record_set_rings(RECORD_RINGS_NEVER);
     uint64_t first = 1u << UNIQUE_BITS | 1;
     void *tok = record_free_take(addr_of(1, KIND_DEVICE), KIND_DEVICE, now());
     assert_non_null(tok);
@@ -593,8 +479,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(two_threads),
         cmocka_unit_test(three_to_eight_threads),
-        cmocka_unit_test(full_ring_equals_the_lock),
-        cmocka_unit_test(ring_tables_are_read_by_everyone),
+        cmocka_unit_test(an_ended_threads_allocations_are_read_by_everyone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

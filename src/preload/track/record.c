@@ -44,74 +44,13 @@
  * allocation, each pool's and each site's hot counters on their own line,
  * the log's cursor on its own.
  *
- * Rings, once threads contend (record_rings.c).  Still, every line a
- * critical section writes crosses cores when two threads take turns, at a
- * cost above the section's own (make bench, threads row: 1.35 x
- * [1.08-1.93] one thread's CPU per pair at 2 threads with the lock alone).
- * So the first time an event finds the lock held by another event, the
- * rings go on (LOCK_RINGS in the lock word; record_set_rings forces
- * either way): from then on each thread records by a ring of its own
- * (1024 rows, up to 64 rings; a thread without one, or with a full one,
- * takes the lock as before).  The table work is the event's, done at once
- * on its own thread: an allocation goes into its ring's table of live
- * entries, a free takes its entry out of the table that holds it (its own
- * thread's first), each table under a lock of its own that only a
- * cross-thread free or a view contends for - so a table's lines and its
- * entries stay on the core that uses them.  What is left for the order is
- * a row of counter deltas (site, bytes, time, the entry as an identity)
- * appended to the thread's ring; whoever takes the lock - a thread whose
- * ring is full, a dump, a view, a stack intern, a refill of parked
- * entries - first applies every ring's rows, merged by time, through the
- * same accounting a direct event runs, touching no table and no entry.
- * A free by a ring decides at once (its token is its entry, or NULL:
- * refused), and a failed real free puts the entry back under the lock
- * (free_undo).  Dumps and views take the lock and every ring's table lock
- * and drain once more (record_lock_all): an event holds its table's lock
- * from its table work to its row, so they see tables and counters agree,
- * with every event made before they began.  The counters' order is still
- * one thread's at a time, whoever drains (docs/design.md, "Threads, fork,
- * signals": the make bench figures).
- *
- * Why the peak stays exact with rings.  The figures - counters, the peak,
- * its time, its sites' at_peak - are a function of the order events are
- * applied in; they are a single lock's if that order is one a lock could
- * have given, i.e. one where an event that happened before another (the
- * same thread's earlier one, or one whose pointer was handed over) comes
- * first.  A ring is applied in its thread's order.  Across rings, rows
- * merge by their times, a monotonic clock's: an event that happened
- * before another read an earlier time (between the two lie a hand-off
- * across cores and a CUDA call, far more than the clock's nanosecond).  A
- * drain looks at the rings twice (record_rings_drain_locked): the first
- * look finds T, the latest time of any row written so far; the second
- * takes each ring's rows up to T.  A row it takes read its time (<= T)
- * no later than the row that set T, which was written before the first
- * look; so everything that happened before it was written before the
- * second look, which sees it, and being earlier it merges ahead.  The
- * rows applied are thus closed under "happened before" and in its order;
- * and a lock-taking event's drain applies all of its own thread's rows
- * (their times are <= T) before it.  A row the drain missed (written
- * while it ran) or beyond T is applied by the next drain, after events
- * that did not happen before it - they ran concurrently with it - which a
- * lock could have done too: it is late, placed just after the drain that
- * missed it, and the log's stamp gives it the previous row's time (or the
- * clock's, if over EVENT_LOG_LATE_NS late).  So the peak and its live set
- * are exactly a single lock's for the order applied, and the event log is
- * that order: test_record_threads.c proves it in each mode - 2-8 threads
- * at random end with the figures, at_peak and all, of one thread
- * replaying their log in a fresh tracker, and a thread whose ring fills
- * ends as the lock alone would, row for row.
- * A free's row is appended after its allocation's: the allocating thread
- * appended that row before it released the table the free found the entry
- * in.  Limits of the rings: they order by times, so a tracker whose
- * callers pass times of their own (record_init without a clock: the unit
- * tests' models) keeps the lock unless forced; two events that happened
- * one before the other yet read the same time could be merged the wrong
- * way round (a clock coarser than the hand-off between them; not one the
- * clock here gives).  A live entry replaced at its address (freed behind
- * our back) is found by an allocation only in its own thread's table.
- * Per event they cost more instructions than the direct path (a table
- * lock taken and a row written, then merged), but the drain shares only
- * the counters' lines between threads.
+ * One lock for every event, as heaptrack takes one for every malloc.
+ * Per-thread rings of counter rows, drained in time order by whoever took
+ * the lock, were tried for threads that contend: they added instructions
+ * to every event and measured no gain in CPU or throughput at 1 and 2
+ * threads on the machines this is built on (docs/performance.md,
+ * "Threads"), so the order stays the lock's and no second proof of it is
+ * needed.
  *
  * The steady state of both paths - record_alloc_at and record_free_take
  * with the stack's site in this thread's cache, an entry parked, the
@@ -170,10 +109,10 @@ void record_lock_wait(int *m)
     int v = 0;
     for (unsigned spent = 0, delay = 1; spent < LOCK_SPIN_PAUSES; spent += delay) {
         v = __atomic_load_n(m, __ATOMIC_RELAXED);
-        if ((v & LOCK_STATE) == LOCK_FREE &&
-            __atomic_compare_exchange_n(m, &v, v | LOCK_OTHER, false, __ATOMIC_ACQUIRE,
+        if (v == LOCK_FREE &&
+            __atomic_compare_exchange_n(m, &v, LOCK_HELD, false, __ATOMIC_ACQUIRE,
                                         __ATOMIC_RELAXED))
-            goto taken;
+            return;
         for (unsigned i = 0; i < delay; i++)
             cpu_relax();
         if (delay < LOCK_BACKOFF_MAX)
@@ -184,25 +123,19 @@ void record_lock_wait(int *m)
         /* taken as LOCK_SLEEPERS, as Drepper's mutex 2: its release wakes
          * whoever may sleep behind */
         v = __atomic_load_n(m, __ATOMIC_RELAXED);
-        int asleep = (v & LOCK_RINGS) | LOCK_SLEEPERS;
-        if ((v & LOCK_STATE) == LOCK_FREE) {
-            if (__atomic_compare_exchange_n(m, &v, asleep, false, __ATOMIC_ACQUIRE,
+        if (v == LOCK_FREE) {
+            if (__atomic_compare_exchange_n(m, &v, LOCK_SLEEPERS, false, __ATOMIC_ACQUIRE,
                                             __ATOMIC_RELAXED))
                 break;
             continue;
         }
-        if ((v & LOCK_STATE) != LOCK_SLEEPERS &&
-            !__atomic_compare_exchange_n(m, &v, asleep, false, __ATOMIC_RELAXED,
+        if (v != LOCK_SLEEPERS &&
+            !__atomic_compare_exchange_n(m, &v, LOCK_SLEEPERS, false, __ATOMIC_RELAXED,
                                          __ATOMIC_RELAXED))
             continue;
-        syscall(SYS_futex, m, FUTEX_WAIT_PRIVATE, asleep, NULL, NULL, 0);
+        syscall(SYS_futex, m, FUTEX_WAIT_PRIVATE, LOCK_SLEEPERS, NULL, NULL, 0);
     }
     errno = saved;
-taken:
-    if (m == &record_lock && (v & LOCK_RINGS)) {
-        RECORD_HOLDER_SET(&record_lock_me);
-        record_rings_drain_locked();
-    }
 }
 
 void record_lock_wake(int *m)
@@ -244,7 +177,6 @@ void record_init(size_t cap, int64_t (*clock)(void))
 {
     record_lock_take(&record_lock);
     event_log_init(cap, clock);
-    record_rings_clocked = clock != NULL;
     for (int i = 0; i < RECORD_POOLS; i++) {
         record_pools[i].free_bytes = -1;
         record_pools[i].total_bytes = -1;
@@ -308,11 +240,9 @@ void record_entry_free_locked(struct live *e)
 
 /* A thread that found no entry parked takes a batch here, under the lock
  * it took for the one it lacked, so that its next allocations find theirs
- * without the lock: with the rings on, a thread's frees by its ring park
- * no entry (the row's entry goes back to the shared list when applied);
- * without them, a thread that allocates more than it has just freed (a
- * window of more than RECORD_TC_FREE_MAX allocations freed oldest first)
- * ran out and took the slow path for every allocation after. */
+ * without the lock: a thread that allocates more than it has just freed
+ * (a window of more than RECORD_TC_FREE_MAX allocations freed oldest
+ * first) ran out and took the slow path for every allocation after. */
 #define REFILL_ENTRIES (RECORD_TC_FREE_MAX / 2)
 static void entries_refill_locked(void)
 {
@@ -502,18 +432,6 @@ __attribute__((noinline, cold)) void *record_free_refused_unlock(bool known)
     return NULL;
 }
 
-__attribute__((noinline, cold)) void *
-record_free_missed_unlock(uintptr_t addr, enum record_kind kind_hint, int64_t now)
-{
-    bool known = false;
-    struct live *e = record_rings_take_locked(addr, kind_hint, &known);
-    if (e == NULL)
-        return record_free_refused_unlock(known);
-    record_free_account_entry_locked(e, site_of(e), now);
-    record_lock_drop(&record_lock);
-    return e;
-}
-
 void *record_free_take(uintptr_t addr, enum record_kind kind_hint,
                        int64_t now)
 {
@@ -524,8 +442,6 @@ void *record_free_take(uintptr_t addr, enum record_kind kind_hint,
  * counters return to where they were (this is not a new allocation). */
 COLD void free_undo(struct live *e, int64_t now)
 {
-    /* applies this thread's ring rows, its free's among them; the entry
-     * goes back to the shared table, whichever held it */
     record_lock_take(&record_lock);
     struct site *s = site_of(e);
     record_totals.failed_frees++;
@@ -575,7 +491,6 @@ void record_count_reentrant(void)
 
 void record_thread_end(void)
 {
-    record_rings_thread_end();
     record_entries_give_back();
 }
 
@@ -601,22 +516,19 @@ uint64_t record_drop_context(int device, unsigned ctx, int64_t now)
     uint64_t bytes = 0;
     if (owner == 0)
         return 0;
-    record_lock_all();
-    struct addr_table *tables[1 + RECORD_RINGS_MAX];
-    for (unsigned k = 0, n = record_live_tables_locked(tables); k < n; k++) {
-        struct addr_table *t = tables[k];
-        for (uint32_t i = 0; i < table_size(t);) {
-            struct live *e = t->slots[i].e;
-            if (e == NULL || entry_owner(e) != owner || site_of(e)->s.kind == KIND_ASYNC ||
-                site_of(e)->s.kind == KIND_VMM) {
-                i++;
-                continue;
-            }
-            bytes += entry_size(e);
-            forget_locked(t, &t->slots[i], now); /* slot i may now hold another */
+    record_lock_take(&record_lock);
+    struct addr_table *t = &record_live_table;
+    for (uint32_t i = 0; i < table_size(t);) {
+        struct live *e = t->slots[i].e;
+        if (e == NULL || entry_owner(e) != owner || site_of(e)->s.kind == KIND_ASYNC ||
+            site_of(e)->s.kind == KIND_VMM) {
+            i++;
+            continue;
         }
+        bytes += entry_size(e);
+        forget_locked(t, &t->slots[i], now); /* slot i may now hold another */
     }
-    record_unlock_all();
+    record_lock_drop(&record_lock);
     return bytes;
 }
 
@@ -624,24 +536,17 @@ uint64_t record_drop_entries(const struct record_owned *v, size_t n, int64_t now
 {
     unsigned owner = record_owner_of(0, RECORD_CONTEXT_OVERFLOW);
     uint64_t bytes = 0;
-    record_lock_all();
-    struct addr_table *tables[1 + RECORD_RINGS_MAX];
-    unsigned ntables = record_live_tables_locked(tables);
+    record_lock_take(&record_lock);
     for (size_t i = 0; i < n; i++) {
-        for (unsigned k = 0; k < ntables; k++) {
-            struct table_slot *slot = table_find(tables[k], v[i].addr);
-            struct live *e = slot ? slot->e : NULL;
-            if (e == NULL)
-                continue;
-            if (entry_owner(e) != owner || e->t_ns > v[i].t_upper ||
-                site_of(e)->s.kind == KIND_ASYNC || site_of(e)->s.kind == KIND_VMM)
-                break;
-            bytes += entry_size(e);
-            forget_locked(tables[k], slot, now);
-            break;
-        }
+        struct table_slot *slot = table_find(&record_live_table, v[i].addr);
+        struct live *e = slot ? slot->e : NULL;
+        if (e == NULL || entry_owner(e) != owner || e->t_ns > v[i].t_upper ||
+            site_of(e)->s.kind == KIND_ASYNC || site_of(e)->s.kind == KIND_VMM)
+            continue;
+        bytes += entry_size(e);
+        forget_locked(&record_live_table, slot, now);
     }
-    record_unlock_all();
+    record_lock_drop(&record_lock);
     return bytes;
 }
 
@@ -658,12 +563,12 @@ void record_failure(enum record_kind kind, int device)
 
 void record_atfork_prepare(void)
 {
-    record_lock_all(); /* no thread is inside an event: the child's copy is whole */
+    record_lock_take(&record_lock); /* no thread is inside an event: the child's copy is whole */
 }
 
 void record_atfork_parent(void)
 {
-    record_unlock_all();
+    record_lock_drop(&record_lock);
 }
 
 void record_atfork_child(void)
@@ -680,7 +585,6 @@ void record_atfork_child(void)
     }
     free_entries = NULL;
     record_stacks_reset_locked();
-    record_rings_reset_locked();
     record_last_alloc = record_last_temporary = NULL;
     event_log_reset();
     memset(&record_totals, 0, sizeof record_totals);
@@ -695,5 +599,5 @@ void record_atfork_child(void)
     memset(&record_tc, 0, sizeof record_tc);
     /* the parent's waiters are not in this process: a plain release */
     RECORD_HOLDER_SET(NULL);
-    __atomic_store_n(&record_lock, record_rings_child_lock(), __ATOMIC_RELEASE);
+    __atomic_store_n(&record_lock, LOCK_FREE, __ATOMIC_RELEASE);
 }

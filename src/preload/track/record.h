@@ -155,9 +155,7 @@ void record_alloc_at(const struct record_alloc *a, unsigned entry,
  * `kind_hint`: if not KIND_COUNT, an entry of another kind is left alone
  * (returns NULL, counted as a wrong-kind free; the driver refuses such a
  * call): KIND_HOST_PINNED takes only host-pinned entries, KIND_DEVICE only
- * device-side ones (device, managed, async).  With the threads' rings on
- * (record_set_rings) the same holds: the free's accounting may wait in the
- * thread's ring, but whether it is taken is decided at once. */
+ * device-side ones (device, managed, async). */
 void *record_free_take(uintptr_t addr, enum record_kind kind_hint,
                        int64_t now_ns);
 /* ok=true: the memory is gone; ok=false: the real free failed, put the
@@ -196,20 +194,9 @@ uint64_t record_drop_entries(const struct record_owned *v, size_t n, int64_t now
  * Lock-free: async-signal-safe. */
 void record_count_reentrant(void);
 
-/* The calling thread ends: its spare entry goes back to the free list,
- * its ring (if any) to the rings' pool. */
+/* The calling thread ends: its spare entries go back to the free list. */
 void record_thread_end(void);
 
-/* When events go by per-thread rings instead of the lock (record.c, top
- * of file): never; from the first time an event finds the lock held by
- * another event (the default); or from now on (the tests' switch).  Call
- * it while no other thread records: it drains what the rings hold. */
-enum record_rings_mode { RECORD_RINGS_NEVER, RECORD_RINGS_CONTENDED, RECORD_RINGS_NOW };
-void record_set_rings(enum record_rings_mode mode);
-/* Since the tracker started (or a fork child's reset): rows applied from
- * the rings, and events that found their ring full and took the lock
- * instead (either may be NULL). */
-void record_rings_counts(uint64_t *rows, uint64_t *full);
 /* This thread's id, asked once (kept in record_tc; a fork child's tracker
  * forgets it). */
 uint32_t record_current_tid(void);

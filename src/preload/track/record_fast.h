@@ -10,9 +10,8 @@
  * and record_free_take are these same functions, out of line, for every
  * other caller; everything but the steady state - a stack or site not in
  * this thread's cache, no parked entry, a full table or log - is out of
- * line in record.c, and a lock not plainly free (held, or the threads'
- * rings on) sends the event to record_rings.c.  The design, the invariants and what
- * the lock guards are record.c's (top of file).
+ * line in record.c.  The design, the invariants and what the lock guards
+ * are record.c's (top of file).
  *
  * Private to the tracker and the wrappers' fast path: it is the tracker's
  * state (record_impl.h).  Include it from nothing else.
@@ -55,20 +54,10 @@ void record_alloc_at_slow(const struct record_alloc *a, unsigned entry,
 /* A free the tracker cannot take (unknown: never seen; known: of another
  * kind): counts it and drops the lock; returns NULL. */
 void *record_free_refused_unlock(bool known);
-/* With the rings on, `addr` is not in the shared live table: a ring's
- * table may hold it (record_rings.c); the free as record_free_take's, or
- * refused. */
-void *record_free_missed_unlock(uintptr_t addr, enum record_kind kind_hint, int64_t now);
 /* Hands this thread's parked entries back to the shared list: all of them,
  * or (_overflow) all but the newest RECORD_TC_FREE_MAX / 2. */
 void record_entries_give_back(void);
 void record_entries_overflow(void);
-/* The direct take found the lock not plainly free (held, or the rings on):
- * the event goes by this thread's ring, or waits for the lock
- * (record_rings.c).  The allocation's entry `e` is filled (address, size,
- * time: all the rest it needs), its site is `s`. */
-void record_alloc_contended(struct site *s, struct live *e, bool is_handle);
-void *record_free_take_contended(uintptr_t addr, enum record_kind kind_hint, int64_t now);
 
 /* ---- owners ---- */
 
@@ -238,12 +227,9 @@ RECORD_HOT void record_alloc_fast(const struct record_alloc *a, unsigned entry,
         uint32_t tid = __builtin_expect(record_tc.tid != 0, 1) ? record_tc.tid
                                                                : record_current_tid();
         record_entry_fill(e, a, now, tid);
-        if (__builtin_expect(!record_lock_try_event(&record_lock), 0)) {
-            record_alloc_contended(s, e, a->is_handle); /* e says the rest */
-            return;
-        }
+        record_lock_take(&record_lock);
         record_alloc_locked(a, s, now, tid, e);
-        record_lock_drop_event(&record_lock);
+        record_lock_drop(&record_lock);
         return;
     }
     /* A copy: were the caller's `a` handed out, it could not live in
@@ -276,8 +262,7 @@ extern int64_t record_temporary_window_ns; /* CUMEMTRACE_TEMPORARY (record_set_t
 
 /* After a free of entry `e` (an identity: not read) at site `s` is
  * accounted: it was `temporary` if nothing was allocated since it or it was
- * freed within the window - what both a direct free and a ring's free row
- * do (record_rings.c). */
+ * freed within the window. */
 RECORD_HOT void record_free_note_locked(const struct live *e, struct site *s, bool temporary)
 {
     s->s.temporary += temporary;
@@ -293,8 +278,7 @@ RECORD_HOT bool record_freed_in_window(const struct live *e, int64_t now)
 }
 
 /* Accounts the free of live entry `e`, whose site is `s`, already out of
- * its table: a direct free's, or one found in a ring's table under the
- * lock (record_free_missed_unlock). */
+ * its table. */
 RECORD_HOT void record_free_account_entry_locked(const struct live *e, struct site *s,
                                                  int64_t now)
 {
@@ -315,17 +299,16 @@ RECORD_HOT void record_free_apply_locked(struct table_slot *slot, struct live *e
 RECORD_HOT void *record_free_take_fast(uintptr_t addr, enum record_kind kind_hint,
                                        int64_t now)
 {
-    if (__builtin_expect(!record_lock_try_event(&record_lock), 0))
-        return record_free_take_contended(addr, kind_hint, now);
+    record_lock_take(&record_lock);
     struct table_slot *slot = table_find(&record_live_table, addr);
     if (__builtin_expect(slot == NULL, 0))
-        return record_free_refused_unlock(false); /* rings off: their tables are empty */
+        return record_free_refused_unlock(false);
     struct live *e = slot->e;
     struct site *s = site_of(e);
     if (__builtin_expect(!record_kind_matches(s->s.kind, kind_hint), 0))
         return record_free_refused_unlock(true);
     record_free_apply_locked(slot, e, s, now);
-    record_lock_drop_event(&record_lock);
+    record_lock_drop(&record_lock);
     return e;
 }
 

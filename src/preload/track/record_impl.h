@@ -1,9 +1,8 @@
 /* record_impl.h - the tracker's tables and counters, shared by the files
  * that implement record.h: record.c (the live recording path),
  * record_stacks.c (the stack table and its sites), record_vmm.c (VMM
- * ranges, the limit, device truth), record_view.c (marks, queries, the
- * consistent copy dumps take) and record_rings.c (the threads' rings of
- * events while they contend).  Private to them, and to record_fast.h,
+ * ranges, the limit, device truth) and record_view.c (marks, queries, the
+ * consistent copy dumps take).  Private to them, and to record_fast.h,
  * their steady state inline, which the allocation wrappers compile in:
  * nothing else includes it.  Every object declared here is guarded by
  * record_lock unless its comment says otherwise. */
@@ -165,13 +164,11 @@ struct pool_limit {
 } __attribute__((aligned(64)));
 
 /* ---- the lock: a futex mutex (Drepper, "Futexes Are Tricky", mutex 2) ----
- * (with the threads' rings on, taking it also applies what they hold).
  * Uncontended, a lock and an unlock are one atomic each (~10 instructions,
  * against ~100 for a pthread mutex round trip).  Contended, a thread spins
  * briefly, backing off between polls, then sleeps in the kernel, so a
  * preempted holder never has its waiters burn their cores.
- * States: 0 free, held (by an event's direct path, or by another caller),
- * held with (possible) sleepers; and a bit for the threads' rings (below).
+ * States: 0 free, 1 held, 2 held with (possible) sleepers.
  *
  * The lock word shares its cache line with what every allocation and free
  * writes under it besides its site, pool and event row: a thread that
@@ -198,9 +195,8 @@ extern struct record_locked record_locked __attribute__((visibility("hidden")));
 #define record_last_temporary (record_locked.last_temporary)
 
 /* The lock's slow paths (record.c): record_lock_wait takes the lock
- * however it is held (as LOCK_OTHER, or LOCK_SLEEPERS after sleeping) and,
- * with the ring bit set, drains the rings (record_rings_drain_locked)
- * before returning; record_lock_wake wakes one sleeper. */
+ * however it is held (as LOCK_HELD, or LOCK_SLEEPERS after sleeping);
+ * record_lock_wake wakes one sleeper. */
 void record_lock_wait(int *m);
 void record_lock_wake(int *m);
 
@@ -220,76 +216,29 @@ extern const char *record_lock_holder;
 #define RECORD_ASSERT_LOCKED() ((void)0)
 #endif
 
-/* The lock word's states (its low two bits), and the ring bit beside
- * them.  An event's direct path takes 0 -> LOCK_EVENT, every other caller
- * 0 -> LOCK_OTHER, so that a waiting event can tell contention between
- * events (what switches rings on, record_rings.c) from a dump's or a
- * stack intern's.  LOCK_RINGS, set while the threads' rings are on, is
- * kept by every hand-over: with it set the word is never 0, every direct
- * take fails, and each event goes by record_rings.c, which drains the
- * rings whenever it takes the lock (record_lock_wait). */
 #define LOCK_FREE 0
-#define LOCK_EVENT 1
+#define LOCK_HELD 1
 #define LOCK_SLEEPERS 2
-#define LOCK_OTHER 3
-#define LOCK_STATE 3
-#define LOCK_RINGS 4
 
-/* Takes the lock in the steady state: false when it is not plainly free
- * (held, or the rings are on) - then the caller goes by record_rings.c.
- * After true, record_lock_drop_event releases it. */
-static inline bool record_lock_try_event(int *m)
+static inline void record_lock_take(int *m)
 {
-    /* A plain read first: with the rings on the word is never free, and a
-     * failed compare-exchange would still take the line exclusive - each
-     * event of each thread pulling it across cores, the traffic the rings
-     * exist to avoid.  Read-only, the line stays shared until a drain. */
-    if (__atomic_load_n(m, __ATOMIC_RELAXED) != LOCK_FREE)
-        return false;
     int free_state = LOCK_FREE;
-    bool got = __atomic_compare_exchange_n(m, &free_state, LOCK_EVENT, false, __ATOMIC_ACQUIRE,
-                                           __ATOMIC_RELAXED);
-    if (got)
-        RECORD_HOLDER_SET(&record_lock_me);
-    return got;
+    if (!__atomic_compare_exchange_n(m, &free_state, LOCK_HELD, false, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED))
+        record_lock_wait(m);
+    RECORD_HOLDER_SET(&record_lock_me);
 }
 
-/* After record_lock_try_event: the rings were off when it took the lock,
- * and they change only under it. */
-static inline void record_lock_drop_event(int *m)
+static inline void record_lock_drop(int *m)
 {
     RECORD_HOLDER_SET(NULL);
     if (__atomic_exchange_n(m, LOCK_FREE, __ATOMIC_RELEASE) == LOCK_SLEEPERS)
         record_lock_wake(m);
 }
 
-/* Takes the lock (as LOCK_OTHER when free); with the rings on, whatever
- * they hold is applied before this returns (record_lock_wait). */
-static inline void record_lock_take(int *m)
-{
-    int free_state = LOCK_FREE;
-    if (!__atomic_compare_exchange_n(m, &free_state, LOCK_OTHER, false, __ATOMIC_ACQUIRE,
-                                     __ATOMIC_RELAXED))
-        record_lock_wait(m);
-    RECORD_HOLDER_SET(&record_lock_me);
-}
-
-/* Releases a lock taken by record_lock_take, keeping the ring bit. */
-static inline void record_lock_drop(int *m)
-{
-    RECORD_HOLDER_SET(NULL);
-    int rings = __atomic_load_n(m, __ATOMIC_RELAXED) & LOCK_RINGS;
-    if ((__atomic_exchange_n(m, rings, __ATOMIC_RELEASE) & LOCK_STATE) == LOCK_SLEEPERS)
-        record_lock_wake(m);
-}
-
 /* At a pool's new peak, under the lock: keeps who reached it
  * (record_peak.c).  Out of line: the hot path only calls it. */
 void record_peak_note_locked(const struct pool *p) __attribute__((cold));
-/* Under the lock: true while a drain applies rows that threads left in
- * their rings - their events, not the lock holder's (record_peak.c then
- * keeps no frames nor thread for a peak they reach). */
-extern bool record_applying_rows;
 
 extern uint32_t record_nsites;
 extern struct pool record_pools[RECORD_POOLS];
@@ -362,55 +311,6 @@ struct record_stack *record_intern_locked(uint64_t h, unsigned entry,
  * when memory is exhausted. */
 struct site *record_site_get_locked(struct record_stack *stack, uint32_t pool,
                                     enum record_kind kind, uint32_t phase);
-/* ---- the threads' rings (record_rings.c) ---- */
-
-/* Up to 64 rings (threads recording by them at once); later threads take
- * the lock as before. */
-#define RECORD_RINGS_MAX 64
-
-/* Applies every row the rings hold that may be applied now (the order
- * argument is record.c's): called by record_lock_wait, under the lock. */
-void record_rings_drain_locked(void);
-/* Takes every ring's table lock, then drains what events appended before
- * they took theirs: each table and the counters then agree.  Under the
- * lock; record_rings_tables_unlock_locked releases them. */
-void record_rings_tables_lock_locked(void);
-void record_rings_tables_unlock_locked(void);
-/* Every table of live allocations - the shared one (record_live_table),
- * then each ring's - for a caller holding the lock and the rings' table
- * locks.  Returns how many. */
-unsigned record_live_tables_locked(struct addr_table *out[1 + RECORD_RINGS_MAX]);
-/* Under the lock, the rings' table locks not held: the entry of `addr`
- * taken out of a ring's table, its allocation's row applied (NULL: none
- * there, or *known when of another kind than `hint` takes). */
-struct live *record_rings_take_locked(uintptr_t addr, enum record_kind hint, bool *known);
-/* The fork child's reset, and a thread's ring handed back at its end. */
-void record_rings_reset_locked(void);
-void record_rings_thread_end(void);
-/* Set by record_init: its clock is what callers read their times from. */
-extern bool record_rings_clocked;
-/* The lock word a fork child starts with: LOCK_RINGS only when forced on. */
-int record_rings_child_lock(void);
-/* Whether the rings are on, under the lock. */
-static inline bool record_rings_on_locked(void)
-{
-    return (__atomic_load_n(&record_lock, __ATOMIC_RELAXED) & LOCK_RINGS) != 0;
-}
-
-/* The lock, then every ring's table lock (record_rings.c): for whoever
- * reads or changes the live tables, not only the counters. */
-static inline void record_lock_all(void)
-{
-    record_lock_take(&record_lock);
-    record_rings_tables_lock_locked();
-}
-
-static inline void record_unlock_all(void)
-{
-    record_rings_tables_unlock_locked();
-    record_lock_drop(&record_lock);
-}
-
 /* Frees every stack and site: the fork child's reset. */
 void record_stacks_reset_locked(void);
 

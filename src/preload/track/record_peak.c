@@ -16,7 +16,6 @@
 unsigned (*record_peak_selves)(uintptr_t *selves, uintptr_t *names, unsigned max);
 
 static struct record_peak_context contexts[RECORD_POOLS]; /* under the lock */
-bool record_applying_rows;
 
 void record_peak_note_locked(const struct pool *p)
 {
@@ -24,13 +23,6 @@ void record_peak_note_locked(const struct pool *p)
     unsigned (*selves)(uintptr_t *, uintptr_t *, unsigned) =
         __atomic_load_n(&record_peak_selves, __ATOMIC_ACQUIRE);
     c->peak_time = p->peak_time;
-    if (record_applying_rows) {
-        /* a row from a ring, applied after its thread went on: who reached
-         * the peak is not known here (the layer leaves it unnamed) */
-        c->nselves = 0;
-        c->thread[0] = '\0';
-        return;
-    }
     c->nselves = selves != NULL ? selves(c->selves, c->names, RECORD_PEAK_SELVES) : 0;
     /* Read once a thread: a program that only grows makes every allocation
      * a new peak, and threads are named as they start (PyTorch's autograd

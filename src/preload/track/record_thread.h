@@ -38,9 +38,6 @@ struct record_thread_cache {
     struct live *free;
     uint32_t nfree;
     uint32_t tid; /* 0 until asked (record_current_tid), < 2^TID_BITS */
-    /* this thread's ring of events (record_rings.c), NULL until the rings
-     * are on and it records by them */
-    struct record_ring *ring;
 };
 
 /* This thread's cache slot of the stack of hash h: the way of its set that

@@ -127,32 +127,26 @@ static void histogram_locked(struct record_view *v, const struct addr_table *t,
 long record_live_ranges(int device, struct record_range **out)
 {
     *out = NULL;
-    record_lock_all();
-    struct addr_table *tables[1 + RECORD_RINGS_MAX];
-    unsigned ntables = record_live_tables_locked(tables);
-    long n = 0, cap = 0;
-    for (unsigned k = 0; k < ntables; k++)
-        cap += (long)tables[k]->count;
+    record_lock_take(&record_lock);
+    const struct addr_table *t = &record_live_table;
+    long n = 0, cap = (long)t->count;
     struct record_range *v = cap > 0 ? malloc((size_t)cap * sizeof *v) : NULL;
     if (cap > 0 && v == NULL) {
-        record_unlock_all();
+        record_lock_drop(&record_lock);
         return -1;
     }
-    for (unsigned k = 0; k < ntables; k++) {
-        const struct addr_table *t = tables[k];
-        for (uint32_t i = 0; i < table_size(t); i++) {
-            const struct live *e = t->slots[i].e;
-            if (e == NULL)
-                continue;
-            const struct site *s = site_of(e);
-            if (s->s.pool != (uint32_t)device ||
-                (s->s.kind != KIND_DEVICE && s->s.kind != KIND_ASYNC))
-                continue;
-            v[n++] = (struct record_range){e->addr, entry_size(e),
-                                           s->s.stack ? s->s.stack->id : 0, s->s.kind};
-        }
+    for (uint32_t i = 0; i < table_size(t); i++) {
+        const struct live *e = t->slots[i].e;
+        if (e == NULL)
+            continue;
+        const struct site *s = site_of(e);
+        if (s->s.pool != (uint32_t)device ||
+            (s->s.kind != KIND_DEVICE && s->s.kind != KIND_ASYNC))
+            continue;
+        v[n++] = (struct record_range){e->addr, entry_size(e),
+                                       s->s.stack ? s->s.stack->id : 0, s->s.kind};
     }
-    record_unlock_all();
+    record_lock_drop(&record_lock);
     if (n == 0) {
         free(v);
         v = NULL;
@@ -270,7 +264,7 @@ bool record_rows_more(struct record_rows *fresh)
 static int take(struct record_view *v, struct record_rows *fresh)
 {
     memset(v, 0, sizeof *v);
-    record_lock_all();
+    record_lock_take(&record_lock);
     struct event_log_stats es = event_log_stats();
     v->sites = malloc((record_nsites ? record_nsites : 1) * sizeof *v->sites);
     v->stacks = malloc((record_nstacks ? record_nstacks : 1) * sizeof *v->stacks);
@@ -278,7 +272,7 @@ static int take(struct record_view *v, struct record_rows *fresh)
         v->events = malloc((es.kept ? es.kept : 1) * sizeof *v->events);
     if (!v->sites || !v->stacks || (fresh == NULL && !v->events) ||
         (fresh != NULL && !take_fresh_rows(fresh, &es))) {
-        record_unlock_all();
+        record_lock_drop(&record_lock);
         record_view_free(v);
         return -1;
     }
@@ -306,7 +300,7 @@ static int take(struct record_view *v, struct record_rows *fresh)
         any_phase = record_stacks_by_id[i]->phased != NULL;
     if (any_phase && (v->phased = malloc(record_nsites * sizeof *v->phased)) == NULL) {
         free(pool_of);
-        record_unlock_all();
+        record_lock_drop(&record_lock);
         record_view_free(v);
         return -1;
     }
@@ -343,13 +337,8 @@ static int take(struct record_view *v, struct record_rows *fresh)
         free(pool_of); /* a site no stack lists: read the sites themselves */
         pool_of = NULL;
     }
-    struct addr_table *tables[1 + RECORD_RINGS_MAX];
-    unsigned ntables = record_live_tables_locked(tables);
-    uint64_t live = record_handles.count;
-    for (unsigned k = 0; k < ntables; k++) {
-        histogram_locked(v, tables[k], pool_of);
-        live += tables[k]->count;
-    }
+    uint64_t live = record_handles.count + record_live_table.count;
+    histogram_locked(v, &record_live_table, pool_of);
     histogram_locked(v, &record_handles, pool_of);
     free(pool_of);
     v->nstacks = record_nstacks;
@@ -364,7 +353,7 @@ static int take(struct record_view *v, struct record_rows *fresh)
     v->counters.live = live;
     v->counters.reentrant_untracked =
         __atomic_load_n(&record_reentrant, __ATOMIC_RELAXED);
-    record_unlock_all();
+    record_lock_drop(&record_lock);
     return 0;
 }
 

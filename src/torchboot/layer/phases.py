@@ -33,8 +33,7 @@ CPython 3.11-3.13 (elsewhere the peak is not named by module).
 Cost of the default: +0.6 % instructions of an MLP's training step, -1.2 %
 of a GPT-2-shaped model's, where kernels take no time (wall not measurable
 on a shared machine; make bench: scripts/bench_torch_phases.py,
-docs/performance.md).  A peak reached by a row another thread left in
-the tracker's rings (record_rings.c, threads that contend) is not named.
+docs/performance.md).
 CUMEMTRACE_TORCH_PHASES=1 adds PyTorch's global module hooks instead, so
 that every allocation carries its phase and module (report --by range,
 and backward named by module): every module call then pays PyTorch's
