@@ -7,6 +7,8 @@ with the snapshot's groups: the same lines with the same bytes and counts."""
 import collections
 import pickle
 
+import pytest
+
 from conftest import MiB, SCENARIOS, line_of
 
 N = 1 << 20  # tm_peak.py's elements a tensor
@@ -125,6 +127,14 @@ def test_a_leak_is_named_by_its_line_with_its_growth_a_step(scenario):
     assert g["bytes_per_step"] == r.torch["logits"], g
     assert g["bytes"] == 8 * r.torch["logits"], g
     assert g["stack"][0]["line"] == logits or g["site"] in g["stack"], g
+
+
+@pytest.mark.parametrize("env", [{}, {"CUMEMTRACE_TORCH_PEAK": "1"}], ids=["default", "peak"])
+def test_the_step_end_reading_runs_no_memory_stats(scenario, env):
+    # the fixture compares stdout: bare the program counts 0 calls
+    r = scenario("step_reading_cost.py", env=env)
+    assert r.torch == {"memory_stats_calls": 0, "steps": 20}, r.torch
+    assert r.device("exit")["tensors"] is not None
 
 
 def test_no_growth_without_a_leak(scenario):

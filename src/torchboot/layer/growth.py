@@ -4,7 +4,10 @@ PyTorch's live tensors (tensors.py) whose bytes grew reading over reading.
 Readings: the live bytes of each group (its site's file:line:function) -
   at the end of an optimizer step (phases.py counts them) when the device's
     allocated bytes there passed every earlier step end's: memory that
-    does not grow costs one memory_allocated() a step and no reading; a
+    does not grow costs one read of the allocator's counters a step
+    (_allocated: not memory_allocated(), whose memory_stats() flattens and
+    sorts every counter in Python, some 40 allocations' worth of CPU) and
+    no reading; a
     reading is taken only while the readings so far took less than SHARE
     of the process's CPU time (one skipped leaves a gap that the steps
     between two readings account for);
@@ -55,19 +58,32 @@ def start(torch):
         if step > last[0]:  # a new most-steps: one reading a training step
             last[0] = step
             try:
+                if not torch.cuda.is_initialized():
+                    return
+                now = {d: _allocated(torch, d) for d in range(torch.cuda.device_count())}
                 if history.tracing:
-                    note_peak(torch, step)
-                at_step_end(torch, step)
+                    note_peak(now, step)
+                at_step_end(torch, step, now)
             except Exception:
                 pass  # growth then has fewer readings; the step is the host's
     roles.optim_module().register_optimizer_step_post_hook(step_post)
 
 
-def note_peak(torch, step):
-    """At step `step`'s end: a device whose max_memory_allocated grew since
-    the last step's end reached it during this step."""
-    for d in range(torch.cuda.device_count()):
-        m = torch.cuda.max_memory_allocated(d)
+def _allocated(torch, device):
+    """(allocated bytes, max_memory_allocated) of `device`: PyTorch's
+    counters as its C++ gives them, without memory_stats()'s flattening."""
+    try:
+        a = torch._C._cuda_memoryStats(device)["allocated_bytes"]["all"]
+        return a["current"], a["peak"]
+    except (AttributeError, KeyError, TypeError):
+        return torch.cuda.memory_allocated(device), torch.cuda.max_memory_allocated(device)
+
+
+def note_peak(now, step):
+    """At step `step`'s end (`now`: _allocated of each device): a device
+    whose max_memory_allocated grew since the last step's end reached it
+    during this step."""
+    for d, (_, m) in now.items():
         if m != _max_seen.get(d):
             _max_seen[d] = m
             _peak_step[d] = step
@@ -94,14 +110,14 @@ def step_of_dump():
     return _dumps[0]
 
 
-def at_step_end(torch, step):
-    """After optimizer step `step`: a reading of each device whose allocated
-    bytes passed every earlier step end's, within the CPU share."""
-    if not torch.cuda.is_initialized() or not history.reading():
+def at_step_end(torch, step, now):
+    """After optimizer step `step` (`now`: _allocated of each device): a
+    reading of each device whose allocated bytes passed every earlier step
+    end's, within the CPU share."""
+    if not history.reading():
         return
     grew = []
-    for d in range(torch.cuda.device_count()):
-        a = torch.cuda.memory_allocated(d)
+    for d, (a, _) in now.items():
         if a > _best.get(d, -1):
             _best[d] = a
             grew.append(d)

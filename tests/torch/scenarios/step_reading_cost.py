@@ -1,0 +1,31 @@
+"""A training loop of 20 steps whose memory_stats() calls are counted (the
+program wraps torch.cuda.memory.memory_stats, which memory_allocated() and
+max_memory_allocated() call): the program itself never calls it, so bare
+it prints 0; traced it must print 0 too - the layer's reading at each step's
+end (growth by line, the peak's step) reads PyTorch's counters without
+memory_stats(), which flattens and sorts every counter in Python at about
+40 allocations' worth of CPU, each step."""
+import json
+
+import torch
+
+calls = [0]
+orig = torch.cuda.memory.memory_stats
+
+
+def counted(*args, **kwargs):
+    calls[0] += 1
+    return orig(*args, **kwargs)
+
+
+torch.cuda.memory.memory_stats = counted
+model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(),
+                            torch.nn.Linear(256, 256)).cuda()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+x = torch.randn(32, 256, device="cuda")
+for _ in range(20):
+    opt.zero_grad(set_to_none=True)
+    model(x).square().mean().backward()
+    opt.step()
+torch.cuda.synchronize()
+print("TORCH " + json.dumps({"memory_stats_calls": calls[0], "steps": 20}))
