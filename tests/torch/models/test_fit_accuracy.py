@@ -1,8 +1,9 @@
 """The simulated card against published real-card figures that nobody on
 this project wrote: Liger-Kernel's plain-PyTorch baselines
 (linkedin/Liger-Kernel, benchmark/data/all_benchmark_data.csv, rows with
-kernel_provider "huggingface", metric "memory", mode "full": the median of
-max_memory_allocated() over the harness's iterations, in MiB).
+kernel_provider "huggingface" - "torch" for megatron_cross_entropy - metric
+"memory", mode "full": the median of max_memory_allocated() over the
+harness's iterations, in MiB).
 
 scenarios/liger_baselines.py does the harness's work in the harness's order;
 each point must come within TOLERANCE of the published figure, and
@@ -43,6 +44,11 @@ PUBLISHED = {
     # layer_norm, M 4096, fp32, eps 1e-6, NVIDIA H100 80GB HBM3, 2025-07-17, Liger 0.6.0
     ("h100", "layer_norm"): {
         1024: 80.0625, 2048: 160.09375, 4096: 320.15625, 8192: 640.28125, 16384: 1280.53125},
+    # megatron_cross_entropy, provider "torch", S 2048, B 4, bf16 logits,
+    # NVIDIA H100 80GB HBM3, 2026-06-10, Liger 0.8.0
+    ("h100", "megatron_cross_entropy"): {
+        4096: 512.0947265625, 8192: 1024.0947265625, 16384: 2048.0947265625,
+        32768: 4096.0947265625, 65536: 8192.0947265625, 131072: 16384.09375},
 }
 
 

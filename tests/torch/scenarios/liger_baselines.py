@@ -6,9 +6,13 @@ tensors, then ITERS times reset_peak_memory_stats(), forward + backward
 with retain_graph, max_memory_allocated() in MiB.  The median of the
 iterations is what the harness published (y_value_50).
 
-usage: liger_baselines.py cross_entropy|layer_norm X [X ...]
+usage: liger_baselines.py KERNEL X [X ...]
   cross_entropy: X is the vocabulary V; logits (B*T, V) fp32, B 8, T 2048
   layer_norm:    X is the hidden size N; input (M, N) fp32, M 4096
+  megatron_cross_entropy: X is the vocabulary V; the "torch" provider of
+                 benchmark_megatron_cross_entropy.py (2026): logits (S, B, V)
+                 bf16, S 2048, B 4, cast to fp32 for F.cross_entropy
+                 (reduction "none"), then y.sum().backward()
 Prints one line "LIGER {"X": MiB, ...}"."""
 import json
 import statistics
@@ -55,10 +59,27 @@ def layer_norm(N, M=4096, eps=1e-6):
     return peak(full)
 
 
+def megatron_cross_entropy(V, S=2048, B=4):
+    # no retain_graph: each iteration builds its graph anew, and the logits'
+    # bf16 gradient, made by the first, is held by the rest
+    logits = torch.randn(S, B, V, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    target = torch.randint(0, V, (S, B), device="cuda", dtype=torch.long)
+
+    def full():
+        y = torch.nn.functional.cross_entropy(logits.reshape(-1, V).float(), target.reshape(-1),
+                                              reduction="none").reshape(S, B)
+        y.sum().backward()
+    return peak(full)
+
+
+KERNELS = {"cross_entropy": cross_entropy, "layer_norm": layer_norm,
+           "megatron_cross_entropy": megatron_cross_entropy}
+
+
 def main():
-    if len(sys.argv) < 3 or sys.argv[1] not in ("cross_entropy", "layer_norm"):
+    if len(sys.argv) < 3 or sys.argv[1] not in KERNELS:
         sys.exit(__doc__.split("\n\n")[1])
-    kernel = {"cross_entropy": cross_entropy, "layer_norm": layer_norm}[sys.argv[1]]
+    kernel = KERNELS[sys.argv[1]]
     out = {}
     for x in sys.argv[2:]:
         out[x] = kernel(int(x))
