@@ -12,7 +12,7 @@ usage: bert_anatomy.py STEPS [eager|sdpa] [installed|published]
     do it: torch.optim.AdamW, gradients set to None after each step.
   published: the three things the published run's software (January 2022:
     PyTorch <= 1.10, the Trainer of transformers 4.15) did differently, each
-    one a change to what this script asks PyTorch to keep, none to PyTorch:
+    one a change to what this script does, none to PyTorch or the card:
     - softmax keeps its input for backward as well as its output: PyTorch
       saved `self` for _softmax_backward_data until pytorch/pytorch#66018
       (October 2021, first released in 1.11);
@@ -68,8 +68,9 @@ def softmax_keeping_input(x, dim=None, _stacklevel=3, dtype=None):
 
 @torch.no_grad()
 def adamw_per_parameter(params, state):
-    # Adam with decoupled weight decay (0 here), bias-corrected step size;
-    # the only temporary is the denominator of the parameter being updated
+    # Adam with the Trainer's defaults (no weight decay), the bias corrections
+    # folded into the step size as transformers' AdamW did; the only
+    # temporary is the denominator of the parameter being updated
     b1, b2 = BETAS
     for p in params:
         if p.grad is None:
