@@ -158,7 +158,7 @@ def test_no_hang_at_exit_with_dumps_asked_while_python_finalises(tmp_path):
 
 def test_the_layout_hand_off_cost_is_measured(tmp_path):
     """What handing PyTorch's segment layout over adds to a dump's reading
-    (README and docs/snapshot-format.md quote it): the
+    (docs/performance.md quotes it, "Dumps in a PyTorch process"): the
     layer's own reading timed without and with it, alternately, in a small
     loop's state and with 4,000 more live blocks.  The layout reuses the
     reading's one memory._snapshot(): a second one, or a cost per block far

@@ -135,7 +135,7 @@ def test_sigkill_leaves_a_stream_read_to_its_stated_age(tmp_path):
     row = check_state(snap, rows)
     # The report's statement covers the truth.  The state is about one flush
     # interval old, more when a checkpoint is costly: the next one waits 199 x
-    # the last one's CPU (README "Where files go", docs/design.md) - a torch
+    # the last one's CPU (docs/files.md, docs/design.md) - a torch
     # process's checkpoint takes ~10 ms on CI's 2 cores, so 2 s apart there;
     # bounded here at 4 flush intervals (plus a loaded machine's scheduling).
     state_wall = snap["process"]["start_wall_ns"] + snap["recovered"]["state_ns"]
