@@ -320,7 +320,9 @@ def test_disk_use_is_bounded(tmp_path):
     rows = truth(log)
     k = device(snap)["by_kind"]["device"]
     n = k["allocs"] + k["frees"]
-    assert 300 < n <= len(rows), (n, len(rows))
+    # (a loaded machine makes fewer calls in the 1.5 s: at least half of
+    # them, and never more than were made)
+    assert min(300, len(rows) // 2) < n <= len(rows), (n, len(rows))
     assert device(snap)["current_bytes"] == rows[n - 1][1]
 
 def _thread_cpu_ns(pid, name):
