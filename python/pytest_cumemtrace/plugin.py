@@ -36,20 +36,31 @@ from . import _lib
 
 REEXEC_ENV = "PYTEST_CUMEMTRACE_REEXEC"
 TOP_SITES = 5
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "kb": 10**3,
+# docs/units.md, as src/common/units.c parses them: the unit is required.
+_UNITS = {"b": 1, "k": 1 << 10, "kib": 1 << 10, "kb": 10**3,
           "m": 1 << 20, "mib": 1 << 20, "mb": 10**6, "g": 1 << 30, "gib": 1 << 30,
           "gb": 10**9, "t": 1 << 40, "tib": 1 << 40, "tb": 10**12}
 
 
 def parse_size(value):
-    """Bytes from 4096, "4 GiB", "1.5GB", "512 MiB" (KiB/MiB/GiB and K/M/G
-    are powers of 1024, KB/MB/GB powers of 1000, as the cumemtrace CLI)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", str(value))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise ValueError(f"not a size: {value!r} (examples: 4096, \"512 MiB\", \"4 GiB\")")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    """Bytes from "4 GiB", "1.5GB", "512 MiB", "4096 B" (docs/units.md:
+    KiB/MiB/GiB and K/M/G are powers of 1024, KB/MB/GB powers of 1000, a
+    fraction is rounded to the nearest byte, B takes whole numbers); a number
+    without a unit is refused, as the CLI and the library refuse it."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*", str(value))
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not m:
+        raise ValueError(f"not a size: {value!r} (examples: \"512 MiB\", \"4 GiB\", \"4096 B\")")
+    number, unit = m.group(1), m.group(2).lower()
+    if not unit:
+        raise ValueError(f"a size needs a unit: \"{number} GiB\", \"{number} MiB\" or "
+                         f"\"{number} B\", not {value!r}")
+    whole, _, frac = number.partition(".")
+    if unit not in _UNITS or (unit == "b" and frac.strip("0")):
+        raise ValueError(f"not a size: {value!r} (examples: \"512 MiB\", \"4 GiB\", "
+                         "\"4096 B\"; B takes whole numbers)")
+    if unit == "b":
+        return int(whole)
+    return int(float(number) * _UNITS[unit] + 0.5)
 
 
 def fmt_size(n):

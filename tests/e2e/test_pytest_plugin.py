@@ -190,18 +190,46 @@ def test_the_readme_points_to_a_section_that_exists():
 
 
 def test_sizes_parse_like_the_cli():
+    """docs/units.md's rules, its table's every example, and the refusals
+    it names: a number without a unit and a fraction of a byte."""
     sys.path.insert(0, str(PLUGIN_DIR))
     try:
         from pytest_cumemtrace.plugin import parse_size
     finally:
         sys.path.remove(str(PLUGIN_DIR))
+    table = re.findall(r"^\| `[^|]*\| [^|]*\| ([^|]+)\| ([0-9]+) \|$",
+                       (ROOT / "docs" / "units.md").read_text(), re.M)
+    assert len(table) == 9, table
+    for examples, expected in table:
+        for example in re.findall(r"`([^`]+)`", examples):
+            assert parse_size(example) == int(expected), example
     assert parse_size("4 GiB") == 4 << 30
-    assert parse_size("16MiB") == 16 << 20
     assert parse_size("1.5 GB") == 1500000000
-    assert parse_size(4096) == 4096
-    assert parse_size("512 k") == 512 << 10
-    with pytest.raises(ValueError):
-        parse_size("lots")
+    assert parse_size(" 512 k ") == 512 << 10
+    assert parse_size("1.5GiB") == 3 << 29
+    assert parse_size("0.1KiB") == 102  # rounded to the nearest byte, as the CLI
+    assert parse_size("8B") == 8
+    for bad in ("lots", "8", 8, 4096, "1.5b", "1.5 B", "8 GiBs", "", True, 1.5):
+        with pytest.raises(ValueError):
+            parse_size(bad)
+    with pytest.raises(ValueError, match="a size needs a unit"):
+        parse_size("8")
+
+
+def test_a_size_without_a_unit_is_a_usage_error(pytester, monkeypatch):
+    environ(monkeypatch, preload=False, lib_env=False, path="/usr/bin:/bin")
+    pytester.makepyfile(test_bad='''
+import pytest
+
+@pytest.mark.limit_gpu_leaks("8")
+def test_x():
+    pass
+''')
+    r = pytester.runpytest_subprocess("-p", "pytest_cumemtrace.plugin", "--cumemtrace",
+                                      timeout=60)
+    r.assert_outcomes(errors=1)
+    assert ('@pytest.mark.limit_gpu_leaks: a size needs a unit: "8 GiB", "8 MiB" or "8 B", '
+            "not '8'") in r.stdout.str()
 
 
 # ---- real PyTorch on the simulated GPU ----
