@@ -169,3 +169,33 @@ def test_a_step_that_raised_is_closed(scenario, which):
     assert dev["peak_phase"] == 0 or "optimizer step" not in path_of(snap, dev["peak_phase"])
     assert "during optimizer step" not in report(r.files[-1])
     assert snap["phases"]["unbalanced_pops"] == 0
+
+
+def warnings(r):
+    return [l for l in r.stderr.splitlines() if l.startswith("cumemtrace: warning")]
+
+
+def test_without_always_call_phases_1_adds_neither_module_hook(scenario):
+    # PyTorch 2.0's register_module_forward_hook has no always_call: the
+    # pre hook alone would push a phase per module call that nothing pops.
+    r = scenario("phases_old_torch.py", env=ON)
+    assert r.torch["pre_hooks"] == r.torch["hooks"] == 0  # and the bare run's (the fixture)
+    [warning] = warnings(r)
+    assert warning.startswith("cumemtrace: warning: PyTorch ")
+    assert (" has no register_module_forward_hook(always_call=True): "
+            "CUMEMTRACE_TORCH_PHASES=1 adds no module hooks") in warning, warning
+    # named from the frames instead, as by default
+    snap, dev = exit_peak(r)
+    assert path_of(snap, dev["peak_phase"]) == "backward"
+    assert dev["allocator"]["peak_step"] == 2
+    assert phase_names(snap) == {"optimizer step", "backward"}
+
+
+def test_without_disable_torch_function_the_roles_say_so_once(scenario):
+    r = scenario("phases_old_torch.py", "no_quiet")
+    [warning] = warnings(r)
+    assert " has no torch._C.DisableTorchFunction: the live tensors are not sorted into " \
+           "parameters" in warning, warning
+    alloc = r.device()["allocator"]
+    assert "parameter_bytes" not in alloc, alloc
+    assert alloc["peak_step"] == 2  # the rest of the layer goes on

@@ -26,7 +26,13 @@ def start(torch):
     max_length (_watch_generate)."""
     if not FIT:
         return
-    real = torch._C._cuda_resetPeakMemoryStats
+    real = getattr(torch._C, "_cuda_resetPeakMemoryStats", None)
+    if real is None:
+        part("library").missing(  # noqa: F821 (set by cumemtrace_torch.part)
+            "torch._C._cuda_resetPeakMemoryStats",
+            "fit's PyTorch peaks are those since the script's last reset_peak_memory_stats()")
+        _watch_generate()
+        return
 
     def reset_peak_memory_stats(device, *rest):
         try:

@@ -1,11 +1,32 @@
 """The preloaded library as the PyTorch layer sees it through ctypes - the
 entry points kept for this layer (src/preload/life/torch_protocol.h, not
-installed) and the public API (include/cumemtrace.h): their structs, and
-the one warning the layer gives when it turns itself off."""
+installed) and the public API (include/cumemtrace.h): their structs, the
+one warning the layer gives when it turns itself off, and the one it gives
+for each private PyTorch API it needs and this PyTorch lacks."""
 import ctypes
 import sys
 
 _warned = False
+_missing = set()   # the private PyTorch APIs said missing once already
+# What stops without torch._C.DisableTorchFunction (roles.py and phases.py
+# read tensors with __torch_function__ off, never with the host's dispatch)
+NO_QUIET = ("the live tensors are not sorted into parameters, buffers, gradients and "
+            "optimizer state, and with CUMEMTRACE_TORCH_PHASES=1 a module's backward "
+            "is not named")
+
+
+def missing(api, stops):
+    """Says once per `api` (one line on stderr) that this PyTorch lacks a
+    private API the layer needs, and what stops working (`stops`) while the
+    rest goes on; never raises."""
+    if api in _missing:
+        return
+    _missing.add(api)
+    version = getattr(sys.modules.get("torch"), "__version__", "?")
+    try:
+        sys.stderr.write(f"cumemtrace: warning: PyTorch {version} has no {api}: {stops}\n")
+    except Exception:
+        pass  # a closed stderr is the host's; nothing else to do
 
 
 def warn(what):

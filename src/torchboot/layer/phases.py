@@ -139,6 +139,8 @@ def start(torch):
     here = _Thread()
     Tensor = torch.Tensor
     quiet = getattr(torch._C, "DisableTorchFunction", None)
+    if quiet is None and _mode == "hooks":
+        library.missing("torch._C.DisableTorchFunction", library.NO_QUIET)
     engine = torch.autograd.Variable._execution_engine
     names_cache = {}  # id(root) -> (weakref to root, names)
     import weakref
@@ -245,11 +247,32 @@ def start(torch):
     _close_raised_steps = close_raised_steps
 
     if _mode == "hooks":
-        from torch.nn.modules import module as m
-        m.register_module_forward_pre_hook(pre)
-        m.register_module_forward_hook(post, always_call=True)
+        _add_module_hooks(pre, post)
     roles.optim_module().register_optimizer_step_pre_hook(step_pre)
     roles.optim_module().register_optimizer_step_post_hook(step_post)
+
+
+def _add_module_hooks(pre, post):
+    """PyTorch's global module hooks, both or neither: a pre hook alone
+    would push a phase that nothing pops.  The post hook needs always_call
+    (PyTorch 2.1 on), so that a forward that raises still pops: without it
+    the phases come from the frames, as by default."""
+    global _mode
+    from torch.nn.modules import module as m
+    try:
+        added = m.register_module_forward_hook(post, always_call=True)
+    except TypeError:
+        _mode = "frames"
+        library.missing("register_module_forward_hook(always_call=True)",
+                        "CUMEMTRACE_TORCH_PHASES=1 adds no module hooks; the peak and "
+                        "each OOM are named from the frames running then, as by default, "
+                        "and allocations carry no module's phase")
+        return
+    try:
+        m.register_module_forward_pre_hook(pre)
+    except BaseException:
+        added.remove()
+        raise
 
 
 def step_count():

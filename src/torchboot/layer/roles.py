@@ -96,8 +96,10 @@ def roles(torch, device, snapshot_segments, allocated, scanned=None):
     if sum(blocks.values()) != allocated:
         return None  # a tensor came or went between the two reads
     quiet = getattr(torch._C, "DisableTorchFunction", None)
-    if quiet is None:
-        return None  # an older torch: its tensors cannot be read without dispatch
+    if quiet is None:  # its tensors cannot be read without the host's dispatch
+        part("library").missing("torch._C.DisableTorchFunction",  # noqa: F821
+                                 part("library").NO_QUIET)  # noqa: F821
+        return None
     out = [0] * 5
     with quiet():
         names = _claim_all(torch, device, blocks, out,
