@@ -68,6 +68,13 @@ void errors_line(const char *prefix, const char *fmt, ...)
     fprintf(stderr, "%s%s\n", prefix, out);
 }
 
+/* The table's hint for a CLI_E* code; NULL when it has none. */
+static const char *errors_hint(int code)
+{
+    const struct entry *e = find(code);
+    return e ? e->hint : NULL;
+}
+
 void errors_print(const struct cli_error *err)
 {
     const char *hint = errors_hint(err->code);
@@ -81,12 +88,6 @@ const char *errors_name(int code)
 {
     const struct entry *e = find(code);
     return e ? e->name : NULL;
-}
-
-const char *errors_hint(int code)
-{
-    const struct entry *e = find(code);
-    return e ? e->hint : NULL;
 }
 
 const char *errors_file_kind(unsigned mode)

@@ -68,9 +68,7 @@ void errors_line(const char *prefix, const char *fmt, ...)
 /* Prints "cumemtrace: <msg> (<hint>)" on one line to stderr. */
 void errors_print(const struct cli_error *err);
 
-/* "TRUNC" and "was the process…" for a CLI_E* code; NULL for an unknown
- * code (hint is also NULL when the table has none). */
+/* "TRUNC" for a CLI_E* code; NULL for an unknown code. */
 const char *errors_name(int code);
-const char *errors_hint(int code);
 
 #endif

@@ -26,7 +26,8 @@ static uint64_t mix(uint64_t h)
     return h;
 }
 
-uint64_t hmap_hash(const void *key, size_t n)
+/* Hashes n bytes (also used by callers that build composite keys). */
+static uint64_t hmap_hash(const void *key, size_t n)
 {
     const unsigned char *p = key;
     uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)n;

@@ -31,9 +31,6 @@ struct hmap {
 /* Prepares an empty map whose keys will live in arena. */
 void hmap_init(struct hmap *m, struct arena *arena);
 
-/* Hashes n bytes (also used by callers that build composite keys). */
-uint64_t hmap_hash(const void *key, size_t n);
-
 /* Looks key up; when absent inserts it with value new_value.  On success
  * returns 0, stores the value in the map in *value (new_value when it was
  * inserted) and, if stored_key is not NULL, the arena copy of the key.

@@ -156,11 +156,6 @@ const char *ranks_name(const struct rank_row *row, char *buf, size_t n);
  * indices, malloc'd; NULL when out of memory. */
 size_t *ranks_sites_sorted(const struct ranks *r);
 
-/* The per-rank view of `report`; sets *detail to the file to detail below
- * it (the post-mortem of the first rank to fail, else the newest file of
- * the rank with the highest peak).  Returns 0, or -1 when out of memory. */
-int ranks_report(FILE *f, const struct ranks *r, unsigned top, size_t *detail);
-
 /* `cumemtrace report` over several files or directories (paths expanded):
  * the per-rank view, then the detailed file; with `one`, the report of
  * rank `rank` alone (json: its --json model).  Returns the exit status. */

@@ -105,7 +105,9 @@ static int by_bytes(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-void sites_sort(struct sites_sum *sum, const struct snapctx *ctx)
+/* The touched site ids sorted by bytes, largest first (ties: label).  The
+ * array is sum->touched itself, reordered. */
+static void sites_sort(struct sites_sum *sum, const struct snapctx *ctx)
 {
     sort_sum = sum;
     sort_ctx = ctx;

@@ -656,25 +656,6 @@ int json_next_key(struct json_cursor *c, const char **key, size_t *keylen)
     return next_member(c, key, keylen, AS_KEY);
 }
 
-size_t json_object_bytes(struct json_cursor *c, const char **start)
-{
-    if (c->status != JSON_OK)
-        return 0;
-    skip_ws(c);
-    if (*c->p != '{')
-        return 0;
-    const char *close = memchr(c->p, '}', (size_t)(c->end - c->p));
-    if (close == NULL)
-        return 0;
-    *start = c->p;
-    return (size_t)(close + 1 - c->p);
-}
-
-void json_advance(struct json_cursor *c, size_t n)
-{
-    c->p += n;
-}
-
 int json_skip(struct json_cursor *c)
 {
     unsigned base = c->depth;

@@ -117,19 +117,6 @@ int json_next_element(struct json_cursor *c);
  * error.  key may be NULL to skip the key without decoding it. */
 int json_next_member(struct json_cursor *c, const char **key, size_t *keylen);
 
-/* Memoising objects that recur byte for byte (a snapshot's frames): the
- * bytes from the '{' at the cursor (after whitespace) to the first '}'
- * after it.  Returns their length and sets *start, or 0 when no object
- * starts there or no '}' follows; consumes and validates nothing.  A
- * caller may memoise a parse by these bytes only when that parse consumed
- * exactly them (json_offset before and after), and then pass over a repeat
- * with json_advance(): identical bytes parse identically. */
-size_t json_object_bytes(struct json_cursor *c, const char **start);
-
-/* Consumes n bytes that json_object_bytes() measured and the caller knows
- * to be an object it parsed before. */
-void json_advance(struct json_cursor *c, size_t n);
-
 /* As json_next_member, with the key handed out as json_get_span hands out
  * a string (keylen must not be NULL), except that a key decoded from an
  * escape ends at its first NUL, as a C string would. */

@@ -238,11 +238,11 @@ LANE_INLINE uint64_t lane_hash_step(uint64_t h, const char *q)
     return ((h << 29) | (h >> 35)) * 0x100000001b3ULL;
 }
 
-/* The object at p ('{') up to its first '}' (the bytes json_object_bytes
- * measures) and a hash of them: its length, or 0 when p holds no '{' or no
- * '}' follows.  The search is memchr's (vector code); the hash takes 8
- * bytes a step in two independent chains, the last word overlapping the
- * one before instead of a byte-by-byte tail.  *hash is this function's
+/* The object at p ('{') up to its first '}' and a hash of them: its
+ * length, or 0 when p holds no '{' or no '}' follows.  The search is
+ * memchr's (vector code); the hash takes 8 bytes a step in two independent
+ * chains, the last word overlapping the one before instead of a
+ * byte-by-byte tail.  *hash is this function's
  * own: a map keyed by it is hashed by it alone (hmap's *_hashed calls). */
 LANE_INLINE size_t lane_object_hash(const char *p, const char *end, uint64_t *hash)
 {

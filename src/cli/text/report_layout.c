@@ -9,7 +9,9 @@
 
 #include "out.h"
 
-const char *report_layout_gaps(const struct snap_layout *l, char *buf, size_t n)
+/* "10.0 MiB, 6.00 MiB and 4.00 MiB": the largest gaps, at most
+ * REPORT_LAYOUT_GAPS of them, into buf; "" without a layout or gaps. */
+static const char *report_layout_gaps(const struct snap_layout *l, char *buf, size_t n)
 {
     size_t used = 0;
     buf[0] = '\0';

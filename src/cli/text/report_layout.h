@@ -11,10 +11,6 @@
 /* How many of the largest gaps the text names. */
 #define REPORT_LAYOUT_GAPS 5
 
-/* "10.0 MiB, 6.00 MiB and 4.00 MiB": the largest gaps, at most
- * REPORT_LAYOUT_GAPS of them, into buf; "" without a layout or gaps. */
-const char *report_layout_gaps(const struct snap_layout *l, char *buf, size_t n);
-
 /* The "layout:" lines of a post-mortem: this process's allocations on the
  * device, the largest gaps between them against the request.  Nothing
  * unless the cause is driver fragmentation and the file has a layout. */

@@ -102,14 +102,6 @@ static int by_change(const void *x, const void *y)
     return strcmp(a->where, b->where);
 }
 
-bool diff_tensors_present(const struct snapshot *a, const struct snapshot *b)
-{
-    struct side x, y;
-    gather(&x, a);
-    gather(&y, b);
-    return x.present || y.present;
-}
-
 int diff_tensors_print(FILE *f, struct snapctx *ctx, const struct snapshot *a,
                        const struct snapshot *b, unsigned top)
 {

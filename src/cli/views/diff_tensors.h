@@ -8,9 +8,6 @@
 
 #include "snapshot.h"
 
-/* Whether either side names its live tensors (top_tensors). */
-bool diff_tensors_present(const struct snapshot *a, const struct snapshot *b);
-
 /* Prints the table of base -> new by Python line, largest change first, up
  * to `top` lines; nothing when neither side has PyTorch's history.
  * Returns 0, or -1 when out of memory. */

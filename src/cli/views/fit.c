@@ -537,7 +537,7 @@ bool fit_ran_out(const struct fit_card *c)
  * without running out of memory) after reading device memory that only a
  * kernel would have written: what it did with those zeros, the simulated
  * card cannot tell from what a real card would do. */
-bool fit_undecided(const struct fit_card *c)
+static bool fit_undecided(const struct fit_card *c)
 {
     bool ended_ok = WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0;
     return c->uncomputed && !fit_ran_out(c) && (c->timed_out || !ended_ok);
@@ -554,7 +554,8 @@ const char *fit_size_text(int64_t v, bool bytes, char *buf, size_t n)
     return buf;
 }
 
-void fit_verdict(const struct fit_card *c, char *buf, size_t n)
+/* The verdict in full into buf, and in a word or two (a static string). */
+static void fit_verdict(const struct fit_card *c, char *buf, size_t n)
 {
     if (fit_ran_out(c)) {
         char after[48] = "";

@@ -69,13 +69,8 @@ int fit_prepare_dir(const char *dir);
 bool fit_interrupted(void);
 
 bool fit_ran_out(const struct fit_card *c);
-/* Stopped at the timeout or failed without an OOM after reading values the
- * simulated card never computes. */
-bool fit_undecided(const struct fit_card *c);
 /* The most the run held: PyTorch's max reserved or the tracer's device peak. */
 int64_t fit_peak_held(const struct fit_card *c);
-/* The verdict in full into buf, and in a word or two (a static string). */
-void fit_verdict(const struct fit_card *c, char *buf, size_t n);
 const char *fit_verdict_word(const struct fit_card *c);
 /* v bytes exactly (bytes) or in units, "-" for v < 0; returns buf. */
 const char *fit_size_text(int64_t v, bool bytes, char *buf, size_t n);

@@ -494,7 +494,10 @@ static int report_one_process(FILE *f, const struct ranks *r, size_t *detail)
     return 0;
 }
 
-int ranks_report(FILE *f, const struct ranks *r, unsigned top, size_t *detail)
+/* The per-rank view of `report`; sets *detail to the file to detail below
+ * it (the post-mortem of the first rank to fail, else the newest file of
+ * the rank with the highest peak).  Returns 0, or -1 when out of memory. */
+static int ranks_report(FILE *f, const struct ranks *r, unsigned top, size_t *detail)
 {
     char title[160], ws[48] = "";
     if (r->world_size != SNAP_UNKNOWN_I64)

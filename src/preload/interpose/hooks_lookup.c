@@ -67,8 +67,12 @@ DLSYM_PATH void *resolve_dlsym_substitute(void *handle, const char *name)
     return slots[slot].wrapper;
 }
 
-void *resolve_substitute_proc(const char *symbol, void *fn, int version,
-                              unsigned long long flags, enum resolve_how h)
+/* Post-processes a driver look-up that returned `fn` for (symbol, version,
+ * flags): returns our wrapper for that exact ABI variant (remembering `fn` as
+ * its real function), or `fn` unchanged when the symbol is not ours
+ * (hooks_lookup.c, which holds the wrappers). */
+static void *resolve_substitute_proc(const char *symbol, void *fn, int version,
+                                     unsigned long long flags, enum resolve_how h)
 {
     if (symbol == NULL || fn == NULL || symbol[0] != 'c' || symbol[1] != 'u' ||
         config.disabled || resolve_is_ours(fn))

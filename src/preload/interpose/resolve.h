@@ -85,13 +85,6 @@ static inline void *resolve_real(enum resolve_slot slot)
 /* Name of a slot (the exported symbol); "?" out of range (resolve_names.c). */
 const char *resolve_name(unsigned slot);
 
-/* Post-processes a driver look-up that returned `fn` for (symbol, version,
- * flags): returns our wrapper for that exact ABI variant (remembering `fn` as
- * its real function), or `fn` unchanged when the symbol is not ours
- * (hooks_lookup.c, which holds the wrappers). */
-void *resolve_substitute_proc(const char *symbol, void *fn, int version,
-                              unsigned long long flags, enum resolve_how how);
-
 /* Logs, at debug level, how every wrapped entry point was resolved. */
 void resolve_log_summary(void);
 

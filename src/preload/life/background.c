@@ -53,7 +53,8 @@
 static int stopped;
 static pthread_mutex_t work = PTHREAD_MUTEX_INITIALIZER;
 
-bool background_running(void)
+/* True in the process whose thread runs.  Async-signal-safe. */
+static bool background_running(void)
 {
     return wake_armed();
 }

@@ -9,9 +9,6 @@
  * fork child that calls CUDA).  Returns 0, or -1 after one warning. */
 int background_start(void);
 
-/* True in the process whose thread runs.  Async-signal-safe. */
-bool background_running(void);
-
 
 /* Holds the thread's work (waits at most ~2 s for the current flush or
  * dump to end), so that the caller owns the stream; true when held, and

@@ -114,7 +114,8 @@ static unsigned stop_cut(void *const *frames, unsigned n)
     return n;
 }
 
-int unwind_is_ours(const void *addr)
+/* True if `addr` lies in this library's own code. */
+static int unwind_is_ours(const void *addr)
 {
     uintptr_t a = (uintptr_t)addr;
     return a >= self_lo && a < self_hi;

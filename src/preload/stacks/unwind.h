@@ -30,7 +30,4 @@ int unwind_walk(void **out, unsigned max, uintptr_t pc, uintptr_t sp,
  * Once, before or while captures run; 0, 0 (the default): no end. */
 void unwind_stop_at(uintptr_t lo, uintptr_t hi);
 
-/* True if `addr` lies in this library's own code. */
-int unwind_is_ours(const void *addr);
-
 #endif

@@ -21,7 +21,8 @@ int64_t allocator_unallocated(const struct allocator_facts *f)
     return f->reserved > f->allocated ? f->reserved - f->allocated : 0;
 }
 
-int64_t allocator_largest_free(const struct allocator_facts *f)
+/* The larger of the two pools' largest free blocks (-1 unknown). */
+static int64_t allocator_largest_free(const struct allocator_facts *f)
 {
     return f->largest_free_small > f->largest_free_large ? f->largest_free_small
                                                          : f->largest_free_large;

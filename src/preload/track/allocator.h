@@ -44,9 +44,6 @@ struct allocator_facts {
 /* reserved - allocated, or -1 when either is unknown. */
 int64_t allocator_unallocated(const struct allocator_facts *f);
 
-/* The larger of the two pools' largest free blocks (-1 unknown). */
-int64_t allocator_largest_free(const struct allocator_facts *f);
-
 /* The cause in the allocator's terms, or FORMAT_CAUSE_NONE when its
  * figures do not decide it (the driver-level cause stands):
  *   ALLOCATOR_LIMIT          its own cap refused the request;

@@ -308,6 +308,9 @@ static bool open_unchanged(const struct record_event *ev)
                            : ev->current >= open_ext[p].lo && ev->current <= open_ext[p].hi;
 }
 
+/* event_log_push's other cases: growing, faulting in, thinning, full. */
+static void event_log_push_slow(const struct record_event *ev);
+
 void event_log_push(const struct record_event *ev)
 {
     if (__builtin_expect(cur->nrows < cur->fast_end, 1)) {
@@ -318,7 +321,7 @@ void event_log_push(const struct record_event *ev)
     event_log_push_slow(ev);
 }
 
-void event_log_push_slow(const struct record_event *ev)
+static void event_log_push_slow(const struct record_event *ev)
 {
     if (cap == 0)
         return;

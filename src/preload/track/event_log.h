@@ -50,9 +50,8 @@ static inline int64_t event_log_stamp(int64_t now)
  * is full.  Never fails: without memory the log stops growing and says so
  * through event_log_stats().kept. */
 void event_log_push(const struct record_event *ev);
-/* event_log_push's other cases: growing, faulting in, thinning, full;
- * _add_ takes the row's fields (no row on the caller's stack). */
-void event_log_push_slow(const struct record_event *ev);
+/* event_log_push's other cases (growing, faulting in, thinning, full), for
+ * event_log_add's: it takes the row's fields (no row on the caller's stack). */
 void event_log_add_slow(int64_t t, int64_t delta, uint64_t current, uint64_t tag);
 
 /* The same as event_log_push of the row {t, delta, current, tag} (tag:

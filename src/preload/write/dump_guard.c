@@ -62,7 +62,8 @@ void dump_guard_leave(struct dump_guard *g)
     errno = saved;
 }
 
-int dump_guard_active(void)
+/* Dumps in progress in the process, any thread.  Async-signal-safe. */
+static int dump_guard_active(void)
 {
     return __atomic_load_n(&active, __ATOMIC_SEQ_CST);
 }

@@ -37,8 +37,6 @@ bool dump_guard_enter_unless_closing(struct dump_guard *g);
  * starts, so that waiting for the dumps in progress ends (a thread dumping
  * back to back otherwise always has one) and none is cut by the end. */
 void dump_guard_close(void);
-/* Dumps in progress in the process, any thread.  Async-signal-safe. */
-int dump_guard_active(void);
 /* Waits until no dump is in progress, at most `ms` milliseconds (1 ms
  * polls, nanosleep: async-signal-safe); true when none is. */
 bool dump_guard_wait(int ms);

@@ -76,7 +76,9 @@ static inline __attribute__((always_inline)) char *digits_before(char *end, uint
     return p;
 }
 
-char *snapshot_json_u64_digits(char b[20], uint64_t v)
+/* Formats v in decimal at the end of b[0..20) and returns where it
+ * starts (b + 20 - digits).  For callers that cache formatted text. */
+static char *snapshot_json_u64_digits(char b[20], uint64_t v)
 {
     char *p = b + 20;
     while (v > UINT32_MAX) {

@@ -55,8 +55,4 @@ void snapshot_json_hex(struct snapshot_json *w, const unsigned char *p, size_t n
  * UTF-8 are written as \ufffd (docs/snapshot-format.md, "Strings"). */
 void snapshot_json_str(struct snapshot_json *w, const char *s);
 
-/* Formats v in decimal at the end of b[0..20) and returns where it
- * starts (b + 20 - digits).  For callers that cache formatted text. */
-char *snapshot_json_u64_digits(char b[20], uint64_t v);
-
 #endif

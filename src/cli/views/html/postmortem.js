@@ -71,7 +71,7 @@
     s('text', { x: 0, y: y + bh + 16 }, svgEl, 'held ' + bytes(live) + ' | not tracked ' + bytes(untracked) + ' | free ' + bytes(free) +
       (total ? ' | total ' + bytes(total) : ''));
     h('p', { 'class': 'note' }, parent, 'Amounts, not addresses: the bar shows how much each ' +
-      'call site held beside the untracked and free memory' + (o.cause === 'fragmentation' ? '; the free memory was split into holes smaller than the request.' : '.') +
+      'call site held beside the untracked and free memory.' +
       (o.layout && o.layout.count ? ' Where they sat: the address layout below.' : ''));
   }
 
