@@ -174,6 +174,7 @@ def test_symbol_list_is_exactly_what_we_export():
                                "cumemtrace_allocator_oom", "cumemtrace_allocator_state",
                                "cumemtrace_allocator_segments", "cumemtrace_allocator_layout",
                                "cumemtrace_allocator_refresher", "cumemtrace_allocator_tensors",
+                               "cumemtrace_clock_ns",
                                "cumemtrace_mark_begin", "cumemtrace_mark_end",
                                "cumemtrace_usage", "cumemtrace_phase_push",
                                "cumemtrace_phase_pop", "cumemtrace_peak_context",

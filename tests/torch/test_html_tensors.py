@@ -1,5 +1,6 @@
-"""The HTML page's flame graph, site table and timeline in PyTorch's
-tensors, on real PyTorch on the simulated GPU: each is put side by side
+"""The HTML page's flame graph, site table and timeline, and the Chrome
+timeline's series by line, in PyTorch's tensors, on real PyTorch on the
+simulated GPU: each is put side by side
 with PyTorch's own torch.cuda.memory._snapshot() (truth.py) grouped by the
 first frame in the user's own code (test_tensor_views.py's grouping) and
 must find the same lines with the same bytes - the eval pass's kept
@@ -9,7 +10,11 @@ import collections
 import json
 import os
 
-from conftest import MiB, line_of
+import subprocess
+
+import pytest
+
+from conftest import CLI, MiB, line_of
 from test_tensor_views import (CACHE, cli, file_of, folded_by_user_line, frame_file_line,
                                torch_by_user_line, user_key, without_cache)
 
@@ -90,6 +95,19 @@ def test_the_page_draws_the_eval_leak_at_the_eval_line_with_pytorchs_bytes(scena
         assert last[2 + b] == theirs.get(key, 0), (key, last, theirs)
     assert ("tensors_eval_leak.py", evl) in \
         [label_key(f["labels"][f["sites"]["label"][pos]]) for pos in dev["bands"]]
+    # diff --html of the two api dumps: both drawn in the tensor model, so
+    # the differential graph matches the eval line across them (+2 steps'
+    # logits)
+    d2, d4 = (exitf.parent / f"cumemtrace.step{n}.json" for n in (2, 4))
+    dpage = tmp_path / "diff.html"
+    d = subprocess.run([str(CLI), "diff", "--html", str(dpage), str(d2), str(d4)],
+                       capture_output=True, text=True, timeout=60)
+    assert d.returncode in (0, 1), d.stderr  # 1: the gate saw growth
+    dmodel = page_model(dpage)
+    base, new = (flame_by_user_line(dmodel, g, "live") for g in dmodel["files"])
+    assert all(g["tensor_model"] for g in dmodel["files"])
+    key = ("tensors_eval_leak.py", evl)
+    assert new[key] - base[key] == 2 * 32 * MiB, (base, new)
     # --segments: the driver's view, where the training forward's line holds
     # the segments the kept logits sit in
     seg = tmp_path / "segments.html"
@@ -99,3 +117,46 @@ def test_the_page_draws_the_eval_leak_at_the_eval_line_with_pytorchs_bytes(scena
     held = {g["labels"][li]: g["sites"]["live"][i] for i, li in enumerate(g["sites"]["label"])}
     assert any(k.startswith(f"tensors_eval_leak.py:{train}:") and v > 0
                for k, v in held.items()), held
+
+
+def tensor_samples(path):
+    """The Chrome trace's samples of device 0's tensors by line: [(ts, args)]."""
+    doc = json.loads(cli("timeline", "--format", "chrome", path))
+    return [(e["ts"], e["args"]) for e in doc["traceEvents"]
+            if e.get("name") == "device 0 tensors by line"]
+
+
+def test_the_timelines_draw_a_series_per_line_over_the_run(scenario, tmp_path):
+    """The PyTorch layer's readings at the optimizer steps' ends go into the
+    snapshot (tensor_series) and both timelines draw them as a series per
+    line: at step k's end the eval line holds the k - 1 logits kept so far,
+    and at the dump every line holds what PyTorch's own snapshot says."""
+    r = scenario("tensors_eval_leak.py", memory="8GiB")
+    theirs = torch_by_user_line(r)
+    exitf = file_of(r, "exit")
+    series = json.loads(exitf.read_text())["devices"][0]["tensor_series"]
+    steps = [x["step"] for x in series["readings"]]
+    assert steps == [1, 2, 3, 4], series
+    evl = line_of("tensors_eval_leak.py", "EVAL")
+    name = f"tensors_eval_leak.py:{evl}:eval_step"
+    samples = tensor_samples(exitf)
+    assert len(samples) == len(steps) + 1, samples  # the readings, then the dump
+    assert [a[name] for _, a in samples[:-1]] == [(k - 1) * 32 * MiB for k in steps], samples
+    assert [ts * 1000 for ts, _ in samples[:-1]] == \
+        [pytest.approx(x["time_ns"], abs=1) for x in series["readings"]]
+    for (_, a), x in zip(samples, series["readings"]):
+        assert sum(a.values()) == x["reserved_bytes"], (a, x)
+    last = samples[-1][1]
+    lines = {label_key(k): v for k, v in last.items() if k not in ("other lines", "PyTorch's cache")}
+    assert {k: v for k, v in lines.items() if v} == \
+        {k: v for k, v in theirs.items() if k in lines and v}, (lines, theirs)
+    assert sum(last.values()) == r.torch["reserved"]
+    # the page's timeline: the eval line's band at each reading
+    out = tmp_path / "page.html"
+    cli("html", "-o", out, exitf)
+    [f] = page_model(out)["files"]
+    [dev] = f["devices"]
+    [b] = [b for b, pos in enumerate(dev["bands"])
+           if f["labels"][f["sites"]["label"][pos]] == name]
+    at = {p[0]: p[2 + b] for p in dev["points"]}
+    assert [at[x["time_ns"]] for x in series["readings"]] == [(k - 1) * 32 * MiB for k in steps]

@@ -265,3 +265,12 @@ void holders_free(struct holders *h)
     h->v = NULL;
     h->n = 0;
 }
+
+const char *holders_series_name(const struct snapshot *s, const struct snap_series *sr,
+                                size_t j, bool display)
+{
+    uint32_t f = sr->lines[j];
+    if (f == SNAP_NO_FRAME)
+        return NO_USER_FRAME;
+    return display ? s->ctx->frames[f].display : s->ctx->frames[f].name;
+}

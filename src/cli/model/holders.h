@@ -110,6 +110,12 @@ int holders_get(struct snapshot *s, const struct snap_device *d, enum holders_mo
  * when the file has no growth.  0, or -1 when out of memory. */
 int holders_growth(struct snapshot *s, const struct snap_device *d, struct holders *out);
 
+/* The name of line j of a device's tensor_series as its holder has it
+ * (display: as text views print it): the site's frame, or "[no user
+ * frame]" for the blocks with none. */
+const char *holders_series_name(const struct snapshot *s, const struct snap_series *sr,
+                                size_t j, bool display);
+
 void holders_free(struct holders *h);
 
 

@@ -89,6 +89,10 @@ void snapshot_free(struct snapshot *s)
         free_tv(&s->devices[i].tensors);
         free_tv(&s->devices[i].peak_tensors);
         free(s->devices[i].growth.v);
+        for (size_t k = 0; k < s->devices[i].tensor_series.n; k++)
+            free(s->devices[i].tensor_series.v[k].bytes);
+        free(s->devices[i].tensor_series.v);
+        free(s->devices[i].tensor_series.lines);
         free_tv(&s->devices[i].allocator.tensors);
     }
     free(s->devices);

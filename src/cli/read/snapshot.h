@@ -157,6 +157,25 @@ struct snap_tensors {
     int64_t time_ns, step; /* peak_tensors only: when; SNAP_UNKNOWN_I64 */
 };
 
+/* devices[].tensor_series: PyTorch's tensors by line at the layer's
+ * readings between dumps (docs/snapshot-format.md): lines[j] the frame of
+ * line j (its site; SNAP_NO_FRAME: the blocks with no user frame), each
+ * reading's bytes[j] what that line held then. */
+struct snap_sreading {
+    int64_t step, time_ns; /* time_ns SNAP_UNKNOWN_I64: not timed */
+    uint64_t allocated_bytes, reserved_bytes, other_bytes;
+    uint64_t *bytes; /* nbytes == the series' nlines */
+    size_t nbytes, cap;
+};
+
+struct snap_series {
+    bool present;
+    uint32_t *lines;
+    size_t nlines, lines_cap;
+    struct snap_sreading *v; /* in the order read: oldest first */
+    size_t n, cap;
+};
+
 struct snap_growth {
     bool present; /* growth was an array (null: not measured) */
     struct snap_tgroup *v; /* largest bytes_per_step first */
@@ -329,6 +348,7 @@ struct snap_device {
     struct snap_tensors tensors;      /* live at the dump */
     struct snap_tensors peak_tensors; /* live at max_memory_allocated */
     struct snap_growth growth;
+    struct snap_series tensor_series;
 };
 
 struct snap_host {

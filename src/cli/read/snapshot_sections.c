@@ -407,6 +407,7 @@ static const struct field device_fields[] = {
     FIELD_FN("tensors", snapshot_read_device_tensors),
     FIELD_FN("peak_tensors", snapshot_read_device_peak_tensors),
     FIELD_FN("growth", snapshot_read_device_growth),
+    FIELD_FN("tensor_series", snapshot_read_device_series),
 };
 
 static void kind_stats_init(struct snap_kind_stats *k)

@@ -1,5 +1,6 @@
 /* snapshot_tensors.c - PyTorch's live blocks by the user's line: a device's
- * `tensors`, `peak_tensors` and `growth`, and `oom.allocator.tensors`
+ * `tensors`, `peak_tensors`, `growth` and `tensor_series`, and
+ * `oom.allocator.tensors`
  * (docs/snapshot-format.md).
  *
  * Each group's frames become frames of the context (frames_python), so a
@@ -270,6 +271,85 @@ int snapshot_read_device_peak_tensors(struct reader *r, void *obj)
 int snapshot_read_device_growth(struct reader *r, void *obj)
 {
     return snapshot_read_growth(r, &((struct snap_device *)obj)->growth);
+}
+
+/* ---- tensor_series ---- */
+
+static int rd_series_line(struct reader *r, void *obj, size_t i)
+{
+    (void)i;
+    struct snap_series *s = obj;
+    if (snapshot_vec_reserve((void **)&s->lines, &s->lines_cap, sizeof *s->lines,
+                             s->nlines + 1))
+        return reader_nomem(r);
+    int rc = rd_optional_frame(r, &s->lines[s->nlines]);
+    if (rc == 0)
+        s->nlines++;
+    return rc;
+}
+
+static int rd_series_lines(struct reader *r, void *obj)
+{
+    return reader_array(r, obj, rd_series_line);
+}
+
+static int rd_reading_byte(struct reader *r, void *obj, size_t i)
+{
+    (void)i;
+    struct snap_sreading *x = obj;
+    if (snapshot_vec_reserve((void **)&x->bytes, &x->cap, sizeof *x->bytes, x->nbytes + 1))
+        return reader_nomem(r);
+    int rc = reader_u64(r, &x->bytes[x->nbytes], false);
+    if (rc == 0)
+        x->nbytes++;
+    return rc;
+}
+
+static int rd_reading_bytes(struct reader *r, void *obj)
+{
+    return reader_array(r, obj, rd_reading_byte);
+}
+
+static const struct field reading_fields[] = {
+    FIELD(snap_sreading, step, F_I64N),
+    FIELD(snap_sreading, time_ns, F_I64N),
+    FIELD(snap_sreading, allocated_bytes, F_U64),
+    FIELD(snap_sreading, reserved_bytes, F_U64N),
+    FIELD_FN("bytes", rd_reading_bytes),
+    FIELD(snap_sreading, other_bytes, F_U64),
+};
+
+static int rd_series_reading(struct reader *r, void *obj, size_t i)
+{
+    (void)i;
+    struct snap_series *s = obj;
+    if (snapshot_vec_reserve((void **)&s->v, &s->cap, sizeof *s->v, s->n + 1))
+        return reader_nomem(r);
+    struct snap_sreading *x = &s->v[s->n++];
+    memset(x, 0, sizeof *x);
+    x->step = x->time_ns = SNAP_UNKNOWN_I64;
+    x->reserved_bytes = SNAP_UNKNOWN;
+    return reader_object(r, x, reading_fields, NFIELDS(reading_fields));
+}
+
+static int rd_series_readings(struct reader *r, void *obj)
+{
+    return reader_array(r, obj, rd_series_reading);
+}
+
+static const struct field series_fields[] = {
+    FIELD_FN("lines", rd_series_lines),
+    FIELD_FN("readings", rd_series_readings),
+};
+
+int snapshot_read_device_series(struct reader *r, void *obj)
+{
+    struct snap_series *s = &((struct snap_device *)obj)->tensor_series;
+    int rc = reader_optional_object(r, s, &s->present, series_fields, NFIELDS(series_fields));
+    for (size_t i = 0; rc == 0 && i < s->n; i++)
+        if (s->v[i].nbytes != s->nlines)
+            rc = reader_invalid(r, "has a reading whose bytes are not one per line");
+    return rc;
 }
 
 int snapshot_read_allocator_tensors(struct reader *r, void *obj)

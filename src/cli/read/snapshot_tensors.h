@@ -18,6 +18,7 @@ int snapshot_read_growth(struct reader *r, struct snap_growth *g);
 int snapshot_read_device_tensors(struct reader *r, void *obj);
 int snapshot_read_device_peak_tensors(struct reader *r, void *obj);
 int snapshot_read_device_growth(struct reader *r, void *obj);
+int snapshot_read_device_series(struct reader *r, void *obj);
 int snapshot_read_allocator_tensors(struct reader *r, void *obj);
 
 /* The invariants of the tensor members (docs/snapshot-format.md): each

@@ -521,8 +521,8 @@ static void readings_free(struct reading *rd, size_t n)
 
 /* PyTorch's tensors on device t's timeline: the bands are its largest lines
  * at the peak (else at the failure, else at the dump), each reading the
- * bytes of those lines then (the peak, the failure, the dump), in time
- * order.  *rd NULL when the device has no reading with a time.  0, or -1
+ * bytes of those lines then (the peak, the failure, the dump, the layer's
+ * readings between dumps: tensor_series), in time order.  *rd NULL when the device has no reading with a time.  0, or -1
  * when out of memory. */
 static int tensor_bands(struct model *m, const struct track *t, uint32_t *bands, size_t *nb,
                         struct reading **rd, size_t *nrd)
@@ -552,8 +552,25 @@ static int tensor_bands(struct model *m, const struct track *t, uint32_t *bands,
     }
     int64_t when[3] = {got[0] ? h[0].time_ns : SNAP_UNKNOWN_I64,
                        oom ? s->oom.time_ns : SNAP_UNKNOWN_I64, s->process.dump_time_ns};
-    if (rc == 0 && *nb > 0 && (*rd = calloc(3, sizeof **rd)) == NULL)
+    const struct snap_series *sr = &d->tensor_series;
+    size_t nser = sr->present ? sr->n : 0;
+    if (rc == 0 && *nb > 0 && (*rd = calloc(3 + nser, sizeof **rd)) == NULL)
         rc = -1;
+    /* the layer's readings between dumps (tensor_series) */
+    for (size_t i = 0; rc == 0 && *rd != NULL && i < nser; i++) {
+        if (sr->v[i].time_ns == SNAP_UNKNOWN_I64)
+            continue;
+        struct reading *x = &(*rd)[(*nrd)++];
+        x->t_ns = sr->v[i].time_ns;
+        if ((x->v = calloc(*nb, sizeof *x->v)) == NULL) {
+            rc = -1;
+            break;
+        }
+        for (size_t b = 0; b < *nb; b++)
+            for (size_t j = 0; j < sr->nlines; j++)
+                if (strcmp(holders_series_name(s, sr, j, true), m->rows[bands[b]].label) == 0)
+                    x->v[b] += (int64_t)sr->v[i].bytes[j];
+    }
     for (int k = 0; rc == 0 && *rd != NULL && k < 3; k++) {
         if (!got[k] || when[k] == SNAP_UNKNOWN_I64)
             continue;

@@ -348,8 +348,8 @@ static int timeline_chrome(FILE *f, struct snapshot *s, unsigned sites)
     if (tensor_tracks > 0) {
         json_out_key(&w, "tensor_tracks");
         json_out_string(&w, "PyTorch's tensors by line at the readings the file holds (the "
-                        "peak's, the failure's, the dump's): exact at each sample, held "
-                        "between them");
+                        "peak's, the failure's, the dump's, and the PyTorch layer's "
+                        "between dumps): exact at each sample, held between them");
     }
     json_out_end_object(&w);
     json_out_end_object(&w);

@@ -1,16 +1,19 @@
 /* timeline_tensors.c - PyTorch's tensors by line in the Chrome trace
  * (timeline.h).
  *
- * The snapshot holds PyTorch's tensors at a few readings, not a log of
- * them: the peak's (peak_tensors, at its time_ns), the failure's
- * (oom.allocator.tensors, at the OOM, on the failing device) and the
- * dump's (tensors).  Per device with any, one counter track "device N
- * tensors by line" with a sample at each reading, in time order: the
- * `top` lines holding the most at any reading (holders.h, named as report
- * names them), "other lines" and "PyTorch's cache" - each sample sums to
- * PyTorch's allocated bytes plus its cache at that reading.  Between
- * readings the track holds its value: Perfetto draws steps, the truth only
- * at the samples.
+ * The snapshot holds PyTorch's tensors at readings, not a log of them:
+ * the peak's (peak_tensors, at its time_ns), the failure's
+ * (oom.allocator.tensors, at the OOM, on the failing device), the dump's
+ * (tensors) and the layer's readings between dumps (tensor_series: at the
+ * optimizer steps whose end passed every earlier one's allocated bytes,
+ * or at each earlier dump of a run without an optimizer).  Per device with
+ * any, one counter track "device N tensors by line" - a series per line -
+ * with a sample at each reading, in time order: the `top` lines holding
+ * the most at any reading (holders.h, named as report names them), "other
+ * lines" and "PyTorch's cache" - each sample sums to PyTorch's allocated
+ * bytes plus its cache at that reading (reserved bytes at a series
+ * reading).  Between readings the track holds its value: Perfetto draws
+ * steps, the truth only at the samples.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -21,10 +24,13 @@
 
 #define READINGS 3
 
+/* A reading: one of the dump's holders (the peak's, the failure's, the
+ * dump's), or one of the layer's readings between dumps (tensor_series). */
 struct reading {
     int64_t t_ns;
     struct holders h;
     bool present;
+    const struct snap_sreading *x; /* a series reading (h unused), or NULL */
 };
 
 static int by_time(const void *a, const void *b)
@@ -33,26 +39,47 @@ static int by_time(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* What line `name` held at reading r. */
+static uint64_t line_bytes(const struct snapshot *s, const struct snap_series *sr,
+                           const struct reading *r, const char *name)
+{
+    uint64_t b = 0;
+    if (r->x != NULL) {
+        for (size_t j = 0; j < sr->nlines; j++)
+            if (strcmp(holders_series_name(s, sr, j, true), name) == 0)
+                b += r->x->bytes[j];
+        return b;
+    }
+    for (size_t k = 0; k < r->h.n; k++)
+        if (strcmp(r->h.v[k].display, name) == 0)
+            b += r->h.v[k].bytes;
+    return b;
+}
+
 /* The top lines over every reading: names[0..*n), largest first by their
  * largest reading. */
-static void pick_lines(struct reading *r, size_t nr, const char **names, size_t top,
-                       size_t *n)
+static void pick_lines(const struct snapshot *s, const struct snap_series *sr,
+                       struct reading *r, size_t nr, const char **names, size_t top, size_t *n)
 {
     *n = 0;
     while (*n < top) {
         const char *best = NULL;
         uint64_t most = 0;
-        for (size_t i = 0; i < nr; i++)
-            for (size_t k = 0; k < r[i].h.n; k++) {
-                const struct holder *x = &r[i].h.v[k];
+        for (size_t i = 0; i < nr; i++) {
+            size_t m = r[i].x ? sr->nlines : r[i].h.n;
+            for (size_t k = 0; k < m; k++) {
+                const char *name = r[i].x ? holders_series_name(s, sr, k, true)
+                                          : r[i].h.v[k].display;
+                uint64_t b = r[i].x ? r[i].x->bytes[k] : r[i].h.v[k].bytes;
                 bool taken = false;
                 for (size_t j = 0; j < *n && !taken; j++)
-                    taken = strcmp(names[j], x->display) == 0;
-                if (!taken && (best == NULL || x->bytes > most)) {
-                    best = x->display;
-                    most = x->bytes;
+                    taken = strcmp(names[j], name) == 0;
+                if (!taken && (best == NULL || b > most)) {
+                    best = name;
+                    most = b;
                 }
             }
+        }
         if (best == NULL)
             return;
         names[(*n)++] = best;
@@ -62,10 +89,12 @@ static void pick_lines(struct reading *r, size_t nr, const char **names, size_t 
 static int device_tensors(struct json_out *w, struct snapshot *s, const struct snap_device *d,
                           int64_t pid, unsigned top)
 {
-    struct reading r[READINGS];
-    size_t nr = 0;
+    const struct snap_series *sr = &d->tensor_series;
+    size_t cap = READINGS + (sr->present ? sr->n : 0), nr = 0;
+    struct reading *r = calloc(cap, sizeof *r);
     int rc = -1;
-    memset(r, 0, sizeof r);
+    if (r == NULL)
+        return -1;
     int64_t when[READINGS] = {SNAP_UNKNOWN_I64, SNAP_UNKNOWN_I64,
                               s->process.dump_time_ns};
     const struct snap_tensors *pk = holders_tensors(s, d, HOLDERS_PEAK);
@@ -82,6 +111,14 @@ static int device_tensors(struct json_out *w, struct snapshot *s, const struct s
         r[nr].present = true;
         nr++;
     }
+    /* the layer's readings between dumps (not under --segments: they are
+     * the tensors' too) */
+    for (size_t i = 0; sr->present && !holders_segments() && i < sr->n; i++)
+        if (sr->v[i].time_ns != SNAP_UNKNOWN_I64 && nr > 0) {
+            r[nr].t_ns = sr->v[i].time_ns;
+            r[nr].x = &sr->v[i];
+            nr++;
+        }
     if (nr == 0) {
         rc = 0;
         goto out;
@@ -92,28 +129,30 @@ static int device_tensors(struct json_out *w, struct snapshot *s, const struct s
     if (names == NULL)
         goto out;
     size_t n;
-    pick_lines(r, nr, names, top, &n);
+    pick_lines(s, sr, r, nr, names, top, &n);
     char tname[64];
     snprintf(tname, sizeof tname, "device %" PRId64 " tensors by line", d->ordinal);
     for (size_t i = 0; i < nr; i++) {
-        const struct holders *h = &r[i].h;
         timeline_event_head(w, tname, "C", pid, r[i].t_ns);
         json_out_key(w, "args");
         json_out_begin_object(w);
         uint64_t shown = 0;
         for (size_t j = 0; j < n; j++) {
-            uint64_t b = 0;
-            for (size_t k = 0; k < h->n; k++)
-                if (strcmp(h->v[k].display, names[j]) == 0)
-                    b += h->v[k].bytes;
+            uint64_t b = line_bytes(s, sr, &r[i], names[j]);
             shown += b;
             json_out_key(w, names[j]);
             json_out_u64(w, b);
         }
+        uint64_t total = r[i].x ? r[i].x->allocated_bytes : r[i].h.total_bytes, cache = 0;
+        if (r[i].x != NULL && r[i].x->reserved_bytes != SNAP_UNKNOWN &&
+            r[i].x->reserved_bytes > total)
+            cache = r[i].x->reserved_bytes - total;
+        else if (r[i].x == NULL && r[i].h.has_cache && r[i].h.cache_bytes != SNAP_UNKNOWN)
+            cache = r[i].h.cache_bytes;
         json_out_key(w, "other lines");
-        json_out_u64(w, h->total_bytes > shown ? h->total_bytes - shown : 0);
+        json_out_u64(w, total > shown ? total - shown : 0);
         json_out_key(w, "PyTorch's cache");
-        json_out_u64(w, h->has_cache && h->cache_bytes != SNAP_UNKNOWN ? h->cache_bytes : 0);
+        json_out_u64(w, cache);
         json_out_end_object(w);
         json_out_end_object(w);
     }
@@ -121,7 +160,9 @@ static int device_tensors(struct json_out *w, struct snapshot *s, const struct s
     rc = 1;
 out:
     for (size_t i = 0; i < nr; i++)
-        holders_free(&r[i].h);
+        if (r[i].x == NULL)
+            holders_free(&r[i].h);
+    free(r);
     return rc;
 }
 

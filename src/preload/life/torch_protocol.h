@@ -171,10 +171,11 @@ int cumemtrace_allocator_layout(int device, int64_t tag,
                                 uint32_t nstacks);
 
 /* PyTorch's live tensors grouped by the user's line, handed over as JSON
- * text: one object whose members are among "tensors", "peak_tensors" and
- * "growth" (docs/snapshot-format.md, devices[]), each at most once.  `tag`
+ * text: one object whose members are among "tensors", "peak_tensors",
+ * "growth" and "tensor_series" (docs/snapshot-format.md, devices[]), each
+ * at most once.  `tag`
  * as cumemtrace_allocator_layout's: CUMEMTRACE_LAYOUT_STATE (-1) for the
- * device's latest state, written as devices[].tensors/peak_tensors/growth
+ * device's latest state, written as devices[].tensors/peak_tensors/growth/tensor_series
  * in every later snapshot; or an OOM's num_ooms, whose post-mortem writes
  * the object's "tensors" as oom.allocator.tensors.  The library copies the
  * text (at most TORCH_TENSORS_MAX bytes) and writes each member verbatim,
@@ -183,6 +184,12 @@ int cumemtrace_allocator_layout(int device, int64_t tag,
  * refused, out of memory, tracing disabled).  Thread-safe. */
 #define TORCH_TENSORS_MAX (16u << 20)
 int cumemtrace_allocator_tensors(int device, int64_t tag, const char *json, size_t len);
+
+/* Now on the snapshots' clock (ns since the library loaded, as every
+ * *_time_ns of a snapshot): the layer times its readings of PyTorch's
+ * tensors between dumps with it (devices[].tensor_series).  Thread-safe,
+ * async-signal-safe. */
+int64_t cumemtrace_clock_ns(void);
 
 /* Who reached device `device`'s peak (all-time, not since a mark), for a
  * runtime layer that names the peak at a dump without hooking every call

@@ -13,6 +13,7 @@ enum allocator_tensors_member {
     ALLOCATOR_TENSORS = 0,  /* "tensors" */
     ALLOCATOR_PEAK_TENSORS, /* "peak_tensors" */
     ALLOCATOR_GROWTH,       /* "growth" */
+    ALLOCATOR_SERIES,       /* "tensor_series" */
     ALLOCATOR_TENSORS_MEMBERS
 };
 

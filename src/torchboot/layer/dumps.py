@@ -48,7 +48,8 @@ def report_state(torch, state, handoff=None):
                 if step is None:
                     step = growth.step_of_dump()
                 t = tensors.read(snap, device)
-                members = {"tensors": t, "growth": growth.at_dump(device, t, step)}
+                members = {"tensors": t, "growth": growth.at_dump(device, t, step),
+                           "tensor_series": growth.series(device)}
                 if history.tracing:
                     members["peak_tensors"] = peak.read(
                         full, device, torch.cuda.max_memory_allocated(device),

@@ -16,7 +16,13 @@ Readings: the live bytes of each group (its site's file:line:function) -
 A group grows when its bytes rose at each of its last RUN_MIN readings or
 more, the latest included: first_step, last_step the steps of the first
 and last readings of that run, bytes_per_step its rise over them divided
-by the steps between; bytes what it holds at the dump."""
+by the steps between; bytes what it holds at the dump.
+
+The same readings, each timed on the snapshots' clock, are the device's
+series by line (docs/snapshot-format.md devices[].tensor_series): the
+SERIES_LINES lines holding the most at any kept reading, the rest of
+each reading's tensors as one figure, for the timelines."""
+import ctypes
 import time
 
 tensors = part("tensors")  # noqa: F821 (set by cumemtrace_torch.part)
@@ -29,7 +35,10 @@ _peak_step = {}  # device -> the step during which it last grew
 SHARE = 0.01     # of the process's CPU time, at most, for the step readings
 KEPT = 64        # readings kept per device (the oldest go)
 RUN_MIN = 2      # rises in a row that make a growth
-_readings = {}   # device -> [(step, {key: bytes})]
+SERIES_LINES = 16  # lines a series names; the rest of a reading is one figure
+_readings = {}   # device -> [(step, {key: bytes}, time_ns, allocated, reserved)]
+_sites = {}      # device -> {key: site}: the lines the readings name
+_clock = []      # the library's cumemtrace_clock_ns, or None (an older one)
 _best = {}       # device -> the most allocated bytes at a step's end
 _spent = [0.0]   # CPU seconds the step readings took
 _dumps = [0]     # dumps read so far (the steps without an optimizer)
@@ -39,13 +48,64 @@ def _by_site(t):
     return {tensors.site_key(g["site"]): g["bytes"] for g in t["groups"] if g["site"]}
 
 
-def _keep(device, step, sites):
+def _now_ns():
+    """Now on the snapshots' clock (ns since the library loaded), or None."""
+    if not _clock:
+        try:
+            fn = ctypes.CDLL(None).cumemtrace_clock_ns
+            fn.restype = ctypes.c_int64
+            fn.argtypes = []
+        except (AttributeError, OSError):
+            fn = None  # an older library: the readings have no time
+        _clock.append(fn)
+    return _clock[0]() if _clock[0] is not None else None
+
+
+def _keep(device, step, t):
+    """Keeps tensors.read's `t` as device's reading of `step`."""
+    sites = _by_site(t)
+    names = _sites.setdefault(device, {})
+    for g in t["groups"]:
+        if g["site"]:
+            names.setdefault(tensors.site_key(g["site"]), g["site"])
+    # the blocks with no user frame, as one line of the series (site null)
+    loose = sum(g["bytes"] for g in t["groups"] if not g["site"])
+    if loose:
+        sites = dict(sites, **{"": loose})
+        names[""] = None
+    cache = t["cache"]["bytes"] if t.get("cache") else 0
+    row = (step, sites, _now_ns(), t["allocated_bytes"], t["allocated_bytes"] + cache)
     r = _readings.setdefault(device, [])
     if r and r[-1][0] == step:
-        r[-1] = (step, sites)  # the same step read again: the later stands
+        r[-1] = row  # the same step read again: the later stands
     else:
-        r.append((step, sites))
+        r.append(row)
     del r[:-KEPT]
+
+
+def series(device):
+    """devices[].tensor_series of `device`: None without readings, else
+    {lines: [site], readings: [{step, time_ns, allocated_bytes,
+    reserved_bytes, bytes: [one per line], other_bytes}]}, the lines those
+    holding the most at any reading (largest first; null: the blocks with
+    no user frame), other_bytes the rest of the reading's allocated bytes."""
+    r = _readings.get(device)
+    if not r:
+        return None
+    most = {}
+    for row in r:
+        for key, b in row[1].items():
+            if b > most.get(key, -1):
+                most[key] = b
+    keys = sorted(most, key=lambda k: (-most[k], k))[:SERIES_LINES]
+    names = _sites.get(device, {})
+    out = []
+    for step, sites, t_ns, allocated, reserved in r:
+        shown = [sites.get(k, 0) for k in keys]
+        out.append({"step": step, "time_ns": t_ns, "allocated_bytes": allocated,
+                    "reserved_bytes": reserved, "bytes": shown,
+                    "other_bytes": max(0, allocated - sum(shown))})
+    return {"lines": [names[k] for k in keys], "readings": out}
 
 
 def start(torch):
@@ -126,7 +186,7 @@ def at_step_end(torch, step, now):
     t = time.process_time()
     snap = history.snapshot(torch).get("segments", [])
     for d in grew:
-        _keep(d, step, _by_site(tensors.read(snap, d)))
+        _keep(d, step, tensors.read(snap, d))
     _spent[0] += time.process_time() - t
 
 
@@ -135,9 +195,9 @@ def at_dump(device, t, step):
     step_of_dump's), then the device's growth list."""
     by_site = _by_site(t)
     if phases.step_count() == 0:
-        _keep(device, step, by_site)  # readings between dumps
+        _keep(device, step, t)  # readings between dumps
     # else the step ends' readings alone: each at the same point of its step
-    r = _readings.get(device, [])
+    r = [(row[0], {k: b for k, b in row[1].items() if k}) for row in _readings.get(device, [])]
     groups = {tensors.site_key(g["site"]): g for g in t["groups"] if g["site"]}
     out = []
     for key, now in by_site.items():
