@@ -948,3 +948,35 @@ def test_flame_graph_sites_and_timeline_draw_pytorchs_tensors(browser, tmp_path)
     assert not seg["tensor_model"]
     assert sum(seg["sites"]["live"]) == sum(g["bytes"] for g in
                                            json.loads(src.read_text())["devices"][0]["live"])
+
+
+def test_diff_page_matches_pytorchs_lines_across_runs(browser, tmp_path):
+    """diff --html of an fp32 run and a gradient-checkpointing run, both
+    with PyTorch's tensors at the peak: the differential flame graph draws
+    their lines merged by line across the files - the checkpointed
+    forward's line (model.py:66, new only) with its bytes and a base of
+    none, the activations checkpointing dropped (model.py:72:block,
+    model.py:88:mlp) with no width in the new file."""
+    fp32, ckpt = INPUTS / "tensors" / "fp32.json", INPUTS / "tensors" / "ckpt.json"
+    out = tmp_path / "diff.html"
+    r = subprocess.run([str(CLI), "diff", "--html", str(out), str(fp32), str(ckpt)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode in (0, 1), r.stderr
+    m = open_page(browser, out, "html_diff_tensors.png")
+    assert all(f["tensor_model"] for f in m["files"])
+    assert "PyTorch's live tensors" in \
+        browser.eval("document.querySelector('#flamegraph p.note').textContent")
+    peak = {g["site"]["line"]: g["bytes"] for g in json.loads(ckpt.read_text())
+            ["devices"][0]["peak_tensors"]["groups"]}
+
+    def rect(name):
+        return browser.eval(f"""(() => {{ const e = [...document.querySelectorAll('#flamegraph rect')]
+            .find(r => r.dataset.name === {json.dumps(name)});
+            if (!e) return null;
+            const x = e.getBoundingClientRect(); return [x.left + 1, x.top + 5, +e.dataset.bytes]; }})()""")
+    got = rect("model.py:66:forward")
+    assert got is not None and got[2] == peak[66], (got, peak)
+    browser.mouse("mouseMoved", got[0], got[1])
+    tip = browser.eval("document.getElementById('tip').textContent")
+    assert "base 0 B" in tip, tip
+    assert rect("model.py:72:block") is None and rect("model.py:88:mlp") is None

@@ -213,7 +213,7 @@
         modes.filter(function (m) { return m[0] === mode; })[0][1] +
         (tens ? ": PyTorch's live tensors by their Python stack (as cumemtrace flamegraph draws them; --segments draws the driver's segments)"
               : file.tensor_model ? ": the driver's segments (the file has no reading of PyTorch's tensors at this moment)" : '') + '. ' +
-        (diffBase ? 'Width: bytes in the new file; red grew, blue shrank since the base (call sites gone from the new file have no width).'
+        (diffBase ? 'Width: bytes in the new file; red grew, blue shrank since the base (' + (tens ? 'lines' : 'call sites') + ' gone from the new file have no width).'
                   : 'Python frames green-blue, native frames orange, CUDA entry points red. Click a frame to zoom, click a frame nearer the root to zoom out.'));
       chart = flameChart(holder, root, { diff: !!diffBase, flip: flip });
       if (search.value) chart.search(search.value);
