@@ -5,10 +5,14 @@ import json
 import os
 import pathlib
 import subprocess
+import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+from cli_helper import cli  # noqa: E402,F401 (the suites' one CLI runner)
+
 BUILD = pathlib.Path(os.environ.get("CUMEMTRACE_BUILD", ROOT / "build"))
 LIB = BUILD / "libcumemtrace.so"
 SIM = BUILD / "sim"

@@ -3,15 +3,8 @@ temporary frees (freed with no other allocation in between, heaptrack's
 definition), checked against a program that knows its own counts
 (tests/progs/rt_churn.c), in the snapshot, report --json and the text."""
 import json
-import os
-import subprocess
 
-from conftest import CLI, MiB
-
-
-def cli(*args):
-    return subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True,
-                          env=dict(os.environ, NO_COLOR="1"), timeout=60)
+from conftest import MiB, cli
 
 
 def test_counts_per_site(run):

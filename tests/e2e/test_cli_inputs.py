@@ -7,24 +7,14 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 import zlib
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("CUMEMTRACE_BUILD", ROOT / "build"))
-CLI = BUILD / "cumemtrace"
+from conftest import CLI, ROOT, cli
 INPUTS = ROOT / "tests" / "golden" / "inputs"
 
 pytestmark = pytest.mark.skipif(not CLI.exists(), reason=f"{CLI} not built (make cli)")
-
-
-def cli(*args, cwd=None):
-    return subprocess.run([str(CLI)] + [str(a) for a in args], capture_output=True,
-                          text=True, env=dict(os.environ, NO_COLOR="1"), timeout=10,
-                          cwd=cwd)
 
 
 def refused(r, path, why):

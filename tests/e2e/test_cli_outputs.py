@@ -6,23 +6,15 @@ overwritten), never a FIFO (the command blocked) or a device node
 import os
 import stat
 import subprocess
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("CUMEMTRACE_BUILD", ROOT / "build"))
-CLI = BUILD / "cumemtrace"
+from conftest import CLI, ROOT, cli
 INPUTS = ROOT / "tests" / "golden" / "inputs"
 STREAM = ROOT / "tests" / "fuzz" / "stream_seeds" / "cut.stream"
 SNAP = INPUTS / "exit_train.json"
 
 pytestmark = pytest.mark.skipif(not CLI.exists(), reason=f"{CLI} not built (make cli)")
-
-
-def cli(*args):
-    return subprocess.run([str(CLI)] + [str(a) for a in args], capture_output=True,
-                          text=True, env=dict(os.environ, NO_COLOR="1"), timeout=10)
 
 
 def writers(out):

@@ -2,29 +2,21 @@
 inputs/, made by gen_inputs.py) that a byte-for-byte golden file cannot
 express: sums that must equal the snapshot's own figures, valid trace-event
 JSON, exit codes, and every malformed input on every subcommand."""
+import functools
 import json
 import re
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("CUMEMTRACE_BUILD", ROOT / "build"))
-CLI = BUILD / "cumemtrace"
+from conftest import CLI, ROOT, cli
+
+# Every view here must succeed unless a test says otherwise.
+cli = functools.partial(cli, check=True)
 INPUTS = ROOT / "tests" / "golden" / "inputs"
 
 pytestmark = pytest.mark.skipif(not CLI.exists(), reason=f"{CLI} not built (make cli)")
-
-
-def cli(*args, check=True):
-    r = subprocess.run([str(CLI)] + [str(a) for a in args], capture_output=True, text=True,
-                       env=dict(os.environ, NO_COLOR="1"), timeout=120)
-    if check:
-        assert r.returncode == 0, r.stderr
-    return r
 
 
 def snap(name):

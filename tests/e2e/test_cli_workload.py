@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import SAN_RUNTIME
+from conftest import SAN_RUNTIME, cli
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("CUMEMTRACE_BUILD", ROOT / "build"))
@@ -45,11 +45,6 @@ def runs(tmp_path_factory):
         assert str(out) in r.stderr, "run lists the snapshot it wrote"
         files[batch] = out
     return files
-
-
-def cli(*args):
-    return subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True,
-                          env=dict(os.environ, NO_COLOR="1"), timeout=60)
 
 
 def test_diff_names_the_call_site_and_the_exact_change(runs):

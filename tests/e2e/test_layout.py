@@ -9,17 +9,9 @@ import subprocess
 
 import pytest
 
-from conftest import CLI, ROOT
+from conftest import CLI, ROOT, cli
 
 INPUTS = ROOT / "tests" / "golden" / "inputs"
-
-
-def cli(*args, env=None, cwd=None):
-    e = dict(os.environ, NO_COLOR="1")
-    e.pop("COLUMNS", None)
-    e.update(env or {})
-    return subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True,
-                          env=e, timeout=60, cwd=cwd)
 
 
 def long_names(tmp_path):

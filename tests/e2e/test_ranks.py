@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import CLI, MiB, PROGS, base_env
+from conftest import CLI, MiB, PROGS, base_env, cli
 
 WORLD = 4
 
@@ -33,11 +33,6 @@ def job(tmp_path, name, **extra):
         p.stdout.close()
         p.stderr.close()
     return d, codes
-
-
-def cli(*args):
-    return subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True,
-                          env=dict(os.environ, NO_COLOR="1"), timeout=120)
 
 
 def row(out, rank):

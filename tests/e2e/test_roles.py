@@ -4,11 +4,10 @@ check that refuses roles that do not add up, and the HTML page's stacked
 bar - on a golden post-mortem given the allocator figures PyTorch's layer
 writes.  tests/torch/test_roles.py measures them on real PyTorch."""
 import json
-import subprocess
 
 import pytest
 
-from conftest import CLI, ROOT
+from conftest import ROOT, cli
 from test_html import browser, html, open_page  # noqa: F401 (the fixture)
 
 INPUTS = ROOT / "tests" / "golden" / "inputs"
@@ -38,11 +37,6 @@ def write(tmp_path, doc, name="roles.json"):
     p = tmp_path / name
     p.write_text(json.dumps(doc))
     return p
-
-
-def cli(*args):
-    return subprocess.run([str(CLI)] + [str(a) for a in args], capture_output=True, text=True,
-                          timeout=60)
 
 
 def test_report_prints_the_roles_and_the_optimizer_advice(tmp_path):

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, CLI, ROOT, SIM, base_env
+from conftest import BUILD, CLI, ROOT, SIM, base_env, cli
 
 SRC = ROOT / "tests" / "progs" / "rt_symbols.c"
 
@@ -39,14 +39,6 @@ def trace(exe, cwd):
                    capture_output=True, timeout=60)
     (snap,) = cwd.glob("cumemtrace.*.json")
     return snap
-
-
-def cli(*args, env=None):
-    e = dict(os.environ, NO_COLOR="1")
-    e.pop("CUMEMTRACE_DEBUGINFO", None)
-    e.update(env or {})
-    return subprocess.run([str(CLI), *map(str, args)], capture_output=True,
-                          text=True, env=e, timeout=60)
 
 
 def folded(snap, **kw):

@@ -5,18 +5,12 @@ error that says to add one) and by the library (a warning; the host runs
 on unchanged, without the setting)."""
 import json
 import os
-import subprocess
 
 import pytest
 
-from conftest import CLI, PROGS, run_env
+from conftest import PROGS, cli, run_env
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "..", "golden", "inputs")
-
-
-def cli(*args, env=None, cwd=None):
-    return subprocess.run([str(CLI)] + [str(a) for a in args], capture_output=True, text=True,
-                          env=env or dict(os.environ, NO_COLOR="1"), cwd=cwd, timeout=120)
 
 
 @pytest.mark.parametrize("depth", ["0", "1", "256"])

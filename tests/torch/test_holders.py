@@ -10,16 +10,13 @@ import collections
 import json
 import pickle
 import re
-import subprocess
 
-from conftest import CLI, SCENARIOS, MiB, line_of
+from conftest import MiB, SCENARIOS, cli, line_of
 
 
-def cli(*args):
-    r = subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True,
-                       timeout=120, env={"NO_COLOR": "1", "COLUMNS": "200"})
-    assert r.returncode == 0, r.stderr
-    return r.stdout
+def cli_text(*args):
+    """The CLI's output, 200 columns wide; it must succeed."""
+    return cli(*args, env={"COLUMNS": "200"}, check=True).stdout
 
 
 def snapshot_file(run, reason):
@@ -64,7 +61,7 @@ def our_groups(holders):
 def text_rows(path, *flags):
     """The text report's holder rows (--bytes --full): {display: bytes}
     under each heading of PyTorch's tensors."""
-    out = cli("report", "--bytes", "--full", *flags, path)
+    out = cli_text("report", "--bytes", "--full", *flags, path)
     tables, cur = {}, None
     for line in out.splitlines():
         if "of PyTorch's tensors" in line and line.rstrip().endswith("by line"):
@@ -87,7 +84,7 @@ def test_leak_at_exit_is_every_line_with_pytorchs_bytes_and_its_growth(scenario)
     # the peak's tensors are on (PyTorch's trace) for the at-peak table
     r = scenario("tm_leak_growth.py", env={"CUMEMTRACE_TORCH_PEAK": "1"})
     path = snapshot_file(r, "exit")
-    rep = json.loads(cli("report", "--json", path))["snapshots"][0]
+    rep = json.loads(cli_text("report", "--json", path))["snapshots"][0]
     dev = rep["devices"][0]
     theirs = torch_groups(r)
     ours = our_groups(dev["holders"])
@@ -114,7 +111,7 @@ def test_leak_at_exit_is_every_line_with_pytorchs_bytes_and_its_growth(scenario)
     heads = [k for k in tables if k.startswith("At the peak")]
     assert heads and tables[heads[0]] == {g["display"]: g["bytes"] for g in at_peak["groups"]}
     # --segments: the driver's view, as before
-    seg = cli("report", "--segments", path)
+    seg = cli_text("report", "--segments", path)
     assert "of PyTorch's tensors" not in seg, seg
     assert "Cached segments at peak, by the line that created them" in seg, seg
 
@@ -123,7 +120,7 @@ def test_transformer_oom_lists_every_line(scenario):
     r = scenario("tensors_transformer_oom.py", memory="2GiB")
     assert r.torch["raised"]
     path = snapshot_file(r, "oom")
-    rep = json.loads(cli("report", "--json", path))["snapshots"][0]
+    rep = json.loads(cli_text("report", "--json", path))["snapshots"][0]
     theirs = torch_groups(r)
     ours = our_groups(rep["oom"]["holders"])
     assert ours == theirs, (ours, theirs)
@@ -153,13 +150,13 @@ def test_backward_oom_names_autograds_blocks(scenario):
     r = scenario("tensors_backward_oom.py", memory="1536MiB")
     assert r.torch["raised"]
     path = snapshot_file(r, "oom")
-    rep = json.loads(cli("report", "--json", path))["snapshots"][0]
+    rep = json.loads(cli_text("report", "--json", path))["snapshots"][0]
     theirs = torch_groups(r)
     ours = our_groups(rep["oom"]["holders"])
     assert ours == theirs, (ours, theirs)
     # what backward made so far has no user line: its own row, with
     # autograd's node where the file names it
-    out = " ".join(cli("report", "--bytes", path).split())
+    out = " ".join(cli_text("report", "--bytes", path).split())
     rows = [g for g in rep["oom"]["holders"]["groups"] if g["line"] is None]
     assert rows and sum(g["bytes"] for g in rows) == theirs[None][0], (rows, theirs)
     for g in rows:
@@ -183,13 +180,13 @@ def test_advice_at_the_peak_names_only_the_peaks_tensors(scenario):
     assert dev["peak_tensors"] is None
     assert dev["allocator"]["peak_allocated_bytes"] == t["max_allocated"]
     # the driver's segments at the peak: FREED created most of them
-    seg = cli("report", "--segments", path)
+    seg = cli_text("report", "--segments", path)
     assert re.search(r"\d+\.\d% +\d+ +" + re.escape(freed), seg), seg
-    rep = json.loads(cli("report", "--json", path))["snapshots"][0]
+    rep = json.loads(cli_text("report", "--json", path))["snapshots"][0]
     [adv] = [a for a in rep["advice"] if "peak of device 0" in a["text"]]
     assert adv["id"] == "peak-unrecorded", adv
     assert "pm_peak_reuse.py" not in adv["text"], adv
-    out = cli("report", path)
+    out = cli_text("report", path)
     text = " ".join(out.split("Advice")[1].split())
     assert "pm_peak_reuse.py" not in text and "holds" not in text, text
     # its figures are the lines printed beside it
@@ -205,7 +202,7 @@ def test_advice_at_the_peak_names_only_the_peaks_tensors(scenario):
     # with the peak's tensors: REUSED, by the at-peak table's own row
     r = scenario("pm_peak_reuse.py", env={"CUMEMTRACE_TORCH_PEAK": "1"})
     path = snapshot_file(r, "exit")
-    rep = json.loads(cli("report", "--json", path))["snapshots"][0]
+    rep = json.loads(cli_text("report", "--json", path))["snapshots"][0]
     at_peak = rep["devices"][0]["holders_at_peak"]
     assert at_peak["source"] == "tensors", at_peak
     top = at_peak["groups"][0]
@@ -264,12 +261,12 @@ def test_report_over_ranks_sums_each_ranks_tensor_lines(scenario):
             r = scenario("pm_peak_reuse.py", n, env=env)
             path = snapshot_file(r, "exit")
             assert r.only("exit")["process"]["rank"] == rank
-            dev = json.loads(cli("report", "--json", path))["snapshots"][0]["devices"][0]
+            dev = json.loads(cli_text("report", "--json", path))["snapshots"][0]["devices"][0]
             h = dev["holders_at_peak" if peak else "holders"]
             assert h["source"] == "tensors", h
             per_rank.append({g["display"]: g["bytes"] for g in h["groups"]})
             paths.append(path)
-        out = cli("report", "--bytes", *paths)
+        out = cli_text("report", "--bytes", *paths)
         heading = ("PyTorch's tensors by line at each rank's peak" if peak else
                    "PyTorch's tensors by line, live in each rank's newest file")
         rows = rank_rows(out, heading)
@@ -277,6 +274,6 @@ def test_report_over_ranks_sums_each_ranks_tensor_lines(scenario):
         assert not any(k.startswith(freed) for k in rows), out
         if not peak:
             assert "CUMEMTRACE_TORCH_PEAK=1" in out, out
-        seg = cli("report", "--bytes", "--segments", *paths)
+        seg = cli_text("report", "--bytes", "--segments", *paths)
         assert "PyTorch's tensors by line" not in seg.split("detailed below")[0], seg
         assert any(k.startswith(freed) for k in rank_rows(seg, "Call sites at each rank's peak")), seg

@@ -9,20 +9,17 @@ import collections
 import json
 import os
 import pickle
-import subprocess
 
 import pytest
 
-from conftest import CLI, MiB, SCENARIOS, line_of
+from conftest import MiB, SCENARIOS, cli, line_of
 
 CACHE = "[PyTorch's cache]"
 
 
-def cli(*args):
-    r = subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True,
-                       timeout=60, env={"NO_COLOR": "1", "COLUMNS": "200"})
-    assert r.returncode == 0, r.stderr
-    return r.stdout
+def cli_text(*args):
+    """The CLI's output, 200 columns wide; it must succeed."""
+    return cli(*args, env={"COLUMNS": "200"}, check=True).stdout
 
 
 def file_of(run, reason):
@@ -100,7 +97,7 @@ def test_eval_leak_is_named_by_the_eval_line_in_the_flamegraph(scenario):
     bytes, and the training line holds nothing."""
     r = scenario("tensors_eval_leak.py", memory="8GiB")
     theirs = torch_by_user_line(r)
-    ours = folded_by_user_line(cli("flamegraph", "--at", "live", file_of(r, "exit")))
+    ours = folded_by_user_line(cli_text("flamegraph", "--at", "live", file_of(r, "exit")))
     assert without_cache(ours) == theirs, (ours, theirs)
     evl, train = line_of("tensors_eval_leak.py", "EVAL"), line_of("tensors_eval_leak.py", "TRAIN")
     assert ours[("tensors_eval_leak.py", evl)] == 4 * 32 * MiB, ours
@@ -108,7 +105,7 @@ def test_eval_leak_is_named_by_the_eval_line_in_the_flamegraph(scenario):
     assert sum(ours.values()) == r.torch["reserved"]
     # The driver's view stays behind the flag: there the training forward's
     # line holds the segments the kept logits sit in.
-    seg = folded_by_user_line(cli("flamegraph", "--at", "live", "--segments",
+    seg = folded_by_user_line(cli_text("flamegraph", "--at", "live", "--segments",
                                   file_of(r, "exit")))
     assert seg.get(("tensors_eval_leak.py", train), 0) > 0, seg
 
@@ -116,11 +113,11 @@ def test_eval_leak_is_named_by_the_eval_line_in_the_flamegraph(scenario):
 def test_eval_leak_in_speedscope_has_the_same_weights(scenario):
     r = scenario("tensors_eval_leak.py", memory="8GiB")
     out = r.files[0].parent / "leak.speedscope.json"
-    cli("export", "--format", "speedscope", "-o", out, file_of(r, "exit"))
+    cli_text("export", "--format", "speedscope", "-o", out, file_of(r, "exit"))
     doc = json.loads(out.read_text())
     ours = speedscope_by_user_line(doc, "device 0 live at dump")
     assert without_cache(ours) == torch_by_user_line(r), ours
-    fg = folded_by_user_line(cli("flamegraph", "--at", "live", file_of(r, "exit")))
+    fg = folded_by_user_line(cli_text("flamegraph", "--at", "live", file_of(r, "exit")))
     assert ours == fg
 
 
@@ -130,7 +127,7 @@ def test_diff_of_two_dumps_names_the_leak_and_its_growth(scenario):
     graphs' saved outputs), at 32 MiB a step."""
     r = scenario("tensors_eval_leak.py", memory="8GiB")
     d2, d4 = (r.files[0].parent / f"cumemtrace.step{n}.json" for n in (2, 4))
-    out = " ".join(cli("diff", "--bytes", d2, d4).split())
+    out = " ".join(cli_text("diff", "--bytes", d2, d4).split())
     assert "base at its api dump" in out and "new at its api dump" in out, out
     assert "at exit" not in out, out
     evl = line_of("tensors_eval_leak.py", "EVAL")
@@ -140,7 +137,7 @@ def test_diff_of_two_dumps_names_the_leak_and_its_growth(scenario):
 def test_backward_oom_flamegraph_has_pytorchs_lines(scenario):
     r = scenario("tensors_backward_oom.py", memory="1536MiB")
     assert r.torch["raised"]
-    ours = folded_by_user_line(cli("flamegraph", "--at", "oom", file_of(r, "oom")))
+    ours = folded_by_user_line(cli_text("flamegraph", "--at", "oom", file_of(r, "oom")))
     theirs = torch_by_user_line(r)
     assert without_cache(ours) == theirs, (ours, theirs)
 
@@ -148,13 +145,13 @@ def test_backward_oom_flamegraph_has_pytorchs_lines(scenario):
 def test_gpt2_forward_oom_flamegraph_has_pytorchs_lines(scenario):
     r = scenario("tensors_gpt2_oom.py", memory="3GiB")
     assert r.torch["raised"]
-    ours = folded_by_user_line(cli("flamegraph", "--at", "oom", file_of(r, "oom")))
+    ours = folded_by_user_line(cli_text("flamegraph", "--at", "oom", file_of(r, "oom")))
     theirs = torch_by_user_line(r)
     assert without_cache(ours) == theirs, (ours, theirs)
     fwd = ("tensors_gpt2_oom.py", line_of("tensors_gpt2_oom.py", "FORWARD"))
     assert ours[fwd] == max(theirs.values()), ours
     # whole stacks: transformers' frames lie between the user's line and the leaf
-    text = cli("flamegraph", "--at", "oom", file_of(r, "oom"))
+    text = cli_text("flamegraph", "--at", "oom", file_of(r, "oom"))
     assert any("modeling_gpt2.py:" in ln and f":{fwd[1]}:" in ln for ln in text.splitlines())
 
 
@@ -168,7 +165,7 @@ def test_checkpointing_diff_names_the_activations_that_went(scenario):
     ckpt = scenario("tensors_checkpoint.py", "ckpt", memory="4GiB", env=peak)
     if plain.device()["peak_tensors"] is None:
         pytest.skip("the library wrote no peak_tensors (the peak's tensors are not read yet)")
-    out = cli("diff", "--bytes", "--full", file_of(plain, "exit"), file_of(ckpt, "exit"))
+    out = cli_text("diff", "--bytes", "--full", file_of(plain, "exit"), file_of(ckpt, "exit"))
     head = "The peak's tensors by line"
     assert head in out, out
     table = out[out.index(head):out.index("\n\n", out.index(head))]
