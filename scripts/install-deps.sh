@@ -5,7 +5,12 @@
 #   scripts/install-deps.sh                   install what is missing
 #   scripts/install-deps.sh --check-or-install   same (what `make` calls)
 #   scripts/install-deps.sh --check           only report; exit 1 if missing
-#   scripts/install-deps.sh --ci              also CI-only tools (clang for fuzzing)
+#   scripts/install-deps.sh --ci              also every tool a test needs (chromium, go,
+#                                             jsonschema, faketime, clang for fuzzing...):
+#                                             under CI=true a missing one fails its tests
+#                                             (tests/needs.py); the PyTorch venv, and
+#                                             the NVTX header in it, come from
+#                                             scripts/torch-env.sh
 #   scripts/install-deps.sh --torch           also what the PyTorch venv needs (make demo)
 #   scripts/install-deps.sh --bench           also what `make bench` compares with (heaptrack, memray)
 #   scripts/install-deps.sh --build           only what building needs (pip install calls
@@ -76,6 +81,8 @@ if [ "$ci" = 1 ]; then
     need golang-go   command -v go   # go tool pprof reads our export: tests/e2e/test_pprof_tool.py
     need clang command -v clang
     need faketime test -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1   # tests/e2e/test_start_up.py
+    # a shared libpython for an application that dlopens it after us: tests/e2e/test_python.py
+    need libpython3-dev "$py" -c 'import os, sys, sysconfig as s; sys.exit(not os.path.exists(os.path.join(s.get_config_var("LIBDIR"), s.get_config_var("INSTSONAME"))))'
     need libclang-rt-14-dev sh -c 'test -n "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null | grep /)" && test -f "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a)"'
 fi
 

@@ -12,6 +12,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 from cli_helper import cli  # noqa: E402,F401 (the suites' one CLI runner)
+import needs  # noqa: E402
 
 BUILD = pathlib.Path(os.environ.get("CUMEMTRACE_BUILD", ROOT / "build"))
 LIB = BUILD / "libcumemtrace.so"
@@ -177,6 +178,7 @@ def bytes_from(groups, snap, symbol):
 # (-m "not instructions").
 
 def pytest_configure(config):
+    needs.configure(config)
     config.addinivalue_line(
         "markers", "instructions: counts instructions under callgrind (slow); "
         "make test-quick skips these")
@@ -186,3 +188,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if getattr(item.module, "COUNTS_INSTRUCTIONS", False):
             item.add_marker(pytest.mark.instructions)
+
+
+def pytest_runtest_setup(item):
+    needs.check(item)

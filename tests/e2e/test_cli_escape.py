@@ -14,13 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from needs import needs
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("CUMEMTRACE_BUILD", ROOT / "build"))
 CLI = BUILD / "cumemtrace"
 sys.path.insert(0, str(ROOT / "tests" / "golden"))
 import gen_inputs  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not CLI.exists(), reason=f"{CLI} not built (make cli)")
+pytestmark = needs(CLI.exists(), f"{CLI}", "make cli builds it")
 
 EVIL = "\x1b[2J\r\x07\x9b31m\u202e\n\x7f"
 RAW = "@RAW@"            # replaced by bytes that are not UTF-8 after json.dump

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from needs import needs
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("CUMEMTRACE_BUILD", ROOT / "build"))
 CLI = BUILD / "cumemtrace"
@@ -57,7 +59,7 @@ def is_text_view(args):
     return not ({"--json", "--bytes", "chrome", "--width", "--full"} & set(args))
 
 
-@pytest.mark.skipif(not CLI.exists(), reason=f"{CLI} not built (make cli)")
+@needs(CLI.exists(), f"{CLI}", "make cli builds it")
 @pytest.mark.parametrize("case", CASES)
 def test_golden(case):
     d = GOLDEN / case

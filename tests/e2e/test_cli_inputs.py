@@ -12,9 +12,10 @@ import zlib
 import pytest
 
 from conftest import CLI, ROOT, cli
+from needs import needs
 INPUTS = ROOT / "tests" / "golden" / "inputs"
 
-pytestmark = pytest.mark.skipif(not CLI.exists(), reason=f"{CLI} not built (make cli)")
+pytestmark = needs(CLI.exists(), f"{CLI}", "make cli builds it")
 
 
 def refused(r, path, why):

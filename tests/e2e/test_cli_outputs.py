@@ -10,11 +10,12 @@ import subprocess
 import pytest
 
 from conftest import CLI, ROOT, cli
+from needs import needs
 INPUTS = ROOT / "tests" / "golden" / "inputs"
 STREAM = ROOT / "tests" / "fuzz" / "stream_seeds" / "cut.stream"
 SNAP = INPUTS / "exit_train.json"
 
-pytestmark = pytest.mark.skipif(not CLI.exists(), reason=f"{CLI} not built (make cli)")
+pytestmark = needs(CLI.exists(), f"{CLI}", "make cli builds it")
 
 
 def writers(out):

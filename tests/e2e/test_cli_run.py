@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from needs import DEPS, missing, needs
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("CUMEMTRACE_BUILD", ROOT / "build"))
 CLI = BUILD / "cumemtrace"
 
-pytestmark = pytest.mark.skipif(not CLI.exists(), reason=f"{CLI} not built (make cli)")
+pytestmark = needs(CLI.exists(), f"{CLI}", "make cli builds it")
 
 STAND_IN = r"""
 #include <fcntl.h>
@@ -54,7 +56,7 @@ def stand_in(tmp_path_factory):
     lib = d / "libcumemtrace.so"
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
-        pytest.skip("no C compiler to build the stand-in library")
+        missing("a C compiler (cc) to build the stand-in library", DEPS + " (gcc)")
     subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
     return lib
 

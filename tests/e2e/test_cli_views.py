@@ -11,12 +11,13 @@ import sys
 import pytest
 
 from conftest import CLI, ROOT, cli
+from needs import needs
 
 # Every view here must succeed unless a test says otherwise.
 cli = functools.partial(cli, check=True)
 INPUTS = ROOT / "tests" / "golden" / "inputs"
 
-pytestmark = pytest.mark.skipif(not CLI.exists(), reason=f"{CLI} not built (make cli)")
+pytestmark = needs(CLI.exists(), f"{CLI}", "make cli builds it")
 
 
 def snap(name):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SAN_RUNTIME, cli
+from needs import needs
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("CUMEMTRACE_BUILD", ROOT / "build"))
@@ -19,8 +20,8 @@ CLI = BUILD / "cumemtrace"
 NEEDED = [CLI, BUILD / "libcumemtrace.so", BUILD / "sim" / "libcudart.so.13",
           BUILD / "examples" / "train_sim"]
 
-pytestmark = pytest.mark.skipif(not all(p.exists() for p in NEEDED),
-                                reason="needs " + ", ".join(str(p) for p in NEEDED))
+pytestmark = needs(all(p.exists() for p in NEEDED), " or ".join(str(p) for p in NEEDED),
+                   "make test-bins builds them")
 
 LAYERS, HIDDEN = 4, 4096
 PER_SAMPLE = LAYERS * 2048 * HIDDEN * 2  # what one more sample adds at the peak

@@ -7,6 +7,7 @@ import subprocess
 import pytest
 
 from conftest import BUILD, CLI, ROOT, base_env
+from needs import DEPS, TORCH_VENV, missing, needs
 
 INPUTS = ROOT / "tests" / "golden" / "inputs"
 SCHEMA = ROOT / "tests" / "data" / "speedscope-schema.json"
@@ -22,8 +23,10 @@ def export(fmt, path, out):
 
 @pytest.mark.parametrize("name", GOOD)
 def test_speedscope_schema_and_sums(name, tmp_path):
-    jsonschema = pytest.importorskip("jsonschema", reason="python3-jsonschema not installed "
-                                     "(scripts/install-deps.sh --ci installs it)")
+    try:
+        import jsonschema
+    except ImportError:
+        missing("python3-jsonschema", DEPS)
     doc = json.loads(export("speedscope", INPUTS / name, tmp_path / "s.json").read_text())
     jsonschema.validate(doc, json.loads(SCHEMA.read_text()))
     snap = json.loads((INPUTS / name).read_text())
@@ -135,8 +138,8 @@ def memviz_check(paths):
     return json.loads(r.stdout)
 
 
-@pytest.mark.skipif(not os.path.exists(TORCH_PY),
-                    reason=f"no PyTorch environment at {TORCH_PY} (set CUMEMTRACE_TORCH_PYTHON)")
+@needs(os.path.exists(TORCH_PY), f"the PyTorch venv's {TORCH_PY}",
+       TORCH_VENV + "; CUMEMTRACE_TORCH_PYTHON names another")
 def test_memory_viz_reads_with_torch(tmp_path):
     """One PyTorch process (importing torch takes seconds) reads them all."""
     files = [INPUTS / n for n in

@@ -13,20 +13,20 @@ import pytest
 
 from browser import CHROMIUM, Browser
 from conftest import BUILD, CLI, PROGS, ROOT, base_env, run_env
+from needs import DEPS, TORCH_VENV, missing, needs
 
 TRAIN = BUILD / "examples" / "train_sim"
 ARTIFACTS = BUILD / "test-artifacts"
 INPUTS = ROOT / "tests" / "golden" / "inputs"
 DEMO_ENV = {"SIMCUDA_MEMORY": "24GiB", "SIMCUDA_RESERVED": "700MiB"}
 
-pytestmark = pytest.mark.skipif(not TRAIN.exists(),
-                                reason=f"{TRAIN} not built (make test-bins)")
+pytestmark = needs(TRAIN.exists(), f"{TRAIN}", "make test-bins builds it")
 
 
 @pytest.fixture(scope="module")
 def browser():
     if CHROMIUM is None:
-        pytest.skip("chromium not installed (scripts/install-deps.sh --ci installs it)")
+        missing("chromium", DEPS)
     b = Browser()
     yield b
     b.close()
@@ -603,8 +603,8 @@ def test_allocator_segments_page(browser, tmp_path):
 NVTX_PROG = PROGS / "rt_nvtx"
 
 
-@pytest.mark.skipif(not NVTX_PROG.exists(), reason="rt_nvtx not built: no NVTX 3 header "
-                    "(see tests/nvtx.mk)")
+@needs(NVTX_PROG.exists(), "rt_nvtx, built only where an NVTX 3 header is (tests/nvtx.mk)",
+       TORCH_VENV + ", then make test-bins")
 def test_ranges_under_the_timeline(browser, tmp_path):
     """The program's NVTX ranges are drawn under the device's timeline, on
     its time axis, one row per nesting level, each bar titled by its path."""

@@ -10,11 +10,10 @@ import re
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from conftest import BUILD, CLI, LIB, PROGS, ROOT, run_env
+from needs import needs
 
-pytestmark = pytest.mark.skipif(not CLI.exists(), reason=f"{CLI} not built (make)")
+pytestmark = needs(CLI.exists(), f"{CLI}", "make builds it")
 PREFIX = "/opt/cumemtrace"
 
 

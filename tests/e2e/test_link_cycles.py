@@ -20,9 +20,8 @@ import os
 import re
 import subprocess
 
-import pytest
-
 from conftest import BUILD, ROOT
+from needs import missing
 from test_include_cycles import components  # the same Tarjan, on units
 
 SRC = os.path.join(str(ROOT), "src")
@@ -124,7 +123,7 @@ def describe(comp, deps, why):
 
 def built():
     if not os.path.isdir(os.path.join(OBJ, "preload")):
-        pytest.skip(f"no objects under {OBJ}: run make first")
+        missing(f"the objects under {OBJ}", "make builds them")
 
 
 def test_no_call_loops_between_units():

@@ -6,12 +6,13 @@ peak, bounded in memory."""
 import pytest
 
 from conftest import LIB, PROGS, MiB, device
+from needs import TORCH_VENV, needs
 
 NVTX = {"NVTX_INJECTION64_PATH": str(LIB)}
-needs_nvtx = pytest.mark.skipif(
-    not (PROGS / "rt_nvtx").exists(),
-    reason="rt_nvtx not built: no NVTX 3 header (CUDA toolkit's include/nvtx3 or "
-           "the nvidia-nvtx wheel of the PyTorch venv), see tests/nvtx.mk")
+needs_nvtx = needs(
+    (PROGS / "rt_nvtx").exists(), "rt_nvtx, built only where an NVTX 3 header is (the "
+    "CUDA toolkit's include/nvtx3 or the PyTorch venv's nvidia-nvtx wheel: tests/nvtx.mk)",
+    TORCH_VENV + ", then make test-bins")
 
 
 def parse(stdout):

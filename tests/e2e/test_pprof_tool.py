@@ -12,11 +12,11 @@ import subprocess
 import pytest
 
 from conftest import CLI, ROOT
+from needs import DEPS, needs
 
 INPUTS = ROOT / "tests" / "golden" / "inputs"
 GO = shutil.which("go")
-pytestmark = pytest.mark.skipif(GO is None, reason="go not installed, so no pprof to read the "
-                                "export (scripts/install-deps.sh --ci installs golang-go)")
+pytestmark = needs(GO is not None, "go (its pprof reads the export)", DEPS + " (golang-go)")
 TYPES = ("inuse_space", "inuse_space_exit", "alloc_space", "alloc_objects")
 ROW = re.compile(r"^\s*(-?\d+)B?\s+\S+%\s+\S+%\s+(-?\d+)B?\s+\S+%\s+(.+)$")
 

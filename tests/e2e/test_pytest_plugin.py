@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUILD, LIB, ROOT, SAN_RUNTIME, SIM, base_env
+from needs import TORCH_VENV, needs
 
 pytest_plugins = ["pytester"]
 
@@ -97,7 +98,7 @@ def run_inner(pytester, *args):
                                          "no:cacheprovider", *args, timeout=120)
 
 
-@pytest.mark.skipif(not LIB.exists(), reason=f"{LIB} not built")
+@needs(LIB.exists(), f"{LIB}", "make builds it")
 def test_markers_fail_over_limit_with_python_lines(pytester, monkeypatch):
     environ(monkeypatch, preload=True)
     r = run_inner(pytester, "--cumemtrace", "-rA", f"--cumemtrace-dir={pytester.path}/snaps")
@@ -121,7 +122,7 @@ def test_markers_fail_over_limit_with_python_lines(pytester, monkeypatch):
     assert len(snaps) == 2, snaps
 
 
-@pytest.mark.skipif(not LIB.exists(), reason=f"{LIB} not built")
+@needs(LIB.exists(), f"{LIB}", "make builds it")
 def test_reexecutes_under_the_preload(pytester, monkeypatch):
     environ(monkeypatch, preload=False)
     r = run_inner(pytester, "--cumemtrace")
@@ -139,7 +140,7 @@ def test_without_the_library_no_outcome_changes(pytester, monkeypatch):
     assert "LD_PRELOAD=/path/to/libcumemtrace.so" in out
 
 
-@pytest.mark.skipif(not LIB.exists(), reason=f"{LIB} not built")
+@needs(LIB.exists(), f"{LIB}", "make builds it")
 def test_without_the_option_markers_are_only_reported(pytester, monkeypatch):
     environ(monkeypatch, preload=True)
     r = run_inner(pytester)
@@ -148,7 +149,7 @@ def test_without_the_option_markers_are_only_reported(pytester, monkeypatch):
             "with --cumemtrace") in r.stdout.str()
 
 
-@pytest.mark.skipif(not LIB.exists(), reason=f"{LIB} not built")
+@needs(LIB.exists(), f"{LIB}", "make builds it")
 def test_tracing_disabled_leaves_outcomes_alone(pytester, monkeypatch):
     environ(monkeypatch, preload=True)
     monkeypatch.setenv("CUMEMTRACE_DISABLE", "1")
@@ -271,13 +272,12 @@ def torch_line(tag):
 
 
 def needs_torch(test):
-    """Skips `test` without the library, the PyTorch venv or the simulated GPU."""
+    """Needs the library, the PyTorch venv and the simulated GPU (needs.py)."""
     for mark in (
-            pytest.mark.skipif(not LIB.exists(), reason=f"{LIB} not built"),
-            pytest.mark.skipif(not os.access(TORCH_PY, os.X_OK),
-                               reason=f"no PyTorch venv at {TORCH_PY} (CUMEMTRACE_TORCH_PYTHON)"),
-            pytest.mark.skipif(not SIMGPU.exists(),
-                               reason="scripts/simgpu (PyTorch on the simulated GPU) not in this tree")):
+            needs(LIB.exists(), f"{LIB}", "make builds it"),
+            needs(os.access(TORCH_PY, os.X_OK), f"the PyTorch venv's {TORCH_PY}",
+                  TORCH_VENV + "; CUMEMTRACE_TORCH_PYTHON names another"),
+            needs(SIMGPU.exists(), "scripts/simgpu", "it is in the repository")):
         test = mark(test)
     return test
 

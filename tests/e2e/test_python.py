@@ -13,6 +13,7 @@ import subprocess
 import pytest
 
 from conftest import BUILD, ROOT, device, stacks
+from needs import DEPS, missing, needs
 
 PYTHON = os.environ.get("CUMEMTRACE_TEST_PYTHON", "/usr/bin/python3")
 SCRIPTS = ROOT / "tests" / "python"
@@ -21,8 +22,7 @@ EVAL = "_PyEval_EvalFrameDefault"
 NO_GIL = "python frames unavailable: GIL not held"
 REPEAT = 3  # train.REPEAT
 
-pytestmark = pytest.mark.skipif(not os.access(PYTHON, os.X_OK),
-                                reason=f"no CPython at {PYTHON}")
+pytestmark = needs(os.access(PYTHON, os.X_OK), f"CPython at {PYTHON}", DEPS + " (python3)")
 
 
 def _version():
@@ -346,7 +346,8 @@ def embedder(tmp_path, name):
         capture_output=True, text=True).stdout.split()
     libpython = os.path.join(*info) if len(info) == 2 else ""
     if cc is None or not os.path.exists(libpython):
-        pytest.skip(f"needs cc and a shared libpython ({libpython or 'none'})")
+        missing(f"cc or the shared libpython ({libpython or 'none'})",
+                DEPS + " (gcc, libpython3-dev)")
     embed = tmp_path / name
     subprocess.run([cc, "-o", embed, SCRIPTS / f"{name}.c", "-ldl"], check=True)
     return embed, libpython

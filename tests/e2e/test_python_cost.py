@@ -17,6 +17,7 @@ import sys
 import pytest
 
 from conftest import BUILD, LIB, ROOT, SAN_RUNTIME, SIM
+from needs import DEPS, needs
 
 PYTHON = os.environ.get("CUMEMTRACE_TEST_PYTHON", "/usr/bin/python3")
 BENCH = ROOT / "scripts" / "bench_python.py"
@@ -26,7 +27,7 @@ BOUND = 2000
 pytestmark = [
     pytest.mark.skipif(SAN_RUNTIME is not None,
                        reason="valgrind cannot run sanitizer-instrumented code"),
-    pytest.mark.skipif(not os.access(PYTHON, os.X_OK), reason=f"no CPython at {PYTHON}"),
+    needs(os.access(PYTHON, os.X_OK), f"CPython at {PYTHON}", DEPS + " (python3)"),
 ]
 
 

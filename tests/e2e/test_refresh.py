@@ -9,15 +9,13 @@ tests/torch/test_dumps.py does the same with PyTorch's real layer."""
 import json
 import os
 
-import pytest
-
 from conftest import BUILD, ROOT
+from needs import DEPS, needs
 
 PYTHON = os.environ.get("CUMEMTRACE_TEST_PYTHON", "/usr/bin/python3")
 SCRIPT = ROOT / "tests" / "python" / "refresh.py"
 
-pytestmark = pytest.mark.skipif(not os.access(PYTHON, os.X_OK),
-                                reason=f"no CPython at {PYTHON}")
+pytestmark = needs(os.access(PYTHON, os.X_OK), f"CPython at {PYTHON}", DEPS + " (python3)")
 
 
 def asked(run, mode):

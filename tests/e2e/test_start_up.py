@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from conftest import LIB, PROGS, SAN_RUNTIME, base_env
+from needs import DEPS, missing
 
 FAKETIME = pathlib.Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 FROZEN = {"FAKETIME": "2020-01-01 00:00:00"}
@@ -18,9 +19,7 @@ FROZEN = {"FAKETIME": "2020-01-01 00:00:00"}
 
 def faketime():
     if not FAKETIME.exists():
-        if os.environ.get("CI"):
-            pytest.fail("Debian's faketime package is missing: scripts/install-deps.sh --ci")
-        pytest.skip("Debian's faketime package is not installed (scripts/install-deps.sh --ci)")
+        missing(f"Debian's faketime ({FAKETIME})", DEPS)
     return FAKETIME
 
 

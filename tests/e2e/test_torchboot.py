@@ -9,9 +9,10 @@ import subprocess
 import pytest
 
 from conftest import CLI, SIM, base_env, run_env
+from needs import DEPS, needs
 
 PYTHON = "/usr/bin/python3"
-pytestmark = pytest.mark.skipif(not os.access(PYTHON, os.X_OK), reason=f"no {PYTHON}")
+pytestmark = needs(os.access(PYTHON, os.X_OK), f"CPython at {PYTHON}", DEPS + " (python3)")
 
 # Everything of the interpreter's own state a program may look at (issue
 # 24, item 19): under `cumemtrace run` each must equal the bare run's.

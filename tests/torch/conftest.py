@@ -21,6 +21,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 from cli_helper import cli  # noqa: E402,F401 (the suites' one CLI runner)
+import needs  # noqa: E402
 
 BUILD = pathlib.Path(os.environ.get("CUMEMTRACE_BUILD", ROOT / "build"))
 SIMGPU = ROOT / "scripts" / "simgpu"
@@ -159,3 +160,11 @@ def markers(snapshot, stack_id):
         if s["id"] == stack_id:
             return [f["marker"] for f in s["frames"] if "marker" in f]
     raise AssertionError(f"no stack {stack_id}")
+
+
+def pytest_configure(config):
+    needs.configure(config)
+
+
+def pytest_runtest_setup(item):
+    needs.check(item)
