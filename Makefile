@@ -257,4 +257,4 @@ check-deps:
 	@scripts/install-deps.sh --check-or-install
 
 clean:
-	rm -rf build build-san build-tsan
+	rm -rf build build-san build-tsan build-clang
