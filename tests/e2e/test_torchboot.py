@@ -256,3 +256,33 @@ def test_the_layout_survives_a_sub_interpreter_importing_ctypes(tmp_path):
                        env=base_env(), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[[(2, 1048576)]]", r.stdout
+
+
+FIT_WITHOUT_RESET = r"""
+import sys, types
+sys.path.insert(0, sys.argv[1])
+torch = types.ModuleType("torch")
+torch.__version__ = "2.0.0"
+torch._C = types.SimpleNamespace()  # no _cuda_resetPeakMemoryStats
+sys.modules["torch"] = torch
+import cumemtrace_torch
+cumemtrace_torch.part("fit").start(torch)
+print("started")
+"""
+
+
+def test_fit_without_pytorchs_reset_says_so_once_and_goes_on(tmp_path):
+    """Under `cumemtrace fit` the layer wraps PyTorch's private
+    _cuda_resetPeakMemoryStats; a PyTorch without it raised AttributeError
+    out of the layer's start (run inside CUDA's lazy initialisation, which
+    raises it into the program).  Now one warning names it."""
+    boot = SIM.parent / "share" / "cumemtrace" / "torchboot"
+    env = base_env(preload=False)
+    env["CUMEMTRACE_FIT_REPORT"] = str(tmp_path / "fit.json")
+    r = subprocess.run([PYTHON, "-c", FIT_WITHOUT_RESET, str(boot)], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "started\n", r.stderr
+    assert r.stderr.splitlines() == [
+        "cumemtrace: warning: PyTorch 2.0.0 has no torch._C._cuda_resetPeakMemoryStats: "
+        "fit's PyTorch peaks are those since the script's last reset_peak_memory_stats()"], \
+        r.stderr
