@@ -15,6 +15,10 @@ SANFLAGS := -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all 
             -DCUMEMTRACE_DEBUG
 endif
 PYTHON  ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
+# The release's one version: include/cumemtrace.h's CUMEMTRACE_VERSION_*, which
+# the library and the CLI compile in and setup.py reads (`make version`).
+VERSION := $(shell sed -n 's/^.define CUMEMTRACE_VERSION_[A-Z]* *\([0-9]*\)$$/\1/p' \
+             include/cumemtrace.h | paste -sd. -)
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CSTD    := -std=c11 -D_GNU_SOURCE
@@ -62,8 +66,10 @@ SIMNCCL := $(BUILD)/sim/libnccl.so.2
 SIMSTANDINS := $(SIMBLAS) $(SIMBLASLT) $(SIMDNN) $(SIMNCCL)
 
 .PHONY: all lib cli sim test test-quick test-unit test-e2e test-san demo demo-c install uninstall \
-        clean bench fuzz deps check-deps wheel
+        clean bench fuzz deps check-deps wheel version
 all: lib cli sim
+version:
+	@echo $(VERSION)
 TORCHBOOT := $(patsubst src/torchboot/%,$(BUILD)/share/cumemtrace/torchboot/%,$(wildcard src/torchboot/*.py src/torchboot/layer/*.py))
 lib: $(LIB) $(TORCHBOOT)
 cli: $(CLI)

@@ -78,6 +78,9 @@ def test_versions_come_from_the_public_header(run):
     assert snap["process"]["tool_version"] == want
     out = subprocess.run([str(CLI), "--version"], capture_output=True, text=True).stdout
     assert out.startswith(f"cumemtrace {want} (snapshot format {define('FORMAT_VERSION')})")
+    made = subprocess.run(["make", "-s", "-C", str(ROOT), "version"], capture_output=True,
+                          text=True, check=True).stdout
+    assert made == want + "\n"
     # no version string written out in the sources: each comes from the macros
     for path in list((ROOT / "src" / "preload").rglob("*.c")) + \
             list((ROOT / "src" / "cli").rglob("*.c")):

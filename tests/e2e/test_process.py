@@ -172,7 +172,7 @@ def test_symbol_list_is_exactly_what_we_export():
     assert names - wrapped == {"dlsym", "cumemtrace_dump", "cumemtrace_exit_snapshot",
                                "cumemtrace_version",
                                "cumemtrace_allocator_oom", "cumemtrace_allocator_state",
-                               "cumemtrace_allocator_segments", "cumemtrace_allocator_layout",
+                               "cumemtrace_allocator_layout",
                                "cumemtrace_allocator_refresher", "cumemtrace_allocator_tensors",
                                "cumemtrace_clock_ns",
                                "cumemtrace_mark_begin", "cumemtrace_mark_end",

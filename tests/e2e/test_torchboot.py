@@ -240,12 +240,12 @@ sub = interpreters.create()
 interpreters.run_string(sub, "import ctypes")
 interpreters.destroy(sub)
 got = []
-def handed(device, tag, arr, n):
+def handed(device, tag, arr, n, stacks, nstacks):
     got.append([(arr[i].nblocks, arr[i].blocks[0].size) for i in range(n)])
 snap = [{"device": 0, "address": 1 << 32, "total_size": 2 << 20, "segment_type": "large",
          "blocks": [{"address": 1 << 32, "size": 1 << 20, "state": "active_allocated"},
                     {"address": (1 << 32) + (1 << 20), "size": 1 << 20, "state": "inactive"}]}]
-layout.segments(None, 0, -1, (handed, False), snap)
+layout.segments(None, 0, -1, handed, snap)
 print(got)
 """
 

@@ -95,7 +95,7 @@ seg = (library.Segment * 1)()
 seg[0].address, seg[0].size, seg[0].nblocks = bufs[1], 8 * MiB, 1
 seg[0].blocks = ctypes.cast(blk, ctypes.POINTER(library.Block))
 text = (ctypes.c_char_p * 1)(b"/w/x.py:1:f")
-assert seg_fn[0](0, library.LAYOUT_STATE, seg, 1, text, 1) == -1
+assert seg_fn(0, library.LAYOUT_STATE, seg, 1, text, 1) == -1
 blk[0].stack = 1
-assert seg_fn[0](0, -2, seg, 1, text, 1) == -1
+assert seg_fn(0, -2, seg, 1, text, 1) == -1
 print("reported")

@@ -137,9 +137,8 @@ struct cumemtrace_allocator_block {
     int64_t offset;   /* from the segment's address */
     int64_t size;
     int32_t state;    /* CUMEMTRACE_BLOCK_* */
-    int32_t stack;    /* cumemtrace_allocator_layout: 1 + the index in its
-                         `stacks` of the Python frames that allocated the
-                         block, 0 none; ignored by cumemtrace_allocator_segments */
+    int32_t stack;    /* 1 + the index in `stacks` of the Python frames
+                         that allocated the block, 0 none */
 };
 
 struct cumemtrace_allocator_segment {
@@ -150,12 +149,7 @@ struct cumemtrace_allocator_segment {
     const struct cumemtrace_allocator_block *blocks; /* by offset */
 };
 
-int cumemtrace_allocator_segments(int device, int64_t tag,
-                                  const struct cumemtrace_allocator_segment *segments,
-                                  uint32_t nsegments);
-
-/* The same with the Python frames of the blocks (PyTorch's allocation
- * history): stacks[i] is "file:line:function" lines, innermost first, as in
+/* The Python frames of the blocks (PyTorch's allocation history): stacks[i] is "file:line:function" lines, innermost first, as in
  * cumemtrace_tensor_site, and a block's `stack` picks one.  `tag`
  * CUMEMTRACE_LAYOUT_STATE hands over the layout at a moment without a
  * failure (cumemtrace's Python layer: at interpreter exit, beside

@@ -1,4 +1,4 @@
-/* allocator_segments.c - cumemtrace_allocator_segments/_layout: where a
+/* allocator_segments.c - cumemtrace_allocator_layout: where a
  * caching allocator's memory lies at its OOM (the post-mortem's picture
  * of PyTorch's segments and blocks beside the driver-level layout), and at
  * the exit (tag CUMEMTRACE_LAYOUT_STATE: devices[].allocator_segments, what
@@ -71,7 +71,6 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct report *kept[RECORD_MAX_DEVICES][KEPT];
 static struct report *state[RECORD_MAX_DEVICES];
 
-/* nstacks < 0: the blocks' stack fields are not looked at. */
 static bool valid(const struct cumemtrace_allocator_segment *in, uint32_t n,
                   const char *const *stacks, int64_t nstacks)
 {
@@ -85,8 +84,7 @@ static bool valid(const struct cumemtrace_allocator_segment *in, uint32_t n,
             return false;
         for (uint32_t b = 0; b < in[i].nblocks; b++)
             if (in[i].blocks[b].offset < 0 || in[i].blocks[b].size < 0 ||
-                (nstacks >= 0 && (in[i].blocks[b].stack < 0 ||
-                                  in[i].blocks[b].stack > nstacks)))
+                in[i].blocks[b].stack < 0 || in[i].blocks[b].stack > nstacks)
                 return false;
     }
     return true;
@@ -182,14 +180,6 @@ static int keep(int device, int64_t tag, const struct cumemtrace_allocator_segme
     pthread_mutex_unlock(&lock);
     free(old);
     return 0;
-}
-
-__attribute__((visibility("default"))) int
-cumemtrace_allocator_segments(int device, int64_t tag,
-                              const struct cumemtrace_allocator_segment *segments,
-                              uint32_t nsegments)
-{
-    return keep(device, tag, segments, nsegments, NULL, -1);
 }
 
 __attribute__((visibility("default"))) int

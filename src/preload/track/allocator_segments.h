@@ -1,5 +1,5 @@
 /* allocator_segments.h - the caching allocator's segments and blocks at its
- * OOM (cumemtrace_allocator_segments/_layout in life/torch_protocol.h), kept
+ * OOM (cumemtrace_allocator_layout in life/torch_protocol.h), kept
  * for the post-mortem's oom.layout.allocator_segments, and at the exit, for
  * devices[].allocator_segments. */
 #ifndef CUMEMTRACE_ALLOCATOR_SEGMENTS_H

@@ -108,10 +108,7 @@ def _importing(frame):
 def register_refresh(torch, state, handoff):
     """Registers the refresh: PyTorch's figures and its layout (`handoff`,
     as report_state takes it) read again just before each dump."""
-    try:
-        reg = ctypes.PyDLL(None).cumemtrace_allocator_refresher  # keeps the GIL
-    except (AttributeError, OSError):
-        return  # an older library: its dumps carry the exit's figures
+    reg = ctypes.PyDLL(None).cumemtrace_allocator_refresher  # keeps the GIL
     reg.restype = ctypes.c_int
     reg.argtypes = [ctypes.py_object]
 
@@ -154,10 +151,7 @@ def exit_snapshot_at_program_end():
     (Py_AtExit, the C exit) come after it.  Registered before at_exit, so
     it runs after it (atexit runs in reverse order) and the snapshot holds
     the allocator's figures at exit."""
-    try:
-        fn = ctypes.CDLL(None).cumemtrace_exit_snapshot
-    except (AttributeError, OSError):
-        return  # not traced, or an older library: its own exit hooks stand
+    fn = ctypes.CDLL(None).cumemtrace_exit_snapshot
     fn.restype = ctypes.c_int
     fn.argtypes = []
     import atexit

@@ -22,8 +22,7 @@ def segments(torch, device, tag, fn, snap=None):
     segments and their blocks, from memory._snapshot()), tagged with the
     num_ooms of the facts that follow (an OOM) or LAYOUT_STATE (the exit),
     with the Python frames of each block where PyTorch's history has them
-    and the library takes them (fn from segments_fn)."""
-    fn, with_stacks = fn
+    (fn from segments_fn)."""
     if snap is None:
         snap = part("history").snapshot(torch).get("segments", [])
     segs = sorted((g for g in snap if g.get("device") == device), key=lambda g: g["address"])
@@ -37,7 +36,7 @@ def segments(torch, device, tag, fn, snap=None):
             b[j].offset = k["address"] - g["address"]
             b[j].size = k["size"]
             b[j].state = _STATES.get(k.get("state"), 3)
-            frames = k.get("frames") if with_stacks and k.get("state") != "inactive" else None
+            frames = k.get("frames") if k.get("state") != "inactive" else None
             if frames:
                 b[j].stack = stacks.setdefault(_block_stack(frames), len(stacks) + 1)
         keep.append(b)
@@ -46,9 +45,6 @@ def segments(torch, device, tag, fn, snap=None):
         arr[i].pool = 0 if g.get("segment_type") == "small" else 1
         arr[i].nblocks = len(blocks)
         arr[i].blocks = ctypes.cast(b, library.BlockPointer)
-    if not with_stacks:
-        fn(device, tag, arr, len(segs))
-        return
     text = (ctypes.c_char_p * max(len(stacks), 1))()
     for t, k in stacks.items():
         text[k - 1] = t.encode(errors="replace")
@@ -56,20 +52,9 @@ def segments(torch, device, tag, fn, snap=None):
 
 
 def segments_fn():
-    """(the library's layout hand-off, whether it takes stacks), or None."""
-    lib = ctypes.CDLL(None)
-    try:
-        fn = lib.cumemtrace_allocator_layout
-        fn.restype = ctypes.c_int
-        fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.POINTER(Segment), ctypes.c_uint32,
-                       ctypes.POINTER(ctypes.c_char_p), ctypes.c_uint32]
-        return fn, True
-    except (AttributeError, OSError):
-        pass
-    try:
-        fn = lib.cumemtrace_allocator_segments
-    except (AttributeError, OSError):
-        return None  # an older library: the driver-level layout stands
+    """The library's layout hand-off (cumemtrace_allocator_layout)."""
+    fn = ctypes.CDLL(None).cumemtrace_allocator_layout
     fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.POINTER(Segment), ctypes.c_uint32]
-    return fn, False
+    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.POINTER(Segment), ctypes.c_uint32,
+                   ctypes.POINTER(ctypes.c_char_p), ctypes.c_uint32]
+    return fn

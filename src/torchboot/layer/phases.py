@@ -106,36 +106,24 @@ def start(torch):
     mode = os.environ.get("CUMEMTRACE_TORCH_PHASES", "")
     if mode == "0":
         return
-    try:
-        lib = ctypes.CDLL(None)
-        push, pop = lib.cumemtrace_phase_push, lib.cumemtrace_phase_pop
-    except (AttributeError, OSError):
-        return  # an older library: no phases
+    lib = ctypes.CDLL(None)
+    push, pop = lib.cumemtrace_phase_push, lib.cumemtrace_phase_pop
     push.argtypes, push.restype = [ctypes.c_char_p, ctypes.c_char_p], ctypes.c_int
     pop.argtypes, pop.restype = [ctypes.c_char_p], ctypes.c_int
     _phase_push, _phase_pop = push, pop
-    try:
-        usage = lib.cumemtrace_usage
-        usage.argtypes, usage.restype = [ctypes.c_int, ctypes.POINTER(Usage)], ctypes.c_int
-        _usage_fn = usage
-    except AttributeError:
-        pass
+    usage = lib.cumemtrace_usage
+    usage.argtypes, usage.restype = [ctypes.c_int, ctypes.POINTER(Usage)], ctypes.c_int
+    _usage_fn = usage
     _mode = "hooks" if mode == "1" else "frames"
-    try:
-        ctx, named = lib.cumemtrace_peak_context, lib.cumemtrace_peak_phase
-        ctx.argtypes, ctx.restype = [ctypes.c_int, ctypes.POINTER(PeakContext)], ctypes.c_int
-        named.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p]
-        named.restype = ctypes.c_int
-        _context_fn, _peak_phase_fn = ctx, named
-    except AttributeError:
-        pass  # an older library: peaks are named only by the hooks
-    try:
-        ended = lib.cumemtrace_peak_phase_ended
-        ended.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p]
-        ended.restype = ctypes.c_int
-        _ended_fn = ended
-    except AttributeError:
-        pass  # an older library: a step that raised may keep the peak
+    ctx, named = lib.cumemtrace_peak_context, lib.cumemtrace_peak_phase
+    ctx.argtypes, ctx.restype = [ctypes.c_int, ctypes.POINTER(PeakContext)], ctypes.c_int
+    named.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p]
+    named.restype = ctypes.c_int
+    _context_fn, _peak_phase_fn = ctx, named
+    ended = lib.cumemtrace_peak_phase_ended
+    ended.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p]
+    ended.restype = ctypes.c_int
+    _ended_fn = ended
     here = _Thread()
     Tensor = torch.Tensor
     quiet = getattr(torch._C, "DisableTorchFunction", None)

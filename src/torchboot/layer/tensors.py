@@ -194,18 +194,12 @@ def warn(e):
 
 def hand_over(device, tag, members):
     """Hands `members` to the library for `device` with `tag` (LAYOUT_STATE
-    or an OOM's num_ooms); False when the library has no such entry point
-    or refused it."""
+    or an OOM's num_ooms); False when the library refused them."""
     if not _fn:
-        try:
-            fn = ctypes.CDLL(None).cumemtrace_allocator_tensors
-            fn.restype = ctypes.c_int
-            fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_char_p, ctypes.c_size_t]
-        except (AttributeError, OSError):
-            fn = None  # an older library
+        fn = ctypes.CDLL(None).cumemtrace_allocator_tensors
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_char_p, ctypes.c_size_t]
         _fn.append(fn)
-    if _fn[0] is None:
-        return False
     # a file name Python decoded with surrogateescape: "?" for its bytes
     text = bounded(members).encode("utf-8", "replace")
     return _fn[0](device, tag, text, len(text)) == 0
