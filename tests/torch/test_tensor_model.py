@@ -137,6 +137,12 @@ def test_the_step_end_reading_runs_no_memory_stats(scenario, env):
     assert r.device("exit")["tensors"] is not None
 
 
+def test_without_history_the_step_end_reads_no_counters(scenario):
+    # nothing to read at a step's end: not even PyTorch's raw counters
+    r = scenario("step_reading_cost.py", "raw", env={"CUMEMTRACE_TORCH_HISTORY": "0"})
+    assert r.torch == {"memory_stats_calls": 0, "steps": 20}, r.torch
+
+
 def test_no_growth_without_a_leak(scenario):
     r = scenario("tensors_params.py")
     assert r.device("exit")["growth"] == [], r.device("exit")["growth"]

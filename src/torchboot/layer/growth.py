@@ -118,8 +118,9 @@ def start(torch):
         if step > last[0]:  # a new most-steps: one reading a training step
             last[0] = step
             try:
-                if not torch.cuda.is_initialized():
-                    return
+                if not torch.cuda.is_initialized() or \
+                        not (history.tracing or history.reading()):
+                    return  # nothing to read: no counters either
                 now = {d: _allocated(torch, d) for d in range(torch.cuda.device_count())}
                 if history.tracing:
                     note_peak(now, step)

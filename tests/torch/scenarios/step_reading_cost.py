@@ -4,8 +4,12 @@ max_memory_allocated() call): the program itself never calls it, so bare
 it prints 0; traced it must print 0 too - the layer's reading at each step's
 end (growth by line, the peak's step) reads PyTorch's counters without
 memory_stats(), which flattens and sorts every counter in Python at about
-40 allocations' worth of CPU, each step."""
+40 allocations' worth of CPU, each step.  With argv[1] "raw" it counts
+PyTorch's raw counters (torch._C._cuda_memoryStats) too, which the layer
+reads at a step's end only when it has a reading to take: with its history
+off (CUMEMTRACE_TORCH_HISTORY=0) and no peak to follow, none."""
 import json
+import sys
 
 import torch
 
@@ -19,6 +23,13 @@ def counted(*args, **kwargs):
 
 
 torch.cuda.memory.memory_stats = counted
+if sys.argv[1:] == ["raw"]:
+    raw = torch._C._cuda_memoryStats
+
+    def counted_raw(*args, **kwargs):
+        calls[0] += 1
+        return raw(*args, **kwargs)
+    torch._C._cuda_memoryStats = counted_raw
 model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(),
                             torch.nn.Linear(256, 256)).cuda()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
