@@ -67,8 +67,8 @@ _Static_assert((0 FORMAT_KINDS(FORMAT_KIND_MISPLACED_)) == 0,
 /* Why a request failed, the post-mortem's "cause": X(suffix of
  * FORMAT_CAUSE_*, name in the snapshot).  docs/snapshot-format.md says what
  * each means; the writer classifies (oom_ledger.c, allocator.c), the reader
- * words them (text/oom_text.c, text/advice.c).  A new cause is a new line
- * here, its wording there. */
+ * words them in one row each (text/oom_causes.c).  A new cause is a new
+ * line here, its row there (docs/design.md lists what else it touches). */
 #define FORMAT_CAUSES(X)                                   \
     X(EXHAUSTED, "exhausted")                              \
     X(REFUSED_WHILE_FREE, "refused_while_free")            \

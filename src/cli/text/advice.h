@@ -48,6 +48,7 @@
 #ifndef CUMEMTRACE_CLI_ADVICE_H
 #define CUMEMTRACE_CLI_ADVICE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "oom_text.h"
@@ -82,6 +83,19 @@ struct advice {
     int order;               /* the order it was found in (ties) */
     char text[ADVICE_TEXT];  /* one paragraph, no trailing newline */
 };
+
+/* Adds a line to out[0..*n) unless it is full (oom_causes.c's rows add
+ * their cause's lines with it). */
+void advice_add(struct advice *out, int *n, const char *id, uint64_t bytes, const char *fmt,
+                ...) __attribute__((format(printf, 5, 6)));
+
+/* What the failing request lacked: the recorded shortfall, else request -
+ * free; 0 when not known. */
+uint64_t advice_short_by(const struct snap_oom *o);
+
+/* Who lacked the shortfall, into buf: "this request", or the failing call
+ * named with the allocator's request it serves (then returns true). */
+bool advice_lacking(const struct snapshot *s, char *buf, size_t n);
 
 /* Fills out[0..ADVICE_MAX) with the advice that applies to s, most urgent
  * first, and returns how many.  Returns -1 when out of memory. */

@@ -49,6 +49,10 @@ const char *oom_text_kind(int kind);
  * allocator". */
 const char *oom_text_allocator(const struct snap_allocator *a);
 
+/* The device's page size (its granularity) at the failure, SNAP_UNKNOWN
+ * when not recorded. */
+uint64_t oom_text_granularity(const struct snapshot *s);
+
 /* The explanation of a refusal with free >= request; *figure gets what the
  * sentence quotes (the rounded request, the margin, the untracked bytes). */
 enum oom_refusal oom_text_refusal(const struct snapshot *s, uint64_t *figure);

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "oom_causes.h"
 #include "out.h"
 #include "snapshot_phases.h"
 
@@ -12,7 +13,7 @@ static bool known(uint64_t v)
     return v != SNAP_UNKNOWN;
 }
 
-static uint64_t largest_free(const struct snap_allocator *a)
+uint64_t report_allocator_largest_free(const struct snap_allocator *a)
 {
     uint64_t s = known(a->largest_free_small) ? a->largest_free_small : 0;
     uint64_t l = known(a->largest_free_large) ? a->largest_free_large : 0;
@@ -21,15 +22,17 @@ static uint64_t largest_free(const struct snap_allocator *a)
     return s > l ? s : l;
 }
 
-static const char *who(const struct snap_allocator *a)
+const char *report_allocator_who(const struct snap_allocator *a, bool capital)
 {
-    return a->name && strcmp(a->name, "pytorch") == 0 ? "PyTorch" : "the allocator";
+    if (a->name && strcmp(a->name, "pytorch") == 0)
+        return "PyTorch";
+    return capital ? "The allocator" : "the allocator";
 }
 
-/* The same, opening a sentence. */
-static const char *who_capital(const struct snap_allocator *a)
+uint64_t report_allocator_request(const struct snap_oom *o)
 {
-    return a->name && strcmp(a->name, "pytorch") == 0 ? "PyTorch" : "The allocator";
+    const struct snap_allocator *a = &o->allocator;
+    return known(a->requested_bytes) ? a->requested_bytes : o->requested_bytes;
 }
 
 /* "s" unless exactly one (an unknown count reads as 0). */
@@ -40,66 +43,9 @@ static const char *plural(uint64_t count)
 
 const char *report_allocator_sentence(const struct snap_oom *o, char *buf, size_t n)
 {
-    const struct snap_allocator *a = &o->allocator;
-    char r[OUT_NUM], u[OUT_NUM], b[OUT_NUM], al[OUT_NUM], rs[OUT_NUM], lim[OUT_NUM],
-        fr[OUT_NUM];
     buf[0] = '\0';
-    if (!a->present)
-        return buf;
-    uint64_t req = known(a->requested_bytes) ? a->requested_bytes : o->requested_bytes;
-    out_bytes(req, r);
-    switch (o->cause) {
-    case CAUSE_ALLOCATOR_FRAGMENTATION:
-        snprintf(buf, n,
-                 "%s is reserved by %s but unallocated, in %" PRIu64 " segment%s; the "
-                 "largest free block is %s, less than the %s requested: fragmentation.",
-                 out_bytes(a->reserved_unallocated_bytes, u), who(a),
-                 known(a->segments) ? a->segments : 0, plural(a->segments),
-                 out_bytes(largest_free(a), b), r);
-        break;
-    case CAUSE_ALLOCATOR_LIMIT:
-        snprintf(buf, n,
-                 "%s's own cap (set_per_process_memory_fraction) is %s; it has %s reserved, "
-                 "so the %s requested would pass the cap: refused without asking the "
-                 "driver.",
-                 who(a), out_bytes(a->limit_bytes, lim), out_bytes(a->reserved_bytes, rs), r);
-        break;
-    case CAUSE_OTHER_PROCESSES:
-        snprintf(buf, n,
-                 "%s of the device is held outside this process (other processes, or "
-                 "memory %s does not allocate); %s holds %s in tensors of %s reserved, "
-                 "and the device had %s free for the %s requested: without that memory "
-                 "it would have fit.",
-                 out_bytes(o->untracked_bytes, u), who(a), who(a),
-                 out_bytes(a->allocated_bytes, al), out_bytes(a->reserved_bytes, rs),
-                 out_bytes(o->free_bytes, fr), r);
-        break;
-    case CAUSE_LIMIT:
-        snprintf(buf, n,
-                 "The cumemtrace limit (%s) refused it, not the device: %s holds %s in "
-                 "tensors of %s reserved, and the device itself had %s free for the %s "
-                 "requested.",
-                 out_bytes(o->limit_bytes, lim), who(a), out_bytes(a->allocated_bytes, al),
-                 out_bytes(a->reserved_bytes, rs), out_bytes(o->free_bytes, fr), r);
-        break;
-    case CAUSE_REFUSED_WHILE_FREE:
-        snprintf(buf, n,
-                 "The driver refused it with %s free for the %s requested: %s holds %s in "
-                 "tensors of %s reserved (%s reserved but unallocated after its retries).",
-                 out_bytes(o->free_bytes, fr), r, who(a), out_bytes(a->allocated_bytes, al),
-                 out_bytes(a->reserved_bytes, rs), out_bytes(a->reserved_unallocated_bytes, u));
-        break;
-    default:
-        snprintf(buf, n,
-                 "%s%s holds %s in tensors of %s reserved (%s reserved but unallocated "
-                 "after its retries), and the device had %s free for the %s requested.",
-                 o->cause == CAUSE_EXHAUSTED ? "The device is full: " : "",
-                 o->cause == CAUSE_EXHAUSTED ? who(a) : who_capital(a),
-                 out_bytes(a->allocated_bytes, al), out_bytes(a->reserved_bytes, rs),
-                 out_bytes(a->reserved_unallocated_bytes, u),
-                 out_bytes(o->free_bytes, fr), r);
-        break;
-    }
+    if (o->allocator.present)
+        oom_cause_row(o->cause)->allocator(o, buf, n);
     return buf;
 }
 
@@ -109,7 +55,8 @@ void report_allocator_lines(FILE *f, struct snapctx *ctx, const struct snap_oom 
     if (!a->present)
         return;
     char x[OUT_NUM], y[OUT_NUM], z[OUT_NUM], w[OUT_NUM], text[768];
-    const char *first = strcmp(who(a), "PyTorch") == 0 ? "  pytorch:  " : "  allocator:";
+    const char *first =
+        strcmp(report_allocator_who(a, false), "PyTorch") == 0 ? "  pytorch:  " : "  allocator:";
     snprintf(text, sizeof text, "allocated %s | reserved %s | unallocated %s | active %s",
              out_bytes(a->allocated_bytes, x), out_bytes(a->reserved_bytes, y),
              out_bytes(a->reserved_unallocated_bytes, z), out_bytes(a->active_bytes, w));
@@ -117,7 +64,7 @@ void report_allocator_lines(FILE *f, struct snapctx *ctx, const struct snap_oom 
     snprintf(text, sizeof text,
              "largest free block %s (small pool %s, large pool %s) | %" PRIu64
              " segment%s | inactive split %s",
-             out_bytes(largest_free(a), x), out_bytes(a->largest_free_small, y),
+             out_bytes(report_allocator_largest_free(a), x), out_bytes(a->largest_free_small, y),
              out_bytes(a->largest_free_large, z), known(a->segments) ? a->segments : 0,
              plural(known(a->segments) ? a->segments : 0), out_bytes(a->inactive_split_bytes, w));
     out_wrap(f, "            ", "            ", text);

@@ -4,6 +4,7 @@
 #ifndef CUMEMTRACE_CLI_REPORT_ALLOCATOR_H
 #define CUMEMTRACE_CLI_REPORT_ALLOCATOR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -12,6 +13,17 @@
 /* One plain sentence of cause and numbers, into buf ("" when the
  * allocator did not speak).  Returns buf. */
 const char *report_allocator_sentence(const struct snap_oom *o, char *buf, size_t n);
+
+/* The allocator as a sentence names it: "PyTorch" for ours, else "the
+ * allocator" ("The allocator" when `capital`, opening a sentence). */
+const char *report_allocator_who(const struct snap_allocator *a, bool capital);
+
+/* The largest free block of the allocator's pools, SNAP_UNKNOWN when
+ * neither pool's was said. */
+uint64_t report_allocator_largest_free(const struct snap_allocator *a);
+
+/* The bytes the allocator was asked for, else the failing call's. */
+uint64_t report_allocator_request(const struct snap_oom *o);
 
 /* The allocator's figures as labelled post-mortem lines; nothing when the
  * allocator did not speak. */

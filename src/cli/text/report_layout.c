@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "oom_causes.h"
 #include "out.h"
 
 /* "10.0 MiB, 6.00 MiB and 4.00 MiB": the largest gaps, at most
@@ -34,7 +35,7 @@ static const char *report_layout_gaps(const struct snap_layout *l, char *buf, si
 void report_layout_lines(FILE *f, const struct snap_oom *o)
 {
     const struct snap_layout *l = &o->layout;
-    if (!l->present || o->cause != CAUSE_REFUSED_WHILE_FREE || l->count == 0)
+    if (!l->present || !oom_cause_row(o->cause)->shows_layout || l->count == 0)
         return;
     char a[OUT_NUM], b[OUT_NUM], gaps[256], text[768];
     const char *only = "addresses only: physical pages need not be contiguous";

@@ -22,6 +22,7 @@
 #include "frames.h"
 #include "holders.h"
 #include "out.h"
+#include "oom_causes.h"
 #include "oom_text.h"
 #include "ranks.h"
 #include "report_allocator.h"
@@ -357,7 +358,7 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
     if (o->thread != SNAP_UNKNOWN_I64)
         snprintf(thread, sizeof thread, ", thread %" PRId64, o->thread);
     uint64_t user = oom_text_request(o);
-    if (o->cause == CAUSE_ALLOCATOR_LIMIT || o->cause == CAUSE_ALLOCATOR)
+    if (oom_cause_row(o->cause)->by_allocator)
         field(f, "request:", "%s of %s, refused by %s itself (no CUDA call)%s",
               out_bytes(user, a), oom_text_kind(o->kind), oom_text_allocator(&o->allocator),
               thread);
