@@ -1,11 +1,11 @@
-/* crc.c - CRC-32C and CRC-32 (IEEE) for the stream's records.
+/* crc.c - CRC-32C for the stream's records.
  *
- * Version 1 streams used zlib's CRC-32; its table loop was two fifths of
- * the background writer's CPU at 160,000 events a second (the rows are
- * 32 bytes each, all checksummed).  Version 2 uses CRC-32C, which x86-64
- * computes in hardware since SSE4.2 (8 bytes an instruction; the reason
- * ext4's metadata and iSCSI chose it too).  Both software forms read
- * eight bytes a step through eight tables ("slicing by 8"), built once.
+ * zlib's CRC-32 by table was two fifths of the background writer's CPU at
+ * 160,000 events a second (the rows are 32 bytes each, all checksummed);
+ * x86-64 computes CRC-32C in hardware since SSE4.2 (8 bytes an
+ * instruction; the reason ext4's metadata and iSCSI chose it too).  The
+ * software form reads eight bytes a step through eight tables ("slicing
+ * by 8"), built once.
  */
 #include "crc.h"
 
@@ -18,9 +18,8 @@
 #endif
 
 #define POLY_C 0x82F63B78u
-#define POLY_IEEE 0xEDB88320u
 
-static uint32_t table_c[8][256], table_ieee[8][256];
+static uint32_t table_c[8][256];
 static bool hardware;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -40,7 +39,6 @@ static void fill(uint32_t t[8][256], uint32_t poly)
 static void init(void)
 {
     fill(table_c, POLY_C);
-    fill(table_ieee, POLY_IEEE);
 #if defined(__x86_64__)
     unsigned a, b, c, d;
     hardware = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_2);
@@ -92,10 +90,4 @@ uint32_t crc32c_portable(const void *p, size_t n)
 {
     pthread_once(&once, init);
     return sliced(table_c, p, n);
-}
-
-uint32_t crc32_ieee(const void *p, size_t n)
-{
-    pthread_once(&once, init);
-    return sliced(table_ieee, p, n);
 }

@@ -18,8 +18,4 @@ uint32_t crc32c(const void *p, size_t n);
  * unit test checks beside the instruction's). */
 uint32_t crc32c_portable(const void *p, size_t n);
 
-/* CRC-32 (IEEE 802.3, as zlib's crc32: "123456789" gives 0xCBF43926), the
- * records' checksum in version 1 streams, which the CLI still reads. */
-uint32_t crc32_ieee(const void *p, size_t n);
-
 #endif

@@ -21,13 +21,13 @@
     "." FORMAT_STR(CUMEMTRACE_VERSION_PATCH)
 
 /* The snapshot document's "version": the writer writes it, the reader
- * reads every version up to it. */
+ * reads it (the first release's; none before it was released). */
 #define FORMAT_VERSION 1
 
 /* A stream file (stream.c, stream_read.c): 8 bytes of file magic, then
- * records each opening with RECORD_MAGIC ("CMTR" little-endian); its
- * header record's "version": 2 checksums records with CRC-32C, 1 (which
- * the reader still reads) with zlib's CRC-32. */
+ * records each opening with RECORD_MAGIC ("CMTR" little-endian), checksummed
+ * with CRC-32C; its header record's "version" is the first release's, the
+ * only one the reader reads (version 1 was never released). */
 #define FORMAT_STREAM_MAGIC "CMTSTRM1"
 #define FORMAT_STREAM_RECORD_MAGIC 0x52544d43u
 #define FORMAT_STREAM_VERSION 2

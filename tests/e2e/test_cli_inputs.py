@@ -7,12 +7,12 @@ import json
 import os
 import shutil
 import struct
-import zlib
 
 import pytest
 
-from conftest import CLI, ROOT, cli
+from conftest import CLI, ROOT, cli, crc32c
 from needs import needs
+
 INPUTS = ROOT / "tests" / "golden" / "inputs"
 
 pytestmark = needs(CLI.exists(), f"{CLI}", "make cli builds it")
@@ -69,7 +69,7 @@ def test_a_special_file_inside_a_run_directory_is_refused(tmp_path, good, kind):
 
 def record(kind, payload, length=None):
     return struct.pack("<IIIB3x", 0x52544D43, len(payload) if length is None else length,
-                       zlib.crc32(payload), ord(kind)) + payload
+                       crc32c(payload), ord(kind)) + payload
 
 
 def test_a_stream_record_larger_than_the_file_is_refused(tmp_path):
@@ -77,7 +77,7 @@ def test_a_stream_record_larger_than_the_file_is_refused(tmp_path):
     the file's apparent size 4 GiB (the rest a hole).  report took 41 s and
     4.2 GB reading zeros; the record runs past the file's data."""
     p = tmp_path / "cumemtrace.x.1.stream"
-    head = json.dumps({"format": "cumemtrace-stream", "version": 1, "pid": 1,
+    head = json.dumps({"format": "cumemtrace-stream", "version": 2, "pid": 1,
                        "start_wall_ns": 1, "flush_ms": 200}, separators=(",", ":")).encode()
     with open(p, "wb") as f:
         f.write(b"CMTSTRM1" + record("H", head) + record("C", b"{" * 4000, 0xFF600000))

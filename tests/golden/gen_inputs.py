@@ -126,7 +126,7 @@ def oom_fragmentation():
     frag = {"granularity_bytes": 2 * MiB, "requested_bytes": 20 * GiB,
             "rounded_bytes": 20 * GiB + 2600 * MiB, "small_count": 1500,
             "small_bytes": 440 * MiB}
-    return oom_doc("fragmentation", 24 * GiB, 3174 * MiB, live, 2 * GiB, attempts=2,
+    return oom_doc("refused_while_free", 24 * GiB, 3174 * MiB, live, 2 * GiB, attempts=2,
                    released=(0, 0), frag=frag)
 
 

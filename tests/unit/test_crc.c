@@ -26,12 +26,10 @@ static uint32_t bitwise(uint32_t poly, const unsigned char *p, size_t n)
 static void check_values_are_the_published_ones(void **state)
 {
     (void)state;
-    /* the "check" of each CRC's catalogue entry (CRC-32/ISCSI, CRC-32/ISO-HDLC) */
+    /* the "check" of the CRC's catalogue entry (CRC-32/ISCSI) */
     assert_int_equal(crc32c("123456789", 9), 0xE3069283u);
     assert_int_equal(crc32c_portable("123456789", 9), 0xE3069283u);
-    assert_int_equal(crc32_ieee("123456789", 9), 0xCBF43926u);
     assert_int_equal(crc32c("", 0), 0);
-    assert_int_equal(crc32_ieee("", 0), 0);
 }
 
 static void every_length_and_alignment_agrees_with_the_reference(void **state)
@@ -46,7 +44,6 @@ static void every_length_and_alignment_agrees_with_the_reference(void **state)
             uint32_t c = bitwise(0x82F63B78u, buf + off, n);
             assert_int_equal(crc32c(buf + off, n), c);
             assert_int_equal(crc32c_portable(buf + off, n), c);
-            assert_int_equal(crc32_ieee(buf + off, n), bitwise(0xEDB88320u, buf + off, n));
         }
 }
 

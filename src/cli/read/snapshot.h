@@ -35,8 +35,7 @@ enum snap_kind {
 };
 #define DEVICE_KINDS FORMAT_DEVICE_KINDS /* the by_kind keys: device, managed, async, vmm */
 
-/* format.h's causes, as the writer's: REFUSED_WHILE_FREE (the driver
- * refused with free >= request) is "fragmentation" in older files. */
+/* format.h's causes, as the writer's. */
 #define SNAP_CAUSE_ENUM(sym, name) CAUSE_##sym = FORMAT_CAUSE_##sym,
 enum oom_cause {
     CAUSE_UNKNOWN = FORMAT_CAUSE_NONE, /* a name this version does not know */

@@ -520,8 +520,6 @@ static int rd_oom_cause(struct reader *r, void *obj)
     for (int c = FORMAT_CAUSE_NONE + 1; c < FORMAT_CAUSE_COUNT; c++)
         if (strcmp(k, format_cause_name((enum format_cause)c)) == 0)
             o->cause = (enum oom_cause)c;
-    if (strcmp(k, "fragmentation") == 0) /* older files' name */
-        o->cause = CAUSE_REFUSED_WHILE_FREE;
     return 0;
 }
 

@@ -160,7 +160,6 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
     const unsigned char *u = (const unsigned char *)buf;
     size_t off = 8, ck_off = 0, ck_len = 0;
     bool header = false;
-    int version = FORMAT_STREAM_VERSION;
     struct span *cks = NULL;
     size_t ncks = 0, cks_cap = 0;
     for (;;) {
@@ -182,16 +181,24 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
                      off);
             break;
         }
-        /* A header of a newer version (whatever its checksum, which a newer
-         * writer may compute otherwise): not damage, a reader too old. */
-        int64_t newer = !header && type == 'H' && plen <= len - off - HEAD
+        /* A header of another version (whatever its checksum, which another
+         * writer may compute otherwise): not damage, a reader of another
+         * release.  Versions before this one were never released. */
+        int64_t other = !header && type == 'H' && plen <= len - off - HEAD
                             ? field(buf + off + HEAD, plen, "\"version\":", 0)
                             : 0;
-        if (newer > FORMAT_STREAM_VERSION) {
+        if (other > FORMAT_STREAM_VERSION) {
             free(cks);
             return errors_set(err, CLI_EVERSION, "cannot read stream '%s': its format "
                               "version %" PRId64 " is newer than this cumemtrace, which "
-                              "reads versions 1 to %d", name, newer, FORMAT_STREAM_VERSION);
+                              "reads version %d", name, other, FORMAT_STREAM_VERSION);
+        }
+        if (other > 0 && other < FORMAT_STREAM_VERSION) {
+            free(cks);
+            return errors_set(err, CLI_EVERSION, "cannot read stream '%s': its format "
+                              "version %" PRId64 " is from before this cumemtrace's first "
+                              "release, which reads version %d; record the program again "
+                              "with this cumemtrace", name, other, FORMAT_STREAM_VERSION);
         }
         if (plen > len - off - HEAD) {
             snprintf(info->stopped, sizeof info->stopped, "a record of %" PRIu32 " bytes "
@@ -200,23 +207,15 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
             break;
         }
         const char *p = buf + off + HEAD;
-        /* version 2 checksums with CRC-32C, 1 with zlib's CRC-32: the
-         * header's checksum says which, its "version" must confirm it */
-        const unsigned char *pl = u + off + HEAD;
-        uint32_t sum = version == 1 ? crc32_ieee(pl, plen) : crc32c(pl, plen);
-        if (!header && sum != crc && crc32_ieee(pl, plen) == crc) {
-            version = 1;
-            sum = crc;
-        }
-        if (sum != crc) {
+        if (crc32c(u + off + HEAD, plen) != crc) {
             snprintf(info->stopped, sizeof info->stopped, "a checksum mismatch in the "
                      "record at byte %zu", off);
             break;
         }
         if (!header) {
-            if (type != 'H' || field(p, plen, "\"version\":", 0) != version) {
+            if (type != 'H' || field(p, plen, "\"version\":", 0) != FORMAT_STREAM_VERSION) {
                 snprintf(info->stopped, sizeof info->stopped, "a first record that is "
-                         "not a version 1 or %d header", FORMAT_STREAM_VERSION);
+                         "not a version %d header", FORMAT_STREAM_VERSION);
                 break;
             }
             header = true;
@@ -275,12 +274,11 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
                           "byte %zu is not a stream snapshot", name, ck_off - HEAD);
     }
     /* Each checkpoint holds the event rows that are new since the one
-     * before it: the timeline is all of them, in file order.  Version 2
+     * before it: the timeline is all of them, in file order.  The writer
      * writes a checkpoint's rows before it: rows after the last one are
      * uncommitted (the writer was killed among them), and left out. */
-    if (version >= 2)
-        while (ncks > 0 && cks[ncks - 1].off > ck_off)
-            ncks--;
+    while (ncks > 0 && cks[ncks - 1].off > ck_off)
+        ncks--;
     size_t rows_len = 0;
     for (size_t i = 0; i < ncks; i++) {
         struct span r;

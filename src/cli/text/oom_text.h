@@ -30,7 +30,7 @@
 #define OOM_TEXT_CONTEXT_BYTES ((uint64_t)1 << 30)
 
 /* Why the driver refused a request while reporting at least that much
- * free (cause "refused_while_free"; "fragmentation" in older files). */
+ * free (cause "refused_while_free"). */
 enum oom_refusal {
     REFUSAL_ROUNDING,     /* rounded up to the page, it needs more than free */
     REFUSAL_MARGIN,       /* free exceeds it by less than OOM_TEXT_DRIVER_MARGIN */
