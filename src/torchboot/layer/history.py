@@ -11,8 +11,9 @@ import threading
 # (measured by tests/torch/scenarios/history_cost.py; docs/performance.md).
 HISTORY_MODE = dict(enabled="state", context="alloc", stacks="python")
 # CUMEMTRACE_TORCH_PEAK=1: the same with a trace of alloc/free events, which
-# the peak's tensors replay (peak.py); bounded, so that the trace's memory
-# and each dump's reading of it stay small.
+# the peak's tensors replay (peak.py); context="alloc" (no stack a free:
+# "all" is what makes memory_viz's own setting cost more a step), bounded,
+# so that the trace's memory and each dump's reading of it stay small.
 PEAK_MODE = dict(enabled="all", context="alloc", stacks="python", max_entries=65536)
 TOP_SITES = 5        # the library keeps 5
 FRAMES_PER_SITE = 12  # innermost first: the outer ones say little

@@ -11,10 +11,13 @@ the replayed bytes equal max_memory_allocated exactly; else (a block that
 was not split, roundup_power2_divisions, a peak older than the trace's
 max_entries) there is no reading - never an estimate.
 
-The trace costs each allocation more than the default history
-(enabled="state"), so it is read only with CUMEMTRACE_TORCH_PEAK=1
-(history.py: ours, bounded, or the program's own); otherwise peak_tensors
-is null."""
+It is read only with CUMEMTRACE_TORCH_PEAK=1 (history.py: ours, bounded,
+or the program's own); otherwise peak_tensors is null.  Not the trace's
+cost a step (docs/performance.md: in instructions, PyTorch's trace with
+context="alloc" costs a step what enabled="state" does) but every dump's:
+memory._snapshot() then turns the whole trace into Python objects, at each
+dump the layer makes and at every _snapshot() the program makes itself,
+whose device_traces would then carry our trace."""
 tensors = part("tensors")  # noqa: F821 (set by cumemtrace_torch.part)
 
 MIN_BLOCK = 512  # PyTorch's kMinBlockSize: every block a multiple of it
