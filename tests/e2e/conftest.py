@@ -172,6 +172,25 @@ def bytes_from(groups, snap, symbol):
     return sum(g["bytes"] for g in groups if symbol in symbols(snap, g["stack"]))
 
 
+# ---- instruction budgets ----
+
+HEADROOM = 0.10  # over the measured figure: a compiler update stays within it, a
+                 # regression of a tenth does not
+
+
+def within_budget(what, value, measured):
+    """Prints `value` beside the figure `measured` on the tree (each caller
+    says when) and fails when it is more than HEADROOM above it: every
+    instruction budget states its measurement and its headroom, the same
+    for all."""
+    bound = measured * (1 + HEADROOM)
+    fmt = "{:,.2f}" if measured < 100 else "{:,.0f}"
+    line = (f"{what}: {fmt.format(value)} (measured {measured:,}; budget "
+            f"{fmt.format(bound)}, +{HEADROOM:.0%})")
+    print(line, file=sys.stderr)
+    assert value <= bound, "over budget: " + line
+
+
 # ---- the slow set: tests that count instructions under callgrind ----
 # A module that sets COUNTS_INSTRUCTIONS = True has every test marked
 # `instructions`: `make test` runs them, `make test-quick` skips them
