@@ -33,30 +33,56 @@
 #define FORMAT_STREAM_VERSION 2
 
 /* The kinds of memory, in the order the tracker numbers them and the
- * snapshot lists them: X(suffix of KIND_*, name in the snapshot, counted on
- * a device, what the command's prose calls it).  A device's "by_kind"
- * holds the kinds counted on a device; the others have a section of their
- * own ("host_pinned").  A new kind is a new line here (docs/design.md lists
- * what else it touches). */
-#define FORMAT_KINDS(X)                                          \
-    X(DEVICE, "device", 1, "device memory")                      \
-    X(MANAGED, "managed", 1, "managed memory")                   \
-    X(ASYNC, "async", 1, "stream-ordered (async) memory")        \
-    X(VMM, "vmm", 1, "VMM physical memory")                      \
-    X(HOST_PINNED, "host_pinned", 0, "pinned host memory")
+ * snapshot lists them, one row each: X(suffix of KIND_*, name in the
+ * snapshot, on_device, with_context, placed, what the command's prose calls
+ * it), where
+ *   on_device     counted on a device (the others are host memory: a
+ *                 device's "by_kind" holds these, host_pinned has a section
+ *                 of its own);
+ *   with_context  freed with the context that made it (a destroyed or reset
+ *                 context's memory is forgotten; stream-ordered pools and VMM
+ *                 handles belong to no context, NVIDIA's cuCtxDestroy);
+ *   placed        at an address the driver chose for it, so an OOM's address
+ *                 layout shows it (managed and VMM pages need no contiguity).
+ * A new kind is a new line here (docs/design.md lists what else it
+ * touches); code asks these columns (FORMAT_KIND_ON_HOST and below), never
+ * for a kind by name. */
+#define FORMAT_KINDS(X)                                                \
+    X(DEVICE, "device", 1, 1, 1, "device memory")                      \
+    X(MANAGED, "managed", 1, 1, 0, "managed memory")                   \
+    X(ASYNC, "async", 1, 0, 1, "stream-ordered (async) memory")        \
+    X(VMM, "vmm", 1, 0, 0, "VMM physical memory")                      \
+    X(HOST_PINNED, "host_pinned", 0, 1, 0, "pinned host memory")
 
 /* How many kinds are counted on a device (the by_kind keys).  They come
  * first: both sides index arrays of FORMAT_DEVICE_KINDS by kind. */
-#define FORMAT_KIND_ON_DEVICE_(sym, name, dev, phrase) +(dev)
-#define FORMAT_KIND_INDEX_(sym, name, dev, phrase) FORMAT_KIND_INDEX_##sym,
+#define FORMAT_KIND_ON_DEVICE_(sym, name, dev, ctx, placed, phrase) +(dev)
+#define FORMAT_KIND_INDEX_(sym, name, dev, ctx, placed, phrase) FORMAT_KIND_INDEX_##sym,
 enum format_kind_index_ {
     FORMAT_KINDS(FORMAT_KIND_INDEX_)
     FORMAT_DEVICE_KINDS = 0 FORMAT_KINDS(FORMAT_KIND_ON_DEVICE_)
 };
-#define FORMAT_KIND_MISPLACED_(sym, name, dev, phrase) \
+#define FORMAT_KIND_MISPLACED_(sym, name, dev, ctx, placed, phrase) \
     +((dev) != (FORMAT_KIND_INDEX_##sym < FORMAT_DEVICE_KINDS))
 _Static_assert((0 FORMAT_KINDS(FORMAT_KIND_MISPLACED_)) == 0,
                "the kinds counted on a device come first in FORMAT_KINDS");
+
+/* The columns as bit masks, a bit per kind index: asking one is a shift of a
+ * constant, folded where the kind is a constant (the hot path's wrappers). */
+#define FORMAT_KIND_BIT_HOST_(sym, name, dev, ctx, placed, phrase) \
+    | ((unsigned)!(dev) << FORMAT_KIND_INDEX_##sym)
+#define FORMAT_KIND_BIT_CONTEXT_(sym, name, dev, ctx, placed, phrase) \
+    | ((unsigned)(ctx) << FORMAT_KIND_INDEX_##sym)
+#define FORMAT_KIND_BIT_PLACED_(sym, name, dev, ctx, placed, phrase) \
+    | ((unsigned)(placed) << FORMAT_KIND_INDEX_##sym)
+#define FORMAT_KINDS_ON_HOST (0u FORMAT_KINDS(FORMAT_KIND_BIT_HOST_))
+#define FORMAT_KINDS_WITH_CONTEXT (0u FORMAT_KINDS(FORMAT_KIND_BIT_CONTEXT_))
+#define FORMAT_KINDS_PLACED (0u FORMAT_KINDS(FORMAT_KIND_BIT_PLACED_))
+/* Whether kind index k is host memory, freed with its context, placed by
+ * the driver (0 for an index past the table: a reader's unknown kind). */
+#define FORMAT_KIND_ON_HOST(k) ((FORMAT_KINDS_ON_HOST >> (unsigned)(k)) & 1u)
+#define FORMAT_KIND_WITH_CONTEXT(k) ((FORMAT_KINDS_WITH_CONTEXT >> (unsigned)(k)) & 1u)
+#define FORMAT_KIND_PLACED(k) ((FORMAT_KINDS_PLACED >> (unsigned)(k)) & 1u)
 
 /* FORMAT_IF_ON_DEVICE(on_device, text): text for a kind counted on a
  * device, nothing otherwise (tables of the by_kind keys). */

@@ -13,7 +13,7 @@ from conftest import CLI, LIB, ROOT, device
 FORMAT_H = (ROOT / "src" / "common" / "format.h").read_text()
 VERSION_H = (ROOT / "include" / "cumemtrace.h").read_text()
 KINDS = [(sym, name, dev == "1")
-         for sym, name, dev in re.findall(r'X\((\w+), "(\w+)", ([01]), "[^"]*"\)', FORMAT_H)]
+         for sym, name, dev in re.findall(r'X\((\w+), "(\w+)", ([01]), [01], [01], "[^"]*"\)', FORMAT_H)]
 ON_DEVICE = [name for _, name, dev in KINDS if dev]
 OFF_DEVICE = [name for _, name, dev in KINDS if not dev]
 FIGURES = ("current_bytes", "peak_bytes", "peak_time_ns", "allocs", "frees", "failures")

@@ -10,11 +10,11 @@
 #include "esc.h"
 #include "symbolize.h"
 
-#define KIND_NAME(sym, name, on_device, phrase) name,
+#define KIND_NAME(sym, name, on_device, with_context, placed, phrase) name,
 const char *const snapshot_kind_names[KIND_COUNT] = {FORMAT_KINDS(KIND_NAME) "other"};
 #undef KIND_NAME
 #define kind_names snapshot_kind_names
-#define KIND_PHRASE(sym, name, on_device, phrase) phrase,
+#define KIND_PHRASE(sym, name, on_device, with_context, placed, phrase) phrase,
 static const char *const kind_phrases[KIND_OTHER] = {FORMAT_KINDS(KIND_PHRASE)};
 #undef KIND_PHRASE
 

@@ -27,7 +27,7 @@
 #define SNAP_NO_STACK UINT32_MAX /* a group or event without a stack */
 
 enum snap_kind {
-#define SNAP_KIND_ENUM(sym, name, on_device, phrase) KIND_##sym,
+#define SNAP_KIND_ENUM(sym, name, on_device, with_context, placed, phrase) KIND_##sym,
     FORMAT_KINDS(SNAP_KIND_ENUM) /* format.h's table, as the writer's */
 #undef SNAP_KIND_ENUM
     KIND_OTHER, /* a kind name this version does not know */

@@ -290,7 +290,7 @@ static int rd_kind_stats(struct reader *r, void *obj)
 }
 
 /* The by_kind keys: format.h's kinds counted on a device. */
-#define BY_KIND_FIELD(sym, name, dev, phrase)                                       \
+#define BY_KIND_FIELD(sym, name, dev, ctx, placed, phrase)                                       \
     FORMAT_IF_ON_DEVICE(dev, {name, F_FN, KIND_##sym * sizeof(struct snap_kind_stats), \
                               rd_kind_stats},)
 static const struct field by_kind_fields[] = {FORMAT_KINDS(BY_KIND_FIELD)};
@@ -523,7 +523,7 @@ static int rd_oom_cause(struct reader *r, void *obj)
     return 0;
 }
 
-#define OOM_KIND_FIELD(sym, name, dev, phrase) \
+#define OOM_KIND_FIELD(sym, name, dev, ctx, placed, phrase) \
     FORMAT_IF_ON_DEVICE(dev, {name, F_U64, KIND_##sym * sizeof(uint64_t), NULL},)
 static const struct field oom_kind_fields[] = {FORMAT_KINDS(OOM_KIND_FIELD)};
 #undef OOM_KIND_FIELD

@@ -78,7 +78,7 @@ struct span {
 };
 
 #define ROW 32
-#define KIND_NAME(sym, name, on_device, phrase) name,
+#define KIND_NAME(sym, name, on_device, with_context, placed, phrase) name,
 static const char *const kinds[] = {FORMAT_KINDS(KIND_NAME)}; /* the writer's numbers */
 #undef KIND_NAME
 

@@ -383,7 +383,7 @@ static struct gate_ooms oom_figures(const struct snapshot *s)
 static void kind_totals(const struct snapshot *s, int kind, uint64_t *peak, uint64_t *allocs)
 {
     *peak = *allocs = 0;
-    if (kind == KIND_HOST_PINNED) {
+    if (FORMAT_KIND_ON_HOST(kind)) {
         *peak = s->host.stats.peak_bytes;
         *allocs = s->host.stats.allocs;
         return;

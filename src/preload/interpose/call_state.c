@@ -266,7 +266,7 @@ static inline __attribute__((always_inline)) void alloc_done(unsigned slot, enum
 {
     if (__builtin_expect(addr != 0, 1)) {
         int dev = device;
-        if (kind == KIND_HOST_PINNED) /* owned by the context that made it */
+        if (FORMAT_KIND_ON_HOST(kind)) /* owned by the context that made it */
             dev = runtime ? hooks_runtime_device() : hooks_driver_device();
         struct record_alloc a = {addr, size, requested, kind, dev,
                                  is_handle, (uint16_t)hooks_context_owner_fast(), phase_now()};
@@ -314,7 +314,7 @@ bool hooks_alloc_begin(struct hook_alloc *c, bool runtime)
     c->traced = call_enter(c->slot, &c->outer);
     if (!c->traced)
         return true;
-    if (c->kind == KIND_HOST_PINNED) {
+    if (FORMAT_KIND_ON_HOST(c->kind)) {
         c->device = -1;
         hooks_guard.busy = 0; /* the real call runs */
         return true;

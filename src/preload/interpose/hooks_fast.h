@@ -71,7 +71,7 @@ static inline void hooks_fast_leave(void)
  * fast path asks after the real call, which does not change it. */
 static inline int hooks_fast_device(enum record_kind kind, bool runtime)
 {
-    if (kind == KIND_HOST_PINNED)
+    if (FORMAT_KIND_ON_HOST(kind))
         return -1;
     int d = hooks_device(runtime ? 1 : 0);
     if (d < 0) /* never: the cache holds, and a fill returns, an ordinal */
@@ -91,7 +91,7 @@ hooks_fast_alloc_done(unsigned slot, enum record_kind kind, int device, bool run
     hooks_guard.busy = 1;
     if (__builtin_expect(addr != 0, 1)) {
         int dev = device;
-        if (kind == KIND_HOST_PINNED) /* owned by the context that made it */
+        if (FORMAT_KIND_ON_HOST(kind)) /* owned by the context that made it */
             dev = hooks_pinned_device(runtime);
         /* owner 0, the primary context: no created context lived when the
          * call began (HOOKS_SLOW_CONTEXT) */

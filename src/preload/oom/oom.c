@@ -334,13 +334,13 @@ static void on_failure(unsigned slot, enum record_kind kind, int device,
         return;
     struct oom_info *o = oom_chain;
     bool same = o->open && o->requested == requested && o->kind == kind &&
-                o->device == (kind == KIND_HOST_PINNED ? -1 : device);
+                o->device == (FORMAT_KIND_ON_HOST(kind) ? -1 : device);
     if (!same) {
         close_chain(false, now); /* a different request: that one gave up */
         memset(o, 0, sizeof *o);
         o->requested = requested;
         o->kind = kind;
-        o->device = kind == KIND_HOST_PINNED ? -1 : device;
+        o->device = FORMAT_KIND_ON_HOST(kind) ? -1 : device;
         o->slot = slot;
         o->tid = (uint32_t)syscall(SYS_gettid);
         o->time_ns = now;
@@ -382,7 +382,7 @@ void oom_on_success(enum record_kind kind, int device, uint64_t requested,
     if (__builtin_expect(o == NULL || !o->open, 1))
         return;
     close_chain(o->requested == requested && o->kind == kind &&
-                    o->device == (kind == KIND_HOST_PINNED ? -1 : device),
+                    o->device == (FORMAT_KIND_ON_HOST(kind) ? -1 : device),
                 now);
 }
 
@@ -403,7 +403,7 @@ static void on_allocator(int device, const struct allocator_facts *f, int64_t no
     if (oom_chain == NULL && (oom_chain = calloc(1, sizeof *oom_chain)) == NULL)
         return;
     struct oom_info *o = oom_chain;
-    bool fresh = !(o->open && o->device == device && o->kind != KIND_HOST_PINNED);
+    bool fresh = !(o->open && o->device == device && !FORMAT_KIND_ON_HOST(o->kind));
     if (fresh) {
         /* Nothing failed at the driver: the allocator's own refusal, a
          * chain of its own with no CUDA attempt. */

@@ -167,7 +167,7 @@ uint32_t record_current_tid(void)
 
 const char *record_kind_name(enum record_kind kind)
 {
-#define KIND_NAME(sym, name, on_device, phrase) name,
+#define KIND_NAME(sym, name, on_device, with_context, placed, phrase) name,
     static const char *const names[KIND_COUNT] = {FORMAT_KINDS(KIND_NAME)};
 #undef KIND_NAME
     return (unsigned)kind < KIND_COUNT ? names[kind] : "unknown";
@@ -520,8 +520,8 @@ uint64_t record_drop_context(int device, unsigned ctx, int64_t now)
     struct addr_table *t = &record_live_table;
     for (uint32_t i = 0; i < table_size(t);) {
         struct live *e = t->slots[i].e;
-        if (e == NULL || entry_owner(e) != owner || site_of(e)->s.kind == KIND_ASYNC ||
-            site_of(e)->s.kind == KIND_VMM) {
+        if (e == NULL || entry_owner(e) != owner ||
+            !FORMAT_KIND_WITH_CONTEXT(site_of(e)->s.kind)) {
             i++;
             continue;
         }
@@ -541,7 +541,7 @@ uint64_t record_drop_entries(const struct record_owned *v, size_t n, int64_t now
         struct table_slot *slot = table_find(&record_live_table, v[i].addr);
         struct live *e = slot ? slot->e : NULL;
         if (e == NULL || entry_owner(e) != owner || e->t_ns > v[i].t_upper ||
-            site_of(e)->s.kind == KIND_ASYNC || site_of(e)->s.kind == KIND_VMM)
+            !FORMAT_KIND_WITH_CONTEXT(site_of(e)->s.kind))
             continue;
         bytes += entry_size(e);
         forget_locked(&record_live_table, slot, now);

@@ -27,7 +27,7 @@ enum record_kind {
      * cudaMallocManaged, cuMemAllocManaged; KIND_ASYNC: stream-ordered
      * pools; KIND_VMM: physical memory of cuMemCreate handles;
      * KIND_HOST_PINNED: page-locked host memory (format.h's table) */
-#define RECORD_KIND_ENUM(sym, name, on_device, phrase) KIND_##sym,
+#define RECORD_KIND_ENUM(sym, name, on_device, with_context, placed, phrase) KIND_##sym,
     FORMAT_KINDS(RECORD_KIND_ENUM)
 #undef RECORD_KIND_ENUM
     KIND_COUNT
@@ -393,12 +393,12 @@ struct record_range {
     uintptr_t addr;
     uint64_t size;     /* bytes charged */
     uint32_t stack;    /* allocating stack id, 0 unknown */
-    uint8_t kind;      /* KIND_DEVICE or KIND_ASYNC */
+    uint8_t kind;      /* a kind the driver places (FORMAT_KIND_PLACED) */
 };
 
 /* Copies the ranges of `device`'s live allocations the driver placed at an
- * address of its choosing - device and async; not managed or VMM memory,
- * whose pages need no contiguity - into *out (malloc'd, unsorted, NULL when
+ * address of its choosing (format.h's `placed` column: device and async; not
+ * managed or VMM memory, whose pages need no contiguity) into *out (malloc'd, unsorted, NULL when
  * none).  Returns their number, or -1 when memory is exhausted.  O(live
  * allocations) under the lock: for post-mortems, not the hot path. */
 long record_live_ranges(int device, struct record_range **out);

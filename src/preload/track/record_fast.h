@@ -245,9 +245,9 @@ RECORD_HOT void record_alloc_fast(const struct record_alloc *a, unsigned entry,
 #define RECORD_KIND_BIT(k) (1u << (k))
 #define RECORD_KINDS_ALL ((1u << KIND_COUNT) - 1)
 #define RECORD_KINDS_TAKEN(want)                                                  \
-    ((want) == KIND_COUNT         ? RECORD_KINDS_ALL                              \
-     : (want) == KIND_HOST_PINNED ? RECORD_KIND_BIT(KIND_HOST_PINNED)             \
-                                  : RECORD_KINDS_ALL & ~RECORD_KIND_BIT(KIND_HOST_PINNED))
+    ((want) == KIND_COUNT           ? RECORD_KINDS_ALL                            \
+     : FORMAT_KIND_ON_HOST(want)    ? FORMAT_KINDS_ON_HOST                        \
+                                    : RECORD_KINDS_ALL & ~FORMAT_KINDS_ON_HOST)
 _Static_assert(KIND_COUNT < 8, "record_kinds_taken: a byte per hint, a bit per kind");
 static const uint8_t record_kinds_taken[8] = {
     RECORD_KINDS_TAKEN(0), RECORD_KINDS_TAKEN(1), RECORD_KINDS_TAKEN(2), RECORD_KINDS_TAKEN(3),

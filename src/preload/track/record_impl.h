@@ -254,7 +254,7 @@ extern uint64_t record_reentrant;
 /* The pool an allocation of `kind` on `device` counts in. */
 static inline uint32_t record_pool_of(enum record_kind kind, int device)
 {
-    if (kind == KIND_HOST_PINNED)
+    if (FORMAT_KIND_ON_HOST(kind))
         return RECORD_HOST_POOL;
     if (device < 0)
         return 0;

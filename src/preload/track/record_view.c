@@ -141,7 +141,7 @@ long record_live_ranges(int device, struct record_range **out)
             continue;
         const struct site *s = site_of(e);
         if (s->s.pool != (uint32_t)device ||
-            (s->s.kind != KIND_DEVICE && s->s.kind != KIND_ASYNC))
+            !FORMAT_KIND_PLACED(s->s.kind))
             continue;
         v[n++] = (struct record_range){e->addr, entry_size(e),
                                        s->s.stack ? s->s.stack->id : 0, s->s.kind};
