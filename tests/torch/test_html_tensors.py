@@ -10,12 +10,10 @@ import collections
 import json
 import os
 
-import subprocess
-
 import pytest
 
-from conftest import CLI, MiB, line_of
-from test_tensor_views import (CACHE, cli, file_of, folded_by_user_line, frame_file_line,
+from conftest import MiB, cli, line_of
+from test_tensor_views import (CACHE, cli_text, file_of, folded_by_user_line, frame_file_line,
                                torch_by_user_line, user_key, without_cache)
 
 DIGITS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
@@ -66,7 +64,7 @@ def test_the_page_draws_the_eval_leak_at_the_eval_line_with_pytorchs_bytes(scena
     theirs = torch_by_user_line(r)
     exitf = file_of(r, "exit")
     out = tmp_path / "page.html"
-    cli("html", "-o", out, exitf)
+    cli_text("html", "-o", out, exitf)
     model = page_model(out)
     [f] = model["files"]
     assert f["tensor_model"]
@@ -75,7 +73,7 @@ def test_the_page_draws_the_eval_leak_at_the_eval_line_with_pytorchs_bytes(scena
     assert dev["groups_tensors"]["live"]
     flame = flame_by_user_line(model, f, "live")
     assert without_cache(flame) == theirs, (flame, theirs)
-    assert flame == folded_by_user_line(cli("flamegraph", "--at", "live", exitf))
+    assert flame == folded_by_user_line(cli_text("flamegraph", "--at", "live", exitf))
     assert sum(flame.values()) == r.torch["reserved"]
     # the site table's lines
     sites = collections.Counter()
@@ -100,8 +98,7 @@ def test_the_page_draws_the_eval_leak_at_the_eval_line_with_pytorchs_bytes(scena
     # logits)
     d2, d4 = (exitf.parent / f"cumemtrace.step{n}.json" for n in (2, 4))
     dpage = tmp_path / "diff.html"
-    d = subprocess.run([str(CLI), "diff", "--html", str(dpage), str(d2), str(d4)],
-                       capture_output=True, text=True, timeout=60)
+    d = cli("diff", "--html", dpage, d2, d4)
     assert d.returncode in (0, 1), d.stderr  # 1: the gate saw growth
     dmodel = page_model(dpage)
     base, new = (flame_by_user_line(dmodel, g, "live") for g in dmodel["files"])
@@ -111,7 +108,7 @@ def test_the_page_draws_the_eval_leak_at_the_eval_line_with_pytorchs_bytes(scena
     # --segments: the driver's view, where the training forward's line holds
     # the segments the kept logits sit in
     seg = tmp_path / "segments.html"
-    cli("html", "--segments", "-o", seg, exitf)
+    cli_text("html", "--segments", "-o", seg, exitf)
     [g] = page_model(seg)["files"]
     assert not g["tensor_model"]
     held = {g["labels"][li]: g["sites"]["live"][i] for i, li in enumerate(g["sites"]["label"])}
@@ -121,7 +118,7 @@ def test_the_page_draws_the_eval_leak_at_the_eval_line_with_pytorchs_bytes(scena
 
 def tensor_samples(path):
     """The Chrome trace's samples of device 0's tensors by line: [(ts, args)]."""
-    doc = json.loads(cli("timeline", "--format", "chrome", path))
+    doc = json.loads(cli_text("timeline", "--format", "chrome", path))
     return [(e["ts"], e["args"]) for e in doc["traceEvents"]
             if e.get("name") == "device 0 tensors by line"]
 
@@ -153,7 +150,7 @@ def test_the_timelines_draw_a_series_per_line_over_the_run(scenario, tmp_path):
     assert sum(last.values()) == r.torch["reserved"]
     # the page's timeline: the eval line's band at each reading
     out = tmp_path / "page.html"
-    cli("html", "-o", out, exitf)
+    cli_text("html", "-o", out, exitf)
     [f] = page_model(out)["files"]
     [dev] = f["devices"]
     [b] = [b for b, pos in enumerate(dev["bands"])

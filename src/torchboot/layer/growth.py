@@ -38,7 +38,7 @@ RUN_MIN = 2      # rises in a row that make a growth
 SERIES_LINES = 16  # lines a series names; the rest of a reading is one figure
 _readings = {}   # device -> [(step, {key: bytes}, time_ns, allocated, reserved)]
 _sites = {}      # device -> {key: site}: the lines the readings name
-_clock = []      # the library's cumemtrace_clock_ns, or None (an older one)
+_clock = []      # the library's cumemtrace_clock_ns, once looked up
 _best = {}       # device -> the most allocated bytes at a step's end
 _spent = [0.0]   # CPU seconds the step readings took
 _dumps = [0]     # dumps read so far (the steps without an optimizer)
@@ -49,16 +49,13 @@ def _by_site(t):
 
 
 def _now_ns():
-    """Now on the snapshots' clock (ns since the library loaded), or None."""
+    """Now on the snapshots' clock (ns since the library loaded)."""
     if not _clock:
-        try:
-            fn = ctypes.CDLL(None).cumemtrace_clock_ns
-            fn.restype = ctypes.c_int64
-            fn.argtypes = []
-        except (AttributeError, OSError):
-            fn = None  # an older library: the readings have no time
+        fn = ctypes.CDLL(None).cumemtrace_clock_ns
+        fn.restype = ctypes.c_int64
+        fn.argtypes = []
         _clock.append(fn)
-    return _clock[0]() if _clock[0] is not None else None
+    return _clock[0]()
 
 
 def _keep(device, step, t):
