@@ -9,7 +9,7 @@
 
 /* ---- messages ---- */
 
-const char *reader_path_text(const struct reader *r, char *buf, size_t n)
+static const char *reader_path_text(const struct reader *r, char *buf, size_t n)
 {
     size_t used = 0;
     buf[0] = '\0';
@@ -187,7 +187,7 @@ int reader_raw(struct reader *r, const char **out)
 
 /* ---- objects, table-driven ---- */
 
-int reader_field(struct reader *r, void *obj, const struct field *f)
+static int reader_field(struct reader *r, void *obj, const struct field *f)
 {
     char *p = (char *)obj + f->off;
     switch (f->type) {

@@ -104,9 +104,6 @@ static inline void reader_pop(struct reader *r)
     r->depth--;
 }
 
-/* The current path as text ("devices[0].peak_bytes", "the top level"). */
-const char *reader_path_text(const struct reader *r, char *buf, size_t n);
-
 /* "a string", "an object", ... for messages. */
 const char *reader_type_text(enum json_type t);
 
@@ -146,7 +143,6 @@ static inline bool reader_key_is(const char *key, size_t len, const char *name)
     return name[len] == '\0';
 }
 
-int reader_field(struct reader *r, void *obj, const struct field *f);
 /* An object: known keys through the table, the others skipped. */
 int reader_object(struct reader *r, void *obj, const struct field *fields,
                   size_t nfields);

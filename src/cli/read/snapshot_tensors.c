@@ -236,7 +236,9 @@ static const struct field tensors_fields[] = {
     FIELD(snap_tensors, step, F_I64N),
 };
 
-int snapshot_read_tensors(struct reader *r, struct snap_tensors *t)
+/* A tensors object or null (t->present false) into t, which the caller
+ * zeroed; peak_tensors's time_ns and step are read where present. */
+static int snapshot_read_tensors(struct reader *r, struct snap_tensors *t)
 {
     t->time_ns = t->step = SNAP_UNKNOWN_I64;
     t->cache_segments = t->cache_largest_free = SNAP_UNKNOWN;
@@ -250,7 +252,8 @@ static int rd_growth_row(struct reader *r, void *obj, size_t i)
     return rd_tgroup(r, &g->v, &g->n, &g->cap);
 }
 
-int snapshot_read_growth(struct reader *r, struct snap_growth *g)
+/* growth: an array of rows, or null (g->present false). */
+static int snapshot_read_growth(struct reader *r, struct snap_growth *g)
 {
     if (reader_take_null(r))
         return 0;

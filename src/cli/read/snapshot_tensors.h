@@ -6,13 +6,6 @@
 
 #include "reader.h"
 
-/* A tensors object or null (t->present false) into t, which the caller
- * zeroed; peak_tensors's time_ns and step are read where present. */
-int snapshot_read_tensors(struct reader *r, struct snap_tensors *t);
-
-/* growth: an array of rows, or null (g->present false). */
-int snapshot_read_growth(struct reader *r, struct snap_growth *g);
-
 /* Field functions: obj is the struct snap_device, or the snap_allocator
  * (oom.allocator.tensors). */
 int snapshot_read_device_tensors(struct reader *r, void *obj);

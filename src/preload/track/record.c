@@ -300,7 +300,9 @@ static void entries_give_back_first(unsigned n)
     record_lock_drop(&record_lock);
 }
 
-void record_entries_give_back(void)
+/* Hands this thread's parked entries back to the shared list: all of them,
+ * or (_overflow) all but the newest RECORD_TC_FREE_MAX / 2. */
+static void record_entries_give_back(void)
 {
     entries_give_back_first(UINT_MAX);
 }
@@ -476,12 +478,7 @@ void record_free_finish(void *token, bool ok, int64_t now)
         free_undo(e, now);
         return;
     }
-    record_free_done(e);
-}
-
-void record_free_done(void *token)
-{
-    record_free_done_fast(token);
+    record_free_done_fast(e);
 }
 
 void record_count_reentrant(void)

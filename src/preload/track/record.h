@@ -161,9 +161,6 @@ void *record_free_take(uintptr_t addr, enum record_kind kind_hint,
 /* ok=true: the memory is gone; ok=false: the real free failed, put the
  * entry and the counters back as they were.  `token` may be NULL (no-op). */
 void record_free_finish(void *token, bool ok, int64_t now_ns);
-/* record_free_finish(token, true, _) for a token that is not NULL: the
- * wrappers' fast path, which has tested both already. */
-void record_free_done(void *token);
 /* Size of a taken entry. */
 uint64_t record_token_size(const void *token);
 /* Id of the stack that allocated a taken entry. */

@@ -54,9 +54,6 @@ void record_alloc_at_slow(const struct record_alloc *a, unsigned entry,
 /* A free the tracker cannot take (unknown: never seen; known: of another
  * kind): counts it and drops the lock; returns NULL. */
 void *record_free_refused_unlock(bool known);
-/* Hands this thread's parked entries back to the shared list: all of them,
- * or (_overflow) all but the newest RECORD_TC_FREE_MAX / 2. */
-void record_entries_give_back(void);
 void record_entries_overflow(void);
 
 /* ---- owners ---- */
@@ -312,8 +309,9 @@ RECORD_HOT void *record_free_take_fast(uintptr_t addr, enum record_kind kind_hin
     return e;
 }
 
-/* record_free_done (record.h), inline: the entry is parked for this
- * thread, no lock. */
+/* record_free_finish(token, true, _) for a token that is not NULL (the
+ * wrappers' fast path, which has tested both already), inline: the entry
+ * is parked for this thread, no lock. */
 RECORD_HOT void record_free_done_fast(void *token)
 {
     struct live *e = token;
