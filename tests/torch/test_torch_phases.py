@@ -199,3 +199,44 @@ def test_without_disable_torch_function_the_roles_say_so_once(scenario):
     alloc = r.device()["allocator"]
     assert "parameter_bytes" not in alloc, alloc
     assert alloc["peak_step"] == 2  # the rest of the layer goes on
+
+
+def by_phase(snap, dev):
+    """Path -> at_peak_bytes of the device's ranges at its peak (none: no
+    allocation was made in any range)."""
+    return {path_of(snap, row["phase"]) if row["phase"] else "": row["at_peak_bytes"]
+            for row in dev.get("by_phase", ())}
+
+
+def test_what_a_step_that_raised_leaves_is_in_no_step(scenario):
+    # The step's "optimizer step" ends as the exception leaves PyTorch's
+    # step wrapper: the segment the except clause makes (96 MiB) and the
+    # peak's 256 MiB after the loop carry no step, in the by-range view as
+    # in the peak's phase, with no step hook or dump between.
+    r = scenario("step_raises.py", "last", "handler")
+    assert r.torch["raised"] == 1
+    snap = r.only("exit")
+    dev = r.device()
+    assert dev["peak_phase"] == 0
+    ranges = by_phase(snap, dev)
+    assert ranges.get("optimizer step", 0) < 96 << 20, ranges
+    rep = subprocess.run([str(CLI), "report", "--by", "range", str(r.files[-1])],
+                         capture_output=True, text=True, timeout=60)
+    assert rep.returncode == 0, rep.stderr
+    for row in rep.stdout.splitlines():  # "352 MiB  86.3% ... optimizer step" before
+        if row.rstrip().endswith("optimizer step"):
+            at_peak, unit = row.split()[:2]
+            assert unit not in ("MiB", "GiB") or float(at_peak) < 96, rep.stdout
+
+
+def test_a_step_that_raised_in_a_short_program_is_closed(scenario):
+    # No segment made from a function before the steps: the library has not
+    # read a frame directly when the peak is reached, so the peak's frames
+    # cannot say it ran in no step; the step's own end says it.
+    r = scenario("step_raises.py", "last", "short")
+    assert r.torch["raised"] == 1
+    snap = r.only("exit")
+    dev = r.device()
+    assert dev["peak_phase"] == 0 or "optimizer step" not in path_of(snap, dev["peak_phase"])
+    assert "during optimizer step" not in report(r.files[-1])
+    assert by_phase(snap, dev).get("optimizer step", 0) < 256 << 20

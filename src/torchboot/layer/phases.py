@@ -18,15 +18,24 @@ number.  By default no hook runs per module call:
             step" pushed around each step() (so allocations in it carry
             it), and the step count (the most any optimizer stepped).
             A step() that raises runs no post hook: its "optimizer step"
-            is closed at the thread's next step hook or dump, whichever
-            comes first (the step wrappers on its stack say which steps
-            still run); allocations before that still carry it, but not
-            the peak: at a dump, a peak whose innermost phase is
-            "optimizer step" while none of its frames is a step's (an
-            optimizer's method or PyTorch's step wrapper) has it taken
-            off (cumemtrace_peak_phase_ended).  Left as it is where the
-            peak's frames are not known in full (more than the 32 kept,
-            or none read) or another phase was opened inside it.
+            is closed as the exception leaves PyTorch's step wrapper.
+            The wrapper runs each step inside `with record_function(...)`,
+            whose bound __exit__ only the wrapper's value stack holds, and
+            drops as the with-block is left; the pre hook reads it from
+            the wrapper's frame (CPython 3.11-3.13's frame layout, checked
+            first; no host code runs) and keeps a weak reference whose
+            call back closes the step - during the unwinding, before any
+            except clause runs, with the exception and its traceback
+            untouched.  Where that exit cannot be read (another CPython, a
+            PyTorch without the with), the step is closed at the thread's
+            next step hook or dump, whichever comes first (the step
+            wrappers on its stack say which steps still run); allocations
+            before that still carry it, but not the peak: at a dump, a
+            peak whose innermost phase is "optimizer step" while none of
+            its frames is a step's (an optimizer's method or PyTorch's
+            step wrapper) has it taken off (cumemtrace_peak_phase_ended),
+            where the peak's frames are known in full (read directly, at
+            most the 32 kept) and no other phase was opened inside it.
 A module whose address was freed and taken by another module since the
 peak would lend it its name; the peak's frames are read directly only on
 CPython 3.11-3.13 (elsewhere the peak is not named by module).
@@ -44,6 +53,7 @@ import functools
 import os
 import sys
 import threading
+import types
 
 library = part("library")  # noqa: F821 (set by cumemtrace_torch.part)
 roles = part("roles")  # noqa: F821
@@ -59,6 +69,7 @@ _peak_step = {}      # device -> the step in which its peak was reached
 _usage_fn = None
 _mode = None         # None: off; "frames": the default; "hooks": =1
 _context_fn = _peak_phase_fn = _ended_fn = None
+_exit = None         # record_function.__exit__: what PyTorch's step wrapper leaves
 TORCH = b"torch"
 # Frames whose `self` is the module being called: Module.__call__'s own
 # and forward()'s (a module's helper called from forward has the same self)
@@ -77,7 +88,11 @@ class _Thread(threading.local):
     names = None       # id(module) -> bytes name, under the outermost module
     root = None
     backward = False   # "backward" open on this thread (autograd's)
-    steps = 0          # "optimizer step" open on this thread
+
+    def __init__(self):
+        # One per "optimizer step" open on this thread, innermost last: the
+        # weak reference to its wrapper's with-exit that ends it, or None.
+        self.steps = []
 
 
 def _names_of(root):
@@ -100,8 +115,46 @@ def _names_of(root):
     return names
 
 
+# CPython 3.11-3.13's _PyInterpreterFrame (Include/internal/pycore_frame.h):
+# the offsets of its code and its frame object (which must be the frame's
+# own before anything else is read), of stacktop and of localsplus (the
+# locals, then the value stack up to stacktop); PyFrameObject.f_frame is
+# after the object header and f_back.
+_FRAME_LAYOUT = {(3, 11): (32, 40), (3, 12): (0, 48), (3, 13): (0, 48)}
+_F_FRAME, _STACKTOP, _LOCALSPLUS = 24, 64, 72
+
+
+def _with_exit(frame):
+    """The bound __exit__ of the record_function that PyTorch's step
+    wrapper, running in `frame` (which is calling the pre hook), entered
+    with `with`; None where the layout is not CPython 3.11-3.13's with a
+    plain object header, or there is none.  Read from the frame's memory:
+    no attribute of the host's objects is looked up."""
+    at = _FRAME_LAYOUT.get(sys.version_info[:2])
+    if at is None or _exit is None or sys.getsizeof(object()) != 16:
+        return None  # a debug or free-threaded build has a larger header
+    word = ctypes.c_void_p.from_address
+    code = frame.f_code
+    iframe = word(id(frame) + _F_FRAME).value
+    if not iframe or word(iframe + at[0]).value != id(code) or \
+            word(iframe + at[1]).value != id(frame):
+        return None
+    top = ctypes.c_int.from_address(iframe + _STACKTOP).value
+    most = len(code.co_varnames) + len(code.co_cellvars) + len(code.co_freevars)
+    if not 0 < top <= most + code.co_stacksize:
+        return None
+    method = id(types.MethodType)
+    for i in range(top):
+        p = word(iframe + _LOCALSPLUS + 8 * i).value
+        if p and word(p + 8).value == method:  # ob_type
+            m = ctypes.cast(p, ctypes.py_object).value
+            if m.__func__ is _exit:
+                return m
+    return None
+
+
 def start(torch):
-    global _phase_push, _phase_pop, _usage_fn
+    global _phase_push, _phase_pop, _usage_fn, _exit
     global _mode, _context_fn, _peak_phase_fn, _ended_fn, _close_raised_steps
     mode = os.environ.get("CUMEMTRACE_TORCH_PHASES", "")
     if mode == "0":
@@ -124,6 +177,10 @@ def start(torch):
     ended.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p]
     ended.restype = ctypes.c_int
     _ended_fn = ended
+    try:
+        _exit = torch.autograd.profiler.record_function.__exit__
+    except AttributeError:
+        pass  # the step wrapper's with cannot be found: closed at the next hook
     here = _Thread()
     Tensor = torch.Tensor
     quiet = getattr(torch._C, "DisableTorchFunction", None)
@@ -199,22 +256,51 @@ def start(torch):
     def step_pre(optimizer, args, kwargs):
         # Called by PyTorch's step wrapper: its code is the mark of a step
         # under way on a thread's stack.
-        _wrapper[0] = sys._getframe(1).f_code
+        caller = sys._getframe(1)
+        _wrapper[0] = caller.f_code
         _close_raised_steps(1)
-        here.steps += 1
         _stepping[0] += 1
         push(TORCH, b"optimizer step")
+        here.steps.append(watch(caller))
 
     def step_post(optimizer, args, kwargs):
         _close_raised_steps(0)
-        if here.steps > 0:
-            here.steps -= 1
-            _stepping[0] -= 1
-            pop(TORCH)
+        if here.steps:
+            end_step()  # its weak reference goes with it: no call back
         n = _steps[id(optimizer)] = _steps.get(id(optimizer), 0) + 1
         if n > _step[0]:
             _step[0] = n
             _note_peak_step(torch, n)
+
+    def end_step():
+        here.steps.pop()
+        _stepping[0] -= 1
+        pop(TORCH)
+
+    def watch(frame):
+        """A weak reference to the with-exit of the step wrapper running in
+        `frame`, whose call back ends this step when the wrapper leaves
+        its with-block without the post hook (it raised); None when that
+        exit is not found."""
+        try:
+            m = _with_exit(frame)
+        except Exception:
+            m = None
+        if m is None:
+            return None
+        tid = threading.get_ident()
+
+        def left(ref):
+            try:
+                if threading.get_ident() == tid:
+                    for i in range(len(here.steps) - 1, -1, -1):
+                        if here.steps[i] is ref:  # with the steps opened inside it
+                            while len(here.steps) > i:
+                                end_step()
+                            break
+            except BaseException:
+                pass  # runs in the host's unwinding: never raises into it
+        return weakref.ref(m, left)
 
     def close_raised_steps(calling):
         """Pops the "optimizer step" of each step() that raised on this
@@ -227,10 +313,8 @@ def start(torch):
             if f.f_code is _wrapper[0]:
                 running += 1
             f = f.f_back
-        while here.steps > max(running, 0):
-            here.steps -= 1
-            _stepping[0] -= 1
-            pop(TORCH)
+        while len(here.steps) > max(running, 0):
+            end_step()
 
     _close_raised_steps = close_raised_steps
 

@@ -1,8 +1,11 @@
 """An optimizer step that raises: the closure of the second of four SGD
 steps fails (PyTorch then runs no step post hook), the program catches it
 and trains on; after the loop the device's peak is reached outside any
-step - a 256 MiB tensor made at the top level.  With the argument `last`
-the fourth step fails: the peak comes before any later step hook."""
+step - a 256 MiB tensor made at the top level.  Arguments: `last` - the
+fourth step fails: the peak comes before any later step hook; `handler` -
+the except clause keeps a 96 MiB tensor of its own (a segment made while
+the exception is handled); `short` - no segments made from a function
+before the steps (the library reads no frame directly yet)."""
 import json
 import sys
 import traceback
@@ -23,8 +26,8 @@ def held(mib):
 
 # Segments made from a function, as any longer run makes them: the
 # library then reads the peak's frames directly (the walk is proven).
-kept = [held(mib) for mib in (3, 5, 7)]
-failing_step = 3 if sys.argv[1:] == ["last"] else 1
+kept = [held(mib) for mib in (3, 5, 7)] if "short" not in sys.argv[1:] else []
+failing_step = 3 if "last" in sys.argv[1:] else 1
 
 
 def failing():
@@ -40,6 +43,8 @@ for step in range(4):
         raised += 1
         # the host's traceback, compared bare and traced by the test
         print("RAISED", [(f.name, f.line) for f in traceback.extract_tb(e.__traceback__)])
+        if "handler" in sys.argv[1:]:
+            kept.append(torch.empty(96 << 20, dtype=torch.uint8, device="cuda"))  # HANDLER
 big = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")  # PEAK
 torch.cuda.synchronize()
 print("TORCH " + json.dumps({"raised": raised, "max_reserved": torch.cuda.max_memory_reserved()}))
