@@ -235,6 +235,25 @@ def test_advice_triggers(name, advice):
     assert {a["id"] for a in m["snapshots"][0]["advice"]} == advice
 
 
+@pytest.mark.parametrize("name,flags", [
+    ("torch/demo_oom.json", []),           # PyTorch's post-mortem without its tensors
+    ("tensors_oom.json", ["--segments"]),  # with them, the driver's view asked for
+])
+def test_pytorch_advice_names_no_line_from_the_segments(name, flags):
+    """In a PyTorch process the lines that created cached segments do not
+    hold what they hold (freed blocks among it): without the failure's
+    tensors the advice names no line as holding memory - no activations
+    line from the segments' stacks, no dominant line - and says what this
+    request lacked."""
+    m = json.loads(cli("report", "--json", *flags, INPUTS / name).stdout)
+    adv = m["snapshots"][0]["advice"]
+    ids = {a["id"] for a in adv}
+    assert "activations" not in ids and "dominant-site" not in ids, adv
+    assert "exhausted" in ids, adv
+    assert not any("call sites under forward" in a["text"] or
+                   re.search(r"holds [\d.]+%", a["text"]) for a in adv), adv
+
+
 def _with_allocator(tmp_path, base, cause, **facts):
     """A post-mortem as PyTorch's observer completes it (oom.allocator)."""
     doc = snap(base)

@@ -254,6 +254,7 @@ int advice_compute(struct snapshot *s, struct advice *out)
         int rc = activations ? 0 /* that line already names the forward pass */
                  : h.source == HOLDERS_TENSORS
                      ? dominant_tensors(s, &h, "At the failure", out, &n)
+                 : s->oom.allocator.present ? 0 /* its segments: oom_causes.c, forward_share */
                      : dominant(s, &s->oom.live, total, "At the failure", out, &n);
         holders_free(&h);
         if (rc != 0)

@@ -25,13 +25,14 @@
  *                       % of the device (and beyond a context)
  *   activations         oom.cause "exhausted" and stacks under a Python
  *                       `forward` hold >= ADVICE_DOMINANT_PCT % at the failure
+ *                       (PyTorch: of the failure's tensors only)
  *   exhausted           oom.cause "exhausted" otherwise
  *   optimizer-state     an OOM whose allocator roles give the optimizer's
  *                       state >= ADVICE_OPTIMIZER_PCT % of PyTorch's tensors
  *   whole-run           oom.cause "exhausted": the run's need is unknown
  *   dominant-site       one call site holds >= ADVICE_DOMINANT_PCT % of what
  *                       is held at the failure (OOM), else of a device's peak
- *                       (PyTorch's device: of the peak's tensors only)
+ *                       (PyTorch: of its tensors only, at the failure or peak)
  *   peak-unrecorded     a device PyTorch's allocator holds, without the
  *                       peak's tensors in the file: what is known of the
  *                       peak, no line named, and CUMEMTRACE_TORCH_PEAK=1

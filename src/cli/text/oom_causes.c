@@ -82,8 +82,9 @@ static uint64_t forward_bytes(const struct snapshot *s, const struct snap_groups
 
 /* The activations at the failure: with PyTorch's tensors the lines the
  * post-mortem lists whose stack passes through a forward (the same
- * holders, the same bytes), of what its tensors hold; else the driver's
- * call sites under forward, of what this process holds.  *lead is the
+ * holders, the same bytes), of what its tensors hold; without them in a
+ * PyTorch process nothing (*held 0); else the driver's call sites under
+ * forward, of what this process holds.  *lead is the
  * sentence's start.  0, or -1 when out of memory. */
 static int forward_share(struct snapshot *s, uint64_t *fwd, uint64_t *held, char *lead, size_t n)
 {
@@ -91,6 +92,14 @@ static int forward_share(struct snapshot *s, uint64_t *fwd, uint64_t *held, char
     struct holders h;
     if (holders_get(s, NULL, HOLDERS_OOM, false, &h) != 0)
         return -1;
+    if (h.source != HOLDERS_TENSORS && s->oom.allocator.present) {
+        /* PyTorch's cached segments hold freed blocks too: the lines that
+         * created them do not say what its tensors held. */
+        holders_free(&h);
+        *fwd = *held = 0;
+        lead[0] = '\0';
+        return 0;
+    }
     if (h.source != HOLDERS_TENSORS) {
         holders_free(&h);
         *fwd = forward_bytes(s, &s->oom.live);
