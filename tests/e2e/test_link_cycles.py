@@ -16,6 +16,7 @@ into: src/preload (the library) and src/cli (the command), each with
 src/common, and each library of src/simgpu, the simulated device
 (src/simgpu/driver, runtime, blas, dnn, nccl, nvml), with src/common and
 src/simgpu/common."""
+import functools
 import os
 import re
 import subprocess
@@ -36,6 +37,13 @@ KNOWN = set()
 
 def symbols(obj):
     """(defined global symbols, undefined symbols) of one object."""
+    st = os.stat(obj)
+    return _symbols(obj, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=None)
+def _symbols(obj, mtime_ns, size):
+    # once per object and version: three tests read the whole build's graph
     out = subprocess.run(["nm", "-P", obj], capture_output=True, text=True,
                          check=True).stdout
     defined, undefined = set(), set()
