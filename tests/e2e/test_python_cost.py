@@ -20,6 +20,7 @@ from needs import DEPS, needs
 
 PYTHON = os.environ.get("CUMEMTRACE_TEST_PYTHON", "/usr/bin/python3")
 BENCH = ROOT / "scripts" / "bench_python.py"
+COUNTS_INSTRUCTIONS = True  # conftest.py: marked `instructions`, make test-quick skips
 DEPTH = 24  # bench_python's nesting for 30 Python frames at cudaMalloc
 # instructions a capture at 30 frames, measured on the tree of 2026-12-07
 MEASURED = {"held": 1679, "released": 1844}
