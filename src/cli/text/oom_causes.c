@@ -661,22 +661,27 @@ static void allocator_plain(const struct snap_oom *o, char *buf, size_t n)
     allocator_held(o, "", report_allocator_who(&o->allocator, true), buf, n);
 }
 
-/* Indexed by enum oom_cause. */
+/* Indexed by enum oom_cause; a trait left out is false. */
 static const struct oom_cause_row rows[FORMAT_CAUSE_COUNT] = {
-    [CAUSE_UNKNOWN] = {line_unknown, NULL, allocator_plain, false, true, false},
-    [CAUSE_EXHAUSTED] = {line_exhausted, advice_exhausted, allocator_exhausted, false, true,
-                         false},
-    [CAUSE_REFUSED_WHILE_FREE] = {line_refused_while_free, advice_refused_while_free,
-                                  allocator_refused_while_free, false, false, true},
-    [CAUSE_LIMIT] = {line_limit, advice_limit, allocator_limit, false, false, false},
-    [CAUSE_ALLOCATOR_FRAGMENTATION] = {line_allocator_fragmentation,
-                                       advice_allocator_fragmentation,
-                                       allocator_fragmentation, false, true, false},
-    [CAUSE_ALLOCATOR_LIMIT] = {line_allocator_limit, advice_allocator_limit,
-                               allocator_allocator_limit, true, false, false},
-    [CAUSE_OTHER_PROCESSES] = {line_other_processes, NULL, allocator_other_processes, false,
-                               true, false},
-    [CAUSE_ALLOCATOR] = {line_allocator, NULL, allocator_plain, true, true, false},
+    [CAUSE_UNKNOWN] = {.line = line_unknown, .allocator = allocator_plain,
+                       .outside_advice = true},
+    [CAUSE_EXHAUSTED] = {.line = line_exhausted, .advice = advice_exhausted,
+                         .allocator = allocator_exhausted, .outside_advice = true},
+    [CAUSE_REFUSED_WHILE_FREE] = {.line = line_refused_while_free,
+                                  .advice = advice_refused_while_free,
+                                  .allocator = allocator_refused_while_free,
+                                  .shows_layout = true},
+    [CAUSE_LIMIT] = {.line = line_limit, .advice = advice_limit, .allocator = allocator_limit},
+    [CAUSE_ALLOCATOR_FRAGMENTATION] = {.line = line_allocator_fragmentation,
+                                       .advice = advice_allocator_fragmentation,
+                                       .allocator = allocator_fragmentation,
+                                       .outside_advice = true},
+    [CAUSE_ALLOCATOR_LIMIT] = {.line = line_allocator_limit, .advice = advice_allocator_limit,
+                               .allocator = allocator_allocator_limit, .by_allocator = true},
+    [CAUSE_OTHER_PROCESSES] = {.line = line_other_processes,
+                               .allocator = allocator_other_processes, .outside_advice = true},
+    [CAUSE_ALLOCATOR] = {.line = line_allocator, .allocator = allocator_plain,
+                         .by_allocator = true, .outside_advice = true},
 };
 
 const struct oom_cause_row *oom_cause_row(int c)
