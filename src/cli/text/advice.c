@@ -2,7 +2,6 @@
 #include "advice.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,20 +14,6 @@
 #include "report_allocator.h"
 #include "report_layout.h"
 #include "sites.h"
-
-void advice_add(struct advice *out, int *n, const char *id, uint64_t bytes,
-                const char *fmt, ...)
-{
-    if (*n >= ADVICE_MAX)
-        return;
-    struct advice *a = &out[(*n)++];
-    a->id = id;
-    a->bytes = bytes == SNAP_UNKNOWN ? 0 : bytes;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(a->text, sizeof a->text, fmt, ap);
-    va_end(ap);
-}
 
 static bool known(uint64_t v)
 {
@@ -108,35 +93,6 @@ static void optimizer_state(const struct snap_allocator *al, struct advice *out,
         "fused optimizer (fused=True) saves time and temporaries, not state",
         al->optimizers && al->optimizers[0] ? al->optimizers : "The optimizer's",
         out_bytes(st, a), out_pct(st, al->allocated_bytes, b), times);
-}
-
-uint64_t advice_short_by(const struct snap_oom *o)
-{
-    if (known(o->shortfall_bytes) && o->shortfall_bytes > 0)
-        return o->shortfall_bytes;
-    return known(o->free_bytes) && o->requested_bytes > o->free_bytes
-               ? o->requested_bytes - o->free_bytes
-               : 0;
-}
-
-/* Who lacked the shortfall: the failing call.  When it is a step of the
- * allocator's larger request (an expandable segment's 20 MiB cuMemCreate for
- * a 172 MiB tensor) the shortfall is that call's, so the call is named with
- * the request it serves; nothing here measures what the whole request
- * lacked.  Returns true for such a step. */
-bool advice_lacking(const struct snapshot *s, char *buf, size_t n)
-{
-    const struct snap_oom *o = &s->oom;
-    uint64_t user = oom_text_request(o);
-    char a[OUT_NUM], b[OUT_NUM];
-    if (user == o->requested_bytes) {
-        snprintf(buf, n, "this request");
-        return false;
-    }
-    snprintf(buf, n, "the %s %s for %s's %s request", out_bytes(o->requested_bytes, a),
-             o->entry_point ? snapshot_display(s->ctx, o->entry_point) : "call",
-             oom_text_allocator(&o->allocator), out_bytes(user, b));
-    return true;
 }
 
 static void oom_advice(struct snapshot *s, struct advice *out, int *n)

@@ -691,3 +691,44 @@ const struct oom_cause_row *oom_cause_row(int c)
         c = CAUSE_UNKNOWN;
     return &rows[c];
 }
+
+const char *oom_causes_failure(const struct snapshot *s, char *buf, size_t n)
+{
+    const struct snap_oom *o = &s->oom;
+    char a[OUT_NUM], b[OUT_NUM], dev[32];
+    if (o->device < 0)
+        snprintf(dev, sizeof dev, "the host");
+    else
+        snprintf(dev, sizeof dev, "device %" PRId64, o->device);
+    if (oom_cause_row(o->cause)->by_allocator) {
+        /* The allocator's own refusal: its name is the entry point. */
+        const char *w = oom_text_allocator(&o->allocator);
+        snprintf(buf, n, "%c%s refused %s of %s on %s without a CUDA call",
+                 w[0] == 't' ? 'T' : w[0], w + 1, out_bytes(oom_text_request(o), a),
+                 oom_text_kind(o->kind), dev);
+        return buf;
+    }
+    uint64_t user = oom_text_request(o);
+    char step[160] = "";
+    if (user != o->requested_bytes)
+        snprintf(step, sizeof step, " (for %s's %s request)", oom_text_allocator(&o->allocator),
+                 out_bytes(user, b));
+    snprintf(buf, n, "%s of %s of %s failed on %s%s",
+             o->entry_point ? text(s, o->entry_point) : "?", out_bytes(o->requested_bytes, a),
+             oom_text_kind(o->kind), dev, step);
+    return buf;
+}
+
+const char *oom_causes_line(const struct snapshot *s, char *buf, size_t n)
+{
+    oom_cause_row(s->oom.cause)->line(s, buf, n);
+    return buf;
+}
+
+const char *oom_causes_allocator(const struct snap_oom *o, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (o->allocator.present)
+        oom_cause_row(o->cause)->allocator(o, buf, n);
+    return buf;
+}

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "advice.h"
+#include "advice_line.h"
 #include "snapshot.h"
 
 struct oom_cause_row {
@@ -36,5 +36,17 @@ struct oom_cause_row {
 /* The row of cause c (an enum oom_cause); a cause this version does not
  * know gets CAUSE_UNKNOWN's, which prints the name the file gave. */
 const struct oom_cause_row *oom_cause_row(int c);
+
+/* "cudaMalloc of 256 MiB of device memory failed on device 0", or "PyTorch
+ * refused 256 MiB ... without a CUDA call"; returns buf. */
+const char *oom_causes_failure(const struct snapshot *s, char *buf, size_t n);
+
+/* The cause, one clause: "exhausted - short by 16.0 MiB (request 64.0 MiB,
+ * free 4.00 MiB)"; returns buf. */
+const char *oom_causes_line(const struct snapshot *s, char *buf, size_t n);
+
+/* One plain sentence of cause and numbers, into buf ("" when the
+ * allocator did not speak).  Returns buf. */
+const char *oom_causes_allocator(const struct snap_oom *o, char *buf, size_t n);
 
 #endif

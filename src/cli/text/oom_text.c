@@ -5,18 +5,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "oom_causes.h"
 #include "out.h"
 
 static bool known(uint64_t v)
 {
     return v != SNAP_UNKNOWN;
-}
-
-/* A recorded string as text output may print it (snapshot_display). */
-static const char *text(const struct snapshot *s, const char *str)
-{
-    return snapshot_display(s->ctx, str);
 }
 
 uint64_t oom_text_request(const struct snap_oom *o)
@@ -67,37 +60,4 @@ const char *oom_text_kind(int kind)
 const char *oom_text_allocator(const struct snap_allocator *a)
 {
     return a->name && strcmp(a->name, "pytorch") == 0 ? "PyTorch" : "the caching allocator";
-}
-
-const char *oom_text_failure(const struct snapshot *s, char *buf, size_t n)
-{
-    const struct snap_oom *o = &s->oom;
-    char a[OUT_NUM], b[OUT_NUM], dev[32];
-    if (o->device < 0)
-        snprintf(dev, sizeof dev, "the host");
-    else
-        snprintf(dev, sizeof dev, "device %" PRId64, o->device);
-    if (oom_cause_row(o->cause)->by_allocator) {
-        /* The allocator's own refusal: its name is the entry point. */
-        const char *w = oom_text_allocator(&o->allocator);
-        snprintf(buf, n, "%c%s refused %s of %s on %s without a CUDA call",
-                 w[0] == 't' ? 'T' : w[0], w + 1, out_bytes(oom_text_request(o), a),
-                 oom_text_kind(o->kind), dev);
-        return buf;
-    }
-    uint64_t user = oom_text_request(o);
-    char step[160] = "";
-    if (user != o->requested_bytes)
-        snprintf(step, sizeof step, " (for %s's %s request)", oom_text_allocator(&o->allocator),
-                 out_bytes(user, b));
-    snprintf(buf, n, "%s of %s of %s failed on %s%s",
-             o->entry_point ? text(s, o->entry_point) : "?", out_bytes(o->requested_bytes, a),
-             oom_text_kind(o->kind), dev, step);
-    return buf;
-}
-
-const char *oom_text_cause(const struct snapshot *s, char *buf, size_t n)
-{
-    oom_cause_row(s->oom.cause)->line(s, buf, n);
-    return buf;
 }

@@ -1,6 +1,5 @@
 /* oom_text.h - what failed and why, in the words every view of a
- * post-mortem prints: the text report's `cause:` line and the HTML page's
- * sentence come from these functions (they were two copies that drifted).
+ * post-mortem prints, shared by oom_causes.c's rows and the views.
  *
  * The request named is the user's: the caching allocator's when it spoke
  * (PyTorch asked for 64 MiB), not the driver call that failed under it (a
@@ -56,13 +55,5 @@ uint64_t oom_text_granularity(const struct snapshot *s);
 /* The explanation of a refusal with free >= request; *figure gets what the
  * sentence quotes (the rounded request, the margin, the untracked bytes). */
 enum oom_refusal oom_text_refusal(const struct snapshot *s, uint64_t *figure);
-
-/* "cudaMalloc of 256 MiB of device memory failed on device 0", or "PyTorch
- * refused 256 MiB ... without a CUDA call"; returns buf. */
-const char *oom_text_failure(const struct snapshot *s, char *buf, size_t n);
-
-/* The cause, one clause: "exhausted - short by 16.0 MiB (request 64.0 MiB,
- * free 4.00 MiB)"; returns buf. */
-const char *oom_text_cause(const struct snapshot *s, char *buf, size_t n);
 
 #endif

@@ -4,7 +4,6 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "oom_causes.h"
 #include "out.h"
 #include "snapshot_phases.h"
 
@@ -39,14 +38,6 @@ uint64_t report_allocator_request(const struct snap_oom *o)
 static const char *plural(uint64_t count)
 {
     return count == 1 ? "" : "s";
-}
-
-const char *report_allocator_sentence(const struct snap_oom *o, char *buf, size_t n)
-{
-    buf[0] = '\0';
-    if (o->allocator.present)
-        oom_cause_row(o->cause)->allocator(o, buf, n);
-    return buf;
 }
 
 void report_allocator_lines(FILE *f, struct snapctx *ctx, const struct snap_oom *o)

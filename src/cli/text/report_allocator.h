@@ -10,10 +10,6 @@
 
 #include "snapshot.h"
 
-/* One plain sentence of cause and numbers, into buf ("" when the
- * allocator did not speak).  Returns buf. */
-const char *report_allocator_sentence(const struct snap_oom *o, char *buf, size_t n);
-
 /* The allocator as a sentence names it: "PyTorch" for ours, else "the
  * allocator" ("The allocator" when `capital`, opening a sentence). */
 const char *report_allocator_who(const struct snap_allocator *a, bool capital);

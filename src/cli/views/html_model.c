@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "advice.h"
+#include "oom_causes.h"
 #include "oom_text.h"
 #include "cli.h"
 #include "arena.h"
@@ -716,8 +717,8 @@ static int write_track(struct json_out *w, struct model *m, const struct track *
 static void cause_sentence(const struct snapshot *s, char *buf, size_t n)
 {
     char what[512], why[1024];
-    snprintf(buf, n, "%s: %s.", oom_text_failure(s, what, sizeof what),
-             oom_text_cause(s, why, sizeof why));
+    snprintf(buf, n, "%s: %s.", oom_causes_failure(s, what, sizeof what),
+             oom_causes_line(s, why, sizeof why));
 }
 
 /* 0, or -1 when out of memory. */
@@ -779,7 +780,7 @@ static int write_oom(struct json_out *w, struct snapshot *s)
         json_out_key(w, "name");
         json_out_string(w, al->name);
         json_out_key(w, "sentence");
-        json_out_string(w, report_allocator_sentence(o, sent, sizeof sent));
+        json_out_string(w, oom_causes_allocator(o, sent, sizeof sent));
         static const char *const ak[] = {"requested", "allocated", "reserved", "unallocated",
                                          "largest_free_small", "largest_free_large", "limit",
                                          "segments"};

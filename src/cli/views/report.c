@@ -272,7 +272,7 @@ static void print_header(FILE *f, const struct snapshot *s)
 static void print_cause(FILE *f, const struct snapshot *s)
 {
     char text[1024];
-    field(f, "cause:", "%s", oom_text_cause(s, text, sizeof text));
+    field(f, "cause:", "%s", oom_causes_line(s, text, sizeof text));
 }
 
 static void print_retries(FILE *f, const struct snap_oom *o)
@@ -352,7 +352,7 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
     fprintf(f, "%s%sOUT OF MEMORY on %s at %s%s\n", out_color(OUT_BOLD), out_color(OUT_RED),
             dev, out_duration(o->time_ns, t), out_color(OUT_RESET));
     char sentence[512];
-    if (report_allocator_sentence(o, sentence, sizeof sentence)[0])
+    if (oom_causes_allocator(o, sentence, sizeof sentence)[0])
         out_wrap(f, "  ", "  ", sentence);
     char thread[48] = "";
     if (o->thread != SNAP_UNKNOWN_I64)
