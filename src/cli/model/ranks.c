@@ -195,6 +195,28 @@ static void fold_site(struct rank_site *site, uint64_t v, size_t row)
 }
 
 /* Adds what s held at each device's peak, by call site, to the sites. */
+/* The row of key among the sites, in *idx; *fresh is the row when it was
+ * added now (its display and callers still to fill), NULL when the key
+ * had one already.  -1 when out of memory. */
+static int site_row(struct ranks *r, const char *key, size_t len, uint32_t *idx,
+                    struct rank_site **fresh)
+{
+    const char *kept;
+    *fresh = NULL;
+    if (hmap_get_or_add(&r->site_keys, key, len, (uint32_t)r->nsites, idx, &kept) != 0)
+        return -1;
+    if (*idx != r->nsites)
+        return 0;
+    if (snapshot_vec_reserve((void **)&r->sites, &r->sites_cap, sizeof *r->sites,
+                             r->nsites + 1) != 0)
+        return -1;
+    *fresh = &r->sites[r->nsites++];
+    memset(*fresh, 0, sizeof **fresh);
+    (*fresh)->key = kept;
+    (*fresh)->key_len = len;
+    return 0;
+}
+
 static int fold_segments(struct ranks *r, struct snapshot *s, size_t row)
 {
     struct sites_sum sum;
@@ -212,21 +234,13 @@ static int fold_segments(struct ranks *r, struct snapshot *s, size_t row)
         if (text == NULL)
             goto out;
         uint32_t idx;
-        const char *key;
-        int added = hmap_get_or_add(&r->site_keys, text, len, (uint32_t)r->nsites, &idx,
-                                    &key);
+        struct rank_site *rs;
+        int added = site_row(r, text, len, &idx, &rs);
         free(text);
         if (added != 0)
             goto out;
-        if (idx == r->nsites) {
-            if (snapshot_vec_reserve((void **)&r->sites, &r->sites_cap, sizeof *r->sites,
-                                     r->nsites + 1) != 0)
-                goto out;
+        if (rs != NULL) {
             char via[512];
-            struct rank_site *rs = &r->sites[r->nsites++];
-            memset(rs, 0, sizeof *rs);
-            rs->key = key;
-            rs->key_len = len;
             rs->display = keep(r, site->display);
             rs->callers = keep(r, frames_callers(site->snap, site->stack, 3, via,
                                                  sizeof via));
@@ -329,18 +343,11 @@ static int fold_tensors(struct ranks *r, struct snapshot *s, size_t row, enum ra
         char key[2048];
         size_t len = tensor_key(key, sizeof key, m, v[i].name);
         uint32_t idx;
-        const char *kept;
-        if (hmap_get_or_add(&r->site_keys, key, len, (uint32_t)r->nsites, &idx, &kept) != 0)
+        struct rank_site *rs;
+        if (site_row(r, key, len, &idx, &rs) != 0)
             goto out;
-        if (idx == r->nsites) {
-            if (snapshot_vec_reserve((void **)&r->sites, &r->sites_cap, sizeof *r->sites,
-                                     r->nsites + 1) != 0)
-                goto out;
+        if (rs != NULL) {
             char via[512];
-            struct rank_site *rs = &r->sites[r->nsites++];
-            memset(rs, 0, sizeof *rs);
-            rs->key = kept;
-            rs->key_len = len;
             rs->moment = m;
             rs->display = keep(r, v[i].display);
             rs->callers = keep(r, holder_callers(s, &v[i], 3, via, sizeof via));
