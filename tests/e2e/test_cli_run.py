@@ -33,9 +33,12 @@ __attribute__((constructor)) static void announce(void)
     if (m == NULL || dir == NULL)
         return;
     char line[4096];
-    int n = snprintf(line, sizeof line, "%s/cumemtrace.stand-in.%d.json\n", dir, (int)getpid());
+    /* a record as the library writes it (src/preload/write/output.c) */
+    int head = snprintf(line, sizeof line, "wrote %d exit ", (int)getpid());
+    int n = head + snprintf(line + head, sizeof line - (size_t)head,
+                            "%s/cumemtrace.stand-in.%d.json\n", dir, (int)getpid());
     line[n - 1] = '\0';
-    close(open(line, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)); /* run lists files that exist */
+    close(open(line + head, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)); /* run lists files that exist */
     line[n - 1] = '\n';
     int fd = open(m, O_WRONLY | O_APPEND | O_CLOEXEC);
     if (fd >= 0) {
@@ -160,6 +163,19 @@ def test_manifest_of_a_process_tree(tree):
     files = [l.strip() for l in lines[1:]]
     assert len(files) == len(set(files)) == 4
     assert all(f.startswith(str(out) + "/cumemtrace.stand-in.") for f in files)
+
+
+def test_manifest_lists_only_the_records_the_library_writes(tree):
+    cli, out = tree
+    # a line with no keyword and pid continues the record before it (a path
+    # that holds a newline); it is never a file of its own, even one that
+    # exists, so what a child appends to the list is not reported as written
+    stray = out / "stray.json"
+    stray.write_text("{}")
+    r = run(cli, "--", "sh", "-c", 'echo "$1" >> "$CUMEMTRACE_MANIFEST"', "sh", str(stray))
+    assert r.returncode == 0, r.stderr
+    assert str(stray) not in r.stderr, r.stderr
+    assert "no snapshot written" in r.stderr, r.stderr
 
 
 def test_no_snapshot(tree):

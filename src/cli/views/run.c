@@ -208,9 +208,8 @@ static int set_env(const char *name, const char *value)
 
 /* One record of the manifest (src/preload/write/output.h): "cuda <pid> <exe>",
  * "wrote <pid> <reason>[:<signal>] <path>", "failed <pid> <reason> <path>"
- * (a snapshot the library could not write), "stream <pid> - <path>", or a
- * bare path (older libraries).  A path may hold a newline: the record then
- * spans lines (records_of). */
+ * (a snapshot the library could not write) or "stream <pid> - <path>".  A
+ * path may hold a newline: the record then spans lines (records_of). */
 struct mline {
     char kind;  /* 'c', 'w', 'f', 's' */
     long pid;
@@ -223,11 +222,6 @@ static bool parse_mline(char *line, struct mline *m)
     m->line = line;
     m->pid = -1;
     m->tag = (char *)"exit";
-    if (line[0] == '/') {
-        m->kind = 'w';
-        m->path = line;
-        return true;
-    }
     char *sp1 = strchr(line, ' ');
     if (sp1 == NULL)
         return false;
@@ -266,21 +260,6 @@ static bool record_start(const char *line)
     return false;
 }
 
-/* The path of a "wrote"/"stream"/"failed" record or a bare path, or NULL. */
-static const char *record_path(const char *rec)
-{
-    if (rec[0] == '/')
-        return rec;
-    if (strncmp(rec, "cuda ", 5) == 0)
-        return NULL;
-    const char *p = rec;
-    for (int i = 0; i < 3 && p != NULL; i++) {
-        p = strchr(p, ' ');
-        p = p ? p + 1 : NULL;
-    }
-    return p;
-}
-
 /* Appends line to the record *rec after a newline (a path that held one);
  * false when out of memory. */
 static bool continue_record(char **rec, const char *line)
@@ -296,9 +275,8 @@ static bool continue_record(char **rec, const char *line)
 }
 
 /* The manifest's records, each a malloc'd string: a line that starts none
- * (no keyword, or a '/' line after a record whose file does not exist while
- * the two joined name one) continues the one before - the library writes
- * each record with one write(), and a path may hold a newline. */
+ * (no keyword and pid) continues the one before - the library writes each
+ * record with one write(), and a path may hold a newline. */
 static char **records_of(FILE *f, size_t *count)
 {
     char **recs = NULL, *line = NULL;
@@ -307,21 +285,7 @@ static char **records_of(FILE *f, size_t *count)
     while ((len = getline(&line, &lcap, f)) > 0) {
         if (line[len - 1] == '\n')
             line[--len] = '\0';
-        bool joins = false;
-        if (n > 0 && !record_start(line)) {
-            joins = line[0] != '/';
-            const char *prev = record_path(recs[n - 1]);
-            if (!joins && prev != NULL && access(prev, F_OK) != 0) {
-                size_t a = strlen(recs[n - 1]);
-                char *both = malloc(a + (size_t)len + 2);
-                if (both != NULL) {
-                    snprintf(both, a + (size_t)len + 2, "%s\n%s", recs[n - 1], line);
-                    const char *bp = record_path(both);
-                    joins = bp != NULL && access(bp, F_OK) == 0;
-                    free(both);
-                }
-            }
-        }
+        bool joins = n > 0 && !record_start(line);
         if (joins) {
             if (!continue_record(&recs[n - 1], line))
                 break;
