@@ -330,18 +330,33 @@ def _with_phases(peak_extra=0, current_extra=0, phase=1):
     d["by_phase"] = [{"phase": phase, "bytes": d["current_bytes"] + current_extra, "count": 1,
                       "at_peak_bytes": d["peak_bytes"] + peak_extra, "at_peak_count": 1,
                       "allocs": 1, "bytes_allocated": d["peak_bytes"], "top_at_peak": []}]
+    row = d["by_phase"][0]
+    row["sites"] = [[doc["stacks"][0]["id"], row["at_peak_bytes"], row["bytes"], 1,
+                     row["bytes_allocated"]]]  # one call site holds the row's bytes
     return doc
 
 
 def _with_sites(peak_extra, current_extra):
-    """_with_phases with its row's bytes held by one call site, off by the
-    extras."""
+    """_with_phases with its call site's bytes off the row's by the extras."""
     doc = _with_phases()
-    row = doc["devices"][0]["by_phase"][0]
-    stack = doc["stacks"][0]["id"]
-    row["sites"] = [[stack, row["at_peak_bytes"] + peak_extra, row["bytes"] + current_extra,
-                     1, row["bytes_allocated"]]]
+    site = doc["devices"][0]["by_phase"][0]["sites"][0]
+    site[1] += peak_extra
+    site[2] += current_extra
     return doc
+
+
+def test_by_phase_row_without_sites_is_malformed(tmp_path):
+    """The writer lists every row's call sites; a row without them is a
+    broken file, refused in one line that names the row."""
+    import json
+    doc = _with_phases()
+    del doc["devices"][0]["by_phase"][0]["sites"]
+    bad = tmp_path / "nosites.json"
+    bad.write_text(json.dumps(doc))
+    for cmd in (["report"], ["export", "--format", "pprof", "-o", str(tmp_path / "p.pb.gz")]):
+        r = _cli(*cmd, bad)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert 'devices[0].by_phase[0] has no "sites"' in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("doc,rule", [
@@ -458,22 +473,6 @@ def test_exports_carry_ranges(run, tmp_path):
         per_range[lab["range"]] = per_range.get(lab["range"], 0) + vals[0]
     assert per_range == {k: v["at_peak_bytes"] for k, v in rows.items()}
     assert sum(per_range.values()) == peak
-    # a stack's samples add up to its one sample of a file without the sites
-    old = json.loads(f.read_text())
-    for row in old["devices"][0]["by_phase"]:
-        del row["sites"]
-    plain = tmp_path / "old.json"
-    plain.write_text(json.dumps(old))
-    assert _cli("export", "--format", "pprof", plain, "-o", tmp_path / "o.pb.gz").returncode == 0
-    unsplit = _pprof_samples((tmp_path / "o.pb.gz").read_bytes())
-    assert all(not s[2] for s in unsplit)
-
-    def by_stack(ss):
-        out = {}
-        for locs, vals, _ in ss:
-            out[locs] = [a + b for a, b in zip(out.get(locs, [0] * 4), vals)]
-        return out
-    assert by_stack(samples) == by_stack(unsplit)
     # speedscope: "at peak, by range", ranges as frames above the call sites
     assert _cli("export", "--format", "speedscope", f, "-o", tmp_path / "s.json").returncode == 0
     sc = json.loads((tmp_path / "s.json").read_text())

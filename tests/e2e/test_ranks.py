@@ -218,7 +218,8 @@ def ranged(path, rank, devices):
     for ordinal, ranges in devices:
         rows = [{"phase": phase(p), "bytes": live * MiB, "count": int(live > 0),
                  "at_peak_bytes": at_peak * MiB, "at_peak_count": int(at_peak > 0),
-                 "allocs": 1, "bytes_allocated": max(at_peak, live) * MiB, "top_at_peak": []}
+                 "allocs": 1, "bytes_allocated": max(at_peak, live) * MiB, "top_at_peak": [],
+                 "sites": [[1, at_peak * MiB, live * MiB, 1, max(at_peak, live) * MiB]]}
                 for p, (at_peak, live) in ranges.items()]
         peak, now = sum(r["at_peak_bytes"] for r in rows), sum(r["bytes"] for r in rows)
         devs.append({"ordinal": ordinal, "current_bytes": now, "peak_bytes": peak,

@@ -234,7 +234,6 @@ struct snap_phase_rows {
     struct snap_phase_row *v;
     size_t n, cap;
     bool present;   /* the file had by_phase */
-    bool has_sites; /* its rows had "sites" (absent in older files) */
     struct snap_phase_site *sites;
     size_t nsites, sites_cap;
 };

@@ -41,6 +41,7 @@ static int rd_top(struct reader *r, void *obj)
 struct row_ctx {
     struct snap_phase_row row;
     struct snap_phase_rows *rows;
+    bool has_sites;
 };
 
 static int rd_site_field(struct reader *r, void *obj, size_t i)
@@ -77,9 +78,7 @@ static int rd_site(struct reader *r, void *obj, size_t i)
 static int rd_sites(struct reader *r, void *obj)
 {
     struct row_ctx *c = obj;
-    if (reader_take_null(r))
-        return 0;
-    c->rows->has_sites = true;
+    c->has_sites = true;
     c->row.first_site = c->rows->nsites;
     return reader_array(r, c, rd_site);
 }
@@ -107,6 +106,8 @@ static int rd_row(struct reader *r, void *obj, size_t i)
     struct row_ctx c = {.rows = rows};
     c.row.first_site = rows->nsites;
     int rc = reader_object(r, &c, row_fields, NFIELDS(row_fields));
+    if (rc == 0 && !c.has_sites) /* the writer lists them in every row */
+        return reader_invalid(r, "has no \"sites\" (an array of its call sites)");
     if (rc == 0)
         rows->v[rows->n++] = c.row;
     return rc;
@@ -333,7 +334,7 @@ static int check_rows(struct snapshot *s, struct cli_error *err, struct snap_pha
                                   "refers to stack %" PRId64 ", which \"stacks\" does not "
                                   "define", s->file, where, i, st->stack_id);
         }
-        if (rows->has_sites && (site_peak != row->at_peak_bytes || site_now != row->bytes))
+        if (site_peak != row->at_peak_bytes || site_now != row->bytes)
             return snapshot_broken(s, err, "phases: a phase's sites sum to its bytes",
                                    "%s.by_phase[%zu] sites hold %" PRIu64 " at the peak and %"
                                    PRIu64 " now, the row %" PRIu64 " and %" PRIu64, where, i,

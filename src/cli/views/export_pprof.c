@@ -186,19 +186,14 @@ static int gzip_write(FILE *f, const uint8_t *buf, size_t n)
     return rc == Z_STREAM_END ? 0 : -1;
 }
 
-/* Whether every device's by_phase lists its sites (each call site's share
- * of each range), and some device has ranges: samples are then one per
- * (stack, range), labelled with the range. */
+/* Whether some device has ranges (by_phase lists each call site's share of
+ * each): samples are then one per (stack, range), labelled with the range. */
 static bool by_range(const struct snapshot *s)
 {
-    bool any = false;
-    for (size_t d = 0; d < s->ndevices; d++) {
-        const struct snap_phase_rows *r = &s->devices[d].by_phase;
-        if (r->present && !r->has_sites && r->n > 0)
-            return false;
-        any |= r->present && r->n > 0;
-    }
-    return any;
+    for (size_t d = 0; d < s->ndevices; d++)
+        if (s->devices[d].by_phase.present && s->devices[d].by_phase.n > 0)
+            return true;
+    return false;
 }
 
 /* The samples: one per stack (range -1), or per (stack, range). */
