@@ -80,6 +80,19 @@ struct field {
 #define FIELD_FN(key, fn) {key, F_FN, 0, fn} /* fn gets obj + off */
 #define NFIELDS(t) (sizeof(t) / sizeof((t)[0]))
 
+/* A row of a schema table (snapshot.h's SNAP_*_SCHEMA) as a field of the
+ * row's struct; SCHEMA_FIELD_##type(st, key, member) for one read into a
+ * struct around it (host_pinned's stats). */
+#define SCHEMA_FIELD(st, key, member, type, json) SCHEMA_FIELD_##type(st, key, member)
+#define SCHEMA_FIELD_U64(st, key, member) FIELD_AT(#key, st, member, F_U64),
+#define SCHEMA_FIELD_U64N(st, key, member) FIELD_AT(#key, st, member, F_U64N),
+#define SCHEMA_FIELD_I64(st, key, member) FIELD_AT(#key, st, member, F_I64),
+#define SCHEMA_FIELD_I64N(st, key, member) FIELD_AT(#key, st, member, F_I64N),
+#define SCHEMA_FIELD_BOOLN(st, key, member) FIELD_AT(#key, st, member, F_BOOLN),
+#define SCHEMA_FIELD_STR(st, key, member) FIELD_AT(#key, st, member, F_STR),
+#define SCHEMA_FIELD_STRN(st, key, member) FIELD_AT(#key, st, member, F_STRN),
+#define SCHEMA_FIELD_FN(st, key, fn) FIELD_FN(#key, fn),
+
 
 /* ---- messages: each names the file, the field path and the cause ---- */
 

@@ -26,6 +26,17 @@
 #define SNAP_UNKNOWN_I64 INT64_MIN
 #define SNAP_NO_STACK UINT32_MAX /* a group or event without a stack */
 
+/* The format's sections as tables (docs/snapshot-format.md), one row a key,
+ * each beside the struct it fills:
+ *     X(struct, key, member, type, json)
+ * The reader (snapshot_sections.c) reads `key` into `member` as `type`
+ * (reader.h's F_*; FN: a nested value, `member` names the reader's function
+ * for it); `report --json` (report_json.c) prints the rows whose `json` is
+ * 1, 2, 3 in runs of that number, its own keys between them (0: not
+ * printed).  snapshot.c checks each member's C type against `type`;
+ * tests/e2e/test_schema.py holds the writer's keys and the docs' field
+ * lists to the same tables. */
+
 enum snap_kind {
 #define SNAP_KIND_ENUM(sym, name, on_device, with_context, placed, phrase) KIND_##sym,
     FORMAT_KINDS(SNAP_KIND_ENUM) /* format.h's table, as the writer's */
@@ -96,22 +107,45 @@ struct snap_kind_stats {
     uint64_t current_bytes, peak_bytes, allocs, frees, failures;
     int64_t peak_time_ns;
 };
+#define SNAP_KIND_STATS_SCHEMA(X) /* a by_kind entry; host_pinned's own figures */ \
+    X(snap_kind_stats, current_bytes, current_bytes, U64, 1)                      \
+    X(snap_kind_stats, peak_bytes, peak_bytes, U64, 1)                            \
+    X(snap_kind_stats, peak_time_ns, peak_time_ns, I64N, 1)                       \
+    X(snap_kind_stats, allocs, allocs, U64, 1)                                    \
+    X(snap_kind_stats, frees, frees, U64, 1)                                      \
+    X(snap_kind_stats, failures, failures, U64, 1)
 
 struct snap_vmm {
     bool present;
     uint64_t reserved_bytes, mapped_bytes, physical_bytes;
     uint64_t reserved_peak_bytes, mapped_peak_bytes;
 };
+#define SNAP_VMM_SCHEMA(X) /* devices[].vmm */                   \
+    X(snap_vmm, reserved_bytes, reserved_bytes, U64, 1)           \
+    X(snap_vmm, mapped_bytes, mapped_bytes, U64, 1)               \
+    X(snap_vmm, physical_bytes, physical_bytes, U64, 1)           \
+    X(snap_vmm, reserved_peak_bytes, reserved_peak_bytes, U64, 1) \
+    X(snap_vmm, mapped_peak_bytes, mapped_peak_bytes, U64, 1)
 
 struct snap_frag {
     bool present;
     uint64_t granularity_bytes, requested_bytes, rounded_bytes;
     uint64_t small_count, small_bytes;
 };
+#define SNAP_FRAG_SCHEMA(X) /* devices[].fragmentation; json 1, waste_bytes, 2 */ \
+    X(snap_frag, granularity_bytes, granularity_bytes, U64N, 1)                 \
+    X(snap_frag, requested_bytes, requested_bytes, U64, 1)                      \
+    X(snap_frag, rounded_bytes, rounded_bytes, U64, 1)                          \
+    X(snap_frag, small_count, small_count, U64, 2)                              \
+    X(snap_frag, small_bytes, small_bytes, U64, 2)
 
 struct snap_bucket {
     uint64_t le, count, bytes;
 };
+#define SNAP_BUCKET_SCHEMA(X) /* devices[].histogram[] */ \
+    X(snap_bucket, le, le, U64, 1)                         \
+    X(snap_bucket, count, count, U64, 1)                   \
+    X(snap_bucket, bytes, bytes, U64, 1)
 
 /* PyTorch's live blocks (active_allocated) grouped by the first frame in
  * the user's own code: a device's `tensors` (at the dump), `peak_tensors`
@@ -212,6 +246,30 @@ struct snap_allocator {
     } top[SNAP_TOP_TENSORS];
     struct snap_tensors tensors; /* oom.allocator.tensors: at the failure */
 };
+#define SNAP_ALLOCATOR_SCHEMA(X) /* devices[].allocator, oom.allocator */              \
+    X(snap_allocator, name, name, STRN, 0)                                             \
+    X(snap_allocator, version, version, STRN, 0)                                       \
+    X(snap_allocator, requested_bytes, requested_bytes, U64N, 0)                       \
+    X(snap_allocator, allocated_bytes, allocated_bytes, U64N, 0)                       \
+    X(snap_allocator, reserved_bytes, reserved_bytes, U64N, 0)                         \
+    X(snap_allocator, active_bytes, active_bytes, U64N, 0)                             \
+    X(snap_allocator, reserved_unallocated_bytes, reserved_unallocated_bytes, U64N, 0) \
+    X(snap_allocator, inactive_split_bytes, inactive_split_bytes, U64N, 0)             \
+    X(snap_allocator, segments, segments, U64N, 0)                                     \
+    X(snap_allocator, num_alloc_retries, num_alloc_retries, U64N, 0)                   \
+    X(snap_allocator, num_ooms, num_ooms, U64N, 0)                                     \
+    X(snap_allocator, limit_bytes, limit_bytes, U64N, 0)                               \
+    X(snap_allocator, device_total_bytes, device_total_bytes, U64N, 0)                 \
+    X(snap_allocator, device_free_bytes, device_free_bytes, U64N, 0)                   \
+    X(snap_allocator, peak_allocated_bytes, peak_allocated_bytes, U64N, 0)             \
+    X(snap_allocator, step, step, I64N, 0)                                             \
+    X(snap_allocator, peak_step, peak_step, I64N, 0)                                   \
+    X(snap_allocator, reported_ns, reported_ns, I64N, 0)                               \
+    X(snap_allocator, largest_free_block_bytes, rd_largest_free, FN, 0)                \
+    X(snap_allocator, config, rd_config, FN, 0)                                        \
+    X(snap_allocator, top_tensors, rd_top_tensors, FN, 0)                              \
+    X(snap_allocator, roles, rd_roles, FN, 0)                                          \
+    X(snap_allocator, tensors, snapshot_read_allocator_tensors, FN, 0)
 
 /* The program's phases (docs/snapshot-format.md "phases"). */
 #define SNAP_PHASE_TOP 5 /* call sites the writer lists under a phase */
@@ -348,6 +406,29 @@ struct snap_device {
     struct snap_growth growth;
     struct snap_series tensor_series;
 };
+#define SNAP_DEVICE_SCHEMA(X) /* devices[] */                                \
+    X(snap_device, ordinal, ordinal, I64, 1)                                 \
+    X(snap_device, total_bytes, total_bytes, U64N, 1)                        \
+    X(snap_device, free_bytes, free_bytes, U64N, 1)                          \
+    X(snap_device, limit_bytes, limit_bytes, U64N, 1)                        \
+    X(snap_device, current_bytes, current_bytes, U64, 1)                     \
+    X(snap_device, peak_bytes, peak_bytes, U64, 1)                           \
+    X(snap_device, peak_time_ns, peak_time_ns, I64N, 1)                      \
+    X(snap_device, peak_phase, peak_phase, I64N, 0)                          \
+    X(snap_device, by_kind, rd_by_kind, FN, 0)                               \
+    X(snap_device, vmm, rd_vmm, FN, 0)                                       \
+    X(snap_device, live, rd_live, FN, 0)                                     \
+    X(snap_device, at_peak, rd_at_peak, FN, 0)                               \
+    X(snap_device, churn, rd_churn, FN, 0)                                   \
+    X(snap_device, histogram, rd_histogram, FN, 0)                           \
+    X(snap_device, fragmentation, rd_frag, FN, 0)                            \
+    X(snap_device, allocator, snapshot_read_device_allocator, FN, 0)         \
+    X(snap_device, allocator_segments, snapshot_read_device_segments, FN, 0) \
+    X(snap_device, by_phase, rd_dev_phases, FN, 0)                           \
+    X(snap_device, tensors, snapshot_read_device_tensors, FN, 0)             \
+    X(snap_device, peak_tensors, snapshot_read_device_peak_tensors, FN, 0)   \
+    X(snap_device, growth, snapshot_read_device_growth, FN, 0)               \
+    X(snap_device, tensor_series, snapshot_read_device_series, FN, 0)
 
 struct snap_host {
     bool present;
@@ -355,6 +436,10 @@ struct snap_host {
     struct snap_groups live, at_peak;
     struct snap_phase_rows by_phase;
 };
+#define SNAP_HOST_SCHEMA(X) /* host_pinned: SNAP_KIND_STATS_SCHEMA's keys, then */ \
+    X(snap_host, live, rd_host_live, FN, 0)                                        \
+    X(snap_host, at_peak, rd_host_at_peak, FN, 0)                                  \
+    X(snap_host, by_phase, rd_host_phases, FN, 0)
 
 struct snap_process {
     int64_t pid, ppid, rank; /* rank SNAP_UNKNOWN_I64 when null */
@@ -364,11 +449,26 @@ struct snap_process {
     size_t ncmdline, cmdline_cap;
     int64_t start_wall_ns, dump_time_ns;
 };
+#define SNAP_PROCESS_SCHEMA(X) /* process; json 1, cmdline, 2 */ \
+    X(snap_process, pid, pid, I64N, 1)                           \
+    X(snap_process, ppid, ppid, I64N, 1)                         \
+    X(snap_process, rank, rank, I64N, 1)                         \
+    X(snap_process, exe, exe, STRN, 1)                           \
+    X(snap_process, cmdline, rd_cmdline, FN, 0)                  \
+    X(snap_process, host, host, STRN, 2)                         \
+    X(snap_process, start_wall_ns, start_wall_ns, I64N, 2)       \
+    X(snap_process, dump_time_ns, dump_time_ns, I64N, 2)         \
+    X(snap_process, tool_version, tool_version, STRN, 2)         \
+    X(snap_process, local_rank, local_rank, I64N, 0)             \
+    X(snap_process, world_size, world_size, I64N, 0)
 
 struct snap_limit {
     int64_t device;
     uint64_t bytes;
 };
+#define SNAP_LIMIT_SCHEMA(X) /* config.limit_bytes[] */ \
+    X(snap_limit, device, device, I64, 1)               \
+    X(snap_limit, bytes, bytes, U64, 1)
 
 struct snap_config {
     uint64_t depth, event_cap;
@@ -377,6 +477,13 @@ struct snap_config {
     struct snap_limit *limits;
     size_t nlimits, limits_cap;
 };
+#define SNAP_CONFIG_SCHEMA(X) /* config; json 1, limits */ \
+    X(snap_config, depth, depth, U64N, 1)                  \
+    X(snap_config, event_cap, event_cap, U64N, 1)          \
+    X(snap_config, python, python, BOOLN, 1)               \
+    X(snap_config, native, native, BOOLN, 1)               \
+    X(snap_config, temporary_ms, temporary_ms, U64N, 1)    \
+    X(snap_config, limit_bytes, rd_limits, FN, 0)
 
 struct snap_counters {
     bool present; /* the file had "counters" */
@@ -386,6 +493,16 @@ struct snap_counters {
     /* Early drafts of the format; read when present, 0 otherwise. */
     uint64_t unknown_free_calls, oom_dumps_suppressed;
 };
+#define SNAP_COUNTERS_SCHEMA(X) /* counters */                         \
+    X(snap_counters, unknown_frees, unknown_frees, U64, 1)             \
+    X(snap_counters, wrong_kind_frees, wrong_kind_frees, U64, 1)       \
+    X(snap_counters, reentrant_untracked, reentrant_untracked, U64, 1) \
+    X(snap_counters, failed_frees, failed_frees, U64, 1)               \
+    X(snap_counters, stacks, stacks, U64, 1)                           \
+    X(snap_counters, live_allocations, live_allocations, U64, 1)
+#define SNAP_COUNTERS_OLDER_SCHEMA(X) /* counters keys of early drafts, read, never written */ \
+    X(snap_counters, unknown_free_calls, unknown_free_calls, U64, 0)                           \
+    X(snap_counters, oom_dumps_suppressed, oom_dumps_suppressed, U64, 0)
 
 struct snap_oom {
     bool present;
@@ -410,6 +527,31 @@ struct snap_oom {
     struct snap_allocator allocator; /* the caching allocator's own view */
     struct snap_layout layout;
 };
+#define SNAP_OOM_SCHEMA(X) /* oom; json 1, kind, 2, by_kind cause during, 3 */ \
+    X(snap_oom, requested_bytes, requested_bytes, U64, 1)                      \
+    X(snap_oom, device, device, I64, 1)                                        \
+    X(snap_oom, kind, rd_oom_kind, FN, 0)                                      \
+    X(snap_oom, entry_point, entry_point, STRN, 2)                             \
+    X(snap_oom, thread, thread, I64N, 2)                                       \
+    X(snap_oom, time_ns, time_ns, I64N, 2)                                     \
+    X(snap_oom, stack, stack_id, I64N, 0)                                      \
+    X(snap_oom, phase, phase, I64N, 0)                                         \
+    X(snap_oom, total_bytes, total_bytes, U64N, 2)                             \
+    X(snap_oom, free_bytes, free_bytes, U64N, 2)                               \
+    X(snap_oom, limit_bytes, limit_bytes, U64N, 2)                             \
+    X(snap_oom, tracked_bytes, tracked_bytes, U64N, 2)                         \
+    X(snap_oom, untracked_bytes, untracked_bytes, U64N, 2)                     \
+    X(snap_oom, by_kind, rd_oom_by_kind, FN, 0)                                \
+    X(snap_oom, cause, rd_oom_cause, FN, 0)                                    \
+    X(snap_oom, shortfall_bytes, shortfall_bytes, U64N, 3)                     \
+    X(snap_oom, attempts, attempts, U64N, 3)                                   \
+    X(snap_oom, recovered, recovered, BOOLN, 3)                                \
+    X(snap_oom, released_bytes, released_bytes, U64N, 3)                       \
+    X(snap_oom, released_count, released_count, U64N, 3)                       \
+    X(snap_oom, live, rd_oom_live, FN, 0)                                      \
+    X(snap_oom, released, rd_oom_released, FN, 0)                              \
+    X(snap_oom, allocator, snapshot_read_allocator, FN, 0)                     \
+    X(snap_oom, layout, snapshot_read_layout, FN, 0)
 
 /* A failed allocation attempt, or the success that ended a retry chain. */
 struct snap_attempt {
@@ -417,6 +559,13 @@ struct snap_attempt {
     uint64_t requested_bytes, chain, attempt;
     const char *outcome; /* "failed" or "recovered" */
 };
+#define SNAP_ATTEMPT_SCHEMA(X) /* ooms.attempts[] */          \
+    X(snap_attempt, t_ns, t_ns, I64, 0)                       \
+    X(snap_attempt, device, device, I64, 0)                   \
+    X(snap_attempt, requested_bytes, requested_bytes, U64, 0) \
+    X(snap_attempt, chain, chain, U64, 0)                     \
+    X(snap_attempt, attempt, attempt, U64, 0)                 \
+    X(snap_attempt, outcome, outcome, STR, 0)
 
 struct snap_ooms {
     uint64_t count, failed_attempts, recovered, retry_released_bytes;
@@ -426,6 +575,14 @@ struct snap_ooms {
     struct snap_attempt *attempts; /* time order; absent in older files */
     size_t nattempts, attempts_cap;
 };
+#define SNAP_OOMS_SCHEMA(X) /* ooms */                               \
+    X(snap_ooms, count, count, U64, 1)                               \
+    X(snap_ooms, failed_attempts, failed_attempts, U64, 1)           \
+    X(snap_ooms, recovered, recovered, U64, 1)                       \
+    X(snap_ooms, retry_released_bytes, retry_released_bytes, U64, 1) \
+    X(snap_ooms, suppressed, suppressed, U64, 1)                     \
+    X(snap_ooms, dumps, rd_dumps, FN, 0)                             \
+    X(snap_ooms, attempts, rd_attempts, FN, 0)
 
 struct snap_event {
     int64_t t_ns;
@@ -445,6 +602,13 @@ struct snap_events {
     size_t rows; /* rows in the file: n unless the view asked for none
                     (snapctx.no_event_rows), then n is 0 */
 };
+#define SNAP_EVENTS_SCHEMA(X) /* events; json 1, kept, 2 */ \
+    X(snap_events, cap, cap, U64N, 1)                       \
+    X(snap_events, recorded, recorded, U64N, 1)             \
+    X(snap_events, stride, stride, U64N, 2)                 \
+    X(snap_events, thinned, thinned, BOOLN, 2)              \
+    X(snap_events, columns, rd_columns, FN, 0)              \
+    X(snap_events, data, rd_data, FN, 0)
 
 struct snapctx;
 struct symbolizer;
@@ -456,6 +620,12 @@ struct snap_refresh {
     int answered, direct; /* -1 unknown */
     int64_t asked_ns, waited_ns, wait_ms; /* SNAP_UNKNOWN_I64 unknown */
 };
+#define SNAP_REFRESH_SCHEMA(X) /* allocator_refresh */ \
+    X(snap_refresh, answered, answered, BOOLN, 0)      \
+    X(snap_refresh, direct, direct, BOOLN, 0)          \
+    X(snap_refresh, asked_ns, asked_ns, I64N, 0)       \
+    X(snap_refresh, waited_ns, waited_ns, I64N, 0)     \
+    X(snap_refresh, wait_ms, wait_ms, I64N, 0)
 
 struct snapshot {
     struct snapctx *ctx;
@@ -481,6 +651,24 @@ struct snapshot {
     struct snap_stack *stacks; /* sorted by id */
     size_t nstacks, stacks_cap;
 };
+#define SNAP_TOP_SCHEMA(X) /* the document; json 1 after format_version */ \
+    X(snapshot, format, rd_format, FN, 0)                                  \
+    X(snapshot, version, rd_version, FN, 0)                                \
+    X(snapshot, reason, reason, STRN, 1)                                   \
+    X(snapshot, signal, signal, STRN, 0)                                   \
+    X(snapshot, sequence, sequence, I64N, 1)                               \
+    X(snapshot, process, rd_process, FN, 0)                                \
+    X(snapshot, allocator_refresh, rd_refresh, FN, 0)                      \
+    X(snapshot, config, rd_config, FN, 0)                                  \
+    X(snapshot, devices, rd_devices, FN, 0)                                \
+    X(snapshot, host_pinned, rd_host, FN, 0)                               \
+    X(snapshot, counters, rd_counters, FN, 0)                              \
+    X(snapshot, oom, rd_oom, FN, 0)                                        \
+    X(snapshot, ooms, rd_ooms, FN, 0)                                      \
+    X(snapshot, phases, snapshot_read_phases, FN, 0)                       \
+    X(snapshot, events, snapshot_bulk_events, FN, 0)                       \
+    X(snapshot, modules, snapshot_bulk_modules, FN, 0)                     \
+    X(snapshot, stacks, snapshot_bulk_stacks, FN, 0)
 
 /* Shared by every snapshot loaded in one run of the tool. */
 struct snapctx {

@@ -158,31 +158,7 @@ static int rd_roles(struct reader *r, void *obj)
     return reader_object(r, a, role_fields, NFIELDS(role_fields));
 }
 
-static const struct field allocator_fields[] = {
-    FIELD(snap_allocator, name, F_STRN),
-    FIELD(snap_allocator, version, F_STRN),
-    FIELD(snap_allocator, requested_bytes, F_U64N),
-    FIELD(snap_allocator, allocated_bytes, F_U64N),
-    FIELD(snap_allocator, reserved_bytes, F_U64N),
-    FIELD(snap_allocator, active_bytes, F_U64N),
-    FIELD(snap_allocator, reserved_unallocated_bytes, F_U64N),
-    FIELD(snap_allocator, inactive_split_bytes, F_U64N),
-    FIELD(snap_allocator, segments, F_U64N),
-    FIELD(snap_allocator, num_alloc_retries, F_U64N),
-    FIELD(snap_allocator, num_ooms, F_U64N),
-    FIELD(snap_allocator, limit_bytes, F_U64N),
-    FIELD(snap_allocator, device_total_bytes, F_U64N),
-    FIELD(snap_allocator, device_free_bytes, F_U64N),
-    FIELD(snap_allocator, peak_allocated_bytes, F_U64N),
-    FIELD(snap_allocator, step, F_I64N),
-    FIELD(snap_allocator, peak_step, F_I64N),
-    FIELD(snap_allocator, reported_ns, F_I64N),
-    FIELD_FN("largest_free_block_bytes", rd_largest_free),
-    FIELD_FN("config", rd_config),
-    FIELD_FN("top_tensors", rd_top_tensors),
-    FIELD_FN("roles", rd_roles),
-    FIELD_FN("tensors", snapshot_read_allocator_tensors),
-};
+static const struct field allocator_fields[] = {SNAP_ALLOCATOR_SCHEMA(SCHEMA_FIELD)};
 
 static int read_allocator(struct reader *r, struct snap_allocator *a)
 {

@@ -231,31 +231,24 @@ static int rd_event(struct reader *r, void *obj, size_t i)
 
 static int rd_data(struct reader *r, void *obj)
 {
-    struct snapshot *s = obj;
+    struct snap_events *ev = obj;
     r->data_read = true;
     if (reader_take_null(r))
         return 0;
     r->plain_rows = r->ncols == NCOLS;
     for (int j = 0; j < NCOLS && r->plain_rows; j++)
         r->plain_rows = r->col_of_pos[j] == j;
-    return reader_array(r, &s->events, rd_event);
+    return reader_array(r, ev, rd_event);
 }
 
-static const struct field events_fields[] = {
-    FIELD_AT("cap", snapshot, events.cap, F_U64N),
-    FIELD_AT("recorded", snapshot, events.recorded, F_U64N),
-    FIELD_AT("stride", snapshot, events.stride, F_U64N),
-    FIELD_AT("thinned", snapshot, events.thinned, F_BOOLN),
-    FIELD_FN("columns", rd_columns),
-    FIELD_FN("data", rd_data),
-};
+static const struct field events_fields[] = {SNAP_EVENTS_SCHEMA(SCHEMA_FIELD)};
 
 int snapshot_bulk_events(struct reader *r, void *obj)
 {
     struct snapshot *s = obj;
     if (reader_take_null(r))
         return 0;
-    return reader_object(r, s, events_fields, NFIELDS(events_fields));
+    return reader_object(r, &s->events, events_fields, NFIELDS(events_fields));
 }
 
 /* ---- stacks ---- */

@@ -193,19 +193,7 @@ static int rd_cmdline(struct reader *r, void *obj)
     return reader_array(r, obj, rd_cmdline_item);
 }
 
-static const struct field process_fields[] = {
-    FIELD(snap_process, pid, F_I64N),
-    FIELD(snap_process, ppid, F_I64N),
-    FIELD(snap_process, exe, F_STRN),
-    FIELD_FN("cmdline", rd_cmdline),
-    FIELD(snap_process, host, F_STRN),
-    FIELD(snap_process, rank, F_I64N),
-    FIELD(snap_process, local_rank, F_I64N),
-    FIELD(snap_process, world_size, F_I64N),
-    FIELD(snap_process, start_wall_ns, F_I64N),
-    FIELD(snap_process, dump_time_ns, F_I64N),
-    FIELD(snap_process, tool_version, F_STRN),
-};
+static const struct field process_fields[] = {SNAP_PROCESS_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_process(struct reader *r, void *obj)
 {
@@ -213,13 +201,7 @@ static int rd_process(struct reader *r, void *obj)
     return reader_object(r, &s->process, process_fields, NFIELDS(process_fields));
 }
 
-static const struct field refresh_fields[] = {
-    FIELD(snap_refresh, answered, F_BOOLN),
-    FIELD(snap_refresh, direct, F_BOOLN),
-    FIELD(snap_refresh, asked_ns, F_I64N),
-    FIELD(snap_refresh, waited_ns, F_I64N),
-    FIELD(snap_refresh, wait_ms, F_I64N),
-};
+static const struct field refresh_fields[] = {SNAP_REFRESH_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_refresh(struct reader *r, void *obj)
 {
@@ -230,10 +212,7 @@ static int rd_refresh(struct reader *r, void *obj)
     return reader_object(r, &s->refresh, refresh_fields, NFIELDS(refresh_fields));
 }
 
-static const struct field limit_fields[] = {
-    FIELD(snap_limit, device, F_I64),
-    FIELD(snap_limit, bytes, F_U64),
-};
+static const struct field limit_fields[] = {SNAP_LIMIT_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_limit(struct reader *r, void *obj, size_t i)
 {
@@ -257,14 +236,7 @@ static int rd_limits(struct reader *r, void *obj)
     return reader_array(r, obj, rd_limit);
 }
 
-static const struct field config_fields[] = {
-    FIELD(snap_config, depth, F_U64N),
-    FIELD(snap_config, event_cap, F_U64N),
-    FIELD_FN("limit_bytes", rd_limits),
-    FIELD(snap_config, python, F_BOOLN),
-    FIELD(snap_config, native, F_BOOLN),
-    FIELD(snap_config, temporary_ms, F_U64N),
-};
+static const struct field config_fields[] = {SNAP_CONFIG_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_config(struct reader *r, void *obj)
 {
@@ -274,14 +246,7 @@ static int rd_config(struct reader *r, void *obj)
 
 /* ---- devices ---- */
 
-static const struct field kind_fields[] = {
-    FIELD(snap_kind_stats, current_bytes, F_U64),
-    FIELD(snap_kind_stats, peak_bytes, F_U64),
-    FIELD(snap_kind_stats, peak_time_ns, F_I64N),
-    FIELD(snap_kind_stats, allocs, F_U64),
-    FIELD(snap_kind_stats, frees, F_U64),
-    FIELD(snap_kind_stats, failures, F_U64),
-};
+static const struct field kind_fields[] = {SNAP_KIND_STATS_SCHEMA(SCHEMA_FIELD)};
 
 /* One kind's record; the field's offset picks the kind in by_kind[]. */
 static int rd_kind_stats(struct reader *r, void *obj)
@@ -303,13 +268,7 @@ static int rd_by_kind(struct reader *r, void *obj)
     return reader_object(r, d->by_kind, by_kind_fields, NFIELDS(by_kind_fields));
 }
 
-static const struct field vmm_fields[] = {
-    FIELD(snap_vmm, reserved_bytes, F_U64),
-    FIELD(snap_vmm, mapped_bytes, F_U64),
-    FIELD(snap_vmm, physical_bytes, F_U64),
-    FIELD(snap_vmm, reserved_peak_bytes, F_U64),
-    FIELD(snap_vmm, mapped_peak_bytes, F_U64),
-};
+static const struct field vmm_fields[] = {SNAP_VMM_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_vmm(struct reader *r, void *obj)
 {
@@ -318,13 +277,7 @@ static int rd_vmm(struct reader *r, void *obj)
                               NFIELDS(vmm_fields));
 }
 
-static const struct field frag_fields[] = {
-    FIELD(snap_frag, granularity_bytes, F_U64N),
-    FIELD(snap_frag, requested_bytes, F_U64),
-    FIELD(snap_frag, rounded_bytes, F_U64),
-    FIELD(snap_frag, small_count, F_U64),
-    FIELD(snap_frag, small_bytes, F_U64),
-};
+static const struct field frag_fields[] = {SNAP_FRAG_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_frag(struct reader *r, void *obj)
 {
@@ -351,11 +304,7 @@ static int rd_churn(struct reader *r, void *obj)
     return rd_groups(r, &d->churn);
 }
 
-static const struct field bucket_fields[] = {
-    FIELD(snap_bucket, le, F_U64),
-    FIELD(snap_bucket, count, F_U64),
-    FIELD(snap_bucket, bytes, F_U64),
-};
+static const struct field bucket_fields[] = {SNAP_BUCKET_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_bucket(struct reader *r, void *obj, size_t i)
 {
@@ -385,30 +334,7 @@ static int rd_dev_phases(struct reader *r, void *obj)
     return snapshot_read_by_phase(r, &d->by_phase);
 }
 
-static const struct field device_fields[] = {
-    FIELD(snap_device, ordinal, F_I64),
-    FIELD(snap_device, total_bytes, F_U64N),
-    FIELD(snap_device, free_bytes, F_U64N),
-    FIELD(snap_device, limit_bytes, F_U64N),
-    FIELD(snap_device, current_bytes, F_U64),
-    FIELD(snap_device, peak_bytes, F_U64),
-    FIELD(snap_device, peak_time_ns, F_I64N),
-    FIELD(snap_device, peak_phase, F_I64N),
-    FIELD_FN("by_kind", rd_by_kind),
-    FIELD_FN("vmm", rd_vmm),
-    FIELD_FN("live", rd_live),
-    FIELD_FN("at_peak", rd_at_peak),
-    FIELD_FN("churn", rd_churn),
-    FIELD_FN("histogram", rd_histogram),
-    FIELD_FN("fragmentation", rd_frag),
-    FIELD_FN("allocator", snapshot_read_device_allocator),
-    FIELD_FN("allocator_segments", snapshot_read_device_segments),
-    FIELD_FN("by_phase", rd_dev_phases),
-    FIELD_FN("tensors", snapshot_read_device_tensors),
-    FIELD_FN("peak_tensors", snapshot_read_device_peak_tensors),
-    FIELD_FN("growth", snapshot_read_device_growth),
-    FIELD_FN("tensor_series", snapshot_read_device_series),
-};
+static const struct field device_fields[] = {SNAP_DEVICE_SCHEMA(SCHEMA_FIELD)};
 
 static void kind_stats_init(struct snap_kind_stats *k)
 {
@@ -459,17 +385,11 @@ static int rd_host_phases(struct reader *r, void *obj)
     return snapshot_read_by_phase(r, &h->by_phase);
 }
 
+/* the figures of a kind, in snap_host.stats, then the host's own */
+#define HOST_STATS_FIELD(st, key, member, type, json) SCHEMA_FIELD_##type(snap_host, key, stats.member)
 static const struct field host_fields[] = {
-    FIELD_AT("current_bytes", snap_host, stats.current_bytes, F_U64),
-    FIELD_AT("peak_bytes", snap_host, stats.peak_bytes, F_U64),
-    FIELD_AT("peak_time_ns", snap_host, stats.peak_time_ns, F_I64N),
-    FIELD_AT("allocs", snap_host, stats.allocs, F_U64),
-    FIELD_AT("frees", snap_host, stats.frees, F_U64),
-    FIELD_AT("failures", snap_host, stats.failures, F_U64),
-    FIELD_FN("live", rd_host_live),
-    FIELD_FN("at_peak", rd_host_at_peak),
-    FIELD_FN("by_phase", rd_host_phases),
-};
+    SNAP_KIND_STATS_SCHEMA(HOST_STATS_FIELD) SNAP_HOST_SCHEMA(SCHEMA_FIELD)};
+#undef HOST_STATS_FIELD
 
 static int rd_host(struct reader *r, void *obj)
 {
@@ -479,15 +399,7 @@ static int rd_host(struct reader *r, void *obj)
 }
 
 static const struct field counter_fields[] = {
-    FIELD(snap_counters, unknown_frees, F_U64),
-    FIELD(snap_counters, wrong_kind_frees, F_U64),
-    FIELD(snap_counters, reentrant_untracked, F_U64),
-    FIELD(snap_counters, unknown_free_calls, F_U64),
-    FIELD(snap_counters, failed_frees, F_U64),
-    FIELD(snap_counters, stacks, F_U64),
-    FIELD(snap_counters, live_allocations, F_U64),
-    FIELD(snap_counters, oom_dumps_suppressed, F_U64),
-};
+    SNAP_COUNTERS_SCHEMA(SCHEMA_FIELD) SNAP_COUNTERS_OLDER_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_counters(struct reader *r, void *obj)
 {
@@ -548,38 +460,7 @@ static int rd_oom_released(struct reader *r, void *obj)
     return rd_groups(r, &o->released);
 }
 
-static int rd_oom_recovered(struct reader *r, void *obj)
-{
-    struct snap_oom *o = obj;
-    return reader_bool(r, &o->recovered, true);
-}
-
-static const struct field oom_fields[] = {
-    FIELD(snap_oom, requested_bytes, F_U64),
-    FIELD(snap_oom, device, F_I64),
-    FIELD_FN("kind", rd_oom_kind),
-    FIELD(snap_oom, entry_point, F_STRN),
-    FIELD(snap_oom, thread, F_I64N),
-    FIELD(snap_oom, time_ns, F_I64N),
-    FIELD_AT("stack", snap_oom, stack_id, F_I64N),
-    FIELD(snap_oom, phase, F_I64N),
-    FIELD(snap_oom, total_bytes, F_U64N),
-    FIELD(snap_oom, free_bytes, F_U64N),
-    FIELD(snap_oom, limit_bytes, F_U64N),
-    FIELD(snap_oom, tracked_bytes, F_U64N),
-    FIELD(snap_oom, untracked_bytes, F_U64N),
-    FIELD_FN("by_kind", rd_oom_by_kind),
-    FIELD_FN("cause", rd_oom_cause),
-    FIELD(snap_oom, shortfall_bytes, F_U64N),
-    FIELD(snap_oom, attempts, F_U64N),
-    FIELD_FN("recovered", rd_oom_recovered),
-    FIELD(snap_oom, released_bytes, F_U64N),
-    FIELD(snap_oom, released_count, F_U64N),
-    FIELD_FN("live", rd_oom_live),
-    FIELD_FN("released", rd_oom_released),
-    FIELD_FN("allocator", snapshot_read_allocator),
-    FIELD_FN("layout", snapshot_read_layout),
-};
+static const struct field oom_fields[] = {SNAP_OOM_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_oom(struct reader *r, void *obj)
 {
@@ -615,14 +496,7 @@ static int rd_dumps(struct reader *r, void *obj)
     return reader_array(r, obj, rd_dump_name);
 }
 
-static const struct field attempt_fields[] = {
-    FIELD(snap_attempt, t_ns, F_I64),
-    FIELD(snap_attempt, device, F_I64),
-    FIELD(snap_attempt, requested_bytes, F_U64),
-    FIELD(snap_attempt, chain, F_U64),
-    FIELD(snap_attempt, attempt, F_U64),
-    FIELD(snap_attempt, outcome, F_STR),
-};
+static const struct field attempt_fields[] = {SNAP_ATTEMPT_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_attempt(struct reader *r, void *obj, size_t i)
 {
@@ -646,15 +520,7 @@ static int rd_attempts(struct reader *r, void *obj)
     return reader_array(r, obj, rd_attempt);
 }
 
-static const struct field ooms_fields[] = {
-    FIELD(snap_ooms, count, F_U64),
-    FIELD(snap_ooms, failed_attempts, F_U64),
-    FIELD(snap_ooms, recovered, F_U64),
-    FIELD(snap_ooms, retry_released_bytes, F_U64),
-    FIELD(snap_ooms, suppressed, F_U64),
-    FIELD_FN("dumps", rd_dumps),
-    FIELD_FN("attempts", rd_attempts),
-};
+static const struct field ooms_fields[] = {SNAP_OOMS_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_ooms(struct reader *r, void *obj)
 {
@@ -687,25 +553,7 @@ static int rd_version(struct reader *r, void *obj)
     return json_skip(&r->c) == JSON_OK ? 0 : reader_json_failed(r);
 }
 
-static const struct field top_fields[] = {
-    FIELD_FN("format", rd_format),
-    FIELD_FN("version", rd_version),
-    FIELD(snapshot, reason, F_STRN),
-    FIELD(snapshot, signal, F_STRN),
-    FIELD(snapshot, sequence, F_I64N),
-    FIELD_FN("process", rd_process),
-    FIELD_FN("allocator_refresh", rd_refresh),
-    FIELD_FN("config", rd_config),
-    FIELD_FN("devices", rd_devices),
-    FIELD_FN("host_pinned", rd_host),
-    FIELD_FN("counters", rd_counters),
-    FIELD_FN("oom", rd_oom),
-    FIELD_FN("ooms", rd_ooms),
-    FIELD_FN("phases", snapshot_read_phases),
-    FIELD_FN("events", snapshot_bulk_events),
-    FIELD_FN("modules", snapshot_bulk_modules),
-    FIELD_FN("stacks", snapshot_bulk_stacks),
-};
+static const struct field top_fields[] = {SNAP_TOP_SCHEMA(SCHEMA_FIELD)};
 
 int snapshot_sections_read(struct reader *r)
 {

@@ -7,6 +7,7 @@
  * (granularity waste, advice) are included so scripts need not recompute.
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,24 +22,68 @@
 #include "snapshot_phases.h"
 #include "sites.h"
 
-/* The members of a kind's statistics, into the object being written: a
- * kind's own object (stats) or host_pinned, which adds its sites after. */
-static void stats_members(struct json_out *w, const struct snap_kind_stats *k)
-{
-    json_out_key(w, "current_bytes"); json_out_u64(w, k->current_bytes);
-    json_out_key(w, "peak_bytes"); json_out_u64(w, k->peak_bytes);
-    json_out_key(w, "peak_time_ns"); json_out_i64(w, k->peak_time_ns);
-    json_out_key(w, "allocs"); json_out_u64(w, k->allocs);
-    json_out_key(w, "frees"); json_out_u64(w, k->frees);
-    json_out_key(w, "failures"); json_out_u64(w, k->failures);
-}
+/* A schema row of snapshot.h as this view prints it: the key, how, from
+ * where in the row's struct, and in which run of its object (FN rows,
+ * nested values, are printed by hand). */
+enum value_kind { V_U64, V_I64, V_BOOL, V_STR };
 
-static void stats(struct json_out *w, const struct snap_kind_stats *k)
+struct row {
+    const char *key;
+    uint8_t kind, run;
+    size_t off;
+};
+
+#define ROW(st, key, member, type, json) ROW_##type(st, key, member, json)
+#define ROW_AS(kind, st, key, member, json) {#key, kind, json, offsetof(struct st, member)},
+#define ROW_U64(st, key, member, json) ROW_AS(V_U64, st, key, member, json)
+#define ROW_U64N(st, key, member, json) ROW_AS(V_U64, st, key, member, json)
+#define ROW_I64(st, key, member, json) ROW_AS(V_I64, st, key, member, json)
+#define ROW_I64N(st, key, member, json) ROW_AS(V_I64, st, key, member, json)
+#define ROW_BOOLN(st, key, member, json) ROW_AS(V_BOOL, st, key, member, json)
+#define ROW_STR(st, key, member, json) ROW_AS(V_STR, st, key, member, json)
+#define ROW_STRN(st, key, member, json) ROW_AS(V_STR, st, key, member, json)
+#define ROW_FN(st, key, fn, json)
+
+static const struct row kind_rows[] = {SNAP_KIND_STATS_SCHEMA(ROW)};
+static const struct row vmm_rows[] = {SNAP_VMM_SCHEMA(ROW)};
+static const struct row frag_rows[] = {SNAP_FRAG_SCHEMA(ROW)};
+static const struct row bucket_rows[] = {SNAP_BUCKET_SCHEMA(ROW)};
+static const struct row device_rows[] = {SNAP_DEVICE_SCHEMA(ROW)};
+static const struct row process_rows[] = {SNAP_PROCESS_SCHEMA(ROW)};
+static const struct row limit_rows[] = {SNAP_LIMIT_SCHEMA(ROW)};
+static const struct row config_rows[] = {SNAP_CONFIG_SCHEMA(ROW)};
+static const struct row counter_rows[] = {SNAP_COUNTERS_SCHEMA(ROW)};
+static const struct row oom_rows[] = {SNAP_OOM_SCHEMA(ROW)};
+static const struct row ooms_rows[] = {SNAP_OOMS_SCHEMA(ROW)};
+static const struct row events_rows[] = {SNAP_EVENTS_SCHEMA(ROW)};
+static const struct row top_rows[] = {SNAP_TOP_SCHEMA(ROW)};
+
+/* The rows of `run`, in the table's order, into the object being written. */
+static void rows_of(struct json_out *w, const void *obj, const struct row *t, size_t n, int run)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (t[i].run != run)
+            continue;
+        const void *at = (const char *)obj + t[i].off;
+        json_out_key(w, t[i].key);
+        switch (t[i].kind) {
+        case V_U64: json_out_u64(w, *(const uint64_t *)at); break;
+        case V_I64: json_out_i64(w, *(const int64_t *)at); break;
+        case V_BOOL: json_out_tribool(w, *(const int *)at); break;
+        default: json_out_string(w, *(const char *const *)at); break;
+        }
+    }
+}
+#define ROWS(w, obj, table, run) rows_of(w, obj, table, sizeof table / sizeof table[0], run)
+
+/* An object of one table's rows (those of run 1). */
+static void object_of(struct json_out *w, const void *obj, const struct row *t, size_t n)
 {
     json_out_begin_object(w);
-    stats_members(w, k);
+    rows_of(w, obj, t, n, 1);
     json_out_end_object(w);
 }
+#define OBJECT(w, obj, table) object_of(w, obj, table, sizeof table / sizeof table[0])
 
 static void frames_of(struct json_out *w, const struct snapshot *s, uint32_t stack)
 {
@@ -201,13 +246,7 @@ static int device(struct json_out *w, struct snapshot *s, const struct snap_devi
 {
     const char *const *names = snapshot_kind_names; /* the by_kind keys first */
     json_out_begin_object(w);
-    json_out_key(w, "ordinal"); json_out_i64(w, d->ordinal);
-    json_out_key(w, "total_bytes"); json_out_u64(w, d->total_bytes);
-    json_out_key(w, "free_bytes"); json_out_u64(w, d->free_bytes);
-    json_out_key(w, "limit_bytes"); json_out_u64(w, d->limit_bytes);
-    json_out_key(w, "current_bytes"); json_out_u64(w, d->current_bytes);
-    json_out_key(w, "peak_bytes"); json_out_u64(w, d->peak_bytes);
-    json_out_key(w, "peak_time_ns"); json_out_i64(w, d->peak_time_ns);
+    ROWS(w, d, device_rows, 1);
     char when[640];
     json_out_key(w, "peak_during");
     json_out_string(w, report_allocator_when(s, d->peak_phase, report_allocator_peak_step(s, d),
@@ -219,46 +258,31 @@ static int device(struct json_out *w, struct snapshot *s, const struct snap_devi
     json_out_begin_object(w);
     for (int k = 0; k < DEVICE_KINDS; k++) {
         json_out_key(w, names[k]);
-        stats(w, &d->by_kind[k]);
+        OBJECT(w, &d->by_kind[k], kind_rows);
     }
     json_out_end_object(w);
     json_out_key(w, "vmm");
-    if (d->vmm.present) {
-        json_out_begin_object(w);
-        json_out_key(w, "reserved_bytes"); json_out_u64(w, d->vmm.reserved_bytes);
-        json_out_key(w, "mapped_bytes"); json_out_u64(w, d->vmm.mapped_bytes);
-        json_out_key(w, "physical_bytes"); json_out_u64(w, d->vmm.physical_bytes);
-        json_out_key(w, "reserved_peak_bytes"); json_out_u64(w, d->vmm.reserved_peak_bytes);
-        json_out_key(w, "mapped_peak_bytes"); json_out_u64(w, d->vmm.mapped_peak_bytes);
-        json_out_end_object(w);
-    } else {
+    if (d->vmm.present)
+        OBJECT(w, &d->vmm, vmm_rows);
+    else
         json_out_null(w);
-    }
     json_out_key(w, "fragmentation");
     if (d->frag.present) {
         const struct snap_frag *f = &d->frag;
         json_out_begin_object(w);
-        json_out_key(w, "granularity_bytes"); json_out_u64(w, f->granularity_bytes);
-        json_out_key(w, "requested_bytes"); json_out_u64(w, f->requested_bytes);
-        json_out_key(w, "rounded_bytes"); json_out_u64(w, f->rounded_bytes);
+        ROWS(w, f, frag_rows, 1);
         json_out_key(w, "waste_bytes");
         json_out_u64(w, f->rounded_bytes > f->requested_bytes
                             ? f->rounded_bytes - f->requested_bytes : 0);
-        json_out_key(w, "small_count"); json_out_u64(w, f->small_count);
-        json_out_key(w, "small_bytes"); json_out_u64(w, f->small_bytes);
+        ROWS(w, f, frag_rows, 2);
         json_out_end_object(w);
     } else {
         json_out_null(w);
     }
     json_out_key(w, "histogram");
     json_out_begin_array(w);
-    for (size_t i = 0; i < d->nhist; i++) {
-        json_out_begin_object(w);
-        json_out_key(w, "le"); json_out_u64(w, d->hist[i].le);
-        json_out_key(w, "count"); json_out_u64(w, d->hist[i].count);
-        json_out_key(w, "bytes"); json_out_u64(w, d->hist[i].bytes);
-        json_out_end_object(w);
-    }
+    for (size_t i = 0; i < d->nhist; i++)
+        OBJECT(w, &d->hist[i], bucket_rows);
     json_out_end_array(w);
     json_out_key(w, "tensors"); tensors(w, &d->allocator);
     json_out_key(w, "roles"); roles(w, &d->allocator);
@@ -310,19 +334,13 @@ static int device(struct json_out *w, struct snapshot *s, const struct snap_devi
 static void process(struct json_out *w, const struct snap_process *p)
 {
     json_out_begin_object(w);
-    json_out_key(w, "pid"); json_out_i64(w, p->pid);
-    json_out_key(w, "ppid"); json_out_i64(w, p->ppid);
-    json_out_key(w, "rank"); json_out_i64(w, p->rank);
-    json_out_key(w, "exe"); json_out_string(w, p->exe);
+    ROWS(w, p, process_rows, 1);
     json_out_key(w, "cmdline");
     json_out_begin_array(w);
     for (size_t i = 0; i < p->ncmdline; i++)
         json_out_string(w, p->cmdline[i]);
     json_out_end_array(w);
-    json_out_key(w, "host"); json_out_string(w, p->host);
-    json_out_key(w, "start_wall_ns"); json_out_i64(w, p->start_wall_ns);
-    json_out_key(w, "dump_time_ns"); json_out_i64(w, p->dump_time_ns);
-    json_out_key(w, "tool_version"); json_out_string(w, p->tool_version);
+    ROWS(w, p, process_rows, 2);
     json_out_end_object(w);
 }
 
@@ -335,17 +353,9 @@ static int oom(struct json_out *w, struct snapshot *s, unsigned top)
     }
     const char *const *names = snapshot_kind_names; /* the by_kind keys first */
     json_out_begin_object(w);
-    json_out_key(w, "requested_bytes"); json_out_u64(w, o->requested_bytes);
-    json_out_key(w, "device"); json_out_i64(w, o->device);
+    ROWS(w, o, oom_rows, 1);
     json_out_key(w, "kind"); json_out_string(w, snapshot_kind_name(o->kind));
-    json_out_key(w, "entry_point"); json_out_string(w, o->entry_point);
-    json_out_key(w, "thread"); json_out_i64(w, o->thread);
-    json_out_key(w, "time_ns"); json_out_i64(w, o->time_ns);
-    json_out_key(w, "total_bytes"); json_out_u64(w, o->total_bytes);
-    json_out_key(w, "free_bytes"); json_out_u64(w, o->free_bytes);
-    json_out_key(w, "limit_bytes"); json_out_u64(w, o->limit_bytes);
-    json_out_key(w, "tracked_bytes"); json_out_u64(w, o->tracked_bytes);
-    json_out_key(w, "untracked_bytes"); json_out_u64(w, o->untracked_bytes);
+    ROWS(w, o, oom_rows, 2);
     json_out_key(w, "by_kind");
     json_out_begin_object(w);
     for (int k = 0; k < DEVICE_KINDS; k++) {
@@ -359,11 +369,7 @@ static int oom(struct json_out *w, struct snapshot *s, unsigned top)
     json_out_string(w, report_allocator_when(s, o->phase, o->allocator.present ? o->allocator.step
                                                                              : SNAP_UNKNOWN_I64,
                                              when, sizeof when)[0] ? when : NULL);
-    json_out_key(w, "shortfall_bytes"); json_out_u64(w, o->shortfall_bytes);
-    json_out_key(w, "attempts"); json_out_u64(w, o->attempts);
-    json_out_key(w, "recovered"); json_out_tribool(w, o->recovered);
-    json_out_key(w, "released_bytes"); json_out_u64(w, o->released_bytes);
-    json_out_key(w, "released_count"); json_out_u64(w, o->released_count);
+    ROWS(w, o, oom_rows, 3);
     json_out_key(w, "site");
     json_out_string(w, o->stack != SNAP_NO_STACK
                            ? frames_group_label(s, o->stack, BY_STACK)
@@ -390,24 +396,15 @@ static int snapshot(struct json_out *w, struct snapshot *s, unsigned top)
     json_out_key(w, "file"); json_out_string(w, s->file);
     json_out_key(w, "file_bytes"); json_out_u64(w, s->file_bytes);
     json_out_key(w, "format_version"); json_out_i64(w, s->version);
-    json_out_key(w, "reason"); json_out_string(w, s->reason);
-    json_out_key(w, "sequence"); json_out_i64(w, s->sequence);
+    ROWS(w, s, top_rows, 1);
     json_out_key(w, "process"); process(w, &s->process);
     json_out_key(w, "config");
     json_out_begin_object(w);
-    json_out_key(w, "depth"); json_out_u64(w, s->config.depth);
-    json_out_key(w, "event_cap"); json_out_u64(w, s->config.event_cap);
-    json_out_key(w, "python"); json_out_tribool(w, s->config.python);
-    json_out_key(w, "native"); json_out_tribool(w, s->config.native);
-    json_out_key(w, "temporary_ms"); json_out_u64(w, s->config.temporary_ms);
+    ROWS(w, &s->config, config_rows, 1);
     json_out_key(w, "limits");
     json_out_begin_array(w);
-    for (size_t i = 0; i < s->config.nlimits; i++) {
-        json_out_begin_object(w);
-        json_out_key(w, "device"); json_out_i64(w, s->config.limits[i].device);
-        json_out_key(w, "bytes"); json_out_u64(w, s->config.limits[i].bytes);
-        json_out_end_object(w);
-    }
+    for (size_t i = 0; i < s->config.nlimits; i++)
+        OBJECT(w, &s->config.limits[i], limit_rows);
     json_out_end_array(w);
     json_out_end_object(w);
     json_out_key(w, "devices");
@@ -419,7 +416,7 @@ static int snapshot(struct json_out *w, struct snapshot *s, unsigned top)
     json_out_key(w, "host_pinned");
     if (s->host.present) {
         json_out_begin_object(w);
-        stats_members(w, &s->host.stats);
+        ROWS(w, &s->host.stats, kind_rows, 1);
         json_out_key(w, "at_peak");
         if (sites(w, s, &s->host.at_peak, top) != 0)
             return -1;
@@ -432,23 +429,11 @@ static int snapshot(struct json_out *w, struct snapshot *s, unsigned top)
     } else {
         json_out_null(w);
     }
-    const struct snap_counters *c = &s->counters;
     json_out_key(w, "counters");
-    json_out_begin_object(w);
-    json_out_key(w, "unknown_frees"); json_out_u64(w, c->unknown_frees);
-    json_out_key(w, "wrong_kind_frees"); json_out_u64(w, c->wrong_kind_frees);
-    json_out_key(w, "reentrant_untracked"); json_out_u64(w, c->reentrant_untracked);
-    json_out_key(w, "failed_frees"); json_out_u64(w, c->failed_frees);
-    json_out_key(w, "stacks"); json_out_u64(w, c->stacks);
-    json_out_key(w, "live_allocations"); json_out_u64(w, c->live_allocations);
-    json_out_end_object(w);
+    OBJECT(w, &s->counters, counter_rows);
     json_out_key(w, "ooms");
     json_out_begin_object(w);
-    json_out_key(w, "count"); json_out_u64(w, s->ooms.count);
-    json_out_key(w, "failed_attempts"); json_out_u64(w, s->ooms.failed_attempts);
-    json_out_key(w, "recovered"); json_out_u64(w, s->ooms.recovered);
-    json_out_key(w, "retry_released_bytes"); json_out_u64(w, s->ooms.retry_released_bytes);
-    json_out_key(w, "suppressed"); json_out_u64(w, s->ooms.suppressed);
+    ROWS(w, &s->ooms, ooms_rows, 1);
     json_out_key(w, "dumps");
     json_out_begin_array(w);
     for (size_t i = 0; i < s->ooms.ndumps; i++)
@@ -460,11 +445,9 @@ static int snapshot(struct json_out *w, struct snapshot *s, unsigned top)
         return -1;
     json_out_key(w, "events");
     json_out_begin_object(w);
-    json_out_key(w, "cap"); json_out_u64(w, s->events.cap);
-    json_out_key(w, "recorded"); json_out_u64(w, s->events.recorded);
+    ROWS(w, &s->events, events_rows, 1);
     json_out_key(w, "kept"); json_out_u64(w, s->events.rows);
-    json_out_key(w, "stride"); json_out_u64(w, s->events.stride);
-    json_out_key(w, "thinned"); json_out_tribool(w, s->events.thinned);
+    ROWS(w, &s->events, events_rows, 2);
     json_out_end_object(w);
     struct advice adv[ADVICE_MAX];
     int n = advice_compute(s, adv);
