@@ -11,13 +11,12 @@
 
 struct entry {
     int code;
-    const char *name;
     const char *text;
     const char *hint;
 };
 
 static const struct entry table[] = {
-#define XX(n, t, h) {CLI_E##n, #n, t, h},
+#define XX(n, t, h) {CLI_E##n, t, h},
     CLI_ERRNO_MAP(XX)
 #undef XX
 };
@@ -82,12 +81,6 @@ void errors_print(const struct cli_error *err)
         fprintf(stderr, "cumemtrace: %s (%s)\n", err->msg, hint);
     else
         fprintf(stderr, "cumemtrace: %s\n", err->msg);
-}
-
-const char *errors_name(int code)
-{
-    const struct entry *e = find(code);
-    return e ? e->name : NULL;
 }
 
 const char *errors_file_kind(unsigned mode)

@@ -68,7 +68,4 @@ void errors_line(const char *prefix, const char *fmt, ...)
 /* Prints "cumemtrace: <msg> (<hint>)" on one line to stderr. */
 void errors_print(const struct cli_error *err);
 
-/* "TRUNC" for a CLI_E* code; NULL for an unknown code. */
-const char *errors_name(int code);
-
 #endif

@@ -8,10 +8,8 @@
 #include "json.h"
 #include "json_lane.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define LEVEL_FIRST 1u
@@ -298,24 +296,6 @@ int json_get_uint64(struct json_cursor *c, uint64_t *out)
     if (!n.integer || n.overflow || (n.neg && n.mag != 0))
         return JSON_ERANGE;
     *out = n.mag;
-    c->p = (char *)n.stop;
-    return JSON_OK;
-}
-
-int json_get_double(struct json_cursor *c, double *out)
-{
-    struct number n;
-    int rc = number_at(c, &n);
-    if (rc != JSON_OK)
-        return rc;
-    /* The grammar was checked, so strtod reads exactly the same span (the
-     * C locale is never changed by this program). */
-    char *stop;
-    errno = 0;
-    double v = strtod(n.start, &stop);
-    if (stop != n.stop || errno == ERANGE)
-        return JSON_ERANGE;
-    *out = v;
     c->p = (char *)n.stop;
     return JSON_OK;
 }

@@ -21,8 +21,8 @@
  * cursor fail: the caller decides whether that is an error.
  *
  * Numbers: integers are converted exactly to int64/uint64 (sizes exceed
- * 2^53, which a double cannot hold); fractions and exponents only through
- * json_get_double().
+ * 2^53, which a double cannot hold); the format has no fractions, so a
+ * number with one or an exponent reads as JSON_ERANGE.
  *
  * Strings: the parser writes a NUL over the closing quote and hands out a
  * pointer into the buffer (no copy) when the string has no escapes; strings
@@ -94,7 +94,6 @@ int json_get_null(struct json_cursor *c);
 int json_get_bool(struct json_cursor *c, bool *out);
 int json_get_int64(struct json_cursor *c, int64_t *out);
 int json_get_uint64(struct json_cursor *c, uint64_t *out);
-int json_get_double(struct json_cursor *c, double *out);
 /* *s is NUL-terminated and stays valid as long as buf and the arena. */
 int json_get_string(struct json_cursor *c, const char **s, size_t *len);
 
