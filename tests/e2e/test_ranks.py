@@ -311,3 +311,25 @@ def test_diff_by_range_of_jobs_without_ranges_says_so(tmp_path):
     assert bad.returncode == 2 and bad.stdout == ""
     assert ("--by function compares two files; directories compare whole stacks or "
             "(--by range) ranges") in bad.stderr
+
+
+def test_ranks_tensor_line_without_user_frame_shows_its_stack(tmp_path):
+    """A line of PyTorch's tensors with no user frame ("[no user frame]")
+    has, under its row of the multi-rank table, the frames its blocks were
+    made in - the note the rank's own holders table prints (one function
+    writes both)."""
+    from conftest import ROOT
+    doc = json.loads((ROOT / "tests" / "golden" / "inputs" / "tensors_exit.json").read_text())
+    files = []
+    for rank in (0, 1):
+        doc["process"].update(rank=rank, local_rank=rank, world_size=2, pid=5000 + rank)
+        files.append(tmp_path / f"rank{rank}.json")
+        files[-1].write_text(json.dumps(doc))
+    r = cli("report", *files)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    merged = lines.index([l for l in lines if l.startswith("PyTorch's tensors by line at each")][0])
+    own = [i for i, l in enumerate(lines) if l.rstrip().endswith("[no user frame]")]
+    assert len(own) >= 2 and own[0] > merged, r.stdout
+    assert lines[own[0] + 1].strip() == "in random.py:40:manual_seed", r.stdout
+    assert lines[own[0] + 1].strip() == lines[own[1] + 1].strip(), r.stdout

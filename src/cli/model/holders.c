@@ -259,6 +259,51 @@ int holders_growth(struct snapshot *s, const struct snap_device *d, struct holde
     return 0;
 }
 
+const char *holders_callers(const struct snapshot *s, const struct holder *h, unsigned max,
+                            bool whole, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    uint32_t pos = 0;
+    while (pos < h->nframes && h->frames[pos] != h->label)
+        pos++;
+    size_t used = 0;
+    if (pos == h->nframes) { /* no line: the stack as it is */
+        if (h->label != SNAP_NO_FRAME)
+            return buf;
+        pos = 0;
+        for (uint32_t i = 0; i < h->nframes && i < max; i++) {
+            int w = snprintf(buf + used, n - used, "%s%s", used ? " < " : "in ",
+                             s->ctx->frames[h->frames[i]].display);
+            if (w < 0 || (size_t)w >= n - used)
+                break;
+            used += (size_t)w;
+        }
+        return buf;
+    }
+    if (whole && pos > 0) {
+        for (uint32_t i = 0; i < pos; i++) {
+            int w = snprintf(buf + used, n - used, "%s%s", i ? " < " : "from ",
+                             s->ctx->frames[h->frames[i]].display);
+            if (w < 0 || (size_t)w >= n - used)
+                return buf;
+            used += (size_t)w;
+        }
+        int w = snprintf(buf + used, n - used, " in the line;");
+        if (w < 0 || (size_t)w >= n - used)
+            return buf;
+        used += (size_t)w;
+    }
+    unsigned shown = 0;
+    for (uint32_t i = pos + 1; i < h->nframes && shown < max; i++, shown++) {
+        int w = snprintf(buf + used, n - used, "%s< %s", used ? " " : "",
+                         s->ctx->frames[h->frames[i]].display);
+        if (w < 0 || (size_t)w >= n - used)
+            break;
+        used += (size_t)w;
+    }
+    return buf;
+}
+
 void holders_free(struct holders *h)
 {
     free(h->v);

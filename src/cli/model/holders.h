@@ -116,6 +116,13 @@ int holders_growth(struct snapshot *s, const struct snap_device *d, struct holde
 const char *holders_series_name(const struct snapshot *s, const struct snap_series *sr,
                                 size_t j, bool display);
 
+/* The frames of h's stack after its line, outward, as "< caller < ...", at
+ * most max (whole: the frames before the line too, "from <inner < ...> in
+ * the line;"); a tensors holder with no line: its stack's first max frames,
+ * "in <frame < ...>"; "" when there are none.  Returns buf. */
+const char *holders_callers(const struct snapshot *s, const struct holder *h, unsigned max,
+                            bool whole, char *buf, size_t n);
+
 void holders_free(struct holders *h);
 
 

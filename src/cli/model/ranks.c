@@ -264,27 +264,6 @@ static int holder_by_name(const void *a, const void *b)
     return (x->bytes < y->bytes) - (x->bytes > y->bytes); /* the largest first */
 }
 
-/* The frames of a holder's stack after its line, outward, as report
- * prints them under its row ("< caller < ..."), at most max. */
-static const char *holder_callers(const struct snapshot *s, const struct holder *h,
-                                  unsigned max, char *buf, size_t n)
-{
-    buf[0] = '\0';
-    uint32_t pos = 0;
-    while (pos < h->nframes && h->frames[pos] != h->label)
-        pos++;
-    size_t used = 0;
-    unsigned shown = 0;
-    for (uint32_t i = pos + 1; i < h->nframes && shown < max; i++, shown++) {
-        int w = snprintf(buf + used, n - used, "%s< %s", used ? " " : "",
-                         s->ctx->frames[h->frames[i]].display);
-        if (w < 0 || (size_t)w >= n - used)
-            break;
-        used += (size_t)w;
-    }
-    return buf;
-}
-
 /* Key of a tensors line among the sites: its holder's name behind a byte
  * that no frames_site_text starts with, one per moment. */
 static size_t tensor_key(char *buf, size_t n, enum ranks_moment m, const char *name)
@@ -350,7 +329,7 @@ static int fold_tensors(struct ranks *r, struct snapshot *s, size_t row, enum ra
             char via[512];
             rs->moment = m;
             rs->display = keep(r, v[i].display);
-            rs->callers = keep(r, holder_callers(s, &v[i], 3, via, sizeof via));
+            rs->callers = keep(r, holders_callers(s, &v[i], 3, false, via, sizeof via));
             if (rs->display == NULL || rs->callers == NULL)
                 goto out;
         }

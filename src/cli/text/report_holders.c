@@ -10,54 +10,6 @@
 
 #define CALLERS_SHOWN 3 /* frames after the line, as the call-site tables */
 
-/* The frames of a holder's stack after its line, outward, as
- * "< caller < ...", at most max (and with everything: the frames before
- * it too, "from <inner < ...> in"); "" when there are none. */
-static const char *callers(const struct snapshot *s, const struct holder *h, unsigned max,
-                           bool whole, char *buf, size_t n)
-{
-    buf[0] = '\0';
-    uint32_t pos = 0;
-    while (pos < h->nframes && h->frames[pos] != h->label)
-        pos++;
-    size_t used = 0;
-    if (pos == h->nframes) { /* no line: the stack as it is */
-        if (h->label != SNAP_NO_FRAME)
-            return buf;
-        pos = 0;
-        for (uint32_t i = 0; i < h->nframes && i < max; i++) {
-            int w = snprintf(buf + used, n - used, "%s%s", used ? " < " : "in ",
-                             s->ctx->frames[h->frames[i]].display);
-            if (w < 0 || (size_t)w >= n - used)
-                break;
-            used += (size_t)w;
-        }
-        return buf;
-    }
-    if (whole && pos > 0) {
-        for (uint32_t i = 0; i < pos; i++) {
-            int w = snprintf(buf + used, n - used, "%s%s", i ? " < " : "from ",
-                             s->ctx->frames[h->frames[i]].display);
-            if (w < 0 || (size_t)w >= n - used)
-                return buf;
-            used += (size_t)w;
-        }
-        int w = snprintf(buf + used, n - used, " in the line;");
-        if (w < 0 || (size_t)w >= n - used)
-            return buf;
-        used += (size_t)w;
-    }
-    unsigned shown = 0;
-    for (uint32_t i = pos + 1; i < h->nframes && shown < max; i++, shown++) {
-        int w = snprintf(buf + used, n - used, "%s< %s", used ? " " : "",
-                         s->ctx->frames[h->frames[i]].display);
-        if (w < 0 || (size_t)w >= n - used)
-            break;
-        used += (size_t)w;
-    }
-    return buf;
-}
-
 int report_holders_table(FILE *f, struct snapshot *s, const struct holders *h, uint64_t whole,
                          unsigned rows, int indent)
 {
@@ -77,7 +29,7 @@ int report_holders_table(FILE *f, struct snapshot *s, const struct holders *h, u
         }
         snprintf(c, sizeof c, "%" PRIu64, x->count);
         out_table_row(&t, out_bytes(x->bytes, b), out_pct(x->bytes, whole, p), c, x->display);
-        callers(s, x, full ? UINT32_MAX : CALLERS_SHOWN, full, via, sizeof via);
+        holders_callers(s, x, full ? UINT32_MAX : CALLERS_SHOWN, full, via, sizeof via);
         if (via[0])
             out_table_note(&t, via);
     }
