@@ -92,6 +92,7 @@ struct field {
 #define SCHEMA_FIELD_STR(st, key, member) FIELD_AT(#key, st, member, F_STR),
 #define SCHEMA_FIELD_STRN(st, key, member) FIELD_AT(#key, st, member, F_STRN),
 #define SCHEMA_FIELD_FN(st, key, fn) FIELD_FN(#key, fn),
+#define SCHEMA_FIELD_SKIP(st, key, none)
 
 
 /* ---- messages: each names the file, the field path and the cause ---- */

@@ -31,7 +31,8 @@
  *     X(struct, key, member, type, json)
  * The reader (snapshot_sections.c) reads `key` into `member` as `type`
  * (reader.h's F_*; FN: a nested value, `member` names the reader's function
- * for it); `report --json` (report_json.c) prints the rows whose `json` is
+ * for it; SKIP: written for other readers, this one passes over it);
+ * `report --json` (report_json.c) prints the rows whose `json` is
  * 1, 2, 3 in runs of that number, its own keys between them (0: not
  * printed).  snapshot.c checks each member's C type against `type`;
  * tests/e2e/test_schema.py holds the writer's keys and the docs' field
@@ -268,7 +269,8 @@ struct snap_allocator {
     X(snap_allocator, largest_free_block_bytes, rd_largest_free, FN, 0)                \
     X(snap_allocator, config, rd_config, FN, 0)                                        \
     X(snap_allocator, top_tensors, rd_top_tensors, FN, 0)                              \
-    X(snap_allocator, roles, rd_roles, FN, 0)                                          \
+    X(snap_allocator, roles, rd_roles, FN, 0)
+#define SNAP_ALLOCATOR_OOM_SCHEMA(X) /* oom.allocator: SNAP_ALLOCATOR_SCHEMA's keys, then */ \
     X(snap_allocator, tensors, snapshot_read_allocator_tensors, FN, 0)
 
 /* The program's phases (docs/snapshot-format.md "phases"). */
@@ -428,7 +430,8 @@ struct snap_device {
     X(snap_device, tensors, snapshot_read_device_tensors, FN, 0)             \
     X(snap_device, peak_tensors, snapshot_read_device_peak_tensors, FN, 0)   \
     X(snap_device, growth, snapshot_read_device_growth, FN, 0)               \
-    X(snap_device, tensor_series, snapshot_read_device_series, FN, 0)
+    X(snap_device, tensor_series, snapshot_read_device_series, FN, 0)              \
+    X(snap_device, mark, none, SKIP, 0)
 
 struct snap_host {
     bool present;
@@ -439,7 +442,8 @@ struct snap_host {
 #define SNAP_HOST_SCHEMA(X) /* host_pinned: SNAP_KIND_STATS_SCHEMA's keys, then */ \
     X(snap_host, live, rd_host_live, FN, 0)                                        \
     X(snap_host, at_peak, rd_host_at_peak, FN, 0)                                  \
-    X(snap_host, by_phase, rd_host_phases, FN, 0)
+    X(snap_host, by_phase, rd_host_phases, FN, 0)                                 \
+    X(snap_host, churn, none, SKIP, 0)
 
 struct snap_process {
     int64_t pid, ppid, rank; /* rank SNAP_UNKNOWN_I64 when null */
@@ -608,7 +612,8 @@ struct snap_events {
     X(snap_events, stride, stride, U64N, 2)                 \
     X(snap_events, thinned, thinned, BOOLN, 2)              \
     X(snap_events, columns, rd_columns, FN, 0)              \
-    X(snap_events, data, rd_data, FN, 0)
+    X(snap_events, data, rd_data, FN, 0)               \
+    X(snap_events, bucket_ns, none, SKIP, 0)
 
 struct snapctx;
 struct symbolizer;

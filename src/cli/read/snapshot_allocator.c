@@ -158,7 +158,8 @@ static int rd_roles(struct reader *r, void *obj)
     return reader_object(r, a, role_fields, NFIELDS(role_fields));
 }
 
-static const struct field allocator_fields[] = {SNAP_ALLOCATOR_SCHEMA(SCHEMA_FIELD)};
+static const struct field allocator_fields[] = {
+    SNAP_ALLOCATOR_SCHEMA(SCHEMA_FIELD) SNAP_ALLOCATOR_OOM_SCHEMA(SCHEMA_FIELD)};
 
 static int read_allocator(struct reader *r, struct snap_allocator *a)
 {

@@ -43,6 +43,7 @@ struct row {
 #define ROW_STR(st, key, member, json) ROW_AS(V_STR, st, key, member, json)
 #define ROW_STRN(st, key, member, json) ROW_AS(V_STR, st, key, member, json)
 #define ROW_FN(st, key, fn, json)
+#define ROW_SKIP(st, key, none, json)
 
 static const struct row kind_rows[] = {SNAP_KIND_STATS_SCHEMA(ROW)};
 static const struct row vmm_rows[] = {SNAP_VMM_SCHEMA(ROW)};

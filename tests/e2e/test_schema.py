@@ -1,0 +1,215 @@
+"""The snapshot's sections are described once: snapshot.h's SNAP_*_SCHEMA
+tables, from which the reader's field tables and `report --json` are made.
+Here the writer and docs/snapshot-format.md are held to them: every key the
+library writes in a tabled section, over runs that write each kind of
+snapshot, is a row, and every row is written; each documented field list is
+the table's.  A field added to the writer and not to the table (the reader
+would skip it in silence) fails here, and so does a row the writer lost."""
+import json
+import os
+import re
+import signal
+import subprocess
+
+import pytest
+
+from conftest import BUILD, PROGS, ROOT, base_env
+
+SNAPSHOT_H = (ROOT / "src" / "cli" / "read" / "snapshot.h").read_text()
+DOC = (ROOT / "docs" / "snapshot-format.md").read_text()
+PYTHON = "/usr/bin/python3"
+
+
+def tables(text=SNAPSHOT_H):
+    """{name: [(key, member, type, json)]} of every SNAP_<name>_SCHEMA."""
+    out = {}
+    for m in re.finditer(r"^#define SNAP_(\w+)_SCHEMA\(X\)((?:.*\\\n)*.*)", text, re.M):
+        out[m.group(1)] = re.findall(r"X\(\w+, (\w+), (\w+), (\w+), (\d)\)", m.group(2))
+    return out
+
+
+TABLES = tables()
+
+# Where each table's object sits in a snapshot ("[]": each element, ".*":
+# each member's value). Tables named *_OLDER are read from older files only.
+SECTIONS = {
+    "": ["TOP"],
+    "process": ["PROCESS"],
+    "allocator_refresh": ["REFRESH"],
+    "config": ["CONFIG"],
+    "config.limit_bytes[]": ["LIMIT"],
+    "devices[]": ["DEVICE"],
+    "devices[].by_kind.*": ["KIND_STATS"],
+    "devices[].vmm": ["VMM"],
+    "devices[].fragmentation": ["FRAG"],
+    "devices[].histogram[]": ["BUCKET"],
+    "devices[].allocator": ["ALLOCATOR"],
+    "host_pinned": ["KIND_STATS", "HOST"],
+    "counters": ["COUNTERS"],
+    "oom": ["OOM"],
+    "oom.allocator": ["ALLOCATOR", "ALLOCATOR_OOM"],
+    "ooms": ["OOMS"],
+    "ooms.attempts[]": ["ATTEMPT"],
+    "events": ["EVENTS"],
+}
+
+
+def keys_of(path):
+    return [row[0] for name in SECTIONS[path] for row in TABLES[name]]
+
+
+def objects(value, path):
+    """The objects at path in value (null ones left out)."""
+    if value is None:
+        return []
+    if path == "":
+        return [value] if isinstance(value, dict) else []
+    head, _, rest = path.partition(".")
+    if head == "*":
+        return [o for v in value.values() for o in objects(v, rest)]
+    if head.endswith("[]"):
+        return [o for v in value.get(head[:-2]) or [] for o in objects(v, rest)]
+    return objects(value.get(head), rest)
+
+
+def test_the_tables_parse():
+    assert len(TABLES) >= 18, sorted(TABLES)
+    for name, rows in TABLES.items():
+        assert rows, f"SNAP_{name}_SCHEMA has no row this test can read"
+        keys = [r[0] for r in rows]
+        assert len(keys) == len(set(keys)), f"SNAP_{name}_SCHEMA repeats a key"
+    # the rows the regular expression sees are all the rows there are
+    for name in TABLES:
+        body = re.search(rf"#define SNAP_{name}_SCHEMA\(X\)((?:.*\\\n)*.*)", SNAPSHOT_H).group(1)
+        assert body.count("X(") == len(TABLES[name]), name
+
+
+def test_every_table_has_its_place():
+    placed = {n for names in SECTIONS.values() for n in names}
+    unplaced = {n for n in TABLES if not n.endswith("_OLDER")} - placed
+    assert not unplaced, (f"SNAP_*_SCHEMA tables {sorted(unplaced)} have no place in "
+                          "SECTIONS: say where their object sits in a snapshot")
+
+
+def run(tmp_path, name, args, env=None):
+    cwd = tmp_path / name
+    cwd.mkdir()
+    proc = subprocess.run([str(a) for a in args], cwd=cwd, env=base_env(env),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(f.read_text()) for f in sorted(cwd.glob("cumemtrace.*.json"))]
+
+
+def signalled(tmp_path):
+    """A snapshot written on SIGTERM (reason "signal")."""
+    cwd = tmp_path / "signal"
+    cwd.mkdir()
+    p = subprocess.Popen([str(PROGS / "rt_hold"), "default"], cwd=cwd, env=base_env(),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+    assert p.stdout.readline() == "ready\n"
+    p.send_signal(signal.SIGTERM)
+    p.communicate(timeout=20)
+    return [json.loads(f.read_text()) for f in sorted(cwd.glob("cumemtrace.*.json"))]
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """Snapshots of every reason the library writes, and of every optional
+    section: every kind, VMM, an OOM that recovers (attempts, dumps), the
+    limit, a mark held at the dump, a signal, the allocator's figures asked
+    at an API dump and at an OOM (stand-ins for PyTorch's layer)."""
+    tmp = tmp_path_factory.mktemp("schema")
+    card = {"SIMCUDA_MEMORY": "256MiB"}
+    snaps = run(tmp, "kinds", [PROGS / "drv_workload", "kinds"])
+    snaps += run(tmp, "vmm", [PROGS / "drv_workload", "vmm"])
+    snaps += run(tmp, "recover", [PROGS / "rt_oom", "recover"],
+                 dict(card, CUMEMTRACE_OOM_DUMPS="all"))
+    snaps += run(tmp, "limit", [PROGS / "rt_oom", "limit"], dict(card, CUMEMTRACE_LIMIT="100MiB"))
+    snaps += run(tmp, "mark", [PROGS / "rt_mark", "cumemtrace.mark.json"])
+    snaps += run(tmp, "phases", [PROGS / "rt_phases"])
+    snaps += signalled(tmp)
+    python = ROOT / "tests" / "python"
+    snaps += run(tmp, "refresh", [PYTHON, python / "refresh.py", BUILD, "api"])
+    snaps += run(tmp, "allocator", [PYTHON, python / "allocator_segments.py", BUILD,
+                                    ROOT / "src" / "torchboot"], card)
+    reasons = {s["reason"] for s in snaps}
+    assert {"exit", "oom", "signal", "api"} <= reasons, reasons
+    return snaps
+
+
+@pytest.mark.parametrize("path", sorted(SECTIONS), ids=lambda p: p or "top")
+def test_the_writer_writes_the_tables_keys(written, path):
+    seen = set()
+    for s in written:
+        for o in objects(s, path):
+            seen |= set(o)
+    want = set(keys_of(path))
+    names = " + ".join(f"SNAP_{n}_SCHEMA" for n in SECTIONS[path])
+    assert seen, f"no snapshot here has '{path or 'the top level'}': the runs miss a case"
+    assert not seen - want, (f"the library writes {sorted(seen - want)} in "
+                             f"'{path or 'the top level'}', which {names} (snapshot.h) "
+                             "lacks: add the row, or the reader skips it")
+    assert not want - seen, (f"{names} (snapshot.h) has {sorted(want - seen)}, which the "
+                             f"library never writes in '{path or 'the top level'}'")
+
+
+# docs/snapshot-format.md: each section's heading and the tables it
+# documents; a section written as a table of fields ("| `key` | ...") lists
+# nothing else, bar what the library does not write.
+DOC_SECTIONS = {
+    "## Top level": ["TOP"],
+    "### `process`": ["PROCESS"],
+    "### `config`": ["CONFIG"],
+    "### `devices[]`": ["DEVICE"],
+    "### `host_pinned`": ["KIND_STATS", "HOST"],
+    "### `counters`": ["COUNTERS"],
+    '### `oom` (for `reason: "oom"`)': ["OOM"],
+    "#### `oom.allocator`": ["ALLOCATOR", "ALLOCATOR_OOM"],
+    "### `ooms`": ["OOMS"],
+    "### `events`": ["EVENTS"],
+}
+DOC_ONLY = {"## Top level": {"recovered"}}  # the command's own, on a stream it recovers
+# Objects documented inline, as `{a, b, ...}` after their key in a section.
+DOC_LISTS = [("## Top level", "allocator_refresh", "REFRESH"),
+             ("### `config`", "limit_bytes", "LIMIT"),
+             ("### `devices[]`", "by_kind", "KIND_STATS"),
+             ("### `devices[]`", "vmm", "VMM"),
+             ("### `devices[]`", "histogram", "BUCKET"),
+             ("### `devices[]`", "fragmentation", "FRAG"),
+             ("### `ooms`", "attempts", "ATTEMPT")]
+
+
+def doc_section(heading):
+    start = DOC.index("\n" + heading + "\n")
+    end = re.compile(r"^#{2,4} ", re.M).search(DOC, start + len(heading) + 2)
+    return DOC[start:end.start() if end else len(DOC)]
+
+
+def written_keys(names):
+    return [r[0] for n in names for r in TABLES[n]]
+
+
+@pytest.mark.parametrize("heading", DOC_SECTIONS)
+def test_the_docs_describe_every_key(heading):
+    text = doc_section(heading)
+    names = DOC_SECTIONS[heading]
+    missing = [k for k in written_keys(names) if f"`{k}`" not in text]
+    assert not missing, (f"docs/snapshot-format.md '{heading}' does not describe "
+                         f"{missing}, which " + " + ".join(f"SNAP_{n}_SCHEMA" for n in names)
+                         + " (snapshot.h) has")
+    listed = {k for cell in re.findall(r"^\| ([^|]+) \|", text, re.M)
+              for k in re.findall(r"`(\w+)`", cell)} - {"field"}
+    extra = listed - set(written_keys(names)) - DOC_ONLY.get(heading, set())
+    assert not extra, (f"docs/snapshot-format.md '{heading}' documents {sorted(extra)}, "
+                       "which no table of snapshot.h has")
+
+
+@pytest.mark.parametrize("heading,key,name", DOC_LISTS, ids=[k for _, k, _ in DOC_LISTS])
+def test_the_docs_inline_lists_are_the_tables(heading, key, name):
+    text = doc_section(heading)
+    row = re.search(rf"^\| `{key}` \|.*$", text, re.M)  # its row, else the prose after it
+    m = re.search(rf"`{key}`[^{{]*?`\[?\{{([\w, ]+)\}}", row.group(0) if row else text)
+    assert m, f"docs/snapshot-format.md '{heading}' gives no {{...}} list for `{key}`"
+    assert sorted(m.group(1).replace(" ", "").split(",")) == sorted(written_keys([name])), \
+        f"docs/snapshot-format.md's `{key}` lists {m.group(1)}, SNAP_{name}_SCHEMA other keys"
