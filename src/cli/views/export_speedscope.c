@@ -60,16 +60,11 @@ static uint64_t groups_sum(const struct snap_groups *g)
 static void profile_open(struct json_out *w, const char *name, uint64_t total)
 {
     json_out_begin_object(w);
-    json_out_key(w, "type");
-    json_out_string(w, "sampled");
-    json_out_key(w, "name");
-    json_out_string(w, name);
-    json_out_key(w, "unit");
-    json_out_string(w, "bytes");
-    json_out_key(w, "startValue");
-    json_out_u64(w, 0);
-    json_out_key(w, "endValue");
-    json_out_u64(w, total);
+    json_out_key_string(w, "type", "sampled");
+    json_out_key_string(w, "name", name);
+    json_out_key_string(w, "unit", "bytes");
+    json_out_key_u64(w, "startValue", 0);
+    json_out_key_u64(w, "endValue", total);
     json_out_key(w, "samples");
     json_out_begin_array(w);
 }
@@ -279,16 +274,12 @@ int export_speedscope(FILE *f, struct snapshot *s)
     json_out_init(&w, f, false);
     w.break_depth = 2; /* one profile per line */
     json_out_begin_object(&w);
-    json_out_key(&w, "$schema");
-    json_out_string(&w, "https://www.speedscope.app/file-format-schema.json");
-    json_out_key(&w, "exporter");
-    json_out_string(&w, "cumemtrace " CUMEMTRACE_CLI_VERSION);
+    json_out_key_string(&w, "$schema", "https://www.speedscope.app/file-format-schema.json");
+    json_out_key_string(&w, "exporter", "cumemtrace " CUMEMTRACE_CLI_VERSION);
     snprintf(name, sizeof name, "cumemtrace: %s (pid %" PRId64 ")",
              s->process.exe ? s->process.exe : "?", s->process.pid);
-    json_out_key(&w, "name");
-    json_out_string(&w, name);
-    json_out_key(&w, "activeProfileIndex");
-    json_out_u64(&w, 0);
+    json_out_key_string(&w, "name", name);
+    json_out_key_u64(&w, "activeProfileIndex", 0);
     json_out_key(&w, "profiles");
     json_out_begin_array(&w);
     int rc = 0;
@@ -318,26 +309,21 @@ int export_speedscope(FILE *f, struct snapshot *s)
     for (size_t i = 0; i < s->ctx->nframes; i++) {
         const struct frame *fr = &s->ctx->frames[i];
         json_out_begin_object(&w);
-        json_out_key(&w, "name");
-        json_out_string(&w, fr->name);
+        json_out_key_string(&w, "name", fr->name);
         if (fr->module != NULL) {
-            json_out_key(&w, "file");
-            json_out_string(&w, fr->module);
+            json_out_key_string(&w, "file", fr->module);
         }
         json_out_end_object(&w);
     }
     for (size_t i = 0; i < s->phases.n; i++) {
         json_out_begin_object(&w);
-        json_out_key(&w, "name");
-        json_out_string(&w, s->phases.v[i].name);
-        json_out_key(&w, "file");
-        json_out_string(&w, s->phases.v[i].source);
+        json_out_key_string(&w, "name", s->phases.v[i].name);
+        json_out_key_string(&w, "file", s->phases.v[i].source);
         json_out_end_object(&w);
     }
     for (size_t i = 0; i < e.n; i++) {
         json_out_begin_object(&w);
-        json_out_key(&w, "name");
-        json_out_string(&w, e.v[i]);
+        json_out_key_string(&w, "name", e.v[i]);
         json_out_end_object(&w);
     }
     json_out_end_array(&w);

@@ -10,6 +10,7 @@
 #define CUMEMTRACE_CLI_HTML_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "arena.h"
@@ -23,6 +24,12 @@
 /* Above this many events of a device the timeline keeps, per time slice,
  * the events where the total is lowest and highest (extrema survive). */
 #define HTML_SLICES 2000
+
+/* a + b, UINT64_MAX where it would wrap (a site's bytes summed over devices) */
+static inline uint64_t html_sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
 
 /* The flame graph's modes: held at the peak, live at the dump, at the OOM. */
 enum { HTML_FLAME_PEAK, HTML_FLAME_LIVE, HTML_FLAME_OOM };
@@ -50,6 +57,13 @@ struct html_tmode {
     struct html_trow *v;
     size_t n, cap;
 };
+/* A row of the site table: one holder (the user's line, as report lists
+ * them), the writer's folded tail or PyTorch's cache, over every device. */
+struct html_tline {
+    const char *label; /* the holder's name as report prints it */
+    uint32_t stack;    /* a stack of the page */
+    uint64_t bytes[HTML_FLAME_OOM + 1]; /* at the peak, the dump, the failure */
+};
 struct html_tview {
     bool on;
     uint32_t base;
@@ -57,20 +71,33 @@ struct html_tview {
     size_t nstacks, cap;
     struct html_tmode (*dev)[HTML_FLAME_OOM + 1];
     size_t ndev;
+    struct html_tline *lines;
+    size_t nlines, lines_cap;
+    bool known[HTML_FLAME_OOM + 1]; /* a device had tensors at that moment */
     struct arena arena;
     struct hmap by_group; /* group pointer -> stack id */
+    struct hmap by_label; /* line label -> index in lines */
 };
 
 /* Builds v for s; 0, or -1 when out of memory (html_tview_free after both). */
 int html_tview_build(struct html_tview *v, struct snapshot *s);
 void html_tview_free(struct html_tview *v);
-/* The stack id of group g (made at its first call), UINT32_MAX when out of
- * memory. */
-uint32_t html_tview_stack(struct html_tview *v, struct snapshot *s, const struct snap_tgroup *g);
 const uint32_t *html_tstack_frames(const struct html_tstack *t);
-/* A new stack of one marker frame named `name` ("[PyTorch's cache]");
- * UINT32_MAX when out of memory. */
-uint32_t html_tview_marker(struct html_tview *v, struct snapshot *s, const char *name);
+
+/* A reading of PyTorch's tensors on a device's timeline: at t_ns each
+ * band's bytes. */
+struct html_reading {
+    int64_t t_ns;
+    int64_t *v;
+};
+/* The timeline of device index d: its bands, the largest lines (indices in
+ * v->lines, at most HTML_BANDS) at the peak, else at the failure, else at
+ * the dump; and the bytes of those lines at each reading with a time (the
+ * peak, the failure, the dump, the layer's between dumps: tensor_series),
+ * in time order, *rd NULL when none.  0, or -1 when out of memory. */
+int html_tview_bands(const struct html_tview *v, struct snapshot *s, size_t d, uint32_t *bands,
+                     size_t *nb, struct html_reading **rd, size_t *nrd);
+void html_readings_free(struct html_reading *rd, size_t n);
 
 /* Counts the nodes of s's flame graph in a mode into *nodes, as the page
  * lays them out (html_flame.c); tv: the file's tensor model.  -1 when out

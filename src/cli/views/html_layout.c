@@ -21,10 +21,8 @@ static void write_segments(struct json_out *w, const struct snap_layout *l)
         return;
     }
     json_out_begin_object(w);
-    json_out_key(w, "count");
-    json_out_u64(w, l->segments_count);
-    json_out_key(w, "blocks");
-    json_out_u64(w, l->blocks_count);
+    json_out_key_u64(w, "count", l->segments_count);
+    json_out_key_u64(w, "blocks", l->blocks_count);
     json_out_key(w, "list");
     json_out_begin_array(w);
     for (size_t i = 0; i < l->nsegments; i++) {
@@ -58,8 +56,7 @@ void html_layout_write(struct json_out *w, const struct snap_oom *o)
         return;
     }
     json_out_begin_object(w);
-    json_out_key(w, "base");
-    json_out_string(w, l->base);
+    json_out_key_string(w, "base", l->base);
     static const char *const keys[] = {"span", "count", "bytes", "gap_count", "gap_bytes",
                                        "largest_gap", "fit"};
     const uint64_t vals[] = {l->span_bytes, l->count, l->bytes, l->gap_count, l->gap_bytes,

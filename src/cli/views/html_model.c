@@ -19,7 +19,7 @@
  * timeline split is rebuilt from the deltas of the event log, which is only
  * right when nothing was thinned: a thinned log gives bands: [] and the
  * page draws the exact total alone, saying why.  With the tensor model the
- * bands are lines, their values PyTorch's readings (tensor_bands).
+ * bands are lines, their values PyTorch's readings (html_tview_bands).
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -57,9 +57,6 @@ struct model {
     bool counted;         /* allocs/frees come from an unthinned log */
     uint32_t *pos;        /* row index -> position in the sorted table */
     struct html_tview tv; /* PyTorch's tensors, when tv.on the rows' model */
-    struct arena a;
-    struct hmap by_name;  /* tensors: holder name -> row index */
-    bool known[3];        /* tensors: a device had them at the peak, dump, OOM */
 };
 
 static uint32_t row_of(struct model *m, uint32_t stack)
@@ -99,11 +96,6 @@ static uint32_t row_of(struct model *m, uint32_t stack)
     return r;
 }
 
-static uint64_t sat_add(uint64_t a, uint64_t b)
-{
-    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
 /* Sums groups into the rows; which selects the column. */
 static int add_groups(struct model *m, const struct snap_groups *g, int which)
 {
@@ -113,7 +105,7 @@ static int add_groups(struct model *m, const struct snap_groups *g, int which)
             return -1;
         struct site_row *row = &m->rows[r];
         uint64_t *col = which == 0 ? &row->at_peak : which == 1 ? &row->live : &row->oom;
-        *col = sat_add(*col, g->v[i].bytes);
+        *col = html_sat_add(*col, g->v[i].bytes);
         if (g->v[i].kind < 8)
             row->kinds |= (uint8_t)(1u << g->v[i].kind);
     }
@@ -126,79 +118,11 @@ static uint32_t event_row(struct model *m, const struct snap_event *e)
     return row_of(m, st);
 }
 
-/* The tensor row named `name` (its stack made by mk when new). */
-static uint32_t tensor_row(struct model *m, const char *name, const struct snap_tgroup *g)
-{
-    uint32_t r;
-    if (hmap_get_or_add(&m->by_name, name, strlen(name), (uint32_t)m->nrows, &r, NULL))
-        return NO_SITE;
-    if (r != m->nrows)
-        return r;
-    uint32_t st = g ? html_tview_stack(&m->tv, m->s, g) : html_tview_marker(&m->tv, m->s, name);
-    if (st == UINT32_MAX ||
-        snapshot_vec_reserve((void **)&m->rows, &m->rows_cap, sizeof *m->rows, m->nrows + 1))
-        return NO_SITE;
-    m->rows[m->nrows] = (struct site_row){.stack = st, .label = name};
-    return (uint32_t)m->nrows++;
-}
-
-/* The site table of a PyTorch process: one row per holder (the user's
- * line, as report lists them) and PyTorch's cache, by moment. */
-static int tensor_rows(struct model *m)
-{
-    struct snapshot *s = m->s;
-    for (size_t d = 0; d < s->ndevices; d++) {
-        const struct snap_device *dv = &s->devices[d];
-        bool oom = s->oom.present && s->oom.device == dv->ordinal;
-        enum holders_moment mo[3] = {HOLDERS_PEAK, HOLDERS_NOW, HOLDERS_OOM};
-        for (int k = 0; k < 3; k++) {
-            if (k == 2 && !oom)
-                continue;
-            const struct snap_device *at = k == 2 ? NULL : dv;
-            if (!holders_have_tensors(s, at, mo[k]))
-                continue;
-            struct holders h;
-            if (holders_get(s, at, mo[k], false, &h) != 0)
-                return -1;
-            m->known[k] = true;
-            int rc = 0;
-            /* the lines, then the writer's folded tail, then the cache */
-            char more[64];
-            snprintf(more, sizeof more, "[%" PRIu64 " more lines]", h.more_groups);
-            for (size_t i = 0; rc == 0 && i < h.n + 2; i++) {
-                bool tail = i == h.n, cache = i == h.n + 1;
-                if ((tail && !h.has_more) ||
-                    (cache && !(h.has_cache && h.cache_bytes != SNAP_UNKNOWN)))
-                    continue;
-                const char *name = tail ? snapshot_intern(s->ctx, more, strlen(more))
-                                 : cache ? "[PyTorch's cache]" : h.v[i].display;
-                uint32_t r = name ? tensor_row(m, name, tail || cache ? NULL : h.v[i].group)
-                                  : NO_SITE;
-                if (r == NO_SITE) {
-                    rc = -1;
-                    break;
-                }
-                struct site_row *row = &m->rows[r];
-                uint64_t *col = k == 0 ? &row->at_peak : k == 1 ? &row->live : &row->oom;
-                *col = sat_add(*col, tail ? h.more_bytes : cache ? h.cache_bytes
-                                                                 : h.v[i].bytes);
-                row->kinds |= 1u << KIND_DEVICE;
-            }
-            holders_free(&h);
-            if (rc != 0)
-                return -1;
-        }
-    }
-    return 0;
-}
-
 static int model_build(struct model *m, struct snapshot *s)
 {
     memset(m, 0, sizeof *m);
     m->s = s;
     m->nostack_row = NO_SITE;
-    arena_init(&m->a);
-    hmap_init(&m->by_name, &m->a);
     if (html_tview_build(&m->tv, s) != 0)
         return -1;
     m->stack_row = malloc((s->nstacks ? s->nstacks : 1) * sizeof *m->stack_row);
@@ -206,8 +130,20 @@ static int model_build(struct model *m, struct snapshot *s)
         return -1;
     for (size_t i = 0; i < s->nstacks; i++)
         m->stack_row[i] = NO_SITE;
-    if (m->tv.on) /* no counts: the event log has the driver's calls */
-        return tensor_rows(m);
+    if (m->tv.on) { /* no counts: the event log has the driver's calls */
+        if (m->tv.nlines > 0 && (m->rows = malloc(m->tv.nlines * sizeof *m->rows)) == NULL)
+            return -1;
+        for (size_t i = 0; i < m->tv.nlines; i++) {
+            const struct html_tline *l = &m->tv.lines[i];
+            m->rows[i] = (struct site_row){.stack = l->stack, .label = l->label,
+                                           .at_peak = l->bytes[HTML_FLAME_PEAK],
+                                           .live = l->bytes[HTML_FLAME_LIVE],
+                                           .oom = l->bytes[HTML_FLAME_OOM],
+                                           .kinds = 1u << KIND_DEVICE};
+        }
+        m->nrows = m->rows_cap = m->tv.nlines;
+        return 0;
+    }
     for (size_t d = 0; d < s->ndevices; d++)
         if (add_groups(m, &s->devices[d].at_peak, 0) || add_groups(m, &s->devices[d].live, 1))
             return -1;
@@ -226,7 +162,7 @@ static int model_build(struct model *m, struct snapshot *s)
             return -1;
         if (e->delta > 0) {
             m->rows[r].allocs++;
-            m->rows[r].alloc_bytes = sat_add(m->rows[r].alloc_bytes, (uint64_t)e->delta);
+            m->rows[r].alloc_bytes = html_sat_add(m->rows[r].alloc_bytes, (uint64_t)e->delta);
         } else if (e->delta < 0) {
             m->rows[r].frees++;
         }
@@ -237,8 +173,6 @@ static int model_build(struct model *m, struct snapshot *s)
 static void model_free(struct model *m)
 {
     html_tview_free(&m->tv);
-    hmap_free(&m->by_name);
-    arena_free(&m->a);
     free(m->local);
     free(m->stack_row);
     free(m->rows);
@@ -325,8 +259,7 @@ static int write_sites(struct json_out *w, struct model *m, const uint32_t *orde
     for (int k = 0; k < KIND_COUNT; k++)
         json_out_string(w, snapshot_kind_name(k));
     json_out_end_array(w);
-    json_out_key(w, "counted");
-    json_out_bool(w, m->counted);
+    json_out_key_bool(w, "counted", m->counted);
     struct arena a;
     struct hmap map;
     arena_init(&a);
@@ -373,7 +306,7 @@ static int write_sites(struct json_out *w, struct model *m, const uint32_t *orde
             /* counts from a thinned log are unknown: no column; nor the
              * tensors of a moment no device has them at */
             if ((!m->counted && (c == COL_ALLOCS || c == COL_FREES || c == COL_ALLOC_BYTES)) ||
-                (m->tv.on && c >= COL_AT_PEAK && c <= COL_OOM && !m->known[c - COL_AT_PEAK]))
+                (m->tv.on && c >= COL_AT_PEAK && c <= COL_OOM && !m->tv.known[c - COL_AT_PEAK]))
                 json_out_null(w);
             else
                 write_site_column(w, m, order, (enum site_col)c);
@@ -399,19 +332,6 @@ struct track {
     size_t index;                    /* in s->devices; SIZE_MAX pinned host */
 };
 
-/* A reading of PyTorch's tensors on the timeline: at t_ns each band's
- * bytes (its line's, as the holders of that moment have them). */
-struct reading {
-    int64_t t_ns;
-    int64_t *v;
-};
-
-static int by_reading_time(const void *a, const void *b)
-{
-    int64_t x = ((const struct reading *)a)->t_ns, y = ((const struct reading *)b)->t_ns;
-    return (x > y) - (x < y);
-}
-
 static void point(struct json_out *w, int64_t t, uint64_t total, const int64_t *band, size_t nb)
 {
     json_out_begin_array(w);
@@ -426,7 +346,7 @@ static void point(struct json_out *w, int64_t t, uint64_t total, const int64_t *
  * highest total (in time order) when there are too many to draw. */
 static int write_points(struct json_out *w, struct model *m, const struct track *t,
                         const uint32_t *band_of_row, size_t nb, int64_t end,
-                        const struct reading *rd, size_t nrd)
+                        const struct html_reading *rd, size_t nrd)
 {
     const struct snap_events *ev = &m->s->events;
     size_t nev = 0;
@@ -513,92 +433,6 @@ static int64_t log_end(const struct snapshot *s)
     return end > 0 ? end : 1;
 }
 
-static void readings_free(struct reading *rd, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(rd[i].v);
-    free(rd);
-}
-
-/* PyTorch's tensors on device t's timeline: the bands are its largest lines
- * at the peak (else at the failure, else at the dump), each reading the
- * bytes of those lines then (the peak, the failure, the dump, the layer's
- * readings between dumps: tensor_series), in time order.  *rd NULL when the device has no reading with a time.  0, or -1
- * when out of memory. */
-static int tensor_bands(struct model *m, const struct track *t, uint32_t *bands, size_t *nb,
-                        struct reading **rd, size_t *nrd)
-{
-    struct snapshot *s = m->s;
-    const struct snap_device *d = &s->devices[t->index];
-    bool oom = s->oom.present && s->oom.device == d->ordinal;
-    enum holders_moment mo[3] = {HOLDERS_PEAK, HOLDERS_OOM, HOLDERS_NOW};
-    struct holders h[3];
-    bool got[3] = {false, false, false};
-    int rc = 0;
-    *nb = *nrd = 0;
-    *rd = NULL;
-    for (int k = 0; rc == 0 && k < 3; k++) {
-        const struct snap_device *at = mo[k] == HOLDERS_OOM ? NULL : d;
-        if ((mo[k] == HOLDERS_OOM && !oom) || !holders_have_tensors(s, at, mo[k]))
-            continue;
-        rc = holders_get(s, at, mo[k], false, &h[k]);
-        got[k] = rc == 0;
-    }
-    int from = got[0] ? 0 : got[1] ? 1 : 2;
-    for (size_t i = 0; rc == 0 && got[from] && i < h[from].n && *nb < HTML_BANDS; i++) {
-        uint32_t r;
-        const char *name = h[from].v[i].display;
-        if (hmap_find(&m->by_name, name, strlen(name), &r))
-            bands[(*nb)++] = r;
-    }
-    int64_t when[3] = {got[0] ? h[0].time_ns : SNAP_UNKNOWN_I64,
-                       oom ? s->oom.time_ns : SNAP_UNKNOWN_I64, s->process.dump_time_ns};
-    const struct snap_series *sr = &d->tensor_series;
-    size_t nser = sr->present ? sr->n : 0;
-    if (rc == 0 && *nb > 0 && (*rd = calloc(3 + nser, sizeof **rd)) == NULL)
-        rc = -1;
-    /* the layer's readings between dumps (tensor_series) */
-    for (size_t i = 0; rc == 0 && *rd != NULL && i < nser; i++) {
-        if (sr->v[i].time_ns == SNAP_UNKNOWN_I64)
-            continue;
-        struct reading *x = &(*rd)[(*nrd)++];
-        x->t_ns = sr->v[i].time_ns;
-        if ((x->v = calloc(*nb, sizeof *x->v)) == NULL) {
-            rc = -1;
-            break;
-        }
-        for (size_t b = 0; b < *nb; b++)
-            for (size_t j = 0; j < sr->nlines; j++)
-                if (strcmp(holders_series_name(s, sr, j, true), m->rows[bands[b]].label) == 0)
-                    x->v[b] += (int64_t)sr->v[i].bytes[j];
-    }
-    for (int k = 0; rc == 0 && *rd != NULL && k < 3; k++) {
-        if (!got[k] || when[k] == SNAP_UNKNOWN_I64)
-            continue;
-        struct reading *x = &(*rd)[(*nrd)++];
-        x->t_ns = when[k];
-        if ((x->v = calloc(*nb, sizeof *x->v)) == NULL) {
-            rc = -1;
-            break;
-        }
-        for (size_t b = 0; b < *nb; b++)
-            for (size_t i = 0; i < h[k].n; i++)
-                if (strcmp(h[k].v[i].display, m->rows[bands[b]].label) == 0)
-                    x->v[b] += (int64_t)h[k].v[i].bytes;
-    }
-    for (int k = 0; k < 3; k++)
-        if (got[k])
-            holders_free(&h[k]);
-    if (rc == 0 && *rd != NULL)
-        qsort(*rd, *nrd, sizeof **rd, by_reading_time);
-    if (rc != 0 || *nrd == 0) {
-        readings_free(*rd, *nrd);
-        *rd = NULL;
-        *nrd = 0;
-    }
-    return rc;
-}
-
 /* The rows of the tensor model at one moment: [stack, bytes, count]. */
 static void write_trows(struct json_out *w, const struct html_tmode *tm)
 {
@@ -624,9 +458,9 @@ static int write_track(struct json_out *w, struct model *m, const struct track *
     uint32_t bands[HTML_BANDS];
     size_t nb = 0, nrd = 0;
     uint32_t *band_of_row = NULL;
-    struct reading *rd = NULL;
+    struct html_reading *rd = NULL;
     bool split = m->counted;
-    if (tm != NULL && tensor_bands(m, t, bands, &nb, &rd, &nrd) != 0)
+    if (tm != NULL && html_tview_bands(&m->tv, s, t->index, bands, &nb, &rd, &nrd) != 0)
         return -1;
     if (tm != NULL && rd == NULL)
         nb = 0; /* no reading on the log's clock: the total alone */
@@ -650,33 +484,23 @@ static int write_track(struct json_out *w, struct model *m, const struct track *
         }
     }
     json_out_begin_object(w);
-    json_out_key(w, "name");
-    json_out_string(w, t->name);
-    json_out_key(w, "ordinal");
-    json_out_i64(w, t->device);
-    json_out_key(w, "total");
-    json_out_u64(w, t->total);
-    json_out_key(w, "free");
-    json_out_u64(w, t->free);
-    json_out_key(w, "limit");
-    json_out_u64(w, t->limit);
-    json_out_key(w, "current");
-    json_out_u64(w, t->current);
-    json_out_key(w, "peak");
-    json_out_u64(w, t->peak);
-    json_out_key(w, "peak_ns");
-    json_out_i64(w, t->peak_ns);
+    json_out_key_string(w, "name", t->name);
+    json_out_key_i64(w, "ordinal", t->device);
+    json_out_key_u64(w, "total", t->total);
+    json_out_key_u64(w, "free", t->free);
+    json_out_key_u64(w, "limit", t->limit);
+    json_out_key_u64(w, "current", t->current);
+    json_out_key_u64(w, "peak", t->peak);
+    json_out_key_i64(w, "peak_ns", t->peak_ns);
     html_tensors_write(w, t->al, t->peak_allocated);
     if (t->device >= 0 && html_holders_write(w, s, snapshot_device(s, t->device)) != 0) {
         free(band_of_row);
-        readings_free(rd, nrd);
+        html_readings_free(rd, nrd);
         return -1;
     }
-    json_out_key(w, "figures_age");
-    json_out_string(w, t->figures_age);
+    json_out_key_string(w, "figures_age", t->figures_age);
     int64_t end = log_end(s);
-    json_out_key(w, "end_ns");
-    json_out_i64(w, end);
+    json_out_key_i64(w, "end_ns", end);
     /* each moment PyTorch's tensors where the file has them, else the
      * driver's groups; groups_tensors says which */
     static const char *const mk[] = {"peak", "live", "oom"};
@@ -708,7 +532,7 @@ static int write_track(struct json_out *w, struct model *m, const struct track *
     int rc = write_points(w, m, t, band_of_row, nb, end, rd, nrd);
     json_out_end_object(w);
     free(band_of_row);
-    readings_free(rd, nrd);
+    html_readings_free(rd, nrd);
     return rc;
 }
 
@@ -733,16 +557,11 @@ static int write_oom(struct json_out *w, struct snapshot *s)
     char text[1600];
     cause_sentence(s, text, sizeof text);
     json_out_begin_object(w);
-    json_out_key(w, "sentence");
-    json_out_string(w, text);
-    json_out_key(w, "cause");
-    json_out_string(w, snapshot_cause_name(o));
-    json_out_key(w, "entry");
-    json_out_string(w, o->entry_point);
-    json_out_key(w, "kind");
-    json_out_string(w, snapshot_kind_name(o->kind));
-    json_out_key(w, "device");
-    json_out_i64(w, o->device);
+    json_out_key_string(w, "sentence", text);
+    json_out_key_string(w, "cause", snapshot_cause_name(o));
+    json_out_key_string(w, "entry", o->entry_point);
+    json_out_key_string(w, "kind", snapshot_kind_name(o->kind));
+    json_out_key_i64(w, "device", o->device);
     json_out_key(w, "stack");
     write_stack_ref(w, o->stack);
     static const char *const keys[] = {"requested", "total", "free", "limit", "tracked",
@@ -756,8 +575,7 @@ static int write_oom(struct json_out *w, struct snapshot *s)
         json_out_key(w, keys[i]);
         json_out_u64(w, vals[i]);
     }
-    json_out_key(w, "time_ns");
-    json_out_i64(w, o->time_ns);
+    json_out_key_i64(w, "time_ns", o->time_ns);
     json_out_key(w, "recovered");
     json_out_tribool(w, o->recovered);
     json_out_key(w, "by_kind");
@@ -777,10 +595,8 @@ static int write_oom(struct json_out *w, struct snapshot *s)
     } else {
         char sent[512];
         json_out_begin_object(w);
-        json_out_key(w, "name");
-        json_out_string(w, al->name);
-        json_out_key(w, "sentence");
-        json_out_string(w, oom_causes_allocator(o, sent, sizeof sent));
+        json_out_key_string(w, "name", al->name);
+        json_out_key_string(w, "sentence", oom_causes_allocator(o, sent, sizeof sent));
         static const char *const ak[] = {"requested", "allocated", "reserved", "unallocated",
                                          "largest_free_small", "largest_free_large", "limit",
                                          "segments"};
@@ -802,35 +618,23 @@ static int write_oom(struct json_out *w, struct snapshot *s)
 
 static void write_meta(struct json_out *w, const struct snapshot *s)
 {
-    json_out_key(w, "file");
-    json_out_string(w, s->file);
-    json_out_key(w, "exe");
-    json_out_string(w, s->process.exe);
-    json_out_key(w, "pid");
-    json_out_i64(w, s->process.pid);
-    json_out_key(w, "rank");
-    json_out_i64(w, s->process.rank);
-    json_out_key(w, "host");
-    json_out_string(w, s->process.host);
-    json_out_key(w, "reason");
-    json_out_string(w, s->reason);
-    json_out_key(w, "recovered");
-    json_out_string(w, s->recovered); /* null unless read from a stream */
-    json_out_key(w, "tool_version");
-    json_out_string(w, s->process.tool_version);
+    json_out_key_string(w, "file", s->file);
+    json_out_key_string(w, "exe", s->process.exe);
+    json_out_key_i64(w, "pid", s->process.pid);
+    json_out_key_i64(w, "rank", s->process.rank);
+    json_out_key_string(w, "host", s->process.host);
+    json_out_key_string(w, "reason", s->reason);
+    json_out_key_string(w, "recovered", s->recovered); /* null unless read from a stream */
+    json_out_key_string(w, "tool_version", s->process.tool_version);
     json_out_key(w, "cmdline");
     json_out_begin_array(w);
     for (size_t i = 0; i < s->process.ncmdline; i++)
         json_out_string(w, s->process.cmdline[i]);
     json_out_end_array(w);
-    json_out_key(w, "dump_ns");
-    json_out_i64(w, s->process.dump_time_ns);
-    json_out_key(w, "thinned");
-    json_out_bool(w, !(s->events.thinned == 0 && s->events.stride <= 1));
-    json_out_key(w, "events_recorded");
-    json_out_u64(w, s->events.recorded);
-    json_out_key(w, "events_kept");
-    json_out_u64(w, s->events.n);
+    json_out_key_i64(w, "dump_ns", s->process.dump_time_ns);
+    json_out_key_bool(w, "thinned", !(s->events.thinned == 0 && s->events.stride <= 1));
+    json_out_key_u64(w, "events_recorded", s->events.recorded);
+    json_out_key_u64(w, "events_kept", s->events.n);
 }
 
 /* Stacks by column: stack_entry (an index into stack_entries, the CUDA
@@ -847,8 +651,7 @@ static int write_stacks(struct json_out *w, const struct snapshot *s,
     unsigned width = 1;
     for (uint64_t span = 64; span <= s->ctx->nframes && width < 6; span *= 64)
         width++;
-    json_out_key(w, "frame_width");
-    json_out_u64(w, width);
+    json_out_key_u64(w, "frame_width", width);
     /* entry points: few distinct ones, told apart by their interned text;
      * the tensor model's stacks (past the file's) have "", none */
     size_t nall = s->nstacks + tv->nstacks;
@@ -904,8 +707,7 @@ static int write_stacks(struct json_out *w, const struct snapshot *s,
                 *p++ = digits[(fr[f] >> (6 * (d - 1))) & 63];
     }
     *p = '\0';
-    json_out_key(w, "stack_frames");
-    json_out_string(w, buf);
+    json_out_key_string(w, "stack_frames", buf);
     free(buf);
     return 0;
 }
@@ -933,8 +735,7 @@ static int write_file(struct json_out *w, struct snapshot *s)
         m.pos[order[i]] = (uint32_t)i;
     json_out_begin_object(w);
     write_meta(w, s);
-    json_out_key(w, "tensor_model");
-    json_out_bool(w, m.tv.on);
+    json_out_key_bool(w, "tensor_model", m.tv.on);
     if (write_stacks(w, s, &m.tv) != 0)
         goto out;
     if (write_sites(w, &m, order) != 0)
@@ -1031,10 +832,8 @@ out:
 int html_model_write(struct json_out *w, struct snapshot **s, size_t n, const char *kind)
 {
     json_out_begin_object(w);
-    json_out_key(w, "kind");
-    json_out_string(w, kind);
-    json_out_key(w, "generator");
-    json_out_string(w, "cumemtrace " CUMEMTRACE_CLI_VERSION);
+    json_out_key_string(w, "kind", kind);
+    json_out_key_string(w, "generator", "cumemtrace " CUMEMTRACE_CLI_VERSION);
     json_out_key(w, "files");
     json_out_begin_array(w);
     for (size_t i = 0; i < n; i++)

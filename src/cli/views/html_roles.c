@@ -15,12 +15,9 @@ static void bar(struct json_out *w, const char *title, const struct snap_allocat
                                                   "optimizer state", "other tensors"};
     char text[512];
     json_out_begin_object(w);
-    json_out_key(w, "title");
-    json_out_string(w, title);
-    json_out_key(w, "text");
-    json_out_string(w, report_allocator_roles_text(a, text, sizeof text));
-    json_out_key(w, "optimizers");
-    json_out_string(w, a->optimizers);
+    json_out_key_string(w, "title", title);
+    json_out_key_string(w, "text", report_allocator_roles_text(a, text, sizeof text));
+    json_out_key_string(w, "optimizers", a->optimizers);
     json_out_key(w, "parts");
     json_out_begin_array(w);
     for (int i = 0; i < SNAP_ROLES; i++) {

@@ -173,3 +173,27 @@ void json_out_finish(struct json_out *w)
 {
     fputc('\n', w->f);
 }
+
+void json_out_key_string(struct json_out *w, const char *key, const char *s)
+{
+    json_out_key(w, key);
+    json_out_string(w, s);
+}
+
+void json_out_key_u64(struct json_out *w, const char *key, uint64_t v)
+{
+    json_out_key(w, key);
+    json_out_u64(w, v);
+}
+
+void json_out_key_i64(struct json_out *w, const char *key, int64_t v)
+{
+    json_out_key(w, key);
+    json_out_i64(w, v);
+}
+
+void json_out_key_bool(struct json_out *w, const char *key, bool v)
+{
+    json_out_key(w, key);
+    json_out_bool(w, v);
+}

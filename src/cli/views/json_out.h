@@ -32,6 +32,11 @@ void json_out_i64(struct json_out *w, int64_t v);          /* SNAP_UNKNOWN_I64 w
 void json_out_bool(struct json_out *w, bool v);
 void json_out_tribool(struct json_out *w, int v);          /* -1 writes null */
 void json_out_null(struct json_out *w);
+/* A member: the key, then its value as the writers above write it. */
+void json_out_key_string(struct json_out *w, const char *key, const char *s);
+void json_out_key_u64(struct json_out *w, const char *key, uint64_t v);
+void json_out_key_i64(struct json_out *w, const char *key, int64_t v);
+void json_out_key_bool(struct json_out *w, const char *key, bool v);
 /* A pre-formatted number, written as is. */
 void json_out_raw(struct json_out *w, const char *text);
 /* Finishes the document with a newline. */

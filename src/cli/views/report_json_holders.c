@@ -18,8 +18,8 @@ static void origin(struct json_out *w, const struct snapshot *s, const struct ho
         return;
     }
     json_out_begin_object(w);
-    json_out_key(w, "thread"); json_out_string(w, g->origin_thread);
-    json_out_key(w, "node"); json_out_string(w, g->origin_node);
+    json_out_key_string(w, "thread", g->origin_thread);
+    json_out_key_string(w, "node", g->origin_node);
     json_out_key(w, "forward_line");
     json_out_string(w, g->forward_site != SNAP_NO_FRAME ? s->ctx->frames[g->forward_site].name
                                                         : NULL);
@@ -33,9 +33,9 @@ static void holder_members(struct json_out *w, const struct snapshot *s, const s
     json_out_key(w, "line");
     json_out_string(w, h->label != SNAP_NO_FRAME ? s->ctx->frames[h->label].name
                        : h->stack != SNAP_NO_STACK ? h->name : NULL);
-    json_out_key(w, "display"); json_out_string(w, h->display);
+    json_out_key_string(w, "display", h->display);
     json_out_key(w, "frames"); frame_list(w, s, h);
-    json_out_key(w, "bytes"); json_out_u64(w, h->bytes);
+    json_out_key_u64(w, "bytes", h->bytes);
 }
 
 int report_json_holders(struct json_out *w, struct snapshot *s, const struct snap_device *d,
@@ -49,12 +49,11 @@ int report_json_holders(struct json_out *w, struct snapshot *s, const struct sna
         return 0;
     }
     json_out_begin_object(w);
-    json_out_key(w, "source");
-    json_out_string(w, h.source == HOLDERS_TENSORS ? "tensors" : "segments");
-    json_out_key(w, "total_bytes"); json_out_u64(w, h.total_bytes);
-    json_out_key(w, "total_count"); json_out_u64(w, h.total_count);
-    json_out_key(w, "time_ns"); json_out_i64(w, h.time_ns);
-    json_out_key(w, "step"); json_out_i64(w, h.step);
+    json_out_key_string(w, "source", h.source == HOLDERS_TENSORS ? "tensors" : "segments");
+    json_out_key_u64(w, "total_bytes", h.total_bytes);
+    json_out_key_u64(w, "total_count", h.total_count);
+    json_out_key_i64(w, "time_ns", h.time_ns);
+    json_out_key_i64(w, "step", h.step);
     size_t shown = top == 0 || h.n <= top ? h.n : top;
     json_out_key(w, "groups");
     json_out_begin_array(w);
@@ -62,7 +61,7 @@ int report_json_holders(struct json_out *w, struct snapshot *s, const struct sna
         const struct holder *x = &h.v[i];
         json_out_begin_object(w);
         holder_members(w, s, x);
-        json_out_key(w, "count"); json_out_u64(w, x->count);
+        json_out_key_u64(w, "count", x->count);
         json_out_key(w, "origin"); origin(w, s, x);
         json_out_end_object(w);
     }
@@ -75,9 +74,9 @@ int report_json_holders(struct json_out *w, struct snapshot *s, const struct sna
             c += h.v[i].count;
         }
         json_out_begin_object(w);
-        json_out_key(w, "groups"); json_out_u64(w, h.n - shown);
-        json_out_key(w, "bytes"); json_out_u64(w, b);
-        json_out_key(w, "count"); json_out_u64(w, c);
+        json_out_key_u64(w, "groups", h.n - shown);
+        json_out_key_u64(w, "bytes", b);
+        json_out_key_u64(w, "count", c);
         json_out_end_object(w);
     } else {
         json_out_null(w);
@@ -85,9 +84,9 @@ int report_json_holders(struct json_out *w, struct snapshot *s, const struct sna
     json_out_key(w, "more");
     if (h.has_more) {
         json_out_begin_object(w);
-        json_out_key(w, "groups"); json_out_u64(w, h.more_groups);
-        json_out_key(w, "bytes"); json_out_u64(w, h.more_bytes);
-        json_out_key(w, "count"); json_out_u64(w, h.more_count);
+        json_out_key_u64(w, "groups", h.more_groups);
+        json_out_key_u64(w, "bytes", h.more_bytes);
+        json_out_key_u64(w, "count", h.more_count);
         json_out_end_object(w);
     } else {
         json_out_null(w);
@@ -95,9 +94,9 @@ int report_json_holders(struct json_out *w, struct snapshot *s, const struct sna
     json_out_key(w, "cache");
     if (h.has_cache) {
         json_out_begin_object(w);
-        json_out_key(w, "bytes"); json_out_u64(w, h.cache_bytes);
-        json_out_key(w, "segments"); json_out_u64(w, h.cache_segments);
-        json_out_key(w, "largest_free_bytes"); json_out_u64(w, h.cache_largest_free);
+        json_out_key_u64(w, "bytes", h.cache_bytes);
+        json_out_key_u64(w, "segments", h.cache_segments);
+        json_out_key_u64(w, "largest_free_bytes", h.cache_largest_free);
         json_out_end_object(w);
     } else {
         json_out_null(w);
@@ -121,10 +120,10 @@ int report_json_growth(struct json_out *w, struct snapshot *s, const struct snap
         const struct holder *x = &g.v[i];
         json_out_begin_object(w);
         holder_members(w, s, x);
-        json_out_key(w, "bytes_per_step"); json_out_u64(w, x->group->bytes_per_step);
-        json_out_key(w, "first_step"); json_out_i64(w, x->group->first_step);
-        json_out_key(w, "last_step"); json_out_i64(w, x->group->last_step);
-        json_out_key(w, "steps"); json_out_u64(w, x->group->steps);
+        json_out_key_u64(w, "bytes_per_step", x->group->bytes_per_step);
+        json_out_key_i64(w, "first_step", x->group->first_step);
+        json_out_key_i64(w, "last_step", x->group->last_step);
+        json_out_key_u64(w, "steps", x->group->steps);
         json_out_end_object(w);
     }
     json_out_end_array(w);

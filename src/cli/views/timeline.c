@@ -187,7 +187,7 @@ static void counter(struct json_out *w, const char *name, int64_t pid, int64_t t
     timeline_event_head(w, name, "C", pid, t);
     json_out_key(w, "args");
     json_out_begin_object(w);
-    json_out_key(w, "bytes"); json_out_u64(w, bytes);
+    json_out_key_u64(w, "bytes", bytes);
     json_out_end_object(w);
     json_out_end_object(w);
 }
@@ -254,10 +254,10 @@ static void chrome_track(struct json_out *w, const struct snapshot *s, const str
         char pname[64];
         snprintf(pname, sizeof pname, "peak %s", name);
         timeline_event_head(w, pname, "i", pid, t->peak_time);
-        json_out_key(w, "s"); json_out_string(w, "p");
+        json_out_key_string(w, "s", "p");
         json_out_key(w, "args");
         json_out_begin_object(w);
-        json_out_key(w, "peak_bytes"); json_out_u64(w, t->peak);
+        json_out_key_u64(w, "peak_bytes", t->peak);
         json_out_end_object(w);
         json_out_end_object(w);
     }
@@ -279,13 +279,13 @@ static int timeline_chrome(FILE *f, struct snapshot *s, unsigned sites)
     snprintf(pname, sizeof pname, "%s (pid %" PRId64 ")",
              s->process.exe ? s->process.exe : "?", pid);
     json_out_begin_object(&w);
-    json_out_key(&w, "name"); json_out_string(&w, "process_name");
-    json_out_key(&w, "ph"); json_out_string(&w, "M");
-    json_out_key(&w, "pid"); json_out_i64(&w, pid);
-    json_out_key(&w, "tid"); json_out_i64(&w, 0);
+    json_out_key_string(&w, "name", "process_name");
+    json_out_key_string(&w, "ph", "M");
+    json_out_key_i64(&w, "pid", pid);
+    json_out_key_i64(&w, "tid", 0);
     json_out_key(&w, "args");
     json_out_begin_object(&w);
-    json_out_key(&w, "name"); json_out_string(&w, pname);
+    json_out_key_string(&w, "name", pname);
     json_out_end_object(&w);
     json_out_end_object(&w);
     for (size_t i = 0; i < n; i++)
@@ -303,13 +303,13 @@ static int timeline_chrome(FILE *f, struct snapshot *s, unsigned sites)
         const char *name = recovered ? "recovered"
                            : a->attempt <= 1 ? "out of memory" : "retry failed";
         timeline_event_head(&w, name, "i", pid, a->t_ns);
-        json_out_key(&w, "s"); json_out_string(&w, "g");
+        json_out_key_string(&w, "s", "g");
         json_out_key(&w, "args");
         json_out_begin_object(&w);
-        json_out_key(&w, "device"); json_out_i64(&w, a->device);
-        json_out_key(&w, "requested_bytes"); json_out_u64(&w, a->requested_bytes);
-        json_out_key(&w, "chain"); json_out_u64(&w, a->chain);
-        json_out_key(&w, "attempt"); json_out_u64(&w, a->attempt);
+        json_out_key_i64(&w, "device", a->device);
+        json_out_key_u64(&w, "requested_bytes", a->requested_bytes);
+        json_out_key_u64(&w, "chain", a->chain);
+        json_out_key_u64(&w, "attempt", a->attempt);
         json_out_end_object(&w);
         json_out_end_object(&w);
     }
@@ -318,28 +318,28 @@ static int timeline_chrome(FILE *f, struct snapshot *s, unsigned sites)
         s->oom.time_ns != SNAP_UNKNOWN_I64) {
         const struct snap_oom *o = &s->oom;
         timeline_event_head(&w, "out of memory", "i", pid, o->time_ns);
-        json_out_key(&w, "s"); json_out_string(&w, "g");
+        json_out_key_string(&w, "s", "g");
         json_out_key(&w, "args");
         json_out_begin_object(&w);
-        json_out_key(&w, "device"); json_out_i64(&w, o->device);
-        json_out_key(&w, "requested_bytes"); json_out_u64(&w, o->requested_bytes);
-        json_out_key(&w, "entry_point"); json_out_string(&w, o->entry_point);
-        json_out_key(&w, "cause"); json_out_string(&w, snapshot_cause_name(o));
-        json_out_key(&w, "attempts"); json_out_u64(&w, o->attempts);
+        json_out_key_i64(&w, "device", o->device);
+        json_out_key_u64(&w, "requested_bytes", o->requested_bytes);
+        json_out_key_string(&w, "entry_point", o->entry_point);
+        json_out_key_string(&w, "cause", snapshot_cause_name(o));
+        json_out_key_u64(&w, "attempts", o->attempts);
         json_out_key(&w, "recovered"); json_out_tribool(&w, o->recovered);
-        json_out_key(&w, "free_bytes"); json_out_u64(&w, o->free_bytes);
+        json_out_key_u64(&w, "free_bytes", o->free_bytes);
         json_out_end_object(&w);
         json_out_end_object(&w);
     }
     json_out_end_array(&w);
-    json_out_key(&w, "displayTimeUnit"); json_out_string(&w, "ms");
+    json_out_key_string(&w, "displayTimeUnit", "ms");
     json_out_key(&w, "otherData");
     json_out_begin_object(&w);
-    json_out_key(&w, "source"); json_out_string(&w, "cumemtrace");
-    json_out_key(&w, "file"); json_out_string(&w, s->file);
-    json_out_key(&w, "events_recorded"); json_out_u64(&w, s->events.recorded);
-    json_out_key(&w, "events_kept"); json_out_u64(&w, s->events.n);
-    json_out_key(&w, "stride"); json_out_u64(&w, s->events.stride);
+    json_out_key_string(&w, "source", "cumemtrace");
+    json_out_key_string(&w, "file", s->file);
+    json_out_key_u64(&w, "events_recorded", s->events.recorded);
+    json_out_key_u64(&w, "events_kept", s->events.n);
+    json_out_key_u64(&w, "stride", s->events.stride);
     json_out_key(&w, "by_kind_tracks");
     json_out_string(&w, by_kind ? "exact" : "omitted: the event log was thinned");
     json_out_key(&w, "site_tracks");

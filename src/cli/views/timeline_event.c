@@ -24,9 +24,9 @@ void timeline_event_head(struct json_out *w, const char *name, const char *ph, i
                          int64_t t)
 {
     json_out_begin_object(w);
-    json_out_key(w, "name"); json_out_string(w, name);
-    json_out_key(w, "ph"); json_out_string(w, ph);
+    json_out_key_string(w, "name", name);
+    json_out_key_string(w, "ph", ph);
     ts(w, t);
-    json_out_key(w, "pid"); json_out_i64(w, pid);
-    json_out_key(w, "tid"); json_out_i64(w, 0);
+    json_out_key_i64(w, "pid", pid);
+    json_out_key_i64(w, "tid", 0);
 }

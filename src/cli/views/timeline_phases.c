@@ -35,12 +35,12 @@ static void head(struct json_out *w, const char *name, const char *ph, int64_t p
                  int64_t t)
 {
     json_out_begin_object(w);
-    json_out_key(w, "name"); json_out_string(w, name);
-    json_out_key(w, "cat"); json_out_string(w, "range");
-    json_out_key(w, "ph"); json_out_string(w, ph);
+    json_out_key_string(w, "name", name);
+    json_out_key_string(w, "cat", "range");
+    json_out_key_string(w, "ph", ph);
     ts_key(w, "ts", t);
-    json_out_key(w, "pid"); json_out_i64(w, pid);
-    json_out_key(w, "tid"); json_out_i64(w, tid != SNAP_UNKNOWN_I64 ? tid : 0);
+    json_out_key_i64(w, "pid", pid);
+    json_out_key_i64(w, "tid", tid != SNAP_UNKNOWN_I64 ? tid : 0);
 }
 
 static void args(struct json_out *w, const struct snapshot *s, const struct snap_span *sp,
@@ -49,13 +49,13 @@ static void args(struct json_out *w, const struct snapshot *s, const struct snap
     const struct snap_phase *p = snapshot_phase(s, sp->phase);
     json_out_key(w, "args");
     json_out_begin_object(w);
-    json_out_key(w, "path"); json_out_string(w, snapshot_phase_path(s, sp->phase));
-    json_out_key(w, "source"); json_out_string(w, p ? p->source : NULL);
+    json_out_key_string(w, "path", snapshot_phase_path(s, sp->phase));
+    json_out_key_string(w, "source", p ? p->source : NULL);
     if (p != NULL && p->domain != NULL) {
-        json_out_key(w, "domain"); json_out_string(w, p->domain);
+        json_out_key_string(w, "domain", p->domain);
     }
     if (open) {
-        json_out_key(w, "open"); json_out_bool(w, true);
+        json_out_key_bool(w, "open", true);
     }
     json_out_end_object(w);
 }
@@ -73,16 +73,16 @@ void timeline_phase_slices(struct json_out *w, const struct snapshot *s, int64_t
                            : sp->end_ns;
         if (sp->kind == SPAN_MARK) {
             head(w, name, "i", pid, sp->thread, sp->start_ns);
-            json_out_key(w, "s"); json_out_string(w, "t");
+            json_out_key_string(w, "s", "t");
             args(w, s, sp, false);
             json_out_end_object(w);
         } else if (sp->kind == SPAN_STARTEND) {
             head(w, name, "b", pid, sp->thread, sp->start_ns);
-            json_out_key(w, "id"); json_out_u64(w, i + 1);
+            json_out_key_u64(w, "id", i + 1);
             args(w, s, sp, open);
             json_out_end_object(w);
             head(w, name, "e", pid, sp->thread, end);
-            json_out_key(w, "id"); json_out_u64(w, i + 1);
+            json_out_key_u64(w, "id", i + 1);
             json_out_end_object(w);
         } else {
             head(w, name, "X", pid, sp->thread, sp->start_ns);

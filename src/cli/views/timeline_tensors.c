@@ -149,10 +149,8 @@ static int device_tensors(struct json_out *w, struct snapshot *s, const struct s
             cache = r[i].x->reserved_bytes - total;
         else if (r[i].x == NULL && r[i].h.has_cache && r[i].h.cache_bytes != SNAP_UNKNOWN)
             cache = r[i].h.cache_bytes;
-        json_out_key(w, "other lines");
-        json_out_u64(w, total > shown ? total - shown : 0);
-        json_out_key(w, "PyTorch's cache");
-        json_out_u64(w, cache);
+        json_out_key_u64(w, "other lines", total > shown ? total - shown : 0);
+        json_out_key_u64(w, "PyTorch's cache", cache);
         json_out_end_object(w);
         json_out_end_object(w);
     }
