@@ -476,7 +476,7 @@ struct snap_limit {
 
 struct snap_config {
     uint64_t depth, event_cap;
-    uint64_t temporary_ms; /* CUMEMTRACE_TEMPORARY, 0 none; unknown in older files */
+    uint64_t temporary_ms; /* CUMEMTRACE_TEMPORARY, 0 none; SNAP_UNKNOWN: null */
     int python, native; /* 1, 0, or -1 unknown */
     struct snap_limit *limits;
     size_t nlimits, limits_cap;
@@ -517,7 +517,7 @@ struct snap_oom {
     int64_t thread, time_ns;
     int64_t stack_id;
     uint32_t stack;
-    int64_t phase; /* the failing thread's phase, 0 none (or an older file) */
+    int64_t phase; /* the failing thread's phase, 0 none */
     uint64_t total_bytes, free_bytes, limit_bytes; /* may be SNAP_UNKNOWN */
     uint64_t tracked_bytes, untracked_bytes;
     uint64_t by_kind[DEVICE_KINDS];
@@ -576,7 +576,7 @@ struct snap_ooms {
     uint64_t suppressed; /* post-mortems not written (CUMEMTRACE_MAX_OOM_DUMPS) */
     const char **dumps;
     size_t ndumps, dumps_cap;
-    struct snap_attempt *attempts; /* time order; absent in older files */
+    struct snap_attempt *attempts; /* time order */
     size_t nattempts, attempts_cap;
 };
 #define SNAP_OOMS_SCHEMA(X) /* ooms */                               \

@@ -2,8 +2,8 @@
  * PyTorch's live tensors.  Files with the tensor model (holders.h) get its
  * tables - the peak's tensors, the live ones, the growth - in place of the
  * driver-level tables (which for a caching allocator name the line that
- * created each cached segment; diff --segments keeps them); older files
- * with only PyTorch's top_tensors get the table below them.
+ * created each cached segment; diff --segments keeps them); files without
+ * it (--segments) get PyTorch's top_tensors in the table below them.
  *
  * Each side's tensors are those of its failure (oom.allocator) when the file
  * is a post-mortem, else those of its devices at the dump, summed.  Lines

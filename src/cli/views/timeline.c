@@ -313,7 +313,8 @@ static int timeline_chrome(FILE *f, struct snapshot *s, unsigned sites)
         json_out_end_object(&w);
         json_out_end_object(&w);
     }
-    /* Older files have no attempt log: mark the post-mortem's failure. */
+    /* A post-mortem whose attempt log is empty (the library could not
+     * allocate it at the dump): mark its failure. */
     if (s->ooms.nattempts == 0 && s->oom.present &&
         s->oom.time_ns != SNAP_UNKNOWN_I64) {
         const struct snap_oom *o = &s->oom;

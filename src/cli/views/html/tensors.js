@@ -4,7 +4,7 @@
    * its tensors' peak (max_memory_allocated) beside each device's peak,
    * which counts what it reserved.  A file with the tensor model (its
    * holders: every line, whole stacks, the cache, the growth) shows those;
-   * an older one the largest 5 of its history.  The call-site table stays:
+   * without them (--segments) the largest 5 of its history.  The call-site table stays:
    * for PyTorch its rows are the cached segments, by the line that created
    * each. */
   /* ---------------- tensors ---------------- */
