@@ -102,13 +102,7 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -I$(BUILD)/gen -MMD -MP -c $< -o $@
 
-# ---- the preloaded library: no DT_NEEDED on libunwind (see src/preload/stacks/unwind.c) ----
-# LIB_RUNPATH=DIR (relative to the library) puts $ORIGIN/DIR in its RUNPATH,
-# where its dlopen of libunwind.so.8 looks before the system's: the binary
-# wheel carries its own copy there (docs/install.md).  Unset by default.
-LIB_RUNPATH ?=
-LIB_RUNPATH_FLAG = $(if $(LIB_RUNPATH),-Wl$(comma)-rpath$(comma)'$$ORIGIN/$(LIB_RUNPATH)')
-comma := ,
+# ---- the preloaded library ----
 # The version script: the wrapped entry points expanded from hooks_table.h
 # (src/preload/exports.map.in says what else is exported).
 $(BUILD)/gen/exports.map: src/preload/exports.map.in src/preload/interpose/hooks_table.h
@@ -118,7 +112,7 @@ $(LIB): $(PRELOAD_OBJ) $(BUILD)/gen/exports.map
 	@mkdir -p $(dir $@)
 	$(CC) -shared -o $@ $(PRELOAD_OBJ) $(LDFLAGS_ALL) \
 	    -Wl,--version-script=$(BUILD)/gen/exports.map -Wl,-soname,libcumemtrace.so \
-	    -Wl,-z,now -Wl,-z,relro -Wl,-z,nodelete -ldl -lpthread $(LIB_RUNPATH_FLAG)
+	    -Wl,-z,now -Wl,-z,relro -Wl,-z,nodelete -ldl -lpthread
 
 # ---- the PyTorch layer: Python files `cumemtrace run` puts on PYTHONPATH ----
 $(BUILD)/share/cumemtrace/torchboot/%.py: src/torchboot/%.py

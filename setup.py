@@ -8,15 +8,9 @@ and nowhere else.  Before make runs, scripts/install-deps.sh --build checks
 the build dependencies and stops with one line naming the Debian/Ubuntu
 packages that are missing.  The version comes from include/cumemtrace.h's
 CUMEMTRACE_VERSION_* macros, the one source of it.
-
-CUMEMTRACE_BUNDLE_LIBUNWIND=1 (set by `make wheel`) also copies the build
-machine's libunwind.so.8 into prefix/lib/cumemtrace/ and links the library
-with a RUNPATH there, so that the binary wheel traces native stacks with
-libunwind on machines that lack it; auditwheel then bundles what it needs.
 """
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -42,20 +36,6 @@ def header_version():
     return ".".join(parts)
 
 
-def system_libunwind():
-    """The build machine's libunwind.so.8 (the file, not the symlink), from
-    the dynamic linker's cache."""
-    for ldconfig in ("/sbin/ldconfig", "/usr/sbin/ldconfig", "ldconfig"):
-        try:
-            out = subprocess.run([ldconfig, "-p"], capture_output=True, text=True).stdout
-        except OSError:
-            continue
-        m = re.search(r"^\s*libunwind\.so\.8 \([^)]*x86-64[^)]*\) => (\S+)", out, re.M)
-        if m:
-            return os.path.realpath(m.group(1))
-    return None
-
-
 class BuildNative(build_py):
     """build_py, plus the native files through `make install`."""
 
@@ -70,11 +50,6 @@ class BuildNative(build_py):
         if subprocess.run(["sh", os.path.join(ROOT, "scripts", "install-deps.sh"),
                            "--build"]).returncode != 0:
             sys.exit(1)  # install-deps.sh said what is missing, in one line
-        bundle = os.environ.get("CUMEMTRACE_BUNDLE_LIBUNWIND") == "1"
-        unwind = system_libunwind() if bundle else None
-        if bundle and unwind is None:
-            sys.exit("cumemtrace: cannot bundle libunwind: libunwind.so.8 is not installed "
-                     "(install it with: sudo apt-get install libunwind8)")
         temp = os.path.abspath(os.path.join(self.get_finalized_command("build").build_temp,
                                             "make"))
         env = {k: v for k, v in os.environ.items()
@@ -82,13 +57,9 @@ class BuildNative(build_py):
         jobs = os.environ.get("CUMEMTRACE_JOBS") or str(min(os.cpu_count() or 1, 8))
         cmd = ["make", "-C", ROOT, f"-j{jobs}", f"BUILD={temp}", f"PREFIX={prefix}",
                "DESTDIR=", "SAN=", "install"]
-        if bundle:
-            cmd.append("LIB_RUNPATH=cumemtrace")
         self.announce("running " + " ".join(cmd), level=2)
         if subprocess.run(cmd, env=env).returncode != 0:
             sys.exit("cumemtrace: make install failed (its output is above)")
-        if unwind:
-            shutil.copyfile(unwind, os.path.join(prefix, "lib", "cumemtrace", "libunwind.so.8"))
 
 
 class NativeDistribution(Distribution):

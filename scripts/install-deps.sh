@@ -46,8 +46,7 @@ have_lib() { ldconfig -p 2>/dev/null | grep -q "$1"; }
 py=/usr/bin/python3
 
 # Building the library, the CLI and the simulated device (what setup.py runs
-# make for).  libunwind is not among them: the library dlopens
-# libunwind.so.8 at run time and falls back to glibc's backtrace() without it.
+# make for).  libunwind is not among them: only make bench's floor uses it.
 if [ "$mode" = build ]; then
     need make        command -v make
     need gcc         command -v "${CC:-cc}"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # wheel.sh OUTDIR - what `make wheel` runs: the sdist, then a binary wheel
-# built from it (with the build machine's libunwind.so.8 inside), repaired by
+# built from it, repaired by
 # auditwheel so that it carries every shared library it needs that is not in
 # the manylinux base set (libdw, libelf, protobuf-c, liblzma, libbz2; see
 # docs/install.md).  Leaves OUTDIR/cumemtrace-V.tar.gz and
@@ -31,9 +31,9 @@ fi
 
 rm -rf "$out/raw" "$out"/cumemtrace-*.tar.gz "$out"/cumemtrace-*.whl
 # `python -m build` makes the sdist, then the wheel from that sdist (so the
-# sdist is proved to build); only the wheel bundles libunwind.
+# sdist is proved to build).
 echo "wheel: building the sdist and the wheel (log: $log)" >&2
-CUMEMTRACE_BUNDLE_LIBUNWIND=1 "$tools/bin/python" -m build --outdir "$out/raw" . >"$log" 2>&1 || {
+"$tools/bin/python" -m build --outdir "$out/raw" . >"$log" 2>&1 || {
     grep '^cumemtrace: ' "$log" >&2 || tail -n 30 "$log" >&2
     exit 1
 }

@@ -46,7 +46,7 @@ $(BUILD)/tests/unit/test_python: tests/unit/test_python.c \
     $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
-# unwind.c reads frame rules with cfi.c and logs with log.c.
+# unwind.c reads frame rules with cfi.c (log.c: what the objects reference).
 $(BUILD)/tests/unit/test_unwind: tests/unit/test_unwind.c \
     $(foreach m,unwind cfi log,$(call preload_obj,$(m))) $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)

@@ -125,15 +125,14 @@ def test_threads_that_oom_leave_nothing_behind(run):
 @pytest.mark.skipif(SAN_RUNTIME is not None,
                     reason="costs under a sanitizer say nothing")
 def test_short_lived_threads_cost_little(run, tmp_path):
-    # A thread's first stack used to pay for libunwind's cold
+    # A thread's first stack once paid for libunwind's cold
     # per-thread cache (an mmap, a DWARF step per frame, a munmap at exit):
     # 8x the bare cost of 20,000 one-allocation threads.  Ratio against the
     # same program without the preload, best of 3 each, interleaved.
     # CPU time (user + system, all threads), not wall time: each of the
     # 5,000 joins is a wake-up, and on a loaded machine each waits for a
     # CPU, so wall time measured the scheduler (a loaded make test: 1.46 s
-    # traced vs 0.46 s, 3.1x, while the CPU ratio here stays ~1.1x).  With
-    # the cold libunwind path put back the CPU ratio is 7-8x.
+    # traced vs 0.46 s, 3.1x, while the CPU ratio here stays ~1.1x).
     n = 5000
     best = {False: float("inf"), True: float("inf")}
     for _ in range(3):
@@ -149,8 +148,8 @@ def test_short_lived_threads_cost_little(run, tmp_path):
     ratio = best[True] / best[False]
     assert ratio < 3.0, (f"{n} threads: {best[True]:.2f} s CPU traced vs "
                          f"{best[False]:.2f} s")
-    # the cold (glibc) and warm (libunwind) captures of one call site are
-    # one stack: the 40-iteration loop in main, and the threads' site
+    # every capture of one call site is one stack: the 40-iteration loop
+    # in main, and the threads' site
     snap = json.loads(sorted(tmp_path.glob("t.json*"))[-1].read_text())
     assert snap["counters"]["stacks"] == 2
     assert device(snap)["by_kind"]["device"]["allocs"] == n + 40

@@ -73,7 +73,7 @@ def test_a_host_that_closes_every_fd_and_reopens_keeps_its_files(tmp_path):
 def test_a_low_open_file_limit_leaves_the_host_every_descriptor(tmp_path):
     """rt_hostfds count opens /dev/null until EMFILE after its first CUDA
     call: the same count bare and traced (a pipe and a stream kept for the
-    process's life took 4 of 64; libunwind's own pipe is not loaded then)."""
+    process's life took 4 of 64)."""
     got = {}
     for traced in (False, True):
         d = tmp_path / ("traced" if traced else "bare")

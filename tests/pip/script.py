@@ -1,6 +1,6 @@
 """Real PyTorch on the simulated GPU, run by tests/pip/test_pip.py under the
 installed `cumemtrace run`: two tensors kept to the end, then PyTorch's own
-figures and the libunwind this process mapped, as one JSON line."""
+figures and any libunwind this process mapped, as one JSON line."""
 import json
 
 import torch

@@ -140,12 +140,8 @@ def test_run_torch_then_report(venv):
     # The PyTorch layer came from this installation's share/ (run's PYTHONPATH).
     assert dev["allocator"] is not None, "the PyTorch bootstrap did not run"
     assert dev["allocator"]["allocated_bytes"] == torch["allocated"] == 43 * MiB
-    # Native stacks: the wheel's own libunwind, else the system's (or none).
-    inside = [u for u in torch["unwind"] if u.startswith(str(venv.path))]
-    if venv.kind == "wheel":
-        assert inside and inside[0].endswith("prefix/lib/cumemtrace/libunwind.so.8"), torch
-    else:
-        assert inside == [], torch
+    # Native stacks: the frame-rule walk, else glibc's backtrace(); no libunwind.
+    assert torch["unwind"] == [], torch
 
     r = run(["cumemtrace", "report", files[0]], venv.env(), out)
     assert r.returncode == 0, r.stderr
@@ -200,7 +196,7 @@ def test_wheel_carries_its_libraries(venv):
     allowed = manylinux_base_libraries()
     elves = [f for d in ("cumemtrace", "cumemtrace.libs") for f in (venv.site / d).rglob("*")
              if f.is_file() and f.read_bytes()[:4] == b"\x7fELF"]
-    assert len(elves) >= 8, elves  # CLI, library, libunwind, 3 sim, bundled libdw and co.
+    assert len(elves) >= 7, elves  # CLI, library, 3 sim, bundled libdw and co.
     for f in elves:
         p = run(["ldd", f], venv.env(), venv.root)
         assert p.returncode == 0, (f, p.stderr)

@@ -1,9 +1,11 @@
 /* test_unwind.c - the frame-rule walk (unwind.c, cfi.c) reports exactly
- * the return addresses libunwind's unw_backtrace reports, through frames
- * with and without frame pointers, on the main thread and on others; and a
- * frame whose registers point off the stack ends the walk (-1: "use
- * libunwind") without reading there. */
+ * the return addresses glibc's backtrace() (libgcc_s's DWARF unwinder, the
+ * library's other way) reports, through frames with and without frame
+ * pointers, on the main thread and on others; and a frame whose registers
+ * point off the stack ends the walk (-1: "use backtrace()") without reading
+ * there. */
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,7 +27,6 @@ void *resolve_dlsym(void *handle, const char *name)
     return dlsym(handle, name);
 }
 
-static int (*unw_backtrace_fn)(void **, int);
 static uintptr_t main_top;
 
 struct probe {
@@ -45,7 +46,7 @@ static uintptr_t top_here(uintptr_t sp)
 static __attribute__((noinline)) void probe(struct probe *p)
 {
     uintptr_t fa = (uintptr_t)__builtin_frame_address(0);
-    p->nlib = unw_backtrace_fn(p->lib, 80);
+    p->nlib = backtrace(p->lib, 80);
     p->sp = fa + 16;
     p->top = top_here(fa);
     p->nwalk = unwind_walk(p->walk, 79, (uintptr_t)__builtin_return_address(0), fa + 16,
@@ -89,18 +90,18 @@ static __attribute__((noinline)) void framed(int depth, struct probe *p, body_fn
 static void check_same(const struct probe *p, int least)
 {
     assert_true(p->nwalk > 0);
-    /* libunwind's first entry is probe itself; then the same return addresses */
+    /* backtrace()'s first entry is probe itself; then the same return addresses */
     int n = p->nlib - 1 < p->nwalk ? p->nlib - 1 : p->nwalk;
     assert_true(n >= least);
     for (int i = 0; i < n; i++)
         if (p->walk[i] != p->lib[i + 1]) {
-            fprintf(stderr, "frame %d: walk %p, libunwind %p\n", i, p->walk[i], p->lib[i + 1]);
+            fprintf(stderr, "frame %d: walk %p, backtrace %p\n", i, p->walk[i], p->lib[i + 1]);
             fail();
         }
     assert_int_equal(p->nwalk, p->nlib - 1);
 }
 
-static void same_as_libunwind_on_the_main_thread(void **state)
+static void same_as_backtrace_on_the_main_thread(void **state)
 {
     (void)state;
     struct probe p;
@@ -117,7 +118,7 @@ static void *thread_body(void *arg)
     return NULL;
 }
 
-static void same_as_libunwind_on_another_thread(void **state)
+static void same_as_backtrace_on_another_thread(void **state)
 {
     (void)state;
     struct probe p;
@@ -154,14 +155,11 @@ static void bad_registers_end_the_walk_unread(void **state)
 
 int main(void)
 {
-    void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
-    if (h != NULL)
-        *(void **)&unw_backtrace_fn = dlsym(h, "unw_backtrace");
     void **end = dlsym(RTLD_DEFAULT, "__libc_stack_end");
     if (end != NULL)
         main_top = ((uintptr_t)*end | 4095) + 1;
-    if (unw_backtrace_fn == NULL || !cfi_init()) {
-        printf("test_unwind: skipped (needs libunwind.so.8 and glibc 2.35+)\n");
+    if (!cfi_init()) {
+        printf("test_unwind: skipped (needs glibc 2.35+)\n");
         return 0;
     }
 #if !defined(__x86_64__)
@@ -169,8 +167,8 @@ int main(void)
     return 0;
 #endif
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(same_as_libunwind_on_the_main_thread),
-        cmocka_unit_test(same_as_libunwind_on_another_thread),
+        cmocka_unit_test(same_as_backtrace_on_the_main_thread),
+        cmocka_unit_test(same_as_backtrace_on_another_thread),
         cmocka_unit_test(bad_registers_end_the_walk_unread),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

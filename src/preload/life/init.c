@@ -36,7 +36,6 @@
 #include "log.h"
 #include "oom.h"
 #include "output.h"
-#include "own_fd.h"
 #include "periodic.h"
 #include "phases.h"
 #include "python.h"
@@ -58,20 +57,14 @@ static int first_touch_done;
 
 /* What only a CUDA process needs, kept out of the constructor that every
  * process runs (a shell script's thousand `true`s): the TSC's calibration
- * and libunwind (its dlopen and first unwind cost ~390,000 instructions).
+ * and the native unwinder's set-up (libgcc_s's load and first unwind).
  * Once per process lineage - a fork child has both. */
 static pthread_once_t first_call_once = PTHREAD_ONCE_INIT;
 
 static void first_call_init(void)
 {
     clock_calibrate();
-    /* libunwind keeps a pipe for the process's life (its memory probe): the
-     * free low numbers are held meanwhile so that it lands high, out of the
-     * host's way, and under a limit with no such room it is not loaded. */
-    static struct own_fd_fill fill;
-    bool room = own_fd_fill(&fill);
-    unwind_init(room);
-    own_fd_unfill(&fill);
+    unwind_init();
 }
 
 void hooks_first_touch(void)

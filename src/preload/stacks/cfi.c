@@ -1,13 +1,13 @@
 /* cfi.c - frame rules for return addresses, read from .eh_frame.
  *
- * Why: libunwind's unw_backtrace costs ~90 instructions a frame here; the
+ * Why: a DWARF unwinder steps through each frame's rules every time; the
  * walk in unwind.c needs, per return address, only "where is the CFA, is
  * the caller's rbp saved, and where".  That is what the DWARF call-frame
  * information (the .eh_frame every x86-64 object carries, which C++
  * exceptions rely on) says for the row containing the call.  So this file
  * reads exactly that row, once per return address, and caches it packed in
  * one 64-bit word: the walk then costs a hash probe and two loads a frame,
- * and follows the same rules libunwind would - frame pointers or not.
+ * and follows the same rules a DWARF unwinder would - frame pointers or not.
  *
  * What it reads: glibc's _dl_find_object (lock-free, async-signal-safe,
  * glibc 2.35+) names the module of an address and its .eh_frame_hdr; the
@@ -16,7 +16,7 @@
  * outside the common shapes - a signal frame (augmentation 'S'), a DWARF
  * expression for the CFA, rbp or the return address, the CFA in another
  * register, a missing FDE - answers false, and the walk hands the whole
- * stack to libunwind.  Negative answers are cached too.
+ * stack to backtrace().  Negative answers are cached too.
  *
  * Cache: 8192 words, 2048 sets of 4 (cfi.h gives the layout), written and read with relaxed atomics
  * (a word is the whole entry, so a reader sees an old entry or a new one,
@@ -44,7 +44,7 @@ uint64_t cfi_cache[CACHE_SIZE] __attribute__((visibility("hidden")));
 bool cfi_init(void)
 {
     /* dlsym, not a link-time reference: the library must still load on a
-     * glibc older than 2.35 (there the walk always defers to libunwind) */
+     * glibc older than 2.35 (there the walk always defers to backtrace()) */
     *(void **)&find_object = resolve_dlsym(RTLD_DEFAULT, "_dl_find_object");
     return find_object != NULL;
 }

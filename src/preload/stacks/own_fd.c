@@ -12,8 +12,7 @@
  * the kernel sizes a process's descriptor table by its highest number, so a
  * limit of a million must not cost the host a table of a million slots.
  * Under a limit below OWN_FD_MIN_LIMIT there is no number the host would
- * not reach: a descriptor stays where it is (and still checked), and
- * own_fd_fill says to do without what would keep one.
+ * not reach: a descriptor stays where it is (and still checked).
  * Limitation: a host thread that dup2()s onto a number between our check
  * and our use is not seen (the check and the use are two system calls).
  */
@@ -81,40 +80,4 @@ void own_fd_close(struct own_fd *o)
     if (own_fd_check(o) >= 0)
         close(o->fd);
     o->fd = -1;
-}
-
-bool own_fd_fill(struct own_fd_fill *f)
-{
-    f->n = 0;
-    int high = high_number();
-    if (high < 0)
-        return false;
-    int src = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (src < 0 || fstat(src, &st) != 0) {
-        if (src >= 0)
-            close(src);
-        return true; /* nothing held: the call lands where it lands */
-    }
-    f->dev = st.st_dev;
-    f->ino = st.st_ino;
-    int d = src;
-    while (d >= 0 && d < high && f->n < (int)(sizeof f->fds / sizeof f->fds[0])) {
-        f->fds[f->n++] = d;
-        d = fcntl(src, F_DUPFD_CLOEXEC, 0);
-    }
-    if (d >= high)
-        close(d);
-    return true;
-}
-
-void own_fd_unfill(struct own_fd_fill *f)
-{
-    for (int i = 0; i < f->n; i++) {
-        struct stat st;
-        /* a number a host thread dup2()ed onto meanwhile is the host's */
-        if (fstat(f->fds[i], &st) == 0 && st.st_dev == f->dev && st.st_ino == f->ino)
-            close(f->fds[i]);
-    }
-    f->n = 0;
 }

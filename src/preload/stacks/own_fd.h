@@ -3,7 +3,6 @@
 #ifndef CUMEMTRACE_OWN_FD_H
 #define CUMEMTRACE_OWN_FD_H
 
-#include <stdbool.h>
 #include <sys/types.h>
 
 /* A kept descriptor and the file it was opened on. */
@@ -28,20 +27,5 @@ int own_fd_high(int fd);
 int own_fd_check(struct own_fd *o);
 /* Closes o->fd if it is still ours; forgets it either way. */
 void own_fd_close(struct own_fd *o);
-
-/* Around a call into code that opens descriptors it keeps and that we
- * cannot place (libunwind's pipe): the free numbers below a high one are
- * held by copies of /dev/null meanwhile, so what the call opens lands
- * high.  own_fd_fill returns false, holding nothing, where the open-file
- * limit leaves no room above the numbers a host uses: the caller should
- * then do without the call. */
-struct own_fd_fill {
-    int n;          /* fillers held */
-    int fds[1024];
-    dev_t dev;      /* /dev/null's identity, checked before each close */
-    ino_t ino;
-};
-bool own_fd_fill(struct own_fd_fill *f);
-void own_fd_unfill(struct own_fd_fill *f);
 
 #endif

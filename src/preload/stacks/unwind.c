@@ -1,32 +1,18 @@
-/* unwind.c - the only file that knows libunwind.
+/* unwind.c - native call stacks.
  *
- * Why dlopen: Debian's libunwind.so.8 exports 18 _Unwind_* symbols.  Linked
- * with DT_NEEDED it would sit in the host's global scope, and libstdc++ and
- * libgcc_s of a C host that later loads C++ code (python3 importing torch)
- * bind _Unwind_RaiseException to it: C++ exceptions would be unwound by the
- * wrong library.  Debian's libunwind.a is not PIC, so static linking is not
- * an option either.  Loading it RTLD_LOCAL keeps its symbols private to the
- * handle; tests/e2e/test_isolation.py proves a thrown exception still goes
- * through libgcc_s.
+ * Two ways, no third: the frame-rule walk below for every stack it can
+ * take, glibc's backtrace() (libgcc_s's DWARF unwinder) for the rest.
+ * backtrace() keeps no per-thread state (libgcc finds each FDE with
+ * glibc's lock-free _dl_find_object), and libgcc_s is the unwinder the
+ * host's own C++ exceptions use, so nothing in the host's global scope
+ * changes.  It costs far more a stack than the walk, which takes every
+ * stack of the PyTorch runs measured (docs/performance.md "native
+ * stacks").
  *
- * Cost: unw_backtrace walks with libunwind's frame cache (10-20 ns per frame
- * here); the first unwind in a process costs ~200 us, paid in unwind_init.
- * Fallback: glibc's backtrace(), which uses libgcc_s, when libunwind is
- * missing - correct but several times slower.
- *
- * A thread's first captures: libunwind's per-thread cache starts empty in
- * every thread - a 256 KiB mmap, then a full DWARF step (two sigprocmask
- * calls and a dl_iterate_phdr) per frame, and a munmap at thread exit:
- * ~0.4 ms per thread here, which made 20,000 one-allocation threads 8x
- * slower.  backtrace() keeps no per-thread state (libgcc finds each FDE
- * with glibc's lock-free _dl_find_object), so the first COLD_CAPTURES
- * stacks of a thread are taken with it; both report the same return
- * addresses, so the stacks dedupe as one (tests/e2e/test_concurrency.py).
- *
- * The common path needs neither (x86-64): a walk by frame rules.  Each
+ * The common path (x86-64): a walk by frame rules.  Each
  * return address's rule - where the CFA is, whether and where the caller's
  * rbp is saved - comes from the module's .eh_frame, read once and cached
- * (cfi.c), so the walk follows the very rules libunwind would, frame
+ * (cfi.c), so the walk follows the very rules a DWARF unwinder would, frame
  * pointers or not, at a hash probe and two loads a frame.  It never reads
  * outside the calling thread's stack: every CFA must rise strictly, stay
  * 8-aligned and below the stack's top, and the two reads of a frame lie
@@ -37,7 +23,7 @@
  * pointer more than MAX_STACK below either (a signal's alternate stack, a
  * coroutine's) has no known top, and the walk is not tried.  Any frame
  * without a plain rule (a signal frame, a DWARF expression, no FDE) hands
- * the whole stack to libunwind; so does a walk that leaves the bounds.
+ * the whole stack to backtrace(); so does a walk that leaves the bounds.
  * Both report the same return addresses (tests/unit/test_unwind.c).
  */
 #include "unwind.h"
@@ -50,29 +36,9 @@
 #include <string.h>
 
 #include "cfi.h"
-#include "log.h"
 #include "record.h"
 #include "resolve.h"
 
-/* libunwind runs a thread-specific-data destructor that takes a mutex after
- * ThreadSanitizer has torn the exiting thread's state down: TSan crashes.
- * TSan builds (tests only) therefore take stacks with glibc's backtrace(). */
-#if defined(__SANITIZE_THREAD__)
-#define USE_LIBUNWIND 0
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define USE_LIBUNWIND 0
-#endif
-#endif
-#ifndef USE_LIBUNWIND
-#define USE_LIBUNWIND 1
-#endif
-
-typedef int (*backtrace_fn)(void **, int);
-static backtrace_fn capture = backtrace;
-
-enum { COLD_CAPTURES = 16 };
-static __thread unsigned thread_captures __attribute__((tls_model("initial-exec")));
 static uintptr_t self_lo, self_hi;
 
 static int find_self(struct dl_phdr_info *info, size_t size, void *data)
@@ -147,7 +113,7 @@ static uintptr_t top_of(uintptr_t sp)
 
 /* Walks from the frame whose caller resumes at `pc` with stack pointer
  * `sp` and rbp `rbp`, storing up to `max` return addresses.  Returns how
- * many, or -1 when the stack needs libunwind.  Every read lies in [sp, top):
+ * many, or -1 when the stack needs backtrace().  Every read lies in [sp, top):
  * the walk reads other frames of this thread's stack by design, so the
  * sanitizer's redzone checks do not apply to it. */
 #if defined(__has_feature)
@@ -177,7 +143,7 @@ walk_rules(bool stop, uintptr_t lo, uintptr_t span, void **out, unsigned max,
         if (stop && pc - 1 - lo < span) /* inside the call */
             return (int)n;
         if (__builtin_expect(off == 0, 0))
-            /* the outermost frame (libunwind stops there too), or no rule */
+            /* the outermost frame (backtrace() stops there too), or no rule */
             return (e & CFI_LAST) ? (int)n : -1;
         uintptr_t cfa = ((e & CFI_RBP) ? rbp : sp) + off;
         if (cfa - sp - 1 >= top - sp || (cfa & 7)) /* sp < cfa <= top, aligned */
@@ -226,7 +192,7 @@ int unwind_walk(void **out, unsigned max, uintptr_t pc, uintptr_t sp,
 }
 #endif
 
-int unwind_init(bool with_libunwind)
+void unwind_init(void)
 {
     dl_iterate_phdr(find_self, (void *)(uintptr_t)unwind_capture);
 #if defined(__x86_64__)
@@ -235,45 +201,8 @@ int unwind_init(bool with_libunwind)
         main_top = ((uintptr_t)*stack_end | 4095) + 1;
     walk_ok = cfi_init();
 #endif
-
-    void *h = USE_LIBUNWIND && with_libunwind
-                  ? dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL)
-                  : NULL;
-    backtrace_fn fn = NULL;
-    if (h != NULL) {
-        *(void **)&fn = resolve_dlsym(h, "unw_backtrace");
-#if defined(__x86_64__) || defined(__aarch64__)
-        /* Per-thread caching makes repeated unwinds cheap and lock-free. */
-#if defined(__x86_64__)
-        const char *policy = "_ULx86_64_set_caching_policy";
-        const char *space = "_ULx86_64_local_addr_space";
-#else
-        const char *policy = "_ULaarch64_set_caching_policy";
-        const char *space = "_ULaarch64_local_addr_space";
-#endif
-        int (*set_policy)(void *, int);
-        *(void **)&set_policy = resolve_dlsym(h, policy);
-        void **as = resolve_dlsym(h, space);
-        if (set_policy != NULL && as != NULL)
-            set_policy(*as, 2 /* UNW_CACHE_PER_THREAD */);
-#endif
-    }
-    if (fn != NULL) {
-        capture = fn;
-    } else {
-        if (USE_LIBUNWIND && !with_libunwind)
-            LOG(LOG_INFO, "libunwind not loaded: its pipe would keep two of the few "
-                          "descriptors the open-file limit (ulimit -n) leaves the "
-                          "host; using glibc backtrace() for stacks it cannot walk");
-        else
-            LOG(LOG_INFO, "libunwind.so.8 not found (%s); using glibc backtrace() "
-                          "for stacks - install libunwind8 for faster tracing",
-                h ? "no unw_backtrace" : USE_LIBUNWIND ? dlerror() : "TSan build");
-    }
     void *warm[RECORD_MAX_DEPTH];
-    capture(warm, RECORD_MAX_DEPTH);
     backtrace(warm, RECORD_MAX_DEPTH); /* loads libgcc_s now, not in a hook */
-    return fn != NULL ? 0 : -1;
 }
 
 unsigned unwind_capture(void **frames, unsigned max, const void *from)
@@ -295,7 +224,7 @@ unsigned unwind_capture(void **frames, unsigned max, const void *from)
     (void)from;
 #endif
     /* Our own frames (this function, the hook helper, the wrapper) come
-     * first and are dropped.  Unwinding costs 10-20 ns a frame, so we ask
+     * first and are dropped.  backtrace() pays a DWARF step a frame, so we ask
      * for just as many extra as we have seen of our own: 8 the first time,
      * then the largest count seen plus one. */
     enum { FIRST_SLACK = 8 };
@@ -311,14 +240,8 @@ unsigned unwind_capture(void **frames, unsigned max, const void *from)
     if (__builtin_expect(walk_ok, 1))
         n = walk_here(buf, max + want);
 #endif
-    if (n < 0) {
-        backtrace_fn fn = capture;
-        if (__builtin_expect(thread_captures < COLD_CAPTURES, 0)) {
-            thread_captures++;
-            fn = backtrace;
-        }
-        n = fn(buf, (int)(max + want));
-    }
+    if (n < 0)
+        n = backtrace(buf, (int)(max + want));
     /* A sanitizer's backtrace() interceptor may put its own frames first:
      * start at our first frame when there is one among the first few. */
     int skip = 0;

@@ -1,14 +1,13 @@
-/* unwind.h - native call stacks.  The only interface to libunwind. */
+/* unwind.h - native call stacks: the frame-rule walk, else backtrace(). */
 #ifndef CUMEMTRACE_UNWIND_H
 #define CUMEMTRACE_UNWIND_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Loads libunwind privately (unless !with_libunwind) and warms it up.
- * Returns 0, or -1 without it (stacks the frame-rule walk cannot take then
- * come from glibc's backtrace(), slower). */
-int unwind_init(bool with_libunwind);
+/* Finds this library's code, the main stack's top and the frame rules'
+ * lookup, and loads libgcc_s (backtrace()'s unwinder) now, not in a hook. */
+void unwind_init(void);
 
 /* Stores up to `max` return addresses of the calling thread, innermost
  * first, skipping this library's own frames; returns how many.  `from`:
@@ -20,7 +19,7 @@ unsigned unwind_capture(void **frames, unsigned max, const void *from);
 /* The frame-rule walk (unwind.c), for tests: up to `max` return addresses
  * from the frame whose caller resumes at `pc` with stack pointer `sp` and
  * rbp `rbp`, reading nothing outside [sp, top).  Returns how many, or -1
- * when the stack needs libunwind.  x86-64 only. */
+ * when the stack needs backtrace().  x86-64 only. */
 int unwind_walk(void **out, unsigned max, uintptr_t pc, uintptr_t sp,
                 uintptr_t rbp, uintptr_t top);
 
