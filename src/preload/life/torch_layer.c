@@ -246,7 +246,7 @@ static pid_t python_main_tid(void)
  * with the newest, so one read of its head says it - since which one the
  * thread left cannot be seen then: a dump from the main interpreter's
  * ctypes.CDLL while a sub-interpreter exists keeps the figures last read
- * too.  Before 3.9 (no PyThreadState_GetInterpreter) nothing is told. */
+ * too. */
 static void *layer_interp;                /* where the refresher registered */
 static void *(*current_state)(void);      /* PyThreadState_GetUnchecked */
 static void *(*state_interp)(void *);     /* PyThreadState_GetInterpreter */

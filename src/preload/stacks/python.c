@@ -39,7 +39,7 @@
  * Python frames", which is what they are.
  *
  * Walking: PyThreadState_GetFrame, PyFrame_GetBack, PyFrame_GetCode and
- * PyFrame_GetLineNumber (3.9+), each reference returned released at once:
+ * PyFrame_GetLineNumber, each reference returned released at once:
  * the running frames keep their code objects alive while we hold the GIL.
  * From 3.11 these calls create frame objects for frames that had none; in
  * 3.11 creating a GC-tracked object may run a collection on the spot, and a
@@ -47,11 +47,8 @@
  * allocator that holds its own lock right now.  So from 3.11 the walk runs
  * between PyGC_Disable() and PyGC_Enable() (if collection was enabled):
  * the collection then happens at the interpreter's next allocation, as if we
- * had not been there.  3.8 has no PyFrame_GetBack/GetCode: there we read
- * f_back and f_code from PyFrameObject, whose head (PyObject_VAR_HEAD,
- * f_back, f_code) did not change from 2.x to 3.10, and check that each
- * pointer read has type PyFrame_Type / PyCode_Type before trusting it.  (No
- * 3.8 on the machines we test on: that path is unexercised.)
+ * had not been there.  3.8 and older have no PyFrame_GetBack/GetCode and
+ * are not supported (PyTorch left 3.8 behind; docs/pytorch.md).
  *
  * Names, with the GIL: co_filename and co_qualname (3.11+; co_name before)
  * have no public getter before 3.12, so we read them with
@@ -151,8 +148,8 @@ static enum python_mode find_api(void)
     LOOKUP(version, "Py_GetVersion");
     const char *v = pyapi.version != NULL ? pyapi.version() : "?";
     if (sscanf(v, "%d.%d", &major, &py_minor) != 2 || major != 3 ||
-        py_minor < 8) {
-        LOG(LOG_WARN, "CPython '%.20s' is not supported (3.8 or newer is); "
+        py_minor < 9) {
+        LOG(LOG_WARN, "CPython '%.20s' is not supported (3.9 or newer is); "
                       "stacks have no Python frames", v);
         return PYTHON_OFF;
     }
@@ -184,16 +181,10 @@ static enum python_mode find_api(void)
     bool ok = pyapi.is_initialized && pyapi.this_thread_state && pyapi.frame_line &&
               pyapi.getattr && pyapi.as_utf8 && pyapi.incref && pyapi.decref &&
               pyapi.err_fetch && pyapi.err_restore;
-    if (py_minor >= 9) {
-        LOOKUP(thread_frame, "PyThreadState_GetFrame");
-        LOOKUP(frame_back, "PyFrame_GetBack");
-        LOOKUP(frame_code, "PyFrame_GetCode");
-        ok = ok && pyapi.thread_frame && pyapi.frame_back && pyapi.frame_code;
-    } else {
-        LOOKUP(eval_frame, "PyEval_GetFrame");
-        pyapi.frame_type = lookup("PyFrame_Type");
-        ok = ok && pyapi.eval_frame && pyapi.frame_type && pyapi.code_type;
-    }
+    LOOKUP(thread_frame, "PyThreadState_GetFrame");
+    LOOKUP(frame_back, "PyFrame_GetBack");
+    LOOKUP(frame_code, "PyFrame_GetCode");
+    ok = ok && pyapi.thread_frame && pyapi.frame_back && pyapi.frame_code;
     if (py_minor >= 11) {
         LOOKUP(gc_disable, "PyGC_Disable");
         LOOKUP(gc_enable, "PyGC_Enable");
@@ -287,7 +278,7 @@ bool python_holds_gil(void)
            pyapi.is_initialized() && held_thread_state() != NULL;
 }
 
-/* 3.9+: up to `max` frames, innermost first; *more when some are left.
+/* Up to `max` frames, innermost first; *more when some are left.
  * From 3.11 PyFrame_GetLineNumber scans the code's location table - most of
  * a capture's cost - so the walk takes the instruction offset and the line
  * is looked up once per (code, offset). */
@@ -310,28 +301,6 @@ static unsigned walk(void *ts, struct raw_frame *raw, unsigned max, bool *more)
     *more = f != NULL;
     if (f != NULL)
         pyapi.decref(f);
-    return m;
-}
-
-/* 3.8: the same from PyFrameObject's fields (layout: see the top). */
-static unsigned walk_38(struct raw_frame *raw, unsigned max, bool *more)
-{
-    enum { OB_TYPE = 1, F_BACK = 3, F_CODE = 4 }; /* in pointer-sized words */
-    unsigned m = 0;
-    py_object *f = pyapi.eval_frame();
-    while (f != NULL && m < max) {
-        void *const *fw = (void *const *)f;
-        py_object *code = fw[F_CODE];
-        if (fw[OB_TYPE] != pyapi.frame_type || code == NULL ||
-            ((void *const *)code)[OB_TYPE] != pyapi.code_type)
-            break;
-        raw[m].code = code;
-        raw[m].frame = f;
-        raw[m].line_or_lasti = pyapi.frame_line(f);
-        m++;
-        f = fw[F_BACK];
-    }
-    *more = f != NULL;
     return m;
 }
 
@@ -383,7 +352,7 @@ static unsigned python_frames(void **py, unsigned max)
         m = (unsigned)direct;
     } else {
         int gc_was_on = pyapi.gc_disable != NULL ? pyapi.gc_disable() : 0;
-        m = py_minor >= 9 ? walk(ts, raw, max - 1, &more) : walk_38(raw, max - 1, &more);
+        m = walk(ts, raw, max - 1, &more);
         if (gc_was_on)
             pyapi.gc_enable();
         py_walk_verify(ts, raw, m, more);

@@ -1,5 +1,5 @@
 /* python.h - Python frames merged into native stacks, found at run time in
- * whatever CPython (3.8 or newer) the process holds.  See python.c. */
+ * whatever CPython (3.9 or newer) the process holds.  See python.c. */
 #ifndef CUMEMTRACE_PYTHON_H
 #define CUMEMTRACE_PYTHON_H
 

@@ -20,10 +20,9 @@ struct python_api {
     int (*gil_check)(void);
     void *(*this_thread_state)(void);    /* PyGILState_GetThisThreadState */
     void *(*current_thread_state)(void); /* may be NULL: then trust gil_check */
-    py_object *(*thread_frame)(void *);  /* 3.9+, new reference */
+    py_object *(*thread_frame)(void *);  /* new reference */
     py_object *(*frame_back)(py_object *);
     py_object *(*frame_code)(py_object *);
-    py_object *(*eval_frame)(void);      /* 3.8, borrowed */
     int (*frame_line)(py_object *);
     int (*frame_lasti)(py_object *);     /* 3.11+ */
     int (*addr2line)(py_object *, int);  /* PyCode_Addr2Line, may be NULL */
@@ -36,7 +35,7 @@ struct python_api {
     void (*err_fetch)(py_object **, py_object **, py_object **);
     void (*err_restore)(py_object *, py_object *, py_object *);
     const char *(*version)(void);
-    const void *frame_type, *code_type; /* &PyFrame_Type, &PyCode_Type */
+    const void *code_type;              /* &PyCode_Type */
     const void *unicode_type;           /* &PyUnicode_Type: python_walk.c's names */
     void (*dump_traceback)(int, void *); /* _Py_DumpTraceback, may be NULL */
     int (*add_pending)(int (*)(void *), void *); /* Py_AddPendingCall */
