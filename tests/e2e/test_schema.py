@@ -21,10 +21,11 @@ PYTHON = "/usr/bin/python3"
 
 
 def tables(text=SNAPSHOT_H):
-    """{name: [(key, member, type, json)]} of every SNAP_<name>_SCHEMA."""
+    """{name: [(key, member, type, json, struct)]} of every SNAP_<name>_SCHEMA."""
     out = {}
     for m in re.finditer(r"^#define SNAP_(\w+)_SCHEMA\(X\)((?:.*\\\n)*.*)", text, re.M):
-        out[m.group(1)] = re.findall(r"X\(\w+, (\w+), (\w+), (\w+), (\d)\)", m.group(2))
+        out[m.group(1)] = [(k, mem, t, j, st) for st, k, mem, t, j in
+                           re.findall(r"X\((\w+), (\w+), (\w+), (\w+), (\d)\)", m.group(2))]
     return out
 
 
@@ -213,3 +214,25 @@ def test_the_docs_inline_lists_are_the_tables(heading, key, name):
     assert m, f"docs/snapshot-format.md '{heading}' gives no {{...}} list for `{key}`"
     assert sorted(m.group(1).replace(" ", "").split(",")) == sorted(written_keys([name])), \
         f"docs/snapshot-format.md's `{key}` lists {m.group(1)}, SNAP_{name}_SCHEMA other keys"
+
+
+READERS = {p.name: p.read_text() for p in (ROOT / "src" / "cli" / "read").glob("*.c")}
+REPORT_JSON = (ROOT / "src" / "cli" / "views" / "report_json.c").read_text()
+
+
+def test_no_tabled_field_is_named_by_hand():
+    """A tabled section's fields come from its table only (docs/design.md,
+    "Adding a snapshot field": the row is all the reader and report --json
+    need)."""
+    tabled = {r[4] for rows in TABLES.values() for r in rows}
+    for name, text in READERS.items():
+        hand = set(re.findall(r"\bFIELD\((\w+),", text)) | \
+            set(re.findall(r'\bFIELD_AT\("[^"]*", (\w+),', text))
+        assert not hand & tabled, (f"src/cli/read/{name} names fields of {sorted(hand & tabled)} "
+                                   "by hand: they are rows of snapshot.h's tables")
+    for table, rows in TABLES.items():
+        use = f"SNAP_{table}_SCHEMA("
+        assert any(use in t for t in READERS.values()), f"no reader expands SNAP_{table}_SCHEMA"
+        if any(r[3] != "0" for r in rows):
+            assert use in REPORT_JSON, (f"SNAP_{table}_SCHEMA has rows report --json prints, "
+                                        "but report_json.c does not expand it")

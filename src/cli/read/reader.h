@@ -82,15 +82,25 @@ struct field {
 
 /* A row of a schema table (snapshot.h's SNAP_*_SCHEMA) as a field of the
  * row's struct; SCHEMA_FIELD_##type(st, key, member) for one read into a
- * struct around it (host_pinned's stats). */
+ * struct around it (host_pinned's stats).  The build refuses a row whose
+ * member is not of its type's C type: it would read into the wrong bytes. */
 #define SCHEMA_FIELD(st, key, member, type, json) SCHEMA_FIELD_##type(st, key, member)
-#define SCHEMA_FIELD_U64(st, key, member) FIELD_AT(#key, st, member, F_U64),
-#define SCHEMA_FIELD_U64N(st, key, member) FIELD_AT(#key, st, member, F_U64N),
-#define SCHEMA_FIELD_I64(st, key, member) FIELD_AT(#key, st, member, F_I64),
-#define SCHEMA_FIELD_I64N(st, key, member) FIELD_AT(#key, st, member, F_I64N),
-#define SCHEMA_FIELD_BOOLN(st, key, member) FIELD_AT(#key, st, member, F_BOOLN),
-#define SCHEMA_FIELD_STR(st, key, member) FIELD_AT(#key, st, member, F_STR),
-#define SCHEMA_FIELD_STRN(st, key, member) FIELD_AT(#key, st, member, F_STRN),
+#define SCHEMA_AS(st, key, member, ftype, ctype)                                          \
+    {#key, ftype,                                                                         \
+     offsetof(struct st, member) +                                                        \
+         0 * sizeof(struct {                                                              \
+             _Static_assert(_Generic(((struct st *)0)->member, ctype: 1, default: 0),     \
+                            "struct " #st "." #member " is not " #ctype ", as its row says"); \
+             int ok;                                                                      \
+         }),                                                                              \
+     NULL},
+#define SCHEMA_FIELD_U64(st, key, member) SCHEMA_AS(st, key, member, F_U64, uint64_t)
+#define SCHEMA_FIELD_U64N(st, key, member) SCHEMA_AS(st, key, member, F_U64N, uint64_t)
+#define SCHEMA_FIELD_I64(st, key, member) SCHEMA_AS(st, key, member, F_I64, int64_t)
+#define SCHEMA_FIELD_I64N(st, key, member) SCHEMA_AS(st, key, member, F_I64N, int64_t)
+#define SCHEMA_FIELD_BOOLN(st, key, member) SCHEMA_AS(st, key, member, F_BOOLN, int)
+#define SCHEMA_FIELD_STR(st, key, member) SCHEMA_AS(st, key, member, F_STR, const char *)
+#define SCHEMA_FIELD_STRN(st, key, member) SCHEMA_AS(st, key, member, F_STRN, const char *)
 #define SCHEMA_FIELD_FN(st, key, fn) FIELD_FN(#key, fn),
 #define SCHEMA_FIELD_SKIP(st, key, none)
 

@@ -10,41 +10,6 @@
 #include "esc.h"
 #include "symbolize.h"
 
-/* Each schema row's member has the C type its row reads (snapshot.h): a
- * row that says U64 of an int64_t member would read into the wrong bytes. */
-#define SCHEMA_TYPE_CHECK(st, key, member, type, json) SCHEMA_CHECK_##type(st, member)
-#define SCHEMA_IS(st, member, ctype)                                                \
-    _Static_assert(_Generic(((struct st *)0)->member, ctype: 1, default: 0),        \
-                   "struct " #st "." #member " is not " #ctype " as its schema row says");
-#define SCHEMA_CHECK_U64(st, member) SCHEMA_IS(st, member, uint64_t)
-#define SCHEMA_CHECK_U64N(st, member) SCHEMA_IS(st, member, uint64_t)
-#define SCHEMA_CHECK_I64(st, member) SCHEMA_IS(st, member, int64_t)
-#define SCHEMA_CHECK_I64N(st, member) SCHEMA_IS(st, member, int64_t)
-#define SCHEMA_CHECK_BOOLN(st, member) SCHEMA_IS(st, member, int)
-#define SCHEMA_CHECK_STR(st, member) SCHEMA_IS(st, member, const char *)
-#define SCHEMA_CHECK_STRN(st, member) SCHEMA_IS(st, member, const char *)
-#define SCHEMA_CHECK_FN(st, fn)
-#define SCHEMA_CHECK_SKIP(st, none)
-SNAP_ALLOCATOR_OOM_SCHEMA(SCHEMA_TYPE_CHECK)
-SNAP_KIND_STATS_SCHEMA(SCHEMA_TYPE_CHECK)
-SNAP_VMM_SCHEMA(SCHEMA_TYPE_CHECK)
-SNAP_FRAG_SCHEMA(SCHEMA_TYPE_CHECK)
-SNAP_BUCKET_SCHEMA(SCHEMA_TYPE_CHECK)
-SNAP_ALLOCATOR_SCHEMA(SCHEMA_TYPE_CHECK)
-SNAP_DEVICE_SCHEMA(SCHEMA_TYPE_CHECK)
-SNAP_HOST_SCHEMA(SCHEMA_TYPE_CHECK)
-SNAP_PROCESS_SCHEMA(SCHEMA_TYPE_CHECK)
-SNAP_LIMIT_SCHEMA(SCHEMA_TYPE_CHECK)
-SNAP_CONFIG_SCHEMA(SCHEMA_TYPE_CHECK)
-SNAP_COUNTERS_SCHEMA(SCHEMA_TYPE_CHECK)
-SNAP_COUNTERS_OLDER_SCHEMA(SCHEMA_TYPE_CHECK)
-SNAP_OOM_SCHEMA(SCHEMA_TYPE_CHECK)
-SNAP_ATTEMPT_SCHEMA(SCHEMA_TYPE_CHECK)
-SNAP_OOMS_SCHEMA(SCHEMA_TYPE_CHECK)
-SNAP_EVENTS_SCHEMA(SCHEMA_TYPE_CHECK)
-SNAP_REFRESH_SCHEMA(SCHEMA_TYPE_CHECK)
-SNAP_TOP_SCHEMA(SCHEMA_TYPE_CHECK)
-
 #define KIND_NAME(sym, name, on_device, with_context, placed, phrase) name,
 const char *const snapshot_kind_names[KIND_COUNT] = {FORMAT_KINDS(KIND_NAME) "other"};
 #undef KIND_NAME

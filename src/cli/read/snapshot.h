@@ -34,7 +34,7 @@
  * for it; SKIP: written for other readers, this one passes over it);
  * `report --json` (report_json.c) prints the rows whose `json` is
  * 1, 2, 3 in runs of that number, its own keys between them (0: not
- * printed).  snapshot.c checks each member's C type against `type`;
+ * printed).  The build refuses a member whose C type is not its row's;
  * tests/e2e/test_schema.py holds the writer's keys and the docs' field
  * lists to the same tables. */
 
