@@ -18,6 +18,7 @@ layer/, one module per concern, each loaded by part() below:
   library.py  the library's public API through ctypes (structs, entry points)
   history.py  PyTorch's allocation history: the live tensors by Python line
   tensors.py  those tensors grouped by the user's line, handed over as JSON
+  autograd.py the autograd node behind a request made in backward
   growth.py   the lines whose tensors grow step over step
   roles.py    parameters, buffers, gradients, optimizer state, other
   phases.py   forward / backward / optimizer step and the module's name
@@ -89,12 +90,22 @@ def _attach(torch, report):
                     sys.stderr.write(f"cumemtrace: warning: PyTorch segment layout off: "
                                      f"{type(e).__name__}: {e}; post-mortems draw the "
                                      f"driver-level layout only\n")
+            t = part("tensors")
+            members = {}
+            try:
+                members["origin"] = part("autograd").oom_origin(torch)
+            except Exception as e:
+                library.warn(f"autograd's node at the failure: {type(e).__name__}: {e}")
             if part("history").reading():
                 try:
-                    t = part("tensors")
-                    t.hand_over(device, f.num_ooms, {"tensors": t.read(snap, device)})
+                    members["tensors"] = t.read(snap, device)
                 except Exception as e:
-                    tensors.warn(e)
+                    t.warn(e)
+            if members:
+                try:
+                    t.hand_over(device, f.num_ooms, members)
+                except Exception as e:
+                    t.warn(e)
             with part("phases").at_oom(torch):
                 report(device, ctypes.byref(f))
         except Exception as e:  # an observer must never raise

@@ -61,6 +61,13 @@ static void well_formed_objects_are_kept_verbatim(void **state)
     assert_int_equal(hand(0, 3, "{\"tensors\":{\"count\":3}}"), 0);
     assert_string_equal(member(0, 3, ALLOCATOR_TENSORS), "{\"count\":3}");
     assert_string_equal(member(0, -1, ALLOCATOR_GROWTH), "[]"); /* the state stands */
+    /* an OOM's hand-over also names the failing request's autograd node */
+    assert_int_equal(hand(0, 4, "{\"origin\":{\"thread\":\"backward\",\"node\":\"MmBackward0\","
+                                "\"forward_site\":null}}"), 0);
+    assert_string_equal(member(0, 4, ALLOCATOR_ORIGIN),
+                        "{\"thread\":\"backward\",\"node\":\"MmBackward0\",\"forward_site\":null}");
+    assert_string_equal(member(0, 4, ALLOCATOR_TENSORS), "null");
+    assert_string_equal(member(0, 3, ALLOCATOR_ORIGIN), "null");
 }
 
 static void anything_else_is_refused_and_changes_nothing(void **state)

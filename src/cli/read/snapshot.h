@@ -222,6 +222,15 @@ struct snap_growth {
 enum { SNAP_ROLE_PARAMETERS, SNAP_ROLE_BUFFERS, SNAP_ROLE_GRADIENTS, SNAP_ROLE_OPTIMIZER,
        SNAP_ROLE_OTHER, SNAP_ROLES };
 
+/* Who made a request on autograd's backward thread (oom.allocator.origin):
+ * the thread ("backward"), the node ("MmBackward0", NULL: not known) and
+ * the node's forward line (SNAP_NO_FRAME: PyTorch did not keep it);
+ * thread NULL when the file has none (null). */
+struct snap_origin {
+    const char *thread, *node;
+    uint32_t forward_site;
+};
+
 struct snap_allocator {
     bool present;
     const char *name, *version;
@@ -246,6 +255,7 @@ struct snap_allocator {
         uint64_t bytes, count;
     } top[SNAP_TOP_TENSORS];
     struct snap_tensors tensors; /* oom.allocator.tensors: at the failure */
+    struct snap_origin origin;   /* oom.allocator.origin: the failing request's */
 };
 #define SNAP_ALLOCATOR_SCHEMA(X) /* devices[].allocator, oom.allocator */              \
     X(snap_allocator, name, name, STRN, 0)                                             \
@@ -271,7 +281,8 @@ struct snap_allocator {
     X(snap_allocator, top_tensors, rd_top_tensors, FN, 0)                              \
     X(snap_allocator, roles, rd_roles, FN, 0)
 #define SNAP_ALLOCATOR_OOM_SCHEMA(X) /* oom.allocator: SNAP_ALLOCATOR_SCHEMA's keys, then */ \
-    X(snap_allocator, tensors, snapshot_read_allocator_tensors, FN, 0)
+    X(snap_allocator, tensors, snapshot_read_allocator_tensors, FN, 0)                \
+    X(snap_allocator, origin, rd_origin, FN, 0)
 
 /* The program's phases (docs/snapshot-format.md "phases"). */
 #define SNAP_PHASE_TOP 5 /* call sites the writer lists under a phase */

@@ -158,6 +158,12 @@ static int rd_roles(struct reader *r, void *obj)
     return reader_object(r, a, role_fields, NFIELDS(role_fields));
 }
 
+/* oom.allocator.origin: the failing request's autograd node. */
+static int rd_origin(struct reader *r, void *obj)
+{
+    return snapshot_read_origin(r, &((struct snap_allocator *)obj)->origin);
+}
+
 static const struct field allocator_fields[] = {
     SNAP_ALLOCATOR_SCHEMA(SCHEMA_FIELD) SNAP_ALLOCATOR_OOM_SCHEMA(SCHEMA_FIELD)};
 
@@ -172,6 +178,7 @@ static int read_allocator(struct reader *r, struct snap_allocator *a)
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
         *nums[i] = SNAP_UNKNOWN;
     a->step = a->peak_step = a->reported_ns = SNAP_UNKNOWN_I64;
+    a->origin = (struct snap_origin){NULL, NULL, SNAP_NO_FRAME};
     if (reader_take_null(r))
         return 0;
     a->present = true;

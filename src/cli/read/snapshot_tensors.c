@@ -107,33 +107,38 @@ static int rd_stack(struct reader *r, void *obj)
     return 0;
 }
 
-struct origin_read {
-    const char *thread, *node;
-    uint32_t forward_site;
-};
-
 static int rd_forward_site(struct reader *r, void *obj)
 {
-    return rd_optional_frame(r, &((struct origin_read *)obj)->forward_site);
+    return rd_optional_frame(r, &((struct snap_origin *)obj)->forward_site);
 }
 
 static const struct field origin_fields[] = {
-    FIELD(origin_read, thread, F_STRN),
-    FIELD(origin_read, node, F_STRN),
+    FIELD(snap_origin, thread, F_STRN),
+    FIELD(snap_origin, node, F_STRN),
     FIELD_FN("forward_site", rd_forward_site),
 };
+
+int snapshot_read_origin(struct reader *r, void *obj)
+{
+    struct snap_origin *o = obj;
+    *o = (struct snap_origin){NULL, NULL, SNAP_NO_FRAME};
+    if (reader_take_null(r))
+        return 0;
+    int rc = reader_object(r, o, origin_fields, NFIELDS(origin_fields));
+    if (rc == 0 && o->thread == NULL)
+        o->thread = "?";
+    return rc;
+}
 
 /* null, or {thread, node, forward_site}: blocks made on autograd's thread. */
 static int rd_origin(struct reader *r, void *obj)
 {
     struct snap_tgroup *g = obj;
-    if (reader_take_null(r))
-        return 0;
-    struct origin_read o = {NULL, NULL, SNAP_NO_FRAME};
-    int rc = reader_object(r, &o, origin_fields, NFIELDS(origin_fields));
+    struct snap_origin o;
+    int rc = snapshot_read_origin(r, &o);
     if (rc != 0)
         return rc;
-    g->origin_thread = o.thread ? o.thread : "?";
+    g->origin_thread = o.thread;
     g->origin_node = o.node;
     g->forward_site = o.forward_site;
     return 0;

@@ -13,6 +13,9 @@ int snapshot_read_device_peak_tensors(struct reader *r, void *obj);
 int snapshot_read_device_growth(struct reader *r, void *obj);
 int snapshot_read_device_series(struct reader *r, void *obj);
 int snapshot_read_allocator_tensors(struct reader *r, void *obj);
+/* null, or {thread, node, forward_site} into a struct snap_origin (thread
+ * NULL for null): a group's origin, and oom.allocator.origin. */
+int snapshot_read_origin(struct reader *r, void *obj);
 
 /* The invariants of the tensor members (docs/snapshot-format.md): each
  * object's groups and `more` sum to its allocated_bytes and count, and its

@@ -61,3 +61,20 @@ const char *oom_text_allocator(const struct snap_allocator *a)
 {
     return a->name && strcmp(a->name, "pytorch") == 0 ? "PyTorch" : "the caching allocator";
 }
+
+const char *oom_text_origin(const struct snapshot *s, char *buf, size_t n)
+{
+    const struct snap_origin *og = &s->oom.allocator.origin;
+    buf[0] = '\0';
+    if (!s->oom.allocator.present || og->thread == NULL)
+        return buf;
+    const char *node = og->node ? og->node : "an autograd node";
+    if (og->forward_site != SNAP_NO_FRAME)
+        snprintf(buf, n, "%s on autograd's backward thread, the backward of %s", node,
+                 s->ctx->frames[og->forward_site].display);
+    else
+        snprintf(buf, n, "%s on autograd's backward thread; its forward line is not known: "
+                 "PyTorch records a node's forward line only under "
+                 "torch.autograd.set_detect_anomaly(True)", node);
+    return buf;
+}

@@ -56,4 +56,10 @@ uint64_t oom_text_granularity(const struct snapshot *s);
  * sentence quotes (the rounded request, the margin, the untracked bytes). */
 enum oom_refusal oom_text_refusal(const struct snapshot *s, uint64_t *figure);
 
+/* The autograd node whose request failed (oom.allocator.origin) as one
+ * sentence in buf: "MulBackward0 on autograd's backward thread, the
+ * backward of model.py:14:forward", or why its forward line is not known;
+ * "" when the failing request was not made in backward.  Returns buf. */
+const char *oom_text_origin(const struct snapshot *s, char *buf, size_t n);
+
 #endif

@@ -597,6 +597,9 @@ static int write_oom(struct json_out *w, struct snapshot *s)
         json_out_begin_object(w);
         json_out_key_string(w, "name", al->name);
         json_out_key_string(w, "sentence", oom_causes_allocator(o, sent, sizeof sent));
+        char node[1024];
+        json_out_key_string(w, "origin",
+                            oom_text_origin(s, node, sizeof node)[0] ? node : NULL);
         static const char *const ak[] = {"requested", "allocated", "reserved", "unallocated",
                                          "largest_free_small", "largest_free_large", "limit",
                                          "segments"};

@@ -398,6 +398,9 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
         }
         fprintf(f, "  %-10s%s\n", "stack:", out_fit_chain(line, OUT_WIDTH - 12, fit, sizeof fit));
     }
+    char node[1024];
+    if (oom_text_origin(s, node, sizeof node)[0])
+        field(f, "node:", "%s", node);
     char when[640];
     if (report_allocator_when(s, o->phase, o->allocator.present ? o->allocator.step
                                                                 : SNAP_UNKNOWN_I64,

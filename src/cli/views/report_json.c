@@ -370,6 +370,22 @@ static int oom(struct json_out *w, struct snapshot *s, unsigned top)
     json_out_string(w, report_allocator_when(s, o->phase, o->allocator.present ? o->allocator.step
                                                                              : SNAP_UNKNOWN_I64,
                                              when, sizeof when)[0] ? when : NULL);
+    json_out_key(w, "origin");
+    if (o->allocator.present && o->allocator.origin.thread != NULL) {
+        const struct snap_origin *og = &o->allocator.origin;
+        char sentence[1024];
+        json_out_begin_object(w);
+        json_out_key(w, "thread"); json_out_string(w, og->thread);
+        json_out_key(w, "node"); json_out_string(w, og->node);
+        json_out_key(w, "forward_line");
+        json_out_string(w, og->forward_site != SNAP_NO_FRAME
+                               ? s->ctx->frames[og->forward_site].name : NULL);
+        json_out_key(w, "sentence");
+        json_out_string(w, oom_text_origin(s, sentence, sizeof sentence));
+        json_out_end_object(w);
+    } else {
+        json_out_null(w);
+    }
     ROWS(w, o, oom_rows, 3);
     json_out_key(w, "site");
     json_out_string(w, o->stack != SNAP_NO_STACK

@@ -166,12 +166,14 @@ int cumemtrace_allocator_layout(int device, int64_t tag,
 
 /* PyTorch's live tensors grouped by the user's line, handed over as JSON
  * text: one object whose members are among "tensors", "peak_tensors",
- * "growth" and "tensor_series" (docs/snapshot-format.md, devices[]), each
- * at most once.  `tag`
+ * "growth" and "tensor_series" (docs/snapshot-format.md, devices[]) and,
+ * at an OOM, "origin" (the failing request's autograd node,
+ * oom.allocator.origin), each at most once.  `tag`
  * as cumemtrace_allocator_layout's: CUMEMTRACE_LAYOUT_STATE (-1) for the
  * device's latest state, written as devices[].tensors/peak_tensors/growth/tensor_series
  * in every later snapshot; or an OOM's num_ooms, whose post-mortem writes
- * the object's "tensors" as oom.allocator.tensors.  The library copies the
+ * the object's "tensors" and "origin" as oom.allocator.tensors and
+ * oom.allocator.origin.  The library copies the
  * text (at most TORCH_TENSORS_MAX bytes) and writes each member verbatim,
  * so it refuses anything that is not one well-formed JSON object of valid
  * UTF-8 nested at most 64 deep.  Returns 0, or -1 (bad arguments, a text

@@ -25,7 +25,7 @@
 #define DEPTH_MAX 64
 
 const char *const allocator_tensors_names[ALLOCATOR_TENSORS_MEMBERS] = {
-    "tensors", "peak_tensors", "growth", "tensor_series"};
+    "tensors", "peak_tensors", "growth", "tensor_series", "origin"};
 
 struct report {
     int64_t tag;

@@ -14,6 +14,9 @@ enum allocator_tensors_member {
     ALLOCATOR_PEAK_TENSORS, /* "peak_tensors" */
     ALLOCATOR_GROWTH,       /* "growth" */
     ALLOCATOR_SERIES,       /* "tensor_series" */
+    ALLOCATOR_DEVICE_MEMBERS, /* those above are a device's; those below an OOM's */
+    ALLOCATOR_ORIGIN = ALLOCATOR_DEVICE_MEMBERS, /* "origin": the failing
+                                                    request's autograd node */
     ALLOCATOR_TENSORS_MEMBERS
 };
 

@@ -449,6 +449,11 @@ static void write_allocator(struct snapshot_json *w, const struct allocator_fact
             allocator_tensors_write(oom_device, f->num_ooms, ALLOCATOR_TENSORS, emit_json, w);
         else
             snapshot_json_s(w, "null");
+        snapshot_json_s(w, ",\"origin\":");
+        if (f->num_ooms >= 0)
+            allocator_tensors_write(oom_device, f->num_ooms, ALLOCATOR_ORIGIN, emit_json, w);
+        else
+            snapshot_json_s(w, "null");
     }
     snapshot_json_s(w, "}");
 }
@@ -508,7 +513,7 @@ static void write_device(struct snapshot_json *w, const struct record_view *v,
     snapshot_json_s(w, ",\n \"allocator_segments\":");
     allocator_segments_write_state(d, emit_json, w);
     /* PyTorch's tensors by the user's line, as its layer last read them */
-    for (int m = 0; m < ALLOCATOR_TENSORS_MEMBERS; m++) {
+    for (int m = 0; m < ALLOCATOR_DEVICE_MEMBERS; m++) {
         snapshot_json_s(w, ",\n \"");
         snapshot_json_s(w, allocator_tensors_names[m]);
         snapshot_json_s(w, "\":");

@@ -165,7 +165,8 @@ def _cut_stacks(t):
 def bounded(members):
     """The JSON text of `members` ({"tensors": ..., ...}), within TEXT_MAX:
     groups past GROUPS_MAX folded, then stacks cut, then groups folded."""
-    objs = [m for k, m in members.items() if k not in ("growth", "tensor_series") and m]
+    objs = [m for k, m in members.items()
+            if k not in ("growth", "tensor_series", "origin") and m]
     for t in objs:
         _fold(t, GROUPS_MAX)
     text = json.dumps(members, separators=(",", ":"), ensure_ascii=False)

@@ -23,6 +23,7 @@
       h('div', {}, sv, 'failing call, innermost first: ' + st[0]);
       st[1].forEach(function (f) { h('div', { 'class': FR[f][1] === 1 ? 'py' : FR[f][1] === 2 ? 'marker' : '' }, sv, '  ' + FR[f][0]); });
     }
+    if (o.allocator && o.allocator.origin) h('p', { 'class': 'cause', id: 'autograd-node' }, sec, 'autograd node: ' + o.allocator.origin);
     if (o.allocator && o.allocator.sentence) h('p', { 'class': 'cause', id: 'allocator-sentence' }, sec, o.allocator.sentence);
     h('h3', {}, sec, 'How the device was used at the failure');
     layoutBar(sec, file, o);

@@ -1,0 +1,84 @@
+"""The autograd node behind an OOM in backward, on real PyTorch on the
+simulated GPU: the post-mortem (report, report --json, the HTML page)
+names the node whose request failed - the one PyTorch's own
+torch._C._current_autograd_node() gives in the scenario's observer - and,
+under anomaly mode, the forward line of that node exactly; without it,
+says why that line is not known.  The scenario fixture runs each one bare
+and traced and requires the same stdout, which carries the
+OutOfMemoryError's type and whole message."""
+import json
+import os
+
+from conftest import SCENARIOS, cli, line_of, markers
+from test_html_tensors import page_model
+from test_holders import cli_text, snapshot_file
+
+SCRIPT = "autograd_node_oom.py"
+WHY = ("its forward line is not known: PyTorch records a node's forward line only "
+       "under torch.autograd.set_detect_anomaly(True)")
+
+
+def post_mortem(r, tmp_path):
+    """(the snapshot's oom.allocator.origin, the report's text flattened,
+    report --json's oom, the HTML page's allocator origin sentence)."""
+    path = snapshot_file(r, "oom")
+    snap = json.loads(path.read_text())
+    text = " ".join(cli_text("report", path).split())
+    rep = json.loads(cli_text("report", "--json", path))["snapshots"][0]["oom"]
+    page = tmp_path / "pm.html"
+    cli("html", "-o", page, path, check=True)
+    html = page_model(page)["files"][0]["oom"]["allocator"]
+    return snap["oom"]["allocator"]["origin"], text, rep, html
+
+
+def test_backward_oom_names_a_custom_functions_node_and_why_no_forward_line(scenario, tmp_path):
+    r = scenario(SCRIPT, "plain", memory="1536MiB")
+    assert r.torch["raised"].startswith("OutOfMemoryError: CUDA out of memory."), r.torch
+    [node] = r.torch["nodes"]
+    assert node == "WidenBackward", r.torch
+    origin, text, rep, html = post_mortem(r, tmp_path)
+    assert origin == {"thread": "backward", "node": node, "forward_site": None}, origin
+    sentence = f"{node} on autograd's backward thread; {WHY}"
+    assert f"node: {sentence}" in text, text
+    assert rep["origin"] == {"thread": "backward", "node": node, "forward_line": None,
+                             "sentence": sentence}, rep["origin"]
+    assert html["origin"] == sentence, html
+
+
+def test_backward_oom_in_pytorchs_own_node_has_no_python_and_says_so(scenario, tmp_path):
+    r = scenario(SCRIPT, "builtin", memory="1536MiB")
+    assert r.torch["raised"], r.torch
+    [node] = r.torch["nodes"]
+    assert node == "MulBackward0", r.torch
+    origin, text, rep, _ = post_mortem(r, tmp_path)
+    assert origin == {"thread": "backward", "node": node, "forward_site": None}, origin
+    assert f"node: {node} on autograd's backward thread; {WHY}" in text, text
+    snap = r.only("oom")
+    # the failing stack's words: a thread with no Python, never "GIL not held"
+    assert "autograd's backward thread: no Python frames" in markers(snap, snap["oom"]["stack"])
+    assert "GIL not held" not in text, text
+
+
+def test_backward_oom_under_anomaly_mode_names_the_nodes_forward_line(scenario, tmp_path):
+    r = scenario(SCRIPT, "anomaly", memory="1536MiB")
+    assert r.torch["raised"], r.torch
+    [node] = r.torch["nodes"]
+    origin, text, rep, html = post_mortem(r, tmp_path)
+    fwd = line_of(SCRIPT, "FWD")
+    assert origin["node"] == node == "WidenBackward", (origin, r.torch)
+    site = origin["forward_site"]
+    assert (os.path.realpath(site["file"]), site["line"], site["function"]) == \
+        (str(SCENARIOS / SCRIPT), fwd, "<module>"), site
+    sentence = f"{node} on autograd's backward thread, the backward of {SCRIPT}:{fwd}:<module>"
+    assert f"node: {sentence}" in text, text
+    assert rep["origin"]["forward_line"].endswith(f"{SCRIPT}:{fwd}:<module>"), rep["origin"]
+    assert rep["origin"]["sentence"] == sentence and html["origin"] == sentence, (rep, html)
+    assert WHY not in text
+
+
+def test_forward_oom_names_no_node(scenario, tmp_path):
+    r = scenario(SCRIPT, "forward", memory="1536MiB")
+    assert r.torch["raised"] and r.torch["nodes"] == [None], r.torch
+    origin, text, rep, html = post_mortem(r, tmp_path)
+    assert origin is None and rep["origin"] is None and html.get("origin") is None
+    assert "node:" not in text and "autograd's" not in text, text
