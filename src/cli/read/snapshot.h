@@ -503,10 +503,7 @@ struct snap_config {
 struct snap_counters {
     bool present; /* the file had "counters" */
     uint64_t unknown_frees, failed_frees, stacks, live_allocations;
-    uint64_t wrong_kind_frees; /* 0 in files written before it existed */
-    uint64_t reentrant_untracked; /* likewise */
-    /* Early drafts of the format; read when present, 0 otherwise. */
-    uint64_t unknown_free_calls, oom_dumps_suppressed;
+    uint64_t wrong_kind_frees, reentrant_untracked;
 };
 #define SNAP_COUNTERS_SCHEMA(X) /* counters */                         \
     X(snap_counters, unknown_frees, unknown_frees, U64, 1)             \
@@ -515,9 +512,6 @@ struct snap_counters {
     X(snap_counters, failed_frees, failed_frees, U64, 1)               \
     X(snap_counters, stacks, stacks, U64, 1)                           \
     X(snap_counters, live_allocations, live_allocations, U64, 1)
-#define SNAP_COUNTERS_OLDER_SCHEMA(X) /* counters keys of early drafts, read, never written */ \
-    X(snap_counters, unknown_free_calls, unknown_free_calls, U64, 0)                           \
-    X(snap_counters, oom_dumps_suppressed, oom_dumps_suppressed, U64, 0)
 
 struct snap_oom {
     bool present;

@@ -167,8 +167,6 @@ static int read_doc(struct snapctx *ctx, const char *name, char *buf, size_t len
         out->reason = "unknown";
     if (out->events.stride == 0 || out->events.stride == SNAP_UNKNOWN)
         out->events.stride = 1;
-    if (out->ooms.suppressed == 0)
-        out->ooms.suppressed = out->counters.oom_dumps_suppressed;
     rc = 0;
 fail:
     free(r.tmp);

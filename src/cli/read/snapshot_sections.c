@@ -399,7 +399,7 @@ static int rd_host(struct reader *r, void *obj)
 }
 
 static const struct field counter_fields[] = {
-    SNAP_COUNTERS_SCHEMA(SCHEMA_FIELD) SNAP_COUNTERS_OLDER_SCHEMA(SCHEMA_FIELD)};
+    SNAP_COUNTERS_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_counters(struct reader *r, void *obj)
 {
