@@ -24,16 +24,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model import Runtime  # noqa: E402
 
 
-class Facts(ctypes.Structure):
-    """The head of struct cumemtrace_allocator_facts: the library takes the
-    fields the caller's size covers."""
-    _fields_ = [("size", ctypes.c_uint32), ("name", ctypes.c_char_p),
-                ("version", ctypes.c_char_p), ("config", ctypes.c_char_p),
-                ("requested_bytes", ctypes.c_int64), ("allocated_bytes", ctypes.c_int64),
-                ("reserved_bytes", ctypes.c_int64)]
-
-
 build, mode = sys.argv[1], sys.argv[2]
+# struct cumemtrace_allocator_facts as the layer declares it (the library
+# takes no other size); the layer's library part needs no torch
+sys.path.insert(0, os.path.join(build, "share", "cumemtrace", "torchboot"))
+import cumemtrace_torch  # noqa: E402
+Facts = cumemtrace_torch.part("library").Facts
 rt = Runtime(build)
 rt.malloc(1 << 20)  # the process uses CUDA: our thread runs
 lib = ctypes.CDLL(None)

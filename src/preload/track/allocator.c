@@ -6,12 +6,12 @@
 #include "allocator.h"
 
 #include <pthread.h>
-#include <stddef.h>
 #include <string.h>
 
 #include "clock.h"
 #include "torch_protocol.h"
 #include "config.h"
+#include "log.h"
 #include "record.h"
 
 int64_t allocator_unallocated(const struct allocator_facts *f)
@@ -49,20 +49,11 @@ static void copy_str(char *dst, size_t n, const char *src)
     dst[len] = '\0';
 }
 
-/* A field the caller's (possibly older, shorter) struct has, else -1. */
-#define FIELD_OR_UNKNOWN(in, field)                                                  \
-    ((in)->size >= offsetof(struct cumemtrace_allocator_facts, field) +              \
-                       sizeof((in)->field)                                           \
-         ? (in)->field                                                               \
-         : -1)
-
-/* The allocator's top tensor sites, when the caller's struct has them. */
+/* The allocator's top tensor sites, when the caller has them. */
 static void take_top(const struct cumemtrace_allocator_facts *in, struct allocator_facts *f)
 {
     f->ntop = -1;
-    if (in->size < offsetof(struct cumemtrace_allocator_facts, ntop_tensors) +
-                       sizeof in->ntop_tensors ||
-        in->ntop_tensors < 0 || (in->ntop_tensors > 0 && in->top_tensors == NULL))
+    if (in->ntop_tensors < 0 || (in->ntop_tensors > 0 && in->top_tensors == NULL))
         return;
     f->ntop = 0;
     for (int64_t i = 0; i < in->ntop_tensors && f->ntop < ALLOCATOR_TOP_TENSORS; i++) {
@@ -76,15 +67,14 @@ static void take_top(const struct cumemtrace_allocator_facts *in, struct allocat
     }
 }
 
-/* The roles, when the caller's struct has them and they add up to its
+/* The roles, when the caller has them and they add up to its
  * allocated bytes (else "not measured": a figure that does not add up would
  * be printed as if it did). */
 static void take_roles(const struct cumemtrace_allocator_facts *in, struct allocator_facts *f)
 {
     int64_t r[ALLOCATOR_ROLES] = {
-        FIELD_OR_UNKNOWN(in, parameter_bytes), FIELD_OR_UNKNOWN(in, buffer_bytes),
-        FIELD_OR_UNKNOWN(in, gradient_bytes), FIELD_OR_UNKNOWN(in, optimizer_state_bytes),
-        FIELD_OR_UNKNOWN(in, other_tensor_bytes)};
+        in->parameter_bytes, in->buffer_bytes, in->gradient_bytes, in->optimizer_state_bytes,
+        in->other_tensor_bytes};
     int64_t sum = 0;
     bool ok = f->allocated >= 0;
     for (int i = 0; i < ALLOCATOR_ROLES && ok; i++) {
@@ -94,42 +84,48 @@ static void take_roles(const struct cumemtrace_allocator_facts *in, struct alloc
     ok = ok && sum == f->allocated;
     for (int i = 0; i < ALLOCATOR_ROLES; i++)
         f->roles[i] = ok ? r[i] : -1;
-    if (ok && in->size >= offsetof(struct cumemtrace_allocator_facts, optimizers) +
-                             sizeof in->optimizers)
+    if (ok)
         copy_str(f->optimizers, sizeof f->optimizers, in->optimizers);
 }
 
 bool allocator_take(int device, const struct cumemtrace_allocator_facts *in,
                  struct allocator_facts *out)
 {
-    if (in == NULL || device < 0 || device >= RECORD_MAX_DEVICES ||
-        in->size < offsetof(struct cumemtrace_allocator_facts, requested_bytes) +
-                       sizeof in->requested_bytes ||
-        config.disabled)
+    if (in == NULL || device < 0 || device >= RECORD_MAX_DEVICES || config.disabled)
         return false;
+    if (in->size != sizeof *in) {
+        /* the layer and the library ship together: another size is another build */
+        static int said;
+        if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+            LOG(LOG_WARN, "the PyTorch layer passed %u bytes of allocator facts where "
+                          "this library takes %zu: they come from different builds; "
+                          "reinstall cumemtrace so that both are one version",
+                (unsigned)in->size, sizeof *in);
+        return false;
+    }
     struct allocator_facts f;
     memset(&f, 0, sizeof f);
     copy_str(f.name, sizeof f.name, in->name);
     copy_str(f.version, sizeof f.version, in->version);
     copy_str(f.config, sizeof f.config, in->config);
     f.requested = in->requested_bytes;
-    f.allocated = FIELD_OR_UNKNOWN(in, allocated_bytes);
-    f.reserved = FIELD_OR_UNKNOWN(in, reserved_bytes);
-    f.active = FIELD_OR_UNKNOWN(in, active_bytes);
-    f.inactive_split = FIELD_OR_UNKNOWN(in, inactive_split_bytes);
-    f.largest_free_small = FIELD_OR_UNKNOWN(in, largest_free_small_bytes);
-    f.largest_free_large = FIELD_OR_UNKNOWN(in, largest_free_large_bytes);
-    f.segments = FIELD_OR_UNKNOWN(in, segments);
-    f.num_alloc_retries = FIELD_OR_UNKNOWN(in, num_alloc_retries);
-    f.num_ooms = FIELD_OR_UNKNOWN(in, num_ooms);
-    f.limit = FIELD_OR_UNKNOWN(in, limit_bytes);
-    f.device_total = FIELD_OR_UNKNOWN(in, device_total_bytes);
-    f.device_free = FIELD_OR_UNKNOWN(in, device_free_bytes);
-    f.peak_allocated = FIELD_OR_UNKNOWN(in, peak_allocated_bytes);
+    f.allocated = in->allocated_bytes;
+    f.reserved = in->reserved_bytes;
+    f.active = in->active_bytes;
+    f.inactive_split = in->inactive_split_bytes;
+    f.largest_free_small = in->largest_free_small_bytes;
+    f.largest_free_large = in->largest_free_large_bytes;
+    f.segments = in->segments;
+    f.num_alloc_retries = in->num_alloc_retries;
+    f.num_ooms = in->num_ooms;
+    f.limit = in->limit_bytes;
+    f.device_total = in->device_total_bytes;
+    f.device_free = in->device_free_bytes;
+    f.peak_allocated = in->peak_allocated_bytes;
     take_top(in, &f);
     take_roles(in, &f);
-    f.step = FIELD_OR_UNKNOWN(in, step);
-    f.peak_step = FIELD_OR_UNKNOWN(in, peak_step);
+    f.step = in->step;
+    f.peak_step = in->peak_step;
     f.reported_ns = clock_now_ns();
     *out = f;
     return true;

@@ -52,8 +52,8 @@ int64_t allocator_unallocated(const struct allocator_facts *f);
 enum format_cause allocator_cause(const struct allocator_facts *f);
 
 struct cumemtrace_allocator_facts;
-/* The caller's struct (life/torch_protocol.h, possibly an older, shorter
- * one) as ours; false when it cannot be one or recording is off. */
+/* The caller's struct (life/torch_protocol.h) as ours; false when it
+ * cannot be one (another size: said once) or recording is off. */
 bool allocator_take(int device, const struct cumemtrace_allocator_facts *in,
                     struct allocator_facts *out);
 
