@@ -70,7 +70,7 @@ $(BUILD)/tests/unit/test_oom: tests/unit/test_oom.c \
 # the CLI's include path: both sides name the kinds KIND_*).
 SERIALISE_OBJ := $(RECORD_OBJ) $(foreach m,serialise serialise_stacks serialise_phases \
     snapshot_json layout oom_ledger allocator allocator_segments allocator_tensors resolve_names event_log \
-    phases modules symtab clock,$(call preload_obj,$(m)))
+    phases modules symtab clock log,$(call preload_obj,$(m)))
 $(BUILD)/obj/tests/unit/serialise_read.o: tests/unit/serialise_read.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(CLI_INC) -MMD -MP -c -o $@ $<

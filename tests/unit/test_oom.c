@@ -103,6 +103,7 @@ void dump_guard_leave(struct dump_guard *g)
 }
 
 /* What was said: every log_msg line, formatted. */
+enum log_level log_threshold = LOG_DEBUG;
 static char said[16][1024];
 static int nsaid;
 
