@@ -259,6 +259,21 @@ int holders_growth(struct snapshot *s, const struct snap_device *d, struct holde
     return 0;
 }
 
+/* Appends frames[from..to) to buf at *used, the first after `first`, the
+ * others after " < "; false when buf filled up (the last frame cut). */
+static bool put_frames(const struct snapshot *s, const uint32_t *frames, uint32_t from,
+                       uint32_t to, const char *first, char *buf, size_t n, size_t *used)
+{
+    for (uint32_t i = from; i < to; i++) {
+        int w = snprintf(buf + *used, n - *used, "%s%s", i == from ? first : " < ",
+                         s->ctx->frames[frames[i]].display);
+        if (w < 0 || (size_t)w >= n - *used)
+            return false;
+        *used += (size_t)w;
+    }
+    return true;
+}
+
 const char *holders_callers(const struct snapshot *s, const struct holder *h, unsigned max,
                             bool whole, char *buf, size_t n)
 {
@@ -268,39 +283,22 @@ const char *holders_callers(const struct snapshot *s, const struct holder *h, un
         pos++;
     size_t used = 0;
     if (pos == h->nframes) { /* no line: the stack as it is */
-        if (h->label != SNAP_NO_FRAME)
-            return buf;
-        pos = 0;
-        for (uint32_t i = 0; i < h->nframes && i < max; i++) {
-            int w = snprintf(buf + used, n - used, "%s%s", used ? " < " : "in ",
-                             s->ctx->frames[h->frames[i]].display);
-            if (w < 0 || (size_t)w >= n - used)
-                break;
-            used += (size_t)w;
-        }
+        if (h->label == SNAP_NO_FRAME)
+            put_frames(s, h->frames, 0, h->nframes < max ? h->nframes : max, "in ", buf, n,
+                       &used);
         return buf;
     }
     if (whole && pos > 0) {
-        for (uint32_t i = 0; i < pos; i++) {
-            int w = snprintf(buf + used, n - used, "%s%s", i ? " < " : "from ",
-                             s->ctx->frames[h->frames[i]].display);
-            if (w < 0 || (size_t)w >= n - used)
-                return buf;
-            used += (size_t)w;
-        }
+        if (!put_frames(s, h->frames, 0, pos, "from ", buf, n, &used))
+            return buf;
         int w = snprintf(buf + used, n - used, " in the line;");
         if (w < 0 || (size_t)w >= n - used)
             return buf;
         used += (size_t)w;
     }
-    unsigned shown = 0;
-    for (uint32_t i = pos + 1; i < h->nframes && shown < max; i++, shown++) {
-        int w = snprintf(buf + used, n - used, "%s< %s", used ? " " : "",
-                         s->ctx->frames[h->frames[i]].display);
-        if (w < 0 || (size_t)w >= n - used)
-            break;
-        used += (size_t)w;
-    }
+    uint32_t after = h->nframes - pos - 1;
+    put_frames(s, h->frames, pos + 1, pos + 1 + (after < max ? after : max),
+               used ? " < " : "< ", buf, n, &used);
     return buf;
 }
 
