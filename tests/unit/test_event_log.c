@@ -40,7 +40,7 @@ static void push(int64_t t, int64_t delta, uint64_t current, int16_t pool)
     struct record_event ev = {event_log_stamp(t), delta, current,
                               (uint32_t)npushed, pool, 0};
     pushed[npushed++] = ev;
-    event_log_push(&ev);
+    event_log_add(ev.t_ns, delta, current, record_event_tag(ev.stack, pool, 0));
 }
 
 static struct record_event *kept(size_t *n)
@@ -193,8 +193,7 @@ static int64_t fake_clock(void)
 /* A row's time is the caller's, read before the lock, made non-decreasing:
  * no clock read inside the critical section, except for a caller late by
  * more than EVENT_LOG_LATE_NS (preempted between its reading and the lock),
- * whom the clock re-stamps.  event_log_add writes what event_log_push
- * would. */
+ * whom the clock re-stamps.  event_log_add writes the whole row. */
 static void rows_take_the_callers_time_in_order(void **state)
 {
     (void)state;

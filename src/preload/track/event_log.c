@@ -308,19 +308,7 @@ static bool open_unchanged(const struct record_event *ev)
                            : ev->current >= open_ext[p].lo && ev->current <= open_ext[p].hi;
 }
 
-/* event_log_push's other cases: growing, faulting in, thinning, full. */
-static void event_log_push_slow(const struct record_event *ev);
-
-void event_log_push(const struct record_event *ev)
-{
-    if (__builtin_expect(cur->nrows < cur->fast_end, 1)) {
-        cur->recorded++;
-        cur->rows[cur->nrows++] = *ev;
-        return;
-    }
-    event_log_push_slow(ev);
-}
-
+/* event_log_add's other cases: growing, faulting in, thinning, full. */
 static void event_log_push_slow(const struct record_event *ev)
 {
     if (cap == 0)

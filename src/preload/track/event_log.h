@@ -46,16 +46,14 @@ static inline int64_t event_log_stamp(int64_t now)
     return now;
 }
 
-/* Appends one event (its t_ns from event_log_stamp), thinning when the log
- * is full.  Never fails: without memory the log stops growing and says so
- * through event_log_stats().kept. */
-void event_log_push(const struct record_event *ev);
-/* event_log_push's other cases (growing, faulting in, thinning, full), for
- * event_log_add's: it takes the row's fields (no row on the caller's stack). */
+/* event_log_add's other cases (growing, faulting in, thinning, full): it
+ * takes the row's fields (no row on the caller's stack). */
 void event_log_add_slow(int64_t t, int64_t delta, uint64_t current, uint64_t tag);
 
-/* The same as event_log_push of the row {t, delta, current, tag} (tag:
- * record_event_tag), a few stores on the common path. */
+/* Appends the row {t, delta, current, tag} (t from event_log_stamp, tag:
+ * record_event_tag), a few stores on the common path, thinning when the log
+ * is full.  Never fails: without memory the log stops growing and says so
+ * through event_log_stats().kept. */
 static inline void event_log_add(int64_t t, int64_t delta, uint64_t current,
                                  uint64_t tag)
 {
