@@ -25,7 +25,7 @@ def tables(text=SNAPSHOT_H):
     out = {}
     for m in re.finditer(r"^#define SNAP_(\w+)_SCHEMA\(X\)((?:.*\\\n)*.*)", text, re.M):
         out[m.group(1)] = [(k, mem, t, j, st) for st, k, mem, t, j in
-                           re.findall(r"X\((\w+), (\w+), (\w+), (\w+), (\d)\)", m.group(2))]
+                           re.findall(r"X\((\w+), (\w+), ([\w.]+), (\w+), (\d)\)", m.group(2))]
     return out
 
 
@@ -33,6 +33,7 @@ TABLES = tables()
 
 # Where each table's object sits in a snapshot ("[]": each element, ".*":
 # each member's value).
+# host_pinned.by_phase's rows are the devices' (serialise_phases.c writes both).
 SECTIONS = {
     "": ["TOP"],
     "process": ["PROCESS"],
@@ -52,6 +53,15 @@ SECTIONS = {
     "ooms": ["OOMS"],
     "ooms.attempts[]": ["ATTEMPT"],
     "events": ["EVENTS"],
+    "phases": ["PHASES"],
+    "phases.list[]": ["PHASE"],
+    "phases.ranges": ["PHASES_RANGES"],
+    "devices[].by_phase[]": ["PHASE_ROW"],
+    "oom.layout": ["LAYOUT"],
+    "oom.layout.allocations[]": ["RANGE"],
+    "oom.layout.best_free": ["BEST_FREE"],
+    "oom.layout.allocator_segments": ["SEGMENTS"],
+    "devices[].allocator_segments": ["SEGMENTS"],
 }
 
 
@@ -169,6 +179,8 @@ DOC_SECTIONS = {
     "#### `oom.allocator`": ["ALLOCATOR", "ALLOCATOR_OOM"],
     "### `ooms`": ["OOMS"],
     "### `events`": ["EVENTS"],
+    "### `phases`": ["PHASES"],
+    "#### `oom.layout`": ["LAYOUT"],
 }
 DOC_ONLY = {"## Top level": {"recovered"}}  # the command's own, on a stream it recovers
 # Objects documented inline, as `{a, b, ...}` after their key in a section.
@@ -178,7 +190,11 @@ DOC_LISTS = [("## Top level", "allocator_refresh", "REFRESH"),
              ("### `devices[]`", "vmm", "VMM"),
              ("### `devices[]`", "histogram", "BUCKET"),
              ("### `devices[]`", "fragmentation", "FRAG"),
-             ("### `ooms`", "attempts", "ATTEMPT")]
+             ("### `ooms`", "attempts", "ATTEMPT"),
+             ("### `phases`", "list", "PHASE"),
+             ("### `phases`", "ranges", "PHASES_RANGES"),
+             ("#### `oom.layout`", "allocations", "RANGE"),
+             ("#### `oom.layout`", "best_free", "BEST_FREE")]
 
 
 def doc_section(heading):

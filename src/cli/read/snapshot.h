@@ -293,6 +293,16 @@ struct snap_phase_row {    /* one of a device's by_phase */
     size_t ntop;
     size_t first_site, nsites; /* its sites, in snap_phase_rows.sites */
 };
+#define SNAP_PHASE_ROW_SCHEMA(X) /* devices[].by_phase[], host_pinned.by_phase[] */ \
+    X(snap_phase_row, phase, phase, I64, 0)                                         \
+    X(snap_phase_row, bytes, bytes, U64, 0)                                         \
+    X(snap_phase_row, count, count, U64, 0)                                         \
+    X(snap_phase_row, at_peak_bytes, at_peak_bytes, U64, 0)                         \
+    X(snap_phase_row, at_peak_count, at_peak_count, U64, 0)                         \
+    X(snap_phase_row, allocs, allocs, U64, 0)                                       \
+    X(snap_phase_row, bytes_allocated, bytes_allocated, U64, 0)                     \
+    X(snap_phase_row, top_at_peak, rd_top, FN, 0)                                   \
+    X(snap_phase_row, sites, rd_sites, FN, 0)
 
 /* by_phase[].sites: one call site's share of a phase (all of them). */
 struct snap_phase_site {
@@ -314,6 +324,12 @@ struct snap_phase {
     const char *name, *source, *domain; /* domain NULL for none */
     const char *path;   /* "validation/step 1200", names joined by '/' */
 };
+#define SNAP_PHASE_SCHEMA(X) /* phases.list[] */ \
+    X(snap_phase, id, id, I64, 0)                \
+    X(snap_phase, parent, parent, I64, 0)        \
+    X(snap_phase, name, name, STRN, 0)           \
+    X(snap_phase, source, source, STRN, 0)       \
+    X(snap_phase, domain, domain, STRN, 0)
 
 enum snap_span_kind { SPAN_PUSH, SPAN_STARTEND, SPAN_MARK };
 
@@ -332,6 +348,20 @@ struct snap_phases {
     struct snap_span *spans;
     size_t nspans, spans_cap;
 };
+#define SNAP_PHASES_SCHEMA(X) /* phases */                   \
+    X(snap_phases, count, count, U64, 0)                     \
+    X(snap_phases, pushes, pushes, U64, 0)                   \
+    X(snap_phases, overflow, overflow, U64, 0)               \
+    X(snap_phases, unbalanced_pops, unbalanced_pops, U64, 0) \
+    X(snap_phases, too_deep, too_deep, U64, 0)               \
+    X(snap_phases, dropped_starts, dropped_starts, U64, 0)   \
+    X(snap_phases, list, rd_list, FN, 0)                     \
+    X(snap_phases, ranges, rd_ranges, FN, 0)
+#define SNAP_PHASES_RANGES_SCHEMA(X) /* phases.ranges */ \
+    X(snap_phases, recorded, recorded, U64, 0)           \
+    X(snap_phases, data, rd_data, FN, 0)                 \
+    X(snap_phases, cap, none, SKIP, 0)                   \
+    X(snap_phases, columns, none, SKIP, 0)
 
 /* oom.layout: where this process's live device and async allocations sat at
  * the failure (docs/snapshot-format.md); offsets from `base`. */
@@ -341,6 +371,11 @@ struct snap_range {
     int64_t stack_id;
     uint32_t stack; /* index in stacks, SNAP_NO_STACK */
 };
+#define SNAP_RANGE_SCHEMA(X) /* oom.layout.allocations[] */ \
+    X(snap_range, offset, offset, U64, 0)                   \
+    X(snap_range, bytes, bytes, U64, 0)                     \
+    X(snap_range, kind, rd_range_kind, FN, 0)               \
+    X(snap_range, stack, stack_id, I64N, 0)
 
 /* oom.layout.allocator_segments: a caching allocator's segments, each cut
  * into blocks (offsets from the segment's address). */
@@ -393,6 +428,29 @@ struct snap_layout {
     struct snap_range best_free;    /* the free that opens the largest hole */
     uint64_t best_free_hole_bytes;
 };
+#define SNAP_LAYOUT_SCHEMA(X) /* oom.layout */                           \
+    X(snap_layout, base, base, STRN, 0)                                  \
+    X(snap_layout, span_bytes, span_bytes, U64, 0)                       \
+    X(snap_layout, count, count, U64, 0)                                 \
+    X(snap_layout, bytes, bytes, U64, 0)                                 \
+    X(snap_layout, gap_count, gap_count, U64, 0)                         \
+    X(snap_layout, gap_bytes, gap_bytes, U64, 0)                         \
+    X(snap_layout, largest_gap_bytes, largest_gap_bytes, U64, 0)         \
+    X(snap_layout, gaps_at_least_request, gaps_at_least_request, U64, 0) \
+    X(snap_layout, allocations, rd_allocations, FN, 0)                   \
+    X(snap_layout, gaps, rd_gaps, FN, 0)                                 \
+    X(snap_layout, best_free, rd_best_free, FN, 0)                       \
+    X(snap_layout, allocator_segments, rd_allocator_segments, FN, 0)
+#define SNAP_BEST_FREE_SCHEMA(X) /* oom.layout.best_free */  \
+    X(snap_layout, offset, best_free.offset, U64, 0)         \
+    X(snap_layout, bytes, best_free.bytes, U64, 0)           \
+    X(snap_layout, stack, best_free.stack_id, I64N, 0)       \
+    X(snap_layout, hole_bytes, best_free_hole_bytes, U64, 0)
+#define SNAP_SEGMENTS_SCHEMA(X) /* allocator_segments: devices[]' and oom.layout's */ \
+    X(snap_layout, count, segments_count, U64, 0)                                     \
+    X(snap_layout, blocks, blocks_count, U64, 0)                                      \
+    X(snap_layout, stacks, rd_pystacks, FN, 0)                                        \
+    X(snap_layout, segments, rd_segments, FN, 0)
 
 struct snap_device {
     struct snap_allocator allocator; /* latest state (allocator_state), if any */

@@ -17,12 +17,7 @@ static int rd_range_kind(struct reader *r, void *obj)
     return rc;
 }
 
-static const struct field range_fields[] = {
-    FIELD(snap_range, offset, F_U64),
-    FIELD(snap_range, bytes, F_U64),
-    FIELD_FN("kind", rd_range_kind),
-    FIELD_AT("stack", snap_range, stack_id, F_I64N),
-};
+static const struct field range_fields[] = {SNAP_RANGE_SCHEMA(SCHEMA_FIELD)};
 
 static int read_range(struct reader *r, struct snap_range *e)
 {
@@ -75,12 +70,7 @@ static int rd_gaps(struct reader *r, void *obj)
     return reader_array(r, obj, rd_gap);
 }
 
-static const struct field best_fields[] = {
-    FIELD_AT("offset", snap_layout, best_free.offset, F_U64),
-    FIELD_AT("bytes", snap_layout, best_free.bytes, F_U64),
-    FIELD_AT("stack", snap_layout, best_free.stack_id, F_I64N),
-    FIELD_AT("hole_bytes", snap_layout, best_free_hole_bytes, F_U64),
-};
+static const struct field best_fields[] = {SNAP_BEST_FREE_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_best_free(struct reader *r, void *obj)
 {
@@ -251,12 +241,7 @@ static int rd_pystacks(struct reader *r, void *obj)
     return reader_array(r, obj, rd_pystack);
 }
 
-static const struct field segments_fields[] = {
-    FIELD_AT("count", snap_layout, segments_count, F_U64),
-    FIELD_AT("blocks", snap_layout, blocks_count, F_U64),
-    FIELD_FN("stacks", rd_pystacks),
-    FIELD_FN("segments", rd_segments),
-};
+static const struct field segments_fields[] = {SNAP_SEGMENTS_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_allocator_segments(struct reader *r, void *obj)
 {
@@ -272,20 +257,7 @@ int snapshot_read_device_segments(struct reader *r, void *obj)
     return rd_allocator_segments(r, &((struct snap_device *)obj)->segments);
 }
 
-static const struct field layout_fields[] = {
-    FIELD(snap_layout, base, F_STRN),
-    FIELD(snap_layout, span_bytes, F_U64),
-    FIELD(snap_layout, count, F_U64),
-    FIELD(snap_layout, bytes, F_U64),
-    FIELD(snap_layout, gap_count, F_U64),
-    FIELD(snap_layout, gap_bytes, F_U64),
-    FIELD(snap_layout, largest_gap_bytes, F_U64),
-    FIELD(snap_layout, gaps_at_least_request, F_U64),
-    FIELD_FN("allocations", rd_allocations),
-    FIELD_FN("gaps", rd_gaps),
-    FIELD_FN("best_free", rd_best_free),
-    FIELD_FN("allocator_segments", rd_allocator_segments),
-};
+static const struct field layout_fields[] = {SNAP_LAYOUT_SCHEMA(SCHEMA_FIELD)};
 
 int snapshot_read_layout(struct reader *r, void *obj)
 {

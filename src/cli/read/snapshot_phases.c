@@ -83,17 +83,7 @@ static int rd_sites(struct reader *r, void *obj)
     return reader_array(r, c, rd_site);
 }
 
-static const struct field row_fields[] = {
-    FIELD(snap_phase_row, phase, F_I64),
-    FIELD(snap_phase_row, bytes, F_U64),
-    FIELD(snap_phase_row, count, F_U64),
-    FIELD(snap_phase_row, at_peak_bytes, F_U64),
-    FIELD(snap_phase_row, at_peak_count, F_U64),
-    FIELD(snap_phase_row, allocs, F_U64),
-    FIELD(snap_phase_row, bytes_allocated, F_U64),
-    FIELD_FN("top_at_peak", rd_top),
-    FIELD_FN("sites", rd_sites),
-};
+static const struct field row_fields[] = {SNAP_PHASE_ROW_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_row(struct reader *r, void *obj, size_t i)
 {
@@ -123,13 +113,7 @@ int snapshot_read_by_phase(struct reader *r, struct snap_phase_rows *rows)
 
 /* ---- the phases section ---- */
 
-static const struct field phase_fields[] = {
-    FIELD(snap_phase, id, F_I64),
-    FIELD(snap_phase, parent, F_I64),
-    FIELD(snap_phase, name, F_STRN),
-    FIELD(snap_phase, source, F_STRN),
-    FIELD(snap_phase, domain, F_STRN),
-};
+static const struct field phase_fields[] = {SNAP_PHASE_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_phase(struct reader *r, void *obj, size_t i)
 {
@@ -220,10 +204,7 @@ static int rd_data(struct reader *r, void *obj)
     return reader_array(r, obj, rd_span);
 }
 
-static const struct field ranges_fields[] = {
-    FIELD(snap_phases, recorded, F_U64),
-    FIELD_FN("data", rd_data),
-};
+static const struct field ranges_fields[] = {SNAP_PHASES_RANGES_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_ranges(struct reader *r, void *obj)
 {
@@ -231,16 +212,7 @@ static int rd_ranges(struct reader *r, void *obj)
     return reader_optional_object(r, obj, &present, ranges_fields, NFIELDS(ranges_fields));
 }
 
-static const struct field phases_fields[] = {
-    FIELD(snap_phases, count, F_U64),
-    FIELD(snap_phases, pushes, F_U64),
-    FIELD(snap_phases, overflow, F_U64),
-    FIELD(snap_phases, unbalanced_pops, F_U64),
-    FIELD(snap_phases, too_deep, F_U64),
-    FIELD(snap_phases, dropped_starts, F_U64),
-    FIELD_FN("list", rd_list),
-    FIELD_FN("ranges", rd_ranges),
-};
+static const struct field phases_fields[] = {SNAP_PHASES_SCHEMA(SCHEMA_FIELD)};
 
 /* Paths: a parent comes before its children (rd_phase checks it). */
 static int make_paths(struct reader *r, struct snap_phases *p)
