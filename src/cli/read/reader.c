@@ -140,7 +140,8 @@ int reader_i64(struct reader *r, int64_t *out, bool nullable)
     return reader_bad_value(r, rc, nullable ? "an integer or null" : "an integer");
 }
 
-int reader_bool(struct reader *r, int *out, bool nullable)
+/* A boolean, or null read as -1 (F_BOOLN: the format has no other). */
+static int bool_or_null(struct reader *r, int *out)
 {
     bool b;
     int rc = json_get_bool(&r->c, &b);
@@ -148,11 +149,11 @@ int reader_bool(struct reader *r, int *out, bool nullable)
         *out = b;
         return 0;
     }
-    if (nullable && rc == JSON_ETYPE && reader_take_null(r)) {
+    if (rc == JSON_ETYPE && reader_take_null(r)) {
         *out = -1;
         return 0;
     }
-    return reader_bad_value(r, rc, nullable ? "a boolean or null" : "a boolean");
+    return reader_bad_value(r, rc, "a boolean or null");
 }
 
 /* Reads a string and interns it (NULL for null when nullable). */
@@ -195,7 +196,7 @@ static int reader_field(struct reader *r, void *obj, const struct field *f)
     case F_U64N: return reader_u64(r, (uint64_t *)(void *)p, true);
     case F_I64: return reader_i64(r, (int64_t *)(void *)p, false);
     case F_I64N: return reader_i64(r, (int64_t *)(void *)p, true);
-    case F_BOOLN: return reader_bool(r, (int *)(void *)p, true);
+    case F_BOOLN: return bool_or_null(r, (int *)(void *)p);
     case F_STR: return reader_str(r, (const char **)(void *)p, false);
     case F_STRN: return reader_str(r, (const char **)(void *)p, true);
     case F_RAWN: return reader_raw(r, (const char **)(void *)p);

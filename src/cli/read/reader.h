@@ -144,10 +144,9 @@ int reader_invalid(struct reader *r, const char *what);
 
 /* Consumes a null at the cursor; false (nothing consumed) for other values. */
 bool reader_take_null(struct reader *r);
-/* nullable: null reads as SNAP_UNKNOWN / SNAP_UNKNOWN_I64 / -1 / NULL. */
+/* nullable: null reads as SNAP_UNKNOWN / SNAP_UNKNOWN_I64 / NULL. */
 int reader_u64(struct reader *r, uint64_t *out, bool nullable);
 int reader_i64(struct reader *r, int64_t *out, bool nullable);
-int reader_bool(struct reader *r, int *out, bool nullable);
 /* A string, interned in the context. */
 int reader_str(struct reader *r, const char **out, bool nullable);
 /* A string or null, left in the buffer (valid during the read only). */
