@@ -15,12 +15,15 @@ import pytest
 
 from conftest import BUILD, PROGS, ROOT, base_env
 
-SNAPSHOT_H = (ROOT / "src" / "cli" / "read" / "snapshot.h").read_text()
+READ_DIR = ROOT / "src" / "cli" / "read"
+SNAPSHOT_H = (READ_DIR / "snapshot.h").read_text()
+# the tables: snapshot.h's, and those beside a reader's own struct
+SCHEMA_TEXT = "\n".join(p.read_text() for p in sorted(READ_DIR.glob("snapshot*.[ch]")))
 DOC = (ROOT / "docs" / "snapshot-format.md").read_text()
 PYTHON = "/usr/bin/python3"
 
 
-def tables(text=SNAPSHOT_H):
+def tables(text=SCHEMA_TEXT):
     """{name: [(key, member, type, json, struct)]} of every SNAP_<name>_SCHEMA."""
     out = {}
     for m in re.finditer(r"^#define SNAP_(\w+)_SCHEMA\(X\)((?:.*\\\n)*.*)", text, re.M):
@@ -62,6 +65,9 @@ SECTIONS = {
     "oom.layout.best_free": ["BEST_FREE"],
     "oom.layout.allocator_segments": ["SEGMENTS"],
     "devices[].allocator_segments": ["SEGMENTS"],
+    "modules[]": ["MODULE"],
+    "stacks[]": ["STACK"],
+    "stacks[].frames[]": ["FRAME"],
 }
 
 
@@ -91,7 +97,7 @@ def test_the_tables_parse():
         assert len(keys) == len(set(keys)), f"SNAP_{name}_SCHEMA repeats a key"
     # the rows the regular expression sees are all the rows there are
     for name in TABLES:
-        body = re.search(rf"#define SNAP_{name}_SCHEMA\(X\)((?:.*\\\n)*.*)", SNAPSHOT_H).group(1)
+        body = re.search(rf"#define SNAP_{name}_SCHEMA\(X\)((?:.*\\\n)*.*)", SCHEMA_TEXT).group(1)
         assert body.count("X(") == len(TABLES[name]), name
 
 
@@ -128,8 +134,9 @@ def signalled(tmp_path):
 def written(tmp_path_factory):
     """Snapshots of every reason the library writes, and of every optional
     section: every kind, VMM, an OOM that recovers (attempts, dumps), the
-    limit, a mark held at the dump, a signal, the allocator's figures asked
-    at an API dump and at an OOM (stand-ins for PyTorch's layer)."""
+    limit, a mark held at the dump, phases, a signal, Python frames cut by a
+    marker, the allocator's figures asked at an API dump and at an OOM
+    (stand-ins for PyTorch's layer)."""
     tmp = tmp_path_factory.mktemp("schema")
     card = {"SIMCUDA_MEMORY": "256MiB"}
     snaps = run(tmp, "kinds", [PROGS / "drv_workload", "kinds"])
@@ -142,6 +149,7 @@ def written(tmp_path_factory):
     snaps += signalled(tmp)
     python = ROOT / "tests" / "python"
     snaps += run(tmp, "refresh", [PYTHON, python / "refresh.py", BUILD, "api"])
+    snaps += run(tmp, "recursion", [PYTHON, python / "train.py", BUILD, "recursion"])
     snaps += run(tmp, "allocator", [PYTHON, python / "allocator_segments.py", BUILD,
                                     ROOT / "src" / "torchboot"], card)
     reasons = {s["reason"] for s in snaps}
@@ -181,6 +189,8 @@ DOC_SECTIONS = {
     "### `events`": ["EVENTS"],
     "### `phases`": ["PHASES"],
     "#### `oom.layout`": ["LAYOUT"],
+    "### `modules[]`": ["MODULE"],
+    "### `stacks[]`": ["STACK", "FRAME"],
 }
 DOC_ONLY = {"## Top level": {"recovered"}}  # the command's own, on a stream it recovers
 # Objects documented inline, as `{a, b, ...}` after their key in a section.
@@ -211,7 +221,9 @@ def written_keys(names):
 def test_the_docs_describe_every_key(heading):
     text = doc_section(heading)
     names = DOC_SECTIONS[heading]
-    missing = [k for k in written_keys(names) if f"`{k}`" not in text]
+    said = set(re.findall(r"`(\w+)`", text))  # a key, or a key in an object `{a, b}`
+    said |= {w for obj in re.findall(r"`\[?\{([^}`]*)\}", text) for w in re.findall(r"(\w+)", obj)}
+    missing = [k for k in written_keys(names) if k not in said]
     assert not missing, (f"docs/snapshot-format.md '{heading}' does not describe "
                          f"{missing}, which " + " + ".join(f"SNAP_{n}_SCHEMA" for n in names)
                          + " (snapshot.h) has")

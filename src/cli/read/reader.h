@@ -101,6 +101,7 @@ struct field {
 #define SCHEMA_FIELD_BOOLN(st, key, member) SCHEMA_AS(st, key, member, F_BOOLN, int)
 #define SCHEMA_FIELD_STR(st, key, member) SCHEMA_AS(st, key, member, F_STR, const char *)
 #define SCHEMA_FIELD_STRN(st, key, member) SCHEMA_AS(st, key, member, F_STRN, const char *)
+#define SCHEMA_FIELD_RAWN(st, key, member) SCHEMA_AS(st, key, member, F_RAWN, const char *)
 #define SCHEMA_FIELD_FN(st, key, fn) FIELD_FN(#key, fn),
 #define SCHEMA_FIELD_SKIP(st, key, none)
 

@@ -29,6 +29,8 @@
 /* The format's sections as tables (docs/snapshot-format.md), one row a key,
  * each beside the struct it fills:
  *     X(struct, key, member, type, json)
+ * (a reader's own struct has its table beside it in that reader, as
+ * snapshot_bulk.c's modules and frames).
  * The reader (snapshot_sections.c) reads `key` into `member` as `type`
  * (reader.h's F_*; FN: a nested value, `member` names the reader's function
  * for it; SKIP: written for other readers, this one passes over it);
@@ -87,6 +89,10 @@ struct snap_stack {
     uint32_t site[BY_COUNT]; /* site ids, computed on first use */
     bool unfocused;      /* --focus is given and no frame matches it */
 };
+#define SNAP_STACK_SCHEMA(X) /* stacks[] */ \
+    X(snap_stack, id, id, I64, 0)           \
+    X(snap_stack, entry, entry, STRN, 0)    \
+    X(snap_stack, frames, rd_frames, FN, 0)
 
 /* Allocations grouped by call site (live, at_peak, oom.live). */
 struct snap_group {

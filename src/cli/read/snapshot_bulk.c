@@ -265,12 +265,12 @@ struct raw_module {
     uint64_t vaddr_base;
 };
 
-static const struct field module_fields[] = {
-    FIELD(raw_module, name, F_RAWN),
-    FIELD(raw_module, path, F_RAWN),
-    FIELD(raw_module, build_id, F_RAWN),
-    FIELD(raw_module, vaddr_base, F_U64N),
-};
+#define SNAP_MODULE_SCHEMA(X) /* modules[] (snapshot.h's tables, for this struct) */ \
+    X(raw_module, name, name, RAWN, 0)                                              \
+    X(raw_module, path, path, RAWN, 0)                                              \
+    X(raw_module, build_id, build_id, RAWN, 0)                                      \
+    X(raw_module, vaddr_base, vaddr_base, U64N, 0)
+static const struct field module_fields[] = {SNAP_MODULE_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_module(struct reader *r, void *obj, size_t i)
 {
@@ -337,15 +337,15 @@ struct raw_frame {
     int64_t line;
 };
 
-static const struct field frame_fields[] = {
-    FIELD(raw_frame, module, F_RAWN),
-    FIELD(raw_frame, offset, F_U64N),
-    FIELD(raw_frame, symbol, F_RAWN),
-    FIELD(raw_frame, file, F_RAWN),
-    FIELD(raw_frame, line, F_I64N),
-    FIELD(raw_frame, function, F_RAWN),
-    FIELD(raw_frame, marker, F_RAWN),
-};
+#define SNAP_FRAME_SCHEMA(X) /* stacks[].frames[]: native, Python or marker */ \
+    X(raw_frame, module, module, RAWN, 0)                                      \
+    X(raw_frame, offset, offset, U64N, 0)                                      \
+    X(raw_frame, symbol, symbol, RAWN, 0)                                      \
+    X(raw_frame, file, file, RAWN, 0)                                          \
+    X(raw_frame, line, line, I64N, 0)                                          \
+    X(raw_frame, function, function, RAWN, 0)                                  \
+    X(raw_frame, marker, marker, RAWN, 0)
+static const struct field frame_fields[] = {SNAP_FRAME_SCHEMA(SCHEMA_FIELD)};
 
 /* Reads the frame object at the cursor into *idx (a frame index, or
  * EXPANDED and a run in r->expand): 0 or the error code. */
@@ -499,11 +499,7 @@ static int rd_frames(struct reader *r, void *obj)
     return 0;
 }
 
-static const struct field stack_fields[] = {
-    FIELD(snap_stack, id, F_I64),
-    FIELD(snap_stack, entry, F_STRN),
-    FIELD_FN("frames", rd_frames),
-};
+static const struct field stack_fields[] = {SNAP_STACK_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_stack(struct reader *r, void *obj, size_t i)
 {
