@@ -98,7 +98,7 @@ def _attach(torch, report):
                 library.warn(f"autograd's node at the failure: {type(e).__name__}: {e}")
             if part("history").reading():
                 try:
-                    members["tensors"] = t.read(snap, device)
+                    members["tensors"] = t.read(snap, device, t.backward_gradients(device, snap))
                 except Exception as e:
                     t.warn(e)
             if members:

@@ -82,3 +82,47 @@ def test_forward_oom_names_no_node(scenario, tmp_path):
     origin, text, rep, html = post_mortem(r, tmp_path)
     assert origin is None and rep["origin"] is None and html.get("origin") is None
     assert "node:" not in text and "autograd's" not in text, text
+
+
+def torch_blocks(r):
+    """address -> (size, frames) of PyTorch's own live blocks (truth.py)."""
+    import pickle
+    snap = pickle.loads((r.files[0].parent / "torch_snapshot.pickle").read_bytes())
+    return {b["address"]: (b["size"], b.get("frames") or [])
+            for seg in snap["segments"] for b in seg["blocks"]
+            if b["state"] == "active_allocated"}
+
+
+ACCUMULATE_GRAD = {"thread": "backward", "node": "AccumulateGrad", "forward_site": None}
+
+
+def test_gradients_made_in_backward_name_accumulate_grad(scenario):
+    r = scenario("autograd_grads.py")
+    grads = json.loads((r.files[0].parent / "grads.json").read_text())
+    blocks = torch_blocks(r)
+    made = [blocks[a] for a in grads["backward"]]
+    assert all(frames == [] for _, frames in made), made  # no Python ran there
+    groups = r.device("exit")["tensors"]["groups"]
+    named = [g for g in groups if g["origin"] is not None]
+    assert len(named) == 1 and named[0]["origin"] == ACCUMULATE_GRAD, groups
+    assert named[0]["site"] is None and named[0]["stack"] == []
+    assert (named[0]["bytes"], named[0]["count"]) == (sum(s for s, _ in made), 2), (named, made)
+    # the gradient the program set itself is named by its own line
+    [user] = [blocks[a] for a in grads["user"]]
+    line = line_of("autograd_grads.py", "USER_GRAD")
+    [mine] = [g for g in groups if g["site"] and g["site"]["line"] == line]
+    assert (mine["bytes"], mine["origin"]) == (user[0], None), mine
+    path = snapshot_file(r, "exit")
+    text = " ".join(cli_text("report", "--bytes", path).split())
+    assert f"{named[0]['bytes']} B" in text and "[autograd's backward thread, AccumulateGrad]" \
+        in text, text
+
+
+def test_under_the_programs_own_history_no_frameless_block_is_called_backwards(scenario):
+    """The program's history may have started after a block was made: a
+    block with no frames is then not known to come from autograd's thread."""
+    r = scenario("autograd_grads.py", "own")
+    groups = r.device("exit")["tensors"]["groups"]
+    assert all(g["origin"] is None for g in groups), groups
+    frameless = [g for g in groups if g["site"] is None]
+    assert frameless and sum(g["bytes"] for g in frameless) >= 6 << 22, groups

@@ -47,7 +47,7 @@ def report_state(torch, state, handoff=None):
             try:
                 if step is None:
                     step = growth.step_of_dump()
-                t = tensors.read(snap, device)
+                t = tensors.read(snap, device, tensors.backward_gradients(device, snap))
                 members = {"tensors": t, "growth": growth.at_dump(device, t, step),
                            "tensor_series": growth.series(device)}
                 if history.tracing:

@@ -107,6 +107,16 @@ def reading():
     return on if on is not None else recording
 
 
+def from_the_start():
+    """Whether every live block was allocated while a history recorded:
+    ours, on since torch's CUDA started (before its first allocation), and
+    on now.  A block without frames then came from a thread running no
+    Python; under the program's own history (it may have started it late)
+    it may also predate the history, which PyTorch's snapshot does not
+    tell apart."""
+    return recording and not users and bool(_on(_enabled))
+
+
 def _torch_dir():
     torch = sys.modules.get("torch")
     f = getattr(torch, "__file__", None)

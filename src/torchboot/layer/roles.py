@@ -14,6 +14,10 @@ TorchFunctionMode's).  An object without the fields (a Module whose
 __init__ skipped Module.__init__) is left out, alone."""
 
 _optimizers = {}  # id(optimizer) -> weak reference: the optimizers seen stepping
+# device -> (the snapshot's segments, the addresses of the blocks the latest
+# roles() reading of them gave the role of a parameter's .grad): tensors.py
+# takes it to name who made those with no stack
+gradient_blocks = {}
 PARAMETERS, BUFFERS, GRADIENTS, OPTIMIZER, OTHER = range(5)
 
 
@@ -86,6 +90,7 @@ def roles(torch, device, snapshot_segments, allocated, scanned=None):
     start - parameters first, then buffers, gradients and optimizer state;
     what no role claims is "other" (activations kept for backward, inputs,
     temporaries).  None when the blocks do not add up to `allocated`."""
+    gradient_blocks.pop(device, None)
     blocks = {}
     for seg in snapshot_segments:
         if seg.get("device") != device:
@@ -102,18 +107,22 @@ def roles(torch, device, snapshot_segments, allocated, scanned=None):
         return None
     out = [0] * 5
     with quiet():
-        names = _claim_all(torch, device, blocks, out,
-                           scanned if scanned is not None else scan(torch))
+        names, grads = _claim_all(torch, device, blocks, out,
+                                  scanned if scanned is not None else scan(torch))
+    gradient_blocks[device] = (snapshot_segments, grads)
     out[OTHER] = sum(blocks.values())
     return out, ", ".join(names)
 
 
+
 def _claim_all(torch, device, blocks, out, scanned):
     """Takes from `blocks` (address -> size) into `out` each block a role
-    claims; returns the names of the optimizers that hold state there.
+    claims; returns the names of the optimizers that hold state there and
+    the addresses of the blocks that are parameters' gradients.
     Called with __torch_function__ off: reading a tensor runs none of the
     host's Python."""
     TensorBase = torch._C.TensorBase
+    grads = []
 
     def claim(t, role):
         # type(), not isinstance: that reads __class__ of what is not a tensor
@@ -126,6 +135,8 @@ def _claim_all(torch, device, blocks, out, scanned):
         size = blocks.pop(ptr, None)
         if size is not None:
             out[role] += size
+            if role == GRADIENTS:
+                grads.append(ptr)
 
     def entries(d):
         # dict's own values(), not one a subclass defines
@@ -158,4 +169,4 @@ def _claim_all(torch, device, blocks, out, scanned):
                 claim(v, OPTIMIZER)
         if out[OPTIMIZER] > held and type(o).__name__ not in names:
             names.append(type(o).__name__)
-    return names
+    return names, frozenset(grads)

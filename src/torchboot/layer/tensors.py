@@ -87,10 +87,31 @@ def site_key(site):
     return f"{site['file']}:{site['line']}:{site['function']}" if site else ""
 
 
-def read(snap_segments, device):
+# A parameter's gradient made in backward: kept in .grad by AccumulateGrad,
+# on autograd's thread (the block may be the output of the node before it,
+# which AccumulateGrad keeps without a copy).
+_ACCUMULATE_GRAD = {"thread": "backward", "node": "AccumulateGrad", "forward_site": None}
+
+
+def backward_gradients(device, snap_segments):
+    """The addresses of `device`'s blocks that are a parameter's .grad in
+    roles' reading of these same segments (facts.facts reads them first),
+    when a block with no frames is known to come from a thread running no
+    Python (history.from_the_start); else empty."""
+    got = part("roles").gradient_blocks.pop(device, None)  # noqa: F821
+    if got is None or got[0] is not snap_segments or \
+            not part("history").from_the_start():  # noqa: F821
+        return frozenset()
+    return got[1]
+
+
+def read(snap_segments, device, grads=frozenset()):
     """The tensors object of `device` from memory._snapshot()'s segments:
     {allocated_bytes, count, groups, more, cache}, groups unsorted-free
-    (largest bytes first), each group's stack the one of its most bytes."""
+    (largest bytes first), each group's stack the one of its most bytes.
+    Blocks with no frames at the addresses `grads` (backward_gradients of
+    the same snapshot) are a group of their own, whose origin names
+    AccumulateGrad on autograd's thread."""
     groups = {}
     allocated = count = reserved = nsegs = largest = 0
     for seg in snap_segments:
@@ -114,12 +135,18 @@ def read(snap_segments, device):
                 if is_user(str(fr.get("filename", ""))):
                     site = fr
                     break
-            key = (site.get("filename"), site.get("line"), site.get("name")) if site else \
-                (None, None, frames[0].get("filename") if frames else None,
-                 frames[0].get("line") if frames else None)
+            origin = None
+            if site:
+                key = (site.get("filename"), site.get("line"), site.get("name"))
+            elif not frames and b.get("address") in grads:
+                key, origin = ("backward", "AccumulateGrad"), _ACCUMULATE_GRAD
+            else:
+                key = (None, None, frames[0].get("filename") if frames else None,
+                       frames[0].get("line") if frames else None)
             g = groups.get(key)
             if g is None:
-                g = groups[key] = {"site": site, "bytes": 0, "count": 0, "stacks": {}}
+                g = groups[key] = {"site": site, "bytes": 0, "count": 0, "stacks": {},
+                                   "origin": origin}
             g["bytes"] += size
             g["count"] += 1
             skey = tuple((fr.get("filename"), fr.get("line"), fr.get("name"))
@@ -134,7 +161,8 @@ def read(snap_segments, device):
         frames = max(g["stacks"].values(), key=lambda v: v[0])[1]
         site = _frame(g["site"]) if g["site"] else None
         out.append({"site": site, "stack": [_frame(fr) for fr in frames[:STACK_FRAMES]],
-                    "bytes": g["bytes"], "count": g["count"], "origin": None})
+                    "bytes": g["bytes"], "count": g["count"],
+                    "origin": dict(g["origin"]) if g["origin"] else None})
     out.sort(key=lambda g: (-g["bytes"], site_key(g["site"])))
     return {"allocated_bytes": allocated, "count": count, "groups": out, "more": None,
             "cache": {"bytes": reserved - allocated, "segments": nsegs,
