@@ -5,6 +5,7 @@ test puts PyTorch's own torch.cuda.memory._snapshot() (scenarios/truth.py),
 grouped here by the first frame in the scenario's own file, side by side
 with the snapshot's groups: the same lines with the same bytes and counts."""
 import collections
+import json
 import pickle
 
 import pytest
@@ -141,6 +142,25 @@ def test_without_history_the_step_end_reads_no_counters(scenario):
     # nothing to read at a step's end: not even PyTorch's raw counters
     r = scenario("step_reading_cost.py", "raw", env={"CUMEMTRACE_TORCH_HISTORY": "0"})
     assert r.torch == {"memory_stats_calls": 0, "steps": 20}, r.torch
+
+
+def test_memory_that_stands_still_is_not_read_every_step(scenario):
+    # 20 steps whose memory stops growing after the first: the counters are
+    # read at steps 1, 2, 3 (its optimizer state may still grow), then 4 or
+    # 5, 9, 17 - never once a step
+    r = scenario("step_reading_cost.py", "steady")
+    [reads] = [int(l.split()[1]) for l in r.stderr.splitlines() if l.startswith("RAW_READS ")]
+    assert 1 <= reads <= 8, reads
+    assert r.device("exit")["tensors"] is not None
+
+
+def test_the_step_hooks_raise_few_audit_events(scenario):
+    # a host's own audit hook sees what our step hooks do; ten steps
+    r = scenario("step_audit_events.py")
+    [line] = [l for l in r.stderr.splitlines() if l.startswith("AUDIT ")]
+    seen = json.loads(line.split(" ", 1)[1])
+    ours = sum(seen.get(e, 0) for e in ("ctypes.cdata", "sys._getframe", "object.__getattr__"))
+    assert ours <= 12 * 10, seen  # 35 a step when each step read its wrapper's frame whole
 
 
 def test_no_growth_without_a_leak(scenario):

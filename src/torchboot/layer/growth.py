@@ -3,11 +3,17 @@ PyTorch's live tensors (tensors.py) whose bytes grew reading over reading.
 
 Readings: the live bytes of each group (its site's file:line:function) -
   at the end of an optimizer step (phases.py counts them) when the device's
-    allocated bytes there passed every earlier step end's: memory that
-    does not grow costs one read of the allocator's counters a step
-    (_allocated: not memory_allocated(), whose memory_stats() flattens and
-    sorts every counter in Python, some 40 allocations' worth of CPU) and
-    no reading; a
+    allocated bytes there passed every earlier step end's.  The counters
+    (_allocated: PyTorch's raw ones, not memory_allocated(), whose
+    memory_stats() flattens and sorts every counter in Python) cost some
+    3 % of a small MLP's step on a GPU whose kernels take no time, so they
+    are read at the end of every step only while it grows; each step end
+    that finds no growth doubles the steps to the next read, up to
+    GAP_MAX, and the first that finds growth brings it back to every step
+    (a leak that starts late is first read up to GAP_MAX steps after it
+    began; its rate divides by the steps between readings).  With the
+    peak's tensors (history.tracing) they are read every step: the peak's
+    step needs each one.  A
     reading is taken only while the readings so far took less than SHARE
     of the process's CPU time (one skipped leaves a gap that the steps
     between two readings account for);
@@ -35,6 +41,7 @@ _peak_step = {}  # device -> the step during which it last grew
 SHARE = 0.01     # of the process's CPU time, at most, for the step readings
 KEPT = 64        # readings kept per device (the oldest go)
 RUN_MIN = 2      # rises in a row that make a growth
+GAP_MAX = 16     # steps, at most, between two reads of the counters
 SERIES_LINES = 16  # lines a series names; the rest of a reading is one figure
 _readings = {}   # device -> [(step, {key: bytes}, time_ns, allocated, reserved)]
 _sites = {}      # device -> {key: site}: the lines the readings name
@@ -109,19 +116,25 @@ def start(torch):
     """Registers the step-end reading (after phases.start, whose own hook
     counts the step first)."""
     last = [0]
+    gap = [1]    # steps from one counter read to the next
+    due = [0]    # the step at whose end the counters are read next
 
     def step_post(optimizer, args, kwargs):
         step = phases.step_count()
         if step > last[0]:  # a new most-steps: one reading a training step
             last[0] = step
             try:
+                if step < due[0] and not history.tracing:
+                    return  # the peak's step needs every step's counters
                 if not torch.cuda.is_initialized() or \
                         not (history.tracing or history.reading()):
                     return  # nothing to read: no counters either
                 now = {d: _allocated(torch, d) for d in range(torch.cuda.device_count())}
                 if history.tracing:
                     note_peak(now, step)
-                at_step_end(torch, step, now)
+                grew = at_step_end(torch, step, now)
+                gap[0] = 1 if grew else min(2 * gap[0], GAP_MAX)
+                due[0] = step + gap[0]
             except Exception:
                 pass  # growth then has fewer readings; the step is the host's
     roles.optim_module().register_optimizer_step_post_hook(step_post)
@@ -171,21 +184,22 @@ def step_of_dump():
 def at_step_end(torch, step, now):
     """After optimizer step `step` (`now`: _allocated of each device): a
     reading of each device whose allocated bytes passed every earlier step
-    end's, within the CPU share."""
+    end's, within the CPU share; True when one passed."""
     if not history.reading():
-        return
+        return False
     grew = []
     for d, (a, _) in now.items():
         if a > _best.get(d, -1):
             _best[d] = a
             grew.append(d)
     if not grew or _spent[0] > SHARE * time.process_time():
-        return
+        return bool(grew)
     t = time.process_time()
     snap = history.snapshot(torch).get("segments", [])
     for d in grew:
         _keep(d, step, tensors.read(snap, d))
     _spent[0] += time.process_time() - t
+    return True
 
 
 def at_dump(device, t, step):

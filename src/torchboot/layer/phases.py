@@ -122,33 +122,44 @@ def _names_of(root):
 # after the object header and f_back.
 _FRAME_LAYOUT = {(3, 11): (32, 40), (3, 12): (0, 48), (3, 13): (0, 48)}
 _F_FRAME, _STACKTOP, _LOCALSPLUS = 24, 64, 72
+_METHOD = id(types.MethodType)  # the ob_type of a bound method
 
 
-def _with_exit(frame):
+_slots = {}  # code of a step wrapper -> (its frame's most slots, the slot its exit was in)
+
+
+def _with_exit(frame, code):
     """The bound __exit__ of the record_function that PyTorch's step
-    wrapper, running in `frame` (which is calling the pre hook), entered
-    with `with`; None where the layout is not CPython 3.11-3.13's with a
-    plain object header, or there is none.  Read from the frame's memory:
-    no attribute of the host's objects is looked up."""
+    wrapper, running in `frame` (whose code is `code`; it is calling the
+    pre hook), entered with `with`; None where the layout is not CPython
+    3.11-3.13's with a plain object header, or there is none.  Read from
+    the frame's memory: no attribute of the host's objects is looked up.
+    The slot it was found in last is looked at first: the same wrapper
+    keeps it in the same slot, and each read is an audited ctypes event
+    the host's own audit hooks would see."""
     at = _FRAME_LAYOUT.get(sys.version_info[:2])
     if at is None or _exit is None or sys.getsizeof(object()) != 16:
         return None  # a debug or free-threaded build has a larger header
     word = ctypes.c_void_p.from_address
-    code = frame.f_code
-    iframe = word(id(frame) + _F_FRAME).value
+    me = id(frame)
+    iframe = word(me + _F_FRAME).value
     if not iframe or word(iframe + at[0]).value != id(code) or \
-            word(iframe + at[1]).value != id(frame):
+            word(iframe + at[1]).value != me:
         return None
     top = ctypes.c_int.from_address(iframe + _STACKTOP).value
-    most = len(code.co_varnames) + len(code.co_cellvars) + len(code.co_freevars)
-    if not 0 < top <= most + code.co_stacksize:
+    most, last = _slots.get(code, (None, -1))
+    if most is None:
+        most = len(code.co_varnames) + len(code.co_cellvars) + len(code.co_freevars) + \
+            code.co_stacksize
+    if not 0 < top <= most:
         return None
-    method = id(types.MethodType)
-    for i in range(top):
+    method = _METHOD
+    for i in ([last] if 0 <= last < top else []) + list(range(top)):
         p = word(iframe + _LOCALSPLUS + 8 * i).value
         if p and word(p + 8).value == method:  # ob_type
             m = ctypes.cast(p, ctypes.py_object).value
             if m.__func__ is _exit:
+                _slots[code] = (most, i)
                 return m
     return None
 
@@ -257,11 +268,11 @@ def start(torch):
         # Called by PyTorch's step wrapper: its code is the mark of a step
         # under way on a thread's stack.
         caller = sys._getframe(1)
-        _wrapper[0] = caller.f_code
+        code = _wrapper[0] = caller.f_code
         _close_raised_steps(1)
         _stepping[0] += 1
         push(TORCH, b"optimizer step")
-        here.steps.append(watch(caller))
+        here.steps.append(watch(caller, code))
 
     def step_post(optimizer, args, kwargs):
         _close_raised_steps(0)
@@ -277,13 +288,13 @@ def start(torch):
         _stepping[0] -= 1
         pop(TORCH)
 
-    def watch(frame):
+    def watch(frame, code):
         """A weak reference to the with-exit of the step wrapper running in
-        `frame`, whose call back ends this step when the wrapper leaves
-        its with-block without the post hook (it raised); None when that
-        exit is not found."""
+        `frame` (its code `code`), whose call back ends this step when the
+        wrapper leaves its with-block without the post hook (it raised);
+        None when that exit is not found."""
         try:
-            m = _with_exit(frame)
+            m = _with_exit(frame, code)
         except Exception:
             m = None
         if m is None:
@@ -307,9 +318,11 @@ def start(torch):
         thread (PyTorch runs no post hook then): those open beyond the step
         wrappers on the stack (`calling`: the one calling a pre hook, not
         open yet)."""
+        if not here.steps:
+            return  # none open: nothing to close, no frame to read
         running = -calling
         f = sys._getframe(2)
-        while f is not None:
+        while f is not None and running < len(here.steps):  # past it none closes
             if f.f_code is _wrapper[0]:
                 running += 1
             f = f.f_back
