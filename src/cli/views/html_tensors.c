@@ -43,20 +43,6 @@ void html_tensors_write(struct json_out *w, const struct snap_allocator *a, uint
     json_out_end_object(w);
 }
 
-/* "key": [v0, v1, v2] where `has`, else null. */
-static void triple(struct json_out *w, const char *key, bool has, const uint64_t v[3])
-{
-    json_out_key(w, key);
-    if (!has) {
-        json_out_null(w);
-        return;
-    }
-    json_out_begin_array(w);
-    for (int i = 0; i < 3; i++)
-        json_out_u64(w, v[i]);
-    json_out_end_array(w);
-}
-
 /* One moment's holders: {total, count, step, time_ns, cache: [bytes,
  * segments, largest free] | null, more: [lines, bytes, count] | null,
  * rows: [[line, bytes, count, callers]]}, callers the shown stack outward
@@ -76,9 +62,10 @@ static int holders_object(struct json_out *w, struct snapshot *s, const struct s
     json_out_key_u64(w, "count", h.total_count);
     json_out_key_i64(w, "step", h.step);
     json_out_key_i64(w, "time_ns", h.time_ns);
-    triple(w, "cache", h.has_cache && h.cache_bytes != SNAP_UNKNOWN,
-           (uint64_t[3]){h.cache_bytes, h.cache_segments, h.cache_largest_free});
-    triple(w, "more", h.has_more, (uint64_t[3]){h.more_groups, h.more_bytes, h.more_count});
+    json_out_key_u64s(w, "cache", h.has_cache && h.cache_bytes != SNAP_UNKNOWN, NULL,
+                      (uint64_t[3]){h.cache_bytes, h.cache_segments, h.cache_largest_free}, 3);
+    json_out_key_u64s(w, "more", h.has_more, NULL,
+                      (uint64_t[3]){h.more_groups, h.more_bytes, h.more_count}, 3);
     json_out_key(w, "rows");
     json_out_begin_array(w);
     char callers[4096];
@@ -360,7 +347,9 @@ static int tensor_lines(struct html_tview *v, struct snapshot *s)
                     break;
                 }
                 uint64_t *b = &v->lines[r].bytes[k];
-                *b = html_sat_add(*b, tail ? x->more_bytes : cache ? x->cache_bytes : x->v[i].bytes);
+                *b = html_sat_add(*b, tail    ? x->more_bytes
+                                      : cache ? x->cache_bytes
+                                              : x->v[i].bytes);
             }
         }
         moments_free(h, got);

@@ -197,3 +197,24 @@ void json_out_key_bool(struct json_out *w, const char *key, bool v)
     json_out_key(w, key);
     json_out_bool(w, v);
 }
+
+void json_out_key_u64s(struct json_out *w, const char *key, bool has, const char *const *names,
+                       const uint64_t *v, size_t n)
+{
+    json_out_key(w, key);
+    if (!has) {
+        json_out_null(w);
+        return;
+    }
+    if (names) {
+        json_out_begin_object(w);
+        for (size_t i = 0; i < n; i++)
+            json_out_key_u64(w, names[i], v[i]);
+        json_out_end_object(w);
+    } else {
+        json_out_begin_array(w);
+        for (size_t i = 0; i < n; i++)
+            json_out_u64(w, v[i]);
+        json_out_end_array(w);
+    }
+}

@@ -37,6 +37,10 @@ void json_out_key_string(struct json_out *w, const char *key, const char *s);
 void json_out_key_u64(struct json_out *w, const char *key, uint64_t v);
 void json_out_key_i64(struct json_out *w, const char *key, int64_t v);
 void json_out_key_bool(struct json_out *w, const char *key, bool v);
+/* "key": null unless `has`, else v[0..n) as an array, or with `names` as an
+ * object {names[0]: v[0], ...}. */
+void json_out_key_u64s(struct json_out *w, const char *key, bool has, const char *const *names,
+                       const uint64_t *v, size_t n);
 /* A pre-formatted number, written as is. */
 void json_out_raw(struct json_out *w, const char *text);
 /* Finishes the document with a newline. */

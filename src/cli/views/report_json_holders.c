@@ -38,21 +38,6 @@ static void holder_members(struct json_out *w, const struct snapshot *s, const s
     json_out_key_u64(w, "bytes", h->bytes);
 }
 
-/* "key": {names[0]: v[0], ...} where `has`, else null. */
-static void three(struct json_out *w, const char *key, bool has, const char *const names[3],
-                  const uint64_t v[3])
-{
-    json_out_key(w, key);
-    if (!has) {
-        json_out_null(w);
-        return;
-    }
-    json_out_begin_object(w);
-    for (int i = 0; i < 3; i++)
-        json_out_key_u64(w, names[i], v[i]);
-    json_out_end_object(w);
-}
-
 int report_json_holders(struct json_out *w, struct snapshot *s, const struct snap_device *d,
                         enum holders_moment m, unsigned top)
 {
@@ -88,10 +73,11 @@ int report_json_holders(struct json_out *w, struct snapshot *s, const struct sna
     }
     static const char *const fold[] = {"groups", "bytes", "count"};
     static const char *const cache[] = {"bytes", "segments", "largest_free_bytes"};
-    three(w, "rest", shown < h.n, fold, (uint64_t[3]){h.n - shown, b, c});
-    three(w, "more", h.has_more, fold, (uint64_t[3]){h.more_groups, h.more_bytes, h.more_count});
-    three(w, "cache", h.has_cache, cache,
-          (uint64_t[3]){h.cache_bytes, h.cache_segments, h.cache_largest_free});
+    json_out_key_u64s(w, "rest", shown < h.n, fold, (uint64_t[3]){h.n - shown, b, c}, 3);
+    json_out_key_u64s(w, "more", h.has_more, fold,
+                      (uint64_t[3]){h.more_groups, h.more_bytes, h.more_count}, 3);
+    json_out_key_u64s(w, "cache", h.has_cache, cache,
+                      (uint64_t[3]){h.cache_bytes, h.cache_segments, h.cache_largest_free}, 3);
     json_out_end_object(w);
     holders_free(&h);
     return 0;
