@@ -816,7 +816,9 @@ def test_tensors_and_their_peak_on_the_page(browser, tmp_path):
                    r.children[3].textContent])""")
     assert rows == [[20 * MiB, 2, "train.py:24:step < train.py:30:<module>",
                      "train.py:24:step< train.py:30:<module>"],
-                    [10 * MiB, 1, "", "no Python stack (autograd's backward thread)"]], rows
+                    [10 * MiB, 1, "",
+                     "no Python stack (allocated off the Python thread, e.g. by autograd's "
+                     "backward)"]], rows
     peak = browser.eval("[...document.querySelectorAll('#timeline .tensor-peak')]"
                         ".map(p => [+p.dataset.bytes, p.textContent])")
     assert peak == [[52 * MiB, "PyTorch's tensors peaked at 52.0 MiB (max_memory_allocated); "

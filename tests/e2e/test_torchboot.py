@@ -222,7 +222,15 @@ def test_top_tensors_reach_the_post_mortem(tmp_path):
     full = subprocess.run([str(CLI), "report", "--full", str(pms[0])], capture_output=True,
                           text=True, timeout=60, env={"NO_COLOR": "1"}).stdout
     assert "48.0 MiB in 2 tensors from train.py:12:forward < train.py:40:<module>" in full
-    assert "10.0 MiB in 1 tensor from no Python stack" in text
+    assert "10.0 MiB in 1 tensor from no Python stack (allocated off the Python thread, " \
+        "e.g. by autograd's backward)" in text
+    # diff says the same of that row: not known to be autograd's, no more
+    diff = subprocess.run([str(CLI), "diff", str(pms[0]), str(pms[0])], capture_output=True,
+                          text=True, timeout=60, env={"NO_COLOR": "1", "COLUMNS": "200"})
+    assert "10.0 MiB 10.0 MiB 0 B 1 -> 1 no Python stack" in " ".join(diff.stdout.split()), \
+        diff.stdout
+    assert "by autograd's backward)" in diff.stdout and "backward thread" not in diff.stdout, \
+        diff.stdout
 
 
 # A sub-interpreter that imports ctypes clears the pointer-type cache that

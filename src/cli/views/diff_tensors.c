@@ -153,7 +153,8 @@ int diff_tensors_print(FILE *f, struct snapctx *ctx, const struct snapshot *a,
         snprintf(cnt, sizeof cnt, "%s -> %s", na, nb);
         unknown += !ka || !kb;
         const char *w = r->where[0] ? snapshot_display(ctx, r->where)
-                                    : "no Python stack (autograd's backward thread)";
+                                    : "no Python stack (allocated off the Python thread, "
+                                      "e.g. by autograd's backward)";
         const char *lt = strstr(w, " < ");
         char first[512];
         snprintf(first, sizeof first, "%.*s", lt ? (int)(lt - w) : (int)strlen(w), w);

@@ -132,7 +132,8 @@ static int sites(struct json_out *w, struct snapshot *s, const struct snap_group
 /* The live tensors by the Python line that allocated them (PyTorch's
  * history): null when the allocator kept none, else
  * [{site, bytes, count}], largest first; site "" when the block has no
- * Python stack (autograd's backward thread). */
+ * Python stack (allocated off the Python thread, e.g. by autograd's
+ * backward). */
 static void tensors(struct json_out *w, const struct snap_allocator *a)
 {
     if (!a->present || !a->has_top) {

@@ -96,7 +96,7 @@
         h('td', {}, tr, total ? (100 * r[1] / total).toFixed(1) + '%' : '-');
         h('td', {}, tr, String(r[2]));
         var td = h('td', { 'class': 'l', 'data-where': r[0] }, tr,
-                   parts.length ? parts[0] : 'no Python stack (autograd\'s backward thread)');
+                   parts.length ? parts[0] : 'no Python stack (allocated off the Python thread, e.g. by autograd\'s backward)');
         if (parts.length > 1) h('div', { 'class': 'callers' }, td, '< ' + parts.slice(1).join(' < '));
       });
     });
