@@ -37,8 +37,13 @@ static void push(int64_t t, int64_t delta, uint64_t current, int16_t pool)
         pushed = realloc(pushed, room * sizeof *pushed);
         assert_non_null(pushed);
     }
-    struct record_event ev = {event_log_stamp(t), delta, current,
-                              (uint32_t)npushed, pool, 0};
+    struct record_event ev;
+    memset(&ev, 0, sizeof ev); /* the padding too: rows are compared whole */
+    ev.t_ns = event_log_stamp(t);
+    ev.delta = delta;
+    ev.current = current;
+    ev.stack = (uint32_t)npushed;
+    ev.pool = pool;
     pushed[npushed++] = ev;
     event_log_add(ev.t_ns, delta, current, record_event_tag(ev.stack, pool, 0));
 }
