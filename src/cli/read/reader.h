@@ -85,15 +85,18 @@ struct field {
  * struct around it (host_pinned's stats).  The build refuses a row whose
  * member is not of its type's C type: it would read into the wrong bytes. */
 #define SCHEMA_FIELD(st, key, member, type, json) SCHEMA_FIELD_##type(st, key, member)
-#define SCHEMA_AS(st, key, member, ftype, ctype)                                          \
-    {#key, ftype,                                                                         \
-     offsetof(struct st, member) +                                                        \
-         0 * sizeof(struct {                                                              \
-             _Static_assert(_Generic(((struct st *)0)->member, ctype: 1, default: 0),     \
-                            "struct " #st "." #member " is not " #ctype ", as its row says"); \
-             int ok;                                                                      \
-         }),                                                                              \
-     NULL},
+#define SCHEMA_OFF(st, member, ctype)                                                     \
+    (offsetof(struct st, member) + 0 * sizeof(struct {                                    \
+         _Static_assert(_Generic(((struct st *)0)->member, ctype: 1, default: 0),         \
+                        "struct " #st "." #member " is not " #ctype ", as its row says"); \
+         int ok; }))
+#define SCHEMA_AS(st, key, member, ftype, ctype) {#key, ftype, SCHEMA_OFF(st, member, ctype), NULL},
+/* a nested value of a shape read alike wherever it is: fn gets the member */
+#define SCHEMA_NESTED(st, key, member, ctype, fn) {#key, F_FN, SCHEMA_OFF(st, member, ctype), fn},
+#define SCHEMA_FIELD_GROUPS(st, key, member) \
+    SCHEMA_NESTED(st, key, member, struct snap_groups, rd_groups)
+#define SCHEMA_FIELD_PHASE_ROWS(st, key, member) \
+    SCHEMA_NESTED(st, key, member, struct snap_phase_rows, rd_by_phase)
 #define SCHEMA_FIELD_U64(st, key, member) SCHEMA_AS(st, key, member, F_U64, uint64_t)
 #define SCHEMA_FIELD_U64N(st, key, member) SCHEMA_AS(st, key, member, F_U64N, uint64_t)
 #define SCHEMA_FIELD_I64(st, key, member) SCHEMA_AS(st, key, member, F_I64, int64_t)

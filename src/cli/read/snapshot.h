@@ -27,18 +27,15 @@
 #define SNAP_NO_STACK UINT32_MAX /* a group or event without a stack */
 
 /* The format's sections as tables (docs/snapshot-format.md), one row a key,
- * each beside the struct it fills:
+ * each beside the struct it fills (here, or in the reader that owns it):
  *     X(struct, key, member, type, json)
- * (a reader's own struct has its table beside it in that reader, as
- * snapshot_bulk.c's modules and frames).
- * The reader (snapshot_sections.c) reads `key` into `member` as `type`
- * (reader.h's F_*; FN: a nested value, `member` names the reader's function
- * for it; SKIP: written for other readers, this one passes over it);
- * `report --json` (report_json.c) prints the rows whose `json` is
- * 1, 2, 3 in runs of that number, its own keys between them (0: not
- * printed).  The build refuses a member whose C type is not its row's;
- * tests/e2e/test_schema.py holds the writer's keys and the docs' field
- * lists to the same tables. */
+ * The readers read `key` into `member` as `type` (reader.h's F_*; GROUPS,
+ * PHASE_ROWS: call-site groups, by_phase rows; FN: another nested value,
+ * `member` names its reader; SKIP: written for others, passed over);
+ * `report --json` prints the rows whose `json` is 1, 2, 3 in runs of
+ * that number, its own keys between them.  The build refuses a member whose
+ * C type is not its row's; tests/e2e/test_schema.py holds the writer and
+ * docs/snapshot-format.md to the tables. */
 
 enum snap_kind {
 #define SNAP_KIND_ENUM(sym, name, on_device, with_context, placed, phrase) KIND_##sym,
@@ -115,11 +112,11 @@ struct snap_kind_stats {
     int64_t peak_time_ns;
 };
 #define SNAP_KIND_STATS_SCHEMA(X) /* a by_kind entry; host_pinned's own figures */ \
-    X(snap_kind_stats, current_bytes, current_bytes, U64, 1)                      \
-    X(snap_kind_stats, peak_bytes, peak_bytes, U64, 1)                            \
-    X(snap_kind_stats, peak_time_ns, peak_time_ns, I64N, 1)                       \
-    X(snap_kind_stats, allocs, allocs, U64, 1)                                    \
-    X(snap_kind_stats, frees, frees, U64, 1)                                      \
+    X(snap_kind_stats, current_bytes, current_bytes, U64, 1)                       \
+    X(snap_kind_stats, peak_bytes, peak_bytes, U64, 1)                             \
+    X(snap_kind_stats, peak_time_ns, peak_time_ns, I64N, 1)                        \
+    X(snap_kind_stats, allocs, allocs, U64, 1)                                     \
+    X(snap_kind_stats, frees, frees, U64, 1)                                       \
     X(snap_kind_stats, failures, failures, U64, 1)
 
 struct snap_vmm {
@@ -127,7 +124,7 @@ struct snap_vmm {
     uint64_t reserved_bytes, mapped_bytes, physical_bytes;
     uint64_t reserved_peak_bytes, mapped_peak_bytes;
 };
-#define SNAP_VMM_SCHEMA(X) /* devices[].vmm */                   \
+#define SNAP_VMM_SCHEMA(X) /* devices[].vmm */                    \
     X(snap_vmm, reserved_bytes, reserved_bytes, U64, 1)           \
     X(snap_vmm, mapped_bytes, mapped_bytes, U64, 1)               \
     X(snap_vmm, physical_bytes, physical_bytes, U64, 1)           \
@@ -140,18 +137,18 @@ struct snap_frag {
     uint64_t small_count, small_bytes;
 };
 #define SNAP_FRAG_SCHEMA(X) /* devices[].fragmentation; json 1, waste_bytes, 2 */ \
-    X(snap_frag, granularity_bytes, granularity_bytes, U64N, 1)                 \
-    X(snap_frag, requested_bytes, requested_bytes, U64, 1)                      \
-    X(snap_frag, rounded_bytes, rounded_bytes, U64, 1)                          \
-    X(snap_frag, small_count, small_count, U64, 2)                              \
+    X(snap_frag, granularity_bytes, granularity_bytes, U64N, 1)                   \
+    X(snap_frag, requested_bytes, requested_bytes, U64, 1)                        \
+    X(snap_frag, rounded_bytes, rounded_bytes, U64, 1)                            \
+    X(snap_frag, small_count, small_count, U64, 2)                                \
     X(snap_frag, small_bytes, small_bytes, U64, 2)
 
 struct snap_bucket {
     uint64_t le, count, bytes;
 };
 #define SNAP_BUCKET_SCHEMA(X) /* devices[].histogram[] */ \
-    X(snap_bucket, le, le, U64, 1)                         \
-    X(snap_bucket, count, count, U64, 1)                   \
+    X(snap_bucket, le, le, U64, 1)                        \
+    X(snap_bucket, count, count, U64, 1)                  \
     X(snap_bucket, bytes, bytes, U64, 1)
 
 /* PyTorch's live blocks (active_allocated) grouped by the first frame in
@@ -287,7 +284,7 @@ struct snap_allocator {
     X(snap_allocator, top_tensors, rd_top_tensors, FN, 0)                              \
     X(snap_allocator, roles, rd_roles, FN, 0)
 #define SNAP_ALLOCATOR_OOM_SCHEMA(X) /* oom.allocator: SNAP_ALLOCATOR_SCHEMA's keys, then */ \
-    X(snap_allocator, tensors, snapshot_read_allocator_tensors, FN, 0)                \
+    X(snap_allocator, tensors, snapshot_read_allocator_tensors, FN, 0)                       \
     X(snap_allocator, origin, rd_origin, FN, 0)
 
 /* The program's phases (docs/snapshot-format.md "phases"). */
@@ -494,18 +491,18 @@ struct snap_device {
     X(snap_device, peak_phase, peak_phase, I64N, 0)                          \
     X(snap_device, by_kind, rd_by_kind, FN, 0)                               \
     X(snap_device, vmm, rd_vmm, FN, 0)                                       \
-    X(snap_device, live, rd_live, FN, 0)                                     \
-    X(snap_device, at_peak, rd_at_peak, FN, 0)                               \
-    X(snap_device, churn, rd_churn, FN, 0)                                   \
+    X(snap_device, live, live, GROUPS, 0)                                    \
+    X(snap_device, at_peak, at_peak, GROUPS, 0)                              \
+    X(snap_device, churn, churn, GROUPS, 0)                                  \
     X(snap_device, histogram, rd_histogram, FN, 0)                           \
     X(snap_device, fragmentation, rd_frag, FN, 0)                            \
     X(snap_device, allocator, snapshot_read_device_allocator, FN, 0)         \
     X(snap_device, allocator_segments, snapshot_read_device_segments, FN, 0) \
-    X(snap_device, by_phase, rd_dev_phases, FN, 0)                           \
+    X(snap_device, by_phase, by_phase, PHASE_ROWS, 0)                        \
     X(snap_device, tensors, snapshot_read_device_tensors, FN, 0)             \
     X(snap_device, peak_tensors, snapshot_read_device_peak_tensors, FN, 0)   \
     X(snap_device, growth, snapshot_read_device_growth, FN, 0)               \
-    X(snap_device, tensor_series, snapshot_read_device_series, FN, 0)              \
+    X(snap_device, tensor_series, snapshot_read_device_series, FN, 0)        \
     X(snap_device, mark, none, SKIP, 0)
 
 struct snap_host {
@@ -515,9 +512,9 @@ struct snap_host {
     struct snap_phase_rows by_phase;
 };
 #define SNAP_HOST_SCHEMA(X) /* host_pinned: SNAP_KIND_STATS_SCHEMA's keys, then */ \
-    X(snap_host, live, rd_host_live, FN, 0)                                        \
-    X(snap_host, at_peak, rd_host_at_peak, FN, 0)                                  \
-    X(snap_host, by_phase, rd_host_phases, FN, 0)                                 \
+    X(snap_host, live, live, GROUPS, 0)                                            \
+    X(snap_host, at_peak, at_peak, GROUPS, 0)                                      \
+    X(snap_host, by_phase, by_phase, PHASE_ROWS, 0)                                \
     X(snap_host, churn, none, SKIP, 0)
 
 struct snap_process {
@@ -621,8 +618,8 @@ struct snap_oom {
     X(snap_oom, recovered, recovered, BOOLN, 3)                                \
     X(snap_oom, released_bytes, released_bytes, U64N, 3)                       \
     X(snap_oom, released_count, released_count, U64N, 3)                       \
-    X(snap_oom, live, rd_oom_live, FN, 0)                                      \
-    X(snap_oom, released, rd_oom_released, FN, 0)                              \
+    X(snap_oom, live, live, GROUPS, 0)                                         \
+    X(snap_oom, released, released, GROUPS, 0)                                 \
     X(snap_oom, allocator, snapshot_read_allocator, FN, 0)                     \
     X(snap_oom, layout, snapshot_read_layout, FN, 0)
 
@@ -681,7 +678,7 @@ struct snap_events {
     X(snap_events, stride, stride, U64N, 2)                 \
     X(snap_events, thinned, thinned, BOOLN, 2)              \
     X(snap_events, columns, rd_columns, FN, 0)              \
-    X(snap_events, data, rd_data, FN, 0)               \
+    X(snap_events, data, rd_data, FN, 0)                    \
     X(snap_events, bucket_ns, none, SKIP, 0)
 
 struct snapctx;

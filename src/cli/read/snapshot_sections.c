@@ -162,12 +162,20 @@ done:
     return 0;
 }
 
-static int rd_groups(struct reader *r, struct snap_groups *g)
+/* A member of type GROUPS (snapshot.h): live, at_peak, churn, released. */
+static int rd_groups(struct reader *r, void *obj)
 {
+    struct snap_groups *g = obj;
     if (reader_take_null(r))
         return 0;
     g->present = true;
     return reader_array(r, g, rd_group);
+}
+
+/* A member of type PHASE_ROWS: by_phase (snapshot_phases.c). */
+static int rd_by_phase(struct reader *r, void *obj)
+{
+    return snapshot_read_by_phase(r, obj);
 }
 
 /* ---- process, config ---- */
@@ -286,24 +294,6 @@ static int rd_frag(struct reader *r, void *obj)
                               NFIELDS(frag_fields));
 }
 
-static int rd_live(struct reader *r, void *obj)
-{
-    struct snap_device *d = obj;
-    return rd_groups(r, &d->live);
-}
-
-static int rd_at_peak(struct reader *r, void *obj)
-{
-    struct snap_device *d = obj;
-    return rd_groups(r, &d->at_peak);
-}
-
-static int rd_churn(struct reader *r, void *obj)
-{
-    struct snap_device *d = obj;
-    return rd_groups(r, &d->churn);
-}
-
 static const struct field bucket_fields[] = {SNAP_BUCKET_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_bucket(struct reader *r, void *obj, size_t i)
@@ -326,12 +316,6 @@ static int rd_histogram(struct reader *r, void *obj)
     if (reader_take_null(r))
         return 0;
     return reader_array(r, obj, rd_bucket);
-}
-
-static int rd_dev_phases(struct reader *r, void *obj)
-{
-    struct snap_device *d = obj;
-    return snapshot_read_by_phase(r, &d->by_phase);
 }
 
 static const struct field device_fields[] = {SNAP_DEVICE_SCHEMA(SCHEMA_FIELD)};
@@ -366,24 +350,6 @@ static int rd_devices(struct reader *r, void *obj)
 }
 
 /* ---- host_pinned, counters ---- */
-
-static int rd_host_live(struct reader *r, void *obj)
-{
-    struct snap_host *h = obj;
-    return rd_groups(r, &h->live);
-}
-
-static int rd_host_at_peak(struct reader *r, void *obj)
-{
-    struct snap_host *h = obj;
-    return rd_groups(r, &h->at_peak);
-}
-
-static int rd_host_phases(struct reader *r, void *obj)
-{
-    struct snap_host *h = obj;
-    return snapshot_read_by_phase(r, &h->by_phase);
-}
 
 /* the figures of a kind, in snap_host.stats, then the host's own */
 #define HOST_STATS_FIELD(st, key, member, type, json) SCHEMA_FIELD_##type(snap_host, key, stats.member)
@@ -446,18 +412,6 @@ static int rd_oom_by_kind(struct reader *r, void *obj)
     if (reader_take_null(r))
         return 0;
     return reader_object(r, o->by_kind, oom_kind_fields, NFIELDS(oom_kind_fields));
-}
-
-static int rd_oom_live(struct reader *r, void *obj)
-{
-    struct snap_oom *o = obj;
-    return rd_groups(r, &o->live);
-}
-
-static int rd_oom_released(struct reader *r, void *obj)
-{
-    struct snap_oom *o = obj;
-    return rd_groups(r, &o->released);
 }
 
 static const struct field oom_fields[] = {SNAP_OOM_SCHEMA(SCHEMA_FIELD)};

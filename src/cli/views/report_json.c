@@ -34,16 +34,17 @@ struct row {
 };
 
 #define ROW(st, key, member, type, json) ROW_##type(st, key, member, json)
-#define ROW_AS(kind, st, key, member, json) {#key, kind, json, offsetof(struct st, member)},
-#define ROW_U64(st, key, member, json) ROW_AS(V_U64, st, key, member, json)
-#define ROW_U64N(st, key, member, json) ROW_AS(V_U64, st, key, member, json)
-#define ROW_I64(st, key, member, json) ROW_AS(V_I64, st, key, member, json)
-#define ROW_I64N(st, key, member, json) ROW_AS(V_I64, st, key, member, json)
-#define ROW_BOOLN(st, key, member, json) ROW_AS(V_BOOL, st, key, member, json)
-#define ROW_STR(st, key, member, json) ROW_AS(V_STR, st, key, member, json)
-#define ROW_STRN(st, key, member, json) ROW_AS(V_STR, st, key, member, json)
+#define ROW_U64(st, key, member, json) {#key, V_U64, json, offsetof(struct st, member)},
+#define ROW_U64N ROW_U64
+#define ROW_I64(st, key, member, json) {#key, V_I64, json, offsetof(struct st, member)},
+#define ROW_I64N ROW_I64
+#define ROW_BOOLN(st, key, member, json) {#key, V_BOOL, json, offsetof(struct st, member)},
+#define ROW_STR(st, key, member, json) {#key, V_STR, json, offsetof(struct st, member)},
+#define ROW_STRN ROW_STR
 #define ROW_FN(st, key, fn, json)
 #define ROW_SKIP(st, key, none, json)
+#define ROW_GROUPS(st, key, member, json)
+#define ROW_PHASE_ROWS(st, key, member, json)
 
 static const struct row kind_rows[] = {SNAP_KIND_STATS_SCHEMA(ROW)};
 static const struct row vmm_rows[] = {SNAP_VMM_SCHEMA(ROW)};
@@ -76,15 +77,9 @@ static void rows_of(struct json_out *w, const void *obj, const struct row *t, si
     }
 }
 #define ROWS(w, obj, table, run) rows_of(w, obj, table, sizeof table / sizeof table[0], run)
-
 /* An object of one table's rows (those of run 1). */
-static void object_of(struct json_out *w, const void *obj, const struct row *t, size_t n)
-{
-    json_out_begin_object(w);
-    rows_of(w, obj, t, n, 1);
-    json_out_end_object(w);
-}
-#define OBJECT(w, obj, table) object_of(w, obj, table, sizeof table / sizeof table[0])
+#define OBJECT(w, obj, table) \
+    (json_out_begin_object(w), ROWS(w, obj, table, 1), json_out_end_object(w))
 
 static void frames_of(struct json_out *w, const struct snapshot *s, uint32_t stack)
 {
