@@ -113,7 +113,8 @@ def from_the_start():
     on now.  A block without frames then came from a thread running no
     Python; under the program's own history (it may have started it late)
     it may also predate the history, which PyTorch's snapshot does not
-    tell apart."""
+    tell apart.  Not seen: a program that turned ours off and on again in
+    between (PyTorch keeps no record of it)."""
     return recording and not users and bool(_on(_enabled))
 
 
