@@ -85,11 +85,12 @@ def test_flamegraph_of_pytorchs_tensors_sums_to_its_figures(at, member):
 
 def test_flamegraph_says_when_the_peak_has_no_tensors():
     """A file with PyTorch's tensors at the dump and none at the peak (the
-    layer reads the peak's only with CUMEMTRACE_TORCH_PEAK=1): --at peak
-    draws the driver's segments and says so on stderr, naming the switch."""
+    layer reads the peak's by default, not under CUMEMTRACE_TORCH_PEAK=0):
+    --at peak draws the driver's segments and says so on stderr, naming the
+    switch."""
     assert snap("tensors_many.json")["devices"][0]["peak_tensors"] is None
     r = cli("flamegraph", INPUTS / "tensors_many.json")
-    assert "none at the peak" in r.stderr and "CUMEMTRACE_TORCH_PEAK=1" in r.stderr, r.stderr
+    assert "none at the peak" in r.stderr and "CUMEMTRACE_TORCH_PEAK=0" in r.stderr, r.stderr
     assert r.stderr.count("\n") == 1
     assert all(l.rpartition(" ")[0].split(";")[-1].startswith("cu")
                for l in r.stdout.splitlines()), r.stdout
@@ -99,8 +100,9 @@ def test_flamegraph_says_when_the_peak_has_no_tensors():
 def test_diff_says_when_neither_file_has_the_peaks_tensors():
     out = cli("diff", INPUTS / "tensors_many.json", INPUTS / "tensors_many.json").stdout
     assert "Live tensors by line" in out and "The peak's tensors by line" not in out, out
-    assert "(neither file has the peak's tensors: PyTorch's layer reads them under\n" \
-        "  CUMEMTRACE_TORCH_PEAK=1)" in out, out
+    assert "(neither file has the peak's tensors: PyTorch's layer reads them by default;\n" \
+        "  not under CUMEMTRACE_TORCH_PEAK=0, nor when its trace did not reach the peak\n" \
+        "  exactly)" in out, out
     out = cli("diff", INPUTS / "tensors_exit.json", INPUTS / "tensors_exit.json").stdout
     assert "The peak's tensors by line" in out and "neither file" not in out, out
 

@@ -81,8 +81,8 @@ def display(line):
 
 
 def test_leak_at_exit_is_every_line_with_pytorchs_bytes_and_its_growth(scenario):
-    # the peak's tensors are on (PyTorch's trace) for the at-peak table
-    r = scenario("tm_leak_growth.py", env={"CUMEMTRACE_TORCH_PEAK": "1"})
+    # the peak's tensors are on by default (PyTorch's trace) for the at-peak table
+    r = scenario("tm_leak_growth.py")
     path = snapshot_file(r, "exit")
     rep = json.loads(cli_text("report", "--json", path))["snapshots"][0]
     dev = rep["devices"][0]
@@ -168,12 +168,12 @@ def test_backward_oom_names_autograds_blocks(scenario):
 def test_advice_at_the_peak_names_only_the_peaks_tensors(scenario):
     """Without the peak's tensors the advice names no line at the peak - the
     line that created most cached segments (FREED) held none of it - and
-    says what is known, with the figures printed beside it; with them
-    (CUMEMTRACE_TORCH_PEAK=1) it names the line that held the peak, with
-    the at-peak table's own figures."""
+    says what is known, with the figures printed beside it (turned off:
+    CUMEMTRACE_TORCH_PEAK=0); with them (the default) it names the line
+    that held the peak, with the at-peak table's own figures."""
     freed = f"pm_peak_reuse.py:{line_of('pm_peak_reuse.py', 'FREED')}:"
     reused = f"pm_peak_reuse.py:{line_of('pm_peak_reuse.py', 'REUSED')}:"
-    r = scenario("pm_peak_reuse.py")
+    r = scenario("pm_peak_reuse.py", env={"CUMEMTRACE_TORCH_PEAK": "0"})
     t = r.torch
     path = snapshot_file(r, "exit")
     dev = r.device()
@@ -197,10 +197,10 @@ def test_advice_at_the_peak_names_only_the_peaks_tensors(scenario):
     assert (f"At the peak of device 0 ({head.group(1)} at {head.group(2)}) the lines that "
             f"held PyTorch's tensors were not recorded; its tensors peaked at "
             f"{torch_peak.group(1)} (max_memory_allocated)") in text, text
-    assert "CUMEMTRACE_TORCH_PEAK=1" in text, text
+    assert "not under CUMEMTRACE_TORCH_PEAK=0" in text, text
 
-    # with the peak's tensors: REUSED, by the at-peak table's own row
-    r = scenario("pm_peak_reuse.py", env={"CUMEMTRACE_TORCH_PEAK": "1"})
+    # with the peak's tensors (the default): REUSED, by the at-peak table's own row
+    r = scenario("pm_peak_reuse.py")
     path = snapshot_file(r, "exit")
     rep = json.loads(cli_text("report", "--json", path))["snapshots"][0]
     at_peak = rep["devices"][0]["holders_at_peak"]
@@ -256,8 +256,8 @@ def test_report_over_ranks_sums_each_ranks_tensor_lines(scenario):
         paths, per_rank = [], []
         for rank, n in ((0, "1"), (1, "3")):
             env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2"}
-            if peak:
-                env["CUMEMTRACE_TORCH_PEAK"] = "1"
+            if not peak:
+                env["CUMEMTRACE_TORCH_PEAK"] = "0"
             r = scenario("pm_peak_reuse.py", n, env=env)
             path = snapshot_file(r, "exit")
             assert r.only("exit")["process"]["rank"] == rank
@@ -273,7 +273,7 @@ def test_report_over_ranks_sums_each_ranks_tensor_lines(scenario):
         assert rows == summed(per_rank), (rows, per_rank, out)
         assert not any(k.startswith(freed) for k in rows), out
         if not peak:
-            assert "CUMEMTRACE_TORCH_PEAK=1" in out, out
+            assert "CUMEMTRACE_TORCH_PEAK=0" in " ".join(out.split()), out
         seg = cli_text("report", "--bytes", "--segments", *paths)
         assert "PyTorch's tensors by line" not in seg.split("detailed below")[0], seg
         assert any(k.startswith(freed) for k in rank_rows(seg, "Call sites at each rank's peak")), seg

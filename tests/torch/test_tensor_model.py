@@ -7,18 +7,19 @@ with the snapshot's groups: the same lines with the same bytes and counts."""
 import collections
 import json
 import pickle
+import re
 
 import pytest
 
-from conftest import MiB, SCENARIOS, line_of
+from conftest import MiB, SCENARIOS, cli, line_of
 
 N = 1 << 20  # tm_peak.py's elements a tensor
 
 
-def torch_groups(run):
+def torch_groups(run, name="torch_snapshot.pickle"):
     """PyTorch's live blocks on device 0 by the first frame in a scenario
     file: {(file name, line) or None: [bytes, count]}."""
-    snap = pickle.loads((run.files[0].parent / "torch_snapshot.pickle").read_bytes())
+    snap = pickle.loads((run.files[0].parent / name).read_bytes())
     out = collections.defaultdict(lambda: [0, 0])
     for seg in snap["segments"]:
         if seg["device"] != 0:
@@ -130,7 +131,7 @@ def test_a_leak_is_named_by_its_line_with_its_growth_a_step(scenario):
     assert g["stack"][0]["line"] == logits or g["site"] in g["stack"], g
 
 
-@pytest.mark.parametrize("env", [{}, {"CUMEMTRACE_TORCH_PEAK": "1"}], ids=["default", "peak"])
+@pytest.mark.parametrize("env", [{}, {"CUMEMTRACE_TORCH_PEAK": "0"}], ids=["default", "no-peak"])
 def test_the_step_end_reading_runs_no_memory_stats(scenario, env):
     # the fixture compares stdout: bare the program counts 0 calls
     r = scenario("step_reading_cost.py", env=env)
@@ -169,13 +170,14 @@ def test_no_growth_without_a_leak(scenario):
 
 
 def test_the_peaks_tensors_of_fp32_against_checkpointing(scenario):
-    env = {"CUMEMTRACE_TORCH_PEAK": "1"}
+    # by default: no setting asks for them
     peaks = {}
     for mode in ("fp32", "ckpt"):
-        r = scenario("tm_peak.py", mode, env=env)
+        r = scenario("tm_peak.py", mode)
         p = r.device("exit")["peak_tensors"]
         assert p is not None, mode
         assert p["allocated_bytes"] == r.torch["max_allocated"], (mode, p["allocated_bytes"])
+        on_our_clock(r, p)
         peaks[mode] = our_groups(p)
     act = ("tm_peak.py", line_of("tm_peak.py", "ACT"))
     act2 = ("tm_peak.py", line_of("tm_peak.py", "ACT2"))
@@ -193,9 +195,66 @@ def test_the_peaks_tensors_of_fp32_against_checkpointing(scenario):
     assert peaks["ckpt"][weight] == [8 * 4 * N, 8], peaks["ckpt"]
 
 
-def test_no_peak_tensors_without_a_trace(scenario):
-    r = scenario("tm_peak.py", "fp32")
+
+
+def test_no_peak_tensors_when_turned_off(scenario):
+    r = scenario("tm_peak.py", "fp32", env={"CUMEMTRACE_TORCH_PEAK": "0"})
     assert r.device("exit")["peak_tensors"] is None
+    assert r.device("exit")["tensors"] is not None
+
+
+def on_our_clock(r, p):
+    """The peak's time_ns on the snapshots' clock: after the library loaded,
+    before the exit dump, and PyTorch's own time of it (Unix) less the
+    library's start (Unix) within a millisecond."""
+    proc = r.only("exit")["process"]
+    assert 0 < p["time_ns"] < proc["dump_time_ns"], (p["time_ns"], proc)
+    assert abs(p["time_unix_us"] * 1000 - proc["start_wall_ns"] - p["time_ns"]) < 1000000, p
+
+
+def peak_against_pytorch(r, marker):
+    """The exit snapshot's peak_tensors against PyTorch's own snapshot taken
+    by the scenario at the peak's moment (tm_peak_old.py)."""
+    p = r.device("exit")["peak_tensors"]
+    assert p is not None, r.stderr
+    assert p["allocated_bytes"] == r.torch["max_allocated"], p["allocated_bytes"]
+    on_our_clock(r, p)
+    ours, theirs = our_groups(p), torch_groups(r, "peak_snapshot.pickle")
+    assert ours == theirs, (ours, theirs)
+    assert ours[("tm_peak_old.py", line_of("tm_peak_old.py", marker))] == [64 * MiB, 1], ours
+    return p
+
+
+SHORT_TRACE = {"CUMEMTRACE_TORCH_PEAK_ENTRIES": "128"}  # a few steps' events
+
+
+def test_a_peak_older_than_the_trace_is_kept_from_its_step_end(scenario):
+    r = scenario("tm_peak_old.py", "old", env=SHORT_TRACE)
+    p = peak_against_pytorch(r, "BIG")
+    assert p["step"] == 1, p["step"]
+    # placed on the timeline: before the reading at step 1's end
+    first = r.device("exit")["tensor_series"]["readings"][0]
+    assert first["step"] == 1 and 0 < p["time_ns"] < first["time_ns"], (p, first)
+    # the timeline's tensor track has the peak's sample there, with its bytes
+    tl = json.loads(cli("timeline", "--format", "chrome", r.files[0], check=True).stdout)
+    ev = tl["traceEvents"] if isinstance(tl, dict) else tl
+    at = [e for e in ev if e.get("name") == "device 0 tensors by line"
+          and round(e["ts"] * 1000) == p["time_ns"]]
+    assert len(at) == 1, [e for e in ev if "tensors by line" in str(e.get("name"))]
+    assert sum(v for v in at[0]["args"].values()) == p["allocated_bytes"], at
+    # and report's at-peak heading says when
+    out = cli("report", r.files[0], check=True).stdout
+    m = re.search(r"At the peak \(([\d.]+) s, step 1\)", out)
+    assert m and abs(float(m.group(1)) - p["time_ns"] / 1e9) < 0.01, out
+
+
+def test_reset_peak_memory_stats_drops_the_kept_reading(scenario):
+    r = scenario("tm_peak_old.py", "reset", env=SHORT_TRACE)
+    # the same bytes at both peaks: only the reset tells them apart
+    assert r.torch["first_max"] == r.torch["max_allocated"], r.torch
+    p = peak_against_pytorch(r, "OTHER")
+    assert ("tm_peak_old.py", line_of("tm_peak_old.py", "BIG")) not in our_groups(p)
+    assert p["step"] == 2, p["step"]
 
 
 def test_a_reading_is_never_carried_into_a_later_dump(scenario):
@@ -204,3 +263,23 @@ def test_a_reading_is_never_carried_into_a_later_dump(scenario):
     keep = ("tm_history_off.py", line_of("tm_history_off.py", "KEEP"))
     assert keep in our_groups(api["tensors"]), api["tensors"]
     assert r.device("exit")["tensors"] is None, r.device("exit")["tensors"]
+
+
+def test_the_programs_own_snapshot_sees_our_history_as_documented(scenario):
+    """docs/pytorch.md, "The program's own snapshot": the layer's history is
+    PyTorch's, so a program's own _snapshot() under the tracer shows each
+    block's stack and the layer's trace of events, where bare it shows
+    neither; a history the program records itself is added to that trace
+    (PyTorch keeps the earlier entries), not started afresh."""
+    r = scenario("tm_host_snapshot.py")
+    bare = json.loads((r.files[0].parent.parent / "bare" / "host_view.json").read_text())
+    traced = json.loads((r.files[0].parent / "host_view.json").read_text())
+    assert bare["first"] == {"blocks": 1, "blocks_with_frames": 0, "trace": 0,
+                             "allocated": 4 * MiB}, bare
+    assert traced["first"]["blocks_with_frames"] == 1 and traced["first"]["trace"] > 0, traced
+    # the same blocks and bytes: only the stacks and the trace differ
+    for k in ("blocks", "allocated"):
+        assert traced["first"][k] == bare["first"][k] and traced["own"][k] == bare["own"][k]
+    assert bare["own"]["blocks_with_frames"] == 1, bare
+    assert traced["own"]["blocks_with_frames"] == 2, traced
+    assert traced["own"]["trace"] > bare["own"]["trace"], (bare, traced)

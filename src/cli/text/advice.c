@@ -67,8 +67,10 @@ static void peak_unrecorded(const struct snapshot *s, const struct snap_device *
     advice_add(out, n, "peak-unrecorded", 0,
         "%s (%s at %s%s) the lines that held PyTorch's tensors were not recorded%s, "
         "and the lines that created its cached segments do not tell them (those hold "
-        "freed blocks too): rerun with CUMEMTRACE_TORCH_PEAK=1 to list the peak's "
-        "tensors by line",
+        "freed blocks too): PyTorch's layer lists the peak's tensors by line by default, "
+        "not under CUMEMTRACE_TORCH_PEAK=0, not from a program's own history without "
+        "CUMEMTRACE_TORCH_PEAK=1, and not when PyTorch's trace did not reach the peak "
+        "exactly",
         what, out_bytes(d->peak_bytes, a), out_duration(d->peak_time_ns, t), during, held);
 }
 

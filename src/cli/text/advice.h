@@ -35,7 +35,7 @@
  *                       (PyTorch: of its tensors only, at the failure or peak)
  *   peak-unrecorded     a device PyTorch's allocator holds, without the
  *                       peak's tensors in the file: what is known of the
- *                       peak, no line named, and CUMEMTRACE_TORCH_PEAK=1
+ *                       peak, no line named, and when the layer reads them
  *   small-segments      a device has >= ADVICE_SMALL_COUNT live allocations
  *                       under 1 MiB
  *   granularity         rounding to the granularity wastes >= ADVICE_WASTE_PCT %

@@ -501,7 +501,8 @@ int diff_tensors_model_print(FILE *f, struct snapshot *a, struct snapshot *b, un
         }
         if (!peak_read)
             out_wrap(f, "  ", "  ", "(neither file has the peak's tensors: PyTorch's layer "
-                     "reads them under CUMEMTRACE_TORCH_PEAK=1)");
+                     "reads them by default; not under CUMEMTRACE_TORCH_PEAK=0, nor when "
+                     "its trace did not reach the peak exactly)");
         if (moment_same_run(a, b) && sa.present && sb.present)
             print_growth_between(f, a->ctx, a, b, &t, top);
     }

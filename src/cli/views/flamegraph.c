@@ -445,7 +445,8 @@ int flamegraph_main(int argc, char **argv)
     int rc = fold_tensors(stdout, s, at, one_device, (int64_t)device);
     if (rc == 0 && at == AT_PEAK && live_tensors(s))
         fprintf(stderr, "cumemtrace: flamegraph: '%s' has PyTorch's tensors but none at the "
-                "peak (PyTorch's layer reads them with CUMEMTRACE_TORCH_PEAK=1): these are "
+                "peak (PyTorch's layer reads them by default; not under CUMEMTRACE_TORCH_PEAK=0, "
+                "nor when its trace did not reach the peak exactly): these are "
                 "the driver's segments at the peak, by the line that created each; --at "
                 "live draws the tensors\n", snapshot_display(s->ctx, s->file));
     if (rc == 0)

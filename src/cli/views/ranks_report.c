@@ -255,8 +255,9 @@ static int print_sites(FILE *f, const struct ranks *r, unsigned top)
             r->nrows, r->nrows == 1 ? "" : "s", out_bytes(total, a), out_color(OUT_RESET));
     if (r->moment == RANKS_TENSORS_NOW)
         out_wrap(f, "  ", "  ", "(at the failure of a post-mortem, else at the dump; the "
-                 "peak's tensors were not recorded: PyTorch's layer reads them only under "
-                 "CUMEMTRACE_TORCH_PEAK=1)");
+                 "peak's tensors were not recorded: PyTorch's layer reads them by default; "
+                 "not under CUMEMTRACE_TORCH_PEAK=0, nor when its trace did not reach the "
+                 "peak exactly)");
     struct out_table t;
     out_table_init(&t, "rrrrl", 2);
     out_table_row(&t, "total", "min", "max", "ranks", tensors ? "line" : "call site");

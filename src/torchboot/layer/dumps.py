@@ -25,12 +25,13 @@ def report_state(torch, state, handoff=None):
     if not torch.cuda.is_initialized():
         return
     snap = step = None
-    for device in range(torch.cuda.device_count()):
-        if torch.cuda.memory_reserved(device) == 0 and \
-                torch.cuda.max_memory_reserved(device) == 0:
-            continue
+    used = [d for d in range(torch.cuda.device_count())
+            if torch.cuda.memory_reserved(d) != 0 or torch.cuda.max_memory_reserved(d) != 0]
+    peaks = {d: torch.cuda.max_memory_allocated(d) for d in used} if history.tracing else {}
+    for device in used:
         if snap is None:
-            full = history.snapshot(torch, traces=history.tracing)
+            # PyTorch's trace only for a device whose peak has no kept reading
+            full = history.snapshot(torch, traces=history.reading() and peak.needs_trace(peaks))
             snap = full.get("segments", [])
         f = facts.facts(torch, device, -1, -1, -1, snap)
         if handoff is not None and handoff[0] is not None:
@@ -51,9 +52,7 @@ def report_state(torch, state, handoff=None):
                 members = {"tensors": t, "growth": growth.at_dump(device, t, step),
                            "tensor_series": growth.series(device)}
                 if history.tracing:
-                    members["peak_tensors"] = peak.read(
-                        full, device, torch.cuda.max_memory_allocated(device),
-                        growth.peak_step(torch, device))
+                    members["peak_tensors"] = peak.at_dump(full, device, peaks[device])
             except Exception as e:
                 members = {}
                 tensors.warn(e)

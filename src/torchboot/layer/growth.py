@@ -11,11 +11,11 @@ Readings: the live bytes of each group (its site's file:line:function) -
     that finds no growth doubles the steps to the next read, up to
     GAP_MAX, and the first that finds growth brings it back to every step
     (a leak that starts late is first read up to GAP_MAX steps after it
-    began; its rate divides by the steps between readings).  With the
-    peak's tensors (history.tracing) they are read every step: the peak's
-    step needs each one.  A
-    reading is taken only while the readings so far took less than SHARE
-    of the process's CPU time (one skipped leaves a gap that the steps
+    began; its rate divides by the steps between readings).  The peak's
+    tensors (peak.py) are read at the same step ends.  A
+    reading is taken only while the readings so far (the peak's step-end
+    readings, peak.py, with them) took less than SHARE of the process's
+    CPU time (one skipped leaves a gap that the steps
     between two readings account for);
   without an optimizer, at every dump (exit, signal, periodic, api), the
     dump's own reading, its step the dump's ordinal (1 = the first).
@@ -35,8 +35,7 @@ tensors = part("tensors")  # noqa: F821 (set by cumemtrace_torch.part)
 phases = part("phases")  # noqa: F821
 roles = part("roles")  # noqa: F821
 history = part("history")  # noqa: F821
-_max_seen = {}   # device -> max_memory_allocated at the latest step end
-_peak_step = {}  # device -> the step during which it last grew
+peak = part("peak")  # noqa: F821
 
 SHARE = 0.01     # of the process's CPU time, at most, for the step readings
 KEPT = 64        # readings kept per device (the oldest go)
@@ -124,14 +123,16 @@ def start(torch):
         if step > last[0]:  # a new most-steps: one reading a training step
             last[0] = step
             try:
-                if step < due[0] and not history.tracing:
-                    return  # the peak's step needs every step's counters
+                if history.tracing:
+                    peak.note_step_end(step)  # no counters: the peak's step by its time
+                if step < due[0]:
+                    return
                 if not torch.cuda.is_initialized() or \
                         not (history.tracing or history.reading()):
                     return  # nothing to read: no counters either
                 now = {d: _allocated(torch, d) for d in range(torch.cuda.device_count())}
                 if history.tracing:
-                    note_peak(now, step)
+                    peak.at_step_end(torch, step, now, _spent, SHARE)
                 grew = at_step_end(torch, step, now)
                 gap[0] = 1 if grew else min(2 * gap[0], GAP_MAX)
                 due[0] = step + gap[0]
@@ -148,27 +149,6 @@ def _allocated(torch, device):
         return a["current"], a["peak"]
     except (AttributeError, KeyError, TypeError):
         return torch.cuda.memory_allocated(device), torch.cuda.max_memory_allocated(device)
-
-
-def note_peak(now, step):
-    """At step `step`'s end (`now`: _allocated of each device): a device
-    whose max_memory_allocated grew since the last step's end reached it
-    during this step."""
-    for d, (_, m) in now.items():
-        if m != _max_seen.get(d):
-            _max_seen[d] = m
-            _peak_step[d] = step
-
-
-def peak_step(torch, device):
-    """The step during which `device` reached its max_memory_allocated:
-    after the last step's end, the step after it; None without steps."""
-    done = phases.step_count()
-    if done == 0:
-        return None
-    if torch.cuda.max_memory_allocated(device) != _max_seen.get(device):
-        return done + 1
-    return _peak_step.get(device)
 
 
 def step_of_dump():

@@ -10,16 +10,21 @@ import threading
 # events: the cheapest mode that still names each live block's line
 # (measured by tests/torch/scenarios/history_cost.py; docs/performance.md).
 HISTORY_MODE = dict(enabled="state", context="alloc", stacks="python")
-# CUMEMTRACE_TORCH_PEAK=1: the same with a trace of alloc/free events, which
-# the peak's tensors replay (peak.py); context="alloc" (no stack a free:
-# "all" is what makes memory_viz's own setting cost more a step), bounded,
-# so that the trace's memory and each dump's reading of it stay small.
-PEAK_MODE = dict(enabled="all", context="alloc", stacks="python", max_entries=65536)
+# The default (HISTORY_MODE only under CUMEMTRACE_TORCH_PEAK=0): the same
+# with a trace of alloc/free events, which the peak's tensors replay (peak.py);
+# context="alloc" (no stack a free: "all" is what makes memory_viz's own
+# setting cost more a step), bounded: each reading of the trace turns every
+# entry into Python objects, so its length is the dump's cost; 16,384
+# entries still hold a step of some 4,000 allocations (three or four
+# entries each), replayed at its end (docs/performance.md, "The tensor
+# model's cost").
+PEAK_ENTRIES = 16384
+PEAK_MODE = dict(enabled="all", context="alloc", stacks="python", max_entries=PEAK_ENTRIES)
 TOP_SITES = 5        # the library keeps 5
 FRAMES_PER_SITE = 12  # innermost first: the outer ones say little
 recording = False    # PyTorch records its history (ours or the user's)
 users = False        # the program turned it on itself: its settings stand
-tracing = False      # CUMEMTRACE_TORCH_PEAK=1: replay the trace (ours, or the program's)
+tracing = False      # the peak's tensors: replay the trace (ours, or the program's)
 _enabled = None      # torch._C._cuda_isHistoryEnabled, where PyTorch has it
 
 
@@ -42,22 +47,47 @@ def start(torch):
             return  # it keeps no history (nor observers: the layer says so once)
     except Exception:
         pass
+    want = os.environ.get("CUMEMTRACE_TORCH_PEAK", "")
     if _on(torch):
         # The program records its own history (PyTorch's documented
         # _record_memory_history workflow): turning ours on would replace
-        # its settings - its trace, its stacks.  Read what it gives.
+        # its settings - its trace, its stacks.  Read what it gives; its
+        # trace (unbounded by PyTorch's default) is replayed only when asked.
         recording = users = True
-        tracing = os.environ.get("CUMEMTRACE_TORCH_PEAK", "") == "1"
+        tracing = want == "1"
+        if tracing:
+            _count_resets(torch)
         return
     try:
-        peak = os.environ.get("CUMEMTRACE_TORCH_PEAK", "") == "1"
-        torch.cuda.memory._record_memory_history(**(PEAK_MODE if peak else HISTORY_MODE))
+        peak = want != "0"
+        mode = PEAK_MODE
+        if peak and _entries() is not None:
+            mode = dict(PEAK_MODE, max_entries=_entries())
+        torch.cuda.memory._record_memory_history(**(mode if peak else HISTORY_MODE))
         recording = True
         tracing = peak
+        if tracing:
+            _count_resets(torch)
     except Exception as e:
         sys.stderr.write(f"cumemtrace: warning: PyTorch refused to record its allocation "
                          f"history ({type(e).__name__}: {e}); snapshots name call sites, "
                          f"not tensors (CUMEMTRACE_TORCH_HISTORY=0 skips the attempt)\n")
+
+
+def _entries():
+    """CUMEMTRACE_TORCH_PEAK_ENTRIES, for the tests: a trace shorter than
+    the default, so that a peak falls out of it in a few steps."""
+    v = os.environ.get("CUMEMTRACE_TORCH_PEAK_ENTRIES", "")
+    return int(v) if v.isdigit() and int(v) > 0 else None
+
+
+def _count_resets(torch):
+    try:
+        part("peak").start(torch)  # noqa: F821 (set by cumemtrace_torch.part)
+    except Exception as e:
+        sys.stderr.write(f"cumemtrace: warning: PyTorch's peak resets are not seen "
+                         f"({type(e).__name__}: {e}); the peak's tensors are read "
+                         f"at dumps only\n")
 
 
 def _read(torch, traces):
