@@ -17,9 +17,11 @@ also waits for its kernels.  Processes (SIDES), every mode of a side in one:
           peak's tensors replay, the layer's PEAK_MODE read from
           src/torchboot/layer/history.py; enabled="all", context="all", as
           memory_viz records), and stacks="all" (Python and C++)
-  ours:   `cumemtrace run`'s default (its hooks + the history it turns on),
-          and the same with the history off in-process
-  peak:   `cumemtrace run` with CUMEMTRACE_TORCH_PEAK=1 (the peak's tensors)
+  ours:   `cumemtrace run`'s default (its hooks + the history it turns on,
+          with the trace the peak's tensors replay), and the same with the
+          history off in-process
+  nopeak: `cumemtrace run` with CUMEMTRACE_TORCH_PEAK=0 (no trace: the
+          history's enabled="state" alone)
 Instructions: callgrind with instrumentation off until the loop (importing
 torch under callgrind takes minutes), the steps bracketed with client
 requests (tests/bench/cg_requests.c), slope between N and 3N steps so warm-up
@@ -144,21 +146,21 @@ else:
 print("RESULT " + json.dumps(out), flush=True)
 '''
 
-# The processes of one model: (side, its environment, its modes).  "peak" is
-# `cumemtrace run` with the peak's tensors (CUMEMTRACE_TORCH_PEAK=1: the
-# layer's history keeps PyTorch's trace of events, which it replays).
+# The processes of one model: (side, its environment, its modes).  "nopeak"
+# is `cumemtrace run` without the peak's tensors (CUMEMTRACE_TORCH_PEAK=0: the
+# layer's history keeps no trace of events), what they add to the default.
 SIDES = [("bare", {}, ["off", "state_python", "peak_trace", "all_python", "state_all"]),
          ("ours", {}, ["as_is", "off"]),
-         ("peak", {"CUMEMTRACE_TORCH_PEAK": "1"}, ["as_is"])]
+         ("nopeak", {"CUMEMTRACE_TORCH_PEAK": "0"}, ["as_is"])]
 LABEL = {
     ("bare", "off"): "PyTorch, no history (the floor)",
     ("bare", "state_python"): "PyTorch history, stacks='python' (state: its cheapest that names lines)",
     ("bare", "peak_trace"): "PyTorch history + trace, context='alloc' (the peak's tensors replay it)",
     ("bare", "all_python"): "PyTorch history, stacks='python', enabled='all' (as memory_viz records)",
     ("bare", "state_all"): "PyTorch history, stacks='all' (Python + C++)",
-    ("ours", "as_is"): "cumemtrace run (default: its hooks + the tensor model's history)",
+    ("ours", "as_is"): "cumemtrace run (default: its hooks, the history, the peak's trace)",
     ("ours", "off"): "cumemtrace run, the history off",
-    ("peak", "as_is"): "cumemtrace run, CUMEMTRACE_TORCH_PEAK=1 (the peak's tensors)",
+    ("nopeak", "as_is"): "cumemtrace run, CUMEMTRACE_TORCH_PEAK=0 (no peak's tensors)",
 }
 BUDGET = 0.01  # the default may add this share to PyTorch's cheapest line-naming history
 
@@ -296,8 +298,8 @@ def measure(args, py, toggle, tmp, child):
     # the cost rows: each against PyTorch's cheapest line-naming history alone
     ref = ("bare", "state_python")
     line = 1 + BUDGET
-    for key, what in ((("ours", "as_is"), "the default tensor model"),
-                      (("peak", "as_is"), "the peak's tensors (CUMEMTRACE_TORCH_PEAK=1)")):
+    for key, what in ((("ours", "as_is"), "the default tensor model (the peak's tensors on)"),
+                      (("nopeak", "as_is"), "the tensor model without the peak's tensors")):
         r_instr = instr[key] / instr[ref]
         ratios = [a / b for a, b in zip(times[key]["cpu"], times[ref]["cpu"])]
         lo, hi = min(ratios), max(ratios)
@@ -310,7 +312,7 @@ def measure(args, py, toggle, tmp, child):
         say(f"  cost: {what} <= PyTorch's cheapest line-naming history + {BUDGET * 100:.0f} %: "
             f"{v} - instr {(r_instr - 1) * 100:+.1f} % over it; CPU {(mid - 1) * 100:+.1f} % "
             f"[{(lo - 1) * 100:+.1f}-{(hi - 1) * 100:+.1f}] (per round)"
-            + (f"; {per_alloc:+,.0f} instructions an allocation over the default"
+            + (f"; {-per_alloc:+,.0f} instructions an allocation for the peak's tensors"
                if per_alloc is not None else ""))
     return lines
 
