@@ -162,7 +162,7 @@ LABEL = {
     ("ours", "off"): "cumemtrace run, the history off",
     ("nopeak", "as_is"): "cumemtrace run, CUMEMTRACE_TORCH_PEAK=0 (no peak's tensors)",
 }
-BUDGET = 0.01  # the default may add this share to PyTorch's cheapest line-naming history
+BUDGET = 0.01  # the default may add this share of a step (the floor's) to PyTorch's cheapest line-naming history
 
 
 def layer_mode(name):
@@ -234,9 +234,10 @@ def dumps(prefix):
 
 
 def verdict(instr, lo, hi, line):
-    """met / MISSED / not measurable of a cost against `line` (a ratio to the
-    reference): instructions, and CPU by its spread [lo-hi] (a spread that
-    crosses the line is not measurable); met only if both meet."""
+    """met / MISSED / not measurable of a cost against `line` (the excess
+    over the reference, a share of the floor's step): instructions, and CPU
+    by its spread [lo-hi] (a spread that crosses the line is not
+    measurable); met only if both meet."""
     if instr > line or lo > line:
         return "MISSED"
     if hi > line:
@@ -295,23 +296,25 @@ def measure(args, py, toggle, tmp, child):
             f"{'' if hist[key] == want else '  (history ' + ('on' if hist[key] else 'off') + '!)'}")
         name = f"{args.model}_{key[0]}_{key[1]}"
         print(f"share_{name}={share:.4f} instr_per_alloc_{name}={added:.0f}", file=sys.stderr)
-    # the cost rows: each against PyTorch's cheapest line-naming history alone
+    # the cost rows: each against PyTorch's cheapest line-naming history
+    # alone, the excess a share of a step without history (the floor): the
+    # budget is 1 % of a step, not 1 % of the history's step
     ref = ("bare", "state_python")
-    line = 1 + BUDGET
     for key, what in ((("ours", "as_is"), "the default tensor model (the peak's tensors on)"),
                       (("nopeak", "as_is"), "the tensor model without the peak's tensors")):
-        r_instr = instr[key] / instr[ref]
-        ratios = [a / b for a, b in zip(times[key]["cpu"], times[ref]["cpu"])]
+        r_instr = (instr[key] - instr[ref]) / floor
+        ratios = [(a - b) / f for a, b, f in zip(times[key]["cpu"], times[ref]["cpu"],
+                                                 times[("bare", "off")]["cpu"])]
         lo, hi = min(ratios), max(ratios)
         mid = statistics.median(ratios)
-        v = verdict(r_instr, lo, hi, line)
+        v = verdict(r_instr, lo, hi, BUDGET)
         if not hist[key]:
             v = "not measurable (its run kept no history)"
         per_alloc = (instr[key] - instr[("ours", "as_is")]) / per_step_allocs \
             if key != ("ours", "as_is") and per_step_allocs else None
-        say(f"  cost: {what} <= PyTorch's cheapest line-naming history + {BUDGET * 100:.0f} %: "
-            f"{v} - instr {(r_instr - 1) * 100:+.1f} % over it; CPU {(mid - 1) * 100:+.1f} % "
-            f"[{(lo - 1) * 100:+.1f}-{(hi - 1) * 100:+.1f}] (per round)"
+        say(f"  cost: {what} <= PyTorch's cheapest line-naming history + {BUDGET * 100:.0f} % "
+            f"of a step: {v} - instr {r_instr * 100:+.1f} % of a step over it; CPU "
+            f"{mid * 100:+.1f} % [{lo * 100:+.1f}-{hi * 100:+.1f}] (per round)"
             + (f"; {-per_alloc:+,.0f} instructions an allocation for the peak's tensors"
                if per_alloc is not None else ""))
     return lines

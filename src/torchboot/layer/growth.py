@@ -5,9 +5,10 @@ Readings: the live bytes of each group (its site's file:line:function) -
   at the end of an optimizer step (phases.py counts them) when the device's
     allocated bytes there passed every earlier step end's.  The counters
     (_allocated: PyTorch's raw ones, not memory_allocated(), whose
-    memory_stats() flattens and sorts every counter in Python) cost some
-    3 % of a small MLP's step on a GPU whose kernels take no time, so they
-    are read at the end of every step only while it grows; each step end
+    memory_stats() flattens and sorts every counter in Python) build a
+    dict of every counter, dear beside a small step whose kernels take no
+    time, so they are read at the end of every step only while it grows;
+    each step end
     that finds no growth doubles the steps to the next read, up to
     GAP_MAX, and the first that finds growth brings it back to every step
     (a leak that starts late is first read up to GAP_MAX steps after it

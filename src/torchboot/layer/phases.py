@@ -39,14 +39,13 @@ number.  By default no hook runs per module call:
 A module whose address was freed and taken by another module since the
 peak would lend it its name; the peak's frames are read directly only on
 CPython 3.11-3.13 (elsewhere the peak is not named by module).
-Cost of the default: +0.6 % instructions of an MLP's training step, -1.2 %
-of a GPT-2-shaped model's, where kernels take no time (wall not measurable
-on a shared machine; make bench: scripts/bench_torch_phases.py,
-docs/performance.md).
+Cost of the default: two hooks a step, each one ctypes call into the
+library and a few reads of the wrapper's frame (scripts/bench_torch_phases.py
+and docs/performance.md measure it).
 CUMEMTRACE_TORCH_PHASES=1 adds PyTorch's global module hooks instead, so
 that every allocation carries its phase and module (report --by range,
 and backward named by module): every module call then pays PyTorch's
-hooked call path and two hooks, +17.3 % / +10.7 % instructions;
+hooked call path and two hooks (docs/performance.md);
 CUMEMTRACE_TORCH_PHASES=0 turns phases off."""
 import ctypes
 import functools
@@ -123,6 +122,9 @@ def _names_of(root):
 _FRAME_LAYOUT = {(3, 11): (32, 40), (3, 12): (0, 48), (3, 13): (0, 48)}
 _F_FRAME, _STACKTOP, _LOCALSPLUS = 24, 64, 72
 _METHOD = id(types.MethodType)  # the ob_type of a bound method
+# this interpreter's layout; None where unknown, or where a debug or
+# free-threaded build has a larger object header
+_LAYOUT = _FRAME_LAYOUT.get(sys.version_info[:2]) if sys.getsizeof(object()) == 16 else None
 
 
 _slots = {}  # code of a step wrapper -> (its frame's most slots, the slot its exit was in)
@@ -137,9 +139,9 @@ def _with_exit(frame, code):
     The slot it was found in last is looked at first: the same wrapper
     keeps it in the same slot, and each read is an audited ctypes event
     the host's own audit hooks would see."""
-    at = _FRAME_LAYOUT.get(sys.version_info[:2])
-    if at is None or _exit is None or sys.getsizeof(object()) != 16:
-        return None  # a debug or free-threaded build has a larger header
+    at = _LAYOUT
+    if at is None or _exit is None:
+        return None
     word = ctypes.c_void_p.from_address
     me = id(frame)
     iframe = word(me + _F_FRAME).value
