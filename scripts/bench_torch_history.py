@@ -170,10 +170,23 @@ def layer_mode(name):
     read from its source, so that the bench measures what the layer turns on."""
     import ast
     tree = ast.parse(open(os.path.join(ROOT, "src", "torchboot", "layer", "history.py")).read())
+    consts = {}  # the module's literal constants, which a mode may name
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name):
+            try:
+                consts[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                pass
+
+    def value(v):
+        if isinstance(v, ast.Name) and v.id in consts:
+            return consts[v.id]
+        return ast.literal_eval(v)
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name
                                                 for t in node.targets):
-            return {k.arg: ast.literal_eval(k.value) for k in node.value.keywords}
+            return {k.arg: value(k.value) for k in node.value.keywords}
     sys.exit(f"bench_torch_history: no {name} in src/torchboot/layer/history.py")
 
 
