@@ -126,3 +126,32 @@ def test_under_the_programs_own_history_no_frameless_block_is_called_backwards(s
     assert all(g["origin"] is None for g in groups), groups
     frameless = [g for g in groups if g["site"] is None]
     assert frameless and sum(g["bytes"] for g in frameless) >= 6 << 22, groups
+
+
+
+def test_the_peaks_gradients_made_in_backward_name_accumulate_grad(scenario):
+    """At the peak (in backward) w2's gradient was already made and is the
+    very block kept in w2.grad now: the peak's tensors name it as the dump's
+    do.  w1's gradient came after the peak, at an address that held another
+    tensor then: that block of the peak is no gradient known, and stays
+    unnamed."""
+    r = scenario("autograd_grads.py")
+    grads = json.loads((r.files[0].parent / "grads.json").read_text())
+    blocks = torch_blocks(r)
+    w1_grad, w2_grad = grads["backward"]
+    dev = r.device("exit")
+    peak = dev["peak_tensors"]
+    assert peak is not None, dev
+    named = [g for g in peak["groups"] if g["origin"] is not None]
+    assert len(named) == 1 and named[0]["origin"] == ACCUMULATE_GRAD, peak["groups"]
+    assert (named[0]["site"], named[0]["stack"]) == (None, [])
+    assert (named[0]["bytes"], named[0]["count"]) == (blocks[w2_grad][0], 1), \
+        (named, blocks[w2_grad], blocks[w1_grad])
+    # the dump names both gradients: the same group, the same words
+    [now] = [g for g in dev["tensors"]["groups"] if g["origin"] is not None]
+    assert now["bytes"] == blocks[w1_grad][0] + blocks[w2_grad][0], now
+    path = snapshot_file(r, "exit")
+    text = " ".join(cli_text("report", "--bytes", path).split())
+    at_peak = text[text.index("At the peak"):]
+    assert f"{named[0]['bytes']} B" in at_peak and \
+        "[autograd's backward thread, AccumulateGrad]" in at_peak, text

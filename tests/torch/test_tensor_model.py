@@ -248,6 +248,28 @@ def test_a_peak_older_than_the_trace_is_kept_from_its_step_end(scenario):
     assert m and abs(float(m.group(1)) - p["time_ns"] / 1e9) < 0.01, out
 
 
+def test_a_peak_kept_from_its_step_end_names_its_gradients_as_the_dump_does(scenario):
+    """The reading kept at step 1's end is the exit's peak_tensors: the
+    parameters' gradients live at the peak (made in backward, no frames) are
+    the group the dump's tensors name "AccumulateGrad" too, with PyTorch's
+    own sizes of those blocks at the peak."""
+    r = scenario("tm_peak_old.py", "old", env=SHORT_TRACE)
+    p = peak_against_pytorch(r, "BIG")
+    grads = json.loads((r.files[0].parent / "peak_grads.json").read_text())
+    snap = pickle.loads((r.files[0].parent / "peak_snapshot.pickle").read_bytes())
+    sizes = {b["address"]: b["size"] for seg in snap["segments"] if seg["device"] == 0
+             for b in seg["blocks"] if b["state"] == "active_allocated"}
+    assert all(a in sizes for a in grads), (grads, sizes)
+    named = [g for g in p["groups"] if g["origin"] is not None]
+    assert len(named) == 1, p["groups"]
+    assert named[0]["origin"] == {"thread": "backward", "node": "AccumulateGrad",
+                                  "forward_site": None}, named
+    assert (named[0]["bytes"], named[0]["count"]) == \
+        (sum(sizes[a] for a in grads), len(grads)), (named, grads, sizes)
+    [now] = [g for g in r.device("exit")["tensors"]["groups"] if g["origin"] is not None]
+    assert now["origin"] == named[0]["origin"], now
+
+
 def test_reset_peak_memory_stats_drops_the_kept_reading(scenario):
     r = scenario("tm_peak_old.py", "reset", env=SHORT_TRACE)
     # the same bytes at both peaks: only the reset tells them apart

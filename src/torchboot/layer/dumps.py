@@ -48,11 +48,12 @@ def report_state(torch, state, handoff=None):
             try:
                 if step is None:
                     step = growth.step_of_dump()
-                t = tensors.read(snap, device, tensors.backward_gradients(device, snap))
+                grads = tensors.backward_gradients(device, snap)
+                t = tensors.read(snap, device, grads)
                 members = {"tensors": t, "growth": growth.at_dump(device, t, step),
                            "tensor_series": growth.series(device)}
                 if history.tracing:
-                    members["peak_tensors"] = peak.at_dump(full, device, peaks[device])
+                    members["peak_tensors"] = peak.at_dump(full, device, peaks[device], grads)
             except Exception as e:
                 members = {}
                 tensors.warn(e)

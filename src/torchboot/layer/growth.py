@@ -133,7 +133,7 @@ def start(torch):
                     return  # nothing to read: no counters either
                 now = {d: _allocated(torch, d) for d in range(torch.cuda.device_count())}
                 if history.tracing:
-                    peak.at_step_end(torch, step, now, _spent, SHARE)
+                    peak.at_step_end(torch, step, now, _spent, SHARE, optimizer)
                 grew = at_step_end(torch, step, now)
                 gap[0] = 1 if grew else min(2 * gap[0], GAP_MAX)
                 due[0] = step + gap[0]

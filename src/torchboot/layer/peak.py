@@ -30,6 +30,7 @@ import time
 
 tensors = part("tensors")  # noqa: F821 (set by cumemtrace_torch.part)
 growth = part("growth")  # noqa: F821
+roles = part("roles")  # noqa: F821
 
 MIN_BLOCK = 512  # PyTorch's kMinBlockSize: every block a multiple of it
 _kept = {}       # device -> (peak_tensors, resets when it was read)
@@ -101,33 +102,42 @@ def needs_trace(devices_max):
     return any(not _valid(d, m) for d, m in devices_max.items())
 
 
-def at_dump(full, device, max_allocated):
+def at_dump(full, device, max_allocated, grads=frozenset()):
     """peak_tensors of `device` at a dump: the kept reading while it holds,
     else the replay of `full` (a memory._snapshot(), its trace read when
-    needs_trace said so), kept when it reaches the peak; else None."""
+    needs_trace said so), kept when it reaches the peak; else None.
+    `grads`: tensors.backward_gradients of full's segments (see read)."""
     if _valid(device, max_allocated):
         return _kept[device][0]
-    t = read(full, device, max_allocated)
+    t = read(full, device, max_allocated, grads)
     if t is not None:
         _kept[device] = (t, _resets[0])
     return t
 
 
-def at_step_end(torch, step, now, spent, share):
+def at_step_end(torch, step, now, spent, share, optimizer=None):
     """At optimizer step `step`'s end, where growth.py reads the counters
     (`now`: growth._allocated of each device; every step while memory grows,
     else every few, up to growth.GAP_MAX): the replay of each device whose
     max_memory_allocated moved since the last such end (or was reset), kept; `spent` (a one-item list of CPU seconds,
-    growth.py's) and `share` bound the step-end readings together."""
+    growth.py's) and `share` bound the step-end readings together.
+    `optimizer`, the one that stepped: its parameters' .grad are the
+    gradients read names (no roles scan at a step end: too dear there)."""
     moved = [d for d, (_, m) in now.items() if _seen.get(d) != (m, _resets[0])]
     if not moved or not _counting or spent[0] > share * time.process_time():
         return  # tried again at the next step end
     t0 = time.process_time()
+    # the gradients before the snapshot: one replaced in between has an
+    # event in its trace, so read does not name it
+    grads = {}
+    if optimizer is not None and part("history").from_the_start():  # noqa: F821
+        for d in moved:
+            grads[d] = roles.optimizer_gradients(torch, d, optimizer)
     full = history_snapshot(torch)
     for d in moved:
         m = now[d][1]
         _seen[d] = (m, _resets[0])
-        t = read(full, d, m)
+        t = read(full, d, m, grads.get(d, frozenset()))
         if t is not None:
             _kept[d] = (t, _resets[0])
         else:
@@ -139,9 +149,15 @@ def history_snapshot(torch):
     return part("history").snapshot(torch, traces=True)  # noqa: F821
 
 
-def read(snap, device, max_allocated):
+def read(snap, device, max_allocated, grads=frozenset()):
     """peak_tensors of `device` from a full memory._snapshot() `snap`, or
-    None when its trace does not reach the peak exactly."""
+    None when its trace does not reach the peak exactly.  `grads`: the
+    addresses of snap's blocks that are a parameter's .grad made on
+    autograd's thread (tensors.backward_gradients of the same segments); a
+    block of the peak is named so only when it is one of them and no event
+    of the trace touched its address since the peak: the very block, live
+    throughout.  A gradient freed since the peak (zero_grad, a later step's)
+    has no role known at the peak: it stays in the frameless group."""
     traces = snap.get("device_traces") or []
     if device >= len(traces) or max_allocated is None or max_allocated < 0:
         return None
@@ -158,10 +174,12 @@ def read(snap, device, max_allocated):
                 live[b["address"]] = [b["size"], b.get("frames") or (), None]
     allocated = sum(v[0] for v in live.values())
     at = len(trace)  # the peak lies just before trace[at]
+    touched = set()  # addresses an event came at since the peak
     while allocated != max_allocated and at > 0:
         at -= 1
         e = trace[at]
         action = e.get("action")
+        touched.add(e.get("addr"))
         if action == "alloc":
             got = live.pop(e.get("addr"), None)
             allocated -= got[0] if got is not None else _rounded(e.get("size", 0))
@@ -179,9 +197,12 @@ def read(snap, device, max_allocated):
         if e.get("action") == "alloc" and e.get("addr") in missing:
             live[e["addr"]][1] = e.get("frames") or ()
             missing.discard(e["addr"])
-    blocks = [{"size": v[0], "frames": v[1] or (), "state": "active_allocated"}
-              for v in live.values()]
-    t = tensors.read([{"device": device, "total_size": 0, "blocks": blocks}], device)
+    # an address is given only to the blocks that may be named a gradient
+    blocks = [{"size": v[0], "frames": v[1] or (), "state": "active_allocated",
+               "address": a if a in grads and a not in touched else None}
+              for a, v in live.items()]
+    t = tensors.read([{"device": device, "total_size": 0, "blocks": blocks}], device,
+                     grads)
     t.pop("cache", None)
     t["cache"] = None
     # the moment: that of the event that made the peak's state (none when

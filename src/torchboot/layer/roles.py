@@ -114,6 +114,32 @@ def roles(torch, device, snapshot_segments, allocated, scanned=None):
     return out, ", ".join(names)
 
 
+def optimizer_gradients(torch, device, optimizer):
+    """The storage addresses on `device` of the .grad of `optimizer`'s
+    parameters (its param_groups, read from its fields as _claim_all reads
+    them, with __torch_function__ off); empty when they cannot be read."""
+    quiet = getattr(torch._C, "DisableTorchFunction", None)
+    if quiet is None:
+        return frozenset()
+    TensorBase = torch._C.TensorBase
+    out = []
+    with quiet():
+        groups = fields(optimizer).get("param_groups")
+        for g in groups if type(groups) is list else ():
+            ps = dict.get(g, "params") if issubclass(type(g), dict) else None
+            for p in ps if type(ps) is list else ():
+                if not issubclass(type(p), TensorBase):
+                    continue
+                t = p.grad
+                if not issubclass(type(t), TensorBase) or not t.is_cuda or \
+                        t.device.index != device:
+                    continue
+                try:
+                    out.append(t.untyped_storage().data_ptr())
+                except Exception:
+                    pass  # a gradient without storage: none to name
+    return frozenset(out)
+
 
 def _claim_all(torch, device, blocks, out, scanned):
     """Takes from `blocks` (address -> size) into `out` each block a role

@@ -6,7 +6,10 @@ backward), the run's max_memory_allocated, where
 PyTorch's own snapshot is dumped (peak_snapshot.pickle) as the truth.
 argv[1] "old": step 1 holds BIG; the steps after it push it out of the
 trace.  "reset": step 1 holds BIG, then reset_peak_memory_stats, step 2
-holds OTHER (the same size, another line): the peak is step 2's."""
+holds OTHER (the same size, another line): the peak is step 2's.  At the
+peak the parameters' gradients, made in backward, are live: their storages'
+addresses go to peak_grads.json (not stdout: the bare and traced runs must
+print the same)."""
 import json
 import sys
 
@@ -38,6 +41,9 @@ def train(extra=None, truth=False):
         t = extra()
         if truth:  # the peak's moment: PyTorch's own account of it
             torch.cuda.memory._dump_snapshot("peak_snapshot.pickle")
+            with open("peak_grads.json", "w") as f:
+                json.dump([p.grad.untyped_storage().data_ptr()
+                           for p in model.parameters()], f)
         del t
     opt.step()
 
