@@ -22,7 +22,9 @@ also waits for its kernels.  Processes (SIDES), every mode of a side in one:
           history off in-process
   nopeak: `cumemtrace run` with CUMEMTRACE_TORCH_PEAK=0 (no trace: the
           history's enabled="state" alone)
-Instructions: callgrind with instrumentation off until the loop (importing
+Instructions: callgrind (cumemtrace's sides without the stream that
+survives SIGKILL, whose checkpoints follow wall time: counting_env) with
+instrumentation off until the loop (importing
 torch under callgrind takes minutes), the steps bracketed with client
 requests (tests/bench/cg_requests.c), slope between N and 3N steps so warm-up
 and dump costs cancel; all threads (autograd's included).  Wall and CPU:
@@ -220,6 +222,18 @@ def command(args, py, where, modes, counting, child, toggle, out=None):
             "--"] + argv
 
 
+def counting_env(extra):
+    """The environment of a callgrind run: the side's own (`extra`) with the
+    stream that survives SIGKILL off.  Its thread writes a checkpoint every
+    CUMEMTRACE_FLUSH_MS of wall time - the first one also reads the symbol
+    tables - and under valgrind, whose clock runs at a fraction of the
+    loop's pace, whether one lands in the N-step or the 3N-step block is
+    chance: one in the N block took its cost off the slope.
+    Its cost follows time, not allocations (stream.c keeps it under 0.5 %
+    of a CPU); the wall and CPU rows, outside valgrind, keep it."""
+    return dict(extra, CUMEMTRACE_STREAM="off")
+
+
 def run(cmd, cwd, extra_env=None):
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=1800,
                        env=dict(clean_env(), **(extra_env or {})))
@@ -265,7 +279,8 @@ def measure(args, py, toggle, tmp, child):
     keys = [(where, m) for where, _, modes in SIDES for m in modes]
     for where, extra, modes in SIDES:
         prefix = os.path.join(tmp, f"cg.{args.model}.{where}")
-        res = run(command(args, py, where, modes, True, child, toggle, prefix), tmp, extra)
+        res = run(command(args, py, where, modes, True, child, toggle, prefix), tmp,
+                  counting_env(extra))
         got = dumps(prefix)
         n, n3 = args.steps, 3 * args.steps
         for m in modes:
