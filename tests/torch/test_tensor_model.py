@@ -161,7 +161,11 @@ def test_the_step_hooks_raise_few_audit_events(scenario):
     [line] = [l for l in r.stderr.splitlines() if l.startswith("AUDIT ")]
     seen = json.loads(line.split(" ", 1)[1])
     ours = sum(seen.get(e, 0) for e in ("ctypes.cdata", "sys._getframe", "object.__getattr__"))
-    assert ours <= 12 * 10, seen  # 35 a step when each step read its wrapper's frame whole
+    print("audit events of ours in ten steps:", ours, seen)
+    # 30 measured: a sys._getframe and two ctypes.cdata a step (the step
+    # wrapper's frame mapped as two structs); 100 when its words were read
+    # one by one and its code looked up every step, 350 when read whole
+    assert ours <= 33, seen
 
 
 def test_no_growth_without_a_leak(scenario):

@@ -39,8 +39,9 @@ number.  By default no hook runs per module call:
 A module whose address was freed and taken by another module since the
 peak would lend it its name; the peak's frames are read directly only on
 CPython 3.11-3.13 (elsewhere the peak is not named by module).
-Cost of the default: two hooks a step, each one ctypes call into the
-library and a few reads of the wrapper's frame (scripts/bench_torch_phases.py
+Cost of the default: two hooks a step; three ctypes calls into the library
+(push, pop, the peak's usage), the wrapper's frame mapped as two structs, and
+a few audited events a host's audit hooks see (scripts/bench_torch_phases.py
 and docs/performance.md measure it).
 CUMEMTRACE_TORCH_PHASES=1 adds PyTorch's global module hooks instead, so
 that every allocation carries its phase and module (report --by range,
@@ -121,13 +122,23 @@ def _names_of(root):
 # after the object header and f_back.
 _FRAME_LAYOUT = {(3, 11): (32, 40), (3, 12): (0, 48), (3, 13): (0, 48)}
 _F_FRAME, _STACKTOP, _LOCALSPLUS = 24, 64, 72
-_METHOD = id(types.MethodType)  # the ob_type of a bound method
 # this interpreter's layout; None where unknown, or where a debug or
 # free-threaded build has a larger object header
 _LAYOUT = _FRAME_LAYOUT.get(sys.version_info[:2]) if sys.getsizeof(object()) == 16 else None
 
 
-_slots = {}  # code of a step wrapper -> (its frame's most slots, the slot its exit was in)
+_slots = {}  # code of a step wrapper -> (its frame's struct, the slot its exit was in)
+_HEAD = ctypes.c_void_p * (_F_FRAME // 8 + 1)  # a frame object up to f_frame
+
+
+def _frame_struct(most):
+    """An interpreter frame with `most` slots: its first words (code and
+    frame object among them), stacktop, then the locals and the value stack
+    as objects (a NULL slot reads as ValueError)."""
+    class Frame(ctypes.Structure):
+        _fields_ = [("head", ctypes.c_void_p * (_STACKTOP // 8)), ("stacktop", ctypes.c_int),
+                    ("pad", ctypes.c_int), ("slots", ctypes.py_object * most)]
+    return Frame
 
 
 def _with_exit(frame, code):
@@ -136,33 +147,41 @@ def _with_exit(frame, code):
     pre hook), entered with `with`; None where the layout is not CPython
     3.11-3.13's with a plain object header, or there is none.  Read from
     the frame's memory: no attribute of the host's objects is looked up.
-    The slot it was found in last is looked at first: the same wrapper
-    keeps it in the same slot, and each read is an audited ctypes event
-    the host's own audit hooks would see."""
+    Each from_address is an audited ctypes event the host's own audit
+    hooks would see: two a call, each mapping a struct whose fields then
+    read without one, and the slot the exit was in last is looked at
+    first (the same wrapper keeps it in the same slot)."""
     at = _LAYOUT
     if at is None or _exit is None:
         return None
-    word = ctypes.c_void_p.from_address
     me = id(frame)
-    iframe = word(me + _F_FRAME).value
-    if not iframe or word(iframe + at[0]).value != id(code) or \
-            word(iframe + at[1]).value != me:
-        return None
-    top = ctypes.c_int.from_address(iframe + _STACKTOP).value
-    most, last = _slots.get(code, (None, -1))
-    if most is None:
+    iframe = _HEAD.from_address(me)[_F_FRAME // 8]
+    got = _slots.get(code)
+    if got is None:
         most = len(code.co_varnames) + len(code.co_cellvars) + len(code.co_freevars) + \
             code.co_stacksize
+        got = _slots[code] = (_frame_struct(most), most, -1, id(code))
+    struct, most, last, code_id = got
+    if not iframe:
+        return None
+    f = struct.from_address(iframe)
+    head = f.head
+    if head[at[0] // 8] != code_id or head[at[1] // 8] != me:
+        return None
+    top = f.stacktop
     if not 0 < top <= most:
         return None
-    method = _METHOD
+    slots = f.slots
+    method = types.MethodType
     for i in ([last] if 0 <= last < top else []) + list(range(top)):
-        p = word(iframe + _LOCALSPLUS + 8 * i).value
-        if p and word(p + 8).value == method:  # ob_type
-            m = ctypes.cast(p, ctypes.py_object).value
-            if m.__func__ is _exit:
-                _slots[code] = (most, i)
-                return m
+        try:
+            m = slots[i]
+        except ValueError:
+            continue  # an empty slot
+        if type(m) is method and m.__func__ is _exit:
+            if i != last:
+                _slots[code] = (struct, most, i, code_id)
+            return m
     return None
 
 
@@ -173,13 +192,13 @@ def start(torch):
     if mode == "0":
         return
     lib = ctypes.CDLL(None)
+    # No argtypes on the calls made at every step (their own ctypes
+    # objects): each takes bytes, or an int and a byref(Usage), which ctypes
+    # passes as such, and returns an int; argtypes' conversions would add
+    # a third to each call.  Callers pass bytes only.
     push, pop = lib.cumemtrace_phase_push, lib.cumemtrace_phase_pop
-    push.argtypes, push.restype = [ctypes.c_char_p, ctypes.c_char_p], ctypes.c_int
-    pop.argtypes, pop.restype = [ctypes.c_char_p], ctypes.c_int
     _phase_push, _phase_pop = push, pop
-    usage = lib.cumemtrace_usage
-    usage.argtypes, usage.restype = [ctypes.c_int, ctypes.POINTER(Usage)], ctypes.c_int
-    _usage_fn = usage
+    _usage_fn = lib.cumemtrace_usage
     _mode = "hooks" if mode == "1" else "frames"
     ctx, named = lib.cumemtrace_peak_context, lib.cumemtrace_peak_phase
     ctx.argtypes, ctx.restype = [ctypes.c_int, ctypes.POINTER(PeakContext)], ctypes.c_int
@@ -270,17 +289,25 @@ def start(torch):
         # Called by PyTorch's step wrapper: its code is the mark of a step
         # under way on a thread's stack.
         caller = sys._getframe(1)
-        code = _wrapper[0] = caller.f_code
+        # The wrapper's code as last seen (its frame's memory says whether
+        # it is this frame's): f_code is read, an audited event, only at
+        # the first step or where it is not.
+        code = _wrapper[0]
+        ref = watch(caller, code) if code is not None else None
+        if ref is None:
+            code = _wrapper[0] = caller.f_code
+            ref = watch(caller, code)
         _close_raised_steps(1)
         _stepping[0] += 1
         push(TORCH, b"optimizer step")
-        here.steps.append(watch(caller, code))
+        here.steps.append(ref)
 
     def step_post(optimizer, args, kwargs):
         _close_raised_steps(0)
         if here.steps:
             end_step()  # its weak reference goes with it: no call back
-        n = _steps[id(optimizer)] = _steps.get(id(optimizer), 0) + 1
+        key = id(optimizer)  # each id() an audited event
+        n = _steps[key] = _steps.get(key, 0) + 1
         if n > _step[0]:
             _step[0] = n
             _note_peak_step(torch, n)
@@ -320,8 +347,10 @@ def start(torch):
         thread (PyTorch runs no post hook then): those open beyond the step
         wrappers on the stack (`calling`: the one calling a pre hook, not
         open yet)."""
-        if not here.steps:
-            return  # none open: nothing to close, no frame to read
+        if None not in here.steps:
+            # none open, or each one's with-exit watched: a step that
+            # raised was closed as its exit went; no frame to read
+            return
         running = -calling
         f = sys._getframe(2)
         while f is not None and running < len(here.steps):  # past it none closes
