@@ -122,7 +122,8 @@ def at_step_end(torch, step, now, spent, share, optimizer=None):
     max_memory_allocated moved since the last such end (or was reset), kept; `spent` (a one-item list of CPU seconds,
     growth.py's) and `share` bound the step-end readings together.
     `optimizer`, the one that stepped: its parameters' .grad are the
-    gradients read names (no roles scan at a step end: too dear there)."""
+    gradients read names (a step end runs no roles scan, which walks every
+    object the collector tracks)."""
     moved = [d for d, (_, m) in now.items() if _seen.get(d) != (m, _resets[0])]
     if not moved or not _counting or spent[0] > share * time.process_time():
         return  # tried again at the next step end
