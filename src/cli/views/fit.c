@@ -229,15 +229,14 @@ static int show_size(const char *s, uint64_t *out)
     return rc;
 }
 
-/* The card simgpu gives for [--gpu NAME] [--memory SIZE]: its capacity and
- * context reserve, from `simgpu ... --show` ("MEMORY RESERVE CC SMS DEVICE"),
- * so that simgpu alone decides a card and fit's headroom is the run's. */
-static int card_show(const char *simgpu, const char *build, struct fit_card *k)
+/* simgpu's options for card k: [--build DIR] [--gpu NAME] [--memory SIZE]
+ * into argv after simgpu itself; the count written. */
+static int simgpu_args(const char **argv, const char *simgpu, const char *build,
+                       const struct fit_card *k)
 {
-    const char *argv[10];
     int a = 0;
     argv[a++] = simgpu;
-    if (build != NULL) {
+    if (build != NULL) { /* the simulated GPU of this build tree */
         argv[a++] = "--build";
         argv[a++] = build;
     }
@@ -249,6 +248,16 @@ static int card_show(const char *simgpu, const char *build, struct fit_card *k)
         argv[a++] = "--memory";
         argv[a++] = k->memory;
     }
+    return a;
+}
+
+/* The card simgpu gives for [--gpu NAME] [--memory SIZE]: its capacity and
+ * context reserve, from `simgpu ... --show` ("MEMORY RESERVE CC SMS DEVICE"),
+ * so that simgpu alone decides a card and fit's headroom is the run's. */
+static int card_show(const char *simgpu, const char *build, struct fit_card *k)
+{
+    const char *argv[10];
+    int a = simgpu_args(argv, simgpu, build, k);
     argv[a++] = "--show";
     argv[a] = NULL;
     int fds[2];
@@ -339,20 +348,7 @@ int fit_run_card(struct fit_card *c, const struct fit_job *job, int index, int c
     char **argv = calloc((size_t)ncmd + 24, sizeof *argv);
     if (argv == NULL)
         return -1;
-    int a = 0;
-    argv[a++] = (char *)simgpu;
-    if (build != NULL) { /* the simulated GPU of this build tree */
-        argv[a++] = "--build";
-        argv[a++] = (char *)build;
-    }
-    if (c->gpu[0] != '\0') {
-        argv[a++] = "--gpu";
-        argv[a++] = c->gpu;
-    }
-    if (c->memory != NULL) {
-        argv[a++] = "--memory";
-        argv[a++] = (char *)c->memory;
-    }
+    int a = simgpu_args((const char **)argv, simgpu, build, c);
     char devices[16];
     if (job->nproc > 0) { /* one card a rank (fit_ranks.c) */
         argv[a++] = "--devices";
@@ -554,51 +550,50 @@ const char *fit_size_text(int64_t v, bool bytes, char *buf, size_t n)
     return buf;
 }
 
-/* The verdict in full into buf, and in a word or two (a static string). */
-static void fit_verdict(const struct fit_card *c, char *buf, size_t n)
+/* The verdict in a word or two (a static string, the table's column), and
+ * in full into buf. */
+static const char *fit_verdict(const struct fit_card *c, char *buf, size_t n)
 {
+    int code = WIFEXITED(c->status) ? WEXITSTATUS(c->status) : 128 + WTERMSIG(c->status);
     if (fit_ran_out(c)) {
         char after[48] = "";
         if (c->oom_time > 0)
             snprintf(after, sizeof after, " after %.1f s", c->oom_time);
         snprintf(buf, n, "OOM at %s%s", c->oom_where[0] ? c->oom_where : "(no Python line)",
                  after);
-    } else if (c->stopped) {
+        return "OOM";
+    }
+    if (c->stopped) {
         snprintf(buf, n, "stopped (job control; see output.log)");
-    } else if (!c->have_figures) {
-        snprintf(buf, n, "no PyTorch figures (exit %d; see output.log)",
-                 WIFEXITED(c->status) ? WEXITSTATUS(c->status) : 128 + WTERMSIG(c->status));
-    } else if (fit_undecided(c)) {
+        return "stopped";
+    }
+    if (!c->have_figures) {
+        snprintf(buf, n, "no PyTorch figures (exit %d; see output.log)", code);
+        return "no figures";
+    }
+    if (fit_undecided(c)) {
         snprintf(buf, n, "%s after %.0f s: its control flow reads values the simulated card "
                  "never computes (they read as zeros: MoE routing, masks, a loop's "
                  "stopping test), so this run says nothing of a real card",
                  c->timed_out ? "stopped" : "failed", c->seconds);
-    } else if (c->timed_out) {
-        snprintf(buf, n, "fits so far (stopped after %.0f s)", c->seconds);
-    } else if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0) {
-        snprintf(buf, n, "fits");
-    } else {
-        snprintf(buf, n, "failed, not OOM (exit %d; see output.log)",
-                 WIFEXITED(c->status) ? WEXITSTATUS(c->status) : 128 + WTERMSIG(c->status));
+        return "undecided";
     }
+    if (c->timed_out) {
+        snprintf(buf, n, "fits so far (stopped after %.0f s)", c->seconds);
+        return "fits so far";
+    }
+    if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0) {
+        snprintf(buf, n, "fits");
+        return "fits";
+    }
+    snprintf(buf, n, "failed, not OOM (exit %d; see output.log)", code);
+    return "failed";
 }
 
-/* The verdict in a word or two, for the table's column; fit_verdict() says the rest. */
 const char *fit_verdict_word(const struct fit_card *c)
 {
-    if (fit_ran_out(c))
-        return "OOM";
-    if (c->stopped)
-        return "stopped";
-    if (!c->have_figures)
-        return "no figures";
-    if (fit_undecided(c))
-        return "undecided";
-    if (c->timed_out)
-        return "fits so far";
-    if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0)
-        return "fits";
-    return "failed";
+    char v[600];
+    return fit_verdict(c, v, sizeof v);
 }
 
 /* One row a card, under 90 columns; what does not fit in a column (where it
@@ -610,12 +605,11 @@ static void print_table(const struct fit_card *cards, int n, bool bytes)
     for (int i = 0; i < n; i++) {
         const struct fit_card *c = &cards[i];
         char cap[32], al[32], re[32], hr[32], v[600];
-        fit_verdict(c, v, sizeof v);
+        const char *word = fit_verdict(c, v, sizeof v);
         int64_t headroom = -1, held = fit_peak_held(c);
         if (c->have_figures && !fit_ran_out(c) && !fit_undecided(c) &&
             c->capacity >= c->reserve + (uint64_t)held)
             headroom = (int64_t)(c->capacity - c->reserve - (uint64_t)held);
-        const char *word = fit_verdict_word(c);
         printf("%-12s %-11s %-12s %-14s %-14s %s\n", c->label,
                fit_size_text((int64_t)c->capacity, bytes, cap, sizeof cap), word,
                fit_size_text(c->have_figures ? c->max_allocated : -1, bytes, al, sizeof al),
