@@ -155,3 +155,52 @@ def test_the_peaks_gradients_made_in_backward_name_accumulate_grad(scenario):
     at_peak = text[text.index("At the peak"):]
     assert f"{named[0]['bytes']} B" in at_peak and \
         "[autograd's backward thread, AccumulateGrad]" in at_peak, text
+
+
+def engine_node(frames):
+    """The node PyTorch's own C++ frames name for a block made by autograd's
+    engine: the innermost "...::<Node>::apply(" frame."""
+    for fr in frames:
+        name = fr["name"]
+        if name.startswith("torch::autograd::") and "::apply(" in name \
+                and not name.startswith("torch::autograd::Engine::"):
+            return name.split("::apply(")[0].rsplit("::", 1)[-1]
+    return None
+
+
+def test_with_cpp_stacks_each_block_made_in_backward_names_its_node(scenario):
+    """CUMEMTRACE_TORCH_STACKS=all: torch.autograd.grad's two outputs,
+    made by MmBackward0 and MulBackward0 on autograd's thread, are two
+    groups named by their node - the node PyTorch's own snapshot's C++
+    frames give for the same blocks, with the same bytes."""
+    r = scenario("autograd_nodes.py", env={"CUMEMTRACE_TORCH_STACKS": "all"})
+    grads = json.loads((r.files[0].parent / "grads.json").read_text())
+    blocks = torch_blocks(r)
+    theirs = {}
+    for name, addr in grads.items():
+        size, frames = blocks[addr]
+        assert not any(f["filename"].endswith(".py") for f in frames), frames
+        theirs[engine_node(frames)] = theirs.get(engine_node(frames), 0) + size
+    assert set(theirs) == {"MmBackward0", "MulBackward0"}, theirs
+    groups = r.device("exit")["tensors"]["groups"]
+    ours = {g["origin"]["node"]: g["bytes"] for g in groups
+            if g["origin"] and g["origin"]["node"] in theirs}
+    assert ours == theirs, (ours, theirs, groups)
+    for g in groups:
+        if g["origin"] and g["origin"]["node"] in theirs:
+            assert g["origin"]["thread"] == "backward" and g["site"] is None, g
+    text = " ".join(cli_text("report", "--bytes", snapshot_file(r, "exit")).split())
+    for node, size in theirs.items():
+        assert f"[autograd's backward thread, {node}]" in text, text
+
+
+def test_a_malformed_stacks_value_is_said_once_and_records_python_stacks(scenario):
+    r = scenario("autograd_nodes.py", env={"CUMEMTRACE_TORCH_STACKS": "cpp"})
+    said = [l for l in r.stderr.splitlines() if "CUMEMTRACE_TORCH_STACKS" in l]
+    assert said == ["cumemtrace: warning: CUMEMTRACE_TORCH_STACKS='cpp' is not 'python' "
+                    "or 'all'; recording Python stacks (unset it or set one of those)"], \
+        r.stderr
+    groups = r.device("exit")["tensors"]["groups"]
+    assert all(g["origin"] is None or g["origin"]["node"] == "AccumulateGrad"
+               for g in groups), groups
+    assert any(g["site"] is None for g in groups), groups

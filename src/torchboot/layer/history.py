@@ -60,10 +60,10 @@ def start(torch):
         return
     try:
         peak = want != "0"
-        mode = PEAK_MODE
+        mode = PEAK_MODE if peak else HISTORY_MODE
         if peak and _entries() is not None:
-            mode = dict(PEAK_MODE, max_entries=_entries())
-        torch.cuda.memory._record_memory_history(**(mode if peak else HISTORY_MODE))
+            mode = dict(mode, max_entries=_entries())
+        torch.cuda.memory._record_memory_history(**dict(mode, stacks=_stacks()))
         recording = True
         tracing = peak
         if tracing:
@@ -72,6 +72,19 @@ def start(torch):
         sys.stderr.write(f"cumemtrace: warning: PyTorch refused to record its allocation "
                          f"history ({type(e).__name__}: {e}); snapshots name call sites, "
                          f"not tensors (CUMEMTRACE_TORCH_HISTORY=0 skips the attempt)\n")
+
+
+def _stacks():
+    """CUMEMTRACE_TORCH_STACKS: "python" (the default) or "all", PyTorch's
+    C++ frames too, which name the autograd node of each block made in
+    backward at a cost a step and a dump (docs/pytorch.md)."""
+    v = os.environ.get("CUMEMTRACE_TORCH_STACKS", "")
+    if v in ("", "python", "all"):
+        return v or "python"
+    sys.stderr.write(f"cumemtrace: warning: CUMEMTRACE_TORCH_STACKS={v!r} is not "
+                     f"'python' or 'all'; recording Python stacks (unset it or "
+                     f"set one of those)\n")
+    return "python"
 
 
 def _entries():

@@ -9,6 +9,7 @@ src/preload/life/torch_protocol.h), which writes it verbatim."""
 import ctypes
 import json
 import os
+import re
 import sys
 
 STACK_FRAMES = 256   # a stack kept whole up to this depth, innermost first
@@ -91,6 +92,25 @@ def site_key(site):
 # on autograd's thread (the block may be the output of the node before it,
 # which AccumulateGrad keeps without a copy).
 _ACCUMULATE_GRAD = {"thread": "backward", "node": "AccumulateGrad", "forward_site": None}
+# With C++ frames (stacks="all": CUMEMTRACE_TORCH_STACKS=all, or the program's
+# own history) a block made by autograd's engine names its node: the
+# innermost Node::apply frame ("torch::autograd::generated::MmBackward0::apply").
+_ENGINE = "torch::autograd::Engine::"
+_NODE_APPLY = re.compile(r"torch::autograd::(?:generated::)?(\w+)::apply\(")
+
+
+def _engine_origin(frames):
+    """The origin of a block whose C++ frames show autograd's engine made it
+    ({thread, node, forward_site}, node None when no node's apply is among
+    them, as for the engine's own reduction of a node's outputs); else None."""
+    names = [str(fr.get("name", "")) for fr in frames]
+    if not any(n.startswith(_ENGINE) for n in names):
+        return None
+    for n in names:
+        m = _NODE_APPLY.match(n)
+        if m and m.group(1) != "Engine":
+            return {"thread": "backward", "node": m.group(1), "forward_site": None}
+    return {"thread": "backward", "node": None, "forward_site": None}
 
 
 def backward_gradients(device, snap_segments):
@@ -140,6 +160,8 @@ def read(snap_segments, device, grads=frozenset()):
                 key = (site.get("filename"), site.get("line"), site.get("name"))
             elif not frames and b.get("address") in grads:
                 key, origin = ("backward", "AccumulateGrad"), _ACCUMULATE_GRAD
+            elif frames and (origin := _engine_origin(frames)) is not None:
+                key = ("backward", origin["node"])
             else:
                 key = (None, None, frames[0].get("filename") if frames else None,
                        frames[0].get("line") if frames else None)
