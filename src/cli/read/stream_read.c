@@ -12,6 +12,7 @@
 #include "stream_read.h"
 
 #include "crc.h"
+#include "snapshot.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -74,7 +75,6 @@ static void escape(const char *s, char *out, size_t n)
 
 struct span {
     size_t off, len;
-    char type; /* 'C' (JSON rows inside it) or 'E' (binary rows) */
 };
 
 #define ROW 32
@@ -102,25 +102,17 @@ static int json_row(const unsigned char *r, char *out, size_t n)
     return k > 0 && (size_t)k < n ? k : 0;
 }
 
+/* What a pass over the records found: the 'E' records (event rows) in file
+ * order and the last complete checkpoint's payload. */
+struct scan {
+    struct span *rows;
+    size_t nrows, cap;
+    struct span ck; /* len 0: none */
+};
+
 /* The event rows of a checkpoint: what lies between `"data":[` of its
  * "events" object and the `]}` that closes it (rows hold no braces), with
- * the leading newline and space; r->len is 0 when it has none. */
-/* Appends sp to the growing vector v of n (capacity cap): 0, or -1 when out
- * of memory (v unchanged). */
-static int push_span(struct span **v, size_t *n, size_t *cap, struct span sp)
-{
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 64;
-        struct span *g = realloc(*v, nc * sizeof *g);
-        if (g == NULL)
-            return -1;
-        *v = g;
-        *cap = nc;
-    }
-    (*v)[(*n)++] = sp;
-    return 0;
-}
-
+ * the leading newline and space. */
 static bool rows_of(const char *p, size_t n, struct span *r)
 {
     static const char ev[] = "\"events\":{\"cap\":", data[] = "\"data\":[";
@@ -149,71 +141,73 @@ static bool rows_of(const char *p, size_t n, struct span *r)
     return true;
 }
 
-int stream_recover(const char *name, const char *buf, size_t len, char **doc,
-                   size_t *doclen, struct stream_info *info, struct cli_error *err)
+/* Why reading stops at the record at off, in info->stopped; false when the
+ * record is whole (its type and payload length in *type, *plen). */
+static bool cut_at(const char *buf, size_t len, size_t off, char *type, uint32_t *plen,
+                   struct stream_info *info)
 {
-    memset(info, 0, sizeof *info);
-    info->state_ns = info->alive_ns = -1;
-    if (!stream_is(buf, len))
-        return errors_set(err, CLI_EFOREIGN, "cannot read stream '%s': it does not "
-                          "start with " STREAM_FILE_MAGIC, name);
+    const unsigned char *u = (const unsigned char *)buf + off;
+    info->stopped_at = off;
+    if (off == len) {
+        snprintf(info->stopped, sizeof info->stopped, "end of file");
+    } else if (len - off < HEAD) {
+        snprintf(info->stopped, sizeof info->stopped, "a truncated record head at "
+                 "byte %zu (the writer stopped while writing it: killed, or its disk was "
+                 "full)", off);
+    } else if (le32(u) != RECORD_MAGIC) {
+        snprintf(info->stopped, sizeof info->stopped, "no record marker at byte %zu", off);
+    } else {
+        *plen = le32(u + 4);
+        *type = (char)u[12];
+        return false;
+    }
+    return true;
+}
+
+/* A header of another version (whatever its checksum, which another writer
+ * may compute otherwise) is not damage but a reader of another release:
+ * versions before this one were never released. */
+static int other_version(const char *name, int64_t v, struct cli_error *err)
+{
+    if (v > FORMAT_STREAM_VERSION)
+        return errors_set(err, CLI_EVERSION, "cannot read stream '%s': its format "
+                          "version %" PRId64 " is newer than this cumemtrace, which "
+                          "reads version %d", name, v, FORMAT_STREAM_VERSION);
+    return errors_set(err, CLI_EVERSION, "cannot read stream '%s': its format "
+                      "version %" PRId64 " is from before this cumemtrace's first "
+                      "release, which reads version %d; record the program again "
+                      "with this cumemtrace", name, v, FORMAT_STREAM_VERSION);
+}
+
+/* Reads the records up to the first that is cut or damaged.  Returns 0, or
+ * a CLI_E* code with err set. */
+static int scan_records(const char *name, const char *buf, size_t len, struct scan *sc,
+                        struct stream_info *info, struct cli_error *err)
+{
     const unsigned char *u = (const unsigned char *)buf;
-    size_t off = 8, ck_off = 0, ck_len = 0;
     bool header = false;
-    struct span *cks = NULL;
-    size_t ncks = 0, cks_cap = 0;
-    for (;;) {
-        info->stopped_at = off;
-        if (off == len) {
-            snprintf(info->stopped, sizeof info->stopped, "end of file");
-            break;
-        }
-        if (len - off < HEAD) {
-            snprintf(info->stopped, sizeof info->stopped, "a truncated record head at "
-                     "byte %zu (the writer stopped while writing it: killed, or its disk was "
-                     "full)", off);
-            break;
-        }
-        uint32_t magic = le32(u + off), plen = le32(u + off + 4), crc = le32(u + off + 8);
-        char type = (char)u[off + 12];
-        if (magic != RECORD_MAGIC) {
-            snprintf(info->stopped, sizeof info->stopped, "no record marker at byte %zu",
-                     off);
-            break;
-        }
-        /* A header of another version (whatever its checksum, which another
-         * writer may compute otherwise): not damage, a reader of another
-         * release.  Versions before this one were never released. */
+    char type;
+    uint32_t plen;
+    for (size_t off = 8; !cut_at(buf, len, off, &type, &plen, info); off += HEAD + plen) {
+        const char *p = buf + off + HEAD;
         int64_t other = !header && type == 'H' && plen <= len - off - HEAD
-                            ? field(buf + off + HEAD, plen, "\"version\":", 0)
+                            ? field(p, plen, "\"version\":", 0)
                             : 0;
-        if (other > FORMAT_STREAM_VERSION) {
-            free(cks);
-            return errors_set(err, CLI_EVERSION, "cannot read stream '%s': its format "
-                              "version %" PRId64 " is newer than this cumemtrace, which "
-                              "reads version %d", name, other, FORMAT_STREAM_VERSION);
-        }
-        if (other > 0 && other < FORMAT_STREAM_VERSION) {
-            free(cks);
-            return errors_set(err, CLI_EVERSION, "cannot read stream '%s': its format "
-                              "version %" PRId64 " is from before this cumemtrace's first "
-                              "release, which reads version %d; record the program again "
-                              "with this cumemtrace", name, other, FORMAT_STREAM_VERSION);
-        }
+        if (other > 0 && other != FORMAT_STREAM_VERSION)
+            return other_version(name, other, err);
         if (plen > len - off - HEAD) {
             snprintf(info->stopped, sizeof info->stopped, "a record of %" PRIu32 " bytes "
                      "at byte %zu cut short after %zu (the writer stopped while writing "
                      "it: killed, or its disk was full)", plen, off, len - off - HEAD);
             break;
         }
-        const char *p = buf + off + HEAD;
-        if (crc32c(u + off + HEAD, plen) != crc) {
+        if (crc32c(u + off + HEAD, plen) != le32(u + off + 8)) {
             snprintf(info->stopped, sizeof info->stopped, "a checksum mismatch in the "
                      "record at byte %zu", off);
             break;
         }
         if (!header) {
-            if (type != 'H' || field(p, plen, "\"version\":", 0) != FORMAT_STREAM_VERSION) {
+            if (type != 'H' || other != FORMAT_STREAM_VERSION) {
                 snprintf(info->stopped, sizeof info->stopped, "a first record that is "
                          "not a version %d header", FORMAT_STREAM_VERSION);
                 break;
@@ -222,24 +216,18 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
             int64_t f = field(p, plen, "\"flush_ms\":", 1000);
             info->flush_ms = f > 0 && f < 86400000 ? (unsigned)f : 1000;
         } else if (type == 'C') {
-            ck_off = off + HEAD;
-            ck_len = plen;
-            if (push_span(&cks, &ncks, &cks_cap, (struct span){ck_off, ck_len, 'C'}) != 0) {
-                free(cks);
-                return errors_set(err, CLI_ENOMEM, "cannot read stream '%s': out "
-                                  "of memory", name);
-            }
+            sc->ck = (struct span){off + HEAD, plen};
             info->checkpoints++;
             int64_t t = field(p, plen < 4096 ? plen : 4096, "\"dump_time_ns\":", -1);
             info->state_ns = t;
             if (t > info->alive_ns)
                 info->alive_ns = t;
         } else if (type == 'E' && plen % ROW == 0) {
-            if (push_span(&cks, &ncks, &cks_cap, (struct span){off + HEAD, plen, 'E'}) != 0) {
-                free(cks);
+            if (snapshot_vec_reserve((void **)&sc->rows, &sc->cap, sizeof *sc->rows,
+                                     sc->nrows + 1) != 0)
                 return errors_set(err, CLI_ENOMEM, "cannot read stream '%s': out "
                                   "of memory", name);
-            }
+            sc->rows[sc->nrows++] = (struct span){off + HEAD, plen};
         } else if (type == 'B') {
             info->heartbeats++;
             int64_t t = field(p, plen, "\"t_ns\":", -1);
@@ -249,44 +237,64 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
             info->skipped++; /* a newer writer's record: readable around it */
         }
         info->records++;
-        off += HEAD + plen;
     }
-    if (!header || ck_len == 0) {
-        free(cks);
-        if (!header)
-            return errors_set(err, CLI_ETRUNC, "cannot read stream '%s': %s before its "
-                              "header", name, info->stopped);
+    if (!header)
+        return errors_set(err, CLI_ETRUNC, "cannot read stream '%s': %s before its "
+                          "header", name, info->stopped);
+    if (sc->ck.len == 0)
         return errors_set(err, CLI_ETRUNC, "cannot read stream '%s': no complete "
                           "checkpoint (stopped at %s; the process ended within its "
                           "first flush)", name, info->stopped);
+    return 0;
+}
+
+/* Appends the JSON rows of sc's committed 'E' records at d + *o. */
+static void put_rows(const char *buf, const struct scan *sc, char *d, size_t *o)
+{
+    bool first = true;
+    for (size_t i = 0; i < sc->nrows; i++) {
+        const unsigned char *r = (const unsigned char *)buf + sc->rows[i].off;
+        for (size_t k = 0; k < sc->rows[i].len / ROW; k++, r += ROW) {
+            char row[ROW_JSON_MAX];
+            int rl = json_row(r, row, sizeof row);
+            if (rl == 0)
+                continue;
+            if (!first) {
+                memcpy(d + *o, ",\n ", 3);
+                *o += 3;
+            }
+            memcpy(d + *o, row, (size_t)rl);
+            *o += (size_t)rl;
+            first = false;
+        }
     }
+}
+
+/* The last checkpoint with reason "killed", a "recovered" object, and for
+ * its events.data (empty: the writer writes a checkpoint's rows before it)
+ * every 'E' record's rows a checkpoint committed, in file order: rows after
+ * the last one are uncommitted (the writer was killed among them), and left
+ * out. */
+static int assemble(const char *name, const char *buf, struct scan *sc,
+                    const struct stream_info *info, char **doc, size_t *doclen,
+                    struct cli_error *err)
+{
     /* The checkpoint opens {"format":"cumemtrace","version":N,"reason":"stream", */
-    const char *ck = buf + ck_off;
+    const char *ck = buf + sc->ck.off;
     static const char reason[] = "\"reason\":\"stream\"";
     const char *at = NULL;
-    for (size_t i = 0; i + sizeof reason - 1 <= ck_len && i < 200 && at == NULL; i++)
+    for (size_t i = 0; i + sizeof reason - 1 <= sc->ck.len && i < 200 && at == NULL; i++)
         if (memcmp(ck + i, reason, sizeof reason - 1) == 0)
             at = ck + i;
     struct span last_rows;
-    if (at == NULL || !rows_of(ck, ck_len, &last_rows)) {
-        free(cks);
+    if (at == NULL || !rows_of(ck, sc->ck.len, &last_rows))
         return errors_set(err, CLI_EVALUE, "cannot read stream '%s': its checkpoint at "
-                          "byte %zu is not a stream snapshot", name, ck_off - HEAD);
-    }
-    /* Each checkpoint holds the event rows that are new since the one
-     * before it: the timeline is all of them, in file order.  The writer
-     * writes a checkpoint's rows before it: rows after the last one are
-     * uncommitted (the writer was killed among them), and left out. */
-    while (ncks > 0 && cks[ncks - 1].off > ck_off)
-        ncks--;
+                          "byte %zu is not a stream snapshot", name, sc->ck.off - HEAD);
+    while (sc->nrows > 0 && sc->rows[sc->nrows - 1].off > sc->ck.off)
+        sc->nrows--;
     size_t rows_len = 0;
-    for (size_t i = 0; i < ncks; i++) {
-        struct span r;
-        if (cks[i].type == 'E')
-            rows_len += cks[i].len / ROW * (ROW_JSON_MAX + 3);
-        else if (rows_of(buf + cks[i].off, cks[i].len, &r) && r.len > 0)
-            rows_len += r.len + 3;
-    }
+    for (size_t i = 0; i < sc->nrows; i++)
+        rows_len += sc->rows[i].len / ROW * (ROW_JSON_MAX + 3);
     char ename[2048], ewhy[400], rec[3000];
     escape(name, ename, sizeof ename);
     escape(info->stopped, ewhy, sizeof ewhy);
@@ -296,57 +304,37 @@ int stream_recover(const char *name, const char *buf, size_t len, char **doc,
                       info->alive_ns, info->flush_ms, ewhy);
     size_t head = (size_t)(at - ck);
     size_t mid = last_rows.off - head - (sizeof reason - 1);        /* up to the rows */
-    size_t tail = ck_len - last_rows.off - last_rows.len;           /* after them */
-    size_t total = head + (size_t)rn + mid + rows_len + tail;
-    char *d = malloc(total + 1);
-    if (d == NULL) {
-        free(cks);
+    size_t tail = sc->ck.len - last_rows.off - last_rows.len;       /* after them */
+    char *d = malloc(head + (size_t)rn + mid + rows_len + tail + 1);
+    if (d == NULL)
         return errors_set(err, CLI_ENOMEM, "cannot read stream '%s': out of memory", name);
-    }
-    size_t o = 0;
-    memcpy(d + o, ck, head);
-    o += head;
-    memcpy(d + o, rec, (size_t)rn);
-    o += (size_t)rn;
-    memcpy(d + o, at + sizeof reason - 1, mid);
-    o += mid;
-    bool first = true;
-    for (size_t i = 0; i < ncks; i++) {
-        if (cks[i].type == 'E') {
-            const unsigned char *r = u + cks[i].off;
-            for (size_t k = 0; k < cks[i].len / ROW; k++, r += ROW) {
-                char row[ROW_JSON_MAX];
-                int rl = json_row(r, row, sizeof row);
-                if (rl == 0)
-                    continue;
-                if (!first) {
-                    memcpy(d + o, ",\n ", 3);
-                    o += 3;
-                }
-                memcpy(d + o, row, (size_t)rl);
-                o += (size_t)rl;
-                first = false;
-            }
-            continue;
-        }
-        struct span r;
-        if (!rows_of(buf + cks[i].off, cks[i].len, &r) || r.len == 0)
-            continue;
-        if (!first) {
-            memcpy(d + o, ",\n ", 3);
-            o += 3;
-        }
-        memcpy(d + o, buf + cks[i].off + r.off, r.len);
-        o += r.len;
-        first = false;
-    }
+    memcpy(d, ck, head);
+    memcpy(d + head, rec, (size_t)rn);
+    memcpy(d + head + (size_t)rn, at + sizeof reason - 1, mid);
+    size_t o = head + (size_t)rn + mid;
+    put_rows(buf, sc, d, &o);
     memcpy(d + o, ck + last_rows.off + last_rows.len, tail);
     o += tail;
     d[o] = '\0';
-    free(cks);
     *doc = d;
     *doclen = o;
     return 0;
+}
+
+int stream_recover(const char *name, const char *buf, size_t len, char **doc,
+                   size_t *doclen, struct stream_info *info, struct cli_error *err)
+{
+    memset(info, 0, sizeof *info);
+    info->state_ns = info->alive_ns = -1;
+    if (!stream_is(buf, len))
+        return errors_set(err, CLI_EFOREIGN, "cannot read stream '%s': it does not "
+                          "start with " STREAM_FILE_MAGIC, name);
+    struct scan sc = {0};
+    int rc = scan_records(name, buf, len, &sc, info, err);
+    if (rc == 0)
+        rc = assemble(name, buf, &sc, info, doc, doclen, err);
+    free(sc.rows);
+    return rc;
 }
 
 void stream_staleness(const struct stream_info *info, char *out, size_t n)
