@@ -28,31 +28,10 @@
 #include "cli.h"
 #include "esc.h"
 #include "frames.h"
-#include "hmap.h"
 #include "holders.h"
 #include "out.h"
 
 enum at { AT_PEAK, AT_LIVE, AT_OOM };
-
-/* Lines are merged by identity first (device, entry point, frame indices:
- * frames with equal names share an index), and their text is built once
- * per distinct line at the end; a 100 000-stack snapshot would otherwise
- * hash megabytes of repeated frame text. */
-struct line {
-    int64_t device;       /* or INT64_MIN without a device frame */
-    uint32_t stack;       /* a stack of the line, SNAP_NO_STACK for none */
-    uint64_t bytes;
-    char *text;           /* built at output */
-};
-
-struct folded {
-    struct arena arena;
-    struct hmap ids;      /* identity -> index in lines */
-    struct line *lines;
-    size_t n, cap;
-    char *key;            /* scratch: one identity */
-    size_t key_cap;
-};
 
 /* How many devices the output shows: each gets its own root when more
  * than one does. */
@@ -63,34 +42,6 @@ static size_t devices_shown(const struct snapshot *s, bool one_device, int64_t d
         if (!one_device || s->devices[i].ordinal == device)
             shown++;
     return shown;
-}
-
-static int add_group(struct folded *fo, const struct snapshot *s, const struct snap_group *g,
-                     int64_t device)
-{
-    if (g->bytes == 0)
-        return 0;
-    const struct snap_stack *st = g->stack != SNAP_NO_STACK ? &s->stacks[g->stack] : NULL;
-    uint32_t nf = st ? st->nframes : 0;
-    size_t klen = sizeof device + sizeof(const char *) + nf * sizeof(uint32_t);
-    if (snapshot_vec_reserve((void **)&fo->key, &fo->key_cap, 1, klen))
-        return -1;
-    const char *entry = st ? st->entry : NULL;
-    memcpy(fo->key, &device, sizeof device);
-    memcpy(fo->key + sizeof device, &entry, sizeof entry);
-    if (nf > 0)
-        memcpy(fo->key + sizeof device + sizeof entry, st->frames, nf * sizeof(uint32_t));
-    uint32_t idx, next = (uint32_t)fo->n;
-    if (hmap_get_or_add(&fo->ids, fo->key, klen, next, &idx, NULL))
-        return -1;
-    if (idx == next) {
-        if (snapshot_vec_reserve((void **)&fo->lines, &fo->cap, sizeof *fo->lines, fo->n + 1))
-            return -1;
-        fo->lines[fo->n++] = (struct line){device, g->stack, 0, NULL};
-    }
-    uint64_t *b = &fo->lines[idx].bytes;
-    *b = *b > UINT64_MAX - g->bytes ? UINT64_MAX : *b + g->bytes;
-    return 0;
 }
 
 /* Appends s to the growing text, with ';' (the separator) made ':' and
@@ -120,115 +71,19 @@ static int put(char **buf, size_t *len, size_t *cap, const char *s, bool sep)
     return 0;
 }
 
-static char *line_text(const struct snapshot *s, const struct line *l)
-{
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    bool first = true;
-    if (l->device != INT64_MIN) {
-        char root[48];
-        snprintf(root, sizeof root, "device %" PRId64, l->device);
-        if (put(&buf, &len, &cap, root, false))
-            goto fail;
-        first = false;
-    }
-    if (l->stack == SNAP_NO_STACK) {
-        if (put(&buf, &len, &cap, "[no stack]", !first))
-            goto fail;
-        return buf;
-    }
-    const struct snap_stack *st = &s->stacks[l->stack];
-    for (uint32_t i = st->nframes; i-- > 0;) {
-        if (put(&buf, &len, &cap, s->ctx->frames[st->frames[i]].name, !first))
-            goto fail;
-        first = false;
-    }
-    if (put(&buf, &len, &cap, st->entry, !first))
-        goto fail;
-    return buf;
-fail:
-    free(buf);
-    return NULL;
-}
-
-static int by_text(const void *a, const void *b)
-{
-    return strcmp((*(const struct line *const *)a)->text, (*(const struct line *const *)b)->text);
-}
-
-static int add_groups(struct folded *fo, const struct snapshot *s, const struct snap_groups *g,
-                      int64_t device)
-{
-    for (size_t i = 0; i < g->n; i++)
-        if (add_group(fo, s, &g->v[i], device) != 0)
-            return -1;
-    return 0;
-}
-
-/* Writes the folded lines of s to f; returns 0, -1 on OOM. */
-static int fold(FILE *f, const struct snapshot *s, enum at at, bool one_device,
-                int64_t device)
-{
-    struct folded fo;
-    memset(&fo, 0, sizeof fo);
-    arena_init(&fo.arena);
-    hmap_init(&fo.ids, &fo.arena);
-    int rc = 0;
-    if (at == AT_OOM) {
-        rc = add_groups(&fo, s, &s->oom.live, INT64_MIN);
-    } else {
-        size_t shown = devices_shown(s, one_device, device);
-        for (size_t i = 0; i < s->ndevices && rc == 0; i++) {
-            const struct snap_device *d = &s->devices[i];
-            if (one_device && d->ordinal != device)
-                continue;
-            rc = add_groups(&fo, s, at == AT_PEAK ? &d->at_peak : &d->live,
-                            shown > 1 ? d->ordinal : INT64_MIN);
-        }
-    }
-    struct line **order = NULL;
-    if (rc == 0 && fo.n > 0) {
-        order = malloc(fo.n * sizeof *order);
-        if (order == NULL)
-            rc = -1;
-    }
-    for (size_t i = 0; rc == 0 && i < fo.n; i++) {
-        fo.lines[i].text = line_text(s, &fo.lines[i]);
-        if (fo.lines[i].text == NULL)
-            rc = -1;
-        order[i] = &fo.lines[i];
-    }
-    if (rc == 0) {
-        if (fo.n > 1)
-            qsort(order, fo.n, sizeof *order, by_text);
-        for (size_t i = 0; i < fo.n; i++)
-            fprintf(f, "%s %" PRIu64 "\n", order[i]->text, order[i]->bytes);
-    }
-    for (size_t i = 0; i < fo.n; i++)
-        free(fo.lines[i].text);
-    free(order);
-    free(fo.lines);
-    free(fo.key);
-    hmap_free(&fo.ids);
-    arena_free(&fo.arena);
-    return rc;
-}
-
-/* ---- PyTorch's tensors ---- */
-
-struct tline {
+struct line {
     char *text;
     uint64_t bytes;
 };
 
-struct tlines {
-    struct tline *v;
+struct lines {
+    struct line *v;
     size_t n, cap;
 };
 
 /* Adds one line: the root frame (device), then names[0..n) as given
  * (outermost first). */
-static int tline_add(struct tlines *tl, int64_t device, const char *const *names, size_t n,
+static int line_add(struct lines *tl, int64_t device, const char *const *names, size_t n,
                      uint64_t bytes)
 {
     if (bytes == 0)
@@ -250,7 +105,7 @@ static int tline_add(struct tlines *tl, int64_t device, const char *const *names
     }
     if (snapshot_vec_reserve((void **)&tl->v, &tl->cap, sizeof *tl->v, tl->n + 1))
         goto fail;
-    tl->v[tl->n++] = (struct tline){buf, bytes};
+    tl->v[tl->n++] = (struct line){buf, bytes};
     return 0;
 fail:
     free(buf);
@@ -259,7 +114,7 @@ fail:
 
 /* One line per group of t (whole stack, outermost first), the folded tail
  * and the cache. */
-static int tensor_lines(struct tlines *tl, struct snapshot *s, const struct snap_tensors *t,
+static int tensor_lines(struct lines *tl, struct snapshot *s, const struct snap_tensors *t,
                         int64_t device)
 {
     const char **names = NULL;
@@ -281,32 +136,32 @@ static int tensor_lines(struct tlines *tl, struct snapshot *s, const struct snap
         }
         for (uint32_t k = 0; k < g->nframes; k++)
             names[k] = s->ctx->frames[g->frames[g->nframes - 1 - k]].name;
-        rc = tline_add(tl, device, names, n, g->bytes);
+        rc = line_add(tl, device, names, n, g->bytes);
     }
     free(names);
     char text[64];
     if (rc == 0 && t->has_more) {
         snprintf(text, sizeof text, "[%" PRIu64 " more lines]", t->more_groups);
         const char *one[] = {text};
-        rc = tline_add(tl, device, one, 1, t->more_bytes);
+        rc = line_add(tl, device, one, 1, t->more_bytes);
     }
     if (rc == 0 && t->has_cache && t->cache_bytes != SNAP_UNKNOWN) {
         const char *one[] = {"[PyTorch's cache]"};
-        rc = tline_add(tl, device, one, 1, t->cache_bytes);
+        rc = line_add(tl, device, one, 1, t->cache_bytes);
     }
     return rc;
 }
 
-static int by_tline(const void *a, const void *b)
+static int by_line(const void *a, const void *b)
 {
-    return strcmp(((const struct tline *)a)->text, ((const struct tline *)b)->text);
+    return strcmp(((const struct line *)a)->text, ((const struct line *)b)->text);
 }
 
-/* Writes the tensors' folded lines, merged when equal and sorted. */
-static int tensor_write(FILE *f, struct tlines *tl)
+/* Writes the folded lines, merged when equal and sorted. */
+static void lines_write(FILE *f, struct lines *tl)
 {
     if (tl->n > 1)
-        qsort(tl->v, tl->n, sizeof *tl->v, by_tline);
+        qsort(tl->v, tl->n, sizeof *tl->v, by_line);
     for (size_t i = 0; i < tl->n;) {
         uint64_t b = 0;
         size_t j = i;
@@ -315,41 +170,63 @@ static int tensor_write(FILE *f, struct tlines *tl)
         fprintf(f, "%s %" PRIu64 "\n", tl->v[i].text, b);
         i = j;
     }
-    return 0;
 }
 
-/* The tensors' lines of s at `at` when the file has them (and --segments
- * was not given): 1 written, 0 the file has none (the caller draws the
- * segments), -1 out of memory. */
-static int fold_tensors(FILE *f, struct snapshot *s, enum at at, bool one_device,
-                        int64_t device)
+/* The driver's groups g as lines: each stack's frames outermost first, its
+ * CUDA entry point the leaf. */
+static int group_lines(struct lines *tl, const struct snapshot *s, const struct snap_groups *g,
+                       int64_t device)
+{
+    const char **names = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < g->n; i++) {
+        const struct snap_stack *st =
+            g->v[i].stack != SNAP_NO_STACK ? &s->stacks[g->v[i].stack] : NULL;
+        uint32_t nf = st ? st->nframes : 0;
+        if (snapshot_vec_reserve((void **)&names, &cap, sizeof *names, nf + 1u)) {
+            rc = -1;
+            break;
+        }
+        for (uint32_t k = 0; k < nf; k++)
+            names[k] = s->ctx->frames[st->frames[nf - 1 - k]].name;
+        names[nf] = st ? st->entry : "[no stack]";
+        rc = line_add(tl, device, names, nf + 1u, g->v[i].bytes);
+    }
+    free(names);
+    return rc;
+}
+
+/* Writes the lines of s at `at`: with `tensors` PyTorch's, where the file
+ * has them (and --segments was not given), else the driver's groups.
+ * 1 written, 0 the file has no tensors (the caller draws the segments),
+ * -1 out of memory. */
+static int fold(FILE *f, struct snapshot *s, enum at at, bool one_device, int64_t device,
+                bool tensors)
 {
     enum holders_moment m = at == AT_OOM ? HOLDERS_OOM : at == AT_PEAK ? HOLDERS_PEAK
                                                                         : HOLDERS_NOW;
-    struct tlines tl = {NULL, 0, 0};
+    struct lines tl = {NULL, 0, 0};
     int rc = 0;
-    bool any = false;
-    if (m == HOLDERS_OOM) {
-        const struct snap_tensors *t = holders_tensors(s, NULL, m);
+    bool any = !tensors;
+    size_t shown = devices_shown(s, one_device, device);
+    /* the failure's holders are one set, no device's (d NULL) */
+    for (size_t i = 0; i < (m == HOLDERS_OOM ? 1 : s->ndevices) && rc == 0; i++) {
+        const struct snap_device *d = m == HOLDERS_OOM ? NULL : &s->devices[i];
+        if (d != NULL && one_device && d->ordinal != device)
+            continue;
+        int64_t root = d != NULL && shown > 1 ? d->ordinal : INT64_MIN;
+        const struct snap_tensors *t = tensors ? holders_tensors(s, d, m) : NULL;
         if (t != NULL && t->present) {
             any = true;
-            rc = tensor_lines(&tl, s, t, INT64_MIN);
-        }
-    } else {
-        size_t shown = devices_shown(s, one_device, device);
-        for (size_t i = 0; i < s->ndevices && rc == 0; i++) {
-            const struct snap_device *d = &s->devices[i];
-            if (one_device && d->ordinal != device)
-                continue;
-            const struct snap_tensors *t = holders_tensors(s, d, m);
-            if (t == NULL || !t->present)
-                continue;
-            any = true;
-            rc = tensor_lines(&tl, s, t, shown > 1 ? d->ordinal : INT64_MIN);
+            rc = tensor_lines(&tl, s, t, root);
+        } else if (!tensors) {
+            rc = group_lines(&tl, s, d == NULL ? &s->oom.live
+                                     : m == HOLDERS_PEAK ? &d->at_peak : &d->live, root);
         }
     }
     if (rc == 0 && any)
-        rc = tensor_write(f, &tl);
+        lines_write(f, &tl);
     for (size_t i = 0; i < tl.n; i++)
         free(tl.v[i].text);
     free(tl.v);
@@ -442,7 +319,7 @@ int flamegraph_main(int argc, char **argv)
         return CLI_EXIT_ERROR;
     }
     /* --segments (cli_frame_args): holders_tensors gives none */
-    int rc = fold_tensors(stdout, s, at, one_device, (int64_t)device);
+    int rc = fold(stdout, s, at, one_device, (int64_t)device, true);
     if (rc == 0 && at == AT_PEAK && live_tensors(s))
         fprintf(stderr, "cumemtrace: flamegraph: '%s' has PyTorch's tensors but none at the "
                 "peak (PyTorch's layer reads them by default; not under CUMEMTRACE_TORCH_PEAK=0, "
@@ -450,11 +327,9 @@ int flamegraph_main(int argc, char **argv)
                 "the driver's segments at the peak, by the line that created each; --at "
                 "live draws the tensors\n", snapshot_display(s->ctx, s->file));
     if (rc == 0)
-        rc = fold(stdout, s, at, one_device, (int64_t)device);
-    else if (rc == 1)
-        rc = 0;
+        rc = fold(stdout, s, at, one_device, (int64_t)device, false);
     cli_inputs_free(&in);
-    if (rc != 0) {
+    if (rc < 0) {
         fprintf(stderr, "cumemtrace: flamegraph: out of memory\n");
         return CLI_EXIT_ERROR;
     }
