@@ -32,6 +32,8 @@
 struct entries {
     const char **v;
     size_t n, cap;
+    uint64_t *weights; /* the open profile's, one a sample in order */
+    size_t nw, wcap;
 };
 
 static int entry_index(struct entries *e, const char *name, size_t *out)
@@ -57,8 +59,10 @@ static uint64_t groups_sum(const struct snap_groups *g)
 }
 
 /* Opens a sampled profile of `total` bytes, up to its samples array. */
-static void profile_open(struct json_out *w, const char *name, uint64_t total)
+static void profile_open(struct json_out *w, struct entries *e, const char *name,
+                         uint64_t total)
 {
+    e->nw = 0;
     json_out_begin_object(w);
     json_out_key_string(w, "type", "sampled");
     json_out_key_string(w, "name", name);
@@ -77,10 +81,32 @@ static void sample_open(struct json_out *w, const size_t *chain, size_t n)
         json_out_u64(w, chain[i]);
 }
 
-/* One sample: the frames in chain[0..n) (root first), then the stack's
- * frames outermost first, then its entry (an index after `base`). */
+/* Closes a sample that weighs `bytes`; profile_close writes the weights. */
+static int sample_close(struct json_out *w, struct entries *e, uint64_t bytes)
+{
+    json_out_end_array(w);
+    if (snapshot_vec_reserve((void **)&e->weights, &e->wcap, sizeof *e->weights, e->nw + 1))
+        return -1;
+    e->weights[e->nw++] = bytes;
+    return 0;
+}
+
+static void profile_close(struct json_out *w, const struct entries *e)
+{
+    json_out_end_array(w);
+    json_out_key(w, "weights");
+    json_out_begin_array(w);
+    for (size_t i = 0; i < e->nw; i++)
+        json_out_u64(w, e->weights[i]);
+    json_out_end_array(w);
+    json_out_end_object(w);
+}
+
+/* One sample of `bytes`: the frames in chain[0..n) (root first), then the
+ * stack's frames outermost first, then its entry (an index after `base`). */
 static int stack_sample(struct json_out *w, const struct snapshot *s, struct entries *e,
-                        const size_t *chain, size_t n, uint32_t stack, size_t base)
+                        const size_t *chain, size_t n, uint32_t stack, size_t base,
+                        uint64_t bytes)
 {
     const struct snap_stack *st = stack != SNAP_NO_STACK ? &s->stacks[stack] : NULL;
     size_t leaf;
@@ -90,8 +116,7 @@ static int stack_sample(struct json_out *w, const struct snapshot *s, struct ent
     for (uint32_t k = st ? st->nframes : 0; k > 0; k--)
         json_out_u64(w, st->frames[k - 1]);
     json_out_u64(w, base + leaf);
-    json_out_end_array(w);
-    return 0;
+    return sample_close(w, e, bytes);
 }
 
 static int profile(struct json_out *w, const struct snapshot *s, struct entries *e,
@@ -101,31 +126,25 @@ static int profile(struct json_out *w, const struct snapshot *s, struct entries 
     if (total == 0)
         return 0;
     size_t nframes = s->ctx->nframes + s->phases.n; /* entries come after both */
-    profile_open(w, name, total);
+    profile_open(w, e, name, total);
     for (size_t i = 0; i < g->n; i++)
-        if (g->v[i].bytes != 0 && stack_sample(w, s, e, NULL, 0, g->v[i].stack, nframes) != 0)
+        if (g->v[i].bytes != 0 &&
+            stack_sample(w, s, e, NULL, 0, g->v[i].stack, nframes, g->v[i].bytes) != 0)
             return -1;
-    json_out_end_array(w);
-    json_out_key(w, "weights");
-    json_out_begin_array(w);
-    for (size_t i = 0; i < g->n; i++)
-        if (g->v[i].bytes != 0)
-            json_out_u64(w, g->v[i].bytes);
-    json_out_end_array(w);
-    json_out_end_object(w);
+    profile_close(w, e);
     return 0;
 }
 
-/* One sample of a name alone (an entry after `base`). */
-static int name_sample(struct json_out *w, struct entries *e, const char *name, size_t base)
+/* One sample of `bytes`, a name alone (an entry after `base`). */
+static int name_sample(struct json_out *w, struct entries *e, const char *name, size_t base,
+                       uint64_t bytes)
 {
     size_t leaf;
     if (name == NULL || entry_index(e, name, &leaf) != 0)
         return -1;
     json_out_begin_array(w);
     json_out_u64(w, base + leaf);
-    json_out_end_array(w);
-    return 0;
+    return sample_close(w, e, bytes);
 }
 
 /* PyTorch's tensors of one moment (holders_tensors): a sample a group,
@@ -144,36 +163,26 @@ static int profile_tensors(struct json_out *w, struct snapshot *s, struct entrie
     char text[64];
     snprintf(text, sizeof text, "[%" PRIu64 " more lines]", t->more_groups);
     const char *more_name = snapshot_intern(s->ctx, text, strlen(text));
-    profile_open(w, name, total);
+    profile_open(w, e, name, total);
     for (size_t i = 0; i < t->n; i++) {
         const struct snap_tgroup *g = &t->v[i];
         if (g->bytes == 0)
             continue;
         if (g->nframes == 0) {
-            if (name_sample(w, e, holders_group_name(s, g, false), base) != 0)
+            if (name_sample(w, e, holders_group_name(s, g, false), base, g->bytes) != 0)
                 return -1;
             continue;
         }
         sample_open(w, NULL, 0);
         for (uint32_t k = g->nframes; k > 0; k--)
             json_out_u64(w, g->frames[k - 1]);
-        json_out_end_array(w);
+        if (sample_close(w, e, g->bytes) != 0)
+            return -1;
     }
-    if ((more && name_sample(w, e, more_name, base) != 0) ||
-        (cache && name_sample(w, e, "[PyTorch's cache]", base) != 0))
+    if ((more && name_sample(w, e, more_name, base, t->more_bytes) != 0) ||
+        (cache && name_sample(w, e, "[PyTorch's cache]", base, t->cache_bytes) != 0))
         return -1;
-    json_out_end_array(w);
-    json_out_key(w, "weights");
-    json_out_begin_array(w);
-    for (size_t i = 0; i < t->n; i++)
-        if (t->v[i].bytes != 0)
-            json_out_u64(w, t->v[i].bytes);
-    if (more)
-        json_out_u64(w, t->more_bytes);
-    if (cache)
-        json_out_u64(w, t->cache_bytes);
-    json_out_end_array(w);
-    json_out_end_object(w);
+    profile_close(w, e);
     return 0;
 }
 
@@ -220,7 +229,7 @@ static int profile_by_range(struct json_out *w, const struct snapshot *s, struct
     if (entry_index(e, "(outside every range)", &outside) != 0 ||
         entry_index(e, "(other call sites)", &other) != 0)
         return -1;
-    profile_open(w, name, total);
+    profile_open(w, e, name, total);
     for (size_t i = 0; i < rows->n; i++) {
         const struct snap_phase_row *r = &rows->v[i];
         if (r->at_peak_bytes == 0)
@@ -234,41 +243,23 @@ static int profile_by_range(struct json_out *w, const struct snapshot *s, struct
             if (g->bytes == 0 || listed + g->bytes > r->at_peak_bytes)
                 continue;
             listed += g->bytes;
-            if (stack_sample(w, s, e, chain, n, g->stack, base) != 0)
+            if (stack_sample(w, s, e, chain, n, g->stack, base, g->bytes) != 0)
                 return -1;
         }
         if (listed < r->at_peak_bytes) {
             sample_open(w, chain, n);
             json_out_u64(w, base + other);
-            json_out_end_array(w);
+            if (sample_close(w, e, r->at_peak_bytes - listed) != 0)
+                return -1;
         }
     }
-    json_out_end_array(w);
-    json_out_key(w, "weights");
-    json_out_begin_array(w);
-    for (size_t i = 0; i < rows->n; i++) {
-        const struct snap_phase_row *r = &rows->v[i];
-        if (r->at_peak_bytes == 0)
-            continue;
-        uint64_t listed = 0;
-        for (size_t k = 0; k < r->ntop; k++) {
-            const struct snap_group *g = &r->top[k];
-            if (g->bytes == 0 || listed + g->bytes > r->at_peak_bytes)
-                continue;
-            listed += g->bytes;
-            json_out_u64(w, g->bytes);
-        }
-        if (listed < r->at_peak_bytes)
-            json_out_u64(w, r->at_peak_bytes - listed);
-    }
-    json_out_end_array(w);
-    json_out_end_object(w);
+    profile_close(w, e);
     return 0;
 }
 
 int export_speedscope(FILE *f, struct snapshot *s)
 {
-    struct entries e = {NULL, 0, 0};
+    struct entries e = {NULL, 0, 0, NULL, 0, 0};
     struct json_out w;
     char name[128];
     json_out_init(&w, f, false);
@@ -331,5 +322,6 @@ int export_speedscope(FILE *f, struct snapshot *s)
     json_out_end_object(&w);
     json_out_finish(&w);
     free(e.v);
+    free(e.weights);
     return rc ? -1 : 0;
 }
