@@ -270,6 +270,33 @@ static void add_groups(int64_t *vals, const struct snap_groups *g, int col)
             vals[(size_t)g->v[i].stack * NVALUES + (size_t)col] += (int64_t)g->v[i].bytes;
 }
 
+/* A row per stack, row i stack i: the bytes it held at the peak and at the
+ * dump (not the columns PyTorch's tensors fill, tcol), what it allocated
+ * over the event log. -1 on OOM. */
+static int rows_by_stack(struct rows *r, const struct snapshot *s, const bool tcol[2])
+{
+    for (size_t i = 0; i < s->nstacks; i++)
+        if (row_of(r, (uint32_t)i, -1) == SIZE_MAX)
+            return -1;
+    for (size_t d = 0; d < s->ndevices; d++) {
+        if (!tcol[0])
+            add_groups(r->vals, &s->devices[d].at_peak, 0);
+        if (!tcol[1])
+            add_groups(r->vals, &s->devices[d].live, 1);
+    }
+    for (size_t i = 0; i < s->events.n; i++) {
+        const struct snap_event *e = &s->events.v[i];
+        if (e->device < 0 || e->delta <= 0 || e->stack_id <= 0 || e->unfocused)
+            continue;
+        uint32_t st = snapshot_stack_index(s, e->stack_id);
+        if (st == SNAP_NO_STACK)
+            continue;
+        r->vals[(size_t)st * NVALUES + 2] += e->delta;
+        r->vals[(size_t)st * NVALUES + 3] += 1;
+    }
+    return 0;
+}
+
 /* PyTorch's tensors as samples: one per distinct stack (or name, for a
  * group without one), with its bytes at the peak and at the dump. */
 struct tsample {
@@ -376,7 +403,6 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
     int tb = tsamples_build(&ts, s, tcol); /* none under --segments */
     bool tensors = tcol[0] || tcol[1];
     size_t extra = ts.nnamed; /* the named samples' locations and functions */
-    int64_t *vals = calloc((nst ? nst : 1) * NVALUES, sizeof *vals);
     /* Locations and functions: frames 1..nf, then entry points. */
     Location *loc = calloc(nf + nst + extra + 1, sizeof *loc);
     Location **locp = calloc(nf + nst + extra + 1, sizeof *locp);
@@ -399,26 +425,9 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
     uint32_t *entry_loc = calloc(nst ? nst : 1, sizeof *entry_loc);
     uint8_t *buf = NULL;
     int rc = CLI_ENOMEM;
-    if (tb != 0 || !vals || !loc || !locp || !ft.v || !ft.p || !fn_entry_loc || !ln || !lnp ||
+    if (tb != 0 || !loc || !locp || !ft.v || !ft.p || !fn_entry_loc || !ln || !lnp ||
         !entry_loc || !named_loc || str(&t, "") != 0)
         goto out;
-    for (size_t d = 0; d < s->ndevices; d++) {
-        if (!tcol[0])
-            add_groups(vals, &s->devices[d].at_peak, 0);
-        if (!tcol[1])
-            add_groups(vals, &s->devices[d].live, 1);
-    }
-    size_t total_frames = 0;
-    for (size_t i = 0; i < s->events.n; i++) {
-        const struct snap_event *e = &s->events.v[i];
-        if (e->device < 0 || e->delta <= 0 || e->stack_id <= 0 || e->unfocused)
-            continue;
-        uint32_t st = snapshot_stack_index(s, e->stack_id);
-        if (st == SNAP_NO_STACK)
-            continue;
-        vals[(size_t)st * NVALUES + 2] += e->delta;
-        vals[(size_t)st * NVALUES + 3] += 1;
-    }
     struct locations lt = {loc, locp, ln, lnp};
     size_t nloc = 0;
     for (size_t i = 0; i < nf; i++) {
@@ -443,7 +452,6 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
             fn_entry_loc[fi] = (uint32_t)++nloc;
         }
         entry_loc[i] = fn_entry_loc[fi] - 1;
-        total_frames += s->stacks[i].nframes + 1;
     }
     /* A location for each named tensor sample (a function of that name). */
     for (size_t i = 0; i < ts.n; i++) {
@@ -466,13 +474,8 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
             for (int c = 0; c < 2; c++)
                 if (tcol[c])
                     rw.vals[i * NVALUES + (size_t)c] = 0; /* the tensors' column */
-    } else {
-        for (size_t i = 0; i < nst; i++) {
-            size_t at = row_of(&rw, (uint32_t)i, -1);
-            if (at == SIZE_MAX)
-                goto out;
-            memcpy(&rw.vals[at * NVALUES], &vals[i * NVALUES], NVALUES * sizeof *vals);
-        }
+    } else if (rows_by_stack(&rw, s, tcol) != 0) {
+        goto out;
     }
     size_t id_room = 0, nrows = rw.n + ts.n;
     for (size_t i = 0; i < rw.n; i++)
@@ -489,7 +492,6 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
     if (ids == NULL || smp == NULL || smpp == NULL || lab == NULL || labp == NULL ||
         tvals == NULL || range_key < 0)
         goto out;
-    (void)total_frames;
     size_t nsmp = 0, used = 0;
     for (size_t r = 0; r < rw.n; r++) {
         size_t i = rw.stack[r];
@@ -640,7 +642,6 @@ done:
     free(fn_entry_loc);
     free(locp);
     free(loc);
-    free(vals);
     free(t.v);
     hmap_free(&t.map);
     arena_free(&t.arena);
