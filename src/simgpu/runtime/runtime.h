@@ -137,6 +137,19 @@ cudaError_t runtime_leave(enum runtime_sym s, cudaError_t e, const char *fmt, ..
             return runtime_leave(RSYM_##s, fault_, " (SIMCUDA_FAIL)");         \
     } while (0)
 
+/* An entry point the simulator refuses (graphs, IPC, runtime-loaded
+ * libraries): counted and faulted like the others, then cudaErrorNotSupported
+ * with `why` in the log.  Its parameters are the API's and go unused. */
+#define RUNTIME_REFUSED(why, sym, params)                                        \
+    _Pragma("GCC diagnostic push")                                             \
+    _Pragma("GCC diagnostic ignored \"-Wunused-parameter\"")                   \
+    cudaError_t sym params                                                     \
+    {                                                                          \
+        RUNTIME_ENTER(sym);                                                    \
+        return runtime_leave(RSYM_##sym, cudaErrorNotSupported, "() (" why ")"); \
+    }                                                                          \
+    _Pragma("GCC diagnostic pop")
+
 /* Why the runtime cannot reach a device (cudaErrorInsufficientDriver when
  * libcuda.so.1 is missing, cudaErrorNoDevice, ...) or cudaSuccess. */
 cudaError_t runtime_ready(void);

@@ -131,36 +131,10 @@ cudaError_t cudaHostUnregister(void *ptr)
     return runtime_leave(RSYM_cudaHostUnregister, e, "(%p)", ptr);
 }
 
-#define NO_IPC(sym)                                                                 \
-    RUNTIME_ENTER(sym);                                                             \
-    return runtime_leave(RSYM_##sym, cudaErrorNotSupported, "() (IPC is not simulated)")
-
-cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
-{
-    (void)handle, (void)devPtr;
-    NO_IPC(cudaIpcGetMemHandle);
-}
-
-cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle, unsigned int flags)
-{
-    (void)devPtr, (void)handle, (void)flags;
-    NO_IPC(cudaIpcOpenMemHandle);
-}
-
-cudaError_t cudaIpcCloseMemHandle(void *devPtr)
-{
-    (void)devPtr;
-    NO_IPC(cudaIpcCloseMemHandle);
-}
-
-cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t *handle, cudaEvent_t event)
-{
-    (void)handle, (void)event;
-    NO_IPC(cudaIpcGetEventHandle);
-}
-
-cudaError_t cudaIpcOpenEventHandle(cudaEvent_t *event, cudaIpcEventHandle_t handle)
-{
-    (void)event, (void)handle;
-    NO_IPC(cudaIpcOpenEventHandle);
-}
+#define NO_IPC "IPC is not simulated"
+RUNTIME_REFUSED(NO_IPC, cudaIpcGetMemHandle, (cudaIpcMemHandle_t *handle, void *devPtr))
+RUNTIME_REFUSED(NO_IPC, cudaIpcOpenMemHandle,
+                (void **devPtr, cudaIpcMemHandle_t handle, unsigned int flags))
+RUNTIME_REFUSED(NO_IPC, cudaIpcCloseMemHandle, (void *devPtr))
+RUNTIME_REFUSED(NO_IPC, cudaIpcGetEventHandle, (cudaIpcEventHandle_t *handle, cudaEvent_t event))
+RUNTIME_REFUSED(NO_IPC, cudaIpcOpenEventHandle, (cudaEvent_t *event, cudaIpcEventHandle_t handle))

@@ -361,67 +361,24 @@ cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count
 
 /* ---- runtime-loaded libraries: not simulated ---- */
 
-#define NOT_SUPPORTED(sym, ...)                                                     \
-    RUNTIME_ENTER(sym);                                                             \
-    return runtime_leave(RSYM_##sym, cudaErrorNotSupported, "() (not simulated)")
-
-cudaError_t cudaLibraryLoadData(cudaLibrary_t *library, const void *code,
-                                enum cudaJitOption *jitOptions, void **jitOptionsValues,
-                                unsigned int numJitOptions,
-                                enum cudaLibraryOption *libraryOptions,
-                                void **libraryOptionValues, unsigned int numLibraryOptions)
-{
-    (void)library, (void)code, (void)jitOptions, (void)jitOptionsValues, (void)numJitOptions;
-    (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
-    NOT_SUPPORTED(cudaLibraryLoadData);
-}
-
-cudaError_t cudaLibraryLoadFromFile(cudaLibrary_t *library, const char *fileName,
-                                    enum cudaJitOption *jitOptions, void **jitOptionsValues,
-                                    unsigned int numJitOptions,
-                                    enum cudaLibraryOption *libraryOptions,
-                                    void **libraryOptionValues, unsigned int numLibraryOptions)
-{
-    (void)library, (void)fileName, (void)jitOptions, (void)jitOptionsValues;
-    (void)numJitOptions, (void)libraryOptions, (void)libraryOptionValues;
-    (void)numLibraryOptions;
-    NOT_SUPPORTED(cudaLibraryLoadFromFile);
-}
-
-cudaError_t cudaLibraryUnload(cudaLibrary_t library)
-{
-    (void)library;
-    NOT_SUPPORTED(cudaLibraryUnload);
-}
-
-cudaError_t cudaLibraryGetKernel(cudaKernel_t *pKernel, cudaLibrary_t library, const char *name)
-{
-    (void)pKernel, (void)library, (void)name;
-    NOT_SUPPORTED(cudaLibraryGetKernel);
-}
-
-cudaError_t cudaLibraryGetKernelCount(unsigned int *count, cudaLibrary_t lib)
-{
-    (void)count, (void)lib;
-    NOT_SUPPORTED(cudaLibraryGetKernelCount);
-}
-
-cudaError_t cudaLibraryGetGlobal(void **dptr, size_t *bytes, cudaLibrary_t library,
-                                 const char *name)
-{
-    (void)dptr, (void)bytes, (void)library, (void)name;
-    NOT_SUPPORTED(cudaLibraryGetGlobal);
-}
-
-cudaError_t cudaLibraryGetManaged(void **dptr, size_t *bytes, cudaLibrary_t library,
-                                  const char *name)
-{
-    (void)dptr, (void)bytes, (void)library, (void)name;
-    NOT_SUPPORTED(cudaLibraryGetManaged);
-}
-
-cudaError_t cudaLibraryGetUnifiedFunction(void **fptr, cudaLibrary_t library, const char *symbol)
-{
-    (void)fptr, (void)library, (void)symbol;
-    NOT_SUPPORTED(cudaLibraryGetUnifiedFunction);
-}
+#define NOT_SIMULATED "not simulated"
+RUNTIME_REFUSED(NOT_SIMULATED, cudaLibraryLoadData,
+                (cudaLibrary_t *library, const void *code, enum cudaJitOption *jitOptions,
+                 void **jitOptionsValues, unsigned int numJitOptions,
+                 enum cudaLibraryOption *libraryOptions, void **libraryOptionValues,
+                 unsigned int numLibraryOptions))
+RUNTIME_REFUSED(NOT_SIMULATED, cudaLibraryLoadFromFile,
+                (cudaLibrary_t *library, const char *fileName, enum cudaJitOption *jitOptions,
+                 void **jitOptionsValues, unsigned int numJitOptions,
+                 enum cudaLibraryOption *libraryOptions, void **libraryOptionValues,
+                 unsigned int numLibraryOptions))
+RUNTIME_REFUSED(NOT_SIMULATED, cudaLibraryUnload, (cudaLibrary_t library))
+RUNTIME_REFUSED(NOT_SIMULATED, cudaLibraryGetKernel,
+                (cudaKernel_t *pKernel, cudaLibrary_t library, const char *name))
+RUNTIME_REFUSED(NOT_SIMULATED, cudaLibraryGetKernelCount, (unsigned int *count, cudaLibrary_t lib))
+RUNTIME_REFUSED(NOT_SIMULATED, cudaLibraryGetGlobal,
+                (void **dptr, size_t *bytes, cudaLibrary_t library, const char *name))
+RUNTIME_REFUSED(NOT_SIMULATED, cudaLibraryGetManaged,
+                (void **dptr, size_t *bytes, cudaLibrary_t library, const char *name))
+RUNTIME_REFUSED(NOT_SIMULATED, cudaLibraryGetUnifiedFunction,
+                (void **fptr, cudaLibrary_t library, const char *symbol))

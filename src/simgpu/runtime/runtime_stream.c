@@ -224,123 +224,44 @@ cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode
 }
 
 /* Every call below is refused: graphs are not simulated. */
-#define NOT_SUPPORTED(sym)                                                          \
-    RUNTIME_ENTER(sym);                                                             \
-    return runtime_leave(RSYM_##sym, cudaErrorNotSupported, "() (graphs are not simulated)")
-
-cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
-{
-    (void)stream, (void)mode;
-    NOT_SUPPORTED(cudaStreamBeginCapture);
-}
-
-cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
-                                          const cudaGraphNode_t *dependencies,
-                                          const cudaGraphEdgeData *dependencyData,
-                                          size_t numDependencies, enum cudaStreamCaptureMode mode)
-{
-    (void)stream, (void)graph, (void)dependencies, (void)dependencyData;
-    (void)numDependencies, (void)mode;
-    NOT_SUPPORTED(cudaStreamBeginCaptureToGraph);
-}
-
-cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
-{
-    (void)stream, (void)pGraph;
-    NOT_SUPPORTED(cudaStreamEndCapture);
-}
-
-cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream,
-                                                cudaGraphNode_t *dependencies,
-                                                const cudaGraphEdgeData *dependencyData,
-                                                size_t numDependencies, unsigned int flags)
-{
-    (void)stream, (void)dependencies, (void)dependencyData, (void)numDependencies, (void)flags;
-    NOT_SUPPORTED(cudaStreamUpdateCaptureDependencies);
-}
-
-cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
-                             const cudaGraphNode_t *pDependencies,
-                             const cudaGraphEdgeData *dependencyData, size_t numDependencies,
-                             struct cudaGraphNodeParams *nodeParams)
-{
-    (void)pGraphNode, (void)graph, (void)pDependencies, (void)dependencyData;
-    (void)numDependencies, (void)nodeParams;
-    NOT_SUPPORTED(cudaGraphAddNode);
-}
-
-cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *pHandle_out,
-                                             cudaGraph_t graph, unsigned int defaultLaunchValue,
-                                             unsigned int flags)
-{
-    (void)pHandle_out, (void)graph, (void)defaultLaunchValue, (void)flags;
-    NOT_SUPPORTED(cudaGraphConditionalHandleCreate);
-}
-
-cudaError_t cudaGraphDestroy(cudaGraph_t graph)
-{
-    (void)graph;
-    NOT_SUPPORTED(cudaGraphDestroy);
-}
-
-cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
-{
-    (void)graphExec;
-    NOT_SUPPORTED(cudaGraphExecDestroy);
-}
-
-cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes)
-{
-    (void)graph, (void)nodes, (void)numNodes;
-    NOT_SUPPORTED(cudaGraphGetNodes);
-}
-
-cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
-                                 unsigned long long flags)
-{
-    (void)pGraphExec, (void)graph, (void)flags;
-    NOT_SUPPORTED(cudaGraphInstantiate);
-}
-
-cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
-                                          unsigned long long flags)
-{
-    (void)pGraphExec, (void)graph, (void)flags;
-    NOT_SUPPORTED(cudaGraphInstantiateWithFlags);
-}
-
-cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
-{
-    (void)graphExec, (void)stream;
-    NOT_SUPPORTED(cudaGraphLaunch);
-}
-
-cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t *pDependencies,
-                                         cudaGraphEdgeData *edgeData, size_t *pNumDependencies)
-{
-    (void)node, (void)pDependencies, (void)edgeData, (void)pNumDependencies;
-    NOT_SUPPORTED(cudaGraphNodeGetDependencies);
-}
-
-cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object,
-                                      unsigned int count, unsigned int flags)
-{
-    (void)graph, (void)object, (void)count, (void)flags;
-    NOT_SUPPORTED(cudaGraphRetainUserObject);
-}
-
-cudaError_t cudaUserObjectCreate(cudaUserObject_t *object_out, void *ptr, cudaHostFn_t destroy,
-                                 unsigned int initialRefcount, unsigned int flags)
-{
-    (void)object_out, (void)ptr, (void)destroy, (void)initialRefcount, (void)flags;
-    NOT_SUPPORTED(cudaUserObjectCreate);
-}
-
-cudaError_t cudaUserObjectRelease(cudaUserObject_t object, unsigned int count)
-{
-    (void)object, (void)count;
-    NOT_SUPPORTED(cudaUserObjectRelease);
-}
+#define GRAPHS "graphs are not simulated"
+RUNTIME_REFUSED(GRAPHS, cudaStreamBeginCapture,
+                (cudaStream_t stream, enum cudaStreamCaptureMode mode))
+RUNTIME_REFUSED(GRAPHS, cudaStreamBeginCaptureToGraph,
+                (cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t *dependencies,
+                 const cudaGraphEdgeData *dependencyData, size_t numDependencies,
+                 enum cudaStreamCaptureMode mode))
+RUNTIME_REFUSED(GRAPHS, cudaStreamEndCapture, (cudaStream_t stream, cudaGraph_t *pGraph))
+RUNTIME_REFUSED(GRAPHS, cudaStreamUpdateCaptureDependencies,
+                (cudaStream_t stream, cudaGraphNode_t *dependencies,
+                 const cudaGraphEdgeData *dependencyData, size_t numDependencies,
+                 unsigned int flags))
+RUNTIME_REFUSED(GRAPHS, cudaGraphAddNode,
+                (cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+                 const cudaGraphNode_t *pDependencies, const cudaGraphEdgeData *dependencyData,
+                 size_t numDependencies, struct cudaGraphNodeParams *nodeParams))
+RUNTIME_REFUSED(GRAPHS, cudaGraphConditionalHandleCreate,
+                (cudaGraphConditionalHandle *pHandle_out, cudaGraph_t graph,
+                 unsigned int defaultLaunchValue, unsigned int flags))
+RUNTIME_REFUSED(GRAPHS, cudaGraphDestroy, (cudaGraph_t graph))
+RUNTIME_REFUSED(GRAPHS, cudaGraphExecDestroy, (cudaGraphExec_t graphExec))
+RUNTIME_REFUSED(GRAPHS, cudaGraphGetNodes,
+                (cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes))
+RUNTIME_REFUSED(GRAPHS, cudaGraphInstantiate,
+                (cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags))
+RUNTIME_REFUSED(GRAPHS, cudaGraphInstantiateWithFlags,
+                (cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags))
+RUNTIME_REFUSED(GRAPHS, cudaGraphLaunch, (cudaGraphExec_t graphExec, cudaStream_t stream))
+RUNTIME_REFUSED(GRAPHS, cudaGraphNodeGetDependencies,
+                (cudaGraphNode_t node, cudaGraphNode_t *pDependencies, cudaGraphEdgeData *edgeData,
+                 size_t *pNumDependencies))
+RUNTIME_REFUSED(GRAPHS, cudaGraphRetainUserObject,
+                (cudaGraph_t graph, cudaUserObject_t object, unsigned int count,
+                 unsigned int flags))
+RUNTIME_REFUSED(GRAPHS, cudaUserObjectCreate,
+                (cudaUserObject_t *object_out, void *ptr, cudaHostFn_t destroy,
+                 unsigned int initialRefcount, unsigned int flags))
+RUNTIME_REFUSED(GRAPHS, cudaUserObjectRelease, (cudaUserObject_t object, unsigned int count))
 
 /* No graph ever allocates: the graph pool is empty. */
 cudaError_t cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr,
