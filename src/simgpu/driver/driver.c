@@ -320,19 +320,10 @@ static CUresult error_text(CUresult error, const char **pStr, int want_name)
     return CUDA_ERROR_INVALID_VALUE;
 }
 
-CUresult cuGetErrorString(CUresult error, const char **pStr)
-{
-    DRIVER_ENTER(cuGetErrorString);
-    return driver_leave(SYM_cuGetErrorString, error_text(error, pStr, 0), "(%d)", (int)error);
-}
-DRIVER_SELF(cuGetErrorString);
-
-CUresult cuGetErrorName(CUresult error, const char **pStr)
-{
-    DRIVER_ENTER(cuGetErrorName);
-    return driver_leave(SYM_cuGetErrorName, error_text(error, pStr, 1), "(%d)", (int)error);
-}
-DRIVER_SELF(cuGetErrorName);
+DRIVER_CALL(cuGetErrorString, (CUresult error, const char **pStr), error_text(error, pStr, 0),
+            "(%d)", (int)error)
+DRIVER_CALL(cuGetErrorName, (CUresult error, const char **pStr), error_text(error, pStr, 1), "(%d)",
+            (int)error)
 
 /* ---- devices ---- */
 
@@ -456,19 +447,8 @@ static CUresult ctx_release(CUdevice dev)
     return r;
 }
 
-CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
-{
-    DRIVER_ENTER(cuDevicePrimaryCtxRelease_v2);
-    return driver_leave(SYM_cuDevicePrimaryCtxRelease_v2, ctx_release(dev), "(%d)", dev);
-}
-DRIVER_SELF(cuDevicePrimaryCtxRelease_v2);
-
-CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
-{
-    DRIVER_ENTER(cuDevicePrimaryCtxRelease);
-    return driver_leave(SYM_cuDevicePrimaryCtxRelease, ctx_release(dev), "(%d)", dev);
-}
-DRIVER_SELF(cuDevicePrimaryCtxRelease);
+DRIVER_CALL(cuDevicePrimaryCtxRelease_v2, (CUdevice dev), ctx_release(dev), "(%d)", dev)
+DRIVER_CALL(cuDevicePrimaryCtxRelease, (CUdevice dev), ctx_release(dev), "(%d)", dev)
 
 static CUresult ctx_reset(CUdevice dev)
 {
@@ -481,19 +461,8 @@ static CUresult ctx_reset(CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
-{
-    DRIVER_ENTER(cuDevicePrimaryCtxReset_v2);
-    return driver_leave(SYM_cuDevicePrimaryCtxReset_v2, ctx_reset(dev), "(%d)", dev);
-}
-DRIVER_SELF(cuDevicePrimaryCtxReset_v2);
-
-CUresult cuDevicePrimaryCtxReset(CUdevice dev)
-{
-    DRIVER_ENTER(cuDevicePrimaryCtxReset);
-    return driver_leave(SYM_cuDevicePrimaryCtxReset, ctx_reset(dev), "(%d)", dev);
-}
-DRIVER_SELF(cuDevicePrimaryCtxReset);
+DRIVER_CALL(cuDevicePrimaryCtxReset_v2, (CUdevice dev), ctx_reset(dev), "(%d)", dev)
+DRIVER_CALL(cuDevicePrimaryCtxReset, (CUdevice dev), ctx_reset(dev), "(%d)", dev)
 
 CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
@@ -527,21 +496,10 @@ static CUresult ctx_set_flags(CUdevice dev, unsigned int flags)
     return CUDA_SUCCESS;
 }
 
-CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
-{
-    DRIVER_ENTER(cuDevicePrimaryCtxSetFlags_v2);
-    return driver_leave(SYM_cuDevicePrimaryCtxSetFlags_v2, ctx_set_flags(dev, flags),
-                        "(%d, 0x%x)", dev, flags);
-}
-DRIVER_SELF(cuDevicePrimaryCtxSetFlags_v2);
-
-CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
-{
-    DRIVER_ENTER(cuDevicePrimaryCtxSetFlags);
-    return driver_leave(SYM_cuDevicePrimaryCtxSetFlags, ctx_set_flags(dev, flags),
-                        "(%d, 0x%x)", dev, flags);
-}
-DRIVER_SELF(cuDevicePrimaryCtxSetFlags);
+DRIVER_CALL(cuDevicePrimaryCtxSetFlags_v2, (CUdevice dev, unsigned int flags),
+            ctx_set_flags(dev, flags), "(%d, 0x%x)", dev, flags)
+DRIVER_CALL(cuDevicePrimaryCtxSetFlags, (CUdevice dev, unsigned int flags),
+            ctx_set_flags(dev, flags), "(%d, 0x%x)", dev, flags)
 
 /* ---- the current context ---- */
 
@@ -589,13 +547,8 @@ static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
-{
-    DRIVER_ENTER(cuCtxCreate_v2);
-    return driver_leave(SYM_cuCtxCreate_v2, ctx_create(pctx, flags, dev), "(0x%x, %d)",
-                        flags, dev);
-}
-DRIVER_SELF(cuCtxCreate_v2);
+DRIVER_CALL(cuCtxCreate_v2, (CUcontext *pctx, unsigned int flags, CUdevice dev),
+            ctx_create(pctx, flags, dev), "(0x%x, %d)", flags, dev)
 
 CUresult cuCtxCreate_v3(CUcontext *pctx, struct CUexecAffinityParam_st *paramsArray, int numParams,
                         unsigned int flags, CUdevice dev)

@@ -275,19 +275,8 @@ static CUresult free_device_ptr(uint64_t dptr)
     return r;
 }
 
-CUresult cuMemFree_v2(CUdeviceptr dptr)
-{
-    DRIVER_ENTER(cuMemFree_v2);
-    return driver_leave(SYM_cuMemFree_v2, free_device_ptr(dptr), "(0x%llx)", dptr);
-}
-DRIVER_SELF(cuMemFree_v2);
-
-CUresult cuMemFree(CUdeviceptr_v1 dptr)
-{
-    DRIVER_ENTER(cuMemFree);
-    return driver_leave(SYM_cuMemFree, free_device_ptr(dptr), "(0x%x)", dptr);
-}
-DRIVER_SELF(cuMemFree);
+DRIVER_CALL(cuMemFree_v2, (CUdeviceptr dptr), free_device_ptr(dptr), "(0x%llx)", dptr)
+DRIVER_CALL(cuMemFree, (CUdeviceptr_v1 dptr), free_device_ptr(dptr), "(0x%x)", dptr)
 
 /* ---- what is free ---- */
 

@@ -265,21 +265,10 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemo
 }
 DRIVER_SELF(cuMemAllocFromPoolAsync_ptsz);
 
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
-{
-    DRIVER_ENTER(cuMemFreeAsync);
-    return driver_leave(SYM_cuMemFreeAsync, free_async(dptr), "(0x%llx, %p)", dptr,
-                        (void *)hStream);
-}
-DRIVER_SELF(cuMemFreeAsync);
-
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
-{
-    DRIVER_ENTER(cuMemFreeAsync_ptsz);
-    return driver_leave(SYM_cuMemFreeAsync_ptsz, free_async(dptr), "(0x%llx, %p)", dptr,
-                        (void *)hStream);
-}
-DRIVER_SELF(cuMemFreeAsync_ptsz);
+DRIVER_CALL(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream), free_async(dptr), "(0x%llx, %p)",
+            dptr, (void *)hStream)
+DRIVER_CALL(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream hStream), free_async(dptr),
+            "(0x%llx, %p)", dptr, (void *)hStream)
 
 /* ---- pools ---- */
 

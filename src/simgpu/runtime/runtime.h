@@ -137,6 +137,15 @@ cudaError_t runtime_leave(enum runtime_sym s, cudaError_t e, const char *fmt, ..
             return runtime_leave(RSYM_##s, fault_, " (SIMCUDA_FAIL)");         \
     } while (0)
 
+/* An entry point whose whole work is the one expression `call`, entered and
+ * logged with the format and arguments that follow. */
+#define RUNTIME_CALL(s, params, call, ...)                                     \
+    cudaError_t s params                                                       \
+    {                                                                          \
+        RUNTIME_ENTER(s);                                                      \
+        return runtime_leave(RSYM_##s, call, __VA_ARGS__);                     \
+    }
+
 /* An entry point the simulator refuses (graphs, IPC, runtime-loaded
  * libraries): counted and faulted like the others, then cudaErrorNotSupported
  * with `why` in the log.  Its parameters are the API's and go unused. */

@@ -40,12 +40,8 @@ static cudaError_t copy(void *dst, const void *src, size_t count, enum cudaMemcp
     return cudaSuccess;
 }
 
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
-{
-    RUNTIME_ENTER(cudaMemcpy);
-    cudaError_t e = copy(dst, src, count, kind);
-    return runtime_leave(RSYM_cudaMemcpy, e, "(%p, %p, %zu, %d)", dst, src, count, (int)kind);
-}
+RUNTIME_CALL(cudaMemcpy, (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind),
+             copy(dst, src, count, kind), "(%p, %p, %zu, %d)", dst, src, count, (int)kind)
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                             cudaStream_t stream)
@@ -97,20 +93,10 @@ static cudaError_t set(void *p, int value, size_t count)
     return e;
 }
 
-cudaError_t cudaMemset(void *devPtr, int value, size_t count)
-{
-    RUNTIME_ENTER(cudaMemset);
-    cudaError_t e = set(devPtr, value, count);
-    return runtime_leave(RSYM_cudaMemset, e, "(%p, %d, %zu)", devPtr, value, count);
-}
-
-cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
-{
-    RUNTIME_ENTER(cudaMemsetAsync);
-    cudaError_t e = set(devPtr, value, count);
-    return runtime_leave(RSYM_cudaMemsetAsync, e, "(%p, %d, %zu, %p)", devPtr, value, count,
-                         (void *)stream);
-}
+RUNTIME_CALL(cudaMemset, (void *devPtr, int value, size_t count), set(devPtr, value, count),
+             "(%p, %d, %zu)", devPtr, value, count)
+RUNTIME_CALL(cudaMemsetAsync, (void *devPtr, int value, size_t count, cudaStream_t stream),
+             set(devPtr, value, count), "(%p, %d, %zu, %p)", devPtr, value, count, (void *)stream)
 
 cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 {

@@ -216,14 +216,5 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, c
 cudaError_t cudaProfilerStart(void);
 cudaError_t cudaProfilerStop(void);
 
-cudaError_t cudaProfilerStart(void)
-{
-    RUNTIME_ENTER(cudaProfilerStart);
-    return runtime_leave(RSYM_cudaProfilerStart, cudaSuccess, "()");
-}
-
-cudaError_t cudaProfilerStop(void)
-{
-    RUNTIME_ENTER(cudaProfilerStop);
-    return runtime_leave(RSYM_cudaProfilerStop, cudaSuccess, "()");
-}
+RUNTIME_CALL(cudaProfilerStart, (void), cudaSuccess, "()")
+RUNTIME_CALL(cudaProfilerStop, (void), cudaSuccess, "()")

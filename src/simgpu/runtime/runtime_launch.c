@@ -296,14 +296,10 @@ static cudaError_t occupancy(int *numBlocks, const void *func, int blockSize)
     return e;
 }
 
-cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const void *func,
-                                                          int blockSize, size_t dynamicSMemSize)
-{
-    RUNTIME_ENTER(cudaOccupancyMaxActiveBlocksPerMultiprocessor);
-    cudaError_t e = occupancy(numBlocks, func, blockSize);
-    return runtime_leave(RSYM_cudaOccupancyMaxActiveBlocksPerMultiprocessor, e, "(%p, %d, %zu)",
-                         func, blockSize, dynamicSMemSize);
-}
+RUNTIME_CALL(cudaOccupancyMaxActiveBlocksPerMultiprocessor,
+             (int *numBlocks, const void *func, int blockSize, size_t dynamicSMemSize),
+             occupancy(numBlocks, func, blockSize), "(%p, %d, %zu)", func, blockSize,
+             dynamicSMemSize)
 
 cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks,
                                                                    const void *func,

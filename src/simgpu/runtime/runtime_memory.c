@@ -242,19 +242,12 @@ cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t 
                          (void *)memPool, (void *)stream, e == cudaSuccess ? *ptr : NULL);
 }
 
-cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
-{
-    RUNTIME_ENTER(cudaFreeAsync);
-    cudaError_t e = free_async(runtime_drv.cuMemFreeAsync, devPtr, hStream);
-    return runtime_leave(RSYM_cudaFreeAsync, e, "(%p, %p)", devPtr, (void *)hStream);
-}
-
-cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
-{
-    RUNTIME_ENTER(cudaFreeAsync_ptsz);
-    cudaError_t e = free_async(runtime_drv.cuMemFreeAsync_ptsz, devPtr, hStream);
-    return runtime_leave(RSYM_cudaFreeAsync_ptsz, e, "(%p, %p)", devPtr, (void *)hStream);
-}
+RUNTIME_CALL(cudaFreeAsync, (void *devPtr, cudaStream_t hStream),
+             free_async(runtime_drv.cuMemFreeAsync, devPtr, hStream), "(%p, %p)", devPtr,
+             (void *)hStream)
+RUNTIME_CALL(cudaFreeAsync_ptsz, (void *devPtr, cudaStream_t hStream),
+             free_async(runtime_drv.cuMemFreeAsync_ptsz, devPtr, hStream), "(%p, %p)", devPtr,
+             (void *)hStream)
 
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
 {

@@ -131,19 +131,12 @@ cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int *priority)
     return runtime_leave(RSYM_cudaStreamGetPriority, e, "(%p)", (void *)hStream);
 }
 
-cudaError_t cudaStreamQuery(cudaStream_t stream)
-{
-    RUNTIME_ENTER(cudaStreamQuery);
-    cudaError_t e = valid_stream(stream) ? runtime_context() : cudaErrorInvalidResourceHandle;
-    return runtime_leave(RSYM_cudaStreamQuery, e, "(%p)", (void *)stream);
-}
-
-cudaError_t cudaStreamSynchronize(cudaStream_t stream)
-{
-    RUNTIME_ENTER(cudaStreamSynchronize);
-    cudaError_t e = valid_stream(stream) ? sync_context() : cudaErrorInvalidResourceHandle;
-    return runtime_leave(RSYM_cudaStreamSynchronize, e, "(%p)", (void *)stream);
-}
+RUNTIME_CALL(cudaStreamQuery, (cudaStream_t stream),
+             valid_stream(stream) ? runtime_context() : cudaErrorInvalidResourceHandle, "(%p)",
+             (void *)stream)
+RUNTIME_CALL(cudaStreamSynchronize, (cudaStream_t stream),
+             valid_stream(stream) ? sync_context() : cudaErrorInvalidResourceHandle, "(%p)",
+             (void *)stream)
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
 {
@@ -351,34 +344,17 @@ static cudaError_t event_record(cudaEvent_t event, cudaStream_t stream)
     return e;
 }
 
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
-{
-    RUNTIME_ENTER(cudaEventRecord);
-    cudaError_t e = event_record(event, stream);
-    return runtime_leave(RSYM_cudaEventRecord, e, "(%p, %p)", (void *)event, (void *)stream);
-}
-
-cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
-{
-    RUNTIME_ENTER(cudaEventRecordWithFlags);
-    cudaError_t e = flags > 1 ? cudaErrorInvalidValue : event_record(event, stream);
-    return runtime_leave(RSYM_cudaEventRecordWithFlags, e, "(%p, %p, %u)", (void *)event,
-                         (void *)stream, flags);
-}
-
-cudaError_t cudaEventQuery(cudaEvent_t event)
-{
-    RUNTIME_ENTER(cudaEventQuery);
-    cudaError_t e = valid_event(event) ? runtime_ready() : cudaErrorInvalidResourceHandle;
-    return runtime_leave(RSYM_cudaEventQuery, e, "(%p)", (void *)event);
-}
-
-cudaError_t cudaEventSynchronize(cudaEvent_t event)
-{
-    RUNTIME_ENTER(cudaEventSynchronize);
-    cudaError_t e = valid_event(event) ? sync_context() : cudaErrorInvalidResourceHandle;
-    return runtime_leave(RSYM_cudaEventSynchronize, e, "(%p)", (void *)event);
-}
+RUNTIME_CALL(cudaEventRecord, (cudaEvent_t event, cudaStream_t stream), event_record(event, stream),
+             "(%p, %p)", (void *)event, (void *)stream)
+RUNTIME_CALL(cudaEventRecordWithFlags, (cudaEvent_t event, cudaStream_t stream, unsigned int flags),
+             flags > 1 ? cudaErrorInvalidValue : event_record(event, stream), "(%p, %p, %u)",
+             (void *)event, (void *)stream, flags)
+RUNTIME_CALL(cudaEventQuery, (cudaEvent_t event),
+             valid_event(event) ? runtime_ready() : cudaErrorInvalidResourceHandle, "(%p)",
+             (void *)event)
+RUNTIME_CALL(cudaEventSynchronize, (cudaEvent_t event),
+             valid_event(event) ? sync_context() : cudaErrorInvalidResourceHandle, "(%p)",
+             (void *)event)
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 {
