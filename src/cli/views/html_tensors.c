@@ -71,28 +71,14 @@ static int holders_object(struct json_out *w, struct snapshot *s, const struct s
     char callers[4096];
     for (size_t i = 0; i < h.n; i++) {
         const struct holder *x = &h.v[i];
-        size_t used = 0;
-        callers[0] = '\0';
-        uint32_t k = 0;
-        while (k < x->nframes && x->frames[k] != x->label)
-            k++;
-        for (uint32_t j = k + 1; x->label != SNAP_NO_FRAME && j < x->nframes; j++) {
-            const char *name = s->ctx->frames[x->frames[j]].display;
-            size_t n = strlen(name);
-            if (used + n + 4 >= sizeof callers)
-                break;
-            if (used > 0) {
-                memcpy(callers + used, " < ", 3);
-                used += 3;
-            }
-            memcpy(callers + used, name, n + 1);
-            used += n;
-        }
+        /* "< a < b" after the line; nothing without a line */
+        const char *c = x->label == SNAP_NO_FRAME ? ""
+                        : holders_callers(s, x, UINT32_MAX, false, callers, sizeof callers);
         json_out_begin_array(w);
         json_out_string(w, x->display);
         json_out_u64(w, x->bytes);
         json_out_u64(w, x->count);
-        json_out_string(w, callers);
+        json_out_string(w, c[0] == '<' ? c + 2 : c);
         json_out_end_array(w);
     }
     json_out_end_array(w);
