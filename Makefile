@@ -151,9 +151,12 @@ $(BUILD)/gen/cudart_lookups.h: tests/data/cudart-13.0-getprocaddress.tsv
 	@mkdir -p $(dir $@)
 	awk -F'\t' 'BEGIN{print "/* generated from $< - do not edit */"} {printf "{\"%s\", %d, %d},\n", $$1, $$2, $$3}' $< > $@
 $(BUILD)/obj/src/simgpu/runtime/runtime.o: $(BUILD)/gen/cudart_lookups.h
+# -Bsymbolic-functions: cuGetProcAddress hands out the library's own
+# functions even where an LD_PRELOAD interposes the same names.
 $(SIMDRV): $(SIMDRV_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -o $@ $(SIMDRV_OBJ) $(LDFLAGS_ALL) -Wl,-soname,libcuda.so.1 -lpthread
+	$(CC) -shared -o $@ $(SIMDRV_OBJ) $(LDFLAGS_ALL) -Wl,-soname,libcuda.so.1 \
+	    -Wl,-Bsymbolic-functions -lpthread
 	ln -sf libcuda.so.1 $(BUILD)/sim/libcuda.so
 $(SIMRT): $(SIMRT_OBJ) src/simgpu/runtime/libcudart.map
 	@mkdir -p $(dir $@)

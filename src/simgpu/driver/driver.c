@@ -235,7 +235,6 @@ CUresult cuInit(unsigned int Flags)
     }
     return driver_leave(SYM_cuInit, r, "(%u)", Flags);
 }
-DRIVER_SELF(cuInit);
 
 CUresult cuDriverGetVersion(int *driverVersion)
 {
@@ -247,7 +246,6 @@ CUresult cuDriverGetVersion(int *driverVersion)
     }
     return driver_leave(SYM_cuDriverGetVersion, r, "()");
 }
-DRIVER_SELF(cuDriverGetVersion);
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                              cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus)
@@ -261,7 +259,6 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                         symbol ? symbol : "(null)", cudaVersion,
                         (unsigned long long)flags, (int)st);
 }
-DRIVER_SELF(cuGetProcAddress_v2);
 
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
 {
@@ -271,7 +268,6 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
     return driver_leave(SYM_cuGetProcAddress, r, "(\"%s\", %d, %llu)",
                         symbol ? symbol : "(null)", cudaVersion, (unsigned long long)flags);
 }
-DRIVER_SELF(cuGetProcAddress);
 
 /* ---- error strings: NVIDIA's names and texts for the codes the sim uses ---- */
 
@@ -348,7 +344,6 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal)
         *device = ordinal; /* a CUdevice is its ordinal, as on NVIDIA's driver */
     return driver_leave(SYM_cuDeviceGet, r, "(%d)", ordinal);
 }
-DRIVER_SELF(cuDeviceGet);
 
 CUresult cuDeviceGetCount(int *count)
 {
@@ -361,7 +356,6 @@ CUresult cuDeviceGetCount(int *count)
     return driver_leave(SYM_cuDeviceGetCount, r, "() -> %d",
                         r == CUDA_SUCCESS ? driver.ndevices : 0);
 }
-DRIVER_SELF(cuDeviceGetCount);
 
 CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
@@ -373,7 +367,6 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
         snprintf(name, (size_t)len, "%s", driver.id.name);
     return driver_leave(SYM_cuDeviceGetName, r, "(%d)", dev);
 }
-DRIVER_SELF(cuDeviceGetName);
 
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
@@ -385,7 +378,6 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
         *bytes = driver.dev[dev].capacity;
     return driver_leave(SYM_cuDeviceTotalMem_v2, r, "(%d)", dev);
 }
-DRIVER_SELF(cuDeviceTotalMem_v2);
 
 CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 {
@@ -399,7 +391,6 @@ CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
     }
     return driver_leave(SYM_cuDeviceTotalMem, r, "(%d)", dev);
 }
-DRIVER_SELF(cuDeviceTotalMem);
 
 /* ---- primary contexts ---- */
 
@@ -429,7 +420,6 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     }
     return driver_leave(SYM_cuDevicePrimaryCtxRetain, r, "(%d)", dev);
 }
-DRIVER_SELF(cuDevicePrimaryCtxRetain);
 
 static CUresult ctx_release(CUdevice dev)
 {
@@ -478,7 +468,6 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *acti
     }
     return driver_leave(SYM_cuDevicePrimaryCtxGetState, r, "(%d)", dev);
 }
-DRIVER_SELF(cuDevicePrimaryCtxGetState);
 
 static CUresult ctx_set_flags(CUdevice dev, unsigned int flags)
 {
@@ -559,7 +548,6 @@ CUresult cuCtxCreate_v3(CUcontext *pctx, struct CUexecAffinityParam_st *paramsAr
     return driver_leave(SYM_cuCtxCreate_v3, r, "(%d params, 0x%x, %d)", numParams, flags,
                         dev);
 }
-DRIVER_SELF(cuCtxCreate_v3);
 
 CUresult cuCtxCreate_v4(CUcontext *pctx, struct CUctxCreateParams_st *ctxCreateParams,
                         unsigned int flags, CUdevice dev)
@@ -569,7 +557,6 @@ CUresult cuCtxCreate_v4(CUcontext *pctx, struct CUctxCreateParams_st *ctxCreateP
                                          : ctx_create(pctx, flags, dev);
     return driver_leave(SYM_cuCtxCreate_v4, r, "(0x%x, %d)", flags, dev);
 }
-DRIVER_SELF(cuCtxCreate_v4);
 
 CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
@@ -591,7 +578,6 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
         current_ctx = NULL;
     return driver_leave(SYM_cuCtxDestroy_v2, r, "(%p)", (void *)ctx);
 }
-DRIVER_SELF(cuCtxDestroy_v2);
 
 CUresult cuCtxGetCurrent(CUcontext *pctx)
 {
@@ -603,7 +589,6 @@ CUresult cuCtxGetCurrent(CUcontext *pctx)
         *pctx = current_ctx;
     return driver_leave(SYM_cuCtxGetCurrent, r, "() -> %p", (void *)current_ctx);
 }
-DRIVER_SELF(cuCtxGetCurrent);
 
 CUresult cuCtxSetCurrent(CUcontext ctx)
 {
@@ -619,7 +604,6 @@ CUresult cuCtxSetCurrent(CUcontext ctx)
         current_ctx = ctx;
     return driver_leave(SYM_cuCtxSetCurrent, r, "(%p)", (void *)ctx);
 }
-DRIVER_SELF(cuCtxSetCurrent);
 
 /* The context stack of the calling thread, as the driver's: push saves the
  * current context and makes ctx current, pop hands back the current one and
@@ -647,7 +631,6 @@ CUresult cuCtxPushCurrent_v2(CUcontext ctx)
     }
     return driver_leave(SYM_cuCtxPushCurrent_v2, r, "(%p)", (void *)ctx);
 }
-DRIVER_SELF(cuCtxPushCurrent_v2);
 
 CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 {
@@ -662,7 +645,6 @@ CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
     }
     return driver_leave(SYM_cuCtxPopCurrent_v2, r, "()");
 }
-DRIVER_SELF(cuCtxPopCurrent_v2);
 
 /* The device of ctx, or of the current context when ctx is NULL. */
 static CUresult ctx_device(CUcontext ctx, int *dev)
@@ -696,7 +678,6 @@ CUresult cuCtxGetDevice(CUdevice *device)
         *device = dev;
     return driver_leave(SYM_cuCtxGetDevice, r, "() -> %d", dev);
 }
-DRIVER_SELF(cuCtxGetDevice);
 
 CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 {
@@ -711,7 +692,6 @@ CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
         *device = dev;
     return driver_leave(SYM_cuCtxGetDevice_v2, r, "(%p) -> %d", (void *)ctx, dev);
 }
-DRIVER_SELF(cuCtxGetDevice_v2);
 
 CUresult cuCtxSynchronize(void)
 {
@@ -719,7 +699,6 @@ CUresult cuCtxSynchronize(void)
     int dev;
     return driver_leave(SYM_cuCtxSynchronize, ctx_device(NULL, &dev), "()");
 }
-DRIVER_SELF(cuCtxSynchronize);
 
 CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
@@ -727,4 +706,3 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
     int dev;
     return driver_leave(SYM_cuCtxSynchronize_v2, ctx_device(ctx, &dev), "(%p)", (void *)ctx);
 }
-DRIVER_SELF(cuCtxSynchronize_v2);

@@ -106,7 +106,6 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
     return driver_leave(SYM_cuDeviceGetAttribute, r, "(%d, %d) -> %d", (int)attrib, dev,
                         r == CUDA_SUCCESS ? *pi : 0);
 }
-DRIVER_SELF(cuDeviceGetAttribute);
 
 /* A fixed UUID per ordinal, so that it is stable across processes. */
 CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
@@ -121,7 +120,6 @@ CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
     }
     return driver_leave(SYM_cuDeviceGetUuid_v2, r, "(%d)", dev);
 }
-DRIVER_SELF(cuDeviceGetUuid_v2);
 
 CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
 {
@@ -132,7 +130,6 @@ CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUst
     return driver_leave(SYM_cuMemsetD32Async, r, "(0x%llx, %u, %zu, %p)", dstDevice, ui, N,
                         (void *)hStream);
 }
-DRIVER_SELF(cuMemsetD32Async);
 
 CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value,
                                  unsigned int flags)
@@ -144,4 +141,3 @@ CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t v
     return driver_leave(SYM_cuStreamWriteValue32_v2, r, "(%p, 0x%llx, %u, %u)", (void *)stream,
                         addr, value, flags);
 }
-DRIVER_SELF(cuStreamWriteValue32_v2);

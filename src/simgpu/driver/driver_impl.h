@@ -87,18 +87,6 @@
 enum driver_sym { DRIVER_SYMBOLS(DRIVER_SYM_ENUM) DRIVER_NSYMS };
 #undef DRIVER_SYM_ENUM
 
-/* driver_self_<sym> is the same function as the exported <sym>, bound
- * inside the library: cuGetProcAddress hands these out, so an LD_PRELOAD
- * that interposes <sym> cannot make it return the interposer (NVIDIA's
- * driver returns its own functions too).  Each file defines the aliases of
- * the functions it defines with DRIVER_SELF. */
-#define DRIVER_SELF_DECL(s, a) extern __typeof__(s) driver_self_##s;
-DRIVER_SYMBOLS(DRIVER_SELF_DECL)
-#undef DRIVER_SELF_DECL
-#define DRIVER_SELF(s)                                   \
-    extern __typeof__(s) driver_self_##s                 \
-        __attribute__((alias(#s), visibility("hidden")))
-
 /* A context: a device's primary context, or one made by cuCtxCreate.  A
  * created context is never freed, only marked destroyed (refs 0), so a
  * thread it is still current to gets CUDA_ERROR_INVALID_CONTEXT, not a
@@ -207,15 +195,13 @@ CUresult driver_leave(enum driver_sym s, CUresult r, const char *fmt, ...)
     } while (0)
 
 /* An entry point whose whole work is the one expression `call`: entered,
- * logged with the format and arguments that follow, and bound by DRIVER_SELF
- * like the others. */
+ * logged with the format and arguments that follow. */
 #define DRIVER_CALL(s, params, call, ...)                               \
     CUresult s params                                                   \
     {                                                                   \
         DRIVER_ENTER(s);                                                \
         return driver_leave(SYM_##s, call, __VA_ARGS__);                \
-    }                                                                   \
-    DRIVER_SELF(s);
+    }
 
 /* CUDA_ERROR_NOT_INITIALIZED before a successful cuInit, else CUDA_SUCCESS. */
 CUresult driver_ready(void);

@@ -176,7 +176,6 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     return driver_leave(SYM_cuMemAlloc_v2, r, "(%zu) -> 0x%llx", bytesize,
                         (unsigned long long)addr);
 }
-DRIVER_SELF(cuMemAlloc_v2);
 
 CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
@@ -188,7 +187,6 @@ CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
     return driver_leave(SYM_cuMemAlloc, r, "(%u) -> 0x%llx", bytesize,
                         (unsigned long long)addr);
 }
-DRIVER_SELF(cuMemAlloc);
 
 /* Pitch as cudaMallocPitch documents it: the width rounded up to the
  * texture pitch alignment, 512 bytes on current GPUs.  0 when the arguments
@@ -236,7 +234,6 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
                         WidthInBytes, Height, ElementSizeBytes, (unsigned long long)addr,
                         (unsigned long long)pitch);
 }
-DRIVER_SELF(cuMemAllocPitch_v2);
 
 CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
                          unsigned int Height, unsigned int ElementSizeBytes)
@@ -253,7 +250,6 @@ CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned in
                         WidthInBytes, Height, ElementSizeBytes, (unsigned long long)addr,
                         (unsigned long long)pitch);
 }
-DRIVER_SELF(cuMemAllocPitch);
 
 /* cuMemFree*: device, v1, managed and async memory; 0 is a no-op. */
 static CUresult free_device_ptr(uint64_t dptr)
@@ -318,7 +314,6 @@ CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
     return driver_leave(SYM_cuMemGetInfo_v2, r, "() -> %llu of %llu", (unsigned long long)f,
                         (unsigned long long)t);
 }
-DRIVER_SELF(cuMemGetInfo_v2);
 
 CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
 {
@@ -332,7 +327,6 @@ CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
     return driver_leave(SYM_cuMemGetInfo, r, "() -> %llu of %llu", (unsigned long long)f,
                         (unsigned long long)t);
 }
-DRIVER_SELF(cuMemGetInfo);
 
 /* ---- managed and pinned host memory: real, writable host pages ---- */
 
@@ -401,7 +395,6 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
     return driver_leave(SYM_cuMemAllocManaged, r, "(%zu, %u) -> 0x%llx", bytesize, flags,
                         (unsigned long long)addr);
 }
-DRIVER_SELF(cuMemAllocManaged);
 
 static CUresult host_alloc(void **pp, uint64_t size, unsigned int flags)
 {
@@ -428,7 +421,6 @@ CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
     return driver_leave(SYM_cuMemHostAlloc, r, "(%zu, 0x%x) -> %p", bytesize, Flags,
                         r == CUDA_SUCCESS ? *pp : NULL);
 }
-DRIVER_SELF(cuMemHostAlloc);
 
 CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
@@ -437,7 +429,6 @@ CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
     return driver_leave(SYM_cuMemAllocHost_v2, r, "(%zu) -> %p", bytesize,
                         r == CUDA_SUCCESS ? *pp : NULL);
 }
-DRIVER_SELF(cuMemAllocHost_v2);
 
 CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
 {
@@ -446,7 +437,6 @@ CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
     return driver_leave(SYM_cuMemAllocHost, r, "(%u) -> %p", bytesize,
                         r == CUDA_SUCCESS ? *pp : NULL);
 }
-DRIVER_SELF(cuMemAllocHost);
 
 CUresult cuMemFreeHost(void *p)
 {
@@ -469,7 +459,6 @@ CUresult cuMemFreeHost(void *p)
     }
     return driver_leave(SYM_cuMemFreeHost, r, "(%p)", p);
 }
-DRIVER_SELF(cuMemFreeHost);
 
 
 /* Device memory of any kind but host: linear, async and VMM-mapped
@@ -504,4 +493,3 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr 
     return driver_leave(SYM_cuMemGetAddressRange_v2, r, "(0x%llx) -> 0x%llx + %llu", dptr,
                         (unsigned long long)base, (unsigned long long)size);
 }
-DRIVER_SELF(cuMemGetAddressRange_v2);

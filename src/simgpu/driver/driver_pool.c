@@ -239,14 +239,12 @@ CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
     DRIVER_ENTER(cuMemAllocAsync);
     return alloc_async_call(SYM_cuMemAllocAsync, dptr, bytesize, hStream);
 }
-DRIVER_SELF(cuMemAllocAsync);
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     DRIVER_ENTER(cuMemAllocAsync_ptsz);
     return alloc_async_call(SYM_cuMemAllocAsync_ptsz, dptr, bytesize, hStream);
 }
-DRIVER_SELF(cuMemAllocAsync_ptsz);
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                  CUstream hStream)
@@ -254,7 +252,6 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPoo
     DRIVER_ENTER(cuMemAllocFromPoolAsync);
     return alloc_from_pool_call(SYM_cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream);
 }
-DRIVER_SELF(cuMemAllocFromPoolAsync);
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                       CUstream hStream)
@@ -263,7 +260,6 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemo
     return alloc_from_pool_call(SYM_cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool,
                                 hStream);
 }
-DRIVER_SELF(cuMemAllocFromPoolAsync_ptsz);
 
 DRIVER_CALL(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream), free_async(dptr), "(0x%llx, %p)",
             dptr, (void *)hStream)
@@ -307,7 +303,6 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
     }
     return driver_leave(SYM_cuMemPoolCreate, r, "() -> %p", (void *)p);
 }
-DRIVER_SELF(cuMemPoolCreate);
 
 CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
@@ -325,7 +320,6 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool)
     }
     return driver_leave(SYM_cuMemPoolDestroy, r, "(%p)", (void *)pool);
 }
-DRIVER_SELF(cuMemPoolDestroy);
 
 CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
@@ -341,7 +335,6 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
     }
     return driver_leave(SYM_cuMemPoolTrimTo, r, "(%p, %zu)", (void *)pool, minBytesToKeep);
 }
-DRIVER_SELF(cuMemPoolTrimTo);
 
 CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
 {
@@ -356,7 +349,6 @@ CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
     return driver_leave(SYM_cuDeviceGetDefaultMemPool, r, "(%d) -> %p", dev,
                         r == CUDA_SUCCESS ? (void *)*pool_out : NULL);
 }
-DRIVER_SELF(cuDeviceGetDefaultMemPool);
 
 /* The REUSE_* attribute attr of pool; NULL when attr is another. */
 static int *reuse_attr(CUmemoryPool pool, CUmemPool_attribute attr)
@@ -401,7 +393,6 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     return driver_leave(SYM_cuMemPoolGetAttribute, r, "(%p, %d) -> %llu", (void *)pool,
                         (int)attr, (unsigned long long)v);
 }
-DRIVER_SELF(cuMemPoolGetAttribute);
 
 CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
@@ -429,4 +420,3 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     }
     return driver_leave(SYM_cuMemPoolSetAttribute, r, "(%p, %d)", (void *)pool, (int)attr);
 }
-DRIVER_SELF(cuMemPoolSetAttribute);

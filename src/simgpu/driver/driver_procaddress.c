@@ -7,7 +7,9 @@
  * cuMemAlloc_v2, earlier versions the 32-bit cuMemAlloc).  With
  * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM a _ptsz variant is preferred
  * where one exists.  The returned function is the library's own definition
- * of the exported symbol (driver_self_*, see driver_impl.h).
+ * of the exported symbol, whatever an LD_PRELOAD interposes (NVIDIA's driver
+ * returns its own functions too): the Makefile links the library with
+ * -Bsymbolic-functions, which binds &sym here to this library.
  *
  * Outcomes: unknown name -> CUDA_ERROR_NOT_FOUND + SYMBOL_NOT_FOUND; known
  * name, every variant newer than the version -> CUDA_ERROR_NOT_FOUND +
@@ -26,7 +28,7 @@ struct proc_entry {
     int ptsz;         /* per-thread-default-stream variant */
 };
 
-#define ENTRY(base, sym, version, ptsz) {#base, (void *)driver_self_##sym, version, ptsz}
+#define ENTRY(base, sym, version, ptsz) {#base, (void *)sym, version, ptsz}
 
 static const struct proc_entry entries[] = {
     ENTRY(cuInit, cuInit, 2000, 0),

@@ -153,7 +153,6 @@ CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocatio
         *granularity = SIM_PAGE; /* minimum and recommended alike */
     return driver_leave(SYM_cuMemGetAllocationGranularity, r, "(%d)", (int)option);
 }
-DRIVER_SELF(cuMemGetAllocationGranularity);
 
 CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                      const CUmemAllocationProp *prop, unsigned long long flags)
@@ -201,7 +200,6 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                         prop ? (int)prop->location.type : -1, prop ? prop->location.id : -1,
                         (unsigned long long)id);
 }
-DRIVER_SELF(cuMemCreate);
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
@@ -220,7 +218,6 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     }
     return driver_leave(SYM_cuMemRelease, r, "(%llu)", handle);
 }
-DRIVER_SELF(cuMemRelease);
 
 CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
 {
@@ -246,7 +243,6 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void 
     return driver_leave(SYM_cuMemRetainAllocationHandle, r, "(%p) -> %llu", addr,
                         (unsigned long long)id);
 }
-DRIVER_SELF(cuMemRetainAllocationHandle);
 
 CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
                                                 CUmemGenericAllocationHandle handle)
@@ -266,7 +262,6 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
     }
     return driver_leave(SYM_cuMemGetAllocationPropertiesFromHandle, r, "(%llu)", handle);
 }
-DRIVER_SELF(cuMemGetAllocationPropertiesFromHandle);
 
 CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
                                       CUmemAllocationHandleType handleType,
@@ -288,7 +283,6 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
     return driver_leave(SYM_cuMemExportToShareableHandle, r, "(%llu, %d)", handle,
                         (int)handleType);
 }
-DRIVER_SELF(cuMemExportToShareableHandle);
 
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
                                         CUmemAllocationHandleType shHandleType)
@@ -301,7 +295,6 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
         r = CUDA_ERROR_NOT_SUPPORTED; /* nothing is ever exported */
     return driver_leave(SYM_cuMemImportFromShareableHandle, r, "(%d)", (int)shHandleType);
 }
-DRIVER_SELF(cuMemImportFromShareableHandle);
 
 int driver_vmm_range(uint64_t addr, uint64_t *base, uint64_t *size)
 {
@@ -360,7 +353,6 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
     return driver_leave(SYM_cuMemAddressReserve, r, "(%zu, %zu, 0x%llx) -> 0x%llx", size,
                         alignment, addr, (unsigned long long)out);
 }
-DRIVER_SELF(cuMemAddressReserve);
 
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
@@ -384,7 +376,6 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
     }
     return driver_leave(SYM_cuMemAddressFree, r, "(0x%llx, %zu)", ptr, size);
 }
-DRIVER_SELF(cuMemAddressFree);
 
 /* ---- mappings ---- */
 
@@ -424,7 +415,6 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     }
     return driver_leave(SYM_cuMemMap, r, "(0x%llx, %zu, %zu, %llu)", ptr, size, offset, handle);
 }
-DRIVER_SELF(cuMemMap);
 
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
@@ -453,7 +443,6 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     }
     return driver_leave(SYM_cuMemUnmap, r, "(0x%llx, %zu)", ptr, size);
 }
-DRIVER_SELF(cuMemUnmap);
 
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
@@ -480,4 +469,3 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
     }
     return driver_leave(SYM_cuMemSetAccess, r, "(0x%llx, %zu, %zu)", ptr, size, count);
 }
-DRIVER_SELF(cuMemSetAccess);
