@@ -121,6 +121,16 @@ enum json_type json_peek(struct json_cursor *c)
     }
 }
 
+/* JSON_OK when the next value is of type want; JSON_ETYPE (nothing read)
+ * when it is another, the sticky error when there is none. */
+static int expect(struct json_cursor *c, enum json_type want)
+{
+    enum json_type t = json_peek(c);
+    if (t == JSON_INVALID)
+        return c->status;
+    return t == want ? JSON_OK : JSON_ETYPE;
+}
+
 /* ---- literals ---- */
 
 static int literal(struct json_cursor *c, const char *word)
@@ -142,23 +152,17 @@ static int literal(struct json_cursor *c, const char *word)
 
 int json_get_null(struct json_cursor *c)
 {
-    enum json_type t = json_peek(c);
-    if (t == JSON_INVALID)
-        return c->status;
-    if (t != JSON_NULL)
-        return JSON_ETYPE;
-    return literal(c, "null");
+    int rc = expect(c, JSON_NULL);
+    return rc != JSON_OK ? rc : literal(c, "null");
 }
 
 int json_get_bool(struct json_cursor *c, bool *out)
 {
-    enum json_type t = json_peek(c);
-    if (t == JSON_INVALID)
-        return c->status;
-    if (t != JSON_BOOL)
-        return JSON_ETYPE;
+    int rc = expect(c, JSON_BOOL);
+    if (rc != JSON_OK)
+        return rc;
     bool v = *c->p == 't';
-    int rc = literal(c, v ? "true" : "false");
+    rc = literal(c, v ? "true" : "false");
     if (rc == JSON_OK)
         *out = v;
     return rc;
@@ -238,12 +242,8 @@ static int scan_number(struct json_cursor *c, struct number *n)
 
 static int number_at(struct json_cursor *c, struct number *n)
 {
-    enum json_type t = json_peek(c);
-    if (t == JSON_INVALID)
-        return c->status;
-    if (t != JSON_NUMBER)
-        return JSON_ETYPE;
-    return scan_number(c, n);
+    int rc = expect(c, JSON_NUMBER);
+    return rc != JSON_OK ? rc : scan_number(c, n);
 }
 
 int json_get_int64(struct json_cursor *c, int64_t *out)
@@ -402,37 +402,11 @@ static const char *escape(struct json_cursor *c, const char *p, char **w)
     return p + 1;
 }
 
-/* SWAR ("SIMD within a register") tests on 8 bytes at once; the classic
- * bit tricks: a byte of x is zero / below n when its high bit ends up set. */
-#define ONES 0x0101010101010101ULL
-#define HIGHS 0x8080808080808080ULL
-
-static inline uint64_t has_zero(uint64_t x)
-{
-    return (x - ONES) & ~x & HIGHS;
-}
-
 /* Skips string bytes that need no attention: returns the first quote,
- * backslash or control character (or the sentinel) at or after p.  Eight
- * bytes at a time while they lie wholly before `end`. */
+ * backslash or control character (or the sentinel) at or after p. */
 static inline char *string_run(char *p, const char *end)
 {
-    while (end - p >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        uint64_t stop = has_zero(w ^ (ONES * '"')) | has_zero(w ^ (ONES * '\\')) |
-                        ((w - ONES * 0x20) & ~w & HIGHS);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-        /* The lowest flag is exact (a borrow only runs upwards from a byte
-         * that is itself flagged): it is the byte to stop at. */
-        if (stop != 0)
-            return p + (__builtin_ctzll(stop) >> 3);
-#else
-        if (stop != 0)
-            break;
-#endif
-        p += 8;
-    }
+    p = (char *)lane_string_run(p, end);
     while (!string_stop[(unsigned char)*p])
         p++;
     return p;
@@ -515,34 +489,24 @@ static int scan_string(struct json_cursor *c, const char **out, size_t *outlen)
 
 int json_get_string(struct json_cursor *c, const char **s, size_t *len)
 {
-    enum json_type t = json_peek(c);
-    if (t == JSON_INVALID)
-        return c->status;
-    if (t != JSON_STRING)
-        return JSON_ETYPE;
     size_t n;
-    return scan_string(c, s, len ? len : &n);
+    int rc = expect(c, JSON_STRING);
+    return rc != JSON_OK ? rc : scan_string(c, s, len ? len : &n);
 }
 
 int json_get_span(struct json_cursor *c, const char **s, size_t *len)
 {
-    enum json_type t = json_peek(c);
-    if (t == JSON_INVALID)
-        return c->status;
-    if (t != JSON_STRING)
-        return JSON_ETYPE;
-    return scan_string_as(c, s, len, AS_SPAN);
+    int rc = expect(c, JSON_STRING);
+    return rc != JSON_OK ? rc : scan_string_as(c, s, len, AS_SPAN);
 }
 
 /* ---- containers ---- */
 
 static int enter(struct json_cursor *c, enum json_type want, unsigned char flags)
 {
-    enum json_type t = json_peek(c);
-    if (t == JSON_INVALID)
-        return c->status;
-    if (t != want)
-        return JSON_ETYPE;
+    int rc = expect(c, want);
+    if (rc != JSON_OK)
+        return rc;
     if (c->depth >= JSON_MAX_DEPTH)
         return fail(c, JSON_EDEPTH, c->p, "nested deeper than %d levels",
                     JSON_MAX_DEPTH);

@@ -52,6 +52,14 @@ LANE_INLINE const char *lane_ws(const char *p)
     return p;
 }
 
+/* Nonzero where a byte of x (a word XOR '0' bytes, a digit then 0..9) is
+ * no digit: its high nibble is set or it is 10..15.  A carry out of a
+ * non-digit byte only flags bytes above it, so the lowest flag is exact. */
+LANE_INLINE uint64_t lane_not_digits(uint64_t x)
+{
+    return (x & 0xf0f0f0f0f0f0f0f0ULL) | ((x + LANE_ONES * 6) & 0x1010101010101010ULL);
+}
+
 /* The value of the 8 decimal digits in x (digit values 0..9 in its bytes,
  * the first, most significant, in the lowest byte): three multiply-and-add
  * steps combining neighbours into 2-, 4- and 8-digit lanes. */
@@ -76,11 +84,7 @@ LANE_INLINE const char *lane_digits(const char *p, const char *end, uint64_t *ou
         uint64_t w;
         memcpy(&w, p, 8);
         uint64_t x = w ^ (LANE_ONES * '0'); /* a digit byte becomes 0..9 */
-        /* a byte is not a digit when its high nibble is set or it is
-         * 10..15; a carry out of a non-digit byte only flags bytes above
-         * it, so the lowest flag is exact */
-        uint64_t stop = (x & 0xf0f0f0f0f0f0f0f0ULL) |
-                        ((x + LANE_ONES * 6) & 0x1010101010101010ULL);
+        uint64_t stop = lane_not_digits(x);
         unsigned k = stop ? (unsigned)__builtin_ctzll(stop) >> 3 : 8;
         if (k > 0)
             m = m * pow10[k] + lane_eight(x << (8 * (8 - k)));
@@ -167,9 +171,7 @@ LANE_INLINE const char *lane_int_syntax(const char *p, const char *end, bool neg
     while (end - p >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
-        uint64_t x = w ^ (LANE_ONES * '0');
-        uint64_t stop = (x & 0xf0f0f0f0f0f0f0f0ULL) |
-                        ((x + LANE_ONES * 6) & 0x1010101010101010ULL);
+        uint64_t stop = lane_not_digits(w ^ (LANE_ONES * '0'));
         if (stop != 0) {
             p += __builtin_ctzll(stop) >> 3;
             return p - start > 18 || lane_number_goes_on(p) ? NULL : p;
@@ -186,6 +188,29 @@ LANE_INLINE const char *lane_int_syntax(const char *p, const char *end, bool neg
     return NULL;
 }
 
+/* Past the string bytes at p that need no attention, 8 at a time while
+ * they lie wholly before end: at the first quote, backslash or control
+ * character among them, else where fewer than 8 bytes are left (the caller
+ * goes on a byte at a time). */
+LANE_INLINE const char *lane_string_run(const char *p, const char *end)
+{
+#if LANE_LE
+    while (end - p >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        uint64_t stop = lane_has_zero(w ^ (LANE_ONES * '"')) |
+                        lane_has_zero(w ^ (LANE_ONES * '\\')) |
+                        ((w - LANE_ONES * 0x20) & ~w & LANE_HIGHS);
+        if (stop != 0)
+            return p + (__builtin_ctzll(stop) >> 3);
+        p += 8;
+    }
+#else
+    (void)end;
+#endif
+    return p;
+}
+
 /* A string at p (its opening quote) without escapes or control
  * characters: its bytes in *s, *n (in the buffer, not terminated). */
 LANE_INLINE const char *lane_span(const char *p, const char *end, const char **s,
@@ -193,28 +218,9 @@ LANE_INLINE const char *lane_span(const char *p, const char *end, const char **s
 {
     if (*p != '"')
         return NULL;
-    const char *q = ++p;
-#if LANE_LE
-    while (end - q >= 8) {
-        uint64_t w;
-        memcpy(&w, q, 8);
-        uint64_t stop = lane_has_zero(w ^ (LANE_ONES * '"')) |
-                        lane_has_zero(w ^ (LANE_ONES * '\\')) |
-                        ((w - LANE_ONES * 0x20) & ~w & LANE_HIGHS);
-        if (stop != 0) {
-            q += __builtin_ctzll(stop) >> 3;
-            goto stopped;
-        }
-        q += 8;
-    }
-#else
-    (void)end;
-#endif
+    const char *q = lane_string_run(++p, end);
     while (*q != '"' && *q != '\\' && (unsigned char)*q >= 0x20)
         q++;
-#if LANE_LE
-stopped:
-#endif
     if (*q != '"')
         return NULL;
     *s = p;
