@@ -112,16 +112,3 @@ char *units_format_bytes(uint64_t bytes, char *buf, size_t len)
         snprintf(buf, len, "%.2f %s", v, names[i]);
     return buf;
 }
-
-char *units_format_signed(int64_t bytes, char *buf, size_t len)
-{
-    if (bytes == 0) {
-        snprintf(buf, len, "0 B");
-        return buf;
-    }
-    char tmp[32];
-    uint64_t mag = bytes < 0 ? (uint64_t)0 - (uint64_t)bytes : (uint64_t)bytes;
-    units_format_bytes(mag, tmp, sizeof tmp);
-    snprintf(buf, len, "%c%s", bytes < 0 ? '-' : '+', tmp);
-    return buf;
-}

@@ -23,7 +23,4 @@ int units_parse_size(const char *s, uint64_t *out);
  * "512 B") into buf (at least 16 bytes) and returns buf. */
 char *units_format_bytes(uint64_t bytes, char *buf, size_t len);
 
-/* As units_format_bytes, with an explicit sign ("+20.0 MiB", "-512 B", "0 B"). */
-char *units_format_signed(int64_t bytes, char *buf, size_t len);
-
 #endif

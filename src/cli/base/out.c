@@ -107,10 +107,14 @@ const char *out_bytes(uint64_t bytes, char buf[OUT_NUM])
 
 const char *out_sbytes(int64_t bytes, char buf[OUT_NUM])
 {
+    uint64_t mag = bytes < 0 ? (uint64_t)0 - (uint64_t)bytes : (uint64_t)bytes;
+    const char *sign = bytes < 0 ? "-" : bytes > 0 ? "+" : "";
+    char num[32];
     if (out_opts.exact)
-        snprintf(buf, OUT_NUM, bytes > 0 ? "+%" PRId64 " B" : "%" PRId64 " B", bytes);
+        snprintf(num, sizeof num, "%" PRIu64 " B", mag);
     else
-        units_format_signed(bytes, buf, OUT_NUM);
+        units_format_bytes(mag, num, sizeof num);
+    snprintf(buf, OUT_NUM, "%s%s", sign, num);
     return buf;
 }
 
