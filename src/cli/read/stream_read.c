@@ -75,6 +75,7 @@ static void escape(const char *s, char *out, size_t n)
 
 struct span {
     size_t off, len;
+    char type; /* 'C' (JSON rows inside it) or 'E' (binary rows) */
 };
 
 #define ROW 32
@@ -102,8 +103,9 @@ static int json_row(const unsigned char *r, char *out, size_t n)
     return k > 0 && (size_t)k < n ? k : 0;
 }
 
-/* What a pass over the records found: the 'E' records (event rows) in file
- * order and the last complete checkpoint's payload. */
+/* What a pass over the records found: the records that hold event rows
+ * ('E', and checkpoints, whose events.data a writer may fill) in file
+ * order, and the last complete checkpoint's payload. */
 struct scan {
     struct span *rows;
     size_t nrows, cap;
@@ -215,19 +217,20 @@ static int scan_records(const char *name, const char *buf, size_t len, struct sc
             header = true;
             int64_t f = field(p, plen, "\"flush_ms\":", 1000);
             info->flush_ms = f > 0 && f < 86400000 ? (unsigned)f : 1000;
-        } else if (type == 'C') {
-            sc->ck = (struct span){off + HEAD, plen};
-            info->checkpoints++;
-            int64_t t = field(p, plen < 4096 ? plen : 4096, "\"dump_time_ns\":", -1);
-            info->state_ns = t;
-            if (t > info->alive_ns)
-                info->alive_ns = t;
-        } else if (type == 'E' && plen % ROW == 0) {
+        } else if (type == 'C' || (type == 'E' && plen % ROW == 0)) {
+            if (type == 'C') {
+                sc->ck = (struct span){off + HEAD, plen, 'C'};
+                info->checkpoints++;
+                int64_t t = field(p, plen < 4096 ? plen : 4096, "\"dump_time_ns\":", -1);
+                info->state_ns = t;
+                if (t > info->alive_ns)
+                    info->alive_ns = t;
+            }
             if (snapshot_vec_reserve((void **)&sc->rows, &sc->cap, sizeof *sc->rows,
                                      sc->nrows + 1) != 0)
                 return errors_set(err, CLI_ENOMEM, "cannot read stream '%s': out "
                                   "of memory", name);
-            sc->rows[sc->nrows++] = (struct span){off + HEAD, plen};
+            sc->rows[sc->nrows++] = (struct span){off + HEAD, plen, type};
         } else if (type == 'B') {
             info->heartbeats++;
             int64_t t = field(p, plen, "\"t_ns\":", -1);
@@ -248,33 +251,42 @@ static int scan_records(const char *name, const char *buf, size_t len, struct sc
     return 0;
 }
 
-/* Appends the JSON rows of sc's committed 'E' records at d + *o. */
+/* Appends n bytes at p to d + *o, after a separator unless it is the first. */
+static void put_row(char *d, size_t *o, bool *first, const char *p, size_t n)
+{
+    if (!*first) {
+        memcpy(d + *o, ",\n ", 3);
+        *o += 3;
+    }
+    memcpy(d + *o, p, n);
+    *o += n;
+    *first = false;
+}
+
+/* Appends the JSON rows of sc's committed records at d + *o. */
 static void put_rows(const char *buf, const struct scan *sc, char *d, size_t *o)
 {
     bool first = true;
     for (size_t i = 0; i < sc->nrows; i++) {
-        const unsigned char *r = (const unsigned char *)buf + sc->rows[i].off;
-        for (size_t k = 0; k < sc->rows[i].len / ROW; k++, r += ROW) {
+        const struct span *sp = &sc->rows[i];
+        struct span r;
+        if (sp->type == 'C' && rows_of(buf + sp->off, sp->len, &r) && r.len > 0)
+            put_row(d, o, &first, buf + sp->off + r.off, r.len);
+        const unsigned char *u = (const unsigned char *)buf + sp->off;
+        for (size_t k = 0; sp->type == 'E' && k < sp->len / ROW; k++, u += ROW) {
             char row[ROW_JSON_MAX];
-            int rl = json_row(r, row, sizeof row);
-            if (rl == 0)
-                continue;
-            if (!first) {
-                memcpy(d + *o, ",\n ", 3);
-                *o += 3;
-            }
-            memcpy(d + *o, row, (size_t)rl);
-            *o += (size_t)rl;
-            first = false;
+            int rl = json_row(u, row, sizeof row);
+            if (rl > 0)
+                put_row(d, o, &first, row, (size_t)rl);
         }
     }
 }
 
 /* The last checkpoint with reason "killed", a "recovered" object, and for
- * its events.data (empty: the writer writes a checkpoint's rows before it)
- * every 'E' record's rows a checkpoint committed, in file order: rows after
- * the last one are uncommitted (the writer was killed among them), and left
- * out. */
+ * its events.data every row a checkpoint committed, in file order (each
+ * checkpoint's rows are new since the one before; the writer writes them
+ * in 'E' records before it): rows after the last one are uncommitted (the
+ * writer was killed among them), and left out. */
 static int assemble(const char *name, const char *buf, struct scan *sc,
                     const struct stream_info *info, char **doc, size_t *doclen,
                     struct cli_error *err)
@@ -293,8 +305,13 @@ static int assemble(const char *name, const char *buf, struct scan *sc,
     while (sc->nrows > 0 && sc->rows[sc->nrows - 1].off > sc->ck.off)
         sc->nrows--;
     size_t rows_len = 0;
-    for (size_t i = 0; i < sc->nrows; i++)
-        rows_len += sc->rows[i].len / ROW * (ROW_JSON_MAX + 3);
+    for (size_t i = 0; i < sc->nrows; i++) {
+        struct span r;
+        if (sc->rows[i].type == 'E')
+            rows_len += sc->rows[i].len / ROW * (ROW_JSON_MAX + 3);
+        else if (rows_of(buf + sc->rows[i].off, sc->rows[i].len, &r))
+            rows_len += r.len + 3;
+    }
     char ename[2048], ewhy[400], rec[3000];
     escape(name, ename, sizeof ename);
     escape(info->stopped, ewhy, sizeof ewhy);
