@@ -11,23 +11,14 @@
 
 struct entry {
     int code;
-    const char *text;
     const char *hint;
 };
 
 static const struct entry table[] = {
-#define XX(n, t, h) {CLI_E##n, t, h},
+#define XX(n, h) {CLI_E##n, h},
     CLI_ERRNO_MAP(XX)
 #undef XX
 };
-
-static const struct entry *find(int code)
-{
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (table[i].code == code)
-            return &table[i];
-    return NULL;
-}
 
 int errors_set(struct cli_error *err, int code, const char *fmt, ...)
 {
@@ -70,8 +61,10 @@ void errors_line(const char *prefix, const char *fmt, ...)
 /* The table's hint for a CLI_E* code; NULL when it has none. */
 static const char *errors_hint(int code)
 {
-    const struct entry *e = find(code);
-    return e ? e->hint : NULL;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (table[i].code == code)
+            return table[i].hint;
+    return NULL;
 }
 
 void errors_print(const struct cli_error *err)

@@ -1,41 +1,35 @@
 /* errors.h - every error the command-line tool reports, in one table.
  *
  * Functions return 0 or a negative CLI_E* code, and fill a struct cli_error
- * with the specific line to print.  The table gives each code its name (for
- * tests and --json), a generic text and the hint that ends the message, so
- * wording stays consistent: "cumemtrace: <what failed>: <cause> (<hint>)".
+ * with the specific line to print.  The table gives each code its name and
+ * the hint that ends the message, so wording stays consistent:
+ * "cumemtrace: <what failed>: <cause> (<hint>)".
  */
 #ifndef CUMEMTRACE_CLI_ERRORS_H
 #define CUMEMTRACE_CLI_ERRORS_H
 
-/* XX(name, text, hint-or-NULL) */
-#define CLI_ERRNO_MAP(XX)                                                      \
-    XX(USAGE, "invalid usage", "see 'cumemtrace --help'")                      \
-    XX(NOENT, "file not found", "check the path")                              \
-    XX(IO, "input/output error", NULL)                                         \
-    XX(NOTJSON, "not JSON", "is this a cumemtrace snapshot?")                  \
-    XX(TRUNC, "file truncated", "was the process killed while writing?")       \
-    XX(FOREIGN, "not a cumemtrace snapshot",                                   \
-       "cumemtrace reads the JSON files its library writes")                   \
-    XX(VERSION, "snapshot format too new", "upgrade cumemtrace to read it")    \
-    XX(TYPE, "field of the wrong type",                                        \
-       "the file does not follow docs/snapshot-format.md")                     \
-    XX(VALUE, "invalid value",                                                 \
-       "the file does not follow docs/snapshot-format.md")                     \
-    XX(BADREF, "unknown stack id",                                             \
-       "the file does not follow docs/snapshot-format.md")                     \
-    XX(INVARIANT, "contradictory snapshot",                                    \
-       "the file contradicts itself: edited, or not written by libcumemtrace") \
-    XX(NOMEM, "out of memory", NULL)                                           \
-    XX(NOOOM, "not an OOM post-mortem", "use --at peak or --at live")          \
-    XX(NOLIB, "libcumemtrace.so not found",                                    \
-       "set CUMEMTRACE_LIB, or install cumemtrace (pip or make install)")      \
-    XX(EXEC, "cannot run the command", NULL)                                   \
-    XX(WRITE, "cannot write output", NULL)
+/* XX(name, hint-or-NULL) */
+#define CLI_ERRNO_MAP(XX)                                                          \
+    XX(USAGE, "see 'cumemtrace --help'")                                           \
+    XX(NOENT, "check the path")                                                    \
+    XX(IO, NULL)                                                                   \
+    XX(NOTJSON, "is this a cumemtrace snapshot?")                                  \
+    XX(TRUNC, "was the process killed while writing?")                             \
+    XX(FOREIGN, "cumemtrace reads the JSON files its library writes")              \
+    XX(VERSION, "upgrade cumemtrace to read it")                                   \
+    XX(TYPE, "the file does not follow docs/snapshot-format.md")                   \
+    XX(VALUE, "the file does not follow docs/snapshot-format.md")                  \
+    XX(BADREF, "the file does not follow docs/snapshot-format.md")                 \
+    XX(INVARIANT, "the file contradicts itself: edited, or not written by libcumemtrace") \
+    XX(NOMEM, NULL)                                                                \
+    XX(NOOOM, "use --at peak or --at live")                                        \
+    XX(NOLIB, "set CUMEMTRACE_LIB, or install cumemtrace (pip or make install)")   \
+    XX(EXEC, NULL)                                                                 \
+    XX(WRITE, NULL)
 
 enum {
     CLI_OK = 0,
-#define XX(name, text, hint) CLI_E##name,
+#define XX(name, hint) CLI_E##name,
     CLI_ERR_FIRST_ = -100,
     CLI_ERRNO_MAP(XX)
 #undef XX
