@@ -109,6 +109,18 @@ static int set_attr(void *p, int id, const void *buf, size_t size)
     return CUBLAS_STATUS_SUCCESS;
 }
 
+/* Every object kind is destroyed and given attributes alike. */
+#define LT_OBJECT(Kind)                                                              \
+    BLAS_API int cublasLt##Kind##Destroy(void *o) { return destroy(o); }             \
+    BLAS_API int cublasLt##Kind##SetAttribute(void *o, int attr, const void *buf,    \
+                                              size_t size)                           \
+    {                                                                                \
+        return set_attr(o, attr, buf, size);                                         \
+    }
+LT_OBJECT(MatmulDesc)
+LT_OBJECT(MatrixLayout)
+LT_OBJECT(MatmulPreference)
+
 BLAS_API size_t cublasLtGetVersion(void)
 {
     return SIM_CUBLASLT_VERSION;
@@ -125,16 +137,6 @@ BLAS_API int cublasLtMatmulDescCreate(void **desc, int compute_type, int scale_t
     return r;
 }
 
-BLAS_API int cublasLtMatmulDescDestroy(void *desc)
-{
-    return destroy(desc);
-}
-
-BLAS_API int cublasLtMatmulDescSetAttribute(void *desc, int attr, const void *buf, size_t size)
-{
-    return set_attr(desc, attr, buf, size);
-}
-
 BLAS_API int cublasLtMatrixLayoutCreate(void **layout, int type, uint64_t rows, uint64_t cols,
                                         int64_t ld)
 {
@@ -149,32 +151,10 @@ BLAS_API int cublasLtMatrixLayoutCreate(void **layout, int type, uint64_t rows, 
     return r;
 }
 
-BLAS_API int cublasLtMatrixLayoutDestroy(void *layout)
-{
-    return destroy(layout);
-}
-
-BLAS_API int cublasLtMatrixLayoutSetAttribute(void *layout, int attr, const void *buf,
-                                              size_t size)
-{
-    return set_attr(layout, attr, buf, size);
-}
-
 BLAS_API int cublasLtMatmulPreferenceCreate(void **pref)
 {
     struct sim_lt_object *o;
     return create(pref, &o);
-}
-
-BLAS_API int cublasLtMatmulPreferenceDestroy(void *pref)
-{
-    return destroy(pref);
-}
-
-BLAS_API int cublasLtMatmulPreferenceSetAttribute(void *pref, int attr, const void *buf,
-                                                  size_t size)
-{
-    return set_attr(pref, attr, buf, size);
 }
 
 BLAS_API int cublasLtMatmulAlgoInit(void *handle, int compute_type, int scale_type, int a_type,

@@ -212,14 +212,20 @@ NCCL_API int ncclCommRegister(void *comm, void *buff, size_t size, void **handle
     return reg_new("ncclCommRegister", REG_MAGIC, comm, buff, size, handle);
 }
 
-NCCL_API int ncclCommDeregister(void *comm, void *handle)
+/* Forgets a registration made by reg_new with magic. */
+static int reg_free(const char *who, uint32_t magic, void *comm, void *handle)
 {
-    struct reg *g = reg_of("ncclCommDeregister", REG_MAGIC, comm, handle);
+    struct reg *g = reg_of(who, magic, comm, handle);
     if (g == NULL)
         return NCCL_INVALID_ARGUMENT;
     g->magic = 0;
     free(g);
     return NCCL_SUCCESS;
+}
+
+NCCL_API int ncclCommDeregister(void *comm, void *handle)
+{
+    return reg_free("ncclCommDeregister", REG_MAGIC, comm, handle);
 }
 
 NCCL_API int ncclCommWindowRegister(void *comm, void *buff, size_t size, void **win, int flags)
@@ -230,12 +236,7 @@ NCCL_API int ncclCommWindowRegister(void *comm, void *buff, size_t size, void **
 
 NCCL_API int ncclCommWindowDeregister(void *comm, void *win)
 {
-    struct reg *g = reg_of("ncclCommWindowDeregister", WIN_MAGIC, comm, win);
-    if (g == NULL)
-        return NCCL_INVALID_ARGUMENT;
-    g->magic = 0;
-    free(g);
-    return NCCL_SUCCESS;
+    return reg_free("ncclCommWindowDeregister", WIN_MAGIC, comm, win);
 }
 
 NCCL_API int ncclWinGetUserPtr(void *comm, void *win, void **out)
@@ -259,37 +260,13 @@ static int not_simulated(const char *who)
                      "communication (docs/simgpu.md, fidelity limits)", who);
 }
 
-NCCL_API int ncclDevCommCreate(void)
-{
-    return not_simulated("ncclDevCommCreate");
-}
+#define NOT_SIMULATED(name) \
+    NCCL_API int name(void) { return not_simulated(#name); }
 
-NCCL_API int ncclDevCommDestroy(void)
-{
-    return not_simulated("ncclDevCommDestroy");
-}
-
-NCCL_API int ncclGetPeerDevicePointer(void)
-{
-    return not_simulated("ncclGetPeerDevicePointer");
-}
-
-NCCL_API int ncclGetLsaMultimemDevicePointer(void)
-{
-    return not_simulated("ncclGetLsaMultimemDevicePointer");
-}
-
-NCCL_API int ncclPutSignal(void)
-{
-    return not_simulated("ncclPutSignal");
-}
-
-NCCL_API int ncclSignal(void)
-{
-    return not_simulated("ncclSignal");
-}
-
-NCCL_API int ncclWaitSignal(void)
-{
-    return not_simulated("ncclWaitSignal");
-}
+NOT_SIMULATED(ncclDevCommCreate)
+NOT_SIMULATED(ncclDevCommDestroy)
+NOT_SIMULATED(ncclGetPeerDevicePointer)
+NOT_SIMULATED(ncclGetLsaMultimemDevicePointer)
+NOT_SIMULATED(ncclPutSignal)
+NOT_SIMULATED(ncclSignal)
+NOT_SIMULATED(ncclWaitSignal)
