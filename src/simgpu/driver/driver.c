@@ -5,30 +5,8 @@
  * (driver_vaspace.c places every byte) and answers as NVIDIA's driver
  * documents, so the tracer under test sees what it would see on hardware.
  *
- * Configuration, read once on the first call of any entry point:
- *   SIMCUDA_DEVICES     device count, 0..16 (default 1; 0 makes cuInit fail
- *                       with CUDA_ERROR_NO_DEVICE)
- *   SIMCUDA_MEMORY      capacity of every device (default 16GiB, 2MiB..512GiB)
- *   SIMCUDA_MEMORY_<n>  capacity of device n, overriding SIMCUDA_MEMORY
- *   SIMCUDA_RESERVED    bytes taken on a device when it is first used (a
- *                       context, or a first allocation such as cuMemCreate) and
- *                       never given back: the CUDA context and other processes,
- *                       memory no allocation accounts for
- *   SIMCUDA_NAME        what cuDeviceGetName says (default "cumemtrace simulated GPU")
- *   SIMCUDA_CC          compute capability MAJOR.MINOR (default 9.0, an H100's)
- *   SIMCUDA_SMS         multiprocessor count, 1..1024 (default 132, an H100 SXM's)
- *   SIMCUDA_CONTIGUOUS=1  a linear allocation needs a contiguous run of free
- *                       physical pages (the default maps scattered pages, as
- *                       a GPU's MMU does): a test option, to provoke
- *                       driver-level fragmentation on purpose
- *   SIMCUDA_FAIL        fault injection, see sim_common.h
- *   SIMCUDA_LOG=1       one stderr line per call
- *   SIMCUDA_SHARED      a file: processes naming the same one share each
- *                       device's memory (driver_shared.c)
- *   SIMCUDA_WAIT_BYTES  a cuMemAlloc_v2 (so a cudaMalloc) of exactly this size
- *                       bytes first waits in pause(), a cancellation point,
- *                       until a signal is handled or the thread is cancelled:
- *                       how tests put a thread inside a real call on purpose
+ * Configuration: the SIMCUDA_* variables docs/simgpu.md lists, read once
+ * on the first call of any entry point.
  *
  * Threads: one mutex (driver.lock) guards all state; calls are short, so one
  * lock is simple and correct.  The current context is thread-local, as in
