@@ -23,7 +23,19 @@ VERSION := $(shell sed -n 's/^.define CUMEMTRACE_VERSION_[A-Z]* *\([0-9]*\)$$/\1
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CSTD    := -std=c11 -D_GNU_SOURCE
 OPT     ?= -O2 -g
-CFLAGS_ALL = $(CSTD) $(OPT) $(WARN) $(SANFLAGS) -fPIC -Isrc/common -Iinclude $(CFLAGS)
+CFLAGS_ALL = $(CSTD) $(OPT) $(WARN) $(SANFLAGS) -fPIC -Isrc/common -I$(BUILD)/gen -Iinclude $(CFLAGS)
+# format.h's list of OOM causes (causes.h) is the first two columns of the
+# rows in src/cli/text/oom_causes.c (scripts/causes.awk): made while this
+# file is read, so it exists before anything compiles, and replaced only
+# when the list changes (the objects that include it depend on it).
+CAUSES_H := $(BUILD)/gen/causes.h
+CAUSES_OK := $(shell mkdir -p $(BUILD)/gen && \
+    awk -f scripts/causes.awk src/cli/text/oom_causes.c > $(CAUSES_H).tmp && \
+    { cmp -s $(CAUSES_H).tmp $(CAUSES_H) || mv $(CAUSES_H).tmp $(CAUSES_H); } && \
+    rm -f $(CAUSES_H).tmp && echo ok)
+ifneq ($(CAUSES_OK),ok)
+$(error cannot make $(CAUSES_H) from src/cli/text/oom_causes.c (scripts/causes.awk said why above))
+endif
 LDFLAGS_ALL = $(SANFLAGS) $(LDFLAGS)
 
 # src/<component>/<concern>/: each component's folders are its include path
@@ -94,13 +106,13 @@ $(BUILD)/obj/src/common/%.o: src/common/%.c
 	$(CC) $(CFLAGS_ALL) -fvisibility=hidden -MMD -MP -c $< -o $@
 $(BUILD)/obj/src/simgpu/%.o: src/simgpu/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(SIMGPU_INC) -I$(BUILD)/gen -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(SIMGPU_INC) -MMD -MP -c $< -o $@
 $(BUILD)/obj/src/cli/%.o: src/cli/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(CLI_INC) -I$(BUILD)/gen -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(CLI_INC) -MMD -MP -c $< -o $@
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -I$(BUILD)/gen -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
 # ---- the preloaded library ----
 # The version script: the wrapped entry points expanded from hooks_table.h

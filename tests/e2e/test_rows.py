@@ -1,32 +1,41 @@
 """Kinds and causes are rows.  What docs/design.md says a new out-of-memory
-cause touches is all that names one: a view that branches on a cause by
-name (`o->cause == CAUSE_LIMIT`) instead of reading the cause's row in
-src/cli/text/oom_causes.c fails here, and so does a cause in format.h's
-table without its row.  No code tests a kind by name (`kind ==
-KIND_HOST_PINNED`): it asks format.h's columns (FORMAT_KIND_ON_HOST...),
-so that a new kind is a line of the table."""
+cause touches is all that names one: a cause is its row in
+src/cli/text/oom_causes.c (the build makes format.h's list from the rows)
+and the code that decides it, so a view that branches on a cause by name
+(`o->cause == CAUSE_LIMIT`) instead of reading the row fails here, and so
+does a list of causes kept anywhere else.  No code tests a kind by name
+(`kind == KIND_HOST_PINNED`): it asks format.h's columns
+(FORMAT_KIND_ON_HOST...), and a kind's symbol appears only in the files
+docs/design.md lists for a new kind, besides the few kinds that have a
+section or a figure of their own (ROLES)."""
 import re
 
-from conftest import ROOT
+from conftest import BUILD, ROOT
 
 FORMAT_H = (ROOT / "src" / "common" / "format.h").read_text()
 DESIGN = (ROOT / "docs" / "design.md").read_text()
-CAUSES = re.findall(r'X\((\w+), "\w+"\)', FORMAT_H)
+CAUSES_C = ROOT / "src" / "cli" / "text" / "oom_causes.c"
+CAUSE_ROWS = re.findall(r'^ +CAUSE\((\w+), ("\w+")', CAUSES_C.read_text(), re.M)
+CAUSES = [sym for sym, _ in CAUSE_ROWS]
 KINDS = re.findall(r'X\((\w+), "\w+", [01], [01], [01], "[^"]*"\)', FORMAT_H)
 
 
 def listed(heading):
     """The src/ files a "what you touch" list of docs/design.md names."""
-    m = re.search(rf"^{re.escape(heading)}\n(.*?)(?:\n\n|\Z)", DESIGN, re.S | re.M)
+    m = re.search(rf"^{re.escape(heading)}[^\n]*\n(.*?)(?:\n\n|\Z)", DESIGN, re.S | re.M)
     assert m, f"docs/design.md has no list '{heading}'"
     return set(re.findall(r"`(src/[\w/.]+\.[ch])`", m.group(1)))
 
 
-def naming(pattern):
-    """The src/ files whose text matches pattern, relative to the root."""
+def naming(pattern, code_only=False):
+    """The src/ files whose text matches pattern (with code_only, outside
+    comments), relative to the root."""
     hits = set()
     for p in sorted((ROOT / "src").rglob("*.[ch]")):
-        if re.search(pattern, p.read_text(errors="replace")):
+        text = p.read_text(errors="replace")
+        if code_only:
+            text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+        if re.search(pattern, text):
             hits.add(str(p.relative_to(ROOT)))
     return hits
 
@@ -36,7 +45,7 @@ def test_the_cause_table_parses():
 
 
 def test_only_the_listed_files_name_a_cause():
-    allowed = listed("Adding an out-of-memory cause:")
+    allowed = listed("Adding an out-of-memory cause")
     assert "src/cli/text/oom_causes.c" in allowed
     symbols = "|".join(CAUSES)
     found = naming(rf"\b(?:FORMAT_)?CAUSE_(?:{symbols})\b")
@@ -45,10 +54,26 @@ def test_only_the_listed_files_name_a_cause():
         f"them in docs/design.md: {sorted(found - allowed)}")
 
 
-def test_every_cause_has_its_row():
-    rows = (ROOT / "src" / "cli" / "text" / "oom_causes.c").read_text()
-    missing = [c for c in CAUSES if not re.search(rf"\[CAUSE_{c}\] = \{{", rows)]
-    assert missing == [], f"causes without a row in oom_causes.c: {missing}"
+def test_the_build_lists_the_rows():
+    """format.h's FORMAT_CAUSES is made from the rows and from nothing else:
+    the generated list is the rows' first two columns, in their order, and
+    no file under src/ spells a list of causes of its own."""
+    made = (BUILD / "gen" / "causes.h").read_text()
+    assert re.findall(r'X\((\w+), ("\w+")\)', made) == CAUSE_ROWS
+    assert "#include \"causes.h\"" in FORMAT_H
+    names = "|".join(re.escape(n) for _, n in CAUSE_ROWS)
+    lists = naming(rf'X\(\w+, (?:{names})\)') - {str(CAUSES_C.relative_to(ROOT))}
+    assert lists == set(), f"these files keep a list of causes of their own: {sorted(lists)}"
+
+
+def test_a_new_cause_is_its_row_and_its_decision():
+    """The list docs/design.md gives for a new cause names its row and the
+    code that decides it; format.h, which only includes the made list, is
+    not among them."""
+    allowed = listed("Adding an out-of-memory cause")
+    assert "src/common/format.h" not in allowed
+    assert {"src/cli/text/oom_causes.c", "src/preload/oom/oom_ledger.c",
+            "src/preload/track/allocator.c"} <= allowed
 
 
 def test_no_code_tests_a_kind_by_name():
@@ -59,3 +84,35 @@ def test_no_code_tests_a_kind_by_name():
     assert found == set(), (
         "these files test a kind by name; ask a column of format.h's FORMAT_KINDS "
         f"(or add one): {sorted(found)}")
+
+
+# Kinds with a part of the format or the tracker of their own, where code
+# names them: the device kind keys the device's pool (record_pool_of) and is
+# what the reader assumes of a group without a kind; VMM handles' physical
+# bytes are a figure of the device's vmm object; pinned host memory has its
+# own section, host_pinned, and the hyphenated spelling the CLI accepts.
+ROLES = {
+    "DEVICE": {"src/cli/model/holders.c", "src/cli/views/html_model.c",
+               "src/cli/read/snapshot_layout.c", "src/cli/read/snapshot_sections.c",
+               "src/preload/oom/oom.c", "src/preload/track/record_vmm.c",
+               "src/preload/track/record_fast.h", "src/preload/track/record_view.c",
+               "src/preload/track/record_peak.c"},
+    "VMM": {"src/preload/write/serialise.c", "src/preload/track/record_vmm.c"},
+    "HOST_PINNED": {"src/preload/write/serialise.c", "src/cli/read/snapshot.c"},
+}
+
+
+def test_a_kind_is_named_only_where_design_says():
+    """A kind's symbol, in code, appears only in the files docs/design.md
+    lists for a new kind (its row, the wrappers that allocate it) and in
+    the parts of its own above: a new kind named anywhere else is a file
+    the list does not say it touches."""
+    allowed = listed("Adding an allocation kind")
+    assert "src/common/format.h" in allowed, allowed
+    wrappers = {f"src/preload/interpose/hooks_{w}.c" for w in ("driver", "runtime", "vmm")}
+    for k in KINDS:
+        found = naming(rf"\b(?:FORMAT_KIND_INDEX_|KIND_){k}\b", code_only=True)
+        extra = found - allowed - wrappers - ROLES.get(k, set())
+        assert extra == set(), (
+            f"KIND_{k} is named in {sorted(extra)}: ask a column of FORMAT_KINDS, or "
+            "say in docs/design.md's list for a new kind why it touches them")

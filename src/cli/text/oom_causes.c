@@ -661,28 +661,35 @@ static void allocator_plain(const struct snap_oom *o, char *buf, size_t n)
     allocator_held(o, "", report_allocator_who(&o->allocator, true), buf, n);
 }
 
-/* Indexed by enum oom_cause; a trait left out is false. */
+/* The causes, one row each: CAUSE(symbol, name in the snapshot, the row).
+ * These lines are the list: the build reads their first two columns into
+ * format.h's FORMAT_CAUSES (scripts/causes.awk), which gives the writer's
+ * FORMAT_CAUSE_* and the reader's CAUSE_*, so a new cause is its row here
+ * and the code that decides it.  Indexed by enum oom_cause; a trait left
+ * out is false. */
+#define CAUSE(sym, name, ...) [CAUSE_##sym] = {__VA_ARGS__}
 static const struct oom_cause_row rows[FORMAT_CAUSE_COUNT] = {
     [CAUSE_UNKNOWN] = {.line = line_unknown, .allocator = allocator_plain,
                        .outside_advice = true},
-    [CAUSE_EXHAUSTED] = {.line = line_exhausted, .advice = advice_exhausted,
-                         .allocator = allocator_exhausted, .outside_advice = true},
-    [CAUSE_REFUSED_WHILE_FREE] = {.line = line_refused_while_free,
-                                  .advice = advice_refused_while_free,
-                                  .allocator = allocator_refused_while_free,
-                                  .shows_layout = true},
-    [CAUSE_LIMIT] = {.line = line_limit, .advice = advice_limit, .allocator = allocator_limit},
-    [CAUSE_ALLOCATOR_FRAGMENTATION] = {.line = line_allocator_fragmentation,
-                                       .advice = advice_allocator_fragmentation,
-                                       .allocator = allocator_fragmentation,
-                                       .outside_advice = true},
-    [CAUSE_ALLOCATOR_LIMIT] = {.line = line_allocator_limit, .advice = advice_allocator_limit,
-                               .allocator = allocator_allocator_limit, .by_allocator = true},
-    [CAUSE_OTHER_PROCESSES] = {.line = line_other_processes,
-                               .allocator = allocator_other_processes, .outside_advice = true},
-    [CAUSE_ALLOCATOR] = {.line = line_allocator, .allocator = allocator_plain,
-                         .by_allocator = true, .outside_advice = true},
+    CAUSE(EXHAUSTED, "exhausted", .line = line_exhausted, .advice = advice_exhausted,
+          .allocator = allocator_exhausted, .outside_advice = true),
+    CAUSE(REFUSED_WHILE_FREE, "refused_while_free", .line = line_refused_while_free,
+          .advice = advice_refused_while_free, .allocator = allocator_refused_while_free,
+          .shows_layout = true),
+    CAUSE(LIMIT, "limit", .line = line_limit, .advice = advice_limit,
+          .allocator = allocator_limit),
+    CAUSE(ALLOCATOR_FRAGMENTATION, "allocator_fragmentation",
+          .line = line_allocator_fragmentation, .advice = advice_allocator_fragmentation,
+          .allocator = allocator_fragmentation, .outside_advice = true),
+    CAUSE(ALLOCATOR_LIMIT, "allocator_limit", .line = line_allocator_limit,
+          .advice = advice_allocator_limit, .allocator = allocator_allocator_limit,
+          .by_allocator = true),
+    CAUSE(OTHER_PROCESSES, "other_processes", .line = line_other_processes,
+          .allocator = allocator_other_processes, .outside_advice = true),
+    CAUSE(ALLOCATOR, "allocator", .line = line_allocator, .allocator = allocator_plain,
+          .by_allocator = true, .outside_advice = true),
 };
+#undef CAUSE
 
 const struct oom_cause_row *oom_cause_row(int c)
 {
