@@ -410,9 +410,7 @@ cudaError_t cudaDeviceSynchronize(void)
     RUNTIME_ENTER(cudaDeviceSynchronize);
     cudaError_t e = runtime_context();
     if (e == cudaSuccess)
-        e = RUNTIME_HAVE(cuCtxSynchronize);
-    if (e == cudaSuccess)
-        e = runtime_result(runtime_drv.cuCtxSynchronize());
+        e = RUNTIME_DRIVER(runtime_drv.cuCtxSynchronize, ());
     return runtime_leave(RSYM_cudaDeviceSynchronize, e, "()");
 }
 
@@ -421,9 +419,7 @@ cudaError_t cudaDeviceReset(void)
     RUNTIME_ENTER(cudaDeviceReset);
     cudaError_t e = runtime_context();
     if (e == cudaSuccess)
-        e = RUNTIME_HAVE(cuDevicePrimaryCtxReset);
-    if (e == cudaSuccess)
-        e = runtime_result(runtime_drv.cuDevicePrimaryCtxReset(cudev[tls_device]));
+        e = RUNTIME_DRIVER(runtime_drv.cuDevicePrimaryCtxReset, (cudev[tls_device]));
     return runtime_leave(RSYM_cudaDeviceReset, e, "() device %d", tls_device);
 }
 

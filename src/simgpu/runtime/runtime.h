@@ -201,6 +201,11 @@ cudaError_t runtime_result(CUresult r);
 #define RUNTIME_HAVE(fn) \
     (runtime_drv.fn != NULL ? cudaSuccess : cudaErrorInsufficientDriver)
 
+/* The driver's answer to fn args, or RUNTIME_HAVE's error when fn is NULL
+ * (a function the driver did not provide). */
+#define RUNTIME_DRIVER(fn, args) \
+    ((fn) != NULL ? runtime_result((fn) args) : cudaErrorInsufficientDriver)
+
 #pragma GCC visibility pop
 
 #endif

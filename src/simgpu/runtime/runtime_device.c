@@ -21,9 +21,7 @@
 
 static cudaError_t attribute(int *v, CUdevice_attribute a, int dev)
 {
-    cudaError_t e = RUNTIME_HAVE(cuDeviceGetAttribute);
-    if (e == cudaSuccess)
-        e = runtime_result(runtime_drv.cuDeviceGetAttribute(v, a, dev));
+    cudaError_t e = RUNTIME_DRIVER(runtime_drv.cuDeviceGetAttribute, (v, a, dev));
     return e;
 }
 
@@ -114,13 +112,9 @@ static cudaError_t fill_properties(struct cudaDeviceProp *p, int dev)
         }
     }
     if (e == cudaSuccess)
-        e = RUNTIME_HAVE(cuDeviceGetName);
+        e = RUNTIME_DRIVER(runtime_drv.cuDeviceGetName, (p->name, (int)sizeof p->name, dev));
     if (e == cudaSuccess)
-        e = runtime_result(runtime_drv.cuDeviceGetName(p->name, (int)sizeof p->name, dev));
-    if (e == cudaSuccess)
-        e = RUNTIME_HAVE(cuDeviceTotalMem_v2);
-    if (e == cudaSuccess)
-        e = runtime_result(runtime_drv.cuDeviceTotalMem_v2(&p->totalGlobalMem, dev));
+        e = RUNTIME_DRIVER(runtime_drv.cuDeviceTotalMem_v2, (&p->totalGlobalMem, dev));
     if (e == cudaSuccess && runtime_drv.cuDeviceGetUuid != NULL)
         e = runtime_result(runtime_drv.cuDeviceGetUuid(&p->uuid, dev));
     return e;

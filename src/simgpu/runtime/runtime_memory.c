@@ -38,8 +38,8 @@ cudaError_t cudaMalloc(void **devPtr, size_t size)
     cudaError_t e = devPtr == NULL ? cudaErrorInvalidValue : runtime_context();
     if (e == cudaSuccess && size == 0)
         *devPtr = NULL;
-    else if (e == cudaSuccess && (e = RUNTIME_HAVE(cuMemAlloc_v2)) == cudaSuccess &&
-             (e = runtime_result(runtime_drv.cuMemAlloc_v2(&d, size))) == cudaSuccess)
+    else if (e == cudaSuccess &&
+             (e = RUNTIME_DRIVER(runtime_drv.cuMemAlloc_v2, (&d, size))) == cudaSuccess)
         *devPtr = as_ptr(d);
     return runtime_leave(RSYM_cudaMalloc, e, "(%zu) -> 0x%llx", size, d);
 }
@@ -50,9 +50,7 @@ static cudaError_t alloc_pitched(void **ptr, size_t *pitch, size_t width, size_t
     CUdeviceptr d = 0;
     cudaError_t e = runtime_context();
     if (e == cudaSuccess)
-        e = RUNTIME_HAVE(cuMemAllocPitch_v2);
-    if (e == cudaSuccess)
-        e = runtime_result(runtime_drv.cuMemAllocPitch_v2(&d, pitch, width, rows, PITCH_ELEMENT));
+        e = RUNTIME_DRIVER(runtime_drv.cuMemAllocPitch_v2, (&d, pitch, width, rows, PITCH_ELEMENT));
     if (e == cudaSuccess)
         *ptr = as_ptr(d);
     return e;
@@ -93,9 +91,7 @@ cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
     CUdeviceptr d = 0;
     cudaError_t e = devPtr == NULL ? cudaErrorInvalidValue : runtime_context();
     if (e == cudaSuccess)
-        e = RUNTIME_HAVE(cuMemAllocManaged);
-    if (e == cudaSuccess)
-        e = runtime_result(runtime_drv.cuMemAllocManaged(&d, size, flags));
+        e = RUNTIME_DRIVER(runtime_drv.cuMemAllocManaged, (&d, size, flags));
     if (e == cudaSuccess)
         *devPtr = as_ptr(d);
     return runtime_leave(RSYM_cudaMallocManaged, e, "(%zu, %u) -> 0x%llx", size, flags, d);
@@ -104,10 +100,8 @@ cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 static cudaError_t host_alloc(void **p, size_t size, unsigned int flags)
 {
     cudaError_t e = p == NULL ? cudaErrorInvalidValue : runtime_context();
-    if (e == cudaSuccess)
-        e = RUNTIME_HAVE(cuMemHostAlloc);
     if (e == cudaSuccess) /* cudaHostAlloc* flags have the cuMemHostAlloc values */
-        e = runtime_result(runtime_drv.cuMemHostAlloc(p, size, flags));
+        e = RUNTIME_DRIVER(runtime_drv.cuMemHostAlloc, (p, size, flags));
     if (e == cudaSuccess)
         runtime_pinned_add(*p, size);
     return e;
@@ -134,9 +128,7 @@ cudaError_t cudaFreeHost(void *ptr)
     RUNTIME_ENTER(cudaFreeHost);
     cudaError_t e = runtime_context();
     if (e == cudaSuccess && ptr != NULL)
-        e = RUNTIME_HAVE(cuMemFreeHost);
-    if (e == cudaSuccess && ptr != NULL)
-        e = runtime_result(runtime_drv.cuMemFreeHost(ptr));
+        e = RUNTIME_DRIVER(runtime_drv.cuMemFreeHost, (ptr));
     if (e == cudaSuccess && ptr != NULL)
         runtime_pinned_remove(ptr);
     return runtime_leave(RSYM_cudaFreeHost, e, "(%p)", ptr);
@@ -147,9 +139,7 @@ cudaError_t cudaFree(void *devPtr)
     RUNTIME_ENTER(cudaFree);
     cudaError_t e = runtime_context();
     if (e == cudaSuccess && devPtr != NULL)
-        e = RUNTIME_HAVE(cuMemFree_v2);
-    if (e == cudaSuccess && devPtr != NULL)
-        e = runtime_result(runtime_drv.cuMemFree_v2(as_dptr(devPtr)));
+        e = RUNTIME_DRIVER(runtime_drv.cuMemFree_v2, (as_dptr(devPtr)));
     return runtime_leave(RSYM_cudaFree, e, "(%p)", devPtr);
 }
 
@@ -158,9 +148,7 @@ cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
     RUNTIME_ENTER(cudaMemGetInfo);
     cudaError_t e = free == NULL || total == NULL ? cudaErrorInvalidValue : runtime_context();
     if (e == cudaSuccess)
-        e = RUNTIME_HAVE(cuMemGetInfo_v2);
-    if (e == cudaSuccess)
-        e = runtime_result(runtime_drv.cuMemGetInfo_v2(free, total));
+        e = RUNTIME_DRIVER(runtime_drv.cuMemGetInfo_v2, (free, total));
     return runtime_leave(RSYM_cudaMemGetInfo, e, "() -> %zu of %zu",
                          e == cudaSuccess ? *free : 0, e == cudaSuccess ? *total : 0);
 }
@@ -173,10 +161,8 @@ static cudaError_t alloc_async(__typeof__(cuMemAllocAsync) *fn, void **devPtr, s
 {
     CUdeviceptr d = 0;
     cudaError_t e = devPtr == NULL ? cudaErrorInvalidValue : runtime_context();
-    if (e == cudaSuccess && fn == NULL)
-        e = cudaErrorInsufficientDriver;
     if (e == cudaSuccess)
-        e = runtime_result(fn(&d, size, stream));
+        e = RUNTIME_DRIVER(fn, (&d, size, stream));
     if (e == cudaSuccess)
         *devPtr = as_ptr(d);
     return e;
@@ -187,10 +173,8 @@ static cudaError_t alloc_from_pool(__typeof__(cuMemAllocFromPoolAsync) *fn, void
 {
     CUdeviceptr d = 0;
     cudaError_t e = ptr == NULL ? cudaErrorInvalidValue : runtime_context();
-    if (e == cudaSuccess && fn == NULL)
-        e = cudaErrorInsufficientDriver;
     if (e == cudaSuccess)
-        e = runtime_result(fn(&d, size, pool, stream));
+        e = RUNTIME_DRIVER(fn, (&d, size, pool, stream));
     if (e == cudaSuccess)
         *ptr = as_ptr(d);
     return e;
@@ -199,10 +183,8 @@ static cudaError_t alloc_from_pool(__typeof__(cuMemAllocFromPoolAsync) *fn, void
 static cudaError_t free_async(__typeof__(cuMemFreeAsync) *fn, void *devPtr, cudaStream_t stream)
 {
     cudaError_t e = runtime_context();
-    if (e == cudaSuccess && fn == NULL)
-        e = cudaErrorInsufficientDriver;
     if (e == cudaSuccess)
-        e = runtime_result(fn(as_dptr(devPtr), stream));
+        e = RUNTIME_DRIVER(fn, (as_dptr(devPtr), stream));
     return e;
 }
 
@@ -255,10 +237,8 @@ cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
     cudaError_t e = memPool == NULL ? cudaErrorInvalidValue : runtime_ready();
     if (e == cudaSuccess && !runtime_valid_device(device))
         e = cudaErrorInvalidDevice;
-    if (e == cudaSuccess)
-        e = RUNTIME_HAVE(cuDeviceGetDefaultMemPool);
     if (e == cudaSuccess) /* the sim's CUdevice is the ordinal, as NVIDIA's */
-        e = runtime_result(runtime_drv.cuDeviceGetDefaultMemPool(memPool, device));
+        e = RUNTIME_DRIVER(runtime_drv.cuDeviceGetDefaultMemPool, (memPool, device));
     return runtime_leave(RSYM_cudaDeviceGetDefaultMemPool, e, "(%d) -> %p", device,
                          e == cudaSuccess ? (void *)*memPool : NULL);
 }
@@ -270,10 +250,8 @@ cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr 
     RUNTIME_ENTER(cudaMemPoolGetAttribute);
     cudaError_t e = runtime_ready();
     if (e == cudaSuccess)
-        e = RUNTIME_HAVE(cuMemPoolGetAttribute);
-    if (e == cudaSuccess)
-        e = runtime_result(
-            runtime_drv.cuMemPoolGetAttribute(memPool, (CUmemPool_attribute)attr, value));
+        e = RUNTIME_DRIVER(runtime_drv.cuMemPoolGetAttribute,
+                           (memPool, (CUmemPool_attribute)attr, value));
     return runtime_leave(RSYM_cudaMemPoolGetAttribute, e, "(%p, %d)", (void *)memPool, (int)attr);
 }
 
@@ -282,10 +260,8 @@ cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr 
     RUNTIME_ENTER(cudaMemPoolSetAttribute);
     cudaError_t e = runtime_ready();
     if (e == cudaSuccess)
-        e = RUNTIME_HAVE(cuMemPoolSetAttribute);
-    if (e == cudaSuccess)
-        e = runtime_result(
-            runtime_drv.cuMemPoolSetAttribute(memPool, (CUmemPool_attribute)attr, value));
+        e = RUNTIME_DRIVER(runtime_drv.cuMemPoolSetAttribute,
+                           (memPool, (CUmemPool_attribute)attr, value));
     return runtime_leave(RSYM_cudaMemPoolSetAttribute, e, "(%p, %d)", (void *)memPool, (int)attr);
 }
 
@@ -294,9 +270,7 @@ cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
     RUNTIME_ENTER(cudaMemPoolTrimTo);
     cudaError_t e = runtime_ready();
     if (e == cudaSuccess)
-        e = RUNTIME_HAVE(cuMemPoolTrimTo);
-    if (e == cudaSuccess)
-        e = runtime_result(runtime_drv.cuMemPoolTrimTo(memPool, minBytesToKeep));
+        e = RUNTIME_DRIVER(runtime_drv.cuMemPoolTrimTo, (memPool, minBytesToKeep));
     return runtime_leave(RSYM_cudaMemPoolTrimTo, e, "(%p, %zu)", (void *)memPool, minBytesToKeep);
 }
 

@@ -57,9 +57,7 @@ static cudaError_t sync_context(void)
 {
     cudaError_t e = runtime_context();
     if (e == cudaSuccess)
-        e = RUNTIME_HAVE(cuCtxSynchronize);
-    if (e == cudaSuccess)
-        e = runtime_result(runtime_drv.cuCtxSynchronize());
+        e = RUNTIME_DRIVER(runtime_drv.cuCtxSynchronize, ());
     return e;
 }
 
