@@ -18,20 +18,15 @@
                  '#b07aa1', '#ff9da7', '#9c755f', '#bab0ac'];
   var OTHER = '#d0d7de';
 
-  function h(tag, attrs, parent, text) {
-    var e = document.createElement(tag);
+  /* An element (h: HTML, s: SVG) with its attributes and text, added to parent. */
+  function made(e, attrs, parent, text) {
     for (var k in attrs || {}) e.setAttribute(k, attrs[k]);
     if (text != null) e.textContent = text;
     if (parent) parent.appendChild(e);
     return e;
   }
-  function s(tag, attrs, parent, text) {
-    var e = document.createElementNS(NS, tag);
-    for (var k in attrs || {}) e.setAttribute(k, attrs[k]);
-    if (text != null) e.textContent = text;
-    if (parent) parent.appendChild(e);
-    return e;
-  }
+  function h(tag, attrs, parent, text) { return made(document.createElement(tag), attrs, parent, text); }
+  function s(tag, attrs, parent, text) { return made(document.createElementNS(NS, tag), attrs, parent, text); }
   function bytes(b) {
     if (b == null) return '?';
     var neg = b < 0, v = Math.abs(b), u = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'], i = 0;
@@ -115,6 +110,11 @@
     tip.style.top = y + 'px';
   }
   function hideTip() { tip.hidden = true; }
+  /* text as the tooltip over e */
+  function tipOn(e, text) {
+    e.addEventListener('mousemove', function (ev) { showTip(ev, text); });
+    e.addEventListener('mouseleave', hideTip);
+  }
   function widthOf(e) { return Math.max(480, Math.min(1400, e.clientWidth - 28)); }
   function procName(f) {
     return (f.exe || '?') + ' pid ' + f.pid + (f.rank != null ? ' rank ' + f.rank : '');

@@ -54,8 +54,7 @@
       if (v <= 0) return;
       var r = s('rect', { x: x, y: y, width: Math.max(0.5, v * sc), height: bh, fill: fillc, stroke: '#fff', 'stroke-width': 0.5,
                           'class': cls, 'data-bytes': v }, svgEl);
-      r.addEventListener('mousemove', function (ev) { showTip(ev, label + '\n' + bytes(v)); });
-      r.addEventListener('mouseleave', hideTip);
+      tipOn(r, label + '\n' + bytes(v));
       x += v * sc;
     }
     o.live.forEach(function (g) {
@@ -86,10 +85,6 @@
     h('h3', {}, parent, 'Address layout of this process\'s allocations on device ' + o.device);
     var W = widthOf(parent), H = 112, y = 40, bh = 34, span = L.span || 1, sc = W / span;
     var svgEl = s('svg', { width: W, height: H, id: 'addr-layout', 'data-count': L.count }, parent);
-    function tipOn(r, text) {
-      r.addEventListener('mousemove', function (ev) { showTip(ev, text); });
-      r.addEventListener('mouseleave', hideTip);
-    }
     function box(off, v, fillc, cls, text, extra) {
       var a = { x: off * sc, y: y, width: Math.max(1, v * sc), height: bh, fill: fillc, 'class': cls,
                 'data-offset': off, 'data-bytes': v };
@@ -156,8 +151,7 @@
     function seg(x, v, fillc, label, cls) {
       var r = s('rect', { x: x, y: y, width: Math.max(0.5, v * sc), height: bh, fill: fillc, stroke: '#fff',
                           'stroke-width': 0.5, 'class': cls, 'data-bytes': v }, svgEl);
-      r.addEventListener('mousemove', function (ev) { showTip(ev, label + '\n' + bytes(v)); });
-      r.addEventListener('mouseleave', hideTip);
+      tipOn(r, label + '\n' + bytes(v));
     }
     var un = a.unallocated != null ? a.unallocated : Math.max(0, a.reserved - a.allocated);
     seg(0, a.allocated, '#4e79a7', 'allocated: held by tensors', 'seg-allocated');
@@ -208,11 +202,8 @@
         var r = s('rect', { x: ml + b[0] * sc, y: y, width: Math.max(0.5, b[1] * sc), height: rh, fill: FILL[st],
                             stroke: free ? (b[1] >= req ? '#1a7f37' : '#cf222e') : '#fff', 'stroke-width': free ? 1 : 0.5,
                             'class': 'block ' + ['free', 'allocated', 'pending', 'unknown'][st], 'data-bytes': b[1] }, svgEl);
-        r.addEventListener('mousemove', function (ev) {
-          showTip(ev, NAME[st] + ' block: ' + bytes(b[1]) + '\nsegment ' + g[0] + ' (' + bytes(g[1]) + (g[2] ? ', small pool' : '') + ')' +
-                  (free ? (b[1] >= req ? '\nlarge enough for the request' : '\nsmaller than the request ' + bytes(req)) : ''));
-        });
-        r.addEventListener('mouseleave', hideTip);
+        tipOn(r, NAME[st] + ' block: ' + bytes(b[1]) + '\nsegment ' + g[0] + ' (' + bytes(g[1]) + (g[2] ? ', small pool' : '') + ')' +
+                 (free ? (b[1] >= req ? '\nlarge enough for the request' : '\nsmaller than the request ' + bytes(req)) : ''));
         nblocks++;
       });
       s('rect', { x: ml, y: y, width: Math.max(1, g[1] * sc), height: rh, fill: 'none', stroke: '#57606a', 'class': 'segment',

@@ -27,8 +27,7 @@
         var rect = s('rect', { x: x, y: 4, width: Math.max(0.5, p[1] * sc), height: bh, fill: ROLE_COLORS[i],
                                stroke: i === 5 ? '#57606a' : '#fff', 'stroke-width': 0.5, 'class': 'role',
                                'data-role': p[0], 'data-bytes': p[1] }, svgEl);
-        rect.addEventListener('mousemove', function (ev) { showTip(ev, label + '\n' + bytes(p[1])); });
-        rect.addEventListener('mouseleave', hideTip);
+        tipOn(rect, label + '\n' + bytes(p[1]));
         if (p[1] * sc > 90)
           s('text', { x: x + 4, y: 4 + bh / 2 + 4, fill: i === 5 ? '#24292f' : '#fff' }, svgEl, (i === 3 && r.optimizers ? r.optimizers : p[0]) + ' ' + bytes(p[1]));
         x += p[1] * sc;
