@@ -76,36 +76,6 @@ static void autograd_display(struct snapctx *ctx, struct frame *f)
         f->display = snapshot_display(ctx, d);
 }
 
-/* Finds or adds the frame called name (n bytes, not NUL-terminated needed);
- * display_off is where its display form starts within the name. */
-static uint32_t add_frame(struct snapctx *ctx, const char *name, size_t n,
-                          size_t display_off, const char *module, enum frame_type type,
-                          bool named)
-{
-    uint32_t idx, next = (uint32_t)ctx->nframes;
-    const char *stored;
-    if (hmap_get_or_add(&ctx->names, name, n, next, &idx, &stored))
-        return FRAMES_NONE;
-    if (idx != next)
-        return idx;
-    if (snapshot_vec_reserve((void **)&ctx->frames, &ctx->frames_cap, sizeof *ctx->frames,
-                             ctx->nframes + 1))
-        return FRAMES_NONE; /* the name stays mapped to an index never filled:
-                               the caller gives up on the whole load */
-    struct frame *f = &ctx->frames[ctx->nframes++];
-    f->name = stored;
-    /* The display form is a suffix of the stored name (no copy) unless it
-     * holds what a terminal must not see (snapshot_display). */
-    f->display = snapshot_display(ctx, stored + display_off);
-    f->module = module;
-    f->type = (uint8_t)type;
-    f->named = named;
-    f->shown = 0;
-    if (type == FRAME_NATIVE && named)
-        autograd_display(ctx, f);
-    return idx;
-}
-
 /* snprintf into a buffer that grows: small names need no malloc. */
 struct namebuf {
     char small[512];
@@ -113,10 +83,8 @@ struct namebuf {
     size_t n;
 };
 
-static int name_printf(struct namebuf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static int name_printf(struct namebuf *b, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static int name_printf(struct namebuf *b,
+                                                              const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -143,6 +111,40 @@ static void name_free(struct namebuf *b)
         free(b->p);
 }
 
+/* Finds or adds the frame called b (rc: name_printf's result), freeing b;
+ * display_off is where its display form starts within the name. */
+static uint32_t add_frame(struct snapctx *ctx, struct namebuf *b, int rc,
+                          size_t display_off, const char *module, enum frame_type type,
+                          bool named)
+{
+    uint32_t idx, next = (uint32_t)ctx->nframes;
+    const char *stored;
+    if (rc != 0)
+        return FRAMES_NONE;
+    rc = hmap_get_or_add(&ctx->names, b->p, b->n, next, &idx, &stored);
+    name_free(b);
+    if (rc != 0)
+        return FRAMES_NONE;
+    if (idx != next)
+        return idx;
+    if (snapshot_vec_reserve((void **)&ctx->frames, &ctx->frames_cap, sizeof *ctx->frames,
+                             ctx->nframes + 1))
+        return FRAMES_NONE; /* the name stays mapped to an index never filled:
+                               the caller gives up on the whole load */
+    struct frame *f = &ctx->frames[ctx->nframes++];
+    f->name = stored;
+    /* The display form is a suffix of the stored name (no copy) unless it
+     * holds what a terminal must not see (snapshot_display). */
+    f->display = snapshot_display(ctx, stored + display_off);
+    f->module = module;
+    f->type = (uint8_t)type;
+    f->named = named;
+    f->shown = 0;
+    if (type == FRAME_NATIVE && named)
+        autograd_display(ctx, f);
+    return idx;
+}
+
 uint32_t frames_native(struct snapctx *ctx, const char *module, uint64_t offset,
                        const char *symbol)
 {
@@ -162,11 +164,7 @@ uint32_t frames_native(struct snapctx *ctx, const char *module, uint64_t offset,
     } else {
         rc = name_printf(&b, "%s+0x%" PRIx64, mod, offset);
     }
-    if (rc != 0)
-        return FRAMES_NONE;
-    uint32_t idx = add_frame(ctx, b.p, b.n, 0, mod, FRAME_NATIVE, symbol != NULL);
-    name_free(&b);
-    return idx;
+    return add_frame(ctx, &b, rc, 0, mod, FRAME_NATIVE, symbol != NULL);
 }
 
 uint32_t frames_source(struct snapctx *ctx, const char *module, const char *function,
@@ -187,11 +185,7 @@ uint32_t frames_source(struct snapctx *ctx, const char *module, const char *func
                  ? name_printf(&b, "%s!%s at %s:%d%s", mod, d, base, line,
                                inlined ? " (inlined)" : "")
                  : name_printf(&b, "%s!%s%s", mod, d, inlined ? " (inlined)" : "");
-    if (rc != 0)
-        return FRAMES_NONE;
-    uint32_t idx = add_frame(ctx, b.p, b.n, 0, mod, FRAME_NATIVE, true);
-    name_free(&b);
-    return idx;
+    return add_frame(ctx, &b, rc, 0, mod, FRAME_NATIVE, true);
 }
 
 uint32_t frames_python(struct snapctx *ctx, const char *file, int64_t line,
@@ -204,24 +198,16 @@ uint32_t frames_python(struct snapctx *ctx, const char *file, int64_t line,
     struct namebuf b;
     int rc = line >= 0 ? name_printf(&b, "%s:%" PRId64 ":%s", f, line, fn)
                        : name_printf(&b, "%s:%s", f, fn);
-    if (rc != 0)
-        return FRAMES_NONE;
     /* Shown by the file's basename; the full path stays the identity. */
     const char *slash = strrchr(f, '/');
-    size_t display = slash ? (size_t)(slash + 1 - f) : 0;
-    uint32_t idx = add_frame(ctx, b.p, b.n, display, f, FRAME_PYTHON, true);
-    name_free(&b);
-    return idx;
+    return add_frame(ctx, &b, rc, slash ? (size_t)(slash + 1 - f) : 0, f, FRAME_PYTHON, true);
 }
 
 uint32_t frames_marker(struct snapctx *ctx, const char *text)
 {
     struct namebuf b;
-    if (name_printf(&b, "[%s]", text ? text : "") != 0)
-        return FRAMES_NONE;
-    uint32_t idx = add_frame(ctx, b.p, b.n, 0, NULL, FRAME_MARKER, false);
-    name_free(&b);
-    return idx;
+    int rc = name_printf(&b, "[%s]", text ? text : "");
+    return add_frame(ctx, &b, rc, 0, NULL, FRAME_MARKER, false);
 }
 
 int frames_label_pos(const struct snapctx *ctx, const struct snap_stack *st)
