@@ -115,6 +115,21 @@ static int holder_from_group(struct snapshot *s, struct holder *h, const struct 
     return 0;
 }
 
+/* One holder a group of v[0..n) in out->v; -1 when out of memory. */
+static int from_groups(struct snapshot *s, const struct snap_tgroup *v, size_t n,
+                       struct holders *out)
+{
+    if (n > 0 && (out->v = malloc(n * sizeof *out->v)) == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (holder_from_group(s, &out->v[i], &v[i]) != 0) {
+            holders_free(out);
+            return -1;
+        }
+    out->n = n;
+    return 0;
+}
+
 /* The groups of t, one holder per label (two groups share one only where
  * --hide moved a line), largest first. */
 static int from_tensors(struct snapshot *s, const struct snap_tensors *t,
@@ -135,14 +150,8 @@ static int from_tensors(struct snapshot *s, const struct snap_tensors *t,
     out->step = t->step;
     if (t->n == 0)
         return 0;
-    out->v = malloc(t->n * sizeof *out->v);
-    if (out->v == NULL)
+    if (from_groups(s, t->v, t->n, out) != 0)
         return -1;
-    for (size_t i = 0; i < t->n; i++)
-        if (holder_from_group(s, &out->v[i], &t->v[i]) != 0) {
-            holders_free(out);
-            return -1;
-        }
     qsort(out->v, t->n, sizeof *out->v, by_label);
     size_t k = 0;
     for (size_t i = 0; i < t->n; i++) {
@@ -243,18 +252,10 @@ int holders_growth(struct snapshot *s, const struct snap_device *d, struct holde
     if (d == NULL || !d->growth.present)
         return 0;
     out->source = HOLDERS_TENSORS;
-    if (d->growth.n == 0)
-        return 0;
-    if ((out->v = malloc(d->growth.n * sizeof *out->v)) == NULL)
+    if (from_groups(s, d->growth.v, d->growth.n, out) != 0)
         return -1;
-    for (size_t i = 0; i < d->growth.n; i++) {
-        if (holder_from_group(s, &out->v[i], &d->growth.v[i]) != 0) {
-            holders_free(out);
-            return -1;
-        }
+    for (size_t i = 0; i < out->n; i++)
         out->bytes += out->v[i].bytes;
-    }
-    out->n = d->growth.n;
     out->total_bytes = out->bytes;
     return 0;
 }
@@ -313,7 +314,5 @@ const char *holders_series_name(const struct snapshot *s, const struct snap_seri
                                 size_t j, bool display)
 {
     uint32_t f = sr->lines[j];
-    if (f == SNAP_NO_FRAME)
-        return NO_USER_FRAME;
-    return display ? s->ctx->frames[f].display : s->ctx->frames[f].name;
+    return display && f != SNAP_NO_FRAME ? s->ctx->frames[f].display : label_name(s, f);
 }
