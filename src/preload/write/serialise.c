@@ -49,14 +49,32 @@ static void key_i64(struct snapshot_json *w, const char *key, int64_t v)
     snapshot_json_i64(w, v);
 }
 
+/* negative is written as null (a figure not known) */
+static void key_or_null(struct snapshot_json *w, const char *key, int64_t v)
+{
+    snapshot_json_s(w, key);
+    snapshot_json_i64_or_null(w, v);
+}
+
+static void key_str(struct snapshot_json *w, const char *key, const char *v)
+{
+    snapshot_json_s(w, key);
+    snapshot_json_str(w, v);
+}
+
+static void key_bool(struct snapshot_json *w, const char *key, bool v)
+{
+    snapshot_json_s(w, key);
+    snapshot_json_bool(w, v);
+}
+
 /* ---- process and configuration ---- */
 
 static void write_process(struct snapshot_json *w, int64_t now)
 {
     key_i64(w, "\"process\":{\"pid\":", getpid());
     key_i64(w, ",\"ppid\":", getppid());
-    snapshot_json_s(w, ",\"exe\":");
-    snapshot_json_str(w, output_process.exe);
+    key_str(w, ",\"exe\":", output_process.exe);
     snapshot_json_s(w, ",\"cmdline\":[");
     int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
@@ -65,21 +83,14 @@ static void write_process(struct snapshot_json *w, int64_t now)
         close(fd);
         if (len > 0) {
             buf[len] = '\0';
-            for (ssize_t off = 0; off < len; off += (ssize_t)strlen(buf + off) + 1) {
-                if (off)
-                    snapshot_json_s(w, ",");
-                snapshot_json_str(w, buf + off);
-            }
+            for (ssize_t off = 0; off < len; off += (ssize_t)strlen(buf + off) + 1)
+                key_str(w, off ? "," : "", buf + off);
         }
     }
-    snapshot_json_s(w, "],\"host\":");
-    snapshot_json_str(w, output_process.host);
-    snapshot_json_s(w, ",\"rank\":");
-    snapshot_json_i64_or_null(w, output_process.rank);
-    snapshot_json_s(w, ",\"local_rank\":");
-    snapshot_json_i64_or_null(w, output_process.local_rank);
-    snapshot_json_s(w, ",\"world_size\":");
-    snapshot_json_i64_or_null(w, output_process.world_size);
+    key_str(w, "],\"host\":", output_process.host);
+    key_or_null(w, ",\"rank\":", output_process.rank);
+    key_or_null(w, ",\"local_rank\":", output_process.local_rank);
+    key_or_null(w, ",\"world_size\":", output_process.world_size);
     key_i64(w, ",\"start_wall_ns\":", output_process.start_wall_ns);
     key_i64(w, ",\"dump_time_ns\":", now);
     snapshot_json_s(w, ",\"tool_version\":\"" FORMAT_TOOL_VERSION "\"},\n");
@@ -100,10 +111,8 @@ static void write_config(struct snapshot_json *w)
         snapshot_json_s(w, "}");
         first = false;
     }
-    snapshot_json_s(w, "],\"python\":");
-    snapshot_json_bool(w, config.python);
-    snapshot_json_s(w, ",\"native\":");
-    snapshot_json_bool(w, config.native);
+    key_bool(w, "],\"python\":", config.python);
+    key_bool(w, ",\"native\":", config.native);
     key_u64(w, ",\"temporary_ms\":", config.temporary_ms);
     snapshot_json_s(w, "},\n");
 }
@@ -349,8 +358,7 @@ static void write_top_tensors(struct snapshot_json *w, const struct allocator_fa
             first = false;
             snapshot_json_str(w, line);
             key_i64(w, ",\"line\":", strtol(ln + 1, NULL, 10));
-            snapshot_json_s(w, ",\"function\":");
-            snapshot_json_str(w, fn + 1);
+            key_str(w, ",\"function\":", fn + 1);
             snapshot_json_s(w, "}");
         }
         key_i64(w, "],\"bytes\":", t->bytes);
@@ -374,8 +382,7 @@ static void write_roles(struct snapshot_json *w, const struct allocator_facts *f
     }
     for (int i = 0; i < ALLOCATOR_ROLES; i++)
         key_i64(w, keys[i], f->roles[i]);
-    snapshot_json_s(w, ",\"optimizers\":");
-    snapshot_json_str(w, f->optimizers[0] ? f->optimizers : NULL);
+    key_str(w, ",\"optimizers\":", f->optimizers[0] ? f->optimizers : NULL);
     snapshot_json_s(w, "}");
 }
 
@@ -390,10 +397,8 @@ static void write_allocator(struct snapshot_json *w, const struct allocator_fact
         snapshot_json_s(w, "null");
         return;
     }
-    snapshot_json_s(w, "{\"name\":");
-    snapshot_json_str(w, f->name);
-    snapshot_json_s(w, ",\"version\":");
-    snapshot_json_str(w, f->version[0] ? f->version : NULL);
+    key_str(w, "{\"name\":", f->name);
+    key_str(w, ",\"version\":", f->version[0] ? f->version : NULL);
     const struct {
         const char *key;
         int64_t v;
@@ -415,14 +420,10 @@ static void write_allocator(struct snapshot_json *w, const struct allocator_fact
         {",\"peak_step\":", f->peak_step},
         {",\"reported_ns\":", f->reported_ns},
     };
-    for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
-        snapshot_json_s(w, n[i].key);
-        snapshot_json_i64_or_null(w, n[i].v);
-    }
-    snapshot_json_s(w, ",\"largest_free_block_bytes\":{\"small\":");
-    snapshot_json_i64_or_null(w, f->largest_free_small);
-    snapshot_json_s(w, ",\"large\":");
-    snapshot_json_i64_or_null(w, f->largest_free_large);
+    for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
+        key_or_null(w, n[i].key, n[i].v);
+    key_or_null(w, ",\"largest_free_block_bytes\":{\"small\":", f->largest_free_small);
+    key_or_null(w, ",\"large\":", f->largest_free_large);
     snapshot_json_s(w, "},\"config\":{");
     char conf[ALLOCATOR_CONFIG_MAX];
     memcpy(conf, f->config, sizeof conf);
@@ -437,21 +438,18 @@ static void write_allocator(struct snapshot_json *w, const struct allocator_fact
         snapshot_json_s(w, first ? "" : ",");
         first = false;
         snapshot_json_str(w, item);
-        snapshot_json_s(w, ":");
-        snapshot_json_str(w, colon + 1);
+        key_str(w, ":", colon + 1);
     }
     snapshot_json_s(w, "}");
     write_top_tensors(w, f);
     write_roles(w, f);
-    if (oom_device >= 0) {
-        snapshot_json_s(w, ",\"tensors\":");
+    static const enum allocator_tensors_member at_oom[] = {ALLOCATOR_TENSORS, ALLOCATOR_ORIGIN};
+    for (int i = 0; oom_device >= 0 && i < 2; i++) {
+        snapshot_json_s(w, ",\"");
+        snapshot_json_s(w, allocator_tensors_names[at_oom[i]]);
+        snapshot_json_s(w, "\":");
         if (f->num_ooms >= 0)
-            allocator_tensors_write(oom_device, f->num_ooms, ALLOCATOR_TENSORS, emit_json, w);
-        else
-            snapshot_json_s(w, "null");
-        snapshot_json_s(w, ",\"origin\":");
-        if (f->num_ooms >= 0)
-            allocator_tensors_write(oom_device, f->num_ooms, ALLOCATOR_ORIGIN, emit_json, w);
+            allocator_tensors_write(oom_device, f->num_ooms, at_oom[i], emit_json, w);
         else
             snapshot_json_s(w, "null");
     }
@@ -477,12 +475,9 @@ static void write_device(struct snapshot_json *w, const struct record_view *v,
 {
     const struct record_pool_view *p = &v->pools[d];
     key_i64(w, "{\"ordinal\":", d);
-    snapshot_json_s(w, ",\"total_bytes\":");
-    snapshot_json_i64_or_null(w, p->total_bytes);
-    snapshot_json_s(w, ",\"free_bytes\":");
-    snapshot_json_i64_or_null(w, p->free_bytes);
-    snapshot_json_s(w, ",\"limit_bytes\":");
-    snapshot_json_i64_or_null(w, p->limit ? (int64_t)p->limit : -1);
+    key_or_null(w, ",\"total_bytes\":", p->total_bytes);
+    key_or_null(w, ",\"free_bytes\":", p->free_bytes);
+    key_or_null(w, ",\"limit_bytes\":", p->limit ? (int64_t)p->limit : -1);
     key_u64(w, ",\"current_bytes\":", p->current);
     key_u64(w, ",\"peak_bytes\":", p->peak);
     key_i64(w, ",\"peak_time_ns\":", p->peak_time);
@@ -607,15 +602,11 @@ static void write_oom(struct snapshot_json *w, const struct record_view *v, stru
     key_i64(w, ",\"time_ns\":", o->time_ns);
     key_u64(w, ",\"stack\":", o->stack);
     key_u64(w, ",\"phase\":", o->phase);
-    snapshot_json_s(w, ",\"total_bytes\":");
-    snapshot_json_i64_or_null(w, o->total_bytes);
-    snapshot_json_s(w, ",\"free_bytes\":");
-    snapshot_json_i64_or_null(w, o->free_bytes);
-    snapshot_json_s(w, ",\"limit_bytes\":");
-    snapshot_json_i64_or_null(w, o->limit ? (int64_t)o->limit : -1);
+    key_or_null(w, ",\"total_bytes\":", o->total_bytes);
+    key_or_null(w, ",\"free_bytes\":", o->free_bytes);
+    key_or_null(w, ",\"limit_bytes\":", o->limit ? (int64_t)o->limit : -1);
     key_u64(w, ",\"tracked_bytes\":", o->tracked);
-    snapshot_json_s(w, ",\"untracked_bytes\":");
-    snapshot_json_i64_or_null(w, o->total_bytes >= 0 ? (int64_t)o->untracked : -1);
+    key_or_null(w, ",\"untracked_bytes\":", o->total_bytes >= 0 ? (int64_t)o->untracked : -1);
     snapshot_json_s(w, ",\"by_kind\":{");
     for (int k = 0; k < FORMAT_DEVICE_KINDS; k++) {
         snapshot_json_s(w, k ? ",\"" : "\"");
@@ -628,8 +619,7 @@ static void write_oom(struct snapshot_json *w, const struct record_view *v, stru
     snapshot_json_s(w, cause != NULL ? cause : "unknown");
     key_u64(w, "\",\"shortfall_bytes\":", o->shortfall);
     key_u64(w, ",\"attempts\":", o->attempts);
-    snapshot_json_s(w, ",\"recovered\":");
-    snapshot_json_bool(w, o->recovered);
+    key_bool(w, ",\"recovered\":", o->recovered);
     key_u64(w, ",\"released_bytes\":", o->released_bytes);
     key_u64(w, ",\"released_count\":", o->released_count);
     snapshot_json_s(w, ",\"released\":[");
@@ -662,9 +652,7 @@ static void write_ooms(struct snapshot_json *w)
     key_u64(w, ",\"suppressed\":", s->suppressed);
     snapshot_json_s(w, ",\"dumps\":[");
     for (unsigned i = 0; i < s->ndumps; i++) {
-        if (i)
-            snapshot_json_s(w, ",");
-        snapshot_json_str(w, s->dumps[i]);
+        key_str(w, i ? "," : "", s->dumps[i]);
     }
     snapshot_json_s(w, "],\n \"attempts\":[");
     for (unsigned i = 0; i < s->nattempts; i++) {
@@ -694,8 +682,7 @@ static void write_events(struct snapshot_json *w, const struct record_view *v, s
     key_u64(w, "\"events\":{\"cap\":", v->event_cap);
     key_u64(w, ",\"recorded\":", v->events_recorded);
     key_u64(w, ",\"stride\":", stride);
-    snapshot_json_s(w, ",\"thinned\":");
-    snapshot_json_bool(w, v->event_bucket_ns != 0);
+    key_bool(w, ",\"thinned\":", v->event_bucket_ns != 0);
     key_u64(w, ",\"bucket_ns\":", v->event_bucket_ns);
     snapshot_json_s(w, ",\"columns\":[\"t_ns\",\"device\",\"kind\",\"delta\",\"stack\","
                        "\"current\"],\"data\":[");
@@ -727,10 +714,8 @@ static void write_refresh(struct snapshot_json *w)
     struct allocator_refresh r;
     if (!allocator_refresh_take(&r))
         return;
-    snapshot_json_s(w, "\"allocator_refresh\":{\"answered\":");
-    snapshot_json_bool(w, r.answered);
-    snapshot_json_s(w, ",\"direct\":");
-    snapshot_json_bool(w, r.direct);
+    key_bool(w, "\"allocator_refresh\":{\"answered\":", r.answered);
+    key_bool(w, ",\"direct\":", r.direct);
     key_i64(w, ",\"asked_ns\":", r.asked_ns);
     key_i64(w, ",\"waited_ns\":", r.waited_ns);
     key_i64(w, ",\"wait_ms\":", r.wait_ms);
