@@ -93,10 +93,11 @@ $(BUILD)/tests/unit/test_record_debug: tests/unit/test_record.c \
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -DCUMEMTRACE_DEBUG -fvisibility=hidden $(PRELOAD_INC) -o $@ \
 	    $(filter %.c,$^) $(LDFLAGS_ALL) $(UNIT_LD)
+# allocator_tensors.c keeps its reports in allocator_segments.c's store.
+$(BUILD)/tests/unit/test_allocator_tensors: $(call preload_obj,allocator_segments)
 $(BUILD)/tests/unit/test_%: tests/unit/test_%.c $$(call preload_obj,$$*) $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(call preload_obj,$*) \
-	    $(COMMON_SRC:%.c=$(BUILD)/obj/%.o) $(LDFLAGS_ALL) $(UNIT_LD)
+	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)
 
 # ---- programs the end-to-end tests run ----
 PROG_CFLAGS = $(CSTD) -O1 -g -Wall -Wextra -Werror -fPIC -Isrc/common -Iinclude -rdynamic $(SANFLAGS)

@@ -7,11 +7,11 @@
  * The caller is PyTorch's out-of-memory observer (src/torchboot/), after
  * PyTorch released its allocator mutex, just before it hands the facts
  * (cumemtrace_allocator_oom), whose rewrite of the post-mortem then writes
- * these.  The latest KEPT reports are kept per device, each with its tag
+ * these.  The latest ALLOCATOR_KEPT reports are kept per device, each with its tag
  * (PyTorch's num_ooms): a post-mortem shows the one whose tag its own facts
  * carry, so a post-mortem rewritten later never shows a newer state.
  * The state report has a slot of its own per device, so that the exit's
- * never pushes an OOM's out of the KEPT a post-mortem rewritten at exit
+ * never pushes an OOM's out of the ALLOCATOR_KEPT a post-mortem rewritten at exit
  * looks for.
  * Bounded copy: SEGMENTS_MAX segments and BLOCKS_MAX blocks (a 80 GiB card
  * of 20 MiB segments has 4 k); the rest are counted.  Of the blocks' Python
@@ -35,9 +35,6 @@
 
 #define SEGMENTS_MAX 1024
 #define BLOCKS_MAX 16384
-/* Reports kept per device, by tag: a post-mortem rewritten after a few
- * later OOMs (its chain ended, or at exit) still finds its own. */
-#define KEPT 4
 /* Python stacks of up to ~32 frames of ~100 bytes: 1 MiB holds 300+
  * distinct allocating stacks, more than a model's live tensors have. */
 #define STACK_TEXT_MAX (1u << 20)
@@ -65,11 +62,7 @@ struct report {
     char *text;         /* NUL-terminated stacks, one after the other */
 };
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-/* guarded by lock; kept[d][0] the latest; state[d] the latest
- * CUMEMTRACE_LAYOUT_STATE report */
-static struct report *kept[RECORD_MAX_DEVICES][KEPT];
-static struct report *state[RECORD_MAX_DEVICES];
+static struct allocator_kept store = {PTHREAD_MUTEX_INITIALIZER, {{0}}, {0}};
 
 static bool valid(const struct cumemtrace_allocator_segment *in, uint32_t n,
                   const char *const *stacks, int64_t nstacks)
@@ -159,27 +152,58 @@ static int keep(int device, int64_t tag, const struct cumemtrace_allocator_segme
                             nstacks > 0 ? (uint32_t)nstacks : 0);
     if (r == NULL)
         return -1;
-    struct report *old;
-    pthread_mutex_lock(&lock);
+    allocator_kept_put(&store, device, r);
+    return 0;
+}
+
+void allocator_kept_put(struct allocator_kept *k, int device, void *r)
+{
+    int64_t tag = *(const int64_t *)r;
+    void *old;
+    pthread_mutex_lock(&k->lock);
     if (tag == CUMEMTRACE_LAYOUT_STATE) {
-        old = state[device];
-        state[device] = r;
+        old = k->state[device];
+        k->state[device] = r;
     } else {
-        struct report **k = kept[device];
+        void **kept = k->kept[device];
         /* a report with the same tag replaces its predecessor */
-        unsigned last = KEPT - 1;
-        for (unsigned i = 0; i < KEPT; i++)
-            if (k[i] != NULL && k[i]->tag == tag) {
+        unsigned last = ALLOCATOR_KEPT - 1;
+        for (unsigned i = 0; i < ALLOCATOR_KEPT; i++)
+            if (kept[i] != NULL && *(const int64_t *)kept[i] == tag) {
                 last = i;
                 break;
             }
-        old = k[last];
-        memmove(&k[1], &k[0], last * sizeof *k);
-        k[0] = r;
+        old = kept[last];
+        memmove(&kept[1], &kept[0], last * sizeof *kept);
+        kept[0] = r;
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&k->lock);
     free(old);
-    return 0;
+}
+
+const void *allocator_kept_find(struct allocator_kept *k, int device, int64_t tag)
+{
+    if (device < 0 || device >= RECORD_MAX_DEVICES)
+        return NULL;
+    if (tag == CUMEMTRACE_LAYOUT_STATE)
+        return k->state[device];
+    for (unsigned i = 0; tag >= 0 && i < ALLOCATOR_KEPT; i++)
+        if (k->kept[device][i] != NULL && *(const int64_t *)k->kept[device][i] == tag)
+            return k->kept[device][i];
+    return NULL;
+}
+
+void allocator_kept_clear(struct allocator_kept *k)
+{
+    pthread_mutex_init(&k->lock, NULL);
+    for (int d = 0; d < RECORD_MAX_DEVICES; d++) {
+        for (unsigned i = 0; i < ALLOCATOR_KEPT; i++) {
+            free(k->kept[d][i]);
+            k->kept[d][i] = NULL;
+        }
+        free(k->state[d]);
+        k->state[d] = NULL;
+    }
 }
 
 __attribute__((visibility("default"))) int
@@ -308,34 +332,19 @@ static void write_report(const struct report *r, allocator_segments_emit_fn emit
 
 void allocator_segments_write(int device, int64_t tag, allocator_segments_emit_fn emit, void *ctx)
 {
-    pthread_mutex_lock(&lock);
-    const struct report *r = NULL;
-    for (unsigned i = 0; tag >= 0 && device >= 0 && device < RECORD_MAX_DEVICES && i < KEPT; i++)
-        if (kept[device][i] != NULL && kept[device][i]->tag == tag) {
-            r = kept[device][i];
-            break;
-        }
-    write_report(r, emit, ctx);
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_lock(&store.lock);
+    write_report(tag >= 0 ? allocator_kept_find(&store, device, tag) : NULL, emit, ctx);
+    pthread_mutex_unlock(&store.lock);
 }
 
 void allocator_segments_write_state(int device, allocator_segments_emit_fn emit, void *ctx)
 {
-    pthread_mutex_lock(&lock);
-    write_report(device >= 0 && device < RECORD_MAX_DEVICES ? state[device] : NULL, emit, ctx);
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_lock(&store.lock);
+    write_report(allocator_kept_find(&store, device, CUMEMTRACE_LAYOUT_STATE), emit, ctx);
+    pthread_mutex_unlock(&store.lock);
 }
 
 void allocator_segments_atfork_child(void)
 {
-    pthread_mutex_init(&lock, NULL);
-    for (int d = 0; d < RECORD_MAX_DEVICES; d++)
-    {
-        for (unsigned i = 0; i < KEPT; i++) {
-            free(kept[d][i]);
-            kept[d][i] = NULL;
-        }
-        free(state[d]);
-        state[d] = NULL;
-    }
+    allocator_kept_clear(&store);
 }

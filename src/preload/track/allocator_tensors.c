@@ -8,7 +8,7 @@
  * well-formed JSON object of valid UTF-8 with known members before it is
  * kept.  The check is a bounded recursive descent (depth <= DEPTH_MAX).
  * Kept as allocator_segments.c keeps layouts: per device the latest state
- * (tag CUMEMTRACE_LAYOUT_STATE) and the KEPT latest OOM reports by tag
+ * (tag CUMEMTRACE_LAYOUT_STATE) and the ALLOCATOR_KEPT latest OOM reports by tag
  * (PyTorch's num_ooms), so that a post-mortem shows its own reading. */
 #include "allocator_tensors.h"
 
@@ -21,7 +21,6 @@
 #include "torch_protocol.h"
 #include "utf8.h"
 
-#define KEPT 4
 #define DEPTH_MAX 64
 
 const char *const allocator_tensors_names[ALLOCATOR_TENSORS_MEMBERS] = {
@@ -34,10 +33,7 @@ struct report {
     char text[]; /* the object as handed over */
 };
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-/* guarded by lock; kept[d][0] the latest OOM report */
-static struct report *kept[RECORD_MAX_DEVICES][KEPT];
-static struct report *state[RECORD_MAX_DEVICES];
+static struct allocator_kept store = {PTHREAD_MUTEX_INITIALIZER, {{0}}, {0}};
 
 /* ---- the check ---- */
 
@@ -260,58 +256,23 @@ cumemtrace_allocator_tensors(int device, int64_t tag, const char *json, size_t l
     r->len = len;
     memcpy(r->span, span, sizeof span);
     memcpy(r->text, json, len);
-    struct report *old;
-    pthread_mutex_lock(&lock);
-    if (tag == CUMEMTRACE_LAYOUT_STATE) {
-        old = state[device];
-        state[device] = r;
-    } else {
-        struct report **k = kept[device];
-        unsigned last = KEPT - 1; /* a report with the same tag replaces its predecessor */
-        for (unsigned i = 0; i < KEPT; i++)
-            if (k[i] != NULL && k[i]->tag == tag) {
-                last = i;
-                break;
-            }
-        old = k[last];
-        memmove(&k[1], &k[0], last * sizeof *k);
-        k[0] = r;
-    }
-    pthread_mutex_unlock(&lock);
-    free(old);
+    allocator_kept_put(&store, device, r);
     return 0;
 }
 
 void allocator_tensors_write(int device, int64_t tag, enum allocator_tensors_member m,
                              allocator_segments_emit_fn emit, void *ctx)
 {
-    pthread_mutex_lock(&lock);
-    const struct report *r = NULL;
-    if (device >= 0 && device < RECORD_MAX_DEVICES) {
-        if (tag == CUMEMTRACE_LAYOUT_STATE)
-            r = state[device];
-        for (unsigned i = 0; tag >= 0 && i < KEPT; i++)
-            if (kept[device][i] != NULL && kept[device][i]->tag == tag) {
-                r = kept[device][i];
-                break;
-            }
-    }
+    pthread_mutex_lock(&store.lock);
+    const struct report *r = allocator_kept_find(&store, device, tag);
     if (r != NULL && r->span[m][1] > r->span[m][0])
         emit(ctx, r->text + r->span[m][0], r->span[m][1] - r->span[m][0]);
     else
         emit(ctx, "null", 4);
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&store.lock);
 }
 
 void allocator_tensors_atfork_child(void)
 {
-    pthread_mutex_init(&lock, NULL);
-    for (int d = 0; d < RECORD_MAX_DEVICES; d++) {
-        for (unsigned i = 0; i < KEPT; i++) {
-            free(kept[d][i]);
-            kept[d][i] = NULL;
-        }
-        free(state[d]);
-        state[d] = NULL;
-    }
+    allocator_kept_clear(&store);
 }
