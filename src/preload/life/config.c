@@ -104,6 +104,14 @@ static void load_uint(const char *name, unsigned long long min,
                 "using %llu", name, Q(v), min, max, *out);
 }
 
+/* load_uint for a setting kept as an unsigned. */
+static void load_unsigned(const char *name, unsigned min, unsigned max, unsigned *out)
+{
+    unsigned long long x = *out;
+    load_uint(name, min, max, &x);
+    *out = (unsigned)x;
+}
+
 /* A 1/0 (true/false, yes/no) switch; `what_default` ends the warning. */
 static void load_bool(const char *name, bool *out, const char *what_default)
 {
@@ -167,9 +175,7 @@ static void load_durability(void)
 {
     load_bool("CUMEMTRACE_TERM_SIGNALS", &config.term_signals,
               "snapshots on termination signals stay on");
-    unsigned long long x = config.flush_ms;
-    load_uint("CUMEMTRACE_FLUSH_MS", 10, 3600000, &x);
-    config.flush_ms = (unsigned)x;
+    load_unsigned("CUMEMTRACE_FLUSH_MS", 10, 3600000, &config.flush_ms);
     const char *v = secure_getenv("CUMEMTRACE_STREAM");
     if (v != NULL && *v != '\0') {
         if (strcasecmp(v, "auto") == 0)
@@ -188,9 +194,7 @@ static void load_durability(void)
         load_size("CUMEMTRACE_STREAM_MAX", v, &bytes, "using 256MiB"))
         config.stream_max = bytes < (64u << 10) ? (64u << 10) : bytes;
     load_duration("CUMEMTRACE_INTERVAL", &config.interval_ms, "no periodic snapshots");
-    x = config.interval_keep;
-    load_uint("CUMEMTRACE_INTERVAL_KEEP", 1, 1000000, &x);
-    config.interval_keep = (unsigned)x;
+    load_unsigned("CUMEMTRACE_INTERVAL_KEEP", 1, 1000000, &config.interval_keep);
 }
 
 static void load_limits(void)
@@ -232,21 +236,9 @@ static void load_limits(void)
 void config_load(void)
 {
     load_log();
-    const char *v = secure_getenv("CUMEMTRACE_DISABLE");
-    if (v != NULL && *v != '\0') {
-        if (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0 ||
-            strcasecmp(v, "yes") == 0)
-            config.disabled = true;
-        else if (!(strcmp(v, "0") == 0 || strcasecmp(v, "false") == 0 ||
-                   strcasecmp(v, "no") == 0))
-            config_warn("ignoring CUMEMTRACE_DISABLE='%s': expected 1 or 0; "
-                        "tracing stays on", Q(v));
-    }
-
-    unsigned long long x = config.depth;
-    load_uint("CUMEMTRACE_DEPTH", SETTINGS_DEPTH_MIN, SETTINGS_DEPTH_MAX, &x);
-    config.depth = (unsigned)x;
-    x = config.event_cap;
+    load_bool("CUMEMTRACE_DISABLE", &config.disabled, "tracing stays on");
+    load_unsigned("CUMEMTRACE_DEPTH", SETTINGS_DEPTH_MIN, SETTINGS_DEPTH_MAX, &config.depth);
+    unsigned long long x = config.event_cap;
     load_uint("CUMEMTRACE_EVENTS", 0, CONFIG_MAX_EVENTS, &x);
     if (x > event_log_machine_cap()) {
         LOG(LOG_WARN, "CUMEMTRACE_EVENTS=%llu needs %llu MiB, more than an "
@@ -257,10 +249,8 @@ void config_load(void)
         x = event_log_machine_cap();
     }
     config.event_cap = (size_t)x;
-    x = config.max_oom_dumps;
-    load_uint("CUMEMTRACE_MAX_OOM_DUMPS", 0, 1000000, &x);
-    config.max_oom_dumps = (unsigned)x;
-    v = secure_getenv("CUMEMTRACE_OOM_DUMPS");
+    load_unsigned("CUMEMTRACE_MAX_OOM_DUMPS", 0, 1000000, &config.max_oom_dumps);
+    const char *v = secure_getenv("CUMEMTRACE_OOM_DUMPS");
     if (v != NULL && *v != '\0') {
         if (strcmp(v, "all") == 0)
             config.oom_dumps_all = true;
