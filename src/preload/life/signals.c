@@ -78,15 +78,21 @@ const char *signals_name(int sig, char *buf, unsigned len)
     return buf;
 }
 
-/* Gives `sig` its default action and delivers it to this thread.  Only
- * async-signal-safe calls. */
-static void die(int sig)
+/* Gives `sig` its default action.  Async-signal-safe. */
+static void set_default(int sig)
 {
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
     sigaction(sig, &dfl, NULL);
+}
+
+/* Gives `sig` its default action and delivers it to this thread.  Only
+ * async-signal-safe calls. */
+static void die(int sig)
+{
+    set_default(sig);
     raise(sig); /* pending while the handler blocks it */
     sigset_t s;
     sigemptyset(&s);
@@ -174,11 +180,7 @@ void signals_serve(void)
     /* The handler's thread re-raises when it wakes; a thread that returned
      * from the handler (it was inside a hook) does not, so we do: the
      * signal is process-directed and every thread but ours takes it. */
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    sigaction(sig, &dfl, NULL);
+    set_default(sig);
     kill(getpid(), sig);
     for (;;)
         pause(); /* every signal is blocked here: the process ends around us */
