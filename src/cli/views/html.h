@@ -31,6 +31,15 @@ static inline uint64_t html_sat_add(uint64_t a, uint64_t b)
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
+/* A stack index as the model writes it: -1 for none. */
+static inline void html_stack_ref(struct json_out *w, uint32_t stack)
+{
+    if (stack == SNAP_NO_STACK)
+        json_out_i64(w, -1);
+    else
+        json_out_u64(w, stack);
+}
+
 /* The flame graph's modes: held at the peak, live at the dump, at the OOM. */
 enum { HTML_FLAME_PEAK, HTML_FLAME_LIVE, HTML_FLAME_OOM };
 

@@ -3,14 +3,6 @@
  * the page draws each listed allocation at its offset in its site's colour. */
 #include "html.h"
 
-static void write_stack(struct json_out *w, uint32_t stack)
-{
-    if (stack == SNAP_NO_STACK)
-        json_out_i64(w, -1);
-    else
-        json_out_u64(w, stack);
-}
-
 /* The caching allocator's segments: {count, blocks, list: [[address, bytes,
  * small, [[offset, bytes, state]...]]]}, state 0 free, 1 allocated,
  * 2 pending, 3 unknown; null when it did not report them. */
@@ -71,7 +63,7 @@ void html_layout_write(struct json_out *w, const struct snap_oom *o)
         json_out_begin_array(w);
         json_out_u64(w, l->allocations[i].offset);
         json_out_u64(w, l->allocations[i].bytes);
-        write_stack(w, l->allocations[i].stack);
+        html_stack_ref(w, l->allocations[i].stack);
         json_out_end_array(w);
     }
     json_out_end_array(w);

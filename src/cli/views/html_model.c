@@ -204,20 +204,12 @@ static int cmp_rows(const void *pa, const void *pb)
 
 /* ---- writing ---- */
 
-static void write_stack_ref(struct json_out *w, uint32_t stack)
-{
-    if (stack == SNAP_NO_STACK)
-        json_out_i64(w, -1);
-    else
-        json_out_u64(w, stack);
-}
-
 static void write_groups(struct json_out *w, const struct snap_groups *g)
 {
     json_out_begin_array(w);
     for (size_t i = 0; i < g->n; i++) {
         json_out_begin_array(w);
-        write_stack_ref(w, g->v[i].stack);
+        html_stack_ref(w, g->v[i].stack);
         json_out_u64(w, g->v[i].bytes);
         json_out_u64(w, g->v[i].count);
         json_out_end_array(w);
@@ -236,7 +228,7 @@ static void write_site_column(struct json_out *w, struct model *m, const uint32_
     for (size_t i = 0; i < m->nrows; i++) {
         const struct site_row *r = &m->rows[order[i]];
         switch (c) {
-        case COL_STACK: write_stack_ref(w, r->stack); break;
+        case COL_STACK: html_stack_ref(w, r->stack); break;
         case COL_AT_PEAK: json_out_u64(w, r->at_peak); break;
         case COL_LIVE: json_out_u64(w, r->live); break;
         case COL_OOM: json_out_u64(w, r->oom); break;
@@ -342,6 +334,16 @@ static void point(struct json_out *w, int64_t t, uint64_t total, const int64_t *
     json_out_end_array(w);
 }
 
+/* A slice's lowest and highest points lo and hi ([t, total, bands...]),
+ * in time order, once when they are one. */
+static void slice_points(struct json_out *w, const int64_t *lo, const int64_t *hi, size_t nb)
+{
+    const int64_t *a = lo[0] <= hi[0] ? lo : hi, *b = a == lo ? hi : lo;
+    point(w, a[0], (uint64_t)a[1], a + 2, nb);
+    if (b[0] != a[0])
+        point(w, b[0], (uint64_t)b[1], b + 2, nb);
+}
+
 /* The track's points: every event, or per time slice the lowest and the
  * highest total (in time order) when there are too many to draw. */
 static int write_points(struct json_out *w, struct model *m, const struct track *t,
@@ -391,10 +393,7 @@ static int write_points(struct json_out *w, struct model *m, const struct track 
         }
         int64_t sl = (int64_t)((double)e->t_ns / (double)end * HTML_SLICES);
         if (sl != slice && have) {
-            const int64_t *a = lo[0] <= hi[0] ? lo : hi, *b = a == lo ? hi : lo;
-            point(w, a[0], (uint64_t)a[1], a + 2, nb);
-            if (b[0] != a[0])
-                point(w, b[0], (uint64_t)b[1], b + 2, nb);
+            slice_points(w, lo, hi, nb);
             have = false;
         }
         slice = sl;
@@ -409,12 +408,8 @@ static int write_points(struct json_out *w, struct model *m, const struct track 
         }
         have = true;
     }
-    if (have) {
-        const int64_t *a = lo[0] <= hi[0] ? lo : hi, *b = a == lo ? hi : lo;
-        point(w, a[0], (uint64_t)a[1], a + 2, nb);
-        if (b[0] != a[0])
-            point(w, b[0], (uint64_t)b[1], b + 2, nb);
-    }
+    if (have)
+        slice_points(w, lo, hi, nb);
     for (; ri < nrd && rd[ri].t_ns <= end; ri++) {
         memcpy(cur, rd[ri].v, nb * sizeof *cur);
         point(w, rd[ri].t_ns, total, cur, nb);
@@ -563,7 +558,7 @@ static int write_oom(struct json_out *w, struct snapshot *s)
     json_out_key_string(w, "kind", snapshot_kind_name(o->kind));
     json_out_key_i64(w, "device", o->device);
     json_out_key(w, "stack");
-    write_stack_ref(w, o->stack);
+    html_stack_ref(w, o->stack);
     static const char *const keys[] = {"requested", "total", "free", "limit", "tracked",
                                        "untracked", "shortfall", "attempts", "released",
                                        "released_count"};

@@ -51,9 +51,9 @@ void report_set_by_range(bool by_range)
 {
     report_by_range = by_range;
 }
-/* --full: every table.  Without it a post-mortem reads in one screen (issue
- * 24, item 8): one holders table (the tensors when PyTorch named them), the
- * advice, one line per device. */
+/* --full: every table.  Without it a post-mortem reads in one screen: one
+ * holders table (the tensors when PyTorch named them), the advice, one line
+ * per device. */
 static bool report_full; /* report_set_full */
 #define OOM_ROWS 5 /* holders shown in a post-mortem without --full */
 
