@@ -3,8 +3,11 @@ tables, from which the reader's field tables and `report --json` are made.
 Here the writer and docs/snapshot-format.md are held to them: every key the
 library writes in a tabled section, over runs that write each kind of
 snapshot, is a row, and every row is written; each documented field list is
-the table's.  A field added to the writer and not to the table (the reader
+the table's.  The PyTorch layer's objects (src/torchboot/layer, written
+verbatim by the library) are held alike, over real PyTorch runs on the
+simulated GPU.  A field added to the writer and not to the table (the reader
 would skip it in silence) fails here, and so does a row the writer lost."""
+import importlib.util
 import json
 import os
 import re
@@ -14,6 +17,7 @@ import subprocess
 import pytest
 
 from conftest import BUILD, PROGS, ROOT, base_env
+from needs import TORCH_VENV, needs
 
 READ_DIR = ROOT / "src" / "cli" / "read"
 SNAPSHOT_H = (READ_DIR / "snapshot.h").read_text()
@@ -71,8 +75,36 @@ SECTIONS = {
 }
 
 
+# The PyTorch layer's objects, written by src/torchboot/layer/*.py: where
+# each table's object sits (the frames of a group's site and stack, a
+# series' lines and an origin's forward_site are one shape).
+TORCH_SECTIONS = {
+    "devices[].tensors": ["TENSORS"],
+    "devices[].peak_tensors": ["TENSORS", "PEAK_TENSORS"],
+    "oom.allocator.tensors": ["TENSORS"],
+    "devices[].tensors.cache": ["TENSORS_CACHE"],
+    "oom.allocator.tensors.cache": ["TENSORS_CACHE"],
+    "devices[].tensors.groups[]": ["TGROUP"],
+    "devices[].peak_tensors.groups[]": ["TGROUP"],
+    "oom.allocator.tensors.groups[]": ["TGROUP"],
+    "devices[].tensors.groups[].origin": ["ORIGIN"],
+    "oom.allocator.origin": ["ORIGIN"],
+    "devices[].growth[]": ["GROWTH"],
+    "devices[].tensor_series": ["SERIES"],
+    "devices[].tensor_series.readings[]": ["SREADING"],
+    "devices[].tensor_series.lines[]": ["TFRAME"],
+    "devices[].tensors.groups[].site": ["TFRAME"],
+    "devices[].tensors.groups[].stack[]": ["TFRAME"],
+    "oom.allocator.origin.forward_site": ["TFRAME"],
+}
+# tensors.more: the layer folds groups only past thousands of them, which no
+# short run makes; held to its table through the layer's own fold below.
+TORCH_FOLDED = {"devices[].tensors.more": ["TENSORS_MORE"]}
+
+
 def keys_of(path):
-    return [row[0] for name in SECTIONS[path] for row in TABLES[name]]
+    names = {**SECTIONS, **TORCH_SECTIONS, **TORCH_FOLDED}[path]
+    return [row[0] for name in names for row in TABLES[name]]
 
 
 def objects(value, path):
@@ -102,7 +134,8 @@ def test_the_tables_parse():
 
 
 def test_every_table_has_its_place():
-    placed = {n for names in SECTIONS.values() for n in names}
+    placed = {n for sections in (SECTIONS, TORCH_SECTIONS, TORCH_FOLDED)
+              for names in sections.values() for n in names}
     unplaced = set(TABLES) - placed
     assert not unplaced, (f"SNAP_*_SCHEMA tables {sorted(unplaced)} have no place in "
                           "SECTIONS: say where their object sits in a snapshot")
@@ -157,20 +190,71 @@ def written(tmp_path_factory):
     return snaps
 
 
-@pytest.mark.parametrize("path", sorted(SECTIONS), ids=lambda p: p or "top")
-def test_the_writer_writes_the_tables_keys(written, path):
+def check_written(snapshots, path, names):
     seen = set()
-    for s in written:
+    for s in snapshots:
         for o in objects(s, path):
             seen |= set(o)
     want = set(keys_of(path))
-    names = " + ".join(f"SNAP_{n}_SCHEMA" for n in SECTIONS[path])
+    names = " + ".join(f"SNAP_{n}_SCHEMA" for n in names)
     assert seen, f"no snapshot here has '{path or 'the top level'}': the runs miss a case"
     assert not seen - want, (f"the library writes {sorted(seen - want)} in "
                              f"'{path or 'the top level'}', which {names} (snapshot.h) "
                              "lacks: add the row, or the reader skips it")
     assert not want - seen, (f"{names} (snapshot.h) has {sorted(want - seen)}, which the "
                              f"library never writes in '{path or 'the top level'}'")
+
+
+@pytest.mark.parametrize("path", sorted(SECTIONS), ids=lambda p: p or "top")
+def test_the_writer_writes_the_tables_keys(written, path):
+    check_written(written, path, SECTIONS[path])
+
+
+TORCH_PY = os.environ.get("CUMEMTRACE_TORCH_PYTHON",
+                          os.path.expanduser("~/.cache/cumemtrace/torch-venv/bin/python"))
+SCENARIOS = ROOT / "tests" / "torch" / "scenarios"
+
+
+@pytest.fixture(scope="module")
+def torch_written(tmp_path_factory):
+    """Snapshots of real PyTorch runs on the simulated GPU (scripts/simgpu):
+    an eval pass that leaks a step's logits (tensors, peak_tensors, growth,
+    tensor_series, api dumps), gradients made on autograd's thread (a
+    group's origin), and an OOM in a node's backward under anomaly mode
+    (oom.allocator.tensors, its origin with the forward line)."""
+    tmp = tmp_path_factory.mktemp("torch_schema")
+    snaps = []
+    for name, memory, args in (("tensors_eval_leak.py", "8GiB", []),
+                               ("autograd_grads.py", "24GiB", []),
+                               ("autograd_node_oom.py", "1536MiB", ["anomaly"])):
+        cwd = tmp / name
+        cwd.mkdir()
+        proc = subprocess.run([str(ROOT / "scripts" / "simgpu"), "--build", str(BUILD),
+                               "--memory", memory, "--", str(BUILD / "cumemtrace"), "run",
+                               "--output", f"{cwd}/", "--", TORCH_PY, str(SCENARIOS / name),
+                               *args], cwd=cwd, env=base_env(), capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        snaps += [json.loads(f.read_text()) for f in sorted(cwd.glob("cumemtrace.*.json"))]
+    return snaps
+
+
+@needs(os.path.exists(TORCH_PY), f"the PyTorch venv's {TORCH_PY}",
+       TORCH_VENV + "; CUMEMTRACE_TORCH_PYTHON names another")
+@pytest.mark.parametrize("path", sorted(TORCH_SECTIONS))
+def test_the_pytorch_layer_writes_the_tables_keys(torch_written, path):
+    check_written(torch_written, path, TORCH_SECTIONS[path])
+
+
+def test_the_pytorch_layers_fold_writes_the_tables_keys():
+    spec = importlib.util.spec_from_file_location(
+        "layer_tensors", ROOT / "src" / "torchboot" / "layer" / "tensors.py")
+    layer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(layer)
+    t = {"groups": [{"bytes": 2, "count": 1}, {"bytes": 1, "count": 1}], "more": None}
+    layer._fold(t, 1)
+    check_written([{"devices": [{"tensors": t}]}], "devices[].tensors.more",
+                  TORCH_FOLDED["devices[].tensors.more"])
 
 
 # docs/snapshot-format.md: each section's heading and the tables it
@@ -180,7 +264,8 @@ DOC_SECTIONS = {
     "## Top level": ["TOP"],
     "### `process`": ["PROCESS"],
     "### `config`": ["CONFIG"],
-    "### `devices[]`": ["DEVICE"],
+    "### `devices[]`": ["DEVICE", "TENSORS", "PEAK_TENSORS", "TENSORS_MORE", "TENSORS_CACHE",
+                        "TGROUP", "GROWTH", "ORIGIN", "SERIES", "SREADING", "TFRAME"],
     "### `host_pinned`": ["KIND_STATS", "HOST"],
     "### `counters`": ["COUNTERS"],
     '### `oom` (for `reason: "oom"`)': ["OOM"],
@@ -200,6 +285,14 @@ DOC_LISTS = [("## Top level", "allocator_refresh", "REFRESH"),
              ("### `devices[]`", "vmm", "VMM"),
              ("### `devices[]`", "histogram", "BUCKET"),
              ("### `devices[]`", "fragmentation", "FRAG"),
+             ("### `devices[]`", "tensors", "TENSORS"),
+             ("### `devices[]`", "groups", "TGROUP"),
+             ("### `devices[]`", "cache", "TENSORS_CACHE"),
+             ("### `devices[]`", "origin", "ORIGIN"),
+             ("### `devices[]`", "site", "TFRAME"),
+             ("### `devices[]`", "growth", "GROWTH"),
+             ("### `devices[]`", "tensor_series", "SERIES"),
+             ("### `devices[]`", "readings", "SREADING"),
              ("### `ooms`", "attempts", "ATTEMPT"),
              ("### `phases`", "list", "PHASE"),
              ("### `phases`", "ranges", "PHASES_RANGES"),
@@ -245,7 +338,8 @@ def test_the_docs_inline_lists_are_the_tables(heading, key, name):
 
 
 READERS = {p.name: p.read_text() for p in (ROOT / "src" / "cli" / "read").glob("*.c")}
-REPORT_JSON = (ROOT / "src" / "cli" / "views" / "report_json.c").read_text()
+REPORT_JSON = "".join((ROOT / "src" / "cli" / "views" / n).read_text()
+                      for n in ("report_json.c", "report_json_holders.c"))
 
 
 def test_no_tabled_field_is_named_by_hand():
@@ -263,4 +357,4 @@ def test_no_tabled_field_is_named_by_hand():
         assert any(use in t for t in READERS.values()), f"no reader expands SNAP_{table}_SCHEMA"
         if any(r[3] != "0" for r in rows):
             assert use in REPORT_JSON, (f"SNAP_{table}_SCHEMA has rows report --json prints, "
-                                        "but report_json.c does not expand it")
+                                        "but report_json*.c does not expand it")

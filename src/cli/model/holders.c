@@ -78,12 +78,12 @@ static int by_bytes(const void *a, const void *b)
 static const char *origin_text(struct snapshot *s, const struct snap_tgroup *g, bool display)
 {
     char buf[1024];
-    const char *fwd = g->forward_site == SNAP_NO_FRAME ? NULL
-                      : display ? s->ctx->frames[g->forward_site].display
-                                : s->ctx->frames[g->forward_site].name;
+    const char *fwd = g->origin.forward_site == SNAP_NO_FRAME ? NULL
+                      : display ? s->ctx->frames[g->origin.forward_site].display
+                                : s->ctx->frames[g->origin.forward_site].name;
     int n = snprintf(buf, sizeof buf, "[%s%s%s%s]", fwd ? "backward of " : "autograd's ",
-                     fwd ? fwd : "backward thread", g->origin_node ? ", " : "",
-                     g->origin_node ? g->origin_node : "");
+                     fwd ? fwd : "backward thread", g->origin.node ? ", " : "",
+                     g->origin.node ? g->origin.node : "");
     if (n < 0)
         return NULL;
     return snapshot_intern(s->ctx, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
@@ -91,7 +91,7 @@ static const char *origin_text(struct snapshot *s, const struct snap_tgroup *g, 
 
 const char *holders_group_name(struct snapshot *s, const struct snap_tgroup *g, bool display)
 {
-    if (g->label == SNAP_NO_FRAME && g->origin_thread != NULL)
+    if (g->label == SNAP_NO_FRAME && g->origin.thread != NULL)
         return origin_text(s, g, display);
     if (g->label == SNAP_NO_FRAME)
         return NO_USER_FRAME;

@@ -97,6 +97,17 @@ struct field {
     SCHEMA_NESTED(st, key, member, struct snap_groups, rd_groups)
 #define SCHEMA_FIELD_PHASE_ROWS(st, key, member) \
     SCHEMA_NESTED(st, key, member, struct snap_phase_rows, rd_by_phase)
+/* PyTorch's objects (snapshot_tensors.h) */
+#define SCHEMA_FIELD_TENSORS(st, key, member) \
+    SCHEMA_NESTED(st, key, member, struct snap_tensors, snapshot_read_tensors)
+#define SCHEMA_FIELD_PEAK_TENSORS(st, key, member) \
+    SCHEMA_NESTED(st, key, member, struct snap_tensors, snapshot_read_peak_tensors)
+#define SCHEMA_FIELD_GROWTH(st, key, member) \
+    SCHEMA_NESTED(st, key, member, struct snap_growth, snapshot_read_growth)
+#define SCHEMA_FIELD_SERIES(st, key, member) \
+    SCHEMA_NESTED(st, key, member, struct snap_series, snapshot_read_series)
+#define SCHEMA_FIELD_ORIGIN(st, key, member) \
+    SCHEMA_NESTED(st, key, member, struct snap_origin, snapshot_read_origin)
 #define SCHEMA_FIELD_U64(st, key, member) SCHEMA_AS(st, key, member, F_U64, uint64_t)
 #define SCHEMA_FIELD_U64N(st, key, member) SCHEMA_AS(st, key, member, F_U64N, uint64_t)
 #define SCHEMA_FIELD_I64(st, key, member) SCHEMA_AS(st, key, member, F_I64, int64_t)

@@ -157,6 +157,20 @@ struct snap_bucket {
  * the rows of `growth` (docs/snapshot-format.md). */
 #define SNAP_NO_FRAME UINT32_MAX /* no frame (frames.h's FRAMES_NONE) */
 
+/* Who made blocks on autograd's backward thread (a group's origin,
+ * oom.allocator.origin: the failing request's): the thread ("backward"),
+ * the node ("MmBackward0", NULL: not known) and the node's forward line
+ * (SNAP_NO_FRAME: PyTorch did not keep it); thread NULL when the file has
+ * none (null). */
+struct snap_origin {
+    const char *thread, *node;
+    uint32_t forward_site;
+};
+#define SNAP_ORIGIN_SCHEMA(X) /* a group's origin, oom.allocator.origin; json 1, forward_line */ \
+    X(snap_origin, thread, thread, STRN, 1)                                                  \
+    X(snap_origin, node, node, STRN, 1)                                                      \
+    X(snap_origin, forward_site, rd_forward_site, FN, 0)
+
 struct snap_tgroup {
     uint32_t site;      /* frame index in snapctx of the user's frame, the
                            group's identity ("file:line:function");
@@ -171,16 +185,26 @@ struct snap_tgroup {
                            outward (SNAP_NO_FRAME: none) */
     bool unfocused;     /* --focus is given and no frame of the stack matches */
     uint64_t bytes, count;
-    /* blocks made on autograd's backward thread: the thread's name and
-     * the node ("MmBackward0"), NULL when none; the forward line of that
-     * node, SNAP_NO_FRAME when PyTorch could not give it */
-    const char *origin_thread, *origin_node;
-    uint32_t forward_site;
+    struct snap_origin origin; /* blocks made on autograd's backward thread */
     /* growth rows only: live bytes added a step, over steps
      * first_step..last_step (steps of them); SNAP_UNKNOWN(_I64) else */
     uint64_t bytes_per_step, steps;
     int64_t first_step, last_step;
 };
+#define SNAP_TGROUP_SCHEMA(X) /* tensors.groups[] */ \
+    X(snap_tgroup, site, rd_site, FN, 0)        \
+    X(snap_tgroup, stack, rd_stack, FN, 0)      \
+    X(snap_tgroup, bytes, bytes, U64, 0)        \
+    X(snap_tgroup, count, count, U64, 0)        \
+    X(snap_tgroup, origin, origin, ORIGIN, 0)
+#define SNAP_GROWTH_SCHEMA(X) /* devices[].growth[] */             \
+    X(snap_tgroup, site, rd_site, FN, 0)                          \
+    X(snap_tgroup, stack, rd_stack, FN, 0)                        \
+    X(snap_tgroup, bytes, bytes, U64, 0)                          \
+    X(snap_tgroup, bytes_per_step, bytes_per_step, U64N, 1)       \
+    X(snap_tgroup, first_step, first_step, I64N, 1)               \
+    X(snap_tgroup, last_step, last_step, I64N, 1)                 \
+    X(snap_tgroup, steps, steps, U64N, 1)
 
 struct snap_tensors {
     bool present; /* the member was an object (null: PyTorch's layer did not read them) */
@@ -193,6 +217,24 @@ struct snap_tensors {
     uint64_t cache_bytes, cache_segments, cache_largest_free;
     int64_t time_ns, step; /* peak_tensors only: when; SNAP_UNKNOWN_I64 */
 };
+#define SNAP_TENSORS_SCHEMA(X) /* devices[].tensors, oom.allocator.tensors */ \
+    X(snap_tensors, allocated_bytes, allocated_bytes, U64, 0)                \
+    X(snap_tensors, count, count, U64, 0)                                    \
+    X(snap_tensors, groups, rd_groups, FN, 0)                                \
+    X(snap_tensors, more, rd_more, FN, 0)                                    \
+    X(snap_tensors, cache, rd_cache, FN, 0)
+#define SNAP_PEAK_TENSORS_SCHEMA(X) /* peak_tensors: SNAP_TENSORS_SCHEMA's keys, then */ \
+    X(snap_tensors, time_ns, time_ns, I64N, 0)                                          \
+    X(snap_tensors, step, step, I64N, 0)                                                \
+    X(snap_tensors, time_unix_us, none, SKIP, 0)
+#define SNAP_TENSORS_MORE_SCHEMA(X) /* tensors.more: the groups folded */ \
+    X(snap_tensors, groups, more_groups, U64, 0)                         \
+    X(snap_tensors, bytes, more_bytes, U64, 0)                           \
+    X(snap_tensors, count, more_count, U64, 0)
+#define SNAP_TENSORS_CACHE_SCHEMA(X) /* tensors.cache */                     \
+    X(snap_tensors, bytes, cache_bytes, U64, 0)                             \
+    X(snap_tensors, segments, cache_segments, U64N, 0)                      \
+    X(snap_tensors, largest_free_bytes, cache_largest_free, U64N, 0)
 
 /* devices[].tensor_series: PyTorch's tensors by line at the layer's
  * readings between dumps (docs/snapshot-format.md): lines[j] the frame of
@@ -204,6 +246,13 @@ struct snap_sreading {
     uint64_t *bytes; /* nbytes == the series' nlines */
     size_t nbytes, cap;
 };
+#define SNAP_SREADING_SCHEMA(X) /* tensor_series.readings[] */ \
+    X(snap_sreading, step, step, I64N, 0)                        \
+    X(snap_sreading, time_ns, time_ns, I64N, 0)                  \
+    X(snap_sreading, allocated_bytes, allocated_bytes, U64, 0)   \
+    X(snap_sreading, reserved_bytes, reserved_bytes, U64N, 0)    \
+    X(snap_sreading, bytes, rd_reading_bytes, FN, 0)             \
+    X(snap_sreading, other_bytes, other_bytes, U64, 0)
 
 struct snap_series {
     bool present;
@@ -212,6 +261,9 @@ struct snap_series {
     struct snap_sreading *v; /* in the order read: oldest first */
     size_t n, cap;
 };
+#define SNAP_SERIES_SCHEMA(X) /* devices[].tensor_series */ \
+    X(snap_series, lines, rd_series_lines, FN, 0)              \
+    X(snap_series, readings, rd_series_readings, FN, 0)
 
 struct snap_growth {
     bool present; /* growth was an array (null: not measured) */
@@ -224,15 +276,6 @@ struct snap_growth {
 #define SNAP_TOP_TENSORS 8 /* the writer keeps 5; a reader takes a few more */
 enum { SNAP_ROLE_PARAMETERS, SNAP_ROLE_BUFFERS, SNAP_ROLE_GRADIENTS, SNAP_ROLE_OPTIMIZER,
        SNAP_ROLE_OTHER, SNAP_ROLES };
-
-/* Who made a request on autograd's backward thread (oom.allocator.origin):
- * the thread ("backward"), the node ("MmBackward0", NULL: not known) and
- * the node's forward line (SNAP_NO_FRAME: PyTorch did not keep it);
- * thread NULL when the file has none (null). */
-struct snap_origin {
-    const char *thread, *node;
-    uint32_t forward_site;
-};
 
 struct snap_allocator {
     bool present;
@@ -284,8 +327,8 @@ struct snap_allocator {
     X(snap_allocator, top_tensors, rd_top_tensors, FN, 0)                              \
     X(snap_allocator, roles, rd_roles, FN, 0)
 #define SNAP_ALLOCATOR_OOM_SCHEMA(X) /* oom.allocator: SNAP_ALLOCATOR_SCHEMA's keys, then */ \
-    X(snap_allocator, tensors, snapshot_read_allocator_tensors, FN, 0)                       \
-    X(snap_allocator, origin, rd_origin, FN, 0)
+    X(snap_allocator, tensors, tensors, TENSORS, 0)                                          \
+    X(snap_allocator, origin, origin, ORIGIN, 0)
 
 /* The program's phases (docs/snapshot-format.md "phases"). */
 #define SNAP_PHASE_TOP 5 /* call sites the writer lists under a phase */
@@ -499,10 +542,10 @@ struct snap_device {
     X(snap_device, allocator, snapshot_read_device_allocator, FN, 0)         \
     X(snap_device, allocator_segments, snapshot_read_device_segments, FN, 0) \
     X(snap_device, by_phase, by_phase, PHASE_ROWS, 0)                        \
-    X(snap_device, tensors, snapshot_read_device_tensors, FN, 0)             \
-    X(snap_device, peak_tensors, snapshot_read_device_peak_tensors, FN, 0)   \
-    X(snap_device, growth, snapshot_read_device_growth, FN, 0)               \
-    X(snap_device, tensor_series, snapshot_read_device_series, FN, 0)        \
+    X(snap_device, tensors, tensors, TENSORS, 0)                             \
+    X(snap_device, peak_tensors, peak_tensors, PEAK_TENSORS, 0)              \
+    X(snap_device, growth, growth, GROWTH, 0)                                \
+    X(snap_device, tensor_series, tensor_series, SERIES, 0)                  \
     X(snap_device, mark, none, SKIP, 0)
 
 struct snap_host {

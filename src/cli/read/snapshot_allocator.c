@@ -158,12 +158,6 @@ static int rd_roles(struct reader *r, void *obj)
     return reader_object(r, a, role_fields, NFIELDS(role_fields));
 }
 
-/* oom.allocator.origin: the failing request's autograd node. */
-static int rd_origin(struct reader *r, void *obj)
-{
-    return snapshot_read_origin(r, &((struct snap_allocator *)obj)->origin);
-}
-
 static const struct field allocator_fields[] = {
     SNAP_ALLOCATOR_SCHEMA(SCHEMA_FIELD) SNAP_ALLOCATOR_OOM_SCHEMA(SCHEMA_FIELD)};
 

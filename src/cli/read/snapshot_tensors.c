@@ -26,15 +26,19 @@ struct pyframe_read {
     const char *file, *function;
     int64_t line;
 };
+#define SNAP_TFRAME_SCHEMA(X) /* a frame of tensors' groups (site, stack), lines */ \
+    X(pyframe_read, file, file, RAWN, 0)                                          \
+    X(pyframe_read, line, line, I64N, 0)                                          \
+    X(pyframe_read, function, function, RAWN, 0)
 
-static const struct field pyframe_fields[] = {
-    FIELD_AT("file", pyframe_read, file, F_RAWN),
-    FIELD_AT("line", pyframe_read, line, F_I64N),
-    FIELD_AT("function", pyframe_read, function, F_RAWN),
-};
+static const struct field pyframe_fields[] = {SNAP_TFRAME_SCHEMA(SCHEMA_FIELD)};
 
-static int rd_pyframe(struct reader *r, uint32_t *out)
+/* A frame, or null (SNAP_NO_FRAME) where null may stand for one. */
+static int rd_pyframe(struct reader *r, uint32_t *out, bool nullable)
 {
+    *out = SNAP_NO_FRAME;
+    if (nullable && reader_take_null(r))
+        return 0;
     struct pyframe_read f = {NULL, NULL, SNAP_UNKNOWN_I64};
     int rc = reader_object(r, &f, pyframe_fields, NFIELDS(pyframe_fields));
     if (rc != 0)
@@ -46,45 +50,30 @@ static int rd_pyframe(struct reader *r, uint32_t *out)
     return *out == FRAMES_NONE ? reader_nomem(r) : 0;
 }
 
-/* A frame or null (SNAP_NO_FRAME). */
-static int rd_optional_frame(struct reader *r, uint32_t *out)
-{
-    *out = SNAP_NO_FRAME;
-    if (reader_take_null(r))
-        return 0;
-    return rd_pyframe(r, out);
-}
-
 static int rd_site(struct reader *r, void *obj)
 {
-    return rd_optional_frame(r, &((struct snap_tgroup *)obj)->site);
+    return rd_pyframe(r, &((struct snap_tgroup *)obj)->site, true);
 }
 
 /* The stack's frames gather in r->tmp (no driver stack is being read
  * inside a device), then go to the context's arena filtered. */
-struct stack_read {
-    size_t n;
-};
-
 static int rd_stack_frame(struct reader *r, void *obj, size_t i)
 {
-    struct stack_read *st = obj;
     if (snapshot_vec_reserve((void **)&r->tmp, &r->tmp_cap, sizeof *r->tmp, i + 1))
         return reader_nomem(r);
-    st->n = i + 1;
-    return rd_pyframe(r, &r->tmp[i]);
+    *(size_t *)obj = i + 1;
+    return rd_pyframe(r, &r->tmp[i], false);
 }
 
 static int rd_stack(struct reader *r, void *obj)
 {
     struct snap_tgroup *g = obj;
-    struct stack_read st = {0};
+    size_t n = 0;
     if (!reader_take_null(r)) {
-        int rc = reader_array(r, &st, rd_stack_frame);
+        int rc = reader_array(r, &n, rd_stack_frame);
         if (rc != 0)
             return rc;
     }
-    size_t n = st.n;
     if (n > UINT32_MAX)
         return reader_invalid(r, "has too many frames");
     g->unfocused = !frame_filter_focused(r->ctx, r->tmp, n);
@@ -109,14 +98,10 @@ static int rd_stack(struct reader *r, void *obj)
 
 static int rd_forward_site(struct reader *r, void *obj)
 {
-    return rd_optional_frame(r, &((struct snap_origin *)obj)->forward_site);
+    return rd_pyframe(r, &((struct snap_origin *)obj)->forward_site, true);
 }
 
-static const struct field origin_fields[] = {
-    FIELD(snap_origin, thread, F_STRN),
-    FIELD(snap_origin, node, F_STRN),
-    FIELD_FN("forward_site", rd_forward_site),
-};
+static const struct field origin_fields[] = {SNAP_ORIGIN_SCHEMA(SCHEMA_FIELD)};
 
 int snapshot_read_origin(struct reader *r, void *obj)
 {
@@ -130,31 +115,8 @@ int snapshot_read_origin(struct reader *r, void *obj)
     return rc;
 }
 
-/* null, or {thread, node, forward_site}: blocks made on autograd's thread. */
-static int rd_origin(struct reader *r, void *obj)
-{
-    struct snap_tgroup *g = obj;
-    struct snap_origin o;
-    int rc = snapshot_read_origin(r, &o);
-    if (rc != 0)
-        return rc;
-    g->origin_thread = o.thread;
-    g->origin_node = o.node;
-    g->forward_site = o.forward_site;
-    return 0;
-}
-
-static const struct field group_fields[] = {
-    FIELD_FN("site", rd_site),
-    FIELD_FN("stack", rd_stack),
-    FIELD(snap_tgroup, bytes, F_U64),
-    FIELD(snap_tgroup, count, F_U64),
-    FIELD_FN("origin", rd_origin),
-    FIELD(snap_tgroup, bytes_per_step, F_U64N),
-    FIELD(snap_tgroup, steps, F_U64N),
-    FIELD(snap_tgroup, first_step, F_I64N),
-    FIELD(snap_tgroup, last_step, F_I64N),
-};
+static const struct field group_fields[] = {SNAP_TGROUP_SCHEMA(SCHEMA_FIELD)};
+static const struct field growth_fields[] = {SNAP_GROWTH_SCHEMA(SCHEMA_FIELD)};
 
 /* The site, or where a filter dropped it (--hide) the first frame the
  * filters keep outward of it in the stack as recorded; the site itself
@@ -172,18 +134,19 @@ static uint32_t label_of(const struct snapctx *ctx, const struct snap_tgroup *g)
     return g->site;
 }
 
-/* One group appended to *v (n, cap beside it). */
-static int rd_tgroup(struct reader *r, struct snap_tgroup **v, size_t *n, size_t *cap)
+/* One group appended to *v (n, cap beside it): a tensors object's groups
+ * (fields: group_fields) and growth's rows (growth_fields) share the struct. */
+static int rd_tgroup(struct reader *r, struct snap_tgroup **v, size_t *n, size_t *cap,
+                     const struct field *fields, size_t nfields)
 {
     if (snapshot_vec_reserve((void **)v, cap, sizeof **v, *n + 1))
         return reader_nomem(r);
     struct snap_tgroup *g = &(*v)[*n];
     memset(g, 0, sizeof *g);
-    g->site = g->forward_site = SNAP_NO_FRAME;
-    g->frames = NULL;
+    g->site = g->origin.forward_site = SNAP_NO_FRAME;
     g->bytes_per_step = g->steps = SNAP_UNKNOWN;
     g->first_step = g->last_step = SNAP_UNKNOWN_I64;
-    int rc = reader_object(r, g, group_fields, NFIELDS(group_fields));
+    int rc = reader_object(r, g, fields, nfields);
     if (rc != 0)
         return rc;
     g->label = label_of(r->ctx, g);
@@ -199,7 +162,7 @@ static int rd_group(struct reader *r, void *obj, size_t i)
 {
     (void)i;
     struct snap_tensors *t = obj;
-    return rd_tgroup(r, &t->v, &t->n, &t->cap);
+    return rd_tgroup(r, &t->v, &t->n, &t->cap, group_fields, NFIELDS(group_fields));
 }
 
 static int rd_groups(struct reader *r, void *obj)
@@ -207,11 +170,7 @@ static int rd_groups(struct reader *r, void *obj)
     return reader_array(r, obj, rd_group);
 }
 
-static const struct field more_fields[] = {
-    FIELD_AT("groups", snap_tensors, more_groups, F_U64),
-    FIELD_AT("bytes", snap_tensors, more_bytes, F_U64),
-    FIELD_AT("count", snap_tensors, more_count, F_U64),
-};
+static const struct field more_fields[] = {SNAP_TENSORS_MORE_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_more(struct reader *r, void *obj)
 {
@@ -219,11 +178,7 @@ static int rd_more(struct reader *r, void *obj)
     return reader_optional_object(r, t, &t->has_more, more_fields, NFIELDS(more_fields));
 }
 
-static const struct field cache_fields[] = {
-    FIELD_AT("bytes", snap_tensors, cache_bytes, F_U64),
-    FIELD_AT("segments", snap_tensors, cache_segments, F_U64N),
-    FIELD_AT("largest_free_bytes", snap_tensors, cache_largest_free, F_U64N),
-};
+static const struct field cache_fields[] = {SNAP_TENSORS_CACHE_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_cache(struct reader *r, void *obj)
 {
@@ -231,54 +186,42 @@ static int rd_cache(struct reader *r, void *obj)
     return reader_optional_object(r, t, &t->has_cache, cache_fields, NFIELDS(cache_fields));
 }
 
-static const struct field tensors_fields[] = {
-    FIELD(snap_tensors, allocated_bytes, F_U64),
-    FIELD(snap_tensors, count, F_U64),
-    FIELD_FN("groups", rd_groups),
-    FIELD_FN("more", rd_more),
-    FIELD_FN("cache", rd_cache),
-    FIELD(snap_tensors, time_ns, F_I64N),
-    FIELD(snap_tensors, step, F_I64N),
-};
+static const struct field tensors_fields[] = {SNAP_TENSORS_SCHEMA(SCHEMA_FIELD)};
+static const struct field peak_fields[] = {
+    SNAP_TENSORS_SCHEMA(SCHEMA_FIELD) SNAP_PEAK_TENSORS_SCHEMA(SCHEMA_FIELD)};
 
-/* A tensors object or null (t->present false) into t, which the caller
- * zeroed; peak_tensors's time_ns and step are read where present. */
-static int snapshot_read_tensors(struct reader *r, struct snap_tensors *t)
+static int read_tensors(struct reader *r, struct snap_tensors *t, const struct field *fields,
+                        size_t nfields)
 {
     t->time_ns = t->step = SNAP_UNKNOWN_I64;
     t->cache_segments = t->cache_largest_free = SNAP_UNKNOWN;
-    return reader_optional_object(r, t, &t->present, tensors_fields, NFIELDS(tensors_fields));
+    return reader_optional_object(r, t, &t->present, fields, nfields);
+}
+
+int snapshot_read_tensors(struct reader *r, void *obj)
+{
+    return read_tensors(r, obj, tensors_fields, NFIELDS(tensors_fields));
+}
+
+int snapshot_read_peak_tensors(struct reader *r, void *obj)
+{
+    return read_tensors(r, obj, peak_fields, NFIELDS(peak_fields));
 }
 
 static int rd_growth_row(struct reader *r, void *obj, size_t i)
 {
     (void)i;
     struct snap_growth *g = obj;
-    return rd_tgroup(r, &g->v, &g->n, &g->cap);
+    return rd_tgroup(r, &g->v, &g->n, &g->cap, growth_fields, NFIELDS(growth_fields));
 }
 
-/* growth: an array of rows, or null (g->present false). */
-static int snapshot_read_growth(struct reader *r, struct snap_growth *g)
+int snapshot_read_growth(struct reader *r, void *obj)
 {
+    struct snap_growth *g = obj;
     if (reader_take_null(r))
         return 0;
     g->present = true;
     return reader_array(r, g, rd_growth_row);
-}
-
-int snapshot_read_device_tensors(struct reader *r, void *obj)
-{
-    return snapshot_read_tensors(r, &((struct snap_device *)obj)->tensors);
-}
-
-int snapshot_read_device_peak_tensors(struct reader *r, void *obj)
-{
-    return snapshot_read_tensors(r, &((struct snap_device *)obj)->peak_tensors);
-}
-
-int snapshot_read_device_growth(struct reader *r, void *obj)
-{
-    return snapshot_read_growth(r, &((struct snap_device *)obj)->growth);
 }
 
 /* ---- tensor_series ---- */
@@ -290,7 +233,7 @@ static int rd_series_line(struct reader *r, void *obj, size_t i)
     if (snapshot_vec_reserve((void **)&s->lines, &s->lines_cap, sizeof *s->lines,
                              s->nlines + 1))
         return reader_nomem(r);
-    int rc = rd_optional_frame(r, &s->lines[s->nlines]);
+    int rc = rd_pyframe(r, &s->lines[s->nlines], true);
     if (rc == 0)
         s->nlines++;
     return rc;
@@ -318,14 +261,7 @@ static int rd_reading_bytes(struct reader *r, void *obj)
     return reader_array(r, obj, rd_reading_byte);
 }
 
-static const struct field reading_fields[] = {
-    FIELD(snap_sreading, step, F_I64N),
-    FIELD(snap_sreading, time_ns, F_I64N),
-    FIELD(snap_sreading, allocated_bytes, F_U64),
-    FIELD(snap_sreading, reserved_bytes, F_U64N),
-    FIELD_FN("bytes", rd_reading_bytes),
-    FIELD(snap_sreading, other_bytes, F_U64),
-};
+static const struct field reading_fields[] = {SNAP_SREADING_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_series_reading(struct reader *r, void *obj, size_t i)
 {
@@ -345,24 +281,16 @@ static int rd_series_readings(struct reader *r, void *obj)
     return reader_array(r, obj, rd_series_reading);
 }
 
-static const struct field series_fields[] = {
-    FIELD_FN("lines", rd_series_lines),
-    FIELD_FN("readings", rd_series_readings),
-};
+static const struct field series_fields[] = {SNAP_SERIES_SCHEMA(SCHEMA_FIELD)};
 
-int snapshot_read_device_series(struct reader *r, void *obj)
+int snapshot_read_series(struct reader *r, void *obj)
 {
-    struct snap_series *s = &((struct snap_device *)obj)->tensor_series;
+    struct snap_series *s = obj;
     int rc = reader_optional_object(r, s, &s->present, series_fields, NFIELDS(series_fields));
     for (size_t i = 0; rc == 0 && i < s->n; i++)
         if (s->v[i].nbytes != s->nlines)
             rc = reader_invalid(r, "has a reading whose bytes are not one per line");
     return rc;
-}
-
-int snapshot_read_allocator_tensors(struct reader *r, void *obj)
-{
-    return snapshot_read_tensors(r, &((struct snap_allocator *)obj)->tensors);
 }
 
 /* ---- checks (docs/snapshot-format.md, "Invariants") ---- */

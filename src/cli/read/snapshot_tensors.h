@@ -1,20 +1,19 @@
 /* snapshot_tensors.h - reading PyTorch's live blocks by the user's line:
- * devices[].tensors, peak_tensors, growth and oom.allocator.tensors
+ * devices[].tensors, peak_tensors, growth, tensor_series and
+ * oom.allocator.tensors, and a group's or oom.allocator's origin
  * (docs/snapshot-format.md). */
 #ifndef CUMEMTRACE_CLI_SNAPSHOT_TENSORS_H
 #define CUMEMTRACE_CLI_SNAPSHOT_TENSORS_H
 
 #include "reader.h"
 
-/* Field functions: obj is the struct snap_device, or the snap_allocator
- * (oom.allocator.tensors). */
-int snapshot_read_device_tensors(struct reader *r, void *obj);
-int snapshot_read_device_peak_tensors(struct reader *r, void *obj);
-int snapshot_read_device_growth(struct reader *r, void *obj);
-int snapshot_read_device_series(struct reader *r, void *obj);
-int snapshot_read_allocator_tensors(struct reader *r, void *obj);
-/* null, or {thread, node, forward_site} into a struct snap_origin (thread
- * NULL for null): a group's origin, and oom.allocator.origin. */
+/* Nested values of snapshot.h's tables (TENSORS, PEAK_TENSORS, GROWTH,
+ * SERIES, ORIGIN rows): each reads an object or null into the member obj points at, which
+ * the caller zeroed; null leaves it absent (present false, thread NULL). */
+int snapshot_read_tensors(struct reader *r, void *obj);
+int snapshot_read_peak_tensors(struct reader *r, void *obj);
+int snapshot_read_growth(struct reader *r, void *obj);
+int snapshot_read_series(struct reader *r, void *obj);
 int snapshot_read_origin(struct reader *r, void *obj);
 
 /* The invariants of the tensor members (docs/snapshot-format.md): each

@@ -22,30 +22,6 @@
 #include "snapshot_phases.h"
 #include "sites.h"
 
-/* A schema row of snapshot.h as this view prints it: the key, how, from
- * where in the row's struct, and in which run of its object (FN rows,
- * nested values, are printed by hand). */
-enum value_kind { V_U64, V_I64, V_BOOL, V_STR };
-
-struct row {
-    const char *key;
-    uint8_t kind, run;
-    size_t off;
-};
-
-#define ROW(st, key, member, type, json) ROW_##type(st, key, member, json)
-#define ROW_U64(st, key, member, json) {#key, V_U64, json, offsetof(struct st, member)},
-#define ROW_U64N ROW_U64
-#define ROW_I64(st, key, member, json) {#key, V_I64, json, offsetof(struct st, member)},
-#define ROW_I64N ROW_I64
-#define ROW_BOOLN(st, key, member, json) {#key, V_BOOL, json, offsetof(struct st, member)},
-#define ROW_STR(st, key, member, json) {#key, V_STR, json, offsetof(struct st, member)},
-#define ROW_STRN ROW_STR
-#define ROW_FN(st, key, fn, json)
-#define ROW_SKIP(st, key, none, json)
-#define ROW_GROUPS(st, key, member, json)
-#define ROW_PHASE_ROWS(st, key, member, json)
-
 static const struct row kind_rows[] = {SNAP_KIND_STATS_SCHEMA(ROW)};
 static const struct row vmm_rows[] = {SNAP_VMM_SCHEMA(ROW)};
 static const struct row frag_rows[] = {SNAP_FRAG_SCHEMA(ROW)};
@@ -60,8 +36,8 @@ static const struct row ooms_rows[] = {SNAP_OOMS_SCHEMA(ROW)};
 static const struct row events_rows[] = {SNAP_EVENTS_SCHEMA(ROW)};
 static const struct row top_rows[] = {SNAP_TOP_SCHEMA(ROW)};
 
-/* The rows of `run`, in the table's order, into the object being written. */
-static void rows_of(struct json_out *w, const void *obj, const struct row *t, size_t n, int run)
+void report_json_rows(struct json_out *w, const void *obj, const struct row *t, size_t n,
+                      int run)
 {
     for (size_t i = 0; i < n; i++) {
         if (t[i].run != run)
@@ -76,7 +52,6 @@ static void rows_of(struct json_out *w, const void *obj, const struct row *t, si
         }
     }
 }
-#define ROWS(w, obj, table, run) rows_of(w, obj, table, sizeof table / sizeof table[0], run)
 /* An object of one table's rows (those of run 1). */
 #define OBJECT(w, obj, table) \
     (json_out_begin_object(w), ROWS(w, obj, table, 1), json_out_end_object(w))
@@ -367,21 +342,9 @@ static int oom(struct json_out *w, struct snapshot *s, unsigned top)
                                                                              : SNAP_UNKNOWN_I64,
                                              when, sizeof when)[0] ? when : NULL);
     json_out_key(w, "origin");
-    if (o->allocator.present && o->allocator.origin.thread != NULL) {
-        const struct snap_origin *og = &o->allocator.origin;
-        char sentence[1024];
-        json_out_begin_object(w);
-        json_out_key(w, "thread"); json_out_string(w, og->thread);
-        json_out_key(w, "node"); json_out_string(w, og->node);
-        json_out_key(w, "forward_line");
-        json_out_string(w, og->forward_site != SNAP_NO_FRAME
-                               ? s->ctx->frames[og->forward_site].name : NULL);
-        json_out_key(w, "sentence");
-        json_out_string(w, oom_text_origin(s, sentence, sizeof sentence));
-        json_out_end_object(w);
-    } else {
-        json_out_null(w);
-    }
+    char sentence[1024];
+    report_json_origin(w, s, o->allocator.present ? &o->allocator.origin : NULL,
+                       oom_text_origin(s, sentence, sizeof sentence));
     ROWS(w, o, oom_rows, 3);
     json_out_key(w, "site");
     json_out_string(w, o->stack != SNAP_NO_STACK

@@ -10,19 +10,23 @@ static void frame_list(struct json_out *w, const struct snapshot *s, const struc
     json_out_end_array(w);
 }
 
-static void origin(struct json_out *w, const struct snapshot *s, const struct holder *h)
+static const struct row origin_rows[] = {SNAP_ORIGIN_SCHEMA(ROW)};
+static const struct row growth_rows[] = {SNAP_GROWTH_SCHEMA(ROW)};
+
+void report_json_origin(struct json_out *w, const struct snapshot *s,
+                        const struct snap_origin *o, const char *sentence)
 {
-    const struct snap_tgroup *g = h->group;
-    if (g == NULL || g->origin_thread == NULL) {
+    if (o == NULL || o->thread == NULL) {
         json_out_null(w);
         return;
     }
     json_out_begin_object(w);
-    json_out_key_string(w, "thread", g->origin_thread);
-    json_out_key_string(w, "node", g->origin_node);
+    ROWS(w, o, origin_rows, 1);
     json_out_key(w, "forward_line");
-    json_out_string(w, g->forward_site != SNAP_NO_FRAME ? s->ctx->frames[g->forward_site].name
+    json_out_string(w, o->forward_site != SNAP_NO_FRAME ? s->ctx->frames[o->forward_site].name
                                                         : NULL);
+    if (sentence != NULL)
+        json_out_key_string(w, "sentence", sentence);
     json_out_end_object(w);
 }
 
@@ -62,7 +66,8 @@ int report_json_holders(struct json_out *w, struct snapshot *s, const struct sna
         json_out_begin_object(w);
         holder_members(w, s, x);
         json_out_key_u64(w, "count", x->count);
-        json_out_key(w, "origin"); origin(w, s, x);
+        json_out_key(w, "origin");
+        report_json_origin(w, s, x->group ? &x->group->origin : NULL, NULL);
         json_out_end_object(w);
     }
     json_out_end_array(w);
@@ -97,10 +102,7 @@ int report_json_growth(struct json_out *w, struct snapshot *s, const struct snap
         const struct holder *x = &g.v[i];
         json_out_begin_object(w);
         holder_members(w, s, x);
-        json_out_key_u64(w, "bytes_per_step", x->group->bytes_per_step);
-        json_out_key_i64(w, "first_step", x->group->first_step);
-        json_out_key_i64(w, "last_step", x->group->last_step);
-        json_out_key_u64(w, "steps", x->group->steps);
+        ROWS(w, x->group, growth_rows, 1);
         json_out_end_object(w);
     }
     json_out_end_array(w);
