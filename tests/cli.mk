@@ -12,20 +12,25 @@ FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_DIR      = $(BUILD)/fuzz
 FUZZ_BIN      = $(FUZZ_DIR)/fuzz_snapshot
-FUZZ_SRC      = tests/fuzz/fuzz_snapshot.c $(filter-out src/cli/main.c,$(CLI_SRC)) $(COMMON_SRC)
+# The two fuzzers share the reader and views, compiled once (a fuzzer's
+# objects are instrumented the same whichever binary links them).
+FUZZ_SHARED_SRC = $(filter-out src/cli/main.c,$(CLI_SRC)) $(COMMON_SRC)
+FUZZ_OBJ      = $(FUZZ_SHARED_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_DIR)/obj/gen/profile.pb-c.o
+FUZZ_CFLAGS   = $(CSTD) -O1 -g $(WARN) -fsanitize=fuzzer,address,undefined \
+                -fno-sanitize-recover=all $(CLI_INC) -Isrc/common -Iinclude -I$(BUILD)/gen
 
 FUZZ_STREAM_BIN = $(FUZZ_DIR)/fuzz_stream
-FUZZ_STREAM_SRC = tests/fuzz/fuzz_stream.c $(filter-out src/cli/main.c,$(CLI_SRC)) $(COMMON_SRC)
 
 .PHONY: fuzz fuzz-stream bench-cli test-cli
 
-$(FUZZ_BIN): $(FUZZ_SRC) $(wildcard src/cli/*.h src/cli/*/*.h) $(wildcard src/common/*.h) \
-             $(BUILD)/gen/html_assets.h $(BUILD)/gen/profile.pb-c.c
+$(FUZZ_DIR)/obj/%.o: %.c $(BUILD)/gen/html_assets.h $(BUILD)/gen/profile.pb-c.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CSTD) -O1 -g $(WARN) -fsanitize=fuzzer,address,undefined \
-	    -fno-sanitize-recover=all $(CLI_INC) -Isrc/common -Iinclude -I$(BUILD)/gen \
-	    -o $@ $(FUZZ_SRC) $(BUILD)/gen/profile.pb-c.c \
-	    $(CLI_LIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c -o $@ $<
+$(FUZZ_DIR)/obj/gen/profile.pb-c.o: $(BUILD)/gen/profile.pb-c.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+$(FUZZ_BIN) $(FUZZ_STREAM_BIN): $(FUZZ_DIR)/%: $(FUZZ_DIR)/obj/tests/fuzz/%.o $(FUZZ_OBJ)
+	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(CLI_LIBS)
 
 # The corpus directory keeps what the fuzzer found between runs; the seeds
 # are the golden inputs (read-only there).
@@ -34,14 +39,6 @@ fuzz: $(FUZZ_BIN)
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 \
 	    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/ \
 	    $(FUZZ_DIR)/corpus tests/golden/inputs
-
-$(FUZZ_STREAM_BIN): $(FUZZ_STREAM_SRC) $(wildcard src/cli/*.h src/cli/*/*.h) $(wildcard src/common/*.h) \
-                    $(BUILD)/gen/html_assets.h $(BUILD)/gen/profile.pb-c.c
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CSTD) -O1 -g $(WARN) -fsanitize=fuzzer,address,undefined \
-	    -fno-sanitize-recover=all $(CLI_INC) -Isrc/common -Iinclude -I$(BUILD)/gen \
-	    -o $@ $(FUZZ_STREAM_SRC) $(BUILD)/gen/profile.pb-c.c \
-	    $(CLI_LIBS)
 
 fuzz-stream: $(FUZZ_STREAM_BIN)
 	@mkdir -p $(FUZZ_DIR)/stream_corpus
@@ -69,3 +66,4 @@ test-cli: $(CLI) $(filter $(BUILD)/tests/unit/test_cli_%,$(UNIT_BIN))
 # The workload the CLI's end-to-end tests run under the real library
 # (tests/e2e/test_cli_workload.py).
 test-bins: $(BUILD)/examples/train_sim
+-include $(shell find $(FUZZ_DIR)/obj -name '*.d' 2>/dev/null)
