@@ -188,7 +188,7 @@ struct trow {
     const char *name, *display;
     const uint32_t *frames; /* a stack of the line, innermost first */
     uint32_t nframes, label;
-    const struct snapctx *ctx;
+    const struct snapshot *snap; /* the side that gave frames */
     uint64_t base, now, nbase, nnow;
     bool in_base, in_now;
     int64_t delta;
@@ -219,7 +219,7 @@ static int trow_add(struct ttable *t, const struct snapshot *s, const struct hol
         t->v[k].name = name;
         t->v[k].display = display;
         t->v[k].label = SNAP_NO_FRAME;
-        t->v[k].ctx = s->ctx;
+        t->v[k].snap = s;
         t->n++;
     }
     struct trow *r = &t->v[k];
@@ -309,25 +309,6 @@ static int by_tchange(const void *x, const void *y)
     return strcmp(a->name, b->name);
 }
 
-/* " < caller < caller": up to two frames outward of the row's line. */
-static void trow_callers(const struct trow *r, char *buf, size_t n)
-{
-    buf[0] = '\0';
-    uint32_t k = 0;
-    while (k < r->nframes && r->frames[k] != r->label)
-        k++;
-    size_t used = 0;
-    for (uint32_t j = k + 1, shown = 0; j < r->nframes && shown < 2 && r->label != SNAP_NO_FRAME;
-         j++, shown++) {
-        int w = snprintf(buf + used, n - used, "< %s ", r->ctx->frames[r->frames[j]].display);
-        if (w < 0 || (size_t)w >= n - used)
-            break;
-        used += (size_t)w;
-    }
-    if (used > 0)
-        buf[used - 1] = '\0';
-}
-
 static int ttable_print(FILE *f, struct snapctx *ctx, const char *head, struct ttable *t,
                         const struct tside *sa, const struct tside *sb, unsigned top)
 {
@@ -359,8 +340,10 @@ static int ttable_print(FILE *f, struct snapctx *ctx, const char *head, struct t
                  !r->in_base && ka ? " (new)" : !r->in_now && kb ? " (gone)" : "");
         out_table_row(&tb, ka ? out_bytes(r->base, x) : "-", kb ? out_bytes(r->now, y) : "-",
                       ka && kb ? out_sbytes(r->delta, c) : "", cnt, line);
-        trow_callers(r, via, sizeof via);
-        if (via[0])
+        /* "< caller < caller": up to two frames outward of the row's line */
+        struct holder hd = {.frames = r->frames, .nframes = r->nframes, .label = r->label};
+        if (r->label != SNAP_NO_FRAME &&
+            holders_callers(r->snap, &hd, 2, false, via, sizeof via)[0])
             out_table_note(&tb, out_fit_chain(via, OUT_WIDTH > 40 ? OUT_WIDTH - 40 : 40, fit,
                                               sizeof fit));
         shown++;
