@@ -137,7 +137,7 @@ def _device_peak(d):
     return None
 # This layer's directory (torchboot/, which holds layer/): its frames are
 # never the user's.
-_LAYER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_LAYER_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
 
 
 def note_oom():
@@ -150,36 +150,12 @@ def note_oom():
             _fit_oom.append((time.time(), None))
 
 
-def _library_dirs():
-    """Where code that is not the user's lives: this layer, torch, the
-    standard library and every site-packages (installed packages)."""
-    import site
-    import sysconfig
-    dirs = {_LAYER_DIR}
-    try:
-        import torch
-        dirs.add(os.path.dirname(os.path.abspath(torch.__file__)))
-    except Exception:
-        pass
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        try:
-            dirs.add(sysconfig.get_paths()[key])
-        except Exception:
-            pass
-    try:
-        dirs.update(site.getsitepackages())
-        dirs.add(site.getusersitepackages())
-    except Exception:
-        pass
-    return tuple(os.path.join(os.path.abspath(d), "") for d in dirs if d)
-
-
 def user_frame(frames):
     """The innermost of `frames` (FrameSummary, outermost first) in the
     user's own code - not torch, the standard library, an installed package
     or this layer: the line of the user's script that failed, its path
     relative to the working directory when under it."""
-    skip = _library_dirs()
+    skip = (_LAYER_DIR,) + part("tensors").installed_roots()  # noqa: F821
     cwd = os.path.join(os.getcwd(), "")
     for f in reversed(frames):
         path = os.path.abspath(f.filename)

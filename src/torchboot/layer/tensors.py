@@ -21,7 +21,7 @@ _ROOTS = None        # the directories of installed code, each ending in os.sep
 _kind = {}           # filename -> True when it is the user's code
 
 
-def _roots():
+def installed_roots():
     """Where the standard library, installed packages and torch live: every
     sysconfig path of this interpreter and its base, site's directories, and
     torch's own package directory (also when torch came from elsewhere on
@@ -67,7 +67,7 @@ def is_user(filename):
         return got
     global _ROOTS
     if _ROOTS is None:
-        _ROOTS = _roots()
+        _ROOTS = installed_roots()
     if filename.startswith("<"):
         user = not filename.startswith("<frozen")  # <string>, <stdin>, a notebook cell
     elif not filename.endswith(".py"):
