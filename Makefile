@@ -205,8 +205,8 @@ $(1): $(6) $(BUILD)/obj/gen/simgpu/$(3)_noops.o $(BUILD)/gen/simgpu/$(3).map
 	$$(CC) -shared -o $$@ $$(filter %.o,$$^) $$(LDFLAGS_ALL) -Wl,-soname,$(4) \
 	    -Wl,--version-script=$(BUILD)/gen/simgpu/$(3).map $(7) -lpthread
 endef
-$(BUILD)/obj/src/simgpu/blas/%.o $(BUILD)/obj/src/simgpu/dnn/%.o $(BUILD)/obj/src/simgpu/nccl/%.o: \
-    private CFLAGS_ALL += -Wno-missing-prototypes
+$(BUILD)/obj/src/simgpu/blas/%.o $(BUILD)/obj/src/simgpu/dnn/%.o $(BUILD)/obj/src/simgpu/nccl/%.o \
+    $(BUILD)/obj/src/simgpu/nvml/%.o: private CFLAGS_ALL += -Wno-missing-prototypes
 # Every cuBLAS entry point but the host-side copies (Get/Set Matrix/Vector
 # Async) takes the handle first, and NVIDIA's refuses a NULL or destroyed one.
 $(eval $(call simgpu_standin,$(SIMBLAS),blas,cublas,libcublas.so.13,libcublas.so.13,\

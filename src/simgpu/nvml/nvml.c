@@ -81,26 +81,7 @@ static void uuid_of(unsigned int index, char *out, size_t len)
 
 #define API __attribute__((visibility("default")))
 
-API nvmlReturn_t nvmlInit_v2(void);
-API nvmlReturn_t nvmlShutdown(void);
-API const char *nvmlErrorString(nvmlReturn_t result);
-API nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion);
-API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount);
-API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device);
-API nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device);
-API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device);
-API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length);
-API nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, void *gpuFabricInfo);
-API nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
-                                                     int *pNvLinkDeviceType);
-API nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
-                                                     void *pci);
-API nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2,
-                                        int p2pIndex, int *p2pStatus);
-API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
-                                                      unsigned int *infoCount, void *infos);
-
-nvmlReturn_t nvmlInit_v2(void)
+API nvmlReturn_t nvmlInit_v2(void)
 {
     for (unsigned int i = 0; i < MAX_DEVICES; i++)
         devices[i].index = i;
@@ -108,7 +89,7 @@ nvmlReturn_t nvmlInit_v2(void)
     return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlShutdown(void)
+API nvmlReturn_t nvmlShutdown(void)
 {
     if (!initialized)
         return NVML_ERROR_UNINITIALIZED;
@@ -116,7 +97,7 @@ nvmlReturn_t nvmlShutdown(void)
     return NVML_SUCCESS;
 }
 
-const char *nvmlErrorString(nvmlReturn_t result)
+API const char *nvmlErrorString(nvmlReturn_t result)
 {
     switch (result) {
     case NVML_SUCCESS: return "Success";
@@ -130,7 +111,7 @@ const char *nvmlErrorString(nvmlReturn_t result)
     }
 }
 
-nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion)
+API nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion)
 {
     if (cudaDriverVersion == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -138,7 +119,7 @@ nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion)
     return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
+API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
 {
     if (!initialized)
         return NVML_ERROR_UNINITIALIZED;
@@ -148,7 +129,7 @@ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
     return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
+API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
 {
     if (!initialized)
         return NVML_ERROR_UNINITIALIZED;
@@ -158,7 +139,7 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *dev
     return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device)
+API nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device)
 {
     unsigned int domain, bus, dev;
     if (!initialized)
@@ -172,7 +153,7 @@ nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t
     return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
+API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
 {
     if (!initialized)
         return NVML_ERROR_UNINITIALIZED;
@@ -189,7 +170,7 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
     return NVML_ERROR_NOT_FOUND;
 }
 
-nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
+API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
 {
     char u[96];
     if (!initialized)
@@ -203,7 +184,7 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int len
     return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, void *gpuFabricInfo)
+API nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, void *gpuFabricInfo)
 {
     if (!initialized)
         return NVML_ERROR_UNINITIALIZED;
@@ -219,8 +200,8 @@ nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, void *gpuFabricInf
     return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
-                                                 int *pNvLinkDeviceType)
+API nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
+                                                     int *pNvLinkDeviceType)
 {
     (void)link, (void)pNvLinkDeviceType;
     if (!initialized)
@@ -228,7 +209,8 @@ nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned i
     return valid(device) ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
 }
 
-nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, void *pci)
+API nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+                                                     void *pci)
 {
     (void)link, (void)pci;
     if (!initialized)
@@ -236,8 +218,8 @@ nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned i
     return valid(device) ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
 }
 
-nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, int p2pIndex,
-                                    int *p2pStatus)
+API nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, int p2pIndex,
+                                        int *p2pStatus)
 {
     (void)p2pIndex, (void)p2pStatus;
     if (!initialized)
@@ -246,8 +228,8 @@ nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, 
                                             : NVML_ERROR_INVALID_ARGUMENT;
 }
 
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
-                                                  void *infos)
+API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+                                                      void *infos)
 {
     (void)infos;
     if (!initialized)
