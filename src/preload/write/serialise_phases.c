@@ -61,11 +61,12 @@ void serialise_phases_pool(struct snapshot_json *w, const struct record_view *v,
     uint32_t n = phase_count() + 1;
     struct acc *acc = calloc(n, sizeof *acc);
     uint32_t *order = malloc(n * sizeof *order);
-    if (acc == NULL || order == NULL) {
-        free(acc);
-        free(order);
-        return; /* the section is optional: absent reads as unknown */
-    }
+    /* first[p]..first[p + 1]: phase p's sites in `sites` (a counting sort) */
+    uint32_t *first = calloc(n + 1, sizeof *first);
+    uint32_t *sites = malloc((v->nphased ? v->nphased : 1) * sizeof *sites);
+    uint32_t *fill = calloc(n, sizeof *fill);
+    if (acc == NULL || order == NULL || first == NULL || sites == NULL || fill == NULL)
+        goto out; /* the section is optional: absent reads as unknown */
     for (size_t i = 0; i < v->nphased; i++) {
         const struct record_site_view *s = &v->phased[i];
         if (s->pool != pool)
@@ -79,38 +80,16 @@ void serialise_phases_pool(struct snapshot_json *w, const struct record_view *v,
         a->alloc_bytes += s->alloc_bytes;
         top_add(a, s->stack ? s->stack->id : 0, s->at_peak);
     }
-    /* Each phase's sites, for the row's "sites": a counting sort of the
-     * pool's sites by phase (first[p]..first[p + 1] in by_phase_sites). */
-    uint32_t *first = calloc(n + 1, sizeof *first);
-    uint32_t *sites = malloc((v->nphased ? v->nphased : 1) * sizeof *sites);
-    if (first == NULL || sites == NULL) {
-        free(first);
-        free(sites);
-        free(acc);
-        free(order);
-        return;
-    }
     for (size_t i = 0; i < v->nphased; i++)
         if (v->phased[i].pool == pool)
             first[(v->phased[i].phase < n ? v->phased[i].phase : PHASE_OVERFLOW) + 1]++;
     for (uint32_t p = 0; p < n; p++)
         first[p + 1] += first[p];
-    {
-        uint32_t *fill = calloc(n, sizeof *fill);
-        if (fill == NULL) {
-            free(first);
-            free(sites);
-            free(acc);
-            free(order);
-            return;
-        }
-        for (size_t i = 0; i < v->nphased; i++) {
-            if (v->phased[i].pool != pool)
-                continue;
-            uint32_t p = v->phased[i].phase < n ? v->phased[i].phase : PHASE_OVERFLOW;
-            sites[first[p] + fill[p]++] = (uint32_t)i;
-        }
-        free(fill);
+    for (size_t i = 0; i < v->nphased; i++) {
+        if (v->phased[i].pool != pool)
+            continue;
+        uint32_t p = v->phased[i].phase < n ? v->phased[i].phase : PHASE_OVERFLOW;
+        sites[first[p] + fill[p]++] = (uint32_t)i;
     }
     uint32_t m = 0;
     for (uint32_t p = 0; p < n; p++)
@@ -151,6 +130,8 @@ void serialise_phases_pool(struct snapshot_json *w, const struct record_view *v,
         snapshot_json_s(w, "]}");
     }
     snapshot_json_s(w, "]");
+out:
+    free(fill);
     free(first);
     free(sites);
     free(acc);
@@ -184,10 +165,7 @@ void serialise_phases(struct snapshot_json *w)
         snapshot_json_s(w, ",\"source\":");
         snapshot_json_str(w, p.source);
         snapshot_json_s(w, ",\"domain\":");
-        if (p.domain != NULL)
-            snapshot_json_str(w, p.domain);
-        else
-            snapshot_json_s(w, "null");
+        snapshot_json_str(w, p.domain); /* NULL: null */
         snapshot_json_s(w, "}");
     }
     struct phase_range *r = NULL;
