@@ -54,6 +54,11 @@ CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
     HOOK_ALLOC(CUresult, NO_DRIVER, CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY, \
                false, __VA_ARGS__)
 #define DRIVER_FREE(...) HOOK_FREE(CUresult, NO_DRIVER, CUDA_SUCCESS, __VA_ARGS__)
+/* An entry point and its per-thread-default-stream twin sym_ptsz: one ABI */
+#define DRIVER_ALLOC_PTSZ(sym, ...) \
+    DRIVER_ALLOC(sym, __VA_ARGS__) DRIVER_ALLOC(sym##_ptsz, __VA_ARGS__)
+#define DRIVER_FREE_PTSZ(sym, ...) \
+    DRIVER_FREE(sym, __VA_ARGS__) DRIVER_FREE(sym##_ptsz, __VA_ARGS__)
 
 /* linear device memory */
 DRIVER_ALLOC(cuMemAlloc_v2, KIND_DEVICE, bytesize, dptr,
@@ -78,24 +83,14 @@ DRIVER_FREE(cuMemFreeHost, KIND_HOST_PINNED, p, (void *p), (p))
 
 /* stream-ordered allocation; a free is accounted when it is issued
  * (record.c, Limitations) */
-DRIVER_ALLOC(cuMemAllocAsync, KIND_ASYNC, bytesize, dptr,
-             (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
-             (dptr, bytesize, hStream))
-DRIVER_ALLOC(cuMemAllocAsync_ptsz, KIND_ASYNC, bytesize, dptr,
-             (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
-             (dptr, bytesize, hStream))
-DRIVER_ALLOC(cuMemAllocFromPoolAsync, KIND_ASYNC, bytesize, dptr,
-             (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-              CUstream hStream),
-             (dptr, bytesize, pool, hStream))
-DRIVER_ALLOC(cuMemAllocFromPoolAsync_ptsz, KIND_ASYNC, bytesize, dptr,
-             (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-              CUstream hStream),
-             (dptr, bytesize, pool, hStream))
-DRIVER_FREE(cuMemFreeAsync, KIND_DEVICE, dptr,
-            (CUdeviceptr dptr, CUstream hStream), (dptr, hStream))
-DRIVER_FREE(cuMemFreeAsync_ptsz, KIND_DEVICE, dptr,
-            (CUdeviceptr dptr, CUstream hStream), (dptr, hStream))
+DRIVER_ALLOC_PTSZ(cuMemAllocAsync, KIND_ASYNC, bytesize, dptr,
+                  (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
+                  (dptr, bytesize, hStream))
+DRIVER_ALLOC_PTSZ(cuMemAllocFromPoolAsync, KIND_ASYNC, bytesize, dptr,
+                  (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+                  (dptr, bytesize, pool, hStream))
+DRIVER_FREE_PTSZ(cuMemFreeAsync, KIND_DEVICE, dptr,
+                 (CUdeviceptr dptr, CUstream hStream), (dptr, hStream))
 
 /* Pitched allocations charge pitch * height, known only after the call.
  * The v1 and _v2 ABIs differ only in the width of their types. */

@@ -19,6 +19,11 @@
     HOOK_ALLOC(cudaError_t, NO_RUNTIME, cudaSuccess,                       \
                cudaErrorMemoryAllocation, true, __VA_ARGS__)
 #define RUNTIME_FREE(...) HOOK_FREE(cudaError_t, NO_RUNTIME, cudaSuccess, __VA_ARGS__)
+/* An entry point and its per-thread-default-stream twin sym_ptsz: one ABI */
+#define RUNTIME_ALLOC_PTSZ(sym, ...) \
+    RUNTIME_ALLOC(sym, __VA_ARGS__) RUNTIME_ALLOC(sym##_ptsz, __VA_ARGS__)
+#define RUNTIME_FREE_PTSZ(sym, ...) \
+    RUNTIME_FREE(sym, __VA_ARGS__) RUNTIME_FREE(sym##_ptsz, __VA_ARGS__)
 
 /* ---- device and managed memory ---- */
 
@@ -84,24 +89,13 @@ RUNTIME_FREE(cudaFreeHost, KIND_HOST_PINNED, ptr, (void *ptr), (ptr))
 
 /* ---- stream-ordered allocation ---- */
 
-RUNTIME_ALLOC(cudaMallocAsync, KIND_ASYNC, size, devPtr,
-              (void **devPtr, size_t size, cudaStream_t hStream),
-              (devPtr, size, hStream))
-RUNTIME_ALLOC(cudaMallocAsync_ptsz, KIND_ASYNC, size, devPtr,
-              (void **devPtr, size_t size, cudaStream_t hStream),
-              (devPtr, size, hStream))
-RUNTIME_ALLOC(cudaMallocFromPoolAsync, KIND_ASYNC, size, ptr,
-              (void **ptr, size_t size, cudaMemPool_t memPool,
-               cudaStream_t stream),
-              (ptr, size, memPool, stream))
-RUNTIME_ALLOC(cudaMallocFromPoolAsync_ptsz, KIND_ASYNC, size, ptr,
-              (void **ptr, size_t size, cudaMemPool_t memPool,
-               cudaStream_t stream),
-              (ptr, size, memPool, stream))
-RUNTIME_FREE(cudaFreeAsync, KIND_DEVICE, devPtr,
-             (void *devPtr, cudaStream_t hStream), (devPtr, hStream))
-RUNTIME_FREE(cudaFreeAsync_ptsz, KIND_DEVICE, devPtr,
-             (void *devPtr, cudaStream_t hStream), (devPtr, hStream))
+RUNTIME_ALLOC_PTSZ(cudaMallocAsync, KIND_ASYNC, size, devPtr,
+                   (void **devPtr, size_t size, cudaStream_t hStream), (devPtr, size, hStream))
+RUNTIME_ALLOC_PTSZ(cudaMallocFromPoolAsync, KIND_ASYNC, size, ptr,
+                   (void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),
+                   (ptr, size, memPool, stream))
+RUNTIME_FREE_PTSZ(cudaFreeAsync, KIND_DEVICE, devPtr,
+                  (void *devPtr, cudaStream_t hStream), (devPtr, hStream))
 
 /* ---- memory info ---- */
 
