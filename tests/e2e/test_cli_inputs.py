@@ -167,3 +167,17 @@ def test_counters_keys_of_no_release_are_unknown_keys(tmp_path):
     r = cli("report", f)
     assert r.returncode == 0, r.stderr
     assert "not written" not in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("section,key", [("config", "temporary_ms"), ("oom", "phase")])
+def test_a_field_the_writer_always_writes_is_not_null(tmp_path, section, key):
+    """The writer writes config.temporary_ms (0 when unset) and the OOM's
+    phase (0 outside every phase) as numbers in every file: null there is
+    not a file it wrote, and is refused in one line naming the field (it
+    read as 'unknown', and the phase as 0)."""
+    doc = json.loads((INPUTS / "oom_exhausted.json").read_text())
+    assert isinstance(doc[section][key], int)
+    doc[section][key] = None
+    p = tmp_path / "null.json"
+    p.write_text(json.dumps(doc))
+    refused(cli("report", p), p, f"{section}.{key} is null")

@@ -613,3 +613,21 @@ def test_tensor_dominant_advice_is_the_first_row(tmp_path):
     top = _holders(p, "holders_at_peak")["groups"][0]
     assert (f"At the peak of device 0, {top['display']} holds" in out and
             f"({top['bytes']} B of PyTorch's {t['allocated_bytes']} B in tensors)" in out), out
+
+
+def test_timeline_marks_the_attempt_log(tmp_path):
+    """The chrome timeline's OOM marks are the attempt log's, which the
+    writer writes in every file: a post-mortem whose log is empty gets no
+    mark of its own made up from the post-mortem."""
+    doc = snap("oom_exhausted.json")
+    attempts = doc["ooms"]["attempts"]
+    trace = json.loads(cli("timeline", "--format", "chrome", INPUTS / "oom_exhausted.json").stdout)
+    marks = [e for e in trace["traceEvents"] if e["ph"] == "i" and e["name"] in
+             ("out of memory", "retry failed", "recovered")]
+    assert [(e["ts"], e["args"]["attempt"]) for e in marks] == \
+        [(a["t_ns"] / 1000.0, a["attempt"]) for a in attempts]
+    doc["ooms"]["attempts"] = []
+    p = tmp_path / "no_log.json"
+    p.write_text(json.dumps(doc))
+    trace = json.loads(cli("timeline", "--format", "chrome", p).stdout)
+    assert not [e for e in trace["traceEvents"] if e["name"] == "out of memory"]

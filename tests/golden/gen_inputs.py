@@ -97,7 +97,7 @@ def oom_doc(cause, total, free, tracked_live, request, limit=None, attempts=3, r
     untracked = max(0, total - free - held)
     oom = {
         "requested_bytes": request, "device": ordinal, "kind": "device", "entry_point": "cudaMalloc",
-        "thread": pid + 8, "time_ns": dump_time - 1_000_000, "stack": 1,
+        "thread": pid + 8, "time_ns": dump_time - 1_000_000, "stack": 1, "phase": 0,
         "total_bytes": total, "free_bytes": free, "limit_bytes": limit, "tracked_bytes": held,
         "untracked_bytes": untracked,
         "by_kind": {"device": held, "managed": 0, "async": 0, "vmm": 0},
@@ -111,7 +111,11 @@ def oom_doc(cause, total, free, tracked_live, request, limit=None, attempts=3, r
                     dump_time=dump_time, sequence=1, limits=limits,
                     ooms={"count": 3, "failed_attempts": attempts + 4, "recovered": 0,
                           "retry_released_bytes": 0, "suppressed": 2 if cause == "exhausted" else 0,
-                          "dumps": ["cumemtrace.python3.%d.oom.0.json" % pid]})
+                          "dumps": ["cumemtrace.python3.%d.oom.0.json" % pid],
+                          # this chain's attempts, 0.1 ms apart from its first failure
+                          "attempts": [{"t_ns": oom["time_ns"] + i * 100_000, "device": ordinal,
+                                        "requested_bytes": request, "chain": 1, "attempt": i + 1,
+                                        "outcome": "failed"} for i in range(attempts)]})
 
 
 def oom_exhausted():

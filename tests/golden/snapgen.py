@@ -190,7 +190,7 @@ def snapshot(*, reason="exit", pid=4242, exe="python3", rank=None, host="gpu-nod
         },
         "config": {"depth": 32, "event_cap": 1048576,
                    "limit_bytes": [{"device": d, "bytes": b} for d, b in limits],
-                   "python": True, "native": True},
+                   "python": True, "native": True, "temporary_ms": 0},
         "devices": [d.json() for d in devs],
         "host_pinned": host_pinned or {
             "current_bytes": 0, "peak_bytes": 0, "peak_time_ns": 0, "allocs": 0,

@@ -591,7 +591,7 @@ struct snap_limit {
 
 struct snap_config {
     uint64_t depth, event_cap;
-    uint64_t temporary_ms; /* CUMEMTRACE_TEMPORARY, 0 none; SNAP_UNKNOWN: null */
+    uint64_t temporary_ms; /* CUMEMTRACE_TEMPORARY, 0 none */
     int python, native; /* 1, 0, or -1 unknown */
     struct snap_limit *limits;
     size_t nlimits, limits_cap;
@@ -601,7 +601,7 @@ struct snap_config {
     X(snap_config, event_cap, event_cap, U64N, 1)          \
     X(snap_config, python, python, BOOLN, 1)               \
     X(snap_config, native, native, BOOLN, 1)               \
-    X(snap_config, temporary_ms, temporary_ms, U64N, 1)    \
+    X(snap_config, temporary_ms, temporary_ms, U64, 1)     \
     X(snap_config, limit_bytes, rd_limits, FN, 0)
 
 struct snap_counters {
@@ -648,7 +648,7 @@ struct snap_oom {
     X(snap_oom, thread, thread, I64N, 2)                                       \
     X(snap_oom, time_ns, time_ns, I64N, 2)                                     \
     X(snap_oom, stack, stack_id, I64N, 0)                                      \
-    X(snap_oom, phase, phase, I64N, 0)                                         \
+    X(snap_oom, phase, phase, I64, 0)                                          \
     X(snap_oom, total_bytes, total_bytes, U64N, 2)                             \
     X(snap_oom, free_bytes, free_bytes, U64N, 2)                               \
     X(snap_oom, limit_bytes, limit_bytes, U64N, 2)                             \

@@ -337,8 +337,6 @@ static int check_rows(struct snapshot *s, struct cli_error *err, struct snap_pha
 int snapshot_phases_check(struct snapshot *s, struct cli_error *err)
 {
     char where[40];
-    if (s->oom.phase == SNAP_UNKNOWN_I64)
-        s->oom.phase = 0;
     for (size_t d = 0; d < s->ndevices; d++) {
         struct snap_device *dev = &s->devices[d];
         snprintf(where, sizeof where, "devices[%zu]", d);

@@ -527,7 +527,7 @@ void snapshot_sections_init(struct snapshot *s, struct snapctx *ctx, const char 
     s->process.start_wall_ns = s->process.dump_time_ns = SNAP_UNKNOWN_I64;
     s->refresh.answered = s->refresh.direct = -1;
     s->refresh.asked_ns = s->refresh.waited_ns = s->refresh.wait_ms = SNAP_UNKNOWN_I64;
-    s->config.depth = s->config.event_cap = s->config.temporary_ms = SNAP_UNKNOWN;
+    s->config.depth = s->config.event_cap = SNAP_UNKNOWN;
     s->config.python = s->config.native = -1;
     kind_stats_init(&s->host.stats);
     s->oom.stack = SNAP_NO_STACK;

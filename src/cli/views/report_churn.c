@@ -102,7 +102,7 @@ int report_churn(FILE *f, struct snapshot *s, const struct snap_device *d,
              temporary);
     out_wrap(f, "  ", "    ", line);
     uint64_t win = s->config.temporary_ms;
-    if (win != SNAP_UNKNOWN && win > 0 && win < UINT64_MAX / 1000000u) {
+    if (win > 0 && win < UINT64_MAX / 1000000u) {
         char w[OUT_NUM];
         snprintf(line, sizeof line, "temporary: freed before the next allocation, or within "
                  "%s (CUMEMTRACE_TEMPORARY)", out_duration((int64_t)(win * 1000000u), w));

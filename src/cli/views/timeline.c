@@ -313,25 +313,6 @@ static int timeline_chrome(FILE *f, struct snapshot *s, unsigned sites)
         json_out_end_object(&w);
         json_out_end_object(&w);
     }
-    /* A post-mortem whose attempt log is empty (the library could not
-     * allocate it at the dump): mark its failure. */
-    if (s->ooms.nattempts == 0 && s->oom.present &&
-        s->oom.time_ns != SNAP_UNKNOWN_I64) {
-        const struct snap_oom *o = &s->oom;
-        timeline_event_head(&w, "out of memory", "i", pid, o->time_ns);
-        json_out_key_string(&w, "s", "g");
-        json_out_key(&w, "args");
-        json_out_begin_object(&w);
-        json_out_key_i64(&w, "device", o->device);
-        json_out_key_u64(&w, "requested_bytes", o->requested_bytes);
-        json_out_key_string(&w, "entry_point", o->entry_point);
-        json_out_key_string(&w, "cause", snapshot_cause_name(o));
-        json_out_key_u64(&w, "attempts", o->attempts);
-        json_out_key(&w, "recovered"); json_out_tribool(&w, o->recovered);
-        json_out_key_u64(&w, "free_bytes", o->free_bytes);
-        json_out_end_object(&w);
-        json_out_end_object(&w);
-    }
     json_out_end_array(&w);
     json_out_key_string(&w, "displayTimeUnit", "ms");
     json_out_key(&w, "otherData");
