@@ -538,6 +538,35 @@ static const char usage[] =
     "example: cumemtrace run --limit 24GiB -- python train.py --batch 64\n"
     "         cumemtrace run -- torchrun --nproc-per-node 8 train.py\n";
 
+/* The snapshot list: a new file in $TMPDIR (path, PATH_MAX bytes) whose
+ * first line, header, names a fresh key.  0, or -1 with a message. */
+static int create_manifest(char *path, char key[33], char *header, size_t hn)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, PATH_MAX, "%s/cumemtrace-run.XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        fprintf(stderr, "cumemtrace: run: cannot create %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    if (random_key(key) != 0) {
+        fprintf(stderr, "cumemtrace: run: cannot read random bits for the snapshot list: "
+                "%s\n", strerror(errno));
+        goto fail;
+    }
+    int hl = snprintf(header, hn, "cumemtrace-manifest %s\n", key);
+    if (write(fd, header, (size_t)hl) != hl) {
+        fprintf(stderr, "cumemtrace: run: cannot write %s: %s\n", path, strerror(errno));
+        goto fail;
+    }
+    close(fd);
+    return 0;
+fail:
+    close(fd);
+    unlink(path);
+    return -1;
+}
+
 int run_main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -595,31 +624,9 @@ int run_main(int argc, char **argv)
         return CLI_EXIT_ERROR;
     }
 
-    const char *tmp = getenv("TMPDIR");
-    char manifest[PATH_MAX];
-    snprintf(manifest, sizeof manifest, "%s/cumemtrace-run.XXXXXX",
-             tmp && tmp[0] ? tmp : "/tmp");
-    int mfd = mkstemp(manifest);
-    if (mfd < 0) {
-        fprintf(stderr, "cumemtrace: run: cannot create %s: %s\n", manifest, strerror(errno));
+    char manifest[PATH_MAX], key[33], header[64];
+    if (create_manifest(manifest, key, header, sizeof header) != 0)
         return CLI_EXIT_ERROR;
-    }
-    char key[33], header[64];
-    if (random_key(key) != 0) {
-        fprintf(stderr, "cumemtrace: run: cannot read random bits for the snapshot list: "
-                "%s\n", strerror(errno));
-        close(mfd);
-        unlink(manifest);
-        return CLI_EXIT_ERROR;
-    }
-    int hl = snprintf(header, sizeof header, "cumemtrace-manifest %s\n", key);
-    if (write(mfd, header, (size_t)hl) != hl) {
-        fprintf(stderr, "cumemtrace: run: cannot write %s: %s\n", manifest, strerror(errno));
-        close(mfd);
-        unlink(manifest);
-        return CLI_EXIT_ERROR;
-    }
-    close(mfd);
 
     /* an outer run's list, which our children's records must reach too */
     char *outer = getenv("CUMEMTRACE_MANIFEST") ? strdup(getenv("CUMEMTRACE_MANIFEST")) : NULL;
@@ -627,12 +634,10 @@ int run_main(int argc, char **argv)
                           ? strdup(getenv("CUMEMTRACE_MANIFEST_KEY"))
                           : NULL;
     char *preload = preload_value(lib, getenv("LD_PRELOAD"));
-    if (preload == NULL) {
-        free(outer);
-        free(outer_key);
-        unlink(manifest);
-        return CLI_EXIT_ERROR;
-    }
+    bool ran = false; /* the command was started */
+    int status = 0;
+    if (preload == NULL)
+        goto done;
     int rc = set_env("LD_PRELOAD", preload) || set_env("CUMEMTRACE_MANIFEST", manifest) ||
              set_env("CUMEMTRACE_MANIFEST_KEY", key) ||
              (output && set_env("CUMEMTRACE_OUTPUT", output)) ||
@@ -657,12 +662,8 @@ int run_main(int argc, char **argv)
         fprintf(stderr, "cumemtrace: run: NVTX_INJECTION64_PATH is already set to '%s': "
                         "left as it is, so the program's NVTX ranges go to that tool and "
                         "not to cumemtrace's phases (unset it to see them by range)\n", nvtx);
-    if (rc != 0) {
-        free(outer);
-        free(outer_key);
-        unlink(manifest);
-        return CLI_EXIT_ERROR;
-    }
+    if (rc != 0)
+        goto done;
 
     sigset_t block, old_mask;
     sigemptyset(&block);
@@ -674,11 +675,8 @@ int run_main(int argc, char **argv)
     if (pid < 0) {
         int e = errno;
         sigprocmask(SIG_SETMASK, &old_mask, NULL);
-        free(outer);
-        free(outer_key);
-        unlink(manifest);
         fprintf(stderr, "cumemtrace: run: cannot fork: %s\n", strerror(e));
-        return CLI_EXIT_ERROR;
+        goto done;
     }
     if (pid == 0) {
         sigprocmask(SIG_SETMASK, &old_mask, NULL);
@@ -697,7 +695,7 @@ int run_main(int argc, char **argv)
         sigaction(forwarded[i], &sa, NULL);
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
 
-    int status = 0;
+    ran = true;
     while (waitpid(pid, &status, 0) < 0) {
         if (errno != EINTR) {
             fprintf(stderr, "cumemtrace: run: waiting for the command failed: %s\n",
@@ -710,8 +708,9 @@ int run_main(int argc, char **argv)
     print_manifest(manifest, header);
     if (outer != NULL && outer[0] != '\0' && outer_key != NULL && outer_key[0] != '\0')
         forward_manifest(manifest, strlen(header), outer, outer_key);
+done:
     free(outer);
     free(outer_key);
     unlink(manifest);
-    return exit_like(status);
+    return ran ? exit_like(status) : CLI_EXIT_ERROR;
 }
