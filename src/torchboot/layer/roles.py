@@ -114,6 +114,27 @@ def roles(torch, device, snapshot_segments, allocated, scanned=None):
     return out, ", ".join(names)
 
 
+def _group_params(f):
+    """The entries of the param_groups of an optimizer's fields `f`, read
+    as lists and dicts only."""
+    groups = f.get("param_groups")
+    for g in groups if type(groups) is list else ():
+        ps = dict.get(g, "params") if issubclass(type(g), dict) else None
+        yield from ps if type(ps) is list else ()
+
+
+def _storage(TensorBase, t, device):
+    """The storage address of `t` when it is a CUDA tensor on `device`, else
+    None.  type(), not isinstance: that reads __class__ of what is not a
+    tensor."""
+    if not issubclass(type(t), TensorBase) or not t.is_cuda or t.device.index != device:
+        return None
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:
+        return None  # a tensor without storage (sparse, meta, subclass)
+
+
 def optimizer_gradients(torch, device, optimizer):
     """The storage addresses on `device` of the .grad of `optimizer`'s
     parameters (its param_groups, read from its fields as _claim_all reads
@@ -122,23 +143,10 @@ def optimizer_gradients(torch, device, optimizer):
     if quiet is None:
         return frozenset()
     TensorBase = torch._C.TensorBase
-    out = []
     with quiet():
-        groups = fields(optimizer).get("param_groups")
-        for g in groups if type(groups) is list else ():
-            ps = dict.get(g, "params") if issubclass(type(g), dict) else None
-            for p in ps if type(ps) is list else ():
-                if not issubclass(type(p), TensorBase):
-                    continue
-                t = p.grad
-                if not issubclass(type(t), TensorBase) or not t.is_cuda or \
-                        t.device.index != device:
-                    continue
-                try:
-                    out.append(t.untyped_storage().data_ptr())
-                except Exception:
-                    pass  # a gradient without storage: none to name
-    return frozenset(out)
+        ptrs = [_storage(TensorBase, p.grad, device) for p in _group_params(fields(optimizer))
+                if issubclass(type(p), TensorBase)]
+    return frozenset(p for p in ptrs if p is not None)
 
 
 def _claim_all(torch, device, blocks, out, scanned):
@@ -151,14 +159,8 @@ def _claim_all(torch, device, blocks, out, scanned):
     grads = []
 
     def claim(t, role):
-        # type(), not isinstance: that reads __class__ of what is not a tensor
-        if not issubclass(type(t), TensorBase) or not t.is_cuda or t.device.index != device:
-            return
-        try:
-            ptr = t.untyped_storage().data_ptr()
-        except Exception:
-            return  # a tensor without storage (sparse, meta, subclass)
-        size = blocks.pop(ptr, None)
+        ptr = _storage(TensorBase, t, device)
+        size = blocks.pop(ptr, None) if ptr is not None else None
         if size is not None:
             out[role] += size
             if role == GRADIENTS:
@@ -174,11 +176,7 @@ def _claim_all(torch, device, blocks, out, scanned):
     for m in modules:
         params.extend(entries(m.get("_parameters")))
     for _, o in optimizers:
-        groups = o.get("param_groups")
-        for g in groups if type(groups) is list else ():
-            if issubclass(type(g), dict):
-                ps = dict.get(g, "params")
-                params.extend(ps if type(ps) is list else ())
+        params.extend(_group_params(o))
     for p in params:
         claim(p, PARAMETERS)
     for m in modules:
