@@ -12,9 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-
 static int refuse(struct cli_error *err, const char *cmd, const char *path,
-                  const struct stat *st, bool replace)
+                  const struct stat *st)
 {
     if (S_ISLNK(st->st_mode))
         return errors_set(err, CLI_EWRITE, "%s: cannot write '%s': it is a symbolic link "
@@ -22,7 +21,6 @@ static int refuse(struct cli_error *err, const char *cmd, const char *path,
     if (!S_ISREG(st->st_mode))
         return errors_set(err, CLI_EWRITE, "%s: cannot write '%s': not a regular file (%s), "
                           "choose another -o path", cmd, path, errors_file_kind(st->st_mode));
-    (void)replace;
     return errors_set(err, CLI_EWRITE, "%s: cannot write '%s': %s (pass --force to "
                       "replace it, or -o another name)", cmd, path, strerror(EEXIST));
 }
@@ -40,7 +38,7 @@ static int check_target(const char *cmd, const char *path, bool replace,
                           "path)", cmd, path, strerror(errno));
     }
     if (!S_ISREG(st.st_mode) || !replace)
-        return refuse(err, cmd, path, &st, replace);
+        return refuse(err, cmd, path, &st);
     return 0;
 }
 

@@ -20,6 +20,13 @@ static int refuse(struct cli_error *err, const char *what, const char *path, uns
                       path, errors_file_kind(mode));
 }
 
+/* The message of a failed system call (errno e) on path. */
+static int failed(struct cli_error *err, int e, const char *what, const char *path)
+{
+    return errors_set(err, e == ENOENT ? CLI_ENOENT : CLI_EIO, "cannot read %s '%s': %s",
+                      what, path, strerror(e));
+}
+
 /* Reads exactly n bytes from fd into a new buffer with a '\0' after them. */
 static int read_all(int fd, size_t n, struct input *in, const char *what,
                     const char *path, struct cli_error *err)
@@ -36,8 +43,7 @@ static int read_all(int fd, size_t n, struct input *in, const char *what,
         if (k < 0) {
             int e = errno;
             free(b);
-            return errors_set(err, CLI_EIO, "cannot read %s '%s': %s", what, path,
-                              strerror(e));
+            return failed(err, e, what, path);
         }
         if (k == 0)
             break; /* shrank while we read: what is there */
@@ -56,23 +62,16 @@ int input_load(const char *path, const char *what, struct input *in,
     memset(in, 0, sizeof *in);
     struct stat st;
     /* before open: opening a device or a FIFO may itself block or act */
-    if (stat(path, &st) != 0) {
-        int e = errno;
-        return errors_set(err, e == ENOENT ? CLI_ENOENT : CLI_EIO,
-                          "cannot read %s '%s': %s", what, path, strerror(e));
-    }
+    if (stat(path, &st) != 0)
+        return failed(err, errno, what, path);
     if (S_ISDIR(st.st_mode))
-        return errors_set(err, CLI_EIO, "cannot read %s '%s': %s", what, path,
-                          strerror(EISDIR));
+        return failed(err, EISDIR, what, path);
     if (!S_ISREG(st.st_mode))
         return refuse(err, what, path, st.st_mode);
     /* O_NONBLOCK: a FIFO swapped in since the stat must not block the open */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) {
-        int e = errno;
-        return errors_set(err, e == ENOENT ? CLI_ENOENT : CLI_EIO,
-                          "cannot read %s '%s': %s", what, path, strerror(e));
-    }
+    if (fd < 0)
+        return failed(err, errno, what, path);
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
         return refuse(err, what, path, st.st_mode);
