@@ -5,7 +5,7 @@
  * to /dev/zero) feed it without end, so both are refused before any read,
  * with the kind named.  A file is read up to its size and no further, and
  * only as far as its data goes: a sparse file's hole is not read (our
- * writers never leave holes; a 4 GiB hole read as zeros cost 41 s and 4 GB).
+ * writers never leave holes, and a large one read as zeros costs its size).
  */
 #ifndef CUMEMTRACE_CLI_INPUT_H
 #define CUMEMTRACE_CLI_INPUT_H

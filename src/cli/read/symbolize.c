@@ -6,10 +6,9 @@
  *
  * The function around an address is found in a per-compilation-unit index
  * of its functions' address ranges, built the first time the unit is met:
- * dwarf_getscopes walks the unit's whole DIE tree on every call, which for
- * a unit of thousands of functions cost milliseconds per frame (10 s for
- * the 3000 distinct frames of a benchmark snapshot).  Only the function's
- * own subtree is walked for the inlined calls.
+ * dwarf_getscopes walks the unit's whole DIE tree on every call, which a
+ * unit of thousands of functions makes slow for every frame.  Only the
+ * function's own subtree is walked for the inlined calls.
  */
 #include "symbolize.h"
 #include "snapshot.h"

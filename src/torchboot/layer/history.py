@@ -114,12 +114,12 @@ def _read(torch, traces):
 
 def snapshot(torch, traces=False):
     """torch.cuda.memory._snapshot() (without its trace of events unless
-    `traces`), without the import of torch._inductor
-    that PyTorch's symbolizer triggers by asking `hasattr(torch,
-    "_inductor")` (torch's lazy module __getattr__ imports it: about 1 s of
-    CPU, the bulk of a small script's exit under the tracer).  It asks only
-    to map frames of code inductor generated (its codecache); a program that
-    never imported torch._inductor has none, so the frames are the same.
+    `traces`), without the import of torch._inductor that PyTorch's
+    symbolizer triggers by asking `hasattr(torch, "_inductor")` (torch's lazy
+    module __getattr__ imports it: the bulk of a small script's exit under
+    the tracer).  It asks only to map frames of code inductor generated (its
+    codecache); a program that never imported torch._inductor has none, so
+    the frames are the same.
     During the call, and on this thread only, torch's module __getattr__
     answers "no such attribute" for "_inductor"; every other name, and every
     other thread, gets torch's own answer; it is put back after."""
