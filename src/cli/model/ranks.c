@@ -194,7 +194,6 @@ static void fold_site(struct rank_site *site, uint64_t v, size_t row)
     site->nranks++;
 }
 
-/* Adds what s held at each device's peak, by call site, to the sites. */
 /* The row of key among the sites, in *idx; *fresh is the row when it was
  * added now (its display and callers still to fill), NULL when the key
  * had one already.  -1 when out of memory. */
@@ -217,6 +216,7 @@ static int site_row(struct ranks *r, const char *key, size_t len, uint32_t *idx,
     return 0;
 }
 
+/* Adds what s held at each device's peak, by call site, to the sites. */
 static int fold_segments(struct ranks *r, struct snapshot *s, size_t row)
 {
     struct sites_sum sum;
