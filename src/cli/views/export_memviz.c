@@ -88,6 +88,25 @@ static void puint(struct pk *p, uint64_t v)
 
 static void key(struct pk *p, const char *k) { pstr(p, k); }
 
+/* A dictionary item: its key, then its value. */
+static void item_int(struct pk *p, const char *k, int64_t v)
+{
+    key(p, k);
+    pint(p, v);
+}
+
+static void item_uint(struct pk *p, const char *k, uint64_t v)
+{
+    key(p, k);
+    puint(p, v);
+}
+
+static void item_str(struct pk *p, const char *k, const char *v)
+{
+    key(p, k);
+    pstr(p, v);
+}
+
 /* {"filename", "line", "name"} of a frame, PyTorch's frame shape. */
 static void frame(struct pk *p, const struct frame *fr)
 {
@@ -110,12 +129,9 @@ static void frame(struct pk *p, const struct frame *fr)
     }
     op(p, '}');
     op(p, '(');
-    key(p, "filename");
-    pstr(p, file);
-    key(p, "line");
-    pint(p, line);
-    key(p, "name");
-    pstr(p, name);
+    item_str(p, "filename", file);
+    item_int(p, "line", line);
+    item_str(p, "name", name);
     op(p, 'u');
 }
 
@@ -190,16 +206,11 @@ static void action(struct pk *p, const struct snapshot *s, const char *what, uin
 {
     op(p, '}');
     op(p, '(');
-    key(p, "action");
-    pstr(p, what);
-    key(p, "addr");
-    puint(p, addr);
-    key(p, "size");
-    puint(p, size);
-    key(p, "stream");
-    pint(p, 0);
-    key(p, "time_us");
-    pint(p, t_ns / 1000);
+    item_str(p, "action", what);
+    item_uint(p, "addr", addr);
+    item_uint(p, "size", size);
+    item_int(p, "stream", 0);
+    item_int(p, "time_us", t_ns / 1000);
     key(p, "frames");
     frames(p, s, stack);
     op(p, 'u');
@@ -214,18 +225,12 @@ static void oom_action(struct pk *p, const struct snapshot *s, const struct snap
     const struct snap_device *dv = snapshot_device(s, d);
     op(p, '}');
     op(p, '(');
-    key(p, "action");
-    pstr(p, "oom");
-    key(p, "addr");
-    pint(p, 0);
-    key(p, "size");
-    puint(p, at->requested_bytes);
-    key(p, "stream");
-    pint(p, 0);
-    key(p, "time_us");
-    pint(p, at->t_ns / 1000);
-    key(p, "device_free");
-    puint(p, dv && dv->free_bytes != SNAP_UNKNOWN ? dv->free_bytes : 0);
+    item_str(p, "action", "oom");
+    item_int(p, "addr", 0);
+    item_uint(p, "size", at->requested_bytes);
+    item_int(p, "stream", 0);
+    item_int(p, "time_us", at->t_ns / 1000);
+    item_uint(p, "device_free", dv && dv->free_bytes != SNAP_UNKNOWN ? dv->free_bytes : 0);
     key(p, "frames");
     op(p, ']');
     op(p, 'u');
@@ -306,12 +311,9 @@ static void block_frames(struct pk *p, const struct snapshot *s, const struct sn
         const struct snap_pyframe *fr = &l->pyframes[l->pystacks[k].first + i];
         op(p, '}');
         op(p, '(');
-        key(p, "filename");
-        pstr(p, fr->file);
-        key(p, "line");
-        pint(p, fr->line);
-        key(p, "name");
-        pstr(p, fr->function);
+        item_str(p, "filename", fr->file);
+        item_int(p, "line", fr->line);
+        item_str(p, "name", fr->function);
         op(p, 'u');
     }
     op(p, 'e');
@@ -341,22 +343,14 @@ static void allocator_segments(struct pk *p, const struct snapshot *s,
         *any = true;
         op(p, '}');
         op(p, '(');
-        key(p, "device");
-        pint(p, d);
-        key(p, "address");
-        puint(p, addr);
-        key(p, "total_size");
-        puint(p, g->bytes);
-        key(p, "allocated_size");
-        puint(p, allocated);
-        key(p, "active_size");
-        puint(p, active);
-        key(p, "requested_size");
-        puint(p, allocated);
-        key(p, "stream");
-        pint(p, 0);
-        key(p, "segment_type");
-        pstr(p, g->small ? "small" : "large");
+        item_int(p, "device", d);
+        item_uint(p, "address", addr);
+        item_uint(p, "total_size", g->bytes);
+        item_uint(p, "allocated_size", allocated);
+        item_uint(p, "active_size", active);
+        item_uint(p, "requested_size", allocated);
+        item_int(p, "stream", 0);
+        item_str(p, "segment_type", g->small ? "small" : "large");
         key(p, "is_expandable");
         op(p, 0x89); /* NEWFALSE */
         key(p, "frames");
@@ -369,14 +363,10 @@ static void allocator_segments(struct pk *p, const struct snapshot *s,
             const struct snap_block *b = &l->blocks[g->first + k];
             op(p, '}');
             op(p, '(');
-            key(p, "address");
-            puint(p, addr + b->offset);
-            key(p, "size");
-            puint(p, b->bytes);
-            key(p, "requested_size");
-            puint(p, b->state == BLOCK_FREE ? 0 : b->bytes);
-            key(p, "state");
-            pstr(p, state[b->state < 4 ? b->state : 3]);
+            item_uint(p, "address", addr + b->offset);
+            item_uint(p, "size", b->bytes);
+            item_uint(p, "requested_size", b->state == BLOCK_FREE ? 0 : b->bytes);
+            item_str(p, "state", state[b->state < 4 ? b->state : 3]);
             key(p, "frames");
             block_frames(p, s, t, l, b->pystack);
             op(p, 'u');
@@ -437,14 +427,10 @@ static int annotations(struct pk *p, const struct snapshot *s, int32_t ndev)
         for (size_t i = 0; i < n; i++) {
             op(p, '}');
             op(p, '(');
-            key(p, "stage");
-            pstr(p, m[i].end ? "END" : "START");
-            key(p, "name");
-            pstr(p, snapshot_phase_path(s, m[i].phase));
-            key(p, "device");
-            pint(p, d);
-            key(p, "time_us");
-            pint(p, m[i].t_ns / 1000);
+            item_str(p, "stage", m[i].end ? "END" : "START");
+            item_str(p, "name", snapshot_phase_path(s, m[i].phase));
+            item_int(p, "device", d);
+            item_int(p, "time_us", m[i].t_ns / 1000);
             op(p, 'u');
         }
     if (n > 0 && ndev > 0)
