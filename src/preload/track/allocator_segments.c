@@ -274,9 +274,7 @@ static void put_str(allocator_segments_emit_fn emit, void *ctx, const char *s, s
     emit(ctx, "\"", 1);
 }
 
-/* One stack's "file:line:function" lines as [{file, line, function}]; a
- * line without both colons is left out. */
-static void put_stack(allocator_segments_emit_fn emit, void *ctx, const char *text)
+void allocator_segments_write_stack(const char *text, allocator_segments_emit_fn emit, void *ctx)
 {
     emit(ctx, "[", 1);
     bool first = true;
@@ -309,7 +307,7 @@ static void write_report(const struct report *r, allocator_segments_emit_fn emit
     for (uint32_t i = 0; i < r->nstacks; i++) {
         if (i)
             emit(ctx, ",", 1);
-        put_stack(emit, ctx, r->text + r->stack_at[i]);
+        allocator_segments_write_stack(r->text + r->stack_at[i], emit, ctx);
     }
     put(emit, ctx, "],\"segments\":[");
     for (uint32_t i = 0; i < r->nsegs; i++) {

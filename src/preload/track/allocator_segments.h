@@ -26,6 +26,10 @@ void allocator_segments_write(int device, int64_t tag, allocator_segments_emit_f
  * (devices[].allocator_segments), null when none. */
 void allocator_segments_write_state(int device, allocator_segments_emit_fn emit, void *ctx);
 
+/* One stack's "file:line:function" lines (NUL-terminated) as a JSON array
+ * of {file, line, function}; a line without both colons is left out. */
+void allocator_segments_write_stack(const char *text, allocator_segments_emit_fn emit, void *ctx);
+
 /* Reports kept per device, by tag: a post-mortem rewritten after a few
  * later OOMs (its chain ended, or at exit) still finds its own. */
 #define ALLOCATOR_KEPT 4

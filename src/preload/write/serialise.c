@@ -338,31 +338,10 @@ static void write_top_tensors(struct snapshot_json *w, const struct allocator_fa
     }
     snapshot_json_s(w, "[");
     for (int i = 0; i < f->ntop; i++) {
-        const struct allocator_tensor_site *t = &f->top[i];
-        snapshot_json_s(w, i ? ",{\"stack\":[" : "{\"stack\":[");
-        char buf[ALLOCATOR_STACK_MAX];
-        memcpy(buf, t->stack, sizeof buf);
-        char *save = NULL;
-        bool first = true;
-        for (char *line = strtok_r(buf, "\n", &save); line != NULL;
-             line = strtok_r(NULL, "\n", &save)) {
-            char *fn = strrchr(line, ':');
-            if (fn == NULL || fn == line)
-                continue;
-            *fn = '\0';
-            char *ln = strrchr(line, ':');
-            if (ln == NULL)
-                continue;
-            *ln = '\0';
-            snapshot_json_s(w, first ? "{\"file\":" : ",{\"file\":");
-            first = false;
-            snapshot_json_str(w, line);
-            key_i64(w, ",\"line\":", strtol(ln + 1, NULL, 10));
-            key_str(w, ",\"function\":", fn + 1);
-            snapshot_json_s(w, "}");
-        }
-        key_i64(w, "],\"bytes\":", t->bytes);
-        key_i64(w, ",\"count\":", t->count);
+        snapshot_json_s(w, i ? ",{\"stack\":" : "{\"stack\":");
+        allocator_segments_write_stack(f->top[i].stack, emit_json, w);
+        key_i64(w, ",\"bytes\":", f->top[i].bytes);
+        key_i64(w, ",\"count\":", f->top[i].count);
         snapshot_json_s(w, "}");
     }
     snapshot_json_s(w, "]");
