@@ -38,36 +38,20 @@
 #define GAPS_MAX 16
 
 struct out {
-    layout_emit_fn emit;
+    layout_emit_fn emit; /* the serialiser's writer, which buffers */
     void *ctx;
-    size_t n;
-    char buf[2048];
 };
-
-static void flush(struct out *o)
-{
-    if (o->n > 0)
-        o->emit(o->ctx, o->buf, o->n);
-    o->n = 0;
-}
 
 static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void put(struct out *o, const char *fmt, ...)
 {
-    va_list ap, again;
+    char buf[1024]; /* every piece written here is well under its size */
+    va_list ap;
     va_start(ap, fmt);
-    va_copy(again, ap);
-    int k = vsnprintf(o->buf + o->n, sizeof o->buf - o->n, fmt, ap);
-    if (k >= 0 && (size_t)k >= sizeof o->buf - o->n) {
-        /* did not fit: flush, then once more into the empty buffer (every
-         * piece written here is well under its size) */
-        flush(o);
-        k = vsnprintf(o->buf, sizeof o->buf, fmt, again);
-    }
-    va_end(again);
+    int k = vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    if (k > 0 && (size_t)k < sizeof o->buf - o->n)
-        o->n += (size_t)k;
+    if (k > 0)
+        o->emit(o->ctx, buf, (size_t)k < sizeof buf ? (size_t)k : sizeof buf - 1);
 }
 
 static int by_addr(const void *a, const void *b)
@@ -181,18 +165,14 @@ static void write_layout(struct out *o, struct record_range *v, size_t n,
 void layout_write(int device, uint64_t requested, int64_t allocator_tag,
                   layout_emit_fn emit, void *ctx)
 {
-    struct out *o = malloc(sizeof *o);
+    struct out out = {emit, ctx}, *o = &out;
     struct record_range *v = NULL;
-    long n = device >= 0 && o != NULL ? record_live_ranges(device, &v) : -1;
+    long n = device >= 0 ? record_live_ranges(device, &v) : -1;
     uint64_t *end_max = n > 0 ? malloc((size_t)n * sizeof *end_max) : NULL;
     bool *listed = n > LISTED_MAX ? malloc((size_t)n * sizeof *listed) : NULL;
-    if (o == NULL || n < 0 || (n > 0 && end_max == NULL) ||
-        (n > LISTED_MAX && listed == NULL)) {
+    if (n < 0 || (n > 0 && end_max == NULL) || (n > LISTED_MAX && listed == NULL)) {
         emit(ctx, "null", 4);
     } else {
-        o->emit = emit;
-        o->ctx = ctx;
-        o->n = 0;
         if (n == 0)
             put(o, "{\"base\":null,\"span_bytes\":0,\"count\":0,\"bytes\":0,"
                    "\"gap_count\":0,\"gap_bytes\":0,\"largest_gap_bytes\":0,"
@@ -201,12 +181,10 @@ void layout_write(int device, uint64_t requested, int64_t allocator_tag,
         else
             write_layout(o, v, (size_t)n, requested, end_max, listed);
         put(o, ",\n  \"allocator_segments\":");
-        flush(o);
         allocator_segments_write(device, allocator_tag, emit, ctx);
         emit(ctx, "}", 1);
     }
     free(listed);
     free(end_max);
     free(v);
-    free(o);
 }
