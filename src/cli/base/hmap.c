@@ -14,18 +14,6 @@ void hmap_init(struct hmap *m, struct arena *arena)
     m->arena = arena;
 }
 
-static uint64_t mix(uint64_t h)
-{
-    /* The finaliser of MurmurHash3 (public domain constants): every input
-     * bit affects every output bit, so masking low bits is safe. */
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    h ^= h >> 33;
-    return h;
-}
-
 /* Hashes n bytes (also used by callers that build composite keys). */
 static uint64_t hmap_hash(const void *key, size_t n)
 {
@@ -49,7 +37,7 @@ static uint64_t hmap_hash(const void *key, size_t n)
             w |= (uint64_t)p[i] << (8 * i);
     }
     h = (h ^ w) * 0x100000001b3ULL;
-    return mix(h);
+    return hmap_mix(h);
 }
 
 static int grow(struct hmap *m)
@@ -125,8 +113,6 @@ int hmap_get_or_add_hashed(struct hmap *m, const void *key, size_t n, uint64_t h
 int hmap_find(const struct hmap *m, const void *key, size_t n,
               uint32_t *value)
 {
-    if (m->slots == NULL || n > UINT32_MAX)
-        return 0;
     return hmap_find_hashed(m, key, n, hmap_hash(key, n), value);
 }
 

@@ -55,4 +55,15 @@ int hmap_find_hashed(const struct hmap *m, const void *key, size_t n, uint64_t h
 /* Releases the table (not the keys: they belong to the arena). */
 void hmap_free(struct hmap *m);
 
+/* The finaliser of MurmurHash3 (public domain constants): every input bit
+ * affects every output bit, so masking low bits is safe. */
+static inline uint64_t hmap_mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 33);
+}
+
 #endif

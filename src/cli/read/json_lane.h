@@ -23,6 +23,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "hmap.h"
+
 #define LANE_ONES 0x0101010101010101ULL
 #define LANE_HIGHS 0x8080808080808080ULL
 
@@ -273,13 +275,7 @@ LANE_INLINE size_t lane_object_hash(const char *p, const char *end, uint64_t *ha
         memcpy(w, p, n);
         a = lane_hash_step(a, w);
     }
-    /* the finaliser of MurmurHash3: the low bits index the table */
-    uint64_t h = a ^ ((b << 31) | (b >> 33));
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    *hash = h ^ (h >> 33);
+    *hash = hmap_mix(a ^ ((b << 31) | (b >> 33))); /* the low bits index the table */
     return n;
 }
 
