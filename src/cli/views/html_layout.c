@@ -53,10 +53,8 @@ void html_layout_write(struct json_out *w, const struct snap_oom *o)
                                        "largest_gap", "fit"};
     const uint64_t vals[] = {l->span_bytes, l->count, l->bytes, l->gap_count, l->gap_bytes,
                              l->largest_gap_bytes, l->gaps_at_least_request};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        json_out_key(w, keys[i]);
-        json_out_u64(w, vals[i]);
-    }
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        json_out_key_u64(w, keys[i], vals[i]);
     json_out_key(w, "allocs");
     json_out_begin_array(w);
     for (size_t i = 0; i < l->nallocations; i++) {

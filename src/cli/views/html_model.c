@@ -513,10 +513,8 @@ static int write_track(struct json_out *w, struct model *m, const struct track *
     json_out_end_object(w);
     json_out_key(w, "groups_tensors");
     json_out_begin_object(w);
-    for (int md = 0; md < nmodes; md++) {
-        json_out_key(w, mk[md]);
-        json_out_bool(w, tm != NULL && tm[md].has);
-    }
+    for (int md = 0; md < nmodes; md++)
+        json_out_key_bool(w, mk[md], tm != NULL && tm[md].has);
     json_out_end_object(w);
     json_out_key(w, "bands");
     json_out_begin_array(w);
@@ -566,19 +564,15 @@ static int write_oom(struct json_out *w, struct snapshot *s)
                              o->limit_bytes, o->tracked_bytes, o->untracked_bytes,
                              o->shortfall_bytes, o->attempts, o->released_bytes,
                              o->released_count};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        json_out_key(w, keys[i]);
-        json_out_u64(w, vals[i]);
-    }
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        json_out_key_u64(w, keys[i], vals[i]);
     json_out_key_i64(w, "time_ns", o->time_ns);
     json_out_key(w, "recovered");
     json_out_tribool(w, o->recovered);
     json_out_key(w, "by_kind");
     json_out_begin_object(w);
-    for (int k = 0; k < DEVICE_KINDS; k++) {
-        json_out_key(w, snapshot_kind_name(k));
-        json_out_u64(w, o->by_kind[k]);
-    }
+    for (int k = 0; k < DEVICE_KINDS; k++)
+        json_out_key_u64(w, snapshot_kind_name(k), o->by_kind[k]);
     json_out_end_object(w);
     json_out_key(w, "live");
     write_groups(w, &o->live);
@@ -601,10 +595,8 @@ static int write_oom(struct json_out *w, struct snapshot *s)
         const uint64_t av[] = {al->requested_bytes, al->allocated_bytes, al->reserved_bytes,
                                al->reserved_unallocated_bytes, al->largest_free_small,
                                al->largest_free_large, al->limit_bytes, al->segments};
-        for (size_t i = 0; i < sizeof ak / sizeof ak[0]; i++) {
-            json_out_key(w, ak[i]);
-            json_out_u64(w, av[i]);
-        }
+        for (size_t i = 0; i < sizeof ak / sizeof ak[0]; i++)
+            json_out_key_u64(w, ak[i], av[i]);
         html_tensors_write(w, al, al->peak_allocated_bytes);
         if (html_holders_write(w, s, NULL) != 0)
             return -1;
@@ -748,8 +740,7 @@ static int write_file(struct json_out *w, struct snapshot *s)
             continue;
         if (html_flame_nodes(s, &m.tv, md, &nn) != 0)
             goto out;
-        json_out_key(w, modes[md]);
-        json_out_u64(w, nn);
+        json_out_key_u64(w, modes[md], nn);
     }
     json_out_end_object(w);
     json_out_key(w, "stack_site");

@@ -199,10 +199,8 @@ static void kinds_counter(struct json_out *w, const char *name, int64_t pid, int
     timeline_event_head(w, name, "C", pid, t);
     json_out_key(w, "args");
     json_out_begin_object(w);
-    for (int i = 0; i < DEVICE_KINDS; i++) {
-        json_out_key(w, names[i]);
-        json_out_i64(w, k[i] > 0 ? k[i] : 0);
-    }
+    for (int i = 0; i < DEVICE_KINDS; i++)
+        json_out_key_i64(w, names[i], k[i] > 0 ? k[i] : 0);
     json_out_end_object(w);
     json_out_end_object(w);
 }

@@ -82,10 +82,8 @@ static int device_sites(struct json_out *w, struct snapshot *s, const struct sna
         timeline_event_head(w, tname, "C", pid, e->t_ns);
         json_out_key(w, "args");
         json_out_begin_object(w);
-        for (size_t j = 0; j <= n; j++) {
-            json_out_key(w, j < n ? names[j] : "other");
-            json_out_i64(w, cur[j] > 0 ? cur[j] : 0);
-        }
+        for (size_t j = 0; j <= n; j++)
+            json_out_key_i64(w, j < n ? names[j] : "other", cur[j] > 0 ? cur[j] : 0);
         json_out_end_object(w);
         json_out_end_object(w);
     }

@@ -140,8 +140,7 @@ static int device_tensors(struct json_out *w, struct snapshot *s, const struct s
         for (size_t j = 0; j < n; j++) {
             uint64_t b = line_bytes(s, sr, &r[i], names[j]);
             shown += b;
-            json_out_key(w, names[j]);
-            json_out_u64(w, b);
+            json_out_key_u64(w, names[j], b);
         }
         uint64_t total = r[i].x ? r[i].x->allocated_bytes : r[i].h.total_bytes, cache = 0;
         if (r[i].x != NULL && r[i].x->reserved_bytes != SNAP_UNKNOWN &&
