@@ -61,6 +61,12 @@ int64_t out_delta(uint64_t a, uint64_t b);
 /* num/den as "58.8%" ("-" when den is 0). */
 const char *out_pct(uint64_t num, uint64_t den, char buf[OUT_NUM]);
 
+/* "s" unless exactly one (an unknown count reads as more than one). */
+static inline const char *out_plural(uint64_t n)
+{
+    return n == 1 ? "" : "s";
+}
+
 /* A signed change relative to base: "+6.25%", "new" when base is 0. */
 const char *out_spct(int64_t change, uint64_t base, char buf[OUT_NUM]);
 

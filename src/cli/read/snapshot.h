@@ -26,6 +26,12 @@
 #define SNAP_UNKNOWN_I64 INT64_MIN
 #define SNAP_NO_STACK UINT32_MAX /* a group or event without a stack */
 
+/* Whether the file knew figure v (it is not SNAP_UNKNOWN). */
+static inline bool snap_known(uint64_t v)
+{
+    return v != SNAP_UNKNOWN;
+}
+
 /* The format's sections as tables (docs/snapshot-format.md), one row a key,
  * each beside the struct it fills (here, or in the reader that owns it):
  *     X(struct, key, member, type, json)

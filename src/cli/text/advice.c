@@ -15,28 +15,26 @@
 #include "report_layout.h"
 #include "sites.h"
 
-static bool known(uint64_t v)
+/* The largest holder, `bytes` of `total` (PyTorch's tensors when
+ * `tensors`): the lever when it holds most of them. */
+static void add_dominant(const char *what, const char *display, uint64_t bytes, uint64_t total,
+                         bool tensors, struct advice *out, int *n)
 {
-    return v != SNAP_UNKNOWN;
+    if (bytes * 100.0 < (double)total * ADVICE_DOMINANT_PCT)
+        return;
+    char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM];
+    advice_add(out, n, "dominant-site", bytes, "%s, %s holds %s (%s of %s%s%s): shrink or "
+        "free that first",
+        what, display, out_pct(bytes, total, a), out_bytes(bytes, b),
+        tensors ? "PyTorch's " : "", out_bytes(total, c), tensors ? " in tensors" : "");
 }
 
-/* The largest of PyTorch's lines at a moment: the lever when it holds most
- * of its tensors. */
-static int dominant_tensors(struct snapshot *s, const struct holders *h, const char *what,
-                            struct advice *out, int *n)
+/* The largest of PyTorch's lines at a moment. */
+static void dominant_tensors(const struct holders *h, const char *what, struct advice *out,
+                             int *n)
 {
-    if (h->n == 0 || h->total_bytes == 0)
-        return 0;
-    const struct holder *x = &h->v[0];
-    if (x->bytes * 100.0 >= (double)h->total_bytes * ADVICE_DOMINANT_PCT) {
-        char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM];
-        advice_add(out, n, "dominant-site", x->bytes, "%s, %s holds %s (%s of PyTorch's %s in "
-            "tensors): shrink or free that first",
-            what, x->display, out_pct(x->bytes, h->total_bytes, a), out_bytes(x->bytes, b),
-            out_bytes(h->total_bytes, c));
-    }
-    (void)s;
-    return 0;
+    if (h->n > 0 && h->total_bytes > 0)
+        add_dominant(what, h->v[0].display, h->v[0].bytes, h->total_bytes, true, out, n);
 }
 
 /* A device whose memory PyTorch's caching allocator holds: the driver's
@@ -55,13 +53,13 @@ static void peak_unrecorded(const struct snapshot *s, const struct snap_device *
                             const char *what, struct advice *out, int *n)
 {
     uint64_t tensors = report_allocator_peak(s, d);
-    if (d->peak_bytes == 0 || !known(d->peak_bytes))
+    if (d->peak_bytes == 0 || !snap_known(d->peak_bytes))
         return;
     char a[OUT_NUM], b[OUT_NUM], t[OUT_NUM], when[640], during[700] = "", held[160] = "";
     if (report_allocator_when(s, d->peak_phase, report_allocator_peak_step(s, d), when,
                               sizeof when)[0])
         snprintf(during, sizeof during, ", during %s", when);
-    if (known(tensors))
+    if (snap_known(tensors))
         snprintf(held, sizeof held, "; its tensors peaked at %s (max_memory_allocated)",
                  out_bytes(tensors, b));
     advice_add(out, n, "peak-unrecorded", 0,
@@ -77,7 +75,7 @@ static void peak_unrecorded(const struct snapshot *s, const struct snap_device *
 /* The optimizer's state, measured by PyTorch's layer (allocator roles). */
 static void optimizer_state(const struct snap_allocator *al, struct advice *out, int *n)
 {
-    if (!al->present || !al->has_roles || !known(al->allocated_bytes) ||
+    if (!al->present || !al->has_roles || !snap_known(al->allocated_bytes) ||
         al->allocated_bytes == 0)
         return;
     uint64_t st = al->roles[SNAP_ROLE_OPTIMIZER], par = al->roles[SNAP_ROLE_PARAMETERS];
@@ -106,12 +104,12 @@ static void oom_advice(struct snapshot *s, struct advice *out, int *n)
     /* Only memory beyond what this process's own context and workspaces
      * take can be another process's: nvidia-smi is the lever when that
      * part would have covered the request, or is a large share of the card. */
-    uint64_t beyond = known(o->untracked_bytes) && o->untracked_bytes > ADVICE_CONTEXT_BYTES
+    uint64_t beyond = snap_known(o->untracked_bytes) && o->untracked_bytes > ADVICE_CONTEXT_BYTES
                           ? o->untracked_bytes - ADVICE_CONTEXT_BYTES
                           : 0;
     bool untracked_big = beyond > 0 &&
                          ((short_by > 0 && beyond >= short_by) ||
-                          (known(o->total_bytes) && o->total_bytes > 0 &&
+                          (snap_known(o->total_bytes) && o->total_bytes > 0 &&
                            o->untracked_bytes * 100.0 >
                                (double)o->total_bytes * ADVICE_UNTRACKED_PCT));
     if (untracked_big && row->outside_advice) {
@@ -128,7 +126,7 @@ static void oom_advice(struct snapshot *s, struct advice *out, int *n)
             "shrinking the model; a cache of another PyTorch process is released by "
             "torch.cuda.empty_cache() there",
             out_bytes(o->untracked_bytes, a),
-            known(o->total_bytes) ? out_pct(o->untracked_bytes, o->total_bytes, b) : "?",
+            snap_known(o->total_bytes) ? out_pct(o->untracked_bytes, o->total_bytes, b) : "?",
             out_bytes(beyond, bey), out_bytes(ADVICE_CONTEXT_BYTES, ctx), more);
     }
     optimizer_state(&o->allocator, out, n);
@@ -147,14 +145,8 @@ static int dominant(struct snapshot *s, const struct snap_groups *g, uint64_t to
     if (sites_sum_sorted(&sum, s, g) != 0)
         return -1;
     uint32_t top = sum.touched[0];
-    uint64_t bytes = sum.bytes[top];
-    if (bytes * 100.0 >= (double)total * ADVICE_DOMINANT_PCT) {
-        char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM];
-        advice_add(out, n, "dominant-site", bytes, "%s, %s holds %s (%s of %s): shrink or "
-            "free that first",
-            what, s->ctx->sites[BY_STACK][top].display, out_pct(bytes, total, a),
-            out_bytes(bytes, b), out_bytes(total, c));
-    }
+    add_dominant(what, s->ctx->sites[BY_STACK][top].display, sum.bytes[top], total, false, out,
+                 n);
     sites_free(&sum);
     return 0;
 }
@@ -172,7 +164,7 @@ static void device_advice(const struct snap_device *d, struct advice *out, int *
             "allocator) instead of one cudaMalloc each",
             f->small_count, out_bytes(f->small_bytes, a), d->ordinal);
     }
-    if (f->rounded_bytes > f->requested_bytes && known(f->granularity_bytes)) {
+    if (f->rounded_bytes > f->requested_bytes && snap_known(f->granularity_bytes)) {
         uint64_t waste = f->rounded_bytes - f->requested_bytes;
         if (waste >= ADVICE_WASTE_MIN &&
             waste * 100.0 >= (double)f->rounded_bytes * ADVICE_WASTE_PCT)
@@ -209,11 +201,13 @@ int advice_compute(struct snapshot *s, struct advice *out)
         struct holders h;
         if (holders_get(s, NULL, HOLDERS_OOM, false, &h) != 0)
             return -1;
-        int rc = activations ? 0 /* that line already names the forward pass */
-                 : h.source == HOLDERS_TENSORS
-                     ? dominant_tensors(s, &h, "At the failure", out, &n)
-                 : s->oom.allocator.present ? 0 /* its segments: oom_causes.c, forward_share */
-                     : dominant(s, &s->oom.live, total, "At the failure", out, &n);
+        /* Not when the activations' line already names the forward pass;
+         * not PyTorch's segments (oom_causes.c, forward_share). */
+        int rc = 0;
+        if (!activations && h.source == HOLDERS_TENSORS)
+            dominant_tensors(&h, "At the failure", out, &n);
+        else if (!activations && !s->oom.allocator.present)
+            rc = dominant(s, &s->oom.live, total, "At the failure", out, &n);
         holders_free(&h);
         if (rc != 0)
             return -1;
@@ -227,7 +221,7 @@ int advice_compute(struct snapshot *s, struct advice *out)
                 return -1;
             int rc = 0;
             if (h.source == HOLDERS_TENSORS)
-                rc = dominant_tensors(s, &h, what, out, &n);
+                dominant_tensors(&h, what, out, &n);
             else if (!torch_device(s, d))
                 rc = dominant(s, &d->at_peak, d->peak_bytes, what, out, &n);
             else if (!d->peak_tensors.present) /* else --segments hid them */

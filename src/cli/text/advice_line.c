@@ -6,11 +6,6 @@
 
 #include "out.h"
 
-static bool known(uint64_t v)
-{
-    return v != SNAP_UNKNOWN;
-}
-
 void advice_add(struct advice *out, int *n, const char *id, uint64_t bytes,
                 const char *fmt, ...)
 {
@@ -27,9 +22,9 @@ void advice_add(struct advice *out, int *n, const char *id, uint64_t bytes,
 
 uint64_t advice_short_by(const struct snap_oom *o)
 {
-    if (known(o->shortfall_bytes) && o->shortfall_bytes > 0)
+    if (snap_known(o->shortfall_bytes) && o->shortfall_bytes > 0)
         return o->shortfall_bytes;
-    return known(o->free_bytes) && o->requested_bytes > o->free_bytes
+    return snap_known(o->free_bytes) && o->requested_bytes > o->free_bytes
                ? o->requested_bytes - o->free_bytes
                : 0;
 }

@@ -11,21 +11,10 @@
 #include "out.h"
 #include "report_allocator.h"
 
-static bool known(uint64_t v)
-{
-    return v != SNAP_UNKNOWN;
-}
-
 /* A recorded string as text output may print it (snapshot_display). */
 static const char *text(const struct snapshot *s, const char *str)
 {
     return snapshot_display(s->ctx, str);
-}
-
-/* "s" unless exactly one (an unknown count reads as 0). */
-static const char *plural(uint64_t count)
-{
-    return count == 1 ? "" : "s";
 }
 
 /* ---- exhausted: the device had less free than the request ---- */
@@ -35,11 +24,9 @@ static void line_exhausted(const struct snapshot *s, char *buf, size_t n)
     const struct snap_oom *o = &s->oom;
     char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM], d[OUT_NUM];
     uint64_t user = oom_text_request(o);
-    uint64_t short_by = o->shortfall_bytes;
-    if (!known(short_by) || short_by == 0)
-        short_by = known(o->free_bytes) && o->requested_bytes > o->free_bytes
-                       ? o->requested_bytes - o->free_bytes
-                       : SNAP_UNKNOWN;
+    uint64_t short_by = advice_short_by(o);
+    if (short_by == 0)
+        short_by = SNAP_UNKNOWN; /* neither recorded nor free < request: "?" */
     if (user != o->requested_bytes)
         snprintf(buf, n, "exhausted - the %s %s of %s's %s request was short by %s "
                  "(free %s)",
@@ -103,7 +90,7 @@ static int forward_share(struct snapshot *s, uint64_t *fwd, uint64_t *held, char
     if (h.source != HOLDERS_TENSORS) {
         holders_free(&h);
         *fwd = forward_bytes(s, &s->oom.live);
-        *held = known(s->oom.tracked_bytes) ? s->oom.tracked_bytes : 0;
+        *held = snap_known(s->oom.tracked_bytes) ? s->oom.tracked_bytes : 0;
         snprintf(lead, n, "call sites under forward hold %s (%s of this process)",
                  out_bytes(*fwd, a), out_pct(*fwd, *held, b));
         return 0;
@@ -328,11 +315,11 @@ static void advice_limit(struct snapshot *s, struct advice *out, int *n)
     char req[OUT_NUM], fr[OUT_NUM], a[OUT_NUM], b[OUT_NUM], c[OUT_NUM];
     out_bytes(o->requested_bytes, req);
     out_bytes(o->free_bytes, fr);
-    uint64_t held = known(o->tracked_bytes) ? o->tracked_bytes : 0;
+    uint64_t held = snap_known(o->tracked_bytes) ? o->tracked_bytes : 0;
     uint64_t limit = o->limit_bytes;
-    uint64_t room = known(limit) && limit > held ? limit - held : 0;
+    uint64_t room = snap_known(limit) && limit > held ? limit - held : 0;
     char fits[200] = "";
-    if (known(o->free_bytes) && o->free_bytes >= o->requested_bytes)
+    if (snap_known(o->free_bytes) && o->free_bytes >= o->requested_bytes)
         snprintf(fits, sizeof fits, "; on the real device (free %s) it would "
                  "have fit", fr);
     uint64_t need = o->requested_bytes > room ? o->requested_bytes - room : 0;
@@ -372,8 +359,8 @@ static void line_allocator_fragmentation(const struct snapshot *s, char *buf, si
 
 static uint64_t largest_free(const struct snap_allocator *a)
 {
-    uint64_t s = known(a->largest_free_small) ? a->largest_free_small : 0;
-    uint64_t l = known(a->largest_free_large) ? a->largest_free_large : 0;
+    uint64_t s = snap_known(a->largest_free_small) ? a->largest_free_small : 0;
+    uint64_t l = snap_known(a->largest_free_large) ? a->largest_free_large : 0;
     return s > l ? s : l;
 }
 
@@ -480,7 +467,7 @@ static void advice_allocator_fragmentation(struct snapshot *s, struct advice *ou
     uint64_t user = oom_text_request(o), un = al->reserved_unallocated_bytes, inside;
     uint64_t joined = joined_free(&o->layout, user, &inside);
     uint64_t paged = free_in_pages(&o->layout, user), page = expandable_page(user);
-    uint64_t dev_free = known(o->free_bytes) ? o->free_bytes : 0;
+    uint64_t dev_free = snap_known(o->free_bytes) ? o->free_bytes : 0;
     uint64_t need = (user + page - 1) / page * page;
     bool expandable = config_has(al, "expandable_segments:True");
     char a[OUT_NUM], b[OUT_NUM], c[OUT_NUM], d[OUT_NUM], e[OUT_NUM], f[OUT_NUM];
@@ -488,15 +475,15 @@ static void advice_allocator_fragmentation(struct snapshot *s, struct advice *ou
     out_bytes(un, a);
     out_bytes(user, b);
     out_bytes(page, d);
-    out_bytes(known(joined) ? inside : largest_free(al), most);
-    if (!expandable && known(joined) && joined >= user) {
+    out_bytes(snap_known(joined) ? inside : largest_free(al), most);
+    if (!expandable && snap_known(joined) && joined >= user) {
         advice_add(out, n, "expandable-segments", un,
             "%s reserved by PyTorch is free but in pieces smaller than the %s asked "
             "for, and free blocks at the edges of its segments join into %s once the "
             "segments are one range: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
             "(not verified by a run with it)",
             a, b, out_bytes(joined, c));
-    } else if (!expandable && !known(joined)) {
+    } else if (!expandable && !snap_known(joined)) {
         advice_add(out, n, "expandable-segments", un,
             "%s reserved by PyTorch is free but in pieces smaller than the %s asked "
             "for: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True joins free blocks at "
@@ -543,9 +530,9 @@ static void advice_allocator_fragmentation(struct snapshot *s, struct advice *ou
 static uint64_t device_total(const struct snap_oom *o)
 {
     const struct snap_allocator *al = &o->allocator;
-    if (known(o->total_bytes) && o->total_bytes > 0)
+    if (snap_known(o->total_bytes) && o->total_bytes > 0)
         return o->total_bytes;
-    if (known(al->device_total_bytes) && al->device_total_bytes > 0 &&
+    if (snap_known(al->device_total_bytes) && al->device_total_bytes > 0 &&
         al->device_total_bytes != al->limit_bytes)
         return al->device_total_bytes;
     return SNAP_UNKNOWN;
@@ -558,7 +545,7 @@ static void fraction_fix(const struct snap_oom *o, char *buf, size_t n)
 {
     const struct snap_allocator *al = &o->allocator;
     uint64_t total = device_total(o);
-    if (!known(total) || !known(al->reserved_bytes)) {
+    if (!snap_known(total) || !snap_known(al->reserved_bytes)) {
         snprintf(buf, n, "raise the fraction or reserve that much less");
         return;
     }
@@ -590,7 +577,7 @@ static void allocator_fragmentation(const struct snap_oom *o, char *buf, size_t 
              "%s is reserved by %s but unallocated, in %" PRIu64 " segment%s; the "
              "largest free block is %s, less than the %s requested: fragmentation.",
              out_bytes(a->reserved_unallocated_bytes, u), report_allocator_who(a, false),
-             known(a->segments) ? a->segments : 0, plural(a->segments),
+             snap_known(a->segments) ? a->segments : 0, out_plural(a->segments),
              out_bytes(report_allocator_largest_free(a), b),
              out_bytes(report_allocator_request(o), r));
 }
@@ -613,7 +600,7 @@ static void advice_allocator_limit(struct snapshot *s, struct advice *out, int *
     char req[OUT_NUM], fr[OUT_NUM], a[OUT_NUM], b[OUT_NUM], c[OUT_NUM];
     out_bytes(o->requested_bytes, req);
     out_bytes(o->free_bytes, fr);
-    uint64_t over = known(al->limit_bytes) && known(al->reserved_bytes) &&
+    uint64_t over = snap_known(al->limit_bytes) && snap_known(al->reserved_bytes) &&
                             al->reserved_bytes + o->requested_bytes > al->limit_bytes
                         ? al->reserved_bytes + o->requested_bytes - al->limit_bytes
                         : 0;
@@ -621,7 +608,7 @@ static void advice_allocator_limit(struct snapshot *s, struct advice *out, int *
     fraction_fix(o, fix, sizeof fix);
     /* Raising the cap frees nothing but makes the device's free memory
      * usable: rank it by that. */
-    advice_add(out, n, "memory-fraction", known(o->free_bytes) ? o->free_bytes : over,
+    advice_add(out, n, "memory-fraction", snap_known(o->free_bytes) ? o->free_bytes : over,
                "torch.cuda.set_per_process_memory_fraction caps PyTorch at %s and it "
                "holds %s reserved: the %s request passes the cap by %s - %s; the device "
                "itself had %s free",

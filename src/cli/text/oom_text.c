@@ -7,15 +7,10 @@
 
 #include "out.h"
 
-static bool known(uint64_t v)
-{
-    return v != SNAP_UNKNOWN;
-}
-
 uint64_t oom_text_request(const struct snap_oom *o)
 {
     const struct snap_allocator *a = &o->allocator;
-    if (a->present && known(a->requested_bytes) && a->requested_bytes > 0)
+    if (a->present && snap_known(a->requested_bytes) && a->requested_bytes > 0)
         return a->requested_bytes;
     return o->requested_bytes;
 }
@@ -24,7 +19,7 @@ uint64_t oom_text_granularity(const struct snapshot *s)
 {
     const struct snap_oom *o = &s->oom;
     const struct snap_device *d = snapshot_device(s, o->device);
-    return d != NULL && d->frag.present && known(d->frag.granularity_bytes)
+    return d != NULL && d->frag.present && snap_known(d->frag.granularity_bytes)
                ? d->frag.granularity_bytes
                : SNAP_UNKNOWN;
 }
@@ -33,9 +28,9 @@ enum oom_refusal oom_text_refusal(const struct snapshot *s, uint64_t *figure)
 {
     const struct snap_oom *o = &s->oom;
     uint64_t g = oom_text_granularity(s), req = o->requested_bytes;
-    uint64_t rounded = known(g) && g > 0 ? (req + g - 1) / g * g : req;
+    uint64_t rounded = snap_known(g) && g > 0 ? (req + g - 1) / g * g : req;
     *figure = 0;
-    if (!known(o->free_bytes))
+    if (!snap_known(o->free_bytes))
         return REFUSAL_UNEXPLAINED;
     if (rounded > o->free_bytes) {
         *figure = rounded;
@@ -45,7 +40,7 @@ enum oom_refusal oom_text_refusal(const struct snapshot *s, uint64_t *figure)
         *figure = o->free_bytes - rounded;
         return REFUSAL_MARGIN;
     }
-    if (known(o->untracked_bytes) && o->untracked_bytes > OOM_TEXT_CONTEXT_BYTES) {
+    if (snap_known(o->untracked_bytes) && o->untracked_bytes > OOM_TEXT_CONTEXT_BYTES) {
         *figure = o->untracked_bytes;
         return REFUSAL_OTHERS;
     }

@@ -7,16 +7,11 @@
 #include "out.h"
 #include "snapshot_phases.h"
 
-static bool known(uint64_t v)
-{
-    return v != SNAP_UNKNOWN;
-}
-
 uint64_t report_allocator_largest_free(const struct snap_allocator *a)
 {
-    uint64_t s = known(a->largest_free_small) ? a->largest_free_small : 0;
-    uint64_t l = known(a->largest_free_large) ? a->largest_free_large : 0;
-    if (!known(a->largest_free_small) && !known(a->largest_free_large))
+    uint64_t s = snap_known(a->largest_free_small) ? a->largest_free_small : 0;
+    uint64_t l = snap_known(a->largest_free_large) ? a->largest_free_large : 0;
+    if (!snap_known(a->largest_free_small) && !snap_known(a->largest_free_large))
         return SNAP_UNKNOWN;
     return s > l ? s : l;
 }
@@ -31,13 +26,7 @@ const char *report_allocator_who(const struct snap_allocator *a, bool capital)
 uint64_t report_allocator_request(const struct snap_oom *o)
 {
     const struct snap_allocator *a = &o->allocator;
-    return known(a->requested_bytes) ? a->requested_bytes : o->requested_bytes;
-}
-
-/* "s" unless exactly one (an unknown count reads as 0). */
-static const char *plural(uint64_t count)
-{
-    return count == 1 ? "" : "s";
+    return snap_known(a->requested_bytes) ? a->requested_bytes : o->requested_bytes;
 }
 
 void report_allocator_lines(FILE *f, struct snapctx *ctx, const struct snap_oom *o)
@@ -52,20 +41,21 @@ void report_allocator_lines(FILE *f, struct snapctx *ctx, const struct snap_oom 
              out_bytes(a->allocated_bytes, x), out_bytes(a->reserved_bytes, y),
              out_bytes(a->reserved_unallocated_bytes, z), out_bytes(a->active_bytes, w));
     out_wrap(f, first, "            ", text);
+    uint64_t segments = snap_known(a->segments) ? a->segments : 0;
     snprintf(text, sizeof text,
              "largest free block %s (small pool %s, large pool %s) | %" PRIu64
              " segment%s | inactive split %s",
              out_bytes(report_allocator_largest_free(a), x), out_bytes(a->largest_free_small, y),
-             out_bytes(a->largest_free_large, z), known(a->segments) ? a->segments : 0,
-             plural(known(a->segments) ? a->segments : 0), out_bytes(a->inactive_split_bytes, w));
+             out_bytes(a->largest_free_large, z), segments, out_plural(segments),
+             out_bytes(a->inactive_split_bytes, w));
     out_wrap(f, "            ", "            ", text);
     char cap[64] = "";
-    if (known(a->limit_bytes))
+    if (snap_known(a->limit_bytes))
         snprintf(cap, sizeof cap, "memory fraction cap %s | ", out_bytes(a->limit_bytes, x));
-    uint64_t retries = known(a->num_alloc_retries) ? a->num_alloc_retries : 0;
-    uint64_t ooms = known(a->num_ooms) ? a->num_ooms : 0;
+    uint64_t retries = snap_known(a->num_alloc_retries) ? a->num_alloc_retries : 0;
+    uint64_t ooms = snap_known(a->num_ooms) ? a->num_ooms : 0;
     snprintf(text, sizeof text, "%s%" PRIu64 " retr%s, %" PRIu64 " OOM%s so far | %s%s",
-             cap, retries, retries == 1 ? "y" : "ies", ooms, plural(ooms),
+             cap, retries, retries == 1 ? "y" : "ies", ooms, out_plural(ooms),
              a->config ? "PYTORCH_CUDA_ALLOC_CONF=" : "PYTORCH_CUDA_ALLOC_CONF unset",
              a->config ? snapshot_display(ctx, a->config) : "");
     out_wrap(f, "            ", "            ", text);
@@ -77,7 +67,7 @@ void report_allocator_lines(FILE *f, struct snapctx *ctx, const struct snap_oom 
 const char *report_allocator_roles_text(const struct snap_allocator *a, char *buf, size_t n)
 {
     buf[0] = '\0';
-    if (!a->present || !a->has_roles || !known(a->allocated_bytes))
+    if (!a->present || !a->has_roles || !snap_known(a->allocated_bytes))
         return buf;
     char al[OUT_NUM], p[OUT_NUM], g[OUT_NUM], o[OUT_NUM], x[OUT_NUM], c[OUT_NUM];
     char buffers[OUT_NUM + 16] = "", cache[OUT_NUM + 16] = "";
@@ -86,7 +76,7 @@ const char *report_allocator_roles_text(const struct snap_allocator *a, char *bu
         char b[OUT_NUM];
         snprintf(buffers, sizeof buffers, " + buffers %s", out_bytes(r[SNAP_ROLE_BUFFERS], b));
     }
-    if (known(a->reserved_bytes))
+    if (snap_known(a->reserved_bytes))
         snprintf(cache, sizeof cache, "; cache %s",
                  out_bytes(a->reserved_bytes > a->allocated_bytes
                                ? a->reserved_bytes - a->allocated_bytes : 0, c));
@@ -199,32 +189,23 @@ const char *report_allocator_age(const struct snapshot *s, const struct snap_all
     const struct snap_refresh *r = &s->refresh;
     int64_t dump = s->process.dump_time_ns;
     bool dated = a->present && a->reported_ns != SNAP_UNKNOWN_I64 && dump != SNAP_UNKNOWN_I64;
-    char age[OUT_NUM], waited[OUT_NUM];
+    char age[OUT_NUM], waited[OUT_NUM], head[96];
     if (dated)
-        out_duration(dump > a->reported_ns ? dump - a->reported_ns : 0, age);
+        snprintf(head, sizeof head, "PyTorch's figures here are %s older than this snapshot",
+                 out_duration(dump > a->reported_ns ? dump - a->reported_ns : 0, age));
+    else
+        snprintf(head, sizeof head, "PyTorch's figures are missing");
     if (r->present && r->answered == 0 && r->direct == 1) {
-        if (dated)
-            snprintf(buf, n, "PyTorch's figures here are %s older than this snapshot: the dump "
-                     "was asked for inside an import, where the PyTorch layer does not read "
-                     "them.", age);
-        else
-            snprintf(buf, n, "PyTorch's figures are missing: the dump was asked for inside an "
-                     "import, where the PyTorch layer does not read them.");
+        snprintf(buf, n, "%s: the dump was asked for inside an import, where the PyTorch "
+                 "layer does not read them.", head);
     } else if (r->present && r->answered == 0) {
         out_duration(r->waited_ns != SNAP_UNKNOWN_I64 ? r->waited_ns
                      : r->wait_ms != SNAP_UNKNOWN_I64 ? r->wait_ms * 1000000 : 0, waited);
-        const char *why = "(Python's main thread runs it between two bytecodes: a long call "
-                          "that keeps the GIL, or a main thread that does not return to "
-                          "Python, delays it)";
-        if (dated)
-            snprintf(buf, n, "PyTorch's figures here are %s older than this snapshot: the "
-                     "PyTorch layer did not answer within %s %s.", age, waited, why);
-        else
-            snprintf(buf, n, "PyTorch's figures are missing: the PyTorch layer did not "
-                     "answer within %s %s.", waited, why);
+        snprintf(buf, n, "%s: the PyTorch layer did not answer within %s (Python's main "
+                 "thread runs it between two bytecodes: a long call that keeps the GIL, or "
+                 "a main thread that does not return to Python, delays it).", head, waited);
     } else if (dated && dump - a->reported_ns >= 1000000000) {
-        snprintf(buf, n, "PyTorch's figures here are %s older than this snapshot (read when "
-                 "PyTorch's layer last reported them).", age);
+        snprintf(buf, n, "%s (read when PyTorch's layer last reported them).", head);
     }
     return buf;
 }
