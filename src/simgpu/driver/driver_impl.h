@@ -194,13 +194,15 @@ CUresult driver_leave(enum driver_sym s, CUresult r, const char *fmt, ...)
             return driver_leave(SYM_##s, fault_, " (SIMCUDA_FAIL)");    \
     } while (0)
 
-/* An entry point whose whole work is the one expression `call`: entered,
- * logged with the format and arguments that follow. */
+/* An entry point whose whole work is the one expression `call`: entered, then
+ * logged with the format and arguments that follow, which may read its
+ * result as r. */
 #define DRIVER_CALL(s, params, call, ...)                               \
     CUresult s params                                                   \
     {                                                                   \
         DRIVER_ENTER(s);                                                \
-        return driver_leave(SYM_##s, call, __VA_ARGS__);                \
+        CUresult r = call;                                              \
+        return driver_leave(SYM_##s, r, __VA_ARGS__);                   \
     }
 
 /* CUDA_ERROR_NOT_INITIALIZED before a successful cuInit, else CUDA_SUCCESS. */

@@ -414,29 +414,13 @@ static CUresult host_alloc(void **pp, uint64_t size, unsigned int flags)
     return r;
 }
 
-CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
-{
-    DRIVER_ENTER(cuMemHostAlloc);
-    CUresult r = host_alloc(pp, bytesize, Flags);
-    return driver_leave(SYM_cuMemHostAlloc, r, "(%zu, 0x%x) -> %p", bytesize, Flags,
-                        r == CUDA_SUCCESS ? *pp : NULL);
-}
-
-CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
-{
-    DRIVER_ENTER(cuMemAllocHost_v2);
-    CUresult r = host_alloc(pp, bytesize, 0);
-    return driver_leave(SYM_cuMemAllocHost_v2, r, "(%zu) -> %p", bytesize,
-                        r == CUDA_SUCCESS ? *pp : NULL);
-}
-
-CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
-{
-    DRIVER_ENTER(cuMemAllocHost);
-    CUresult r = host_alloc(pp, bytesize, 0);
-    return driver_leave(SYM_cuMemAllocHost, r, "(%u) -> %p", bytesize,
-                        r == CUDA_SUCCESS ? *pp : NULL);
-}
+DRIVER_CALL(cuMemHostAlloc, (void **pp, size_t bytesize, unsigned int Flags),
+            host_alloc(pp, bytesize, Flags), "(%zu, 0x%x) -> %p", bytesize, Flags,
+            r == CUDA_SUCCESS ? *pp : NULL)
+DRIVER_CALL(cuMemAllocHost_v2, (void **pp, size_t bytesize), host_alloc(pp, bytesize, 0),
+            "(%zu) -> %p", bytesize, r == CUDA_SUCCESS ? *pp : NULL)
+DRIVER_CALL(cuMemAllocHost, (void **pp, unsigned int bytesize), host_alloc(pp, bytesize, 0),
+            "(%u) -> %p", bytesize, r == CUDA_SUCCESS ? *pp : NULL)
 
 CUresult cuMemFreeHost(void *p)
 {
@@ -459,7 +443,6 @@ CUresult cuMemFreeHost(void *p)
     }
     return driver_leave(SYM_cuMemFreeHost, r, "(%p)", p);
 }
-
 
 /* Device memory of any kind but host: linear, async and VMM-mapped
  * addresses (driver_vmm.c answers for the last). */

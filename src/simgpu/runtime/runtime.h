@@ -137,13 +137,15 @@ cudaError_t runtime_leave(enum runtime_sym s, cudaError_t e, const char *fmt, ..
             return runtime_leave(RSYM_##s, fault_, " (SIMCUDA_FAIL)");         \
     } while (0)
 
-/* An entry point whose whole work is the one expression `call`, entered and
- * logged with the format and arguments that follow. */
+/* An entry point whose whole work is the one expression `call`: entered, then
+ * logged with the format and arguments that follow, which may read its
+ * result as e. */
 #define RUNTIME_CALL(s, params, call, ...)                                     \
     cudaError_t s params                                                       \
     {                                                                          \
         RUNTIME_ENTER(s);                                                      \
-        return runtime_leave(RSYM_##s, call, __VA_ARGS__);                     \
+        cudaError_t e = call;                                                  \
+        return runtime_leave(RSYM_##s, e, __VA_ARGS__);                        \
     }
 
 /* An entry point the simulator refuses (graphs, IPC, runtime-loaded

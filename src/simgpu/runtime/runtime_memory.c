@@ -107,21 +107,11 @@ static cudaError_t host_alloc(void **p, size_t size, unsigned int flags)
     return e;
 }
 
-cudaError_t cudaMallocHost(void **ptr, size_t size)
-{
-    RUNTIME_ENTER(cudaMallocHost);
-    cudaError_t e = host_alloc(ptr, size, 0);
-    return runtime_leave(RSYM_cudaMallocHost, e, "(%zu) -> %p", size,
-                         e == cudaSuccess ? *ptr : NULL);
-}
-
-cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
-{
-    RUNTIME_ENTER(cudaHostAlloc);
-    cudaError_t e = host_alloc(pHost, size, flags);
-    return runtime_leave(RSYM_cudaHostAlloc, e, "(%zu, 0x%x) -> %p", size, flags,
-                         e == cudaSuccess ? *pHost : NULL);
-}
+RUNTIME_CALL(cudaMallocHost, (void **ptr, size_t size), host_alloc(ptr, size, 0), "(%zu) -> %p",
+             size, e == cudaSuccess ? *ptr : NULL)
+RUNTIME_CALL(cudaHostAlloc, (void **pHost, size_t size, unsigned int flags),
+             host_alloc(pHost, size, flags), "(%zu, 0x%x) -> %p", size, flags,
+             e == cudaSuccess ? *pHost : NULL)
 
 cudaError_t cudaFreeHost(void *ptr)
 {
@@ -188,42 +178,22 @@ static cudaError_t free_async(__typeof__(cuMemFreeAsync) *fn, void *devPtr, cuda
     return e;
 }
 
-cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
-{
-    RUNTIME_ENTER(cudaMallocAsync);
-    cudaError_t e = alloc_async(runtime_drv.cuMemAllocAsync, devPtr, size, hStream);
-    return runtime_leave(RSYM_cudaMallocAsync, e, "(%zu, %p) -> %p", size, (void *)hStream,
-                         e == cudaSuccess ? *devPtr : NULL);
-}
-
-cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
-{
-    RUNTIME_ENTER(cudaMallocAsync_ptsz);
-    cudaError_t e = alloc_async(runtime_drv.cuMemAllocAsync_ptsz, devPtr, size, hStream);
-    return runtime_leave(RSYM_cudaMallocAsync_ptsz, e, "(%zu, %p) -> %p", size,
-                         (void *)hStream, e == cudaSuccess ? *devPtr : NULL);
-}
-
-cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool,
-                                    cudaStream_t stream)
-{
-    RUNTIME_ENTER(cudaMallocFromPoolAsync);
-    cudaError_t e = alloc_from_pool(runtime_drv.cuMemAllocFromPoolAsync, ptr, size, memPool,
-                                    stream);
-    return runtime_leave(RSYM_cudaMallocFromPoolAsync, e, "(%zu, %p, %p) -> %p", size,
-                         (void *)memPool, (void *)stream, e == cudaSuccess ? *ptr : NULL);
-}
-
-cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
-                                         cudaStream_t stream)
-{
-    RUNTIME_ENTER(cudaMallocFromPoolAsync_ptsz);
-    cudaError_t e = alloc_from_pool(runtime_drv.cuMemAllocFromPoolAsync_ptsz, ptr, size,
-                                    memPool, stream);
-    return runtime_leave(RSYM_cudaMallocFromPoolAsync_ptsz, e, "(%zu, %p, %p) -> %p", size,
-                         (void *)memPool, (void *)stream, e == cudaSuccess ? *ptr : NULL);
-}
-
+RUNTIME_CALL(cudaMallocAsync, (void **devPtr, size_t size, cudaStream_t hStream),
+             alloc_async(runtime_drv.cuMemAllocAsync, devPtr, size, hStream), "(%zu, %p) -> %p",
+             size, (void *)hStream, e == cudaSuccess ? *devPtr : NULL)
+RUNTIME_CALL(cudaMallocAsync_ptsz, (void **devPtr, size_t size, cudaStream_t hStream),
+             alloc_async(runtime_drv.cuMemAllocAsync_ptsz, devPtr, size, hStream),
+             "(%zu, %p) -> %p", size, (void *)hStream, e == cudaSuccess ? *devPtr : NULL)
+RUNTIME_CALL(cudaMallocFromPoolAsync,
+             (void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),
+             alloc_from_pool(runtime_drv.cuMemAllocFromPoolAsync, ptr, size, memPool, stream),
+             "(%zu, %p, %p) -> %p", size, (void *)memPool, (void *)stream,
+             e == cudaSuccess ? *ptr : NULL)
+RUNTIME_CALL(cudaMallocFromPoolAsync_ptsz,
+             (void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),
+             alloc_from_pool(runtime_drv.cuMemAllocFromPoolAsync_ptsz, ptr, size, memPool, stream),
+             "(%zu, %p, %p) -> %p", size, (void *)memPool, (void *)stream,
+             e == cudaSuccess ? *ptr : NULL)
 RUNTIME_CALL(cudaFreeAsync, (void *devPtr, cudaStream_t hStream),
              free_async(runtime_drv.cuMemFreeAsync, devPtr, hStream), "(%p, %p)", devPtr,
              (void *)hStream)

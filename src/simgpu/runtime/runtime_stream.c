@@ -81,29 +81,15 @@ static cudaError_t stream_create(cudaStream_t *p, unsigned int flags, int priori
     return cudaSuccess;
 }
 
-cudaError_t cudaStreamCreate(cudaStream_t *pStream)
-{
-    RUNTIME_ENTER(cudaStreamCreate);
-    cudaError_t e = stream_create(pStream, 0, 0);
-    return runtime_leave(RSYM_cudaStreamCreate, e, "() -> %p",
-                         e == cudaSuccess ? (void *)*pStream : NULL);
-}
-
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
-{
-    RUNTIME_ENTER(cudaStreamCreateWithFlags);
-    cudaError_t e = stream_create(pStream, flags, 0);
-    return runtime_leave(RSYM_cudaStreamCreateWithFlags, e, "(%u) -> %p", flags,
-                         e == cudaSuccess ? (void *)*pStream : NULL);
-}
-
-cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
-{
-    RUNTIME_ENTER(cudaStreamCreateWithPriority);
-    cudaError_t e = stream_create(pStream, flags, priority);
-    return runtime_leave(RSYM_cudaStreamCreateWithPriority, e, "(%u, %d) -> %p", flags, priority,
-                         e == cudaSuccess ? (void *)*pStream : NULL);
-}
+RUNTIME_CALL(cudaStreamCreate, (cudaStream_t *pStream), stream_create(pStream, 0, 0), "() -> %p",
+             e == cudaSuccess ? (void *)*pStream : NULL)
+RUNTIME_CALL(cudaStreamCreateWithFlags, (cudaStream_t *pStream, unsigned int flags),
+             stream_create(pStream, flags, 0), "(%u) -> %p", flags,
+             e == cudaSuccess ? (void *)*pStream : NULL)
+RUNTIME_CALL(cudaStreamCreateWithPriority,
+             (cudaStream_t *pStream, unsigned int flags, int priority),
+             stream_create(pStream, flags, priority), "(%u, %d) -> %p", flags, priority,
+             e == cudaSuccess ? (void *)*pStream : NULL)
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream)
 {
@@ -304,21 +290,11 @@ static int valid_event(cudaEvent_t ev)
     return ev != NULL && ev->magic == EVENT_MAGIC;
 }
 
-cudaError_t cudaEventCreate(cudaEvent_t *event)
-{
-    RUNTIME_ENTER(cudaEventCreate);
-    cudaError_t e = event_create(event, 0);
-    return runtime_leave(RSYM_cudaEventCreate, e, "() -> %p",
-                         e == cudaSuccess ? (void *)*event : NULL);
-}
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
-{
-    RUNTIME_ENTER(cudaEventCreateWithFlags);
-    cudaError_t e = event_create(event, flags);
-    return runtime_leave(RSYM_cudaEventCreateWithFlags, e, "(%u) -> %p", flags,
-                         e == cudaSuccess ? (void *)*event : NULL);
-}
+RUNTIME_CALL(cudaEventCreate, (cudaEvent_t *event), event_create(event, 0), "() -> %p",
+             e == cudaSuccess ? (void *)*event : NULL)
+RUNTIME_CALL(cudaEventCreateWithFlags, (cudaEvent_t *event, unsigned int flags),
+             event_create(event, flags), "(%u) -> %p", flags,
+             e == cudaSuccess ? (void *)*event : NULL)
 
 cudaError_t cudaEventDestroy(cudaEvent_t event)
 {
