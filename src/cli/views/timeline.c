@@ -184,7 +184,7 @@ static int timeline_text(FILE *f, const struct snapshot *s, bool ascii)
 
 static void counter(struct json_out *w, const char *name, int64_t pid, int64_t t, uint64_t bytes)
 {
-    timeline_event_head(w, name, "C", pid, t);
+    timeline_event_head(w, name, NULL, "C", pid, 0, t);
     json_out_key(w, "args");
     json_out_begin_object(w);
     json_out_key_u64(w, "bytes", bytes);
@@ -196,7 +196,7 @@ static void kinds_counter(struct json_out *w, const char *name, int64_t pid, int
                           const int64_t *k)
 {
     const char *const *names = snapshot_kind_names; /* the by_kind keys first */
-    timeline_event_head(w, name, "C", pid, t);
+    timeline_event_head(w, name, NULL, "C", pid, 0, t);
     json_out_key(w, "args");
     json_out_begin_object(w);
     for (int i = 0; i < DEVICE_KINDS; i++)
@@ -251,7 +251,7 @@ static void chrome_track(struct json_out *w, const struct snapshot *s, const str
     if (t->peak_time != SNAP_UNKNOWN_I64) {
         char pname[64];
         snprintf(pname, sizeof pname, "peak %s", name);
-        timeline_event_head(w, pname, "i", pid, t->peak_time);
+        timeline_event_head(w, pname, NULL, "i", pid, 0, t->peak_time);
         json_out_key_string(w, "s", "p");
         json_out_key(w, "args");
         json_out_begin_object(w);
@@ -300,7 +300,7 @@ static int timeline_chrome(FILE *f, struct snapshot *s, unsigned sites)
         bool recovered = a->outcome && strcmp(a->outcome, "recovered") == 0;
         const char *name = recovered ? "recovered"
                            : a->attempt <= 1 ? "out of memory" : "retry failed";
-        timeline_event_head(&w, name, "i", pid, a->t_ns);
+        timeline_event_head(&w, name, NULL, "i", pid, 0, a->t_ns);
         json_out_key_string(&w, "s", "g");
         json_out_key(&w, "args");
         json_out_begin_object(&w);

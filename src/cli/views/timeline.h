@@ -12,10 +12,12 @@
 
 #define TIMELINE_SITES_DEFAULT 8 /* per-call-site counters per device */
 
-/* Opens a trace event {name, ph, ts, pid, tid: 0, ...}; the caller adds
- * its members and closes it (timeline_event.c). */
-void timeline_event_head(struct json_out *w, const char *name, const char *ph, int64_t pid,
-                         int64_t t_ns);
+/* Opens a trace event {name, cat (unless NULL), ph, ts, pid, tid, ...}; the
+ * caller adds its members and closes it (timeline_event.c). */
+void timeline_event_head(struct json_out *w, const char *name, const char *cat, const char *ph,
+                         int64_t pid, int64_t tid, int64_t t_ns);
+/* "key": a time in the trace's microseconds, with nanosecond decimals. */
+void timeline_time(struct json_out *w, const char *key, int64_t ns);
 
 /* Per device, a counter track of its top `top` call sites at the peak and
  * "other", rebuilt from the event log (call only for an unthinned log).

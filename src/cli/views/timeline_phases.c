@@ -21,28 +21,6 @@
 
 #define BANDS 8
 
-static void ts_key(struct json_out *w, const char *key, int64_t ns)
-{
-    char buf[48];
-    if (ns < 0)
-        ns = 0;
-    snprintf(buf, sizeof buf, "%" PRId64 ".%03" PRId64, ns / 1000, ns % 1000);
-    json_out_key(w, key);
-    json_out_raw(w, buf);
-}
-
-static void head(struct json_out *w, const char *name, const char *ph, int64_t pid, int64_t tid,
-                 int64_t t)
-{
-    json_out_begin_object(w);
-    json_out_key_string(w, "name", name);
-    json_out_key_string(w, "cat", "range");
-    json_out_key_string(w, "ph", ph);
-    ts_key(w, "ts", t);
-    json_out_key_i64(w, "pid", pid);
-    json_out_key_i64(w, "tid", tid != SNAP_UNKNOWN_I64 ? tid : 0);
-}
-
 static void args(struct json_out *w, const struct snapshot *s, const struct snap_span *sp,
                  bool open)
 {
@@ -67,26 +45,27 @@ void timeline_phase_slices(struct json_out *w, const struct snapshot *s, int64_t
         const struct snap_span *sp = &s->phases.spans[i];
         const struct snap_phase *p = snapshot_phase(s, sp->phase);
         const char *name = p ? p->name : "?";
+        int64_t tid = sp->thread != SNAP_UNKNOWN_I64 ? sp->thread : 0;
         bool open = sp->end_ns == SNAP_UNKNOWN_I64;
         int64_t end = open ? (dump != SNAP_UNKNOWN_I64 && dump > sp->start_ns ? dump
                                                                                : sp->start_ns)
                            : sp->end_ns;
         if (sp->kind == SPAN_MARK) {
-            head(w, name, "i", pid, sp->thread, sp->start_ns);
+            timeline_event_head(w, name, "range", "i", pid, tid, sp->start_ns);
             json_out_key_string(w, "s", "t");
             args(w, s, sp, false);
             json_out_end_object(w);
         } else if (sp->kind == SPAN_STARTEND) {
-            head(w, name, "b", pid, sp->thread, sp->start_ns);
+            timeline_event_head(w, name, "range", "b", pid, tid, sp->start_ns);
             json_out_key_u64(w, "id", i + 1);
             args(w, s, sp, open);
             json_out_end_object(w);
-            head(w, name, "e", pid, sp->thread, end);
+            timeline_event_head(w, name, "range", "e", pid, tid, end);
             json_out_key_u64(w, "id", i + 1);
             json_out_end_object(w);
         } else {
-            head(w, name, "X", pid, sp->thread, sp->start_ns);
-            ts_key(w, "dur", end - sp->start_ns);
+            timeline_event_head(w, name, "range", "X", pid, tid, sp->start_ns);
+            timeline_time(w, "dur", end - sp->start_ns);
             args(w, s, sp, open);
             json_out_end_object(w);
         }

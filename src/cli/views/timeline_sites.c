@@ -79,7 +79,7 @@ static int device_sites(struct json_out *w, struct snapshot *s, const struct sna
         while (k < n && site[k] != id)
             k++;
         cur[k] += e->delta; /* k == n: other */
-        timeline_event_head(w, tname, "C", pid, e->t_ns);
+        timeline_event_head(w, tname, NULL, "C", pid, 0, e->t_ns);
         json_out_key(w, "args");
         json_out_begin_object(w);
         for (size_t j = 0; j <= n; j++)

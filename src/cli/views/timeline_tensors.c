@@ -133,7 +133,7 @@ static int device_tensors(struct json_out *w, struct snapshot *s, const struct s
     char tname[64];
     snprintf(tname, sizeof tname, "device %" PRId64 " tensors by line", d->ordinal);
     for (size_t i = 0; i < nr; i++) {
-        timeline_event_head(w, tname, "C", pid, r[i].t_ns);
+        timeline_event_head(w, tname, NULL, "C", pid, 0, r[i].t_ns);
         json_out_key(w, "args");
         json_out_begin_object(w);
         uint64_t shown = 0;
