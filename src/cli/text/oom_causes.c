@@ -699,7 +699,7 @@ const char *oom_causes_failure(const struct snapshot *s, char *buf, size_t n)
         const char *w = oom_text_allocator(&o->allocator);
         snprintf(buf, n, "%c%s refused %s of %s on %s without a CUDA call",
                  w[0] == 't' ? 'T' : w[0], w + 1, out_bytes(oom_text_request(o), a),
-                 oom_text_kind(o->kind), dev);
+                 snapshot_kind_phrase(o->kind), dev);
         return buf;
     }
     uint64_t user = oom_text_request(o);
@@ -709,7 +709,7 @@ const char *oom_causes_failure(const struct snapshot *s, char *buf, size_t n)
                  out_bytes(user, b));
     snprintf(buf, n, "%s of %s of %s failed on %s%s",
              o->entry_point ? text(s, o->entry_point) : "?", out_bytes(o->requested_bytes, a),
-             oom_text_kind(o->kind), dev, step);
+             snapshot_kind_phrase(o->kind), dev, step);
     return buf;
 }
 

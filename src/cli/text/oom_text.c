@@ -47,11 +47,6 @@ enum oom_refusal oom_text_refusal(const struct snapshot *s, uint64_t *figure)
     return REFUSAL_UNEXPLAINED;
 }
 
-const char *oom_text_kind(int kind)
-{
-    return snapshot_kind_phrase(kind); /* one phrase per kind, format.h's */
-}
-
 const char *oom_text_allocator(const struct snap_allocator *a)
 {
     return a->name && strcmp(a->name, "pytorch") == 0 ? "PyTorch" : "the caching allocator";

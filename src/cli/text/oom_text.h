@@ -41,9 +41,6 @@ enum oom_refusal {
  * said, else the failing call's. */
 uint64_t oom_text_request(const struct snap_oom *o);
 
-/* "device memory", "VMM physical memory", ... for an enum snap_kind. */
-const char *oom_text_kind(int kind);
-
 /* The allocator's name as prose: "PyTorch" for ours, else "the caching
  * allocator". */
 const char *oom_text_allocator(const struct snap_allocator *a);

@@ -57,7 +57,7 @@ void report_holders_cache(FILE *f, const struct holders *h, const char *tail, in
     char a[OUT_NUM], b[OUT_NUM], segs[48] = "", largest[OUT_NUM + 32] = "", text[256], lead[32];
     if (h->cache_segments != SNAP_UNKNOWN)
         snprintf(segs, sizeof segs, " in %" PRIu64 " segment%s", h->cache_segments,
-                 h->cache_segments == 1 ? "" : "s");
+                 out_plural(h->cache_segments));
     if (h->cache_largest_free != SNAP_UNKNOWN)
         snprintf(largest, sizeof largest, ", largest free block %s",
                  out_bytes(h->cache_largest_free, b));
@@ -92,10 +92,11 @@ int report_holders_growth(FILE *f, struct snapshot *s, const struct snap_device 
             snprintf(steps, sizeof steps, ", steps %" PRId64 "-%" PRId64, r->first_step,
                      r->last_step);
         if (r->bytes_per_step != SNAP_UNKNOWN)
-            snprintf(text, sizeof text, "+%s a step at %s%s, %s now", out_bytes(r->bytes_per_step, a),
-                     x->display, steps, out_bytes(x->bytes, now));
+            snprintf(text, sizeof text, "+%s a step at %s%s, %s now",
+                     out_bytes(r->bytes_per_step, a), x->display, steps, out_bytes(x->bytes, now));
         else
-            snprintf(text, sizeof text, "%s%s, %s now", x->display, steps, out_bytes(x->bytes, now));
+            snprintf(text, sizeof text, "%s%s, %s now", x->display, steps,
+                     out_bytes(x->bytes, now));
         out_wrap(f, lead, rest, text);
     }
     holders_free(&g);

@@ -360,16 +360,17 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
     uint64_t user = oom_text_request(o);
     if (oom_cause_row(o->cause)->by_allocator)
         field(f, "request:", "%s of %s, refused by %s itself (no CUDA call)%s",
-              out_bytes(user, a), oom_text_kind(o->kind), oom_text_allocator(&o->allocator),
-              thread);
+              out_bytes(user, a), snapshot_kind_phrase(o->kind),
+              oom_text_allocator(&o->allocator), thread);
     else if (user != o->requested_bytes)
         field(f, "request:", "%s from %s; the call that failed: %s of %s of %s%s",
               out_bytes(user, a), oom_text_allocator(&o->allocator),
               o->entry_point ? TEXT(s, o->entry_point) : "?", out_bytes(o->requested_bytes, b),
-              oom_text_kind(o->kind), thread);
+              snapshot_kind_phrase(o->kind), thread);
     else
         field(f, "request:", "%s of %s via %s%s", out_bytes(o->requested_bytes, a),
-              oom_text_kind(o->kind), o->entry_point ? TEXT(s, o->entry_point) : "?", thread);
+              snapshot_kind_phrase(o->kind), o->entry_point ? TEXT(s, o->entry_point) : "?",
+              thread);
     if (o->device >= 0) {
         char label[40];
         snprintf(label, sizeof label, "%s:", dev);
