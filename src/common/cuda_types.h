@@ -70,7 +70,6 @@ typedef enum CUmemLocationType_enum {
 } CUmemLocationType;
 
 typedef enum CUmemAllocationType_enum {
-    CU_MEM_ALLOCATION_TYPE_INVALID = 0x0,
     CU_MEM_ALLOCATION_TYPE_PINNED = 0x1,
     CU_MEM_ALLOCATION_TYPE_MANAGED = 0x2,
     CU_MEM_ALLOCATION_TYPE_MAX = 0x7FFFFFFF
@@ -79,8 +78,6 @@ typedef enum CUmemAllocationType_enum {
 typedef enum CUmemAllocationHandleType_enum {
     CU_MEM_HANDLE_TYPE_NONE = 0x0,
     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0x1,
-    CU_MEM_HANDLE_TYPE_WIN32 = 0x2,
-    CU_MEM_HANDLE_TYPE_WIN32_KMT = 0x4,
     CU_MEM_HANDLE_TYPE_FABRIC = 0x8,
     CU_MEM_HANDLE_TYPE_MAX = 0x7FFFFFFF
 } CUmemAllocationHandleType;
@@ -136,7 +133,6 @@ typedef CUmemPoolProps_v1 CUmemPoolProps;
 
 typedef enum CUmemPool_attribute_enum {
     CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES = 1,
-    CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC = 2,
     CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES = 3,
     CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4,
     CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5,
@@ -341,42 +337,25 @@ struct cudaFuncAttributes {
 };
 
 enum cudaFuncAttribute {
-    cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
-    cudaFuncAttributePreferredSharedMemoryCarveout = 9
+    cudaFuncAttributeMaxDynamicSharedMemorySize = 8
 };
 
 /* The runtime's device attributes have the driver's numbers. */
 enum cudaDeviceAttr {
-    cudaDevAttrMaxThreadsPerBlock = 1,
-    cudaDevAttrMaxSharedMemoryPerBlock = 8,
-    cudaDevAttrWarpSize = 10,
-    cudaDevAttrMultiProcessorCount = 16,
-    cudaDevAttrComputeCapabilityMajor = 75,
-    cudaDevAttrComputeCapabilityMinor = 76,
-    cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
-    cudaDevAttrMemoryPoolsSupported = 115
+    cudaDevAttrComputeCapabilityMajor = 75
 };
 
 enum cudaMemPoolAttr {
-    cudaMemPoolReuseFollowEventDependencies = 0x1,
-    cudaMemPoolReuseAllowOpportunistic = 0x2,
-    cudaMemPoolReuseAllowInternalDependencies = 0x3,
     cudaMemPoolAttrReleaseThreshold = 0x4,
     cudaMemPoolAttrReservedMemCurrent = 0x5,
-    cudaMemPoolAttrReservedMemHigh = 0x6,
-    cudaMemPoolAttrUsedMemCurrent = 0x7,
     cudaMemPoolAttrUsedMemHigh = 0x8
 };
 
 enum cudaMemLocationType {
-    cudaMemLocationTypeInvalid = 0,
-    cudaMemLocationTypeDevice = 1,
-    cudaMemLocationTypeHost = 2
+    cudaMemLocationTypeDevice = 1
 };
 
 enum cudaMemAccessFlags {
-    cudaMemAccessFlagsProtNone = 0,
-    cudaMemAccessFlagsProtRead = 1,
     cudaMemAccessFlagsProtReadWrite = 3
 };
 
@@ -391,9 +370,7 @@ struct cudaMemAccessDesc {
 };
 
 enum cudaGraphMemAttributeType {
-    cudaGraphMemAttrUsedMemCurrent = 0x0,
     cudaGraphMemAttrUsedMemHigh = 0x1,
-    cudaGraphMemAttrReservedMemCurrent = 0x2,
     cudaGraphMemAttrReservedMemHigh = 0x3
 };
 
@@ -408,8 +385,7 @@ enum cudaMemcpyKind {
 enum cudaMemoryType {
     cudaMemoryTypeUnregistered = 0,
     cudaMemoryTypeHost = 1,
-    cudaMemoryTypeDevice = 2,
-    cudaMemoryTypeManaged = 3
+    cudaMemoryTypeDevice = 2
 };
 
 struct cudaPointerAttributes {
@@ -422,13 +398,11 @@ struct cudaPointerAttributes {
 
 enum cudaStreamCaptureStatus {
     cudaStreamCaptureStatusNone = 0,
-    cudaStreamCaptureStatusActive = 1,
-    cudaStreamCaptureStatusInvalidated = 2
+    cudaStreamCaptureStatusActive = 1
 };
 
 enum cudaStreamCaptureMode {
     cudaStreamCaptureModeGlobal = 0,
-    cudaStreamCaptureModeThreadLocal = 1,
     cudaStreamCaptureModeRelaxed = 2
 };
 
