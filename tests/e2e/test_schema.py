@@ -32,7 +32,7 @@ def tables(text=SCHEMA_TEXT):
     out = {}
     for m in re.finditer(r"^#define SNAP_(\w+)_SCHEMA\(X\)((?:.*\\\n)*.*)", text, re.M):
         out[m.group(1)] = [(k, mem, t, j, st) for st, k, mem, t, j in
-                           re.findall(r"X\((\w+), (\w+), ([\w.]+), (\w+), (\d)\)", m.group(2))]
+                           re.findall(r"X\((\w+), (\w+), ([\w.\[\]]+), (\w+), (\d)\)", m.group(2))]
     return out
 
 
@@ -72,6 +72,9 @@ SECTIONS = {
     "modules[]": ["MODULE"],
     "stacks[]": ["STACK"],
     "stacks[].frames[]": ["FRAME"],
+    "devices[].allocator_segments.segments[]": ["SEGMENT"],
+    "oom.layout.allocator_segments.segments[]": ["SEGMENT"],
+    "devices[].allocator_segments.stacks[].[]": ["SEG_FRAME"],
 }
 
 
@@ -96,6 +99,15 @@ TORCH_SECTIONS = {
     "devices[].tensors.groups[].site": ["TFRAME"],
     "devices[].tensors.groups[].stack[]": ["TFRAME"],
     "oom.allocator.origin.forward_site": ["TFRAME"],
+    "devices[].allocator.roles": ["ROLES"],
+    "oom.allocator.roles": ["ROLES"],
+    "devices[].allocator.largest_free_block_bytes": ["LARGEST_FREE"],
+    "oom.allocator.largest_free_block_bytes": ["LARGEST_FREE"],
+    "devices[].allocator.top_tensors[]": ["TOP_TENSOR"],
+    "oom.allocator.top_tensors[]": ["TOP_TENSOR"],
+    "devices[].allocator.top_tensors[].stack[]": ["TOP_FRAME"],
+    "oom.allocator.top_tensors[].stack[]": ["TOP_FRAME"],
+    "oom.layout.allocator_segments.stacks[].[]": ["SEG_FRAME"],
 }
 # tensors.more: the layer folds groups only past thousands of them, which no
 # short run makes; held to its table through the layer's own fold below.
@@ -108,12 +120,15 @@ def keys_of(path):
 
 
 def objects(value, path):
-    """The objects at path in value (null ones left out)."""
+    """The objects at path in value (null ones left out); "[]" alone: each
+    element of an array that is itself an element."""
     if value is None:
         return []
     if path == "":
         return [value] if isinstance(value, dict) else []
     head, _, rest = path.partition(".")
+    if head == "[]":
+        return [o for v in value for o in objects(v, rest)]
     if head == "*":
         return [o for v in value.values() for o in objects(v, rest)]
     if head.endswith("[]"):
@@ -269,11 +284,12 @@ DOC_SECTIONS = {
     "### `host_pinned`": ["KIND_STATS", "HOST"],
     "### `counters`": ["COUNTERS"],
     '### `oom` (for `reason: "oom"`)': ["OOM"],
-    "#### `oom.allocator`": ["ALLOCATOR", "ALLOCATOR_OOM"],
+    "#### `oom.allocator`": ["ALLOCATOR", "ALLOCATOR_OOM", "LARGEST_FREE", "ROLES", "TOP_TENSOR",
+                             "TOP_FRAME"],
     "### `ooms`": ["OOMS"],
     "### `events`": ["EVENTS"],
     "### `phases`": ["PHASES"],
-    "#### `oom.layout`": ["LAYOUT"],
+    "#### `oom.layout`": ["LAYOUT", "SEGMENTS", "SEGMENT", "SEG_FRAME"],
     "### `modules[]`": ["MODULE"],
     "### `stacks[]`": ["STACK", "FRAME"],
 }
@@ -297,7 +313,8 @@ DOC_LISTS = [("## Top level", "allocator_refresh", "REFRESH"),
              ("### `phases`", "list", "PHASE"),
              ("### `phases`", "ranges", "PHASES_RANGES"),
              ("#### `oom.layout`", "allocations", "RANGE"),
-             ("#### `oom.layout`", "best_free", "BEST_FREE")]
+             ("#### `oom.layout`", "best_free", "BEST_FREE"),
+             ("#### `oom.layout`", "stacks", "SEG_FRAME")]
 
 
 def doc_section(heading):
@@ -315,7 +332,7 @@ def test_the_docs_describe_every_key(heading):
     text = doc_section(heading)
     names = DOC_SECTIONS[heading]
     said = set(re.findall(r"`(\w+)`", text))  # a key, or a key in an object `{a, b}`
-    said |= {w for obj in re.findall(r"`\[?\{([^}`]*)\}", text) for w in re.findall(r"(\w+)", obj)}
+    said |= {w for obj in re.findall(r"`\[*\{([^}`]*)\}", text) for w in re.findall(r"(\w+)", obj)}
     missing = [k for k in written_keys(names) if k not in said]
     assert not missing, (f"docs/snapshot-format.md '{heading}' does not describe "
                          f"{missing}, which " + " + ".join(f"SNAP_{n}_SCHEMA" for n in names)
@@ -331,7 +348,7 @@ def test_the_docs_describe_every_key(heading):
 def test_the_docs_inline_lists_are_the_tables(heading, key, name):
     text = doc_section(heading)
     row = re.search(rf"^\| `{key}` \|.*$", text, re.M)  # its row, else the prose after it
-    m = re.search(rf"`{key}`[^{{]*?`\[?\{{([\w, ]+)\}}", row.group(0) if row else text)
+    m = re.search(rf"`{key}`[^{{]*?`\[*\{{([\w, ]+)\}}", row.group(0) if row else text)
     assert m, f"docs/snapshot-format.md '{heading}' gives no {{...}} list for `{key}`"
     assert sorted(m.group(1).replace(" ", "").split(",")) == sorted(written_keys([name])), \
         f"docs/snapshot-format.md's `{key}` lists {m.group(1)}, SNAP_{name}_SCHEMA other keys"

@@ -335,6 +335,20 @@ struct snap_allocator {
 #define SNAP_ALLOCATOR_OOM_SCHEMA(X) /* oom.allocator: SNAP_ALLOCATOR_SCHEMA's keys, then */ \
     X(snap_allocator, tensors, tensors, TENSORS, 0)                                          \
     X(snap_allocator, origin, origin, ORIGIN, 0)
+#define SNAP_LARGEST_FREE_SCHEMA(X) /* allocator.largest_free_block_bytes */ \
+    X(snap_allocator, small, largest_free_small, U64N, 0)                   \
+    X(snap_allocator, large, largest_free_large, U64N, 0)
+#define SNAP_ROLES_SCHEMA(X) /* allocator.roles; json 1, cache, 2 */                  \
+    X(snap_allocator, parameters, roles[SNAP_ROLE_PARAMETERS], U64, 1)           \
+    X(snap_allocator, buffers, roles[SNAP_ROLE_BUFFERS], U64, 1)                 \
+    X(snap_allocator, gradients, roles[SNAP_ROLE_GRADIENTS], U64, 1)             \
+    X(snap_allocator, optimizer_state, roles[SNAP_ROLE_OPTIMIZER], U64, 1)       \
+    X(snap_allocator, other, roles[SNAP_ROLE_OTHER], U64, 1)                     \
+    X(snap_allocator, optimizers, optimizers, STRN, 2)
+#define SNAP_TOP_TENSOR_SCHEMA(X) /* allocator.top_tensors[]; json 1 after site */ \
+    X(snap_tensor_site, stack, rd_site_stack, FN, 0)                            \
+    X(snap_tensor_site, bytes, bytes, U64N, 1)                                  \
+    X(snap_tensor_site, count, count, U64N, 1)
 
 /* The program's phases (docs/snapshot-format.md "phases"). */
 #define SNAP_PHASE_TOP 5 /* call sites the writer lists under a phase */
@@ -445,6 +459,10 @@ struct snap_pyframe {
     const char *file, *function;
     int64_t line;
 };
+#define SNAP_SEG_FRAME_SCHEMA(X) /* allocator_segments.stacks[][] */ \
+    X(snap_pyframe, file, file, STR, 0)                             \
+    X(snap_pyframe, line, line, I64, 0)                             \
+    X(snap_pyframe, function, function, STR, 0)
 
 struct snap_pystack {
     size_t first, n; /* in snap_layout.pyframes */

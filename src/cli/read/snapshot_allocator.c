@@ -9,10 +9,7 @@
 #include "snapshot.h"
 #include "snapshot_tensors.h"
 
-static const struct field largest_free_fields[] = {
-    {"small", F_U64N, offsetof(struct snap_allocator, largest_free_small), NULL},
-    {"large", F_U64N, offsetof(struct snap_allocator, largest_free_large), NULL},
-};
+static const struct field largest_free_fields[] = {SNAP_LARGEST_FREE_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_largest_free(struct reader *r, void *obj)
 {
@@ -53,24 +50,23 @@ static int rd_config(struct reader *r, void *obj)
     return 0;
 }
 
-/* One Python frame of a top_tensors stack, appended to the site's text. */
-struct site_read {
+/* A top_tensors stack read into one line of text, frame by frame. */
+struct site_text {
     char text[1024];
     size_t used;
     const char *file, *function;
     int64_t line;
-    struct snap_tensor_site *site;
 };
+#define SNAP_TOP_FRAME_SCHEMA(X) /* allocator.top_tensors[].stack[] */ \
+    X(site_text, file, file, RAWN, 0)                                 \
+    X(site_text, line, line, I64N, 0)                                 \
+    X(site_text, function, function, RAWN, 0)
 
-static const struct field frame_fields[] = {
-    FIELD_AT("file", site_read, file, F_RAWN),
-    FIELD_AT("line", site_read, line, F_I64N),
-    FIELD_AT("function", site_read, function, F_RAWN),
-};
+static const struct field frame_fields[] = {SNAP_TOP_FRAME_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_frame(struct reader *r, void *obj, size_t i)
 {
-    struct site_read *s = obj;
+    struct site_text *s = obj;
     s->file = s->function = NULL;
     s->line = -1;
     int rc = reader_object(r, s, frame_fields, NFIELDS(frame_fields));
@@ -87,43 +83,23 @@ static int rd_frame(struct reader *r, void *obj, size_t i)
 
 static int rd_site_stack(struct reader *r, void *obj)
 {
-    struct site_read *s = obj;
-    s->used = 0;
-    s->text[0] = '\0';
-    int rc = reader_array(r, s, rd_frame);
-    if (rc == 0 && (s->site->where = snapshot_intern(r->ctx, s->text, s->used)) == NULL)
+    struct snap_tensor_site *site = obj;
+    struct site_text s = {.used = 0};
+    int rc = reader_array(r, &s, rd_frame);
+    if (rc == 0 && (site->where = snapshot_intern(r->ctx, s.text, s.used)) == NULL)
         return reader_nomem(r);
     return rc;
 }
 
-static int rd_site_u64(struct reader *r, uint64_t *out)
-{
-    return reader_u64(r, out, true);
-}
-
-static int rd_site_bytes(struct reader *r, void *obj)
-{
-    return rd_site_u64(r, &((struct site_read *)obj)->site->bytes);
-}
-
-static int rd_site_count(struct reader *r, void *obj)
-{
-    return rd_site_u64(r, &((struct site_read *)obj)->site->count);
-}
-
-static const struct field site_fields[] = {
-    FIELD_FN("stack", rd_site_stack),
-    FIELD_FN("bytes", rd_site_bytes),
-    FIELD_FN("count", rd_site_count),
-};
+static const struct field site_fields[] = {SNAP_TOP_TENSOR_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_site(struct reader *r, void *obj, size_t i)
 {
     struct snap_allocator *a = obj;
     struct snap_tensor_site spare;
-    struct site_read s = {.site = i < SNAP_TOP_TENSORS ? &a->top[i] : &spare};
-    memset(s.site, 0, sizeof *s.site);
-    int rc = reader_object(r, &s, site_fields, NFIELDS(site_fields));
+    struct snap_tensor_site *site = i < SNAP_TOP_TENSORS ? &a->top[i] : &spare;
+    memset(site, 0, sizeof *site);
+    int rc = reader_object(r, site, site_fields, NFIELDS(site_fields));
     if (rc == 0 && i < SNAP_TOP_TENSORS)
         a->ntop = i + 1;
     return rc;
@@ -139,14 +115,7 @@ static int rd_top_tensors(struct reader *r, void *obj)
     return reader_array(r, a, rd_site);
 }
 
-static const struct field role_fields[] = {
-    {"parameters", F_U64, offsetof(struct snap_allocator, roles[SNAP_ROLE_PARAMETERS]), NULL},
-    {"buffers", F_U64, offsetof(struct snap_allocator, roles[SNAP_ROLE_BUFFERS]), NULL},
-    {"gradients", F_U64, offsetof(struct snap_allocator, roles[SNAP_ROLE_GRADIENTS]), NULL},
-    {"optimizer_state", F_U64, offsetof(struct snap_allocator, roles[SNAP_ROLE_OPTIMIZER]), NULL},
-    {"other", F_U64, offsetof(struct snap_allocator, roles[SNAP_ROLE_OTHER]), NULL},
-    {"optimizers", F_STRN, offsetof(struct snap_allocator, optimizers), NULL},
-};
+static const struct field role_fields[] = {SNAP_ROLES_SCHEMA(SCHEMA_FIELD)};
 
 /* null when the layer did not measure them. */
 static int rd_roles(struct reader *r, void *obj)

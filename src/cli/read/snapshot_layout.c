@@ -113,15 +113,22 @@ static int rd_block_field(struct reader *r, void *obj, size_t i)
     return json_skip(&r->c) == JSON_OK ? 0 : reader_json_failed(r);
 }
 
-struct seg_ctx {
+/* A segment is filled here, its layout beside it: reading its blocks may
+ * move l->segments. */
+struct seg_read {
+    struct snap_segment seg;
     struct snap_layout *l;
-    struct snap_segment *seg;
 };
+#define SNAP_SEGMENT_SCHEMA(X) /* allocator_segments.segments[] */ \
+    X(seg_read, address, seg.address, STRN, 0)                    \
+    X(seg_read, bytes, seg.bytes, U64, 0)                         \
+    X(seg_read, pool, rd_seg_pool, FN, 0)                         \
+    X(seg_read, blocks, rd_seg_blocks, FN, 0)
 
 static int rd_block(struct reader *r, void *obj, size_t i)
 {
     (void)i;
-    struct seg_ctx *c = obj;
+    struct seg_read *c = obj;
     struct snap_layout *l = c->l;
     if (snapshot_vec_reserve((void **)&l->blocks, &l->blocks_cap, sizeof *l->blocks,
                              l->nblocks + 1))
@@ -133,62 +140,41 @@ static int rd_block(struct reader *r, void *obj, size_t i)
     int rc = reader_array(r, b, rd_block_field);
     if (rc == 0) {
         l->nblocks++;
-        c->seg->nblocks++;
+        c->seg.nblocks++;
     }
     return rc;
 }
 
 static int rd_seg_blocks(struct reader *r, void *obj)
 {
-    struct seg_ctx *c = obj;
     if (reader_take_null(r))
         return 0;
-    return reader_array(r, c, rd_block);
+    return reader_array(r, obj, rd_block);
 }
 
 static int rd_seg_pool(struct reader *r, void *obj)
 {
-    struct seg_ctx *c = obj;
+    struct seg_read *c = obj;
     const char *p;
     int rc = reader_str(r, &p, true);
     if (rc == 0 && p != NULL)
-        c->seg->small = strcmp(p, "small") == 0;
+        c->seg.small = strcmp(p, "small") == 0;
     return rc;
 }
 
-static int rd_seg_address(struct reader *r, void *obj)
-{
-    return reader_str(r, &((struct seg_ctx *)obj)->seg->address, true);
-}
-
-static int rd_seg_bytes(struct reader *r, void *obj)
-{
-    return reader_u64(r, &((struct seg_ctx *)obj)->seg->bytes, false);
-}
-
-static const struct field segment_fields[] = {
-    FIELD_FN("address", rd_seg_address),
-    FIELD_FN("bytes", rd_seg_bytes),
-    FIELD_FN("pool", rd_seg_pool),
-    FIELD_FN("blocks", rd_seg_blocks),
-};
+static const struct field segment_fields[] = {SNAP_SEGMENT_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_segment(struct reader *r, void *obj, size_t i)
 {
     (void)i;
     struct snap_layout *l = obj;
-    if (snapshot_vec_reserve((void **)&l->segments, &l->segments_cap, sizeof *l->segments,
-                             l->nsegments + 1))
-        return reader_nomem(r);
-    /* the segment is filled in a local: reading its blocks may move l->segments */
-    struct snap_segment seg = {.first = l->nblocks};
-    struct seg_ctx c = {l, &seg};
+    struct seg_read c = {.seg = {.first = l->nblocks}, .l = l};
     int rc = reader_object(r, &c, segment_fields, NFIELDS(segment_fields));
     if (rc == 0) {
         if (snapshot_vec_reserve((void **)&l->segments, &l->segments_cap,
                                  sizeof *l->segments, l->nsegments + 1))
             return reader_nomem(r);
-        l->segments[l->nsegments++] = seg;
+        l->segments[l->nsegments++] = c.seg;
     }
     return rc;
 }
@@ -200,11 +186,7 @@ static int rd_segments(struct reader *r, void *obj)
     return reader_array(r, obj, rd_segment);
 }
 
-static const struct field pyframe_fields[] = {
-    FIELD(snap_pyframe, file, F_STR),
-    FIELD(snap_pyframe, line, F_I64),
-    FIELD(snap_pyframe, function, F_STR),
-};
+static const struct field pyframe_fields[] = {SNAP_SEG_FRAME_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_pyframe(struct reader *r, void *obj, size_t i)
 {

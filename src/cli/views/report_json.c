@@ -35,6 +35,8 @@ static const struct row oom_rows[] = {SNAP_OOM_SCHEMA(ROW)};
 static const struct row ooms_rows[] = {SNAP_OOMS_SCHEMA(ROW)};
 static const struct row events_rows[] = {SNAP_EVENTS_SCHEMA(ROW)};
 static const struct row top_rows[] = {SNAP_TOP_SCHEMA(ROW)};
+static const struct row top_tensor_rows[] = {SNAP_TOP_TENSOR_SCHEMA(ROW)};
+static const struct row role_rows[] = {SNAP_ROLES_SCHEMA(ROW)};
 
 void report_json_rows(struct json_out *w, const void *obj, const struct row *t, size_t n,
                       int run)
@@ -114,8 +116,7 @@ static void tensors(struct json_out *w, const struct snap_allocator *a)
     for (size_t i = 0; i < a->ntop; i++) {
         json_out_begin_object(w);
         json_out_key(w, "site"); json_out_string(w, a->top[i].where ? a->top[i].where : "");
-        json_out_key(w, "bytes"); json_out_u64(w, a->top[i].bytes);
-        json_out_key(w, "count"); json_out_u64(w, a->top[i].count);
+        ROWS(w, &a->top[i], top_tensor_rows, 1);
         json_out_end_object(w);
     }
     json_out_end_array(w);
@@ -129,17 +130,11 @@ static void roles(struct json_out *w, const struct snap_allocator *a)
         json_out_null(w);
         return;
     }
-    static const char *const keys[SNAP_ROLES] = {"parameters", "buffers", "gradients",
-                                                  "optimizer_state", "other"};
     json_out_begin_object(w);
-    for (int i = 0; i < SNAP_ROLES; i++) {
-        json_out_key(w, keys[i]);
-        json_out_u64(w, a->roles[i]);
-    }
+    ROWS(w, a, role_rows, 1);
     json_out_key(w, "cache");
     json_out_u64(w, a->reserved_unallocated_bytes);
-    json_out_key(w, "optimizers");
-    json_out_string(w, a->optimizers);
+    ROWS(w, a, role_rows, 2);
     json_out_end_object(w);
 }
 
