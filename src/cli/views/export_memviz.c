@@ -1,28 +1,9 @@
 /* export_memviz.c - a snapshot as PyTorch's memory-snapshot pickle, the
- * dictionary torch.cuda.memory._snapshot() returns and pytorch.org/memory_viz
- * and torch/cuda/_memory_viz.py read (export.h).
- *
- * cumemtrace sees the driver, not PyTorch's allocator, so every device
- * allocation is its own segment holding one active block, as it would be
- * with PYTORCH_NO_CUDA_MEMORY_CACHING=1:
- *   segments       the allocations live at the dump, rebuilt by replaying
- *                  the event log (an allocation is freed by the first later
- *                  free row of the same stack and size);
- *   device_traces  per device ordinal, each event as segment_alloc + alloc,
- *                  or free_requested + free_completed + segment_free, and an
- *                  oom action per failed attempt of the attempt log.
- * Where a caching allocator handed over its own segments (PyTorch's
- * memory._snapshot(): at an OOM, oom.layout's allocator_segments for the
- * failing device; at the exit, devices[].allocator_segments, which later
- * snapshots carry too) the device's segments are those instead, each cut
- * into its blocks - live tensors, blocks freed but in use by a stream,
- * cached free ones - at their real addresses, with the Python frames
- * PyTorch's history recorded for each live block, as PyTorch's own
- * snapshot has them.  Other devices keep one block per allocation.
- * Format 1 records no addresses: "addr" is a synthetic identifier, unique per
- * allocation and aligned like a device pointer, so memory_viz can pair an
- * allocation with its free; segment positions in its pictures are not real
- * ones.  The replay needs every event, so a thinned log is refused.
+ * dictionary torch.cuda.memory._snapshot() returns, for pytorch.org/memory_viz
+ * and torch/cuda/_memory_viz.py (export.h).  docs/cli.md's `export` section
+ * says what it holds: the caching allocator's own segments where it handed
+ * them over, else one segment a live allocation, replayed from the event log
+ * (so a thinned log is refused) at synthetic addresses.
  *
  * The pickle is protocol 2, written with a handful of opcodes; each stack's
  * frame list is memoised once and referred to after.

@@ -1,44 +1,14 @@
-/* export_pprof.c - a snapshot as a gzipped pprof profile (export.h).
+/* export_pprof.c - a snapshot as a gzipped pprof profile (export.h); what
+ * it holds (the four sample types, a sample per stack or per (stack,
+ * range), PyTorch's tensors in the inuse types, the locations and their
+ * functions) is docs/cli.md's `export` section.
  *
- * Encoded by protobuf-c from src/cli/views/pprof/profile.proto and compressed by
- * zlib: the format's own libraries rather than a hand-made encoder, in the
- * CLI only.  One sample per stack of the file, values in this order:
- *   inuse_space       bytes the stack held at its device's peak (at_peak)
- *   inuse_space_exit  bytes it held live at the dump
- *   alloc_space       bytes it allocated over the event log
- *   alloc_objects     allocations it made over the event log
- * over every device (pinned host memory is left out, as in `flamegraph`).
- * A thinned log makes the alloc_* values lower bounds; a comment says so.
- * Where the program opened ranges (NVTX, PyTorch's phases) and the file
- * lists each range's call sites (by_phase[].sites), a sample is one per
- * (stack, range) instead, with a string label "range" = the range's path
- * ("(outside every range)" for none): pprof's -tagfocus/-tagshow/-tags
- * select and split by it; the values then come from those sites (the
- * alloc_* ones from the tracker's counters, exact in a thinned log too),
- * and a stack's samples add up to what its one sample would hold.
- * Locations: one per frame (one line, its function), leaf first in each
- * sample, the CUDA entry point as the leaf.  A Python frame's function is
- * its function name in its file, the line on the location's line, as pprof
- * shows Go code (`-top` by function, `-lines` by line); a native frame's
- * function is module!symbol, as our other views print it.  Each function's
- * system_name differs from its name (the frame's full name, or empty):
- * pprof takes a name equal to its system_name for a demangled C++ name to
- * shorten, cutting (...) and <...> out of it, which would print overloads
- * as one function and a Python "<module>" as an empty name.  One mapping,
- * the process's executable, says every location is already symbolised:
- * without it pprof warns that the main binary is unknown.
- *
- * In a PyTorch process whose file has its tensors (holders.h; unless
- * --segments), the inuse values are PyTorch's instead, as `flamegraph`
- * draws them: a sample per distinct tensor stack (its frames, leaf first,
- * no entry point), inuse_space its groups' bytes in peak_tensors and
- * inuse_space_exit in tensors, summed over devices; a group without a
- * stack, the writer's folded tail and PyTorch's cache are samples of one
- * location named as flamegraph names them.  Those samples allocate
- * nothing (alloc_* 0); the driver's samples keep their alloc_* values
- * from the event log and lose the inuse values the tensors give (a file
- * may have tensors at the dump and none at the peak), so each column sums
- * to one model, never both.
+ * Encoded by protobuf-c from src/cli/views/pprof/profile.proto and compressed
+ * by zlib: the format's own libraries rather than a hand-made encoder, in the
+ * CLI only.  Each function's system_name differs from its name (the frame's
+ * full name, or empty): pprof takes a name equal to its system_name for a
+ * demangled C++ name to shorten, cutting (...) and <...> out of it, which
+ * would merge overloads and print Python's "<module>" as nothing.
  */
 #include <inttypes.h>
 #include <stdlib.h>

@@ -1,23 +1,10 @@
-/* export_speedscope.c - a snapshot as a speedscope file (export.h).
+/* export_speedscope.c - a snapshot as a speedscope file (export.h); its
+ * profiles are docs/cli.md's `export` section.
  *
- * shared.frames holds every frame of the context (same index) followed by
- * the CUDA entry points, so a sample is the stack's frames reversed (root
- * first, as speedscope reads a sampled stack) and its entry point as the
- * leaf; the weight is the group's bytes.  Profiles, each only when it has
- * bytes: per device "at peak" (at_peak, sums to peak_bytes), "live at dump"
- * and, for the failing device of a post-mortem, "at the OOM"; the same for
- * pinned host memory (no OOM).  Where the program opened ranges (NVTX,
- * PyTorch's phases: by_phase), "at peak, by range" too: each range a frame
- * (after the context's, the source as its file), nested by its path, above
- * the call sites that held its bytes at the peak.
- *
- * In a PyTorch process whose file has its tensors (holders.h; unless
- * --segments), "at peak", "live at dump" and "at the OOM" are PyTorch's
- * tensor groups instead, as `flamegraph` draws them: each group's whole
- * stack (its frames reversed, no entry-point leaf) weighted by its bytes,
- * a group with no stack as its holder's name, the writer's folded tail
- * "[N more lines]" and PyTorch's cache "[PyTorch's cache]" (those names
- * stored with the entry points).
+ * shared.frames holds every frame of the context (same index), then one a
+ * range (after the context's, the source as its file), then the CUDA entry
+ * points and the names of samples without a stack (entry_index), so a sample
+ * is frame indexes, root first, as speedscope reads a sampled stack.
  */
 #include <inttypes.h>
 #include <stdlib.h>

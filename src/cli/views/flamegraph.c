@@ -1,24 +1,10 @@
 /* flamegraph.c - `cumemtrace flamegraph FILE`: folded stacks, weighted in
- * bytes, the input of flamegraph.pl, inferno and speedscope.
+ * bytes, the input of flamegraph.pl, inferno and speedscope; docs/cli.md's
+ * `flamegraph` section says which lines it writes and what they sum to.
  *
- * One line per distinct chain: "root;...;innermost frame;entry BYTES".  The
- * snapshot stores frames innermost first, so each chain is written
- * reversed; the CUDA entry point is the leaf.  Frames print as frames.h
- * names, with ';' (the separator) replaced by ':' and line breaks by
- * blanks.  Lines are merged when equal and sorted, so the output is
- * deterministic.  With several devices (and no --device), each line starts
- * with a "device N" frame.  The bytes of `--at peak` sum to the devices'
- * peak_bytes, because at_peak does.
- *
- * In a PyTorch process whose snapshot has its tensors (holders.h) the
- * lines are PyTorch's live blocks instead: one per group, its whole Python
- * stack (library frames included, down to the innermost frame, no CUDA
- * leaf) weighted by the group's bytes, autograd's blocks as their holder
- * names them ("[backward of model.py:142:forward, MmBackward0]"), the
- * writer's folded tail as "[N more lines]" and PyTorch's cache as one
- * "[PyTorch's cache]" line: `--at peak` sums to max_memory_allocated plus
- * the cache then, `--at live` and `--at oom` to what PyTorch reserved.
- * --segments draws the driver's segments as before.
+ * The snapshot stores frames innermost first, so each chain is written
+ * reversed.  Lines are merged when equal and sorted, so the output is
+ * deterministic.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -84,7 +70,7 @@ struct lines {
 /* Adds one line: the root frame (device), then names[0..n) as given
  * (outermost first). */
 static int line_add(struct lines *tl, int64_t device, const char *const *names, size_t n,
-                     uint64_t bytes)
+                    uint64_t bytes)
 {
     if (bytes == 0)
         return 0;
