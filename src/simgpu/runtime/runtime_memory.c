@@ -1,17 +1,10 @@
 /* runtime_memory.c - the simulated runtime's memory calls: each makes the
- * thread's device current, then calls the driver function NVIDIA's runtime
- * calls, through runtime_drv:
- *   cudaMalloc -> cuMemAlloc_v2          cudaMallocPitch, cudaMalloc3D -> cuMemAllocPitch_v2
- *   cudaMallocManaged -> cuMemAllocManaged
- *   cudaMallocHost, cudaHostAlloc -> cuMemHostAlloc (NVIDIA's runtime never
- *                                    looks up cuMemAllocHost)
- *   cudaFree -> cuMemFree_v2             cudaFreeHost -> cuMemFreeHost
- *   cudaMallocAsync, cudaFreeAsync, cudaMallocFromPoolAsync -> the cuMem*Async
- *   look-ups with flags 0; their _ptsz forms -> the look-ups with flags 2
- *   cudaMemGetInfo -> cuMemGetInfo_v2    cudaDeviceGetDefaultMemPool -> cuDeviceGetDefaultMemPool
- * As NVIDIA's runtime: cudaMalloc of 0 bytes succeeds with NULL without
- * calling the driver, and cudaFree(NULL) / cudaFreeHost(NULL) only
- * initialise.
+ * thread's device current, then calls, through runtime_drv, the driver
+ * function NVIDIA's runtime calls (cudaMallocHost and cudaHostAlloc reach
+ * cuMemHostAlloc: NVIDIA's runtime never looks up cuMemAllocHost; the _ptsz
+ * forms the look-ups with flags 2).  As NVIDIA's runtime: cudaMalloc of 0
+ * bytes succeeds with NULL without calling the driver, and cudaFree(NULL) /
+ * cudaFreeHost(NULL) only initialise.
  */
 #include "runtime.h"
 
