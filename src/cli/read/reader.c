@@ -30,7 +30,6 @@ static const char *reader_path_text(const struct reader *r, char *buf, size_t n)
     return buf;
 }
 
-/* Maps a sticky cursor error to the CLI error. */
 int reader_json_failed(struct reader *r)
 {
     struct json_cursor *c = &r->c;
@@ -70,7 +69,6 @@ const char *reader_type_text(enum json_type t)
     }
 }
 
-/* The value at the cursor is not what `expected` says: name it. */
 int reader_bad_value(struct reader *r, int rc, const char *expected)
 {
     if (rc != JSON_ETYPE && rc != JSON_ERANGE)
@@ -156,7 +154,6 @@ static int bool_or_null(struct reader *r, int *out)
     return reader_bad_value(r, rc, "a boolean or null");
 }
 
-/* Reads a string and interns it (NULL for null when nullable). */
 int reader_str(struct reader *r, const char **out, bool nullable)
 {
     const char *s;
@@ -173,7 +170,6 @@ int reader_str(struct reader *r, const char **out, bool nullable)
     return reader_bad_value(r, rc, nullable ? "a string or null" : "a string");
 }
 
-/* A string or null without interning: the pointer into the buffer. */
 int reader_raw(struct reader *r, const char **out)
 {
     int rc = json_get_string(&r->c, out, NULL);
@@ -204,8 +200,6 @@ static int reader_field(struct reader *r, void *obj, const struct field *f)
     }
 }
 
-/* Reads an object, dispatching known keys through the table and skipping
- * the others. */
 int reader_object(struct reader *r, void *obj, const struct field *fields,
                      size_t nfields)
 {
@@ -273,7 +267,6 @@ void reader_release(struct reader *r)
     r->release_at = r->c.p + RELEASE_STEP;
 }
 
-/* Iterates an array, calling fn for each element with its index. */
 int reader_array(struct reader *r, void *obj,
                     int (*fn)(struct reader *r, void *obj, size_t i))
 {
@@ -294,7 +287,6 @@ int reader_array(struct reader *r, void *obj,
     return rc < 0 ? reader_json_failed(r) : 0;
 }
 
-/* An object or null: null leaves *present false. */
 int reader_optional_object(struct reader *r, void *obj, bool *present,
                               const struct field *fields, size_t nfields)
 {
