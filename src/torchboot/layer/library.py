@@ -45,7 +45,7 @@ class TensorSite(ctypes.Structure):
 
 class Facts(ctypes.Structure):
     """struct cumemtrace_allocator_facts (torch_protocol.h)."""
-    _fields_ = [(n, t) for n, t in [
+    _fields_ = [
         ("size", ctypes.c_uint32),
         ("name", ctypes.c_char_p),
         ("version", ctypes.c_char_p),
@@ -74,7 +74,7 @@ class Facts(ctypes.Structure):
         ("optimizers", ctypes.c_char_p),
         ("step", ctypes.c_int64),
         ("peak_step", ctypes.c_int64),
-    ]]
+    ]
 
 
 class Block(ctypes.Structure):
