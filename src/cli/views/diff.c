@@ -7,13 +7,9 @@
  * Call sites at peak sum `at_peak` over all devices of each file, under the
  * chosen grouping; sorted by |change|, largest first, then by name.
  *
- * Gate: --max-growth P% or SIZE; exit 1 when some device's peak in NEW
- * exceeds its peak in BASE by more than that (strictly), 0 otherwise.  A
- * device absent from BASE has base 0: any growth fails a percentage gate.
- * More OOMs in NEW (chains, or chains that failed for good) fail it too,
- * unless --allow-oom.
- * The comparison is exact integer arithmetic (percent kept in millionths),
- * so a threshold test at the boundary is not at the mercy of rounding.
+ * Gate: docs/cli.md's `diff` section.  The comparison is exact integer
+ * arithmetic (percent kept in millionths), so a threshold test at the
+ * boundary is not at the mercy of rounding.
  */
 #include <getopt.h>
 #include <inttypes.h>

@@ -1,13 +1,6 @@
-/* fit.c - `cumemtrace fit`: does a script fit on a given card?
- *
- * Runs the command once per card on the simulated GPU (scripts/simgpu --gpu
- * NAME, or --memory SIZE: the card `simgpu --memory SIZE` gives; simgpu
- * --show says each card's capacity and reserve), under `cumemtrace run`, and prints one table: fits or runs out of
- * memory (the Python line, after how long), PyTorch's own
- * max_memory_allocated and max_memory_reserved, the headroom left, and the
- * post-mortem of each failure.  Each card's files go to OUTPUT/<card>/: the
- * snapshots, the command's output (output.log) and the PyTorch layer's
- * report (fit.txt).
+/* fit.c - `cumemtrace fit`: does a script fit on a given card?  It runs
+ * the command once per simulated card under `cumemtrace run` and prints
+ * one table (docs/cli.md's `fit` section).
  *
  * fit.txt, written at interpreter exit by src/torchboot/layer/fit.py
  * when CUMEMTRACE_FIT_REPORT names it: a first line "cumemtrace-fit 1", then

@@ -1,35 +1,13 @@
 /* run.c - `cumemtrace run -- COMMAND ARGS...`: run a command with the
- * tracer preloaded and tell which snapshots it wrote.
+ * tracer preloaded and tell which snapshots it wrote; docs/cli.md's `run`
+ * section is the contract (where the library is looked for, the command's
+ * environment, the snapshot list and its key, signals, exit status).
  *
- * Finding the library: next to our own executable (the build tree) or in
- * ../lib/ from it (an installed prefix), via /proc/self/exe, so the cwd
- * does not matter.
- *
- * Knowing what was written: every process of the tree (torchrun workers,
- * a shell script's children) inherits CUMEMTRACE_MANIFEST, the name of a
- * temporary file we create, and CUMEMTRACE_MANIFEST_KEY, 128 random bits
- * that we write as its first line ("cumemtrace-manifest <key>"): the
- * library appends only to a regular file that starts so, never to one we
- * did not create (a stale variable, a FIFO, someone's notes).  It appends
- * one absolute path plus '\n' per snapshot, with one write() on an
- * O_APPEND descriptor, so lines from concurrent processes never interleave.
- * We read it after the child exits, print it (to stderr: stdout belongs to
- * the command) and delete it.
- *
- * Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT are forwarded to the child,
- * except when the kernel generated them (si_code SI_KERNEL: a terminal's
- * Ctrl-C already reached the child, which is in our foreground process
- * group; forwarding would deliver it twice and break Python's clean
- * KeyboardInterrupt).  They stay blocked from before fork() until the
+ * Signals: one the kernel generated (si_code SI_KERNEL: a terminal's Ctrl-C
+ * already reached the child, which is in our foreground process group) is
+ * not forwarded: it would arrive twice and break Python's clean
+ * KeyboardInterrupt.  They stay blocked from before fork() until the
  * handlers are in place, so none is lost or handled by the wrong process.
- *
- * NVTX: NVTX_INJECTION64_PATH names the library too, so the program's
- * NVTX ranges become phases - unless the user set it (another tool, such
- * as Nsight, then keeps them; we say so once).
- *
- * Exit status: the child's; when it was killed by a signal we die of the
- * same signal (with core dumps off, the core would be ours, not the
- * child's), or exit 128+signal if that signal does not kill us.
  */
 #include <errno.h>
 #include <fcntl.h>

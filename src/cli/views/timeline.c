@@ -1,17 +1,6 @@
-/* timeline.c - `cumemtrace timeline FILE`: device memory over time.
- *
- * Text (default): one sparkline per device (and for pinned host memory),
- * TIMELINE_COLS cells over [0, end of the log]; a cell shows the highest
- * `current` in its time slice, counting the value carried in from before
- * (memory is a step function), scaled to the device's peak.
- *
- * Chrome trace-event JSON (--format chrome, or --chrome OUT): per device a
- * counter track "device N" {bytes} (exact: the log's `current` column is
- * exact even when thinned), a track "device N by kind" rebuilt from the
- * deltas (only when nothing was thinned, otherwise it would be wrong and is
- * left out, saying so in otherData), and instant events for the peak of
- * each device and for the OOM of a post-mortem.  Timestamps are
- * microseconds since process start, with nanosecond decimals.
+/* timeline.c - `cumemtrace timeline FILE`: device memory over time, as
+ * sparklines or a Chrome trace; docs/cli.md's `timeline` section says what
+ * each track holds.
  *
  * The peak sample: thinning may drop the event that set the peak, so a
  * counter sample (peak_time_ns, peak_bytes) from the device record is
