@@ -36,6 +36,10 @@ CAUSES_OK := $(shell mkdir -p $(BUILD)/gen && \
 ifneq ($(CAUSES_OK),ok)
 $(error cannot make $(CAUSES_H) from src/cli/text/oom_causes.c (scripts/causes.awk said why above))
 endif
+# Made again when a goal before the compiles removed it (make clean all).
+$(CAUSES_H):
+	@mkdir -p $(dir $@)
+	awk -f scripts/causes.awk src/cli/text/oom_causes.c > $@
 LDFLAGS_ALL = $(SANFLAGS) $(LDFLAGS)
 
 # src/<component>/<concern>/: each component's folders are its include path
@@ -88,7 +92,7 @@ cli: $(CLI)
 sim: $(SIMDRV) $(SIMRT) $(SIMRTA) $(SIMNVML) $(SIMSTANDINS)
 
 # ---- objects ----
-$(BUILD)/obj/src/preload/%.o: src/preload/%.c
+$(BUILD)/obj/src/preload/%.o: src/preload/%.c | $(CAUSES_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -fvisibility=hidden -MMD -MP -c $< -o $@
 # The files that compile the steady state's fast path into their wrappers
@@ -101,16 +105,16 @@ $(call preload_obj,hooks_runtime) $(call preload_obj,hooks_driver): \
 $(BUILD)/obj/src/preload/%.o: src/preload/%.S
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(SANFLAGS) -fPIC -c $< -o $@
-$(BUILD)/obj/src/common/%.o: src/common/%.c
+$(BUILD)/obj/src/common/%.o: src/common/%.c | $(CAUSES_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -fvisibility=hidden -MMD -MP -c $< -o $@
 $(BUILD)/obj/src/simgpu/%.o: src/simgpu/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(SIMGPU_INC) -MMD -MP -c $< -o $@
-$(BUILD)/obj/src/cli/%.o: src/cli/%.c
+$(BUILD)/obj/src/cli/%.o: src/cli/%.c | $(CAUSES_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(CLI_INC) -MMD -MP -c $< -o $@
-$(BUILD)/obj/%.o: %.c
+$(BUILD)/obj/%.o: %.c | $(CAUSES_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 

@@ -23,7 +23,7 @@ FUZZ_STREAM_BIN = $(FUZZ_DIR)/fuzz_stream
 
 .PHONY: fuzz fuzz-stream bench-cli test-cli
 
-$(FUZZ_DIR)/obj/%.o: %.c $(BUILD)/gen/html_assets.h $(BUILD)/gen/profile.pb-c.c
+$(FUZZ_DIR)/obj/%.o: %.c $(BUILD)/gen/html_assets.h $(BUILD)/gen/profile.pb-c.c | $(CAUSES_H)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c -o $@ $<
 $(FUZZ_DIR)/obj/gen/profile.pb-c.o: $(BUILD)/gen/profile.pb-c.c

@@ -71,7 +71,7 @@ $(BUILD)/tests/unit/test_oom: tests/unit/test_oom.c \
 SERIALISE_OBJ := $(RECORD_OBJ) $(foreach m,serialise serialise_stacks serialise_phases \
     snapshot_json layout oom_ledger allocator allocator_segments allocator_tensors resolve_names event_log \
     phases modules symtab clock log,$(call preload_obj,$(m)))
-$(BUILD)/obj/tests/unit/serialise_read.o: tests/unit/serialise_read.c
+$(BUILD)/obj/tests/unit/serialise_read.o: tests/unit/serialise_read.c | $(CAUSES_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(CLI_INC) -MMD -MP -c -o $@ $<
 $(BUILD)/tests/unit/test_serialise: tests/unit/test_serialise.c \
