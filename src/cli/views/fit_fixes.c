@@ -1,16 +1,8 @@
-/* fit_fixes.c - where a card ran out of memory, the fixes that need no change
- * to the script, tried on that card.
- *
- * Each is one setting of PyTorch's caching allocator (PYTORCH_CUDA_ALLOC_CONF,
- * documented in PyTorch's "CUDA semantics" notes), added after the caller's
- * own value; a setting the caller already gives is not tried.  Each is one
- * more run of the command on the same simulated card, in CARD/fix-<n>/, and a
- * row of its own below the table.  CARD/fixes.txt keeps the outcomes for the
+/* fit_fixes.c - where a card ran out of memory, the allocator settings that
+ * need no change to the script, each one more run on that card
+ * (docs/cli.md's `fit` section).  CARD/fixes.txt keeps the outcomes for the
  * post-mortem's advice (src/cli/text/advice_verified.c), which marks what was
  * verified and only that.
- *
- * Limitations: a setting that fits on the simulated card fits there: the
- * card's fidelity limits (docs/simgpu.md) apply to it as to the first run.
  */
 #include <stdio.h>
 #include <stdlib.h>

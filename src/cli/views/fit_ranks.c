@@ -1,24 +1,10 @@
 /* fit_ranks.c - `cumemtrace fit --nproc N`: a job of N ranks, one process a
- * simulated card, as torchrun starts them on one node.
+ * simulated card, as torchrun starts them on one node; docs/cli.md's `fit`
+ * section says how they run and what NCCL's buffers count.
  *
- * fit runs `simgpu --devices N -- cumemtrace run -- PYTHON -m
- * torch.distributed.run --standalone --nproc-per-node N SCRIPT...`: every
- * rank is its own process on its own card (LOCAL_RANK picks it), traced,
- * and its PyTorch layer writes its own report, fit.txt.rankR, where R is
- * its RANK (src/torchboot/layer/fit.py; fit sets CUMEMTRACE_FIT_RANKS=1 for it).  The launcher never uses CUDA, so
- * fit.txt has no figures; the card's figures are then the largest rank's,
- * and the job fits on N of that card when every rank does.
- *
- * NCCL's own buffers (--nccl-channels C): the stand-in NCCL takes
- * SIMCUDA_NCCL_MEMORY bytes a communicator through ncclMemAlloc's path, which
- * the tracer counts in the rank's device memory.  fit sets it to what NCCL's
- * receive side allocates for C channels of a ring, one peer a channel, at
- * NCCL's default sizes (NVIDIA/nccl src/init.cc and src/include/device.h):
- * Simple DEFAULT_BUFFSIZE 1 << 22; LL NCCL_LL_LINES_PER_THREAD 8 x
- * NCCL_LL_MAX_NTHREADS 512 x NCCL_STEPS 8 x a 16-byte line; LL128
- * NCCL_LL128_ELEMS_PER_THREAD 120 x NCCL_LL128_MAX_NTHREADS 640 x NCCL_STEPS
- * 8 x 8 bytes.  Tree channels, NVLS, proxies and NCCL_BUFFSIZE changes are
- * not counted; the channel count is the topology's, which fit cannot know.
+ * Each rank's PyTorch layer writes its own report, fit.txt.rankR
+ * (src/torchboot/layer/fit.py; fit sets CUMEMTRACE_FIT_RANKS=1 for it): the
+ * launcher never uses CUDA, so fit.txt has no figures.
  */
 #include <limits.h>
 #include <stdint.h>

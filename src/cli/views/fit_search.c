@@ -1,27 +1,11 @@
 /* fit_search.c - `cumemtrace fit --search NAME=LO..HI`: the largest value of
- * one argument of the script that fits on each card.
- *
- * The command names the argument as {NAME} (`--batch-size {BATCH}`,
- * `--batch={BATCH}`); each probe is one run of the command with {NAME}
- * replaced by an integer, on one card, in CARD/search-VALUE/.  Per card:
- * LO first (nothing fits if it does not), then HI (the bound fits), then
- * bisection between the largest value that fitted and the smallest that ran
- * out of memory - about log2(HI - LO) + 2 runs.  Cards are searched at once,
- * one process of fit per card, as many at a time as there are processors
- * (each run keeps one busy); a card's probes run one after the other.
- *
- * A probe fits when its run ended by itself and fitted ("fits"); one that
- * ran out of memory bounds the search; anything else (stopped at the
- * timeout, failed, undecided) ends that card's search, named.
+ * one argument of the script that fits on each card, by bisection, the cards
+ * at once (docs/cli.md's `fit` section).
  *
  * Each card's process writes CARD/search.txt ("cumemtrace-search 1", then
  * "key value" lines: largest (or -1), max_allocated, max_reserved, held,
  * probes, stopped (the value whose probe ended the search otherwise, or
  * -1)), which the parent reads for the table.
- *
- * Limitations: the bisection assumes that what fits at a value fits at every
- * smaller one (memory that grows with the argument); a script whose memory
- * is not monotone in it gets one of the values where that holds locally.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -1,16 +1,7 @@
 /* timeline_phases.c - the program's phases on the timeline
- * (docs/snapshot-format.md "phases", phases.ranges): what `timeline`
- * draws beside the memory counters, as Nsight Systems draws NVTX ranges.
- *
- * Chrome: a push/pop range is a complete event ("X") on the track of the
- * thread that opened it (ranges nest there as they did in the program); a
- * start/end range, which may overlap others and end on another thread, an
- * async pair ("b"/"e") of its own; a mark an instant ("i", thread scope).
- * A range still open at the dump ends at the dump, with args.open true.
- *
- * Text: one band per outermost range name (phases without a parent), the
- * cells where any of its spans is open filled, in the order they first
- * opened; at most BANDS, then how many more. */
+ * (docs/snapshot-format.md "phases", phases.ranges), as Nsight Systems draws
+ * NVTX ranges: Chrome events and text bands as docs/cli.md's `timeline`
+ * section describes them. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>

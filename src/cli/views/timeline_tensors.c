@@ -1,19 +1,8 @@
 /* timeline_tensors.c - PyTorch's tensors by line in the Chrome trace
- * (timeline.h).
- *
- * The snapshot holds PyTorch's tensors at readings, not a log of them:
- * the peak's (peak_tensors, at its time_ns), the failure's
- * (oom.allocator.tensors, at the OOM, on the failing device), the dump's
- * (tensors) and the layer's readings between dumps (tensor_series: at the
- * optimizer steps whose end passed every earlier one's allocated bytes,
- * or at each earlier dump of a run without an optimizer).  Per device with
- * any, one counter track "device N tensors by line" - a series per line -
- * with a sample at each reading, in time order: the `top` lines holding
- * the most at any reading (holders.h, named as report names them), "other
- * lines" and "PyTorch's cache" - each sample sums to PyTorch's allocated
- * bytes plus its cache at that reading (reserved bytes at a series
- * reading).  Between readings the track holds its value: Perfetto draws
- * steps, the truth only at the samples.
+ * (timeline.h): per device a counter track with a sample at each reading the
+ * snapshot holds (docs/cli.md's `timeline` section says which readings, and
+ * what each sample sums to).  Between readings the track holds its value:
+ * Perfetto draws steps, the truth only at the samples.
  */
 #include <inttypes.h>
 #include <stdlib.h>
