@@ -301,8 +301,7 @@ DRIVER_CALL(cuGetErrorName, (CUresult error, const char **pStr), error_text(erro
 
 /* ---- devices ---- */
 
-/* NOT_INITIALIZED, INVALID_DEVICE or CUDA_SUCCESS. */
-static CUresult check_device(CUdevice dev)
+CUresult driver_check_device(CUdevice dev)
 {
     CUresult r = driver_ready();
     if (r == CUDA_SUCCESS && !driver_valid_device(dev))
@@ -338,7 +337,7 @@ CUresult cuDeviceGetCount(int *count)
 CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     DRIVER_ENTER(cuDeviceGetName);
-    CUresult r = check_device(dev);
+    CUresult r = driver_check_device(dev);
     if (r == CUDA_SUCCESS && (name == NULL || len <= 0))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
@@ -349,7 +348,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
     DRIVER_ENTER(cuDeviceTotalMem_v2);
-    CUresult r = check_device(dev);
+    CUresult r = driver_check_device(dev);
     if (r == CUDA_SUCCESS && bytes == NULL)
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
@@ -360,7 +359,7 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 {
     DRIVER_ENTER(cuDeviceTotalMem);
-    CUresult r = check_device(dev);
+    CUresult r = driver_check_device(dev);
     if (r == CUDA_SUCCESS && bytes == NULL)
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS) { /* the 32-bit ABI clamps, as NVIDIA's does */
@@ -385,7 +384,7 @@ void driver_charge_reserved(int dev)
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     DRIVER_ENTER(cuDevicePrimaryCtxRetain);
-    CUresult r = check_device(dev);
+    CUresult r = driver_check_device(dev);
     if (r == CUDA_SUCCESS && pctx == NULL)
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS) {
@@ -401,7 +400,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 
 static CUresult ctx_release(CUdevice dev)
 {
-    CUresult r = check_device(dev);
+    CUresult r = driver_check_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
     driver_lock();
@@ -420,7 +419,7 @@ DRIVER_CALL(cuDevicePrimaryCtxRelease, (CUdevice dev), ctx_release(dev), "(%d)",
 
 static CUresult ctx_reset(CUdevice dev)
 {
-    CUresult r = check_device(dev);
+    CUresult r = driver_check_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
     driver_lock();
@@ -435,7 +434,7 @@ DRIVER_CALL(cuDevicePrimaryCtxReset, (CUdevice dev), ctx_reset(dev), "(%d)", dev
 CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
     DRIVER_ENTER(cuDevicePrimaryCtxGetState);
-    CUresult r = check_device(dev);
+    CUresult r = driver_check_device(dev);
     if (r == CUDA_SUCCESS && (flags == NULL || active == NULL))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS) {
@@ -449,7 +448,7 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *acti
 
 static CUresult ctx_set_flags(CUdevice dev, unsigned int flags)
 {
-    CUresult r = check_device(dev);
+    CUresult r = driver_check_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
     /* CU_CTX_SCHED_* is 0, 1, 2 or 4 in the low bits; the other defined
@@ -490,7 +489,7 @@ static int known_context(CUcontext ctx)
 
 static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    CUresult r = check_device(dev);
+    CUresult r = driver_check_device(dev);
     unsigned int sched = flags & 0x7; /* as cuDevicePrimaryCtxSetFlags checks */
     if (r == CUDA_SUCCESS && (pctx == NULL || (flags & ~0xffu) != 0 || sched == 3 ||
                               sched > 4))

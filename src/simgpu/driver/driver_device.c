@@ -75,18 +75,10 @@ static const struct {
     {CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED, 1},
 };
 
-static CUresult check_device(CUdevice dev)
-{
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && !driver_valid_device(dev))
-        r = CUDA_ERROR_INVALID_DEVICE;
-    return r;
-}
-
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
     DRIVER_ENTER(cuDeviceGetAttribute);
-    CUresult r = check_device(dev);
+    CUresult r = driver_check_device(dev);
     if (r == CUDA_SUCCESS && (pi == NULL || attrib < 1 || attrib >= CU_DEVICE_ATTRIBUTE_MAX))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS) {
@@ -111,7 +103,7 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
     DRIVER_ENTER(cuDeviceGetUuid_v2);
-    CUresult r = check_device(dev);
+    CUresult r = driver_check_device(dev);
     if (r == CUDA_SUCCESS && uuid == NULL)
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS) {

@@ -224,6 +224,10 @@ void driver_charge_reserved(int dev);
 /* Whether dev is an ordinal of a simulated device. */
 int driver_valid_device(int dev);
 
+/* CUDA_ERROR_NOT_INITIALIZED, CUDA_ERROR_INVALID_DEVICE when dev is not an
+ * ordinal of a simulated device, or CUDA_SUCCESS. */
+CUresult driver_check_device(CUdevice dev);
+
 void driver_lock(void);
 void driver_unlock(void);
 
