@@ -1,17 +1,8 @@
 /* ranks_diff.c - `cumemtrace diff DIR_A DIR_B`: two runs of a multi-rank
- * job compared rank by rank, and the CI gate on the worst rank.
- *
- * Matching: a rank of BASE pairs with the rank of NEW that has the same
- * rank number; ranks without one pair by host and local rank.  What is
- * left shows as NEW or GONE; a NEW rank has base 0, so it fails a
- * percentage gate (as a new device does in the one-file diff); more OOMs
- * over the job (chains, or chains that failed for good) fail the gate
- * unless --allow-oom.  A rank's
- * peak is its highest device peak, from its newest file (ranks.h).
- * Call sites match across the runs by name (frames_site_text) and compare
- * their totals over all ranks; with --by range, each pair of ranks' ranges
- * (NVTX, PyTorch's phases) match by path instead, a row per rank and range,
- * printed by diff_phases.c's table.
+ * job compared rank by rank, and the CI gate on the worst rank; how ranks
+ * pair and what each section holds is docs/cli.md's `diff` section.
+ * Call sites match across the runs by name (frames_site_text); with
+ * --by range, diff_phases.c's table prints a row per rank and range.
  */
 #include <inttypes.h>
 #include <stdlib.h>

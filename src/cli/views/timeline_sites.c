@@ -1,12 +1,7 @@
 /* timeline_sites.c - per-call-site counter tracks of the Chrome trace
- * (timeline.h).
- *
- * Per device, one counter track "device N by call site" whose args are the
- * top call sites at that device's peak (grouped as diff --by stack) and
- * "other", rebuilt from the deltas of the event log, one sample per event
- * of the device.  Only exact when nothing was thinned, so a thinned log
- * gets none (timeline.c says so in otherData).  Perfetto draws each arg as
- * its own track beside the device's total; chrome://tracing stacks them.
+ * (timeline.h; docs/cli.md's `timeline` section), rebuilt from the deltas
+ * of the event log: exact only when nothing was thinned, so a thinned log
+ * gets none (timeline.c says so in otherData).
  */
 #include <inttypes.h>
 #include <stdlib.h>
