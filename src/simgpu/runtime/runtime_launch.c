@@ -29,21 +29,16 @@
 
 #define MAX_CALL_DEPTH 16 /* nested <<<>>> configurations in one thread */
 
-struct kernel {
-    const void *host_fun; /* the key: the stub's address */
-    const char *name;     /* the mangled device name (owned by the library) */
-    UT_hash_handle hh;
-};
-
-struct symbol {
-    const void *host_var;
-    size_t size;
+/* A registered kernel or __device__ variable. */
+struct registered {
+    const void *host;  /* the key: the kernel's host stub, the variable's host shadow */
+    const char *name;  /* kernels: the mangled device name (owned by the library) */
+    size_t size;       /* variables: bytes */
     UT_hash_handle hh;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct kernel *kernels;
-static struct symbol *symbols;
+static struct registered *kernels, *symbols;
 static int fatbin_handle; /* what every registration hands back: its address */
 
 struct call_config {
@@ -54,13 +49,35 @@ struct call_config {
 static _Thread_local struct call_config call_stack[MAX_CALL_DEPTH];
 static _Thread_local int call_depth;
 
-static struct kernel *find_kernel(const void *f)
+static struct registered *find(struct registered *const *table, const void *host)
 {
-    struct kernel *k = NULL;
+    struct registered *r = NULL;
     pthread_mutex_lock(&lock);
-    HASH_FIND_PTR(kernels, &f, k);
+    HASH_FIND_PTR(*table, &host, r);
     pthread_mutex_unlock(&lock);
-    return k;
+    return r;
+}
+
+/* A second registration of the same address keeps the first.  Out of host
+ * memory nothing is kept: a launch of the kernel then fails with
+ * cudaErrorInvalidDeviceFunction, a copy to the variable with
+ * cudaErrorInvalidValue. */
+static void add(struct registered **table, const void *host, const char *name, size_t size)
+{
+    struct registered *r = malloc(sizeof *r);
+    if (r == NULL)
+        return;
+    r->host = host;
+    r->name = name;
+    r->size = size;
+    struct registered *old = NULL;
+    pthread_mutex_lock(&lock);
+    HASH_FIND_PTR(*table, &r->host, old);
+    if (old == NULL)
+        HASH_ADD_PTR(*table, host, r);
+    pthread_mutex_unlock(&lock);
+    if (old != NULL)
+        free(r);
 }
 
 /* ---- registration (declared in NVIDIA's crt/host_runtime.h, which is not
@@ -106,19 +123,7 @@ void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *de
 {
     (void)fatCubinHandle, (void)deviceFun, (void)thread_limit, (void)tid, (void)bid;
     (void)bDim, (void)gDim, (void)wSize;
-    struct kernel *k = malloc(sizeof *k);
-    if (k == NULL)
-        return; /* launches of it then fail with cudaErrorInvalidDeviceFunction */
-    k->host_fun = hostFun;
-    k->name = deviceName;
-    struct kernel *old = NULL;
-    pthread_mutex_lock(&lock);
-    HASH_FIND_PTR(kernels, &k->host_fun, old);
-    if (old == NULL)
-        HASH_ADD_PTR(kernels, host_fun, k);
-    pthread_mutex_unlock(&lock);
-    if (old != NULL)
-        free(k);
+    add(&kernels, hostFun, deviceName, 0);
 }
 
 void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress,
@@ -126,19 +131,7 @@ void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress
 {
     (void)fatCubinHandle, (void)deviceAddress, (void)deviceName, (void)ext;
     (void)constant, (void)global;
-    struct symbol *s = malloc(sizeof *s);
-    if (s == NULL)
-        return;
-    s->host_var = hostVar;
-    s->size = size;
-    struct symbol *old = NULL;
-    pthread_mutex_lock(&lock);
-    HASH_FIND_PTR(symbols, &s->host_var, old);
-    if (old == NULL)
-        HASH_ADD_PTR(symbols, host_var, s);
-    pthread_mutex_unlock(&lock);
-    if (old != NULL)
-        free(s);
+    add(&symbols, hostVar, NULL, size);
 }
 
 unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem,
@@ -170,7 +163,7 @@ static cudaError_t check_launch(const void *func, dim3 grid, dim3 block)
     cudaError_t e = runtime_context();
     if (e != cudaSuccess)
         return e;
-    if (find_kernel(func) == NULL)
+    if (find(&kernels, func) == NULL)
         return cudaErrorInvalidDeviceFunction;
     unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0 || threads > 1024 ||
@@ -182,7 +175,7 @@ static cudaError_t check_launch(const void *func, dim3 grid, dim3 block)
 cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *func)
 {
     RUNTIME_ENTER(__cudaGetKernel);
-    struct kernel *k = func == NULL ? NULL : find_kernel(func);
+    struct registered *k = func == NULL ? NULL : find(&kernels, func);
     cudaError_t e = kernel == NULL ? cudaErrorInvalidValue
                     : k == NULL    ? cudaErrorInvalidDeviceFunction
                                    : cudaSuccess;
@@ -196,9 +189,9 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
 {
     RUNTIME_ENTER(__cudaLaunchKernel);
     (void)args;
-    const struct kernel *k = (const struct kernel *)(void *)kernel;
+    const struct registered *k = (const struct registered *)(void *)kernel;
     cudaError_t e = k == NULL ? cudaErrorInvalidDeviceFunction
-                              : check_launch(k->host_fun, gridDim, blockDim);
+                              : check_launch(k->host, gridDim, blockDim);
     return runtime_leave(RSYM___cudaLaunchKernel, e, "(%s, %zu, %p)", k ? k->name : "(null)",
                          sharedMem, (void *)stream);
 }
@@ -247,7 +240,7 @@ cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *f
 {
     RUNTIME_ENTER(cudaFuncGetAttributes);
     cudaError_t e = attr == NULL ? cudaErrorInvalidValue : runtime_context();
-    if (e == cudaSuccess && find_kernel(func) == NULL)
+    if (e == cudaSuccess && find(&kernels, func) == NULL)
         e = cudaErrorInvalidDeviceFunction;
     if (e == cudaSuccess) {
         /* What a small elementwise kernel built for sm_90 reports. */
@@ -266,7 +259,7 @@ cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, 
 {
     RUNTIME_ENTER(cudaFuncSetAttribute);
     cudaError_t e = runtime_context();
-    if (e == cudaSuccess && find_kernel(func) == NULL)
+    if (e == cudaSuccess && find(&kernels, func) == NULL)
         e = cudaErrorInvalidDeviceFunction;
     return runtime_leave(RSYM_cudaFuncSetAttribute, e, "(%p, %d, %d)", func, (int)attr, value);
 }
@@ -287,7 +280,7 @@ static cudaError_t occupancy(int *numBlocks, const void *func, int blockSize)
 {
     cudaError_t e = numBlocks == NULL || blockSize <= 0 ? cudaErrorInvalidValue
                                                         : runtime_context();
-    if (e == cudaSuccess && find_kernel(func) == NULL)
+    if (e == cudaSuccess && find(&kernels, func) == NULL)
         e = cudaErrorInvalidDeviceFunction;
     if (e == cudaSuccess) {
         int n = 2048 / blockSize;
@@ -315,22 +308,13 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlock
 
 /* ---- __device__ variables ---- */
 
-static struct symbol *find_symbol(const void *v)
-{
-    struct symbol *s = NULL;
-    pthread_mutex_lock(&lock);
-    HASH_FIND_PTR(symbols, &v, s);
-    pthread_mutex_unlock(&lock);
-    return s;
-}
-
 /* The device copy of a variable is its host shadow: kernels never run, and
  * copies to and from it then behave as on real memory. */
 cudaError_t cudaGetSymbolAddress(void **devPtr, const void *symbol)
 {
     RUNTIME_ENTER(cudaGetSymbolAddress);
     cudaError_t e = devPtr == NULL ? cudaErrorInvalidValue : runtime_context();
-    if (e == cudaSuccess && find_symbol(symbol) == NULL)
+    if (e == cudaSuccess && find(&symbols, symbol) == NULL)
         e = cudaErrorInvalidValue; /* NVIDIA: cudaErrorInvalidSymbol */
     if (e == cudaSuccess)
         *devPtr = (void *)symbol;
@@ -342,7 +326,7 @@ cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count
 {
     RUNTIME_ENTER(cudaMemcpyToSymbol);
     cudaError_t e = runtime_context();
-    struct symbol *s = e == cudaSuccess ? find_symbol(symbol) : NULL;
+    struct registered *s = e == cudaSuccess ? find(&symbols, symbol) : NULL;
     if (e == cudaSuccess && (s == NULL || offset > s->size || count > s->size - offset ||
                              (unsigned)kind > cudaMemcpyDefault))
         e = cudaErrorInvalidValue;
