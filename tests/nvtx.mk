@@ -18,7 +18,7 @@ $(NVTX_PROGS): $(BUILD)/tests/progs/%: tests/progs/nvtx/%.c $(SIMRT)
 	@mkdir -p $(dir $@)
 	$(CC) $(PROG_CFLAGS) -Itests/progs -isystem $(NVTX_INC) -o $@ $< \
 	    -L$(BUILD)/sim -lcudart -ldl -lpthread
-test-bins: $(NVTX_PROGS)
+test-bins test-progs: $(NVTX_PROGS)
 endif
 
 # `make bench`: what NVTX ranges cost under the tracer (scripts/bench_phases.py,

@@ -126,11 +126,16 @@ $(BUILD)/tests/progs/static_workload: tests/progs/rt_workload.c
 test-bins: all $(UNIT_BIN) $(PROG_BIN) $(EXTRA_TEST_BINS) $(BUILD)/tests/bench/bench_alloc \
     $(BUILD)/bench/fastrt/libcudart.so.13
 
+# The programs alone: what the TSan run needs beside the two tracker tests.
+.PHONY: test-progs
+test-progs: all $(PROG_BIN)
+
 test-unit: test-bins
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
 test-e2e: test-bins
-	CUMEMTRACE_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/e2e
+	CUMEMTRACE_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider \
+	    $(E2E_SELECT) tests/e2e
 
 # The whole suite: what the README and CI run.
 test: check-deps
@@ -143,12 +148,15 @@ test-quick: check-deps
 	CUMEMTRACE_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider \
 	    -m "not instructions" tests/e2e
 
-# Sanitizer variants (CI runs both): the whole suite under ASan+UBSan, and
-# the threaded and fork tests under TSan.
+# Sanitizer variants (CI runs both): the whole suite under ASan+UBSan but
+# the tests that run none of our C (marked no_c in tests/e2e/conftest.py),
+# and the threaded and fork tests under TSan.
 test-san: check-deps
-	@$(MAKE) --no-print-directory SAN=address,undefined test-unit test-e2e
+	@$(MAKE) --no-print-directory SAN=address,undefined test-unit test-e2e \
+	    E2E_SELECT='-m "not no_c"'
 test-tsan: check-deps
-	@$(MAKE) --no-print-directory SAN=thread BUILD=build-tsan test-bins
+	@$(MAKE) --no-print-directory SAN=thread BUILD=build-tsan all test-progs \
+	    build-tsan/tests/unit/test_record build-tsan/tests/unit/test_record_threads
 	build-tsan/tests/unit/test_record   # the tracker's tables under threads
 	build-tsan/tests/unit/test_record_threads   # 2-8 threads against their replay
 	CUMEMTRACE_BUILD=$(abspath build-tsan) $(PYTHON) -m pytest -q -p no:cacheprovider \

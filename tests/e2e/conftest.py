@@ -194,19 +194,27 @@ def within_budget(what, value, measured):
 # ---- the slow set: tests that count instructions under callgrind ----
 # A module that sets COUNTS_INSTRUCTIONS = True has every test marked
 # `instructions`: `make test` runs them, `make test-quick` skips them
-# (-m "not instructions").
+# (-m "not instructions").  A module that sets RUNS_NO_C = True (it reads
+# sources, docs or scripts and starts nothing we built) has every test
+# marked `no_c`: a sanitizer has nothing to watch there, and `make
+# test-san` leaves them out (-m "not no_c").
 
 def pytest_configure(config):
     needs.configure(config)
     config.addinivalue_line(
         "markers", "instructions: counts instructions under callgrind (slow); "
         "make test-quick skips these")
+    config.addinivalue_line(
+        "markers", "no_c: runs none of our C (the library, the CLI, the simulated "
+        "device, the test programs): make test-san leaves these out")
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if getattr(item.module, "COUNTS_INSTRUCTIONS", False):
             item.add_marker(pytest.mark.instructions)
+        if getattr(item.module, "RUNS_NO_C", False):
+            item.add_marker(pytest.mark.no_c)
 
 
 def pytest_runtest_setup(item):

@@ -17,6 +17,8 @@ import pytest
 
 from conftest import ROOT
 
+RUNS_NO_C = True  # compiles its own probes of our headers with the plain compiler
+
 CUDA_HOME = pathlib.Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
 CUDA_INCLUDE = pathlib.Path(os.environ.get("CUDA_INCLUDE", CUDA_HOME / "include"))
 CHECK = ROOT / "tests" / "abi" / "check_abi.py"

@@ -16,6 +16,8 @@ from conftest import ROOT
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import bench_torch_history as bench  # noqa: E402
 
+RUNS_NO_C = True  # reads the bench script and the layer's source
+
 
 def _layer_constants():
     """history.py's module-level literals and modes, as Python evaluates

@@ -6,6 +6,8 @@ be understood, tested or changed without the other."""
 import os
 import re
 
+RUNS_NO_C = True  # reads src/
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SRC = os.path.join(ROOT, "src")
 # where a quoted include is looked for: the including file's directory, then

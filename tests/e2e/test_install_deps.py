@@ -6,6 +6,8 @@ import subprocess
 
 from conftest import ROOT
 
+RUNS_NO_C = True  # reads the install script and the Makefile
+
 
 def test_make_demo_checks_for_what_the_torch_venv_needs():
     dry = subprocess.run(["make", "-n", "demo"], cwd=ROOT, capture_output=True, text=True,

@@ -25,6 +25,8 @@ from conftest import BUILD, ROOT
 from needs import missing
 from test_include_cycles import components  # the same Tarjan, on units
 
+RUNS_NO_C = True  # reads the build's objects with nm
+
 SRC = os.path.join(str(ROOT), "src")
 OBJ = os.path.join(str(BUILD), "obj", "src")
 IMPL = re.compile(r'^\s*#\s*include\s+"(\w+)_impl\.h"', re.M)

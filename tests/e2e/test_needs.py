@@ -16,6 +16,8 @@ sys.path.insert(0, {str(TESTS)!r})
 import needs
 import pytest
 
+RUNS_NO_C = True  # runs pytest on its own small suites
+
 
 def pytest_configure(config):
     needs.configure(config)

@@ -10,6 +10,8 @@ import sysconfig
 
 import pytest
 
+RUNS_NO_C = True  # imports the layer's Python grouping alone
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
