@@ -109,10 +109,10 @@ int html_tview_bands(const struct html_tview *v, struct snapshot *s, size_t d, u
 void html_readings_free(struct html_reading *rd, size_t n);
 
 /* Counts the nodes of s's flame graph in a mode into *nodes, as the page
- * lays them out (html_flame.c); tv: the file's tensor model.  -1 when out
- * of memory. */
-int html_flame_nodes(const struct snapshot *s, const struct html_tview *tv, int mode,
-                     uint64_t *nodes);
+ * lays them out (html_flame.c); tv: the file's tensor model, entry_of: each
+ * stack's entry point as the model numbers them.  -1 when out of memory. */
+int html_flame_nodes(const struct snapshot *s, const struct html_tview *tv,
+                     const uint32_t *entry_of, int mode, uint64_t *nodes);
 
 /* Writes the model of s[0..n) ("kind": "report" or "diff", a diff being
  * n == 2 with s[0] the base) as one JSON value.  -1 when out of memory. */

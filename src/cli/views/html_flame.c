@@ -10,7 +10,6 @@
  * tensors (html_tview) by their group's frames alone.
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include "arena.h"
 #include "hmap.h"
@@ -47,15 +46,12 @@ static int add_path(struct hmap *map, uint32_t top, uint32_t *next, size_t steps
     return 0;
 }
 
-int html_flame_nodes(const struct snapshot *s, const struct html_tview *tv, int mode,
-                     uint64_t *nodes)
+int html_flame_nodes(const struct snapshot *s, const struct html_tview *tv,
+                     const uint32_t *entry_of, int mode, uint64_t *nodes)
 {
     size_t ndev = 0;
     for (size_t d = 0; d < s->ndevices; d++)
         ndev += s->devices[d].ordinal >= 0 && mode_groups(s, &s->devices[d], mode) != NULL;
-    /* entry points, told apart by name as the page does */
-    const char **entries = NULL;
-    size_t nentries = 0, cap = 0;
     struct arena a;
     struct hmap map;
     arena_init(&a);
@@ -87,27 +83,12 @@ int html_flame_nodes(const struct snapshot *s, const struct html_tview *tv, int 
                 continue;
             const struct snap_stack *st =
                 g->v[i].stack != SNAP_NO_STACK ? &s->stacks[g->v[i].stack] : NULL;
-            int32_t entry = -1;
-            if (st) {
-                const char *e = st->entry ? st->entry : "unknown";
-                size_t k;
-                for (k = 0; k < nentries && strcmp(entries[k], e) != 0; k++)
-                    ;
-                if (k == nentries) {
-                    if (snapshot_vec_reserve((void **)&entries, &cap, sizeof *entries,
-                                             nentries + 1)) {
-                        rc = -1;
-                        break;
-                    }
-                    entries[nentries++] = e;
-                }
-                entry = -2 - (int32_t)k;
-            }
+            /* entry points told apart by name, as the page does */
+            int32_t entry = st ? -2 - (int32_t)entry_of[g->v[i].stack] : -1;
             rc = add_path(&map, top, &next, st ? (size_t)st->nframes + 1 : 1, st == NULL,
                           st ? st->frames : NULL, st ? st->nframes : 0, entry);
         }
     }
-    free(entries);
     hmap_free(&map);
     arena_free(&a);
     *nodes = next;

@@ -634,7 +634,7 @@ static void write_meta(struct json_out *w, const struct snapshot *s)
  * third of the size of arrays of numbers, and three values to parse
  * instead of 300 000. */
 static int write_stacks(struct json_out *w, const struct snapshot *s,
-                        const struct html_tview *tv)
+                        const struct html_tview *tv, uint32_t **entry_out)
 {
     static const char digits[] =
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -683,7 +683,7 @@ static int write_stacks(struct json_out *w, const struct snapshot *s,
                                        : tv->stacks[i - s->nstacks].nframes);
     json_out_end_array(w);
     free(entries);
-    free(entry_of);
+    *entry_out = entry_of; /* the caller's: html_flame_nodes tells entries apart by it */
     char *buf = malloc(total * width + 1);
     if (buf == NULL)
         return -1;
@@ -705,7 +705,7 @@ static int write_stacks(struct json_out *w, const struct snapshot *s,
 static int write_file(struct json_out *w, struct snapshot *s)
 {
     struct model m;
-    uint32_t *order = NULL;
+    uint32_t *order = NULL, *entry_of = NULL;
     struct advice *adv = NULL;
     int rc = -1;
     if (model_build(&m, s) != 0)
@@ -726,7 +726,7 @@ static int write_file(struct json_out *w, struct snapshot *s)
     json_out_begin_object(w);
     write_meta(w, s);
     json_out_key_bool(w, "tensor_model", m.tv.on);
-    if (write_stacks(w, s, &m.tv) != 0)
+    if (write_stacks(w, s, &m.tv, &entry_of) != 0)
         goto out;
     if (write_sites(w, &m, order) != 0)
         goto out;
@@ -738,7 +738,7 @@ static int write_file(struct json_out *w, struct snapshot *s)
         uint64_t nn;
         if (md == HTML_FLAME_OOM && !s->oom.present)
             continue;
-        if (html_flame_nodes(s, &m.tv, md, &nn) != 0)
+        if (html_flame_nodes(s, &m.tv, entry_of, md, &nn) != 0)
             goto out;
         json_out_key_u64(w, modes[md], nn);
     }
@@ -814,6 +814,7 @@ static int write_file(struct json_out *w, struct snapshot *s)
 out:
     free(adv);
     free(order);
+    free(entry_of);
     model_free(&m);
     return rc;
 }
