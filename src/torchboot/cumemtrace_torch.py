@@ -141,7 +141,7 @@ def _queue(cuda):
     """Queues the observer for when torch's CUDA initialises (its device
     allocators exist only from then on); True when queued."""
     if getattr(cuda, "_cumemtrace_layer", False):
-        return True  # the other way in (torch_layer.c or sitecustomize) was first
+        return True  # loaded already
     report = part("library").facts_fn()
     if report is None:
         return True  # not traced: nothing to tell, nothing to wait for
@@ -177,10 +177,10 @@ def _watch():
 def install(watch=True):
     """Queues the observer once torch.cuda is there: True when done (or
     nothing to do), False when torch.cuda is not there yet.  Then, with
-    `watch`, an audit hook waits for it.  Called by our sitecustomize
-    (watch=False: it waits itself, without importing ctypes into a process
-    that may never import torch) and by the library's own hook under a plain
-    LD_PRELOAD (torch_layer.c); safe to call twice."""
+    `watch`, an audit hook waits for it.  Called by the preloaded library
+    (torch_layer.c): from its own audit hook in C once torch.cuda is there
+    (watch=False), or, where it could not add that hook, from the first
+    allocation; safe to call twice."""
     cuda = _cuda_module()
     if cuda is not None:
         return _queue(cuda)

@@ -1,16 +1,18 @@
 """cumemtrace's start-up hook, put first on PYTHONPATH by `cumemtrace run`.
 
-It asks cumemtrace_torch to attach PyTorch's out-of-memory observer if and
-when the program imports torch, then runs the sitecustomize this one hides
-(the next one on sys.path, as `coverage` and `ddtrace-run` do).  The host
+It gives the program back the sys.path and PYTHONPATH it would have had
+without us, then runs the sitecustomize this one hides (the next one on
+sys.path, as `coverage` and `ddtrace-run` do).  It loads nothing of the
+PyTorch layer: the preloaded library does, when the program imports
+torch.cuda (src/preload/life/torch_layer.c, an audit hook in C that runs no
+Python until then), so that no Python function of ours is called at each
+audited event of the process, as a Python audit hook was.  The host
 must see what it would see without us: its sys.path,
 PYTHONPATH, sys.modules (no `sitecustomize` when it has none, no module of
 ours, nothing imported that it did not import), sys.meta_path, and what site
 prints when its own sitecustomize raises.  So this file imports only modules
-every interpreter has loaded before site runs, loads cumemtrace_torch
-without registering it, and leaves by the ImportError that site takes for
-"there is no sitecustomize".  A failure of our own disables the layer with
-one warning, never the program.
+every interpreter has loaded before site runs and leaves by the ImportError
+that site takes for "there is no sitecustomize".
 """
 import os
 import sys
@@ -19,47 +21,13 @@ import sys
 def _restore_environment(here):
     # This directory served its purpose: the program sees the sys.path and
     # PYTHONPATH it would have had without us.  Child processes keep the
-    # preloaded library, whose own hook loads the layer (torch_layer.c).
+    # preloaded library, which loads the layer there too (torch_layer.c).
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     was = os.environ.pop("CUMEMTRACE_PYTHONPATH", None)
     if was is not None:
         os.environ["PYTHONPATH"] = was[1:]  # "=<value>", or "-" when unset
         if was == "-":
             del os.environ["PYTHONPATH"]
-
-
-def _load_layer(here):
-    """cumemtrace_torch, loaded without putting it in sys.modules."""
-    bootstrap = sys.modules["_frozen_importlib"]
-    external = sys.modules["_frozen_importlib_external"]
-    spec = external.spec_from_file_location(
-        "cumemtrace_torch", os.path.join(here, "cumemtrace_torch.py"))
-    module = bootstrap.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _watch(here):
-    """Loads the layer when the program imports torch (an audit hook sees
-    every real import; importlib.util.find_spec's probe is none, and no
-    finder of ours sits in sys.meta_path).  Until then nothing of ours is
-    imported, ctypes included.  Audit hooks cannot be removed: once done,
-    ours returns at its first comparison."""
-    state = {"done": False, "layer": None}
-
-    def hook(event, args):
-        if event != "import" or state["done"] or "torch.cuda" not in sys.modules:
-            return
-        try:
-            if state["layer"] is None:
-                state["layer"] = _load_layer(here)
-            state["done"] = state["layer"].install(watch=False)
-        except Exception as e:  # an audit hook's error would fail the import
-            state["done"] = True
-            sys.stderr.write(f"cumemtrace: warning: the PyTorch layer is off "
-                             f"({type(e).__name__}: {e}); post-mortems show "
-                             f"driver-level figures only\n")
-    sys.addaudithook(hook)
 
 
 def _outer_frames():
@@ -123,7 +91,6 @@ def _run_hosts_sitecustomize():
 def _boot():
     here = os.path.dirname(os.path.abspath(__file__))
     _restore_environment(here)
-    _watch(here)
     return _run_hosts_sitecustomize()
 
 

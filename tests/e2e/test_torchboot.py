@@ -4,11 +4,13 @@ same sys.path, the host's own sitecustomize still run, nothing on stderr, no
 torch imported.  (With torch it attaches the OOM observer: tests/torch.)"""
 import json
 import os
+import re
+import shutil
 import subprocess
 
 import pytest
 
-from conftest import CLI, SIM, base_env, run_env
+from conftest import CLI, SAN_RUNTIME, SIM, base_env, run_env
 from needs import DEPS, needs
 
 PYTHON = "/usr/bin/python3"
@@ -294,3 +296,56 @@ def test_fit_without_pytorchs_reset_says_so_once_and_goes_on(tmp_path):
         "cumemtrace: warning: PyTorch 2.0.0 has no torch._C._cuda_resetPeakMemoryStats: "
         "fit's PyTorch peaks are those since the script's last reset_peak_memory_stats()"], \
         r.stderr
+
+
+EVENTS = ("import sys\n"
+          "if sys.argv[2] != '-':\n"
+          "    sys.path.insert(0, sys.argv[2])\n"
+          "    import torch  # a stand-in: torch.cuda with what the layer waits for\n"
+          "for _ in range(int(sys.argv[1])):\n"
+          "    id(sys)\n")
+
+
+def _instructions(tmp_path, traced, n, lib):
+    """Callgrind's count for a program that raises `n` audited events
+    (builtins.id), bare or under `cumemtrace run`, with the stand-in torch
+    in `lib` imported first (or none: "-")."""
+    env = run_env() if traced else base_env(preload=False)
+    env.pop("PYTHONPATH", None)
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+           PYTHON, "-c", EVENTS, str(n), lib]
+    if traced:
+        cmd = [str(CLI), "run", "--output", f"{tmp_path}/", "--"] + cmd
+    r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    m = re.search(r"Collected : (\d+)", r.stderr)
+    assert r.returncode == 0 and m, r.stderr[-2000:]
+    assert "warning" not in r.stderr, r.stderr
+    return int(m.group(1))
+
+
+@pytest.mark.instructions  # make test-quick skips it (conftest.py)
+@pytest.mark.skipif(SAN_RUNTIME is not None or shutil.which("valgrind") is None,
+                    reason="needs valgrind and an uninstrumented build")
+@pytest.mark.parametrize("torch", [False, True])
+def test_an_audited_event_costs_little(tmp_path, torch):
+    # What each audited event of the process pays for us, in instructions
+    # (slope between n and 3n events, traced less bare).  Until torch.cuda
+    # is imported the library's audit hook is in: CPython builds each
+    # event's arguments and calls it (a name compared), about 520 measured
+    # with python3.11.  Once it has loaded the layer it takes itself out:
+    # nothing.  Before, `run`'s sitecustomize added a Python audit hook,
+    # some 1,300 an event for the process's whole life.
+    lib = "-"
+    if torch:
+        pkg = tmp_path / "lib" / "torch"
+        (pkg / "cuda").mkdir(parents=True)
+        (pkg / "__init__.py").write_text("import torch.cuda\n")
+        (pkg / "cuda" / "__init__.py").write_text(FAKE_CUDA)
+        lib = str(tmp_path / "lib")
+    n = 20000
+    slope = {t: (_instructions(tmp_path, t, 3 * n, lib) - _instructions(tmp_path, t, n, lib))
+             / (2 * n) for t in (False, True)}
+    added = slope[True] - slope[False]
+    print(f"instructions an audited event adds (torch.cuda imported: {torch}): {added:.0f} "
+          f"(bare loop {slope[False]:.0f})")
+    assert added < (20 if torch else 580), slope

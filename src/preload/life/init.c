@@ -185,6 +185,7 @@ static void init(void)
     call_state_init();
     output_init();
     python_init();
+    torch_layer_watch_imports();
     if (python_wanted()) /* the peak's frames, for the PyTorch layer (record_peak.c) */
         __atomic_store_n(&record_peak_selves, python_selves, __ATOMIC_RELEASE);
     signals_init(at_python_exit);

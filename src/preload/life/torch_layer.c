@@ -1,9 +1,24 @@
 /* torch_layer.c - the library's side of the PyTorch layer: loading it
- * under a plain LD_PRELOAD (here), and fresh figures before a dump (below).
+ * (here), and fresh figures before a dump (below).
  *
- * `cumemtrace run` boots src/torchboot through PYTHONPATH.  Without it, at
- * the first allocation of a process running CPython we ask the interpreter
- * to do the same at a safe point: Py_AddPendingCall needs neither the GIL
+ * Loading: the layer must be in before PyTorch's CUDA initialises, so that
+ * its history sees the program's first tensor.  In a process that runs
+ * CPython from the start (python itself, under `cumemtrace run` or a plain
+ * LD_PRELOAD) the constructor adds an audit hook in C (PySys_AddAuditHook,
+ * before Py_Initialize: no Python hook sees it added, and no Python code
+ * runs for it).  At each import it compares the event's name and, until
+ * torch.cuda has the names cumemtrace_torch needs, looks it up in the
+ * interpreter's modules; then it loads the layer, once, on that thread,
+ * and takes itself out of CPython's list where it is the only hook in it
+ * (below, add_hook_found): from then on an audited event costs what it
+ * costs bare.  Where it cannot be taken out, it returns at its first test,
+ * but each audited event of the process still builds its arguments and
+ * calls it - the cost a Python audit hook had, there at every optimizer
+ * step (the layer's own events, PyTorch's id()), less the Python call.
+ *
+ * Otherwise (Python found only at the first allocation: an embedder that
+ * loads libpython later), at the first allocation of a process running
+ * CPython we ask the interpreter to do the same at a safe point: Py_AddPendingCall needs neither the GIL
  * nor a thread state (we may be inside PyTorch's allocator lock), and
  * CPython runs the call in the main thread, with the GIL, between two
  * bytecodes.  It needs an interpreter, though: we ask only from a thread
@@ -16,6 +31,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <pthread.h>
@@ -35,6 +51,7 @@
 
 static char layer_code[2048];
 static int layer_armed, layer_tries;
+static bool imports_watched; /* the audit hook is in: no pending call */
 static struct python_layer_api py; /* set before the pending call is queued */
 #define LAYER_TRIES 64 /* allocations that may look for torch */
 
@@ -106,7 +123,7 @@ static const char layer_fmt[] =
     "        s = x.spec_from_file_location('cumemtrace_torch', '%s/cumemtrace_torch.py')\n"
     "        m = sys.modules['_frozen_importlib'].module_from_spec(s)\n"
     "        s.loader.exec_module(m)\n"
-    "        m.install()\n"
+    "        m.install(%s)\n"
     "    except Exception as e:\n"
     "        sys.stderr.write('cumemtrace: warning: the PyTorch layer is off (%%s); '\n"
     "                         'post-mortems show driver-level figures only' %% e + chr(10))\n"
@@ -138,21 +155,188 @@ static bool interpreter_takes_calls(void)
     return main_thread > 0 && python_initialized();
 }
 
+/* The layer's loading code, in layer_code; false when there is no
+ * torchboot directory beside the library or its path cannot be quoted.
+ * `watch`: the layer waits for torch.cuda itself when it is not there yet
+ * (no audit hook of ours does). */
+static bool make_layer_code(bool watch)
+{
+    char dir[1024];
+    if (!layer_dir(dir, sizeof dir))
+        return false;
+    for (const char *c = dir; *c; c++)
+        if (*c == '\'' || *c == '"' || *c == '\\' || *c == '\n')
+            return false; /* not a path we can quote safely: no layer */
+    snprintf(layer_code, sizeof layer_code, layer_fmt, dir, watch ? "True" : "False");
+    return true;
+}
+
 void python_arm_torch_layer(void)
 {
     if (__atomic_load_n(&python_mode, __ATOMIC_ACQUIRE) != PYTHON_ON ||
+        __atomic_load_n(&imports_watched, __ATOMIC_RELAXED) ||
         __atomic_load_n(&layer_armed, __ATOMIC_ACQUIRE) || !interpreter_takes_calls() ||
         __atomic_exchange_n(&layer_armed, 1, __ATOMIC_ACQ_REL) ||
         __atomic_add_fetch(&layer_tries, 1, __ATOMIC_RELAXED) > LAYER_TRIES)
         return;
-    char dir[1024];
-    if (!python_layer_api(&py) || !layer_dir(dir, sizeof dir))
+    if (!python_layer_api(&py) || !make_layer_code(true))
         return;
-    for (const char *c = dir; *c; c++)
-        if (*c == '\'' || *c == '"' || *c == '\\' || *c == '\n')
-            return; /* not a path we can quote safely: no layer */
-    snprintf(layer_code, sizeof layer_code, layer_fmt, dir);
     py.add_pending(run_layer, NULL);
+}
+
+/* ---- the import watch (the top) ---- */
+
+static struct {
+    int (*is_initialized)(void);             /* Py_IsInitialized */
+    int (*run_simple)(const char *);         /* PyRun_SimpleString */
+    void *(*modules)(void);                  /* PyImport_GetModuleDict: borrowed */
+    void *(*dict_get)(void *, const char *); /* PyDict_GetItemString: borrowed */
+    void *(*module_dict)(void *);            /* PyModule_GetDict: borrowed */
+    void *(*interp)(void);                   /* PyInterpreterState_Get */
+    void *(*main_interp)(void);              /* PyInterpreterState_Main */
+    void *(*err_occurred)(void);             /* PyErr_Occurred */
+    void (*err_fetch)(void **, void **, void **);
+    void (*err_restore)(void *, void *, void *);
+    void (*decref)(void *);                  /* Py_DecRef */
+} iw;
+static int imports_done; /* written with the GIL held */
+
+/* With the GIL, at an import: true once torch.cuda holds what
+ * cumemtrace_torch._cuda_module waits for (it may still be importing its
+ * own submodules; the layer queues its work for CUDA's initialisation).
+ * Only dict look-ups: no Python code runs, no audited event is raised. */
+static bool torch_cuda_ready(void)
+{
+    void *modules = iw.modules();
+    void *cuda = modules != NULL ? iw.dict_get(modules, "torch.cuda") : NULL;
+    if (cuda == NULL)
+        return false;
+    void *t = NULL, *v = NULL, *tb = NULL;
+    iw.err_fetch(&t, &v, &tb); /* PyModule_GetDict sets one for a non-module */
+    void *d = iw.module_dict(cuda);
+    bool ready = d != NULL && iw.dict_get(d, "_lazy_call") != NULL &&
+                 iw.dict_get(d, "is_initialized") != NULL &&
+                 iw.dict_get(d, "_queued_calls") != NULL;
+    if (d == NULL && iw.err_occurred() != NULL) {
+        void *t2 = NULL, *v2 = NULL, *tb2 = NULL;
+        iw.err_fetch(&t2, &v2, &tb2);
+        iw.decref(t2);
+        iw.decref(v2);
+        iw.decref(tb2);
+        ready = true; /* not a module: the layer's own code says what it is */
+    }
+    iw.err_restore(t, v, tb);
+    return ready;
+}
+
+/* Taking the hook back out.  CPython offers no way: its C hooks are a
+ * list, {next, function, data} an entry (3.8-3.13), whose head is a word
+ * of _PyRuntime; while the head is NULL (and no Python hook is there) an
+ * audited event builds nothing and calls nothing, as in the bare process.
+ * Ours is found, not assumed: the one word of _PyRuntime (its symbol's
+ * size) that PySys_AddAuditHook changed, from NULL to an entry holding
+ * on_audit and no next.  Another C hook added before ours (none changed
+ * then) or any other word changed: ours stays in.  The entry is never freed
+ * (an interpreter of another GIL may be reading it); CPython's finalisation
+ * then frees the hooks after it, as it would have. */
+static void **hook_head;  /* the head's word, where ours is the only hook */
+static void *hook_entry;
+
+static void unhook(void)
+{
+    if (hook_head == NULL)
+        return;
+    void *e = hook_entry;
+    if (__atomic_load_n(hook_head, __ATOMIC_ACQUIRE) == e)
+        __atomic_store_n(hook_head, ((void **)e)[0], __ATOMIC_RELEASE);
+    hook_head = NULL;
+}
+
+static int on_audit(const char *event, void *args, void *data);
+
+/* Adds on_audit, and finds its entry where that can be told (above). */
+static bool add_hook_found(int (*add_hook)(int (*)(const char *, void *, void *), void *))
+{
+    void *rt = resolve_dlsym(RTLD_DEFAULT, "_PyRuntime");
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    size_t words = 0;
+    if (rt != NULL && dladdr1(rt, &info, (void **)&sym, RTLD_DL_SYMENT) != 0 && sym != NULL &&
+        sym->st_value != 0 && (uintptr_t)rt % sizeof(void *) == 0)
+        words = sym->st_size / sizeof(void *);
+    void **before = words != 0 && words <= (1u << 20) ? malloc(words * sizeof(void *)) : NULL;
+    if (before != NULL)
+        memcpy(before, rt, words * sizeof(void *));
+    if (add_hook(on_audit, NULL) != 0) {
+        free(before);
+        return false;
+    }
+    if (before == NULL)
+        return true;
+    void **now = rt, **head = NULL;
+    size_t changed = 0;
+    for (size_t i = 0; i < words; i++) {
+        if (now[i] == before[i])
+            continue;
+        changed++;
+        head = before[i] == NULL ? &now[i] : NULL;
+    }
+    free(before);
+    if (changed != 1 || head == NULL)
+        return true;
+    void **e = *head;
+    if (e[0] == NULL && e[1] == (void *)on_audit && e[2] == NULL) {
+        hook_entry = e;
+        hook_head = head;
+    }
+    return true;
+}
+
+/* The audit hook: every audited event of the process calls it, with the
+ * GIL, until it has loaded the layer and taken itself out (above).  Returns 0 always: it never aborts an event. */
+static int on_audit(const char *event, void *args, void *data)
+{
+    (void)args;
+    (void)data;
+    if (imports_done || event[0] != 'i' || strcmp(event, "import") != 0)
+        return 0;
+    if (iw.interp() != iw.main_interp() || !torch_cuda_ready())
+        return 0; /* a sub-interpreter's import, or torch.cuda not there yet */
+    imports_done = 1; /* before: the layer's own imports come back here */
+    iw.run_simple(layer_code); /* says its own failures */
+    unhook();
+    return 0;
+}
+
+#define IW(field, name) (*(void **)&iw.field = resolve_dlsym(RTLD_DEFAULT, name))
+
+/* Resolved here, not through python.c: CUMEMTRACE_PYTHON=0 (no Python
+ * frames in stacks) keeps the layer. */
+void torch_layer_watch_imports(void)
+{
+    int (*add_hook)(int (*)(const char *, void *, void *), void *);
+    *(void **)&add_hook = resolve_dlsym(RTLD_DEFAULT, "PySys_AddAuditHook");
+    if (add_hook == NULL || IW(is_initialized, "Py_IsInitialized") == NULL ||
+        iw.is_initialized())
+        return; /* no CPython, or one running already: no hook of Python's
+                   may see ours added */
+    IW(run_simple, "PyRun_SimpleString");
+    IW(modules, "PyImport_GetModuleDict");
+    IW(dict_get, "PyDict_GetItemString");
+    IW(module_dict, "PyModule_GetDict");
+    IW(interp, "PyInterpreterState_Get");
+    IW(main_interp, "PyInterpreterState_Main");
+    IW(err_occurred, "PyErr_Occurred");
+    IW(err_fetch, "PyErr_Fetch");
+    IW(err_restore, "PyErr_Restore");
+    IW(decref, "Py_DecRef");
+    if (iw.run_simple == NULL || iw.modules == NULL || iw.dict_get == NULL ||
+        iw.module_dict == NULL || iw.interp == NULL || iw.main_interp == NULL ||
+        iw.err_occurred == NULL || iw.err_fetch == NULL || iw.err_restore == NULL ||
+        iw.decref == NULL || !make_layer_code(false))
+        return; /* the first allocation's pending call stands in */
+    if (add_hook_found(add_hook))
+        __atomic_store_n(&imports_watched, true, __ATOMIC_RELEASE);
 }
 
 /* ---- fresh figures before a dump ----

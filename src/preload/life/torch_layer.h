@@ -1,6 +1,6 @@
-/* torch_layer.h - the library's side of the PyTorch layer: loading it under
- * a plain LD_PRELOAD (python.h, python_arm_torch_layer) and asking it for
- * fresh figures before a dump (below).  See torch_layer.c. */
+/* torch_layer.h - the library's side of the PyTorch layer: loading it
+ * (torch_layer_watch_imports below; python.h, python_arm_torch_layer) and
+ * asking it for fresh figures before a dump (below).  See torch_layer.c. */
 #ifndef CUMEMTRACE_TORCH_LAYER_H
 #define CUMEMTRACE_TORCH_LAYER_H
 
@@ -46,6 +46,13 @@ bool torch_layer_main_thread_answers(void);
  * interpreter reads its environment, so that it sees no directory of ours
  * (the library's own hook loads the layer there). */
 void torch_layer_python_env(void);
+
+/* From initialisation, before Py_Initialize: when the process runs
+ * CPython (3.8 on), adds the audit hook in C that loads the layer once
+ * torch.cuda is imported (torch_layer.c, the top), also under
+ * CUMEMTRACE_PYTHON=0; then no allocation asks for it
+ * (python_arm_torch_layer).  Without one nothing changes. */
+void torch_layer_watch_imports(void);
 
 /* In a fork child: no call of ours is queued or waited for there. */
 void torch_layer_atfork_child(void);
