@@ -106,6 +106,20 @@ struct snap_group {
     uint64_t count;
     uint64_t frees, temporary; /* churn rows only (bytes: allocated, count: allocs) */
 };
+#define SNAP_GROUP_STACK_SCHEMA(X) /* every group's */ \
+    X(snap_group, stack, stack_id, I64N, 0)
+#define SNAP_GROUP_SCHEMA(X) /* live[], at_peak[], oom.live[], oom.released[] */ \
+    X(snap_group, bytes, bytes, U64, 0)                                        \
+    X(snap_group, count, count, U64, 0)
+#define SNAP_GROUP_KIND_SCHEMA(X) /* live[], oom.live[]: the kind, else device */ \
+    X(snap_group, kind, rd_group_kind, FN, 0)
+#define SNAP_PHASE_TOP_SCHEMA(X) /* by_phase[].top_at_peak[]: the stack's, then */ \
+    X(snap_group, bytes, bytes, U64, 1)
+#define SNAP_CHURN_SCHEMA(X) /* churn[] */                 \
+    X(snap_group, allocs, count, U64, 0)                  \
+    X(snap_group, bytes_allocated, bytes, U64, 0)         \
+    X(snap_group, frees, frees, U64, 0)                   \
+    X(snap_group, temporary, temporary, U64, 0)
 
 struct snap_groups {
     struct snap_group *v;

@@ -13,9 +13,7 @@
 static int rd_top_item(struct reader *r, void *obj, size_t i)
 {
     static const struct field fields[] = {
-        FIELD_AT("stack", snap_group, stack_id, F_I64N),
-        FIELD_AT("bytes", snap_group, bytes, F_U64),
-    };
+        SNAP_GROUP_STACK_SCHEMA(SCHEMA_FIELD) SNAP_PHASE_TOP_SCHEMA(SCHEMA_FIELD)};
     struct snap_phase_row *row = obj;
     (void)i;
     struct snap_group g = {0};

@@ -17,24 +17,6 @@
 
 /* ---- groups ---- */
 
-/* key, member, type: one list for the table and the names' lengths */
-#define GROUP_FIELDS(X)                         \
-    X("stack", stack_id, F_I64N)                \
-    X("bytes", bytes, F_U64)                    \
-    X("count", count, F_U64)                    \
-    /* churn rows */                            \
-    X("allocs", count, F_U64)                   \
-    X("bytes_allocated", bytes, F_U64)          \
-    X("frees", frees, F_U64)                    \
-    X("temporary", temporary, F_U64)
-#define GROUP_FIELD(key, member, type) FIELD_AT(key, snap_group, member, type),
-#define GROUP_NAME_LEN(key, member, type) sizeof key - 1,
-static const struct field group_fields[] = {GROUP_FIELDS(GROUP_FIELD)};
-/* for fast_group's key match: a key of another length is no candidate */
-static const size_t group_name_len[] = {GROUP_FIELDS(GROUP_NAME_LEN)};
-#undef GROUP_FIELD
-#undef GROUP_NAME_LEN
-
 /* A group's kind, a string or null (null keeps *kind), compared in place
  * rather than interned: a snapshot has one per group. */
 static int rd_kind(struct reader *r, uint8_t *kind)
@@ -66,13 +48,17 @@ static int rd_group_kind(struct reader *r, void *obj)
     return rd_kind(r, &((struct snap_group *)obj)->kind);
 }
 
-/* What rd_group reads key by key when the fast lane gives up: the table
- * and "kind", each at most once (reader_object tracks 64 fields). */
-#define GROUP_FIELD(key, member, type) FIELD_AT(key, snap_group, member, type),
-static const struct field slow_group_fields[] = {
-    GROUP_FIELDS(GROUP_FIELD) FIELD_FN("kind", rd_group_kind)};
-#undef GROUP_FIELD
-_Static_assert(NFIELDS(slow_group_fields) <= 64, "reader_object finds every repeated key");
+/* Every key of a group, stack first: what rd_group reads key by key when
+ * the fast lane gives up, each key at most once (reader_object tracks 64
+ * fields); the lane takes "kind" apart and the others by this table. */
+#define GROUP_SCHEMA(X) \
+    SNAP_GROUP_STACK_SCHEMA(X) SNAP_GROUP_SCHEMA(X) SNAP_CHURN_SCHEMA(X) SNAP_GROUP_KIND_SCHEMA(X)
+#define GROUP_NAME_LEN(st, key, member, type, json) sizeof #key - 1,
+static const struct field group_fields[] = {GROUP_SCHEMA(SCHEMA_FIELD)};
+/* for fast_group's key match: a key of another length is no candidate */
+static const size_t group_name_len[] = {GROUP_SCHEMA(GROUP_NAME_LEN)};
+#undef GROUP_NAME_LEN
+_Static_assert(NFIELDS(group_fields) <= 63, "reader_object and fast_group find every key");
 
 static void group_init(struct snap_group *e)
 {
@@ -152,7 +138,7 @@ static int rd_group(struct reader *r, void *obj, size_t i)
     if (fast_group(r, e))
         goto done;
     group_init(e); /* what the fast lane wrote before it gave up */
-    int rc = reader_object(r, e, slow_group_fields, NFIELDS(slow_group_fields));
+    int rc = reader_object(r, e, group_fields, NFIELDS(group_fields));
     if (rc != 0)
         return rc;
 done:

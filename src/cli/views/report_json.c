@@ -37,6 +37,7 @@ static const struct row events_rows[] = {SNAP_EVENTS_SCHEMA(ROW)};
 static const struct row top_rows[] = {SNAP_TOP_SCHEMA(ROW)};
 static const struct row top_tensor_rows[] = {SNAP_TOP_TENSOR_SCHEMA(ROW)};
 static const struct row role_rows[] = {SNAP_ROLES_SCHEMA(ROW)};
+static const struct row phase_top_rows[] = {SNAP_PHASE_TOP_SCHEMA(ROW)};
 
 void report_json_rows(struct json_out *w, const void *obj, const struct row *t, size_t n,
                       int run)
@@ -178,7 +179,7 @@ static int by_range(struct json_out *w, struct snapshot *s, const struct snap_ph
             json_out_key(w, "site");
             json_out_string(w, id != FRAMES_NONE ? frames_site_get(s->ctx, BY_STACK, id)->label
                                                  : NULL);
-            json_out_key(w, "bytes"); json_out_u64(w, r->top[k].bytes);
+            ROWS(w, &r->top[k], phase_top_rows, 1);
             json_out_end_object(w);
         }
         json_out_end_array(w);
