@@ -11,7 +11,7 @@
 
 #include "python.h"
 
-/* CPython's PyObject, never looked into except by walk_38 and python_walk.c. */
+/* CPython's PyObject, never looked into except by python_walk.c. */
 typedef struct py_object py_object;
 
 /* The public C API we use, resolved once by python.c's find_api(). */
