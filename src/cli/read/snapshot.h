@@ -116,10 +116,10 @@ struct snap_group {
 #define SNAP_PHASE_TOP_SCHEMA(X) /* by_phase[].top_at_peak[]: the stack's, then */ \
     X(snap_group, bytes, bytes, U64, 1)
 #define SNAP_CHURN_SCHEMA(X) /* churn[] */                 \
-    X(snap_group, allocs, count, U64, 0)                  \
-    X(snap_group, bytes_allocated, bytes, U64, 0)         \
-    X(snap_group, frees, frees, U64, 0)                   \
-    X(snap_group, temporary, temporary, U64, 0)
+    X(snap_group, allocs, count, U64, 1)                  \
+    X(snap_group, frees, frees, U64, 1)                   \
+    X(snap_group, bytes_allocated, bytes, U64, 1)         \
+    X(snap_group, temporary, temporary, U64, 1)
 
 struct snap_groups {
     struct snap_group *v;
@@ -375,12 +375,12 @@ struct snap_phase_row {    /* one of a device's by_phase */
 };
 #define SNAP_PHASE_ROW_SCHEMA(X) /* devices[].by_phase[], host_pinned.by_phase[] */ \
     X(snap_phase_row, phase, phase, I64, 0)                                         \
-    X(snap_phase_row, bytes, bytes, U64, 0)                                         \
-    X(snap_phase_row, count, count, U64, 0)                                         \
-    X(snap_phase_row, at_peak_bytes, at_peak_bytes, U64, 0)                         \
-    X(snap_phase_row, at_peak_count, at_peak_count, U64, 0)                         \
-    X(snap_phase_row, allocs, allocs, U64, 0)                                       \
-    X(snap_phase_row, bytes_allocated, bytes_allocated, U64, 0)                     \
+    X(snap_phase_row, at_peak_bytes, at_peak_bytes, U64, 1)                         \
+    X(snap_phase_row, at_peak_count, at_peak_count, U64, 1)                         \
+    X(snap_phase_row, bytes, bytes, U64, 1)                                         \
+    X(snap_phase_row, count, count, U64, 1)                                         \
+    X(snap_phase_row, allocs, allocs, U64, 1)                                       \
+    X(snap_phase_row, bytes_allocated, bytes_allocated, U64, 1)                     \
     X(snap_phase_row, top_at_peak, rd_top, FN, 0)                                   \
     X(snap_phase_row, sites, rd_sites, FN, 0)
 

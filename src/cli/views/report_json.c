@@ -38,6 +38,8 @@ static const struct row top_rows[] = {SNAP_TOP_SCHEMA(ROW)};
 static const struct row top_tensor_rows[] = {SNAP_TOP_TENSOR_SCHEMA(ROW)};
 static const struct row role_rows[] = {SNAP_ROLES_SCHEMA(ROW)};
 static const struct row phase_top_rows[] = {SNAP_PHASE_TOP_SCHEMA(ROW)};
+static const struct row phase_row_rows[] = {SNAP_PHASE_ROW_SCHEMA(ROW)};
+static const struct row churn_rows[] = {SNAP_CHURN_SCHEMA(ROW)};
 
 void report_json_rows(struct json_out *w, const void *obj, const struct row *t, size_t n,
                       int run)
@@ -165,12 +167,7 @@ static int by_range(struct json_out *w, struct snapshot *s, const struct snap_ph
         json_out_begin_object(w);
         json_out_key(w, "range"); json_out_string(w, snapshot_phase_path(s, r->phase));
         json_out_key(w, "source"); json_out_string(w, ph ? ph->source : NULL);
-        json_out_key(w, "at_peak_bytes"); json_out_u64(w, r->at_peak_bytes);
-        json_out_key(w, "at_peak_count"); json_out_u64(w, r->at_peak_count);
-        json_out_key(w, "bytes"); json_out_u64(w, r->bytes);
-        json_out_key(w, "count"); json_out_u64(w, r->count);
-        json_out_key(w, "allocs"); json_out_u64(w, r->allocs);
-        json_out_key(w, "bytes_allocated"); json_out_u64(w, r->bytes_allocated);
+        ROWS(w, r, phase_row_rows, 1);
         json_out_key(w, "top_at_peak");
         json_out_begin_array(w);
         for (size_t k = 0; k < r->ntop; k++) {
@@ -288,10 +285,7 @@ static int device(struct json_out *w, struct snapshot *s, const struct snap_devi
             json_out_null(w);
         }
         json_out_key(w, "frames"); frames_of(w, s, g->stack);
-        json_out_key(w, "allocs"); json_out_u64(w, g->count);
-        json_out_key(w, "frees"); json_out_u64(w, g->frees);
-        json_out_key(w, "bytes_allocated"); json_out_u64(w, g->bytes);
-        json_out_key(w, "temporary"); json_out_u64(w, g->temporary);
+        ROWS(w, g, churn_rows, 1);
         json_out_end_object(w);
     }
     json_out_end_array(w);
