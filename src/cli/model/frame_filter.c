@@ -192,16 +192,11 @@ const char *frame_filter_focus_text(void)
     return filter.focus_set ? filter.focus_text : NULL;
 }
 
-static bool group_focused(const struct snapshot *s, const struct snap_group *g)
-{
-    return g->stack != SNAP_NO_STACK && !s->stacks[g->stack].unfocused;
-}
-
 static void focus_groups(const struct snapshot *s, struct snap_groups *g)
 {
     size_t k = 0;
     for (size_t i = 0; i < g->n; i++)
-        if (group_focused(s, &g->v[i]))
+        if (g->v[i].stack != SNAP_NO_STACK && !s->stacks[g->v[i].stack].unfocused)
             g->v[k++] = g->v[i];
     g->n = k;
 }

@@ -105,16 +105,6 @@ static int by_bytes(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The touched site ids sorted by bytes, largest first (ties: label).  The
- * array is sum->touched itself, reordered. */
-static void sites_sort(struct sites_sum *sum, const struct snapctx *ctx)
-{
-    sort_sum = sum;
-    sort_ctx = ctx;
-    if (sum->ntouched > 1)
-        qsort(sum->touched, sum->ntouched, sizeof *sum->touched, by_bytes);
-}
-
 int sites_sum_sorted(struct sites_sum *sum, struct snapshot *s, const struct snap_groups *g)
 {
     sites_init(sum, BY_STACK);
@@ -122,6 +112,10 @@ int sites_sum_sorted(struct sites_sum *sum, struct snapshot *s, const struct sna
         sites_free(sum);
         return -1;
     }
-    sites_sort(sum, s->ctx);
+    /* largest first (ties: label): sum->touched itself, reordered */
+    sort_sum = sum;
+    sort_ctx = s->ctx;
+    if (sum->ntouched > 1)
+        qsort(sum->touched, sum->ntouched, sizeof *sum->touched, by_bytes);
     return 0;
 }

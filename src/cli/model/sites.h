@@ -31,8 +31,9 @@ int sites_add(struct sites_sum *sum, struct snapshot *s, const struct snap_group
 uint64_t sites_bytes(const struct sites_sum *sum, uint32_t id);
 uint64_t sites_count(const struct sites_sum *sum, uint32_t id);
 
-/* The groups of g summed by whole stack and sorted (sites_init, sites_add,
- * sites_sort): what report, report --json and the advice list.  Returns 0,
+/* The groups of g summed by whole stack, the touched ids sorted by bytes
+ * (largest first, ties: label): what report, report --json and the advice
+ * list.  Returns 0,
  * or -1 when out of memory (sum then freed); the caller frees sum. */
 int sites_sum_sorted(struct sites_sum *sum, struct snapshot *s, const struct snap_groups *g);
 
