@@ -262,17 +262,8 @@ int json_get_int64(struct json_cursor *c, int64_t *out)
     int rc = number_at(c, &n);
     if (rc != JSON_OK)
         return rc;
-    if (!n.integer || n.overflow)
+    if (!n.integer || n.overflow || !lane_to_i64(n.neg, n.mag, out))
         return JSON_ERANGE;
-    if (n.neg) {
-        if (n.mag > (uint64_t)INT64_MAX + 1)
-            return JSON_ERANGE;
-        *out = n.mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)n.mag;
-    } else {
-        if (n.mag > (uint64_t)INT64_MAX)
-            return JSON_ERANGE;
-        *out = (int64_t)n.mag;
-    }
     c->p = (char *)n.stop;
     return JSON_OK;
 }

@@ -135,24 +135,23 @@ LANE_INLINE const char *lane_u64(const char *p, const char *end, uint64_t *out)
     return lane_number_goes_on(p) ? NULL : p;
 }
 
+/* The magnitude m, negative when neg, in *out; false when it does not fit
+ * int64. */
+LANE_INLINE bool lane_to_i64(bool neg, uint64_t m, int64_t *out)
+{
+    if (m > (uint64_t)INT64_MAX + neg)
+        return false;
+    *out = !neg ? (int64_t)m : m == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)m;
+    return true;
+}
+
 /* A plain integer, '-' allowed, that fits int64. */
 LANE_INLINE const char *lane_i64(const char *p, const char *end, int64_t *out)
 {
     bool neg = *p == '-';
     uint64_t m;
     p = lane_u64(p + neg, end, &m);
-    if (p == NULL)
-        return NULL;
-    if (neg) {
-        if (m > (uint64_t)INT64_MAX + 1)
-            return NULL;
-        *out = m == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)m;
-    } else {
-        if (m > (uint64_t)INT64_MAX)
-            return NULL;
-        *out = (int64_t)m;
-    }
-    return p;
+    return p != NULL && lane_to_i64(neg, m, out) ? p : NULL;
 }
 
 /* A plain integer (sign allowed when neg) of at most 18 digits, checked
