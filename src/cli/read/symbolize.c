@@ -11,7 +11,6 @@
  * function's own subtree is walked for the inlined calls.
  */
 #include "symbolize.h"
-#include "snapshot.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -189,8 +188,14 @@ int symbolizer_module(struct symbolizer *s, const char *name, const char *path,
                                   : build_id_hex != NULL && strcmp(sm->build_id, build_id_hex) == 0))
             return sm->mod != NULL ? (int)i : -1;
     }
-    if (snapshot_vec_reserve((void **)&s->v, &s->cap, sizeof *s->v, s->n + 1) != 0)
-        return -1;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 16;
+        struct sym_module *v = realloc(s->v, cap * sizeof *v);
+        if (v == NULL)
+            return -1;
+        s->v = v;
+        s->cap = cap;
+    }
     struct sym_module *sm = &s->v[s->n];
     memset(sm, 0, sizeof *sm);
     sm->path = path ? strdup(path) : NULL;
@@ -301,9 +306,15 @@ static void add_ranges(struct fn_vec *fv, Dwarf_Die *die)
     while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
         if (hi <= lo)
             continue;
-        if (snapshot_vec_reserve((void **)&fv->v, &fv->cap, sizeof *fv->v, fv->n + 1) != 0) {
-            fv->failed = 1;
-            return;
+        if (fv->n == fv->cap) {
+            size_t cap = fv->cap ? 2 * fv->cap : 64;
+            struct fn_range *v = realloc(fv->v, cap * sizeof *v);
+            if (v == NULL) {
+                fv->failed = 1;
+                return;
+            }
+            fv->v = v;
+            fv->cap = cap;
         }
         fv->v[fv->n++] = (struct fn_range){lo, hi, *die};
     }
@@ -359,8 +370,14 @@ static const struct cu_index *cu_index(struct sym_module *sm, Dwarf_Die *cu)
     }
     if (lo < sm->ncus && sm->cus[lo].cu == off)
         return &sm->cus[lo];
-    if (snapshot_vec_reserve((void **)&sm->cus, &sm->cus_cap, sizeof *sm->cus, sm->ncus + 1) != 0)
-        return NULL;
+    if (sm->ncus == sm->cus_cap) {
+        size_t cap = sm->cus_cap ? 2 * sm->cus_cap : 16;
+        struct cu_index *v = realloc(sm->cus, cap * sizeof *v);
+        if (v == NULL)
+            return NULL;
+        sm->cus = v;
+        sm->cus_cap = cap;
+    }
     struct fn_vec fv = {NULL, 0, 0, 0};
     collect(&fv, cu, 0);
     if (fv.failed) {
