@@ -179,6 +179,7 @@ def test_symbol_list_is_exactly_what_we_export():
                                "cumemtrace_usage", "cumemtrace_phase_push",
                                "cumemtrace_phase_pop", "cumemtrace_peak_context",
                                "cumemtrace_peak_phase", "cumemtrace_peak_phase_ended",
+                               "cumemtrace_step_end", "cumemtrace_peak_step",
                                "InitializeInjectionNvtx2",
                                "execve", "execv", "execvp",
                                "execvpe", "execl", "execlp", "execle", "fexecve"}

@@ -84,7 +84,7 @@ struct cumemtrace_allocator_facts {
     /* Training steps (the most optimizer.step() calls of any optimizer): at
      * an OOM the step under way (1 = the first), at other moments the steps
      * done; and the step during which the device's peak (cumemtrace_usage)
-     * was reached.  -1 when unknown (no optimizer stepped). */
+     * was reached (cumemtrace_step_end).  -1 when unknown (no optimizer stepped). */
     int64_t step;
     int64_t peak_step;
 };
@@ -223,5 +223,17 @@ int cumemtrace_peak_phase(int device, int64_t peak_time_ns, const char *source,
  * `peak_time_ns`.  Returns 1 when changed, 0 when not. */
 int cumemtrace_peak_phase_ended(int device, int64_t peak_time_ns, const char *source,
                                 const char *name);
+
+/* The end of a training step, from the layer's optimizer post hook: one
+ * call where a pop and a reading of each device's usage were.  Pops the
+ * calling thread's innermost phase of `source` when `pop`; when `step` > 0
+ * (the most steps any optimizer took grew to it), notes, for each device
+ * below `devices` whose peak moved since the last step noted, that it was
+ * reached in `step`.  Returns what the pop returned, or 0. */
+int cumemtrace_step_end(const char *source, int pop, int step, int devices);
+
+/* The step noted for `device`'s peak (above) and, in *peak_time_ns, the
+ * peak's time then; -1 when none was noted. */
+int cumemtrace_peak_step(int device, int64_t *peak_time_ns);
 
 #endif

@@ -39,8 +39,9 @@ number.  By default no hook runs per module call:
 A module whose address was freed and taken by another module since the
 peak would lend it its name; the peak's frames are read directly only on
 CPython 3.11-3.13 (elsewhere the peak is not named by module).
-Cost of the default: two hooks a step; three ctypes calls into the library
-(push, pop, the peak's usage), the wrapper's frame mapped as two structs, and
+Cost of the default: two hooks a step; two ctypes calls into the library
+(push; the step's end, which pops and notes the step of each device whose
+peak moved), the wrapper's frame mapped as two structs, and
 a few audited events a host's audit hooks see (scripts/bench_torch_phases.py
 and docs/performance.md measure it).
 CUMEMTRACE_TORCH_PHASES=1 adds PyTorch's global module hooks instead, so
@@ -64,9 +65,7 @@ _steps = {}          # id(optimizer) -> steps taken
 _step = [0]          # the most steps any optimizer took
 _stepping = [0]      # optimizer.step() calls under way
 _wrapper = [None]    # the code of PyTorch's step wrapper, which calls the step hooks
-_peak_seen = {}      # device -> peak_time_ns the library reported at a step's end
-_peak_step = {}      # device -> the step in which its peak was reached
-_usage_fn = None
+_usage_fn = _peak_step_fn = None
 _mode = None         # None: off; "frames": the default; "hooks": =1
 _context_fn = _peak_phase_fn = _ended_fn = None
 _exit = None         # record_function.__exit__: what PyTorch's step wrapper leaves
@@ -186,7 +185,7 @@ def _with_exit(frame, code):
 
 
 def start(torch):
-    global _phase_push, _phase_pop, _usage_fn, _exit
+    global _phase_push, _phase_pop, _usage_fn, _peak_step_fn, _exit
     global _mode, _context_fn, _peak_phase_fn, _ended_fn, _close_raised_steps
     mode = os.environ.get("CUMEMTRACE_TORCH_PHASES", "")
     if mode == "0":
@@ -198,7 +197,12 @@ def start(torch):
     # a third to each call.  Callers pass bytes only.
     push, pop = lib.cumemtrace_phase_push, lib.cumemtrace_phase_pop
     _phase_push, _phase_pop = push, pop
+    step_end = lib.cumemtrace_step_end  # (source, pop, step, devices)
+    devices = torch.cuda.device_count()  # fixed once CUDA started
     _usage_fn = lib.cumemtrace_usage
+    _peak_step_fn = lib.cumemtrace_peak_step
+    _peak_step_fn.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
+    _peak_step_fn.restype = ctypes.c_int
     _mode = "hooks" if mode == "1" else "frames"
     ctx, named = lib.cumemtrace_peak_context, lib.cumemtrace_peak_phase
     ctx.argtypes, ctx.restype = [ctypes.c_int, ctypes.POINTER(PeakContext)], ctypes.c_int
@@ -304,13 +308,18 @@ def start(torch):
 
     def step_post(optimizer, args, kwargs):
         _close_raised_steps(0)
-        if here.steps:
-            end_step()  # its weak reference goes with it: no call back
         key = id(optimizer)  # each id() an audited event
         n = _steps[key] = _steps.get(key, 0) + 1
         if n > _step[0]:
-            _step[0] = n
-            _note_peak_step(torch, n)
+            _step[0] = n  # the library notes each device's peak in step n
+        else:
+            n = 0
+        if here.steps:
+            here.steps.pop()  # its weak reference goes with it: no call back
+            _stepping[0] -= 1
+            step_end(TORCH, 1, n, devices)
+        elif n:
+            step_end(TORCH, 0, n, devices)
 
     def end_step():
         here.steps.pop()
@@ -400,16 +409,14 @@ def _close_raised_steps(calling):
     pass  # phases off (start() sets the real one)
 
 
-def _note_peak_step(torch, step):
-    """At the end of step `step`: a device whose peak moved since the last
-    step's end reached it during this step."""
-    if _usage_fn is None:
-        return
-    u = Usage()
-    for d in range(torch.cuda.device_count()):
-        if _usage_fn(d, ctypes.byref(u)) == 1 and u.peak_time_ns != _peak_seen.get(d):
-            _peak_seen[d] = u.peak_time_ns
-            _peak_step[d] = step
+def _peak_step(device):
+    """(the step noted for `device`'s peak at a step's end, the peak's time
+    then), or (-1, None)."""
+    if _peak_step_fn is None:
+        return -1, None
+    t = ctypes.c_int64()
+    step = _peak_step_fn(device, ctypes.byref(t))
+    return (step, t.value) if step > 0 else (-1, None)
 
 
 def steps(device, alloc, scanned):
@@ -424,11 +431,10 @@ def steps(device, alloc, scanned):
     if _phase_push is not None and _step[0] > 0:
         # At an OOM the step under way; at other moments the steps done.
         step = _step[0] + (1 if alloc >= 0 else 0)
-        peak_step = _peak_step.get(device, -1)
+        peak_step, seen = _peak_step(device)
         if alloc < 0 and _usage_fn is not None:
             u = Usage()  # a peak after the last step's end: the step under way
-            if _usage_fn(device, ctypes.byref(u)) == 1 and \
-                    u.peak_time_ns != _peak_seen.get(device):
+            if _usage_fn(device, ctypes.byref(u)) == 1 and u.peak_time_ns != seen:
                 peak_step = _step[0] + 1
         return step, peak_step
     return -1, -1
