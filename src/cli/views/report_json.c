@@ -41,22 +41,6 @@ static const struct row phase_top_rows[] = {SNAP_PHASE_TOP_SCHEMA(ROW)};
 static const struct row phase_row_rows[] = {SNAP_PHASE_ROW_SCHEMA(ROW)};
 static const struct row churn_rows[] = {SNAP_CHURN_SCHEMA(ROW)};
 
-void report_json_rows(struct json_out *w, const void *obj, const struct row *t, size_t n,
-                      int run)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (t[i].run != run)
-            continue;
-        const void *at = (const char *)obj + t[i].off;
-        json_out_key(w, t[i].key);
-        switch (t[i].kind) {
-        case V_U64: json_out_u64(w, *(const uint64_t *)at); break;
-        case V_I64: json_out_i64(w, *(const int64_t *)at); break;
-        case V_BOOL: json_out_tribool(w, *(const int *)at); break;
-        default: json_out_string(w, *(const char *const *)at); break;
-        }
-    }
-}
 /* An object of one table's rows (those of run 1). */
 #define OBJECT(w, obj, table) \
     (json_out_begin_object(w), ROWS(w, obj, table, 1), json_out_end_object(w))

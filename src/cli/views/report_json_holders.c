@@ -1,5 +1,6 @@
 /* report_json_holders.c - `report --json`'s holders and growth, the same
- * groups as the text report (report_json_holders.h). */
+ * groups as the text report, and the schema rows both report --json files
+ * print (report_json_holders.h). */
 #include "report_json_holders.h"
 
 static void frame_list(struct json_out *w, const struct snapshot *s, const struct holder *h)
@@ -8,6 +9,23 @@ static void frame_list(struct json_out *w, const struct snapshot *s, const struc
     for (uint32_t i = 0; i < h->nframes; i++)
         json_out_string(w, s->ctx->frames[h->frames[i]].name);
     json_out_end_array(w);
+}
+
+void report_json_rows(struct json_out *w, const void *obj, const struct row *t, size_t n,
+                      int run)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (t[i].run != run)
+            continue;
+        const void *at = (const char *)obj + t[i].off;
+        json_out_key(w, t[i].key);
+        switch (t[i].kind) {
+        case V_U64: json_out_u64(w, *(const uint64_t *)at); break;
+        case V_I64: json_out_i64(w, *(const int64_t *)at); break;
+        case V_BOOL: json_out_tribool(w, *(const int *)at); break;
+        default: json_out_string(w, *(const char *const *)at); break;
+        }
+    }
 }
 
 static const struct row origin_rows[] = {SNAP_ORIGIN_SCHEMA(ROW)};
