@@ -71,6 +71,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 class Run:
     def __init__(self, proc, out):
+        self.proc = proc
         self.returncode = proc.returncode
         self.stdout = proc.stdout
         self.stderr = proc.stderr
@@ -118,25 +119,61 @@ def finish(started):
     return Run(subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr), out)
 
 
-@pytest.fixture
-def scenario(tmp_path):
-    """Runs a scenario bare and traced; checks that the tracer changed
-    nothing PyTorch printed nor its exit status; returns the traced run."""
-    calls = []
+# One run of each scenario a session: several tests judge the same run
+# (scenario, arguments, memory, environment), and each run starts PyTorch,
+# which is most of the suite's time.  The bare run is shared too by the
+# runs that differ only in the tracer's own settings (CUMEMTRACE_*, which
+# nothing reads without the tracer).  A test gets a fresh Run read from the
+# shared directory, so none sees what another did to its objects.
+_bare = {}
+_traced = {}
 
-    def go(name, *args, expect_rc=0, **kw):
-        # A second scenario in one test gets its own directories.
-        calls.append(name)
-        tmp = tmp_path if len(calls) == 1 else tmp_path / f"run{len(calls)}"
-        # Both at once: the suite's time is mostly starting torch.
-        started = [start_scenario(tmp, name, *args, traced=t, **kw) for t in (False, True)]
-        bare, traced = [finish(s) for s in started]
-        assert bare.torch is not None, f"no TORCH line:\n{bare.stdout}\n{bare.stderr}"
-        assert bare.returncode == expect_rc, bare.stderr
-        assert traced.returncode == bare.returncode, traced.stderr
-        assert traced.stdout == bare.stdout, (bare.stdout, traced.stdout, traced.stderr)
-        assert bare.files == [], "the bare run wrote snapshots"
-        return traced
+
+def bare_env(env):
+    return {k: v for k, v in (env or {}).items() if not k.startswith("CUMEMTRACE_")}
+
+
+def run_pair(tmp, name, *args, expect_rc=0, memory="24GiB", env=None):
+    """Runs a scenario traced, and bare unless a bare run of it is kept;
+    checks that the tracer changed nothing PyTorch printed nor its exit
+    status; returns the traced run's process and directory."""
+    bkey = (name, args, memory, tuple(sorted(bare_env(env).items())))
+    # Both at once: the suite's time is mostly starting torch.
+    bare = None if bkey in _bare else start_scenario(tmp, name, *args, traced=False,
+                                                     memory=memory, env=bare_env(env))
+    started = start_scenario(tmp, name, *args, traced=True, memory=memory, env=env)
+    if bare is not None:
+        _bare[bkey] = (finish(bare), tmp / "bare")
+    bare, there = _bare[bkey]
+    if there != tmp / "bare":  # beside the traced run, where tests look for it
+        (tmp / "bare").symlink_to(there)
+    traced = finish(started)
+    assert bare.torch is not None, f"no TORCH line:\n{bare.stdout}\n{bare.stderr}"
+    assert bare.returncode == expect_rc, bare.stderr
+    assert traced.returncode == bare.returncode, traced.stderr
+    assert traced.stdout == bare.stdout, (bare.stdout, traced.stdout, traced.stderr)
+    assert bare.files == [], "the bare run wrote snapshots"
+    return traced.proc, started[1]
+
+
+@pytest.fixture
+def scenario(tmp_path_factory):
+    """Runs a scenario bare and traced (once a session for the same
+    arguments: a later test gets the first run's outcome, its failure too)
+    and returns the traced run."""
+    def go(name, *args, expect_rc=0, memory="24GiB", env=None):
+        key = (name, args, expect_rc, memory, tuple(sorted((env or {}).items())))
+        if key not in _traced:
+            tmp = tmp_path_factory.mktemp(pathlib.Path(name).stem)
+            try:
+                _traced[key] = run_pair(tmp, name, *args, expect_rc=expect_rc,
+                                        memory=memory, env=env)
+            except AssertionError as e:
+                _traced[key] = e
+        got = _traced[key]
+        if isinstance(got, AssertionError):
+            raise AssertionError(f"{name} {' '.join(args)}: {got}")
+        return Run(*got)
     return go
 
 
