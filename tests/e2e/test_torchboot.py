@@ -348,4 +348,7 @@ def test_an_audited_event_costs_little(tmp_path, torch):
     added = slope[True] - slope[False]
     print(f"instructions an audited event adds (torch.cuda imported: {torch}): {added:.0f} "
           f"(bare loop {slope[False]:.0f})")
-    assert added < (20 if torch else 580), slope
+    # Once out, nothing is added: the slopes of two runs then differ by some
+    # tens of instructions either way (-14 and +31 measured), so the bound
+    # is 100, well below the ~370 the hook costs while it stays in.
+    assert added < (100 if torch else 580), slope
