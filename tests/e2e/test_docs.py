@@ -46,9 +46,10 @@ def test_every_link_between_the_pages_leads_somewhere():
 
 
 def test_no_page_cites_an_issue_number_of_this_project():
-    """Another project's issue ("NVIDIA/nccl issue 1264") is a source and
-    stays; "issue 24" alone is this project's tracker, which a reader of the
-    repository does not have: the page must say the reason in words."""
+    """Another project's issue, cited as owner/repo#N, is a source and
+    stays; the word issue with a bare number is this project's tracker,
+    which a reader of the repository does not have: the page must say the
+    reason in words."""
     found = []
     for page in PAGES:
         text = " ".join(page.read_text().split())
