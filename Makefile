@@ -29,10 +29,12 @@ CFLAGS_ALL = $(CSTD) $(OPT) $(WARN) $(SANFLAGS) -fPIC -Isrc/common -I$(BUILD)/ge
 # file is read, so it exists before anything compiles, and replaced only
 # when the list changes (the objects that include it depend on it).
 CAUSES_H := $(BUILD)/gen/causes.h
+# Each make writes its own temporary file: CI runs two makes on one tree.
 CAUSES_OK := $(shell mkdir -p $(BUILD)/gen && \
-    awk -f scripts/causes.awk src/cli/text/oom_causes.c > $(CAUSES_H).tmp && \
-    { cmp -s $(CAUSES_H).tmp $(CAUSES_H) || mv $(CAUSES_H).tmp $(CAUSES_H); } && \
-    rm -f $(CAUSES_H).tmp && echo ok)
+    t=$$(mktemp $(CAUSES_H).XXXXXX) && \
+    { awk -f scripts/causes.awk src/cli/text/oom_causes.c > $$t || { rm -f $$t; exit 1; }; } && \
+    { cmp -s $$t $(CAUSES_H) || mv $$t $(CAUSES_H); } && \
+    rm -f $$t && echo ok)
 ifneq ($(CAUSES_OK),ok)
 $(error cannot make $(CAUSES_H) from src/cli/text/oom_causes.c (scripts/causes.awk said why above))
 endif

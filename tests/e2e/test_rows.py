@@ -118,3 +118,18 @@ def test_a_kind_is_named_only_where_design_says():
         assert extra == set(), (
             f"KIND_{k} is named in {sorted(extra)}: ask a column of FORMAT_KINDS, or "
             "say in docs/design.md's list for a new kind why it touches them")
+
+
+def test_two_makes_at_once_on_one_tree_both_make_the_list(tmp_path):
+    """CI runs `make test` and `make test-torch` side by side on one build
+    tree; each make writes format.h's list of causes while it reads the
+    Makefile, so one sharing a temporary file with the other fails."""
+    import subprocess
+    build = tmp_path / "b"
+    procs = [subprocess.Popen(["make", "-n", "-C", str(ROOT), f"BUILD={build}", "all"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for _ in range(16)]
+    errors = [p.communicate()[1] for p in procs if p.wait() != 0]
+    assert errors == [], errors[:1]
+    assert (build / "gen" / "causes.h").read_text() == (BUILD / "gen" / "causes.h").read_text()
+    assert [p.name for p in (build / "gen").iterdir()] == ["causes.h"]
