@@ -93,8 +93,10 @@ $(BUILD)/tests/unit/test_record_debug: tests/unit/test_record.c \
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -DCUMEMTRACE_DEBUG -fvisibility=hidden $(PRELOAD_INC) -o $@ \
 	    $(filter %.c,$^) $(LDFLAGS_ALL) $(UNIT_LD)
-# allocator_tensors.c keeps its reports in allocator_segments.c's store.
-$(BUILD)/tests/unit/test_allocator_tensors: $(call preload_obj,allocator_segments)
+# allocator_tensors.c keeps its reports in allocator_segments.c's store and
+# writes them with the snapshot's JSON writer.
+$(BUILD)/tests/unit/test_allocator_tensors: \
+    $(foreach m,allocator_segments snapshot_json,$(call preload_obj,$(m)))
 $(BUILD)/tests/unit/test_%: tests/unit/test_%.c $$(call preload_obj,$$*) $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(PRELOAD_INC) -o $@ $< $(filter %.o,$^) $(LDFLAGS_ALL) $(UNIT_LD)

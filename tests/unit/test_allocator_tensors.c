@@ -18,25 +18,14 @@
 
 struct config config; /* the library's settings: all defaults (tracing on) */
 
-struct buf {
-    char s[4096];
-    size_t n;
-};
-
-static void emit(void *ctx, const char *s, size_t n)
-{
-    struct buf *b = ctx;
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = '\0';
-}
-
+/* The member as written, from the writer's buffer (never flushed: no fd). */
 static const char *member(int device, int64_t tag, enum allocator_tensors_member m)
 {
-    static struct buf b;
-    b.n = 0;
-    allocator_tensors_write(device, tag, m, emit, &b);
-    return b.s;
+    static struct snapshot_json w;
+    snapshot_json_init(&w, -1);
+    allocator_tensors_write(device, tag, m, &w);
+    w.buf[w.n] = '\0';
+    return w.buf;
 }
 
 static int hand(int device, int64_t tag, const char *json)

@@ -21,9 +21,7 @@
 #include "layout.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,23 +34,6 @@
 /* The largest gaps, named with their place: a few dozen say where the holes
  * are; the totals count the rest. */
 #define GAPS_MAX 16
-
-struct out {
-    layout_emit_fn emit; /* the serialiser's writer, which buffers */
-    void *ctx;
-};
-
-static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(struct out *o, const char *fmt, ...)
-{
-    char buf[1024]; /* every piece written here is well under its size */
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (k > 0)
-        o->emit(o->ctx, buf, (size_t)k < sizeof buf ? (size_t)k : sizeof buf - 1);
-}
 
 static int by_addr(const void *a, const void *b)
 {
@@ -83,15 +64,16 @@ static void keep_gap(struct gap *top, unsigned *ntop, struct gap g)
     top[j] = g;
 }
 
-static void write_alloc(struct out *o, const struct record_range *r, uint64_t base,
+static void write_alloc(struct snapshot_json *w, const struct record_range *r, uint64_t base,
                         bool comma)
 {
-    put(o, "%s{\"offset\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"kind\":\"%s\",\"stack\":%u}",
-        comma ? "," : "", (uint64_t)r->addr - base, r->size, record_kind_name(r->kind),
-        r->stack);
+    snapshot_json_printf(w, "%s{\"offset\":%" PRIu64 ",\"bytes\":%" PRIu64
+                            ",\"kind\":\"%s\",\"stack\":%u}",
+                         comma ? "," : "", (uint64_t)r->addr - base, r->size,
+                         record_kind_name(r->kind), r->stack);
 }
 
-static void write_layout(struct out *o, struct record_range *v, size_t n,
+static void write_layout(struct snapshot_json *w, struct record_range *v, size_t n,
                          uint64_t requested, uint64_t *end_max, bool *listed)
 {
     qsort(v, n, sizeof *v, by_addr);
@@ -132,15 +114,15 @@ static void write_layout(struct out *o, struct record_range *v, size_t n,
             best_fits = fits;
         }
     }
-    put(o, "{\"base\":\"0x%" PRIxPTR "\",\"span_bytes\":%" PRIu64 ",\"count\":%zu,"
-           "\"bytes\":%" PRIu64 ",\"gap_count\":%" PRIu64 ",\"gap_bytes\":%" PRIu64
-           ",\"largest_gap_bytes\":%" PRIu64 ",\"gaps_at_least_request\":%" PRIu64
-           ",\n  \"allocations\":[",
-        v[0].addr, end_max[n - 1] - base, n, bytes, gap_count, gap_bytes,
-        ntop > 0 ? top[0].bytes : 0, fit);
+    snapshot_json_printf(w, "{\"base\":\"0x%" PRIxPTR "\",\"span_bytes\":%" PRIu64
+                            ",\"count\":%zu,\"bytes\":%" PRIu64 ",\"gap_count\":%" PRIu64
+                            ",\"gap_bytes\":%" PRIu64 ",\"largest_gap_bytes\":%" PRIu64
+                            ",\"gaps_at_least_request\":%" PRIu64 ",\n  \"allocations\":[",
+                         v[0].addr, end_max[n - 1] - base, n, bytes, gap_count, gap_bytes,
+                         ntop > 0 ? top[0].bytes : 0, fit);
     if (n <= LISTED_MAX) {
         for (size_t i = 0; i < n; i++)
-            write_alloc(o, &v[i], base, i > 0);
+            write_alloc(w, &v[i], base, i > 0);
     } else {
         memset(listed, 0, n * sizeof *listed);
         listed[0] = listed[n - 1] = listed[best] = true;
@@ -149,40 +131,39 @@ static void write_layout(struct out *o, struct record_range *v, size_t n,
         bool comma = false;
         for (size_t i = 0; i < n; i++)
             if (listed[i]) {
-                write_alloc(o, &v[i], base, comma);
+                write_alloc(w, &v[i], base, comma);
                 comma = true;
             }
     }
-    put(o, "],\n  \"gaps\":[");
+    snapshot_json_s(w, "],\n  \"gaps\":[");
     for (unsigned g = 0; g < ntop; g++)
-        put(o, "%s{\"offset\":%" PRIu64 ",\"bytes\":%" PRIu64 "}", g ? "," : "",
-            top[g].offset, top[g].bytes);
-    put(o, "],\n  \"best_free\":{\"offset\":%" PRIu64 ",\"bytes\":%" PRIu64
-           ",\"stack\":%u,\"hole_bytes\":%" PRIu64 "}",
-        (uint64_t)v[best].addr - base, v[best].size, v[best].stack, best_hole);
+        snapshot_json_printf(w, "%s{\"offset\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
+                             g ? "," : "", top[g].offset, top[g].bytes);
+    snapshot_json_printf(w, "],\n  \"best_free\":{\"offset\":%" PRIu64 ",\"bytes\":%" PRIu64
+                            ",\"stack\":%u,\"hole_bytes\":%" PRIu64 "}",
+                         (uint64_t)v[best].addr - base, v[best].size, v[best].stack, best_hole);
 }
 
 void layout_write(int device, uint64_t requested, int64_t allocator_tag,
-                  layout_emit_fn emit, void *ctx)
+                  struct snapshot_json *w)
 {
-    struct out out = {emit, ctx}, *o = &out;
     struct record_range *v = NULL;
     long n = device >= 0 ? record_live_ranges(device, &v) : -1;
     uint64_t *end_max = n > 0 ? malloc((size_t)n * sizeof *end_max) : NULL;
     bool *listed = n > LISTED_MAX ? malloc((size_t)n * sizeof *listed) : NULL;
     if (n < 0 || (n > 0 && end_max == NULL) || (n > LISTED_MAX && listed == NULL)) {
-        emit(ctx, "null", 4);
+        snapshot_json_raw(w, "null", 4);
     } else {
         if (n == 0)
-            put(o, "{\"base\":null,\"span_bytes\":0,\"count\":0,\"bytes\":0,"
-                   "\"gap_count\":0,\"gap_bytes\":0,\"largest_gap_bytes\":0,"
-                   "\"gaps_at_least_request\":0,\"allocations\":[],\"gaps\":[],"
-                   "\"best_free\":null");
+            snapshot_json_s(w, "{\"base\":null,\"span_bytes\":0,\"count\":0,\"bytes\":0,"
+                               "\"gap_count\":0,\"gap_bytes\":0,\"largest_gap_bytes\":0,"
+                               "\"gaps_at_least_request\":0,\"allocations\":[],\"gaps\":[],"
+                               "\"best_free\":null");
         else
-            write_layout(o, v, (size_t)n, requested, end_max, listed);
-        put(o, ",\n  \"allocator_segments\":");
-        allocator_segments_write(device, allocator_tag, emit, ctx);
-        emit(ctx, "}", 1);
+            write_layout(w, v, (size_t)n, requested, end_max, listed);
+        snapshot_json_s(w, ",\n  \"allocator_segments\":");
+        allocator_segments_write(device, allocator_tag, w);
+        snapshot_json_raw(w, "}", 1);
     }
     free(listed);
     free(end_max);

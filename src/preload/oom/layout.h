@@ -3,11 +3,9 @@
 #ifndef CUMEMTRACE_LAYOUT_H
 #define CUMEMTRACE_LAYOUT_H
 
-#include <stddef.h>
 #include <stdint.h>
 
-/* Receives the JSON text in pieces (the serialiser's own writer). */
-typedef void (*layout_emit_fn)(void *ctx, const char *s, size_t n);
+#include "snapshot_json.h"
 
 /* Writes the layout of `device`'s live allocations for a failed request of
  * `requested` bytes as one JSON value: an object, or null for host memory
@@ -16,6 +14,6 @@ typedef void (*layout_emit_fn)(void *ctx, const char *s, size_t n);
  * reported with that tag (allocator_segments.c).  Allocates a copy of the
  * ranges (falls back to null when it cannot); no CUDA calls. */
 void layout_write(int device, uint64_t requested, int64_t allocator_tag,
-                  layout_emit_fn emit, void *ctx);
+                  struct snapshot_json *w);
 
 #endif

@@ -21,15 +21,12 @@
 #include "allocator_segments.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <pthread.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
-#include "utf8.h"
 #include "torch_protocol.h"
 #include "record.h"
 
@@ -224,59 +221,9 @@ static const char *state_name(int32_t s)
     }
 }
 
-static void put(allocator_segments_emit_fn emit, void *ctx, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void put(allocator_segments_emit_fn emit, void *ctx, const char *fmt, ...)
+void allocator_segments_write_stack(const char *text, struct snapshot_json *w)
 {
-    char buf[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (k > 0)
-        emit(ctx, buf, (size_t)k < sizeof buf ? (size_t)k : sizeof buf - 1);
-}
-
-/* s[0..n) as a JSON string: quotes, backslashes and controls escaped, a
- * byte that is not well-formed UTF-8 as U+FFFD. */
-static void put_str(allocator_segments_emit_fn emit, void *ctx, const char *s, size_t n)
-{
-    static const char hex[] = "0123456789abcdef";
-    const unsigned char *p = (const unsigned char *)s;
-    emit(ctx, "\"", 1);
-    while (n > 0) {
-        size_t run = 0;
-        while (run < n && p[run] >= 0x20 && p[run] < 0x80 && p[run] != '"' && p[run] != '\\')
-            run++;
-        if (run > 0) {
-            emit(ctx, (const char *)p, run);
-            p += run;
-            n -= run;
-            continue;
-        }
-        uint32_t cp;
-        size_t k = utf8_decode(p, n, &cp);
-        if (k == 0) {
-            emit(ctx, "\\ufffd", 6);
-            k = 1;
-        } else if (*p == '"' || *p == '\\') {
-            char e[2] = {'\\', (char)*p};
-            emit(ctx, e, 2);
-        } else if (*p < 0x20) {
-            char e[6] = {'\\', 'u', '0', '0', hex[*p >> 4], hex[*p & 15]};
-            emit(ctx, e, 6);
-        } else {
-            emit(ctx, (const char *)p, k);
-        }
-        p += k;
-        n -= k;
-    }
-    emit(ctx, "\"", 1);
-}
-
-void allocator_segments_write_stack(const char *text, allocator_segments_emit_fn emit, void *ctx)
-{
-    emit(ctx, "[", 1);
+    snapshot_json_raw(w, "[", 1);
     bool first = true;
     while (*text) {
         const char *end = strchr(text, '\n');
@@ -284,61 +231,61 @@ void allocator_segments_write_stack(const char *text, allocator_segments_emit_fn
         const char *fn = memrchr(text, ':', n);
         const char *ln = fn ? memrchr(text, ':', (size_t)(fn - text)) : NULL;
         if (ln != NULL) {
-            emit(ctx, first ? "{\"file\":" : ",{\"file\":", first ? 8 : 9);
+            snapshot_json_s(w, first ? "{\"file\":" : ",{\"file\":");
             first = false;
-            put_str(emit, ctx, text, (size_t)(ln - text));
-            put(emit, ctx, ",\"line\":%ld,\"function\":", strtol(ln + 1, NULL, 10));
-            put_str(emit, ctx, fn + 1, n - (size_t)(fn + 1 - text));
-            emit(ctx, "}", 1);
+            snapshot_json_strn(w, text, (size_t)(ln - text));
+            snapshot_json_printf(w, ",\"line\":%ld,\"function\":", strtol(ln + 1, NULL, 10));
+            snapshot_json_strn(w, fn + 1, n - (size_t)(fn + 1 - text));
+            snapshot_json_raw(w, "}", 1);
         }
         text += n + (end != NULL);
     }
-    emit(ctx, "]", 1);
+    snapshot_json_raw(w, "]", 1);
 }
 
-static void write_report(const struct report *r, allocator_segments_emit_fn emit, void *ctx)
+static void write_report(const struct report *r, struct snapshot_json *w)
 {
     if (r == NULL) {
-        emit(ctx, "null", 4);
+        snapshot_json_raw(w, "null", 4);
         return;
     }
-    put(emit, ctx, "{\"count\":%" PRIu64 ",\"blocks\":%" PRIu64 ",\"stacks\":[",
-        r->segments_total, r->blocks_total);
+    snapshot_json_printf(w, "{\"count\":%" PRIu64 ",\"blocks\":%" PRIu64 ",\"stacks\":[",
+                         r->segments_total, r->blocks_total);
     for (uint32_t i = 0; i < r->nstacks; i++) {
         if (i)
-            emit(ctx, ",", 1);
-        allocator_segments_write_stack(r->text + r->stack_at[i], emit, ctx);
+            snapshot_json_raw(w, ",", 1);
+        allocator_segments_write_stack(r->text + r->stack_at[i], w);
     }
-    put(emit, ctx, "],\"segments\":[");
+    snapshot_json_s(w, "],\"segments\":[");
     for (uint32_t i = 0; i < r->nsegs; i++) {
         const struct seg *s = &r->segs[i];
-        put(emit, ctx, "%s\n   {\"address\":\"0x%" PRIx64 "\",\"bytes\":%" PRId64
-                       ",\"pool\":\"%s\",\"blocks\":[",
-            i ? "," : "", s->address, s->size, s->pool == 0 ? "small" : "large");
+        snapshot_json_printf(w, "%s\n   {\"address\":\"0x%" PRIx64 "\",\"bytes\":%" PRId64
+                                ",\"pool\":\"%s\",\"blocks\":[",
+                             i ? "," : "", s->address, s->size, s->pool == 0 ? "small" : "large");
         for (uint32_t b = 0; b < s->nblocks; b++) {
             const struct blk *k = &r->blocks[s->first + b];
-            put(emit, ctx, "%s[%" PRId64 ",%" PRId64 ",\"%s\"", b ? "," : "", k->offset,
-                k->size, state_name(k->state));
+            snapshot_json_printf(w, "%s[%" PRId64 ",%" PRId64 ",\"%s\"", b ? "," : "",
+                                 k->offset, k->size, state_name(k->state));
             if (k->stack > 0)
-                put(emit, ctx, ",%" PRIu32, k->stack - 1);
-            emit(ctx, "]", 1);
+                snapshot_json_printf(w, ",%" PRIu32, k->stack - 1);
+            snapshot_json_raw(w, "]", 1);
         }
-        put(emit, ctx, "]}");
+        snapshot_json_s(w, "]}");
     }
-    put(emit, ctx, "]}");
+    snapshot_json_s(w, "]}");
 }
 
-void allocator_segments_write(int device, int64_t tag, allocator_segments_emit_fn emit, void *ctx)
+void allocator_segments_write(int device, int64_t tag, struct snapshot_json *w)
 {
     pthread_mutex_lock(&store.lock);
-    write_report(tag >= 0 ? allocator_kept_find(&store, device, tag) : NULL, emit, ctx);
+    write_report(tag >= 0 ? allocator_kept_find(&store, device, tag) : NULL, w);
     pthread_mutex_unlock(&store.lock);
 }
 
-void allocator_segments_write_state(int device, allocator_segments_emit_fn emit, void *ctx)
+void allocator_segments_write_state(int device, struct snapshot_json *w)
 {
     pthread_mutex_lock(&store.lock);
-    write_report(allocator_kept_find(&store, device, CUMEMTRACE_LAYOUT_STATE), emit, ctx);
+    write_report(allocator_kept_find(&store, device, CUMEMTRACE_LAYOUT_STATE), w);
     pthread_mutex_unlock(&store.lock);
 }
 

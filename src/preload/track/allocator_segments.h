@@ -10,25 +10,20 @@
 #include <stdint.h>
 
 #include "record.h"
-
-/* Receives the JSON text in pieces: the same type as layout.h's
- * layout_emit_fn, spelled out so that this file, which layout.c calls,
- * does not include layout.h back (no include cycle). */
-typedef void (*allocator_segments_emit_fn)(void *ctx, const char *s, size_t n);
+#include "snapshot_json.h"
 
 /* Writes the segments `device`'s allocator reported with `tag` as one JSON
  * value: an object, or null when the latest report has another tag (or
  * there is none).  No CUDA calls. */
-void allocator_segments_write(int device, int64_t tag, allocator_segments_emit_fn emit,
-                              void *ctx);
+void allocator_segments_write(int device, int64_t tag, struct snapshot_json *w);
 
 /* The same for the latest CUMEMTRACE_LAYOUT_STATE report of `device`
  * (devices[].allocator_segments), null when none. */
-void allocator_segments_write_state(int device, allocator_segments_emit_fn emit, void *ctx);
+void allocator_segments_write_state(int device, struct snapshot_json *w);
 
 /* One stack's "file:line:function" lines (NUL-terminated) as a JSON array
  * of {file, line, function}; a line without both colons is left out. */
-void allocator_segments_write_stack(const char *text, allocator_segments_emit_fn emit, void *ctx);
+void allocator_segments_write_stack(const char *text, struct snapshot_json *w);
 
 /* Reports kept per device, by tag: a post-mortem rewritten after a few
  * later OOMs (its chain ended, or at exit) still finds its own. */

@@ -261,14 +261,14 @@ cumemtrace_allocator_tensors(int device, int64_t tag, const char *json, size_t l
 }
 
 void allocator_tensors_write(int device, int64_t tag, enum allocator_tensors_member m,
-                             allocator_segments_emit_fn emit, void *ctx)
+                             struct snapshot_json *w)
 {
     pthread_mutex_lock(&store.lock);
     const struct report *r = allocator_kept_find(&store, device, tag);
     if (r != NULL && r->span[m][1] > r->span[m][0])
-        emit(ctx, r->text + r->span[m][0], r->span[m][1] - r->span[m][0]);
+        snapshot_json_raw(w, r->text + r->span[m][0], r->span[m][1] - r->span[m][0]);
     else
-        emit(ctx, "null", 4);
+        snapshot_json_raw(w, "null", 4);
     pthread_mutex_unlock(&store.lock);
 }
 

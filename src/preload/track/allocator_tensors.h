@@ -27,7 +27,7 @@ extern const char *const allocator_tensors_names[ALLOCATOR_TENSORS_MEMBERS];
  * (CUMEMTRACE_LAYOUT_STATE: the latest state) as one JSON value: the
  * text as handed, or null when there is none or it lacked the member. */
 void allocator_tensors_write(int device, int64_t tag, enum allocator_tensors_member m,
-                             allocator_segments_emit_fn emit, void *ctx);
+                             struct snapshot_json *w);
 
 /* Whether `json[0..len)` is one well-formed JSON object of valid UTF-8,
  * nested at most 64 deep, whose members are among the names above, each

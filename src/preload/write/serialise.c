@@ -322,11 +322,6 @@ static void write_mark(struct snapshot_json *w, const struct record_view *v, str
 
 /* ---- devices ---- */
 
-static void emit_json(void *w, const char *s, size_t n)
-{
-    snapshot_json_raw(w, s, n);
-}
-
 /* top_tensors: null without the allocator's history, else each site's
  * "file:line:function" lines as frames. */
 static void write_top_tensors(struct snapshot_json *w, const struct allocator_facts *f)
@@ -339,7 +334,7 @@ static void write_top_tensors(struct snapshot_json *w, const struct allocator_fa
     snapshot_json_s(w, "[");
     for (int i = 0; i < f->ntop; i++) {
         snapshot_json_s(w, i ? ",{\"stack\":" : "{\"stack\":");
-        allocator_segments_write_stack(f->top[i].stack, emit_json, w);
+        allocator_segments_write_stack(f->top[i].stack, w);
         key_i64(w, ",\"bytes\":", f->top[i].bytes);
         key_i64(w, ",\"count\":", f->top[i].count);
         snapshot_json_s(w, "}");
@@ -428,7 +423,7 @@ static void write_allocator(struct snapshot_json *w, const struct allocator_fact
         snapshot_json_s(w, allocator_tensors_names[at_oom[i]]);
         snapshot_json_s(w, "\":");
         if (f->num_ooms >= 0)
-            allocator_tensors_write(oom_device, f->num_ooms, at_oom[i], emit_json, w);
+            allocator_tensors_write(oom_device, f->num_ooms, at_oom[i], w);
         else
             snapshot_json_s(w, "null");
     }
@@ -485,14 +480,13 @@ static void write_device(struct snapshot_json *w, const struct record_view *v,
     snapshot_json_s(w, ",\n \"allocator\":");
     write_allocator(w, allocator_latest(d, &latest) ? &latest : NULL, -1);
     snapshot_json_s(w, ",\n \"allocator_segments\":");
-    allocator_segments_write_state(d, emit_json, w);
+    allocator_segments_write_state(d, w);
     /* PyTorch's tensors by the user's line, as its layer last read them */
     for (int m = 0; m < ALLOCATOR_DEVICE_MEMBERS; m++) {
         snapshot_json_s(w, ",\n \"");
         snapshot_json_s(w, allocator_tensors_names[m]);
         snapshot_json_s(w, "\":");
-        allocator_tensors_write(d, CUMEMTRACE_LAYOUT_STATE, (enum allocator_tensors_member)m,
-                                emit_json, w);
+        allocator_tensors_write(d, CUMEMTRACE_LAYOUT_STATE, (enum allocator_tensors_member)m, w);
     }
     write_live_and_peak(w, v, keys, (uint32_t)d);
     write_churn(w, v, keys, (uint32_t)d);
@@ -606,8 +600,7 @@ static void write_oom(struct snapshot_json *w, const struct record_view *v, stru
     snapshot_json_s(w, "],\"allocator\":");
     write_allocator(w, o->has_allocator ? &o->allocator : NULL, o->device);
     snapshot_json_s(w, ",\n \"layout\":");
-    layout_write(o->device, o->requested,
-                 o->has_allocator ? o->allocator.num_ooms : -1, emit_json, w);
+    layout_write(o->device, o->requested, o->has_allocator ? o->allocator.num_ooms : -1, w);
     snapshot_json_s(w, ",\"live\":");
     write_groups(w, v, keys, o->device < 0 ? RECORD_HOST_POOL : (uint32_t)o->device,
                  GROUPS_LIVE, 50);

@@ -9,6 +9,8 @@
 #include "snapshot_json.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include "utf8.h"
@@ -164,13 +166,16 @@ static inline bool plain(unsigned char c)
 
 void snapshot_json_str(struct snapshot_json *w, const char *s)
 {
-    if (s == NULL) {
+    if (s == NULL)
         snapshot_json_raw(w, "null", 4);
-        return;
-    }
+    else
+        snapshot_json_strn(w, s, strlen(s));
+}
+
+void snapshot_json_strn(struct snapshot_json *w, const char *s, size_t left)
+{
     snapshot_json_raw(w, "\"", 1);
     const unsigned char *p = (const unsigned char *)s;
-    size_t left = strlen(s);
     while (left > 0) {
         size_t run = 0;
         while (run < left && plain(p[run]))
@@ -199,4 +204,15 @@ void snapshot_json_str(struct snapshot_json *w, const char *s)
         left -= k;
     }
     snapshot_json_raw(w, "\"", 1);
+}
+
+void snapshot_json_printf(struct snapshot_json *w, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        snapshot_json_raw(w, buf, (size_t)k < sizeof buf ? (size_t)k : sizeof buf - 1);
 }

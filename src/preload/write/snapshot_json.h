@@ -54,5 +54,10 @@ void snapshot_json_hex(struct snapshot_json *w, const unsigned char *p, size_t n
 /* A JSON string; NULL becomes null.  Bytes that do not begin well-formed
  * UTF-8 are written as \ufffd (docs/snapshot-format.md, "Strings"). */
 void snapshot_json_str(struct snapshot_json *w, const char *s);
+/* The same of s[0..n), which need not end in a NUL. */
+void snapshot_json_strn(struct snapshot_json *w, const char *s, size_t n);
+/* printf's formatting, for pieces off the hot path (at most 1023 bytes). */
+void snapshot_json_printf(struct snapshot_json *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 #endif
