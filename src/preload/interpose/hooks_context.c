@@ -61,6 +61,15 @@ static void destroyed(int device, unsigned ctx, const char *why)
     }
 }
 
+/* A driver entry point whose real call is followed by after(its result,
+ * ...): one row per version of the same call. */
+#define THEN(sym, params, args, after, ...)                                 \
+    CUresult sym params                                                     \
+    {                                                                       \
+        PFN(sym) real = REAL(sym);                                          \
+        return real == NULL ? NO_DRIVER : after(real args, __VA_ARGS__);  \
+    }
+
 static CUresult after_create(CUresult r, CUcontext *pctx, CUdevice dev)
 {
     hooks_device_changed(false); /* the new context is current now */
@@ -70,28 +79,14 @@ static CUresult after_create(CUresult r, CUcontext *pctx, CUdevice dev)
     return r;
 }
 
-CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
-{
-    PFN(cuCtxCreate_v2) real = REAL(cuCtxCreate_v2);
-    return real == NULL ? NO_DRIVER : after_create(real(pctx, flags, dev), pctx, dev);
-}
-
-CUresult cuCtxCreate_v3(CUcontext *pctx, struct CUexecAffinityParam_st *paramsArray,
-                        int numParams, unsigned int flags, CUdevice dev)
-{
-    PFN(cuCtxCreate_v3) real = REAL(cuCtxCreate_v3);
-    return real == NULL ? NO_DRIVER
-                        : after_create(real(pctx, paramsArray, numParams, flags, dev),
-                                       pctx, dev);
-}
-
-CUresult cuCtxCreate_v4(CUcontext *pctx, struct CUctxCreateParams_st *ctxCreateParams,
-                        unsigned int flags, CUdevice dev)
-{
-    PFN(cuCtxCreate_v4) real = REAL(cuCtxCreate_v4);
-    return real == NULL ? NO_DRIVER
-                        : after_create(real(pctx, ctxCreateParams, flags, dev), pctx, dev);
-}
+THEN(cuCtxCreate_v2, (CUcontext *pctx, unsigned int flags, CUdevice dev), (pctx, flags, dev),
+     after_create, pctx, dev)
+THEN(cuCtxCreate_v3, (CUcontext *pctx, struct CUexecAffinityParam_st *paramsArray,
+                      int numParams, unsigned int flags, CUdevice dev),
+     (pctx, paramsArray, numParams, flags, dev), after_create, pctx, dev)
+THEN(cuCtxCreate_v4, (CUcontext *pctx, struct CUctxCreateParams_st *ctxCreateParams,
+                      unsigned int flags, CUdevice dev),
+     (pctx, ctxCreateParams, flags, dev), after_create, pctx, dev)
 
 CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
@@ -131,19 +126,9 @@ static CUresult after_reset(CUresult r, CUdevice dev, const char *why)
     return r;
 }
 
-CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
-{
-    PFN(cuDevicePrimaryCtxReset_v2) real = REAL(cuDevicePrimaryCtxReset_v2);
-    return real == NULL ? NO_DRIVER
-                        : after_reset(real(dev), dev, "cuDevicePrimaryCtxReset");
-}
-
-CUresult cuDevicePrimaryCtxReset(CUdevice dev)
-{
-    PFN(cuDevicePrimaryCtxReset) real = REAL(cuDevicePrimaryCtxReset);
-    return real == NULL ? NO_DRIVER
-                        : after_reset(real(dev), dev, "cuDevicePrimaryCtxReset");
-}
+THEN(cuDevicePrimaryCtxReset_v2, (CUdevice dev), (dev), after_reset, dev,
+     "cuDevicePrimaryCtxReset")
+THEN(cuDevicePrimaryCtxReset, (CUdevice dev), (dev), after_reset, dev, "cuDevicePrimaryCtxReset")
 
 /* A release destroys the context only when it dropped the last reference. */
 static CUresult after_release(CUresult r, CUdevice dev)
@@ -160,17 +145,8 @@ static CUresult after_release(CUresult r, CUdevice dev)
     return r;
 }
 
-CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
-{
-    PFN(cuDevicePrimaryCtxRelease_v2) real = REAL(cuDevicePrimaryCtxRelease_v2);
-    return real == NULL ? NO_DRIVER : after_release(real(dev), dev);
-}
-
-CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
-{
-    PFN(cuDevicePrimaryCtxRelease) real = REAL(cuDevicePrimaryCtxRelease);
-    return real == NULL ? NO_DRIVER : after_release(real(dev), dev);
-}
+THEN(cuDevicePrimaryCtxRelease_v2, (CUdevice dev), (dev), after_release, dev)
+THEN(cuDevicePrimaryCtxRelease, (CUdevice dev), (dev), after_release, dev)
 
 /* The runtime's reset, for runtimes that reach the driver by a way we do not
  * see (the device is the one current before the call). */
