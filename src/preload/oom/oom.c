@@ -156,8 +156,6 @@ static void say(const struct oom_info *o)
                            "%s)", o->path, o->path);
 }
 
-/* Writes the chain's post-mortem if the policy above says so; final: the
- * chain ended (or the process does).  The caller holds no lock. */
 /* Writes a pending post-mortem's file under a new name (`copy` is the
  * chain as of now) and makes p and the chain `o` (NULL: not this thread's)
  * name it.  The caller holds no lock. */
@@ -175,6 +173,8 @@ static void postmortem_first_write(struct postmortem *p, struct oom_info *copy,
     oom_ledger_dump_added(path);
 }
 
+/* Writes the chain's post-mortem if the policy above says so; final: the
+ * chain ended (or the process does).  The caller holds no lock. */
 static void postmortem_sync(struct oom_info *o, int64_t now, bool final)
 {
     if (o->postmortem == 0)
@@ -242,31 +242,25 @@ static bool postmortem_new(struct oom_info *o, int64_t now)
     }
     if (!budget)
         return false;
-    if (p != NULL && __atomic_load_n(&retries_seen, __ATOMIC_ACQUIRE)) {
-        o->reported = true;
-        pthread_mutex_lock(&lock);
-        pms[npms++] = p;
-        o->postmortem = npms;
-        p->info = *o;
-        mark_written(p, now);
-        p->pending = p->dirty = true; /* written by postmortem_sync or at exit */
-        pthread_mutex_unlock(&lock);
-        return true;
-    }
+    /* pending: only registered, written by postmortem_sync or at exit */
+    bool pending = p != NULL && __atomic_load_n(&retries_seen, __ATOMIC_ACQUIRE);
     char path[4096];
-    if (p == NULL || snapshot_write("oom", NULL, o, path, sizeof path) != 0) {
+    if (!pending && (p == NULL || snapshot_write("oom", NULL, o, path, sizeof path) != 0)) {
         free(p);
         return true;
     }
-    snprintf(o->path, sizeof o->path, "%s", path);
+    if (!pending)
+        snprintf(o->path, sizeof o->path, "%s", path);
     o->reported = true; /* the copy below must know it (oom_at_exit) */
     pthread_mutex_lock(&lock);
     pms[npms++] = p;
     o->postmortem = npms;
     p->info = *o;
     mark_written(p, now);
+    p->pending = p->dirty = pending;
     pthread_mutex_unlock(&lock);
-    oom_ledger_dump_added(path);
+    if (!pending)
+        oom_ledger_dump_added(path);
     return true;
 }
 
@@ -289,7 +283,6 @@ static void postmortem_forget(struct oom_info *o)
     unlink(o->path);
     snapshot_name_release("oom", o->path);
     o->path[0] = '\0';
-    o->postmortem = 0;
 }
 
 static void close_chain(bool recovered, int64_t now)
