@@ -106,32 +106,26 @@ static void *resolve_substitute_proc(const char *symbol, void *fn, int version,
 
 /* ---- cuGetProcAddress ---- */
 
-CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
-                             cuuint64_t flags,
-                             CUdriverProcAddressQueryResult *symbolStatus)
-{
-    PFN(cuGetProcAddress_v2) real = REAL(cuGetProcAddress_v2);
-    if (real == NULL)
-        return NO_DRIVER;
-    CUresult r = real(symbol, pfn, cudaVersion, flags, symbolStatus);
-    if (r == CUDA_SUCCESS && pfn != NULL)
-        *pfn = resolve_substitute_proc(symbol, *pfn, cudaVersion, flags,
-                                       HOW_PROCADDRESS);
-    return r;
-}
+/* Both versions: the real look-up, then our wrapper for its answer. */
+#define PROC_ADDRESS(sym, params, args)                                        \
+    CUresult sym params                                                        \
+    {                                                                          \
+        PFN(sym) real = REAL(sym);                                             \
+        if (real == NULL)                                                      \
+            return NO_DRIVER;                                                  \
+        CUresult r = real args;                                                \
+        if (r == CUDA_SUCCESS && pfn != NULL)                                  \
+            *pfn = resolve_substitute_proc(symbol, *pfn, cudaVersion, flags,   \
+                                           HOW_PROCADDRESS);                   \
+        return r;                                                              \
+    }
 
-CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
-                          cuuint64_t flags)
-{
-    PFN(cuGetProcAddress) real = REAL(cuGetProcAddress);
-    if (real == NULL)
-        return NO_DRIVER;
-    CUresult r = real(symbol, pfn, cudaVersion, flags);
-    if (r == CUDA_SUCCESS && pfn != NULL)
-        *pfn = resolve_substitute_proc(symbol, *pfn, cudaVersion, flags,
-                                       HOW_PROCADDRESS);
-    return r;
-}
+PROC_ADDRESS(cuGetProcAddress_v2,
+             (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+              CUdriverProcAddressQueryResult *symbolStatus),
+             (symbol, pfn, cudaVersion, flags, symbolStatus))
+PROC_ADDRESS(cuGetProcAddress, (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags),
+             (symbol, pfn, cudaVersion, flags))
 
 /* ---- driver entry points ----
  * The runtime asks the driver through the cuGetProcAddress it obtained -
