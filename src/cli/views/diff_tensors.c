@@ -60,129 +60,12 @@ static const char *where_of(const struct snap_tensor_site *t)
     return t->where && t->where[0] ? t->where : "";
 }
 
-struct row {
-    const char *where;
-    uint64_t base, now, nbase, nnow;
-    bool in_base, in_now;
-    int64_t delta;
-};
-
-/* Sums side sd's sites into rows (matched by text). */
-static void fold(struct row *rows, size_t *n, const struct side *sd, bool is_base)
-{
-    for (size_t i = 0; i < sd->n; i++) {
-        const char *w = where_of(sd->site[i]);
-        size_t k = 0;
-        while (k < *n && strcmp(rows[k].where, w) != 0)
-            k++;
-        if (k == *n) {
-            memset(&rows[k], 0, sizeof rows[k]);
-            rows[k].where = w;
-            (*n)++;
-        }
-        if (is_base) {
-            rows[k].base += sd->site[i]->bytes;
-            rows[k].nbase += sd->site[i]->count;
-            rows[k].in_base = true;
-        } else {
-            rows[k].now += sd->site[i]->bytes;
-            rows[k].nnow += sd->site[i]->count;
-            rows[k].in_now = true;
-        }
-    }
-}
-
-static int by_change(const void *x, const void *y)
-{
-    const struct row *a = x, *b = y;
-    uint64_t da = a->delta < 0 ? (uint64_t)-a->delta : (uint64_t)a->delta;
-    uint64_t db = b->delta < 0 ? (uint64_t)-b->delta : (uint64_t)b->delta;
-    if (da != db)
-        return da > db ? -1 : 1;
-    return strcmp(a->where, b->where);
-}
-
-int diff_tensors_print(FILE *f, struct snapctx *ctx, const struct snapshot *a,
-                       const struct snapshot *b, unsigned top)
-{
-    struct side *sa = malloc(sizeof *sa), *sb = malloc(sizeof *sb);
-    struct row *rows = sa && sb ? malloc((sizeof sa->site / sizeof *sa->site) * 2 * sizeof *rows)
-                                : NULL;
-    if (rows == NULL) {
-        free(sa);
-        free(sb);
-        return -1;
-    }
-    gather(sa, a);
-    gather(sb, b);
-    if (!sa->present && !sb->present) {
-        free(rows);
-        free(sa);
-        free(sb);
-        return 0;
-    }
-    size_t n = 0;
-    fold(rows, &n, sa, true);
-    fold(rows, &n, sb, false);
-    for (size_t i = 0; i < n; i++)
-        rows[i].delta = out_delta(rows[i].base, rows[i].now);
-    qsort(rows, n, sizeof *rows, by_change);
-
-    char head[256];
-    snprintf(head, sizeof head, "Live tensors by Python line (PyTorch's history; base %s, "
-             "new %s)", sa->present ? sa->when : "off", sb->present ? sb->when : "off");
-    fputc('\n', f);
-    fputs(out_color(OUT_BOLD), f);
-    out_wrap(f, "", "  ", head);
-    fputs(out_color(OUT_RESET), f);
-    struct out_table t;
-    out_table_init(&t, "rrrrl", 2);
-    out_table_row(&t, "base", "new", "change", "tensors", "Python line");
-    size_t shown = 0, unknown = 0;
-    for (size_t i = 0; i < n && shown < top; i++) {
-        const struct row *r = &rows[i];
-        /* Off on a side, or below the top of a full list there: unknown. */
-        bool ka = sa->present && (r->in_base || !sa->full);
-        bool kb = sb->present && (r->in_now || !sb->full);
-        char x[OUT_NUM], y[OUT_NUM], c[OUT_NUM], cnt[64], fit[1024];
-        char na[24] = "-", nb[24] = "-";
-        if (ka)
-            snprintf(na, sizeof na, "%" PRIu64, r->nbase);
-        if (kb)
-            snprintf(nb, sizeof nb, "%" PRIu64, r->nnow);
-        snprintf(cnt, sizeof cnt, "%s -> %s", na, nb);
-        unknown += !ka || !kb;
-        const char *w = r->where[0] ? snapshot_display(ctx, r->where)
-                                    : "no Python stack (allocated off the Python thread, "
-                                      "e.g. by autograd's backward)";
-        const char *lt = strstr(w, " < ");
-        char first[512];
-        snprintf(first, sizeof first, "%.*s", lt ? (int)(lt - w) : (int)strlen(w), w);
-        out_table_row(&t, ka ? out_bytes(r->base, x) : "-", kb ? out_bytes(r->now, y) : "-",
-                      ka && kb ? out_sbytes(r->delta, c) : "", cnt, first);
-        if (lt)
-            out_table_note(&t, out_fit_chain(lt + 1, OUT_WIDTH > 40 ? OUT_WIDTH - 40 : 40, fit,
-                                            sizeof fit));
-        shown++;
-    }
-    int rc = out_table_print(&t, f);
-    if (n > shown)
-        fprintf(f, "  (%zu more lines)\n", n - shown);
-    if (unknown > 0)
-        out_wrap(f, "  ", "  ", "-: not known on that side (its history was off, or the "
-                 "line was below the largest 5 it lists)");
-    free(rows);
-    free(sa);
-    free(sb);
-    return rc;
-}
-
-/* The tensor model's tables (holders.h): what each side's PyTorch tensors
- * held, by the user's line, matched across the two files by the line's
- * name ("file:line:function"; frames of one snapctx are interned, and so
- * are autograd's "[backward of ...]" names).  A file lists every group
- * (only past thousands is a tail folded, "[N more lines]"), so a line
- * absent from one side held nothing there. */
+/* A table's rows: base and new by line, matched across the two files by the
+ * line's name.  The tensor model's tables (holders.h) name it
+ * "file:line:function" (frames of one snapctx are interned, and so are
+ * autograd's "[backward of ...]" names); a file lists every group (only past
+ * thousands is a tail folded, "[N more lines]"), so a line absent from one
+ * side held nothing there. */
 
 struct trow {
     const char *name, *display;
@@ -199,47 +82,142 @@ struct ttable {
     size_t n, cap;
 };
 
+/* Adds h's bytes and count to its side of the row named h->name. */
+static int trow_add(struct ttable *t, const struct snapshot *s, const struct holder *h, bool base)
+{
+    size_t k = 0;
+    while (k < t->n && strcmp(t->v[k].name, h->name) != 0)
+        k++;
+    if (k == t->n) {
+        if (snapshot_vec_reserve((void **)&t->v, &t->cap, sizeof *t->v, t->n + 1))
+            return -1;
+        memset(&t->v[k], 0, sizeof t->v[k]);
+        t->v[k].name = h->name;
+        t->v[k].display = h->display;
+        t->v[k].label = SNAP_NO_FRAME;
+        t->v[k].snap = s;
+        t->n++;
+    }
+    struct trow *r = &t->v[k];
+    if (r->frames == NULL) {
+        r->frames = h->frames;
+        r->nframes = h->nframes;
+        r->label = h->label;
+    }
+    if (base) {
+        r->base += h->bytes;
+        r->nbase += h->count;
+        r->in_base = true;
+    } else {
+        r->now += h->bytes;
+        r->nnow += h->count;
+        r->in_now = true;
+    }
+    return 0;
+}
+
+static int by_tchange(const void *x, const void *y)
+{
+    const struct trow *a = x, *b = y;
+    uint64_t da = a->delta < 0 ? (uint64_t)-a->delta : (uint64_t)a->delta;
+    uint64_t db = b->delta < 0 ? (uint64_t)-b->delta : (uint64_t)b->delta;
+    if (da != db)
+        return da > db ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+/* Each row's change, then the rows largest change first. */
+static void ttable_sort(struct ttable *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        t->v[i].delta = out_delta(t->v[i].base, t->v[i].now);
+    if (t->n > 1)
+        qsort(t->v, t->n, sizeof *t->v, by_tchange);
+}
+
+int diff_tensors_print(FILE *f, struct snapctx *ctx, const struct snapshot *a,
+                       const struct snapshot *b, unsigned top)
+{
+    struct side *sa = malloc(sizeof *sa), *sb = malloc(sizeof *sb);
+    struct ttable rows = {NULL, 0, 0};
+    int rc = -1;
+    if (sa == NULL || sb == NULL)
+        goto out;
+    gather(sa, a);
+    gather(sb, b);
+    rc = 0;
+    if (!sa->present && !sb->present)
+        goto out;
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        const struct side *sd = k == 0 ? sa : sb;
+        for (size_t i = 0; i < sd->n && rc == 0; i++) {
+            const char *w = where_of(sd->site[i]);
+            struct holder h = {.label = SNAP_NO_FRAME, .name = w, .display = w,
+                               .bytes = sd->site[i]->bytes, .count = sd->site[i]->count};
+            rc = trow_add(&rows, NULL, &h, k == 0);
+        }
+    }
+    if (rc != 0)
+        goto out;
+    ttable_sort(&rows);
+    size_t n = rows.n;
+
+    char head[256];
+    snprintf(head, sizeof head, "Live tensors by Python line (PyTorch's history; base %s, "
+             "new %s)", sa->present ? sa->when : "off", sb->present ? sb->when : "off");
+    fputc('\n', f);
+    fputs(out_color(OUT_BOLD), f);
+    out_wrap(f, "", "  ", head);
+    fputs(out_color(OUT_RESET), f);
+    struct out_table t;
+    out_table_init(&t, "rrrrl", 2);
+    out_table_row(&t, "base", "new", "change", "tensors", "Python line");
+    size_t shown = 0, unknown = 0;
+    for (size_t i = 0; i < n && shown < top; i++) {
+        const struct trow *r = &rows.v[i];
+        /* Off on a side, or below the top of a full list there: unknown. */
+        bool ka = sa->present && (r->in_base || !sa->full);
+        bool kb = sb->present && (r->in_now || !sb->full);
+        char x[OUT_NUM], y[OUT_NUM], c[OUT_NUM], cnt[64], fit[1024];
+        char na[24] = "-", nb[24] = "-";
+        if (ka)
+            snprintf(na, sizeof na, "%" PRIu64, r->nbase);
+        if (kb)
+            snprintf(nb, sizeof nb, "%" PRIu64, r->nnow);
+        snprintf(cnt, sizeof cnt, "%s -> %s", na, nb);
+        unknown += !ka || !kb;
+        const char *w = r->name[0] ? snapshot_display(ctx, r->name)
+                                    : "no Python stack (allocated off the Python thread, "
+                                      "e.g. by autograd's backward)";
+        const char *lt = strstr(w, " < ");
+        char first[512];
+        snprintf(first, sizeof first, "%.*s", lt ? (int)(lt - w) : (int)strlen(w), w);
+        out_table_row(&t, ka ? out_bytes(r->base, x) : "-", kb ? out_bytes(r->now, y) : "-",
+                      ka && kb ? out_sbytes(r->delta, c) : "", cnt, first);
+        if (lt)
+            out_table_note(&t, out_fit_chain(lt + 1, OUT_WIDTH > 40 ? OUT_WIDTH - 40 : 40, fit,
+                                            sizeof fit));
+        shown++;
+    }
+    rc = out_table_print(&t, f);
+    if (n > shown)
+        fprintf(f, "  (%zu more lines)\n", n - shown);
+    if (unknown > 0)
+        out_wrap(f, "  ", "  ", "-: not known on that side (its history was off, or the "
+                 "line was below the largest 5 it lists)");
+out:
+    free(rows.v);
+    free(sa);
+    free(sb);
+    return rc;
+}
+
 struct tside {
     bool present;
     uint64_t total, cache;
     bool has_cache;
     char when[96];
 };
-
-static int trow_add(struct ttable *t, const struct snapshot *s, const struct holder *h,
-                    const char *name, const char *display, bool base)
-{
-    size_t k = 0;
-    while (k < t->n && strcmp(t->v[k].name, name) != 0)
-        k++;
-    if (k == t->n) {
-        if (snapshot_vec_reserve((void **)&t->v, &t->cap, sizeof *t->v, t->n + 1))
-            return -1;
-        memset(&t->v[k], 0, sizeof t->v[k]);
-        t->v[k].name = name;
-        t->v[k].display = display;
-        t->v[k].label = SNAP_NO_FRAME;
-        t->v[k].snap = s;
-        t->n++;
-    }
-    struct trow *r = &t->v[k];
-    if (h != NULL && r->frames == NULL) {
-        r->frames = h->frames;
-        r->nframes = h->nframes;
-        r->label = h->label;
-    }
-    uint64_t bytes = h ? h->bytes : 0, count = h ? h->count : 0;
-    if (base) {
-        r->base += bytes;
-        r->nbase += count;
-        r->in_base = true;
-    } else {
-        r->now += bytes;
-        r->nnow += count;
-        r->in_now = true;
-    }
-    return 0;
-}
 
 static int tside_add(struct ttable *t, struct tside *sd, struct snapshot *s,
                      const struct snap_device *d, enum holders_moment m, bool base)
@@ -257,12 +235,12 @@ static int tside_add(struct ttable *t, struct tside *sd, struct snapshot *s,
         sd->cache += h.cache_bytes;
     }
     for (size_t i = 0; rc == 0 && i < h.n; i++)
-        rc = trow_add(t, s, &h.v[i], h.v[i].name, h.v[i].display, base);
+        rc = trow_add(t, s, &h.v[i], base);
     if (rc == 0 && h.has_more) {
-        struct holder more = {.label = SNAP_NO_FRAME, .bytes = h.more_bytes,
-                              .count = h.more_count};
-        rc = trow_add(t, s, &more, "[more lines]", "[more lines, folded by the writer]",
-                      base);
+        struct holder more = {.label = SNAP_NO_FRAME, .name = "[more lines]",
+                              .display = "[more lines, folded by the writer]",
+                              .bytes = h.more_bytes, .count = h.more_count};
+        rc = trow_add(t, s, &more, base);
     }
     holders_free(&h);
     return rc;
@@ -299,23 +277,10 @@ bool diff_tensors_model(const struct snapshot *a, const struct snapshot *b)
     return has_tensors(a) || has_tensors(b);
 }
 
-static int by_tchange(const void *x, const void *y)
-{
-    const struct trow *a = x, *b = y;
-    uint64_t da = a->delta < 0 ? (uint64_t)-a->delta : (uint64_t)a->delta;
-    uint64_t db = b->delta < 0 ? (uint64_t)-b->delta : (uint64_t)b->delta;
-    if (da != db)
-        return da > db ? -1 : 1;
-    return strcmp(a->name, b->name);
-}
-
 static int ttable_print(FILE *f, struct snapctx *ctx, const char *head, struct ttable *t,
                         const struct tside *sa, const struct tside *sb, unsigned top)
 {
-    for (size_t i = 0; i < t->n; i++)
-        t->v[i].delta = out_delta(t->v[i].base, t->v[i].now);
-    if (t->n > 1)
-        qsort(t->v, t->n, sizeof *t->v, by_tchange);
+    ttable_sort(t);
     fputc('\n', f);
     fputs(out_color(OUT_BOLD), f);
     out_wrap(f, "", "  ", head);
