@@ -395,19 +395,16 @@ static void print_kinds(FILE *f, const struct snapshot *a, const struct snapshot
     struct out_table t;
     out_table_init(&t, "lrrrrr", 2);
     out_table_row(&t, "kind", "base peak", "new peak", "change", "base allocs", "new allocs");
-    int kinds[KIND_OTHER]; /* every kind format.h names, in its order */
-    for (int k = 0; k < KIND_OTHER; k++)
-        kinds[k] = k;
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    for (int k = 0; k < KIND_OTHER; k++) { /* every kind format.h names, in its order */
         uint64_t pa, aa, pb, ab;
-        kind_totals(a, kinds[k], &pa, &aa);
-        kind_totals(b, kinds[k], &pb, &ab);
+        kind_totals(a, k, &pa, &aa);
+        kind_totals(b, k, &pb, &ab);
         if (pa == 0 && pb == 0 && aa == 0 && ab == 0)
             continue;
         char x[OUT_NUM], y[OUT_NUM], c[OUT_NUM], n1[32], n2[32];
         snprintf(n1, sizeof n1, "%" PRIu64, aa);
         snprintf(n2, sizeof n2, "%" PRIu64, ab);
-        out_table_row(&t, snapshot_kind_name(kinds[k]), out_bytes(pa, x), out_bytes(pb, y),
+        out_table_row(&t, snapshot_kind_name(k), out_bytes(pa, x), out_bytes(pb, y),
                   out_sbytes(out_delta(pa, pb), c), n1, n2);
     }
     fputc('\n', f);

@@ -67,12 +67,6 @@ bool report_is_full(void)
     return report_full;
 }
 
-/* "s" after a count unless it is one. */
-static const char *plural(uint64_t n)
-{
-    return n == 1 ? "" : "s";
-}
-
 size_t report_pick(struct snapshot **s, size_t n)
 {
     size_t best = 0;
@@ -285,7 +279,7 @@ static void print_retries(FILE *f, const struct snap_oom *o)
         snprintf(tail, sizeof tail, "; %s released by %" PRIu64 " free%s in between",
                  out_bytes(o->released_bytes, a),
                  o->released_count != SNAP_UNKNOWN ? o->released_count : 0,
-                 plural(o->released_count != SNAP_UNKNOWN ? o->released_count : 0));
+                 out_plural(o->released_count != SNAP_UNKNOWN ? o->released_count : 0));
     else if (o->attempts != SNAP_UNKNOWN && o->attempts > 1)
         snprintf(tail, sizeof tail, "; nothing released in between");
     if (o->attempts == SNAP_UNKNOWN)
@@ -307,7 +301,7 @@ static int oom_table(FILE *f, struct snapshot *s, const struct snap_groups *g,
     uint64_t count, total = groups_bytes(g, &count);
     fputc('\n', f);
     heading(f, "  %s (%s in %" PRIu64 " %s%s)%s", title, out_bytes(total, a), count,
-            what, plural(count), suffix);
+            what, out_plural(count), suffix);
     return print_sites(f, s, g, total, top, with_kind, 2);
 }
 
@@ -423,24 +417,17 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
     holders_free(&h);
     if (holders_segments() && o->allocator.present)
         tensors = false; /* the driver's view was asked for: it is the holders */
-    if (!report_full) {
-        if (!tensors && oom_table(f, s, &o->live,
-                                  holders_segments() && o->allocator.present
-                                      ? "Cached segments at the failure, by the line that "
-                                        "created them"
-                                      : "Top holders at the failure",
-                                  "allocation", "", top < OOM_ROWS ? top : OOM_ROWS,
-                                  true) != 0)
-            return -1;
-        return 0;
-    }
-    if (oom_table(f, s, &o->live,
+    /* Without --full the tensors, when known, are the one holders table. */
+    if ((report_full || !tensors) &&
+        oom_table(f, s, &o->live,
                   tensors || (holders_segments() && o->allocator.present)
                       ? "Cached segments at the failure, by the line that created them"
                       : "Top holders at the failure",
-                  "allocation", "", top, true) != 0 ||
-        oom_table(f, s, &o->released, "Released between attempts", "free",
-                  ", by call site", top, false) != 0)
+                  "allocation", "", report_full || top < OOM_ROWS ? top : OOM_ROWS,
+                  true) != 0)
+        return -1;
+    if (report_full && oom_table(f, s, &o->released, "Released between attempts", "free",
+                                 ", by call site", top, false) != 0)
         return -1;
     return 0;
 }
@@ -463,13 +450,13 @@ static int print_advice(FILE *f, struct snapshot *s)
 
 /* ---- devices ---- */
 
-static void print_kinds(FILE *f, const struct snap_kind_stats *k, int nkinds,
-                        const int *which)
+/* The device's kinds (format.h's by_kind keys), those that saw any use. */
+static void print_kinds(FILE *f, const struct snap_kind_stats *k)
 {
     struct out_table t;
     out_table_init(&t, "lrrrrr", 2);
     out_table_row(&t, "kind", "current", "peak", "allocs", "frees", "failures");
-    for (int i = 0; i < nkinds; i++) {
+    for (int i = 0; i < DEVICE_KINDS; i++) {
         const struct snap_kind_stats *ks = &k[i];
         if (ks->allocs == 0 && ks->frees == 0 && ks->failures == 0 &&
             ks->peak_bytes == 0 && ks->current_bytes == 0)
@@ -478,7 +465,7 @@ static void print_kinds(FILE *f, const struct snap_kind_stats *k, int nkinds,
         snprintf(al, sizeof al, "%" PRIu64, ks->allocs);
         snprintf(fr, sizeof fr, "%" PRIu64, ks->frees);
         snprintf(fa, sizeof fa, "%" PRIu64, ks->failures);
-        out_table_row(&t, snapshot_kind_name(which[i]), out_bytes(ks->current_bytes, c),
+        out_table_row(&t, snapshot_kind_name(i), out_bytes(ks->current_bytes, c),
                   out_bytes(ks->peak_bytes, p), al, fr, fa);
     }
     if (t.nrows > 1)
@@ -677,10 +664,7 @@ static int print_device(FILE *f, struct snapshot *s, const struct snap_device *d
         para(f, 2, "device total %s, free %s (last cuMemGetInfo)%s",
              out_bytes(d->total_bytes, a), out_bytes(d->free_bytes, b), lim);
     }
-    int which[DEVICE_KINDS]; /* the by_kind keys, in format.h's order */
-    for (int k = 0; k < DEVICE_KINDS; k++)
-        which[k] = k;
-    print_kinds(f, d->by_kind, DEVICE_KINDS, which);
+    print_kinds(f, d->by_kind);
     if (report_by_range) {
         if (report_phases(f, s, &d->by_phase, d->peak_bytes, top) != 0)
             return -1;
@@ -723,8 +707,8 @@ static int print_host(FILE *f, struct snapshot *s, unsigned top)
     heading(f, "Host pinned: peak %s at %s, now %s", out_bytes(h->stats.peak_bytes, a),
             out_duration(h->stats.peak_time_ns, t), out_bytes(h->stats.current_bytes, b));
     para(f, 2, "%" PRIu64 " alloc%s, %" PRIu64 " free%s, %" PRIu64 " failure%s",
-         h->stats.allocs, plural(h->stats.allocs), h->stats.frees, plural(h->stats.frees),
-         h->stats.failures, plural(h->stats.failures));
+         h->stats.allocs, out_plural(h->stats.allocs), h->stats.frees, out_plural(h->stats.frees),
+         h->stats.failures, out_plural(h->stats.failures));
     if (report_by_range) {
         if (report_phases(f, s, &h->by_phase, h->stats.peak_bytes, top) != 0)
             return -1;
@@ -741,8 +725,9 @@ static void print_counters(FILE *f, const struct snapshot *s)
     fputc('\n', f);
     para(f, 0, "Counters: %" PRIu64 " unknown free%s, %" PRIu64 " failed free%s, %" PRIu64
                " stack%s, %" PRIu64 " live allocation%s",
-         c->unknown_frees, plural(c->unknown_frees), c->failed_frees, plural(c->failed_frees),
-         c->stacks, plural(c->stacks), c->live_allocations, plural(c->live_allocations));
+         c->unknown_frees, out_plural(c->unknown_frees), c->failed_frees,
+         out_plural(c->failed_frees), c->stacks, out_plural(c->stacks), c->live_allocations,
+         out_plural(c->live_allocations));
     if (c->wrong_kind_frees > 0)
         para(f, 2, "%" PRIu64 " free%s used the wrong API for a live allocation "
                    "(refused, the memory is still held): free pinned host memory "
