@@ -357,13 +357,6 @@ static void line_allocator_fragmentation(const struct snapshot *s, char *buf, si
              out_bytes(oom_text_request(o), b));
 }
 
-static uint64_t largest_free(const struct snap_allocator *a)
-{
-    uint64_t s = snap_known(a->largest_free_small) ? a->largest_free_small : 0;
-    uint64_t l = snap_known(a->largest_free_large) ? a->largest_free_large : 0;
-    return s > l ? s : l;
-}
-
 static bool config_has(const struct snap_allocator *a, const char *item)
 {
     return a->config != NULL && strstr(a->config, item) != NULL;
@@ -475,7 +468,8 @@ static void advice_allocator_fragmentation(struct snapshot *s, struct advice *ou
     out_bytes(un, a);
     out_bytes(user, b);
     out_bytes(page, d);
-    out_bytes(snap_known(joined) ? inside : largest_free(al), most);
+    uint64_t largest = report_allocator_largest_free(al);
+    out_bytes(snap_known(joined) ? inside : snap_known(largest) ? largest : 0, most);
     if (!expandable && snap_known(joined) && joined >= user) {
         advice_add(out, n, "expandable-segments", un,
             "%s reserved by PyTorch is free but in pieces smaller than the %s asked "

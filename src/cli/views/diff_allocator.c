@@ -15,6 +15,7 @@
 
 #include "moment.h"
 #include "out.h"
+#include "report_allocator.h"
 
 /* The figures of s and when they were read (moment.h: a dump is named by
  * its reason, so two dumps of one run do not both read "at exit"). */
@@ -31,16 +32,6 @@ static const struct snap_allocator *pick(const struct snapshot *s, char *when, s
         }
     snprintf(when, n, "not reported");
     return NULL;
-}
-
-static uint64_t largest_free(const struct snap_allocator *a)
-{
-    uint64_t s = a->largest_free_small, l = a->largest_free_large;
-    if (s == SNAP_UNKNOWN)
-        return l;
-    if (l == SNAP_UNKNOWN)
-        return s;
-    return s > l ? s : l;
 }
 
 static void bytes_row(struct out_table *t, const char *what, const struct snap_allocator *a,
@@ -85,8 +76,8 @@ void diff_allocator_print(FILE *f, struct snapctx *ctx, const struct snapshot *b
     bytes_row(&t, "reserved", a, b, a ? a->reserved_bytes : 0, b ? b->reserved_bytes : 0);
     bytes_row(&t, "reserved but unallocated", a, b, a ? a->reserved_unallocated_bytes : 0,
               b ? b->reserved_unallocated_bytes : 0);
-    bytes_row(&t, "largest free block", a, b, a ? largest_free(a) : 0,
-              b ? largest_free(b) : 0);
+    bytes_row(&t, "largest free block", a, b, a ? report_allocator_largest_free(a) : 0,
+              b ? report_allocator_largest_free(b) : 0);
     count_row(&t, "segments", a, b, a ? a->segments : 0, b ? b->segments : 0);
     count_row(&t, "OOMs so far", a, b, a ? a->num_ooms : 0, b ? b->num_ooms : 0);
     if ((a && a->requested_bytes != SNAP_UNKNOWN) || (b && b->requested_bytes != SNAP_UNKNOWN))
