@@ -29,11 +29,6 @@ uint64_t advice_short_by(const struct snap_oom *o)
                : 0;
 }
 
-/* Who lacked the shortfall: the failing call.  When it is a step of the
- * allocator's larger request (an expandable segment's 20 MiB cuMemCreate for
- * a 172 MiB tensor) the shortfall is that call's, so the call is named with
- * the request it serves; nothing here measures what the whole request
- * lacked.  Returns true for such a step. */
 bool advice_lacking(const struct snapshot *s, char *buf, size_t n)
 {
     const struct snap_oom *o = &s->oom;

@@ -51,8 +51,11 @@ void advice_add(struct advice *out, int *n, const char *id, uint64_t bytes, cons
  * free; 0 when not known. */
 uint64_t advice_short_by(const struct snap_oom *o);
 
-/* Who lacked the shortfall, into buf: "this request", or the failing call
- * named with the allocator's request it serves (then returns true). */
+/* Who lacked the shortfall, into buf: "this request", or, when the failing
+ * call is a step of the allocator's larger request (an expandable segment's
+ * 20 MiB cuMemCreate for a 172 MiB tensor), that call named with the request
+ * it serves, then returns true: the shortfall is the call's, and nothing
+ * here measures what the whole request lacked. */
 bool advice_lacking(const struct snapshot *s, char *buf, size_t n);
 
 #endif

@@ -285,8 +285,6 @@ static int card_show(const char *simgpu, const char *build, struct fit_card *k)
     return show_size(mem, &k->capacity) == 0 && show_size(res, &k->reserve) == 0 ? 0 : -1;
 }
 
-/* mkdir -p of a directory of at most two new levels, and removes what an
- * earlier fit left in it (its snapshots, output.log, fit.txt). */
 int fit_prepare_dir(const char *dir)
 {
     char parent[PATH_MAX];
@@ -326,7 +324,6 @@ static double now(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Runs one card: simgpu --gpu G [--memory M] -- <self> run --output DIR/ -- cmd. */
 int fit_run_card(struct fit_card *c, const struct fit_job *job, int index, int count)
 {
     const char *simgpu = job->simgpu, *build = job->build, *self = job->self;
@@ -510,8 +507,6 @@ int fit_run_card(struct fit_card *c, const struct fit_job *job, int index, int c
     return 0;
 }
 
-/* What the run held at its peak: PyTorch's max reserved, or the tracer's
- * device peak where that is more (memory outside PyTorch's allocator). */
 int64_t fit_peak_held(const struct fit_card *c)
 {
     return c->device_peak > c->max_reserved ? c->device_peak : c->max_reserved;

@@ -56,20 +56,22 @@ struct fit_card {
     int64_t rank_allocated[FIT_MAX_RANKS], rank_reserved[FIT_MAX_RANKS];
 };
 
-/* Runs c's command on its card (c->dir prepared), fills c's outcome; 0, or
- * -1 when the run could not start (said on stderr).  index/count number
- * the progress lines. */
+/* Runs c's command on its card (c->dir prepared): simgpu [--gpu G] [--memory
+ * M] -- <self> run --output DIR/ -- cmd; fills c's outcome; 0, or -1 when the
+ * run could not start (said on stderr).  index/count number the progress
+ * lines. */
 int fit_run_card(struct fit_card *c, const struct fit_job *job, int index, int count);
 
 /* mkdir -p of dir (at most two new levels) and removes what an earlier fit
- * left in it; 0, or -1 said on stderr. */
+ * left in it (its snapshots, output.log, fit.txt); 0, or -1 said on stderr. */
 int fit_prepare_dir(const char *dir);
 
 /* Whether Ctrl-C or SIGTERM asked fit to end: run nothing more. */
 bool fit_interrupted(void);
 
 bool fit_ran_out(const struct fit_card *c);
-/* The most the run held: PyTorch's max reserved or the tracer's device peak. */
+/* The most the run held: PyTorch's max reserved, or the tracer's device peak
+ * where that is more (memory outside PyTorch's allocator). */
 int64_t fit_peak_held(const struct fit_card *c);
 const char *fit_verdict_word(const struct fit_card *c);
 /* v bytes exactly (bytes) or in units, "-" for v < 0; returns buf. */
