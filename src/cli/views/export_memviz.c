@@ -69,6 +69,13 @@ static void puint(struct pk *p, uint64_t v)
 
 static void key(struct pk *p, const char *k) { pstr(p, k); }
 
+/* Opens a dictionary (EMPTY_DICT, MARK); its items end at SETITEMS, 'u'. */
+static void dict(struct pk *p)
+{
+    op(p, '}');
+    op(p, '(');
+}
+
 /* A dictionary item: its key, then its value. */
 static void item_int(struct pk *p, const char *k, int64_t v)
 {
@@ -88,7 +95,17 @@ static void item_str(struct pk *p, const char *k, const char *v)
     pstr(p, v);
 }
 
-/* {"filename", "line", "name"} of a frame, PyTorch's frame shape. */
+/* {"filename", "line", "name"}: PyTorch's frame shape. */
+static void frame_dict(struct pk *p, const char *file, int64_t line, const char *name)
+{
+    dict(p);
+    item_str(p, "filename", file);
+    item_int(p, "line", line);
+    item_str(p, "name", name);
+    op(p, 'u');
+}
+
+/* A frame of the context as PyTorch's frame. */
 static void frame(struct pk *p, const struct frame *fr)
 {
     char buf[1024];
@@ -108,12 +125,7 @@ static void frame(struct pk *p, const struct frame *fr)
             file = buf;
         }
     }
-    op(p, '}');
-    op(p, '(');
-    item_str(p, "filename", file);
-    item_int(p, "line", line);
-    item_str(p, "name", name);
-    op(p, 'u');
+    frame_dict(p, file, line, name);
 }
 
 static void frames(struct pk *p, const struct snapshot *s, uint32_t stack)
@@ -185,8 +197,7 @@ static int bucket_of(struct buckets *b, int32_t device, uint32_t stack, uint64_t
 static void action(struct pk *p, const struct snapshot *s, const char *what, uint64_t addr,
                    uint64_t size, uint32_t stack, int64_t t_ns)
 {
-    op(p, '}');
-    op(p, '(');
+    dict(p);
     item_str(p, "action", what);
     item_uint(p, "addr", addr);
     item_uint(p, "size", size);
@@ -204,8 +215,7 @@ static void oom_action(struct pk *p, const struct snapshot *s, const struct snap
     if (at->device != d || at->outcome == NULL || strcmp(at->outcome, "failed") != 0)
         return;
     const struct snap_device *dv = snapshot_device(s, d);
-    op(p, '}');
-    op(p, '(');
+    dict(p);
     item_str(p, "action", "oom");
     item_int(p, "addr", 0);
     item_uint(p, "size", at->requested_bytes);
@@ -290,14 +300,31 @@ static void block_frames(struct pk *p, const struct snapshot *s, const struct sn
     }
     for (size_t i = 0; i < l->pystacks[k].n; i++) {
         const struct snap_pyframe *fr = &l->pyframes[l->pystacks[k].first + i];
-        op(p, '}');
-        op(p, '(');
-        item_str(p, "filename", fr->file);
-        item_int(p, "line", fr->line);
-        item_str(p, "name", fr->function);
-        op(p, 'u');
+        frame_dict(p, fr->file, fr->line, fr->function);
     }
     op(p, 'e');
+}
+
+/* Opens a segment (the list of them first, unless *any), up to its
+ * "frames" key; requested_size is what its blocks hold, as allocated. */
+static void segment_head(struct pk *p, bool *any, int32_t d, uint64_t addr, uint64_t total,
+                         uint64_t allocated, uint64_t active, bool small)
+{
+    if (!*any)
+        op(p, '(');
+    *any = true;
+    dict(p);
+    item_int(p, "device", d);
+    item_uint(p, "address", addr);
+    item_uint(p, "total_size", total);
+    item_uint(p, "allocated_size", allocated);
+    item_uint(p, "active_size", active);
+    item_uint(p, "requested_size", allocated);
+    item_int(p, "stream", 0);
+    item_str(p, "segment_type", small ? "small" : "large");
+    key(p, "is_expandable");
+    op(p, 0x89); /* NEWFALSE */
+    key(p, "frames");
 }
 
 /* The caching allocator's segments of device d, in PyTorch's shape:
@@ -319,22 +346,7 @@ static void allocator_segments(struct pk *p, const struct snapshot *s,
             allocated += b->state == BLOCK_ALLOCATED ? b->bytes : 0;
             active += b->state == BLOCK_ALLOCATED || b->state == BLOCK_PENDING ? b->bytes : 0;
         }
-        if (!*any)
-            op(p, '(');
-        *any = true;
-        op(p, '}');
-        op(p, '(');
-        item_int(p, "device", d);
-        item_uint(p, "address", addr);
-        item_uint(p, "total_size", g->bytes);
-        item_uint(p, "allocated_size", allocated);
-        item_uint(p, "active_size", active);
-        item_uint(p, "requested_size", allocated);
-        item_int(p, "stream", 0);
-        item_str(p, "segment_type", g->small ? "small" : "large");
-        key(p, "is_expandable");
-        op(p, 0x89); /* NEWFALSE */
-        key(p, "frames");
+        segment_head(p, any, d, addr, g->bytes, allocated, active, g->small);
         op(p, ']');
         key(p, "blocks");
         op(p, ']');
@@ -342,8 +354,7 @@ static void allocator_segments(struct pk *p, const struct snapshot *s,
             op(p, '(');
         for (size_t k = 0; k < g->nblocks; k++) {
             const struct snap_block *b = &l->blocks[g->first + k];
-            op(p, '}');
-            op(p, '(');
+            dict(p);
             item_uint(p, "address", addr + b->offset);
             item_uint(p, "size", b->bytes);
             item_uint(p, "requested_size", b->state == BLOCK_FREE ? 0 : b->bytes);
@@ -406,8 +417,7 @@ static int annotations(struct pk *p, const struct snapshot *s, int32_t ndev)
         op(p, '(');
     for (int32_t d = 0; d < ndev; d++)
         for (size_t i = 0; i < n; i++) {
-            op(p, '}');
-            op(p, '(');
+            dict(p);
             item_str(p, "stage", m[i].end ? "END" : "START");
             item_str(p, "name", snapshot_phase_path(s, m[i].phase));
             item_int(p, "device", d);
@@ -456,8 +466,7 @@ int export_memviz(FILE *f, struct snapshot *s, struct cli_error *err)
     int rc = 0;
     op(&p, 0x80); /* PROTO 2 */
     op(&p, 2);
-    op(&p, '}');
-    op(&p, '(');
+    dict(&p);
     key(&p, "device_traces");
     op(&p, ']');
     if (ndev > 0)
@@ -510,11 +519,8 @@ int export_memviz(FILE *f, struct snapshot *s, struct cli_error *err)
     arena_free(&b.arena);
     free(b.head);
     free(b.tail);
-    if (rc != 0) {
-        free(a);
-        free(p.memoised);
-        return errors_set(err, CLI_ENOMEM, "cannot export '%s': out of memory", s->file);
-    }
+    if (rc != 0)
+        goto nomem;
     if (ndev > 0)
         op(&p, 'e');
     key(&p, "segments");
@@ -532,42 +538,17 @@ int export_memviz(FILE *f, struct snapshot *s, struct cli_error *err)
     for (size_t k = 0; k < na; k++) {
         if (!a[k].live || allocator_layout(s, a[k].device) != NULL)
             continue;
-        if (!any)
-            op(&p, '(');
-        any = true;
-        op(&p, '}');
-        op(&p, '(');
-        key(&p, "device");
-        pint(&p, a[k].device);
-        key(&p, "address");
-        puint(&p, a[k].addr);
-        static const char *const sizes[] = {"total_size", "allocated_size", "active_size",
-                                            "requested_size"};
-        for (size_t i = 0; i < 4; i++) {
-            key(&p, sizes[i]);
-            puint(&p, a[k].size);
-        }
-        key(&p, "stream");
-        pint(&p, 0);
-        key(&p, "segment_type");
-        pstr(&p, a[k].size <= (1u << 20) ? "small" : "large");
-        key(&p, "is_expandable");
-        op(&p, 0x89); /* NEWFALSE */
-        key(&p, "frames");
+        segment_head(&p, &any, a[k].device, a[k].addr, a[k].size, a[k].size, a[k].size,
+                     a[k].size <= (1u << 20));
         frames(&p, s, a[k].stack);
         key(&p, "blocks");
         op(&p, ']');
         op(&p, '(');
-        op(&p, '}');
-        op(&p, '(');
-        key(&p, "address");
-        puint(&p, a[k].addr);
-        key(&p, "size");
-        puint(&p, a[k].size);
-        key(&p, "requested_size");
-        puint(&p, a[k].size);
-        key(&p, "state");
-        pstr(&p, "active_allocated");
+        dict(&p);
+        item_uint(&p, "address", a[k].addr);
+        item_uint(&p, "size", a[k].size);
+        item_uint(&p, "requested_size", a[k].size);
+        item_str(&p, "state", "active_allocated");
         key(&p, "frames");
         frames(&p, s, a[k].stack);
         op(&p, 'u');
@@ -576,14 +557,15 @@ int export_memviz(FILE *f, struct snapshot *s, struct cli_error *err)
     }
     if (any)
         op(&p, 'e');
-    if (annotations(&p, s, ndev) != 0) {
-        free(a);
-        free(p.memoised);
-        return errors_set(err, CLI_ENOMEM, "cannot export '%s': out of memory", s->file);
-    }
+    if (annotations(&p, s, ndev) != 0)
+        goto nomem;
     op(&p, 'u');
     op(&p, '.'); /* STOP */
     free(a);
     free(p.memoised);
     return 0;
+nomem:
+    free(a);
+    free(p.memoised);
+    return errors_set(err, CLI_ENOMEM, "cannot export '%s': out of memory", s->file);
 }
