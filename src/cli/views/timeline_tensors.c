@@ -18,7 +18,6 @@
 struct reading {
     int64_t t_ns;
     struct holders h;
-    bool present;
     const struct snap_sreading *x; /* a series reading (h unused), or NULL */
 };
 
@@ -97,7 +96,6 @@ static int device_tensors(struct json_out *w, struct snapshot *s, const struct s
         if (holders_get(s, i == 1 ? NULL : d, m[i], false, &r[nr].h) != 0)
             goto out;
         r[nr].t_ns = when[i];
-        r[nr].present = true;
         nr++;
     }
     /* the layer's readings between dumps (not under --segments: they are
