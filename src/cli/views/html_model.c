@@ -217,6 +217,16 @@ static void write_groups(struct json_out *w, const struct snap_groups *g)
     json_out_end_array(w);
 }
 
+/* A member key: an array of the strings v[0..n). */
+static void write_strings(struct json_out *w, const char *key, const char *const *v, size_t n)
+{
+    json_out_key(w, key);
+    json_out_begin_array(w);
+    for (size_t i = 0; i < n; i++)
+        json_out_string(w, v[i]);
+    json_out_end_array(w);
+}
+
 /* One column of the site table: a JSON array of one number per row. */
 enum site_col { COL_STACK, COL_AT_PEAK, COL_LIVE, COL_OOM, COL_ALLOCS, COL_FREES,
                 COL_ALLOC_BYTES, COL_KINDS };
@@ -246,11 +256,7 @@ static void write_site_column(struct json_out *w, struct model *m, const uint32_
  * tenth of the objects to parse that rows of ten values would make. */
 static int write_sites(struct json_out *w, struct model *m, const uint32_t *order)
 {
-    json_out_key(w, "kind_names");
-    json_out_begin_array(w);
-    for (int k = 0; k < KIND_COUNT; k++)
-        json_out_string(w, snapshot_kind_name(k));
-    json_out_end_array(w);
+    write_strings(w, "kind_names", snapshot_kind_names, KIND_COUNT);
     json_out_key_bool(w, "counted", m->counted);
     struct arena a;
     struct hmap map;
@@ -279,11 +285,7 @@ static int write_sites(struct json_out *w, struct model *m, const uint32_t *orde
         label_of[i] = v;
     }
     if (rc == 0) {
-        json_out_key(w, "labels");
-        json_out_begin_array(w);
-        for (size_t i = 0; i < nlabels; i++)
-            json_out_string(w, labels[i]);
-        json_out_end_array(w);
+        write_strings(w, "labels", labels, nlabels);
         json_out_key(w, "sites");
         json_out_begin_object(w);
         json_out_key(w, "label");
@@ -616,11 +618,7 @@ static void write_meta(struct json_out *w, const struct snapshot *s)
     json_out_key_string(w, "reason", s->reason);
     json_out_key_string(w, "recovered", s->recovered); /* null unless read from a stream */
     json_out_key_string(w, "tool_version", s->process.tool_version);
-    json_out_key(w, "cmdline");
-    json_out_begin_array(w);
-    for (size_t i = 0; i < s->process.ncmdline; i++)
-        json_out_string(w, s->process.cmdline[i]);
-    json_out_end_array(w);
+    write_strings(w, "cmdline", s->process.cmdline, s->process.ncmdline);
     json_out_key_i64(w, "dump_ns", s->process.dump_time_ns);
     json_out_key_bool(w, "thinned", !(s->events.thinned == 0 && s->events.stride <= 1));
     json_out_key_u64(w, "events_recorded", s->events.recorded);
@@ -666,11 +664,7 @@ static int write_stacks(struct json_out *w, const struct snapshot *s,
         entry_of[i] = (uint32_t)k;
         total += i < s->nstacks ? s->stacks[i].nframes : tv->stacks[i - s->nstacks].nframes;
     }
-    json_out_key(w, "stack_entries");
-    json_out_begin_array(w);
-    for (size_t k = 0; k < nentries; k++)
-        json_out_string(w, entries[k]);
-    json_out_end_array(w);
+    write_strings(w, "stack_entries", entries, nentries);
     json_out_key(w, "stack_entry");
     json_out_begin_array(w);
     for (size_t i = 0; i < nall; i++)
