@@ -154,6 +154,12 @@ CUresult driver_ready(void)
     return atomic_load(&driver.initialized) ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
 
+CUresult driver_ready_args(int bad_args)
+{
+    CUresult r = driver_ready();
+    return r == CUDA_SUCCESS && bad_args ? CUDA_ERROR_INVALID_VALUE : r;
+}
+
 int driver_valid_device(int dev)
 {
     return dev >= 0 && dev < driver.ndevices;
@@ -309,13 +315,17 @@ CUresult driver_check_device(CUdevice dev)
     return r;
 }
 
+CUresult driver_check_device_args(CUdevice dev, int bad_args)
+{
+    CUresult r = driver_check_device(dev);
+    return r == CUDA_SUCCESS && bad_args ? CUDA_ERROR_INVALID_VALUE : r;
+}
+
 CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
     DRIVER_ENTER(cuDeviceGet);
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && device == NULL)
-        r = CUDA_ERROR_INVALID_VALUE;
-    else if (r == CUDA_SUCCESS && !driver_valid_device(ordinal))
+    CUresult r = driver_ready_args(device == NULL);
+    if (r == CUDA_SUCCESS && !driver_valid_device(ordinal))
         r = CUDA_ERROR_INVALID_DEVICE;
     if (r == CUDA_SUCCESS)
         *device = ordinal; /* a CUdevice is its ordinal, as on NVIDIA's driver */
@@ -325,9 +335,7 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal)
 CUresult cuDeviceGetCount(int *count)
 {
     DRIVER_ENTER(cuDeviceGetCount);
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && count == NULL)
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_ready_args(count == NULL);
     if (r == CUDA_SUCCESS)
         *count = driver.ndevices;
     return driver_leave(SYM_cuDeviceGetCount, r, "() -> %d",
@@ -337,9 +345,7 @@ CUresult cuDeviceGetCount(int *count)
 CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     DRIVER_ENTER(cuDeviceGetName);
-    CUresult r = driver_check_device(dev);
-    if (r == CUDA_SUCCESS && (name == NULL || len <= 0))
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_check_device_args(dev, name == NULL || len <= 0);
     if (r == CUDA_SUCCESS)
         snprintf(name, (size_t)len, "%s", driver.id.name);
     return driver_leave(SYM_cuDeviceGetName, r, "(%d)", dev);
@@ -348,9 +354,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
     DRIVER_ENTER(cuDeviceTotalMem_v2);
-    CUresult r = driver_check_device(dev);
-    if (r == CUDA_SUCCESS && bytes == NULL)
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_check_device_args(dev, bytes == NULL);
     if (r == CUDA_SUCCESS)
         *bytes = driver.dev[dev].capacity;
     return driver_leave(SYM_cuDeviceTotalMem_v2, r, "(%d)", dev);
@@ -359,9 +363,7 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 {
     DRIVER_ENTER(cuDeviceTotalMem);
-    CUresult r = driver_check_device(dev);
-    if (r == CUDA_SUCCESS && bytes == NULL)
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_check_device_args(dev, bytes == NULL);
     if (r == CUDA_SUCCESS) { /* the 32-bit ABI clamps, as NVIDIA's does */
         uint64_t c = driver.dev[dev].capacity;
         *bytes = c > UINT32_MAX ? UINT32_MAX : (unsigned int)c;
@@ -384,9 +386,7 @@ void driver_charge_reserved(int dev)
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     DRIVER_ENTER(cuDevicePrimaryCtxRetain);
-    CUresult r = driver_check_device(dev);
-    if (r == CUDA_SUCCESS && pctx == NULL)
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_check_device_args(dev, pctx == NULL);
     if (r == CUDA_SUCCESS) {
         struct sim_device *sd = &driver.dev[dev];
         driver_lock();
@@ -434,9 +434,7 @@ DRIVER_CALL(cuDevicePrimaryCtxReset, (CUdevice dev), ctx_reset(dev), "(%d)", dev
 CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
     DRIVER_ENTER(cuDevicePrimaryCtxGetState);
-    CUresult r = driver_check_device(dev);
-    if (r == CUDA_SUCCESS && (flags == NULL || active == NULL))
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_check_device_args(dev, flags == NULL || active == NULL);
     if (r == CUDA_SUCCESS) {
         driver_lock();
         *flags = driver.dev[dev].ctx.flags;
@@ -446,16 +444,19 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *acti
     return driver_leave(SYM_cuDevicePrimaryCtxGetState, r, "(%d)", dev);
 }
 
+/* CU_CTX_SCHED_* is 0, 1, 2 or 4 in the low bits; the other defined
+ * flags (MAP_HOST .. SYNC_MEMOPS) are bits 3..7. */
+static int bad_ctx_flags(unsigned int flags)
+{
+    unsigned int sched = flags & 0x7;
+    return (flags & ~0xffu) != 0 || sched == 3 || sched > 4;
+}
+
 static CUresult ctx_set_flags(CUdevice dev, unsigned int flags)
 {
-    CUresult r = driver_check_device(dev);
+    CUresult r = driver_check_device_args(dev, bad_ctx_flags(flags));
     if (r != CUDA_SUCCESS)
         return r;
-    /* CU_CTX_SCHED_* is 0, 1, 2 or 4 in the low bits; the other defined
-     * flags (MAP_HOST .. SYNC_MEMOPS) are bits 3..7. */
-    unsigned int sched = flags & 0x7;
-    if ((flags & ~0xffu) != 0 || sched == 3 || sched > 4)
-        return CUDA_ERROR_INVALID_VALUE;
     driver_lock();
     driver.dev[dev].ctx.flags = flags;
     driver_unlock();
@@ -489,11 +490,7 @@ static int known_context(CUcontext ctx)
 
 static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    CUresult r = driver_check_device(dev);
-    unsigned int sched = flags & 0x7; /* as cuDevicePrimaryCtxSetFlags checks */
-    if (r == CUDA_SUCCESS && (pctx == NULL || (flags & ~0xffu) != 0 || sched == 3 ||
-                              sched > 4))
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_check_device_args(dev, pctx == NULL || bad_ctx_flags(flags));
     if (r != CUDA_SUCCESS)
         return r;
     struct CUctx_st *c = calloc(1, sizeof *c);
@@ -538,9 +535,7 @@ CUresult cuCtxCreate_v4(CUcontext *pctx, struct CUctxCreateParams_st *ctxCreateP
 CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
     DRIVER_ENTER(cuCtxDestroy_v2);
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && ctx == NULL)
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_ready_args(ctx == NULL);
     if (r == CUDA_SUCCESS) {
         driver_lock();
         if (!known_context(ctx) || !ctx->created || ctx->refs == 0) {
@@ -559,9 +554,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
 CUresult cuCtxGetCurrent(CUcontext *pctx)
 {
     DRIVER_ENTER(cuCtxGetCurrent);
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && pctx == NULL)
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_ready_args(pctx == NULL);
     if (r == CUDA_SUCCESS)
         *pctx = current_ctx;
     return driver_leave(SYM_cuCtxGetCurrent, r, "() -> %p", (void *)current_ctx);
@@ -646,9 +639,7 @@ CUresult cuCtxGetDevice(CUdevice *device)
 {
     DRIVER_ENTER(cuCtxGetDevice);
     int dev = -1;
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && device == NULL)
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_ready_args(device == NULL);
     if (r == CUDA_SUCCESS)
         r = ctx_device(NULL, &dev);
     if (r == CUDA_SUCCESS)
@@ -660,9 +651,7 @@ CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 {
     DRIVER_ENTER(cuCtxGetDevice_v2);
     int dev = -1;
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && device == NULL)
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_ready_args(device == NULL);
     if (r == CUDA_SUCCESS)
         r = ctx_device(ctx, &dev);
     if (r == CUDA_SUCCESS)

@@ -78,9 +78,8 @@ static const struct {
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
     DRIVER_ENTER(cuDeviceGetAttribute);
-    CUresult r = driver_check_device(dev);
-    if (r == CUDA_SUCCESS && (pi == NULL || attrib < 1 || attrib >= CU_DEVICE_ATTRIBUTE_MAX))
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_check_device_args(dev, pi == NULL || attrib < 1 ||
+                                                   attrib >= CU_DEVICE_ATTRIBUTE_MAX);
     if (r == CUDA_SUCCESS) {
         *pi = 0;
         for (size_t i = 0; i < sizeof attributes / sizeof attributes[0]; i++)
@@ -103,9 +102,7 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
     DRIVER_ENTER(cuDeviceGetUuid_v2);
-    CUresult r = driver_check_device(dev);
-    if (r == CUDA_SUCCESS && uuid == NULL)
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_check_device_args(dev, uuid == NULL);
     if (r == CUDA_SUCCESS) {
         memcpy(uuid->bytes, "simcuda-device\0", 16);
         uuid->bytes[15] = (char)dev;
@@ -116,9 +113,7 @@ CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
 {
     DRIVER_ENTER(cuMemsetD32Async);
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && dstDevice % 4 != 0)
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_ready_args(dstDevice % 4 != 0);
     return driver_leave(SYM_cuMemsetD32Async, r, "(0x%llx, %u, %zu, %p)", dstDevice, ui, N,
                         (void *)hStream);
 }
@@ -127,9 +122,7 @@ CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t v
                                  unsigned int flags)
 {
     DRIVER_ENTER(cuStreamWriteValue32_v2);
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && addr % 4 != 0)
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_ready_args(addr % 4 != 0);
     return driver_leave(SYM_cuStreamWriteValue32_v2, r, "(%p, 0x%llx, %u, %u)", (void *)stream,
                         addr, value, flags);
 }

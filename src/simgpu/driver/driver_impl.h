@@ -207,6 +207,8 @@ CUresult driver_leave(enum driver_sym s, CUresult r, const char *fmt, ...)
 
 /* CUDA_ERROR_NOT_INITIALIZED before a successful cuInit, else CUDA_SUCCESS. */
 CUresult driver_ready(void);
+/* driver_ready's answer, else CUDA_ERROR_INVALID_VALUE when bad_args. */
+CUresult driver_ready_args(int bad_args);
 
 /* With driver.lock held: the device of the calling thread's current
  * context in *dev, or CUDA_ERROR_NOT_INITIALIZED / CUDA_ERROR_INVALID_CONTEXT
@@ -227,6 +229,8 @@ int driver_valid_device(int dev);
 /* CUDA_ERROR_NOT_INITIALIZED, CUDA_ERROR_INVALID_DEVICE when dev is not an
  * ordinal of a simulated device, or CUDA_SUCCESS. */
 CUresult driver_check_device(CUdevice dev);
+/* driver_check_device's answer, else CUDA_ERROR_INVALID_VALUE when bad_args. */
+CUresult driver_check_device_args(CUdevice dev, int bad_args);
 
 void driver_lock(void);
 void driver_unlock(void);

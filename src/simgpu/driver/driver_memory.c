@@ -154,9 +154,7 @@ static CUresult alloc_linear(uint64_t size, enum sim_alloc_kind kind, uint64_t *
 /* cuMemAlloc*: out_ok says the caller gave somewhere to store the pointer. */
 static CUresult alloc_plain(int out_ok, uint64_t size, enum sim_alloc_kind kind, uint64_t *addr)
 {
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && (!out_ok || size == 0))
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_ready_args(!out_ok || size == 0);
     /* SIMCUDA_WAIT_BYTES is cuMemAlloc_v2's (cudaMalloc's) alone; no lock is held here */
     if (r == CUDA_SUCCESS && kind == AK_LINEAR && driver.wait_bytes != 0 &&
         size == driver.wait_bytes)
@@ -282,11 +280,9 @@ DRIVER_CALL(cuMemFree, (CUdeviceptr_v1 dptr), free_device_ptr(dptr), "(0x%x)", d
 static CUresult mem_info(int outs_ok, uint64_t *free_bytes, uint64_t *total)
 {
     int dev;
-    CUresult r = driver_ready();
+    CUresult r = driver_ready_args(!outs_ok);
     if (r != CUDA_SUCCESS)
         return r;
-    if (!outs_ok)
-        return CUDA_ERROR_INVALID_VALUE;
     driver_lock();
     r = driver_current_device(&dev);
     if (r == CUDA_SUCCESS) {
@@ -378,10 +374,8 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
     DRIVER_ENTER(cuMemAllocManaged);
     uint64_t addr = 0;
     int dev;
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && (dptr == NULL || bytesize == 0 ||
-                              (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)))
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_ready_args(dptr == NULL || bytesize == 0 ||
+                                   (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST));
     if (r == CUDA_SUCCESS) {
         void *p = NULL;
         driver_lock();
@@ -401,11 +395,9 @@ static CUresult host_alloc(void **pp, uint64_t size, unsigned int flags)
     const unsigned int known = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
                                CU_MEMHOSTALLOC_WRITECOMBINED;
     int dev;
-    CUresult r = driver_ready();
+    CUresult r = driver_ready_args(pp == NULL || size == 0 || (flags & ~known) != 0);
     if (r != CUDA_SUCCESS)
         return r;
-    if (pp == NULL || size == 0 || (flags & ~known) != 0)
-        return CUDA_ERROR_INVALID_VALUE;
     driver_lock();
     r = driver_current_device(&dev);
     if (r == CUDA_SUCCESS)
@@ -426,9 +418,7 @@ CUresult cuMemFreeHost(void *p)
 {
     DRIVER_ENTER(cuMemFreeHost);
     int dev;
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && p == NULL)
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_ready_args(p == NULL);
     if (r == CUDA_SUCCESS) {
         driver_lock();
         r = driver_current_device(&dev);

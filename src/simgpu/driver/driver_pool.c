@@ -152,11 +152,9 @@ static CUresult place_in_pool(struct CUmemPoolHandle_st *pool, uint64_t size, ui
 static CUresult alloc_async(CUdeviceptr *dptr, uint64_t size, CUmemoryPool pool, uint64_t *addr)
 {
     int dev;
-    CUresult r = driver_ready();
+    CUresult r = driver_ready_args(dptr == NULL || size == 0);
     if (r != CUDA_SUCCESS)
         return r;
-    if (dptr == NULL || size == 0)
-        return CUDA_ERROR_INVALID_VALUE;
     driver_lock();
     r = driver_current_device(&dev);
     if (r == CUDA_SUCCESS && pool == NULL)
@@ -272,10 +270,8 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 {
     DRIVER_ENTER(cuMemPoolCreate);
     CUmemoryPool p = NULL;
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && (pool == NULL || poolProps == NULL ||
-                              poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED))
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_ready_args(pool == NULL || poolProps == NULL ||
+                                   poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED);
     if (r == CUDA_SUCCESS) {
         switch (poolProps->location.type) {
         case CU_MEM_LOCATION_TYPE_DEVICE:
@@ -339,10 +335,8 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
 {
     DRIVER_ENTER(cuDeviceGetDefaultMemPool);
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && pool_out == NULL)
-        r = CUDA_ERROR_INVALID_VALUE;
-    else if (r == CUDA_SUCCESS && !driver_valid_device(dev))
+    CUresult r = driver_ready_args(pool_out == NULL);
+    if (r == CUDA_SUCCESS && !driver_valid_device(dev))
         r = CUDA_ERROR_INVALID_DEVICE;
     if (r == CUDA_SUCCESS)
         *pool_out = driver.dev[dev].default_pool;
@@ -365,11 +359,9 @@ static int *reuse_attr(CUmemoryPool pool, CUmemPool_attribute attr)
 CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
     DRIVER_ENTER(cuMemPoolGetAttribute);
-    CUresult r = driver_ready();
+    CUresult r = driver_ready_args(value == NULL);
     uint64_t v = 0;
     int *reuse;
-    if (r == CUDA_SUCCESS && value == NULL)
-        r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS) {
         driver_lock();
         if (!usable_pool(pool))
@@ -397,10 +389,8 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
 CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
     DRIVER_ENTER(cuMemPoolSetAttribute);
-    CUresult r = driver_ready();
+    CUresult r = driver_ready_args(value == NULL);
     int *reuse;
-    if (r == CUDA_SUCCESS && value == NULL)
-        r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS) {
         driver_lock();
         if (!usable_pool(pool))

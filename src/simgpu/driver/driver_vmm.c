@@ -142,13 +142,11 @@ CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocatio
                                        CUmemAllocationGranularity_flags option)
 {
     DRIVER_ENTER(cuMemGetAllocationGranularity);
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS &&
-        (granularity == NULL || prop == NULL || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
-         (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
-          option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) ||
-         check_location(&prop->location, 1) != CUDA_SUCCESS))
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_ready_args(
+        granularity == NULL || prop == NULL || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+         option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) ||
+        check_location(&prop->location, 1) != CUDA_SUCCESS);
     if (r == CUDA_SUCCESS)
         *granularity = SIM_PAGE; /* minimum and recommended alike */
     return driver_leave(SYM_cuMemGetAllocationGranularity, r, "(%d)", (int)option);
@@ -159,10 +157,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 {
     DRIVER_ENTER(cuMemCreate);
     uint64_t id = 0;
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && (handle == NULL || prop == NULL || size == 0 || !aligned(size) ||
-                              flags != 0 || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED))
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_ready_args(handle == NULL || prop == NULL || size == 0 || !aligned(size) ||
+                                   flags != 0 || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED);
     if (r == CUDA_SUCCESS) /* documented: HOST_NUMA_CURRENT is invalid here */
         r = check_location(&prop->location, 0);
     if (r == CUDA_SUCCESS && prop->location.type == CU_MEM_LOCATION_TYPE_HOST &&
@@ -223,9 +219,7 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void 
 {
     DRIVER_ENTER(cuMemRetainAllocationHandle);
     uint64_t id = 0;
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && handle == NULL)
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_ready_args(handle == NULL);
     if (r == CUDA_SUCCESS) {
         uint64_t a = (uint64_t)(uintptr_t)addr;
         size_t first, last;
@@ -248,9 +242,7 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
                                                 CUmemGenericAllocationHandle handle)
 {
     DRIVER_ENTER(cuMemGetAllocationPropertiesFromHandle);
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && prop == NULL)
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_ready_args(prop == NULL);
     if (r == CUDA_SUCCESS) {
         driver_lock();
         struct vmm_handle *h = find_handle(handle);
@@ -268,9 +260,7 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
                                       unsigned long long flags)
 {
     DRIVER_ENTER(cuMemExportToShareableHandle);
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && (shareableHandle == NULL || flags != 0))
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_ready_args(shareableHandle == NULL || flags != 0);
     if (r == CUDA_SUCCESS) {
         driver_lock();
         struct vmm_handle *h = find_handle(handle);
@@ -288,9 +278,7 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
                                         CUmemAllocationHandleType shHandleType)
 {
     DRIVER_ENTER(cuMemImportFromShareableHandle);
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && (handle == NULL || osHandle == NULL))
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_ready_args(handle == NULL || osHandle == NULL);
     if (r == CUDA_SUCCESS)
         r = CUDA_ERROR_NOT_SUPPORTED; /* nothing is ever exported */
     return driver_leave(SYM_cuMemImportFromShareableHandle, r, "(%d)", (int)shHandleType);
@@ -324,11 +312,8 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
 {
     DRIVER_ENTER(cuMemAddressReserve);
     uint64_t out = 0;
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS &&
-        (ptr == NULL || size == 0 || !aligned(size) || !aligned(addr) || flags != 0 ||
-         (alignment & (alignment - 1)) != 0))
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_ready_args(ptr == NULL || size == 0 || !aligned(size) || !aligned(addr) ||
+                                   flags != 0 || (alignment & (alignment - 1)) != 0);
     if (r == CUDA_SUCCESS) {
         struct vmm_reservation *v = calloc(1, sizeof *v);
         uint64_t align = alignment > SIM_PAGE ? alignment : SIM_PAGE;
@@ -383,10 +368,8 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                   CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
     DRIVER_ENTER(cuMemMap);
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && (size == 0 || !aligned(ptr) || !aligned(size) ||
-                              !aligned(offset) || flags != 0))
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_ready_args(size == 0 || !aligned(ptr) || !aligned(size) ||
+                                   !aligned(offset) || flags != 0);
     if (r == CUDA_SUCCESS) {
         driver_lock();
         struct vmm_handle *h = find_handle(handle);
@@ -419,9 +402,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     DRIVER_ENTER(cuMemUnmap);
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && (size == 0 || !aligned(ptr) || !aligned(size)))
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_ready_args(size == 0 || !aligned(ptr) || !aligned(size));
     if (r == CUDA_SUCCESS) {
         size_t first, last;
         driver_lock();
@@ -447,10 +428,8 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
     DRIVER_ENTER(cuMemSetAccess);
-    CUresult r = driver_ready();
-    if (r == CUDA_SUCCESS && (desc == NULL || count == 0 || size == 0 || !aligned(ptr) ||
-                              !aligned(size)))
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = driver_ready_args(desc == NULL || count == 0 || size == 0 || !aligned(ptr) ||
+                                   !aligned(size));
     for (size_t i = 0; r == CUDA_SUCCESS && i < count; i++) {
         CUmemAccess_flags f = desc[i].flags;
         if (f != CU_MEM_ACCESS_FLAGS_PROT_NONE && f != CU_MEM_ACCESS_FLAGS_PROT_READ &&
