@@ -29,10 +29,10 @@ static pthread_once_t configure_once = PTHREAD_ONCE_INIT;
 static atomic_ulong calls[DRIVER_NSYMS];
 static _Thread_local struct CUctx_st *current_ctx;
 
-#define DRIVER_SYM_NAME(s, a) #s,
+#define DRIVER_SYM_NAME(s, ...) #s,
 static const char *const sym_names[] = {DRIVER_SYMBOLS(DRIVER_SYM_NAME)};
 #undef DRIVER_SYM_NAME
-#define DRIVER_SYM_ALLOCATES(s, a) a,
+#define DRIVER_SYM_ALLOCATES(s, a, ...) a,
 static const unsigned char sym_allocates[] = {DRIVER_SYMBOLS(DRIVER_SYM_ALLOCATES)};
 #undef DRIVER_SYM_ALLOCATES
 

@@ -48,42 +48,90 @@
 #define SIM_MAX_DEVICES 16 /* SIM_DEVICE_WINDOW_END in sim_common.h assumes 16 */
 #define SIM_DRIVER_VERSION 13000
 
-/* X(symbol, allocates): every function libcuda.so.1 exports.  `allocates`
- * decides what an injected fault returns: CUDA_ERROR_OUT_OF_MEMORY or
- * CUDA_ERROR_UNKNOWN. */
-#define DRIVER_SYMBOLS(X)                                                        \
-    X(cuInit, 0) X(cuDriverGetVersion, 0) X(cuGetProcAddress, 0)                 \
-    X(cuGetProcAddress_v2, 0) X(cuGetErrorString, 0) X(cuGetErrorName, 0)        \
-    X(cuDeviceGet, 0) X(cuDeviceGetCount, 0) X(cuDeviceGetName, 0)               \
-    X(cuDeviceTotalMem, 0) X(cuDeviceTotalMem_v2, 0) X(cuDeviceGetAttribute, 0)  \
-    X(cuDevicePrimaryCtxRetain, 0) X(cuDevicePrimaryCtxRelease, 0)               \
-    X(cuDevicePrimaryCtxRelease_v2, 0) X(cuDevicePrimaryCtxReset, 0)             \
-    X(cuDevicePrimaryCtxReset_v2, 0) X(cuDevicePrimaryCtxGetState, 0)            \
-    X(cuDevicePrimaryCtxSetFlags, 0) X(cuDevicePrimaryCtxSetFlags_v2, 0)         \
-    X(cuCtxCreate_v2, 0) X(cuCtxCreate_v3, 0) X(cuCtxCreate_v4, 0)               \
-    X(cuCtxDestroy_v2, 0)                                                        \
-    X(cuCtxGetCurrent, 0) X(cuCtxSetCurrent, 0) X(cuCtxGetDevice, 0)             \
-    X(cuCtxGetDevice_v2, 0) X(cuCtxSynchronize, 0) X(cuCtxSynchronize_v2, 0)     \
-    X(cuMemGetInfo, 0) X(cuMemGetInfo_v2, 0)                                     \
-    X(cuMemAlloc, 1) X(cuMemAlloc_v2, 1) X(cuMemAllocPitch, 1)                   \
-    X(cuMemAllocPitch_v2, 1) X(cuMemFree, 0) X(cuMemFree_v2, 0)                  \
-    X(cuMemAllocManaged, 1) X(cuMemAllocHost, 1) X(cuMemAllocHost_v2, 1)         \
-    X(cuMemHostAlloc, 1) X(cuMemFreeHost, 0)                                     \
-    X(cuMemAllocAsync, 1) X(cuMemAllocAsync_ptsz, 1) X(cuMemFreeAsync, 0)        \
-    X(cuMemFreeAsync_ptsz, 0) X(cuMemAllocFromPoolAsync, 1)                      \
-    X(cuMemAllocFromPoolAsync_ptsz, 1) X(cuMemPoolCreate, 1)                     \
-    X(cuMemPoolDestroy, 0) X(cuMemPoolTrimTo, 0) X(cuDeviceGetDefaultMemPool, 0) \
-    X(cuMemAddressReserve, 1) X(cuMemAddressFree, 0) X(cuMemCreate, 1)           \
-    X(cuMemRelease, 0) X(cuMemMap, 0) X(cuMemUnmap, 0) X(cuMemSetAccess, 0)      \
-    X(cuMemGetAllocationGranularity, 0) X(cuMemRetainAllocationHandle, 0)        \
-    X(cuMemPoolGetAttribute, 0) X(cuMemPoolSetAttribute, 0)                      \
-    X(cuMemGetAllocationPropertiesFromHandle, 0)                                 \
-    X(cuMemExportToShareableHandle, 0) X(cuMemImportFromShareableHandle, 0)      \
-    X(cuDeviceGetUuid_v2, 0) X(cuCtxPushCurrent_v2, 0) X(cuCtxPopCurrent_v2, 0)  \
-    X(cuMemGetAddressRange_v2, 0) X(cuMemsetD32Async, 0)                         \
-    X(cuStreamWriteValue32_v2, 0)
+/* X(symbol, allocates, base, version, ptsz): every function libcuda.so.1
+ * exports.  `allocates` decides what an injected fault returns:
+ * CUDA_ERROR_OUT_OF_MEMORY or CUDA_ERROR_UNKNOWN.  The rest is what
+ * cuGetProcAddress answers with it (driver_procaddress.c): the name callers
+ * ask for, the first CUDA version that binds that name to this symbol, and
+ * whether it is the per-thread-default-stream (_ptsz) variant. */
+#define DRIVER_SYMBOLS(X)                                                                         \
+    X(cuInit, 0, cuInit, 2000, 0)                                                                 \
+    X(cuDriverGetVersion, 0, cuDriverGetVersion, 2020, 0)                                         \
+    X(cuGetProcAddress, 0, cuGetProcAddress, 11030, 0)                                            \
+    X(cuGetProcAddress_v2, 0, cuGetProcAddress, 12000, 0)                                         \
+    X(cuGetErrorString, 0, cuGetErrorString, 6000, 0)                                             \
+    X(cuGetErrorName, 0, cuGetErrorName, 6000, 0)                                                 \
+    X(cuDeviceGet, 0, cuDeviceGet, 2000, 0)                                                       \
+    X(cuDeviceGetCount, 0, cuDeviceGetCount, 2000, 0)                                             \
+    X(cuDeviceGetName, 0, cuDeviceGetName, 2000, 0)                                               \
+    X(cuDeviceTotalMem, 0, cuDeviceTotalMem, 2000, 0)                                             \
+    X(cuDeviceTotalMem_v2, 0, cuDeviceTotalMem, 3020, 0)                                          \
+    X(cuDeviceGetAttribute, 0, cuDeviceGetAttribute, 2000, 0)                                     \
+    X(cuDevicePrimaryCtxRetain, 0, cuDevicePrimaryCtxRetain, 7000, 0)                             \
+    X(cuDevicePrimaryCtxRelease, 0, cuDevicePrimaryCtxRelease, 7000, 0)                           \
+    X(cuDevicePrimaryCtxRelease_v2, 0, cuDevicePrimaryCtxRelease, 11000, 0)                       \
+    X(cuDevicePrimaryCtxReset, 0, cuDevicePrimaryCtxReset, 7000, 0)                               \
+    X(cuDevicePrimaryCtxReset_v2, 0, cuDevicePrimaryCtxReset, 11000, 0)                           \
+    X(cuDevicePrimaryCtxGetState, 0, cuDevicePrimaryCtxGetState, 7000, 0)                         \
+    X(cuDevicePrimaryCtxSetFlags, 0, cuDevicePrimaryCtxSetFlags, 7000, 0)                         \
+    X(cuDevicePrimaryCtxSetFlags_v2, 0, cuDevicePrimaryCtxSetFlags, 11000, 0)                     \
+    X(cuCtxCreate_v2, 0, cuCtxCreate, 3020, 0)                                                    \
+    X(cuCtxCreate_v3, 0, cuCtxCreate, 11040, 0)                                                   \
+    X(cuCtxCreate_v4, 0, cuCtxCreate, 12050, 0)                                                   \
+    X(cuCtxDestroy_v2, 0, cuCtxDestroy, 4000, 0)                                                  \
+    X(cuCtxGetCurrent, 0, cuCtxGetCurrent, 4000, 0)                                               \
+    X(cuCtxSetCurrent, 0, cuCtxSetCurrent, 4000, 0)                                               \
+    X(cuCtxGetDevice, 0, cuCtxGetDevice, 2000, 0)                                                 \
+    X(cuCtxGetDevice_v2, 0, cuCtxGetDevice, 13000, 0)                                             \
+    X(cuCtxSynchronize, 0, cuCtxSynchronize, 2000, 0)                                             \
+    X(cuCtxSynchronize_v2, 0, cuCtxSynchronize, 13000, 0)                                         \
+    X(cuMemGetInfo, 0, cuMemGetInfo, 2000, 0)                                                     \
+    X(cuMemGetInfo_v2, 0, cuMemGetInfo, 3020, 0)                                                  \
+    X(cuMemAlloc, 1, cuMemAlloc, 2000, 0)                                                         \
+    X(cuMemAlloc_v2, 1, cuMemAlloc, 3020, 0)                                                      \
+    X(cuMemAllocPitch, 1, cuMemAllocPitch, 2000, 0)                                               \
+    X(cuMemAllocPitch_v2, 1, cuMemAllocPitch, 3020, 0)                                            \
+    X(cuMemFree, 0, cuMemFree, 2000, 0)                                                           \
+    X(cuMemFree_v2, 0, cuMemFree, 3020, 0)                                                        \
+    X(cuMemAllocManaged, 1, cuMemAllocManaged, 6000, 0)                                           \
+    X(cuMemAllocHost, 1, cuMemAllocHost, 2000, 0)                                                 \
+    X(cuMemAllocHost_v2, 1, cuMemAllocHost, 3020, 0)                                              \
+    X(cuMemHostAlloc, 1, cuMemHostAlloc, 2020, 0)                                                 \
+    X(cuMemFreeHost, 0, cuMemFreeHost, 2000, 0)                                                   \
+    X(cuMemAllocAsync, 1, cuMemAllocAsync, 11020, 0)                                              \
+    X(cuMemAllocAsync_ptsz, 1, cuMemAllocAsync, 11020, 1)                                         \
+    X(cuMemFreeAsync, 0, cuMemFreeAsync, 11020, 0)                                                \
+    X(cuMemFreeAsync_ptsz, 0, cuMemFreeAsync, 11020, 1)                                           \
+    X(cuMemAllocFromPoolAsync, 1, cuMemAllocFromPoolAsync, 11020, 0)                              \
+    X(cuMemAllocFromPoolAsync_ptsz, 1, cuMemAllocFromPoolAsync, 11020, 1)                         \
+    X(cuMemPoolCreate, 1, cuMemPoolCreate, 11020, 0)                                              \
+    X(cuMemPoolDestroy, 0, cuMemPoolDestroy, 11020, 0)                                            \
+    X(cuMemPoolTrimTo, 0, cuMemPoolTrimTo, 11020, 0)                                              \
+    X(cuDeviceGetDefaultMemPool, 0, cuDeviceGetDefaultMemPool, 11020, 0)                          \
+    X(cuMemAddressReserve, 1, cuMemAddressReserve, 10020, 0)                                      \
+    X(cuMemAddressFree, 0, cuMemAddressFree, 10020, 0)                                            \
+    X(cuMemCreate, 1, cuMemCreate, 10020, 0)                                                      \
+    X(cuMemRelease, 0, cuMemRelease, 10020, 0)                                                    \
+    X(cuMemMap, 0, cuMemMap, 10020, 0)                                                            \
+    X(cuMemUnmap, 0, cuMemUnmap, 10020, 0)                                                        \
+    X(cuMemSetAccess, 0, cuMemSetAccess, 10020, 0)                                                \
+    X(cuMemGetAllocationGranularity, 0, cuMemGetAllocationGranularity, 10020, 0)                  \
+    X(cuMemRetainAllocationHandle, 0, cuMemRetainAllocationHandle, 11000, 0)                      \
+    X(cuMemPoolGetAttribute, 0, cuMemPoolGetAttribute, 11020, 0)                                  \
+    X(cuMemPoolSetAttribute, 0, cuMemPoolSetAttribute, 11020, 0)                                  \
+    X(cuMemGetAllocationPropertiesFromHandle, 0, cuMemGetAllocationPropertiesFromHandle, 10020, 0)\
+    X(cuMemExportToShareableHandle, 0, cuMemExportToShareableHandle, 10020, 0)                    \
+    X(cuMemImportFromShareableHandle, 0, cuMemImportFromShareableHandle, 10020, 0)                \
+    /* The v1 ABIs of the _v2 symbols below are not simulated: their _v2                          \
+     * answers from the first version that has the name (same signatures). */                     \
+    X(cuDeviceGetUuid_v2, 0, cuDeviceGetUuid, 9020, 0)                                            \
+    X(cuCtxPushCurrent_v2, 0, cuCtxPushCurrent, 4000, 0)                                          \
+    X(cuCtxPopCurrent_v2, 0, cuCtxPopCurrent, 4000, 0)                                            \
+    X(cuStreamWriteValue32_v2, 0, cuStreamWriteValue32, 8000, 0)                                  \
+    X(cuMemGetAddressRange_v2, 0, cuMemGetAddressRange, 3020, 0)                                  \
+    X(cuMemsetD32Async, 0, cuMemsetD32Async, 3020, 0)
 
-#define DRIVER_SYM_ENUM(s, a) SYM_##s,
+#define DRIVER_SYM_ENUM(s, ...) SYM_##s,
 enum driver_sym { DRIVER_SYMBOLS(DRIVER_SYM_ENUM) DRIVER_NSYMS };
 #undef DRIVER_SYM_ENUM
 
