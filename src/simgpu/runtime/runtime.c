@@ -95,42 +95,14 @@ static void *looked_up(const char *name, int version, int flags)
     return NULL;
 }
 
-#define USE(field, name, version, flags) \
-    runtime_drv.field = (__typeof__(runtime_drv.field))looked_up(name, version, flags)
+#define USE(fn, name, version, flags) \
+    runtime_drv.fn = (__typeof__(runtime_drv.fn))looked_up(#name, version, flags);
 
 static void pick_driver_functions(void)
 {
-    USE(cuInit, "cuInit", 2000, 0);
-    USE(cuDriverGetVersion, "cuDriverGetVersion", 2020, 0);
-    USE(cuGetProcAddress_v2, "cuGetProcAddress", 12000, 0);
-    USE(cuDeviceGet, "cuDeviceGet", 2000, 0);
-    USE(cuDeviceGetCount, "cuDeviceGetCount", 2000, 0);
-    USE(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000, 0);
-    USE(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset", 7000, 0);
-    USE(cuCtxSetCurrent, "cuCtxSetCurrent", 4000, 0);
-    USE(cuCtxSynchronize, "cuCtxSynchronize", 2000, 0);
-    USE(cuMemGetInfo_v2, "cuMemGetInfo", 3020, 0);
-    USE(cuMemAlloc_v2, "cuMemAlloc", 3020, 0);
-    USE(cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, 0);
-    USE(cuMemFree_v2, "cuMemFree", 3020, 0);
-    USE(cuMemAllocManaged, "cuMemAllocManaged", 6000, 0);
-    USE(cuMemHostAlloc, "cuMemHostAlloc", 2020, 0);
-    USE(cuMemFreeHost, "cuMemFreeHost", 2000, 0);
-    USE(cuMemAllocAsync, "cuMemAllocAsync", 11020, 0);
-    USE(cuMemAllocAsync_ptsz, "cuMemAllocAsync", 11020, 2);
-    USE(cuMemFreeAsync, "cuMemFreeAsync", 11020, 0);
-    USE(cuMemFreeAsync_ptsz, "cuMemFreeAsync", 11020, 2);
-    USE(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 11020, 0);
-    USE(cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync", 11020, 2);
-    USE(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 11020, 0);
-    USE(cuMemPoolGetAttribute, "cuMemPoolGetAttribute", 11020, 0);
-    USE(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", 11020, 0);
-    USE(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020, 0);
-    USE(cuDeviceGetAttribute, "cuDeviceGetAttribute", 2000, 0);
-    USE(cuDeviceGetName, "cuDeviceGetName", 2000, 0);
-    USE(cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020, 0);
-    USE(cuDeviceGetUuid, "cuDeviceGetUuid", 9020, 0);
+    RUNTIME_DRIVER_FUNCTIONS(USE)
 }
+#undef USE
 
 static cudaError_t start_driver(void)
 {

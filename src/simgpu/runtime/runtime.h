@@ -81,41 +81,39 @@
 enum runtime_sym { RUNTIME_SYMBOLS(RUNTIME_SYM_ENUM) RUNTIME_NSYMS };
 #undef RUNTIME_SYM_ENUM
 
-/* The driver functions the runtime calls.  Each comes from the
- * cuGetProcAddress_v2 answer to one row of cudart_lookups.h (the look-ups
- * NVIDIA's runtime 13.0 makes); NULL when the driver did not provide it. */
-struct runtime_driver {
-    __typeof__(cuInit) *cuInit;
-    __typeof__(cuDriverGetVersion) *cuDriverGetVersion;
-    __typeof__(cuGetProcAddress_v2) *cuGetProcAddress_v2;
-    __typeof__(cuDeviceGet) *cuDeviceGet;
-    __typeof__(cuDeviceGetCount) *cuDeviceGetCount;
-    __typeof__(cuDevicePrimaryCtxRetain) *cuDevicePrimaryCtxRetain;
-    __typeof__(cuDevicePrimaryCtxReset) *cuDevicePrimaryCtxReset; /* the 7000 look-up: v1 */
-    __typeof__(cuCtxSetCurrent) *cuCtxSetCurrent;
-    __typeof__(cuCtxSynchronize) *cuCtxSynchronize;
-    __typeof__(cuMemGetInfo_v2) *cuMemGetInfo_v2;
-    __typeof__(cuMemAlloc_v2) *cuMemAlloc_v2;
-    __typeof__(cuMemAllocPitch_v2) *cuMemAllocPitch_v2;
-    __typeof__(cuMemFree_v2) *cuMemFree_v2;
-    __typeof__(cuMemAllocManaged) *cuMemAllocManaged;
-    __typeof__(cuMemHostAlloc) *cuMemHostAlloc;
-    __typeof__(cuMemFreeHost) *cuMemFreeHost;
-    __typeof__(cuMemAllocAsync) *cuMemAllocAsync;
-    __typeof__(cuMemAllocAsync_ptsz) *cuMemAllocAsync_ptsz;
-    __typeof__(cuMemFreeAsync) *cuMemFreeAsync;
-    __typeof__(cuMemFreeAsync_ptsz) *cuMemFreeAsync_ptsz;
-    __typeof__(cuMemAllocFromPoolAsync) *cuMemAllocFromPoolAsync;
-    __typeof__(cuMemAllocFromPoolAsync_ptsz) *cuMemAllocFromPoolAsync_ptsz;
-    __typeof__(cuDeviceGetDefaultMemPool) *cuDeviceGetDefaultMemPool;
-    __typeof__(cuMemPoolGetAttribute) *cuMemPoolGetAttribute;
-    __typeof__(cuMemPoolSetAttribute) *cuMemPoolSetAttribute;
-    __typeof__(cuMemPoolTrimTo) *cuMemPoolTrimTo;
-    __typeof__(cuDeviceGetAttribute) *cuDeviceGetAttribute;
-    __typeof__(cuDeviceGetName) *cuDeviceGetName;
-    __typeof__(cuDeviceTotalMem_v2) *cuDeviceTotalMem_v2;
-    __typeof__(cuDeviceGetUuid_v2) *cuDeviceGetUuid; /* the 9020 look-up */
-};
+/* X(function, name, version, flags): the driver functions the runtime
+ * calls, each the cuGetProcAddress_v2 answer to the row (name, version,
+ * flags) of cudart_lookups.h (the look-ups NVIDIA's runtime 13.0 makes);
+ * NULL when the driver did not provide it. */
+#define RUNTIME_DRIVER_FUNCTIONS(X)\
+    X(cuInit, cuInit, 2000, 0) X(cuDriverGetVersion, cuDriverGetVersion, 2020, 0)                 \
+    X(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0) X(cuDeviceGet, cuDeviceGet, 2000, 0)       \
+    X(cuDeviceGetCount, cuDeviceGetCount, 2000, 0)                                                \
+    X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, 0)                                \
+    X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 7000, 0)                                  \
+    X(cuCtxSetCurrent, cuCtxSetCurrent, 4000, 0)                                                  \
+    X(cuCtxSynchronize, cuCtxSynchronize, 2000, 0) X(cuMemGetInfo_v2, cuMemGetInfo, 3020, 0)      \
+    X(cuMemAlloc_v2, cuMemAlloc, 3020, 0) X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, 0)         \
+    X(cuMemFree_v2, cuMemFree, 3020, 0) X(cuMemAllocManaged, cuMemAllocManaged, 6000, 0)          \
+    X(cuMemHostAlloc, cuMemHostAlloc, 2020, 0) X(cuMemFreeHost, cuMemFreeHost, 2000, 0)           \
+    X(cuMemAllocAsync, cuMemAllocAsync, 11020, 0)                                                 \
+    X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, 2)                                            \
+    X(cuMemFreeAsync, cuMemFreeAsync, 11020, 0)                                                   \
+    X(cuMemFreeAsync_ptsz, cuMemFreeAsync, 11020, 2)                                              \
+    X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, 0)                                 \
+    X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 11020, 2)                            \
+    X(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, 0)                             \
+    X(cuMemPoolGetAttribute, cuMemPoolGetAttribute, 11020, 0)                                     \
+    X(cuMemPoolSetAttribute, cuMemPoolSetAttribute, 11020, 0)                                     \
+    X(cuMemPoolTrimTo, cuMemPoolTrimTo, 11020, 0)                                                 \
+    X(cuDeviceGetAttribute, cuDeviceGetAttribute, 2000, 0)                                        \
+    X(cuDeviceGetName, cuDeviceGetName, 2000, 0)                                                  \
+    X(cuDeviceTotalMem_v2, cuDeviceTotalMem, 3020, 0)                                             \
+    X(cuDeviceGetUuid_v2, cuDeviceGetUuid, 9020, 0)
+
+#define RUNTIME_DRIVER_FIELD(fn, ...) __typeof__(fn) *fn;
+struct runtime_driver { RUNTIME_DRIVER_FUNCTIONS(RUNTIME_DRIVER_FIELD) };
+#undef RUNTIME_DRIVER_FIELD
 
 extern struct runtime_driver runtime_drv;
 

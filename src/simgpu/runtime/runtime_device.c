@@ -115,8 +115,8 @@ static cudaError_t fill_properties(struct cudaDeviceProp *p, int dev)
         e = RUNTIME_DRIVER(runtime_drv.cuDeviceGetName, (p->name, (int)sizeof p->name, dev));
     if (e == cudaSuccess)
         e = RUNTIME_DRIVER(runtime_drv.cuDeviceTotalMem_v2, (&p->totalGlobalMem, dev));
-    if (e == cudaSuccess && runtime_drv.cuDeviceGetUuid != NULL)
-        e = runtime_result(runtime_drv.cuDeviceGetUuid(&p->uuid, dev));
+    if (e == cudaSuccess && runtime_drv.cuDeviceGetUuid_v2 != NULL)
+        e = runtime_result(runtime_drv.cuDeviceGetUuid_v2(&p->uuid, dev));
     return e;
 }
 
