@@ -277,9 +277,7 @@ static int child(const char *who, struct sim_nccl_comm *parent, int nranks, int 
 NCCL_API int ncclCommSplit(void *comm, int color, int key, void **newcomm, void *config)
 {
     (void)key;
-    struct sim_nccl_comm *c = nccl_comm_of(comm, "ncclCommSplit");
-    if (c == NULL)
-        return NCCL_INVALID_ARGUMENT;
+    NCCL_COMM(c, comm);
     if (newcomm == NULL)
         return nccl_fail(NCCL_INVALID_ARGUMENT, "ncclCommSplit: newcomm is NULL");
     if (color == NCCL_SPLIT_NOCOLOR) {
@@ -296,9 +294,7 @@ NCCL_API int ncclCommShrink(void *comm, int *exclude, int nexclude, void **newco
                             int flags)
 {
     (void)flags;
-    struct sim_nccl_comm *c = nccl_comm_of(comm, "ncclCommShrink");
-    if (c == NULL)
-        return NCCL_INVALID_ARGUMENT;
+    NCCL_COMM(c, comm);
     if (newcomm == NULL || nexclude < 0 || (nexclude > 0 && exclude == NULL))
         return nccl_fail(NCCL_INVALID_ARGUMENT, "ncclCommShrink: bad arguments");
     int gone = 0, below = 0;
@@ -335,9 +331,7 @@ NCCL_API int ncclCommGrow(void *comm, int nranks, const nccl_unique_id *id, int 
         return nccl_fail(NCCL_INVALID_ARGUMENT, "ncclCommGrow: newcomm is NULL");
     if (comm == NULL)
         return init("ncclCommGrow", newcomm, nranks, id, rank, config);
-    struct sim_nccl_comm *c = nccl_comm_of(comm, "ncclCommGrow");
-    if (c == NULL)
-        return NCCL_INVALID_ARGUMENT;
+    NCCL_COMM(c, comm);
     if (nranks <= c->nranks)
         return nccl_fail(NCCL_INVALID_ARGUMENT, "ncclCommGrow: %d ranks is no growth from %d",
                          nranks, c->nranks);
@@ -346,9 +340,7 @@ NCCL_API int ncclCommGrow(void *comm, int nranks, const nccl_unique_id *id, int 
 
 NCCL_API int ncclCommFinalize(void *comm)
 {
-    struct sim_nccl_comm *c = nccl_comm_of(comm, "ncclCommFinalize");
-    if (c == NULL)
-        return NCCL_INVALID_ARGUMENT;
+    NCCL_COMM(c, comm);
     if (c->state == COMM_REVOKED)
         return nccl_fail(NCCL_INVALID_USAGE, "ncclCommFinalize: the communicator was revoked");
     c->state = COMM_FINALIZED;
@@ -373,9 +365,7 @@ NCCL_API int ncclCommAbort(void *comm)
 
 NCCL_API int ncclCommRevoke(void *comm, int flags)
 {
-    struct sim_nccl_comm *c = nccl_comm_of(comm, "ncclCommRevoke");
-    if (c == NULL)
-        return NCCL_INVALID_ARGUMENT;
+    NCCL_COMM(c, comm);
     if (flags != 0)
         return nccl_fail(NCCL_INVALID_ARGUMENT, "ncclCommRevoke: flags must be 0");
     c->state = COMM_REVOKED;
@@ -385,9 +375,7 @@ NCCL_API int ncclCommRevoke(void *comm, int flags)
 /* NCCL_SUSPEND_MEM gives the communicator's memory back; resume takes it again. */
 NCCL_API int ncclCommSuspend(void *comm, int flags)
 {
-    struct sim_nccl_comm *c = nccl_comm_of(comm, "ncclCommSuspend");
-    if (c == NULL)
-        return NCCL_INVALID_ARGUMENT;
+    NCCL_COMM(c, comm);
     if (c->state != COMM_LIVE)
         return nccl_fail(NCCL_INVALID_USAGE, "ncclCommSuspend: the communicator is not active");
     if ((flags & SUSPEND_MEM) && c->memory != NULL) {
@@ -402,9 +390,7 @@ NCCL_API int ncclCommSuspend(void *comm, int flags)
 
 NCCL_API int ncclCommResume(void *comm)
 {
-    struct sim_nccl_comm *c = nccl_comm_of(comm, "ncclCommResume");
-    if (c == NULL)
-        return NCCL_INVALID_ARGUMENT;
+    NCCL_COMM(c, comm);
     if (c->state != COMM_SUSPENDED)
         return nccl_fail(NCCL_INVALID_USAGE, "ncclCommResume: the communicator is not suspended");
     if (c->memory == NULL && c->memory_bytes != 0) {
@@ -420,9 +406,7 @@ NCCL_API int ncclCommResume(void *comm)
  * bytes, 3 total.  The communicator's memory is suspendable. */
 NCCL_API int ncclCommMemStats(void *comm, int stat, uint64_t *value)
 {
-    struct sim_nccl_comm *c = nccl_comm_of(comm, "ncclCommMemStats");
-    if (c == NULL)
-        return NCCL_INVALID_ARGUMENT;
+    NCCL_COMM(c, comm);
     if (value == NULL || stat < 0 || stat > 3)
         return nccl_fail(NCCL_INVALID_ARGUMENT, "ncclCommMemStats: bad stat %d", stat);
     uint64_t held = c->memory != NULL ? c->memory_bytes : 0;
@@ -443,9 +427,7 @@ NCCL_API int ncclCommGetAsyncError(void *comm, int *error)
 
 NCCL_API int ncclCommCount(void *comm, int *count)
 {
-    struct sim_nccl_comm *c = nccl_comm_of(comm, "ncclCommCount");
-    if (c == NULL)
-        return NCCL_INVALID_ARGUMENT;
+    NCCL_COMM(c, comm);
     if (count == NULL)
         return nccl_fail(NCCL_INVALID_ARGUMENT, "ncclCommCount: count is NULL");
     *count = c->nranks;
@@ -454,9 +436,7 @@ NCCL_API int ncclCommCount(void *comm, int *count)
 
 NCCL_API int ncclCommUserRank(void *comm, int *rank)
 {
-    struct sim_nccl_comm *c = nccl_comm_of(comm, "ncclCommUserRank");
-    if (c == NULL)
-        return NCCL_INVALID_ARGUMENT;
+    NCCL_COMM(c, comm);
     if (rank == NULL)
         return nccl_fail(NCCL_INVALID_ARGUMENT, "ncclCommUserRank: rank is NULL");
     *rank = c->rank;

@@ -313,9 +313,7 @@ NCCL_API int ncclRecv(void *recv, size_t count, int type, int peer, void *comm,
 NCCL_API int ncclRedOpCreatePreMulSum(int *op, void *scalar, int type, int residence, void *comm)
 {
     (void)residence;
-    struct sim_nccl_comm *c = nccl_comm_of(comm, "ncclRedOpCreatePreMulSum");
-    if (c == NULL)
-        return NCCL_INVALID_ARGUMENT;
+    NCCL_COMM(c, comm);
     if (op == NULL || scalar == NULL || type < 0 || type >= NCCL_NUM_TYPES)
         return nccl_fail(NCCL_INVALID_ARGUMENT, "ncclRedOpCreatePreMulSum: bad arguments");
     if (c->next_op == INT32_MAX)
@@ -326,9 +324,7 @@ NCCL_API int ncclRedOpCreatePreMulSum(int *op, void *scalar, int type, int resid
 
 NCCL_API int ncclRedOpDestroy(int op, void *comm)
 {
-    struct sim_nccl_comm *c = nccl_comm_of(comm, "ncclRedOpDestroy");
-    if (c == NULL)
-        return NCCL_INVALID_ARGUMENT;
+    NCCL_COMM(c, comm);
     if (op < NCCL_NUM_OPS || op >= c->next_op)
         return nccl_fail(NCCL_INVALID_ARGUMENT,
                          "ncclRedOpDestroy: %d is not an operator this communicator created", op);

@@ -62,6 +62,13 @@ enum { COMM_LIVE, COMM_FINALIZED, COMM_REVOKED, COMM_SUSPENDED };
  * why, naming `who`). */
 struct sim_nccl_comm *nccl_comm_of(void *comm, const char *who);
 
+/* In an entry point: c := the live communicator comm points at, or return
+ * NCCL_INVALID_ARGUMENT (the last error naming the entry point). */
+#define NCCL_COMM(c, comm)                                                     \
+    struct sim_nccl_comm *c = nccl_comm_of(comm, __func__);                    \
+    if (c == NULL)                                                             \
+        return NCCL_INVALID_ARGUMENT
+
 /* Stores the message ncclGetLastError returns (this thread's); returns
  * code, so that `return nccl_fail(NCCL_INVALID_ARGUMENT, "...")` reads. */
 int nccl_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
