@@ -187,12 +187,8 @@ static int place_small(struct driver_vaspace_pages *p, uint64_t size,
         unit = 0;
     }
     mark_units(s, unit, units, 1);
-    b->kind = VB_SMALL;
-    b->page = s->page;
-    b->npages = 0;
-    b->unit = unit;
-    b->units = units;
-    b->pages = NULL;
+    *b = (struct driver_vaspace_block){.kind = VB_SMALL, .page = s->page, .unit = unit,
+                                       .units = units};
     return 0;
 }
 
@@ -222,11 +218,7 @@ int driver_vaspace_place(struct driver_vaspace_pages *p, uint64_t size,
     if (find_run(p, k, &first) != 0)
         return -1;
     set_pages(p, first, k, VS_FREE, VS_RUN);
-    b->kind = VB_RUN;
-    b->page = first;
-    b->npages = k;
-    b->unit = b->units = 0;
-    b->pages = NULL;
+    *b = (struct driver_vaspace_block){.kind = VB_RUN, .page = first, .npages = k};
     return 0;
 }
 
@@ -246,11 +238,7 @@ int driver_vaspace_scatter(struct driver_vaspace_pages *p, uint64_t npages,
     assert(got == npages);
     for (uint64_t i = 0; i < npages; i++)
         set_pages(p, pages[i], 1, VS_FREE, VS_SCATTER);
-    b->kind = VB_SCATTER;
-    b->page = 0;
-    b->npages = npages;
-    b->unit = b->units = 0;
-    b->pages = pages;
+    *b = (struct driver_vaspace_block){.kind = VB_SCATTER, .npages = npages, .pages = pages};
     return 0;
 }
 
@@ -274,28 +262,30 @@ void driver_vaspace_release(struct driver_vaspace_pages *p, struct driver_vaspac
     memset(b, 0, sizeof *b);
 }
 
-uint64_t driver_vaspace_reserve_top(struct driver_vaspace_pages *p, uint64_t npages)
+/* Moves up to npages of the highest pages in state `from` to `to`. */
+static uint64_t move_top(struct driver_vaspace_pages *p, uint64_t npages, uint8_t from,
+                         uint8_t to)
 {
     uint64_t got = 0;
     for (uint64_t i = p->npages; i > 0 && got < npages; i--) {
-        if (p->state[i - 1] == VS_FREE) {
-            set_pages(p, i - 1, 1, VS_FREE, VS_RESERVED);
+        if (p->state[i - 1] == from) {
+            set_pages(p, i - 1, 1, from, to);
             got++;
         }
     }
+    return got;
+}
+
+uint64_t driver_vaspace_reserve_top(struct driver_vaspace_pages *p, uint64_t npages)
+{
+    uint64_t got = move_top(p, npages, VS_FREE, VS_RESERVED);
     p->nreserved += got;
     return got;
 }
 
 uint64_t driver_vaspace_unreserve_top(struct driver_vaspace_pages *p, uint64_t npages)
 {
-    uint64_t got = 0;
-    for (uint64_t i = p->npages; i > 0 && got < npages; i--) {
-        if (p->state[i - 1] == VS_RESERVED) {
-            set_pages(p, i - 1, 1, VS_RESERVED, VS_FREE);
-            got++;
-        }
-    }
+    uint64_t got = move_top(p, npages, VS_RESERVED, VS_FREE);
     p->nreserved -= got;
     return got;
 }
