@@ -80,6 +80,21 @@ void sim_common_say(const char *speaker, const char *fmt, ...)
     (void)w; /* nothing sensible to do when stderr is gone */
 }
 
+int sim_common_grow(void *items, size_t n, size_t *cap, size_t size, size_t first)
+{
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? 2 * *cap : first;
+    void *old;
+    memcpy(&old, items, sizeof old); /* items is a T **: no void ** conversion in C */
+    void *grown = realloc(old, c * size);
+    if (grown == NULL)
+        return -1;
+    memcpy(items, &grown, sizeof grown);
+    *cap = c;
+    return 0;
+}
+
 /* ---- SIMCUDA_FAIL ---- */
 
 static int is_runtime_name(const char *name, size_t len)

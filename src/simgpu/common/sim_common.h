@@ -45,6 +45,11 @@ int sim_common_env_flag(const char *name);
 void sim_common_say(const char *speaker, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Makes room for item n of the array *items points at (*cap allocated, each
+ * `size` bytes), doubling the allocation from `first` items: 0, or -1 when
+ * out of host memory (the array then unchanged). */
+int sim_common_grow(void *items, size_t n, size_t *cap, size_t size, size_t first);
+
 /* ---- SIMCUDA_FAIL: "symbol:N", "symbol:N+", "symbol:N=CODE", comma-separated.
  * N counts the calls of that exported symbol from 1; "+" fails every call
  * from the Nth on; CODE is the numeric result to return instead of the

@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim_common.h"
+
 int driver_vaspace_pages_init(struct driver_vaspace_pages *p, uint64_t npages)
 {
     memset(p, 0, sizeof *p);
@@ -147,14 +149,8 @@ static int new_small_page(struct driver_vaspace_pages *p, struct driver_vaspace_
     uint64_t page;
     if (find_run(p, 1, &page) != 0)
         return -1;
-    if (p->nsmall == p->capsmall) {
-        size_t cap = p->capsmall ? p->capsmall * 2 : 16;
-        struct driver_vaspace_small **n = realloc(p->small, cap * sizeof *n);
-        if (n == NULL)
-            return -2;
-        p->small = n;
-        p->capsmall = cap;
-    }
+    if (sim_common_grow(&p->small, p->nsmall, &p->capsmall, sizeof *p->small, 16) != 0)
+        return -2;
     struct driver_vaspace_small *s = calloc(1, sizeof *s);
     if (s == NULL)
         return -2;
@@ -325,14 +321,8 @@ static int range_is_free(const struct driver_vaspace_range *r, uint64_t start,
 
 static int insert_span(struct driver_vaspace_range *r, size_t at, uint64_t start, uint64_t size)
 {
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 16;
-        struct driver_vaspace_span *n = realloc(r->span, cap * sizeof *n);
-        if (n == NULL)
-            return -2;
-        r->span = n;
-        r->cap = cap;
-    }
+    if (sim_common_grow(&r->span, r->n, &r->cap, sizeof *r->span, 16) != 0)
+        return -2;
     memmove(&r->span[at + 1], &r->span[at], (r->n - at) * sizeof *r->span);
     r->span[at].start = start;
     r->span[at].size = size;

@@ -378,15 +378,8 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
         if (h == NULL || h->user_refs == 0 || offset > h->size || size > h->size - offset ||
             v == NULL || (at < v->nmap && v->map[at].start < ptr + size)) {
             r = CUDA_ERROR_INVALID_VALUE;
-        } else if (v->nmap == v->cap) {
-            size_t cap = v->cap ? v->cap * 2 : 8;
-            struct vmm_mapping *m = realloc(v->map, cap * sizeof *m);
-            if (m == NULL) {
-                r = CUDA_ERROR_OUT_OF_MEMORY;
-            } else {
-                v->map = m;
-                v->cap = cap;
-            }
+        } else if (sim_common_grow(&v->map, v->nmap, &v->cap, sizeof *v->map, 8) != 0) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
         }
         if (r == CUDA_SUCCESS) {
             memmove(&v->map[at + 1], &v->map[at], (v->nmap - at) * sizeof *v->map);

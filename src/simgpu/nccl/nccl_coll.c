@@ -38,9 +38,8 @@
  */
 #include "nccl_impl.h"
 
-#include <stdlib.h>
-
 #include "cuda_api.h"
+#include "sim_common.h"
 
 #define SIM_INFO_MAGIC 0x74685283u /* NCCL_SIM_INFO_INITIALIZER's */
 #define NO_OP (-1)                 /* a collective without a reduction */
@@ -69,14 +68,8 @@ static _Thread_local struct {
 
 static int push(struct bcast **v, size_t *n, size_t *cap, struct bcast b)
 {
-    if (*n == *cap) {
-        size_t c = *cap ? 2 * *cap : 16;
-        struct bcast *nv = realloc(*v, c * sizeof *nv);
-        if (nv == NULL)
-            return nccl_fail(NCCL_SYSTEM_ERROR, "ncclBroadcast: out of host memory");
-        *v = nv;
-        *cap = c;
-    }
+    if (sim_common_grow(v, *n, cap, sizeof **v, 16) != 0)
+        return nccl_fail(NCCL_SYSTEM_ERROR, "ncclBroadcast: out of host memory");
     (*v)[(*n)++] = b;
     return NCCL_SUCCESS;
 }

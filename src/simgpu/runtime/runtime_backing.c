@@ -76,14 +76,8 @@ static void note_uncomputed(uint64_t bytes)
 /* Appends [addr, addr+len) holding data (copied); 0, or -1 out of memory. */
 static int append(uint64_t addr, const unsigned char *data, uint64_t len)
 {
-    if (next == cap) {
-        size_t c = cap ? 2 * cap : 64;
-        struct extent *n = realloc(ext, c * sizeof *n);
-        if (n == NULL)
-            return -1;
-        ext = n;
-        cap = c;
-    }
+    if (sim_common_grow(&ext, next, &cap, sizeof *ext, 64) != 0)
+        return -1;
     unsigned char *copy = malloc(len);
     if (copy == NULL)
         return -1;

@@ -10,7 +10,8 @@
 #include "runtime.h"
 
 #include <pthread.h>
-#include <stdlib.h>
+
+#include "sim_common.h"
 
 struct range {
     uintptr_t base;
@@ -26,17 +27,9 @@ void runtime_pinned_add(const void *p, size_t len)
     if (p == NULL || len == 0)
         return;
     pthread_mutex_lock(&lock);
-    if (count == cap) {
-        size_t c = cap ? 2 * cap : 32;
-        struct range *n = realloc(ranges, c * sizeof *n);
-        if (n == NULL) { /* out of host memory: the range reads as unregistered */
-            pthread_mutex_unlock(&lock);
-            return;
-        }
-        ranges = n;
-        cap = c;
-    }
-    ranges[count++] = (struct range){(uintptr_t)p, len};
+    /* out of host memory: the range reads as unregistered */
+    if (sim_common_grow(&ranges, count, &cap, sizeof *ranges, 32) == 0)
+        ranges[count++] = (struct range){(uintptr_t)p, len};
     pthread_mutex_unlock(&lock);
 }
 
