@@ -33,13 +33,10 @@ struct attr_store {
     } a[ATTR_MAX];
 };
 
-/* A matmul descriptor, matrix layout or preference: its creation arguments
- * and what was set on it. */
+/* A matmul descriptor, matrix layout or preference: what was set on it
+ * (nothing reads its creation arguments back). */
 struct sim_lt_object {
     uint32_t magic;       /* LT_MAGIC while alive */
-    int args[3];          /* DescCreate: compute, scale type; LayoutCreate: type */
-    uint64_t rows, cols;  /* LayoutCreate */
-    int64_t ld;
     struct attr_store attrs;
 };
 
@@ -64,7 +61,7 @@ static struct sim_lt_object *live(void *p)
     return o != NULL && o->magic == LT_MAGIC ? o : NULL;
 }
 
-static int create(void **out, struct sim_lt_object **made)
+static int create(void **out)
 {
     if (out == NULL)
         return CUBLAS_STATUS_INVALID_VALUE;
@@ -73,7 +70,6 @@ static int create(void **out, struct sim_lt_object **made)
         return CUBLAS_STATUS_ALLOC_FAILED;
     o->magic = LT_MAGIC;
     *out = o;
-    *made = o;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -128,33 +124,20 @@ BLAS_API size_t cublasLtGetVersion(void)
 
 BLAS_API int cublasLtMatmulDescCreate(void **desc, int compute_type, int scale_type)
 {
-    struct sim_lt_object *o;
-    int r = create(desc, &o);
-    if (r == CUBLAS_STATUS_SUCCESS) {
-        o->args[0] = compute_type;
-        o->args[1] = scale_type;
-    }
-    return r;
+    (void)compute_type, (void)scale_type;
+    return create(desc);
 }
 
 BLAS_API int cublasLtMatrixLayoutCreate(void **layout, int type, uint64_t rows, uint64_t cols,
                                         int64_t ld)
 {
-    struct sim_lt_object *o;
-    int r = create(layout, &o);
-    if (r == CUBLAS_STATUS_SUCCESS) {
-        o->args[0] = type;
-        o->rows = rows;
-        o->cols = cols;
-        o->ld = ld;
-    }
-    return r;
+    (void)type, (void)rows, (void)cols, (void)ld;
+    return create(layout);
 }
 
 BLAS_API int cublasLtMatmulPreferenceCreate(void **pref)
 {
-    struct sim_lt_object *o;
-    return create(pref, &o);
+    return create(pref);
 }
 
 BLAS_API int cublasLtMatmulAlgoInit(void *handle, int compute_type, int scale_type, int a_type,
