@@ -130,7 +130,7 @@ CUresult driver_enter(enum driver_sym s)
     return (CUresult)code;
 }
 
-static const char *result_name(CUresult r);
+static const char *result_word(CUresult r, int want_name);
 
 CUresult driver_leave(enum driver_sym s, CUresult r, const char *fmt, ...)
 {
@@ -141,7 +141,7 @@ CUresult driver_leave(enum driver_sym s, CUresult r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(details, sizeof details, fmt, ap);
     va_end(ap);
-    const char *name = result_name(r);
+    const char *name = result_word(r, 1);
     if (name != NULL)
         sim_common_say(SPEAKER, "%s%s = %s", sym_names[s], details, name);
     else
@@ -278,11 +278,12 @@ static const struct {
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
-static const char *result_name(CUresult r)
+/* The name (or text) of r; NULL for a code the sim does not use. */
+static const char *result_word(CUresult r, int want_name)
 {
     for (size_t i = 0; i < sizeof results / sizeof results[0]; i++)
         if (results[i].code == r)
-            return results[i].name;
+            return want_name ? results[i].name : results[i].text;
     return NULL;
 }
 
@@ -290,14 +291,9 @@ static CUresult error_text(CUresult error, const char **pStr, int want_name)
 {
     if (pStr == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < sizeof results / sizeof results[0]; i++) {
-        if (results[i].code == error) {
-            *pStr = want_name ? results[i].name : results[i].text;
-            return CUDA_SUCCESS;
-        }
-    }
-    *pStr = NULL; /* as NVIDIA's: an unknown code is an invalid argument */
-    return CUDA_ERROR_INVALID_VALUE;
+    *pStr = result_word(error, want_name);
+    /* as NVIDIA's: an unknown code is an invalid argument */
+    return *pStr != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 DRIVER_CALL(cuGetErrorString, (CUresult error, const char **pStr), error_text(error, pStr, 0),
@@ -635,40 +631,23 @@ static CUresult ctx_device(CUcontext ctx, int *dev)
     return r;
 }
 
-CUresult cuCtxGetDevice(CUdevice *device)
+/* cuCtxGetDevice*: *device is left as it was on failure. */
+static CUresult get_device(CUdevice *device, CUcontext ctx)
 {
-    DRIVER_ENTER(cuCtxGetDevice);
-    int dev = -1;
     CUresult r = driver_ready_args(device == NULL);
-    if (r == CUDA_SUCCESS)
-        r = ctx_device(NULL, &dev);
-    if (r == CUDA_SUCCESS)
-        *device = dev;
-    return driver_leave(SYM_cuCtxGetDevice, r, "() -> %d", dev);
+    return r == CUDA_SUCCESS ? ctx_device(ctx, device) : r;
 }
 
-CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+/* Work completes when it is issued: synchronising only checks the context. */
+static CUresult synchronize(CUcontext ctx)
 {
-    DRIVER_ENTER(cuCtxGetDevice_v2);
-    int dev = -1;
-    CUresult r = driver_ready_args(device == NULL);
-    if (r == CUDA_SUCCESS)
-        r = ctx_device(ctx, &dev);
-    if (r == CUDA_SUCCESS)
-        *device = dev;
-    return driver_leave(SYM_cuCtxGetDevice_v2, r, "(%p) -> %d", (void *)ctx, dev);
-}
-
-CUresult cuCtxSynchronize(void)
-{
-    DRIVER_ENTER(cuCtxSynchronize);
     int dev;
-    return driver_leave(SYM_cuCtxSynchronize, ctx_device(NULL, &dev), "()");
+    return ctx_device(ctx, &dev);
 }
 
-CUresult cuCtxSynchronize_v2(CUcontext ctx)
-{
-    DRIVER_ENTER(cuCtxSynchronize_v2);
-    int dev;
-    return driver_leave(SYM_cuCtxSynchronize_v2, ctx_device(ctx, &dev), "(%p)", (void *)ctx);
-}
+DRIVER_CALL(cuCtxGetDevice, (CUdevice *device), get_device(device, NULL), "() -> %d",
+            r == CUDA_SUCCESS ? *device : -1)
+DRIVER_CALL(cuCtxGetDevice_v2, (CUdevice *device, CUcontext ctx), get_device(device, ctx),
+            "(%p) -> %d", (void *)ctx, r == CUDA_SUCCESS ? *device : -1)
+DRIVER_CALL(cuCtxSynchronize, (void), synchronize(NULL), "()")
+DRIVER_CALL(cuCtxSynchronize_v2, (CUcontext ctx), synchronize(ctx), "(%p)", (void *)ctx)
