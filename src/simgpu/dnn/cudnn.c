@@ -242,9 +242,7 @@ DNN_API int cudnnGetFilterNdDescriptor(void *d, int requested, int *data_type, i
 /* *size := bytes, for a live handle. */
 static int answer_size(void *handle, size_t *size, uint64_t bytes)
 {
-    if (handle_of(handle) == NULL)
-        return CUDNN_STATUS_BAD_PARAM;
-    if (size == NULL)
+    if (handle_of(handle) == NULL || size == NULL)
         return CUDNN_STATUS_BAD_PARAM;
     *size = (size_t)bytes;
     return CUDNN_STATUS_SUCCESS;
@@ -255,9 +253,7 @@ static int zero_size(void *handle, size_t *size)
     return answer_size(handle, size, 0);
 }
 
-/* A size from the environment, read once (a benign race: every thread
- * reads the same); at most 1 TiB. */
-static uint64_t env_bytes(const char *name, uint64_t *cache)
+uint64_t dnn_env_bytes(const char *name, uint64_t *cache)
 {
     if (*cache == UINT64_MAX)
         *cache = sim_common_env_size("simcudnn", name, 0, 0, UINT64_C(1) << 40);
@@ -267,13 +263,13 @@ static uint64_t env_bytes(const char *name, uint64_t *cache)
 static uint64_t bn_workspace(void)
 {
     static uint64_t bytes = UINT64_MAX;
-    return env_bytes("SIMCUDA_CUDNN_BN_WORKSPACE", &bytes);
+    return dnn_env_bytes("SIMCUDA_CUDNN_BN_WORKSPACE", &bytes);
 }
 
 static uint64_t bn_reserve(void)
 {
     static uint64_t bytes = UINT64_MAX;
-    return env_bytes("SIMCUDA_CUDNN_BN_RESERVE", &bytes);
+    return dnn_env_bytes("SIMCUDA_CUDNN_BN_RESERVE", &bytes);
 }
 
 DNN_API int cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
@@ -332,11 +328,8 @@ static int one_algorithm(void *h, int requested, int *returned, struct algo_perf
 {
     if (handle_of(h) == NULL || requested < 1 || returned == NULL || perf == NULL)
         return CUDNN_STATUS_BAD_PARAM;
+    /* algorithm 0, CUDNN_STATUS_SUCCESS, no time, no memory */
     memset(&perf[0], 0, sizeof perf[0]);
-    perf[0].algo = 0;
-    perf[0].status = CUDNN_STATUS_SUCCESS;
-    perf[0].time = 0.0f;
-    perf[0].memory = 0;
     perf[0].determinism = 1; /* CUDNN_DETERMINISTIC */
     *returned = 1;
     return CUDNN_STATUS_SUCCESS;

@@ -26,7 +26,6 @@
 #include <string.h>
 
 #include "dnn.h"
-#include "sim_common.h"
 
 /* cudnnBackendDescriptorType_t (cudnn_graph.h) */
 #define DESC_ENGINE 2
@@ -177,10 +176,7 @@ static void engine_init(void)
 static uint64_t plan_workspace(void)
 {
     static uint64_t bytes = UINT64_MAX;
-    if (bytes == UINT64_MAX) /* a benign race: every thread computes the same */
-        bytes = sim_common_env_size("simcudnn", "SIMCUDA_CUDNN_WORKSPACE", 0, 0,
-                                    UINT64_C(1) << 40);
-    return bytes;
+    return dnn_env_bytes("SIMCUDA_CUDNN_WORKSPACE", &bytes);
 }
 
 DNN_API int cudnnBackendCreateDescriptor(int type, void **out)
