@@ -150,7 +150,7 @@ static void init(void)
 
 /* ---- call accounting ---- */
 
-static const char *error_name(cudaError_t e);
+static const char *error_word(cudaError_t e, int want_name);
 
 cudaError_t runtime_enter(enum runtime_sym s)
 {
@@ -175,7 +175,7 @@ cudaError_t runtime_leave(enum runtime_sym s, cudaError_t e, const char *fmt, ..
     va_start(ap, fmt);
     vsnprintf(details, sizeof details, fmt, ap);
     va_end(ap);
-    sim_common_say(SPEAKER, "%s%s = %s", sym_names[s], details, error_name(e));
+    sim_common_say(SPEAKER, "%s%s = %s", sym_names[s], details, error_word(e, 1));
     return e;
 }
 
@@ -285,25 +285,22 @@ static const struct {
     {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
 };
 
-static const char *error_name(cudaError_t e)
+static const char *error_word(cudaError_t e, int want_name)
 {
     for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
         if (errors[i].code == e)
-            return errors[i].name;
+            return want_name ? errors[i].name : errors[i].text;
     return "unrecognized error code";
 }
 
 const char *cudaGetErrorName(cudaError_t error)
 {
-    return error_name(error);
+    return error_word(error, 1);
 }
 
 const char *cudaGetErrorString(cudaError_t error)
 {
-    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
-        if (errors[i].code == error)
-            return errors[i].text;
-    return "unrecognized error code";
+    return error_word(error, 0);
 }
 
 cudaError_t cudaGetLastError(void)

@@ -21,8 +21,7 @@
 
 static cudaError_t attribute(int *v, CUdevice_attribute a, int dev)
 {
-    cudaError_t e = RUNTIME_DRIVER(runtime_drv.cuDeviceGetAttribute, (v, a, dev));
-    return e;
+    return RUNTIME_DRIVER(runtime_drv.cuDeviceGetAttribute, (v, a, dev));
 }
 
 static cudaError_t check_device(int device)
