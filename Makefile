@@ -169,6 +169,13 @@ $(BUILD)/gen/cudart_lookups.h: tests/data/cudart-13.0-getprocaddress.tsv
 	@mkdir -p $(dir $@)
 	awk -F'\t' 'BEGIN{print "/* generated from $< - do not edit */"} {printf "{\"%s\", %d, %d},\n", $$1, $$2, $$3}' $< > $@
 $(BUILD)/obj/src/simgpu/runtime/runtime.o: $(BUILD)/gen/cudart_lookups.h
+# RUNTIME_SYMBOLS (runtime.h): the runtime's entry points, from their definitions.
+$(BUILD)/gen/runtime_symbols.h: $(SIMRT_SRC) Makefile
+	@mkdir -p $(dir $@)
+	sed -n -E 's/.*RUNTIME_(ENTER|CALL)\(([A-Za-z0-9_]+).*/\2/p; s/.*RUNTIME_REFUSED\([A-Z_]+, ([A-Za-z0-9_]+).*/\1/p' \
+	    $(SIMRT_SRC) | awk 'BEGIN { print "/* generated from the runtime sources by the Makefile - do not edit */"; \
+	    printf "#define RUNTIME_SYMBOLS(X)" } { printf " \\\n    X(%s)", $$1 } END { print "" }' > $@
+$(SIMRT_SRC:%.c=$(BUILD)/obj/%.o): $(BUILD)/gen/runtime_symbols.h
 # -Bsymbolic-functions: cuGetProcAddress hands out the library's own
 # functions even where an LD_PRELOAD interposes the same names.
 $(SIMDRV): $(SIMDRV_OBJ)

@@ -61,12 +61,9 @@ static _Thread_local int tls_device;      /* cudaSetDevice */
 static _Thread_local int tls_bound = -1;  /* device whose context this thread made current */
 static _Thread_local cudaError_t tls_last_error;
 
-#define RUNTIME_SYM_NAME(s, a) #s,
+#define RUNTIME_SYM_NAME(s) #s,
 static const char *const sym_names[] = {RUNTIME_SYMBOLS(RUNTIME_SYM_NAME)};
 #undef RUNTIME_SYM_NAME
-#define RUNTIME_SYM_ALLOCATES(s, a) a,
-static const unsigned char sym_allocates[] = {RUNTIME_SYMBOLS(RUNTIME_SYM_ALLOCATES)};
-#undef RUNTIME_SYM_ALLOCATES
 
 /* ---- initialisation ---- */
 
@@ -159,8 +156,11 @@ cudaError_t runtime_enter(enum runtime_sym s)
     long code;
     if (!sim_common_fault_hit(&faults, (int)s, n, &code))
         return cudaSuccess;
-    if (code == 0)
-        code = sym_allocates[s] ? cudaErrorMemoryAllocation : cudaErrorUnknown;
+    if (code == 0) /* the allocating entry points fail as out of memory */
+        code = strncmp(sym_names[s], "cudaMalloc", 10) == 0 ||
+                       strcmp(sym_names[s], "cudaHostAlloc") == 0
+                   ? cudaErrorMemoryAllocation
+                   : cudaErrorUnknown;
     return (cudaError_t)code;
 }
 
