@@ -202,6 +202,13 @@ int runtime_valid_device(int dev)
     return dev >= 0 && dev < ndevices;
 }
 
+cudaError_t runtime_check_device(int dev)
+{
+    if (init_error != cudaSuccess)
+        return init_error;
+    return runtime_valid_device(dev) ? cudaSuccess : cudaErrorInvalidDevice;
+}
+
 cudaError_t runtime_context(void)
 {
     if (init_error != cudaSuccess)
@@ -209,13 +216,9 @@ cudaError_t runtime_context(void)
     int d = tls_device;
     if (tls_bound == d)
         return cudaSuccess;
-    cudaError_t e = RUNTIME_HAVE(cuDeviceGet);
-    if (e == cudaSuccess)
-        e = RUNTIME_HAVE(cuDevicePrimaryCtxRetain);
-    if (e == cudaSuccess)
-        e = RUNTIME_HAVE(cuCtxSetCurrent);
-    if (e != cudaSuccess)
-        return e;
+    if (runtime_drv.cuDeviceGet == NULL || runtime_drv.cuDevicePrimaryCtxRetain == NULL ||
+        runtime_drv.cuCtxSetCurrent == NULL)
+        return cudaErrorInsufficientDriver;
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&lock);
     if (primary[d] == NULL) {
@@ -355,9 +358,7 @@ cudaError_t cudaGetDeviceCount(int *count)
 cudaError_t cudaSetDevice(int device)
 {
     RUNTIME_ENTER(cudaSetDevice);
-    cudaError_t e = runtime_ready();
-    if (e == cudaSuccess && !runtime_valid_device(device))
-        e = cudaErrorInvalidDevice;
+    cudaError_t e = runtime_check_device(device);
     if (e == cudaSuccess) {
         tls_device = device;
         e = runtime_context(); /* since CUDA 12 the context is made at once */

@@ -120,6 +120,9 @@ cudaError_t runtime_context(void);
 /* Whether dev is an ordinal the driver reported. */
 int runtime_valid_device(int dev);
 
+/* runtime_ready's error, else cudaErrorInvalidDevice unless dev is valid. */
+cudaError_t runtime_check_device(int dev);
+
 /* The thread's current device (cudaSetDevice). */
 int runtime_current_device(void);
 
@@ -146,15 +149,16 @@ void runtime_backing_copy(uint64_t dst, uint64_t src, uint64_t len);
 /* The CUresult -> cudaError_t mapping of NVIDIA's runtime. */
 cudaError_t runtime_result(CUresult r);
 
-/* cudaSuccess when the driver provided runtime_drv.fn, otherwise what a
- * program gets from a driver too old for the runtime. */
-#define RUNTIME_HAVE(fn) \
-    (runtime_drv.fn != NULL ? cudaSuccess : cudaErrorInsufficientDriver)
-
-/* The driver's answer to fn args, or RUNTIME_HAVE's error when fn is NULL
- * (a function the driver did not provide). */
+/* The driver's answer to fn args, or, when fn is NULL (a function the
+ * driver did not provide), what a program gets from a driver too old for
+ * the runtime. */
 #define RUNTIME_DRIVER(fn, args) \
     ((fn) != NULL ? runtime_result((fn) args) : cudaErrorInsufficientDriver)
+
+/* RUNTIME_DRIVER once the runtime can reach a device, else runtime_ready's
+ * error (runtime_ready only reads: evaluating it twice changes nothing). */
+#define RUNTIME_READY_DRIVER(fn, args) \
+    (runtime_ready() != cudaSuccess ? runtime_ready() : RUNTIME_DRIVER(fn, args))
 
 #pragma GCC visibility pop
 

@@ -24,14 +24,6 @@ static cudaError_t attribute(int *v, CUdevice_attribute a, int dev)
     return RUNTIME_DRIVER(runtime_drv.cuDeviceGetAttribute, (v, a, dev));
 }
 
-static cudaError_t check_device(int device)
-{
-    cudaError_t e = runtime_ready();
-    if (e == cudaSuccess && !runtime_valid_device(device))
-        e = cudaErrorInvalidDevice;
-    return e;
-}
-
 /* The fields libraries read; the rest stay 0 (capabilities the simulated
  * device does not have, or texture limits nothing here uses). */
 static cudaError_t fill_properties(struct cudaDeviceProp *p, int dev)
@@ -122,7 +114,7 @@ static cudaError_t fill_properties(struct cudaDeviceProp *p, int dev)
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 {
     RUNTIME_ENTER(cudaGetDeviceProperties);
-    cudaError_t e = prop == NULL ? cudaErrorInvalidValue : check_device(device);
+    cudaError_t e = prop == NULL ? cudaErrorInvalidValue : runtime_check_device(device);
     if (e == cudaSuccess)
         e = fill_properties(prop, device);
     return runtime_leave(RSYM_cudaGetDeviceProperties, e, "(%d)", device);
@@ -131,7 +123,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
 {
     RUNTIME_ENTER(cudaDeviceGetAttribute);
-    cudaError_t e = value == NULL ? cudaErrorInvalidValue : check_device(device);
+    cudaError_t e = value == NULL ? cudaErrorInvalidValue : runtime_check_device(device);
     if (e == cudaSuccess)
         e = attribute(value, (CUdevice_attribute)attr, device);
     return runtime_leave(RSYM_cudaDeviceGetAttribute, e, "(%d, %d) -> %d", (int)attr, device,
@@ -141,7 +133,8 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
 cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device)
 {
     RUNTIME_ENTER(cudaDeviceGetPCIBusId);
-    cudaError_t e = pciBusId == NULL || len <= 0 ? cudaErrorInvalidValue : check_device(device);
+    cudaError_t e =
+        pciBusId == NULL || len <= 0 ? cudaErrorInvalidValue : runtime_check_device(device);
     int bus = 0;
     if (e == cudaSuccess)
         e = attribute(&bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, device);
@@ -153,9 +146,9 @@ cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device)
 cudaError_t cudaDeviceCanAccessPeer(int *canAccessPeer, int device, int peerDevice)
 {
     RUNTIME_ENTER(cudaDeviceCanAccessPeer);
-    cudaError_t e = canAccessPeer == NULL ? cudaErrorInvalidValue : check_device(device);
+    cudaError_t e = canAccessPeer == NULL ? cudaErrorInvalidValue : runtime_check_device(device);
     if (e == cudaSuccess)
-        e = check_device(peerDevice);
+        e = runtime_check_device(peerDevice);
     if (e == cudaSuccess)
         *canAccessPeer = 0;
     return runtime_leave(RSYM_cudaDeviceCanAccessPeer, e, "(%d, %d)", device, peerDevice);
@@ -164,7 +157,7 @@ cudaError_t cudaDeviceCanAccessPeer(int *canAccessPeer, int device, int peerDevi
 cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
 {
     RUNTIME_ENTER(cudaDeviceEnablePeerAccess);
-    cudaError_t e = flags != 0 ? cudaErrorInvalidValue : check_device(peerDevice);
+    cudaError_t e = flags != 0 ? cudaErrorInvalidValue : runtime_check_device(peerDevice);
     if (e == cudaSuccess)
         e = cudaErrorPeerAccessUnsupported;
     return runtime_leave(RSYM_cudaDeviceEnablePeerAccess, e, "(%d)", peerDevice);

@@ -268,9 +268,7 @@ cudaError_t cudaKernelSetAttributeForDevice(cudaKernel_t kernel, enum cudaFuncAt
                                             int value, int device)
 {
     RUNTIME_ENTER(cudaKernelSetAttributeForDevice);
-    cudaError_t e = kernel == NULL ? cudaErrorInvalidDeviceFunction : runtime_ready();
-    if (e == cudaSuccess && !runtime_valid_device(device))
-        e = cudaErrorInvalidDevice;
+    cudaError_t e = kernel == NULL ? cudaErrorInvalidDeviceFunction : runtime_check_device(device);
     return runtime_leave(RSYM_cudaKernelSetAttributeForDevice, e, "(%d, %d, %d)", (int)attr,
                          value, device);
 }

@@ -197,9 +197,7 @@ RUNTIME_CALL(cudaFreeAsync_ptsz, (void *devPtr, cudaStream_t hStream),
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
 {
     RUNTIME_ENTER(cudaDeviceGetDefaultMemPool);
-    cudaError_t e = memPool == NULL ? cudaErrorInvalidValue : runtime_ready();
-    if (e == cudaSuccess && !runtime_valid_device(device))
-        e = cudaErrorInvalidDevice;
+    cudaError_t e = memPool == NULL ? cudaErrorInvalidValue : runtime_check_device(device);
     if (e == cudaSuccess) /* the sim's CUdevice is the ordinal, as NVIDIA's */
         e = RUNTIME_DRIVER(runtime_drv.cuDeviceGetDefaultMemPool, (memPool, device));
     return runtime_leave(RSYM_cudaDeviceGetDefaultMemPool, e, "(%d) -> %p", device,
@@ -208,34 +206,19 @@ cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
 
 /* ---- pool attributes: the runtime's numbering is the driver's ---- */
 
-cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
-{
-    RUNTIME_ENTER(cudaMemPoolGetAttribute);
-    cudaError_t e = runtime_ready();
-    if (e == cudaSuccess)
-        e = RUNTIME_DRIVER(runtime_drv.cuMemPoolGetAttribute,
-                           (memPool, (CUmemPool_attribute)attr, value));
-    return runtime_leave(RSYM_cudaMemPoolGetAttribute, e, "(%p, %d)", (void *)memPool, (int)attr);
-}
-
-cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
-{
-    RUNTIME_ENTER(cudaMemPoolSetAttribute);
-    cudaError_t e = runtime_ready();
-    if (e == cudaSuccess)
-        e = RUNTIME_DRIVER(runtime_drv.cuMemPoolSetAttribute,
-                           (memPool, (CUmemPool_attribute)attr, value));
-    return runtime_leave(RSYM_cudaMemPoolSetAttribute, e, "(%p, %d)", (void *)memPool, (int)attr);
-}
-
-cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
-{
-    RUNTIME_ENTER(cudaMemPoolTrimTo);
-    cudaError_t e = runtime_ready();
-    if (e == cudaSuccess)
-        e = RUNTIME_DRIVER(runtime_drv.cuMemPoolTrimTo, (memPool, minBytesToKeep));
-    return runtime_leave(RSYM_cudaMemPoolTrimTo, e, "(%p, %zu)", (void *)memPool, minBytesToKeep);
-}
+RUNTIME_CALL(cudaMemPoolGetAttribute,
+             (cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value),
+             RUNTIME_READY_DRIVER(runtime_drv.cuMemPoolGetAttribute,
+                                  (memPool, (CUmemPool_attribute)attr, value)),
+             "(%p, %d)", (void *)memPool, (int)attr)
+RUNTIME_CALL(cudaMemPoolSetAttribute,
+             (cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value),
+             RUNTIME_READY_DRIVER(runtime_drv.cuMemPoolSetAttribute,
+                                  (memPool, (CUmemPool_attribute)attr, value)),
+             "(%p, %d)", (void *)memPool, (int)attr)
+RUNTIME_CALL(cudaMemPoolTrimTo, (cudaMemPool_t memPool, size_t minBytesToKeep),
+             RUNTIME_READY_DRIVER(runtime_drv.cuMemPoolTrimTo, (memPool, minBytesToKeep)),
+             "(%p, %zu)", (void *)memPool, minBytesToKeep)
 
 /* Every simulated device already reaches every pool. */
 cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cudaMemAccessDesc *descList,

@@ -247,9 +247,7 @@ cudaError_t cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttribut
     RUNTIME_ENTER(cudaDeviceGetGraphMemAttribute);
     cudaError_t e = value == NULL || (unsigned)attr > cudaGraphMemAttrReservedMemHigh
                         ? cudaErrorInvalidValue
-                        : runtime_ready();
-    if (e == cudaSuccess && !runtime_valid_device(device))
-        e = cudaErrorInvalidDevice;
+                        : runtime_check_device(device);
     if (e == cudaSuccess)
         *(cuuint64_t *)value = 0;
     return runtime_leave(RSYM_cudaDeviceGetGraphMemAttribute, e, "(%d, %d)", device, (int)attr);
@@ -262,9 +260,7 @@ cudaError_t cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttribut
     cudaError_t e = value == NULL || (attr != cudaGraphMemAttrUsedMemHigh &&
                                       attr != cudaGraphMemAttrReservedMemHigh)
                         ? cudaErrorInvalidValue
-                        : runtime_ready();
-    if (e == cudaSuccess && !runtime_valid_device(device))
-        e = cudaErrorInvalidDevice;
+                        : runtime_check_device(device);
     return runtime_leave(RSYM_cudaDeviceSetGraphMemAttribute, e, "(%d, %d)", device, (int)attr);
 }
 
