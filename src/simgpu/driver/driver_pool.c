@@ -148,10 +148,12 @@ static CUresult place_in_pool(struct CUmemPoolHandle_st *pool, uint64_t size, ui
 
 /* ---- stream-ordered allocation (streams are opaque: any value works) ---- */
 
-/* pool NULL: the default pool of the current context's device. */
-static CUresult alloc_async(CUdeviceptr *dptr, uint64_t size, CUmemoryPool pool, uint64_t *addr)
+/* pool NULL: the default pool of the current context's device.  *dptr is
+ * set only on success. */
+static CUresult alloc_async(CUdeviceptr *dptr, uint64_t size, CUmemoryPool pool)
 {
     int dev;
+    uint64_t addr = 0;
     CUresult r = driver_ready_args(dptr == NULL || size == 0);
     if (r != CUDA_SUCCESS)
         return r;
@@ -170,17 +172,17 @@ static CUresult alloc_async(CUdeviceptr *dptr, uint64_t size, CUmemoryPool pool,
         pool->live_bytes += size;
         pool->used_high = max_u64(pool->used_high, pool->live_bytes);
         driver_memory_add(a);
-        *addr = a->addr;
+        addr = a->addr;
     } else if (r == CUDA_SUCCESS) {
-        r = place_in_pool(pool, size, addr);
+        r = place_in_pool(pool, size, &addr);
         if (r == CUDA_ERROR_OUT_OF_MEMORY && pool->cached != NULL) {
             trim_pool(pool, 0);
-            r = place_in_pool(pool, size, addr);
+            r = place_in_pool(pool, size, &addr);
         }
     }
     driver_unlock();
     if (r == CUDA_SUCCESS)
-        *dptr = *addr;
+        *dptr = addr;
     return r;
 }
 
@@ -205,60 +207,27 @@ static CUresult free_async(uint64_t dptr)
 
 /* cuMemAllocFromPoolAsync*: a NULL pool is not "the default": NVIDIA
  * rejects it. */
-static CUresult alloc_from_pool(CUdeviceptr *dptr, uint64_t size, CUmemoryPool pool,
-                                uint64_t *addr)
+static CUresult alloc_from_pool(CUdeviceptr *dptr, uint64_t size, CUmemoryPool pool)
 {
-    return pool == NULL ? CUDA_ERROR_INVALID_VALUE : alloc_async(dptr, size, pool, addr);
+    return pool == NULL ? CUDA_ERROR_INVALID_VALUE : alloc_async(dptr, size, pool);
 }
 
-/* The bodies of each legacy-stream / per-thread-stream (_ptsz) pair, which
- * differ only in the symbol they log under; DRIVER_ENTER stays in the
- * exported function because it returns from it. */
-static CUresult alloc_async_call(enum driver_sym s, CUdeviceptr *dptr, size_t bytesize,
-                                 CUstream hStream)
-{
-    uint64_t addr = 0;
-    CUresult r = alloc_async(dptr, bytesize, NULL, &addr);
-    return driver_leave(s, r, "(%zu, %p) -> 0x%llx", bytesize, (void *)hStream,
-                        (unsigned long long)addr);
-}
-
-static CUresult alloc_from_pool_call(enum driver_sym s, CUdeviceptr *dptr, size_t bytesize,
-                                     CUmemoryPool pool, CUstream hStream)
-{
-    uint64_t addr = 0;
-    CUresult r = alloc_from_pool(dptr, bytesize, pool, &addr);
-    return driver_leave(s, r, "(%zu, %p, %p) -> 0x%llx", bytesize, (void *)pool,
-                        (void *)hStream, (unsigned long long)addr);
-}
-
-CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
-{
-    DRIVER_ENTER(cuMemAllocAsync);
-    return alloc_async_call(SYM_cuMemAllocAsync, dptr, bytesize, hStream);
-}
-
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
-{
-    DRIVER_ENTER(cuMemAllocAsync_ptsz);
-    return alloc_async_call(SYM_cuMemAllocAsync_ptsz, dptr, bytesize, hStream);
-}
-
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                 CUstream hStream)
-{
-    DRIVER_ENTER(cuMemAllocFromPoolAsync);
-    return alloc_from_pool_call(SYM_cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream);
-}
-
-CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                      CUstream hStream)
-{
-    DRIVER_ENTER(cuMemAllocFromPoolAsync_ptsz);
-    return alloc_from_pool_call(SYM_cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool,
-                                hStream);
-}
-
+/* Each legacy-stream / per-thread-stream (_ptsz) pair differs only in the
+ * symbol it logs under; a failed allocation logs address 0. */
+DRIVER_CALL(cuMemAllocAsync, (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
+            alloc_async(dptr, bytesize, NULL), "(%zu, %p) -> 0x%llx", bytesize,
+            (void *)hStream, r == CUDA_SUCCESS ? *dptr : 0)
+DRIVER_CALL(cuMemAllocAsync_ptsz, (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
+            alloc_async(dptr, bytesize, NULL), "(%zu, %p) -> 0x%llx", bytesize,
+            (void *)hStream, r == CUDA_SUCCESS ? *dptr : 0)
+DRIVER_CALL(cuMemAllocFromPoolAsync,
+            (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+            alloc_from_pool(dptr, bytesize, pool), "(%zu, %p, %p) -> 0x%llx", bytesize,
+            (void *)pool, (void *)hStream, r == CUDA_SUCCESS ? *dptr : 0)
+DRIVER_CALL(cuMemAllocFromPoolAsync_ptsz,
+            (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+            alloc_from_pool(dptr, bytesize, pool), "(%zu, %p, %p) -> 0x%llx", bytesize,
+            (void *)pool, (void *)hStream, r == CUDA_SUCCESS ? *dptr : 0)
 DRIVER_CALL(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream), free_async(dptr), "(0x%llx, %p)",
             dptr, (void *)hStream)
 DRIVER_CALL(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream hStream), free_async(dptr),
