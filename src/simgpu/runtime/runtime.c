@@ -427,23 +427,15 @@ static cudaError_t entry_point(const char *symbol, void **funcPtr, unsigned int 
     return cudaSuccess;
 }
 
-cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags,
-                                    enum cudaDriverEntryPointQueryResult *driverStatus)
-{
-    RUNTIME_ENTER(cudaGetDriverEntryPoint);
-    cudaError_t e = entry_point(symbol, funcPtr, SIM_RUNTIME_VERSION, flags, driverStatus);
-    return runtime_leave(RSYM_cudaGetDriverEntryPoint, e, "(\"%s\", %llu) -> %p",
-                         symbol ? symbol : "(null)", flags,
-                         e == cudaSuccess ? *funcPtr : NULL);
-}
-
-cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr,
-                                             unsigned int cudaVersion, unsigned long long flags,
-                                             enum cudaDriverEntryPointQueryResult *driverStatus)
-{
-    RUNTIME_ENTER(cudaGetDriverEntryPointByVersion);
-    cudaError_t e = entry_point(symbol, funcPtr, cudaVersion, flags, driverStatus);
-    return runtime_leave(RSYM_cudaGetDriverEntryPointByVersion, e,
-                         "(\"%s\", %u, %llu) -> %p", symbol ? symbol : "(null)", cudaVersion,
-                         flags, e == cudaSuccess ? *funcPtr : NULL);
-}
+RUNTIME_CALL(cudaGetDriverEntryPoint,
+             (const char *symbol, void **funcPtr, unsigned long long flags,
+              enum cudaDriverEntryPointQueryResult *driverStatus),
+             entry_point(symbol, funcPtr, SIM_RUNTIME_VERSION, flags, driverStatus),
+             "(\"%s\", %llu) -> %p", symbol ? symbol : "(null)", flags,
+             e == cudaSuccess ? *funcPtr : NULL)
+RUNTIME_CALL(cudaGetDriverEntryPointByVersion,
+             (const char *symbol, void **funcPtr, unsigned int cudaVersion,
+              unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus),
+             entry_point(symbol, funcPtr, cudaVersion, flags, driverStatus),
+             "(\"%s\", %u, %llu) -> %p", symbol ? symbol : "(null)", cudaVersion, flags,
+             e == cudaSuccess ? *funcPtr : NULL)

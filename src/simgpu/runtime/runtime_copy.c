@@ -43,14 +43,11 @@ static cudaError_t copy(void *dst, const void *src, size_t count, enum cudaMemcp
 RUNTIME_CALL(cudaMemcpy, (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind),
              copy(dst, src, count, kind), "(%p, %p, %zu, %d)", dst, src, count, (int)kind)
 
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
-                            cudaStream_t stream)
-{
-    RUNTIME_ENTER(cudaMemcpyAsync);
-    cudaError_t e = copy(dst, src, count, kind);
-    return runtime_leave(RSYM_cudaMemcpyAsync, e, "(%p, %p, %zu, %d, %p)", dst, src, count,
-                         (int)kind, (void *)stream);
-}
+RUNTIME_CALL(cudaMemcpyAsync,
+             (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+              cudaStream_t stream),
+             copy(dst, src, count, kind), "(%p, %p, %zu, %d, %p)", dst, src, count, (int)kind,
+             (void *)stream)
 
 cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
                               size_t width, size_t height, enum cudaMemcpyKind kind,

@@ -45,6 +45,11 @@ static int valid_stream(cudaStream_t s)
     return (uintptr_t)s <= 2 || s->magic == STREAM_MAGIC;
 }
 
+static int valid_event(cudaEvent_t ev)
+{
+    return ev != NULL && ev->magic == EVENT_MAGIC;
+}
+
 static double now_ms(void)
 {
     struct timespec ts;
@@ -122,15 +127,10 @@ RUNTIME_CALL(cudaStreamSynchronize, (cudaStream_t stream),
              valid_stream(stream) ? sync_context() : cudaErrorInvalidResourceHandle, "(%p)",
              (void *)stream)
 
-cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
-{
-    RUNTIME_ENTER(cudaStreamWaitEvent);
-    cudaError_t e = valid_stream(stream) && event != NULL && event->magic == EVENT_MAGIC
-                        ? runtime_context()
-                        : cudaErrorInvalidResourceHandle;
-    return runtime_leave(RSYM_cudaStreamWaitEvent, e, "(%p, %p, %u)", (void *)stream,
-                         (void *)event, flags);
-}
+RUNTIME_CALL(cudaStreamWaitEvent, (cudaStream_t stream, cudaEvent_t event, unsigned int flags),
+             valid_stream(stream) && valid_event(event) ? runtime_context()
+                                                        : cudaErrorInvalidResourceHandle,
+             "(%p, %p, %u)", (void *)stream, (void *)event, flags)
 
 cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback,
                                   void *userData, unsigned int flags)
@@ -279,11 +279,6 @@ static cudaError_t event_create(cudaEvent_t *event, unsigned int flags)
     ev->flags = flags;
     *event = ev;
     return cudaSuccess;
-}
-
-static int valid_event(cudaEvent_t ev)
-{
-    return ev != NULL && ev->magic == EVENT_MAGIC;
 }
 
 RUNTIME_CALL(cudaEventCreate, (cudaEvent_t *event), event_create(event, 0), "() -> %p",
