@@ -509,24 +509,17 @@ static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
 DRIVER_CALL(cuCtxCreate_v2, (CUcontext *pctx, unsigned int flags, CUdevice dev),
             ctx_create(pctx, flags, dev), "(0x%x, %d)", flags, dev)
 
-CUresult cuCtxCreate_v3(CUcontext *pctx, struct CUexecAffinityParam_st *paramsArray, int numParams,
-                        unsigned int flags, CUdevice dev)
-{
-    DRIVER_ENTER(cuCtxCreate_v3);
-    CUresult r = paramsArray != NULL || numParams != 0 ? CUDA_ERROR_NOT_SUPPORTED
-                                                        : ctx_create(pctx, flags, dev);
-    return driver_leave(SYM_cuCtxCreate_v3, r, "(%d params, 0x%x, %d)", numParams, flags,
-                        dev);
-}
-
-CUresult cuCtxCreate_v4(CUcontext *pctx, struct CUctxCreateParams_st *ctxCreateParams,
-                        unsigned int flags, CUdevice dev)
-{
-    DRIVER_ENTER(cuCtxCreate_v4);
-    CUresult r = ctxCreateParams != NULL ? CUDA_ERROR_NOT_SUPPORTED
-                                         : ctx_create(pctx, flags, dev);
-    return driver_leave(SYM_cuCtxCreate_v4, r, "(0x%x, %d)", flags, dev);
-}
+DRIVER_CALL(cuCtxCreate_v3,
+            (CUcontext *pctx, struct CUexecAffinityParam_st *paramsArray, int numParams,
+             unsigned int flags, CUdevice dev),
+            paramsArray != NULL || numParams != 0 ? CUDA_ERROR_NOT_SUPPORTED
+                                                  : ctx_create(pctx, flags, dev),
+            "(%d params, 0x%x, %d)", numParams, flags, dev)
+DRIVER_CALL(cuCtxCreate_v4,
+            (CUcontext *pctx, struct CUctxCreateParams_st *ctxCreateParams, unsigned int flags,
+             CUdevice dev),
+            ctxCreateParams != NULL ? CUDA_ERROR_NOT_SUPPORTED : ctx_create(pctx, flags, dev),
+            "(0x%x, %d)", flags, dev)
 
 CUresult cuCtxDestroy_v2(CUcontext ctx)
 {

@@ -107,19 +107,11 @@ CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
     return driver_leave(SYM_cuDeviceGetUuid_v2, r, "(%d)", dev);
 }
 
-CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
-{
-    DRIVER_ENTER(cuMemsetD32Async);
-    CUresult r = driver_ready_args(dstDevice % 4 != 0);
-    return driver_leave(SYM_cuMemsetD32Async, r, "(0x%llx, %u, %zu, %p)", dstDevice, ui, N,
-                        (void *)hStream);
-}
-
-CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value,
-                                 unsigned int flags)
-{
-    DRIVER_ENTER(cuStreamWriteValue32_v2);
-    CUresult r = driver_ready_args(addr % 4 != 0);
-    return driver_leave(SYM_cuStreamWriteValue32_v2, r, "(%p, 0x%llx, %u, %u)", (void *)stream,
-                        addr, value, flags);
-}
+DRIVER_CALL(cuMemsetD32Async,
+            (CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream),
+            driver_ready_args(dstDevice % 4 != 0), "(0x%llx, %u, %zu, %p)", dstDevice, ui, N,
+            (void *)hStream)
+DRIVER_CALL(cuStreamWriteValue32_v2,
+            (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags),
+            driver_ready_args(addr % 4 != 0), "(%p, 0x%llx, %u, %u)", (void *)stream, addr,
+            value, flags)

@@ -264,14 +264,10 @@ cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, 
     return runtime_leave(RSYM_cudaFuncSetAttribute, e, "(%p, %d, %d)", func, (int)attr, value);
 }
 
-cudaError_t cudaKernelSetAttributeForDevice(cudaKernel_t kernel, enum cudaFuncAttribute attr,
-                                            int value, int device)
-{
-    RUNTIME_ENTER(cudaKernelSetAttributeForDevice);
-    cudaError_t e = kernel == NULL ? cudaErrorInvalidDeviceFunction : runtime_check_device(device);
-    return runtime_leave(RSYM_cudaKernelSetAttributeForDevice, e, "(%d, %d, %d)", (int)attr,
-                         value, device);
-}
+RUNTIME_CALL(cudaKernelSetAttributeForDevice,
+             (cudaKernel_t kernel, enum cudaFuncAttribute attr, int value, int device),
+             kernel == NULL ? cudaErrorInvalidDeviceFunction : runtime_check_device(device),
+             "(%d, %d, %d)", (int)attr, value, device)
 
 /* 2048 resident threads per SM, at most 32 blocks. */
 static cudaError_t occupancy(int *numBlocks, const void *func, int blockSize)
@@ -292,17 +288,11 @@ RUNTIME_CALL(cudaOccupancyMaxActiveBlocksPerMultiprocessor,
              occupancy(numBlocks, func, blockSize), "(%p, %d, %zu)", func, blockSize,
              dynamicSMemSize)
 
-cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks,
-                                                                   const void *func,
-                                                                   int blockSize,
-                                                                   size_t dynamicSMemSize,
-                                                                   unsigned int flags)
-{
-    RUNTIME_ENTER(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags);
-    cudaError_t e = occupancy(numBlocks, func, blockSize);
-    return runtime_leave(RSYM_cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, e,
-                         "(%p, %d, %zu, %u)", func, blockSize, dynamicSMemSize, flags);
-}
+RUNTIME_CALL(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
+             (int *numBlocks, const void *func, int blockSize, size_t dynamicSMemSize,
+              unsigned int flags),
+             occupancy(numBlocks, func, blockSize), "(%p, %d, %zu, %u)", func, blockSize,
+             dynamicSMemSize, flags)
 
 /* ---- __device__ variables ---- */
 

@@ -253,16 +253,13 @@ cudaError_t cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttribut
     return runtime_leave(RSYM_cudaDeviceGetGraphMemAttribute, e, "(%d, %d)", device, (int)attr);
 }
 
-cudaError_t cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr,
-                                           void *value)
-{
-    RUNTIME_ENTER(cudaDeviceSetGraphMemAttribute);
-    cudaError_t e = value == NULL || (attr != cudaGraphMemAttrUsedMemHigh &&
-                                      attr != cudaGraphMemAttrReservedMemHigh)
-                        ? cudaErrorInvalidValue
-                        : runtime_check_device(device);
-    return runtime_leave(RSYM_cudaDeviceSetGraphMemAttribute, e, "(%d, %d)", device, (int)attr);
-}
+RUNTIME_CALL(cudaDeviceSetGraphMemAttribute,
+             (int device, enum cudaGraphMemAttributeType attr, void *value),
+             value == NULL || (attr != cudaGraphMemAttrUsedMemHigh &&
+                               attr != cudaGraphMemAttrReservedMemHigh)
+                 ? cudaErrorInvalidValue
+                 : runtime_check_device(device),
+             "(%d, %d)", device, (int)attr)
 
 /* ---- events ---- */
 
