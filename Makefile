@@ -172,7 +172,7 @@ $(BUILD)/obj/src/simgpu/runtime/runtime.o: $(BUILD)/gen/cudart_lookups.h
 # RUNTIME_SYMBOLS (runtime.h): the runtime's entry points, from their definitions.
 $(BUILD)/gen/runtime_symbols.h: $(SIMRT_SRC) Makefile
 	@mkdir -p $(dir $@)
-	sed -n -E 's/.*RUNTIME_(ENTER|CALL)\(([A-Za-z0-9_]+).*/\2/p; s/.*RUNTIME_REFUSED\([A-Z_]+, ([A-Za-z0-9_]+).*/\1/p' \
+	sed -n -E 's/^ *RUNTIME_(ENTER|CALL)\(([A-Za-z0-9_]+).*/\2/p; s/^RUNTIME_REFUSED\([A-Z_]+, ([A-Za-z0-9_]+).*/\1/p' \
 	    $(SIMRT_SRC) | awk 'BEGIN { print "/* generated from the runtime sources by the Makefile - do not edit */"; \
 	    printf "#define RUNTIME_SYMBOLS(X)" } { printf " \\\n    X(%s)", $$1 } END { print "" }' > $@
 $(SIMRT_SRC:%.c=$(BUILD)/obj/%.o): $(BUILD)/gen/runtime_symbols.h
