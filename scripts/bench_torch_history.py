@@ -28,13 +28,21 @@ instrumentation off until the loop (importing
 torch under callgrind takes minutes), the steps bracketed with client
 requests (tests/bench/cg_requests.c), slope between N and 3N steps so warm-up
 and dump costs cancel; all threads (autograd's included).  Wall and CPU:
-the same loop outside valgrind, one block of N steps a mode, the sides'
-processes interleaved ROUNDS times; median [min-max] per step.  The cost
-rows: instructions, and CPU as the spread of the per-round ratios to the
-reference (a spread crossing the budget line is not measurable).
+the same loop outside valgrind, a process a mode (the history set once,
+a warm-up block, the collector on), all started together and run in
+lockstep: ROUNDS rounds, each one block of CPU_STEPS steps in every
+process, in a shuffled order, so that a round's blocks saw about the same
+load (the blocks of a few steps of one process a mode that this replaced
+measured the first steps after start-up, and their fixed costs, on a
+loaded machine); median [min-max] per step.  The cost rows: instructions,
+and CPU as the excess over the reference round by round, a share of the
+floor's step in the same round: median [quartiles] (the verdict's spread:
+quartiles crossing the budget line are not measurable) and the least and
+greatest.
 
     scripts/bench_torch_history.py --build build [--models mlp,gpt2] [--steps 10]
-        [--gpt2-steps 10] [--rounds 5] [--write FILE]
+        [--gpt2-steps 10] [--rounds 20] [--cpu-steps 100] [--gpt2-cpu-steps 20]
+        [--write FILE]
 
 Prints a table per model (and key=value lines on stderr:
 share_<model>_<mode>=F, instr_per_alloc_<model>_<mode>=N); --write appends (or replaces) the "PyTorch's
@@ -68,7 +76,7 @@ def settle():
         time.sleep(0.05)
 cg = ctypes.CDLL(sys.argv[1])
 cg.cg_stop.argtypes = [ctypes.c_char_p]
-modes, steps_n, rounds, counting = sys.argv[2].split(","), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
+modes, steps_n, warm, counting = sys.argv[2].split(","), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
 HIST = {
     "state_python": dict(enabled="state", context="alloc", stacks="python"),
     "peak_trace": json.loads(sys.argv[9]),  # layer/history.py's PEAK_MODE
@@ -134,17 +142,24 @@ if counting:
             cg.cg_stop(f"{m}.{n}".encode())
             out[f"{m}.{n}"] = allocs() - a0
 else:
-    for m in modes:
-        out[m] = {"wall": [], "cpu": [], "allocs": 0}
-    for _ in range(rounds):
-        for m in modes:
-            set_mode(m)
-            steps(1)
-            a0, w0, c0 = allocs(), time.perf_counter(), time.process_time()
-            steps(steps_n)
-            out[m]["wall"].append((time.perf_counter() - w0) / steps_n)
-            out[m]["cpu"].append((time.process_time() - c0) / steps_n)
-            out[m]["allocs"] = (allocs() - a0) / steps_n
+    # one mode a process, set once; blocks of steps_n steps on request
+    # ("go" on stdin), so that the driver runs the processes of every mode
+    # in lockstep, one block each a round, and a round's blocks saw the
+    # same load; the collector on, as in a program
+    (m,) = modes
+    set_mode(m)
+    steps(warm)
+    gc.enable()
+    gc.collect()
+    print("READY", flush=True)
+    for line in sys.stdin:
+        if line.strip() != "go":
+            break
+        a0, w0, c0 = allocs(), time.perf_counter(), time.process_time()
+        steps(steps_n)
+        print("BLOCK " + json.dumps({"wall": (time.perf_counter() - w0) / steps_n,
+                                     "cpu": (time.process_time() - c0) / steps_n,
+                                     "allocs": (allocs() - a0) / steps_n}), flush=True)
 print("RESULT " + json.dumps(out), flush=True)
 '''
 
@@ -208,7 +223,9 @@ MODELS = {
 
 
 def command(args, py, where, modes, counting, child, toggle, out=None):
-    argv = [py, child, toggle, ",".join(modes), str(args.steps), "1",
+    # counting: the slope's N; timing: the block's steps and the warm-up
+    n, warm = (args.steps, 1) if counting else (args.cpu_steps, args.cpu_steps)
+    argv = [py, child, toggle, ",".join(modes), str(n), str(max(3, warm)),
             "1" if counting else "0", args.model, json.dumps(GPT2), json.dumps(GPT2_BATCH),
             json.dumps(layer_mode("PEAK_MODE"))]
     if counting:
@@ -260,6 +277,70 @@ def dumps(prefix):
     return got
 
 
+def paired(side, ref, floor):
+    """The CPU excess of `side` over `ref` a step, a share of `floor`'s step,
+    round by round (lists of CPU per step, one item a round, the three
+    measured in the same round): (first quartile, median, third quartile,
+    least, greatest).  The quartiles are the spread the verdict reads: on a
+    shared machine a round now and then runs a block beside another
+    program's burst, which the least and greatest show."""
+    d = sorted((a - b) / f for a, b, f in zip(side, ref, floor))
+    q = statistics.quantiles(d, n=4, method="inclusive") if len(d) > 1 else [d[0]] * 3
+    return q[0], q[1], q[2], d[0], d[-1]
+
+
+def lockstep(args, py, toggle, tmp, child, keys):
+    """{key: {"wall": [...], "cpu": [...]}}, a figure a round (per step) of
+    each (side, mode) in `keys`: the processes started together, each
+    warmed up, then args.rounds rounds of one block each."""
+    import random
+    env = {where: extra for where, extra, _ in SIDES}
+    procs, errs = {}, {}
+    try:
+        for key in keys:
+            errs[key] = tempfile.TemporaryFile(mode="w+", dir=tmp)
+            procs[key] = subprocess.Popen(
+                command(args, py, key[0], [key[1]], False, child, toggle), cwd=tmp,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errs[key], text=True,
+                env=dict(clean_env(), **env[key[0]]))
+
+        def answer(key, word):
+            p = procs[key]
+            for line in p.stdout:
+                if line.startswith(word):
+                    return line[len(word):].strip()
+            p.wait()
+            errs[key].seek(0)
+            sys.exit(f"bench_torch_history: {key[0]} {key[1]} ended (exit {p.returncode}) "
+                     f"before its {word.strip()}:\n{errs[key].read()[-2000:]}")
+        for key in keys:
+            answer(key, "READY")
+        times = {k: {"wall": [], "cpu": []} for k in keys}
+        order = list(keys)
+        shuffle = random.Random(0).shuffle
+        for _ in range(args.rounds):
+            shuffle(order)
+            for key in order:
+                procs[key].stdin.write("go\n")
+                procs[key].stdin.flush()
+                got = json.loads(answer(key, "BLOCK "))
+                times[key]["wall"].append(got["wall"])
+                times[key]["cpu"].append(got["cpu"])
+        return times
+    finally:
+        for p in procs.values():
+            try:
+                p.stdin.close()
+            except OSError:
+                pass
+        for p in procs.values():
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
 def verdict(instr, lo, hi, line):
     """met / MISSED / not measurable of a cost against `line` (the excess
     over the reference, a share of the floor's step): instructions, and CPU
@@ -291,17 +372,11 @@ def measure(args, py, toggle, tmp, child):
             instr[(where, m)] = (b - a) / (n3 - n)
             hist[(where, m)] = res["history"][m]
             allocs[(where, m)] = (res[f"{m}.{n3}"] - res[f"{m}.{n}"]) / (n3 - n)
-    # wall and CPU: the same processes outside valgrind, one block of steps
-    # per mode each, the processes interleaved (side after side) args.rounds
-    # times, so that rounds of two sides ran at about the same time
-    times = {k: {"wall": [], "cpu": []} for k in keys}
-    for _ in range(args.rounds):
-        for where, extra, modes in SIDES:
-            res = run(command(args, py, where, modes, False, child, toggle), tmp, extra)
-            for m in modes:
-                times[(where, m)]["wall"] += res[m]["wall"]
-                times[(where, m)]["cpu"] += res[m]["cpu"]
-
+    # wall and CPU: outside valgrind, a process a mode (its history set once,
+    # warmed up by a block), the processes in lockstep: each round runs one
+    # block of args.cpu_steps steps in each, in a shuffled order, so that
+    # the blocks of one round saw about the same load and are compared
+    times = lockstep(args, py, toggle, tmp, child, keys)
     lines = []
     say = lines.append
     floor = instr[("bare", "off")]
@@ -310,7 +385,8 @@ def measure(args, py, toggle, tmp, child):
         f"on the simulated GPU, {per_step_allocs:.0f} allocations a step "
         f"(PyTorch's allocation.all.allocated); instructions: callgrind, all threads, "
         f"slope {args.steps} -> {3 * args.steps} steps; wall and CPU per step: median "
-        f"[min-max] of {args.rounds} rounds, processes interleaved")
+        f"[min-max] of {args.rounds} blocks of {args.cpu_steps} steps, a process a mode, "
+        f"in lockstep")
     say(f"  {'':72s} {'instr/step':>12s} {'added/alloc':>11s} {'share':>7s}   wall, cpu per step")
     for key in keys:
         i = instr[key]
@@ -331,10 +407,8 @@ def measure(args, py, toggle, tmp, child):
     for key, what in ((("ours", "as_is"), "the default tensor model (the peak's tensors on)"),
                       (("nopeak", "as_is"), "the tensor model without the peak's tensors")):
         r_instr = (instr[key] - instr[ref]) / floor
-        ratios = [(a - b) / f for a, b, f in zip(times[key]["cpu"], times[ref]["cpu"],
-                                                 times[("bare", "off")]["cpu"])]
-        lo, hi = min(ratios), max(ratios)
-        mid = statistics.median(ratios)
+        lo, mid, hi, least, most = paired(times[key]["cpu"], times[ref]["cpu"],
+                                          times[("bare", "off")]["cpu"])
         v = verdict(r_instr, lo, hi, BUDGET)
         if not hist[key]:
             v = "not measurable (its run kept no history)"
@@ -342,7 +416,8 @@ def measure(args, py, toggle, tmp, child):
             if key != ("ours", "as_is") and per_step_allocs else None
         say(f"  cost: {what} <= PyTorch's cheapest line-naming history + {BUDGET * 100:.0f} % "
             f"of a step: {v} - instr {r_instr * 100:+.1f} % of a step over it; CPU "
-            f"{mid * 100:+.1f} % [{lo * 100:+.1f}-{hi * 100:+.1f}] (per round)"
+            f"{mid * 100:+.1f} % [{lo * 100:+.1f}-{hi * 100:+.1f}] (rounds' median "
+            f"[quartiles], all {least * 100:+.1f}-{most * 100:+.1f})"
             + (f"; {-per_alloc:+,.0f} instructions an allocation for the peak's tensors"
                if per_alloc is not None else ""))
     return lines
@@ -354,7 +429,11 @@ def main():
     ap.add_argument("--models", default="mlp,gpt2", help="of: " + ", ".join(MODELS))
     ap.add_argument("--steps", type=int, default=10, help="the MLP's N (slope N -> 3N)")
     ap.add_argument("--gpt2-steps", type=int, default=10, help="the GPT-2 model's N")
-    ap.add_argument("--rounds", type=int, default=5, help="processes per side for wall/CPU")
+    ap.add_argument("--rounds", type=int, default=20,
+                    help="blocks of steps each mode's process runs for wall/CPU")
+    ap.add_argument("--cpu-steps", type=int, default=100,
+                    help="the MLP's steps in a wall/CPU block (and its warm-up)")
+    ap.add_argument("--gpt2-cpu-steps", type=int, default=20, help="the GPT-2 model's")
     ap.add_argument("--write", help="append the figures to this markdown file")
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)
@@ -375,6 +454,7 @@ def main():
         one = argparse.Namespace(**vars(args))
         one.model = model
         one.steps = args.gpt2_steps if model == "gpt2" else args.steps
+        one.cpu_steps = args.gpt2_cpu_steps if model == "gpt2" else args.cpu_steps
         lines += measure(one, py, toggle, tmp, child) + [""]
     lines = lines[:-1]
     print("\n".join(lines))
