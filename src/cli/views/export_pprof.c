@@ -81,28 +81,35 @@ struct fntab {
     size_t keycap;
 };
 
-/* The profile's locations as built: each one line of one function. */
-struct locations {
-    Location *loc;
-    Location **locp;
-    Line *ln;
-    Line **lnp;
+/* A location as built: one line of one function, with the pointer to
+ * that line protobuf-c's Location wants. */
+struct location {
+    Location loc;
+    Line ln, *lnp;
 };
 
 /* Location n (id n + 1): function fi (0-based), at `line` (0: none). */
-static void location_init(struct locations *lt, size_t n, int64_t fi, int64_t line)
+static void location_init(struct location *lt, Location **locp, size_t n, int64_t fi,
+                          int64_t line)
 {
-    perftools__profiles__location__init(&lt->loc[n]);
-    perftools__profiles__line__init(&lt->ln[n]);
-    lt->ln[n].function_id = (uint64_t)fi + 1;
-    lt->ln[n].line = line;
-    lt->lnp[n] = &lt->ln[n];
-    lt->loc[n].id = n + 1;
-    lt->loc[n].mapping_id = 1;
-    lt->loc[n].n_line = 1;
-    lt->loc[n].line = &lt->lnp[n];
-    lt->locp[n] = &lt->loc[n];
+    struct location *l = &lt[n];
+    perftools__profiles__location__init(&l->loc);
+    perftools__profiles__line__init(&l->ln);
+    l->ln.function_id = (uint64_t)fi + 1;
+    l->ln.line = line;
+    l->lnp = &l->ln;
+    l->loc.id = n + 1;
+    l->loc.mapping_id = 1;
+    l->loc.n_line = 1;
+    l->loc.line = &l->lnp;
+    locp[n] = &l->loc;
 }
+
+/* A sample as built, with its range's label and the pointer to it. */
+struct sample {
+    Sample smp;
+    Label lab, *labp;
+};
 
 static int64_t function_of(struct fntab *ft, struct strtab *t, const char *name,
                            const char *file, const char *system_name)
@@ -167,12 +174,16 @@ static bool by_range(const struct snapshot *s)
 }
 
 /* The samples: one per stack (range -1), or per (stack, range). */
+struct row {
+    uint32_t stack;
+    int64_t range;
+    int64_t vals[NVALUES];
+};
+
 struct rows {
     struct arena arena;
     struct hmap map;
-    uint32_t *stack;
-    int64_t *range;
-    int64_t *vals; /* NVALUES each */
+    struct row *v;
     size_t n, cap;
 };
 
@@ -186,23 +197,9 @@ static size_t row_of(struct rows *r, uint32_t stack, int64_t range)
     if (hmap_get_or_add(&r->map, k, sizeof k, (uint32_t)r->n, &idx, NULL))
         return SIZE_MAX;
     if (idx == r->n) {
-        size_t cap = r->cap;
-        if (snapshot_vec_reserve((void **)&r->stack, &r->cap, sizeof *r->stack, r->n + 1))
+        if (snapshot_vec_reserve((void **)&r->v, &r->cap, sizeof *r->v, r->n + 1))
             return SIZE_MAX;
-        if (r->cap != cap) {
-            int64_t *rg = realloc(r->range, r->cap * sizeof *rg);
-            if (rg == NULL)
-                return SIZE_MAX;
-            r->range = rg;
-            int64_t *v = realloc(r->vals, r->cap * NVALUES * sizeof *v);
-            if (v == NULL)
-                return SIZE_MAX;
-            r->vals = v;
-        }
-        r->stack[r->n] = stack;
-        r->range[r->n] = range;
-        memset(&r->vals[r->n * NVALUES], 0, NVALUES * sizeof *r->vals);
-        r->n++;
+        r->v[r->n++] = (struct row){.stack = stack, .range = range};
     }
     return idx;
 }
@@ -223,7 +220,7 @@ static int rows_by_range(struct rows *r, const struct snapshot *s)
                 size_t at = row_of(r, st->stack, pr->v[i].phase);
                 if (at == SIZE_MAX)
                     return -1;
-                int64_t *v = &r->vals[at * NVALUES];
+                int64_t *v = r->v[at].vals;
                 v[0] += (int64_t)st->at_peak_bytes;
                 v[1] += (int64_t)st->bytes;
                 v[2] += (int64_t)st->bytes_allocated;
@@ -233,11 +230,11 @@ static int rows_by_range(struct rows *r, const struct snapshot *s)
     return 0;
 }
 
-static void add_groups(int64_t *vals, const struct snap_groups *g, int col)
+static void add_groups(struct row *rows, const struct snap_groups *g, int col)
 {
     for (size_t i = 0; i < g->n; i++)
         if (g->v[i].stack != SNAP_NO_STACK)
-            vals[(size_t)g->v[i].stack * NVALUES + (size_t)col] += (int64_t)g->v[i].bytes;
+            rows[g->v[i].stack].vals[col] += (int64_t)g->v[i].bytes;
 }
 
 /* A row per stack, row i stack i: the bytes it held at the peak and at the
@@ -250,9 +247,9 @@ static int rows_by_stack(struct rows *r, const struct snapshot *s, const bool tc
             return -1;
     for (size_t d = 0; d < s->ndevices; d++) {
         if (!tcol[0])
-            add_groups(r->vals, &s->devices[d].at_peak, 0);
+            add_groups(r->v, &s->devices[d].at_peak, 0);
         if (!tcol[1])
-            add_groups(r->vals, &s->devices[d].live, 1);
+            add_groups(r->v, &s->devices[d].live, 1);
     }
     for (size_t i = 0; i < s->events.n; i++) {
         const struct snap_event *e = &s->events.v[i];
@@ -261,8 +258,8 @@ static int rows_by_stack(struct rows *r, const struct snapshot *s, const bool tc
         uint32_t st = snapshot_stack_index(s, e->stack_id);
         if (st == SNAP_NO_STACK)
             continue;
-        r->vals[(size_t)st * NVALUES + 2] += e->delta;
-        r->vals[(size_t)st * NVALUES + 3] += 1;
+        r->v[st].vals[2] += e->delta;
+        r->v[st].vals[3] += 1;
     }
     return 0;
 }
@@ -273,7 +270,7 @@ struct tsample {
     const uint32_t *frames; /* innermost first; NULL: named */
     uint32_t nframes;
     const char *name;       /* interned: the sample's one location */
-    int64_t peak, now;
+    int64_t vals[NVALUES]; /* at the peak, at the dump; no allocations */
 };
 
 struct tsamples {
@@ -305,11 +302,10 @@ static int tsample_add(struct tsamples *ts, const uint32_t *frames, uint32_t n,
     if (idx == ts->n) {
         if (snapshot_vec_reserve((void **)&ts->v, &ts->cap, sizeof *ts->v, ts->n + 1))
             return -1;
-        ts->v[ts->n++] = (struct tsample){name ? NULL : frames, name ? 0 : n, name, 0, 0};
+        ts->v[ts->n++] = (struct tsample){name ? NULL : frames, name ? 0 : n, name, {0}};
         ts->nnamed += name != NULL;
     }
-    int64_t *v = col == 0 ? &ts->v[idx].peak : &ts->v[idx].now;
-    *v += (int64_t)bytes;
+    ts->v[idx].vals[col] += (int64_t)bytes;
     return 0;
 }
 
@@ -374,31 +370,27 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
     bool tensors = tcol[0] || tcol[1];
     size_t extra = ts.nnamed; /* the named samples' locations and functions */
     /* Locations and functions: frames 1..nf, then entry points. */
-    Location *loc = calloc(nf + nst + extra + 1, sizeof *loc);
+    struct location *lt = calloc(nf + nst + extra + 1, sizeof *lt);
     Location **locp = calloc(nf + nst + extra + 1, sizeof *locp);
     struct fntab ft = {.v = calloc(nf + nst + extra + 1, sizeof *ft.v),
                        .p = calloc(nf + nst + extra + 1, sizeof *ft.p)};
     hmap_init(&ft.map, &t.arena);
     /* the location of each entry point's function, 0 for none yet */
     uint32_t *fn_entry_loc = calloc(nf + nst + extra + 1, sizeof *fn_entry_loc);
-    Line *ln = calloc(nf + nst + extra + 1, sizeof *ln);
-    Line **lnp = calloc(nf + nst + extra + 1, sizeof *lnp);
-    uint32_t *named_loc = calloc(ts.n ? ts.n : 1, sizeof *named_loc);
-    Sample *smp = NULL, **smpp = NULL;
-    int64_t *tvals = NULL; /* the tensor samples' values */
-    Label *lab = NULL, **labp = NULL;
+    /* each stack's entry point's location, then each tensor sample's name's */
+    uint32_t *name_loc = calloc(nst + ts.n + 1, sizeof *name_loc);
+    struct sample *smp = NULL;
+    Sample **smpp = NULL;
     bool ranged = by_range(s);
-    struct rows rw = {.stack = NULL};
+    struct rows rw = {.v = NULL};
     arena_init(&rw.arena);
     hmap_init(&rw.map, &rw.arena);
     uint64_t *ids = NULL;
-    uint32_t *entry_loc = calloc(nst ? nst : 1, sizeof *entry_loc);
     uint8_t *buf = NULL;
     int rc = CLI_ENOMEM;
-    if (tb != 0 || !loc || !locp || !ft.v || !ft.p || !fn_entry_loc || !ln || !lnp ||
-        !entry_loc || !named_loc || str(&t, "") != 0)
+    if (tb != 0 || !lt || !locp || !ft.v || !ft.p || !fn_entry_loc || !name_loc ||
+        str(&t, "") != 0)
         goto out;
-    struct locations lt = {loc, locp, ln, lnp};
     size_t nloc = 0;
     for (size_t i = 0; i < nf; i++) {
         const struct frame *fr = &ctx->frames[i];
@@ -409,32 +401,23 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
                                  fr->name);
         if (fi < 0)
             goto out;
-        location_init(&lt, nloc++, fi, line);
+        location_init(lt, locp, nloc++, fi, line);
     }
-    /* Entry points: one location per entry point's function. */
-    for (size_t i = 0; i < nst; i++) {
-        const char *entry = s->stacks[i].entry ? s->stacks[i].entry : "unknown";
-        int64_t fi = function_of(&ft, &t, entry, "", "");
-        if (fi < 0)
-            goto out;
-        if (fn_entry_loc[fi] == 0) {
-            location_init(&lt, nloc, fi, 0);
-            fn_entry_loc[fi] = (uint32_t)++nloc;
-        }
-        entry_loc[i] = fn_entry_loc[fi] - 1;
-    }
-    /* A location for each named tensor sample (a function of that name). */
-    for (size_t i = 0; i < ts.n; i++) {
-        if (ts.v[i].name == NULL)
+    /* Entry points, then the named tensor samples: one location per
+     * function of that name. */
+    for (size_t i = 0; i < nst + ts.n; i++) {
+        const char *name = i >= nst ? ts.v[i - nst].name
+                           : s->stacks[i].entry ? s->stacks[i].entry : "unknown";
+        if (name == NULL)
             continue;
-        int64_t fi = function_of(&ft, &t, ts.v[i].name, "", "");
+        int64_t fi = function_of(&ft, &t, name, "", "");
         if (fi < 0)
             goto out;
         if (fn_entry_loc[fi] == 0) {
-            location_init(&lt, nloc, fi, 0);
+            location_init(lt, locp, nloc, fi, 0);
             fn_entry_loc[fi] = (uint32_t)++nloc;
         }
-        named_loc[i] = fn_entry_loc[fi] - 1;
+        name_loc[i] = fn_entry_loc[fi] - 1;
     }
     /* The samples' rows: per stack, or per (stack, range). */
     if (ranged) {
@@ -443,73 +426,60 @@ int export_pprof(FILE *f, struct snapshot *s, struct cli_error *err)
         for (size_t i = 0; i < rw.n; i++)
             for (int c = 0; c < 2; c++)
                 if (tcol[c])
-                    rw.vals[i * NVALUES + (size_t)c] = 0; /* the tensors' column */
+                    rw.v[i].vals[c] = 0; /* the tensors' column */
     } else if (rows_by_stack(&rw, s, tcol) != 0) {
         goto out;
     }
     size_t id_room = 0, nrows = rw.n + ts.n;
     for (size_t i = 0; i < rw.n; i++)
-        id_room += s->stacks[rw.stack[i]].nframes + 1;
+        id_room += s->stacks[rw.v[i].stack].nframes + 1;
     for (size_t i = 0; i < ts.n; i++)
         id_room += ts.v[i].name ? 1 : ts.v[i].nframes;
     ids = calloc(id_room ? id_room : 1, sizeof *ids);
     smp = calloc(nrows ? nrows : 1, sizeof *smp);
     smpp = calloc(nrows ? nrows : 1, sizeof *smpp);
-    lab = calloc(nrows ? nrows : 1, sizeof *lab);
-    labp = calloc(nrows ? nrows : 1, sizeof *labp);
-    tvals = calloc(ts.n ? ts.n * NVALUES : 1, sizeof *tvals);
     int64_t range_key = str(&t, "range");
-    if (ids == NULL || smp == NULL || smpp == NULL || lab == NULL || labp == NULL ||
-        tvals == NULL || range_key < 0)
+    if (ids == NULL || smp == NULL || smpp == NULL || range_key < 0)
         goto out;
     size_t nsmp = 0, used = 0;
-    for (size_t r = 0; r < rw.n; r++) {
-        size_t i = rw.stack[r];
-        int64_t *v = &rw.vals[r * NVALUES];
-        if (v[0] == 0 && v[1] == 0 && v[2] == 0 && v[3] == 0)
-            continue;
-        const struct snap_stack *st = &s->stacks[i];
-        uint64_t *id = ids + used;
-        id[0] = entry_loc[i] + 1;
-        for (uint32_t k = 0; k < st->nframes; k++)
-            id[k + 1] = (uint64_t)st->frames[k] + 1;
-        perftools__profiles__sample__init(&smp[nsmp]);
-        smp[nsmp].n_location_id = st->nframes + 1;
-        smp[nsmp].location_id = id;
-        smp[nsmp].n_value = NVALUES;
-        smp[nsmp].value = v;
-        if (rw.range[r] >= 0) {
-            perftools__profiles__label__init(&lab[nsmp]);
-            lab[nsmp].key = range_key;
-            lab[nsmp].str = str(&t, snapshot_phase_path(s, rw.range[r]));
-            if (lab[nsmp].str < 0)
-                goto out;
-            labp[nsmp] = &lab[nsmp];
-            smp[nsmp].n_label = 1;
-            smp[nsmp].label = &labp[nsmp];
-        }
-        smpp[nsmp] = &smp[nsmp];
-        nsmp++;
-        used += st->nframes + 1;
-    }
-    for (size_t r = 0; r < ts.n; r++) {
-        const struct tsample *x = &ts.v[r];
-        int64_t *v = &tvals[r * NVALUES];
-        v[0] = x->peak;
-        v[1] = x->now;
+    /* The stacks' rows, then the tensor samples: locations innermost first. */
+    for (size_t r = 0; r < rw.n + ts.n; r++) {
         uint64_t *id = ids + used;
         size_t n = 0;
-        if (x->name != NULL)
-            id[n++] = named_loc[r] + 1;
-        for (uint32_t k = 0; k < x->nframes; k++)
-            id[n++] = (uint64_t)x->frames[k] + 1;
-        perftools__profiles__sample__init(&smp[nsmp]);
-        smp[nsmp].n_location_id = n;
-        smp[nsmp].location_id = id;
-        smp[nsmp].n_value = NVALUES;
-        smp[nsmp].value = v;
-        smpp[nsmp] = &smp[nsmp];
-        nsmp++;
+        int64_t *v;
+        if (r < rw.n) {
+            v = rw.v[r].vals;
+            if (v[0] == 0 && v[1] == 0 && v[2] == 0 && v[3] == 0)
+                continue;
+            const struct snap_stack *st = &s->stacks[rw.v[r].stack];
+            id[n++] = name_loc[rw.v[r].stack] + 1;
+            for (uint32_t k = 0; k < st->nframes; k++)
+                id[n++] = (uint64_t)st->frames[k] + 1;
+        } else {
+            struct tsample *x = &ts.v[r - rw.n];
+            v = x->vals;
+            if (x->name != NULL)
+                id[n++] = name_loc[nst + r - rw.n] + 1;
+            for (uint32_t k = 0; k < x->nframes; k++)
+                id[n++] = (uint64_t)x->frames[k] + 1;
+        }
+        struct sample *sm = &smp[nsmp];
+        perftools__profiles__sample__init(&sm->smp);
+        sm->smp.n_location_id = n;
+        sm->smp.location_id = id;
+        sm->smp.n_value = NVALUES;
+        sm->smp.value = v;
+        if (r < rw.n && rw.v[r].range >= 0) {
+            perftools__profiles__label__init(&sm->lab);
+            sm->lab.key = range_key;
+            sm->lab.str = str(&t, snapshot_phase_path(s, rw.v[r].range));
+            if (sm->lab.str < 0)
+                goto out;
+            sm->labp = &sm->lab;
+            sm->smp.n_label = 1;
+            sm->smp.label = &sm->labp;
+        }
+        smpp[nsmp++] = &sm->smp;
         used += n;
     }
     static const char *const types[NVALUES][2] = {{"inuse_space", "bytes"},
@@ -585,33 +555,25 @@ out:
     if (rc == CLI_ENOMEM)
         errors_set(err, CLI_ENOMEM, "cannot export '%s': out of memory", s->file);
 done:
-    free(tvals);
-    free(named_loc);
+    free(name_loc);
     free(ts.v);
     free(ts.key);
     hmap_free(&ts.map);
     arena_free(&ts.arena);
     free(buf);
     free(ids);
-    free(entry_loc);
     free(smpp);
     free(smp);
-    free(labp);
-    free(lab);
-    free(rw.stack);
-    free(rw.range);
-    free(rw.vals);
+    free(rw.v);
     hmap_free(&rw.map);
     arena_free(&rw.arena);
-    free(lnp);
-    free(ln);
     hmap_free(&ft.map);
     free(ft.key);
     free(ft.p);
     free(ft.v);
     free(fn_entry_loc);
     free(locp);
-    free(loc);
+    free(lt);
     free(t.v);
     hmap_free(&t.map);
     arena_free(&t.arena);
