@@ -324,6 +324,39 @@ static double now(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+bool fit_read_report(const char *path, struct fit_card *c, double start)
+{
+    FILE *f = fopen(path, "r");
+    char line[1024];
+    bool ok = f != NULL && fgets(line, sizeof line, f) != NULL &&
+              strncmp(line, "cumemtrace-fit 1", 16) == 0;
+    while (ok && fgets(line, sizeof line, f) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        long long v;
+        if (sscanf(line, "max_allocated %lld", &v) == 1)
+            c->max_allocated = v, c->have_figures = true;
+        else if (sscanf(line, "max_reserved %lld", &v) == 1)
+            c->max_reserved = v;
+        else if (sscanf(line, "num_ooms %lld", &v) == 1)
+            c->num_ooms = v;
+        else if (sscanf(line, "device_peak %lld", &v) == 1)
+            c->device_peak = v;
+        else if (sscanf(line, "cudnn_attention %lld", &v) == 1)
+            c->cudnn_attention = v != 0;
+        else if (sscanf(line, "peak_resets %lld", &v) == 1)
+            c->peak_resets = v;
+        else if (strncmp(line, "torch_version ", 14) == 0)
+            snprintf(c->torch_version, sizeof c->torch_version, "%.63s", line + 14);
+        else if (sscanf(line, "oom_time %lf", &c->oom_time) == 1)
+            c->oom_time -= start;
+        else if (strncmp(line, "oom_where ", 10) == 0)
+            snprintf(c->oom_where, sizeof c->oom_where, "%.511s", line + 10);
+    }
+    if (f != NULL)
+        fclose(f);
+    return ok;
+}
+
 int fit_run_card(struct fit_card *c, const struct fit_job *job, int index, int count)
 {
     const char *simgpu = job->simgpu, *build = job->build, *self = job->self;
@@ -455,41 +488,13 @@ int fit_run_card(struct fit_card *c, const struct fit_job *job, int index, int c
     c->status = status;
     c->seconds = now() - start;
 
-    /* PyTorch's figures */
-    FILE *f = fopen(report, "r");
-    char line[1024];
-    if (f != NULL && fgets(line, sizeof line, f) != NULL &&
-        strncmp(line, "cumemtrace-fit 1", 16) == 0) {
-        while (fgets(line, sizeof line, f) != NULL) {
-            line[strcspn(line, "\n")] = '\0';
-            long long v;
-            if (sscanf(line, "max_allocated %lld", &v) == 1)
-                c->max_allocated = v, c->have_figures = true;
-            else if (sscanf(line, "max_reserved %lld", &v) == 1)
-                c->max_reserved = v;
-            else if (sscanf(line, "num_ooms %lld", &v) == 1)
-                c->num_ooms = v;
-            else if (sscanf(line, "device_peak %lld", &v) == 1)
-                c->device_peak = v;
-            else if (sscanf(line, "cudnn_attention %lld", &v) == 1)
-                c->cudnn_attention = v != 0;
-            else if (sscanf(line, "peak_resets %lld", &v) == 1)
-                c->peak_resets = v;
-            else if (strncmp(line, "torch_version ", 14) == 0)
-                snprintf(c->torch_version, sizeof c->torch_version, "%.63s", line + 14);
-            else if (sscanf(line, "oom_time %lf", &c->oom_time) == 1)
-                c->oom_time -= start;
-            else if (strncmp(line, "oom_where ", 10) == 0)
-                snprintf(c->oom_where, sizeof c->oom_where, "%.511s", line + 10);
-        }
-    }
-    if (f != NULL)
-        fclose(f);
+    fit_read_report(report, c, start); /* PyTorch's figures */
     if (job->nproc > 0)
         fit_ranks_read(c, report, job->nproc);
     /* the simulated card's notes: a read of memory only a kernel would
      * have written (src/simgpu/runtime/runtime_backing.c) */
-    f = fopen(notes, "r");
+    FILE *f = fopen(notes, "r");
+    char line[1024];
     while (f != NULL && fgets(line, sizeof line, f) != NULL)
         if (strncmp(line, "uncomputed_read ", 16) == 0)
             c->uncomputed = true;

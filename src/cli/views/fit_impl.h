@@ -62,6 +62,11 @@ struct fit_card {
  * lines. */
 int fit_run_card(struct fit_card *c, const struct fit_job *job, int index, int count);
 
+/* Reads a report of the PyTorch layer at path (fit.c's top comment has its
+ * format) into c, oom_time as seconds after start; false when there is none
+ * (no file, or another first line). */
+bool fit_read_report(const char *path, struct fit_card *c, double start);
+
 /* mkdir -p of dir (at most two new levels) and removes what an earlier fit
  * left in it (its snapshots, output.log, fit.txt); 0, or -1 said on stderr. */
 int fit_prepare_dir(const char *dir);

@@ -53,47 +53,33 @@ uint64_t fit_ranks_nccl_bytes(int nccl_channels)
 void fit_ranks_read(struct fit_card *c, const char *report, int nproc)
 {
     c->nranks = nproc;
+    struct fit_card *t = malloc(sizeof *t);
     for (int r = 0; r < nproc; r++) {
         c->rank_allocated[r] = c->rank_reserved[r] = -1;
         char path[PATH_MAX + 32];
         snprintf(path, sizeof path, "%s.rank%d", report, r);
-        FILE *f = fopen(path, "r");
-        char line[1024];
-        if (f == NULL)
+        if (t == NULL)
             continue;
-        if (fgets(line, sizeof line, f) == NULL || strncmp(line, "cumemtrace-fit 1", 16) != 0) {
-            fclose(f);
+        memset(t, 0, sizeof *t);
+        t->max_allocated = t->max_reserved = t->device_peak = -1;
+        if (!fit_read_report(path, t, 0))
             continue;
-        }
-        while (fgets(line, sizeof line, f) != NULL) {
-            line[strcspn(line, "\n")] = '\0';
-            long long v;
-            if (sscanf(line, "max_allocated %lld", &v) == 1) {
-                c->rank_allocated[r] = v;
-                c->have_figures = true;
-                if (v > c->max_allocated)
-                    c->max_allocated = v;
-            } else if (sscanf(line, "max_reserved %lld", &v) == 1) {
-                c->rank_reserved[r] = v;
-                if (v > c->max_reserved)
-                    c->max_reserved = v;
-            } else if (sscanf(line, "num_ooms %lld", &v) == 1) {
-                c->num_ooms += v;
-            } else if (sscanf(line, "device_peak %lld", &v) == 1) {
-                if (v > c->device_peak)
-                    c->device_peak = v;
-            } else if (sscanf(line, "cudnn_attention %lld", &v) == 1) {
-                c->cudnn_attention = c->cudnn_attention || v != 0;
-            } else if (sscanf(line, "peak_resets %lld", &v) == 1) {
-                c->peak_resets += v;
-            } else if (strncmp(line, "torch_version ", 14) == 0) {
-                snprintf(c->torch_version, sizeof c->torch_version, "%.63s", line + 14);
-            } else if (strncmp(line, "oom_where ", 10) == 0 && c->oom_where[0] == '\0') {
-                snprintf(c->oom_where, sizeof c->oom_where, "rank %d: %.490s", r, line + 10);
-            }
-        }
-        fclose(f);
+        c->rank_allocated[r] = t->max_allocated;
+        c->rank_reserved[r] = t->max_reserved;
+        c->have_figures = c->have_figures || t->have_figures;
+        c->max_allocated = t->max_allocated > c->max_allocated ? t->max_allocated
+                                                               : c->max_allocated;
+        c->max_reserved = t->max_reserved > c->max_reserved ? t->max_reserved : c->max_reserved;
+        c->device_peak = t->device_peak > c->device_peak ? t->device_peak : c->device_peak;
+        c->num_ooms += t->num_ooms;
+        c->peak_resets += t->peak_resets;
+        c->cudnn_attention = c->cudnn_attention || t->cudnn_attention;
+        if (t->torch_version[0] != '\0')
+            snprintf(c->torch_version, sizeof c->torch_version, "%s", t->torch_version);
+        if (t->oom_where[0] != '\0' && c->oom_where[0] == '\0')
+            snprintf(c->oom_where, sizeof c->oom_where, "rank %d: %.490s", r, t->oom_where);
     }
+    free(t);
 }
 
 void fit_ranks_print(const struct fit_card *c, bool bytes)
