@@ -107,20 +107,14 @@ static char *python_path(const char *lib, char **was)
         if (access(probe, R_OK) != 0 || realpath(cand[i], real) == NULL)
             continue;
         const char *old = getenv("PYTHONPATH");
-        size_t n = strlen(real) + (old ? strlen(old) : 0) + 2;
-        char *v = malloc(n);
-        *was = malloc(old ? strlen(old) + 2 : 2);
-        if (v == NULL || *was == NULL) {
+        char *v;
+        if (asprintf(&v, "%s%s%s", real, old && old[0] ? ":" : "", old ? old : "") < 0)
+            return NULL;
+        if (asprintf(was, "%s%s", old ? "=" : "-", old ? old : "") < 0) {
             free(v);
-            free(*was);
-            *was = NULL;
+            *was = NULL; /* asprintf leaves it undefined */
             return NULL;
         }
-        snprintf(v, n, "%s%s%s", real, old && old[0] ? ":" : "", old ? old : "");
-        if (old != NULL)
-            sprintf(*was, "=%s", old);
-        else
-            strcpy(*was, "-");
         return v;
     }
     return NULL;
@@ -219,6 +213,9 @@ static bool parse_mline(char *line, struct mline *m)
     *sp3 = '\0';
     m->tag = sp2 + 1;
     m->path = sp3 + 1;
+    char *colon = strchr(m->tag, ':'); /* "signal:SIGTERM" is said "signal SIGTERM" */
+    if (colon != NULL)
+        *colon = ' ';
     m->kind = strcmp(line, "wrote") == 0    ? 'w'
               : strcmp(line, "stream") == 0 ? 's'
               : strcmp(line, "failed") == 0 ? 'f'
@@ -345,9 +342,6 @@ static void print_manifest(const char *path, const char *header)
         struct mline *m = &lines[i];
         if (m->kind != 'w')
             continue;
-        char *colon = strchr(m->tag, ':');
-        if (colon != NULL)
-            *colon = ' ';
         if (m->pid >= 0)
             errors_line("  ", "%s  (%s, pid %ld)", m->path, m->tag, m->pid);
         else
@@ -357,9 +351,6 @@ static void print_manifest(const char *path, const char *header)
         struct mline *m = &lines[i];
         if (m->kind != 'f')
             continue;
-        char *colon = strchr(m->tag, ':');
-        if (colon != NULL)
-            *colon = ' ';
         errors_line("cumemtrace: ", "pid %ld could not write its %s snapshot %s (its "
                     "warning above says why)", m->pid, m->tag, m->path);
     }
