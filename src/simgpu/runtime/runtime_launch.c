@@ -158,13 +158,19 @@ cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sh
 
 /* ---- launches ---- */
 
-static cudaError_t check_launch(const void *func, dim3 grid, dim3 block)
+/* runtime_context's error, else cudaErrorInvalidDeviceFunction unless func
+ * is a registered kernel's host stub. */
+static cudaError_t kernel_context(const void *func)
 {
     cudaError_t e = runtime_context();
+    return e == cudaSuccess && find(&kernels, func) == NULL ? cudaErrorInvalidDeviceFunction : e;
+}
+
+static cudaError_t check_launch(const void *func, dim3 grid, dim3 block)
+{
+    cudaError_t e = kernel_context(func);
     if (e != cudaSuccess)
         return e;
-    if (find(&kernels, func) == NULL)
-        return cudaErrorInvalidDeviceFunction;
     unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0 || threads > 1024 ||
         grid.y > 65535 || grid.z > 65535)
@@ -239,9 +245,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userD
 cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
 {
     RUNTIME_ENTER(cudaFuncGetAttributes);
-    cudaError_t e = attr == NULL ? cudaErrorInvalidValue : runtime_context();
-    if (e == cudaSuccess && find(&kernels, func) == NULL)
-        e = cudaErrorInvalidDeviceFunction;
+    cudaError_t e = attr == NULL ? cudaErrorInvalidValue : kernel_context(func);
     if (e == cudaSuccess) {
         /* What a small elementwise kernel built for sm_90 reports. */
         memset(attr, 0, sizeof *attr);
@@ -255,14 +259,8 @@ cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *f
     return runtime_leave(RSYM_cudaFuncGetAttributes, e, "(%p)", func);
 }
 
-cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
-{
-    RUNTIME_ENTER(cudaFuncSetAttribute);
-    cudaError_t e = runtime_context();
-    if (e == cudaSuccess && find(&kernels, func) == NULL)
-        e = cudaErrorInvalidDeviceFunction;
-    return runtime_leave(RSYM_cudaFuncSetAttribute, e, "(%p, %d, %d)", func, (int)attr, value);
-}
+RUNTIME_CALL(cudaFuncSetAttribute, (const void *func, enum cudaFuncAttribute attr, int value),
+             kernel_context(func), "(%p, %d, %d)", func, (int)attr, value)
 
 RUNTIME_CALL(cudaKernelSetAttributeForDevice,
              (cudaKernel_t kernel, enum cudaFuncAttribute attr, int value, int device),
@@ -273,9 +271,7 @@ RUNTIME_CALL(cudaKernelSetAttributeForDevice,
 static cudaError_t occupancy(int *numBlocks, const void *func, int blockSize)
 {
     cudaError_t e = numBlocks == NULL || blockSize <= 0 ? cudaErrorInvalidValue
-                                                        : runtime_context();
-    if (e == cudaSuccess && find(&kernels, func) == NULL)
-        e = cudaErrorInvalidDeviceFunction;
+                                                        : kernel_context(func);
     if (e == cudaSuccess) {
         int n = 2048 / blockSize;
         *numBlocks = n > 32 ? 32 : n;
