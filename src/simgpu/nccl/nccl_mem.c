@@ -22,19 +22,15 @@
  * the first with every one of them in its current form. */
 #define DRIVER_ABI 12000
 
-static struct {
-    CUresult (*granularity)(size_t *, const CUmemAllocationProp *,
-                            CUmemAllocationGranularity_flags);
-    CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                       unsigned long long);
-    CUresult (*release)(CUmemGenericAllocationHandle);
-    CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-    CUresult (*address_free)(CUdeviceptr, size_t);
-    CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
-                    unsigned long long);
-    CUresult (*unmap)(CUdeviceptr, size_t);
-    CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
-} drv;
+/* The driver functions ncclMemAlloc needs, looked up in this order; each
+ * named only inside __typeof__, so the library never links to libcuda. */
+#define VMM_FUNCTIONS(X)                                                       \
+    X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease)            \
+    X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap)       \
+    X(cuMemSetAccess)
+#define VMM_FIELD(fn) __typeof__(fn) *fn;
+static struct { VMM_FUNCTIONS(VMM_FIELD) } drv;
+#undef VMM_FIELD
 static int drv_ok;
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 
@@ -55,16 +51,12 @@ static int entry(const char *name, void **fn)
            *fn != NULL;
 }
 
+#define VMM_ENTRY(fn) && entry(#fn, (void **)&drv.fn)
 static void resolve(void)
 {
-    drv_ok = entry("cuMemGetAllocationGranularity", (void **)&drv.granularity) &&
-             entry("cuMemCreate", (void **)&drv.create) &&
-             entry("cuMemRelease", (void **)&drv.release) &&
-             entry("cuMemAddressReserve", (void **)&drv.reserve) &&
-             entry("cuMemAddressFree", (void **)&drv.address_free) &&
-             entry("cuMemMap", (void **)&drv.map) && entry("cuMemUnmap", (void **)&drv.unmap) &&
-             entry("cuMemSetAccess", (void **)&drv.set_access);
+    drv_ok = 1 VMM_FUNCTIONS(VMM_ENTRY); /* stops at the first one missing */
 }
+#undef VMM_ENTRY
 
 static int cuda_fail(const char *what, CUresult r)
 {
@@ -88,7 +80,8 @@ int nccl_mem_alloc(void **ptr, size_t size)
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = dev;
     size_t gran = 0;
-    CUresult r = drv.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+    CUresult r =
+        drv.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
     if (r != CUDA_SUCCESS || gran == 0)
         return cuda_fail("cuMemGetAllocationGranularity", r);
     if (size > SIZE_MAX - gran)
@@ -98,26 +91,26 @@ int nccl_mem_alloc(void **ptr, size_t size)
     if (b == NULL)
         return nccl_fail(NCCL_SYSTEM_ERROR, "ncclMemAlloc: out of host memory");
     b->size = size;
-    if ((r = drv.create(&b->handle, size, &prop, 0)) != CUDA_SUCCESS) {
+    if ((r = drv.cuMemCreate(&b->handle, size, &prop, 0)) != CUDA_SUCCESS) {
         free(b);
         return cuda_fail("cuMemCreate", r);
     }
-    if ((r = drv.reserve(&b->ptr, size, gran, 0, 0)) != CUDA_SUCCESS) {
-        drv.release(b->handle);
+    if ((r = drv.cuMemAddressReserve(&b->ptr, size, gran, 0, 0)) != CUDA_SUCCESS) {
+        drv.cuMemRelease(b->handle);
         free(b);
         return cuda_fail("cuMemAddressReserve", r);
     }
     CUmemAccessDesc access = {prop.location, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     const char *what = NULL;
-    if ((r = drv.map(b->ptr, size, 0, b->handle, 0)) != CUDA_SUCCESS) {
+    if ((r = drv.cuMemMap(b->ptr, size, 0, b->handle, 0)) != CUDA_SUCCESS) {
         what = "cuMemMap";
-    } else if ((r = drv.set_access(b->ptr, size, &access, 1)) != CUDA_SUCCESS) {
+    } else if ((r = drv.cuMemSetAccess(b->ptr, size, &access, 1)) != CUDA_SUCCESS) {
         what = "cuMemSetAccess";
-        drv.unmap(b->ptr, size);
+        drv.cuMemUnmap(b->ptr, size);
     }
     if (what != NULL) {
-        drv.address_free(b->ptr, size);
-        drv.release(b->handle);
+        drv.cuMemAddressFree(b->ptr, size);
+        drv.cuMemRelease(b->handle);
         free(b);
         return cuda_fail(what, r);
     }
@@ -142,9 +135,9 @@ int nccl_mem_free(void *ptr)
     if (b == NULL)
         return nccl_fail(NCCL_INVALID_ARGUMENT, "ncclMemFree: %p did not come from ncclMemAlloc",
                          ptr);
-    CUresult r = drv.unmap(b->ptr, b->size);
-    CUresult r2 = drv.release(b->handle);
-    CUresult r3 = drv.address_free(b->ptr, b->size);
+    CUresult r = drv.cuMemUnmap(b->ptr, b->size);
+    CUresult r2 = drv.cuMemRelease(b->handle);
+    CUresult r3 = drv.cuMemAddressFree(b->ptr, b->size);
     free(b);
     if (r != CUDA_SUCCESS || r2 != CUDA_SUCCESS || r3 != CUDA_SUCCESS)
         return nccl_fail(NCCL_UNHANDLED_CUDA_ERROR,
