@@ -196,13 +196,12 @@ BLAS_API int cublasLtMatmulAlgoConfigGetAttribute(const struct lt_algo *algo, in
     return CUBLAS_STATUS_SUCCESS;
 }
 
+/* State CUBLAS_STATUS_SUCCESS (0), and no workspace beyond what PyTorch
+ * hands in. */
 static void one_result(struct lt_heuristic *r, const struct lt_algo *algo)
 {
     memset(r, 0, sizeof *r);
-    if (algo != NULL)
-        r->algo = *algo;
-    r->workspace_size = 0; /* no workspace beyond what PyTorch hands in */
-    r->state = CUBLAS_STATUS_SUCCESS;
+    r->algo = *algo;
     r->waves_count = 1.0f;
 }
 

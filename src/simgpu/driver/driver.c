@@ -223,11 +223,9 @@ CUresult cuInit(unsigned int Flags)
 CUresult cuDriverGetVersion(int *driverVersion)
 {
     DRIVER_ENTER(cuDriverGetVersion);
-    CUresult r = CUDA_ERROR_INVALID_VALUE;
-    if (driverVersion != NULL) {
+    CUresult r = driverVersion == NULL ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS)
         *driverVersion = SIM_DRIVER_VERSION;
-        r = CUDA_SUCCESS;
-    }
     return driver_leave(SYM_cuDriverGetVersion, r, "()");
 }
 

@@ -323,11 +323,9 @@ cudaError_t cudaPeekAtLastError(void)
 cudaError_t cudaRuntimeGetVersion(int *runtimeVersion)
 {
     RUNTIME_ENTER(cudaRuntimeGetVersion);
-    cudaError_t e = cudaErrorInvalidValue;
-    if (runtimeVersion != NULL) {
+    cudaError_t e = runtimeVersion == NULL ? cudaErrorInvalidValue : cudaSuccess;
+    if (e == cudaSuccess)
         *runtimeVersion = SIM_RUNTIME_VERSION;
-        e = cudaSuccess;
-    }
     return runtime_leave(RSYM_cudaRuntimeGetVersion, e, "()");
 }
 
