@@ -161,11 +161,16 @@ struct alloc {
     bool live;
 };
 
-/* Live allocations by (device, stack, size), oldest first. */
+/* Live allocations by (device, stack, size), oldest first: each bucket's
+ * list runs from head to tail through alloc.next. */
+struct bucket {
+    uint32_t head, tail;
+};
+
 struct buckets {
     struct arena arena;
     struct hmap map;
-    uint32_t *head, *tail;
+    struct bucket *v;
     size_t n, cap;
 };
 
@@ -181,15 +186,9 @@ static int bucket_of(struct buckets *b, int32_t device, uint32_t stack, uint64_t
     if (hmap_get_or_add(&b->map, k, sizeof k, (uint32_t)b->n, out, NULL))
         return -1;
     if (*out == b->n) {
-        if (snapshot_vec_reserve((void **)&b->head, &b->cap, sizeof *b->head, b->n + 1))
+        if (snapshot_vec_reserve((void **)&b->v, &b->cap, sizeof *b->v, b->n + 1))
             return -1;
-        size_t cap = b->cap;
-        uint32_t *t = realloc(b->tail, cap * sizeof *t);
-        if (t == NULL)
-            return -1;
-        b->tail = t;
-        b->head[b->n] = b->tail[b->n] = NONE;
-        b->n++;
+        b->v[b->n++] = (struct bucket){NONE, NONE};
     }
     return 0;
 }
@@ -460,7 +459,7 @@ int export_memviz(FILE *f, struct snapshot *s, struct cli_error *err)
     size_t na = 0;
     uint64_t next = SYNTH_BASE;
     int32_t ndev = max_ordinal(s) + 1;
-    struct buckets b = {.head = NULL};
+    struct buckets b = {.v = NULL};
     arena_init(&b.arena);
     hmap_init(&b.map, &b.arena);
     int rc = 0;
@@ -492,22 +491,22 @@ int export_memviz(FILE *f, struct snapshot *s, struct cli_error *err)
             if (e->delta > 0) {
                 a[na] = (struct alloc){next, size, st, d, NONE, true};
                 next += (size + SYNTH_ALIGN - 1) / SYNTH_ALIGN * SYNTH_ALIGN;
-                if (b.tail[bk] == NONE)
-                    b.head[bk] = (uint32_t)na;
+                if (b.v[bk].tail == NONE)
+                    b.v[bk].head = (uint32_t)na;
                 else
-                    a[b.tail[bk]].next = (uint32_t)na;
-                b.tail[bk] = (uint32_t)na;
+                    a[b.v[bk].tail].next = (uint32_t)na;
+                b.v[bk].tail = (uint32_t)na;
                 action(&p, s, "segment_alloc", a[na].addr, size, st, e->t_ns);
                 action(&p, s, "alloc", a[na].addr, size, st, e->t_ns);
                 na++;
                 continue;
             }
-            uint32_t k = b.head[bk];
+            uint32_t k = b.v[bk].head;
             if (k == NONE)
                 continue; /* memory allocated before the log (never in an unthinned one) */
-            b.head[bk] = a[k].next;
-            if (b.head[bk] == NONE)
-                b.tail[bk] = NONE;
+            b.v[bk].head = a[k].next;
+            if (b.v[bk].head == NONE)
+                b.v[bk].tail = NONE;
             a[k].live = false;
             action(&p, s, "free_requested", a[k].addr, size, st, e->t_ns);
             action(&p, s, "free_completed", a[k].addr, size, st, e->t_ns);
@@ -517,8 +516,7 @@ int export_memviz(FILE *f, struct snapshot *s, struct cli_error *err)
     }
     hmap_free(&b.map);
     arena_free(&b.arena);
-    free(b.head);
-    free(b.tail);
+    free(b.v);
     if (rc != 0)
         goto nomem;
     if (ndev > 0)
