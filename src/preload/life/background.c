@@ -67,13 +67,6 @@ static int64_t next_due(int64_t last, uint64_t period_ms)
 /* 19: the paced dumps' share of the host's time is 1 / (1 + 19) = 5 %. */
 #define DUMP_SHARE_WAIT 19
 
-static int64_t thread_cpu_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 /* What a paced dump cost the host so far: begin, then pace. */
 struct dump_cost {
     int64_t cpu_ns;     /* this thread's CPU time at the start */
@@ -82,14 +75,14 @@ struct dump_cost {
 
 static struct dump_cost cost_begin(void)
 {
-    return (struct dump_cost){thread_cpu_ns(), torch_layer_reading_ns()};
+    return (struct dump_cost){clock_thread_cpu_ns(), torch_layer_reading_ns()};
 }
 
 /* The earliest time the next paced dump may start, after the one begun at
  * `c`, which ends now. */
 static int64_t paced(struct dump_cost c)
 {
-    int64_t cost = thread_cpu_ns() - c.cpu_ns + torch_layer_reading_ns() - c.reading_ns;
+    int64_t cost = clock_thread_cpu_ns() - c.cpu_ns + torch_layer_reading_ns() - c.reading_ns;
     return clock_now_ns() + DUMP_SHARE_WAIT * (cost > 0 ? cost : 0);
 }
 

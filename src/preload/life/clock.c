@@ -222,6 +222,13 @@ int64_t clock_slow_ns(void)
     return monotonic_ns();
 }
 
+int64_t clock_thread_cpu_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
 /* torch_protocol.h: the PyTorch layer's readings are timed as ours. */
 __attribute__((visibility("default"))) int64_t cumemtrace_clock_ns(void)
 {

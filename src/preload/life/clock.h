@@ -46,6 +46,8 @@ void clock_calibrate(void);
 int64_t clock_slow_ns(void);
 /* True when readings come from the TSC (for tests). */
 int clock_uses_tsc(void);
+/* The calling thread's CPU time: what the background thread's pacing counts. */
+int64_t clock_thread_cpu_ns(void);
 
 static inline int64_t clock_now_ns(void)
 {

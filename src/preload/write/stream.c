@@ -304,13 +304,6 @@ static void keep_rows(const struct record_rows *ev)
     events_written.cap = ev->cap;
 }
 
-static int64_t thread_cpu_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 static void flush_to(int fd, int64_t now)
 {
     uint64_t oom = oom_ledger_activity();
@@ -325,7 +318,7 @@ static void flush_to(int fd, int64_t now)
      * paced as any, replaces the file instead (and says the process lived) */
     bool full = size + sizeof(struct record_head) + (size_t)n > config.stream_max;
     if ((moved || full) && now >= next_checkpoint) {
-        int64_t cpu0 = thread_cpu_ns(), rows_ns = 0;
+        int64_t cpu0 = clock_thread_cpu_ns(), rows_ns = 0;
         size_t len = 0;
         struct record_rows ev = events_written;
         char *doc = checkpoint(&len, &ev);
@@ -341,9 +334,9 @@ static void flush_to(int fd, int64_t now)
             config.stream_max) {
             /* the rows first: the checkpoint's record commits them, so a
              * writer killed among them leaves the last checkpoint whole */
-            int64_t r0 = thread_cpu_ns();
+            int64_t r0 = clock_thread_cpu_ns();
             rc = append_rows(fd, &ev);
-            rows_ns = thread_cpu_ns() - r0;
+            rows_ns = clock_thread_cpu_ns() - r0;
             if (rc == 0)
                 rc = append(fd, 'C', doc, len);
         } else {
@@ -368,7 +361,7 @@ static void flush_to(int fd, int64_t now)
          * whenever it is, so waiting longer saves none of it, and only
          * makes each checkpoint's rows more (their buffers grow, and fresh
          * pages are most of the cost). */
-        int64_t state_ns = thread_cpu_ns() - cpu0 - rows_ns;
+        int64_t state_ns = clock_thread_cpu_ns() - cpu0 - rows_ns;
         next_checkpoint = now + 199 * (state_ns > 0 ? state_ns : 0);
         last_events = events;
         last_oom = oom;
