@@ -300,13 +300,6 @@ static void entries_give_back_first(unsigned n)
     record_lock_drop(&record_lock);
 }
 
-/* Hands this thread's parked entries back to the shared list: all of them,
- * or (_overflow) all but the newest RECORD_TC_FREE_MAX / 2. */
-static void record_entries_give_back(void)
-{
-    entries_give_back_first(UINT_MAX);
-}
-
 /* The free path's: past RECORD_TC_FREE_MAX parked, all but half go back -
  * all of them left the thread's next allocations none, each then taking
  * the slow path, after a long run of frees.  Keeping half, and a refill of
@@ -488,7 +481,7 @@ void record_count_reentrant(void)
 
 void record_thread_end(void)
 {
-    record_entries_give_back();
+    entries_give_back_first(UINT_MAX); /* every parked entry */
 }
 
 uint64_t record_token_size(const void *token)
