@@ -372,7 +372,7 @@ struct record_rows {
     uint64_t recorded_end;
 };
 /* record_view_take, with the first chunk of the new rows into *fresh
- * instead of every row into the view. */
+ * instead of every row into the view (fresh NULL: record_view_take). */
 int record_view_take_fresh(struct record_view *v, struct record_rows *fresh);
 /* The next chunk into rows[0..nrows); false when none is left (or the log
  * was thinned since the view: the next view takes up from the last row

@@ -261,7 +261,7 @@ bool record_rows_more(struct record_rows *fresh)
     return ok && fresh->nrows > 0;
 }
 
-static int take(struct record_view *v, struct record_rows *fresh)
+int record_view_take_fresh(struct record_view *v, struct record_rows *fresh)
 {
     memset(v, 0, sizeof *v);
     record_lock_take(&record_lock);
@@ -271,11 +271,8 @@ static int take(struct record_view *v, struct record_rows *fresh)
     if (fresh == NULL)
         v->events = malloc((es.kept ? es.kept : 1) * sizeof *v->events);
     if (!v->sites || !v->stacks || (fresh == NULL && !v->events) ||
-        (fresh != NULL && !take_fresh_rows(fresh, &es))) {
-        record_lock_drop(&record_lock);
-        record_view_free(v);
-        return -1;
-    }
+        (fresh != NULL && !take_fresh_rows(fresh, &es)))
+        goto fail;
     for (int i = 0; i < RECORD_POOLS; i++) {
         struct pool *p = &record_pools[i];
         struct record_pool_view *pv = &v->pools[i];
@@ -300,9 +297,7 @@ static int take(struct record_view *v, struct record_rows *fresh)
         any_phase = record_stacks_by_id[i]->phased != NULL;
     if (any_phase && (v->phased = malloc(record_nsites * sizeof *v->phased)) == NULL) {
         free(pool_of);
-        record_lock_drop(&record_lock);
-        record_view_free(v);
-        return -1;
+        goto fail;
     }
     size_t seen = 0;
     for (size_t i = 0; i < record_nstacks; i++) {
@@ -355,16 +350,15 @@ static int take(struct record_view *v, struct record_rows *fresh)
         __atomic_load_n(&record_reentrant, __ATOMIC_RELAXED);
     record_lock_drop(&record_lock);
     return 0;
+fail:
+    record_lock_drop(&record_lock);
+    record_view_free(v);
+    return -1;
 }
 
 int record_view_take(struct record_view *v)
 {
-    return take(v, NULL);
-}
-
-int record_view_take_fresh(struct record_view *v, struct record_rows *fresh)
-{
-    return take(v, fresh);
+    return record_view_take_fresh(v, NULL);
 }
 
 void record_view_free(struct record_view *v)

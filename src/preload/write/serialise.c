@@ -739,7 +739,7 @@ int serialise_state(int fd, const struct serialise_doc *doc, struct record_rows 
                     struct serialise_said *said)
 {
     struct record_view v;
-    if ((ev != NULL ? record_view_take_fresh(&v, ev) : record_view_take(&v)) != 0) {
+    if (record_view_take_fresh(&v, ev) != 0) {
         errno = ENOMEM;
         return -1;
     }
