@@ -15,8 +15,10 @@
 RECORD_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/preload/track/record*.c)) \
               $(call preload_obj,thread_hot)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+# test_record_debug is test_record with CUMEMTRACE_DEBUG, which a
+# sanitizer build gives every object already (SANFLAGS): one run is enough.
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%) \
-             $(BUILD)/tests/unit/test_record_debug
+             $(if $(SAN),,$(BUILD)/tests/unit/test_record_debug)
 PROG_LIBS := $(wildcard tests/progs/lib*.c)
 PROG_CXX  := $(wildcard tests/progs/lib*.cpp)
 PROG_SRC  := $(filter-out $(PROG_LIBS),$(wildcard tests/progs/*.c))
