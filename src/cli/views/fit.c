@@ -660,8 +660,9 @@ int fit_main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *gpus[FIT_MAX_CARDS], *mems[FIT_MAX_CARDS];
-    int ngpu = 0, nmem = 0, order[FIT_MAX_CARDS * 2], norder = 0;
+    const char *card_arg[FIT_MAX_CARDS]; /* the cards in the order given */
+    bool card_mem[FIT_MAX_CARDS];         /* --memory SIZE, else --gpu NAME */
+    int norder = 0;
     const char *output = "cumemtrace-fit";
     uint64_t timeout = FIT_DEFAULT_TIMEOUT_S;
     bool bytes = false, timeout_given = false, fixes = true, searching = false;
@@ -673,17 +674,12 @@ int fit_main(int argc, char **argv)
         switch (c) {
         case 'g':
         case 'm':
-            if (ngpu + nmem == FIT_MAX_CARDS)
+            if (norder == FIT_MAX_CARDS)
                 return cli_usage("fit", "at most %d cards at once", FIT_MAX_CARDS);
             if (c == 'm' && (units_parse_size(optarg, &v) != 0 || v == 0))
                 return cli_usage("fit", "--memory '%s': expected a size like 24GiB", optarg);
-            if (c == 'g') {
-                order[norder++] = ngpu;
-                gpus[ngpu++] = optarg;
-            } else {
-                order[norder++] = FIT_MAX_CARDS + nmem;
-                mems[nmem++] = optarg;
-            }
+            card_mem[norder] = c == 'm';
+            card_arg[norder++] = optarg;
             break;
         case 'o': output = optarg; break;
         case 't':
@@ -776,13 +772,13 @@ int fit_main(int argc, char **argv)
     int rc = 0;
     for (int i = 0; i < norder; i++) {
         struct fit_card *k = &cards[i];
-        bool is_mem = order[i] >= FIT_MAX_CARDS;
-        k->memory = is_mem ? mems[order[i] - FIT_MAX_CARDS] : NULL;
+        bool is_mem = card_mem[i];
+        k->memory = is_mem ? card_arg[i] : NULL;
         if (!is_mem) {
-            const struct preset *p = find_preset(presets, npresets, gpus[order[i]]);
+            const struct preset *p = find_preset(presets, npresets, card_arg[i]);
             if (p == NULL) {
                 fprintf(stderr, "cumemtrace: fit: unknown --gpu '%s'; the presets:",
-                        gpus[order[i]]);
+                        card_arg[i]);
                 for (int j = 0; j < npresets; j++)
                     fprintf(stderr, " %s", presets[j].name);
                 fprintf(stderr, "\n");
