@@ -813,11 +813,7 @@ int fit_main(int argc, char **argv)
     if (searching) {
         rc = fit_search_run(cards, norder, &job, &search, bytes);
         rc = rc < 0 ? CLI_EXIT_ERROR : rc;
-        if (cli_finish_stdout() != 0)
-            rc = CLI_EXIT_ERROR;
-        if (interrupted)
-            rc = 128 + interrupted;
-        goto done;
+        goto finish;
     }
     int ran = norder; /* the cards run: fewer when interrupted */
     for (int i = 0; i < norder && !interrupted; i++) {
@@ -856,6 +852,7 @@ int fit_main(int argc, char **argv)
                   !(WIFEXITED(cards[i].status) && WEXITSTATUS(cards[i].status) == 0)))
             rc = CLI_EXIT_ERROR;
     }
+finish:
     if (cli_finish_stdout() != 0)
         rc = CLI_EXIT_ERROR;
     if (interrupted)
