@@ -23,46 +23,38 @@ struct found {
     int probes;
 };
 
+static void free_cmd(char **cmd, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(cmd[i]);
+    free(cmd);
+}
+
 /* The command with every {NAME} replaced by value; NULL out of memory. */
 static char **substitute(const struct fit_job *job, const char *name, long long value)
 {
     char pat[48], num[32];
     snprintf(pat, sizeof pat, "{%s}", name);
     snprintf(num, sizeof num, "%lld", value);
-    size_t pl = strlen(pat), nl = strlen(num);
+    size_t pl = strlen(pat);
     char **cmd = calloc((size_t)job->ncmd + 1, sizeof *cmd);
     if (cmd == NULL)
         return NULL;
     for (int i = 0; i < job->ncmd; i++) {
         const char *s = job->cmd[i];
-        size_t n = 0;
-        for (const char *p = strstr(s, pat); p != NULL; p = strstr(p + pl, pat))
-            n++;
-        char *t = malloc(strlen(s) + n * nl + 1);
-        if (t == NULL) {
-            for (int j = 0; j < i; j++)
-                free(cmd[j]);
-            free(cmd);
+        size_t len;
+        FILE *m = open_memstream(&cmd[i], &len);
+        if (m != NULL) {
+            for (const char *p; (p = strstr(s, pat)) != NULL; s = p + pl)
+                fprintf(m, "%.*s%s", (int)(p - s), s, num);
+            fputs(s, m);
+        }
+        if (m == NULL || fclose(m) != 0) {
+            free_cmd(cmd, i + 1);
             return NULL;
         }
-        char *o = t;
-        for (const char *p; (p = strstr(s, pat)) != NULL; s = p + pl) {
-            memcpy(o, s, (size_t)(p - s));
-            o += p - s;
-            memcpy(o, num, nl);
-            o += nl;
-        }
-        strcpy(o, s);
-        cmd[i] = t;
     }
     return cmd;
-}
-
-static void free_cmd(char **cmd, int n)
-{
-    for (int i = 0; i < n; i++)
-        free(cmd[i]);
-    free(cmd);
 }
 
 enum outcome { PROBE_FITS, PROBE_OOM, PROBE_OTHER, PROBE_ERROR };
