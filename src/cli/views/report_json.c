@@ -190,10 +190,21 @@ static int by_range(struct json_out *w, struct snapshot *s, const struct snap_ph
     return 0;
 }
 
+/* A device's or the host's at_peak, by_range, by_range_rest and live. */
+static int held(struct json_out *w, struct snapshot *s, const struct snap_groups *at_peak,
+                const struct snap_phase_rows *by_phase, const struct snap_groups *live,
+                unsigned top)
+{
+    json_out_key(w, "at_peak");
+    if (sites(w, s, at_peak, top) != 0 || by_range(w, s, by_phase, top) != 0)
+        return -1;
+    json_out_key(w, "live");
+    return sites(w, s, live, top);
+}
+
 static int device(struct json_out *w, struct snapshot *s, const struct snap_device *d,
                   unsigned top)
 {
-    const char *const *names = snapshot_kind_names; /* the by_kind keys first */
     json_out_begin_object(w);
     ROWS(w, d, device_rows, 1);
     char when[640];
@@ -205,8 +216,8 @@ static int device(struct json_out *w, struct snapshot *s, const struct snap_devi
     json_out_string(w, report_allocator_age(s, &d->allocator, age, sizeof age)[0] ? age : NULL);
     json_out_key(w, "by_kind");
     json_out_begin_object(w);
-    for (int k = 0; k < DEVICE_KINDS; k++) {
-        json_out_key(w, names[k]);
+    for (int k = 0; k < DEVICE_KINDS; k++) { /* the by_kind keys: the first kinds' names */
+        json_out_key(w, snapshot_kind_names[k]);
         OBJECT(w, &d->by_kind[k], kind_rows);
     }
     json_out_end_object(w);
@@ -235,13 +246,7 @@ static int device(struct json_out *w, struct snapshot *s, const struct snap_devi
     json_out_end_array(w);
     json_out_key(w, "tensors"); tensors(w, &d->allocator);
     json_out_key(w, "roles"); roles(w, &d->allocator);
-    json_out_key(w, "at_peak");
-    if (sites(w, s, &d->at_peak, top) != 0)
-        return -1;
-    if (by_range(w, s, &d->by_phase, top) != 0)
-        return -1;
-    json_out_key(w, "live");
-    if (sites(w, s, &d->live, top) != 0)
+    if (held(w, s, &d->at_peak, &d->by_phase, &d->live, top) != 0)
         return -1;
     json_out_key(w, "holders");
     if (report_json_holders(w, s, d, HOLDERS_NOW, top) != 0)
@@ -297,18 +302,12 @@ static int oom(struct json_out *w, struct snapshot *s, unsigned top)
         json_out_null(w);
         return 0;
     }
-    const char *const *names = snapshot_kind_names; /* the by_kind keys first */
     json_out_begin_object(w);
     ROWS(w, o, oom_rows, 1);
     json_out_key(w, "kind"); json_out_string(w, snapshot_kind_name(o->kind));
     ROWS(w, o, oom_rows, 2);
-    json_out_key(w, "by_kind");
-    json_out_begin_object(w);
-    for (int k = 0; k < DEVICE_KINDS; k++) {
-        json_out_key(w, names[k]);
-        json_out_u64(w, o->by_kind[k]);
-    }
-    json_out_end_object(w);
+    /* the by_kind keys are the first kinds' names */
+    json_out_key_u64s(w, "by_kind", true, snapshot_kind_names, o->by_kind, DEVICE_KINDS);
     json_out_key(w, "cause"); json_out_string(w, snapshot_cause_name(o));
     char when[640];
     json_out_key(w, "during");
@@ -367,13 +366,7 @@ static int snapshot(struct json_out *w, struct snapshot *s, unsigned top)
     if (s->host.present) {
         json_out_begin_object(w);
         ROWS(w, &s->host.stats, kind_rows, 1);
-        json_out_key(w, "at_peak");
-        if (sites(w, s, &s->host.at_peak, top) != 0)
-            return -1;
-        if (by_range(w, s, &s->host.by_phase, top) != 0)
-            return -1;
-        json_out_key(w, "live");
-        if (sites(w, s, &s->host.live, top) != 0)
+        if (held(w, s, &s->host.at_peak, &s->host.by_phase, &s->host.live, top) != 0)
             return -1;
         json_out_end_object(w);
     } else {
