@@ -483,13 +483,13 @@ static int report_one_process(FILE *f, const struct ranks *r, size_t *detail)
     snprintf(title, sizeof title, "cumemtrace report: %s%s%s%s, %zu files",
              ranks_name(row, who, sizeof who), row->exe ? " (" : "", row->exe ? row->exe : "",
              row->exe ? ")" : "", r->nfiles);
-    const char *hint = report_is_full() ? ", each in full below" : "; --full: each in full";
+    const char *hint = report_options.full ? ", each in full below" : "; --full: each in full";
     bool fits = out_width(title) + strlen(hint) <= OUT_WIDTH;
     fprintf(f, "%s%s%s%s%s\n", out_color(OUT_BOLD), title, out_color(OUT_RESET),
             fits ? hint : "\n  ", fits ? "" : hint + 2);
     print_restarts(f, r);
     *detail = row_detail(r, 0);
-    if (print_files(f, r, 0, *detail, report_is_full() ? NULL : "below") != 0)
+    if (print_files(f, r, 0, *detail, report_options.full ? NULL : "below") != 0)
         return -1;
     fputc('\n', f);
     return 0;
@@ -625,7 +625,7 @@ int ranks_report_main(char **paths, size_t n, bool json, unsigned top, bool one,
         }
     } else {
         rc = ranks_report(stdout, &r, top, &detail);
-        if (rc == 0 && r.nrows == 1 && r.nfiles > 1 && report_is_full())
+        if (rc == 0 && r.nrows == 1 && r.nfiles > 1 && report_options.full)
             rc = detail_each(&r, top);
         else if (rc == 0 && detail != RANKS_NONE)
             rc = detail_file(r.files[detail].path, false, top);

@@ -39,33 +39,8 @@
 #define CALLERS_SHOWN 3 /* frames on a call site's "<" line */
 #define CALLERS_FULL 64 /* with --full */
 
-static enum churn_sort report_sort = CHURN_BY_ALLOCS; /* --sort */
-static bool report_by_range;                        /* --by range */
-
-void report_set_sort(enum churn_sort by)
-{
-    report_sort = by;
-}
-
-void report_set_by_range(bool by_range)
-{
-    report_by_range = by_range;
-}
-/* --full: every table.  Without it a post-mortem reads in one screen: one
- * holders table (the tensors when PyTorch named them), the advice, one line
- * per device. */
-static bool report_full; /* report_set_full */
+struct report_options report_options; /* zero: by allocations, by call site, one screen */
 #define OOM_ROWS 5 /* holders shown in a post-mortem without --full */
-
-void report_set_full(bool full)
-{
-    report_full = full;
-}
-
-bool report_is_full(void)
-{
-    return report_full;
-}
 
 size_t report_pick(struct snapshot **s, size_t n)
 {
@@ -325,7 +300,8 @@ static int print_tensors(FILE *f, struct snapshot *s, const struct holders *h,
     else
         heading(f, "  %s%s: %s of PyTorch's tensors, by line", title, when,
                 out_bytes(h->total_bytes, a));
-    unsigned rows = report_full ? 0 : top > REPORT_HOLDERS_SCREEN ? top : REPORT_HOLDERS_SCREEN;
+    unsigned rows = report_options.full ? 0
+                    : top > REPORT_HOLDERS_SCREEN ? top : REPORT_HOLDERS_SCREEN;
     if (h->n == 0 && !h->has_more)
         para(f, 4, "no live tensors%s", frame_filter_focus_text() != NULL ? " in focus" : "");
     else if (report_holders_table(f, s, h, h->total_bytes, rows, 2) != 0)
@@ -418,15 +394,15 @@ static int print_oom(FILE *f, struct snapshot *s, unsigned top)
     if (holders_segments() && o->allocator.present)
         tensors = false; /* the driver's view was asked for: it is the holders */
     /* Without --full the tensors, when known, are the one holders table. */
-    if ((report_full || !tensors) &&
+    if ((report_options.full || !tensors) &&
         oom_table(f, s, &o->live,
                   tensors || (holders_segments() && o->allocator.present)
                       ? "Cached segments at the failure, by the line that created them"
                       : "Top holders at the failure",
-                  "allocation", "", report_full || top < OOM_ROWS ? top : OOM_ROWS,
+                  "allocation", "", report_options.full || top < OOM_ROWS ? top : OOM_ROWS,
                   true) != 0)
         return -1;
-    if (report_full && oom_table(f, s, &o->released, "Released between attempts", "free",
+    if (report_options.full && oom_table(f, s, &o->released, "Released between attempts", "free",
                                  ", by call site", top, false) != 0)
         return -1;
     return 0;
@@ -654,7 +630,7 @@ static int print_device(FILE *f, struct snapshot *s, const struct snap_device *d
     char age[768];
     if (report_allocator_age(s, &d->allocator, age, sizeof age)[0])
         out_wrap(f, "  ", "  ", age);
-    if (report_by_range || !holders_have_tensors(s, d, HOLDERS_PEAK) || holders_segments())
+    if (report_options.by_range || !holders_have_tensors(s, d, HOLDERS_PEAK) || holders_segments())
         print_tensor_peak(f, s, d);
     report_allocator_roles(f, &d->allocator, "  roles: ", "         ");
     if (d->total_bytes != SNAP_UNKNOWN || d->limit_bytes != SNAP_UNKNOWN) {
@@ -665,7 +641,7 @@ static int print_device(FILE *f, struct snapshot *s, const struct snap_device *d
              out_bytes(d->total_bytes, a), out_bytes(d->free_bytes, b), lim);
     }
     print_kinds(f, d->by_kind);
-    if (report_by_range) {
+    if (report_options.by_range) {
         if (report_phases(f, s, &d->by_phase, d->peak_bytes, top) != 0)
             return -1;
     } else {
@@ -690,7 +666,7 @@ static int print_device(FILE *f, struct snapshot *s, const struct snap_device *d
     holders_free(&now);
     if (rc != 0 || report_holders_growth(f, s, d, 2) != 0)
         return -1;
-    if (report_churn(f, s, d, report_sort, top) != 0)
+    if (report_churn(f, s, d, report_options.sort, top) != 0)
         return -1;
     print_frag(f, s, d);
     return 0;
@@ -709,7 +685,7 @@ static int print_host(FILE *f, struct snapshot *s, unsigned top)
     para(f, 2, "%" PRIu64 " alloc%s, %" PRIu64 " free%s, %" PRIu64 " failure%s",
          h->stats.allocs, out_plural(h->stats.allocs), h->stats.frees, out_plural(h->stats.frees),
          h->stats.failures, out_plural(h->stats.failures));
-    if (report_by_range) {
+    if (report_options.by_range) {
         if (report_phases(f, s, &h->by_phase, h->stats.peak_bytes, top) != 0)
             return -1;
     } else if (print_at_peak(f, s, &h->at_peak, h->stats.peak_bytes, top, false) != 0) {
@@ -800,7 +776,7 @@ static int print_one(FILE *f, struct snapshot *s, unsigned top)
     if (s->oom.present) {
         if (print_oom(f, s, top) != 0 || print_advice(f, s) != 0)
             return -1;
-        if (!report_full) {
+        if (!report_options.full) {
             print_devices_brief(f, s);
             return 0;
         }

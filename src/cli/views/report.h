@@ -24,13 +24,14 @@ int report_json(FILE *f, struct snapshot **s, size_t n, unsigned top);
  * first on ties). */
 size_t report_pick(struct snapshot **s, size_t n);
 
-/* How report_text orders the churn table (--sort; default by allocations),
- * and whether it lists the program's ranges instead of call sites (--by). */
-void report_set_sort(enum churn_sort by);
-void report_set_by_range(bool by_range);
-/* --full: a post-mortem with every table (without it, one screen). */
-void report_set_full(bool full);
-bool report_is_full(void);
+/* report_text's options, set from the command line. */
+struct report_options {
+    enum churn_sort sort; /* --sort: the churn table's order (default by allocations) */
+    bool by_range;        /* --by range: the program's ranges instead of call sites */
+    bool full;            /* --full: a post-mortem with every table (else one screen:
+                             one holders table, the advice, one line per device) */
+};
+extern struct report_options report_options;
 
 
 #endif

@@ -88,20 +88,20 @@ int report_main(int argc, char **argv)
         }
         case 'F':
             out_set_width(OUT_WIDTH_FULL);
-            report_set_full(true);
+            report_options.full = true;
             break;
         case 's': {
             int by = churn_sort_parse(optarg);
             if (by < 0)
                 return cli_usage("report", "--sort wants allocs, bytes or temporary, not '%s'",
                                  optarg);
-            report_set_sort((enum churn_sort)by);
+            report_options.sort = (enum churn_sort)by;
             break;
         }
         case 'B':
             if (strcmp(optarg, "range") != 0 && strcmp(optarg, "stack") != 0)
                 return cli_usage("report", "--by wants stack or range, not '%s'", optarg);
-            report_set_by_range(strcmp(optarg, "range") == 0);
+            report_options.by_range = strcmp(optarg, "range") == 0;
             break;
         case 'h': fputs(usage, stdout); return cli_finish_stdout();
         case ':': return cli_usage("report", "%s needs a value", argv[optind - 1]);
