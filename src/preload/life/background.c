@@ -86,11 +86,6 @@ static int64_t paced(struct dump_cost c)
     return clock_now_ns() + DUMP_SHARE_WAIT * (cost > 0 ? cost : 0);
 }
 
-static int64_t later(int64_t a, int64_t b)
-{
-    return a > b ? a : b;
-}
-
 static void *run(void *arg)
 {
     (void)arg;
@@ -100,7 +95,7 @@ static void *run(void *arg)
     int64_t periodic_at = config.interval_ms ? next_due(now, config.interval_ms) : INT64_MAX;
     int64_t allowed_at = 0; /* the next paced dump, not before */
     for (;;) {
-        int64_t due = later(periodic_at, allowed_at);
+        int64_t due = periodic_at > allowed_at ? periodic_at : allowed_at;
         if (signals_dump_asked())
             due = allowed_at < due ? allowed_at : due;
         due = flush_at < due ? flush_at : due;

@@ -54,15 +54,12 @@ bool hooks_write_exit_snapshot(bool python)
     if (__atomic_load_n(&hooks_touched, __ATOMIC_RELAXED)) {
         if (!__atomic_exchange_n(&exit_written, 1, __ATOMIC_ACQ_REL)) {
             oom_at_exit(clock_now_ns());
-            int rc;
             wrote = true;
-            if (python) {
-                rc = snapshot_write("exit", NULL, NULL, python_exit_path,
-                                    sizeof python_exit_path);
+            /* a Python host's: kept, for the C exit to rewrite */
+            int rc = snapshot_write("exit", NULL, NULL, python ? python_exit_path : NULL,
+                                    python ? sizeof python_exit_path : 0);
+            if (python)
                 python_exit_allocs = record_allocations();
-            } else {
-                rc = snapshot_write("exit", NULL, NULL, NULL, 0);
-            }
             if (held)
                 stream_finish(rc == 0);
         } else if (!python && python_exit_path[0] != '\0' &&

@@ -239,7 +239,6 @@ RECORD_HOT void record_alloc_fast(const struct record_alloc *a, unsigned entry,
 
 /* The kinds a free with hint `want` may take, a bit per kind: one load
  * and a shift on the free path, a constant where the hint is one. */
-#define RECORD_KIND_BIT(k) (1u << (k))
 #define RECORD_KINDS_ALL ((1u << KIND_COUNT) - 1)
 #define RECORD_KINDS_TAKEN(want)                                                  \
     ((want) == KIND_COUNT           ? RECORD_KINDS_ALL                            \
