@@ -75,8 +75,10 @@ static int push(struct bcast **v, size_t *n, size_t *cap, struct bcast b)
 }
 
 /* The communicator of a collective, checked with its type and operator
- * (op < 0: none); NULL with the last error set, *code its result. */
-static struct sim_nccl_comm *coll_comm(const char *who, void *comm, int type, int op, int *code)
+ * (op < 0: none), and count elements of type as *bytes; NULL with the last
+ * error set, *code its result. */
+static struct sim_nccl_comm *coll_comm(const char *who, void *comm, size_t count, int type,
+                                       int op, size_t *bytes, int *code)
 {
     struct sim_nccl_comm *c = nccl_comm_of(comm, who);
     *code = NCCL_INVALID_ARGUMENT;
@@ -97,18 +99,13 @@ static struct sim_nccl_comm *coll_comm(const char *who, void *comm, int type, in
         nccl_fail(NCCL_INVALID_ARGUMENT, "%s: invalid reduction operator %d", who, op);
         return NULL;
     }
+    if (count > SIZE_MAX / type_bytes[type]) {
+        nccl_fail(NCCL_INVALID_ARGUMENT, "%s: count %zu is too large", who, count);
+        return NULL;
+    }
+    *bytes = count * type_bytes[type];
     *code = NCCL_SUCCESS;
     return c;
-}
-
-/* count elements of type as bytes. */
-static int bytes_of(const char *who, size_t count, int type, size_t *bytes)
-{
-    size_t t = type_bytes[type];
-    if (count > SIZE_MAX / t)
-        return nccl_fail(NCCL_INVALID_ARGUMENT, "%s: count %zu is too large", who, count);
-    *bytes = count * t;
-    return NCCL_SUCCESS;
 }
 
 static int copy(const char *who, void *dst, const void *src, size_t bytes, cudaStream_t stream)
@@ -144,8 +141,7 @@ NCCL_API int ncclAllReduce(const void *send, void *recv, size_t count, int type,
 {
     int r;
     size_t n = 0;
-    if (coll_comm("ncclAllReduce", comm, type, op, &r) == NULL ||
-        (r = bytes_of("ncclAllReduce", count, type, &n)) != NCCL_SUCCESS)
+    if (coll_comm("ncclAllReduce", comm, count, type, op, &n, &r) == NULL)
         return r;
     return copy("ncclAllReduce", recv, send, n, stream);
 }
@@ -155,8 +151,8 @@ NCCL_API int ncclBroadcast(const void *send, void *recv, size_t count, int type,
 {
     int r;
     size_t n = 0;
-    struct sim_nccl_comm *c = coll_comm("ncclBroadcast", comm, type, NO_OP, &r);
-    if (c == NULL || (r = bytes_of("ncclBroadcast", count, type, &n)) != NCCL_SUCCESS)
+    struct sim_nccl_comm *c = coll_comm("ncclBroadcast", comm, count, type, NO_OP, &n, &r);
+    if (c == NULL)
         return r;
     if (root < 0 || root >= c->nranks)
         return nccl_fail(NCCL_INVALID_ARGUMENT, "ncclBroadcast: root %d out of range", root);
@@ -212,8 +208,8 @@ NCCL_API int ncclReduce(const void *send, void *recv, size_t count, int type, in
 {
     int r;
     size_t n = 0;
-    struct sim_nccl_comm *c = coll_comm("ncclReduce", comm, type, op, &r);
-    if (c == NULL || (r = bytes_of("ncclReduce", count, type, &n)) != NCCL_SUCCESS)
+    struct sim_nccl_comm *c = coll_comm("ncclReduce", comm, count, type, op, &n, &r);
+    if (c == NULL)
         return r;
     if (root < 0 || root >= c->nranks)
         return nccl_fail(NCCL_INVALID_ARGUMENT, "ncclReduce: root %d out of range", root);
@@ -225,8 +221,8 @@ NCCL_API int ncclAllGather(const void *send, void *recv, size_t sendcount, int t
 {
     int r;
     size_t n = 0;
-    struct sim_nccl_comm *c = coll_comm("ncclAllGather", comm, type, NO_OP, &r);
-    if (c == NULL || (r = bytes_of("ncclAllGather", sendcount, type, &n)) != NCCL_SUCCESS)
+    struct sim_nccl_comm *c = coll_comm("ncclAllGather", comm, sendcount, type, NO_OP, &n, &r);
+    if (c == NULL)
         return r;
     return fill_slots("ncclAllGather", recv, c->nranks, send, n, stream);
 }
@@ -236,8 +232,8 @@ NCCL_API int ncclReduceScatter(const void *send, void *recv, size_t recvcount, i
 {
     int r;
     size_t n = 0;
-    struct sim_nccl_comm *c = coll_comm("ncclReduceScatter", comm, type, op, &r);
-    if (c == NULL || (r = bytes_of("ncclReduceScatter", recvcount, type, &n)) != NCCL_SUCCESS)
+    struct sim_nccl_comm *c = coll_comm("ncclReduceScatter", comm, recvcount, type, op, &n, &r);
+    if (c == NULL)
         return r;
     if (send == NULL && n != 0)
         return nccl_fail(NCCL_INVALID_ARGUMENT, "ncclReduceScatter: sendbuff is NULL");
@@ -249,8 +245,8 @@ NCCL_API int ncclAlltoAll(const void *send, void *recv, size_t count, int type, 
 {
     int r;
     size_t n = 0;
-    struct sim_nccl_comm *c = coll_comm("ncclAlltoAll", comm, type, NO_OP, &r);
-    if (c == NULL || (r = bytes_of("ncclAlltoAll", count, type, &n)) != NCCL_SUCCESS)
+    struct sim_nccl_comm *c = coll_comm("ncclAlltoAll", comm, count, type, NO_OP, &n, &r);
+    if (c == NULL)
         return r;
     if (send == NULL && n != 0)
         return nccl_fail(NCCL_INVALID_ARGUMENT, "ncclAlltoAll: sendbuff is NULL");
@@ -265,8 +261,8 @@ NCCL_API int ncclGather(const void *send, void *recv, size_t count, int type, in
 {
     int r;
     size_t n = 0;
-    struct sim_nccl_comm *c = coll_comm("ncclGather", comm, type, NO_OP, &r);
-    if (c == NULL || (r = bytes_of("ncclGather", count, type, &n)) != NCCL_SUCCESS)
+    struct sim_nccl_comm *c = coll_comm("ncclGather", comm, count, type, NO_OP, &n, &r);
+    if (c == NULL)
         return r;
     if (root < 0 || root >= c->nranks)
         return nccl_fail(NCCL_INVALID_ARGUMENT, "ncclGather: root %d out of range", root);
@@ -278,8 +274,8 @@ static int point_to_point(const char *who, size_t count, int type, int peer, voi
 {
     int r;
     size_t n = 0;
-    struct sim_nccl_comm *c = coll_comm(who, comm, type, NO_OP, &r);
-    if (c == NULL || (r = bytes_of(who, count, type, &n)) != NCCL_SUCCESS)
+    struct sim_nccl_comm *c = coll_comm(who, comm, count, type, NO_OP, &n, &r);
+    if (c == NULL)
         return r;
     if (peer < 0 || peer >= c->nranks)
         return nccl_fail(NCCL_INVALID_ARGUMENT, "%s: peer %d out of range", who, peer);
