@@ -58,7 +58,6 @@ static void record_alloc(struct sim_alloc *a, uint64_t size, enum sim_alloc_kind
     driver_memory_add(a);
 }
 
-/* Gives back a's device pages, and its address when it was paged. */
 void driver_memory_release_block(struct sim_alloc *a)
 {
     struct sim_device *sd = &driver.dev[a->device];
