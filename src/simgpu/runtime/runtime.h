@@ -35,7 +35,7 @@ enum runtime_sym { RUNTIME_SYMBOLS(RUNTIME_SYM_ENUM) RUNTIME_NSYMS };
  * calls, each the cuGetProcAddress_v2 answer to the row (name, version,
  * flags) of cudart_lookups.h (the look-ups NVIDIA's runtime 13.0 makes);
  * NULL when the driver did not provide it. */
-#define RUNTIME_DRIVER_FUNCTIONS(X)\
+#define RUNTIME_DRIVER_FUNCTIONS(X)                                                               \
     X(cuInit, cuInit, 2000, 0) X(cuDriverGetVersion, cuDriverGetVersion, 2020, 0)                 \
     X(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0) X(cuDeviceGet, cuDeviceGet, 2000, 0)       \
     X(cuDeviceGetCount, cuDeviceGetCount, 2000, 0)                                                \
