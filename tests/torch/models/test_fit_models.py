@@ -29,8 +29,10 @@ def fit(tmp_path, cards, *args):
     opts = []
     for c in cards:
         opts += ["--memory", c] if c[0].isdigit() else ["--gpu", c]
-    p = subprocess.run([str(CLI), "fit", "--bytes", "--output", str(tmp_path), *opts, "--",
-                        sys.executable, str(SCENARIOS / "model_mlp.py"), *args], env=env(),
+    # --no-fixes: what the allocator settings do is the fragmented test's
+    p = subprocess.run([str(CLI), "fit", "--bytes", "--no-fixes", "--output", str(tmp_path),
+                        *opts, "--", sys.executable, str(SCENARIOS / "model_mlp.py"), *args],
+                       env=env(),
                        capture_output=True, text=True, timeout=3 * TIMEOUT)
     table = {}
     for l in p.stdout.splitlines()[1:]:  # a card's row, its indented lines after a tab
@@ -81,9 +83,10 @@ out = model(x)  # FORWARD
 def test_the_oom_line_is_the_users_not_an_installed_packages(tmp_path):
     # the OOM is raised inside transformers (site-packages): the line named
     # is the script's own, relative to where fit ran, and the rows stay narrow
+    # (the fixes' lines below them: the fragmented test's)
     (tmp_path / "gpt2.py").write_text(GPT2)
-    p = subprocess.run([str(CLI), "fit", "--output", "out", "--memory", "512MiB", "--",
-                        sys.executable, "gpt2.py", "16"], env=env(), cwd=tmp_path,
+    p = subprocess.run([str(CLI), "fit", "--no-fixes", "--output", "out", "--memory", "512MiB",
+                        "--", sys.executable, "gpt2.py", "16"], env=env(), cwd=tmp_path,
                        capture_output=True, text=True, timeout=3 * TIMEOUT)
     assert p.returncode == 1, p.stdout + p.stderr
     log = (tmp_path / "out" / "512MiB" / "output.log").read_text()
@@ -204,6 +207,7 @@ def test_the_allocator_setting_that_fixes_it_is_verified_and_the_advice_says_so(
                        capture_output=True, text=True, timeout=6 * TIMEOUT)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "OOM at frag.py:8 (<module>)" in p.stdout, p.stdout
+    assert all(len(l) <= 90 for l in p.stdout.splitlines()), p.stdout  # the fixes' lines too
     tried = {l.split()[0]: l.split()[1:] for l in p.stdout.split("\n\n")[1].splitlines()[2:]}
     assert tried["expandable_segments:True"][0] == "fits", p.stdout
     # its figures are the bare run's with the same setting
