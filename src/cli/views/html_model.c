@@ -531,15 +531,6 @@ static int write_track(struct json_out *w, struct model *m, const struct track *
     return rc;
 }
 
-/* The post-mortem's first sentence: what failed, and its cause, as the
- * text report words them (oom_text.h). */
-static void cause_sentence(const struct snapshot *s, char *buf, size_t n)
-{
-    char what[512], why[1024];
-    snprintf(buf, n, "%s: %s.", oom_causes_failure(s, what, sizeof what),
-             oom_causes_line(s, why, sizeof why));
-}
-
 /* 0, or -1 when out of memory. */
 static int write_oom(struct json_out *w, struct snapshot *s)
 {
@@ -549,8 +540,10 @@ static int write_oom(struct json_out *w, struct snapshot *s)
         json_out_null(w);
         return 0;
     }
-    char text[1600];
-    cause_sentence(s, text, sizeof text);
+    /* the first sentence: what failed, and its cause, as report words them */
+    char text[1600], what[512], why[1024];
+    snprintf(text, sizeof text, "%s: %s.", oom_causes_failure(s, what, sizeof what),
+             oom_causes_line(s, why, sizeof why));
     json_out_begin_object(w);
     json_out_key_string(w, "sentence", text);
     json_out_key_string(w, "cause", snapshot_cause_name(o));
