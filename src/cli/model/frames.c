@@ -286,14 +286,10 @@ uint32_t frames_site(struct snapshot *s, uint32_t stack, enum site_by by)
     struct snap_stack *st = NULL;
     size_t n;
     const char *label, *display;
-    const char **key;
+    const char *none[1] = {NULL}, **key = none;
     if (stack == SNAP_NO_STACK) {
         /* Groups the file did not attribute (a null stack) form one site. */
         label = display = "[no stack]";
-        key = malloc(sizeof *key);
-        if (key == NULL)
-            return FRAMES_NONE;
-        key[0] = NULL;
         n = 1;
     } else {
         st = &s->stacks[stack];
@@ -305,7 +301,8 @@ uint32_t frames_site(struct snapshot *s, uint32_t stack, enum site_by by)
     }
     uint32_t next = (uint32_t)ctx->nsites[by], id;
     int rc = hmap_get_or_add(&ctx->site_keys[by], key, n * sizeof *key, next, &id, NULL);
-    free(key);
+    if (key != none)
+        free(key);
     if (rc != 0)
         return FRAMES_NONE;
     if (id == next) {
