@@ -174,23 +174,19 @@ static int timeline_text(FILE *f, const struct snapshot *s, bool ascii)
 static void counter(struct json_out *w, const char *name, int64_t pid, int64_t t, uint64_t bytes)
 {
     timeline_event_head(w, name, NULL, "C", pid, 0, t);
-    json_out_key(w, "args");
-    json_out_begin_object(w);
-    json_out_key_u64(w, "bytes", bytes);
-    json_out_end_object(w);
+    json_out_key_u64s(w, "args", true, (const char *const[]){"bytes"}, &bytes, 1);
     json_out_end_object(w);
 }
 
 static void kinds_counter(struct json_out *w, const char *name, int64_t pid, int64_t t,
                           const int64_t *k)
 {
-    const char *const *names = snapshot_kind_names; /* the by_kind keys first */
-    timeline_event_head(w, name, NULL, "C", pid, 0, t);
-    json_out_key(w, "args");
-    json_out_begin_object(w);
+    uint64_t v[DEVICE_KINDS];
     for (int i = 0; i < DEVICE_KINDS; i++)
-        json_out_key_i64(w, names[i], k[i] > 0 ? k[i] : 0);
-    json_out_end_object(w);
+        v[i] = k[i] > 0 ? (uint64_t)k[i] : 0;
+    timeline_event_head(w, name, NULL, "C", pid, 0, t);
+    /* the by_kind keys come first among the kind names */
+    json_out_key_u64s(w, "args", true, snapshot_kind_names, v, DEVICE_KINDS);
     json_out_end_object(w);
 }
 
@@ -242,10 +238,7 @@ static void chrome_track(struct json_out *w, const struct snapshot *s, const str
         snprintf(pname, sizeof pname, "peak %s", name);
         timeline_event_head(w, pname, NULL, "i", pid, 0, t->peak_time);
         json_out_key_string(w, "s", "p");
-        json_out_key(w, "args");
-        json_out_begin_object(w);
-        json_out_key_u64(w, "peak_bytes", t->peak);
-        json_out_end_object(w);
+        json_out_key_u64s(w, "args", true, (const char *const[]){"peak_bytes"}, &t->peak, 1);
         json_out_end_object(w);
     }
 }
