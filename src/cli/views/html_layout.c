@@ -76,15 +76,8 @@ void html_layout_write(struct json_out *w, const struct snap_oom *o)
     json_out_end_array(w);
     json_out_key(w, "segments");
     write_segments(w, l);
-    json_out_key(w, "best");
-    if (l->has_best_free) {
-        json_out_begin_array(w);
-        json_out_u64(w, l->best_free.offset);
-        json_out_u64(w, l->best_free.bytes);
-        json_out_u64(w, l->best_free_hole_bytes);
-        json_out_end_array(w);
-    } else {
-        json_out_null(w);
-    }
+    json_out_key_u64s(w, "best", l->has_best_free, NULL,
+                      (uint64_t[3]){l->best_free.offset, l->best_free.bytes,
+                                    l->best_free_hole_bytes}, 3);
     json_out_end_object(w);
 }

@@ -564,11 +564,7 @@ static int write_oom(struct json_out *w, struct snapshot *s)
     json_out_key_i64(w, "time_ns", o->time_ns);
     json_out_key(w, "recovered");
     json_out_tribool(w, o->recovered);
-    json_out_key(w, "by_kind");
-    json_out_begin_object(w);
-    for (int k = 0; k < DEVICE_KINDS; k++)
-        json_out_key_u64(w, snapshot_kind_name(k), o->by_kind[k]);
-    json_out_end_object(w);
+    json_out_key_u64s(w, "by_kind", true, snapshot_kind_names, o->by_kind, DEVICE_KINDS);
     json_out_key(w, "live");
     write_groups(w, &o->live);
     html_layout_write(w, o);
