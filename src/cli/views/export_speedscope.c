@@ -81,11 +81,7 @@ static int sample_close(struct json_out *w, struct entries *e, uint64_t bytes)
 static void profile_close(struct json_out *w, const struct entries *e)
 {
     json_out_end_array(w);
-    json_out_key(w, "weights");
-    json_out_begin_array(w);
-    for (size_t i = 0; i < e->nw; i++)
-        json_out_u64(w, e->weights[i]);
-    json_out_end_array(w);
+    json_out_key_u64s(w, "weights", true, NULL, e->weights, e->nw);
     json_out_end_object(w);
 }
 
