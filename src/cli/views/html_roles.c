@@ -11,8 +11,11 @@
 
 static void bar(struct json_out *w, const char *title, const struct snap_allocator *a)
 {
-    static const char *const names[SNAP_ROLES] = {"parameters", "buffers", "gradients",
-                                                  "optimizer state", "other tensors"};
+    static const char *const names[SNAP_ROLES + 1] = {"parameters", "buffers", "gradients",
+                                                      "optimizer state", "other tensors",
+                                                      "cache"};
+    uint64_t cache = a->reserved_bytes != SNAP_UNKNOWN && a->reserved_bytes > a->allocated_bytes
+                         ? a->reserved_bytes - a->allocated_bytes : 0;
     char text[512];
     json_out_begin_object(w);
     json_out_key_string(w, "title", title);
@@ -20,18 +23,12 @@ static void bar(struct json_out *w, const char *title, const struct snap_allocat
     json_out_key_string(w, "optimizers", a->optimizers);
     json_out_key(w, "parts");
     json_out_begin_array(w);
-    for (int i = 0; i < SNAP_ROLES; i++) {
+    for (int i = 0; i <= SNAP_ROLES; i++) { /* the roles, then the allocator's cache */
         json_out_begin_array(w);
         json_out_string(w, names[i]);
-        json_out_u64(w, a->roles[i]);
+        json_out_u64(w, i < SNAP_ROLES ? a->roles[i] : cache);
         json_out_end_array(w);
     }
-    json_out_begin_array(w);
-    json_out_string(w, "cache");
-    json_out_u64(w, a->reserved_bytes != SNAP_UNKNOWN && a->reserved_bytes > a->allocated_bytes
-                        ? a->reserved_bytes - a->allocated_bytes
-                        : 0);
-    json_out_end_array(w);
     json_out_end_array(w);
     json_out_end_object(w);
 }
