@@ -158,8 +158,10 @@ test-quick: check-deps
 test-san: check-deps
 	@$(MAKE) --no-print-directory SAN=address,undefined test-unit test-e2e \
 	    E2E_SELECT='-m "not no_c"'
+# TSan's tree at -O1: its compile is most of the stage's CPU besides the
+# tests, and what the stage looks for is races, not -O2's code.
 test-tsan: check-deps
-	@$(MAKE) --no-print-directory SAN=thread BUILD=build-tsan all test-progs \
+	@$(MAKE) --no-print-directory SAN=thread BUILD=build-tsan OPT='-O1 -g' all test-progs \
 	    build-tsan/tests/unit/test_record build-tsan/tests/unit/test_record_threads
 	build-tsan/tests/unit/test_record   # the tracker's tables under threads
 	build-tsan/tests/unit/test_record_threads   # 2-8 threads against their replay
