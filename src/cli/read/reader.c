@@ -196,6 +196,8 @@ static int reader_field(struct reader *r, void *obj, const struct field *f)
     case F_STR: return reader_str(r, (const char **)(void *)p, false);
     case F_STRN: return reader_str(r, (const char **)(void *)p, true);
     case F_RAWN: return reader_raw(r, (const char **)(void *)p);
+    case F_ARRAY: return reader_array(r, p, f->each);
+    case F_LIST: return reader_take_null(r) ? 0 : reader_array(r, p, f->each);
     default: return f->fn(r, p); /* FIELD_FN: offset 0, the object itself */
     }
 }

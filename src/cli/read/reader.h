@@ -65,7 +65,9 @@ struct reader {
 enum ftype {
     F_U64, F_U64N, F_I64, F_I64N, F_BOOLN, F_STR, F_STRN,
     F_RAWN, /* a string or null, left in the buffer (valid during the read) */
-    F_FN
+    F_FN,
+    F_ARRAY, /* an array: `each` reads each element into the object */
+    F_LIST /* as F_ARRAY, or null */
 };
 
 struct field {
@@ -73,11 +75,10 @@ struct field {
     enum ftype type;
     size_t off;
     int (*fn)(struct reader *r, void *obj);
+    int (*each)(struct reader *r, void *obj, size_t i);
 };
 
-#define FIELD(st, name, type) {#name, type, offsetof(struct st, name), NULL}
-#define FIELD_AT(key, st, member, type) {key, type, offsetof(struct st, member), NULL}
-#define FIELD_FN(key, fn) {key, F_FN, 0, fn} /* fn gets obj + off */
+#define FIELD_FN(key, fn) {key, F_FN, 0, fn, NULL} /* fn gets obj + off */
 #define NFIELDS(t) (sizeof(t) / sizeof((t)[0]))
 
 /* A row of a schema table (snapshot.h's SNAP_*_SCHEMA) as a field of the
@@ -90,9 +91,9 @@ struct field {
          _Static_assert(_Generic(((struct st *)0)->member, ctype: 1, default: 0),         \
                         "struct " #st "." #member " is not " #ctype ", as its row says"); \
          int ok; }))
-#define SCHEMA_AS(st, key, member, ftype, ctype) {#key, ftype, SCHEMA_OFF(st, member, ctype), NULL},
+#define SCHEMA_AS(st, key, member, ftype, ctype) {#key, ftype, SCHEMA_OFF(st, member, ctype), NULL, NULL},
 /* a nested value of a shape read alike wherever it is: fn gets the member */
-#define SCHEMA_NESTED(st, key, member, ctype, fn) {#key, F_FN, SCHEMA_OFF(st, member, ctype), fn},
+#define SCHEMA_NESTED(st, key, member, ctype, fn) {#key, F_FN, SCHEMA_OFF(st, member, ctype), fn, NULL},
 #define SCHEMA_FIELD_GROUPS(st, key, member) \
     SCHEMA_NESTED(st, key, member, struct snap_groups, rd_groups)
 #define SCHEMA_FIELD_PHASE_ROWS(st, key, member) \
@@ -117,6 +118,8 @@ struct field {
 #define SCHEMA_FIELD_STRN(st, key, member) SCHEMA_AS(st, key, member, F_STRN, const char *)
 #define SCHEMA_FIELD_RAWN(st, key, member) SCHEMA_AS(st, key, member, F_RAWN, const char *)
 #define SCHEMA_FIELD_FN(st, key, fn) FIELD_FN(#key, fn),
+#define SCHEMA_FIELD_ARRAY(st, key, each) {#key, F_ARRAY, 0, NULL, each},
+#define SCHEMA_FIELD_LIST(st, key, each) {#key, F_LIST, 0, NULL, each},
 #define SCHEMA_FIELD_SKIP(st, key, none)
 
 

@@ -37,7 +37,9 @@ static inline bool snap_known(uint64_t v)
  *     X(struct, key, member, type, json)
  * The readers read `key` into `member` as `type` (reader.h's F_*; GROUPS,
  * PHASE_ROWS: call-site groups, by_phase rows; FN: another nested value,
- * `member` names its reader; SKIP: written for others, passed over);
+ * `member` names its reader; ARRAY, LIST: an array (LIST: or null),
+ * `member` names the reader of an element; SKIP: written for others,
+ * passed over);
  * `report --json` prints the rows whose `json` is 1, 2, 3 in runs of
  * that number, its own keys between them.  The build refuses a member whose
  * C type is not its row's; tests/e2e/test_schema.py holds the writer and
@@ -240,7 +242,7 @@ struct snap_tensors {
 #define SNAP_TENSORS_SCHEMA(X) /* devices[].tensors, oom.allocator.tensors */ \
     X(snap_tensors, allocated_bytes, allocated_bytes, U64, 0)                \
     X(snap_tensors, count, count, U64, 0)                                    \
-    X(snap_tensors, groups, rd_groups, FN, 0)                                \
+    X(snap_tensors, groups, rd_group, ARRAY, 0)                              \
     X(snap_tensors, more, rd_more, FN, 0)                                    \
     X(snap_tensors, cache, rd_cache, FN, 0)
 #define SNAP_PEAK_TENSORS_SCHEMA(X) /* peak_tensors: SNAP_TENSORS_SCHEMA's keys, then */ \
@@ -271,7 +273,7 @@ struct snap_sreading {
     X(snap_sreading, time_ns, time_ns, I64N, 0)                  \
     X(snap_sreading, allocated_bytes, allocated_bytes, U64, 0)   \
     X(snap_sreading, reserved_bytes, reserved_bytes, U64N, 0)    \
-    X(snap_sreading, bytes, rd_reading_bytes, FN, 0)             \
+    X(snap_sreading, bytes, rd_reading_byte, ARRAY, 0)           \
     X(snap_sreading, other_bytes, other_bytes, U64, 0)
 
 struct snap_series {
@@ -282,8 +284,8 @@ struct snap_series {
     size_t n, cap;
 };
 #define SNAP_SERIES_SCHEMA(X) /* devices[].tensor_series */ \
-    X(snap_series, lines, rd_series_lines, FN, 0)              \
-    X(snap_series, readings, rd_series_readings, FN, 0)
+    X(snap_series, lines, rd_series_line, ARRAY, 0)            \
+    X(snap_series, readings, rd_series_reading, ARRAY, 0)
 
 struct snap_growth {
     bool present; /* growth was an array (null: not measured) */
@@ -381,7 +383,7 @@ struct snap_phase_row {    /* one of a device's by_phase */
     X(snap_phase_row, count, count, U64, 1)                                         \
     X(snap_phase_row, allocs, allocs, U64, 1)                                       \
     X(snap_phase_row, bytes_allocated, bytes_allocated, U64, 1)                     \
-    X(snap_phase_row, top_at_peak, rd_top, FN, 0)                                   \
+    X(snap_phase_row, top_at_peak, rd_top_item, LIST, 0)                            \
     X(snap_phase_row, sites, rd_sites, FN, 0)
 
 /* by_phase[].sites: one call site's share of a phase (all of them). */
@@ -435,11 +437,11 @@ struct snap_phases {
     X(snap_phases, unbalanced_pops, unbalanced_pops, U64, 0) \
     X(snap_phases, too_deep, too_deep, U64, 0)               \
     X(snap_phases, dropped_starts, dropped_starts, U64, 0)   \
-    X(snap_phases, list, rd_list, FN, 0)                     \
+    X(snap_phases, list, rd_phase, LIST, 0)                  \
     X(snap_phases, ranges, rd_ranges, FN, 0)
 #define SNAP_PHASES_RANGES_SCHEMA(X) /* phases.ranges */ \
     X(snap_phases, recorded, recorded, U64, 0)           \
-    X(snap_phases, data, rd_data, FN, 0)                 \
+    X(snap_phases, data, rd_span, LIST, 0)               \
     X(snap_phases, cap, none, SKIP, 0)                   \
     X(snap_phases, columns, none, SKIP, 0)
 
@@ -521,8 +523,8 @@ struct snap_layout {
     X(snap_layout, gap_bytes, gap_bytes, U64, 0)                         \
     X(snap_layout, largest_gap_bytes, largest_gap_bytes, U64, 0)         \
     X(snap_layout, gaps_at_least_request, gaps_at_least_request, U64, 0) \
-    X(snap_layout, allocations, rd_allocations, FN, 0)                   \
-    X(snap_layout, gaps, rd_gaps, FN, 0)                                 \
+    X(snap_layout, allocations, rd_allocation, LIST, 0)                  \
+    X(snap_layout, gaps, rd_gap, LIST, 0)                                \
     X(snap_layout, best_free, rd_best_free, FN, 0)                       \
     X(snap_layout, allocator_segments, rd_allocator_segments, FN, 0)
 #define SNAP_BEST_FREE_SCHEMA(X) /* oom.layout.best_free */  \
@@ -533,8 +535,8 @@ struct snap_layout {
 #define SNAP_SEGMENTS_SCHEMA(X) /* allocator_segments: devices[]' and oom.layout's */ \
     X(snap_layout, count, segments_count, U64, 0)                                     \
     X(snap_layout, blocks, blocks_count, U64, 0)                                      \
-    X(snap_layout, stacks, rd_pystacks, FN, 0)                                        \
-    X(snap_layout, segments, rd_segments, FN, 0)
+    X(snap_layout, stacks, rd_pystack, LIST, 0)                                       \
+    X(snap_layout, segments, rd_segment, LIST, 0)
 
 struct snap_device {
     struct snap_allocator allocator; /* latest state (allocator_state), if any */
@@ -575,7 +577,7 @@ struct snap_device {
     X(snap_device, live, live, GROUPS, 0)                                    \
     X(snap_device, at_peak, at_peak, GROUPS, 0)                              \
     X(snap_device, churn, churn, GROUPS, 0)                                  \
-    X(snap_device, histogram, rd_histogram, FN, 0)                           \
+    X(snap_device, histogram, rd_bucket, LIST, 0)                            \
     X(snap_device, fragmentation, rd_frag, FN, 0)                            \
     X(snap_device, allocator, snapshot_read_device_allocator, FN, 0)         \
     X(snap_device, allocator_segments, snapshot_read_device_segments, FN, 0) \
@@ -611,7 +613,7 @@ struct snap_process {
     X(snap_process, ppid, ppid, I64N, 1)                         \
     X(snap_process, rank, rank, I64N, 1)                         \
     X(snap_process, exe, exe, STRN, 1)                           \
-    X(snap_process, cmdline, rd_cmdline, FN, 0)                  \
+    X(snap_process, cmdline, rd_cmdline_item, LIST, 0)           \
     X(snap_process, host, host, STRN, 2)                         \
     X(snap_process, start_wall_ns, start_wall_ns, I64N, 2)       \
     X(snap_process, dump_time_ns, dump_time_ns, I64N, 2)         \
@@ -640,7 +642,7 @@ struct snap_config {
     X(snap_config, python, python, BOOLN, 1)               \
     X(snap_config, native, native, BOOLN, 1)               \
     X(snap_config, temporary_ms, temporary_ms, U64, 1)     \
-    X(snap_config, limit_bytes, rd_limits, FN, 0)
+    X(snap_config, limit_bytes, rd_limit, LIST, 0)
 
 struct snap_counters {
     bool present; /* the file had "counters" */
@@ -732,8 +734,8 @@ struct snap_ooms {
     X(snap_ooms, recovered, recovered, U64, 1)                       \
     X(snap_ooms, retry_released_bytes, retry_released_bytes, U64, 1) \
     X(snap_ooms, suppressed, suppressed, U64, 1)                     \
-    X(snap_ooms, dumps, rd_dumps, FN, 0)                             \
-    X(snap_ooms, attempts, rd_attempts, FN, 0)
+    X(snap_ooms, dumps, rd_dump_name, LIST, 0)                       \
+    X(snap_ooms, attempts, rd_attempt, LIST, 0)
 
 struct snap_event {
     int64_t t_ns;
@@ -812,15 +814,15 @@ struct snapshot {
     X(snapshot, process, rd_process, FN, 0)                                \
     X(snapshot, allocator_refresh, rd_refresh, FN, 0)                      \
     X(snapshot, config, rd_config, FN, 0)                                  \
-    X(snapshot, devices, rd_devices, FN, 0)                                \
+    X(snapshot, devices, rd_device, LIST, 0)                               \
     X(snapshot, host_pinned, rd_host, FN, 0)                               \
     X(snapshot, counters, rd_counters, FN, 0)                              \
     X(snapshot, oom, rd_oom, FN, 0)                                        \
     X(snapshot, ooms, rd_ooms, FN, 0)                                      \
     X(snapshot, phases, snapshot_read_phases, FN, 0)                       \
     X(snapshot, events, snapshot_bulk_events, FN, 0)                       \
-    X(snapshot, modules, snapshot_bulk_modules, FN, 0)                     \
-    X(snapshot, stacks, snapshot_bulk_stacks, FN, 0)
+    X(snapshot, modules, snapshot_bulk_module, LIST, 0)                    \
+    X(snapshot, stacks, snapshot_bulk_stack, LIST, 0)
 
 /* Shared by every snapshot loaded in one run of the tool. */
 struct snapctx {

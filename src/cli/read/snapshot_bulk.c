@@ -272,7 +272,7 @@ struct raw_module {
     X(raw_module, vaddr_base, vaddr_base, U64N, 0)
 static const struct field module_fields[] = {SNAP_MODULE_SCHEMA(SCHEMA_FIELD)};
 
-static int rd_module(struct reader *r, void *obj, size_t i)
+int snapshot_bulk_module(struct reader *r, void *obj, size_t i)
 {
     (void)obj;
     (void)i;
@@ -291,13 +291,6 @@ static int rd_module(struct reader *r, void *obj, size_t i)
         symbolizer_module(r->ctx->sym, m.name, m.path, m.build_id, m.vaddr_base);
     r->nmods++;
     return 0;
-}
-
-int snapshot_bulk_modules(struct reader *r, void *obj)
-{
-    if (reader_take_null(r))
-        return 0;
-    return reader_array(r, obj, rd_module);
 }
 
 static int module_handle(const struct reader *r, const char *name)
@@ -501,7 +494,7 @@ static int rd_frames(struct reader *r, void *obj)
 
 static const struct field stack_fields[] = {SNAP_STACK_SCHEMA(SCHEMA_FIELD)};
 
-static int rd_stack(struct reader *r, void *obj, size_t i)
+int snapshot_bulk_stack(struct reader *r, void *obj, size_t i)
 {
     (void)i;
     struct snapshot *s = obj;
@@ -530,11 +523,4 @@ static int rd_stack(struct reader *r, void *obj, size_t i)
     }
     s->nstacks++;
     return 0;
-}
-
-int snapshot_bulk_stacks(struct reader *r, void *obj)
-{
-    if (reader_take_null(r))
-        return 0;
-    return reader_array(r, obj, rd_stack);
 }

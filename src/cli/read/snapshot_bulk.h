@@ -8,11 +8,11 @@
  * after "data" or are absent. */
 void snapshot_bulk_init(struct reader *r);
 
-/* Field readers of the top-level "events", "modules" and "stacks" (obj:
- * the snapshot).  0 or a CLI_E* code.  What they allocate in r (tmp, key,
- * mods, expand) the caller frees with the reader. */
+/* Readers of the top-level "events", and of an element of "modules" and
+ * "stacks" (obj: the snapshot).  0 or a CLI_E* code.  What they allocate in
+ * r (tmp, key, mods, expand) the caller frees with the reader. */
 int snapshot_bulk_events(struct reader *r, void *obj);
-int snapshot_bulk_modules(struct reader *r, void *obj);
-int snapshot_bulk_stacks(struct reader *r, void *obj);
+int snapshot_bulk_module(struct reader *r, void *obj, size_t i);
+int snapshot_bulk_stack(struct reader *r, void *obj, size_t i);
 
 #endif

@@ -56,20 +56,6 @@ static int rd_gap(struct reader *r, void *obj, size_t i)
     return rc;
 }
 
-static int rd_allocations(struct reader *r, void *obj)
-{
-    if (reader_take_null(r))
-        return 0;
-    return reader_array(r, obj, rd_allocation);
-}
-
-static int rd_gaps(struct reader *r, void *obj)
-{
-    if (reader_take_null(r))
-        return 0;
-    return reader_array(r, obj, rd_gap);
-}
-
 static const struct field best_fields[] = {SNAP_BEST_FREE_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_best_free(struct reader *r, void *obj)
@@ -123,7 +109,7 @@ struct seg_read {
     X(seg_read, address, seg.address, STRN, 0)                    \
     X(seg_read, bytes, seg.bytes, U64, 0)                         \
     X(seg_read, pool, rd_seg_pool, FN, 0)                         \
-    X(seg_read, blocks, rd_seg_blocks, FN, 0)
+    X(seg_read, blocks, rd_block, LIST, 0)
 
 static int rd_block(struct reader *r, void *obj, size_t i)
 {
@@ -143,13 +129,6 @@ static int rd_block(struct reader *r, void *obj, size_t i)
         c->seg.nblocks++;
     }
     return rc;
-}
-
-static int rd_seg_blocks(struct reader *r, void *obj)
-{
-    if (reader_take_null(r))
-        return 0;
-    return reader_array(r, obj, rd_block);
 }
 
 static int rd_seg_pool(struct reader *r, void *obj)
@@ -177,13 +156,6 @@ static int rd_segment(struct reader *r, void *obj, size_t i)
         l->segments[l->nsegments++] = c.seg;
     }
     return rc;
-}
-
-static int rd_segments(struct reader *r, void *obj)
-{
-    if (reader_take_null(r))
-        return 0;
-    return reader_array(r, obj, rd_segment);
 }
 
 static const struct field pyframe_fields[] = {SNAP_SEG_FRAME_SCHEMA(SCHEMA_FIELD)};
@@ -214,13 +186,6 @@ static int rd_pystack(struct reader *r, void *obj, size_t i)
         return reader_nomem(r);
     l->pystacks[l->npystacks++] = (struct snap_pystack){l->npyframes, 0};
     return reader_array(r, l, rd_pyframe);
-}
-
-static int rd_pystacks(struct reader *r, void *obj)
-{
-    if (reader_take_null(r))
-        return 0;
-    return reader_array(r, obj, rd_pystack);
 }
 
 static const struct field segments_fields[] = {SNAP_SEGMENTS_SCHEMA(SCHEMA_FIELD)};

@@ -27,13 +27,6 @@ static int rd_top_item(struct reader *r, void *obj, size_t i)
     return rc;
 }
 
-static int rd_top(struct reader *r, void *obj)
-{
-    if (reader_take_null(r))
-        return 0;
-    return reader_array(r, obj, rd_top_item);
-}
-
 /* A row being read, with its container (sites go into rows->sites):
  * row first, so the row's FIELDs apply to it. */
 struct row_ctx {
@@ -134,13 +127,6 @@ static int rd_phase(struct reader *r, void *obj, size_t i)
     return 0;
 }
 
-static int rd_list(struct reader *r, void *obj)
-{
-    if (reader_take_null(r))
-        return 0;
-    return reader_array(r, obj, rd_phase);
-}
-
 /* One row [start_ns, end_ns|null, thread, phase, kind]. */
 static int rd_span(struct reader *r, void *obj, size_t i)
 {
@@ -193,13 +179,6 @@ static int rd_span(struct reader *r, void *obj, size_t i)
         return reader_invalid(r, "a range that ends after it starts");
     p->nspans++;
     return 0;
-}
-
-static int rd_data(struct reader *r, void *obj)
-{
-    if (reader_take_null(r))
-        return 0;
-    return reader_array(r, obj, rd_span);
 }
 
 static const struct field ranges_fields[] = {SNAP_PHASES_RANGES_SCHEMA(SCHEMA_FIELD)};

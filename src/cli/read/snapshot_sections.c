@@ -180,13 +180,6 @@ static int rd_cmdline_item(struct reader *r, void *obj, size_t i)
     return rc;
 }
 
-static int rd_cmdline(struct reader *r, void *obj)
-{
-    if (reader_take_null(r))
-        return 0;
-    return reader_array(r, obj, rd_cmdline_item);
-}
-
 static const struct field process_fields[] = {SNAP_PROCESS_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_process(struct reader *r, void *obj)
@@ -223,13 +216,6 @@ static int rd_limit(struct reader *r, void *obj, size_t i)
     return rc;
 }
 
-static int rd_limits(struct reader *r, void *obj)
-{
-    if (reader_take_null(r))
-        return 0;
-    return reader_array(r, obj, rd_limit);
-}
-
 static const struct field config_fields[] = {SNAP_CONFIG_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_config(struct reader *r, void *obj)
@@ -251,7 +237,7 @@ static int rd_kind_stats(struct reader *r, void *obj)
 /* The by_kind keys: format.h's kinds counted on a device. */
 #define BY_KIND_FIELD(sym, name, dev, ctx, placed, phrase)                                       \
     FORMAT_IF_ON_DEVICE(dev, {name, F_FN, KIND_##sym * sizeof(struct snap_kind_stats), \
-                              rd_kind_stats},)
+                              rd_kind_stats, NULL},)
 static const struct field by_kind_fields[] = {FORMAT_KINDS(BY_KIND_FIELD)};
 #undef BY_KIND_FIELD
 
@@ -297,13 +283,6 @@ static int rd_bucket(struct reader *r, void *obj, size_t i)
     return rc;
 }
 
-static int rd_histogram(struct reader *r, void *obj)
-{
-    if (reader_take_null(r))
-        return 0;
-    return reader_array(r, obj, rd_bucket);
-}
-
 static const struct field device_fields[] = {SNAP_DEVICE_SCHEMA(SCHEMA_FIELD)};
 
 static void kind_stats_init(struct snap_kind_stats *k)
@@ -326,13 +305,6 @@ static int rd_device(struct reader *r, void *obj, size_t i)
     for (int k = 0; k < DEVICE_KINDS; k++)
         kind_stats_init(&d->by_kind[k]);
     return reader_object(r, d, device_fields, NFIELDS(device_fields));
-}
-
-static int rd_devices(struct reader *r, void *obj)
-{
-    if (reader_take_null(r))
-        return 0;
-    return reader_array(r, obj, rd_device);
 }
 
 /* ---- host_pinned, counters ---- */
@@ -388,7 +360,7 @@ static int rd_oom_cause(struct reader *r, void *obj)
 }
 
 #define OOM_KIND_FIELD(sym, name, dev, ctx, placed, phrase) \
-    FORMAT_IF_ON_DEVICE(dev, {name, F_U64, KIND_##sym * sizeof(uint64_t), NULL},)
+    FORMAT_IF_ON_DEVICE(dev, {name, F_U64, KIND_##sym * sizeof(uint64_t), NULL, NULL},)
 static const struct field oom_kind_fields[] = {FORMAT_KINDS(OOM_KIND_FIELD)};
 #undef OOM_KIND_FIELD
 
@@ -429,13 +401,6 @@ static int rd_dump_name(struct reader *r, void *obj, size_t i)
     return rc;
 }
 
-static int rd_dumps(struct reader *r, void *obj)
-{
-    if (reader_take_null(r))
-        return 0;
-    return reader_array(r, obj, rd_dump_name);
-}
-
 static const struct field attempt_fields[] = {SNAP_ATTEMPT_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_attempt(struct reader *r, void *obj, size_t i)
@@ -451,13 +416,6 @@ static int rd_attempt(struct reader *r, void *obj, size_t i)
     if (rc == 0)
         o->nattempts++;
     return rc;
-}
-
-static int rd_attempts(struct reader *r, void *obj)
-{
-    if (reader_take_null(r))
-        return 0;
-    return reader_array(r, obj, rd_attempt);
 }
 
 static const struct field ooms_fields[] = {SNAP_OOMS_SCHEMA(SCHEMA_FIELD)};

@@ -165,11 +165,6 @@ static int rd_group(struct reader *r, void *obj, size_t i)
     return rd_tgroup(r, &t->v, &t->n, &t->cap, group_fields, NFIELDS(group_fields));
 }
 
-static int rd_groups(struct reader *r, void *obj)
-{
-    return reader_array(r, obj, rd_group);
-}
-
 static const struct field more_fields[] = {SNAP_TENSORS_MORE_SCHEMA(SCHEMA_FIELD)};
 
 static int rd_more(struct reader *r, void *obj)
@@ -239,11 +234,6 @@ static int rd_series_line(struct reader *r, void *obj, size_t i)
     return rc;
 }
 
-static int rd_series_lines(struct reader *r, void *obj)
-{
-    return reader_array(r, obj, rd_series_line);
-}
-
 static int rd_reading_byte(struct reader *r, void *obj, size_t i)
 {
     (void)i;
@@ -254,11 +244,6 @@ static int rd_reading_byte(struct reader *r, void *obj, size_t i)
     if (rc == 0)
         x->nbytes++;
     return rc;
-}
-
-static int rd_reading_bytes(struct reader *r, void *obj)
-{
-    return reader_array(r, obj, rd_reading_byte);
 }
 
 static const struct field reading_fields[] = {SNAP_SREADING_SCHEMA(SCHEMA_FIELD)};
@@ -274,11 +259,6 @@ static int rd_series_reading(struct reader *r, void *obj, size_t i)
     x->step = x->time_ns = SNAP_UNKNOWN_I64;
     x->reserved_bytes = SNAP_UNKNOWN;
     return reader_object(r, x, reading_fields, NFIELDS(reading_fields));
-}
-
-static int rd_series_readings(struct reader *r, void *obj)
-{
-    return reader_array(r, obj, rd_series_reading);
 }
 
 static const struct field series_fields[] = {SNAP_SERIES_SCHEMA(SCHEMA_FIELD)};

@@ -31,6 +31,8 @@ struct row {
 #define ROW_STRN ROW_STR
 #define ROW_NONE(st, key, member, json)
 #define ROW_FN ROW_NONE
+#define ROW_ARRAY ROW_NONE
+#define ROW_LIST ROW_NONE
 #define ROW_SKIP ROW_NONE
 #define ROW_RAWN ROW_NONE
 #define ROW_GROUPS ROW_NONE
