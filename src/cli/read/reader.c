@@ -269,6 +269,15 @@ void reader_release(struct reader *r)
     r->release_at = r->c.p + RELEASE_STEP;
 }
 
+void *reader_append(struct reader *r, void **v, size_t n, size_t *cap, size_t size)
+{
+    if (snapshot_vec_reserve(v, cap, size, n + 1)) {
+        reader_nomem(r);
+        return NULL;
+    }
+    return memset((char *)*v + n * size, 0, size);
+}
+
 int reader_array(struct reader *r, void *obj,
                     int (*fn)(struct reader *r, void *obj, size_t i))
 {

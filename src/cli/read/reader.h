@@ -193,6 +193,12 @@ int reader_object(struct reader *r, void *obj, const struct field *fields,
 void reader_release_init(struct reader *r);
 void reader_release(struct reader *r);
 
+/* The next element of a growing array (*v: n elements, room for *cap),
+ * zeroed; the caller counts it once it is read.  NULL, with r->err set
+ * (CLI_ENOMEM), when out of memory. */
+void *reader_append(struct reader *r, void **v, size_t n, size_t *cap, size_t size);
+#define READER_APPEND(r, v, n, cap) reader_append(r, (void **)&(v), n, &(cap), sizeof *(v))
+
 /* An array: fn for each element, with its index. */
 int reader_array(struct reader *r, void *obj,
                  int (*fn)(struct reader *r, void *obj, size_t i));

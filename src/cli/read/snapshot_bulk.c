@@ -498,11 +498,9 @@ int snapshot_bulk_stack(struct reader *r, void *obj, size_t i)
 {
     (void)i;
     struct snapshot *s = obj;
-    if (snapshot_vec_reserve((void **)&s->stacks, &s->stacks_cap, sizeof *s->stacks,
-                             s->nstacks + 1))
-        return reader_nomem(r);
-    struct snap_stack *st = &s->stacks[s->nstacks];
-    memset(st, 0, sizeof *st);
+    struct snap_stack *st = READER_APPEND(r, s->stacks, s->nstacks, s->stacks_cap);
+    if (st == NULL)
+        return CLI_ENOMEM;
     st->id = -1;
     for (int b = 0; b < BY_COUNT; b++)
         st->site[b] = FRAMES_NONE;

@@ -19,14 +19,19 @@ static int rd_range_kind(struct reader *r, void *obj)
 
 static const struct field range_fields[] = {SNAP_RANGE_SCHEMA(SCHEMA_FIELD)};
 
-static int read_range(struct reader *r, struct snap_range *e)
+/* A range appended to *v (n, cap beside it): an allocation or a gap. */
+static int rd_range(struct reader *r, struct snap_range **v, size_t *n, size_t *cap)
 {
-    memset(e, 0, sizeof *e);
+    struct snap_range *e = reader_append(r, (void **)v, *n, cap, sizeof **v);
+    if (e == NULL)
+        return CLI_ENOMEM;
     e->kind = KIND_DEVICE;
     e->stack = SNAP_NO_STACK;
     int rc = reader_object(r, e, range_fields, NFIELDS(range_fields));
     if (e->stack_id == SNAP_UNKNOWN_I64)
         e->stack_id = 0;
+    if (rc == 0)
+        (*n)++;
     return rc;
 }
 
@@ -34,26 +39,14 @@ static int rd_allocation(struct reader *r, void *obj, size_t i)
 {
     (void)i;
     struct snap_layout *l = obj;
-    if (snapshot_vec_reserve((void **)&l->allocations, &l->allocations_cap,
-                             sizeof *l->allocations, l->nallocations + 1))
-        return reader_nomem(r);
-    int rc = read_range(r, &l->allocations[l->nallocations]);
-    if (rc == 0)
-        l->nallocations++;
-    return rc;
+    return rd_range(r, &l->allocations, &l->nallocations, &l->allocations_cap);
 }
 
 static int rd_gap(struct reader *r, void *obj, size_t i)
 {
     (void)i;
     struct snap_layout *l = obj;
-    if (snapshot_vec_reserve((void **)&l->gaps, &l->gaps_cap, sizeof *l->gaps,
-                             l->ngaps + 1))
-        return reader_nomem(r);
-    int rc = read_range(r, &l->gaps[l->ngaps]);
-    if (rc == 0)
-        l->ngaps++;
-    return rc;
+    return rd_range(r, &l->gaps, &l->ngaps, &l->gaps_cap);
 }
 
 static const struct field best_fields[] = {SNAP_BEST_FREE_SCHEMA(SCHEMA_FIELD)};
@@ -116,11 +109,9 @@ static int rd_block(struct reader *r, void *obj, size_t i)
     (void)i;
     struct seg_read *c = obj;
     struct snap_layout *l = c->l;
-    if (snapshot_vec_reserve((void **)&l->blocks, &l->blocks_cap, sizeof *l->blocks,
-                             l->nblocks + 1))
-        return reader_nomem(r);
-    struct snap_block *b = &l->blocks[l->nblocks];
-    memset(b, 0, sizeof *b);
+    struct snap_block *b = READER_APPEND(r, l->blocks, l->nblocks, l->blocks_cap);
+    if (b == NULL)
+        return CLI_ENOMEM;
     b->state = BLOCK_UNKNOWN;
     b->pystack = SNAP_NO_STACK;
     int rc = reader_array(r, b, rd_block_field);
@@ -164,10 +155,9 @@ static int rd_pyframe(struct reader *r, void *obj, size_t i)
 {
     (void)i;
     struct snap_layout *l = obj;
-    if (snapshot_vec_reserve((void **)&l->pyframes, &l->pyframes_cap, sizeof *l->pyframes,
-                             l->npyframes + 1))
-        return reader_nomem(r);
-    struct snap_pyframe *f = &l->pyframes[l->npyframes];
+    struct snap_pyframe *f = READER_APPEND(r, l->pyframes, l->npyframes, l->pyframes_cap);
+    if (f == NULL)
+        return CLI_ENOMEM;
     *f = (struct snap_pyframe){"?", "?", 0};
     int rc = reader_object(r, f, pyframe_fields, NFIELDS(pyframe_fields));
     if (rc == 0) {

@@ -52,11 +52,9 @@ static int rd_site(struct reader *r, void *obj, size_t i)
     (void)i;
     struct row_ctx *c = obj;
     struct snap_phase_rows *rows = c->rows;
-    if (snapshot_vec_reserve((void **)&rows->sites, &rows->sites_cap, sizeof *rows->sites,
-                             rows->nsites + 1))
-        return reader_nomem(r);
-    struct snap_phase_site *st = &rows->sites[rows->nsites];
-    memset(st, 0, sizeof *st);
+    struct snap_phase_site *st = READER_APPEND(r, rows->sites, rows->nsites, rows->sites_cap);
+    if (st == NULL)
+        return CLI_ENOMEM;
     st->stack = SNAP_NO_STACK;
     int rc = reader_array(r, st, rd_site_field);
     if (rc == 0) {
@@ -110,10 +108,9 @@ static int rd_phase(struct reader *r, void *obj, size_t i)
 {
     struct snap_phases *p = obj;
     (void)i;
-    if (snapshot_vec_reserve((void **)&p->v, &p->cap, sizeof *p->v, p->n + 1))
-        return reader_nomem(r);
-    struct snap_phase *e = &p->v[p->n];
-    memset(e, 0, sizeof *e);
+    struct snap_phase *e = READER_APPEND(r, p->v, p->n, p->cap);
+    if (e == NULL)
+        return CLI_ENOMEM;
     int rc = reader_object(r, e, phase_fields, NFIELDS(phase_fields));
     if (rc != 0)
         return rc;
@@ -132,11 +129,9 @@ static int rd_span(struct reader *r, void *obj, size_t i)
 {
     struct snap_phases *p = obj;
     (void)i;
-    if (snapshot_vec_reserve((void **)&p->spans, &p->spans_cap, sizeof *p->spans,
-                             p->nspans + 1))
-        return reader_nomem(r);
-    struct snap_span *e = &p->spans[p->nspans];
-    memset(e, 0, sizeof *e);
+    struct snap_span *e = READER_APPEND(r, p->spans, p->nspans, p->spans_cap);
+    if (e == NULL)
+        return CLI_ENOMEM;
     int rc = json_enter_array(&r->c);
     if (rc != JSON_OK)
         return reader_bad_value(r, rc, "an array (one range row)");

@@ -131,9 +131,9 @@ static int rd_group(struct reader *r, void *obj, size_t i)
 {
     (void)i;
     struct snap_groups *g = obj;
-    if (snapshot_vec_reserve((void **)&g->v, &g->cap, sizeof *g->v, g->n + 1))
-        return reader_nomem(r);
-    struct snap_group *e = &g->v[g->n];
+    struct snap_group *e = READER_APPEND(r, g->v, g->n, g->cap);
+    if (e == NULL)
+        return CLI_ENOMEM;
     group_init(e);
     if (fast_group(r, e))
         goto done;
@@ -170,13 +170,12 @@ static int rd_cmdline_item(struct reader *r, void *obj, size_t i)
 {
     (void)i;
     struct snap_process *p = obj;
-    if (snapshot_vec_reserve((void **)&p->cmdline, &p->cmdline_cap,
-                             sizeof *p->cmdline, p->ncmdline + 1))
-        return reader_nomem(r);
-    const char *s;
-    int rc = reader_str(r, &s, false);
+    const char **s = READER_APPEND(r, p->cmdline, p->ncmdline, p->cmdline_cap);
+    if (s == NULL)
+        return CLI_ENOMEM;
+    int rc = reader_str(r, s, false);
     if (rc == 0)
-        p->cmdline[p->ncmdline++] = s;
+        p->ncmdline++;
     return rc;
 }
 
@@ -205,11 +204,9 @@ static int rd_limit(struct reader *r, void *obj, size_t i)
 {
     (void)i;
     struct snap_config *c = obj;
-    if (snapshot_vec_reserve((void **)&c->limits, &c->limits_cap, sizeof *c->limits,
-                             c->nlimits + 1))
-        return reader_nomem(r);
-    struct snap_limit *l = &c->limits[c->nlimits];
-    memset(l, 0, sizeof *l);
+    struct snap_limit *l = READER_APPEND(r, c->limits, c->nlimits, c->limits_cap);
+    if (l == NULL)
+        return CLI_ENOMEM;
     int rc = reader_object(r, l, limit_fields, NFIELDS(limit_fields));
     if (rc == 0)
         c->nlimits++;
@@ -272,11 +269,9 @@ static int rd_bucket(struct reader *r, void *obj, size_t i)
 {
     (void)i;
     struct snap_device *d = obj;
-    if (snapshot_vec_reserve((void **)&d->hist, &d->hist_cap, sizeof *d->hist,
-                             d->nhist + 1))
-        return reader_nomem(r);
-    struct snap_bucket *b = &d->hist[d->nhist];
-    memset(b, 0, sizeof *b);
+    struct snap_bucket *b = READER_APPEND(r, d->hist, d->nhist, d->hist_cap);
+    if (b == NULL)
+        return CLI_ENOMEM;
     int rc = reader_object(r, b, bucket_fields, NFIELDS(bucket_fields));
     if (rc == 0)
         d->nhist++;
@@ -294,11 +289,10 @@ static void kind_stats_init(struct snap_kind_stats *k)
 static int rd_device(struct reader *r, void *obj, size_t i)
 {
     struct snapshot *s = obj;
-    if (snapshot_vec_reserve((void **)&s->devices, &s->devices_cap,
-                             sizeof *s->devices, s->ndevices + 1))
-        return reader_nomem(r);
-    struct snap_device *d = &s->devices[s->ndevices++];
-    memset(d, 0, sizeof *d);
+    struct snap_device *d = READER_APPEND(r, s->devices, s->ndevices, s->devices_cap);
+    if (d == NULL)
+        return CLI_ENOMEM;
+    s->ndevices++;
     d->ordinal = (int64_t)i;
     d->total_bytes = d->free_bytes = d->limit_bytes = SNAP_UNKNOWN;
     d->peak_time_ns = SNAP_UNKNOWN_I64;
@@ -391,13 +385,12 @@ static int rd_dump_name(struct reader *r, void *obj, size_t i)
 {
     (void)i;
     struct snap_ooms *o = obj;
-    if (snapshot_vec_reserve((void **)&o->dumps, &o->dumps_cap, sizeof *o->dumps,
-                             o->ndumps + 1))
-        return reader_nomem(r);
-    const char *name;
-    int rc = reader_str(r, &name, false);
+    const char **name = READER_APPEND(r, o->dumps, o->ndumps, o->dumps_cap);
+    if (name == NULL)
+        return CLI_ENOMEM;
+    int rc = reader_str(r, name, false);
     if (rc == 0)
-        o->dumps[o->ndumps++] = name;
+        o->ndumps++;
     return rc;
 }
 
@@ -407,11 +400,9 @@ static int rd_attempt(struct reader *r, void *obj, size_t i)
 {
     (void)i;
     struct snap_ooms *o = obj;
-    if (snapshot_vec_reserve((void **)&o->attempts, &o->attempts_cap,
-                             sizeof *o->attempts, o->nattempts + 1))
-        return reader_nomem(r);
-    struct snap_attempt *a = &o->attempts[o->nattempts];
-    memset(a, 0, sizeof *a);
+    struct snap_attempt *a = READER_APPEND(r, o->attempts, o->nattempts, o->attempts_cap);
+    if (a == NULL)
+        return CLI_ENOMEM;
     int rc = reader_object(r, a, attempt_fields, NFIELDS(attempt_fields));
     if (rc == 0)
         o->nattempts++;

@@ -139,10 +139,9 @@ static uint32_t label_of(const struct snapctx *ctx, const struct snap_tgroup *g)
 static int rd_tgroup(struct reader *r, struct snap_tgroup **v, size_t *n, size_t *cap,
                      const struct field *fields, size_t nfields)
 {
-    if (snapshot_vec_reserve((void **)v, cap, sizeof **v, *n + 1))
-        return reader_nomem(r);
-    struct snap_tgroup *g = &(*v)[*n];
-    memset(g, 0, sizeof *g);
+    struct snap_tgroup *g = reader_append(r, (void **)v, *n, cap, sizeof **v);
+    if (g == NULL)
+        return CLI_ENOMEM;
     g->site = g->origin.forward_site = SNAP_NO_FRAME;
     g->bytes_per_step = g->steps = SNAP_UNKNOWN;
     g->first_step = g->last_step = SNAP_UNKNOWN_I64;
@@ -225,10 +224,10 @@ static int rd_series_line(struct reader *r, void *obj, size_t i)
 {
     (void)i;
     struct snap_series *s = obj;
-    if (snapshot_vec_reserve((void **)&s->lines, &s->lines_cap, sizeof *s->lines,
-                             s->nlines + 1))
-        return reader_nomem(r);
-    int rc = rd_pyframe(r, &s->lines[s->nlines], true);
+    uint32_t *line = READER_APPEND(r, s->lines, s->nlines, s->lines_cap);
+    if (line == NULL)
+        return CLI_ENOMEM;
+    int rc = rd_pyframe(r, line, true);
     if (rc == 0)
         s->nlines++;
     return rc;
@@ -252,10 +251,10 @@ static int rd_series_reading(struct reader *r, void *obj, size_t i)
 {
     (void)i;
     struct snap_series *s = obj;
-    if (snapshot_vec_reserve((void **)&s->v, &s->cap, sizeof *s->v, s->n + 1))
-        return reader_nomem(r);
-    struct snap_sreading *x = &s->v[s->n++];
-    memset(x, 0, sizeof *x);
+    struct snap_sreading *x = READER_APPEND(r, s->v, s->n, s->cap);
+    if (x == NULL)
+        return CLI_ENOMEM;
+    s->n++;
     x->step = x->time_ns = SNAP_UNKNOWN_I64;
     x->reserved_bytes = SNAP_UNKNOWN;
     return reader_object(r, x, reading_fields, NFIELDS(reading_fields));
