@@ -167,25 +167,16 @@ static int by_range(struct json_out *w, struct snapshot *s, const struct snap_ph
         json_out_end_object(w);
     }
     json_out_end_array(w);
-    json_out_key(w, "by_range_rest");
-    if (rows->n > shown) {
-        uint64_t peak = 0, peak_count = 0, now = 0, allocs = 0;
-        for (size_t i = shown; i < rows->n; i++) {
-            peak += v[i]->at_peak_bytes;
-            peak_count += v[i]->at_peak_count;
-            now += v[i]->bytes;
-            allocs += v[i]->allocs;
-        }
-        json_out_begin_object(w);
-        json_out_key(w, "ranges"); json_out_u64(w, rows->n - shown);
-        json_out_key(w, "at_peak_bytes"); json_out_u64(w, peak);
-        json_out_key(w, "at_peak_count"); json_out_u64(w, peak_count);
-        json_out_key(w, "bytes"); json_out_u64(w, now);
-        json_out_key(w, "allocs"); json_out_u64(w, allocs);
-        json_out_end_object(w);
-    } else {
-        json_out_null(w);
+    static const char *const rest_keys[] = {"ranges", "at_peak_bytes", "at_peak_count",
+                                            "bytes", "allocs"};
+    uint64_t rest[5] = {rows->n - shown, 0, 0, 0, 0};
+    for (size_t i = shown; i < rows->n; i++) {
+        rest[1] += v[i]->at_peak_bytes;
+        rest[2] += v[i]->at_peak_count;
+        rest[3] += v[i]->bytes;
+        rest[4] += v[i]->allocs;
     }
+    json_out_key_u64s(w, "by_range_rest", rows->n > shown, rest_keys, rest, 5);
     free(v);
     return 0;
 }
