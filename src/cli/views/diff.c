@@ -133,7 +133,7 @@ struct change {
     uint32_t site;
     uint64_t base, now;
     int64_t delta;
-    const char *mark; /* "NEW", "GONE" or "" */
+    bool in_a, in_b; /* held something in base, in new (else NEW or GONE) */
 };
 
 static const struct snapctx *sort_ctx;
@@ -202,7 +202,7 @@ static size_t visible_text(const struct snapctx *ctx, enum site_by by, uint32_t 
  * Returns how many rows, or -1 when out of memory. */
 static long merged_changes(const struct snapctx *ctx, enum site_by by,
                            const struct sites_sum *sa, const struct sites_sum *sb,
-                           struct change *ch, bool *in_a, bool *in_b)
+                           struct change *ch)
 {
     struct arena arena;
     struct hmap seen;
@@ -224,14 +224,13 @@ static long merged_changes(const struct snapctx *ctx, enum site_by by,
                 goto out;
             }
             if (row == (uint32_t)n) {
-                ch[n] = (struct change){id, 0, 0, 0, ""};
-                in_a[n] = in_b[n] = false;
+                ch[n] = (struct change){id, 0, 0, 0, false, false};
                 n++;
             }
             ch[row].base += sites_bytes(sa, id);
             ch[row].now += sites_bytes(sb, id);
-            in_a[row] = in_a[row] || sites_bytes(sa, id) || sites_count(sa, id);
-            in_b[row] = in_b[row] || sites_bytes(sb, id) || sites_count(sb, id);
+            ch[row].in_a = ch[row].in_a || sites_bytes(sa, id) || sites_count(sa, id);
+            ch[row].in_b = ch[row].in_b || sites_bytes(sb, id) || sites_count(sb, id);
         }
     }
 out:
@@ -246,12 +245,9 @@ static int print_changes(FILE *f, const struct snapctx *ctx, enum site_by by,
 {
     size_t cap = sa->ntouched + sb->ntouched + 1;
     struct change *ch = malloc(cap * sizeof *ch);
-    bool *in_a = malloc(cap * sizeof *in_a), *in_b = malloc(cap * sizeof *in_b);
-    long rows = ch && in_a && in_b ? merged_changes(ctx, by, sa, sb, ch, in_a, in_b) : -1;
+    long rows = ch != NULL ? merged_changes(ctx, by, sa, sb, ch) : -1;
     if (rows < 0) {
         free(ch);
-        free(in_a);
-        free(in_b);
         return -1;
     }
     size_t n = 0, unchanged = 0;
@@ -261,15 +257,8 @@ static int print_changes(FILE *f, const struct snapctx *ctx, enum site_by by,
             continue;
         }
         ch[i].delta = out_delta(ch[i].base, ch[i].now);
-        in_a[n] = in_a[i];
-        in_b[n] = in_b[i];
         ch[n++] = ch[i];
     }
-    /* The marks travel with their rows through the sort. */
-    for (size_t i = 0; i < n; i++)
-        ch[i].mark = !in_a[i] ? "NEW" : !in_b[i] ? "GONE" : "";
-    free(in_a);
-    free(in_b);
     sort_ctx = ctx;
     sort_by = by;
     if (n > 1)
@@ -287,7 +276,8 @@ static int print_changes(FILE *f, const struct snapctx *ctx, enum site_by by,
         }
         char x[OUT_NUM], y[OUT_NUM], c[OUT_NUM], via[512];
         out_table_row(&t, out_bytes(ch[i].base, x), out_bytes(ch[i].now, y),
-                  out_sbytes(ch[i].delta, c), ch[i].mark, site->display);
+                  out_sbytes(ch[i].delta, c), !ch[i].in_a ? "NEW" : !ch[i].in_b ? "GONE" : "",
+                  site->display);
         if (by == BY_STACK) {
             frames_callers(site->snap, site->stack, 3, via, sizeof via);
             if (via[0])
