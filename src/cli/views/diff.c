@@ -314,28 +314,26 @@ static int print_sites_section(FILE *f, struct snapshot *a, struct snapshot *b,
         static const char *const by_name[] = {"stack", "function", "module"};
         fputc('\n', f);
         char head[256];
-        if (live && segs) {
+        if (live && segs)
             snprintf(head, sizeof head, "Live cached segments, by the line that created them: "
                      "%s -> %s", out_bytes(sa.total_bytes, x), out_bytes(sb.total_bytes, y));
-            fputs(out_color(OUT_BOLD), f);
-            out_wrap(f, "", "  ", head);
-            fputs(out_color(OUT_RESET), f);
-        } else if (live)
-            fprintf(f, "%sLive when the snapshots were taken (at exit: leaks): %s -> %s%s\n",
-                    out_color(OUT_BOLD),
-                    out_bytes(sa.total_bytes, x), out_bytes(sb.total_bytes, y),
-                    out_color(OUT_RESET));
-        else if (segs) {
+        else if (live)
+            snprintf(head, sizeof head, "Live when the snapshots were taken (at exit: leaks): "
+                     "%s -> %s", out_bytes(sa.total_bytes, x), out_bytes(sb.total_bytes, y));
+        else if (segs)
             snprintf(head, sizeof head, "Cached segments at peak, by the line that created "
                      "them%s%s%s, largest change first", by == BY_STACK ? "" : " (by ",
                      by == BY_STACK ? "" : by_name[by], by == BY_STACK ? "" : ")");
+        else
+            snprintf(head, sizeof head, "Call sites at peak, by %s, largest change first",
+                     by_name[by]);
+        if (segs) { /* long enough to wrap; the others stay one line */
             fputs(out_color(OUT_BOLD), f);
             out_wrap(f, "", "  ", head);
             fputs(out_color(OUT_RESET), f);
+        } else {
+            fprintf(f, "%s%s%s\n", out_color(OUT_BOLD), head, out_color(OUT_RESET));
         }
-        else
-            fprintf(f, "%sCall sites at peak, by %s, largest change first%s\n",
-                    out_color(OUT_BOLD), by_name[by], out_color(OUT_RESET));
         rc = print_changes(f, a->ctx, by, &sa, &sb, top);
     }
     sites_free(&sa);
