@@ -325,8 +325,8 @@ struct record_site_view {
 
 struct record_view {
     struct record_pool_view pools[RECORD_POOLS];
-    /* One per (stack, pool, kind), the phases' sites added up: what the
-     * live, at_peak and churn groups list. */
+    /* One per (stack, pool, kind), in stack id order, the phases' sites
+     * added up: what the live, at_peak and churn groups list. */
     struct record_site_view *sites;
     size_t nsites;
     /* Every site with its phase, when some site has one (else NULL, 0):

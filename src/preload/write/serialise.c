@@ -142,22 +142,11 @@ struct site_key {
 
 enum order_by { BY_CURRENT, BY_AT_PEAK, BY_MARK_AT_PEAK, BY_ALLOCS };
 
-/* Ties of figure and id (one stack's sites of two kinds) keep the sites'
- * order: the radix sort below is stable, and this is its fallback. */
-static int by_figure(const void *a, const void *b)
-{
-    const struct site_key *x = a, *y = b;
-    if (x->by != y->by)
-        return x->by > y->by ? -1 : 1;
-    if (x->id != y->id)
-        return x->id < y->id ? -1 : 1;
-    return x->at < y->at ? -1 : x->at > y->at;
-}
-
 /* Sorts keys[0..n), already in id order, by figure, largest first, keeping
- * the id order among equals: a stable LSD radix sort of the complemented
- * figure, one pass per byte in which the figures differ (a 100k-site dump
- * spent ~140 M instructions in qsort's three sorts).  tmp: room for n. */
+ * the id order among equals (and, for one stack's sites of two kinds, the
+ * sites' order): a stable LSD radix sort of the complemented figure, one
+ * pass per byte in which the figures differ (a 100k-site dump spent ~140 M
+ * instructions in qsort's three sorts).  tmp: room for n. */
 static void radix_by_figure(struct site_key *keys, struct site_key *tmp, size_t n)
 {
     /* the bytes in which some figures differ; only they are passes */
@@ -198,12 +187,12 @@ static void radix_by_figure(struct site_key *keys, struct site_key *tmp, size_t 
 
 /* Fills keys[0..n) with the sites of `pool` in the order `by`; returns n.
  * keys has room for twice every site (the caller's scratch; the second
- * half is the sort's). */
+ * half is the sort's).  The view lists the sites stack by stack in id
+ * order (record_view_take walks the stacks by id), so keys start in it. */
 static size_t order_sites(const struct record_view *v, uint32_t pool, enum order_by by,
                           struct site_key *keys)
 {
     size_t n = 0;
-    bool in_id_order = true;
     for (size_t i = 0; i < v->nsites; i++) {
         const struct record_site_view *s = &v->sites[i];
         if (s->pool != pool)
@@ -214,14 +203,10 @@ static size_t order_sites(const struct record_view *v, uint32_t pool, enum order
                                          : s->mark_at_peak;
         keys[n].id = s->stack->id;
         keys[n].at = (uint32_t)i;
-        if (n > 0 && keys[n].id < keys[n - 1].id)
-            in_id_order = false;
         n++;
     }
-    if (n > 1 && in_id_order)
+    if (n > 1)
         radix_by_figure(keys, keys + v->nsites, n);
-    else
-        qsort(keys, n, sizeof *keys, by_figure);
     return n;
 }
 
