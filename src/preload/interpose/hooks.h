@@ -53,15 +53,10 @@ static inline void hooks_word_set(uint64_t w)
 {
     __atomic_store_n(&hooks_thread.word, w, __ATOMIC_RELAXED);
 }
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* Little-endian: CUDA runs on no other CPU (stream.c) */
 #define HOOKS_WORD(depth, layer, busy, known) \
     ((uint64_t)(uint32_t)(depth) | (uint64_t)(layer) << 32 | (uint64_t)(busy) << 40 | \
      (uint64_t)(known) << 48)
-#else
-#define HOOKS_WORD(depth, layer, busy, known) \
-    ((uint64_t)(uint32_t)(depth) << 32 | (uint64_t)(layer) << 24 | (uint64_t)(busy) << 16 | \
-     (uint64_t)(known) << 8)
-#endif
 
 extern int hooks_ready;          /* set once initialisation finished */
 extern int hooks_touched;        /* the process called a wrapper */
@@ -206,11 +201,7 @@ void hooks_context_remove_overflow(CUcontext ctx, struct record_owned **v, size_
  * handler's new one (call_state.c, "Signal handlers"). */
 enum { HOOKS_LAYER_NONE, HOOKS_LAYER_RUNTIME, HOOKS_LAYER_DRIVER };
 /* hooks_guard as a 16-bit word: `layer` and `busy`; IDLE: not busy */
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define HOOKS_GUARD_WORD(layer, busy) ((uint16_t)((layer) | (busy) << 8))
-#else
-#define HOOKS_GUARD_WORD(layer, busy) ((uint16_t)((layer) << 8 | (busy)))
-#endif
 #define HOOKS_GUARD_IDLE(layer) HOOKS_GUARD_WORD(layer, 0)
 _Static_assert(sizeof(struct hooks_guard) == 2, "hooks_guard is one 16-bit word");
 #define hooks_guard (hooks_thread.guard)

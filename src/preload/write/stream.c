@@ -42,7 +42,6 @@
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -225,48 +224,22 @@ static char *checkpoint(size_t *len, struct record_rows *ev)
 }
 
 /* Event rows as 32 little-endian bytes each (docs/stream-format.md):
- * t_ns i64, delta i64, current u64, stack u32, pool i16, kind u8, 0. */
+ * t_ns i64, delta i64, current u64, stack u32, pool i16, kind u8, 0.  The
+ * row in memory is the row on disk (byte 31, the padding, is not read): no
+ * second copy.  CUDA runs on little-endian CPUs only (x86-64, aarch64,
+ * ppc64le), so the library never meets another byte order. */
 #define ROW 32
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ &&
+                   sizeof(struct record_event) == ROW &&
+                   offsetof(struct record_event, delta) == 8 &&
+                   offsetof(struct record_event, current) == 16 &&
+                   offsetof(struct record_event, stack) == 24 &&
+                   offsetof(struct record_event, pool) == 28 &&
+                   offsetof(struct record_event, kind) == 30,
+               "struct record_event is the stream's row");
 static int append_chunk(int to, const struct record_rows *ev)
 {
-    if (ev->nrows == 0)
-        return 0;
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    /* the row in memory is the row on disk (byte 31, the padding, is not
-     * read): no second copy */
-    _Static_assert(sizeof(struct record_event) == ROW && offsetof(struct record_event, delta) == 8 &&
-                       offsetof(struct record_event, current) == 16 &&
-                       offsetof(struct record_event, stack) == 24 &&
-                       offsetof(struct record_event, pool) == 28 &&
-                       offsetof(struct record_event, kind) == 30,
-                   "struct record_event is the stream's row");
-    return append(to, 'E', ev->rows, ev->nrows * ROW);
-#else
-    static unsigned char *b; /* kept: a fresh one page-faults every time */
-    static size_t cap;
-    if (ev->nrows * ROW > cap) {
-        unsigned char *g = realloc(b, ev->nrows * ROW);
-        if (g == NULL)
-            return -1;
-        b = g;
-        cap = ev->nrows * ROW;
-    }
-    for (size_t i = 0; i < ev->nrows; i++) {
-        const struct record_event *e = &ev->rows[i];
-        unsigned char *o = b + i * ROW;
-        uint64_t f[3] = {(uint64_t)e->t_ns, (uint64_t)e->delta, e->current};
-        for (int k = 0; k < 3; k++)
-            for (int j = 0; j < 8; j++)
-                o[k * 8 + j] = (unsigned char)(f[k] >> (8 * j));
-        for (int j = 0; j < 4; j++)
-            o[24 + j] = (unsigned char)(e->stack >> (8 * j));
-        o[28] = (unsigned char)((uint16_t)e->pool & 0xFF);
-        o[29] = (unsigned char)((uint16_t)e->pool >> 8);
-        o[30] = e->kind;
-        o[31] = 0;
-    }
-    return append(to, 'E', b, ev->nrows * ROW);
-#endif
+    return ev->nrows == 0 ? 0 : append(to, 'E', ev->rows, ev->nrows * ROW);
 }
 
 /* The checkpoint's rows, a record a chunk (the reader joins them). */
