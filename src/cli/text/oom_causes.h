@@ -1,6 +1,6 @@
 /* oom_causes.h - each out-of-memory cause's words and traits as one row:
- * the `cause:` line (oom_text_cause), what to do (advice), the sentence in
- * the caching allocator's terms (report_allocator_sentence) and the facts
+ * the `cause:` line (oom_causes_line), what to do (advice), the sentence in
+ * the caching allocator's terms (oom_causes_allocator) and the facts
  * the views branch on.  A new cause is a row in oom_causes.c (the build
  * makes format.h's FORMAT_CAUSES from the rows) and the code that decides
  * it; the dispatchers read the row and name no cause.
