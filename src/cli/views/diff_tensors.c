@@ -45,12 +45,11 @@ static void add_allocator(struct side *sd, const struct snap_allocator *a)
 static void gather(struct side *sd, const struct snapshot *s)
 {
     memset(sd, 0, sizeof *sd);
+    moment_of(s, sd->when, sizeof sd->when);
     if (s->oom.present && s->oom.allocator.present && s->oom.allocator.has_top) {
-        moment_of(s, sd->when, sizeof sd->when);
         add_allocator(sd, &s->oom.allocator);
         return;
     }
-    moment_of(s, sd->when, sizeof sd->when);
     for (size_t i = 0; i < s->ndevices; i++)
         add_allocator(sd, &s->devices[i].allocator);
 }
