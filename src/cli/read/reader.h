@@ -67,7 +67,9 @@ enum ftype {
     F_RAWN, /* a string or null, left in the buffer (valid during the read) */
     F_FN,
     F_ARRAY, /* an array: `each` reads each element into the object */
-    F_LIST /* as F_ARRAY, or null */
+    F_LIST, /* as F_ARRAY, or null */
+    F_OBJECT, /* an object: `sub`, the member's table, reads it */
+    F_OPTIONAL /* as F_OBJECT, or null: the member's first field, present, says which */
 };
 
 struct field {
@@ -76,9 +78,11 @@ struct field {
     size_t off;
     int (*fn)(struct reader *r, void *obj);
     int (*each)(struct reader *r, void *obj, size_t i);
+    const struct field *sub;
+    size_t nsub;
 };
 
-#define FIELD_FN(key, fn) {key, F_FN, 0, fn, NULL} /* fn gets obj + off */
+#define FIELD_FN(key, rd) {.name = key, .type = F_FN, .fn = rd} /* rd gets obj + off */
 #define NFIELDS(t) (sizeof(t) / sizeof((t)[0]))
 
 /* A row of a schema table (snapshot.h's SNAP_*_SCHEMA) as a field of the
@@ -91,9 +95,11 @@ struct field {
          _Static_assert(_Generic(((struct st *)0)->member, ctype: 1, default: 0),         \
                         "struct " #st "." #member " is not " #ctype ", as its row says"); \
          int ok; }))
-#define SCHEMA_AS(st, key, member, ftype, ctype) {#key, ftype, SCHEMA_OFF(st, member, ctype), NULL, NULL},
+#define SCHEMA_AS(st, key, member, ftype, ctype) \
+    {.name = #key, .type = ftype, .off = SCHEMA_OFF(st, member, ctype)},
 /* a nested value of a shape read alike wherever it is: fn gets the member */
-#define SCHEMA_NESTED(st, key, member, ctype, fn) {#key, F_FN, SCHEMA_OFF(st, member, ctype), fn, NULL},
+#define SCHEMA_NESTED(st, key, member, ctype, rd) \
+    {.name = #key, .type = F_FN, .off = SCHEMA_OFF(st, member, ctype), .fn = rd},
 #define SCHEMA_FIELD_GROUPS(st, key, member) \
     SCHEMA_NESTED(st, key, member, struct snap_groups, rd_groups)
 #define SCHEMA_FIELD_PHASE_ROWS(st, key, member) \
@@ -118,8 +124,18 @@ struct field {
 #define SCHEMA_FIELD_STRN(st, key, member) SCHEMA_AS(st, key, member, F_STRN, const char *)
 #define SCHEMA_FIELD_RAWN(st, key, member) SCHEMA_AS(st, key, member, F_RAWN, const char *)
 #define SCHEMA_FIELD_FN(st, key, fn) FIELD_FN(#key, fn),
-#define SCHEMA_FIELD_ARRAY(st, key, each) {#key, F_ARRAY, 0, NULL, each},
-#define SCHEMA_FIELD_LIST(st, key, each) {#key, F_LIST, 0, NULL, each},
+#define SCHEMA_FIELD_ARRAY(st, key, rd) {.name = #key, .type = F_ARRAY, .each = rd},
+#define SCHEMA_FIELD_LIST(st, key, rd) {.name = #key, .type = F_LIST, .each = rd},
+/* a member read by the table named after it, member##_fields */
+#define SCHEMA_FIELD_OBJECT(st, key, member)                                \
+    {.name = #key, .type = F_OBJECT, .off = offsetof(struct st, member), \
+     .sub = member##_fields, .nsub = NFIELDS(member##_fields)},
+#define SCHEMA_FIELD_OPTIONAL(st, key, member)                                                \
+    {.name = #key, .type = F_OPTIONAL, .off = SCHEMA_OFF(st, member.present, bool),         \
+     .sub = member##_fields, .nsub = NFIELDS(member##_fields) + 0 * sizeof(struct {         \
+         _Static_assert(offsetof(struct st, member.present) == offsetof(struct st, member), \
+                        "struct " #st "." #member " does not start with its present");     \
+         int ok; })},
 #define SCHEMA_FIELD_SKIP(st, key, none)
 
 

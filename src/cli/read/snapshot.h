@@ -38,8 +38,9 @@ static inline bool snap_known(uint64_t v)
  * The readers read `key` into `member` as `type` (reader.h's F_*; GROUPS,
  * PHASE_ROWS: call-site groups, by_phase rows; FN: another nested value,
  * `member` names its reader; ARRAY, LIST: an array (LIST: or null),
- * `member` names the reader of an element; SKIP: written for others,
- * passed over);
+ * `member` names the reader of an element; OBJECT, OPTIONAL: an object
+ * (OPTIONAL: or null, the member's present says which) read by the table
+ * member##_fields; SKIP: written for others, passed over);
  * `report --json` prints the rows whose `json` is 1, 2, 3 in runs of
  * that number, its own keys between them.  The build refuses a member whose
  * C type is not its row's; tests/e2e/test_schema.py holds the writer and
@@ -573,12 +574,12 @@ struct snap_device {
     X(snap_device, peak_time_ns, peak_time_ns, I64N, 1)                      \
     X(snap_device, peak_phase, peak_phase, I64N, 0)                          \
     X(snap_device, by_kind, rd_by_kind, FN, 0)                               \
-    X(snap_device, vmm, rd_vmm, FN, 0)                                       \
+    X(snap_device, vmm, vmm, OPTIONAL, 0)                                    \
     X(snap_device, live, live, GROUPS, 0)                                    \
     X(snap_device, at_peak, at_peak, GROUPS, 0)                              \
     X(snap_device, churn, churn, GROUPS, 0)                                  \
     X(snap_device, histogram, rd_bucket, LIST, 0)                            \
-    X(snap_device, fragmentation, rd_frag, FN, 0)                            \
+    X(snap_device, fragmentation, frag, OPTIONAL, 0)                         \
     X(snap_device, allocator, snapshot_read_device_allocator, FN, 0)         \
     X(snap_device, allocator_segments, snapshot_read_device_segments, FN, 0) \
     X(snap_device, by_phase, by_phase, PHASE_ROWS, 0)                        \
@@ -811,11 +812,11 @@ struct snapshot {
     X(snapshot, reason, reason, STRN, 1)                                   \
     X(snapshot, signal, signal, STRN, 0)                                   \
     X(snapshot, sequence, sequence, I64N, 1)                               \
-    X(snapshot, process, rd_process, FN, 0)                                \
-    X(snapshot, allocator_refresh, rd_refresh, FN, 0)                      \
-    X(snapshot, config, rd_config, FN, 0)                                  \
+    X(snapshot, process, process, OBJECT, 0)                               \
+    X(snapshot, allocator_refresh, refresh, OPTIONAL, 0)                   \
+    X(snapshot, config, config, OBJECT, 0)                                 \
     X(snapshot, devices, rd_device, LIST, 0)                               \
-    X(snapshot, host_pinned, rd_host, FN, 0)                               \
+    X(snapshot, host_pinned, host, OPTIONAL, 0)                            \
     X(snapshot, counters, rd_counters, FN, 0)                              \
     X(snapshot, oom, rd_oom, FN, 0)                                        \
     X(snapshot, ooms, rd_ooms, FN, 0)                                      \

@@ -181,22 +181,7 @@ static int rd_cmdline_item(struct reader *r, void *obj, size_t i)
 
 static const struct field process_fields[] = {SNAP_PROCESS_SCHEMA(SCHEMA_FIELD)};
 
-static int rd_process(struct reader *r, void *obj)
-{
-    struct snapshot *s = obj;
-    return reader_object(r, &s->process, process_fields, NFIELDS(process_fields));
-}
-
 static const struct field refresh_fields[] = {SNAP_REFRESH_SCHEMA(SCHEMA_FIELD)};
-
-static int rd_refresh(struct reader *r, void *obj)
-{
-    struct snapshot *s = obj;
-    if (reader_take_null(r))
-        return 0;
-    s->refresh.present = true;
-    return reader_object(r, &s->refresh, refresh_fields, NFIELDS(refresh_fields));
-}
 
 static const struct field limit_fields[] = {SNAP_LIMIT_SCHEMA(SCHEMA_FIELD)};
 
@@ -215,26 +200,16 @@ static int rd_limit(struct reader *r, void *obj, size_t i)
 
 static const struct field config_fields[] = {SNAP_CONFIG_SCHEMA(SCHEMA_FIELD)};
 
-static int rd_config(struct reader *r, void *obj)
-{
-    struct snapshot *s = obj;
-    return reader_object(r, &s->config, config_fields, NFIELDS(config_fields));
-}
-
 /* ---- devices ---- */
 
 static const struct field kind_fields[] = {SNAP_KIND_STATS_SCHEMA(SCHEMA_FIELD)};
 
-/* One kind's record; the field's offset picks the kind in by_kind[]. */
-static int rd_kind_stats(struct reader *r, void *obj)
-{
-    return reader_object(r, obj, kind_fields, NFIELDS(kind_fields));
-}
-
-/* The by_kind keys: format.h's kinds counted on a device. */
-#define BY_KIND_FIELD(sym, name, dev, ctx, placed, phrase)                                       \
-    FORMAT_IF_ON_DEVICE(dev, {name, F_FN, KIND_##sym * sizeof(struct snap_kind_stats), \
-                              rd_kind_stats, NULL},)
+/* The by_kind keys: format.h's kinds counted on a device, each a kind's
+ * record at its place in by_kind[]. */
+#define BY_KIND_FIELD(sym, key, dev, ctx, placed, phrase)                                  \
+    FORMAT_IF_ON_DEVICE(dev, {.name = key, .type = F_OBJECT,                              \
+                              .off = KIND_##sym * sizeof(struct snap_kind_stats),          \
+                              .sub = kind_fields, .nsub = NFIELDS(kind_fields)},)
 static const struct field by_kind_fields[] = {FORMAT_KINDS(BY_KIND_FIELD)};
 #undef BY_KIND_FIELD
 
@@ -247,21 +222,7 @@ static int rd_by_kind(struct reader *r, void *obj)
 
 static const struct field vmm_fields[] = {SNAP_VMM_SCHEMA(SCHEMA_FIELD)};
 
-static int rd_vmm(struct reader *r, void *obj)
-{
-    struct snap_device *d = obj;
-    return reader_optional_object(r, &d->vmm, &d->vmm.present, vmm_fields,
-                              NFIELDS(vmm_fields));
-}
-
 static const struct field frag_fields[] = {SNAP_FRAG_SCHEMA(SCHEMA_FIELD)};
-
-static int rd_frag(struct reader *r, void *obj)
-{
-    struct snap_device *d = obj;
-    return reader_optional_object(r, &d->frag, &d->frag.present, frag_fields,
-                              NFIELDS(frag_fields));
-}
 
 static const struct field bucket_fields[] = {SNAP_BUCKET_SCHEMA(SCHEMA_FIELD)};
 
@@ -309,13 +270,6 @@ static const struct field host_fields[] = {
     SNAP_KIND_STATS_SCHEMA(HOST_STATS_FIELD) SNAP_HOST_SCHEMA(SCHEMA_FIELD)};
 #undef HOST_STATS_FIELD
 
-static int rd_host(struct reader *r, void *obj)
-{
-    struct snapshot *s = obj;
-    return reader_optional_object(r, &s->host, &s->host.present, host_fields,
-                              NFIELDS(host_fields));
-}
-
 static const struct field counter_fields[] = {
     SNAP_COUNTERS_SCHEMA(SCHEMA_FIELD)};
 
@@ -353,8 +307,8 @@ static int rd_oom_cause(struct reader *r, void *obj)
     return 0;
 }
 
-#define OOM_KIND_FIELD(sym, name, dev, ctx, placed, phrase) \
-    FORMAT_IF_ON_DEVICE(dev, {name, F_U64, KIND_##sym * sizeof(uint64_t), NULL, NULL},)
+#define OOM_KIND_FIELD(sym, key, dev, ctx, placed, phrase) \
+    FORMAT_IF_ON_DEVICE(dev, {.name = key, .type = F_U64, .off = KIND_##sym * sizeof(uint64_t)},)
 static const struct field oom_kind_fields[] = {FORMAT_KINDS(OOM_KIND_FIELD)};
 #undef OOM_KIND_FIELD
 

@@ -33,6 +33,8 @@ struct row {
 #define ROW_FN ROW_NONE
 #define ROW_ARRAY ROW_NONE
 #define ROW_LIST ROW_NONE
+#define ROW_OBJECT ROW_NONE
+#define ROW_OPTIONAL ROW_NONE
 #define ROW_SKIP ROW_NONE
 #define ROW_RAWN ROW_NONE
 #define ROW_GROUPS ROW_NONE
