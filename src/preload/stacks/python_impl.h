@@ -76,6 +76,12 @@ struct code_id {
     uint64_t shape; /* ob_size << 32 | co_firstlineno */
 };
 
+static inline bool py_same_id(const struct code_id *a, const struct code_id *b)
+{
+    return a->file == b->file && a->name == b->name && a->lines == b->lines &&
+           a->shape == b->shape;
+}
+
 /* How py_index_frames and py_lasti_intern read a frame they have not seen. */
 enum py_how {
     PY_LINES,     /* up to 3.10: raw frames carry lines; GIL held, API names */

@@ -76,8 +76,13 @@ static struct frame_entry *chunks[FRAME_CHUNKS];
 static uint32_t nframes = MARKER_COUNT; /* next index */
 static struct frame_slot *fslots;
 static size_t fcap, fused;
-static struct code_entry **cslots;
-static size_t ccap, cused;
+
+/* An open-addressed table of entries, at most half full; `hash` places one. */
+struct entry_table {
+    struct code_entry **slots;
+    size_t cap, used;
+    size_t (*hash)(const struct code_entry *);
+};
 
 static size_t hash_ptr(const void *p, int64_t key)
 {
@@ -86,44 +91,59 @@ static size_t hash_ptr(const void *p, int64_t key)
     return (size_t)(h ^ (h >> 29));
 }
 
-/* The slot of code's entry, or NULL. */
-static struct code_entry **code_find(py_object *code)
+/* Puts c in t, grown first when needed; false when out of memory. */
+static bool table_put(struct entry_table *t, struct code_entry *c)
 {
-    if (ccap == 0)
-        return NULL;
-    for (size_t i = hash_ptr(code, 0) & (ccap - 1);; i = (i + 1) & (ccap - 1)) {
-        if (cslots[i] == NULL)
-            return NULL;
-        if (cslots[i]->code == code)
-            return &cslots[i];
-    }
-}
-
-static bool code_put(struct code_entry *c)
-{
-    if (2 * (cused + 1) > ccap) {
-        size_t ncap = ccap ? 2 * ccap : 256;
+    if (2 * (t->used + 1) > t->cap) {
+        size_t ncap = t->cap ? 2 * t->cap : 256;
         struct code_entry **n = calloc(ncap, sizeof *n);
         if (n == NULL)
             return false;
-        for (size_t j = 0; j < ccap; j++) {
-            if (cslots[j] == NULL)
+        for (size_t j = 0; j < t->cap; j++) {
+            if (t->slots[j] == NULL)
                 continue;
-            size_t i = hash_ptr(cslots[j]->code, 0) & (ncap - 1);
+            size_t i = t->hash(t->slots[j]) & (ncap - 1);
             while (n[i] != NULL)
                 i = (i + 1) & (ncap - 1);
-            n[i] = cslots[j];
+            n[i] = t->slots[j];
         }
-        free(cslots);
-        cslots = n;
-        ccap = ncap;
+        free(t->slots);
+        t->slots = n;
+        t->cap = ncap;
     }
-    size_t i = hash_ptr(c->code, 0) & (ccap - 1);
-    while (cslots[i] != NULL)
-        i = (i + 1) & (ccap - 1);
-    cslots[i] = c;
-    cused++;
+    size_t i = t->hash(c) & (t->cap - 1);
+    while (t->slots[i] != NULL)
+        i = (i + 1) & (t->cap - 1);
+    t->slots[i] = c;
+    t->used++;
     return true;
+}
+
+static void entry_free(struct code_entry *c)
+{
+    free(c->file);
+    free(c->function);
+    free(c);
+}
+
+static size_t code_hash(const struct code_entry *c)
+{
+    return hash_ptr(c->code, 0);
+}
+
+static struct entry_table codes = {.hash = code_hash};
+
+/* The slot of code's entry, or NULL. */
+static struct code_entry **code_find(py_object *code)
+{
+    if (codes.cap == 0)
+        return NULL;
+    for (size_t i = hash_ptr(code, 0) & (codes.cap - 1);; i = (i + 1) & (codes.cap - 1)) {
+        if (codes.slots[i] == NULL)
+            return NULL;
+        if (codes.slots[i]->code == code)
+            return &codes.slots[i];
+    }
 }
 
 /* A UTF-8 copy of a str attribute of `o`, "?" when it has none. */
@@ -144,12 +164,6 @@ static char *field_copy(py_object *code, enum py_code_field which, bool safe)
     const void *s = py_code_field(code, which, safe);
     char *copy = s != NULL ? py_read_str(s, safe) : NULL;
     return copy != NULL ? copy : strdup("?");
-}
-
-static bool same_id(const struct code_id *a, const struct code_id *b)
-{
-    return a->file == b->file && a->name == b->name && a->lines == b->lines &&
-           a->shape == b->shape;
 }
 
 /* A new entry for `code`, in its slot `at` when one is there (a dead code
@@ -173,10 +187,8 @@ static struct code_entry *code_new(py_object *code, struct code_entry **at, bool
         c->file = field_copy(code, CODE_FILE, safe);
         c->function = field_copy(code, CODE_QUALNAME, safe);
     }
-    if (c->file == NULL || c->function == NULL || (at == NULL && !code_put(c))) {
-        free(c->file);
-        free(c->function);
-        free(c);
+    if (c->file == NULL || c->function == NULL || (at == NULL && !table_put(&codes, c))) {
+        entry_free(c);
         return NULL;
     }
     if (at != NULL)
@@ -201,7 +213,7 @@ static const struct code_entry *code_intern(py_object *code, bool gil, bool safe
     struct code_id now;
     if (gil && !py_code_id(code, &now, false))
         return code_new(code, at, true, false, NULL);
-    if (!same_id(&c->id, gil ? &now : id))
+    if (!py_same_id(&c->id, gil ? &now : id))
         return code_new(code, at, gil, safe, id);
     if (gil) { /* the same code object, alive: hold it from now on */
         pyapi.incref(code);
@@ -331,11 +343,6 @@ enum python_frame_kind python_frame_decode(const void *frame,
     return PYTHON_FRAME_PYTHON;
 }
 
-/* String-keyed entries: (file, function) -> code_entry, whose address
- * then stands for a code object in the (code, line) slots. */
-static struct code_entry **sslots;
-static size_t scap, sused;
-
 static size_t hash_names(const char *file, size_t flen, const char *fn, size_t fnlen)
 {
     uint64_t h = 0xcbf29ce484222325ull;
@@ -346,6 +353,15 @@ static size_t hash_names(const char *file, size_t flen, const char *fn, size_t f
         h = (h ^ (unsigned char)fn[i]) * 0x100000001b3ull;
     return (size_t)(h ^ (h >> 29));
 }
+
+static size_t names_hash(const struct code_entry *c)
+{
+    return hash_names(c->file, strlen(c->file), c->function, strlen(c->function));
+}
+
+/* String-keyed entries: (file, function) -> code_entry, whose address
+ * then stands for a code object in the (code, line) slots. */
+static struct entry_table names = {.hash = names_hash};
 
 static bool names_equal(const struct code_entry *c, const char *file, size_t flen,
                         const char *fn, size_t fnlen)
@@ -359,46 +375,21 @@ static const struct code_entry *names_intern(const char *file, size_t flen,
                                              const char *fn, size_t fnlen)
 {
     size_t h = hash_names(file, flen, fn, fnlen);
-    if (scap != 0)
-        for (size_t i = h & (scap - 1); sslots[i] != NULL; i = (i + 1) & (scap - 1))
-            if (names_equal(sslots[i], file, flen, fn, fnlen))
-                return sslots[i];
-    if (2 * (sused + 1) > scap) {
-        size_t ncap = scap ? 2 * scap : 256;
-        struct code_entry **n = calloc(ncap, sizeof *n);
-        if (n == NULL)
-            return NULL;
-        for (size_t j = 0; j < scap; j++) {
-            if (sslots[j] == NULL)
-                continue;
-            size_t i = hash_names(sslots[j]->file, strlen(sslots[j]->file),
-                                  sslots[j]->function, strlen(sslots[j]->function)) &
-                       (ncap - 1);
-            while (n[i] != NULL)
-                i = (i + 1) & (ncap - 1);
-            n[i] = sslots[j];
-        }
-        free(sslots);
-        sslots = n;
-        scap = ncap;
-    }
+    if (names.cap != 0)
+        for (size_t i = h & (names.cap - 1); names.slots[i] != NULL;
+             i = (i + 1) & (names.cap - 1))
+            if (names_equal(names.slots[i], file, flen, fn, fnlen))
+                return names.slots[i];
     struct code_entry *c = malloc(sizeof *c);
     if (c == NULL)
         return NULL;
     *c = (struct code_entry){.code = NULL};
     c->file = strndup(file, flen);
     c->function = strndup(fn, fnlen);
-    if (c->file == NULL || c->function == NULL) {
-        free(c->file);
-        free(c->function);
-        free(c);
+    if (c->file == NULL || c->function == NULL || !table_put(&names, c)) {
+        entry_free(c);
         return NULL;
     }
-    size_t i = h & (scap - 1);
-    while (sslots[i] != NULL)
-        i = (i + 1) & (scap - 1);
-    sslots[i] = c;
-    sused++;
     return c;
 }
 

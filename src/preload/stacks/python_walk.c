@@ -424,9 +424,7 @@ static inline __attribute__((always_inline)) bool still_same(const struct last_f
         return true;
     struct code_id now;
     if (safe)
-        return py_code_id(e->code, &now, true) && now.file == e->id.file &&
-               now.name == e->id.name && now.lines == e->id.lines &&
-               now.shape == e->id.shape;
+        return py_code_id(e->code, &now, true) && py_same_id(&now, &e->id);
     /* co_qualname's and co_linetable's objects only: each belongs to one
      * code object (the table checks the rest when it makes the entry), so
      * a code object that took a dead one's address has other ones */
