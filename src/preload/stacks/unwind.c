@@ -233,8 +233,6 @@ unsigned unwind_capture(void **frames, unsigned max, const void *from)
     unsigned want = __atomic_load_n(&slack, __ATOMIC_RELAXED);
     if (want == 0)
         want = FIRST_SLACK;
-    if (max > RECORD_MAX_DEPTH)
-        max = RECORD_MAX_DEPTH;
     int n = -1;
 #if defined(__x86_64__)
     if (__builtin_expect(walk_ok, 1))
