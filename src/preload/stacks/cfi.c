@@ -224,13 +224,8 @@ static bool run(struct rd *r, const uint8_t *end, uint64_t loc, uint64_t pc,
             return !r->bad;
         continue;
     restore:
-        if (reg == REG_RBP) {
-            w->rbp = init->rbp;
-            w->rbp_off = init->rbp_off;
-        } else if (reg == REG_RA) {
-            w->ra = init->ra;
-            w->ra_off = init->ra_off;
-        }
+        set_rule(w, reg, reg == REG_RBP ? init->rbp : init->ra,
+                 reg == REG_RBP ? init->rbp_off : init->ra_off);
     }
     return !r->bad;
 }
