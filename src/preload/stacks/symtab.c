@@ -252,12 +252,8 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
 
 void symtab_resolve(struct symtab_query *q, size_t n)
 {
-    for (size_t k = 0; k < n; k++) {
-        q[k].module = NULL;
-        q[k].symbol = NULL;
-        q[k].base = 0;
-        q[k].sym_value = 0;
-    }
+    for (size_t k = 0; k < n; k++)
+        q[k] = (struct symtab_query){.addr = q[k].addr}; /* every out field unknown */
     if (n == 0)
         return;
     struct scan c = {q, n, malloc(BITMAP_BITS / 8), (uintptr_t)sysconf(_SC_PAGESIZE)};
