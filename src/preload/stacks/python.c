@@ -121,6 +121,12 @@ static void *lookup(const char *name)
 
 #define LOOKUP(field, name) (*(void **)&pyapi.field = lookup(name))
 
+/* What only torch_layer.c calls, looked up with the rest (python.h); the
+ * parts of pyapi it shares are added by python_layer_api. */
+static struct python_layer_api layer;
+
+#define LAYER(field, name) (*(void **)&layer.field = lookup(name))
+
 static void find_eval_range(void)
 {
     void *eval = lookup("_PyEval_EvalFrameDefault");
@@ -165,16 +171,16 @@ static enum python_mode find_api(void)
     LOOKUP(err_fetch, "PyErr_Fetch");
     LOOKUP(err_restore, "PyErr_Restore");
     LOOKUP(dump_traceback, "_Py_DumpTraceback"); /* optional: see nogil_frames */
-    LOOKUP(add_pending, "Py_AddPendingCall");    /* optional: python_arm_torch_layer */
-    LOOKUP(run_simple, "PyRun_SimpleString");
-    LOOKUP(unicode, "PyUnicode_FromString");
-    LOOKUP(get_module, "PyImport_GetModule");
-    LOOKUP(call, "PyObject_CallObject");         /* optional: torch_layer.c's refresh */
-    LOOKUP(exc_matches, "PyErr_ExceptionMatches");
-    LOOKUP(exc_exception, "PyExc_Exception");
-    LOOKUP(false_obj, "_Py_FalseStruct");
-    LOOKUP(gil_ensure, "PyGILState_Ensure");
-    LOOKUP(gil_release, "PyGILState_Release");
+    LAYER(add_pending, "Py_AddPendingCall");     /* optional: python_arm_torch_layer */
+    LAYER(run_simple, "PyRun_SimpleString");
+    LAYER(unicode, "PyUnicode_FromString");
+    LAYER(get_module, "PyImport_GetModule");
+    LAYER(call, "PyObject_CallObject");          /* optional: torch_layer.c's refresh */
+    LAYER(exc_matches, "PyErr_ExceptionMatches");
+    LAYER(exc_exception, "PyExc_Exception");
+    LAYER(false_obj, "_Py_FalseStruct");
+    LAYER(gil_ensure, "PyGILState_Ensure");
+    LAYER(gil_release, "PyGILState_Release");
     LOOKUP(addr2line, "PyCode_Addr2Line");       /* optional: python_walk.c */
     pyapi.code_type = lookup("PyCode_Type");
     pyapi.unicode_type = lookup("PyUnicode_Type");
@@ -473,24 +479,15 @@ unsigned python_selves(uintptr_t *selves, uintptr_t *names, unsigned max)
 bool python_layer_api(struct python_layer_api *out)
 {
     if (__atomic_load_n(&python_mode, __ATOMIC_ACQUIRE) != PYTHON_ON ||
-        pyapi.add_pending == NULL || pyapi.run_simple == NULL || pyapi.unicode == NULL ||
-        pyapi.get_module == NULL)
+        layer.add_pending == NULL || layer.run_simple == NULL || layer.unicode == NULL ||
+        layer.get_module == NULL)
         return false;
-    out->add_pending = pyapi.add_pending;
-    out->run_simple = pyapi.run_simple;
-    out->unicode = (void *(*)(const char *))pyapi.unicode;
-    out->get_module = (void *(*)(void *))pyapi.get_module;
+    *out = layer;
     out->decref = (void (*)(void *))pyapi.decref;
     out->incref = (void (*)(void *))pyapi.incref;
     out->is_initialized = pyapi.is_initialized;
-    out->call = (void *(*)(void *, void *))pyapi.call;
-    out->exc_matches = (int (*)(void *))pyapi.exc_matches;
-    out->exc_exception = (void **)pyapi.exc_exception;
-    out->false_obj = pyapi.false_obj;
     out->err_fetch = (void (*)(void **, void **, void **))pyapi.err_fetch;
     out->err_restore = (void (*)(void *, void *, void *))pyapi.err_restore;
     out->this_thread_state = pyapi.this_thread_state;
-    out->gil_ensure = pyapi.gil_ensure;
-    out->gil_release = pyapi.gil_release;
     return true;
 }

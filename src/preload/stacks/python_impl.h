@@ -38,17 +38,6 @@ struct python_api {
     const void *code_type;              /* &PyCode_Type */
     const void *unicode_type;           /* &PyUnicode_Type: python_walk.c's names */
     void (*dump_traceback)(int, void *); /* _Py_DumpTraceback, may be NULL */
-    int (*add_pending)(int (*)(void *), void *); /* Py_AddPendingCall */
-    int (*run_simple)(const char *);             /* PyRun_SimpleString */
-    py_object *(*unicode)(const char *);         /* PyUnicode_FromString */
-    py_object *(*get_module)(py_object *);       /* PyImport_GetModule */
-    /* torch_layer.c's refresh (all optional): */
-    py_object *(*call)(py_object *, py_object *); /* PyObject_CallObject */
-    int (*exc_matches)(py_object *);             /* PyErr_ExceptionMatches */
-    py_object **exc_exception;                   /* &PyExc_Exception */
-    py_object *false_obj;                        /* &_Py_FalseStruct: Py_False */
-    int (*gil_ensure)(void);                     /* PyGILState_Ensure */
-    void (*gil_release)(int);                    /* PyGILState_Release */
 };
 extern struct python_api pyapi;
 extern int py_minor; /* CPython 3.<py_minor> */
