@@ -280,8 +280,7 @@ bool python_initialized(void)
 
 bool python_holds_gil(void)
 {
-    return __atomic_load_n(&python_mode, __ATOMIC_ACQUIRE) == PYTHON_ON &&
-           pyapi.is_initialized() && held_thread_state() != NULL;
+    return python_initialized() && held_thread_state() != NULL;
 }
 
 /* Up to `max` frames, innermost first; *more when some are left.
