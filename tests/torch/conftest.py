@@ -177,6 +177,32 @@ def scenario(tmp_path_factory):
     return go
 
 
+_solo = {}
+
+
+@pytest.fixture
+def traced_only(tmp_path_factory):
+    """Runs a scenario under the tracer alone (no bare run: its output
+    differs from run to run, or a test compares nothing with it), once a
+    session for the same arguments, and returns a fresh Run of it: tests
+    that judge the same run of a running job's dump share it."""
+    def go(name, *args, memory="24GiB", env=None):
+        key = (name, args, memory, tuple(sorted((env or {}).items())))
+        if key not in _solo:
+            tmp = tmp_path_factory.mktemp(pathlib.Path(name).stem)
+            try:
+                _solo[key] = (finish(start_scenario(tmp, name, *args, traced=True,
+                                                    memory=memory, env=env)).proc,
+                              tmp / "traced")
+            except AssertionError as e:
+                _solo[key] = e
+        got = _solo[key]
+        if isinstance(got, AssertionError):
+            raise AssertionError(f"{name} {' '.join(args)}: {got}")
+        return Run(*got)
+    return go
+
+
 def line_of(script, marker):
     """The 1-based line of `script` holding the comment `# <marker>`."""
     for i, text in enumerate((SCENARIOS / script).read_text().splitlines(), 1):

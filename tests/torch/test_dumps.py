@@ -19,8 +19,11 @@ STEPS = 4
 KEPT = STEPS * 12 * MiB  # the HISTORY line's tensors
 
 
-def run(tmp_path, mode, env=None):
-    r = finish(start_scenario(tmp_path, SCRIPT, mode, traced=True, env=env))
+def run(tmp_path, mode, env=None, traced_only=None):
+    """The scenario in `mode`, traced; with the traced_only fixture, the
+    session's one run of it (test_memviz.py judges the same dumps)."""
+    r = (traced_only(SCRIPT, mode, env=env) if traced_only else
+         finish(start_scenario(tmp_path, SCRIPT, mode, traced=True, env=env)))
     (tmp_path / "stderr.txt").write_text(r.stderr)
     assert r.returncode == 0, r.stderr
     assert r.torch is not None, r.stdout + r.stderr
@@ -55,8 +58,9 @@ def check_fresh(r, path, snap):
 
 
 @pytest.mark.skipif(REAL, reason="CUMEMTRACE_SIGNAL paced for the simulated GPU")
-def test_a_signal_dump_of_a_running_loop_has_pytorchs_tensors_of_that_moment(tmp_path):
-    r = run(tmp_path, "signal", {"CUMEMTRACE_SIGNAL": "USR1"})
+def test_a_signal_dump_of_a_running_loop_has_pytorchs_tensors_of_that_moment(tmp_path,
+                                                                            traced_only):
+    r = run(tmp_path, "signal", {"CUMEMTRACE_SIGNAL": "USR1"}, traced_only)
     [(path, snap)] = dumped(r, "signal")
     assert snap["signal"] == "SIGUSR1"
     refresh = check_fresh(r, path, snap)
@@ -75,8 +79,8 @@ def test_a_periodic_dump_has_pytorchs_tensors_of_that_moment(tmp_path):
     print(f"periodic dump: the refresh added {refresh['waited_ns'] / 1e6:.1f} ms")
 
 
-def test_an_api_dump_from_the_main_thread_refreshes_on_it(tmp_path):
-    r = run(tmp_path, "api")
+def test_an_api_dump_from_the_main_thread_refreshes_on_it(tmp_path, traced_only):
+    r = run(tmp_path, "api", traced_only=traced_only)
     [(path, snap)] = dumped(r, "api", "cumemtrace.api.json")
     refresh = check_fresh(r, path, snap)
     assert refresh["direct"] is True  # the main thread itself, no wait

@@ -3,12 +3,13 @@ by PyTorch's own torch.cuda._memory_viz (what pytorch.org/memory_viz runs):
 its text views, its accounting and both plots work on our file, and the
 segments it sees are the ones PyTorch's memory_stats() counted."""
 import json
+import select
 import subprocess
 import sys
 
 import pytest
 
-from conftest import CLI, REAL, TIMEOUT, finish, line_of, start_scenario
+from conftest import CLI, REAL, TIMEOUT, line_of
 
 # Runs in a child: nothing in this process imports torch (conftest.py).
 # format_flamegraph is replaced because its default downloads flamegraph.pl.
@@ -35,7 +36,50 @@ print(json.dumps({
 """
 
 
-def test_memory_viz_of_a_real_run_reads_in_torch(scenario, tmp_path):
+# One child that has imported torch runs every reading of this module
+# (importing torch is most of a reading's time): each request is a script
+# and its arguments, run as `python -c` would in a fresh namespace, its
+# stdout and any traceback sent back as one JSON line.
+SERVE = r"""
+import contextlib, io, json, sys, traceback
+import torch.cuda._memory_viz  # noqa: F401
+for line in sys.stdin:
+    req = json.loads(line)
+    out = io.StringIO()
+    sys.argv = ["-c", *req["args"]]
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(req["code"], {"__name__": "__main__"})
+        rc, err = 0, ""
+    except BaseException:
+        rc, err = 1, traceback.format_exc()
+    sys.__stdout__.write(json.dumps({"rc": rc, "out": out.getvalue(), "err": err}) + "\n")
+    sys.__stdout__.flush()
+"""
+
+
+@pytest.fixture(scope="module")
+def in_torch():
+    """Runs a reading script (READ, BLOCKS, EXIT_BLOCKS) with its arguments
+    in the module's torch child; returns (returncode, stdout, stderr)."""
+    p = subprocess.Popen([sys.executable, "-c", SERVE], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+
+    def go(code, *args):
+        p.stdin.write(json.dumps({"code": code, "args": [str(a) for a in args]}) + "\n")
+        p.stdin.flush()
+        ready, _, _ = select.select([p.stdout], [], [], TIMEOUT)
+        assert ready, f"the torch child did not answer in {TIMEOUT} s"
+        line = p.stdout.readline()
+        assert line, f"the torch child ended: {p.wait()}"
+        got = json.loads(line)
+        return got["rc"], got["out"], got["err"]
+    yield go
+    p.stdin.close()
+    p.wait(timeout=TIMEOUT)
+
+
+def test_memory_viz_of_a_real_run_reads_in_torch(scenario, tmp_path, in_torch):
     r = scenario("default_alloc.py")
     t = r.torch
     snap = r.files[[s["reason"] for s in r.snapshots].index("exit")]
@@ -43,10 +87,9 @@ def test_memory_viz_of_a_real_run_reads_in_torch(scenario, tmp_path):
     e = subprocess.run([str(CLI), "export", "--format", "memory_viz", str(snap), "-o", str(out)],
                        capture_output=True, text=True, timeout=TIMEOUT)
     assert e.returncode == 0, e.stderr
-    p = subprocess.run([sys.executable, "-c", READ, str(out)], capture_output=True, text=True,
-                       timeout=TIMEOUT)
-    assert p.returncode == 0, p.stderr
-    got = json.loads(p.stdout)
+    rc, stdout, stderr = in_torch(READ, out)
+    assert rc == 0, stderr
+    got = json.loads(stdout)
     assert got["trace_plot"] > 0 and got["segment_plot"] > 0
     assert got["segments_lines"] > 0 and got["memory_lines"] > 0 and got["segsum"]
     # Our segments are the device memory PyTorch reserved, one per cudaMalloc
@@ -82,7 +125,7 @@ print(json.dumps(out))
 """
 
 
-def test_memory_viz_has_pytorchs_tensor_blocks_at_an_oom(scenario, tmp_path):
+def test_memory_viz_has_pytorchs_tensor_blocks_at_an_oom(scenario, tmp_path, in_torch):
     """The export of a post-mortem holds PyTorch's own
     segments cut into its blocks (live tensors, cached free blocks), as its
     _dump_snapshot at the same failure has them - not one block per
@@ -95,10 +138,9 @@ def test_memory_viz_has_pytorchs_tensor_blocks_at_an_oom(scenario, tmp_path):
                        capture_output=True, text=True, timeout=TIMEOUT)
     assert e.returncode == 0, e.stderr
     theirs = r.files[0].parent / "torch_snapshot.pickle"
-    p = subprocess.run([sys.executable, "-c", BLOCKS, str(out), str(theirs)],
-                       capture_output=True, text=True, timeout=TIMEOUT)
-    assert p.returncode == 0, p.stderr
-    got = json.loads(p.stdout)
+    rc, stdout, stderr = in_torch(BLOCKS, out, theirs)
+    assert rc == 0, stderr
+    got = json.loads(stdout)
     ours, torch_own = got[str(out)], got[str(theirs)]
     assert ours["segments"] == torch_own["segments"]
     assert any(len(s[3]) > 1 for s in ours["segments"]), ours["segments"]
@@ -132,7 +174,7 @@ print(json.dumps(out))
 """
 
 
-def export_beside_torchs(snap, out, r):
+def export_beside_torchs(snap, out, r, in_torch):
     """Exports `snap` as memory_viz to `out` and reads it beside the
     torch_snapshot.pickle the scenario saved, through EXIT_BLOCKS: (ours,
     PyTorch's own)."""
@@ -140,14 +182,13 @@ def export_beside_torchs(snap, out, r):
                        capture_output=True, text=True, timeout=TIMEOUT)
     assert e.returncode == 0, e.stderr
     theirs = r.files[0].parent / "torch_snapshot.pickle"
-    p = subprocess.run([sys.executable, "-c", EXIT_BLOCKS, str(out), str(theirs)],
-                       capture_output=True, text=True, timeout=TIMEOUT)
-    assert p.returncode == 0, p.stderr
-    got = json.loads(p.stdout)
+    rc, stdout, stderr = in_torch(EXIT_BLOCKS, out, theirs)
+    assert rc == 0, stderr
+    got = json.loads(stdout)
     return got[str(out)], got[str(theirs)]
 
 
-def test_memory_viz_has_pytorchs_tensor_blocks_at_exit(scenario, tmp_path):
+def test_memory_viz_has_pytorchs_tensor_blocks_at_exit(scenario, tmp_path, in_torch):
     """At the exit, the exit snapshot carries PyTorch's
     segments and blocks as its layer handed them over at interpreter exit
     (devices[].allocator_segments), and the export holds them exactly as
@@ -156,7 +197,7 @@ def test_memory_viz_has_pytorchs_tensor_blocks_at_exit(scenario, tmp_path):
     Python frames from PyTorch's allocation history."""
     r = scenario("memviz_exit.py")
     snap = r.files[[s["reason"] for s in r.snapshots].index("exit")]
-    ours, torch_own = export_beside_torchs(snap, tmp_path / "exit.pickle", r)
+    ours, torch_own = export_beside_torchs(snap, tmp_path / "exit.pickle", r, in_torch)
     assert ours["segments"] == torch_own["segments"]
     assert ours["segsum"] == torch_own["segsum"]
     if not REAL:
@@ -175,7 +216,8 @@ def test_memory_viz_has_pytorchs_tensor_blocks_at_exit(scenario, tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["signal", "api"])
-def test_memory_viz_has_pytorchs_tensor_blocks_of_a_running_jobs_dump(tmp_path, mode):
+def test_memory_viz_has_pytorchs_tensor_blocks_of_a_running_jobs_dump(tmp_path, mode,
+                                                                      traced_only, in_torch):
     """At a dump of a running job: a SIGUSR1 dump (the
     main thread asked through Py_AddPendingCall) and a cumemtrace_dump()
     from the main thread (read on it) carry PyTorch's segments and blocks
@@ -185,13 +227,13 @@ def test_memory_viz_has_pytorchs_tensor_blocks_of_a_running_jobs_dump(tmp_path, 
     env = {"CUMEMTRACE_SIGNAL": "USR1"} if mode == "signal" else None
     if mode == "signal" and REAL:
         pytest.skip("CUMEMTRACE_SIGNAL paced for the simulated GPU")
-    r = finish(start_scenario(tmp_path, "dump_midrun.py", mode, traced=True, env=env))
+    r = traced_only("dump_midrun.py", mode, env=env)  # test_dumps.py's run of it
     assert r.returncode == 0, r.stderr
     [snap] = [f for f, s in zip(r.files, r.snapshots) if s["reason"] == mode]
     doc = json.loads(snap.read_text())
     assert doc["allocator_refresh"]["answered"] is True, doc["allocator_refresh"]
     assert doc["allocator_refresh"]["direct"] is (mode == "api")
-    ours, torch_own = export_beside_torchs(snap, tmp_path / f"{mode}.pickle", r)
+    ours, torch_own = export_beside_torchs(snap, tmp_path / f"{mode}.pickle", r, in_torch)
     assert ours["segments"] == torch_own["segments"]
     assert ours["segsum"] == torch_own["segsum"]
     assert ours["active"] == r.torch["allocated"]
