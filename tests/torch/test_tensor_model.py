@@ -54,19 +54,21 @@ def our_groups(tensors):
 
 
 def test_gpt2_forward_oom_names_every_line_through_transformers(scenario):
-    r = scenario("tm_gpt2_oom.py", memory="2GiB")
+    # test_tensor_views.py's run of the same forward OOM (its flamegraph)
+    r = scenario("tensors_gpt2_oom.py", memory="3GiB")
     assert r.torch["raised"]
     pm = r.only("oom")
     tensors = pm["oom"]["allocator"]["tensors"]
     ours, theirs = our_groups(tensors), torch_groups(r)
     assert ours == theirs, (ours, theirs)
     assert tensors["allocated_bytes"] == pm["oom"]["allocator"]["allocated_bytes"]
-    for mark in ("MODEL", "IDS", "FORWARD"):
-        assert ("tm_gpt2_oom.py", line_of("tm_gpt2_oom.py", mark)) in ours, (mark, ours)
+    for mark in ("TO", "IDS", "FORWARD"):
+        assert ("tensors_gpt2_oom.py", line_of("tensors_gpt2_oom.py", mark)) in ours, \
+            (mark, ours)
     # the forward's activations: allocated in transformers' and torch's
     # code, named by this file's line beneath them
     fwd = next(g for g in tensors["groups"] if g["site"] and
-               g["site"]["line"] == line_of("tm_gpt2_oom.py", "FORWARD"))
+               g["site"]["line"] == line_of("tensors_gpt2_oom.py", "FORWARD"))
     assert any("/transformers/" in f["file"] for f in fwd["stack"]), fwd["stack"]
     assert fwd["stack"][0] != fwd["site"], fwd["stack"]
     cache = tensors["cache"]

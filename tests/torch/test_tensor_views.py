@@ -157,12 +157,13 @@ def test_gpt2_forward_oom_flamegraph_has_pytorchs_lines(scenario):
 
 def test_checkpointing_diff_names_the_activations_that_went(scenario):
     """fp32 against gradient checkpointing: the peaks' tensors equal each
-    run's max_memory_allocated, and the block's activation lines (NORM, ATTN,
-    MLP) hold less at the checkpointed run's peak - the activations that
+    run's max_memory_allocated, and the block's activation lines (ACT,
+    ACT2) hold less at the checkpointed run's peak - the activations that
     went are named."""
-    # by default: PyTorch's trace replayed, no setting asks for it
-    plain = scenario("tensors_checkpoint.py", "plain", memory="4GiB")
-    ckpt = scenario("tensors_checkpoint.py", "ckpt", memory="4GiB")
+    # by default: PyTorch's trace replayed, no setting asks for it; the
+    # runs are test_tensor_model.py's (the peak's tensors of each)
+    plain = scenario("tm_peak.py", "fp32")
+    ckpt = scenario("tm_peak.py", "ckpt")
     for r in (plain, ckpt):
         p = r.device()["peak_tensors"]
         assert p is not None and p["allocated_bytes"] == r.torch["max_allocated"], r.stderr
@@ -172,12 +173,13 @@ def test_checkpointing_diff_names_the_activations_that_went(scenario):
     table = out[out.index(head):out.index("\n\n", out.index(head))]
     assert f"{plain.torch['max_allocated']} B -> {ckpt.torch['max_allocated']} B" in \
         " ".join(table.split()), table
+    # base B  new B  change B  n -> m  file:line:function [(gone)]
     rows = {}
     for ln in table.splitlines()[2:]:
         c = ln.split()
-        if len(c) >= 7 and c[-1].startswith("tensors_checkpoint.py:"):
-            rows[int(c[-1].split(":")[1])] = (int(c[0]) if c[0] != "-" else 0,
-                                              int(c[2]) if c[2] != "-" else 0)
-    for mark in ("NORM", "ATTN", "MLP"):
-        b, n = rows[line_of("tensors_checkpoint.py", mark)]
+        if len(c) >= 10 and c[7] == "->" and c[9].startswith("tm_peak.py:"):
+            rows[int(c[9].split(":")[1])] = (int(c[0]) if c[0] != "-" else 0,
+                                             int(c[2]) if c[2] != "-" else 0)
+    for mark in ("ACT", "ACT2"):
+        b, n = rows[line_of("tm_peak.py", mark)]
         assert b > n, (mark, table)
