@@ -188,11 +188,6 @@ void signals_serve(void)
 
 /* ---- Python ends an unhandled KeyboardInterrupt by re-raising SIGINT ---- */
 
-static void *lookup(const char *name)
-{
-    return resolve_dlsym(RTLD_DEFAULT, name);
-}
-
 /* What a Python host's Py_AtExit runs: the exit snapshot, handed in by
  * start-up (signals_init), which this file never calls. */
 static void (*python_exit_hook)(void);
@@ -206,8 +201,8 @@ static int (*py_at_exit)(void (*)(void));
 void signals_init(void (*at_python_exit)(void))
 {
     python_exit_hook = at_python_exit;
-    *(void **)&py_is_initialized = lookup("Py_IsInitialized");
-    *(void **)&py_at_exit = lookup("Py_AtExit");
+    *(void **)&py_is_initialized = resolve_dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+    *(void **)&py_at_exit = resolve_dlsym(RTLD_DEFAULT, "Py_AtExit");
 }
 
 static void python_register(void)
