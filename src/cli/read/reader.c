@@ -182,6 +182,23 @@ int reader_raw(struct reader *r, const char **out)
     return reader_bad_value(r, rc, "a string or null");
 }
 
+/* A kind, a string or null (null keeps *kind), compared in place rather
+ * than interned: a snapshot has one per group. */
+static int kind_or_null(struct reader *r, uint8_t *kind)
+{
+    const char *k;
+    size_t n;
+    int rc = json_get_span(&r->c, &k, &n);
+    if (rc == JSON_OK) {
+        const char *nul = memchr(k, '\0', n); /* a decoded \u0000 ends it */
+        *kind = (uint8_t)snapshot_kind_span(k, nul != NULL ? (size_t)(nul - k) : n);
+        return 0;
+    }
+    if (rc == JSON_ETYPE && reader_take_null(r))
+        return 0;
+    return reader_bad_value(r, rc, "a string or null");
+}
+
 /* ---- objects, table-driven ---- */
 
 static int reader_field(struct reader *r, void *obj, const struct field *f)
@@ -196,6 +213,7 @@ static int reader_field(struct reader *r, void *obj, const struct field *f)
     case F_STR: return reader_str(r, (const char **)(void *)p, false);
     case F_STRN: return reader_str(r, (const char **)(void *)p, true);
     case F_RAWN: return reader_raw(r, (const char **)(void *)p);
+    case F_KIND: return kind_or_null(r, (uint8_t *)p);
     case F_ARRAY: return reader_array(r, p, f->each);
     case F_LIST: return reader_take_null(r) ? 0 : reader_array(r, p, f->each);
     case F_OBJECT: return reader_object(r, p, f->sub, f->nsub);

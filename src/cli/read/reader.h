@@ -65,6 +65,7 @@ struct reader {
 enum ftype {
     F_U64, F_U64N, F_I64, F_I64N, F_BOOLN, F_STR, F_STRN,
     F_RAWN, /* a string or null, left in the buffer (valid during the read) */
+    F_KIND, /* a kind's name (enum snap_kind), or null: the member kept */
     F_FN,
     F_ARRAY, /* an array: `each` reads each element into the object */
     F_LIST, /* as F_ARRAY, or null */
@@ -123,6 +124,7 @@ struct field {
 #define SCHEMA_FIELD_STR(st, key, member) SCHEMA_AS(st, key, member, F_STR, const char *)
 #define SCHEMA_FIELD_STRN(st, key, member) SCHEMA_AS(st, key, member, F_STRN, const char *)
 #define SCHEMA_FIELD_RAWN(st, key, member) SCHEMA_AS(st, key, member, F_RAWN, const char *)
+#define SCHEMA_FIELD_KIND(st, key, member) SCHEMA_AS(st, key, member, F_KIND, uint8_t)
 #define SCHEMA_FIELD_FN(st, key, fn) FIELD_FN(#key, fn),
 #define SCHEMA_FIELD_ARRAY(st, key, rd) {.name = #key, .type = F_ARRAY, .each = rd},
 #define SCHEMA_FIELD_LIST(st, key, rd) {.name = #key, .type = F_LIST, .each = rd},

@@ -38,9 +38,10 @@ static inline bool snap_known(uint64_t v)
  * The readers read `key` into `member` as `type` (reader.h's F_*; GROUPS,
  * PHASE_ROWS: call-site groups, by_phase rows; FN: another nested value,
  * `member` names its reader; ARRAY, LIST: an array (LIST: or null),
- * `member` names the reader of an element; OBJECT, OPTIONAL: an object
- * (OPTIONAL: or null, the member's present says which) read by the table
- * member##_fields; SKIP: written for others, passed over);
+ * `member` names the reader of an element; KIND: a kind's name or null;
+ * OBJECT, OPTIONAL: an object (OPTIONAL: or null, the member's present
+ * says which) read by the table member##_fields; SKIP: written for
+ * others, passed over);
  * `report --json` prints the rows whose `json` is 1, 2, 3 in runs of
  * that number, its own keys between them.  The build refuses a member whose
  * C type is not its row's; tests/e2e/test_schema.py holds the writer and
@@ -115,7 +116,7 @@ struct snap_group {
     X(snap_group, bytes, bytes, U64, 0)                                        \
     X(snap_group, count, count, U64, 0)
 #define SNAP_GROUP_KIND_SCHEMA(X) /* live[], oom.live[]: the kind, else device */ \
-    X(snap_group, kind, rd_group_kind, FN, 0)
+    X(snap_group, kind, kind, KIND, 0)
 #define SNAP_PHASE_TOP_SCHEMA(X) /* by_phase[].top_at_peak[]: the stack's, then */ \
     X(snap_group, bytes, bytes, U64, 1)
 #define SNAP_CHURN_SCHEMA(X) /* churn[] */                 \
@@ -457,7 +458,7 @@ struct snap_range {
 #define SNAP_RANGE_SCHEMA(X) /* oom.layout.allocations[] */ \
     X(snap_range, offset, offset, U64, 0)                   \
     X(snap_range, bytes, bytes, U64, 0)                     \
-    X(snap_range, kind, rd_range_kind, FN, 0)               \
+    X(snap_range, kind, kind, KIND, 0)                      \
     X(snap_range, stack, stack_id, I64N, 0)
 
 /* oom.layout.allocator_segments: a caching allocator's segments, each cut
@@ -684,7 +685,7 @@ struct snap_oom {
 #define SNAP_OOM_SCHEMA(X) /* oom; json 1, kind, 2, by_kind cause during, 3 */ \
     X(snap_oom, requested_bytes, requested_bytes, U64, 1)                      \
     X(snap_oom, device, device, I64, 1)                                        \
-    X(snap_oom, kind, rd_oom_kind, FN, 0)                                      \
+    X(snap_oom, kind, kind, KIND, 0)                                           \
     X(snap_oom, entry_point, entry_point, STRN, 2)                             \
     X(snap_oom, thread, thread, I64N, 2)                                       \
     X(snap_oom, time_ns, time_ns, I64N, 2)                                     \

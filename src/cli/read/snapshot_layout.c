@@ -7,16 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static int rd_range_kind(struct reader *r, void *obj)
-{
-    struct snap_range *e = obj;
-    const char *k;
-    int rc = reader_str(r, &k, true);
-    if (rc == 0 && k != NULL)
-        e->kind = (uint8_t)snapshot_kind_parse(k);
-    return rc;
-}
-
 static const struct field range_fields[] = {SNAP_RANGE_SCHEMA(SCHEMA_FIELD)};
 
 /* A range appended to *v (n, cap beside it): an allocation or a gap. */

@@ -17,37 +17,6 @@
 
 /* ---- groups ---- */
 
-/* A group's kind, a string or null (null keeps *kind), compared in place
- * rather than interned: a snapshot has one per group. */
-static int rd_kind(struct reader *r, uint8_t *kind)
-{
-    const char *k;
-    size_t n;
-    int rc = json_get_span(&r->c, &k, &n);
-    if (rc == JSON_OK) {
-        char name[16];
-        const char *nul = memchr(k, '\0', n); /* a decoded \u0000 ends it */
-        if (nul != NULL)
-            n = (size_t)(nul - k);
-        if (n >= sizeof name) {
-            *kind = KIND_OTHER;
-            return 0;
-        }
-        memcpy(name, k, n);
-        name[n] = '\0';
-        *kind = (uint8_t)snapshot_kind_parse(name);
-        return 0;
-    }
-    if (rc == JSON_ETYPE && reader_take_null(r))
-        return 0;
-    return reader_bad_value(r, rc, "a string or null");
-}
-
-static int rd_group_kind(struct reader *r, void *obj)
-{
-    return rd_kind(r, &((struct snap_group *)obj)->kind);
-}
-
 /* Every key of a group, stack first: what rd_group reads key by key when
  * the fast lane gives up, each key at most once (reader_object tracks 64
  * fields); the lane takes "kind" apart and the others by this table. */
@@ -281,16 +250,6 @@ static int rd_counters(struct reader *r, void *obj)
 }
 
 /* ---- oom, ooms ---- */
-
-static int rd_oom_kind(struct reader *r, void *obj)
-{
-    struct snap_oom *o = obj;
-    const char *k;
-    int rc = reader_str(r, &k, true);
-    if (rc == 0 && k != NULL)
-        o->kind = (uint8_t)snapshot_kind_parse(k);
-    return rc;
-}
 
 static int rd_oom_cause(struct reader *r, void *obj)
 {
