@@ -15,6 +15,7 @@ import json
 import sys
 
 import torch
+import settle  # noqa: F401 (PyTorch's exit race after backward())
 
 calls = [0]
 orig = torch.cuda.memory.memory_stats
