@@ -21,6 +21,11 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "log.h"
@@ -795,6 +800,54 @@ static void test_off(void **state)
     check_refs(&s, 0);
 }
 
+/* A thread probing the layout when the host forks: the child's first probe
+ * must not wait for a lock held by a thread it does not have (python.c's
+ * fork handlers hold the probe's lock across fork). */
+static atomic_int probing;
+
+static void *hold_the_probe(void *arg)
+{
+    (void)arg;
+    if (!py_probe_lock()) {
+        atomic_store(&probing, -1);
+        return NULL;
+    }
+    atomic_store(&probing, 1);
+    usleep(200 * 1000);
+    py_probe_unlock();
+    return NULL;
+}
+
+static void test_fork_while_a_thread_probes(void **state)
+{
+    (void)state;
+    use("3.11.4");
+    assert_true(py_walk_unproven());
+    atomic_store(&probing, 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, hold_the_probe, NULL), 0);
+    while (!atomic_load(&probing))
+        usleep(1000);
+    assert_int_equal(atomic_load(&probing), 1);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (py_probe_lock())
+            py_probe_unlock();
+        _exit(0);
+    }
+    int status = -1;
+    for (int i = 0; i < 500 && waitpid(pid, &status, WNOHANG) == 0; i++)
+        usleep(10 * 1000);
+    if (status == -1) { /* still waiting after 5 s: hung */
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        fail_msg("the child's probe hung on the lock its parent's thread held at fork");
+    }
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    pthread_join(t, NULL);
+}
+
 int main(void)
 {
     /* a real function with an ELF size stands for _PyEval_EvalFrameDefault */
@@ -820,6 +873,7 @@ int main(void)
         cmocka_unit_test(test_311_direct_walk_refused_when_structs_differ),
         cmocka_unit_test(test_311_direct_walk_without_the_gil),
         cmocka_unit_test(test_311_names_read_from_str_objects),
+        cmocka_unit_test(test_fork_while_a_thread_probes),
         cmocka_unit_test(test_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

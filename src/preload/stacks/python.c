@@ -226,21 +226,26 @@ static void attach(void)
     __atomic_store_n(&python_mode, mode, __ATOMIC_RELEASE);
 }
 
+/* The locks in the order the readers nest them: dump_lock, verify_lock,
+ * py_lock. */
 static void fork_prepare(void)
 {
     py_nogil_fork_prepare();
+    py_walk_fork_prepare();
     pthread_mutex_lock(&py_lock);
 }
 
 static void fork_release(void)
 {
     pthread_mutex_unlock(&py_lock);
+    py_walk_fork_release();
     py_nogil_fork_release();
 }
 
 static void fork_child(void)
 {
     pthread_mutex_unlock(&py_lock);
+    py_walk_fork_release();
     py_nogil_fork_child();
 }
 
@@ -255,8 +260,11 @@ void python_init(void)
      * dlsym takes the loader lock (see the top). */
     enum python_mode mode = find_api();
     __atomic_store_n(&python_mode, mode, __ATOMIC_RELEASE);
-    if (mode != PYTHON_OFF)
+    static bool forks_handled; /* once: a second set would wait on the first's locks */
+    if (mode != PYTHON_OFF && !forks_handled) {
+        forks_handled = true;
         pthread_atfork(fork_prepare, fork_release, fork_child);
+    }
 }
 
 /* ---- walking ---- */

@@ -182,7 +182,9 @@ bool py_walk_unproven(void);
  * cannot (the caller then uses the marker).  Takes py_lock itself. */
 unsigned py_nogil_frames(void *ts, void **py, unsigned max, bool *more);
 
-/* Fork handlers of the reader's lock and memfd (python.c registers them). */
+/* Fork handlers of the readers' locks and memfd (python.c registers them). */
+void py_walk_fork_prepare(void);
+void py_walk_fork_release(void);
 void py_nogil_fork_prepare(void);
 void py_nogil_fork_release(void);
 void py_nogil_fork_child(void);

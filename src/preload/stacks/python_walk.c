@@ -244,6 +244,18 @@ void py_probe_unlock(void)
     pthread_mutex_unlock(&verify_lock);
 }
 
+/* Held across fork() (python.c's handlers): a child must not inherit it
+ * held by a thread that does not exist there, or its first probe hangs. */
+void py_walk_fork_prepare(void)
+{
+    pthread_mutex_lock(&verify_lock);
+}
+
+void py_walk_fork_release(void)
+{
+    pthread_mutex_unlock(&verify_lock);
+}
+
 int py_walk_safe(void *ts, struct raw_frame *raw, unsigned max, bool *more,
                  unsigned *skipped)
 {
