@@ -218,6 +218,7 @@ static int reader_field(struct reader *r, void *obj, const struct field *f)
     case F_LIST: return reader_take_null(r) ? 0 : reader_array(r, p, f->each);
     case F_OBJECT: return reader_object(r, p, f->sub, f->nsub);
     case F_OPTIONAL: return reader_optional_object(r, p, (bool *)(void *)p, f->sub, f->nsub);
+    case F_FLAG: return reader_optional_object(r, obj, (bool *)(void *)p, f->sub, f->nsub);
     default: return f->fn(r, p); /* FIELD_FN: offset 0, the object itself */
     }
 }

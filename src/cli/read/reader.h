@@ -70,7 +70,8 @@ enum ftype {
     F_ARRAY, /* an array: `each` reads each element into the object */
     F_LIST, /* as F_ARRAY, or null */
     F_OBJECT, /* an object: `sub`, the member's table, reads it */
-    F_OPTIONAL /* as F_OBJECT, or null: the member's first field, present, says which */
+    F_OPTIONAL, /* as F_OBJECT, or null: the member's first field, present, says which */
+    F_FLAG /* an object or null whose keys fill the row's own struct: the bool says which */
 };
 
 struct field {
@@ -132,6 +133,10 @@ struct field {
 #define SCHEMA_FIELD_OBJECT(st, key, member)                                \
     {.name = #key, .type = F_OBJECT, .off = offsetof(struct st, member), \
      .sub = member##_fields, .nsub = NFIELDS(member##_fields)},
+/* the key's table, key##_fields, read into the row's struct; member: its bool */
+#define SCHEMA_FIELD_FLAG(st, key, member)                                         \
+    {.name = #key, .type = F_FLAG, .off = SCHEMA_OFF(st, member, bool), .sub = key##_fields, \
+     .nsub = NFIELDS(key##_fields)},
 #define SCHEMA_FIELD_OPTIONAL(st, key, member)                                                \
     {.name = #key, .type = F_OPTIONAL, .off = SCHEMA_OFF(st, member.present, bool),         \
      .sub = member##_fields, .nsub = NFIELDS(member##_fields) + 0 * sizeof(struct {         \

@@ -40,8 +40,9 @@ static inline bool snap_known(uint64_t v)
  * `member` names its reader; ARRAY, LIST: an array (LIST: or null),
  * `member` names the reader of an element; KIND: a kind's name or null;
  * OBJECT, OPTIONAL: an object (OPTIONAL: or null, the member's present
- * says which) read by the table member##_fields; SKIP: written for
- * others, passed over);
+ * says which) read by the table member##_fields; FLAG: an object or null
+ * read into the struct itself by the table key##_fields, `member` the
+ * bool that says which; SKIP: written for others, passed over);
  * `report --json` prints the rows whose `json` is 1, 2, 3 in runs of
  * that number, its own keys between them.  The build refuses a member whose
  * C type is not its row's; tests/e2e/test_schema.py holds the writer and
@@ -245,8 +246,8 @@ struct snap_tensors {
     X(snap_tensors, allocated_bytes, allocated_bytes, U64, 0)                \
     X(snap_tensors, count, count, U64, 0)                                    \
     X(snap_tensors, groups, rd_group, ARRAY, 0)                              \
-    X(snap_tensors, more, rd_more, FN, 0)                                    \
-    X(snap_tensors, cache, rd_cache, FN, 0)
+    X(snap_tensors, more, has_more, FLAG, 0)                                 \
+    X(snap_tensors, cache, has_cache, FLAG, 0)
 #define SNAP_PEAK_TENSORS_SCHEMA(X) /* peak_tensors: SNAP_TENSORS_SCHEMA's keys, then */ \
     X(snap_tensors, time_ns, time_ns, I64N, 0)                                          \
     X(snap_tensors, step, step, I64N, 0)                                                \
@@ -349,7 +350,7 @@ struct snap_allocator {
     X(snap_allocator, largest_free_block_bytes, rd_largest_free, FN, 0)                \
     X(snap_allocator, config, rd_config, FN, 0)                                        \
     X(snap_allocator, top_tensors, rd_top_tensors, FN, 0)                              \
-    X(snap_allocator, roles, rd_roles, FN, 0)
+    X(snap_allocator, roles, has_roles, FLAG, 0)
 #define SNAP_ALLOCATOR_OOM_SCHEMA(X) /* oom.allocator: SNAP_ALLOCATOR_SCHEMA's keys, then */ \
     X(snap_allocator, tensors, tensors, TENSORS, 0)                                          \
     X(snap_allocator, origin, origin, ORIGIN, 0)

@@ -115,17 +115,8 @@ static int rd_top_tensors(struct reader *r, void *obj)
     return reader_array(r, a, rd_site);
 }
 
-static const struct field role_fields[] = {SNAP_ROLES_SCHEMA(SCHEMA_FIELD)};
-
-/* null when the layer did not measure them. */
-static int rd_roles(struct reader *r, void *obj)
-{
-    struct snap_allocator *a = obj;
-    if (reader_take_null(r))
-        return 0;
-    a->has_roles = true;
-    return reader_object(r, a, role_fields, NFIELDS(role_fields));
-}
+/* roles: null when the layer did not measure them */
+static const struct field roles_fields[] = {SNAP_ROLES_SCHEMA(SCHEMA_FIELD)};
 
 static const struct field allocator_fields[] = {
     SNAP_ALLOCATOR_SCHEMA(SCHEMA_FIELD) SNAP_ALLOCATOR_OOM_SCHEMA(SCHEMA_FIELD)};

@@ -165,20 +165,7 @@ static int rd_group(struct reader *r, void *obj, size_t i)
 }
 
 static const struct field more_fields[] = {SNAP_TENSORS_MORE_SCHEMA(SCHEMA_FIELD)};
-
-static int rd_more(struct reader *r, void *obj)
-{
-    struct snap_tensors *t = obj;
-    return reader_optional_object(r, t, &t->has_more, more_fields, NFIELDS(more_fields));
-}
-
 static const struct field cache_fields[] = {SNAP_TENSORS_CACHE_SCHEMA(SCHEMA_FIELD)};
-
-static int rd_cache(struct reader *r, void *obj)
-{
-    struct snap_tensors *t = obj;
-    return reader_optional_object(r, t, &t->has_cache, cache_fields, NFIELDS(cache_fields));
-}
 
 static const struct field tensors_fields[] = {SNAP_TENSORS_SCHEMA(SCHEMA_FIELD)};
 static const struct field peak_fields[] = {

@@ -38,6 +38,7 @@ struct row {
 #define ROW_SKIP ROW_NONE
 #define ROW_RAWN ROW_NONE
 #define ROW_KIND ROW_NONE
+#define ROW_FLAG ROW_NONE
 #define ROW_GROUPS ROW_NONE
 #define ROW_PHASE_ROWS ROW_NONE
 #define ROW_TENSORS ROW_NONE
