@@ -105,7 +105,7 @@ struct field {
 #define SCHEMA_FIELD_GROUPS(st, key, member) \
     SCHEMA_NESTED(st, key, member, struct snap_groups, rd_groups)
 #define SCHEMA_FIELD_PHASE_ROWS(st, key, member) \
-    SCHEMA_NESTED(st, key, member, struct snap_phase_rows, rd_by_phase)
+    SCHEMA_NESTED(st, key, member, struct snap_phase_rows, snapshot_read_by_phase)
 /* PyTorch's objects (snapshot_tensors.h) */
 #define SCHEMA_FIELD_TENSORS(st, key, member) \
     SCHEMA_NESTED(st, key, member, struct snap_tensors, snapshot_read_tensors)

@@ -92,8 +92,9 @@ static int rd_row(struct reader *r, void *obj, size_t i)
     return rc;
 }
 
-int snapshot_read_by_phase(struct reader *r, struct snap_phase_rows *rows)
+int snapshot_read_by_phase(struct reader *r, void *obj)
 {
+    struct snap_phase_rows *rows = obj;
     if (reader_take_null(r))
         return 0;
     rows->present = true;

@@ -11,7 +11,7 @@
 /* Field readers: the top-level "phases" (obj: the snapshot) and a pool's
  * "by_phase" (obj: struct snap_phase_rows). */
 int snapshot_read_phases(struct reader *r, void *obj);
-int snapshot_read_by_phase(struct reader *r, struct snap_phase_rows *rows);
+int snapshot_read_by_phase(struct reader *r, void *obj);
 
 /* Resolves the rows' stacks and checks "phases: at_peak_bytes sum to
  * peak_bytes"; 0 or the CLI_E* code with err set. */

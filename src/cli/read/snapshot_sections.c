@@ -127,12 +127,6 @@ static int rd_groups(struct reader *r, void *obj)
     return reader_array(r, g, rd_group);
 }
 
-/* A member of type PHASE_ROWS: by_phase (snapshot_phases.c). */
-static int rd_by_phase(struct reader *r, void *obj)
-{
-    return snapshot_read_by_phase(r, obj);
-}
-
 /* ---- process, config ---- */
 
 static int rd_cmdline_item(struct reader *r, void *obj, size_t i)
