@@ -82,8 +82,8 @@ static inline int hooks_fast_device(enum record_kind kind, bool runtime)
 /* After the real allocation succeeded (addr 0: nothing was allocated), from
  * the fast path: what alloc_done (call_state.c) does, inlined into each
  * wrapper's fast function so that a pair crosses one function of ours
- * less (its prologue, epilogue and argument moves were ~80 instructions of
- * the ~620 a pair added with no stack).  `device` as hooks_fast_device. */
+ * less (its prologue, epilogue and argument moves were a visible share of
+ * what a pair adds).  `device` as hooks_fast_device. */
 static inline __attribute__((always_inline)) void
 hooks_fast_alloc_done(unsigned slot, enum record_kind kind, int device, bool runtime,
                       uintptr_t addr, uint64_t size, const void *frame)

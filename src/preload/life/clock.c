@@ -13,7 +13,7 @@
  *    frozen libfaketime, a stopped VM) leaves CLOCK_MONOTONIC in use
  *    instead of a process spinning forever.  The first piece's rate is
  *    good to ~1e-4 (each anchor is the narrowest of several brackets of
- *    clock_gettime by two rdtsc, ~50 ns on a VM);
+ *    clock_gettime by two rdtsc);
  *  - each piece ends when the time since the base anchor has grown
  *    REFINE_GROWTH-fold (first at FIRST_REFINE_NS); the reader that
  *    crosses the end takes a new anchor and publishes the next piece, whose
@@ -64,8 +64,8 @@ static void publish(int i)
 #endif
 
 #define CALIBRATION_NS 250000LL   /* the anchors' least distance: a quarter ms */
-/* The spin's bound: 2^16 readings of the vDSO clock (27 ns each on a
- * kvm-clock VM) are ~1.8 ms, well past CALIBRATION_NS on a moving clock. */
+/* The spin's bound: 2^16 readings of the vDSO clock take milliseconds,
+ * well past CALIBRATION_NS on a moving clock. */
 #define SPIN_MAX 65536
 #define FIRST_REFINE_NS 10000000LL /* 10 ms: the first piece's error is ~1 us */
 #define REFINE_GROWTH 5

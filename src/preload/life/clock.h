@@ -1,6 +1,6 @@
 /* clock.h - nanoseconds since the library loaded, read on every allocation
- * and free.  CLOCK_MONOTONIC through the vDSO costs 27 ns on a kvm-clock VM;
- * where the CPU has an invariant TSC the reading comes from rdtsc (~10 ns)
+ * and free.  CLOCK_MONOTONIC through the vDSO is slow on a kvm-clock VM;
+ * where the CPU has an invariant TSC the reading comes from rdtsc, cheaper,
  * scaled by a rate calibrated against CLOCK_MONOTONIC (clock.c). */
 #ifndef CUMEMTRACE_CLOCK_H
 #define CUMEMTRACE_CLOCK_H
@@ -30,7 +30,7 @@ extern struct clock_tsc clock_pieces[];
 extern int clock_piece; /* index of the newest piece; -1: no TSC */
 /* &clock_pieces[clock_piece], published with it; without a TSC a piece
  * of span 0, never NULL.  The hot path reads the piece through it: no
- * index arithmetic (5 instructions of the 17 a reading cost), no test. */
+ * index arithmetic (a good part of a reading's cost), no test. */
 extern const struct clock_tsc *clock_newest __attribute__((visibility("hidden")));
 
 /* Sets the origin and takes the TSC's first anchor (a few readings: it

@@ -13,14 +13,13 @@
  * request closes it as recovered; any other allocation or failure on that
  * thread closes it as given up.
  *
- * Post-mortem writes (a dump costs O(live allocations): 45 ms at 100 k):
+ * Post-mortem writes (a dump costs O(live allocations)):
  * one file per chain, written at its first failure - until the process has
  * shown that it retries (a chain recovered: a caching allocator's routine).
  * From then on a chain's first failure only registers its post-mortem
  * (`pending`), which is written at the chain's next failed attempt, when it
  * gives up, or at exit or a termination signal, and never when the retry
- * succeeds: a recovered chain costs O(1), not a dump (76 ms per chain at
- * 100 k live before).  The first chain of every process is written at once,
+ * succeeds: a recovered chain costs O(1), not a dump.  The first chain of every process is written at once,
  * so a host that aborts at its first failure keeps its post-mortem.  A further attempt only
  * updates the chain in memory (O(1)); the file is rewritten when the chain
  * ends, when its cause changes (at most every 100 ms), while attempts pile

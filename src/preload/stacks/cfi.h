@@ -37,7 +37,7 @@ bool cfi_rule(uintptr_t ra, struct cfi_rule *r);
  *
  * The cache is set-associative: 2^CFI_SET_BITS sets of CFI_WAYS words.
  * Direct-mapped, two hot return addresses of one index evicted each other
- * and every capture parsed .eh_frame again (~1100 instructions); here up
+ * and every capture parsed .eh_frame again; here up
  * to CFI_WAYS addresses of a set stay, the first two found inline. */
 enum { CFI_CACHE_BITS = 13, CFI_WAYS = 4, CFI_SET_BITS = 11 };
 _Static_assert(1 << CFI_CACHE_BITS == CFI_WAYS << CFI_SET_BITS, "sets x ways = words");

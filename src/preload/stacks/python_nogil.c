@@ -17,7 +17,7 @@
  * hold the GIL).  We hand it a private memfd, read the text back and
  * intern the frames by their strings.  It names functions by co_name (not
  * co_qualname), escapes non-ASCII as \xNN and writes character by
- * character: about 3 us a frame.  While the layout is unproven, the same
+ * character: slow, but safe without the GIL.  While the layout is unproven, the same
  * stack is also walked with reads that cannot fault and compared with that
  * text (files, lines, names); agreeing stacks prove the layout and are
  * interned from the walk, so a call site keeps one name before and after.

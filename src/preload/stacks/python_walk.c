@@ -1,9 +1,8 @@
 /* python_walk.c - the cheap walk of the calling thread's Python frames
  * (3.11-3.13), and a per-thread cache of the last stack's frame indices.
  *
- * Why: through the public API (python.c's walk) a 30-frame capture cost
- * ~6300 instructions on 3.11 - four calls and two reference counts per
- * frame (PyFrame_GetBack creates frame objects, hence the collector
+ * Why: through the public API (python.c's walk) a capture costs four
+ * calls and two reference counts per frame (PyFrame_GetBack creates frame objects, hence the collector
  * switched off around it), then a hash probe per frame under a lock.  The
  * interpreter's own frames are plain structs (_PyInterpreterFrame) linked
  * from the thread state; reading them is what CPython's fault handler does

@@ -2,9 +2,9 @@
  * dladdr() names them, without one symbol-table scan per address.
  *
  * Why: glibc's dladdr finds the object, then scans its whole dynamic
- * symbol table for the nearest symbol - ~1.27 M instructions for an
- * address in libtorch, and an exit snapshot of a small PyTorch run asked
- * it 49 times (62 M of the dump's 69 M instructions).  Here the addresses
+ * symbol table for the nearest symbol, libtorch's large one too, for each
+ * address, and a dump asks about many (most of a small run's exit
+ * snapshot went there).  Here the addresses
  * of a dump are sorted, and each object's table is scanned once for all
  * of its addresses: a symbol is rejected by a bitmap of the pages that
  * hold an address, and only a symbol on such a page is matched against

@@ -5,8 +5,8 @@
  * function of the tracker: the calls' prologues and epilogues, the struct
  * record_alloc passed through memory and read back, the reloads of what
  * the wrapper had in registers, and the tests of what is constant at a
- * wrapper (its kind, entry point and free hint) were ~70 of the ~535
- * instructions a pair added with no stack.  record.c's record_alloc_at
+ * wrapper (its kind, entry point and free hint) were a large share of
+ * what a pair added with no stack.  record.c's record_alloc_at
  * and record_free_take are these same functions, out of line, for every
  * other caller; everything but the steady state - a stack or site not in
  * this thread's cache, no parked entry, a full table or log - is out of
@@ -27,7 +27,7 @@
 #pragma GCC visibility push(hidden) /* direct addressing, no GOT entries */
 
 /* always_inline: the allocation and free paths are one function each, with
- * one prologue (the calls cost ~10 instructions apiece on a ~150 path);
+ * one prologue (each call's cost is a visible share of so short a path);
  * the out-of-line functions below keep the rare cases out of them. */
 #define RECORD_HOT static inline __attribute__((always_inline))
 

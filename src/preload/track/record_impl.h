@@ -164,8 +164,8 @@ struct pool_limit {
 } __attribute__((aligned(64)));
 
 /* ---- the lock: a futex mutex (Drepper, "Futexes Are Tricky", mutex 2) ----
- * Uncontended, a lock and an unlock are one atomic each (~10 instructions,
- * against ~100 for a pthread mutex round trip).  Contended, a thread spins
+ * Uncontended, a lock and an unlock are one atomic each, fewer steps than
+ * a pthread mutex round trip.  Contended, a thread spins
  * briefly, backing off between polls, then sleeps in the kernel, so a
  * preempted holder never has its waiters burn their cores.
  * States: 0 free, 1 held, 2 held with (possible) sleepers.
@@ -266,9 +266,9 @@ static inline uint32_t record_pool_of(enum record_kind kind, int device)
 /* ---- stacks and sites (record_stacks.c) ---- */
 
 /* Four independent lanes: a single multiply chain over 32 frames is bound
- * by multiply latency (~60 ns); four chains overlap in the pipeline.  The
- * lanes are scalars and the loop is unrolled by hand: as an array in a
- * nested loop they cost ~15 instructions a frame, now ~5. */
+ * by multiply latency; four chains overlap in the pipeline.  The lanes are
+ * scalars and the loop is unrolled by hand: as an array in a nested loop
+ * they cost about three times the instructions a frame. */
 #define STACK_MIX(h, f) (h ^= (uint64_t)(uintptr_t)(f), h *= k, h ^= h >> 29)
 static inline uint64_t record_stack_hash(unsigned entry, void *const *frames, unsigned depth)
 {

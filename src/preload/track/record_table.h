@@ -3,9 +3,9 @@
  * holding the key beside the entry so a probe compares without touching the
  * entry.  Private to the record_*.c files; the caller holds record_lock.
  *
- * Why not uthash: its insert, find and delete cost ~120 instructions a pair
- * of operations and 56 bytes of handle per entry; a probe here is a few
- * instructions and a slot is 16 bytes.  The load stays at most 1/2, so a
+ * Why not uthash: its insert, find and delete cost far more instructions
+ * and 56 bytes of handle per entry; a probe here is a few instructions and
+ * a slot is 16 bytes.  The load stays at most 1/2, so a
  * lookup probes ~1.5 slots on average.  Deletion shifts the following
  * entries back (no tombstones), so lookups never slow down with churn.
  * Slots live in pages of the tracker's own (record_pages.h).

@@ -17,8 +17,7 @@ struct record_ring;
  * 2 slots, 768 bytes of static TLS: little, should a host dlopen us) of
  * immutable stacks, and of the site the stack last allocated into.
  * Direct-mapped, two call sites in turn whose hashes shared a slot took
- * the slow path on every allocation (~130 instructions a pair with 4
- * sites alternating); now a set holds both, and 3 of a few hot stacks
+ * the slow path on every allocation (call sites taking turns); now a set holds both, and 3 of a few hot stacks
  * rarely share a set.  record_tc_slot finds a stack's slot. */
 #define RECORD_TC_SETS 16
 #define RECORD_TC_STACKS (2 * RECORD_TC_SETS)

@@ -1,7 +1,7 @@
 /* dump_guard.h - a thread writing a snapshot is not interrupted by the host.
  *
  * A dump takes the tracker's lock to copy its state and writes a temporary
- * file for milliseconds to seconds (45 ms at 100 k live).  A host signal
+ * file for milliseconds to seconds (with the live allocations).  A host signal
  * handler that runs in the middle and leaves by pthread_exit() or
  * longjmp() would leave the lock held (every thread then hangs in
  * record_lock_wait) and the temporary behind; a deferred pthread_cancel

@@ -145,8 +145,8 @@ enum order_by { BY_CURRENT, BY_AT_PEAK, BY_MARK_AT_PEAK, BY_ALLOCS };
 /* Sorts keys[0..n), already in id order, by figure, largest first, keeping
  * the id order among equals (and, for one stack's sites of two kinds, the
  * sites' order): a stable LSD radix sort of the complemented figure, one
- * pass per byte in which the figures differ (a 100k-site dump spent ~140 M
- * instructions in qsort's three sorts).  tmp: room for n. */
+ * pass per byte in which the figures differ (qsort's three sorts were most
+ * of a large dump's cost).  tmp: room for n. */
 static void radix_by_figure(struct site_key *keys, struct site_key *tmp, size_t n)
 {
     /* the bytes in which some figures differ; only they are passes */

@@ -6,8 +6,8 @@
  * cache because most frames repeat across stacks.  The addresses the
  * cache does not hold are first gathered from all stacks and resolved in
  * one batch (symtab.c: one pass over each object's symbol table, where
- * dladdr scanned libtorch's ~100k symbols for every address: 49 of them
- * cost 62 M instructions in the exit snapshot of a small PyTorch run).
+ * dladdr scans the whole table, libtorch's large one too, for every
+ * address).
  * The cache also keeps each native frame's JSON text as first written:
  * 100k stacks of 22 frames are 2.2 M frames of a few hundred distinct
  * addresses, so most frames are one inlined lookup and one copy.
@@ -422,7 +422,7 @@ static void write_entry(struct snapshot_json *w, struct entry_text *e, unsigned 
 /* The dump's own cache: four times its native frames (repeats included), a
  * power of two, at most SYMCACHE_SIZE.  A cache sized for the largest dump
  * was 3.5 MiB cleared for every dump - by calloc byte by byte once the
- * host's heap has grown (3.7 M instructions) - when a small run's dump has
+ * host's heap has grown - when a small run's dump has
  * a few dozen frames. */
 static size_t own_cache_size(const struct record_view *v)
 {

@@ -21,7 +21,7 @@
  * times the last one's cost, its rows left out (heartbeats meanwhile): a
  * state that large is then older than one flush interval, and the reader
  * states how old.  The rows cost what the event rate makes them cost
- * (a copy, a checksum and a write, about 50 ns a row).
+ * (a copy, a checksum and a write a row).
  * Disk use is bounded by CUMEMTRACE_STREAM_MAX: past it the file is
  * replaced (temporary file + rename) by one holding only the latest
  * checkpoint, which carries every total and the peak attribution.
