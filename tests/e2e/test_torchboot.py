@@ -312,6 +312,10 @@ def _instructions(tmp_path, traced, n, lib):
     in `lib` imported first (or none: "-")."""
     env = run_env() if traced else base_env(preload=False)
     env.pop("PYTHONPATH", None)
+    # One hash seed for every run: with random ones CPython's start-up
+    # (dicts, sets, interned strings) varies by millions of instructions a
+    # run, which moved the slope by a hundred or more an event.
+    env["PYTHONHASHSEED"] = "0"
     cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
            PYTHON, "-c", EVENTS, str(n), lib]
     if traced:
