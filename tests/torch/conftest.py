@@ -156,6 +156,20 @@ def run_pair(tmp, name, *args, expect_rc=0, memory="24GiB", env=None):
     return traced.proc, started[1]
 
 
+def _once(cache, key, name, args, make, tmp_path_factory):
+    """make(tmp) once a session for `key`; its failure is kept too, and
+    raised again for every test that asks for the same run."""
+    if key not in cache:
+        try:
+            cache[key] = make(tmp_path_factory.mktemp(pathlib.Path(name).stem))
+        except AssertionError as e:
+            cache[key] = e
+    got = cache[key]
+    if isinstance(got, AssertionError):
+        raise AssertionError(f"{name} {' '.join(args)}: {got}")
+    return Run(*got)
+
+
 @pytest.fixture
 def scenario(tmp_path_factory):
     """Runs a scenario bare and traced (once a session for the same
@@ -163,17 +177,8 @@ def scenario(tmp_path_factory):
     and returns the traced run."""
     def go(name, *args, expect_rc=0, memory="24GiB", env=None):
         key = (name, args, expect_rc, memory, tuple(sorted((env or {}).items())))
-        if key not in _traced:
-            tmp = tmp_path_factory.mktemp(pathlib.Path(name).stem)
-            try:
-                _traced[key] = run_pair(tmp, name, *args, expect_rc=expect_rc,
-                                        memory=memory, env=env)
-            except AssertionError as e:
-                _traced[key] = e
-        got = _traced[key]
-        if isinstance(got, AssertionError):
-            raise AssertionError(f"{name} {' '.join(args)}: {got}")
-        return Run(*got)
+        return _once(_traced, key, name, args, lambda tmp: run_pair(
+            tmp, name, *args, expect_rc=expect_rc, memory=memory, env=env), tmp_path_factory)
     return go
 
 
@@ -188,18 +193,9 @@ def traced_only(tmp_path_factory):
     that judge the same run of a running job's dump share it."""
     def go(name, *args, memory="24GiB", env=None):
         key = (name, args, memory, tuple(sorted((env or {}).items())))
-        if key not in _solo:
-            tmp = tmp_path_factory.mktemp(pathlib.Path(name).stem)
-            try:
-                _solo[key] = (finish(start_scenario(tmp, name, *args, traced=True,
-                                                    memory=memory, env=env)).proc,
-                              tmp / "traced")
-            except AssertionError as e:
-                _solo[key] = e
-        got = _solo[key]
-        if isinstance(got, AssertionError):
-            raise AssertionError(f"{name} {' '.join(args)}: {got}")
-        return Run(*got)
+        return _once(_solo, key, name, args, lambda tmp: (
+            finish(start_scenario(tmp, name, *args, traced=True, memory=memory,
+                                  env=env)).proc, tmp / "traced"), tmp_path_factory)
     return go
 
 
